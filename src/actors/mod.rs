@@ -1,0 +1,1 @@
+//! The ractor supervision tree that executes `run`.

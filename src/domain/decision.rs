@@ -1,0 +1,1 @@
+//! Deciding an attempt's outcome from what happened (SPEC §8 precedence).

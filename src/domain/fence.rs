@@ -1,0 +1,351 @@
+//! Markdown code-fence tracking, shared by the plan parser (where fenced headings are examples,
+//! not structure) and the result-block framer (where a tag inside a fence is a quotation, not a
+//! result).
+//!
+//! The rules, applied to each line:
+//!
+//! - a line *opens* a fence when it starts with at most three spaces or tabs, then a run of at
+//!   least three backticks or three tildes; a backtick run followed by info text that itself
+//!   contains a backtick is not a fence (CommonMark's rule for inline code);
+//! - while a fence is open, a line *closes* it when it starts with at most three spaces or tabs,
+//!   then a run of the opening character at least as long as the opener, then nothing but
+//!   whitespace;
+//! - every other line is ordinary text (inside or outside a fence).
+//!
+//! The tracker is fed raw bytes incrementally, so the framer can use it on a live stream without
+//! keeping lines: it holds a handful of counters, never the text.
+
+use memchr::memchr;
+
+/// The character a fence is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceChar {
+    Backtick,
+    Tilde,
+}
+
+impl FenceChar {
+    fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            b'`' => Some(Self::Backtick),
+            b'~' => Some(Self::Tilde),
+            _ => None,
+        }
+    }
+
+    fn byte(self) -> u8 {
+        match self {
+            Self::Backtick => b'`',
+            Self::Tilde => b'~',
+        }
+    }
+
+    /// The word used in user-facing messages (`unclosed backtick code fence`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Backtick => "backtick",
+            Self::Tilde => "tilde",
+        }
+    }
+}
+
+/// A fence that has been opened and not yet closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFence {
+    pub ch: FenceChar,
+    /// Length of the opening run; the closer must be at least this long.
+    pub len: usize,
+    /// 1-based line number of the opening line.
+    pub line: usize,
+}
+
+/// What a complete line turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineRole {
+    /// Ordinary text outside any fence.
+    Text,
+    /// The line opened a fence.
+    FenceOpen,
+    /// The line closed the open fence.
+    FenceClose,
+    /// Ordinary text inside an open fence.
+    Fenced,
+}
+
+impl LineRole {
+    /// True for lines that plan structure and result tags must ignore: fence delimiters and
+    /// everything between them.
+    pub fn is_fenced(self) -> bool {
+        !matches!(self, Self::Text)
+    }
+}
+
+/// Classification of the current, possibly partial, line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineScan {
+    /// Leading spaces/tabs seen so far.
+    Indent(u8),
+    /// Inside the run of fence characters.
+    Run { ch: FenceChar, len: usize },
+    /// After the run. `ok` tracks the condition the rest of the line must keep: for a possible
+    /// opener, "no backtick in backtick-fence info text"; for a possible closer, "only
+    /// whitespace".
+    Rest { ch: FenceChar, len: usize, ok: bool },
+    /// Decided: this line cannot open or close a fence.
+    Plain,
+}
+
+/// Incremental fence state over a byte stream.
+#[derive(Clone, Debug)]
+pub struct FenceTracker {
+    open: Option<OpenFence>,
+    scan: LineScan,
+    /// 1-based number of the line currently being fed.
+    line: usize,
+}
+
+impl Default for FenceTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FenceTracker {
+    pub fn new() -> Self {
+        Self {
+            open: None,
+            scan: LineScan::Indent(0),
+            line: 1,
+        }
+    }
+
+    /// True when the line currently being fed started inside an open fence.
+    pub fn in_fence(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The fence open at the start of the current line, if any.
+    pub fn open_fence(&self) -> Option<OpenFence> {
+        self.open
+    }
+
+    /// 1-based number of the line currently being fed.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// True when nothing but indentation has been fed on the current line.
+    pub fn at_line_start(&self) -> bool {
+        matches!(self.scan, LineScan::Indent(0))
+    }
+
+    /// Feeds one complete line (without its `\n`) and reports what it was.
+    pub fn classify_line(&mut self, line: &[u8]) -> LineRole {
+        debug_assert!(!line.contains(&b'\n'));
+        self.feed_within_line(line);
+        self.end_line()
+    }
+
+    /// Feeds arbitrary bytes, which may contain any number of line breaks.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            match memchr(b'\n', bytes) {
+                Some(newline) => {
+                    self.feed_within_line(&bytes[..newline]);
+                    self.end_line();
+                    bytes = &bytes[newline + 1..];
+                }
+                None => {
+                    self.feed_within_line(bytes);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends the input: classifies a final line that had no `\n` and returns the fence still
+    /// open, if any.
+    pub fn finish(&mut self) -> Option<OpenFence> {
+        if !self.at_line_start() {
+            self.end_line();
+        }
+        self.open
+    }
+
+    fn feed_within_line(&mut self, bytes: &[u8]) {
+        let mut index = 0;
+        while index < bytes.len() {
+            let byte = bytes[index];
+            self.scan = match self.scan {
+                LineScan::Plain => return,
+                LineScan::Indent(n) => match byte {
+                    b' ' | b'\t' if n < 3 => LineScan::Indent(n + 1),
+                    _ => match FenceChar::from_byte(byte) {
+                        Some(ch) if self.may_start_run(ch) => LineScan::Run { ch, len: 1 },
+                        _ => LineScan::Plain,
+                    },
+                },
+                LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
+                LineScan::Run { ch, len } => {
+                    if len < 3 {
+                        LineScan::Plain
+                    } else {
+                        self.rest_after(ch, len, true, byte)
+                    }
+                }
+                LineScan::Rest { ch, len, ok } => {
+                    if !ok {
+                        // Nothing later on the line can make it a fence line again.
+                        LineScan::Plain
+                    } else {
+                        self.rest_after(ch, len, ok, byte)
+                    }
+                }
+            };
+            index += 1;
+        }
+    }
+
+    /// Whether a run of `ch` could open (no fence open) or close (same character) a fence.
+    fn may_start_run(&self, ch: FenceChar) -> bool {
+        match self.open {
+            None => true,
+            Some(open) => open.ch == ch,
+        }
+    }
+
+    fn rest_after(&self, ch: FenceChar, len: usize, ok: bool, byte: u8) -> LineScan {
+        let ok = match self.open {
+            // A possible opener: backtick fences may not have a backtick in their info text.
+            None => ok && !(ch == FenceChar::Backtick && byte == b'`'),
+            // A possible closer: only whitespace may follow the run.
+            Some(_) => ok && matches!(byte, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'),
+        };
+        LineScan::Rest { ch, len, ok }
+    }
+
+    fn end_line(&mut self) -> LineRole {
+        let role = match (self.open, self.scan) {
+            (None, LineScan::Run { ch, len }) | (None, LineScan::Rest { ch, len, ok: true })
+                if len >= 3 =>
+            {
+                self.open = Some(OpenFence {
+                    ch,
+                    len,
+                    line: self.line,
+                });
+                LineRole::FenceOpen
+            }
+            (Some(open), LineScan::Run { ch, len })
+            | (Some(open), LineScan::Rest { ch, len, ok: true })
+                if ch == open.ch && len >= open.len =>
+            {
+                self.open = None;
+                LineRole::FenceClose
+            }
+            (Some(_), _) => LineRole::Fenced,
+            (None, _) => LineRole::Text,
+        };
+        self.scan = LineScan::Indent(0);
+        self.line += 1;
+        role
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roles(text: &str) -> Vec<LineRole> {
+        let mut tracker = FenceTracker::new();
+        text.split('\n')
+            .map(|line| tracker.classify_line(line.as_bytes()))
+            .collect()
+    }
+
+    use LineRole::*;
+
+    #[test]
+    fn backtick_fence_opens_and_closes() {
+        assert_eq!(
+            roles("a\n```rust\n## Phase 9: x\n```\nb"),
+            vec![Text, FenceOpen, Fenced, FenceClose, Text]
+        );
+    }
+
+    #[test]
+    fn tilde_fence_needs_tilde_closer() {
+        assert_eq!(
+            roles("~~~\n```\n~~~"),
+            vec![FenceOpen, Fenced, FenceClose]
+        );
+    }
+
+    #[test]
+    fn closer_must_be_at_least_as_long() {
+        assert_eq!(
+            roles("````\n```\n`````"),
+            vec![FenceOpen, Fenced, FenceClose]
+        );
+    }
+
+    #[test]
+    fn closer_allows_only_trailing_whitespace() {
+        assert_eq!(
+            roles("```\n``` x\n```  \t\r"),
+            vec![FenceOpen, Fenced, FenceClose]
+        );
+    }
+
+    #[test]
+    fn two_characters_are_not_a_fence() {
+        assert_eq!(roles("``\n~~"), vec![Text, Text]);
+    }
+
+    #[test]
+    fn indentation_up_to_three() {
+        assert_eq!(roles("   ```\n```"), vec![FenceOpen, FenceClose]);
+        assert_eq!(roles("    ```"), vec![Text]);
+        assert_eq!(roles("\t\t\t~~~\n~~~"), vec![FenceOpen, FenceClose]);
+    }
+
+    #[test]
+    fn backtick_info_with_backtick_is_not_a_fence() {
+        assert_eq!(roles("``` a`b"), vec![Text]);
+        assert_eq!(roles("~~~ a`b\n~~~"), vec![FenceOpen, FenceClose]);
+    }
+
+    #[test]
+    fn incremental_feed_matches_line_feed() {
+        let text = "x\n ```py\ncode\n```\n~~~~\n~~~\n~~~~~ \n";
+        for split in 0..text.len() {
+            let mut tracker = FenceTracker::new();
+            tracker.feed(&text.as_bytes()[..split]);
+            tracker.feed(&text.as_bytes()[split..]);
+            assert_eq!(tracker.finish(), None, "split at {split}");
+        }
+        let mut tracker = FenceTracker::new();
+        tracker.feed(b"a\n```\nb");
+        let open = tracker.finish().expect("fence stays open");
+        assert_eq!(open.line, 2);
+        assert_eq!(open.ch, FenceChar::Backtick);
+    }
+
+    #[test]
+    fn final_line_without_newline_is_classified() {
+        let mut tracker = FenceTracker::new();
+        tracker.feed(b"```\ncode\n```");
+        assert_eq!(tracker.finish(), None);
+    }
+
+    #[test]
+    fn in_fence_reports_state_at_line_start() {
+        let mut tracker = FenceTracker::new();
+        tracker.feed(b"```\n");
+        assert!(tracker.in_fence());
+        assert!(tracker.at_line_start());
+        tracker.feed(b"<tag");
+        assert!(tracker.in_fence());
+        assert!(!tracker.at_line_start());
+    }
+}

@@ -1,0 +1,149 @@
+//! Process identity: the facts that let a later invocation decide whether a recorded worker is
+//! still the same live process, without ever signalling a process known only by its pid.
+//!
+//! A pid alone can be reused; pid + process group + boot id + start time (in clock ticks since
+//! boot, field 22 of `/proc/<pid>/stat`) cannot, short of a reboot into the same boot id.
+
+use serde::{Deserialize, Serialize};
+
+/// The identity recorded for a running attempt (`active_attempt.process` in `state.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    pub process_group_id: u32,
+    pub boot_id: String,
+    pub start_time_ticks: u64,
+}
+
+/// The fields of one `/proc/<pid>/stat` line that identity and group sweeps need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: u32,
+    /// One-letter state (`R`, `S`, `Z`, `X`, …).
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub start_time_ticks: u64,
+}
+
+impl ProcStat {
+    /// Zombies and dead tasks hold a pid but run nothing.
+    pub fn is_defunct(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name is parenthesised and may itself
+/// contain spaces and parentheses, so fields are counted from the last `)`.
+pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let pid = text[..open].trim().parse().ok()?;
+    // Fields after the command name start at field 3 (state).
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).copied();
+    let mut state_chars = field(3)?.chars();
+    let state = state_chars.next()?;
+    if state_chars.next().is_some() {
+        return None;
+    }
+    Some(ProcStat {
+        pid,
+        state,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        start_time_ticks: field(22)?.parse().ok()?,
+    })
+}
+
+/// The verdict on a recorded worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// The same process (pid, group, boot, start time) is alive and not a zombie.
+    Alive,
+    /// No process with that identity is running: absent, reused pid, other boot, or defunct.
+    Gone,
+}
+
+/// Compares a recorded identity with what `/proc` says now. `observed` is `None` when the pid
+/// does not exist; `current_boot_id` is the running kernel's boot id.
+pub fn liveness(
+    recorded: &ProcessIdentity,
+    current_boot_id: &str,
+    observed: Option<&ProcStat>,
+) -> Liveness {
+    match observed {
+        Some(stat)
+            if recorded.boot_id.trim() == current_boot_id.trim()
+                && stat.pid == recorded.pid
+                && stat.pgrp == recorded.process_group_id
+                && stat.start_time_ticks == recorded.start_time_ticks
+                && !stat.is_defunct() =>
+        {
+            Liveness::Alive
+        }
+        _ => Liveness::Gone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "4242 (my (odd) cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+
+    #[test]
+    fn parses_fields_after_parenthesised_name() {
+        let stat = parse_proc_stat(SAMPLE).unwrap();
+        assert_eq!(stat.pid, 4242);
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.pgrp, 4242);
+        assert_eq!(stat.start_time_ticks, 987654);
+        assert!(!stat.is_defunct());
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "12", "12 (x", "x (y) S 1 2", "12 (x) SS 1 2 3"] {
+            assert_eq!(parse_proc_stat(bad), None, "{bad:?}");
+        }
+    }
+
+    fn recorded() -> ProcessIdentity {
+        ProcessIdentity {
+            pid: 4242,
+            process_group_id: 4242,
+            boot_id: "boot-a".into(),
+            start_time_ticks: 987654,
+        }
+    }
+
+    #[test]
+    fn same_identity_is_alive() {
+        let stat = parse_proc_stat(SAMPLE).unwrap();
+        assert_eq!(liveness(&recorded(), "boot-a\n", Some(&stat)), Liveness::Alive);
+    }
+
+    #[test]
+    fn any_mismatch_is_gone() {
+        let stat = parse_proc_stat(SAMPLE).unwrap();
+        assert_eq!(liveness(&recorded(), "boot-b", Some(&stat)), Liveness::Gone);
+        assert_eq!(liveness(&recorded(), "boot-a", None), Liveness::Gone);
+        let reused = ProcStat {
+            start_time_ticks: 1,
+            ..stat.clone()
+        };
+        assert_eq!(liveness(&recorded(), "boot-a", Some(&reused)), Liveness::Gone);
+        let other_group = ProcStat {
+            pgrp: 1,
+            ..stat.clone()
+        };
+        assert_eq!(liveness(&recorded(), "boot-a", Some(&other_group)), Liveness::Gone);
+        let zombie = ProcStat { state: 'Z', ..stat };
+        assert_eq!(liveness(&recorded(), "boot-a", Some(&zombie)), Liveness::Gone);
+    }
+}

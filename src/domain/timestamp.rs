@@ -1,0 +1,82 @@
+//! UTC timestamps as stored in state and outcome records.
+//!
+//! Written as `YYYY-MM-DDTHH:MM:SSZ` (seconds precision, always UTC); read back from any
+//! RFC 3339 value that carries an offset, so a hand-edited `+00:00` still validates.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(DateTime<Utc>);
+
+impl Timestamp {
+    /// Truncates to whole seconds, the precision the records keep.
+    pub fn from_datetime(at: DateTime<Utc>) -> Self {
+        Self(at.trunc_subsecs(0))
+    }
+
+    /// Parses an RFC 3339 timestamp with an explicit offset.
+    pub fn parse(text: &str) -> Result<Self, TimestampError> {
+        DateTime::parse_from_rfc3339(text)
+            .map(|at| Self::from_datetime(at.with_timezone(&Utc)))
+            .map_err(|_| TimestampError)
+    }
+
+    pub fn as_datetime(&self) -> DateTime<Utc> {
+        self.0
+    }
+
+    /// The compact form used inside attempt ids: `20261129T120102Z`.
+    pub fn compact(&self) -> String {
+        self.0.format("%Y%m%dT%H%M%SZ").to_string()
+    }
+}
+
+/// The text is not an ISO 8601 / RFC 3339 timestamp with an offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampError;
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).map_err(|_| {
+            serde::de::Error::custom(format!("expected an ISO 8601 timestamp, got '{text}'"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn formats_seconds_precision_utc() {
+        let at = Utc.with_ymd_and_hms(2026, 7, 5, 12, 1, 2).unwrap();
+        let ts = Timestamp::from_datetime(at + chrono::Duration::milliseconds(999));
+        assert_eq!(ts.to_string(), "2026-07-05T12:01:02Z");
+        assert_eq!(ts.compact(), "20260705T120102Z");
+    }
+
+    #[test]
+    fn parses_offsets_and_rejects_naive() {
+        let ts = Timestamp::parse("2026-07-05T14:01:02+02:00").unwrap();
+        assert_eq!(ts.to_string(), "2026-07-05T12:01:02Z");
+        assert!(Timestamp::parse("2026-07-05T12:01:02").is_err());
+        assert!(Timestamp::parse("yesterday").is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Thin I/O layer shared by commands and actors.

@@ -1,0 +1,1 @@
+//! Library half of the provider wrapper binaries.
