@@ -15,5 +15,7 @@
 pub mod actors;
 pub mod cli;
 pub mod domain;
+pub mod invocation;
 pub mod platform;
+pub mod report;
 pub mod wrapper;

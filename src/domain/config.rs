@@ -43,3 +43,9 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let _ = bytes;
     todo!()
 }
+
+/// Parses a `--timeout` / `--idle-timeout` value: a finite number of seconds greater than 0.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let _ = text;
+    todo!()
+}

@@ -1,1 +1,255 @@
-//! Deciding an attempt's outcome from what happened (SPEC §8 precedence).
+//! Deciding an attempt's outcome from what happened to it (SPEC §8 "Precedence").
+//!
+//! The supervisor remembers the first *stop cause* that made it end the attempt early (timeout,
+//! idle timeout, stop regex, interruption, an I/O failure while streaming); the child's exit
+//! status and the two streams' framing verdict arrive at the end. A stop cause always wins,
+//! then a nonzero exit, then the framing verdict: a result block counts only after a zero exit
+//! of an attempt nobody had to stop.
+
+use super::marker::{MarkerVerdict, ResultKind};
+use super::state::AttemptStatus;
+
+/// Why the supervisor ended an attempt before the child finished on its own (or, for a stop
+/// regex found in the final drain, after).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopCause {
+    /// The wall-clock `--timeout` expired.
+    Timeout { seconds: f64 },
+    /// No output on either stream for `--idle-timeout` seconds.
+    IdleTimeout { seconds: f64 },
+    /// A stop regex matched the combined output.
+    StopRegex { pattern: String },
+    /// The handler caught SIGINT or SIGTERM.
+    Interrupted { signal: i32 },
+    /// Reading a pipe, writing the transcript or the live console, or recording the running attempt failed.
+    ExecutionIo { message: String },
+}
+
+/// How the child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChildExit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ChildExit {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// The decided outcome: its status and the summary recorded with it (the result body for
+/// result blocks, otherwise the runner's one-line diagnostic).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub status: AttemptStatus,
+    pub summary: String,
+}
+
+/// Formats seconds like Python's `:g` did in the original messages: `1`, `0.1`, `2.5`.
+pub fn format_seconds(seconds: f64) -> String {
+    let text = format!("{seconds}");
+    text.strip_suffix(".0").map(str::to_owned).unwrap_or(text)
+}
+
+/// Applies the precedence rules.
+pub fn decide(cause: Option<&StopCause>, exit: ChildExit, verdict: MarkerVerdict) -> Decision {
+    if let Some(cause) = cause {
+        return decide_stop(cause);
+    }
+    if !exit.success() {
+        let summary = match (exit.code, exit.signal) {
+            (Some(code), _) => format!("agent command exited with code {code}"),
+            (None, Some(signal)) => format!("agent command was killed by signal {signal}"),
+            (None, None) => "agent command ended without an exit status".to_owned(),
+        };
+        return Decision {
+            status: AttemptStatus::AgentFailed,
+            summary,
+        };
+    }
+    match verdict {
+        MarkerVerdict::Result(block) => Decision {
+            status: match block.kind {
+                ResultKind::Complete => AttemptStatus::PhaseComplete,
+                ResultKind::Blocked => AttemptStatus::Blocked,
+                ResultKind::NeedsClarification => AttemptStatus::NeedsClarification,
+            },
+            summary: block.text,
+        },
+        MarkerVerdict::Missing(_) => Decision {
+            status: AttemptStatus::MissingMarker,
+            summary: "agent output did not contain a terminal marker".to_owned(),
+        },
+        MarkerVerdict::Invalid(detail) => Decision {
+            status: AttemptStatus::InvalidMarker,
+            summary: format!("agent output contained an invalid terminal marker ({detail})"),
+        },
+        MarkerVerdict::Multiple(detail) => Decision {
+            status: AttemptStatus::MultipleMarkers,
+            summary: format!("agent output contained multiple terminal markers ({detail})"),
+        },
+    }
+}
+
+fn decide_stop(cause: &StopCause) -> Decision {
+    let (status, summary) = match cause {
+        StopCause::Timeout { seconds } => (
+            AttemptStatus::Timeout,
+            format!("agent command timed out after {} seconds", format_seconds(*seconds)),
+        ),
+        StopCause::IdleTimeout { seconds } => (
+            AttemptStatus::Timeout,
+            format!(
+                "agent command produced no output for {} seconds (idle timeout)",
+                format_seconds(*seconds)
+            ),
+        ),
+        StopCause::StopRegex { pattern } => (
+            AttemptStatus::StopRegex,
+            format!("output matched stop regex: {pattern}"),
+        ),
+        StopCause::Interrupted { signal } => (
+            AttemptStatus::Interrupted,
+            format!(
+                "handler interrupted while the worker was active ({})",
+                signal_name(*signal)
+            ),
+        ),
+        StopCause::ExecutionIo { message } => (
+            AttemptStatus::ExecutionIoFailed,
+            format!("attempt execution IO failed: {message}"),
+        ),
+    };
+    Decision { status, summary }
+}
+
+/// `SIGINT`, `SIGTERM`, … for the signals the handler deals with; `signal N` otherwise.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        1 => "SIGHUP".to_owned(),
+        2 => "SIGINT".to_owned(),
+        9 => "SIGKILL".to_owned(),
+        15 => "SIGTERM".to_owned(),
+        other => format!("signal {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::marker::ResultBlock;
+
+    const OK: ChildExit = ChildExit {
+        code: Some(0),
+        signal: None,
+    };
+
+    fn complete(text: &str) -> MarkerVerdict {
+        MarkerVerdict::Result(ResultBlock {
+            kind: ResultKind::Complete,
+            text: text.into(),
+        })
+    }
+
+    #[test]
+    fn result_counts_after_zero_exit() {
+        let decision = decide(None, OK, complete("done"));
+        assert_eq!(decision.status, AttemptStatus::PhaseComplete);
+        assert_eq!(decision.summary, "done");
+        let blocked = MarkerVerdict::Result(ResultBlock {
+            kind: ResultKind::Blocked,
+            text: "need keys".into(),
+        });
+        assert_eq!(decide(None, OK, blocked).status, AttemptStatus::Blocked);
+    }
+
+    #[test]
+    fn nonzero_exit_overrides_result() {
+        let exit = ChildExit {
+            code: Some(7),
+            signal: None,
+        };
+        let decision = decide(None, exit, complete("done"));
+        assert_eq!(decision.status, AttemptStatus::AgentFailed);
+        assert_eq!(decision.summary, "agent command exited with code 7");
+        let killed = ChildExit {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(
+            decide(None, killed, complete("x")).summary,
+            "agent command was killed by signal 9"
+        );
+    }
+
+    #[test]
+    fn stop_causes_override_everything() {
+        let cases = [
+            (
+                StopCause::Timeout { seconds: 1.0 },
+                AttemptStatus::Timeout,
+                "agent command timed out after 1 seconds",
+            ),
+            (
+                StopCause::IdleTimeout { seconds: 0.5 },
+                AttemptStatus::Timeout,
+                "agent command produced no output for 0.5 seconds (idle timeout)",
+            ),
+            (
+                StopCause::StopRegex {
+                    pattern: "rate limit".into(),
+                },
+                AttemptStatus::StopRegex,
+                "output matched stop regex: rate limit",
+            ),
+            (
+                StopCause::Interrupted { signal: 15 },
+                AttemptStatus::Interrupted,
+                "handler interrupted while the worker was active (SIGTERM)",
+            ),
+            (
+                StopCause::ExecutionIo {
+                    message: "broken pipe".into(),
+                },
+                AttemptStatus::ExecutionIoFailed,
+                "attempt execution IO failed: broken pipe",
+            ),
+        ];
+        for (cause, status, summary) in cases {
+            let failed = ChildExit {
+                code: Some(3),
+                signal: None,
+            };
+            let decision = decide(Some(&cause), failed, complete("done"));
+            assert_eq!(decision.status, status);
+            assert_eq!(decision.summary, summary);
+        }
+    }
+
+    #[test]
+    fn marker_failures_after_zero_exit() {
+        assert_eq!(
+            decide(None, OK, MarkerVerdict::Missing("x".into())).status,
+            AttemptStatus::MissingMarker
+        );
+        let invalid = decide(None, OK, MarkerVerdict::Invalid("trailing text".into()));
+        assert_eq!(invalid.status, AttemptStatus::InvalidMarker);
+        assert_eq!(
+            invalid.summary,
+            "agent output contained an invalid terminal marker (trailing text)"
+        );
+        assert_eq!(
+            decide(None, OK, MarkerVerdict::Multiple("two".into())).status,
+            AttemptStatus::MultipleMarkers
+        );
+    }
+
+    #[test]
+    fn seconds_format_like_g() {
+        assert_eq!(format_seconds(1.0), "1");
+        assert_eq!(format_seconds(0.1), "0.1");
+        assert_eq!(format_seconds(3600.0), "3600");
+        assert_eq!(format_seconds(2.5), "2.5");
+    }
+}

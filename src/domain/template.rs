@@ -45,3 +45,9 @@ impl CommandTemplate {
         todo!()
     }
 }
+
+/// Quotes argv for display like POSIX `shlex.join`.
+pub fn shell_join(argv: &[String]) -> String {
+    let _ = argv;
+    todo!()
+}

@@ -1,0 +1,108 @@
+//! DeadlineTimer: owns the attempt's two clocks — the wall-clock `--timeout` measured from
+//! launch, and the `--idle-timeout` measured from the last output on either stream.
+//!
+//! Output notifications only move a timestamp; the timer wakes itself at the earliest pending
+//! deadline and re-arms if output moved the idle deadline meanwhile. Sustained output
+//! therefore costs one cheap message per notification and can never postpone the wall-clock
+//! deadline.
+
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::time::Instant;
+
+use super::attempt_supervisor::AttemptMsg;
+use super::notify;
+
+pub enum TimerMsg {
+    /// Some output arrived on either stream.
+    OutputObserved,
+    /// Self-scheduled wake-up.
+    Check,
+}
+
+pub struct DeadlineTimer;
+
+pub struct TimerArgs {
+    pub timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub supervisor: ActorRef<AttemptMsg>,
+}
+
+pub struct TimerState {
+    args: TimerArgs,
+    started: Instant,
+    last_output: Instant,
+    fired: bool,
+}
+
+impl TimerState {
+    fn wall_deadline(&self) -> Option<Instant> {
+        self.args.timeout.map(|timeout| self.started + timeout)
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        self.args.idle_timeout.map(|idle| self.last_output + idle)
+    }
+
+    fn arm(&self, myself: &ActorRef<TimerMsg>) {
+        let next = match (self.wall_deadline(), self.idle_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(at) = next {
+            myself.send_after(at.saturating_duration_since(Instant::now()), || TimerMsg::Check);
+        }
+    }
+}
+
+impl Actor for DeadlineTimer {
+    type Msg = TimerMsg;
+    type State = TimerState;
+    type Arguments = TimerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<TimerMsg>,
+        args: TimerArgs,
+    ) -> Result<TimerState, ActorProcessingErr> {
+        let now = Instant::now();
+        let state = TimerState {
+            args,
+            started: now,
+            last_output: now,
+            fired: false,
+        };
+        state.arm(&myself);
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<TimerMsg>,
+        message: TimerMsg,
+        state: &mut TimerState,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.fired {
+            return Ok(());
+        }
+        match message {
+            TimerMsg::OutputObserved => state.last_output = Instant::now(),
+            TimerMsg::Check => {
+                let now = Instant::now();
+                if state.wall_deadline().is_some_and(|at| now >= at) {
+                    state.fired = true;
+                    tracing::info!("wall-clock deadline reached");
+                    notify(&state.args.supervisor, AttemptMsg::DeadlineReached);
+                } else if state.idle_deadline().is_some_and(|at| now >= at) {
+                    state.fired = true;
+                    tracing::info!("idle deadline reached");
+                    notify(&state.args.supervisor, AttemptMsg::IdleDeadlineReached);
+                } else {
+                    state.arm(&myself);
+                }
+            }
+        }
+        Ok(())
+    }
+}

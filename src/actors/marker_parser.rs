@@ -1,0 +1,76 @@
+//! MarkerParser: owns the per-stream result-block framing state. It keeps only framing state
+//! (and the body of a candidate block), never the output, and gives its verdict on `Finish`.
+//! Each stream has its own framer, so scheduling between the two pipes can never join
+//! fragments into a result.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::domain::marker::{combine, MarkerVerdict, OutputStream, StreamFramer};
+
+pub enum MarkerMsg {
+    /// The next bytes of `stream`; the reply returns the buffer.
+    Feed {
+        stream: OutputStream,
+        bytes: Vec<u8>,
+        reply: RpcReplyPort<Vec<u8>>,
+    },
+    /// Both streams ended: the verdict over both.
+    Finish { reply: RpcReplyPort<MarkerVerdict> },
+}
+
+pub struct MarkerParser;
+
+pub struct MarkerState {
+    stdout: Option<StreamFramer>,
+    stderr: Option<StreamFramer>,
+}
+
+impl Actor for MarkerParser {
+    type Msg = MarkerMsg;
+    type State = MarkerState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<MarkerMsg>,
+        _: (),
+    ) -> Result<MarkerState, ActorProcessingErr> {
+        Ok(MarkerState {
+            stdout: Some(StreamFramer::new(OutputStream::Stdout)),
+            stderr: Some(StreamFramer::new(OutputStream::Stderr)),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<MarkerMsg>,
+        message: MarkerMsg,
+        state: &mut MarkerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            MarkerMsg::Feed {
+                stream,
+                bytes,
+                reply,
+            } => {
+                let framer = match stream {
+                    OutputStream::Stdout => state.stdout.as_mut(),
+                    OutputStream::Stderr => state.stderr.as_mut(),
+                };
+                if let Some(framer) = framer {
+                    framer.feed(&bytes);
+                }
+                let _ = reply.send(bytes);
+            }
+            MarkerMsg::Finish { reply } => {
+                let verdict = match (state.stdout.take(), state.stderr.take()) {
+                    (Some(stdout), Some(stderr)) => combine(stdout.finish(), stderr.finish()),
+                    _ => MarkerVerdict::Invalid("result framing was already finished".to_owned()),
+                };
+                tracing::info!(?verdict, "marker verdict");
+                let _ = reply.send(verdict);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! PipeReader: owns the read end of one child stream.
+//!
+//! The read loop runs in a task (a blocked read inside a handler would make the actor deaf to
+//! `Close`). Each chunk is handed to the transcript writer with a *call*: the loop waits for
+//! the writer's reply — which returns the buffer for reuse — before reading again. One chunk in
+//! flight per stream bounds memory whatever the child writes, and a full pipe then slows the
+//! child down: backpressure end to end, despite ractor's unbounded mailboxes.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+
+use super::attempt_supervisor::AttemptMsg;
+use super::notify;
+use super::transcript_writer::WriterMsg;
+use crate::domain::marker::OutputStream;
+
+/// Largest chunk read at once.
+pub const CHUNK_SIZE: usize = 256 * 1024;
+
+pub enum ReaderMsg {
+    /// Stop reading and close our read end (used when a process outside the group keeps the
+    /// pipe open after the group is gone).
+    Close,
+}
+
+pub struct PipeReader;
+
+pub struct ReaderArgs {
+    pub stream: OutputStream,
+    pub pipe: Box<dyn AsyncRead + Send + Unpin>,
+    pub writer: ActorRef<WriterMsg>,
+    pub supervisor: ActorRef<AttemptMsg>,
+}
+
+pub struct ReaderState {
+    stream: OutputStream,
+    task: JoinHandle<()>,
+}
+
+impl Actor for PipeReader {
+    type Msg = ReaderMsg;
+    type State = ReaderState;
+    type Arguments = ReaderArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ReaderMsg>,
+        args: ReaderArgs,
+    ) -> Result<ReaderState, ActorProcessingErr> {
+        let stream = args.stream;
+        let task = tokio::spawn(read_loop(args));
+        Ok(ReaderState { stream, task })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ReaderMsg>,
+        message: ReaderMsg,
+        state: &mut ReaderState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ReaderMsg::Close => {
+                if !state.task.is_finished() {
+                    tracing::warn!(stream = state.stream.name(), "closing a pipe still held open");
+                }
+                state.task.abort();
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ReaderMsg>,
+        state: &mut ReaderState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.task.abort();
+        Ok(())
+    }
+}
+
+async fn read_loop(args: ReaderArgs) {
+    let ReaderArgs {
+        stream,
+        mut pipe,
+        writer,
+        supervisor,
+    } = args;
+    let mut buffer = Vec::with_capacity(CHUNK_SIZE);
+    let error = loop {
+        buffer.clear();
+        match pipe.read_buf(&mut buffer).await {
+            Ok(0) => break None,
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => break Some(format!("failed reading agent {}: {error}", stream.name())),
+        }
+        let chunk = std::mem::take(&mut buffer);
+        match writer
+            .call(
+                |reply: RpcReplyPort<Vec<u8>>| WriterMsg::Chunk {
+                    stream,
+                    bytes: chunk,
+                    reply,
+                },
+                None,
+            )
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(returned)) => buffer = returned,
+            _ => break Some(format!("transcript writer stopped while reading agent {}", stream.name())),
+        }
+        if buffer.capacity() < CHUNK_SIZE {
+            buffer.reserve(CHUNK_SIZE);
+        }
+    };
+    tracing::debug!(stream = stream.name(), error = error.as_deref(), "pipe EOF");
+    notify(&supervisor, AttemptMsg::StreamEnded { stream, error });
+}

@@ -1,0 +1,80 @@
+//! StopScanner: owns the stop-regex scanning state of one attempt — one DFA state carried over
+//! the combined output in arrival order, never the output itself. The first match is reported
+//! to the attempt supervisor at once; the final end-of-input check happens on `Finish`.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::attempt_supervisor::AttemptMsg;
+use super::notify;
+use crate::domain::stop_regex::{StopMatch, StopPatterns, StopScanner as Scanner};
+
+pub enum ScanMsg {
+    /// The next chunk of combined output; the reply returns the buffer.
+    Feed {
+        bytes: Vec<u8>,
+        reply: RpcReplyPort<Vec<u8>>,
+    },
+    /// End of input: a match decided only by the end (`$`, `\z`, a trailing `\b`).
+    Finish { reply: RpcReplyPort<Option<StopMatch>> },
+}
+
+pub struct StopScanner;
+
+pub struct ScanArgs {
+    pub patterns: Arc<StopPatterns>,
+    pub supervisor: ActorRef<AttemptMsg>,
+}
+
+pub struct ScanState {
+    scanner: Scanner,
+    supervisor: ActorRef<AttemptMsg>,
+    matched: Option<StopMatch>,
+}
+
+impl Actor for StopScanner {
+    type Msg = ScanMsg;
+    type State = ScanState;
+    type Arguments = ScanArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ScanMsg>,
+        args: ScanArgs,
+    ) -> Result<ScanState, ActorProcessingErr> {
+        Ok(ScanState {
+            scanner: Scanner::new(args.patterns),
+            supervisor: args.supervisor,
+            matched: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<ScanMsg>,
+        message: ScanMsg,
+        state: &mut ScanState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ScanMsg::Feed { bytes, reply } => {
+                if state.matched.is_none() {
+                    if let Some(found) = state.scanner.feed(&bytes) {
+                        tracing::info!(pattern = %found.pattern, "stop regex matched");
+                        notify(&state.supervisor, AttemptMsg::StopMatched(found.clone()));
+                        state.matched = Some(found);
+                    }
+                }
+                let _ = reply.send(bytes);
+            }
+            ScanMsg::Finish { reply } => {
+                let found = match state.matched.clone() {
+                    Some(found) => Some(found),
+                    None => state.scanner.finish(),
+                };
+                let _ = reply.send(found);
+            }
+        }
+        Ok(())
+    }
+}

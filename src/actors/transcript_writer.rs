@@ -1,0 +1,324 @@
+//! TranscriptWriter: owns the attempt's transcript file and the handler's live console.
+//!
+//! Both pipe readers hand it their chunks; the order in which it handles them *is* the arrival
+//! order recorded everywhere: the transcript gets every byte as it arrives (no buffering beyond
+//! the chunk in hand, so a SIGKILLed handler still leaves everything received on disk), the
+//! console gets the chunk minus any result block (unless `--quiet`), and the chunk then goes to
+//! the marker parser and the stop scanner. The reader gets its buffer back only when all of
+//! that is done.
+
+use std::fs::File;
+use std::io::Write;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+
+use super::attempt_supervisor::AttemptMsg;
+use super::deadline_timer::TimerMsg;
+use super::marker_parser::MarkerMsg;
+use super::notify;
+use super::stop_scanner::ScanMsg;
+use crate::domain::decision::ChildExit;
+use crate::domain::marker::{LiveFilter, OutputStream};
+use crate::domain::template::shell_join;
+use crate::domain::timestamp::Timestamp;
+
+/// Output notifications to the deadline timer are coalesced to at most one per this interval.
+const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
+
+pub enum WriterMsg {
+    /// A chunk read from `stream`; the reply returns the buffer for reuse.
+    Chunk {
+        stream: OutputStream,
+        bytes: Vec<u8>,
+        reply: RpcReplyPort<Vec<u8>>,
+    },
+    /// Flush the live filters, write the trailer and fsync the transcript.
+    Finish {
+        trailer: Trailer,
+        reply: RpcReplyPort<Result<(), String>>,
+    },
+}
+
+/// What the transcript trailer records.
+#[derive(Clone, Debug, Default)]
+pub struct Trailer {
+    pub exit: Option<ChildExit>,
+    pub finished_at: Option<Timestamp>,
+    /// Descendants still alive after the leader exited (killed by the sweep).
+    pub leaked: Vec<u32>,
+    /// Pids that survived every SIGKILL round.
+    pub survivors: Vec<u32>,
+    /// Our read ends were closed while something outside the group still held a pipe open.
+    pub pipes_held_open: bool,
+}
+
+pub struct TranscriptWriter;
+
+pub struct WriterArgs {
+    pub transcript: File,
+    pub transcript_path: String,
+    pub quiet: bool,
+    pub marker: ActorRef<MarkerMsg>,
+    pub scanner: Option<ActorRef<ScanMsg>>,
+    pub timer: Option<ActorRef<TimerMsg>>,
+    pub supervisor: ActorRef<AttemptMsg>,
+}
+
+pub struct WriterState {
+    args: WriterArgs,
+    stdout_filter: LiveFilter,
+    stderr_filter: LiveFilter,
+    visible: Vec<u8>,
+    bytes_seen: u64,
+    ends_with_newline: bool,
+    transcript_failed: bool,
+    console_failed: bool,
+    last_activity_notice: Option<Instant>,
+}
+
+impl Actor for TranscriptWriter {
+    type Msg = WriterMsg;
+    type State = WriterState;
+    type Arguments = WriterArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<WriterMsg>,
+        args: WriterArgs,
+    ) -> Result<WriterState, ActorProcessingErr> {
+        Ok(WriterState {
+            args,
+            stdout_filter: LiveFilter::new(),
+            stderr_filter: LiveFilter::new(),
+            visible: Vec::new(),
+            bytes_seen: 0,
+            ends_with_newline: true,
+            transcript_failed: false,
+            console_failed: false,
+            last_activity_notice: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<WriterMsg>,
+        message: WriterMsg,
+        state: &mut WriterState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            WriterMsg::Chunk {
+                stream,
+                bytes,
+                reply,
+            } => {
+                let bytes = state.take_chunk(stream, bytes).await;
+                let _ = reply.send(bytes);
+            }
+            WriterMsg::Finish { trailer, reply } => {
+                state.flush_live_filters().await;
+                let _ = reply.send(state.write_trailer(&trailer));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WriterState {
+    async fn take_chunk(&mut self, stream: OutputStream, bytes: Vec<u8>) -> Vec<u8> {
+        self.bytes_seen += bytes.len() as u64;
+        if let Some(&last) = bytes.last() {
+            self.ends_with_newline = last == b'\n';
+        }
+        self.note_activity();
+        if !self.transcript_failed {
+            if let Err(error) = self.args.transcript.write_all(&bytes) {
+                self.transcript_failed = true;
+                self.fail(format!("{}: {error}", self.args.transcript_path));
+            }
+        }
+        if !self.args.quiet && !self.console_failed {
+            let filter = match stream {
+                OutputStream::Stdout => &mut self.stdout_filter,
+                OutputStream::Stderr => &mut self.stderr_filter,
+            };
+            self.visible.clear();
+            filter.filter(&bytes, &mut self.visible);
+            self.echo(stream).await;
+        }
+        let bytes = feed(&self.args.marker, bytes, |bytes, reply| MarkerMsg::Feed {
+            stream,
+            bytes,
+            reply,
+        })
+        .await;
+        match &self.args.scanner {
+            Some(scanner) => feed(scanner, bytes, |bytes, reply| ScanMsg::Feed { bytes, reply }).await,
+            None => bytes,
+        }
+    }
+
+    /// Tells the deadline timer about output, at most once per interval.
+    fn note_activity(&mut self) {
+        let Some(timer) = &self.args.timer else { return };
+        let now = Instant::now();
+        if self
+            .last_activity_notice
+            .is_none_or(|last| now.duration_since(last) >= ACTIVITY_NOTIFY_INTERVAL)
+        {
+            self.last_activity_notice = Some(now);
+            notify(timer, TimerMsg::OutputObserved);
+        }
+    }
+
+    async fn echo(&mut self, stream: OutputStream) {
+        if self.visible.is_empty() {
+            return;
+        }
+        let result = match stream {
+            OutputStream::Stdout => write_flush(&mut tokio::io::stdout(), &self.visible).await,
+            OutputStream::Stderr => write_flush(&mut tokio::io::stderr(), &self.visible).await,
+        };
+        if let Err(error) = result {
+            self.console_failed = true;
+            self.fail(format!("failed writing live output to handler {}: {error}", stream.name()));
+        }
+    }
+
+    async fn flush_live_filters(&mut self) {
+        if self.args.quiet || self.console_failed {
+            return;
+        }
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            self.visible.clear();
+            match stream {
+                OutputStream::Stdout => self.stdout_filter.finish(&mut self.visible),
+                OutputStream::Stderr => self.stderr_filter.finish(&mut self.visible),
+            }
+            self.echo(stream).await;
+        }
+    }
+
+    fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), String> {
+        if self.transcript_failed {
+            return Err(format!("{}: transcript is incomplete", self.args.transcript_path));
+        }
+        let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
+        self.args
+            .transcript
+            .write_all(text.as_bytes())
+            .and_then(|()| self.args.transcript.sync_all())
+            .map_err(|error| format!("{}: {error}", self.args.transcript_path))
+    }
+
+    fn fail(&self, message: String) {
+        tracing::error!(%message, "output failure");
+        notify(&self.args.supervisor, AttemptMsg::OutputFailed(message));
+    }
+}
+
+async fn write_flush(
+    sink: &mut (impl tokio::io::AsyncWrite + Unpin),
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    sink.write_all(bytes).await?;
+    sink.flush().await
+}
+
+/// Hands a chunk to a consumer actor and gets the buffer back. A consumer that stopped (only
+/// possible during teardown) costs the chunk nothing but its analysis.
+async fn feed<M: ractor::Message>(
+    actor: &ActorRef<M>,
+    bytes: Vec<u8>,
+    message: impl FnOnce(Vec<u8>, RpcReplyPort<Vec<u8>>) -> M,
+) -> Vec<u8> {
+    match actor.call(|reply| message(bytes, reply), None).await {
+        Ok(ractor::rpc::CallResult::Success(bytes)) => bytes,
+        _ => Vec::new(),
+    }
+}
+
+/// What the transcript header shows.
+pub struct TranscriptHeader<'a> {
+    pub attempt_id: &'a str,
+    pub phase_id: &'a str,
+    pub phase_title: &'a str,
+    pub plan_path: &'a str,
+    pub state_path: &'a str,
+    pub plan_workspace: &'a str,
+    pub execution_workspace: &'a str,
+    pub started_at: Timestamp,
+    pub agent_cmd: &'a str,
+    pub argv: &'a [String],
+}
+
+/// The runner-written lines before the child's output, ending with the `---` separator.
+pub fn render_header(header: &TranscriptHeader<'_>) -> String {
+    format!(
+        "run_id: {}\nphase: {} {}\nplan: {}\nstate: {}\nplan_workspace_path: {}\nexecution_workspace_path: {}\nstarted_at: {}\nagent_cmd: {}\nargv: {}\n---\n",
+        header.attempt_id,
+        header.phase_id,
+        header.phase_title,
+        header.plan_path,
+        header.state_path,
+        header.plan_workspace,
+        header.execution_workspace,
+        header.started_at,
+        header.agent_cmd,
+        shell_join(header.argv),
+    )
+}
+
+/// The runner-written lines after the child's output.
+pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: bool) -> String {
+    let mut text = String::new();
+    let exit_code = trailer.exit.and_then(|exit| exit.code);
+    let signal = trailer.exit.and_then(|exit| exit.signal);
+    if bytes_seen == 0 {
+        let code = match (exit_code, signal) {
+            (Some(code), _) => code.to_string(),
+            (None, Some(signal)) => format!("-{signal}"),
+            (None, None) => "unknown".to_owned(),
+        };
+        text.push_str(&format!(
+            "[runner] process exited with code {code} without stdout/stderr output\n"
+        ));
+    } else if !ends_with_newline {
+        // The trailer always starts on its own line.
+        text.push('\n');
+    }
+    text.push_str("--- runner trailer ---\n");
+    text.push_str(&format!("exit_code: {}\n", optional(exit_code)));
+    text.push_str(&format!("signal: {}\n", optional(signal)));
+    text.push_str(&format!("output_bytes: {bytes_seen}\n"));
+    if !trailer.leaked.is_empty() {
+        text.push_str(&format!(
+            "leaked_descendants_killed: {}\n",
+            join_pids(&trailer.leaked)
+        ));
+    }
+    if !trailer.survivors.is_empty() {
+        text.push_str(&format!(
+            "processes_surviving_sigkill: {}\n",
+            join_pids(&trailer.survivors)
+        ));
+    }
+    if trailer.pipes_held_open {
+        text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");
+    }
+    text.push_str(&format!(
+        "finished_at: {}\n",
+        optional(trailer.finished_at.as_ref())
+    ));
+    text
+}
+
+fn optional(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "none".to_owned(), |value| value.to_string())
+}
+
+fn join_pids(pids: &[u32]) -> String {
+    pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}

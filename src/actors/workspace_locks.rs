@@ -1,0 +1,113 @@
+//! WorkspaceLocks: owns every directory lock of the invocation — the plan workspace for the
+//! whole run, and each selected execution workspace through its attempt's cleanup and
+//! recording. One directory reached by two paths (or the plan workspace doubling as execution
+//! workspace) is locked once and reference-counted.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::platform::locks::{dir_identity, try_lock_dir, DirLock, LockScope};
+
+/// Identifies a held lock for [`LockMsg::Release`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockId(u64);
+
+pub enum LockMsg {
+    /// Take the lock on `dir` now or fail; the error text names the scope and directory.
+    Acquire {
+        dir: String,
+        scope: LockScope,
+        reply: RpcReplyPort<Result<LockId, String>>,
+    },
+    /// Give back one reference; the lock is released with the last one.
+    Release { id: LockId },
+}
+
+pub struct WorkspaceLocks;
+
+struct Held {
+    id: LockId,
+    lock: DirLock,
+    references: usize,
+}
+
+#[derive(Default)]
+pub struct LocksState {
+    held: Vec<Held>,
+    next_id: u64,
+}
+
+impl Actor for WorkspaceLocks {
+    type Msg = LockMsg;
+    type State = LocksState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        _: (),
+    ) -> Result<LocksState, ActorProcessingErr> {
+        Ok(LocksState::default())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        message: LockMsg,
+        state: &mut LocksState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            LockMsg::Acquire { dir, scope, reply } => {
+                let _ = reply.send(state.acquire(&dir, scope));
+            }
+            LockMsg::Release { id } => state.release(id),
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        state: &mut LocksState,
+    ) -> Result<(), ActorProcessingErr> {
+        for held in state.held.drain(..) {
+            tracing::info!(dir = %held.lock.dir.display(), "lock released");
+        }
+        Ok(())
+    }
+}
+
+impl LocksState {
+    fn acquire(&mut self, dir: &str, scope: LockScope) -> Result<LockId, String> {
+        let path = std::path::Path::new(dir);
+        let identity = dir_identity(path)
+            .map_err(|error| format!("could not lock {} {dir}: {error}", scope.name()))?;
+        if let Some(held) = self.held.iter_mut().find(|held| held.lock.identity == identity) {
+            held.references += 1;
+            tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
+            return Ok(held.id);
+        }
+        let lock = try_lock_dir(path, scope).map_err(|error| {
+            tracing::warn!(dir, scope = scope.name(), %error, "lock not taken");
+            error.to_string()
+        })?;
+        self.next_id += 1;
+        let id = LockId(self.next_id);
+        tracing::info!(dir, scope = scope.name(), "lock taken");
+        self.held.push(Held {
+            id,
+            lock,
+            references: 1,
+        });
+        Ok(id)
+    }
+
+    fn release(&mut self, id: LockId) {
+        if let Some(index) = self.held.iter().position(|held| held.id == id) {
+            self.held[index].references -= 1;
+            if self.held[index].references == 0 {
+                let held = self.held.remove(index);
+                tracing::info!(dir = %held.lock.dir.display(), "lock released");
+            }
+        }
+    }
+}

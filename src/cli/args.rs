@@ -1,0 +1,112 @@
+//! Command-line arguments (SPEC §2). Help text is written for the person at the terminal; the
+//! value parsers reject bad values up front so they exit 5 like every other input error.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::domain::config::parse_seconds;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ai-session-handler",
+    version,
+    about = "Run a provider-agnostic AI agent plan to completion.",
+    long_about = "Run a provider-agnostic AI agent plan to completion.\n\n\
+        Each remaining phase of a Markdown plan runs in a fresh agent process started from a \
+        command template; its output is streamed live and into a durable transcript, and the \
+        phase ends with exactly one result block that the runner records crash-safely.\n\n\
+        Exit codes: 0 complete or phase limit reached, 2 blocked, 3 needs clarification, \
+        4 agent or execution failure, 5 invalid input or refused run, 130/143 interrupted."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub logging: LoggingArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the remaining phases of a plan, one fresh agent process per phase.
+    Run(RunArgs),
+    /// Print the plan's durable state and where its artifacts are (read-only).
+    Status(StatusArgs),
+    /// Validate everything `run` would validate and print the phase table (read-only).
+    Check(CheckArgs),
+    /// Create .ai-session-handler/config.json and .ai-session-handler/plans/ here.
+    Init,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// Agent command template; placeholders: {prompt_file} {workspace} {run_id} {transcript_file} {state_file}.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub agent_cmd: Option<String>,
+    /// Maximum phases to complete in this invocation (default: run to completion).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_phases: Option<u64>,
+    /// Per-attempt wall-clock limit in seconds (default: config timeout_seconds, 3600).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub timeout: Option<f64>,
+    /// Stop an attempt after this many seconds without output on either stream.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub idle_timeout: Option<f64>,
+    /// Stop the agent when its combined output matches this regex (repeatable).
+    #[arg(long, value_name = "REGEX")]
+    pub stop_on_regex: Vec<String>,
+    /// Suppress live agent output; transcripts and the final result line are unchanged.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Rerun the stopped phase, or resolve an abandoned attempt and rerun its phase.
+    #[arg(long)]
+    pub retry_stopped: bool,
+    /// Accept a changed plan after checking that every completed phase id still exists.
+    #[arg(long)]
+    pub accept_plan_change: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// Agent command template to validate instead of the config's agent_cmd.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub agent_cmd: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LoggingArgs {
+    /// Log level or filter directives (error, warn, info, debug, trace); overrides RUST_LOG.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Append logs to this file instead of stderr.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// Log line format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}

@@ -1,0 +1,214 @@
+//! `check`: validates everything `run` validates before touching state — plan, config,
+//! command template, stop regexes, every phase's execution workspace, the stored state and
+//! the plan-change situation — and prints the phase table. Changes nothing; exits 0 or 5.
+//!
+//! A stopped phase or an unresolved attempt is not invalid input: it shows in the table and
+//! as a note on what `run` will require, and `check` still exits 0. A changed or moved plan is
+//! a refusal `run` would make, so `check` exits 5 for it.
+
+use serde::Serialize;
+
+use super::args::CheckArgs;
+use super::EXIT_INVALID;
+use crate::actors::state_store::load_state;
+use crate::domain::selection::RecoveryFlags;
+use crate::domain::state::State;
+use crate::invocation::{effective_settings, execution_workspace_of, read_config, read_plan_snapshot, RunOverrides};
+use crate::platform::locate::locate_plan;
+use crate::report::Output;
+
+/// The `check --json` document (schema: docs/cli.md).
+#[derive(Debug, Default, Serialize)]
+pub struct CheckReport {
+    pub ok: bool,
+    pub plan_path: Option<String>,
+    pub plan_workspace: Option<String>,
+    pub state_path: Option<String>,
+    pub agent_cmd: Option<String>,
+    pub phases: Vec<PhaseRow>,
+    /// `unchanged`, `changed`, `moved` or `not-accepted`.
+    pub plan_status: Option<&'static str>,
+    /// What a plain `run` would require first (`--retry-stopped`), if anything.
+    pub notes: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PhaseRow {
+    pub id: String,
+    pub title: String,
+    pub workspace: String,
+    pub execution_workspace: Option<String>,
+    /// `done`, `pending`, `stopped` or `unresolved`.
+    pub status: &'static str,
+}
+
+pub fn run(args: &CheckArgs) -> i32 {
+    let report = build(args);
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(error) => eprintln!("error: cannot render check report: {error}"),
+        }
+    } else {
+        render_text(&report).print();
+    }
+    let errors = Output {
+        stdout: Vec::new(),
+        stderr: report.errors.iter().map(|error| format!("error: {error}")).collect(),
+    };
+    errors.print();
+    if report.ok { 0 } else { EXIT_INVALID }
+}
+
+fn build(args: &CheckArgs) -> CheckReport {
+    let mut report = CheckReport::default();
+    let location = match locate_plan(&args.plan) {
+        Ok(location) => location,
+        Err(message) => {
+            report.errors.push(message);
+            return report;
+        }
+    };
+    report.plan_path = Some(location.plan_path.clone());
+    report.plan_workspace = Some(location.workspace.clone());
+    report.state_path = Some(location.layout.state_path());
+    match read_config(&location) {
+        Ok(config) => {
+            let overrides = RunOverrides {
+                agent_cmd: args.agent_cmd.clone(),
+                flags: RecoveryFlags::default(),
+                ..RunOverrides::default()
+            };
+            match effective_settings(&location, &config, &overrides) {
+                Ok(settings) => report.agent_cmd = Some(settings.template.raw().to_owned()),
+                Err(message) => report.errors.push(message),
+            }
+        }
+        Err(message) => report.errors.push(message),
+    }
+    let state = match load_state(&location.layout) {
+        Ok(state) => Some(state),
+        Err(message) => {
+            report.errors.push(message);
+            None
+        }
+    };
+    let snapshot = match read_plan_snapshot(&location) {
+        Ok(snapshot) => snapshot,
+        Err(message) => {
+            report.errors.push(message);
+            report.ok = false;
+            return report;
+        }
+    };
+    let empty = State::default();
+    let state_ref = state.as_ref().unwrap_or(&empty);
+    for phase in &snapshot.plan.phases {
+        let execution_workspace = match execution_workspace_of(&location, phase) {
+            Ok(path) => Some(path),
+            Err(message) => {
+                report.errors.push(message);
+                None
+            }
+        };
+        report.phases.push(PhaseRow {
+            id: phase.id.clone(),
+            title: phase.title.clone(),
+            workspace: phase.workspace.clone(),
+            execution_workspace,
+            status: phase_status(state_ref, &phase.id),
+        });
+    }
+    if let Some(state) = &state {
+        report.plan_status = Some(match &state.plan {
+            None => "not-accepted",
+            Some(plan) if plan.path != snapshot.path => {
+                report.errors.push(format!(
+                    "{}: plan path mismatch; state belongs to {}. A renamed or relocated plan requires an explicit history decision",
+                    snapshot.path, plan.path
+                ));
+                "moved"
+            }
+            Some(plan) if plan.sha256 != snapshot.sha256 => {
+                report.errors.push(format!(
+                    "plan hash mismatch: {} (expected {}, actual {}); run with --accept-plan-change to accept the edit",
+                    snapshot.path, plan.sha256, snapshot.sha256
+                ));
+                "changed"
+            }
+            Some(_) => "unchanged",
+        });
+        if let Some(attempt) = &state.active_attempt {
+            report.notes.push(format!(
+                "phase {} has an abandoned {} attempt {}; run requires --retry-stopped",
+                attempt.phase.id,
+                attempt.status.as_str(),
+                attempt.id
+            ));
+        } else if let Some(stop) = &state.stop {
+            report.notes.push(format!(
+                "phase {} is stopped: {}; run requires --retry-stopped",
+                stop.phase_id, stop.reason
+            ));
+        }
+    }
+    report.ok = report.errors.is_empty();
+    report
+}
+
+fn phase_status(state: &State, phase_id: &str) -> &'static str {
+    if state.completed_phase_ids.iter().any(|id| id == phase_id) {
+        "done"
+    } else if state
+        .active_attempt
+        .as_ref()
+        .is_some_and(|attempt| attempt.phase.id == phase_id)
+    {
+        "unresolved"
+    } else if state.stop.as_ref().is_some_and(|stop| stop.phase_id == phase_id) {
+        "stopped"
+    } else {
+        "pending"
+    }
+}
+
+fn render_text(report: &CheckReport) -> Output {
+    let mut output = Output::default();
+    let Some(plan_path) = &report.plan_path else {
+        return output;
+    };
+    output.stdout.push(format!("plan path: {plan_path}"));
+    if let Some(workspace) = &report.plan_workspace {
+        output.stdout.push(format!("plan workspace path: {workspace}"));
+    }
+    if let Some(state_path) = &report.state_path {
+        output.stdout.push(format!("state path: {state_path}"));
+    }
+    if let Some(agent_cmd) = &report.agent_cmd {
+        output.stdout.push(format!("agent_cmd: {agent_cmd}"));
+    }
+    if !report.phases.is_empty() {
+        let id_width = report.phases.iter().map(|row| row.id.len()).max().unwrap_or(2).max(2);
+        output.stdout.push(format!("{:<id_width$}  {:<10}  {:<30}  title", "id", "status", "workspace"));
+        for row in &report.phases {
+            output.stdout.push(format!(
+                "{:<id_width$}  {:<10}  {:<30}  {}",
+                row.id,
+                row.status,
+                row.execution_workspace.as_deref().unwrap_or(&row.workspace),
+                row.title
+            ));
+        }
+    }
+    if let Some(status) = report.plan_status {
+        output.stdout.push(format!("plan: {status}"));
+    }
+    for note in &report.notes {
+        output.stdout.push(format!("note: {note}"));
+    }
+    if report.ok {
+        output.stdout.push("check: ok".to_owned());
+    }
+    output
+}

@@ -1,0 +1,77 @@
+//! `run`: validates every input, then hands the invocation to the actor tree
+//! ([`crate::actors::run_supervisor`]) and waits for its exit code.
+
+use std::sync::Arc;
+
+use ractor::Actor;
+use tokio::sync::oneshot;
+
+use super::args::RunArgs;
+use super::EXIT_INVALID;
+use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunSupervisor, EXIT_FAILED};
+use crate::domain::selection::RecoveryFlags;
+use crate::invocation::{effective_settings, read_config, read_plan_snapshot, RunOverrides};
+use crate::platform::locate::locate_plan;
+use crate::report::Output;
+
+pub fn run(args: &RunArgs) -> i32 {
+    let prepared = (|| {
+        let location = locate_plan(&args.plan)?;
+        let config = read_config(&location)?;
+        let overrides = RunOverrides {
+            agent_cmd: args.agent_cmd.clone(),
+            max_phases: args.max_phases,
+            timeout_seconds: args.timeout,
+            idle_timeout_seconds: args.idle_timeout,
+            stop_on_regex: args.stop_on_regex.clone(),
+            quiet: args.quiet,
+            flags: RecoveryFlags {
+                retry_stopped: args.retry_stopped,
+                accept_plan_change: args.accept_plan_change,
+            },
+        };
+        let settings = effective_settings(&location, &config, &overrides)?;
+        let snapshot = read_plan_snapshot(&location)?;
+        Ok::<_, String>((location, settings, snapshot))
+    })();
+    let (location, settings, snapshot) = match prepared {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            Output::error(message).print();
+            return EXIT_INVALID;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ash-worker")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            Output::error(format!("cannot start the async runtime: {error}")).print();
+            return EXIT_FAILED;
+        }
+    };
+    runtime.block_on(async move {
+        let (done, exit_code) = oneshot::channel();
+        let spawned = Actor::spawn(
+            None,
+            RunSupervisor,
+            SupervisorArgs {
+                location: Arc::new(location),
+                snapshot: Arc::new(snapshot),
+                settings: Arc::new(settings),
+                done,
+            },
+        )
+        .await;
+        if let Err(error) = spawned {
+            Output::error(format!("cannot start the run supervisor: {error}")).print();
+            return EXIT_FAILED;
+        }
+        exit_code.await.unwrap_or_else(|_| {
+            Output::error("internal error: the run supervisor stopped without an exit code").print();
+            EXIT_FAILED
+        })
+    })
+}

@@ -1,0 +1,327 @@
+//! `status`: a read-only report of one plan's durable state (SPEC §11). It takes no lock and
+//! writes nothing, whatever it finds: a changed plan is one line of the report, an unresolved
+//! attempt is shown in preference to the last run, and a missing transcript is reported at its
+//! own path — never replaced by an earlier phase's artifacts.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::args::StatusArgs;
+use super::EXIT_INVALID;
+use crate::actors::state_store::load_state;
+use crate::domain::selection::next_pending;
+use crate::domain::state::{PhaseRef, State, Stop};
+use crate::invocation::{execution_workspace_of, read_plan_snapshot, PlanSnapshot};
+use crate::platform::locate::{locate_plan, PlanLocation};
+use crate::report::Output;
+
+/// The status report; `--json` prints it as is (schema: docs/cli.md).
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub plan_path: String,
+    pub plan_workspace: String,
+    pub state_path: String,
+    pub state_exists: bool,
+    /// The selected execution workspace: the active attempt's, the stopped phase's, or the
+    /// next phase's.
+    pub execution_workspace: Option<String>,
+    pub completed_phase_ids: Vec<String>,
+    pub current_phase: Option<PhaseRef>,
+    pub next_phase: Option<PhaseRef>,
+    pub all_complete: bool,
+    pub stop: Option<Stop>,
+    pub active_attempt: Option<ActiveAttemptReport>,
+    pub last_run: Option<LastRunReport>,
+    pub latest_transcript: Option<String>,
+    pub latest_committed_outcome: Option<String>,
+    pub plan: PlanCheck,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ActiveAttemptReport {
+    pub id: String,
+    pub status: &'static str,
+    pub phase_id: String,
+    pub phase_title: String,
+    pub started_at: String,
+    pub pid: Option<u32>,
+    pub process_group_id: Option<u32>,
+    pub execution_workspace: String,
+    pub prompt_path: String,
+    pub transcript_path: String,
+    pub transcript_exists: bool,
+    /// The planned outcome path; never committed while the attempt is active.
+    pub outcome_path: String,
+    pub outcome_committed: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LastRunReport {
+    pub run_id: String,
+    pub phase_id: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub exit_code: i32,
+    pub transcript_path: String,
+    pub transcript_exists: bool,
+    pub outcome_path: Option<String>,
+    pub summary: String,
+}
+
+/// Whether the plan bytes still match the accepted snapshot.
+#[derive(Debug, Serialize)]
+pub struct PlanCheck {
+    /// `unchanged`, `changed`, `not-accepted`, `moved` or `unreadable`.
+    pub status: &'static str,
+    pub accepted_sha256: Option<String>,
+    pub current_sha256: Option<String>,
+    pub error: Option<String>,
+}
+
+pub fn run(args: &StatusArgs) -> i32 {
+    let location = match locate_plan(&args.plan) {
+        Ok(location) => location,
+        Err(message) => return fail(args.json, message),
+    };
+    let state = match load_state(&location.layout) {
+        Ok(state) => state,
+        Err(message) => return fail(args.json, message),
+    };
+    let snapshot = read_plan_snapshot(&location);
+    let report = build_report(&location, &state, snapshot.as_ref());
+    let plan_error = snapshot.err();
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(error) => return fail(false, format!("cannot render status: {error}")),
+        }
+    } else {
+        Output {
+            stdout: render_text(&report),
+            stderr: Vec::new(),
+        }
+        .print();
+    }
+    match plan_error {
+        Some(message) => {
+            Output::error(message).print();
+            EXIT_INVALID
+        }
+        None => 0,
+    }
+}
+
+fn fail(json: bool, message: String) -> i32 {
+    if json {
+        println!("{}", serde_json::json!({ "error": message }));
+    }
+    Output::error(message).print();
+    EXIT_INVALID
+}
+
+fn build_report(
+    location: &PlanLocation,
+    state: &State,
+    snapshot: Result<&PlanSnapshot, &String>,
+) -> StatusReport {
+    let plan = plan_check(state, snapshot);
+    let next_phase = snapshot.ok().and_then(|snapshot| {
+        let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
+        next_pending(state, &ids)
+            .and_then(|id| snapshot.plan.phase(id))
+            .map(|phase| PhaseRef {
+                id: phase.id.clone(),
+                title: phase.title.clone(),
+            })
+    });
+    let all_complete = snapshot.is_ok() && next_phase.is_none();
+    let resolve = |phase_id: &str| {
+        snapshot
+            .ok()
+            .and_then(|snapshot| snapshot.plan.phase(phase_id))
+            .and_then(|phase| execution_workspace_of(location, phase).ok())
+    };
+    let execution_workspace = if let Some(attempt) = &state.active_attempt {
+        Some(attempt.execution_workspace.clone())
+    } else if let Some(stop) = &state.stop {
+        state
+            .last_run
+            .as_ref()
+            .filter(|last_run| last_run.phase_id == stop.phase_id)
+            .map(|last_run| last_run.execution_workspace.clone())
+            .or_else(|| resolve(&stop.phase_id))
+    } else {
+        next_phase.as_ref().and_then(|phase| resolve(&phase.id))
+    };
+    let active_attempt = state.active_attempt.as_ref().map(|attempt| ActiveAttemptReport {
+        id: attempt.id.clone(),
+        status: attempt.status.as_str(),
+        phase_id: attempt.phase.id.clone(),
+        phase_title: attempt.phase.title.clone(),
+        started_at: attempt.started_at.to_string(),
+        pid: attempt.process.as_ref().map(|process| process.pid),
+        process_group_id: attempt.process.as_ref().map(|process| process.process_group_id),
+        execution_workspace: attempt.execution_workspace.clone(),
+        prompt_path: attempt.prompt_path.clone(),
+        transcript_path: attempt.transcript_path.clone(),
+        transcript_exists: Path::new(&attempt.transcript_path).is_file(),
+        outcome_path: attempt.outcome_path.clone(),
+        outcome_committed: false,
+    });
+    let last_run = state.last_run.as_ref().map(|last_run| LastRunReport {
+        run_id: last_run.run_id.clone(),
+        phase_id: last_run.phase_id.clone(),
+        status: last_run.status.to_string(),
+        started_at: last_run.started_at.to_string(),
+        finished_at: last_run.finished_at.to_string(),
+        exit_code: last_run.exit_code,
+        transcript_path: last_run.transcript_path.clone(),
+        transcript_exists: Path::new(&last_run.transcript_path).is_file(),
+        outcome_path: last_run.outcome_path.clone(),
+        summary: last_run.summary.clone(),
+    });
+    let latest_transcript = match (&state.active_attempt, &state.last_run) {
+        (Some(attempt), _) => Some(attempt.transcript_path.clone()),
+        (None, Some(last_run)) => Some(last_run.transcript_path.clone()),
+        (None, None) => None,
+    };
+    StatusReport {
+        plan_path: location.plan_path.clone(),
+        plan_workspace: location.workspace.clone(),
+        state_path: location.layout.state_path(),
+        state_exists: Path::new(&location.layout.state_path()).is_file(),
+        execution_workspace,
+        completed_phase_ids: state.completed_phase_ids.clone(),
+        current_phase: state.current_phase.clone(),
+        next_phase,
+        all_complete,
+        stop: state.stop.clone(),
+        active_attempt,
+        latest_committed_outcome: state
+            .last_run
+            .as_ref()
+            .and_then(|last_run| last_run.outcome_path.clone()),
+        last_run,
+        latest_transcript,
+        plan,
+    }
+}
+
+fn plan_check(state: &State, snapshot: Result<&PlanSnapshot, &String>) -> PlanCheck {
+    let accepted = state.plan.as_ref();
+    let accepted_sha256 = accepted.map(|plan| plan.sha256.clone());
+    match snapshot {
+        Err(error) => PlanCheck {
+            status: "unreadable",
+            accepted_sha256,
+            current_sha256: None,
+            error: Some(error.clone()),
+        },
+        Ok(snapshot) => {
+            let status = match accepted {
+                None => "not-accepted",
+                Some(plan) if plan.path != snapshot.path => "moved",
+                Some(plan) if plan.sha256 != snapshot.sha256 => "changed",
+                Some(_) => "unchanged",
+            };
+            PlanCheck {
+                status,
+                accepted_sha256,
+                current_sha256: Some(snapshot.sha256.clone()),
+                error: None,
+            }
+        }
+    }
+}
+
+fn render_text(report: &StatusReport) -> Vec<String> {
+    let mut lines = vec![
+        format!("plan path: {}", report.plan_path),
+        format!("plan workspace path: {}", report.plan_workspace),
+        format!(
+            "state path: {}{}",
+            report.state_path,
+            if report.state_exists { "" } else { " (not created yet)" }
+        ),
+    ];
+    if let Some(attempt) = &report.active_attempt {
+        lines.push(format!(
+            "active/abandoned: {} ({}, attempt {})",
+            attempt.phase_id, attempt.status, attempt.id
+        ));
+        lines.push(format!("attempt started: {}", attempt.started_at));
+        lines.push(match (attempt.pid, attempt.process_group_id) {
+            (Some(pid), Some(pgid)) => format!("worker process id: {pid} (process group {pgid})"),
+            _ => "worker process identity: unknown".to_owned(),
+        });
+        lines.push(format!("attempt prompt: {}", attempt.prompt_path));
+        lines.push(format!(
+            "attempt transcript: {}{}",
+            attempt.transcript_path,
+            missing_suffix(attempt.transcript_exists)
+        ));
+        lines.push(format!("attempt outcome (uncommitted): {}", attempt.outcome_path));
+    } else if let Some(stop) = &report.stop {
+        lines.push(format!("stopped: {} ({})", stop.phase_id, stop.reason));
+        if let Some(question) = &stop.clarification_request {
+            lines.push(format!("clarification: {question}"));
+        }
+        if let Some(message) = &stop.message {
+            lines.push(format!("message: {message}"));
+        }
+    } else if report.all_complete {
+        lines.push("all complete".to_owned());
+    } else if let Some(phase) = &report.next_phase {
+        lines.push(format!("next phase: {} {}", phase.id, phase.title));
+    } else {
+        lines.push("next phase: unavailable".to_owned());
+    }
+    lines.push(format!(
+        "completed phases: {}",
+        if report.completed_phase_ids.is_empty() {
+            "none".to_owned()
+        } else {
+            report.completed_phase_ids.join(", ")
+        }
+    ));
+    lines.push(match &report.current_phase {
+        Some(phase) => format!("current phase: {} {}", phase.id, phase.title),
+        None => "current phase: none".to_owned(),
+    });
+    lines.push(format!(
+        "execution workspace path: {}",
+        report.execution_workspace.as_deref().unwrap_or("none")
+    ));
+    lines.push(match &report.latest_transcript {
+        Some(path) => format!(
+            "latest transcript: {path}{}",
+            missing_suffix(Path::new(path).is_file())
+        ),
+        None => "latest transcript: none".to_owned(),
+    });
+    lines.push(format!(
+        "latest committed outcome: {}",
+        report.latest_committed_outcome.as_deref().unwrap_or("none")
+    ));
+    if let Some(last_run) = &report.last_run {
+        lines.push(format!("last run: {} ({})", last_run.run_id, last_run.status));
+    }
+    lines.push(match report.plan.status {
+        "unchanged" => "plan: matches the accepted snapshot".to_owned(),
+        "not-accepted" => "plan: not accepted yet (no run recorded)".to_owned(),
+        "changed" => format!(
+            "plan changed since accepted: expected {}, actual {}",
+            report.plan.accepted_sha256.as_deref().unwrap_or("none"),
+            report.plan.current_sha256.as_deref().unwrap_or("none")
+        ),
+        "moved" => "plan path differs from the accepted plan path (moved or renamed plan)".to_owned(),
+        _ => "plan: unreadable (see the error below)".to_owned(),
+    });
+    lines
+}
+
+fn missing_suffix(exists: bool) -> &'static str {
+    if exists { "" } else { " (missing)" }
+}

@@ -1,0 +1,156 @@
+//! What a command works from: the plan snapshot, config, command template and stop patterns,
+//! each read and validated once, before any lock is taken or state is touched. `run`, `check`
+//! and `status` share these loaders so they can never disagree about what is valid.
+
+use std::sync::Arc;
+
+use crate::domain::config::{parse_config, Config};
+use crate::domain::plan::{parse_plan, ParsedPlan, Phase};
+use crate::domain::plan_key::sha256_hex;
+use crate::domain::selection::{PlanFacts, RecoveryFlags};
+use crate::domain::stop_regex::StopPatterns;
+use crate::domain::template::CommandTemplate;
+use crate::platform::locate::{os_message, resolve_execution_workspace, PlanLocation};
+
+/// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
+/// invocation runs from.
+#[derive(Clone, Debug)]
+pub struct PlanSnapshot {
+    /// Canonical absolute plan path.
+    pub path: String,
+    /// SHA-256 of the bytes read.
+    pub sha256: String,
+    pub plan: ParsedPlan,
+}
+
+impl PlanSnapshot {
+    pub fn facts(&self) -> PlanFacts<'_> {
+        PlanFacts {
+            path: &self.path,
+            sha256: &self.sha256,
+            phase_ids: self.plan.phases.iter().map(|phase| phase.id.as_str()).collect(),
+        }
+    }
+}
+
+/// Reads and parses the plan once.
+pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, String> {
+    let bytes = std::fs::read(&location.plan_path)
+        .map_err(|error| format!("{}: cannot read plan: {}", location.plan_path, os_message(&error)))?;
+    let plan = parse_plan(&bytes).map_err(|error| error.with_source(&location.plan_path))?;
+    Ok(PlanSnapshot {
+        path: location.plan_path.clone(),
+        sha256: sha256_hex(&bytes),
+        plan,
+    })
+}
+
+/// Hashes the plan file as it is now (the checkpoint before each later launch).
+pub fn current_plan_hash(location: &PlanLocation) -> Result<String, String> {
+    std::fs::read(&location.plan_path)
+        .map(|bytes| sha256_hex(&bytes))
+        .map_err(|error| format!("{}: cannot read plan: {}", location.plan_path, os_message(&error)))
+}
+
+/// Reads the plan workspace's config; a missing file means defaults.
+pub fn read_config(location: &PlanLocation) -> Result<Config, String> {
+    match std::fs::read(&location.config_path) {
+        Ok(bytes) => parse_config(&bytes).map_err(|error| format!("{}: {error}", location.config_path)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(error) => Err(format!(
+            "{}: cannot read config: {}",
+            location.config_path,
+            os_message(&error)
+        )),
+    }
+}
+
+/// Checks a phase's execution workspace; the error names the plan line to fix.
+pub fn execution_workspace_of(
+    location: &PlanLocation,
+    phase: &Phase,
+) -> Result<String, String> {
+    resolve_execution_workspace(&location.workspace, &phase.workspace).map_err(|problem| {
+        format!(
+            "{}:{}: phase {} workspace '{}' {}",
+            location.plan_path,
+            phase.workspace_line,
+            phase.id,
+            phase.workspace,
+            problem.describe()
+        )
+    })
+}
+
+/// The command-line values of `run` that override or extend the config.
+#[derive(Clone, Debug, Default)]
+pub struct RunOverrides {
+    pub agent_cmd: Option<String>,
+    pub max_phases: Option<u64>,
+    pub timeout_seconds: Option<f64>,
+    pub idle_timeout_seconds: Option<f64>,
+    pub stop_on_regex: Vec<String>,
+    pub quiet: bool,
+    pub flags: RecoveryFlags,
+}
+
+/// Effective settings of a `run`, after CLI values override the config.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    pub template: CommandTemplate,
+    pub max_phases: Option<u64>,
+    pub timeout_seconds: Option<f64>,
+    pub idle_timeout_seconds: Option<f64>,
+    pub stop_patterns: Arc<StopPatterns>,
+    pub quiet: bool,
+    pub flags: RecoveryFlags,
+}
+
+/// Merges CLI values over the config and validates the template and stop patterns; patterns
+/// the streaming DFA cannot take are logged as warnings.
+pub fn effective_settings(
+    location: &PlanLocation,
+    config: &Config,
+    overrides: &RunOverrides,
+) -> Result<RunSettings, String> {
+    let raw_template = overrides
+        .agent_cmd
+        .as_deref()
+        .filter(|raw| !raw.trim().is_empty())
+        .or(config.agent_cmd.as_deref())
+        .ok_or("--agent-cmd is required when config does not provide agent_cmd")?;
+    let template = CommandTemplate::parse(raw_template).map_err(|error| {
+        let source = if overrides.agent_cmd.as_deref().is_some_and(|raw| !raw.trim().is_empty()) {
+            "--agent-cmd".to_owned()
+        } else {
+            format!("{}: agent_cmd", location.config_path)
+        };
+        format!("{source}: {error}")
+    })?;
+    let mut patterns = config.stop_on_regex.clone();
+    let config_count = patterns.len();
+    patterns.extend(overrides.stop_on_regex.iter().cloned());
+    let stop_patterns = StopPatterns::compile(&patterns).map_err(|error| {
+        let source = if error.index < config_count {
+            format!("{}: stop_on_regex[{}]", location.config_path, error.index)
+        } else {
+            "--stop-on-regex".to_owned()
+        };
+        format!("{source}: invalid stop regex '{}': {}", error.pattern, error.message)
+    })?;
+    for pattern in stop_patterns.fallback_patterns() {
+        tracing::warn!(
+            pattern,
+            "stop regex cannot be matched by the streaming DFA; it falls back to retaining the attempt's output in memory (use (?-u:\\b) for ASCII word boundaries)"
+        );
+    }
+    Ok(RunSettings {
+        template,
+        max_phases: overrides.max_phases.or(config.max_phases),
+        timeout_seconds: overrides.timeout_seconds.or(config.timeout_seconds),
+        idle_timeout_seconds: overrides.idle_timeout_seconds.or(config.idle_timeout_seconds),
+        stop_patterns: Arc::new(stop_patterns),
+        quiet: overrides.quiet,
+        flags: overrides.flags,
+    })
+}

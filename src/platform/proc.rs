@@ -1,0 +1,80 @@
+//! Reads of `/proc`: the running kernel's boot id, one process's stat line, and the members of
+//! a process group. Parsing and comparison live in [`crate::domain::identity`].
+
+use std::fs;
+use std::io;
+
+use crate::domain::identity::{parse_proc_stat, ProcStat, ProcessIdentity};
+
+const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The running kernel's boot id, trimmed.
+pub fn boot_id() -> io::Result<String> {
+    Ok(fs::read_to_string(BOOT_ID_PATH)?.trim().to_owned())
+}
+
+/// `/proc/<pid>/stat` of one process; `Ok(None)` when no such process exists.
+pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(text) => Ok(parse_proc_stat(&text)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        // A process that vanished between listing and reading reports ESRCH.
+        Err(error) if error.raw_os_error() == Some(nix::libc::ESRCH) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// The identity of a just-launched child (a session leader, so its pgid is its pid).
+pub fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
+    let stat = stat(pid)?.ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, format!("/proc/{pid}/stat is gone"))
+    })?;
+    Ok(ProcessIdentity {
+        pid,
+        process_group_id: stat.pgrp,
+        boot_id: boot_id()?,
+        start_time_ticks: stat.start_time_ticks,
+    })
+}
+
+/// Every process whose stat line satisfies `keep`. Processes that vanish mid-scan are skipped.
+pub fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<ProcStat>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(Some(stat)) = stat(pid) {
+            if keep(&stat) {
+                found.push(stat);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
+    processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_identity() {
+        let me = std::process::id();
+        let stat = stat(me).unwrap().expect("own stat");
+        assert_eq!(stat.pid, me);
+        assert!(stat.start_time_ticks > 0);
+        assert!(!boot_id().unwrap().is_empty());
+    }
+
+    #[test]
+    fn missing_pid_is_none() {
+        // Above the default pid_max of 4194304.
+        assert_eq!(stat(4_294_967_000).unwrap(), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! What the handler prints: result lines, failure details with the transcript tail, and the
+//! refusal explanations with their recovery instructions (SPEC §8; reference §1.4). Built as
+//! values first and printed in one place, so stdout and stderr content is easy to test and
+//! never interleaves mid-report.
+
+use std::io::Write;
+
+use crate::domain::selection::Refusal;
+use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
+
+/// How many transcript lines a failure report shows.
+pub const TAIL_LINES: usize = 40;
+
+/// Lines for stdout and stderr.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub stdout: Vec<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Output {
+    pub fn stdout(line: impl Into<String>) -> Self {
+        Self {
+            stdout: vec![line.into()],
+            stderr: Vec::new(),
+        }
+    }
+
+    /// `error: <message>` on stderr: the form of every input error.
+    pub fn error(message: impl AsRef<str>) -> Self {
+        Self {
+            stdout: Vec::new(),
+            stderr: vec![format!("error: {}", message.as_ref())],
+        }
+    }
+
+    pub fn err_line(&mut self, line: impl Into<String>) -> &mut Self {
+        self.stderr.push(line.into());
+        self
+    }
+
+    /// Writes stdout first, then stderr, each flushed. Write errors are ignored: there is
+    /// nowhere left to report them.
+    pub fn print(&self) {
+        let mut out = std::io::stdout().lock();
+        for line in &self.stdout {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+        let mut err = std::io::stderr().lock();
+        for line in &self.stderr {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+}
+
+/// The final line of a successful or stopped run.
+pub fn result_line(status: AttemptStatus, summary: &str) -> String {
+    match status {
+        AttemptStatus::Blocked => format!("phase-blocked: {summary}"),
+        AttemptStatus::NeedsClarification => format!("phase-needs-clarification: {summary}"),
+        other => format!("{other}: {summary}"),
+    }
+}
+
+/// A failed attempt: `<status>: <message>`, then where to look.
+pub fn failure(
+    status: AttemptStatus,
+    summary: &str,
+    outcome_path: Option<&str>,
+    transcript_path: &str,
+) -> Output {
+    let mut output = Output::default();
+    output.err_line(format!("{status}: {summary}"));
+    if let Some(path) = outcome_path {
+        output.err_line(format!("outcome: {path}"));
+    }
+    output.err_line(format!("transcript: {transcript_path}"));
+    output.stderr.extend(transcript_tail(transcript_path));
+    output
+}
+
+/// An attempt whose outcome could not be committed: it stays the active attempt.
+pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
+    let mut output = Output::default();
+    output.err_line(first_line);
+    output.err_line(format!(
+        "unresolved attempt: {} ({}, attempt {})",
+        attempt.phase.id,
+        attempt.status.as_str(),
+        attempt.id
+    ));
+    output.err_line(format!("transcript: {}", attempt.transcript_path));
+    output.err_line(format!(
+        "planned outcome (uncommitted): {}",
+        attempt.outcome_path
+    ));
+    output.stderr.extend(transcript_tail(&attempt.transcript_path));
+    output.err_line("inspect the workspace, then rerun with --retry-stopped");
+    output
+}
+
+/// The last [`TAIL_LINES`] lines of a transcript, under a header line.
+pub fn transcript_tail(path: &str) -> Vec<String> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(TAIL_LINES);
+            let mut tail = vec![format!("transcript tail (last {} lines):", lines.len() - start)];
+            tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
+            tail
+        }
+        Err(error) => vec![
+            "transcript tail (last 1 lines):".to_owned(),
+            format!(
+                "unable to read transcript tail: {path}: {}",
+                crate::platform::locate::os_message(&error)
+            ),
+        ],
+    }
+}
+
+/// Where to find what happened last, for refusal and status reports.
+pub fn last_run_lines(last_run: &LastRun) -> Vec<String> {
+    let mut lines = vec![
+        format!("last run: {} ({})", last_run.run_id, last_run.status),
+        format!("transcript: {}", last_run.transcript_path),
+    ];
+    if let Some(path) = &last_run.outcome_path {
+        lines.push(format!("outcome: {path}"));
+    }
+    lines
+}
+
+/// The three-line plan hash mismatch report.
+pub fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+    let mut output = Output::default();
+    output.err_line(format!("plan hash mismatch: {path}"));
+    output.err_line(format!("expected: {expected}"));
+    output.err_line(format!("actual:   {actual}"));
+    output
+}
+
+/// Context a refusal report may show beyond the refusal itself.
+pub struct RefusalContext<'a> {
+    pub plan_workspace: &'a str,
+    /// The execution workspace of the refused phase, or why it is unavailable.
+    pub execution_workspace: Result<String, String>,
+    pub last_run: Option<&'a LastRun>,
+}
+
+/// Explains a refused `run` and the exact way forward.
+pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
+    match refusal {
+        Refusal::Stopped(stop) => stopped(stop, context),
+        Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
+        Refusal::PlanHashMismatch {
+            path,
+            expected,
+            actual,
+        } => {
+            let mut output = plan_hash_mismatch(path, expected, actual);
+            output.err_line(
+                "to run the edited plan, rerun with --accept-plan-change (completed phase ids must still exist)",
+            );
+            output
+        }
+        Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
+            "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
+        )),
+        Refusal::CompletedPhasesMissing { path, missing } => Output::error(format!(
+            "{path}: cannot accept plan change; completed phase ids are missing: {}",
+            missing.join(", ")
+        )),
+        Refusal::RetriedPhaseMissing {
+            phase_id,
+            abandoned_attempt,
+        } => Output::error(if *abandoned_attempt {
+            format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
+        } else {
+            format!("stopped phase {phase_id} does not exist in plan")
+        }),
+    }
+}
+
+fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
+    let mut output = Output::error(format!(
+        "phase {} is stopped: {}",
+        stop.phase_id, stop.reason
+    ));
+    if let Some(question) = &stop.clarification_request {
+        output.err_line(format!("clarification: {question}"));
+    }
+    if let Some(message) = &stop.message {
+        output.err_line(format!("message: {message}"));
+    }
+    output.err_line(format!("plan workspace path: {}", context.plan_workspace));
+    match &context.execution_workspace {
+        Ok(path) => output.err_line(format!("execution workspace path: {path}")),
+        Err(error) => output.err_line(format!("execution workspace path unavailable: {error}")),
+    };
+    if let Some(last_run) = context.last_run {
+        output.stderr.extend(last_run_lines(last_run));
+        output.stderr.extend(transcript_tail(&last_run.transcript_path));
+    }
+    output.err_line("after inspecting the workspace (and answering any clarification in the plan or repository docs), rerun with --retry-stopped");
+    output
+}
+
+fn abandoned(attempt: &ActiveAttempt) -> Output {
+    let mut output = Output::error(format!(
+        "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
+        attempt.phase.id,
+        attempt.status.as_str(),
+        attempt.id
+    ));
+    output.stderr.extend(attempt_lines(attempt));
+    output.err_line("retry requires: --retry-stopped");
+    output
+}
+
+/// Paths and identity of an active attempt.
+pub fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
+    let mut lines = vec![
+        format!("execution workspace path: {}", attempt.execution_workspace),
+        format!("prompt: {}", attempt.prompt_path),
+        format!("transcript: {}", attempt.transcript_path),
+        format!("planned outcome (uncommitted): {}", attempt.outcome_path),
+    ];
+    lines.push(match (&attempt.process, attempt.status) {
+        (Some(process), _) => format!(
+            "recorded worker pid: {} (process group {})",
+            process.pid, process.process_group_id
+        ),
+        (None, ActiveStatus::Prepared) => {
+            "worker process identity: unknown (prepared, launch not recorded)".to_owned()
+        }
+        (None, ActiveStatus::Running) => "worker process identity: unknown".to_owned(),
+    });
+    lines
+}
