@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use crate::domain::config::{parse_config, Config};
-use crate::domain::plan::{parse_plan, ParsedPlan, Phase};
+use crate::domain::config::{Config, parse_config};
+use crate::domain::plan::{ParsedPlan, Phase, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
-use crate::platform::locate::{os_message, resolve_execution_workspace, PlanLocation};
+use crate::platform::locate::{PlanLocation, os_message, resolve_execution_workspace};
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
 /// invocation runs from.
@@ -28,15 +28,25 @@ impl PlanSnapshot {
         PlanFacts {
             path: &self.path,
             sha256: &self.sha256,
-            phase_ids: self.plan.phases.iter().map(|phase| phase.id.as_str()).collect(),
+            phase_ids: self
+                .plan
+                .phases
+                .iter()
+                .map(|phase| phase.id.as_str())
+                .collect(),
         }
     }
 }
 
 /// Reads and parses the plan once.
 pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, String> {
-    let bytes = std::fs::read(&location.plan_path)
-        .map_err(|error| format!("{}: cannot read plan: {}", location.plan_path, os_message(&error)))?;
+    let bytes = std::fs::read(&location.plan_path).map_err(|error| {
+        format!(
+            "{}: cannot read plan: {}",
+            location.plan_path,
+            os_message(&error)
+        )
+    })?;
     let plan = parse_plan(&bytes).map_err(|error| error.with_source(&location.plan_path))?;
     Ok(PlanSnapshot {
         path: location.plan_path.clone(),
@@ -49,13 +59,21 @@ pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, Strin
 pub fn current_plan_hash(location: &PlanLocation) -> Result<String, String> {
     std::fs::read(&location.plan_path)
         .map(|bytes| sha256_hex(&bytes))
-        .map_err(|error| format!("{}: cannot read plan: {}", location.plan_path, os_message(&error)))
+        .map_err(|error| {
+            format!(
+                "{}: cannot read plan: {}",
+                location.plan_path,
+                os_message(&error)
+            )
+        })
 }
 
 /// Reads the plan workspace's config; a missing file means defaults.
 pub fn read_config(location: &PlanLocation) -> Result<Config, String> {
     match std::fs::read(&location.config_path) {
-        Ok(bytes) => parse_config(&bytes).map_err(|error| format!("{}: {error}", location.config_path)),
+        Ok(bytes) => {
+            parse_config(&bytes).map_err(|error| format!("{}: {error}", location.config_path))
+        }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
         Err(error) => Err(format!(
             "{}: cannot read config: {}",
@@ -66,10 +84,7 @@ pub fn read_config(location: &PlanLocation) -> Result<Config, String> {
 }
 
 /// Checks a phase's execution workspace; the error names the plan line to fix.
-pub fn execution_workspace_of(
-    location: &PlanLocation,
-    phase: &Phase,
-) -> Result<String, String> {
+pub fn execution_workspace_of(location: &PlanLocation, phase: &Phase) -> Result<String, String> {
     resolve_execution_workspace(&location.workspace, &phase.workspace).map_err(|problem| {
         format!(
             "{}:{}: phase {} workspace '{}' {}",
@@ -120,7 +135,11 @@ pub fn effective_settings(
         .or(config.agent_cmd.as_deref())
         .ok_or("--agent-cmd is required when config does not provide agent_cmd")?;
     let template = CommandTemplate::parse(raw_template).map_err(|error| {
-        let source = if overrides.agent_cmd.as_deref().is_some_and(|raw| !raw.trim().is_empty()) {
+        let source = if overrides
+            .agent_cmd
+            .as_deref()
+            .is_some_and(|raw| !raw.trim().is_empty())
+        {
             "--agent-cmd".to_owned()
         } else {
             format!("{}: agent_cmd", location.config_path)
@@ -136,7 +155,10 @@ pub fn effective_settings(
         } else {
             "--stop-on-regex".to_owned()
         };
-        format!("{source}: invalid stop regex '{}': {}", error.pattern, error.message)
+        format!(
+            "{source}: invalid stop regex '{}': {}",
+            error.pattern, error.message
+        )
     })?;
     for pattern in stop_patterns.fallback_patterns() {
         tracing::warn!(
@@ -148,7 +170,9 @@ pub fn effective_settings(
         template,
         max_phases: overrides.max_phases.or(config.max_phases),
         timeout_seconds: overrides.timeout_seconds.or(config.timeout_seconds),
-        idle_timeout_seconds: overrides.idle_timeout_seconds.or(config.idle_timeout_seconds),
+        idle_timeout_seconds: overrides
+            .idle_timeout_seconds
+            .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
         quiet: overrides.quiet,
         flags: overrides.flags,

@@ -96,7 +96,9 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
         "planned outcome (uncommitted): {}",
         attempt.outcome_path
     ));
-    output.stderr.extend(transcript_tail(&attempt.transcript_path));
+    output
+        .stderr
+        .extend(transcript_tail(&attempt.transcript_path));
     output.err_line("inspect the workspace, then rerun with --retry-stopped");
     output
 }
@@ -108,7 +110,10 @@ pub fn transcript_tail(path: &str) -> Vec<String> {
             let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.lines().collect();
             let start = lines.len().saturating_sub(TAIL_LINES);
-            let mut tail = vec![format!("transcript tail (last {} lines):", lines.len() - start)];
+            let mut tail = vec![format!(
+                "transcript tail (last {} lines):",
+                lines.len() - start
+            )];
             tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
             tail
         }
@@ -203,7 +208,9 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
     };
     if let Some(last_run) = context.last_run {
         output.stderr.extend(last_run_lines(last_run));
-        output.stderr.extend(transcript_tail(&last_run.transcript_path));
+        output
+            .stderr
+            .extend(transcript_tail(&last_run.transcript_path));
     }
     output.err_line("after inspecting the workspace (and answering any clarification in the plan or repository docs), rerun with --retry-stopped");
     output

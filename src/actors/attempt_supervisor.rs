@@ -36,13 +36,15 @@ use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
-use super::transcript_writer::{render_header, Trailer, TranscriptHeader, TranscriptWriter, WriterArgs, WriterMsg};
+use super::transcript_writer::{
+    Trailer, TranscriptHeader, TranscriptWriter, WriterArgs, WriterMsg, render_header,
+};
 use crate::domain::attempt_id::attempt_id;
-use crate::domain::decision::{decide, ChildExit, Decision, StopCause};
+use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
 use crate::domain::marker::{MarkerVerdict, OutputStream};
 use crate::domain::outcome::{Artifacts, OutcomeRecord};
 use crate::domain::plan::Phase;
-use crate::domain::prompt::{render_prompt, PromptContext};
+use crate::domain::prompt::{PromptContext, render_prompt};
 use crate::domain::state::{
     ActiveAttempt, ActiveStatus, AttemptStatus, PhaseRef, PlanRecord, SnapshotRef, State,
 };
@@ -661,10 +663,10 @@ impl AttemptState {
         self.interrupts += 1;
         tracing::info!(signal, stage = ?self.stage, count = self.interrupts, "interrupt acted on");
         self.trigger(StopCause::Interrupted { signal });
-        if self.interrupts > 1 {
-            if let Some(crew) = &self.crew {
-                notify(&crew.killer, KillerMsg::KillNow);
-            }
+        if self.interrupts > 1
+            && let Some(crew) = &self.crew
+        {
+            notify(&crew.killer, KillerMsg::KillNow);
         }
     }
 
@@ -737,12 +739,12 @@ impl AttemptState {
         let verdict = call(&crew.marker, |reply| MarkerMsg::Finish { reply })
             .await
             .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
-        if let Some(scanner) = &crew.scanner {
-            if let Some(Some(found)) = call(scanner, |reply| ScanMsg::Finish { reply }).await {
-                self.note_cause(StopCause::StopRegex {
-                    pattern: found.pattern,
-                });
-            }
+        if let Some(scanner) = &crew.scanner
+            && let Some(Some(found)) = call(scanner, |reply| ScanMsg::Finish { reply }).await
+        {
+            self.note_cause(StopCause::StopRegex {
+                pattern: found.pattern,
+            });
         }
         let exit = self.exit.unwrap_or(ChildExit {
             code: None,
@@ -786,7 +788,10 @@ impl AttemptState {
                 let note = format!(
                     "[runner] {summary}\n--- runner trailer ---\nexit_code: none\nsignal: none\noutput_bytes: 0\nfinished_at: {finished_at}\n"
                 );
-                if let Err(error) = transcript.write_all(note.as_bytes()).and_then(|()| transcript.sync_all()) {
+                if let Err(error) = transcript
+                    .write_all(note.as_bytes())
+                    .and_then(|()| transcript.sync_all())
+                {
                     tracing::warn!(%error, "could not note the launch failure in the transcript");
                 }
                 Decision {
@@ -794,13 +799,19 @@ impl AttemptState {
                     summary,
                 }
             }
-            None => decide(self.cause.as_ref(), exit, MarkerVerdict::Missing(String::new())),
+            None => decide(
+                self.cause.as_ref(),
+                exit,
+                MarkerVerdict::Missing(String::new()),
+            ),
         };
         self.commit(decision, exit, finished_at).await;
     }
 
     async fn commit(&mut self, decision: Decision, exit: ChildExit, finished_at: Timestamp) {
-        let Some(attempt) = self.attempt.clone() else { return };
+        let Some(attempt) = self.attempt.clone() else {
+            return;
+        };
         let outcome = OutcomeRecord {
             attempt_id: attempt.id.clone(),
             plan: attempt.snapshot.clone(),

@@ -51,7 +51,9 @@ impl TimerState {
             (a, b) => a.or(b),
         };
         if let Some(at) = next {
-            myself.send_after(at.saturating_duration_since(Instant::now()), || TimerMsg::Check);
+            myself.send_after(at.saturating_duration_since(Instant::now()), || {
+                TimerMsg::Check
+            });
         }
     }
 }

@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{getpgrp, Pid};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::{Pid, getpgrp};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
@@ -59,9 +59,13 @@ pub struct KillerArgs {
 enum Phase {
     Idle,
     /// SIGTERM sent; SIGKILL follows at `kill_at`.
-    Grace { kill_at: Instant },
+    Grace {
+        kill_at: Instant,
+    },
     /// SIGKILL sent; re-sent until empty or `give_up_at`.
-    Killing { give_up_at: Instant },
+    Killing {
+        give_up_at: Instant,
+    },
     Reported,
 }
 
@@ -115,13 +119,20 @@ impl Actor for GroupKiller {
                 if leaked.is_empty() && !state.group_alive() {
                     state.finish();
                 } else {
-                    tracing::warn!(pgid = state.pgid, ?leaked, "descendants outlived the worker");
+                    tracing::warn!(
+                        pgid = state.pgid,
+                        ?leaked,
+                        "descendants outlived the worker"
+                    );
                     state.report.leaked = leaked;
                     state.start_killing(&myself);
                 }
             }
             (KillerMsg::KillNow, Phase::Grace { .. }) => {
-                tracing::info!(pgid = state.pgid, "second signal: skipping the grace period");
+                tracing::info!(
+                    pgid = state.pgid,
+                    "second signal: skipping the grace period"
+                );
                 state.start_killing(&myself);
             }
             (KillerMsg::KillNow, Phase::Idle) => {
@@ -181,7 +192,10 @@ impl KillerState {
     fn signal(&mut self, signal: Signal) {
         let own_group = getpgrp().as_raw() as u32;
         if self.pgid <= 1 || self.pgid == own_group {
-            tracing::error!(pgid = self.pgid, "refusing to signal the handler's own process group");
+            tracing::error!(
+                pgid = self.pgid,
+                "refusing to signal the handler's own process group"
+            );
             return;
         }
         match killpg(Pid::from_raw(self.pgid as i32), signal) {

@@ -5,7 +5,7 @@
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use crate::domain::marker::{combine, MarkerVerdict, OutputStream, StreamFramer};
+use crate::domain::marker::{MarkerVerdict, OutputStream, StreamFramer, combine};
 
 pub enum MarkerMsg {
     /// The next bytes of `stream`; the reply returns the buffer.

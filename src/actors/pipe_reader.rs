@@ -62,7 +62,10 @@ impl Actor for PipeReader {
         match message {
             ReaderMsg::Close => {
                 if !state.task.is_finished() {
-                    tracing::warn!(stream = state.stream.name(), "closing a pipe still held open");
+                    tracing::warn!(
+                        stream = state.stream.name(),
+                        "closing a pipe still held open"
+                    );
                 }
                 state.task.abort();
                 myself.stop(None);
@@ -110,7 +113,12 @@ async fn read_loop(args: ReaderArgs) {
             .await
         {
             Ok(ractor::rpc::CallResult::Success(returned)) => buffer = returned,
-            _ => break Some(format!("transcript writer stopped while reading agent {}", stream.name())),
+            _ => {
+                break Some(format!(
+                    "transcript writer stopped while reading agent {}",
+                    stream.name()
+                ));
+            }
         }
         if buffer.capacity() < CHUNK_SIZE {
             buffer.reserve(CHUNK_SIZE);

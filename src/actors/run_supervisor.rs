@@ -13,16 +13,18 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::attempt_supervisor::{AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor};
+use super::attempt_supervisor::{
+    AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor,
+};
 use super::notify;
 use super::signal_intake::SignalIntake;
-use super::state_store::{load_state, StateStore, StoreArgs, StoreMsg};
+use super::state_store::{StateStore, StoreArgs, StoreMsg, load_state};
 use super::workspace_locks::{LockId, LockMsg, WorkspaceLocks};
-use crate::domain::identity::{liveness, Liveness};
-use crate::domain::selection::{admit, next_pending, FirstSelection, Refusal};
+use crate::domain::identity::{Liveness, liveness};
+use crate::domain::selection::{FirstSelection, Refusal, admit, next_pending};
 use crate::domain::state::{AttemptStatus, PlanRecord, State};
 use crate::domain::timestamp::Timestamp;
-use crate::invocation::{current_plan_hash, execution_workspace_of, PlanSnapshot, RunSettings};
+use crate::invocation::{PlanSnapshot, RunSettings, current_plan_hash, execution_workspace_of};
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
 use crate::platform::proc;
@@ -123,7 +125,9 @@ impl Actor for RunSupervisor {
                 RunMsg::Begin => state.begin(&myself).await,
                 RunMsg::NextPhase => state.next_phase(&myself).await,
                 RunMsg::SignalReceived(signal) => state.on_signal(signal),
-                RunMsg::AttemptConcluded(report) => state.on_attempt_concluded(*report, &myself).await,
+                RunMsg::AttemptConcluded(report) => {
+                    state.on_attempt_concluded(*report, &myself).await
+                }
             }
         }
         .instrument(span)
@@ -142,10 +146,10 @@ impl Actor for RunSupervisor {
             tracing::error!(actor = ?who.get_id(), %error, "run actor failed");
             if state.done.is_some() {
                 let mut output = Output::error(format!("internal error: {error}"));
-                if let Some(attempt) = &state.attempt {
-                    if attempt.actor.get_id() == who.get_id() {
-                        output.err_line("the active attempt may be unresolved; check `status`");
-                    }
+                if let Some(attempt) = &state.attempt
+                    && attempt.actor.get_id() == who.get_id()
+                {
+                    output.err_line("the active attempt may be unresolved; check `status`");
                 }
                 state.finish(&myself, EXIT_FAILED, output).await;
             }
@@ -160,11 +164,17 @@ impl RunState {
             .acquire_lock(self.location.workspace.clone(), LockScope::PlanWorkspace)
             .await
         {
-            return self.finish(myself, EXIT_INVALID, Output::error(message)).await;
+            return self
+                .finish(myself, EXIT_INVALID, Output::error(message))
+                .await;
         }
         let loaded = match load_state(&self.location.layout) {
             Ok(state) => state,
-            Err(message) => return self.finish(myself, EXIT_INVALID, Output::error(message)).await,
+            Err(message) => {
+                return self
+                    .finish(myself, EXIT_INVALID, Output::error(message))
+                    .await;
+            }
         };
         let now = Timestamp::from_datetime(chrono::Utc::now());
         let admission = admit(&loaded, &self.snapshot.facts(), self.settings.flags, now);
@@ -176,10 +186,12 @@ impl RunState {
                 return self.finish(myself, EXIT_INVALID, output).await;
             }
         };
-        if let FirstSelection::RetryAbandoned(attempt) = &admission.first {
-            if let Err(message) = self.check_abandoned_retry(attempt) {
-                return self.finish(myself, EXIT_INVALID, Output::error(message)).await;
-            }
+        if let FirstSelection::RetryAbandoned(attempt) = &admission.first
+            && let Err(message) = self.check_abandoned_retry(attempt)
+        {
+            return self
+                .finish(myself, EXIT_INVALID, Output::error(message))
+                .await;
         }
         match Actor::spawn_linked(
             None,
@@ -194,7 +206,9 @@ impl RunState {
         {
             Ok((store, _)) => self.store = Some(store),
             Err(error) => {
-                let output = Output::error(format!("internal error: state store did not start: {error}"));
+                let output = Output::error(format!(
+                    "internal error: state store did not start: {error}"
+                ));
                 return self.finish(myself, EXIT_FAILED, output).await;
             }
         }
@@ -207,7 +221,10 @@ impl RunState {
     /// The recorded workspace must still be the phase's, and the recorded worker must not be
     /// positively alive. A prepared attempt without identity is the operator's call: the
     /// runner neither guesses nor signals.
-    fn check_abandoned_retry(&self, attempt: &crate::domain::state::ActiveAttempt) -> Result<(), String> {
+    fn check_abandoned_retry(
+        &self,
+        attempt: &crate::domain::state::ActiveAttempt,
+    ) -> Result<(), String> {
         if let Some(phase) = self.snapshot.plan.phase(&attempt.phase.id) {
             let current = execution_workspace_of(&self.location, phase)?;
             if current != attempt.execution_workspace {
@@ -222,7 +239,10 @@ impl RunState {
         };
         let boot_id = proc::boot_id().map_err(|error| format!("cannot read boot id: {error}"))?;
         let observed = proc::stat(identity.pid).map_err(|error| {
-            format!("cannot check whether worker pid {} is alive: {error}", identity.pid)
+            format!(
+                "cannot check whether worker pid {} is alive: {error}",
+                identity.pid
+            )
         })?;
         match liveness(identity, &boot_id, observed.as_ref()) {
             Liveness::Alive => Err(format!(
@@ -244,16 +264,16 @@ impl RunState {
             ));
             return self.finish(myself, 128 + signal, output).await;
         }
-        if let (Some(limit), Some(last)) = (self.settings.max_phases, &self.last_completed) {
-            if self.completed_this_run >= limit {
-                let line = format!("phase-complete: {last}");
-                return self.finish(myself, 0, Output::stdout(line)).await;
-            }
+        if let (Some(limit), Some(last)) = (self.settings.max_phases, &self.last_completed)
+            && self.completed_this_run >= limit
+        {
+            let line = format!("phase-complete: {last}");
+            return self.finish(myself, 0, Output::stdout(line)).await;
         }
-        if self.launched {
-            if let Err(output) = self.check_plan_unchanged() {
-                return self.finish(myself, EXIT_INVALID, output).await;
-            }
+        if self.launched
+            && let Err(output) = self.check_plan_unchanged()
+        {
+            return self.finish(myself, EXIT_INVALID, output).await;
         }
         let (phase_id, resolve_abandoned) = match self.select().await {
             Some(selection) => selection,
@@ -265,16 +285,26 @@ impl RunState {
         };
         let execution_workspace = match execution_workspace_of(&self.location, &phase) {
             Ok(path) => path,
-            Err(message) => return self.finish(myself, EXIT_INVALID, Output::error(message)).await,
+            Err(message) => {
+                return self
+                    .finish(myself, EXIT_INVALID, Output::error(message))
+                    .await;
+            }
         };
         let lock = match self
             .acquire_lock(execution_workspace.clone(), LockScope::ExecutionWorkspace)
             .await
         {
             Ok(lock) => lock,
-            Err(message) => return self.finish(myself, EXIT_INVALID, Output::error(message)).await,
+            Err(message) => {
+                return self
+                    .finish(myself, EXIT_INVALID, Output::error(message))
+                    .await;
+            }
         };
-        let Some(store) = self.store.clone() else { return };
+        let Some(store) = self.store.clone() else {
+            return;
+        };
         let span = tracing::info_span!(
             parent: &self.span,
             "attempt",
@@ -300,7 +330,8 @@ impl RunState {
             }
             Err(error) => {
                 notify(&self.locks, LockMsg::Release { id: lock });
-                let output = Output::error(format!("internal error: attempt did not start: {error}"));
+                let output =
+                    Output::error(format!("internal error: attempt did not start: {error}"));
                 self.finish(myself, EXIT_FAILED, output).await;
             }
         }
@@ -319,7 +350,13 @@ impl RunState {
             };
         }
         let state = self.durable_state().await?;
-        let ids: Vec<&str> = self.snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
+        let ids: Vec<&str> = self
+            .snapshot
+            .plan
+            .phases
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect();
         next_pending(&state, &ids).map(|id| (id.to_owned(), false))
     }
 
@@ -328,18 +365,21 @@ impl RunState {
         let actual = current_plan_hash(&self.location).map_err(Output::error)?;
         if actual != self.snapshot.sha256 {
             tracing::warn!(expected = %self.snapshot.sha256, %actual, "plan changed during the run");
-            let mut output = report::plan_hash_mismatch(&self.snapshot.path, &self.snapshot.sha256, &actual);
-            output.err_line("recorded outcomes are kept; review the edit, then rerun with --accept-plan-change");
+            let mut output =
+                report::plan_hash_mismatch(&self.snapshot.path, &self.snapshot.sha256, &actual);
+            output.err_line(
+                "recorded outcomes are kept; review the edit, then rerun with --accept-plan-change",
+            );
             return Err(output);
         }
         Ok(())
     }
 
     async fn complete(&mut self, myself: &ActorRef<RunMsg>) {
-        if self.launched {
-            if let Err(output) = self.check_plan_unchanged() {
-                return self.finish(myself, EXIT_INVALID, output).await;
-            }
+        if self.launched
+            && let Err(output) = self.check_plan_unchanged()
+        {
+            return self.finish(myself, EXIT_INVALID, output).await;
         }
         if let (Some(record), Some(store)) = (self.accept.take(), self.store.clone()) {
             let result = store
@@ -367,7 +407,10 @@ impl RunState {
                 tracing::info!(signal, "signal forwarded to the running attempt");
                 notify(&attempt.actor, AttemptMsg::Interrupt(signal));
             }
-            None => tracing::info!(signal, "signal held: no attempt running; the loop stops before the next launch"),
+            None => tracing::info!(
+                signal,
+                "signal held: no attempt running; the loop stops before the next launch"
+            ),
         }
     }
 
@@ -397,7 +440,12 @@ impl RunState {
                 }
                 status => {
                     let code = signal_exit.unwrap_or(EXIT_FAILED);
-                    let output = report::failure(status, &decision.summary, Some(&outcome_path), &transcript_path);
+                    let output = report::failure(
+                        status,
+                        &decision.summary,
+                        Some(&outcome_path),
+                        &transcript_path,
+                    );
                     self.finish(myself, code, output).await;
                 }
             },
@@ -406,7 +454,8 @@ impl RunState {
                     stdout: Vec::new(),
                     stderr: vec![format!("{}: {message}", AttemptStatus::ExecutionIoFailed)],
                 };
-                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output).await;
+                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
+                    .await;
             }
             AttemptOutcome::Unresolved {
                 decision,
@@ -424,7 +473,8 @@ impl RunState {
                     .map(Box::new)
                     .unwrap_or(attempt);
                 let output = report::unresolved(first_line, &attempt);
-                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output).await;
+                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
+                    .await;
             }
         }
     }

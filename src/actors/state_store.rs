@@ -114,7 +114,8 @@ impl Actor for StateStore {
                 let result = state.ensure_dirs().and_then(|()| {
                     state.replace("state-prepare", |next| {
                         if let Some(finished_at) = resolve_abandoned_at {
-                            next.resolve_abandoned(finished_at).map_err(|e| e.to_string())?;
+                            next.resolve_abandoned(finished_at)
+                                .map_err(|e| e.to_string())?;
                         }
                         if let Some(record) = accept {
                             next.plan = Some(record);

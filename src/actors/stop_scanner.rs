@@ -17,7 +17,9 @@ pub enum ScanMsg {
         reply: RpcReplyPort<Vec<u8>>,
     },
     /// End of input: a match decided only by the end (`$`, `\z`, a trailing `\b`).
-    Finish { reply: RpcReplyPort<Option<StopMatch>> },
+    Finish {
+        reply: RpcReplyPort<Option<StopMatch>>,
+    },
 }
 
 pub struct StopScanner;
@@ -58,12 +60,12 @@ impl Actor for StopScanner {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ScanMsg::Feed { bytes, reply } => {
-                if state.matched.is_none() {
-                    if let Some(found) = state.scanner.feed(&bytes) {
-                        tracing::info!(pattern = %found.pattern, "stop regex matched");
-                        notify(&state.supervisor, AttemptMsg::StopMatched(found.clone()));
-                        state.matched = Some(found);
-                    }
+                if state.matched.is_none()
+                    && let Some(found) = state.scanner.feed(&bytes)
+                {
+                    tracing::info!(pattern = %found.pattern, "stop regex matched");
+                    notify(&state.supervisor, AttemptMsg::StopMatched(found.clone()));
+                    state.matched = Some(found);
                 }
                 let _ = reply.send(bytes);
             }

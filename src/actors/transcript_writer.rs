@@ -133,11 +133,11 @@ impl WriterState {
             self.ends_with_newline = last == b'\n';
         }
         self.note_activity();
-        if !self.transcript_failed {
-            if let Err(error) = self.args.transcript.write_all(&bytes) {
-                self.transcript_failed = true;
-                self.fail(format!("{}: {error}", self.args.transcript_path));
-            }
+        if !self.transcript_failed
+            && let Err(error) = self.args.transcript.write_all(&bytes)
+        {
+            self.transcript_failed = true;
+            self.fail(format!("{}: {error}", self.args.transcript_path));
         }
         if !self.args.quiet && !self.console_failed {
             let filter = match stream {
@@ -155,14 +155,22 @@ impl WriterState {
         })
         .await;
         match &self.args.scanner {
-            Some(scanner) => feed(scanner, bytes, |bytes, reply| ScanMsg::Feed { bytes, reply }).await,
+            Some(scanner) => {
+                feed(scanner, bytes, |bytes, reply| ScanMsg::Feed {
+                    bytes,
+                    reply,
+                })
+                .await
+            }
             None => bytes,
         }
     }
 
     /// Tells the deadline timer about output, at most once per interval.
     fn note_activity(&mut self) {
-        let Some(timer) = &self.args.timer else { return };
+        let Some(timer) = &self.args.timer else {
+            return;
+        };
         let now = Instant::now();
         if self
             .last_activity_notice
@@ -183,7 +191,10 @@ impl WriterState {
         };
         if let Err(error) = result {
             self.console_failed = true;
-            self.fail(format!("failed writing live output to handler {}: {error}", stream.name()));
+            self.fail(format!(
+                "failed writing live output to handler {}: {error}",
+                stream.name()
+            ));
         }
     }
 
@@ -203,7 +214,10 @@ impl WriterState {
 
     fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), String> {
         if self.transcript_failed {
-            return Err(format!("{}: transcript is incomplete", self.args.transcript_path));
+            return Err(format!(
+                "{}: transcript is incomplete",
+                self.args.transcript_path
+            ));
         }
         let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
         self.args
@@ -320,5 +334,8 @@ fn optional(value: Option<impl ToString>) -> String {
 }
 
 fn join_pids(pids: &[u32]) -> String {
-    pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -5,7 +5,7 @@
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use crate::platform::locks::{dir_identity, try_lock_dir, DirLock, LockScope};
+use crate::platform::locks::{DirLock, LockScope, dir_identity, try_lock_dir};
 
 /// Identifies a held lock for [`LockMsg::Release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +81,11 @@ impl LocksState {
         let path = std::path::Path::new(dir);
         let identity = dir_identity(path)
             .map_err(|error| format!("could not lock {} {dir}: {error}", scope.name()))?;
-        if let Some(held) = self.held.iter_mut().find(|held| held.lock.identity == identity) {
+        if let Some(held) = self
+            .held
+            .iter_mut()
+            .find(|held| held.lock.identity == identity)
+        {
             held.references += 1;
             tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
             return Ok(held.id);

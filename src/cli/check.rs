@@ -8,12 +8,14 @@
 
 use serde::Serialize;
 
-use super::args::CheckArgs;
 use super::EXIT_INVALID;
+use super::args::CheckArgs;
 use crate::actors::state_store::load_state;
 use crate::domain::selection::RecoveryFlags;
 use crate::domain::state::State;
-use crate::invocation::{effective_settings, execution_workspace_of, read_config, read_plan_snapshot, RunOverrides};
+use crate::invocation::{
+    RunOverrides, effective_settings, execution_workspace_of, read_config, read_plan_snapshot,
+};
 use crate::platform::locate::locate_plan;
 use crate::report::Output;
 
@@ -55,7 +57,11 @@ pub fn run(args: &CheckArgs) -> i32 {
     }
     let errors = Output {
         stdout: Vec::new(),
-        stderr: report.errors.iter().map(|error| format!("error: {error}")).collect(),
+        stderr: report
+            .errors
+            .iter()
+            .map(|error| format!("error: {error}"))
+            .collect(),
     };
     errors.print();
     if report.ok { 0 } else { EXIT_INVALID }
@@ -166,7 +172,11 @@ fn phase_status(state: &State, phase_id: &str) -> &'static str {
         .is_some_and(|attempt| attempt.phase.id == phase_id)
     {
         "unresolved"
-    } else if state.stop.as_ref().is_some_and(|stop| stop.phase_id == phase_id) {
+    } else if state
+        .stop
+        .as_ref()
+        .is_some_and(|stop| stop.phase_id == phase_id)
+    {
         "stopped"
     } else {
         "pending"
@@ -180,7 +190,9 @@ fn render_text(report: &CheckReport) -> Output {
     };
     output.stdout.push(format!("plan path: {plan_path}"));
     if let Some(workspace) = &report.plan_workspace {
-        output.stdout.push(format!("plan workspace path: {workspace}"));
+        output
+            .stdout
+            .push(format!("plan workspace path: {workspace}"));
     }
     if let Some(state_path) = &report.state_path {
         output.stdout.push(format!("state path: {state_path}"));
@@ -189,8 +201,17 @@ fn render_text(report: &CheckReport) -> Output {
         output.stdout.push(format!("agent_cmd: {agent_cmd}"));
     }
     if !report.phases.is_empty() {
-        let id_width = report.phases.iter().map(|row| row.id.len()).max().unwrap_or(2).max(2);
-        output.stdout.push(format!("{:<id_width$}  {:<10}  {:<30}  title", "id", "status", "workspace"));
+        let id_width = report
+            .phases
+            .iter()
+            .map(|row| row.id.len())
+            .max()
+            .unwrap_or(2)
+            .max(2);
+        output.stdout.push(format!(
+            "{:<id_width$}  {:<10}  {:<30}  title",
+            "id", "status", "workspace"
+        ));
         for row in &report.phases {
             output.stdout.push(format!(
                 "{:<id_width$}  {:<10}  {:<30}  {}",

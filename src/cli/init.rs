@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::domain::config::EXAMPLE_CONFIG;
 use crate::platform::durable;
-use crate::platform::locate::{os_message, HANDLER_DIR};
+use crate::platform::locate::{HANDLER_DIR, os_message};
 use crate::report::Output;
 
 use super::EXIT_INVALID;
@@ -41,15 +41,22 @@ fn init_here() -> Result<Output, String> {
         .map_err(|error| format!("cannot create {}: {error}", plans_dir.display()))?;
     write_config(&config_path)?;
     let mut output = Output::default();
-    output.stdout.push(format!("created {}", config_path.display()));
-    output.stdout.push(format!("created {}", plans_dir.display()));
+    output
+        .stdout
+        .push(format!("created {}", config_path.display()));
+    output
+        .stdout
+        .push(format!("created {}", plans_dir.display()));
     Ok(output)
 }
 
 fn write_config(path: &Path) -> Result<(), String> {
     let mut file = durable::create_new(path).map_err(|error| {
         if error.kind() == std::io::ErrorKind::AlreadyExists {
-            format!("{}: config already exists; edit it or remove it first", path.display())
+            format!(
+                "{}: config already exists; edit it or remove it first",
+                path.display()
+            )
         } else {
             error.to_string()
         }

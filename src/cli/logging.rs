@@ -15,8 +15,9 @@ pub struct LoggingGuard;
 
 pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
     let filter = match &args.log_level {
-        Some(level) => EnvFilter::try_new(level)
-            .map_err(|error| format!("--log-level {level}: {error}"))?,
+        Some(level) => {
+            EnvFilter::try_new(level).map_err(|error| format!("--log-level {level}: {error}"))?
+        }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
     let builder = tracing_subscriber::fmt()
@@ -33,7 +34,11 @@ pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
             let builder = builder.with_ansi(false).with_writer(Mutex::new(file));
             match format {
                 LogFormat::Text => builder.try_init(),
-                LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).try_init(),
+                LogFormat::Json => builder
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(true)
+                    .try_init(),
             }
         }
         (None, LogFormat::Text) => builder.with_writer(std::io::stderr).try_init(),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use ractor::Actor;
 use tokio::sync::oneshot;
 
-use super::args::RunArgs;
 use super::EXIT_INVALID;
-use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunSupervisor, EXIT_FAILED};
+use super::args::RunArgs;
+use crate::actors::run_supervisor::{EXIT_FAILED, RunArgs as SupervisorArgs, RunSupervisor};
 use crate::domain::selection::RecoveryFlags;
-use crate::invocation::{effective_settings, read_config, read_plan_snapshot, RunOverrides};
+use crate::invocation::{RunOverrides, effective_settings, read_config, read_plan_snapshot};
 use crate::platform::locate::locate_plan;
 use crate::report::Output;
 
@@ -70,7 +70,8 @@ pub fn run(args: &RunArgs) -> i32 {
             return EXIT_FAILED;
         }
         exit_code.await.unwrap_or_else(|_| {
-            Output::error("internal error: the run supervisor stopped without an exit code").print();
+            Output::error("internal error: the run supervisor stopped without an exit code")
+                .print();
             EXIT_FAILED
         })
     })

@@ -7,13 +7,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::args::StatusArgs;
 use super::EXIT_INVALID;
+use super::args::StatusArgs;
 use crate::actors::state_store::load_state;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
-use crate::invocation::{execution_workspace_of, read_plan_snapshot, PlanSnapshot};
-use crate::platform::locate::{locate_plan, PlanLocation};
+use crate::invocation::{PlanSnapshot, execution_workspace_of, read_plan_snapshot};
+use crate::platform::locate::{PlanLocation, locate_plan};
 use crate::report::Output;
 
 /// The status report; `--json` prints it as is (schema: docs/cli.md).
@@ -155,21 +155,27 @@ fn build_report(
     } else {
         next_phase.as_ref().and_then(|phase| resolve(&phase.id))
     };
-    let active_attempt = state.active_attempt.as_ref().map(|attempt| ActiveAttemptReport {
-        id: attempt.id.clone(),
-        status: attempt.status.as_str(),
-        phase_id: attempt.phase.id.clone(),
-        phase_title: attempt.phase.title.clone(),
-        started_at: attempt.started_at.to_string(),
-        pid: attempt.process.as_ref().map(|process| process.pid),
-        process_group_id: attempt.process.as_ref().map(|process| process.process_group_id),
-        execution_workspace: attempt.execution_workspace.clone(),
-        prompt_path: attempt.prompt_path.clone(),
-        transcript_path: attempt.transcript_path.clone(),
-        transcript_exists: Path::new(&attempt.transcript_path).is_file(),
-        outcome_path: attempt.outcome_path.clone(),
-        outcome_committed: false,
-    });
+    let active_attempt = state
+        .active_attempt
+        .as_ref()
+        .map(|attempt| ActiveAttemptReport {
+            id: attempt.id.clone(),
+            status: attempt.status.as_str(),
+            phase_id: attempt.phase.id.clone(),
+            phase_title: attempt.phase.title.clone(),
+            started_at: attempt.started_at.to_string(),
+            pid: attempt.process.as_ref().map(|process| process.pid),
+            process_group_id: attempt
+                .process
+                .as_ref()
+                .map(|process| process.process_group_id),
+            execution_workspace: attempt.execution_workspace.clone(),
+            prompt_path: attempt.prompt_path.clone(),
+            transcript_path: attempt.transcript_path.clone(),
+            transcript_exists: Path::new(&attempt.transcript_path).is_file(),
+            outcome_path: attempt.outcome_path.clone(),
+            outcome_committed: false,
+        });
     let last_run = state.last_run.as_ref().map(|last_run| LastRunReport {
         run_id: last_run.run_id.clone(),
         phase_id: last_run.phase_id.clone(),
@@ -243,7 +249,11 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         format!(
             "state path: {}{}",
             report.state_path,
-            if report.state_exists { "" } else { " (not created yet)" }
+            if report.state_exists {
+                ""
+            } else {
+                " (not created yet)"
+            }
         ),
     ];
     if let Some(attempt) = &report.active_attempt {
@@ -262,7 +272,10 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             attempt.transcript_path,
             missing_suffix(attempt.transcript_exists)
         ));
-        lines.push(format!("attempt outcome (uncommitted): {}", attempt.outcome_path));
+        lines.push(format!(
+            "attempt outcome (uncommitted): {}",
+            attempt.outcome_path
+        ));
     } else if let Some(stop) = &report.stop {
         lines.push(format!("stopped: {} ({})", stop.phase_id, stop.reason));
         if let Some(question) = &stop.clarification_request {
@@ -306,7 +319,10 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         report.latest_committed_outcome.as_deref().unwrap_or("none")
     ));
     if let Some(last_run) = &report.last_run {
-        lines.push(format!("last run: {} ({})", last_run.run_id, last_run.status));
+        lines.push(format!(
+            "last run: {} ({})",
+            last_run.run_id, last_run.status
+        ));
     }
     lines.push(match report.plan.status {
         "unchanged" => "plan: matches the accepted snapshot".to_owned(),
@@ -316,7 +332,9 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             report.plan.accepted_sha256.as_deref().unwrap_or("none"),
             report.plan.current_sha256.as_deref().unwrap_or("none")
         ),
-        "moved" => "plan path differs from the accepted plan path (moved or renamed plan)".to_owned(),
+        "moved" => {
+            "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
+        }
         _ => "plan: unreadable (see the error below)".to_owned(),
     });
     lines

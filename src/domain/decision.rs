@@ -96,7 +96,10 @@ fn decide_stop(cause: &StopCause) -> Decision {
     let (status, summary) = match cause {
         StopCause::Timeout { seconds } => (
             AttemptStatus::Timeout,
-            format!("agent command timed out after {} seconds", format_seconds(*seconds)),
+            format!(
+                "agent command timed out after {} seconds",
+                format_seconds(*seconds)
+            ),
         ),
         StopCause::IdleTimeout { seconds } => (
             AttemptStatus::Timeout,

@@ -185,7 +185,9 @@ impl FenceTracker {
                         _ => LineScan::Plain,
                     },
                 },
-                LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
+                LineScan::Run { ch, len } if byte == ch.byte() => {
+                    LineScan::Run { ch, len: len + 1 }
+                }
                 LineScan::Run { ch, len } => {
                     if len < 3 {
                         LineScan::Plain
@@ -275,10 +277,7 @@ mod tests {
 
     #[test]
     fn tilde_fence_needs_tilde_closer() {
-        assert_eq!(
-            roles("~~~\n```\n~~~"),
-            vec![FenceOpen, Fenced, FenceClose]
-        );
+        assert_eq!(roles("~~~\n```\n~~~"), vec![FenceOpen, Fenced, FenceClose]);
     }
 
     #[test]

@@ -125,7 +125,10 @@ mod tests {
     #[test]
     fn same_identity_is_alive() {
         let stat = parse_proc_stat(SAMPLE).unwrap();
-        assert_eq!(liveness(&recorded(), "boot-a\n", Some(&stat)), Liveness::Alive);
+        assert_eq!(
+            liveness(&recorded(), "boot-a\n", Some(&stat)),
+            Liveness::Alive
+        );
     }
 
     #[test]
@@ -137,13 +140,22 @@ mod tests {
             start_time_ticks: 1,
             ..stat.clone()
         };
-        assert_eq!(liveness(&recorded(), "boot-a", Some(&reused)), Liveness::Gone);
+        assert_eq!(
+            liveness(&recorded(), "boot-a", Some(&reused)),
+            Liveness::Gone
+        );
         let other_group = ProcStat {
             pgrp: 1,
             ..stat.clone()
         };
-        assert_eq!(liveness(&recorded(), "boot-a", Some(&other_group)), Liveness::Gone);
+        assert_eq!(
+            liveness(&recorded(), "boot-a", Some(&other_group)),
+            Liveness::Gone
+        );
         let zombie = ProcStat { state: 'Z', ..stat };
-        assert_eq!(liveness(&recorded(), "boot-a", Some(&zombie)), Liveness::Gone);
+        assert_eq!(
+            liveness(&recorded(), "boot-a", Some(&zombie)),
+            Liveness::Gone
+        );
     }
 }

@@ -2,8 +2,38 @@
 //! combined stdout+stderr in arrival order, answered without retaining the history. All
 //! patterns are compiled into one dense DFA whose single state is carried across chunks; a
 //! pattern the DFA cannot build falls back to a history-retaining search for that pattern only.
+//!
+//! How the streaming answer stays exact (engineering notes §5):
+//! - The DFA is unanchored with `MatchKind::All`, so every position where any pattern's match
+//!   ends shows up as a match state, and later matches are still found after earlier ones.
+//! - Its state is carried from chunk to chunk and never restarted, so look-behind context
+//!   (`^`, `(?m)^`, `(?-u:\b)`) is right at every seam, including seams between a stdout chunk
+//!   and a stderr chunk: the caller feeds both streams, in arrival order, into one scanner.
+//! - The DFA reports a match one byte late. At the end of every chunk the scanner therefore
+//!   peeks at the end-of-input transition without keeping it: "received so far" treats the
+//!   current end as the end of the text. This is also how the original behaved (it re-ran
+//!   `re.search` over the whole history after every batch), so `done$` fires when a chunk ends
+//!   in `done`, even if more output would follow. `(?m)^FATAL: .*$` is the robust form.
+//! - The verdict is decided per chunk, like the original's per-batch check: when the first
+//!   match appears, the rest of that chunk is still scanned and the lowest pattern index with
+//!   any match so far is reported. After that the scanner is latched and ignores input.
+//!
+//! Patterns are Rust `regex` syntax matched on bytes (`regex::bytes` semantics), so output that
+//! is not UTF-8 is searched, never rejected.
 
+use std::fmt;
 use std::sync::Arc;
+
+use regex::bytes::Regex;
+use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
+use regex_automata::util::{primitives::StateID, start, syntax};
+use regex_automata::{Anchored, MatchKind};
+
+/// Heap the DFA table may use, and separately the heap determinization may use while building
+/// it. Realistic stop patterns need kilobytes; `\w{20}` (Unicode) needs about 4 MB. A pattern
+/// that would exceed this goes to the fallback rather than costing memory per invocation.
+const DFA_SIZE_LIMIT: usize = 16 << 20;
 
 /// A pattern that does not compile; reported naming its index and text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,18 +43,48 @@ pub struct StopPatternError {
     pub message: String,
 }
 
+impl fmt::Display for StopPatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid stop regex '{}': {}", self.pattern, self.message)
+    }
+}
+
 /// The compiled set of stop patterns, shared (read-only) by every attempt of an invocation.
 #[derive(Debug)]
 pub struct StopPatterns {
     patterns: Vec<String>,
+    /// `None` when no pattern could (or needed to) go into the DFA.
+    streaming: Option<StreamingDfa>,
+    /// In pattern order.
+    fallbacks: Vec<FallbackPattern>,
 }
 
 impl StopPatterns {
     /// Compiles the patterns (Rust `regex` syntax), enforcing size limits now rather than
     /// mid-run.
     pub fn compile(patterns: &[String]) -> Result<Self, StopPatternError> {
-        let _ = patterns;
-        todo!()
+        Self::compile_within(patterns, DFA_SIZE_LIMIT)
+    }
+
+    fn compile_within(patterns: &[String], size_limit: usize) -> Result<Self, StopPatternError> {
+        let regexes = patterns
+            .iter()
+            .enumerate()
+            .map(|(index, pattern)| {
+                Regex::new(pattern).map_err(|error| StopPatternError {
+                    index,
+                    pattern: pattern.clone(),
+                    message: describe_regex_error(&error),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let (streaming, fallbacks) = assign_to_dfa_or_fallback(patterns, regexes, size_limit);
+        Ok(Self {
+            patterns: patterns.to_vec(),
+            streaming,
+            fallbacks,
+        })
     }
 
     pub fn patterns(&self) -> &[String] {
@@ -38,7 +98,42 @@ impl StopPatterns {
     /// Patterns that could not go into the DFA and use the history-retaining fallback; the
     /// caller warns about each.
     pub fn fallback_patterns(&self) -> Vec<&str> {
-        todo!()
+        self.fallbacks
+            .iter()
+            .map(|fallback| self.pattern(fallback.index))
+            .collect()
+    }
+
+    /// One warning per fallback pattern, naming it, why the DFA refused it, and what to write
+    /// instead.
+    pub fn fallback_warnings(&self) -> Vec<String> {
+        self.fallbacks
+            .iter()
+            .map(|fallback| {
+                let advice = if fallback.refusal.too_large {
+                    "simplify it to keep memory bounded"
+                } else {
+                    r"use (?-u:\b) for ASCII word boundaries"
+                };
+                format!(
+                    "stop regex '{}' cannot be matched by the streaming DFA ({}); it falls back \
+                     to retaining output in memory; {advice}",
+                    self.pattern(fallback.index),
+                    fallback.refusal.reason
+                )
+            })
+            .collect()
+    }
+
+    fn pattern(&self, index: usize) -> &str {
+        self.patterns.get(index).map_or("", String::as_str)
+    }
+
+    fn stop_match(&self, index: usize) -> StopMatch {
+        StopMatch {
+            index,
+            pattern: self.pattern(index).to_owned(),
+        }
     }
 }
 
@@ -50,25 +145,800 @@ pub struct StopMatch {
 }
 
 /// Per-attempt scanning state.
-#[derive(Debug)]
 pub struct StopScanner {
     patterns: Arc<StopPatterns>,
+    /// The DFA's position in the combined output; `None` once the DFA can no longer match
+    /// (no DFA, or it reached its dead state).
+    dfa_state: Option<StateID>,
+    /// Everything received so far, kept only while fallback patterns exist.
+    history: Vec<u8>,
+    /// Whether the fallback patterns have searched the history yet; every feed searches it,
+    /// so only a `finish` without any feed has to.
+    history_searched: bool,
+    /// Set once a match was reported or the input ended; the scanner then ignores input.
+    spent: bool,
+}
+
+impl fmt::Debug for StopScanner {
+    // The derived form would print the whole retained history.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StopScanner")
+            .field("patterns", &self.patterns.patterns)
+            .field("dfa_state", &self.dfa_state)
+            .field("history_len", &self.history.len())
+            .field("spent", &self.spent)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StopScanner {
     pub fn new(patterns: Arc<StopPatterns>) -> Self {
-        Self { patterns }
+        let dfa_state = patterns.streaming.as_ref().map(|dfa| dfa.start);
+        Self {
+            patterns,
+            dfa_state,
+            history: Vec::new(),
+            history_searched: false,
+            spent: false,
+        }
     }
 
     /// Feeds the next chunk (from either stream, in arrival order). Returns the first match
     /// found, including one that ends exactly at the end of this chunk.
     pub fn feed(&mut self, bytes: &[u8]) -> Option<StopMatch> {
-        let _ = (bytes, &self.patterns);
-        todo!()
+        if self.spent {
+            return None;
+        }
+        let mut lowest = LowestMatch::default();
+        if let (Some(dfa), Some(state)) = (&self.patterns.streaming, self.dfa_state) {
+            self.dfa_state = dfa.advance(state, bytes, &mut lowest);
+            if let Some(state) = self.dfa_state {
+                dfa.record_matches(dfa.table.next_eoi_state(state), &mut lowest);
+            }
+        }
+        if !self.patterns.fallbacks.is_empty() {
+            self.history.extend_from_slice(bytes);
+            self.search_history(&mut lowest);
+        }
+        self.report(lowest)
     }
 
     /// Ends the input (real end-of-input transition) and reports a match decided only now.
+    ///
+    /// Every chunk already peeked at end of input, so this decides something new only when no
+    /// chunk arrived at all (a pattern such as `^$` matches empty output). The scanner is
+    /// spent afterwards.
     pub fn finish(&mut self) -> Option<StopMatch> {
-        todo!()
+        if self.spent {
+            return None;
+        }
+        let mut lowest = LowestMatch::default();
+        if let (Some(dfa), Some(state)) = (&self.patterns.streaming, self.dfa_state.take()) {
+            dfa.record_matches(dfa.table.next_eoi_state(state), &mut lowest);
+        }
+        if !self.history_searched {
+            self.search_history(&mut lowest);
+        }
+        let found = self.report(lowest);
+        self.spent = true;
+        self.history = Vec::new();
+        found
+    }
+
+    /// Re-searches the whole retained history with each fallback pattern. This is quadratic
+    /// in the output size (every chunk re-reads everything before it), the price the original
+    /// paid for every pattern; a general regex gives no bound on how far back a match can
+    /// start, so no suffix of the history can be dropped safely.
+    fn search_history(&mut self, lowest: &mut LowestMatch) {
+        for fallback in &self.patterns.fallbacks {
+            if lowest.is_below(fallback.index) {
+                break;
+            }
+            if fallback.regex.is_match(&self.history) {
+                lowest.record(fallback.index);
+            }
+        }
+        self.history_searched = true;
+    }
+
+    fn report(&mut self, lowest: LowestMatch) -> Option<StopMatch> {
+        let index = lowest.0?;
+        self.spent = true;
+        self.history = Vec::new();
+        Some(self.patterns.stop_match(index))
+    }
+}
+
+/// The lowest pattern index seen matching while deciding one chunk.
+#[derive(Default)]
+struct LowestMatch(Option<usize>);
+
+impl LowestMatch {
+    fn record(&mut self, index: usize) {
+        self.0 = Some(self.0.map_or(index, |lowest| lowest.min(index)));
+    }
+
+    /// Whether a pattern with this index (or a later one) can no longer lower the result.
+    fn is_below(&self, index: usize) -> bool {
+        self.0.is_some_and(|lowest| lowest < index)
+    }
+}
+
+/// A pattern searched over the retained history because the DFA could not take it.
+#[derive(Debug)]
+struct FallbackPattern {
+    index: usize,
+    regex: Regex,
+    refusal: DfaRefusal,
+}
+
+/// Why the DFA could not take a pattern.
+#[derive(Debug)]
+struct DfaRefusal {
+    /// The builder's reason, one line.
+    reason: String,
+    /// A size limit was hit (rather than an unsupported feature such as a Unicode `\b`).
+    too_large: bool,
+}
+
+/// Puts patterns into the DFA in order, each only if the DFA still builds with it; the rest
+/// fall back. That is one build per pattern, each including the ones admitted before it:
+/// quadratic in the (small) number of patterns, but a pattern that blows the size limit is
+/// built only once, and its failure is attributed to it rather than to the whole set.
+fn assign_to_dfa_or_fallback(
+    patterns: &[String],
+    regexes: Vec<Regex>,
+    size_limit: usize,
+) -> (Option<StreamingDfa>, Vec<FallbackPattern>) {
+    let mut streaming: Option<StreamingDfa> = None;
+    let mut fallbacks = Vec::new();
+    for (index, regex) in regexes.into_iter().enumerate() {
+        let mut candidates = streaming
+            .as_ref()
+            .map_or_else(Vec::new, |dfa| dfa.pattern_indices.clone());
+        candidates.push(index);
+        match StreamingDfa::build(patterns, candidates, size_limit) {
+            Ok(dfa) => streaming = Some(dfa),
+            Err(refusal) => fallbacks.push(FallbackPattern {
+                index,
+                regex,
+                refusal,
+            }),
+        }
+    }
+    (streaming, fallbacks)
+}
+
+/// One unanchored multi-pattern dense DFA and the state it starts in.
+struct StreamingDfa {
+    table: dense::DFA<Vec<u32>>,
+    start: StateID,
+    /// DFA pattern id → index into the caller's pattern list.
+    pattern_indices: Vec<usize>,
+}
+
+impl fmt::Debug for StreamingDfa {
+    // The derived form would print the whole transition table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamingDfa")
+            .field("pattern_indices", &self.pattern_indices)
+            .field("memory_usage", &self.table.memory_usage())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamingDfa {
+    fn build(
+        patterns: &[String],
+        pattern_indices: Vec<usize>,
+        size_limit: usize,
+    ) -> Result<Self, DfaRefusal> {
+        let selected: Vec<&str> = pattern_indices
+            .iter()
+            .filter_map(|&index| patterns.get(index).map(String::as_str))
+            .collect();
+        let table = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Unanchored)
+                    .match_kind(MatchKind::All)
+                    .dfa_size_limit(Some(size_limit))
+                    .determinize_size_limit(Some(size_limit)),
+            )
+            // `regex::bytes` semantics: Unicode classes stay on, but a match may cover (and
+            // the haystack may contain) invalid UTF-8.
+            .syntax(syntax::Config::new().utf8(false))
+            .thompson(thompson::Config::new().utf8(false))
+            .build_many(&selected)
+            .map_err(|error| DfaRefusal {
+                reason: describe_build_error(&error),
+                too_large: error.is_size_limit_exceeded(),
+            })?;
+        // No look-behind byte: the stream starts at the beginning of the text, so `^` and `\A`
+        // can match there. (This cannot fail for an unanchored DFA without quit bytes.)
+        let start = table
+            .start_state(&start::Config::new().anchored(Anchored::No))
+            .map_err(|error| DfaRefusal {
+                reason: error.to_string(),
+                too_large: false,
+            })?;
+        Ok(Self {
+            table,
+            start,
+            pattern_indices,
+        })
+    }
+
+    /// Runs `bytes` through the DFA from `state`, recording every pattern that matches on the
+    /// way. Returns the state after the last byte, or `None` once the DFA is dead (no pattern
+    /// can match any more, e.g. every pattern starts with `\A` and the text went elsewhere).
+    ///
+    /// This is the hot loop: one table lookup per byte and a single range check for the rare
+    /// "special" states; states that loop on most bytes (typically the unanchored start) let
+    /// it jump straight to the next byte that leaves them.
+    fn advance(
+        &self,
+        mut state: StateID,
+        bytes: &[u8],
+        lowest: &mut LowestMatch,
+    ) -> Option<StateID> {
+        let table = &self.table;
+        let mut at = 0;
+        while let Some(&byte) = bytes.get(at) {
+            state = table.next_state(state, byte);
+            at += 1;
+            if table.is_special_state(state) {
+                if table.is_match_state(state) {
+                    self.record_matches(state, lowest);
+                    if lowest.0 == self.pattern_indices.first().copied() {
+                        // Nothing later in this chunk can beat the DFA's first pattern.
+                        return Some(state);
+                    }
+                } else if table.is_dead_state(state) {
+                    return None;
+                }
+                if table.is_accel_state(state) {
+                    at = next_exit(table.accelerator(state), bytes, at);
+                }
+            }
+        }
+        Some(state)
+    }
+
+    fn record_matches(&self, state: StateID, lowest: &mut LowestMatch) {
+        if !self.table.is_match_state(state) {
+            return;
+        }
+        for nth in 0..self.table.match_len(state) {
+            let pattern_id = self.table.match_pattern(state, nth);
+            if let Some(&index) = self.pattern_indices.get(pattern_id.as_usize()) {
+                lowest.record(index);
+            }
+        }
+    }
+}
+
+/// The position of the next byte (from `from` on) that leaves an accelerated state; every byte
+/// before it loops back to the same state, so skipping them changes nothing.
+fn next_exit(needles: &[u8], bytes: &[u8], from: usize) -> usize {
+    let Some(rest) = bytes.get(from..) else {
+        return bytes.len();
+    };
+    let found = match *needles {
+        [a] => memchr::memchr(a, rest),
+        [a, b] => memchr::memchr2(a, b, rest),
+        [a, b, c] => memchr::memchr3(a, b, c, rest),
+        // regex-automata accelerates only with one to three needles; anything else is scanned
+        // byte by byte.
+        _ => Some(0),
+    };
+    found.map_or(bytes.len(), |offset| from + offset)
+}
+
+/// `regex` renders syntax errors as a multi-line caret diagram ending in `error: <what>`; keep
+/// that last line so the message stays one line (the caller quotes the pattern itself).
+fn describe_regex_error(error: &regex::Error) -> String {
+    match error {
+        regex::Error::Syntax(diagram) => {
+            let last_line = diagram.lines().last().unwrap_or(diagram);
+            last_line
+                .strip_prefix("error: ")
+                .unwrap_or(last_line)
+                .to_owned()
+        }
+        regex::Error::CompiledTooBig(limit) => {
+            format!("compiled regex exceeds the size limit of {limit} bytes")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The builder error with its causes, on one line.
+fn describe_build_error(error: &dense::BuildError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn compile(patterns: &[&str]) -> Arc<StopPatterns> {
+        let owned: Vec<String> = patterns.iter().map(|&p| p.to_owned()).collect();
+        Arc::new(StopPatterns::compile(&owned).unwrap())
+    }
+
+    /// Feeds the chunks and finishes; returns the 0-based step that reported (`chunks.len()`
+    /// for `finish`) and the matched index. Also checks the scanner reports at most once.
+    fn first_match(patterns: &Arc<StopPatterns>, chunks: &[&[u8]]) -> Option<(usize, usize)> {
+        let mut scanner = StopScanner::new(Arc::clone(patterns));
+        let mut reported = Vec::new();
+        for (step, chunk) in chunks.iter().enumerate() {
+            if let Some(found) = scanner.feed(chunk) {
+                reported.push((step, found));
+            }
+        }
+        if let Some(found) = scanner.finish() {
+            reported.push((chunks.len(), found));
+        }
+        assert!(reported.len() <= 1, "reported more than once: {reported:?}");
+        reported.into_iter().next().map(|(step, found)| {
+            assert_eq!(found.pattern, patterns.patterns()[found.index]);
+            (step, found.index)
+        })
+    }
+
+    /// (a match seen in-stream, a match seen by the chunk-end peek) over all chunks, using the
+    /// DFA directly; mirrors the trial table in engineering notes §5.4.
+    fn trial(patterns: &Arc<StopPatterns>, chunks: &[&str]) -> (bool, bool) {
+        let dfa = patterns.streaming.as_ref().unwrap();
+        let (mut in_stream, mut peek) = (LowestMatch::default(), LowestMatch::default());
+        let mut state = dfa.start;
+        for chunk in chunks {
+            state = dfa
+                .advance(state, chunk.as_bytes(), &mut in_stream)
+                .unwrap();
+            dfa.record_matches(dfa.table.next_eoi_state(state), &mut peek);
+        }
+        (in_stream.0.is_some(), peek.0.is_some())
+    }
+
+    #[test]
+    fn trial_table_from_the_engineering_notes() {
+        let patterns = compile(&["rate limit", "(?m)^FATAL: .*$"]);
+        assert!(patterns.fallback_patterns().is_empty());
+        let rows: [(&[&str], (bool, bool)); 4] = [
+            (&["xx rate li", "mit reached"], (true, false)),
+            (&["xx rate li", "mit"], (false, true)),
+            (&["ok\nFATAL: bo", "om\nmore"], (true, true)),
+            (
+                &["rate", " li", "m-it; ratelimit; FATAL: mid-line"],
+                (false, false),
+            ),
+        ];
+        for (chunks, expected) in rows {
+            assert_eq!(trial(&patterns, chunks), expected, "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn matches_are_reported_at_the_chunk_that_completes_them() {
+        let patterns = compile(&["rate limit", "(?m)^FATAL: .*$"]);
+        assert_eq!(
+            first_match(&patterns, &[b"xx rate li", b"mit reached", b"more"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"xx rate li", b"mit"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"ok\nFATAL: bo", b"om\nmore"]),
+            Some((0, 1)),
+            "the peek treats the current end as end of text"
+        );
+        assert_eq!(
+            first_match(
+                &patterns,
+                &[b"rate", b" li", b"m-it; ratelimit; FATAL: mid-line"]
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_end_anchored_pattern_matches_trailing_output_without_newline() {
+        // Reference §11.4 / §15.2 item 36.
+        let patterns = compile(&["final stop text$"]);
+        assert_eq!(
+            first_match(&patterns, &[b"ordinary output\n", b"final stop text"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"ordinary output\nfinal stop text"]),
+            Some((0, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"final stop text", b"\nmore"]),
+            Some((0, 0)),
+            "`$` means the end of what has arrived so far"
+        );
+        assert_eq!(first_match(&patterns, &[b"final stop text\nmore"]), None);
+    }
+
+    #[test]
+    fn finish_decides_patterns_that_match_empty_output() {
+        let patterns = compile(&["^$"]);
+        assert_eq!(first_match(&patterns, &[]), Some((0, 0)));
+        assert_eq!(first_match(&patterns, &[b"x"]), None);
+        let fallback = compile(&[r"\A\B\z"]);
+        assert_eq!(fallback.fallback_patterns(), [r"\A\B\z"]);
+        assert_eq!(first_match(&fallback, &[]), Some((0, 0)));
+    }
+
+    #[test]
+    fn an_empty_pattern_matches_immediately() {
+        let patterns = compile(&[""]);
+        assert_eq!(first_match(&patterns, &[b""]), Some((0, 0)));
+        assert_eq!(first_match(&patterns, &[b"abc"]), Some((0, 0)));
+    }
+
+    #[test]
+    fn chunks_of_both_streams_form_one_text() {
+        let patterns = compile(&["rate limit"]);
+        let stdout_chunk: &[u8] = b"429: rate ";
+        let stderr_chunk: &[u8] = b"limit";
+        assert_eq!(
+            first_match(&patterns, &[stdout_chunk, stderr_chunk]),
+            Some((1, 0))
+        );
+    }
+
+    #[test]
+    fn line_anchors_hold_across_chunk_seams() {
+        let patterns = compile(&["(?m)^FATAL"]);
+        assert_eq!(first_match(&patterns, &[b"x", b"FATAL"]), None);
+        assert_eq!(first_match(&patterns, &[b"x\n", b"FATAL"]), Some((1, 0)));
+        assert_eq!(first_match(&patterns, &[b"FAT", b"AL"]), Some((1, 0)));
+        let ascii_word = compile(&[r"(?-u:\b)stop(?-u:\b)"]);
+        assert_eq!(first_match(&ascii_word, &[b"non", b"stop"]), None);
+        assert_eq!(
+            first_match(&ascii_word, &[b"non ", b"stop", b"s"]),
+            Some((1, 0))
+        );
+    }
+
+    #[test]
+    fn the_lowest_index_matching_in_the_deciding_chunk_wins() {
+        let patterns = compile(&["b", "a"]);
+        assert_eq!(first_match(&patterns, &[b"ab"]), Some((0, 0)));
+        assert_eq!(first_match(&patterns, &[b"a", b"b"]), Some((0, 1)));
+        let three = compile(&["zzz", "y", "x"]);
+        assert_eq!(first_match(&three, &[b"..x..y.."]), Some((0, 1)));
+    }
+
+    #[test]
+    fn the_scanner_latches_after_the_first_match() {
+        let patterns = compile(&["one", "two"]);
+        let mut scanner = StopScanner::new(Arc::clone(&patterns));
+        assert_eq!(scanner.feed(b"nothing"), None);
+        assert_eq!(
+            scanner.feed(b"two"),
+            Some(StopMatch {
+                index: 1,
+                pattern: "two".to_owned()
+            })
+        );
+        assert_eq!(scanner.feed(b"one"), None);
+        assert_eq!(scanner.finish(), None);
+    }
+
+    #[test]
+    fn input_after_finish_is_ignored() {
+        let patterns = compile(&["x"]);
+        let mut scanner = StopScanner::new(patterns);
+        assert_eq!(scanner.finish(), None);
+        assert_eq!(scanner.feed(b"x"), None);
+    }
+
+    #[test]
+    fn no_patterns_never_match_and_keep_nothing() {
+        let patterns = compile(&[]);
+        assert!(patterns.is_empty());
+        assert!(patterns.streaming.is_none());
+        assert!(patterns.fallback_patterns().is_empty());
+        let mut scanner = StopScanner::new(patterns);
+        assert_eq!(scanner.feed(b"anything at all"), None);
+        assert!(scanner.history.is_empty());
+        assert_eq!(scanner.finish(), None);
+    }
+
+    #[test]
+    fn dfa_only_patterns_keep_no_history() {
+        let mut scanner = StopScanner::new(compile(&["never"]));
+        assert_eq!(scanner.feed(&[b'x'; 4096]), None);
+        assert!(scanner.history.is_empty());
+    }
+
+    #[test]
+    fn a_dead_dfa_stops_scanning() {
+        let patterns = compile(&[r"\Afoo"]);
+        let mut scanner = StopScanner::new(Arc::clone(&patterns));
+        assert_eq!(scanner.feed(b"xf"), None);
+        assert_eq!(scanner.dfa_state, None, "no match is possible any more");
+        assert_eq!(scanner.feed(b"foo"), None);
+        assert_eq!(scanner.finish(), None);
+        assert_eq!(first_match(&patterns, &[b"fo", b"o!"]), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_unicode_word_boundary_falls_back_and_still_matches() {
+        let patterns = compile(&["rate limit", r"\bstop\b"]);
+        assert_eq!(patterns.fallback_patterns(), [r"\bstop\b"]);
+        let warnings = patterns.fallback_warnings();
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with(
+                r"stop regex '\bstop\b' cannot be matched by the streaming DFA (unsupported regex feature for DFAs: cannot build DFAs for regexes with Unicode word boundaries"
+            ),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[0].ends_with(
+                r"); it falls back to retaining output in memory; use (?-u:\b) for ASCII word boundaries"
+            ),
+            "{}",
+            warnings[0]
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"please st", b"op now"]),
+            Some((1, 1))
+        );
+        assert_eq!(first_match(&patterns, &[b"nonstop", b"ping"]), None);
+        assert_eq!(
+            first_match(&patterns, &["éstop".as_bytes()]),
+            None,
+            "é is a Unicode word character"
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"stop", b" rate limit"]),
+            Some((0, 1))
+        );
+        let mut scanner = StopScanner::new(patterns);
+        assert_eq!(
+            scanner.feed(b"rate limit and stop"),
+            Some(StopMatch {
+                index: 0,
+                pattern: "rate limit".to_owned()
+            })
+        );
+        assert!(
+            scanner.history.is_empty(),
+            "history is released once decided"
+        );
+    }
+
+    #[test]
+    fn a_fallback_pattern_with_a_lower_index_wins_the_chunk() {
+        let patterns = compile(&[r"\bz\b", "a"]);
+        assert_eq!(first_match(&patterns, &[b"a z"]), Some((0, 0)));
+        assert_eq!(first_match(&patterns, &[b"a", b" z"]), Some((0, 1)));
+    }
+
+    #[test]
+    fn an_ascii_word_boundary_uses_the_dfa() {
+        let patterns = compile(&[r"(?-u:\b)stop(?-u:\b)"]);
+        assert!(patterns.fallback_patterns().is_empty());
+        assert!(patterns.fallback_warnings().is_empty());
+        assert_eq!(first_match(&patterns, &[b"please stop now"]), Some((0, 0)));
+        assert_eq!(first_match(&patterns, &[b"nonstop"]), None);
+    }
+
+    #[test]
+    fn an_exponential_pattern_builds_or_falls_back_and_still_matches() {
+        let exponential = "(a|b)*a(a|b){20}";
+        let patterns = compile(&["rate limit", exponential]);
+        let fallbacks = patterns.fallback_patterns();
+        assert!(
+            fallbacks.is_empty() || fallbacks == [exponential],
+            "{fallbacks:?}"
+        );
+        for warning in patterns.fallback_warnings() {
+            assert!(
+                warning.ends_with("; simplify it to keep memory bounded"),
+                "{warning}"
+            );
+        }
+        let hit = format!("xx{}", "a".repeat(21));
+        assert_eq!(first_match(&patterns, &[hit.as_bytes()]), Some((0, 1)));
+        assert_eq!(first_match(&patterns, &[b"xxa", &[b'b'; 19]]), None);
+        assert_eq!(first_match(&patterns, &[b"rate limit"]), Some((0, 0)));
+    }
+
+    #[test]
+    fn patterns_that_only_fail_together_fall_back_one_by_one() {
+        // Each builds alone within 1 MiB (about 600 KiB each); together they do not, so the later one falls back.
+        let owned = ["(a|b)*a(a|b){12}", "x", "(c|d)*c(c|d){12}", "y"].map(str::to_owned);
+        let patterns = Arc::new(StopPatterns::compile_within(&owned, 1 << 20).unwrap());
+        assert_eq!(patterns.fallback_patterns(), ["(c|d)*c(c|d){12}"]);
+        assert_eq!(
+            patterns.streaming.as_ref().unwrap().pattern_indices,
+            [0, 1, 3]
+        );
+        assert!(
+            patterns.fallback_warnings()[0].contains("exceeded size limit"),
+            "{:?}",
+            patterns.fallback_warnings()
+        );
+        let c_hit = format!("c{}", "d".repeat(12));
+        assert_eq!(first_match(&patterns, &[c_hit.as_bytes()]), Some((0, 2)));
+        assert_eq!(first_match(&patterns, &[b"..y..x"]), Some((0, 1)));
+        assert_eq!(first_match(&patterns, &[b"..y"]), Some((0, 3)));
+        let a_hit = format!("a{}", "b".repeat(12));
+        assert_eq!(
+            first_match(&patterns, &[c_hit.as_bytes(), a_hit.as_bytes()]),
+            Some((0, 2))
+        );
+    }
+
+    #[test]
+    fn an_invalid_pattern_is_named_with_its_index() {
+        let owned = vec!["fine".to_owned(), "[".to_owned(), "(".to_owned()];
+        let error = StopPatterns::compile(&owned).unwrap_err();
+        assert_eq!(
+            error,
+            StopPatternError {
+                index: 1,
+                pattern: "[".to_owned(),
+                message: "unclosed character class".to_owned(),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "invalid stop regex '[': unclosed character class"
+        );
+        let multi_line = StopPatterns::compile(&["a\n(".to_owned()]).unwrap_err();
+        assert_eq!(multi_line.message, "unclosed group");
+    }
+
+    #[test]
+    fn output_that_is_not_utf8_is_searched() {
+        let patterns = compile(&["stop", r"(?-u:\xFF)end"]);
+        assert_eq!(
+            first_match(&patterns, &[b"\xff\xfe st", b"op \xc3"]),
+            Some((1, 0))
+        );
+        assert_eq!(first_match(&patterns, &[b"\xc3", b"\xffend"]), Some((1, 1)));
+        let unicode_dot = compile(&["a.b"]);
+        assert_eq!(
+            first_match(&unicode_dot, &[b"a\xffb"]),
+            None,
+            "`.` is one codepoint"
+        );
+        assert_eq!(first_match(&unicode_dot, &["a☃b".as_bytes()]), Some((0, 0)));
+        assert_eq!(
+            first_match(
+                &unicode_dot,
+                &[&"a☃b".as_bytes()[..2], &"a☃b".as_bytes()[2..]]
+            ),
+            Some((1, 0)),
+            "a codepoint split across chunks"
+        );
+    }
+
+    #[test]
+    fn accelerated_states_skip_to_the_next_relevant_byte() {
+        assert_eq!(next_exit(b"x", b"aaxa", 0), 2);
+        assert_eq!(next_exit(b"xy", b"aaay", 1), 3);
+        assert_eq!(next_exit(b"xyz", b"aaaa", 0), 4);
+        assert_eq!(next_exit(b"x", b"aaaa", 4), 4);
+        assert_eq!(next_exit(b"x", b"aaaa", 9), 4);
+        assert_eq!(next_exit(b"", b"aaaa", 1), 1);
+        let patterns = compile(&["needle"]);
+        let mut haystack = vec![b'.'; 100_000];
+        haystack.extend_from_slice(b"needle");
+        assert_eq!(first_match(&patterns, &[&haystack]), Some((0, 0)));
+    }
+
+    /// Patterns from a small grammar over `abc`, newlines and the anchors, including a Unicode
+    /// `\b` so some sets exercise the fallback.
+    fn pattern() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("a".to_owned()),
+            Just("b".to_owned()),
+            Just("c".to_owned()),
+            Just(r"\n".to_owned()),
+            Just(".".to_owned()),
+            Just("[ab]".to_owned()),
+            Just("[^a]".to_owned()),
+            Just("^".to_owned()),
+            Just("$".to_owned()),
+            Just("(?m:^)".to_owned()),
+            Just("(?m:$)".to_owned()),
+            Just(r"(?-u:\b)".to_owned()),
+            Just(r"\B".to_owned()),
+            Just(r"\b".to_owned()),
+            Just(r"\A".to_owned()),
+            Just(r"\z".to_owned()),
+        ];
+        leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a}{b}")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("(?:{a}|{b})")),
+                inner.clone().prop_map(|a| format!("(?:{a})*")),
+                inner.clone().prop_map(|a| format!("(?:{a})+")),
+                inner.clone().prop_map(|a| format!("(?:{a})?")),
+                inner.prop_map(|a| format!("(?:{a}){{1,3}}")),
+            ]
+        })
+    }
+
+    fn chunks() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let byte = prop_oneof![
+            Just(b'a'),
+            Just(b'b'),
+            Just(b'c'),
+            Just(b'\n'),
+            Just(b' '),
+            Just(0xff),
+            Just(0xc3),
+            Just(0xa9),
+        ];
+        proptest::collection::vec(proptest::collection::vec(byte, 0..6), 0..5)
+    }
+
+    /// What the original computed: after each chunk, the lowest-index pattern that matches
+    /// anywhere in everything received so far.
+    fn whole_history_verdict(patterns: &[String], chunks: &[Vec<u8>]) -> Option<(usize, usize)> {
+        let regexes: Vec<Regex> = patterns.iter().map(|p| Regex::new(p).unwrap()).collect();
+        let lowest_in = |history: &[u8]| regexes.iter().position(|re| re.is_match(history));
+        let mut history = Vec::new();
+        for (step, chunk) in chunks.iter().enumerate() {
+            history.extend_from_slice(chunk);
+            if let Some(index) = lowest_in(&history) {
+                return Some((step, index));
+            }
+        }
+        if chunks.is_empty() {
+            return lowest_in(&history).map(|index| (0, index));
+        }
+        None
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn streaming_equals_searching_the_whole_history(
+            patterns in proptest::collection::vec(pattern(), 1..4),
+            chunks in chunks(),
+        ) {
+            let compiled = Arc::new(StopPatterns::compile(&patterns).unwrap());
+            let slices: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(
+                first_match(&compiled, &slices),
+                whole_history_verdict(&patterns, &chunks),
+                "fallbacks: {:?}", compiled.fallback_patterns()
+            );
+        }
+
+        #[test]
+        fn compile_and_scan_never_panic(
+            patterns in proptest::collection::vec("[abc.*+?|()\\[\\]{}^$\\\\0-2AzBbu:-]{0,10}", 0..3),
+            chunks in chunks(),
+        ) {
+            if let Ok(compiled) = StopPatterns::compile(&patterns) {
+                let slices: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+                first_match(&Arc::new(compiled), &slices);
+            }
+        }
     }
 }

@@ -148,7 +148,10 @@ mod tests {
         replace_atomically(&target, b"one", "test").unwrap();
         replace_atomically(&target, b"two", "test").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"two");
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
     }
 

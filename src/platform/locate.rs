@@ -35,8 +35,13 @@ pub struct PlanLocation {
 
 /// Resolves `--plan` (relative to the current directory) and discovers its workspace.
 pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, String> {
-    let canonical = std::fs::canonicalize(plan_arg)
-        .map_err(|error| format!("--plan {}: cannot open plan: {}", plan_arg.display(), os_message(&error)))?;
+    let canonical = std::fs::canonicalize(plan_arg).map_err(|error| {
+        format!(
+            "--plan {}: cannot open plan: {}",
+            plan_arg.display(),
+            os_message(&error)
+        )
+    })?;
     if canonical.is_dir() {
         return Err(format!(
             "--plan {}: is a directory; expected a Markdown plan file",
@@ -97,7 +102,9 @@ impl WorkspaceProblem {
             Self::NoAgentsFile { resolved } => {
                 format!("resolves to {resolved}, which does not contain AGENTS.md at its root")
             }
-            Self::NotUtf8 { resolved } => format!("resolves to {resolved}, which is not valid UTF-8"),
+            Self::NotUtf8 { resolved } => {
+                format!("resolves to {resolved}, which is not valid UTF-8")
+            }
         }
     }
 }
@@ -178,14 +185,21 @@ mod tests {
         assert_eq!(location.key, plan_key(["docs", "plans", "p.md"]));
         assert_eq!(
             location.layout.state_path(),
-            format!("{}/.ai-session-handler/plans/{}/state.json", ws.display(), location.key)
+            format!(
+                "{}/.ai-session-handler/plans/{}/state.json",
+                ws.display(),
+                location.key
+            )
         );
     }
 
     #[test]
     fn missing_plan_names_the_flag() {
         let error = locate_plan(Path::new("/definitely/not/here.md")).unwrap_err();
-        assert!(error.starts_with("--plan /definitely/not/here.md: cannot open plan"), "{error}");
+        assert!(
+            error.starts_with("--plan /definitely/not/here.md: cannot open plan"),
+            "{error}"
+        );
     }
 
     #[test]

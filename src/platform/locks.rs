@@ -39,7 +39,11 @@ pub enum LockError {
     /// Another process holds it.
     Contended { scope: LockScope, dir: PathBuf },
     /// The directory could not be opened or locked.
-    Io { scope: LockScope, dir: PathBuf, error: io::Error },
+    Io {
+        scope: LockScope,
+        dir: PathBuf,
+        error: io::Error,
+    },
 }
 
 impl std::fmt::Display for LockError {
@@ -52,7 +56,12 @@ impl std::fmt::Display for LockError {
                 dir.display()
             ),
             Self::Io { scope, dir, error } => {
-                write!(f, "could not lock {} {}: {error}", scope.name(), dir.display())
+                write!(
+                    f,
+                    "could not lock {} {}: {error}",
+                    scope.name(),
+                    dir.display()
+                )
             }
         }
     }
@@ -98,9 +107,17 @@ mod tests {
         let error = try_lock_dir(dir.path(), LockScope::ExecutionWorkspace).unwrap_err();
         assert!(matches!(error, LockError::Contended { .. }));
         assert!(error.to_string().starts_with("execution workspace "));
-        assert!(error.to_string().ends_with("already owned by another ai-session-handler invocation"));
+        assert!(
+            error
+                .to_string()
+                .ends_with("already owned by another ai-session-handler invocation")
+        );
         drop(held);
         try_lock_dir(dir.path(), LockScope::PlanWorkspace).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no lock file");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no lock file"
+        );
     }
 }

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 
-use crate::domain::identity::{parse_proc_stat, ProcStat, ProcessIdentity};
+use crate::domain::identity::{ProcStat, ProcessIdentity, parse_proc_stat};
 
 const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
@@ -42,13 +42,17 @@ pub fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Ve
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
-        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
             continue;
         };
-        if let Ok(Some(stat)) = stat(pid) {
-            if keep(&stat) {
-                found.push(stat);
-            }
+        if let Ok(Some(stat)) = stat(pid)
+            && keep(&stat)
+        {
+            found.push(stat);
         }
     }
     Ok(found)

@@ -10,7 +10,7 @@
 use std::io;
 use std::process::Stdio;
 
-use nix::fcntl::{fcntl, FcntlArg};
+use nix::fcntl::{FcntlArg, fcntl};
 use tokio::process::{Child, Command};
 
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.

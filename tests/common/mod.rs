@@ -1,0 +1,265 @@
+//! Shared harness for the black-box tests: a temporary plan workspace, fake agents written as
+//! shell scripts, the real binary, and condition-based waiting (never fixed sleeps).
+//!
+//! Every handler started here gets a unique `ASH_TEST_TOKEN` in its environment. Workers and
+//! all their descendants inherit it, so "no process survives" is checked by scanning
+//! `/proc/*/environ` for the token.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Generous deadline for conditions on a loaded 2-core machine.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ai-session-handler");
+
+/// A temporary plan workspace (it holds `AGENTS.md`, so it is also a valid execution
+/// workspace).
+pub struct Sandbox {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub token: String,
+}
+
+/// What a finished handler did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from_output(output: Output) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        Run {
+            code: output
+                .status
+                .code()
+                .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("ash-test-")
+            .tempdir()
+            .expect("temp dir");
+        let root = fs::canonicalize(dir.path()).expect("canonical temp dir");
+        fs::write(root.join("AGENTS.md"), "# test workspace\n").expect("AGENTS.md");
+        Sandbox {
+            _dir: dir,
+            root,
+            token: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(relative);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("parent dirs");
+        }
+        fs::write(&path, contents).expect("write file");
+        path
+    }
+
+    /// Writes an executable `#!/bin/sh` script and returns its absolute path.
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.write(&format!("bin/{name}"), format!("#!/bin/sh\n{body}"));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    /// The binary with the sandbox as working directory and the survivor token set.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .current_dir(&self.root)
+            .env("ASH_TEST_TOKEN", &self.token)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let output = self.command().args(args).output().expect("run handler");
+        Run::from_output(output)
+    }
+
+    /// Starts the handler without waiting (for signal and concurrency tests).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn handler")
+    }
+
+    /// `run --plan <plan> --agent-cmd <agent> <extra…>`.
+    pub fn run_plan(&self, plan: &str, agent: &Path, extra: &[&str]) -> Run {
+        let agent = agent.to_str().expect("utf-8 agent path");
+        let mut args = vec!["run", "--plan", plan, "--agent-cmd", agent];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
+    /// The keyed state directory of a plan given relative to the sandbox root.
+    pub fn state_dir(&self, plan: &str) -> PathBuf {
+        let key = ai_session_handler::domain::plan_key::plan_key(plan.split('/'));
+        self.root.join(".ai-session-handler/plans").join(key)
+    }
+
+    pub fn state_path(&self, plan: &str) -> PathBuf {
+        self.state_dir(plan).join("state.json")
+    }
+
+    pub fn state(&self, plan: &str) -> Value {
+        let bytes = fs::read(self.state_path(plan)).expect("state.json exists");
+        serde_json::from_slice(&bytes).expect("state.json parses")
+    }
+
+    pub fn state_bytes(&self, plan: &str) -> Option<Vec<u8>> {
+        fs::read(self.state_path(plan)).ok()
+    }
+
+    /// Files in one artifact directory (`prompts`, `transcripts`, `outcomes`), sorted.
+    pub fn artifacts(&self, plan: &str, kind: &str) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = match fs::read_dir(self.state_dir(plan).join(kind)) {
+            Ok(entries) => entries.map(|entry| entry.expect("entry").path()).collect(),
+            Err(_) => Vec::new(),
+        };
+        files.sort();
+        files
+    }
+
+    /// Pids of live processes carrying this sandbox's token (the handler's descendants).
+    pub fn survivors(&self) -> Vec<u32> {
+        processes_with_env(&format!("ASH_TEST_TOKEN={}", self.token))
+    }
+
+    /// Waits until no process carries the token; panics with the survivors otherwise.
+    #[track_caller]
+    pub fn assert_no_survivors(&self) {
+        let found = wait_until(PATIENCE, || self.survivors().is_empty());
+        assert!(found, "processes survived: {:?}", self.survivors());
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Never leave a stray worker behind, even when a test failed half-way.
+        for pid in self.survivors() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// A plan with `count` phases, each with workspace `.`.
+pub fn plan_with_phases(count: usize) -> String {
+    let mut plan = String::from("# Test plan\n\nGlobal intent.\n\n");
+    for number in 1..=count {
+        plan.push_str(&format!(
+            "## Phase {number}: Step {number}\n\n### Workspace\n\n.\n\n### Goal\n\nDo step {number}.\n\n"
+        ));
+    }
+    plan
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for a spawned handler to exit (bounded); returns its result.
+pub fn wait_for_exit(mut child: Child, timeout: Duration) -> Run {
+    let exited = wait_until(timeout, || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+        panic!("handler did not exit within {timeout:?}");
+    }
+    Run::from_output(child.wait_with_output().expect("collect output"))
+}
+
+/// Pids of live (non-zombie) processes whose environment contains `needle` exactly.
+pub fn processes_with_env(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !environ
+            .split(|byte| *byte == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            continue;
+        }
+        let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+            })
+            .unwrap_or(true);
+        if !zombie {
+            found.push(pid);
+        }
+    }
+    found
+}
