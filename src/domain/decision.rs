@@ -6,6 +6,7 @@
 //! then a nonzero exit, then the framing verdict: a result block counts only after a zero exit
 //! of an attempt nobody had to stop.
 
+use super::config::format_seconds;
 use super::marker::{MarkerVerdict, ResultKind};
 use super::state::AttemptStatus;
 
@@ -44,12 +45,6 @@ impl ChildExit {
 pub struct Decision {
     pub status: AttemptStatus,
     pub summary: String,
-}
-
-/// Formats seconds like Python's `:g` did in the original messages: `1`, `0.1`, `2.5`.
-pub fn format_seconds(seconds: f64) -> String {
-    let text = format!("{seconds}");
-    text.strip_suffix(".0").map(str::to_owned).unwrap_or(text)
 }
 
 /// Applies the precedence rules.
@@ -246,13 +241,5 @@ mod tests {
             decide(None, OK, MarkerVerdict::Multiple("two".into())).status,
             AttemptStatus::MultipleMarkers
         );
-    }
-
-    #[test]
-    fn seconds_format_like_g() {
-        assert_eq!(format_seconds(1.0), "1");
-        assert_eq!(format_seconds(0.1), "0.1");
-        assert_eq!(format_seconds(3600.0), "3600");
-        assert_eq!(format_seconds(2.5), "2.5");
     }
 }
