@@ -71,8 +71,17 @@ pub fn failure(
     outcome_path: Option<&str>,
     transcript_path: &str,
 ) -> Output {
+    details(
+        format!("{status}: {summary}"),
+        outcome_path,
+        transcript_path,
+    )
+}
+
+/// A first line, then the outcome and transcript paths and the transcript tail.
+pub fn details(first_line: String, outcome_path: Option<&str>, transcript_path: &str) -> Output {
     let mut output = Output::default();
-    output.err_line(format!("{status}: {summary}"));
+    output.err_line(first_line);
     if let Some(path) = outcome_path {
         output.err_line(format!("outcome: {path}"));
     }

@@ -450,9 +450,14 @@ impl RunState {
                 }
             },
             AttemptOutcome::NotPrepared { message } => {
-                let output = Output {
-                    stdout: Vec::new(),
-                    stderr: vec![format!("{}: {message}", AttemptStatus::ExecutionIoFailed)],
+                let first_line = format!("{}: {message}", AttemptStatus::ExecutionIoFailed);
+                let output = match self.still_active(&report.attempt_id).await {
+                    // The prepared record became visible even though the write failed.
+                    Some(active) => report::unresolved(first_line, &active),
+                    None => Output {
+                        stdout: Vec::new(),
+                        stderr: vec![first_line],
+                    },
                 };
                 self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
                     .await;
@@ -467,16 +472,28 @@ impl RunState {
                 } else {
                     format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
                 };
-                let durable = self.durable_state().await;
-                let attempt = durable
-                    .and_then(|state| state.active_attempt)
-                    .map(Box::new)
-                    .unwrap_or(attempt);
-                let output = report::unresolved(first_line, &attempt);
+                let output = match self.still_active(&report.attempt_id).await {
+                    Some(active) => report::unresolved(first_line, &active),
+                    // The commit is visible (only its durability failed): report the outcome
+                    // where it is.
+                    None => report::details(
+                        first_line,
+                        Some(&attempt.outcome_path),
+                        &attempt.transcript_path,
+                    ),
+                };
                 self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
                     .await;
             }
         }
+    }
+
+    /// The durable active attempt, if it is the one with `attempt_id`.
+    async fn still_active(&self, attempt_id: &str) -> Option<crate::domain::state::ActiveAttempt> {
+        self.durable_state()
+            .await
+            .and_then(|state| state.active_attempt)
+            .filter(|active| active.id == attempt_id)
     }
 
     async fn acquire_lock(&self, dir: String, scope: LockScope) -> Result<LockId, String> {

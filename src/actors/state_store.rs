@@ -14,7 +14,7 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
 use crate::domain::state::{ActiveAttempt, PlanRecord, State, StateLayout};
 use crate::domain::timestamp::Timestamp;
-use crate::platform::durable;
+use crate::platform::durable::{self, ReplaceError};
 
 /// Why a commit did not complete.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,11 +157,29 @@ impl StoreState {
         next.validate(&self.layout)
             .map_err(|error| format!("refusing to write invalid state: {error}"))?;
         let path = self.layout.state_path();
-        durable::replace_atomically(Path::new(&path), next.to_json().as_bytes(), failpoint_label)
-            .map_err(|error| format!("{path}: {error}"))?;
-        tracing::info!(write = failpoint_label, path, "state committed");
-        self.durable = next;
-        Ok(self.durable.clone())
+        match durable::replace_atomically(
+            Path::new(&path),
+            next.to_json().as_bytes(),
+            failpoint_label,
+        ) {
+            Ok(()) => {
+                tracing::info!(write = failpoint_label, path, "state committed");
+                self.durable = next;
+                Ok(self.durable.clone())
+            }
+            Err(ReplaceError::NotReplaced(error)) => {
+                tracing::error!(write = failpoint_label, path, %error, "state write failed; last durable record kept");
+                Err(format!("{path}: {error}"))
+            }
+            Err(error @ ReplaceError::NotDurable(_)) => {
+                // Readers already see the new document, so it is the current state from now
+                // on; the caller still reports the failure, because it may not survive a
+                // power loss.
+                tracing::error!(write = failpoint_label, path, %error, "state replaced but not durable");
+                self.durable = next;
+                Err(format!("{path}: {error}"))
+            }
+        }
     }
 
     fn commit(&mut self, outcome: &OutcomeRecord) -> Result<State, CommitError> {

@@ -25,15 +25,41 @@ macro_rules! failpoint {
     };
 }
 
+/// Why an atomic replacement failed, and whether readers can already see the new content.
+#[derive(Debug)]
+pub enum ReplaceError {
+    /// Nothing changed: the target still holds its previous content.
+    NotReplaced(io::Error),
+    /// The rename happened, so readers see the new content, but the directory fsync failed:
+    /// whether it survives a power loss is unknown.
+    NotDurable(io::Error),
+}
+
+impl std::fmt::Display for ReplaceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotReplaced(error) => write!(f, "{error}"),
+            Self::NotDurable(error) => write!(f, "replaced, but not durably: {error}"),
+        }
+    }
+}
+
 /// Replaces `target` with `bytes` atomically and durably. `failpoint_label` distinguishes the
 /// caller's writes in failpoint names (`<label>-write`, `<label>-fsync`, `<label>-rename`,
 /// `<label>-dir-fsync`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-pub fn replace_atomically(target: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
-    let dir = parent_dir(target)?;
-    let file_name = target
-        .file_name()
-        .ok_or_else(|| io::Error::other(format!("{} has no file name", target.display())))?;
+pub fn replace_atomically(
+    target: &Path,
+    bytes: &[u8],
+    failpoint_label: &str,
+) -> Result<(), ReplaceError> {
+    let dir = parent_dir(target).map_err(ReplaceError::NotReplaced)?;
+    let file_name = target.file_name().ok_or_else(|| {
+        ReplaceError::NotReplaced(io::Error::other(format!(
+            "{} has no file name",
+            target.display()
+        )))
+    })?;
     let temp_path = dir.join(format!(
         ".{}.{}.tmp",
         file_name.to_string_lossy(),
@@ -53,13 +79,16 @@ pub fn replace_atomically(target: &Path, bytes: &[u8], failpoint_label: &str) ->
         failpoint!(format!("{failpoint_label}-rename").as_str());
         fs::rename(&temp_path, target)
     })();
-    if result.is_err() {
+    if let Err(error) = result {
         // The temp file is ours and unreferenced; leaving it would only confuse a reader.
         let _ = fs::remove_file(&temp_path);
-        return result;
+        return Err(ReplaceError::NotReplaced(error));
     }
-    failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
-    sync_dir(dir)
+    (|| {
+        failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
+        sync_dir(dir)
+    })()
+    .map_err(ReplaceError::NotDurable)
 }
 
 /// Creates `path` exclusively. An existing file is reported, never touched.
