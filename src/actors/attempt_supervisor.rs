@@ -492,7 +492,7 @@ impl AttemptState {
         argv: &[String],
         prompt: &str,
     ) -> Result<File, String> {
-        durable::write_new_durably(Path::new(&attempt.prompt_path), prompt.as_bytes(), "prompt")
+        durable::write_new(Path::new(&attempt.prompt_path), prompt.as_bytes(), "prompt")
             .map_err(|error| error.to_string())?;
         let header = render_header(&TranscriptHeader {
             attempt_id: &attempt.id,
@@ -506,16 +506,12 @@ impl AttemptState {
             agent_cmd: self.spec.settings.template.raw(),
             argv,
         });
-        let path = Path::new(&attempt.transcript_path);
-        let mut transcript = durable::create_new(path).map_err(|error| error.to_string())?;
-        fail::fail_point!("transcript-header", |_| Err(format!(
-            "{}: injected failure at failpoint transcript-header",
-            attempt.transcript_path
-        )));
-        transcript
-            .write_all(header.as_bytes())
-            .and_then(|()| transcript.sync_all())
-            .map_err(|error| format!("{}: {error}", attempt.transcript_path))?;
+        let transcript = durable::write_new(
+            Path::new(&attempt.transcript_path),
+            header.as_bytes(),
+            "transcript-header",
+        )
+        .map_err(|error| error.to_string())?;
         Ok(transcript)
     }
 

@@ -35,7 +35,7 @@ pub enum WriterMsg {
         bytes: Vec<u8>,
         reply: RpcReplyPort<Vec<u8>>,
     },
-    /// Flush the live filters, write the trailer and fsync the transcript.
+    /// Flush the live filters and write the trailer.
     Finish {
         trailer: Trailer,
         reply: RpcReplyPort<Result<(), String>>,
@@ -220,10 +220,11 @@ impl WriterState {
             ));
         }
         let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
+        // No fsync: the transcript is evidence, and the page cache already protects it from a
+        // handler crash; only state and outcomes pay for power-loss durability.
         self.args
             .transcript
             .write_all(text.as_bytes())
-            .and_then(|()| self.args.transcript.sync_all())
             .map_err(|error| format!("{}: {error}", self.args.transcript_path))
     }
 

@@ -6,6 +6,7 @@
 //! - [`create_new`]: attempt artifacts are created with `O_EXCL`; an existing file is never
 //!   truncated or replaced.
 //! - [`write_new_durably`]: an outcome record — exclusive create, write, fsync, directory fsync.
+//! - [`write_new`]: a prompt or transcript — exclusive create and write, no fsync.
 //!
 //! Every step is a named failpoint (`fail` crate, compiled in only with the `failpoints`
 //! feature) so tests can prove that a failed write leaves the last durable record in place.
@@ -111,6 +112,17 @@ pub fn create_new(path: &Path) -> io::Result<File> {
                 with_path(error, path)
             }
         })
+}
+
+/// Creates `path` exclusively with `bytes`, without forcing it to disk: for artifacts whose
+/// loss in a power failure costs evidence, not correctness (prompts, transcripts). They reach
+/// the page cache before the worker starts, so they survive a crash of the handler itself.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<File> {
+    failpoint!(format!("{failpoint_label}-write").as_str());
+    let mut file = create_new(path)?;
+    file.write_all(bytes).map_err(|e| with_path(e, path))?;
+    Ok(file)
 }
 
 /// Creates `path` exclusively with `bytes`, then fsyncs the file and its directory.

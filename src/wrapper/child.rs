@@ -1,0 +1,278 @@
+//! Running the launcher (`codex-lean`, `claude-lean`) as the wrapper's immediate child.
+//!
+//! The child is a plain child: no new session or process group. The runner started the wrapper
+//! as the leader of a group it owns, and its timeout, stop-regex and interrupt cleanup signals
+//! that whole group; a launcher that left it would escape that cleanup.
+//!
+//! - The prompt is written to the child's stdin by its own task, which is then closed, so a
+//!   child that prints a lot before reading cannot deadlock the wrapper.
+//! - Each output pipe has a pump task that reads bounded chunks, translates them and writes
+//!   the result to the wrapper's stream of the same name. After the child exits a pump stops at
+//!   end of file or once the pipe has been quiet for [`DRAIN_GRACE`], so a descendant that
+//!   inherited the pipe cannot hold the wrapper open.
+//! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
+//!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
+//!   running gets SIGKILL. A failure writing the wrapper's own output stops the child the same
+//!   way.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_tokio::Signals;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::diagnostics::{DiagnosticStream, StreamTranslator};
+
+/// How long a signalled child may take to exit before it is killed (the runner's grace).
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a pipe may stay quiet after the child exited before the wrapper stops reading it.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// Bytes read from a pipe at a time.
+const CHUNK_SIZE: usize = 64 * 1024;
+
+/// The launcher command: found on PATH, run with the wrapper's environment plus `env`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launcher {
+    pub program: &'static str,
+    pub args: Vec<OsString>,
+    pub env: Vec<(&'static str, OsString)>,
+}
+
+/// Why the launcher did not run to completion with its output intact.
+#[derive(Debug)]
+pub enum RunError {
+    /// Setting up signal handling failed; nothing was launched.
+    Signals(io::Error),
+    /// Spawning the launcher failed (`NotFound` when it is not on PATH).
+    Spawn(io::Error),
+    /// The launcher ran, but reading its output, writing the wrapper's, or waiting failed.
+    Failed(String),
+}
+
+/// How a launched child ended, and what its stdout translator learned.
+#[derive(Debug)]
+pub struct Finished<T> {
+    pub status: ExitStatus,
+    /// The first SIGINT/SIGTERM the wrapper received, if any.
+    pub interrupted: Option<i32>,
+    pub stdout: T,
+}
+
+/// The conventional exit code for `status`: the code, or 128 + the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(1)
+}
+
+/// Runs `launcher` to completion with `prompt` on its stdin, its stdout through `stdout` and
+/// its stderr through `stderr`.
+pub async fn run<T>(
+    launcher: &Launcher,
+    prompt: Vec<u8>,
+    stdout: T,
+    stderr: DiagnosticStream,
+) -> Result<Finished<T>, RunError>
+where
+    T: StreamTranslator + Send + 'static,
+{
+    // Registered before the launch so that an early signal is held, then forwarded.
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(RunError::Signals)?;
+    let mut child = Command::new(launcher.program)
+        .args(&launcher.args)
+        .envs(launcher.env.iter().map(|(key, value)| (key, value)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Backstop for an early return; normally the child is waited for.
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(RunError::Spawn)?;
+
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let feeder = tokio::spawn(async move {
+        // A child that exits without reading its prompt is its own business, not an error.
+        let _ = stdin.write_all(&prompt).await;
+    });
+    let (exited_tx, exited) = watch::channel(false);
+    let (failure_tx, mut failures) = mpsc::unbounded_channel();
+    let stdout_pump = tokio::spawn(pump(
+        Pump {
+            label: format!("{} stdout", launcher.program),
+            exited: exited.clone(),
+            failures: failure_tx.clone(),
+        },
+        child.stdout.take().expect("stdout is piped"),
+        stdout,
+        tokio::io::stdout(),
+    ));
+    let stderr_pump = tokio::spawn(pump(
+        Pump {
+            label: format!("{} stderr", launcher.program),
+            exited,
+            failures: failure_tx,
+        },
+        child.stderr.take().expect("stderr is piped"),
+        stderr,
+        tokio::io::stderr(),
+    ));
+
+    let mut interrupted = None;
+    let mut output_error = None;
+    let mut kill_at: Option<Instant> = None;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            Some(signal) = signals.next() => {
+                interrupted.get_or_insert(signal);
+                stop(&child, signal, &mut kill_at);
+            }
+            Some(error) = failures.recv() => {
+                output_error.get_or_insert(error);
+                stop(&child, SIGTERM, &mut kill_at);
+            }
+            () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
+                tracing::debug!("launcher outlived its grace; killing it");
+                let _ = child.start_kill();
+                kill_at = None;
+            }
+        }
+    };
+    let _ = exited_tx.send(true);
+    feeder.abort();
+
+    // Until the pumps are done a signal is still caught, so it cannot cut the output short;
+    // it only withdraws the result.
+    let pumps = async { (stdout_pump.await, stderr_pump.await) };
+    tokio::pin!(pumps);
+    let (stdout, stderr) = loop {
+        tokio::select! {
+            joined = &mut pumps => break joined,
+            Some(signal) = signals.next() => { interrupted.get_or_insert(signal); }
+        }
+    };
+    signals.handle().close();
+    while let Ok(error) = failures.try_recv() {
+        output_error.get_or_insert(error);
+    }
+    // A pump fails to join only if a translator panicked: report it, never claim a result.
+    let stdout = stdout.map_err(|error| RunError::Failed(format!("the stdout reader failed: {error}")))?;
+    stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
+    if let Some(error) = output_error {
+        return Err(RunError::Failed(error));
+    }
+    let status = status.map_err(|error| {
+        RunError::Failed(format!("waiting for {} failed: {error}", launcher.program))
+    })?;
+    Ok(Finished {
+        status,
+        interrupted,
+        stdout,
+    })
+}
+
+/// Sends `signal` to the child unless it has been reaped, and starts the kill grace.
+fn stop(child: &Child, signal: i32, kill_at: &mut Option<Instant>) {
+    if let (Some(pid), Ok(signal)) = (child.id(), Signal::try_from(signal)) {
+        tracing::debug!(pid, %signal, "forwarding signal to launcher");
+        // The child is not reaped yet (its pid is still ours), so the pid cannot be reused.
+        let _ = kill(Pid::from_raw(pid as i32), signal);
+    }
+    kill_at.get_or_insert_with(|| Instant::now() + KILL_GRACE);
+}
+
+/// What a pump shares with the supervising loop.
+struct Pump {
+    /// `codex-lean stdout`, for error messages.
+    label: String,
+    /// Becomes true when the child has exited.
+    exited: watch::Receiver<bool>,
+    failures: mpsc::UnboundedSender<String>,
+}
+
+/// Copies `pipe` through `translator` to `sink` until end of file (or the drain grace after
+/// the child's exit); returns the translator for what it learned.
+async fn pump<T, R, W>(mut pump: Pump, mut pipe: R, mut translator: T, mut sink: W) -> T
+where
+    T: StreamTranslator,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut chunk = vec![0; CHUNK_SIZE];
+    let mut out = Vec::new();
+    loop {
+        let read = tokio::select! {
+            read = pipe.read(&mut chunk) => read,
+            () = quiet_after_exit(&mut pump.exited) => break,
+        };
+        out.clear();
+        match read {
+            Ok(0) => break,
+            Ok(len) => translator.translate(&chunk[..len], &mut out),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                let _ = pump
+                    .failures
+                    .send(format!("failed reading {}: {error}", pump.label));
+                break;
+            }
+        }
+        if let Err(error) = write_out(&mut sink, &out).await {
+            let _ = pump.failures.send(format!(
+                "failed streaming {} to the wrapper's output: {error}",
+                pump.label
+            ));
+            return translator;
+        }
+    }
+    out.clear();
+    translator.finish(&mut out);
+    if let Err(error) = write_out(&mut sink, &out).await {
+        let _ = pump.failures.send(format!(
+            "failed streaming {} to the wrapper's output: {error}",
+            pump.label
+        ));
+    }
+    translator
+}
+
+/// Completes once the child has exited and then [`DRAIN_GRACE`] has passed.
+async fn quiet_after_exit(exited: &mut watch::Receiver<bool>) {
+    // An error means the sender is gone, which happens only after the exit was announced.
+    let _ = exited.wait_for(|exited| *exited).await;
+    tokio::time::sleep(DRAIN_GRACE).await;
+}
+
+async fn write_out<W: AsyncWrite + Unpin>(sink: &mut W, bytes: &[u8]) -> io::Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    sink.write_all(bytes).await?;
+    sink.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_preserved_and_signal_deaths_map_to_128_plus_signal() {
+        assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(exit_code(ExitStatus::from_raw(9 << 8)), 9);
+        assert_eq!(exit_code(ExitStatus::from_raw(SIGTERM)), 128 + SIGTERM);
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+    }
+}
