@@ -328,7 +328,7 @@ impl AttemptState {
         {
             Ok(ractor::rpc::CallResult::Success(Ok(state))) => state,
             Ok(ractor::rpc::CallResult::Success(Err(message))) => {
-                tracing::error!(%message, "prepared record not written");
+                tracing::info!(%message, "prepared record not written");
                 return self.conclude(
                     id,
                     AttemptOutcome::NotPrepared {
@@ -381,7 +381,7 @@ impl AttemptState {
                     "could not launch agent command: {}",
                     crate::platform::locate::os_message(&error)
                 );
-                tracing::error!(%summary, "launch failed");
+                tracing::info!(%summary, "launch failed");
                 return self
                     .record_without_worker(Some((transcript, summary)))
                     .await;
@@ -682,7 +682,7 @@ impl AttemptState {
         if self.stage != Stage::Draining || self.open_streams.is_empty() {
             return;
         }
-        tracing::warn!(open = ?self.open_streams, "pipes still open after the group emptied; closing our read ends");
+        tracing::info!(open = ?self.open_streams, "pipes still open after the group emptied; closing our read ends");
         self.pipes_held_open = true;
         if let Some(crew) = &self.crew {
             for reader in &crew.readers {
@@ -848,7 +848,7 @@ impl AttemptState {
                         format!("could not record attempt outcome: {message}")
                     }
                 };
-                tracing::error!(%failure, "outcome not committed; attempt stays unresolved");
+                tracing::info!(%failure, "outcome not committed; attempt stays unresolved");
                 AttemptOutcome::Unresolved {
                     decision,
                     failure,

@@ -119,7 +119,7 @@ impl Actor for GroupKiller {
                 if leaked.is_empty() && !state.group_alive() {
                     state.finish();
                 } else {
-                    tracing::warn!(
+                    tracing::info!(
                         pgid = state.pgid,
                         ?leaked,
                         "descendants outlived the worker"

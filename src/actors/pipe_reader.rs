@@ -62,7 +62,7 @@ impl Actor for PipeReader {
         match message {
             ReaderMsg::Close => {
                 if !state.task.is_finished() {
-                    tracing::warn!(
+                    tracing::info!(
                         stream = state.stream.name(),
                         "closing a pipe still held open"
                     );

@@ -181,7 +181,7 @@ impl RunState {
         let admission = match admission {
             Ok(admission) => admission,
             Err(refusal) => {
-                tracing::warn!(?refusal, "run refused");
+                tracing::info!(?refusal, "run refused");
                 let output = self.refusal_output(&refusal, &loaded);
                 return self.finish(myself, EXIT_INVALID, output).await;
             }
@@ -364,7 +364,7 @@ impl RunState {
     fn check_plan_unchanged(&self) -> Result<(), Output> {
         let actual = current_plan_hash(&self.location).map_err(Output::error)?;
         if actual != self.snapshot.sha256 {
-            tracing::warn!(expected = %self.snapshot.sha256, %actual, "plan changed during the run");
+            tracing::info!(expected = %self.snapshot.sha256, %actual, "plan changed during the run");
             let mut output =
                 report::plan_hash_mismatch(&self.snapshot.path, &self.snapshot.sha256, &actual);
             output.err_line(

@@ -168,14 +168,14 @@ impl StoreState {
                 Ok(self.durable.clone())
             }
             Err(ReplaceError::NotReplaced(error)) => {
-                tracing::error!(write = failpoint_label, path, %error, "state write failed; last durable record kept");
+                tracing::info!(write = failpoint_label, path, %error, "state write failed; last durable record kept");
                 Err(format!("{path}: {error}"))
             }
             Err(error @ ReplaceError::NotDurable(_)) => {
                 // Readers already see the new document, so it is the current state from now
                 // on; the caller still reports the failure, because it may not survive a
                 // power loss.
-                tracing::error!(write = failpoint_label, path, %error, "state replaced but not durable");
+                tracing::info!(write = failpoint_label, path, %error, "state replaced but not durable");
                 self.durable = next;
                 Err(format!("{path}: {error}"))
             }

@@ -229,7 +229,7 @@ impl WriterState {
     }
 
     fn fail(&self, message: String) {
-        tracing::error!(%message, "output failure");
+        tracing::info!(%message, "output failure");
         notify(&self.args.supervisor, AttemptMsg::OutputFailed(message));
     }
 }

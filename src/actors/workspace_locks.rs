@@ -91,7 +91,7 @@ impl LocksState {
             return Ok(held.id);
         }
         let lock = try_lock_dir(path, scope).map_err(|error| {
-            tracing::warn!(dir, scope = scope.name(), %error, "lock not taken");
+            tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
             error.to_string()
         })?;
         self.next_id += 1;

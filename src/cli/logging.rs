@@ -1,8 +1,13 @@
 //! Logging setup: `tracing` events for every lifecycle step, off except warnings by default,
 //! enabled by `--log-level` or `RUST_LOG`, written to stderr or `--log-file`, as text or
 //! JSON. Never to stdout, which belongs to results.
+//!
+//! Level policy: whatever the final report already tells the user (refusals, failed writes,
+//! failed launches) is logged at `info`, so default stderr carries only the report; `warn` and
+//! `error` are for what the user would not otherwise learn.
 
 use std::fs::OpenOptions;
+use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use tracing_subscriber::EnvFilter;
@@ -41,8 +46,12 @@ pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
                     .try_init(),
             }
         }
-        (None, LogFormat::Text) => builder.with_writer(std::io::stderr).try_init(),
+        (None, LogFormat::Text) => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .try_init(),
         (None, LogFormat::Json) => builder
+            .with_ansi(false)
             .with_writer(std::io::stderr)
             .json()
             .with_current_span(true)
