@@ -239,12 +239,10 @@ impl Actor for AttemptSupervisor {
                     tracing::info!(?report, "group stopped");
                     state.kill_report = Some(report);
                     state.stage = Stage::Draining;
-                    if !state.open_streams.is_empty() {
-                        myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
-                    }
+                    myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
                 }
                 AttemptMsg::LeakGraceElapsed => state.leak_grace_elapsed = true,
-                AttemptMsg::DrainLimitElapsed => state.close_held_pipes(),
+                AttemptMsg::DrainLimitElapsed => state.stop_draining(),
             }
             state.advance().await;
         }
@@ -677,19 +675,32 @@ impl AttemptState {
         }
     }
 
-    /// Our read ends are closed while a process outside the group still holds the pipes.
-    fn close_held_pipes(&mut self) {
-        if self.stage != Stage::Draining || self.open_streams.is_empty() {
+    /// The drain limit passed with the group gone: close our read ends if a process outside
+    /// the group still holds a pipe, and stop waiting for an exit status that cannot come (a
+    /// leader stuck in an uninterruptible sleep survives SIGKILL).
+    fn stop_draining(&mut self) {
+        if self.stage != Stage::Draining {
             return;
         }
-        tracing::info!(open = ?self.open_streams, "pipes still open after the group emptied; closing our read ends");
-        self.pipes_held_open = true;
-        if let Some(crew) = &self.crew {
-            for reader in &crew.readers {
-                notify(reader, ReaderMsg::Close);
+        if !self.open_streams.is_empty() {
+            tracing::info!(open = ?self.open_streams, "pipes still open after the group emptied; closing our read ends");
+            self.pipes_held_open = true;
+            if let Some(crew) = &self.crew {
+                for reader in &crew.readers {
+                    notify(reader, ReaderMsg::Close);
+                }
             }
+            self.open_streams.clear();
         }
-        self.open_streams.clear();
+        if self.exit.is_none() {
+            tracing::warn!(
+                "no exit status for the worker after the drain limit; recording it as unknown"
+            );
+            self.exit = Some(ChildExit {
+                code: None,
+                signal: None,
+            });
+        }
     }
 
     /// Moves the lifecycle forward when the current stage's conditions are met.
