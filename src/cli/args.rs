@@ -47,13 +47,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Maximum phases to complete in this invocation (default: run to completion).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_phase_limit)]
     pub max_phases: Option<u64>,
     /// Per-attempt wall-clock limit in seconds (default: config timeout_seconds, 3600).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub timeout: Option<f64>,
     /// Stop an attempt after this many seconds without output on either stream.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub idle_timeout: Option<f64>,
     /// Stop the agent when its combined output matches this regex (repeatable).
     #[arg(long, value_name = "REGEX")]
@@ -109,4 +109,12 @@ pub struct LoggingArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `--max-phases`: a positive integer.
+fn parse_phase_limit(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(limit) if limit >= 1 => Ok(limit),
+        _ => Err(format!("expected a positive integer, got '{text}'")),
+    }
 }
