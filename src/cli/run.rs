@@ -32,6 +32,11 @@ pub fn run(args: &RunArgs) -> i32 {
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;
+        // Every phase's workspace, not only the next one: `check` and `run` must agree on
+        // what is valid before anything is locked or written.
+        for phase in &snapshot.plan.phases {
+            execution_workspace_of(&location, phase)?;
+        }
         Ok::<_, String>((location, settings, snapshot))
     })();
     let (location, settings, snapshot) = match prepared {

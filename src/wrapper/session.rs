@@ -9,6 +9,8 @@
 
 use std::io::{self, Read, Write};
 
+use nix::sys::signal::Signal;
+
 use super::child::{self, Launcher, RunError};
 use super::diagnostics::{DiagnosticRenderer, DiagnosticStream, StreamTranslator};
 use super::final_result::{FinalResponse, epilogue};
@@ -62,8 +64,9 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
         Err(error) => return report_run_error::<P>(launcher.program, error),
     };
     if let Some(signal) = finished.interrupted {
+        let name = Signal::try_from(signal).map_or("a signal", Signal::as_str);
         say::<P>(&format!(
-            "interrupted by signal {signal}; {} was stopped and no result is reported",
+            "interrupted by {name}; {} was stopped and no result is reported",
             launcher.program
         ));
         return 128 + signal;
