@@ -10,7 +10,9 @@ use super::EXIT_INVALID;
 use super::args::RunArgs;
 use crate::actors::run_supervisor::{EXIT_FAILED, RunArgs as SupervisorArgs, RunSupervisor};
 use crate::domain::selection::RecoveryFlags;
-use crate::invocation::{RunOverrides, effective_settings, read_config, read_plan_snapshot};
+use crate::invocation::{
+    RunOverrides, effective_settings, execution_workspace_of, read_config, read_plan_snapshot,
+};
 use crate::platform::locate::locate_plan;
 use crate::report::Output;
 
