@@ -66,30 +66,40 @@ pub fn replace_atomically(
         file_name.to_string_lossy(),
         uuid::Uuid::new_v4().simple()
     ));
-    let result = (|| {
-        let mut temp = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&temp_path)?;
-        failpoint!(format!("{failpoint_label}-write").as_str());
-        temp.write_all(bytes)?;
-        failpoint!(format!("{failpoint_label}-fsync").as_str());
-        temp.sync_all()?;
-        drop(temp);
-        failpoint!(format!("{failpoint_label}-rename").as_str());
-        fs::rename(&temp_path, target)
-    })();
-    if let Err(error) = result {
+    if let Err(error) = write_and_rename(&temp_path, target, bytes, failpoint_label) {
         // The temp file is ours and unreferenced; leaving it would only confuse a reader.
         let _ = fs::remove_file(&temp_path);
         return Err(ReplaceError::NotReplaced(error));
     }
-    (|| {
-        failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
-        sync_dir(dir)
-    })()
-    .map_err(ReplaceError::NotDurable)
+    sync_dir_labelled(dir, failpoint_label).map_err(ReplaceError::NotDurable)
+}
+
+/// Writes and fsyncs the temp file, then renames it over the target.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn write_and_rename(
+    temp_path: &Path,
+    target: &Path,
+    bytes: &[u8],
+    failpoint_label: &str,
+) -> io::Result<()> {
+    let mut temp = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(temp_path)?;
+    failpoint!(format!("{failpoint_label}-write").as_str());
+    temp.write_all(bytes)?;
+    failpoint!(format!("{failpoint_label}-fsync").as_str());
+    temp.sync_all()?;
+    drop(temp);
+    failpoint!(format!("{failpoint_label}-rename").as_str());
+    fs::rename(temp_path, target)
+}
+
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn sync_dir_labelled(dir: &Path, failpoint_label: &str) -> io::Result<()> {
+    failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
+    sync_dir(dir)
 }
 
 /// Creates `path` exclusively. An existing file is reported, never touched.

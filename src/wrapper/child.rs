@@ -169,7 +169,8 @@ where
         output_error.get_or_insert(error);
     }
     // A pump fails to join only if a translator panicked: report it, never claim a result.
-    let stdout = stdout.map_err(|error| RunError::Failed(format!("the stdout reader failed: {error}")))?;
+    let stdout =
+        stdout.map_err(|error| RunError::Failed(format!("the stdout reader failed: {error}")))?;
     stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
     if let Some(error) = output_error {
         return Err(RunError::Failed(error));
@@ -186,10 +187,11 @@ where
 
 /// Sends `signal` to the child unless it has been reaped, and starts the kill grace.
 fn stop(child: &Child, signal: i32, kill_at: &mut Option<Instant>) {
-    if let (Some(pid), Ok(signal)) = (child.id(), Signal::try_from(signal)) {
+    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+    if let (Some(pid), Ok(signal)) = (pid, Signal::try_from(signal)) {
         tracing::debug!(pid, %signal, "forwarding signal to launcher");
-        // The child is not reaped yet (its pid is still ours), so the pid cannot be reused.
-        let _ = kill(Pid::from_raw(pid as i32), signal);
+        // `id()` is `None` once the child is reaped, so this pid cannot have been reused.
+        let _ = kill(Pid::from_raw(pid), signal);
     }
     kill_at.get_or_insert_with(|| Instant::now() + KILL_GRACE);
 }
@@ -203,8 +205,23 @@ struct Pump {
     failures: mpsc::UnboundedSender<String>,
 }
 
+impl Pump {
+    fn fail(&self, problem: String) {
+        // The receiver lives as long as `run`, which outlives every pump.
+        let _ = self.failures.send(problem);
+    }
+
+    fn fail_writing(&self, error: &io::Error) {
+        self.fail(format!(
+            "failed streaming {} to the wrapper's output: {error}",
+            self.label
+        ));
+    }
+}
+
 /// Copies `pipe` through `translator` to `sink` until end of file (or the drain grace after
-/// the child's exit); returns the translator for what it learned.
+/// the child's exit); returns the translator for what it learned. A write failure stops the
+/// pump at once: dropping the pipe tells the launcher that nobody is listening.
 async fn pump<T, R, W>(mut pump: Pump, mut pipe: R, mut translator: T, mut sink: W) -> T
 where
     T: StreamTranslator,
@@ -224,27 +241,19 @@ where
             Ok(len) => translator.translate(&chunk[..len], &mut out),
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => {
-                let _ = pump
-                    .failures
-                    .send(format!("failed reading {}: {error}", pump.label));
+                pump.fail(format!("failed reading {}: {error}", pump.label));
                 break;
             }
         }
         if let Err(error) = write_out(&mut sink, &out).await {
-            let _ = pump.failures.send(format!(
-                "failed streaming {} to the wrapper's output: {error}",
-                pump.label
-            ));
+            pump.fail_writing(&error);
             return translator;
         }
     }
     out.clear();
     translator.finish(&mut out);
     if let Err(error) = write_out(&mut sink, &out).await {
-        let _ = pump.failures.send(format!(
-            "failed streaming {} to the wrapper's output: {error}",
-            pump.label
-        ));
+        pump.fail_writing(&error);
     }
     translator
 }

@@ -237,7 +237,10 @@ fn result_text(event: &Map<String, Value>) -> Result<String, String> {
 
 /// One line for a `tool_use` block: `tool: <name> <main input>`, shortened.
 fn tool_summary(block: &Value) -> String {
-    let name = block.get("name").and_then(Value::as_str).unwrap_or("unknown");
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
     let input = block.get("input").map(input_summary).unwrap_or_default();
     let summary = format!("tool: {name} {input}");
     let mut words = summary.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -329,15 +332,25 @@ mod tests {
             claude_launcher(Effort::Medium, None),
             Launcher {
                 program: "claude-lean",
-                args: ["--effort", "medium", "-p", "--output-format", "stream-json", "--verbose"]
-                    .map(OsString::from)
-                    .to_vec(),
+                args: [
+                    "--effort",
+                    "medium",
+                    "-p",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose"
+                ]
+                .map(OsString::from)
+                .to_vec(),
                 env: Vec::new(),
             }
         );
         let with_model = claude_launcher(Effort::High, Some("opus"));
         assert_eq!(with_model.args[1], "high");
-        assert_eq!(with_model.args[6..], [OsString::from("--model"), "opus".into()]);
+        assert_eq!(
+            with_model.args[6..],
+            [OsString::from("--model"), "opus".into()]
+        );
     }
 
     #[test]
@@ -362,7 +375,11 @@ mod tests {
         let expected = translate(&whole);
         let bytes = whole.as_bytes();
         for cut in 0..=bytes.len() {
-            assert_eq!(translate_chunks(&[&bytes[..cut], &bytes[cut..]]), expected, "cut {cut}");
+            assert_eq!(
+                translate_chunks(&[&bytes[..cut], &bytes[cut..]]),
+                expected,
+                "cut {cut}"
+            );
         }
         let single_bytes: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(translate_chunks(&single_bytes), expected);
@@ -438,8 +455,14 @@ mod tests {
     #[test]
     fn tool_summaries_are_one_short_line() {
         let summary = |input: Value| tool_summary(&json!({"name": "Tool", "input": input}));
-        assert_eq!(summary(json!({"file_path": "/src/main.rs"})), "tool: Tool /src/main.rs");
-        assert_eq!(summary(json!({"command": "echo a\n  echo b"})), "tool: Tool echo a echo b");
+        assert_eq!(
+            summary(json!({"file_path": "/src/main.rs"})),
+            "tool: Tool /src/main.rs"
+        );
+        assert_eq!(
+            summary(json!({"command": "echo a\n  echo b"})),
+            "tool: Tool echo a echo b"
+        );
         assert_eq!(summary(json!({})), "tool: Tool");
         assert_eq!(summary(json!({"todos": [1]})), "tool: Tool {\"todos\":[1]}");
         assert_eq!(tool_summary(&json!({})), "tool: unknown");

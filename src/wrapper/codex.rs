@@ -104,9 +104,15 @@ mod tests {
             launcher,
             Launcher {
                 program: "codex-lean",
-                args: ["exec", "--color", "never", "--output-last-message", "/tmp/x/final-message.txt"]
-                    .map(OsString::from)
-                    .to_vec(),
+                args: [
+                    "exec",
+                    "--color",
+                    "never",
+                    "--output-last-message",
+                    "/tmp/x/final-message.txt"
+                ]
+                .map(OsString::from)
+                .to_vec(),
                 env: vec![("CODEX_REASONING_EFFORT", OsString::from("high"))],
             }
         );

@@ -161,7 +161,10 @@ mod tests {
 
     #[test]
     fn every_line_is_prefixed_including_empty_ones() {
-        assert_eq!(render_text("a\n\nb\n"), "[claude] a\n[claude] \n[claude] b\n");
+        assert_eq!(
+            render_text("a\n\nb\n"),
+            "[claude] a\n[claude] \n[claude] b\n"
+        );
     }
 
     #[test]

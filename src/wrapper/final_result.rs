@@ -95,11 +95,17 @@ mod tests {
     fn a_valid_result_is_re_emitted_from_its_opening_tag() {
         assert_eq!(
             judge("done\n<phase-complete>Implemented.</phase-complete>\n"),
-            ("<phase-complete>Implemented.</phase-complete>\n".to_owned(), String::new())
+            (
+                "<phase-complete>Implemented.</phase-complete>\n".to_owned(),
+                String::new()
+            )
         );
         assert_eq!(
             judge("<phase-blocked>Need credentials.</phase-blocked>"),
-            ("<phase-blocked>Need credentials.</phase-blocked>\n".to_owned(), String::new())
+            (
+                "<phase-blocked>Need credentials.</phase-blocked>\n".to_owned(),
+                String::new()
+            )
         );
     }
 
@@ -164,7 +170,10 @@ mod tests {
     #[test]
     fn an_empty_body_is_rejected() {
         let (stdout, stderr) = judge("<phase-complete> \n </phase-complete>");
-        assert_eq!(stdout, "[codex] &lt;phase-complete> \n[codex]  &lt;/phase-complete>\n");
+        assert_eq!(
+            stdout,
+            "[codex] &lt;phase-complete> \n[codex]  &lt;/phase-complete>\n"
+        );
         assert!(stderr.ends_with("has an empty result\n"), "{stderr}");
     }
 

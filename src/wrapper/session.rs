@@ -38,77 +38,99 @@ pub trait Provider {
 
 /// Runs one session for `provider` and returns the wrapper's exit code.
 pub fn run<P: Provider>(mut provider: P) -> i32 {
+    let prefix = P::PREFIX;
     let mut prompt = Vec::new();
     if let Err(error) = io::stdin().lock().read_to_end(&mut prompt) {
-        return fail::<P>(&format!("failed to read the prompt from stdin: {error}"));
+        return fail(
+            prefix,
+            &format!("failed to read the prompt from stdin: {error}"),
+        );
     }
     let launcher = match provider.launcher() {
         Ok(launcher) => launcher,
-        Err(message) => return fail::<P>(&message),
+        Err(message) => return fail(prefix, &message),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
-        Err(error) => return fail::<P>(&format!("failed to start the async runtime: {error}")),
+        Err(error) => {
+            return fail(
+                prefix,
+                &format!("failed to start the async runtime: {error}"),
+            );
+        }
     };
     let finished = runtime.block_on(child::run(
         &launcher,
         prompt,
         provider.stdout_translator(),
-        DiagnosticStream::new(P::PREFIX),
+        DiagnosticStream::new(prefix),
     ));
     let finished = match finished {
         Ok(finished) => finished,
-        Err(error) => return report_run_error::<P>(launcher.program, error),
+        Err(error) => return report_run_error(prefix, launcher.program, error),
     };
     if let Some(signal) = finished.interrupted {
         let name = Signal::try_from(signal).map_or("a signal", Signal::as_str);
-        say::<P>(&format!(
-            "interrupted by {name}; {} was stopped and no result is reported",
-            launcher.program
-        ));
+        say(
+            prefix,
+            &format!(
+                "interrupted by {name}; {} was stopped and no result is reported",
+                launcher.program
+            ),
+        );
         return 128 + signal;
     }
-    let epilogue = epilogue(&provider.final_response(finished.stdout), P::PREFIX);
+    let epilogue = epilogue(&provider.final_response(finished.stdout), prefix);
     let written = write_all(&mut io::stdout().lock(), &epilogue.stdout)
         .and_then(|()| write_all(&mut io::stderr().lock(), &epilogue.stderr));
     if let Err(error) = written {
-        return fail::<P>(&format!("failed to write the final result: {error}"));
+        return fail(
+            prefix,
+            &format!("failed to write the final result: {error}"),
+        );
     }
     child::exit_code(finished.status)
 }
 
-fn report_run_error<P: Provider>(program: &str, error: RunError) -> i32 {
+fn report_run_error(prefix: &'static str, program: &str, error: RunError) -> i32 {
     match error {
         RunError::Spawn(error) if error.kind() == io::ErrorKind::NotFound => {
-            say::<P>(&format!(
-                "error: {program} was not found on PATH; install it or add its directory to PATH"
-            ));
+            say(
+                prefix,
+                &format!(
+                    "error: {program} was not found on PATH; install it or add its directory to PATH"
+                ),
+            );
             EXIT_LAUNCHER_NOT_FOUND
         }
         RunError::Spawn(error) => {
-            say::<P>(&format!("error: failed to start {program}: {error}"));
+            say(
+                prefix,
+                &format!("error: failed to start {program}: {error}"),
+            );
             EXIT_LAUNCHER_NOT_STARTED
         }
-        RunError::Signals(error) => fail::<P>(&format!(
-            "failed to install SIGINT/SIGTERM handling: {error}"
-        )),
-        RunError::Failed(message) => fail::<P>(&message),
+        RunError::Signals(error) => fail(
+            prefix,
+            &format!("failed to install SIGINT/SIGTERM handling: {error}"),
+        ),
+        RunError::Failed(message) => fail(prefix, &message),
     }
 }
 
-fn fail<P: Provider>(message: &str) -> i32 {
-    say::<P>(&format!("error: {message}"));
+fn fail(prefix: &'static str, message: &str) -> i32 {
+    say(prefix, &format!("error: {message}"));
     EXIT_WRAPPER_FAILED
 }
 
 /// Prints a message of the wrapper's own on stderr, rendered like any diagnostic.
-fn say<P: Provider>(message: &str) {
+fn say(prefix: &'static str, message: &str) {
     let _ = write_all(
         &mut io::stderr().lock(),
-        &DiagnosticRenderer::message(P::PREFIX, message),
+        &DiagnosticRenderer::message(prefix, message),
     );
 }
 
