@@ -113,12 +113,14 @@ impl Actor for GroupKiller {
                 }
             }
             (KillerMsg::SweepAfterExit, Phase::Idle) => {
-                let leaked: Vec<u32> = proc::live_group_members(state.pgid)
-                    .map(|members| members.iter().map(|m| m.pid).collect())
-                    .unwrap_or_default();
-                if leaked.is_empty() && !state.group_alive() {
+                // The leader is reaped by now, so the cheap probe answers the common case;
+                // /proc is scanned only to name what is left.
+                if !state.group_alive() {
                     state.finish();
                 } else {
+                    let leaked: Vec<u32> = proc::live_group_members(state.pgid)
+                        .map(|members| members.iter().map(|m| m.pid).collect())
+                        .unwrap_or_default();
                     tracing::info!(
                         pgid = state.pgid,
                         ?leaked,

@@ -404,7 +404,10 @@ impl RunState {
         }
         match &self.attempt {
             Some(attempt) => {
-                tracing::info!(signal, "signal forwarded to the running attempt");
+                tracing::info!(
+                    signal,
+                    "signal forwarded to the attempt (deferred until it owns the worker's process group)"
+                );
                 notify(&attempt.actor, AttemptMsg::Interrupt(signal));
             }
             None => tracing::info!(

@@ -12,7 +12,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
@@ -118,7 +117,7 @@ impl Actor for TranscriptWriter {
                 let _ = reply.send(bytes);
             }
             WriterMsg::Finish { trailer, reply } => {
-                state.flush_live_filters().await;
+                state.flush_live_filters();
                 let _ = reply.send(state.write_trailer(&trailer));
             }
         }
@@ -146,7 +145,7 @@ impl WriterState {
             };
             self.visible.clear();
             filter.filter(&bytes, &mut self.visible);
-            self.echo(stream).await;
+            self.echo(stream);
         }
         let bytes = feed(&self.args.marker, bytes, |bytes, reply| MarkerMsg::Feed {
             stream,
@@ -181,14 +180,18 @@ impl WriterState {
         }
     }
 
-    async fn echo(&mut self, stream: OutputStream) {
+    fn echo(&mut self, stream: OutputStream) {
         if self.visible.is_empty() {
             return;
         }
-        let result = match stream {
-            OutputStream::Stdout => write_flush(&mut tokio::io::stdout(), &self.visible).await,
-            OutputStream::Stderr => write_flush(&mut tokio::io::stderr(), &self.visible).await,
-        };
+        // A plain blocking write, like the transcript's: the runtime has other worker threads
+        // for the other actors, and a slow console still slows the child through the pipe.
+        // (`tokio::io::stdout` would cost two blocking-pool hops per chunk.)
+        let visible = &self.visible;
+        let result = tokio::task::block_in_place(|| match stream {
+            OutputStream::Stdout => write_flush(&mut std::io::stdout().lock(), visible),
+            OutputStream::Stderr => write_flush(&mut std::io::stderr().lock(), visible),
+        });
         if let Err(error) = result {
             self.console_failed = true;
             self.fail(format!(
@@ -198,7 +201,7 @@ impl WriterState {
         }
     }
 
-    async fn flush_live_filters(&mut self) {
+    fn flush_live_filters(&mut self) {
         if self.args.quiet || self.console_failed {
             return;
         }
@@ -208,7 +211,7 @@ impl WriterState {
                 OutputStream::Stdout => self.stdout_filter.finish(&mut self.visible),
                 OutputStream::Stderr => self.stderr_filter.finish(&mut self.visible),
             }
-            self.echo(stream).await;
+            self.echo(stream);
         }
     }
 
@@ -234,12 +237,9 @@ impl WriterState {
     }
 }
 
-async fn write_flush(
-    sink: &mut (impl tokio::io::AsyncWrite + Unpin),
-    bytes: &[u8],
-) -> std::io::Result<()> {
-    sink.write_all(bytes).await?;
-    sink.flush().await
+fn write_flush(sink: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    sink.write_all(bytes)?;
+    sink.flush()
 }
 
 /// Hands a chunk to a consumer actor and gets the buffer back. A consumer that stopped (only
