@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cancel timers → stop the group (Terminate, or SweepAfterExit after a normal exit)
-//!   → readers reach EOF (bounded; then our read ends are closed) → transcript trailer + fsync
+//!   → readers reach EOF (bounded; then our read ends are closed) → transcript trailer
 //!   → marker verdict → final stop-regex check → decide → write outcome → commit state
 //!   → report to the run supervisor (which prints and releases the workspace lock)
 //! ```
@@ -795,10 +795,7 @@ impl AttemptState {
                 let note = format!(
                     "[runner] {summary}\n--- runner trailer ---\nexit_code: none\nsignal: none\noutput_bytes: 0\nfinished_at: {finished_at}\n"
                 );
-                if let Err(error) = transcript
-                    .write_all(note.as_bytes())
-                    .and_then(|()| transcript.sync_all())
-                {
+                if let Err(error) = transcript.write_all(note.as_bytes()) {
                     tracing::warn!(%error, "could not note the launch failure in the transcript");
                 }
                 Decision {
