@@ -38,6 +38,7 @@ use super::state_store::{CommitError, Preparation, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
 use super::transcript_writer::{
     Trailer, TranscriptHeader, TranscriptWriter, WriterArgs, WriterMsg, render_header,
+    render_trailer,
 };
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
@@ -376,7 +377,8 @@ impl AttemptState {
             Ok(child) => child,
             Err(error) => {
                 let summary = format!(
-                    "could not launch agent command: {}",
+                    "could not launch agent command: {}: {}",
+                    argv.first().map(String::as_str).unwrap_or_default(),
                     crate::platform::locate::os_message(&error)
                 );
                 tracing::info!(%summary, "launch failed");
@@ -735,6 +737,7 @@ impl AttemptState {
             leaked: kill_report.leaked,
             survivors: kill_report.survivors,
             pipes_held_open: self.pipes_held_open,
+            launch_error: None,
         };
         match call(&crew.writer, |reply| WriterMsg::Finish { trailer, reply }).await {
             Some(Ok(())) => {}
@@ -792,10 +795,14 @@ impl AttemptState {
         };
         let decision = match launch_failure {
             Some((mut transcript, summary)) => {
-                let note = format!(
-                    "[runner] {summary}\n--- runner trailer ---\nexit_code: none\nsignal: none\noutput_bytes: 0\nfinished_at: {finished_at}\n"
-                );
-                if let Err(error) = transcript.write_all(note.as_bytes()) {
+                let trailer = Trailer {
+                    finished_at: Some(finished_at),
+                    launch_error: Some(summary.clone()),
+                    ..Trailer::default()
+                };
+                if let Err(error) =
+                    transcript.write_all(render_trailer(&trailer, 0, true).as_bytes())
+                {
                     tracing::warn!(%error, "could not note the launch failure in the transcript");
                 }
                 Decision {

@@ -52,6 +52,8 @@ pub struct Trailer {
     pub survivors: Vec<u32>,
     /// Our read ends were closed while something outside the group still held a pipe open.
     pub pipes_held_open: bool,
+    /// Why the worker never ran, when it did not.
+    pub launch_error: Option<String>,
 }
 
 pub struct TranscriptWriter;
@@ -291,7 +293,9 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
     let mut text = String::new();
     let exit_code = trailer.exit.and_then(|exit| exit.code);
     let signal = trailer.exit.and_then(|exit| exit.signal);
-    if bytes_seen == 0 {
+    if let Some(error) = &trailer.launch_error {
+        text.push_str(&format!("[runner] {error}\n"));
+    } else if bytes_seen == 0 {
         let code = match (exit_code, signal) {
             (Some(code), _) => code.to_string(),
             (None, Some(signal)) => format!("-{signal}"),
