@@ -172,6 +172,8 @@ pub struct AttemptState {
     leak_grace_elapsed: bool,
     kill_report: Option<KillReport>,
     pipes_held_open: bool,
+    /// A state write after preparation failed: nothing more is written for this attempt.
+    state_write_failure: Option<String>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -199,6 +201,7 @@ impl Actor for AttemptSupervisor {
             leak_grace_elapsed: false,
             kill_report: None,
             pipes_held_open: false,
+            state_write_failure: None,
         })
     }
 
@@ -443,9 +446,12 @@ impl AttemptState {
 
         self.stage = Stage::Running;
         if let Err(message) = self.mark_running(identity).await {
-            self.trigger(StopCause::ExecutionIo {
-                message: format!("could not record running attempt: {message}"),
-            });
+            // SPEC §7: after a failed state write the last durable record (here: prepared) is
+            // kept and nothing more is written; the worker is stopped and the attempt stays
+            // unresolved for the operator.
+            let failure = format!("could not record running attempt: {message}");
+            self.state_write_failure = Some(failure.clone());
+            self.trigger(StopCause::ExecutionIo { message: failure });
         }
         for (stream, pipe) in [
             (
@@ -823,6 +829,17 @@ impl AttemptState {
         let Some(attempt) = self.attempt.clone() else {
             return;
         };
+        if let Some(failure) = self.state_write_failure.clone() {
+            tracing::info!(%failure, "outcome not committed after an earlier state write failure");
+            return self.conclude(
+                attempt.id.clone(),
+                AttemptOutcome::Unresolved {
+                    decision,
+                    failure,
+                    attempt: Box::new(attempt),
+                },
+            );
+        }
         let outcome = OutcomeRecord {
             attempt_id: attempt.id.clone(),
             plan: attempt.snapshot.clone(),

@@ -82,6 +82,7 @@ impl Actor for StateStore {
         _myself: ActorRef<StoreMsg>,
         args: StoreArgs,
     ) -> Result<StoreState, ActorProcessingErr> {
+        remove_stale_temp_files(&args.layout);
         Ok(StoreState {
             layout: args.layout,
             durable: args.loaded,
@@ -207,6 +208,27 @@ impl StoreState {
             durable::create_dir_all_durably(Path::new(&dir)).map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+}
+
+/// Removes temp files a handler killed mid-write left next to `state.json`. They were never
+/// renamed into place, so they hold nothing authoritative; the caller holds the plan-workspace
+/// lock, so no other handler is writing one right now.
+fn remove_stale_temp_files(layout: &StateLayout) {
+    let Ok(entries) = std::fs::read_dir(&layout.dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".state.json.") && name.ends_with(".tmp") {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(file = %name, "stale state temp file removed"),
+                Err(error) => {
+                    tracing::warn!(file = %name, %error, "stale state temp file not removed")
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,395 @@
+//! Crash safety (SPEC §7, §12, §17): the handler is SIGKILLed at pseudo-random moments of a
+//! three-phase run. After every kill `state.json` parses, never claims a completion it did not
+//! commit, an unresolved attempt is reported by `status` and refused by a plain `run`, and
+//! `run --retry-stopped` finishes the plan.
+//!
+//! `ASH_CRASH_ITERATIONS` (default 50) sets the number of kills and `ASH_CRASH_SEED` the seed;
+//! `scripts/crash-soak.sh N` runs the same test for N iterations in a release build. Design and
+//! results: docs/reliability.md.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const PLAN: &str = "plan.md";
+const PHASES: [&str; 3] = ["phase-1", "phase-2", "phase-3"];
+const DEFAULT_ITERATIONS: u64 = 50;
+const DEFAULT_SEED: u64 = 20_261_129;
+/// How long the run's processes get to end on their own after the handler is killed (a worker
+/// loses its pipes and exits); what is still alive then is killed by the test and counted.
+const WORKER_GRACE: Duration = Duration::from_secs(5);
+
+#[test]
+fn sigkill_at_random_points_never_corrupts_state_or_fakes_a_completion() {
+    let iterations = env_number("ASH_CRASH_ITERATIONS").unwrap_or(DEFAULT_ITERATIONS);
+    let seed = env_number("ASH_CRASH_SEED").unwrap_or(DEFAULT_SEED);
+    println!("crash test: {iterations} iterations, seed {seed} (ASH_CRASH_SEED)");
+    let mut rng = SplitMix64(seed);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for iteration in 0..iterations {
+        let kill_point = KillPoint::draw(&mut rng);
+        crash_and_recover(iteration, kill_point, &mut tally);
+    }
+    println!(
+        "crash test: {iterations} kills in {:.1} s, seed {seed}\n{tally}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Where a kill lands, drawn from three schedules so every stage of the run gets hit, not
+/// only the startup that a plain random delay favours.
+#[derive(Clone, Copy, Debug)]
+enum KillPoint {
+    /// A delay after spawning the handler.
+    Timed(Duration),
+    /// A delay after `state.json` first appears.
+    OnStateFile(Duration),
+    /// A delay after the `n`-th transcript appears.
+    OnTranscript(usize, Duration),
+}
+
+impl KillPoint {
+    fn draw(rng: &mut SplitMix64) -> Self {
+        match rng.below(3) {
+            0 => Self::Timed(Duration::from_millis(rng.below(300))),
+            1 => Self::OnStateFile(Duration::from_millis(rng.below(40))),
+            _ => Self::OnTranscript(
+                1 + rng.below(3) as usize,
+                Duration::from_millis(rng.below(40)),
+            ),
+        }
+    }
+}
+
+fn crash_and_recover(iteration: u64, kill_point: KillPoint, tally: &mut Tally) {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(3));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\necho 'step one'\necho 'step two' >&2\necho 'step three'\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let context = format!("iteration {iteration}, {kill_point:?}");
+
+    let mut handler = spawn_run(&sandbox, &agent, &[]);
+    // The delays place the kill; nothing here waits for the handler to reach a state.
+    match kill_point {
+        KillPoint::Timed(delay) => std::thread::sleep(delay),
+        KillPoint::OnStateFile(delay) => {
+            poll_until(|| sandbox.state_path(PLAN).exists());
+            std::thread::sleep(delay);
+        }
+        KillPoint::OnTranscript(count, delay) => {
+            poll_until(|| sandbox.artifacts(PLAN, "transcripts").len() >= count);
+            std::thread::sleep(delay);
+        }
+    }
+    let exited_first = matches!(handler.try_wait(), Ok(Some(_)));
+    let _ = handler.kill();
+    let _ = handler.wait();
+    if exited_first {
+        tally.finished_before_kill += 1;
+    }
+    if !wait_until(WORKER_GRACE, || sandbox.survivors().is_empty()) {
+        tally.survivors_killed += sandbox.survivors().len();
+        for pid in sandbox.survivors() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        sandbox.assert_no_survivors();
+    }
+
+    let shape = check_invariants(&sandbox, &context);
+    *tally.shapes.entry(shape).or_default() += 1;
+    tally.temp_files += leftover_temp_files(&sandbox);
+    tally.orphan_outcomes += orphan_outcomes(&sandbox);
+
+    recover(&sandbox, &agent, &context);
+    tally.iterations += 1;
+}
+
+/// Asserts what must hold after any kill; returns a label for where the kill landed.
+fn check_invariants(sandbox: &Sandbox, context: &str) -> &'static str {
+    let Some(bytes) = sandbox.state_bytes(PLAN) else {
+        let status = sandbox.run(&["status", "--plan", PLAN]);
+        assert_eq!(status.code, 0, "{context}: {status:?}");
+        return "no state yet";
+    };
+    let state: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|error| panic!("{context}: state.json does not parse: {error}"));
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    assert_eq!(
+        status.code, 0,
+        "{context}: the strict reader rejects the state: {status:?}"
+    );
+
+    let completed: Vec<&str> = strings(&state["completed_phase_ids"]);
+    let committed = state["committed_outcomes"]
+        .as_array()
+        .expect("committed_outcomes");
+    for entry in committed {
+        let path = entry["path"].as_str().unwrap();
+        let record: Value = serde_json::from_slice(&fs::read(path).unwrap_or_else(|error| {
+            panic!("{context}: committed outcome {path} is unreadable: {error}")
+        }))
+        .unwrap_or_else(|error| panic!("{context}: outcome {path} does not parse: {error}"));
+        assert_eq!(record["status"], entry["status"], "{context}: {path}");
+        assert_eq!(
+            record["phase"]["id"], entry["phase_id"],
+            "{context}: {path}"
+        );
+        if entry["status"] == "phase-complete" {
+            assert!(
+                completed.contains(&entry["phase_id"].as_str().unwrap()),
+                "{context}: a committed completion of {} is not in completed_phase_ids",
+                entry["phase_id"]
+            );
+        }
+    }
+    for phase in &completed {
+        let found = committed
+            .iter()
+            .any(|entry| entry["phase_id"] == *phase && entry["status"] == "phase-complete");
+        assert!(
+            found,
+            "{context}: {phase} is completed without a committed phase-complete outcome"
+        );
+    }
+    assert!(
+        state["stop"].is_null(),
+        "{context}: a kill never records a stop: {state:#}"
+    );
+
+    let attempt = &state["active_attempt"];
+    if attempt.is_null() {
+        return match completed.len() {
+            3 => "all complete",
+            0 => "accepted, nothing prepared",
+            _ => "between phases",
+        };
+    }
+    let line = format!(
+        "active/abandoned: {} ({}, attempt {})",
+        attempt["phase"]["id"].as_str().unwrap(),
+        attempt["status"].as_str().unwrap(),
+        attempt["id"].as_str().unwrap()
+    );
+    assert!(
+        status.stdout.lines().any(|candidate| candidate == line),
+        "{context}: status does not show {line:?}:\n{}",
+        status.stdout
+    );
+    let plain = sandbox.run(&["run", "--plan", PLAN, "--agent-cmd", "/bin/false"]);
+    assert_eq!(plain.code, 5, "{context}: {plain:?}");
+    assert!(
+        plain.stderr.contains(&format!(
+            "has an abandoned {} attempt",
+            attempt["status"].as_str().unwrap()
+        )),
+        "{context}: {}",
+        plain.stderr
+    );
+    assert_eq!(
+        sandbox.state_bytes(PLAN).as_deref(),
+        Some(&bytes[..]),
+        "{context}: a refused run changed the state"
+    );
+    if attempt["status"] == "prepared" {
+        "prepared attempt"
+    } else {
+        "running attempt"
+    }
+}
+
+/// `--retry-stopped` until the plan is complete; every invocation must make progress.
+fn recover(sandbox: &Sandbox, agent: &Path, context: &str) {
+    let mut progress = progress_of(sandbox);
+    for _ in 0..PHASES.len() + 1 {
+        let run = wait_for_exit(spawn_run(sandbox, agent, &["--retry-stopped"]), PATIENCE);
+        sandbox.assert_no_survivors();
+        if run.code == 0 {
+            assert_eq!(
+                run.stdout, "runner-complete: all phases complete\n",
+                "{context}"
+            );
+            let state = sandbox.state(PLAN);
+            assert_eq!(
+                state["completed_phase_ids"],
+                serde_json::json!(PHASES),
+                "{context}"
+            );
+            assert!(state["active_attempt"].is_null(), "{context}");
+            assert!(state["stop"].is_null(), "{context}");
+            let committed = state["committed_outcomes"].as_array().unwrap();
+            let phases: Vec<&str> = committed
+                .iter()
+                .map(|entry| entry["phase_id"].as_str().unwrap())
+                .collect();
+            assert_eq!(phases, PHASES, "{context}: one committed outcome per phase");
+            assert!(
+                committed
+                    .iter()
+                    .all(|entry| entry["status"] == "phase-complete"),
+                "{context}: {committed:?}"
+            );
+            return;
+        }
+        let now = progress_of(sandbox);
+        assert!(
+            now > progress,
+            "{context}: a retry made no progress: {run:?}"
+        );
+        progress = now;
+    }
+    panic!("{context}: --retry-stopped did not complete the plan");
+}
+
+/// Completed phases, then whether no attempt is left unresolved.
+fn progress_of(sandbox: &Sandbox) -> (usize, bool) {
+    match sandbox.state_bytes(PLAN) {
+        None => (0, false),
+        Some(_) => {
+            let state = sandbox.state(PLAN);
+            (
+                state["completed_phase_ids"].as_array().unwrap().len(),
+                state["active_attempt"].is_null(),
+            )
+        }
+    }
+}
+
+fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
+    sandbox
+        .command()
+        .args([
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn handler")
+}
+
+/// Polls every millisecond (the kill point needs finer steps than `wait_until`), giving up
+/// after a generous bound: a run that never gets there is killed wherever it is.
+fn poll_until(mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Temp files of an interrupted atomic replacement: garbage, never read.
+fn leftover_temp_files(sandbox: &Sandbox) -> usize {
+    fs::read_dir(sandbox.state_dir(PLAN))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| entry.file_name().to_string_lossy().ends_with(".tmp"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Outcome files written before a kill but never committed: evidence, never adopted.
+fn orphan_outcomes(sandbox: &Sandbox) -> usize {
+    let referenced: Vec<PathBuf> = match sandbox.state_bytes(PLAN) {
+        Some(_) => sandbox.state(PLAN)["committed_outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| PathBuf::from(entry["path"].as_str().unwrap()))
+            .collect(),
+        None => Vec::new(),
+    };
+    sandbox
+        .artifacts(PLAN, "outcomes")
+        .into_iter()
+        .filter(|path| !referenced.contains(path))
+        .count()
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|item| item.as_str().expect("a string"))
+        .collect()
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, got {text:?}")),
+    )
+}
+
+/// What the kills hit, printed at the end (`--nocapture`) for docs/reliability.md.
+#[derive(Default)]
+struct Tally {
+    iterations: u64,
+    shapes: BTreeMap<&'static str, u64>,
+    finished_before_kill: u64,
+    survivors_killed: usize,
+    temp_files: usize,
+    orphan_outcomes: usize,
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "  iterations: {} (violations: 0)", self.iterations)?;
+        for (shape, count) in &self.shapes {
+            writeln!(f, "  state after the kill: {shape}: {count}")?;
+        }
+        writeln!(
+            f,
+            "  handler had already exited: {}",
+            self.finished_before_kill
+        )?;
+        writeln!(
+            f,
+            "  processes alive after the grace, killed by the test: {}",
+            self.survivors_killed
+        )?;
+        writeln!(f, "  leftover state temp files: {}", self.temp_files)?;
+        write!(
+            f,
+            "  uncommitted outcome files (evidence): {}",
+            self.orphan_outcomes
+        )
+    }
+}
+
+/// SplitMix64: a tiny seeded generator, so a failing iteration can be replayed.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
