@@ -5,9 +5,8 @@ mod common;
 
 use common::*;
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -1129,31 +1128,4 @@ fn list_dir(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Every path under `root` (relative) with its bytes; directories map to `<dir>` and symlinks
-/// to `<link> target`, so any creation, removal or rewrite shows as a difference.
-fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in fs::read_dir(dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let relative = path.strip_prefix(root).unwrap().to_path_buf();
-            let meta = fs::symlink_metadata(&path).expect("metadata");
-            if meta.file_type().is_symlink() {
-                let target = fs::read_link(&path).expect("read link");
-                out.insert(
-                    relative,
-                    format!("<link> {}", target.display()).into_bytes(),
-                );
-            } else if meta.is_dir() {
-                out.insert(relative, b"<dir>".to_vec());
-                walk(root, &path, out);
-            } else {
-                out.insert(relative, fs::read(&path).expect("read file"));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
 }

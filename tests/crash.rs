@@ -333,14 +333,6 @@ fn strings(value: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number, got {text:?}")),
-    )
-}
-
 /// What the kills hit, printed at the end (`--nocapture`) for docs/reliability.md.
 #[derive(Default)]
 struct Tally {

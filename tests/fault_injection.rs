@@ -690,10 +690,6 @@ fn launches(sandbox: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
-}
-
 #[track_caller]
 fn assert_has_line(text: &str, line: &str) {
     assert!(

@@ -909,10 +909,6 @@ fn outcome_path(sandbox: &Sandbox, attempt_id: &str) -> PathBuf {
         .join(format!("outcomes/{attempt_id}.json"))
 }
 
-fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
-}
-
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)

@@ -1380,10 +1380,6 @@ fn read_text(path: &Path) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&read_text(path)).expect("valid JSON")
-}
-
 fn keys(object: &Value) -> Vec<&str> {
     object
         .as_object()

@@ -1356,14 +1356,6 @@ fn clear_dir(dir: &Path) {
     }
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number, got {text:?}")),
-    )
-}
-
 /// SplitMix64: a tiny seeded generator, so a soak can be replayed.
 struct SplitMix64(u64);
 

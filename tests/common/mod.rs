@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -262,4 +263,46 @@ pub fn processes_with_env(needle: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// Every path under `root` (relative) with its bytes; directories map to `<dir>` and symlinks
+/// to `<link> target`, so any creation, removal or rewrite shows as a difference.
+pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let relative = path.strip_prefix(root).expect("under root").to_path_buf();
+            let meta = fs::symlink_metadata(&path).expect("metadata");
+            if meta.file_type().is_symlink() {
+                let target = fs::read_link(&path).expect("read link");
+                out.insert(
+                    relative,
+                    format!("<link> {}", target.display()).into_bytes(),
+                );
+            } else if meta.is_dir() {
+                out.insert(relative, b"<dir>".to_vec());
+                walk(root, &path, out);
+            } else {
+                out.insert(relative, fs::read(&path).expect("read file"));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Parses a JSON file, panicking with its path when it is missing or malformed.
+pub fn read_json(path: &Path) -> Value {
+    let bytes = fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// A numeric environment variable (soak and crash-test knobs); `None` when unset.
+pub fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, got {text:?}")),
+    )
 }
