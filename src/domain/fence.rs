@@ -15,7 +15,9 @@
 //! The tracker is fed raw bytes incrementally, so the framer can use it on a live stream without
 //! keeping lines: it holds a handful of counters, never the text.
 
-use memchr::memchr;
+use std::sync::LazyLock;
+
+use memchr::{memchr_iter, memmem, memrchr};
 
 /// The character a fence is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +97,54 @@ enum LineScan {
     Plain,
 }
 
+static BACKTICK_RUN: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"```"));
+
+static TILDE_RUN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"~~~"));
+
+/// Where the runs of three fence characters of one kind are in the bytes being fed, searched
+/// for lazily and each stretch only once.
+struct FenceRuns {
+    finder: &'static memmem::Finder<'static>,
+    /// The last search: from where, and what it found.
+    last: Option<(usize, Option<usize>)>,
+}
+
+impl FenceRuns {
+    fn new(finder: &'static memmem::Finder<'static>) -> Self {
+        Self { finder, last: None }
+    }
+
+    fn next_at_or_after(&mut self, bytes: &[u8], from: usize) -> Option<usize> {
+        match self.last {
+            Some((searched_from, found))
+                if searched_from <= from && found.is_none_or(|at| at >= from) =>
+            {
+                found
+            }
+            _ => {
+                let found = self.finder.find(&bytes[from..]).map(|at| from + at);
+                self.last = Some((from, found));
+                found
+            }
+        }
+    }
+}
+
+/// Where the line holding the fence run at `bytes[run]` starts, if that line may be a fence
+/// line: the run follows at most three spaces or tabs after a `\n`. (A run with no `\n`
+/// before it lies on the line being skipped, which is already decided.)
+fn fence_line_start(bytes: &[u8], run: usize) -> Option<usize> {
+    let indent = bytes[..run]
+        .iter()
+        .rev()
+        .take(4)
+        .take_while(|&&byte| matches!(byte, b' ' | b'\t'))
+        .count();
+    let line_start = run - indent;
+    (indent <= 3 && line_start > 0 && bytes[line_start - 1] == b'\n').then_some(line_start)
+}
+
 /// Incremental fence state over a byte stream.
 #[derive(Clone, Debug)]
 pub struct FenceTracker {
@@ -147,20 +197,69 @@ impl FenceTracker {
     }
 
     /// Feeds arbitrary bytes, which may contain any number of line breaks.
-    pub fn feed(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            match memchr(b'\n', bytes) {
-                Some(newline) => {
-                    self.feed_within_line(&bytes[..newline]);
-                    self.end_line();
-                    bytes = &bytes[newline + 1..];
-                }
-                None => {
-                    self.feed_within_line(bytes);
-                    return;
+    ///
+    /// Only a line with a run of three fence characters after at most three spaces or tabs
+    /// can open or close a fence; every other line only moves the line number. So a line is
+    /// read byte by byte only while it may still be a fence line, and the tracker jumps from
+    /// there to the next line that may be one, counting the lines in between. That keeps
+    /// output of many short lines, or with inline code, as cheap to track as long lines.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let mut runs = [FenceRuns::new(&BACKTICK_RUN), FenceRuns::new(&TILDE_RUN)];
+        let mut at = 0;
+        while at < bytes.len() {
+            at = if self.scan == LineScan::Plain {
+                self.skip_to_possible_fence_line(bytes, at, &mut runs)
+            } else {
+                self.read_while_undecided(bytes, at)
+            };
+        }
+    }
+
+    /// Reads `bytes[from..]` while the current line may still open or close a fence; returns
+    /// where it no longer can.
+    fn read_while_undecided(&mut self, bytes: &[u8], from: usize) -> usize {
+        for (index, &byte) in bytes.iter().enumerate().skip(from) {
+            if byte == b'\n' {
+                self.end_line();
+            } else {
+                self.step(byte);
+                if self.scan == LineScan::Plain {
+                    return index + 1;
                 }
             }
         }
+        bytes.len()
+    }
+
+    /// Skips the rest of the current line, which cannot be a fence line, and all following
+    /// lines that cannot be either; returns the start of the next line that may be one, or of
+    /// the last (possibly partial) line.
+    fn skip_to_possible_fence_line(
+        &mut self,
+        bytes: &[u8],
+        from: usize,
+        runs: &mut [FenceRuns; 2],
+    ) -> usize {
+        let mut search_from = from;
+        let next_line = loop {
+            let next_run = runs
+                .iter_mut()
+                .filter_map(|runs| runs.next_at_or_after(bytes, search_from))
+                .min();
+            let Some(run) = next_run else {
+                match memrchr(b'\n', &bytes[from..]) {
+                    Some(newline) => break from + newline + 1,
+                    None => return bytes.len(),
+                }
+            };
+            if let Some(line_start) = fence_line_start(bytes, run) {
+                break line_start;
+            }
+            search_from = run + 1;
+        };
+        self.line += memchr_iter(b'\n', &bytes[from..next_line]).count();
+        self.scan = LineScan::Indent(0);
+        next_line
     }
 
     /// Ends the input: classifies a final line that had no `\n` and returns the fence still
@@ -173,39 +272,42 @@ impl FenceTracker {
     }
 
     fn feed_within_line(&mut self, bytes: &[u8]) {
-        let mut index = 0;
-        while index < bytes.len() {
-            let byte = bytes[index];
-            self.scan = match self.scan {
-                LineScan::Plain => return,
-                LineScan::Indent(n) => match byte {
-                    b' ' | b'\t' if n < 3 => LineScan::Indent(n + 1),
-                    _ => match FenceChar::from_byte(byte) {
-                        Some(ch) if self.may_start_run(ch) => LineScan::Run { ch, len: 1 },
-                        _ => LineScan::Plain,
-                    },
-                },
-                LineScan::Run { ch, len } if byte == ch.byte() => {
-                    LineScan::Run { ch, len: len + 1 }
-                }
-                LineScan::Run { ch, len } => {
-                    if len < 3 {
-                        LineScan::Plain
-                    } else {
-                        self.rest_after(ch, len, true, byte)
-                    }
-                }
-                LineScan::Rest { ch, len, ok } => {
-                    if !ok {
-                        // Nothing later on the line can make it a fence line again.
-                        LineScan::Plain
-                    } else {
-                        self.rest_after(ch, len, ok, byte)
-                    }
-                }
-            };
-            index += 1;
+        for &byte in bytes {
+            if self.scan == LineScan::Plain {
+                return;
+            }
+            self.step(byte);
         }
+    }
+
+    /// Reads one byte of the current line (not its `\n`).
+    fn step(&mut self, byte: u8) {
+        self.scan = match self.scan {
+            LineScan::Plain => LineScan::Plain,
+            LineScan::Indent(n) => match byte {
+                b' ' | b'\t' if n < 3 => LineScan::Indent(n + 1),
+                _ => match FenceChar::from_byte(byte) {
+                    Some(ch) if self.may_start_run(ch) => LineScan::Run { ch, len: 1 },
+                    _ => LineScan::Plain,
+                },
+            },
+            LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
+            LineScan::Run { ch, len } => {
+                if len < 3 {
+                    LineScan::Plain
+                } else {
+                    self.rest_after(ch, len, true, byte)
+                }
+            }
+            LineScan::Rest { ch, len, ok } => {
+                if !ok {
+                    // Nothing later on the line can make it a fence line again.
+                    LineScan::Plain
+                } else {
+                    self.rest_after(ch, len, ok, byte)
+                }
+            }
+        };
     }
 
     /// Whether a run of `ch` could open (no fence open) or close (same character) a fence.
@@ -257,6 +359,7 @@ impl FenceTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn roles(text: &str) -> Vec<LineRole> {
         let mut tracker = FenceTracker::new();
@@ -346,5 +449,60 @@ mod tests {
         tracker.feed(b"<tag");
         assert!(tracker.in_fence());
         assert!(!tracker.at_line_start());
+    }
+
+    #[test]
+    fn skipped_lines_are_counted() {
+        let mut tracker = FenceTracker::new();
+        tracker.feed(b"a\nb\n x `y`\n  ~~\nc");
+        assert_eq!(tracker.line(), 5);
+        assert!(!tracker.at_line_start() && !tracker.in_fence());
+        tracker.feed(b"\n\n   ```\nd\n    ```\n");
+        assert_eq!(tracker.line(), 10);
+        assert_eq!(
+            tracker.open_fence(),
+            Some(OpenFence {
+                ch: FenceChar::Backtick,
+                len: 3,
+                line: 7
+            })
+        );
+    }
+
+    /// Line pieces that open, close or nearly make fences, at and away from line starts.
+    const PIECES: &[&str] = &[
+        "```", "````", "~~~", "~~~~", "`", "~", "``", " ", "   ", "    ", "\t", "\n", "\r", "x",
+        "a`b", "```rust", "~~~ a`b",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn feed_matches_reading_byte_by_byte(
+            parts in prop::collection::vec(prop::sample::select(PIECES), 0..40),
+            cuts in prop::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let text = parts.concat().into_bytes();
+            let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut % (text.len() + 1)).collect();
+            cuts.sort_unstable();
+            cuts.push(text.len());
+            let mut fast = FenceTracker::new();
+            let mut reference = FenceTracker::new();
+            let mut start = 0;
+            for cut in cuts {
+                fast.feed(&text[start..cut]);
+                for &byte in &text[start..cut] {
+                    if byte == b'\n' {
+                        reference.end_line();
+                    } else {
+                        reference.feed_within_line(&[byte]);
+                    }
+                }
+                start = cut;
+                prop_assert_eq!(format!("{fast:?}"), format!("{reference:?}"));
+            }
+            prop_assert_eq!(fast.finish(), reference.finish());
+        }
     }
 }

@@ -36,8 +36,9 @@
 //! is shown after all.
 
 use std::fmt;
+use std::sync::LazyLock;
 
-use memchr::memchr;
+use memchr::{memchr, memmem, memrchr};
 
 use super::fence::FenceTracker;
 
@@ -47,6 +48,19 @@ pub const MAX_RESULT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Length of the longest exact tag, `</phase-needs-clarification>`.
 const LONGEST_TAG: usize = ResultKind::NeedsClarification.close_tag().len();
+
+/// How every tag name begins. Searching for it, rather than stopping at every `<`, keeps
+/// framing fast on markup-heavy output (`</div>`, `a < b`, `Vec<u8>`).
+const NAME_PREFIX: &[u8] = b"phase-";
+
+/// How every opening tag begins, for the live filter's search.
+const OPENING_PREFIX: &[u8] = b"<phase-";
+
+static NAME_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(NAME_PREFIX));
+
+static OPENING_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(OPENING_PREFIX));
 
 /// Which child stream bytes came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -140,6 +154,42 @@ pub enum MarkerVerdict {
 /// Whitespace as far as framing is concerned: ASCII only, since the stream is not decoded.
 fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+/// Where in `chunk[from..]` the next tag may begin: the first `<` there whose reading (see
+/// [`TagCandidate`]) can reach a tag name, because it is followed by optional whitespace, `/`
+/// and whitespace, then either `phase-` or a part of all that cut off by the chunk's end.
+///
+/// Every other `<` would be read as ordinary text, so skipping it changes nothing: each `<`
+/// starts a reading of its own, and no reading in progress before `from` can still reach a
+/// name (the caller has read those, see [`StreamFramer::feed_with`]).
+fn next_tag_start(chunk: &[u8], from: usize) -> Option<usize> {
+    // Plain output has no `<` at all; one byte search settles it.
+    let from = from + memchr(b'<', &chunk[from..])?;
+    let rest = &chunk[from..];
+    for name_at in NAME_PREFIX_FINDER.find_iter(rest) {
+        if let Some(start) = tag_start_before(&rest[..name_at]) {
+            return Some(from + start);
+        }
+    }
+    // A tag cut off by the chunk's end before its name prefix is complete: its reading
+    // continues with the next chunk.
+    let cut_name = (1..NAME_PREFIX.len())
+        .rev()
+        .find(|&len| rest.ends_with(&NAME_PREFIX[..len]))
+        .unwrap_or(0);
+    tag_start_before(&rest[..rest.len() - cut_name]).map(|start| from + start)
+}
+
+/// The `<` that begins a tag whose name would start right after `before`: `before` ends with
+/// `<`, optional whitespace, optionally `/` and whitespace.
+fn tag_start_before(before: &[u8]) -> Option<usize> {
+    let last_non_space = |bytes: &[u8]| bytes.iter().rposition(|&byte| !is_space(byte));
+    let mut at = last_non_space(before)?;
+    if before[at] == b'/' {
+        at = last_non_space(&before[..at])?;
+    }
+    (before[at] == b'<').then_some(at)
 }
 
 /// How far a possible tag beginning at `<` has been read.
@@ -325,6 +375,13 @@ impl StreamFramer {
 
     /// Feeds the next bytes of the stream.
     pub fn feed(&mut self, chunk: &[u8]) {
+        self.feed_with(chunk, next_tag_start);
+    }
+
+    /// Feeds `chunk`, reading a possible tag from each `<` that `next_start(chunk, from)`
+    /// returns: the first at or after `from` that may begin one. Returning every `<` would be
+    /// correct too, only slower (the tests use that as the reference).
+    fn feed_with(&mut self, chunk: &[u8], next_start: impl Fn(&[u8], usize) -> Option<usize>) {
         if self.is_settled() {
             return;
         }
@@ -338,19 +395,10 @@ impl StreamFramer {
         let mut index = 0;
         while index < chunk.len() {
             let Some(mut candidate) = self.candidate.take() else {
-                let Some(found) = memchr(b'<', &chunk[index..]) else {
+                let Some(start) = next_start(chunk, index) else {
                     break;
                 };
-                index += found;
-                // Fast path for markup-heavy output: `<` followed by a byte that cannot
-                // continue a tag (tag names start with `p`) is not worth a candidate.
-                if chunk
-                    .get(index + 1)
-                    .is_some_and(|&next| next != b'p' && next != b'/' && !is_space(next))
-                {
-                    index += 1;
-                    continue;
-                }
+                index = start;
                 self.fences.feed(&chunk[fenced_to..index]);
                 fenced_to = index;
                 self.candidate = Some(TagCandidate {
@@ -607,6 +655,38 @@ fn match_opening_tag(held: &[u8], rest: &[u8]) -> (TagMatch, ResultKind) {
     best
 }
 
+/// The first `<` in `chunk` that begins an opening tag ([`TagMatch::Complete`]), or a part of
+/// one cut off by the chunk's end ([`TagMatch::Partial`]).
+fn find_opening_tag(chunk: &[u8]) -> Option<(usize, TagMatch, ResultKind)> {
+    // Plain output has no `<` at all; one byte search settles it.
+    let first = memchr(b'<', chunk)?;
+    for at in OPENING_PREFIX_FINDER.find_iter(&chunk[first..]) {
+        let at = first + at;
+        match match_opening_tag(&[], &chunk[at..]) {
+            (TagMatch::Mismatch, _) => {}
+            (found, kind) => return Some((at, found, kind)),
+        }
+    }
+    // A tag cut off within its prefix lies in the chunk's last bytes, and a tag holds a single
+    // `<`, so only the last `<` can begin it.
+    let tail_from = chunk.len().saturating_sub(OPENING_PREFIX.len() - 1);
+    let at = tail_from + memrchr(b'<', &chunk[tail_from..])?;
+    match match_opening_tag(&[], &chunk[at..]) {
+        (TagMatch::Partial, kind) => Some((at, TagMatch::Partial, kind)),
+        _ => None,
+    }
+}
+
+/// Like [`find_opening_tag`] for one given tag.
+fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
+    if let Some(at) = memmem::find(chunk, tag.as_bytes()) {
+        return Some((at, TagMatch::Complete(tag.len())));
+    }
+    let tail_from = chunk.len().saturating_sub(tag.len() - 1);
+    let at = tail_from + memrchr(b'<', &chunk[tail_from..])?;
+    (match_tag(&[], &chunk[at..], tag) == TagMatch::Partial).then_some((at, TagMatch::Partial))
+}
+
 /// A block being hidden from live output.
 struct HiddenBlock {
     kind: ResultKind,
@@ -696,25 +776,22 @@ impl LiveFilter {
                 }
             }
         }
-        let mut scan = 0;
-        while let Some(found) = memchr(b'<', &chunk[scan..]) {
-            let at = scan + found;
-            match match_opening_tag(&[], &chunk[at..]) {
-                (TagMatch::Complete(used), kind) => {
-                    visible.extend_from_slice(&chunk[..at]);
-                    self.start_hiding(kind, chunk[at..at + used].to_vec());
-                    return &chunk[at + used..];
-                }
-                (TagMatch::Partial, _) => {
-                    visible.extend_from_slice(&chunk[..at]);
-                    self.held.extend_from_slice(&chunk[at..]);
-                    return &[];
-                }
-                (TagMatch::Mismatch, _) => scan = at + 1,
+        match find_opening_tag(chunk) {
+            Some((at, TagMatch::Complete(used), kind)) => {
+                visible.extend_from_slice(&chunk[..at]);
+                self.start_hiding(kind, chunk[at..at + used].to_vec());
+                &chunk[at + used..]
+            }
+            Some((at, _, _)) => {
+                visible.extend_from_slice(&chunk[..at]);
+                self.held.extend_from_slice(&chunk[at..]);
+                &[]
+            }
+            None => {
+                visible.extend_from_slice(chunk);
+                &[]
             }
         }
-        visible.extend_from_slice(chunk);
-        &[]
     }
 
     fn start_hiding(&mut self, kind: ResultKind, text: Vec<u8>) {
@@ -747,20 +824,10 @@ impl LiveFilter {
             }
         }
         if close_end.is_none() && close_matched == 0 {
-            let mut scan = 0;
-            while let Some(found) = memchr(b'<', &chunk[scan..]) {
-                let at = scan + found;
-                match match_tag(&[], &chunk[at..], close) {
-                    TagMatch::Complete(used) => {
-                        close_end = Some(at + used);
-                        break;
-                    }
-                    TagMatch::Partial => {
-                        close_matched = chunk.len() - at;
-                        break;
-                    }
-                    TagMatch::Mismatch => scan = at + 1,
-                }
+            match find_tag(chunk, close) {
+                Some((at, TagMatch::Complete(used))) => close_end = Some(at + used),
+                Some((at, _)) => close_matched = chunk.len() - at,
+                None => {}
             }
         }
 
@@ -1679,8 +1746,137 @@ mod tests {
         chunks
     }
 
+    /// Fragments that crowd the cases the tag search must get right: `<` with and without
+    /// `/` and whitespace (newlines included) before a name, names with and without their `<`,
+    /// names cut short, and fences that change where an opening tag is framed.
+    const DENSE: &[&str] = &[
+        "<",
+        "</",
+        "< ",
+        "</ ",
+        "<\n",
+        "/",
+        " ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\x0c",
+        ">",
+        "p",
+        "pha",
+        "phase",
+        "phase-",
+        "phase-complete",
+        "phase-blocked",
+        "phase-needs-clarification",
+        "<phase-",
+        "<phase-complete",
+        "</phase-blocked",
+        "<phase-complete>",
+        "</phase-complete>",
+        "<phase-blocked>",
+        "</phase-blocked>",
+        "x",
+        "```",
+        "~~~",
+        "\n```\n",
+    ];
+
+    fn dense_text() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(prop::sample::select(DENSE), 0..40)
+            .prop_map(|parts| parts.concat().into_bytes())
+    }
+
+    /// The straightforward search the fast ones must agree with: reads a possible tag at
+    /// every `<`.
+    fn every_angle_bracket(chunk: &[u8], from: usize) -> Option<usize> {
+        memchr(b'<', &chunk[from..]).map(|at| from + at)
+    }
+
+    fn reference_find_opening_tag(chunk: &[u8]) -> Option<(usize, TagMatch, ResultKind)> {
+        memchr::memchr_iter(b'<', chunk).find_map(|at| match match_opening_tag(&[], &chunk[at..]) {
+            (TagMatch::Mismatch, _) => None,
+            (found, kind) => Some((at, found, kind)),
+        })
+    }
+
+    fn reference_find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
+        memchr::memchr_iter(b'<', chunk).find_map(|at| match match_tag(&[], &chunk[at..], tag) {
+            TagMatch::Mismatch => None,
+            found => Some((at, found)),
+        })
+    }
+
+    #[test]
+    fn every_tag_name_starts_with_the_searched_prefix() {
+        for kind in ResultKind::ALL {
+            assert!(kind.tag().as_bytes().starts_with(NAME_PREFIX), "{kind:?}");
+            assert!(
+                kind.open_tag().as_bytes().starts_with(OPENING_PREFIX),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tag_search_skips_only_hopeless_angle_brackets() {
+        let cases: &[(&str, Option<usize>)] = &[
+            ("a < b </div> <p> Vec<u8>", None),
+            ("x <phase-complete>", Some(2)),
+            ("x < \n / \t phase-", Some(2)),
+            ("x </phase-", Some(2)),
+            ("x <//phase-", None),
+            ("x </ /phase-", None),
+            ("x <a phase-", None),
+            ("phase- <", Some(7)),
+            ("x < /", Some(2)),
+            ("x <\n  pha", Some(2)),
+            ("x <phx", None),
+            ("x <<phase-", Some(3)),
+        ];
+        for &(text, expected) in cases {
+            assert_eq!(next_tag_start(text.as_bytes(), 0), expected, "{text:?}");
+        }
+        assert_eq!(next_tag_start(b"<phase- <phase-", 1), Some(8));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn framer_matches_reading_every_angle_bracket(
+            text in dense_text(),
+            cuts in prop::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let chunks = split(&text, &cuts);
+            let mut fast = StreamFramer::new(OutputStream::Stdout);
+            let mut reference = StreamFramer::new(OutputStream::Stdout);
+            for chunk in &chunks {
+                fast.feed(chunk);
+                reference.feed_with(chunk, every_angle_bracket);
+                prop_assert_eq!(format!("{fast:?}"), format!("{reference:?}"));
+            }
+            let mut whole = StreamFramer::new(OutputStream::Stdout);
+            whole.feed_with(&text, every_angle_bracket);
+            let verdict = fast.finish();
+            prop_assert_eq!(&verdict, &reference.finish());
+            prop_assert_eq!(verdict, whole.finish());
+        }
+
+        #[test]
+        fn live_filter_search_matches_checking_every_angle_bracket(text in dense_text()) {
+            // Every prefix, as chunks end anywhere and the tail is where cut-off tags hide.
+            for end in 0..=text.len() {
+                let chunk = &text[..end];
+                prop_assert_eq!(find_opening_tag(chunk), reference_find_opening_tag(chunk));
+                for kind in ResultKind::ALL {
+                    prop_assert_eq!(
+                        find_tag(chunk, kind.close_tag()),
+                        reference_find_tag(chunk, kind.close_tag())
+                    );
+                }
+            }
+        }
 
         #[test]
         fn never_panics_on_arbitrary_chunks(
