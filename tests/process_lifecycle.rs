@@ -222,6 +222,58 @@ fn leaked_process_with_closed_pipes_is_killed_too() {
     );
 }
 
+/// A descendant that leaves the group (`setsid`) is adopted by the handler (a child
+/// subreaper) once its parent exits, and killed after the group is empty.
+#[test]
+fn escaped_descendant_is_adopted_and_killed() {
+    for redirect in ["", " >/dev/null 2>&1"] {
+        let sandbox = Sandbox::new();
+        sandbox.write("plan.md", plan_with_phases(1));
+        let escaped_pid = sandbox.path("escaped.pid");
+        let agent = sandbox.script(
+            "agent",
+            &format!(
+                "cat >/dev/null\nsetsid sleep 1000{redirect} &\necho $! > '{}'\necho '<phase-complete>done</phase-complete>'\nexit 0\n",
+                escaped_pid.display()
+            ),
+        );
+        let child = spawn_plan(&sandbox, "plan.md", &agent, &[]);
+        let run = wait_for_exit(child, HANG_LIMIT);
+        run.assert_code(0);
+        sandbox.assert_no_survivors();
+        let pid = read_pid(&escaped_pid);
+        let transcript = only_transcript(&sandbox, "plan.md");
+        assert!(
+            trailer_lines(&transcript)
+                .iter()
+                .any(|line| line == &format!("escaped_descendants_killed: {pid}")),
+            "{transcript}"
+        );
+    }
+}
+
+/// The same after a timeout: the escaped process is found once the group is gone.
+#[test]
+fn escaped_descendant_is_killed_after_a_timeout() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nsetsid sleep 1000 &\nwhile :; do sleep 1; done\n",
+    );
+    let child = spawn_plan(&sandbox, "plan.md", &agent, &["--timeout", "0.5"]);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(4);
+    sandbox.assert_no_survivors();
+    let transcript = only_transcript(&sandbox, "plan.md");
+    assert!(
+        trailer_lines(&transcript)
+            .iter()
+            .any(|line| line.starts_with("escaped_descendants_killed: ")),
+        "{transcript}"
+    );
+}
+
 #[test]
 fn no_leak_line_when_nothing_outlives_the_worker() {
     let sandbox = Sandbox::new();

@@ -741,6 +741,7 @@ impl AttemptState {
             exit: self.exit,
             finished_at: Some(finished_at),
             leaked: kill_report.leaked,
+            escaped: kill_report.escaped,
             survivors: kill_report.survivors,
             pipes_held_open: self.pipes_held_open,
             launch_error: None,

@@ -8,6 +8,12 @@
 //! - `SweepAfterExit`: after the leader exited on its own, whatever is left of the group is a
 //!   leaked descendant: record its pids and SIGKILL the group.
 //!
+//! Once the group is empty, the killer sweeps *adopted* descendants: the handler registers as
+//! a child subreaper, so a descendant that left the group (`setsid`, a daemon's double fork)
+//! becomes the handler's own child when its parent dies. Any such child still alive is
+//! SIGKILLed (it is our child, so its pid cannot have been reused) and every adopted zombie is
+//! reaped by pid — never with `waitpid(-1)`, which would steal tokio's children.
+//!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly. "Empty" means no *live* member: zombies waiting for a parent
 //! to reap them run nothing and hold no pipe.
@@ -15,7 +21,8 @@
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
@@ -43,6 +50,8 @@ pub enum KillerMsg {
 pub struct KillReport {
     /// Pids still alive in the group when the leader had exited on its own.
     pub leaked: Vec<u32>,
+    /// Descendants that had left the group and were found, adopted, after it emptied.
+    pub escaped: Vec<u32>,
     /// Pids that survived every SIGKILL round (should never happen outside D-state sleeps).
     pub survivors: Vec<u32>,
     pub term_sent: bool,
@@ -64,6 +73,10 @@ enum Phase {
     },
     /// SIGKILL sent; re-sent until empty or `give_up_at`.
     Killing {
+        give_up_at: Instant,
+    },
+    /// The group is empty; adopted descendants are killed and reaped until none is left.
+    Adoptees {
         give_up_at: Instant,
     },
     Reported,
@@ -103,7 +116,7 @@ impl Actor for GroupKiller {
         match (message, &state.phase) {
             (KillerMsg::Terminate, Phase::Idle) => {
                 if !state.group_alive() {
-                    state.finish();
+                    state.finish(&myself);
                 } else {
                     state.signal(Signal::SIGTERM);
                     state.phase = Phase::Grace {
@@ -116,7 +129,7 @@ impl Actor for GroupKiller {
                 // The leader is reaped by now, so the cheap probe answers the common case;
                 // /proc is scanned only to name what is left.
                 if !state.group_alive() {
-                    state.finish();
+                    state.finish(&myself);
                 } else {
                     let leaked: Vec<u32> = proc::live_group_members(state.pgid)
                         .map(|members| members.iter().map(|m| m.pid).collect())
@@ -141,13 +154,13 @@ impl Actor for GroupKiller {
                 if state.group_alive() {
                     state.start_killing(&myself);
                 } else {
-                    state.finish();
+                    state.finish(&myself);
                 }
             }
             (KillerMsg::Poll, Phase::Grace { kill_at }) => {
                 let kill_at = *kill_at;
                 if !state.group_alive() {
-                    state.finish();
+                    state.finish(&myself);
                 } else if Instant::now() >= kill_at {
                     state.start_killing(&myself);
                 } else {
@@ -157,17 +170,21 @@ impl Actor for GroupKiller {
             (KillerMsg::Poll, Phase::Killing { give_up_at }) => {
                 let give_up_at = *give_up_at;
                 if !state.group_alive() {
-                    state.finish();
+                    state.finish(&myself);
                 } else if Instant::now() >= give_up_at {
                     state.report.survivors = proc::live_group_members(state.pgid)
                         .map(|members| members.iter().map(|m| m.pid).collect())
                         .unwrap_or_default();
                     tracing::error!(pgid = state.pgid, survivors = ?state.report.survivors, "process group survived SIGKILL");
-                    state.finish();
+                    state.finish(&myself);
                 } else {
                     state.signal(Signal::SIGKILL);
                     schedule_poll(&myself);
                 }
+            }
+            (KillerMsg::Poll, Phase::Adoptees { give_up_at }) => {
+                let give_up_at = *give_up_at;
+                state.sweep_adoptees(&myself, give_up_at);
             }
             // Requests that arrive in a phase where they change nothing (a second Terminate,
             // KillNow while already killing, a stale Poll) are no-ops by design.
@@ -226,9 +243,50 @@ impl KillerState {
         }
     }
 
-    fn finish(&mut self) {
-        self.phase = Phase::Reported;
+    /// The group is empty: go on to the adopted descendants.
+    fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
         tracing::info!(pgid = self.pgid, "process group empty");
+        let give_up_at = Instant::now() + KILL_ROUNDS_LIMIT;
+        self.phase = Phase::Adoptees { give_up_at };
+        self.sweep_adoptees(myself, give_up_at);
+    }
+
+    /// Reaps adopted zombies and kills adopted live processes; reports when none is alive.
+    fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>, give_up_at: Instant) {
+        let mut alive = Vec::new();
+        for pid in proc::own_children().unwrap_or_default() {
+            // The leader is tokio's child; tokio reaps it.
+            if pid == self.pgid {
+                continue;
+            }
+            match proc::stat(pid) {
+                Ok(Some(stat)) if stat.is_defunct() => {
+                    let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+                }
+                Ok(Some(_)) => {
+                    if !self.report.escaped.contains(&pid) {
+                        tracing::info!(pid, "descendant escaped the process group; killing it");
+                        self.report.escaped.push(pid);
+                    }
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    alive.push(pid);
+                }
+                _ => {}
+            }
+        }
+        if alive.is_empty() {
+            self.report();
+        } else if Instant::now() >= give_up_at {
+            tracing::error!(survivors = ?alive, "escaped descendants survived SIGKILL");
+            self.report.survivors.extend(alive);
+            self.report();
+        } else {
+            schedule_poll(myself);
+        }
+    }
+
+    fn report(&mut self) {
+        self.phase = Phase::Reported;
         notify(
             &self.supervisor,
             AttemptMsg::GroupEmptied(std::mem::take(&mut self.report)),

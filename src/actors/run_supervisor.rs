@@ -89,6 +89,11 @@ impl Actor for RunSupervisor {
         args: RunArgs,
     ) -> Result<RunState, ActorProcessingErr> {
         let span = tracing::info_span!("run", plan = %args.location.plan_path, workspace = %args.location.workspace);
+        // Descendants that leave a worker's process group become our children when their
+        // parent dies, so the group killer can still find and stop them.
+        if let Err(error) = nix::sys::prctl::set_child_subreaper(true) {
+            tracing::warn!(%error, "cannot become a child subreaper; escaped descendants will not be stopped");
+        }
         Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
         let (locks, _) = Actor::spawn_linked(None, WorkspaceLocks, (), myself.get_cell()).await?;
         notify(&myself, RunMsg::Begin);

@@ -48,6 +48,8 @@ pub struct Trailer {
     pub finished_at: Option<Timestamp>,
     /// Descendants still alive after the leader exited (killed by the sweep).
     pub leaked: Vec<u32>,
+    /// Descendants that had left the group (killed after it emptied).
+    pub escaped: Vec<u32>,
     /// Pids that survived every SIGKILL round.
     pub survivors: Vec<u32>,
     /// Our read ends were closed while something outside the group still held a pipe open.
@@ -316,6 +318,12 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
         text.push_str(&format!(
             "leaked_descendants_killed: {}\n",
             join_pids(&trailer.leaked)
+        ));
+    }
+    if !trailer.escaped.is_empty() {
+        text.push_str(&format!(
+            "escaped_descendants_killed: {}\n",
+            join_pids(&trailer.escaped)
         ));
     }
     if !trailer.survivors.is_empty() {

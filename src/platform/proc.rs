@@ -58,6 +58,22 @@ pub fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Ve
     Ok(found)
 }
 
+/// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
+/// registered as a child subreaper these include every orphaned descendant of its workers.
+pub fn own_children() -> io::Result<Vec<u32>> {
+    let mut children = Vec::new();
+    for task in fs::read_dir("/proc/self/task")? {
+        let Ok(task) = task else { continue };
+        let Ok(list) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        children.extend(list.split_ascii_whitespace().filter_map(|pid| pid.parse::<u32>().ok()));
+    }
+    children.sort_unstable();
+    children.dedup();
+    Ok(children)
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
     processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
