@@ -67,7 +67,10 @@ pub fn own_children() -> io::Result<Vec<u32>> {
         let Ok(list) = fs::read_to_string(task.path().join("children")) else {
             continue;
         };
-        children.extend(list.split_ascii_whitespace().filter_map(|pid| pid.parse::<u32>().ok()));
+        children.extend(
+            list.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok()),
+        );
     }
     children.sort_unstable();
     children.dedup();
