@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,11 +17,17 @@ impl Timestamp {
         Self(at.trunc_subsecs(0))
     }
 
-    /// Parses an RFC 3339 timestamp with an explicit offset.
+    /// Parses an RFC 3339 timestamp with an explicit offset. The UTC year must stay within
+    /// 0000–9999: an offset can push an edge value out of that range, and such a value would be
+    /// written back in a form (`+10000-…`) that RFC 3339 cannot express.
     pub fn parse(text: &str) -> Result<Self, TimestampError> {
-        DateTime::parse_from_rfc3339(text)
-            .map(|at| Self::from_datetime(at.with_timezone(&Utc)))
-            .map_err(|_| TimestampError)
+        let at = DateTime::parse_from_rfc3339(text)
+            .map_err(|_| TimestampError)?
+            .with_timezone(&Utc);
+        if !(0..=9999).contains(&at.year()) {
+            return Err(TimestampError);
+        }
+        Ok(Self::from_datetime(at))
     }
 
     pub fn as_datetime(&self) -> DateTime<Utc> {
@@ -78,5 +84,13 @@ mod tests {
         assert_eq!(ts.to_string(), "2026-07-05T12:01:02Z");
         assert!(Timestamp::parse("2026-07-05T12:01:02").is_err());
         assert!(Timestamp::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn offsets_may_not_leave_the_four_digit_years() {
+        assert!(Timestamp::parse("9999-12-31T23:59:59-01:00").is_err());
+        assert!(Timestamp::parse("0000-01-01T00:00:00+00:01").is_err());
+        let edge = Timestamp::parse("9999-12-31T23:59:59Z").unwrap();
+        assert_eq!(Timestamp::parse(&edge.to_string()), Ok(edge));
     }
 }
