@@ -417,32 +417,38 @@ impl AttemptState {
             // A worker that never reads stdin must not stall us: the write runs on its own and
             // is abandoned at cleanup. A closed pipe (EPIPE) just means it did not want it.
             let prompt = prompt.into_bytes();
-            self.tasks.push(tokio::spawn(async move {
-                let _ = stdin.write_all(&prompt).await;
-                let _ = stdin.shutdown().await;
-            }));
+            self.tasks.push(tokio::spawn(
+                async move {
+                    let _ = stdin.write_all(&prompt).await;
+                    let _ = stdin.shutdown().await;
+                }
+                .instrument(self.spec.span.clone()),
+            ));
         }
         let waiter_target = myself.clone();
-        self.tasks.push(tokio::spawn(async move {
-            let exit = match child.wait().await {
-                Ok(status) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    ChildExit {
-                        code: status.code(),
-                        signal: status.signal(),
+        self.tasks.push(tokio::spawn(
+            async move {
+                let exit = match child.wait().await {
+                    Ok(status) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        ChildExit {
+                            code: status.code(),
+                            signal: status.signal(),
+                        }
                     }
-                }
-                Err(error) => {
-                    tracing::error!(%error, "waiting for the worker failed");
-                    ChildExit {
-                        code: None,
-                        signal: None,
+                    Err(error) => {
+                        tracing::error!(%error, "waiting for the worker failed");
+                        ChildExit {
+                            code: None,
+                            signal: None,
+                        }
                     }
-                }
-            };
-            tracing::info!(?exit, "worker exited");
-            notify(&waiter_target, AttemptMsg::ChildExited(exit));
-        }));
+                };
+                tracing::info!(?exit, "worker exited");
+                notify(&waiter_target, AttemptMsg::ChildExited(exit));
+            }
+            .instrument(self.spec.span.clone()),
+        ));
 
         self.stage = Stage::Running;
         if let Err(message) = self.mark_running(identity).await {
@@ -474,6 +480,7 @@ impl AttemptState {
                     pipe,
                     writer,
                     supervisor: myself.clone(),
+                    span: self.spec.span.clone(),
                 },
                 myself.get_cell(),
             )

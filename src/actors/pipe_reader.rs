@@ -9,6 +9,7 @@
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::attempt_supervisor::AttemptMsg;
 use super::notify;
@@ -31,6 +32,8 @@ pub struct ReaderArgs {
     pub pipe: Box<dyn AsyncRead + Send + Unpin>,
     pub writer: ActorRef<WriterMsg>,
     pub supervisor: ActorRef<AttemptMsg>,
+    /// The attempt's span, so the read loop's events carry the attempt id.
+    pub span: tracing::Span,
 }
 
 pub struct ReaderState {
@@ -49,7 +52,8 @@ impl Actor for PipeReader {
         args: ReaderArgs,
     ) -> Result<ReaderState, ActorProcessingErr> {
         let stream = args.stream;
-        let task = tokio::spawn(read_loop(args));
+        let span = args.span.clone();
+        let task = tokio::spawn(read_loop(args).instrument(span));
         Ok(ReaderState { stream, task })
     }
 
@@ -90,6 +94,7 @@ async fn read_loop(args: ReaderArgs) {
         mut pipe,
         writer,
         supervisor,
+        span: _,
     } = args;
     let mut buffer = Vec::with_capacity(CHUNK_SIZE);
     let error = loop {
@@ -124,6 +129,6 @@ async fn read_loop(args: ReaderArgs) {
             buffer.reserve(CHUNK_SIZE);
         }
     };
-    tracing::debug!(stream = stream.name(), error = error.as_deref(), "pipe EOF");
+    tracing::info!(stream = stream.name(), error = error.as_deref(), "pipe EOF");
     notify(&supervisor, AttemptMsg::StreamEnded { stream, error });
 }
