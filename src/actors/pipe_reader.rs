@@ -6,6 +6,7 @@
 //! flight per stream bounds memory whatever the child writes, and a full pipe then slows the
 //! child down: backpressure end to end, despite ractor's unbounded mailboxes.
 
+use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
@@ -16,8 +17,10 @@ use super::notify;
 use super::transcript_writer::WriterMsg;
 use crate::domain::marker::OutputStream;
 
-/// Largest chunk read at once.
+/// Largest chunk handed on at once.
 pub const CHUNK_SIZE: usize = 256 * 1024;
+/// A chunk is topped up from the pipe only while at least this much room is left.
+const MIN_TOP_UP: usize = 16 * 1024;
 
 pub enum ReaderMsg {
     /// Stop reading and close our read end (used when a process outside the group keeps the
@@ -97,13 +100,29 @@ async fn read_loop(args: ReaderArgs) {
         span: _,
     } = args;
     let mut buffer = Vec::with_capacity(CHUNK_SIZE);
+    let mut at_eof = false;
     let error = loop {
+        if at_eof {
+            break None;
+        }
         buffer.clear();
         match pipe.read_buf(&mut buffer).await {
             Ok(0) => break None,
             Ok(_) => {}
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(error) => break Some(format!("failed reading agent {}: {error}", stream.name())),
+        }
+        // Take whatever else is already in the pipe, without waiting: a fast producer then
+        // costs one hand-off per full chunk instead of one per write it made.
+        while buffer.len() + MIN_TOP_UP <= CHUNK_SIZE {
+            match pipe.read_buf(&mut buffer).now_or_never() {
+                Some(Ok(0)) => {
+                    at_eof = true;
+                    break;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break,
+            }
         }
         let chunk = std::mem::take(&mut buffer);
         match writer

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
@@ -23,6 +24,7 @@ use crate::domain::decision::ChildExit;
 use crate::domain::marker::{LiveFilter, OutputStream};
 use crate::domain::template::shell_join;
 use crate::domain::timestamp::Timestamp;
+use crate::platform::console::{Console, Written};
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
@@ -74,6 +76,9 @@ pub struct WriterState {
     args: WriterArgs,
     stdout_filter: LiveFilter,
     stderr_filter: LiveFilter,
+    /// The live console, unless `--quiet`.
+    console: Option<Console>,
+    /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
     bytes_seen: u64,
     ends_with_newline: bool,
@@ -92,8 +97,14 @@ impl Actor for TranscriptWriter {
         _myself: ActorRef<WriterMsg>,
         args: WriterArgs,
     ) -> Result<WriterState, ActorProcessingErr> {
+        let console = if args.quiet {
+            None
+        } else {
+            Some(Console::start()?)
+        };
         Ok(WriterState {
             args,
+            console,
             stdout_filter: LiveFilter::new(),
             stderr_filter: LiveFilter::new(),
             visible: Vec::new(),
@@ -121,7 +132,7 @@ impl Actor for TranscriptWriter {
                 let _ = reply.send(bytes);
             }
             WriterMsg::Finish { trailer, reply } => {
-                state.flush_live_filters();
+                state.flush_live_filters().await;
                 let _ = reply.send(state.write_trailer(&trailer));
             }
         }
@@ -142,22 +153,16 @@ impl WriterState {
             self.transcript_failed = true;
             self.fail(format!("{}: {error}", self.args.transcript_path));
         }
-        if !self.args.quiet && !self.console_failed {
-            let filter = match stream {
-                OutputStream::Stdout => &mut self.stdout_filter,
-                OutputStream::Stderr => &mut self.stderr_filter,
-            };
-            self.visible.clear();
-            filter.filter(&bytes, &mut self.visible);
-            self.echo(stream);
-        }
+        // The console write runs on its own thread while the marker parser and the stop
+        // scanner look at the chunk; it is awaited before the buffer goes back to the reader.
+        let echoed = self.start_echo(stream, &bytes);
         let bytes = feed(&self.args.marker, bytes, |bytes, reply| MarkerMsg::Feed {
             stream,
             bytes,
             reply,
         })
         .await;
-        match &self.args.scanner {
+        let bytes = match &self.args.scanner {
             Some(scanner) => {
                 feed(scanner, bytes, |bytes, reply| ScanMsg::Feed {
                     bytes,
@@ -166,7 +171,11 @@ impl WriterState {
                 .await
             }
             None => bytes,
+        };
+        if let Some(echoed) = echoed {
+            self.finish_echo(stream, echoed).await;
         }
+        bytes
     }
 
     /// Tells the deadline timer about output, at most once per interval.
@@ -184,18 +193,38 @@ impl WriterState {
         }
     }
 
-    fn echo(&mut self, stream: OutputStream) {
-        if self.visible.is_empty() {
-            return;
+    /// Filters the chunk for the console and hands the visible part to the console thread.
+    fn start_echo(
+        &mut self,
+        stream: OutputStream,
+        bytes: &[u8],
+    ) -> Option<oneshot::Receiver<Written>> {
+        if self.console_failed {
+            return None;
         }
-        // A plain blocking write, like the transcript's: the runtime has other worker threads
-        // for the other actors, and a slow console still slows the child through the pipe.
-        // (`tokio::io::stdout` would cost two blocking-pool hops per chunk.)
-        let visible = &self.visible;
-        let result = tokio::task::block_in_place(|| match stream {
-            OutputStream::Stdout => write_flush(&mut std::io::stdout().lock(), visible),
-            OutputStream::Stderr => write_flush(&mut std::io::stderr().lock(), visible),
-        });
+        let console = self.console.as_ref()?;
+        let filter = match stream {
+            OutputStream::Stdout => &mut self.stdout_filter,
+            OutputStream::Stderr => &mut self.stderr_filter,
+        };
+        let mut visible = std::mem::take(&mut self.visible);
+        visible.clear();
+        filter.filter(bytes, &mut visible);
+        if visible.is_empty() {
+            self.visible = visible;
+            return None;
+        }
+        Some(console.submit(stream, visible))
+    }
+
+    async fn finish_echo(&mut self, stream: OutputStream, echoed: oneshot::Receiver<Written>) {
+        let result = match echoed.await {
+            Ok((buffer, result)) => {
+                self.visible = buffer;
+                result
+            }
+            Err(_) => Err(std::io::Error::other("console thread stopped")),
+        };
         if let Err(error) = result {
             self.console_failed = true;
             self.fail(format!(
@@ -205,17 +234,20 @@ impl WriterState {
         }
     }
 
-    fn flush_live_filters(&mut self) {
-        if self.args.quiet || self.console_failed {
+    async fn flush_live_filters(&mut self) {
+        if self.console.is_none() || self.console_failed {
             return;
         }
         for stream in [OutputStream::Stdout, OutputStream::Stderr] {
-            self.visible.clear();
+            let mut held = Vec::new();
             match stream {
-                OutputStream::Stdout => self.stdout_filter.finish(&mut self.visible),
-                OutputStream::Stderr => self.stderr_filter.finish(&mut self.visible),
+                OutputStream::Stdout => self.stdout_filter.finish(&mut held),
+                OutputStream::Stderr => self.stderr_filter.finish(&mut held),
             }
-            self.echo(stream);
+            if let (false, Some(console)) = (held.is_empty(), &self.console) {
+                let echoed = console.submit(stream, held);
+                self.finish_echo(stream, echoed).await;
+            }
         }
     }
 
@@ -239,11 +271,6 @@ impl WriterState {
         tracing::info!(%message, "output failure");
         notify(&self.args.supervisor, AttemptMsg::OutputFailed(message));
     }
-}
-
-fn write_flush(sink: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
-    sink.write_all(bytes)?;
-    sink.flush()
 }
 
 /// Hands a chunk to a consumer actor and gets the buffer back. A consumer that stopped (only

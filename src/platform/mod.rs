@@ -2,6 +2,7 @@
 //! reads, directory locks and workspace discovery. Decisions stay in `domain`; this layer only
 //! touches the operating system and reports what it found.
 
+pub mod console;
 pub mod durable;
 pub mod locate;
 pub mod locks;
