@@ -71,3 +71,39 @@ fn timeout_kills_term_ignoring_grandchild() {
     );
     sandbox.assert_no_survivors();
 }
+
+/// Live output written straight to files (the console's inline path, no console thread) is the
+/// same filtered stream as through pipes.
+#[test]
+fn live_output_to_regular_files_is_filtered_the_same() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\necho 'out <b>bold</b>'\necho 'err line' >&2\nprintf '<phase-comp'\nprintf 'lete>done</phase-complete>\\n'\n",
+    );
+    let stdout = std::fs::File::create(sandbox.path("stdout.txt")).unwrap();
+    let stderr = std::fs::File::create(sandbox.path("stderr.txt")).unwrap();
+    let status = sandbox
+        .command()
+        .args([
+            "run",
+            "--plan",
+            "plan.md",
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+        ])
+        .stdout(stdout)
+        .stderr(stderr)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("stdout.txt")).unwrap(),
+        "out <b>bold</b>\n\nrunner-complete: all phases complete\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("stderr.txt")).unwrap(),
+        "err line\n"
+    );
+}

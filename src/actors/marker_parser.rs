@@ -3,16 +3,19 @@
 //! Each stream has its own framer, so scheduling between the two pipes can never join
 //! fragments into a result.
 
+use std::sync::Arc;
+
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::domain::marker::{MarkerVerdict, OutputStream, StreamFramer, combine};
 
 pub enum MarkerMsg {
-    /// The next bytes of `stream`; the reply returns the buffer.
+    /// The next bytes of `stream`, shared with the other consumers of the chunk; the reply
+    /// comes after this actor dropped its reference.
     Feed {
         stream: OutputStream,
-        bytes: Vec<u8>,
-        reply: RpcReplyPort<Vec<u8>>,
+        bytes: Arc<Vec<u8>>,
+        reply: RpcReplyPort<()>,
     },
     /// Both streams ended: the verdict over both.
     Finish { reply: RpcReplyPort<MarkerVerdict> },
@@ -60,7 +63,8 @@ impl Actor for MarkerParser {
                 if let Some(framer) = framer {
                     framer.feed(&bytes);
                 }
-                let _ = reply.send(bytes);
+                drop(bytes);
+                let _ = reply.send(());
             }
             MarkerMsg::Finish { reply } => {
                 let verdict = match (state.stdout.take(), state.stderr.take()) {

@@ -11,10 +11,11 @@ use super::notify;
 use crate::domain::stop_regex::{StopMatch, StopPatterns, StopScanner as Scanner};
 
 pub enum ScanMsg {
-    /// The next chunk of combined output; the reply returns the buffer.
+    /// The next chunk of combined output, shared with the other consumers of the chunk; the
+    /// reply comes after this actor dropped its reference.
     Feed {
-        bytes: Vec<u8>,
-        reply: RpcReplyPort<Vec<u8>>,
+        bytes: Arc<Vec<u8>>,
+        reply: RpcReplyPort<()>,
     },
     /// End of input: a match decided only by the end (`$`, `\z`, a trailing `\b`).
     Finish {
@@ -67,7 +68,8 @@ impl Actor for StopScanner {
                     notify(&state.supervisor, AttemptMsg::StopMatched(found.clone()));
                     state.matched = Some(found);
                 }
-                let _ = reply.send(bytes);
+                drop(bytes);
+                let _ = reply.send(());
             }
             ScanMsg::Finish { reply } => {
                 let found = match state.matched.clone() {

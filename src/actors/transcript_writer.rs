@@ -9,6 +9,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -24,7 +25,7 @@ use crate::domain::decision::ChildExit;
 use crate::domain::marker::{LiveFilter, OutputStream};
 use crate::domain::template::shell_join;
 use crate::domain::timestamp::Timestamp;
-use crate::platform::console::{Console, Written};
+use crate::platform::console::Console;
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
@@ -153,29 +154,30 @@ impl WriterState {
             self.transcript_failed = true;
             self.fail(format!("{}: {error}", self.args.transcript_path));
         }
-        // The console write runs on its own thread while the marker parser and the stop
-        // scanner look at the chunk; it is awaited before the buffer goes back to the reader.
-        let echoed = self.start_echo(stream, &bytes);
-        let bytes = feed(&self.args.marker, bytes, |bytes, reply| MarkerMsg::Feed {
+        // The console thread, the marker parser and the stop scanner work on the chunk at the
+        // same time, sharing it; all three are done before the buffer goes back to the reader.
+        let chunk = Arc::new(bytes);
+        let echoed = self.start_echo(stream, &chunk);
+        let framed = feed(&self.args.marker, |reply| MarkerMsg::Feed {
             stream,
-            bytes,
+            bytes: chunk.clone(),
             reply,
-        })
-        .await;
-        let bytes = match &self.args.scanner {
-            Some(scanner) => {
-                feed(scanner, bytes, |bytes, reply| ScanMsg::Feed {
-                    bytes,
+        });
+        let scanned = async {
+            if let Some(scanner) = &self.args.scanner {
+                feed(scanner, |reply| ScanMsg::Feed {
+                    bytes: chunk.clone(),
                     reply,
                 })
-                .await
+                .await;
             }
-            None => bytes,
         };
+        tokio::join!(framed, scanned);
         if let Some(echoed) = echoed {
             self.finish_echo(stream, echoed).await;
         }
-        bytes
+        // Every consumer dropped its reference before replying; the clone is a fallback only.
+        Arc::try_unwrap(chunk).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
     /// Tells the deadline timer about output, at most once per interval.
@@ -193,12 +195,9 @@ impl WriterState {
         }
     }
 
-    /// Filters the chunk for the console and hands the visible part to the console thread.
-    fn start_echo(
-        &mut self,
-        stream: OutputStream,
-        bytes: &[u8],
-    ) -> Option<oneshot::Receiver<Written>> {
+    /// Filters the chunk for the console and hands the visible part to the console thread:
+    /// the chunk itself when it passes through unchanged (the common case), else a copy.
+    fn start_echo(&mut self, stream: OutputStream, chunk: &Arc<Vec<u8>>) -> Option<Echo> {
         if self.console_failed {
             return None;
         }
@@ -207,24 +206,35 @@ impl WriterState {
             OutputStream::Stdout => &mut self.stdout_filter,
             OutputStream::Stderr => &mut self.stderr_filter,
         };
+        if filter.passes_through(chunk) {
+            return Some(Echo {
+                written: console.submit(stream, chunk.clone()),
+                copy: None,
+            });
+        }
         let mut visible = std::mem::take(&mut self.visible);
         visible.clear();
-        filter.filter(bytes, &mut visible);
+        filter.filter(chunk, &mut visible);
         if visible.is_empty() {
             self.visible = visible;
             return None;
         }
-        Some(console.submit(stream, visible))
+        let copy = Arc::new(visible);
+        Some(Echo {
+            written: console.submit(stream, copy.clone()),
+            copy: Some(copy),
+        })
     }
 
-    async fn finish_echo(&mut self, stream: OutputStream, echoed: oneshot::Receiver<Written>) {
-        let result = match echoed.await {
-            Ok((buffer, result)) => {
-                self.visible = buffer;
-                result
-            }
-            Err(_) => Err(std::io::Error::other("console thread stopped")),
-        };
+    async fn finish_echo(&mut self, stream: OutputStream, echo: Echo) {
+        let result = echo
+            .written
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("console thread stopped")));
+        if let Some(copy) = echo.copy {
+            // The console thread dropped its reference before reporting: reuse the buffer.
+            self.visible = Arc::try_unwrap(copy).unwrap_or_default();
+        }
         if let Err(error) = result {
             self.console_failed = true;
             self.fail(format!(
@@ -245,8 +255,11 @@ impl WriterState {
                 OutputStream::Stderr => self.stderr_filter.finish(&mut held),
             }
             if let (false, Some(console)) = (held.is_empty(), &self.console) {
-                let echoed = console.submit(stream, held);
-                self.finish_echo(stream, echoed).await;
+                let echo = Echo {
+                    written: console.submit(stream, Arc::new(held)),
+                    copy: None,
+                };
+                self.finish_echo(stream, echo).await;
             }
         }
     }
@@ -273,17 +286,20 @@ impl WriterState {
     }
 }
 
-/// Hands a chunk to a consumer actor and gets the buffer back. A consumer that stopped (only
-/// possible during teardown) costs the chunk nothing but its analysis.
+/// Hands a shared chunk to a consumer actor and waits until it is done with it. A consumer
+/// that stopped (only possible during teardown) costs the chunk nothing but its analysis.
 async fn feed<M: ractor::Message>(
     actor: &ActorRef<M>,
-    bytes: Vec<u8>,
-    message: impl FnOnce(Vec<u8>, RpcReplyPort<Vec<u8>>) -> M,
-) -> Vec<u8> {
-    match actor.call(|reply| message(bytes, reply), None).await {
-        Ok(ractor::rpc::CallResult::Success(bytes)) => bytes,
-        _ => Vec::new(),
-    }
+    message: impl FnOnce(RpcReplyPort<()>) -> M,
+) {
+    let _ = actor.call(message, None).await;
+}
+
+/// A console write in progress.
+struct Echo {
+    written: oneshot::Receiver<std::io::Result<()>>,
+    /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).
+    copy: Option<Arc<Vec<u8>>>,
 }
 
 /// What the transcript header shows.

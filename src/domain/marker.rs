@@ -745,6 +745,19 @@ impl LiveFilter {
         }
     }
 
+    /// True when `chunk` would pass through [`filter`](Self::filter) unchanged and leave the
+    /// filter as it is: nothing held or hidden, no opening tag in the chunk and no `<` near its
+    /// end that could begin one. The caller may then show `chunk` itself instead of a copy.
+    pub fn passes_through(&self, chunk: &[u8]) -> bool {
+        let tail = chunk
+            .len()
+            .saturating_sub(OPENING_PREFIX.len() + LONGEST_TAG);
+        self.held.is_empty()
+            && self.hidden.is_none()
+            && OPENING_PREFIX_FINDER.find(chunk).is_none()
+            && memchr(b'<', &chunk[tail..]).is_none()
+    }
+
     /// Ends the stream: flushes a held partial tag or a still-open block, visibly.
     pub fn finish(&mut self, visible: &mut Vec<u8>) {
         if let Some(block) = self.hidden.take() {
@@ -1580,6 +1593,22 @@ mod tests {
     // Live filter rules.
 
     #[test]
+    fn passes_through_only_without_tag_starts() {
+        let filter = LiveFilter::new();
+        assert!(filter.passes_through(
+            b"a < b and Vec<u8>\na plain line long enough to leave the tag-sized tail\n"
+        ));
+        // Conservative near the end: a `<` there could begin a tag in the next chunk.
+        assert!(!filter.passes_through(b"a < b\n"));
+        assert!(!filter.passes_through(b"x <phase-complete>"));
+        assert!(!filter.passes_through(b"text ending in <"));
+        assert!(!filter.passes_through(b"text ending in <pha"));
+        let mut holding = LiveFilter::new();
+        holding.filter(b"<phase-", &mut Vec::new());
+        assert!(!holding.passes_through(b"plain"));
+    }
+
+    #[test]
     fn filter_passes_other_angle_brackets_at_once() {
         assert_eq!(
             filter_chunks(&["a < b <p>", "x<y"]),
@@ -1917,6 +1946,24 @@ mod tests {
                 filter_all(LiveFilter::with_hidden_cap(cap), &chunks),
                 filter_all(LiveFilter::with_hidden_cap(cap), &[&text])
             );
+        }
+
+        #[test]
+        fn passes_through_means_filter_is_identity(
+            text in dense_text(),
+            cut in any::<usize>(),
+        ) {
+            let cut = cut % (text.len() + 1);
+            let (prefix, chunk) = text.split_at(cut);
+            let mut filter = LiveFilter::new();
+            let mut ignored = Vec::new();
+            filter.filter(prefix, &mut ignored);
+            if filter.passes_through(chunk) {
+                let mut visible = Vec::new();
+                filter.filter(chunk, &mut visible);
+                prop_assert_eq!(visible, chunk.to_vec());
+                prop_assert!(filter.held.is_empty() && filter.hidden.is_none());
+            }
         }
 
         #[test]

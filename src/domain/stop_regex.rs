@@ -17,6 +17,11 @@
 //! - The verdict is decided per chunk, like the original's per-batch check: when the first
 //!   match appears, the rest of that chunk is still scanned and the lowest pattern index with
 //!   any match so far is reported. After that the scanner is latched and ignores input.
+//! - Speed (SPEC §16): when every pattern's matches begin with one of a few literals, a SIMD
+//!   prefilter jumps over text in which no match can begin, the way `regex-automata`'s own
+//!   forward search does. It is consulted only while the DFA sits in a start state (no match in
+//!   progress), and resumes in the start state for the byte before the candidate, which is the
+//!   state a byte-by-byte walk would be in as far as any match is concerned.
 //!
 //! Patterns are Rust `regex` syntax matched on bytes (`regex::bytes` semantics), so output that
 //! is not UTF-8 is searched, never rejected.
@@ -27,8 +32,8 @@ use std::sync::Arc;
 use regex::bytes::Regex;
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
-use regex_automata::util::{primitives::StateID, start, syntax};
-use regex_automata::{Anchored, MatchKind};
+use regex_automata::util::{prefilter::Prefilter, primitives::StateID, start, syntax};
+use regex_automata::{Anchored, MatchKind, Span};
 
 /// Heap the DFA table may use, and separately the heap determinization may use while building
 /// it. Realistic stop patterns need kilobytes; `\w{20}` (Unicode) needs about 4 MB. A pattern
@@ -309,10 +314,14 @@ fn assign_to_dfa_or_fallback(
     (streaming, fallbacks)
 }
 
-/// One unanchored multi-pattern dense DFA and the state it starts in.
+/// One unanchored multi-pattern dense DFA, the state it starts in, and a prefilter over the
+/// literals every match begins with (when there is such a finite set).
 struct StreamingDfa {
     table: dense::DFA<Vec<u32>>,
     start: StateID,
+    /// Finds the next position where a match could begin. When present, the DFA's start states
+    /// are "specialized" (tagged as special), which is how the scan notices it may skip.
+    prefilter: Option<Prefilter>,
     /// DFA pattern id → index into the caller's pattern list.
     pattern_indices: Vec<usize>,
 }
@@ -323,6 +332,7 @@ impl fmt::Debug for StreamingDfa {
         f.debug_struct("StreamingDfa")
             .field("pattern_indices", &self.pattern_indices)
             .field("memory_usage", &self.table.memory_usage())
+            .field("prefilter", &self.prefilter.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -337,17 +347,20 @@ impl StreamingDfa {
             .iter()
             .filter_map(|&index| patterns.get(index).map(String::as_str))
             .collect();
+        // `regex::bytes` semantics: Unicode classes stay on, but a match may cover (and the
+        // haystack may contain) invalid UTF-8.
+        let syntax = syntax::Config::new().utf8(false);
+        let prefilter = literal_prefilter(&selected, &syntax);
         let table = dense::Builder::new()
             .configure(
                 dense::Config::new()
                     .start_kind(StartKind::Unanchored)
                     .match_kind(MatchKind::All)
+                    .specialize_start_states(prefilter.is_some())
                     .dfa_size_limit(Some(size_limit))
                     .determinize_size_limit(Some(size_limit)),
             )
-            // `regex::bytes` semantics: Unicode classes stay on, but a match may cover (and
-            // the haystack may contain) invalid UTF-8.
-            .syntax(syntax::Config::new().utf8(false))
+            .syntax(syntax)
             .thompson(thompson::Config::new().utf8(false))
             .build_many(&selected)
             .map_err(|error| DfaRefusal {
@@ -365,6 +378,7 @@ impl StreamingDfa {
         Ok(Self {
             table,
             start,
+            prefilter,
             pattern_indices,
         })
     }
@@ -374,8 +388,9 @@ impl StreamingDfa {
     /// can match any more, e.g. every pattern starts with `\A` and the text went elsewhere).
     ///
     /// This is the hot loop: one table lookup per byte and a single range check for the rare
-    /// "special" states; states that loop on most bytes (typically the unanchored start) let
-    /// it jump straight to the next byte that leaves them.
+    /// "special" states. In a start state the prefilter jumps to the next place where a match
+    /// can begin; other states that loop on most bytes (and start states, without a
+    /// prefilter) let it jump straight to the next byte that leaves them.
     fn advance(
         &self,
         mut state: StateID,
@@ -384,6 +399,9 @@ impl StreamingDfa {
     ) -> Option<StateID> {
         let table = &self.table;
         let mut at = 0;
+        if table.is_start_state(state) {
+            (at, state) = self.leave_start(state, bytes, at)?;
+        }
         while let Some(&byte) = bytes.get(at) {
             state = table.next_state(state, byte);
             at += 1;
@@ -396,6 +414,9 @@ impl StreamingDfa {
                     }
                 } else if table.is_dead_state(state) {
                     return None;
+                } else if table.is_start_state(state) {
+                    (at, state) = self.leave_start(state, bytes, at)?;
+                    continue;
                 }
                 if table.is_accel_state(state) {
                     at = next_exit(table.accelerator(state), bytes, at);
@@ -403,6 +424,59 @@ impl StreamingDfa {
             }
         }
         Some(state)
+    }
+
+    /// From start state `state` at `at`, the position from which the byte-by-byte walk must
+    /// resume and the state there; `None` if that state is dead.
+    ///
+    /// A start state means no match is in progress: every match still to be found begins at
+    /// `at` or later, hence with one of the prefilter's literals. So no verdict depends on the
+    /// bytes before the first literal occurrence `p`, and at `p` the DFA may as well start
+    /// afresh with the byte before `p` as look-behind (for `^`, `(?m)^` and `(?-u:\b)`).
+    ///
+    /// The prefilter only sees this chunk, so it cannot report a literal that starts here and
+    /// ends in the next chunk. When it finds nothing, the walk resumes at the last position
+    /// where such a literal could start (at most the longest literal's length minus one from
+    /// the end); there, and whenever it reaches a start state again, it walks byte by byte.
+    fn leave_start(&self, state: StateID, bytes: &[u8], at: usize) -> Option<(usize, StateID)> {
+        let table = &self.table;
+        let Some(prefilter) = &self.prefilter else {
+            return Some((at, state));
+        };
+        let straddle_from = bytes
+            .len()
+            .saturating_sub(prefilter.max_needle_len().saturating_sub(1));
+        // A literal starting here or later may run on into the next chunk.
+        if at >= straddle_from {
+            let at = if table.is_accel_state(state) {
+                next_exit(table.accelerator(state), bytes, at)
+            } else {
+                at
+            };
+            return Some((at, state));
+        }
+        let candidate = prefilter
+            .find(bytes, Span::from(at..bytes.len()))
+            .map_or(straddle_from, |span| span.start);
+        if candidate <= at {
+            return Some((at, state));
+        }
+        // A jump only ever lands after `at`, so the look-behind byte is in this chunk: the
+        // previous chunk's last byte is already accounted for in the carried state.
+        let look_behind = bytes.get(candidate - 1).copied();
+        // Cannot fail: the DFA is unanchored and has no quit bytes. Were it to, walking on
+        // byte by byte from here is always right.
+        let Ok(restart) = table.start_state(
+            &start::Config::new()
+                .anchored(Anchored::No)
+                .look_behind(look_behind),
+        ) else {
+            return Some((at, state));
+        };
+        if table.is_dead_state(restart) {
+            return None;
+        }
+        Some((candidate, restart))
     }
 
     fn record_matches(&self, state: StateID, lowest: &mut LowestMatch) {
@@ -416,6 +490,22 @@ impl StreamingDfa {
             }
         }
     }
+}
+
+/// A prefilter over literals that every match of every pattern begins with, or `None` when some
+/// pattern can begin with too many different texts (`\w+ failed`), or match the empty string.
+///
+/// The literals come from the same syntax the DFA is built with, so they are exact about
+/// Unicode classes, case-insensitivity and bytes that are not UTF-8.
+///
+/// They are optimized as for leftmost-first search although the DFA reports all matches: the
+/// scan only asks the prefilter where a match can begin, and that optimization only shortens
+/// literals or drops one that begins with another kept literal, so every position where a
+/// match begins is still a candidate. Unoptimized, `(?i)` or a class such as `[0-9]{3}`
+/// multiplies the literals beyond what the SIMD searcher (Teddy) takes.
+fn literal_prefilter(patterns: &[&str], syntax: &syntax::Config) -> Option<Prefilter> {
+    let hirs = syntax::parse_many_with(patterns, syntax).ok()?;
+    Prefilter::from_hirs_prefix(MatchKind::LeftmostFirst, &hirs)
 }
 
 /// The position of the next byte (from `from` on) that leaves an accelerated state; every byte
@@ -848,6 +938,91 @@ mod tests {
         assert_eq!(first_match(&patterns, &[&haystack]), Some((0, 0)));
     }
 
+    #[test]
+    fn literal_prefixed_patterns_get_a_prefilter() {
+        let benchmarked = compile(&[
+            r"(?-u:\b)out of memory(?-u:\b)",
+            r"(?m)^FATAL: .*$",
+            r"error\nfatal",
+        ]);
+        let dfa = benchmarked.streaming.as_ref().unwrap();
+        assert_eq!(
+            dfa.prefilter.as_ref().map(Prefilter::max_needle_len),
+            Some(13)
+        );
+        assert!(dfa.table.is_start_state(dfa.start));
+        for without_literals in [r"\w+ failed", "a|b*", "(?m)^$"] {
+            let patterns = compile(&["stop", without_literals]);
+            let dfa = patterns.streaming.as_ref().unwrap();
+            assert!(dfa.prefilter.is_none(), "{without_literals}");
+            assert!(!dfa.table.is_start_state(dfa.start), "{without_literals}");
+        }
+    }
+
+    #[test]
+    fn a_literal_split_across_chunks_is_not_skipped() {
+        let patterns = compile(&["out of memory", "FATAL: "]);
+        let long_prefix = format!("{} out of me", ".".repeat(200));
+        assert_eq!(
+            first_match(&patterns, &[long_prefix.as_bytes(), b"mory"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"..............o", b"ut of memor", b"y"]),
+            Some((2, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"................FATAL:", b" x"]),
+            Some((1, 1))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"................FATAL:", b"x "]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_skip_resumes_with_the_right_look_behind() {
+        let word = compile(&[r"(?-u:\b)stop(?-u:\b)"]);
+        assert_eq!(first_match(&word, &[b"nonstop, stops; xstop"]), None);
+        assert_eq!(
+            first_match(&word, &[b"nonstop, stops; stop."]),
+            Some((0, 0))
+        );
+        assert_eq!(first_match(&word, &[b"nonstop", b"stop"]), None);
+        let line = compile(&["(?m)^FATAL: "]);
+        assert_eq!(first_match(&line, &[b"xFATAL: a FATAL: "]), None);
+        assert_eq!(first_match(&line, &[b"xFATAL: a\nFATAL: "]), Some((0, 0)));
+        assert_eq!(
+            first_match(&line, &[b"xFATAL: a\n", b"FATAL: "]),
+            Some((1, 0))
+        );
+        let text_start = compile(&[r"\AFATAL: "]);
+        assert_eq!(first_match(&text_start, &[b"FATAL: "]), Some((0, 0)));
+        let mut scanner = StopScanner::new(text_start);
+        assert_eq!(scanner.feed(b"xx FATAL: "), None);
+        assert_eq!(scanner.dfa_state, None, "no match is possible any more");
+    }
+
+    #[test]
+    fn false_candidates_and_unfinished_matches_are_not_lost() {
+        // `error\nfatal` and `(?m)^FATAL: .*$` share no literal with most of the text, but
+        // "error" and "FATAL" alone are frequent; only the full literal is a candidate.
+        let patterns = compile(&[r"error\nfatal", r"(?m)^FATAL: .*$"]);
+        let text = b"error[E0308]: x\nFATAL warning\nerror\nfat".repeat(100);
+        assert_eq!(first_match(&patterns, &[&text]), None);
+        assert_eq!(first_match(&patterns, &[&text, b"al"]), Some((1, 0)));
+        assert_eq!(
+            first_match(&patterns, &[&text, b"al\nFATAL: x"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            first_match(&patterns, &[b"\nFATAL: abc", &text]),
+            Some((0, 1)),
+            "a match in progress is decided at the chunk end"
+        );
+    }
+
     /// Patterns from a small grammar over `abc`, newlines and the anchors, including a Unicode
     /// `\b` so some sets exercise the fallback.
     fn pattern() -> impl Strategy<Value = String> {
@@ -895,6 +1070,101 @@ mod tests {
         proptest::collection::vec(proptest::collection::vec(byte, 0..6), 0..5)
     }
 
+    /// Patterns that begin (after optional look-behind assertions) with literals over the
+    /// haystack alphabet, followed by the DFA-compatible part of the grammar above, so that
+    /// every set gets a prefilter and the haystack is full of candidates and near misses. (A
+    /// literal never starts with a space: a lone space is too common to be worth a prefilter.)
+    fn literal_prefixed_pattern() -> impl Strategy<Value = String> {
+        let literal = ("[abc\n][abc\n ]{0,3}", any::<bool>()).prop_map(|(text, fold_case)| {
+            let flags = if fold_case { "i" } else { "" };
+            format!("(?{flags}:{})", regex::escape(&text))
+        });
+        let literals = proptest::collection::vec(literal, 1..3)
+            .prop_map(|alternatives| format!("(?:{})", alternatives.join("|")));
+        let assertion = prop_oneof![
+            Just(""),
+            Just("^"),
+            Just("(?m:^)"),
+            Just(r"(?-u:\b)"),
+            Just(r"(?-u:\B)"),
+            Just(r"\A"),
+            Just(r"(?m:^)(?-u:\b)"),
+        ];
+        let rest = prop_oneof![
+            Just(String::new()),
+            Just("$".to_owned()),
+            Just("(?m:$)".to_owned()),
+            Just(r"(?-u:\b)".to_owned()),
+            Just(r"\z".to_owned()),
+            Just(r"b*\n(?m:^)c".to_owned()),
+            Just(r"[^\n]*(?m:$)".to_owned()),
+            Just(r"(?:a|b)+(?-u:\b)".to_owned()),
+            Just(r"(?-u:\B)c?$".to_owned()),
+        ];
+        (assertion, literals, rest)
+            .prop_map(|(assertion, literals, rest)| format!("{assertion}{literals}{rest}"))
+    }
+
+    /// A haystack over the literals' alphabet, with repeated runs so that literals recur, and
+    /// the positions at which it is cut into chunks.
+    fn chunked_haystack() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let piece = prop_oneof![
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(b'a'),
+                    Just(b'b'),
+                    Just(b'c'),
+                    Just(b'\n'),
+                    Just(b' '),
+                    Just(b'x'),
+                    Just(b'B'),
+                ],
+                1..8
+            ),
+            proptest::collection::vec(Just(b'x'), 1..40),
+            ("[abc\n ]{1,4}", 1..5usize).prop_map(|(text, times)| text.repeat(times).into_bytes()),
+        ];
+        let haystack = proptest::collection::vec(piece, 0..30).prop_map(|pieces| pieces.concat());
+        (
+            haystack,
+            proptest::collection::vec(any::<proptest::sample::Index>(), 0..6),
+        )
+            .prop_map(|(haystack, cuts)| {
+                let mut cuts: Vec<usize> = cuts
+                    .iter()
+                    .map(|cut| cut.index(haystack.len() + 1))
+                    .collect();
+                cuts.sort_unstable();
+                let mut chunks = Vec::new();
+                let mut from = 0;
+                for cut in cuts.into_iter().chain([haystack.len()]) {
+                    chunks.push(haystack[from..cut].to_vec());
+                    from = cut;
+                }
+                chunks
+            })
+    }
+
+    /// The reference for the prefilter: the same DFA walked one transition per byte, with no
+    /// skipping of any kind, peeking at end of input after every chunk like `feed`.
+    fn byte_by_byte_verdict(dfa: &StreamingDfa, chunks: &[Vec<u8>]) -> Option<(usize, usize)> {
+        let mut state = dfa.start;
+        for (step, chunk) in chunks.iter().enumerate() {
+            let mut lowest = LowestMatch::default();
+            for &byte in chunk {
+                state = dfa.table.next_state(state, byte);
+                dfa.record_matches(state, &mut lowest);
+            }
+            dfa.record_matches(dfa.table.next_eoi_state(state), &mut lowest);
+            if let Some(index) = lowest.0 {
+                return Some((step, index));
+            }
+        }
+        let mut lowest = LowestMatch::default();
+        dfa.record_matches(dfa.table.next_eoi_state(state), &mut lowest);
+        lowest.0.map(|index| (chunks.len(), index))
+    }
+
     /// What the original computed: after each chunk, the lowest-index pattern that matches
     /// anywhere in everything received so far.
     fn whole_history_verdict(patterns: &[String], chunks: &[Vec<u8>]) -> Option<(usize, usize)> {
@@ -928,6 +1198,21 @@ mod tests {
                 whole_history_verdict(&patterns, &chunks),
                 "fallbacks: {:?}", compiled.fallback_patterns()
             );
+        }
+
+        #[test]
+        fn prefilter_skips_never_change_the_verdict(
+            patterns in proptest::collection::vec(literal_prefixed_pattern(), 1..4),
+            chunks in chunked_haystack(),
+        ) {
+            let compiled = Arc::new(StopPatterns::compile(&patterns).unwrap());
+            let dfa = compiled.streaming.as_ref().unwrap();
+            prop_assert!(compiled.fallback_patterns().is_empty());
+            prop_assert!(dfa.prefilter.is_some());
+            let slices: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+            let verdict = first_match(&compiled, &slices);
+            prop_assert_eq!(verdict, byte_by_byte_verdict(dfa, &chunks));
+            prop_assert_eq!(verdict, whole_history_verdict(&patterns, &chunks));
         }
 
         #[test]

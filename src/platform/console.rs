@@ -4,30 +4,37 @@
 //! Writing to a terminal or pipe can block for as long as the reader pleases (a paused
 //! terminal, a parent that stopped reading). Doing that on a runtime worker thread could stall
 //! tasks parked behind it — a timeout among them — so the blocking writes happen here instead.
-//! The caller submits one buffer at a time and gets it back with the result, which keeps
-//! backpressure (the child still waits for a slow console) and lets the buffer be reused.
+//! Output going to a regular file or the null device cannot block that way, so it is written
+//! inline, like the transcript, without the thread hop.
+//!
+//! The caller submits one buffer at a time and awaits the result, which keeps backpressure (the
+//! child still waits for a slow console). Buffers are shared (`Arc`), so a chunk that is
+//! visible as a whole is written without a copy; the thread drops its reference before
+//! reporting, so the caller gets sole ownership back for reuse.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 
+use nix::sys::stat::{SFlag, fstat, makedev};
+use std::os::fd::AsFd;
 use tokio::sync::oneshot;
 
 use crate::domain::marker::OutputStream;
 
-/// A buffer handed back with the outcome of writing it.
-pub type Written = (Vec<u8>, io::Result<()>);
-
 struct Job {
     stream: OutputStream,
-    bytes: Vec<u8>,
-    done: oneshot::Sender<Written>,
+    bytes: Arc<Vec<u8>>,
+    done: oneshot::Sender<io::Result<()>>,
 }
 
 /// The console thread; dropping this closes the queue and joins the thread.
 pub struct Console {
     jobs: Option<SyncSender<Job>>,
     thread: Option<JoinHandle<()>>,
+    stdout_inline: bool,
+    stderr_inline: bool,
 }
 
 impl Console {
@@ -38,22 +45,34 @@ impl Console {
             .name("ash-console".into())
             .spawn(move || {
                 for job in queue {
-                    let result = match job.stream {
-                        OutputStream::Stdout => write_flush(&mut io::stdout().lock(), &job.bytes),
-                        OutputStream::Stderr => write_flush(&mut io::stderr().lock(), &job.bytes),
-                    };
-                    let _ = job.done.send((job.bytes, result));
+                    let result = write_to(job.stream, &job.bytes);
+                    drop(job.bytes);
+                    let _ = job.done.send(result);
                 }
             })?;
         Ok(Self {
             jobs: Some(jobs),
             thread: Some(thread),
+            stdout_inline: never_blocks(&io::stdout()),
+            stderr_inline: never_blocks(&io::stderr()),
         })
     }
 
-    /// Queues `bytes` for `stream`; the receiver yields the buffer back once written.
-    pub fn submit(&self, stream: OutputStream, bytes: Vec<u8>) -> oneshot::Receiver<Written> {
+    /// Queues `bytes` for `stream`; the receiver yields the result once they are written.
+    pub fn submit(
+        &self,
+        stream: OutputStream,
+        bytes: Arc<Vec<u8>>,
+    ) -> oneshot::Receiver<io::Result<()>> {
         let (done, written) = oneshot::channel();
+        let inline = match stream {
+            OutputStream::Stdout => self.stdout_inline,
+            OutputStream::Stderr => self.stderr_inline,
+        };
+        if inline {
+            let _ = done.send(write_to(stream, &bytes));
+            return written;
+        }
         let job = Job {
             stream,
             bytes,
@@ -66,7 +85,7 @@ impl Console {
         if let Err(mpsc::SendError(job)) = sent {
             let _ = job
                 .done
-                .send((job.bytes, Err(io::Error::other("console thread stopped"))));
+                .send(Err(io::Error::other("console thread stopped")));
         }
         written
     }
@@ -81,7 +100,26 @@ impl Drop for Console {
     }
 }
 
+fn write_to(stream: OutputStream, bytes: &[u8]) -> io::Result<()> {
+    match stream {
+        OutputStream::Stdout => write_flush(&mut io::stdout().lock(), bytes),
+        OutputStream::Stderr => write_flush(&mut io::stderr().lock(), bytes),
+    }
+}
+
 fn write_flush(sink: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
     sink.write_all(bytes)?;
     sink.flush()
+}
+
+/// True for a regular file or the null device (character device 1:3), whose writes cannot wait
+/// on a reader.
+fn never_blocks(stream: &impl AsFd) -> bool {
+    match fstat(stream.as_fd()) {
+        Ok(stat) => {
+            let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+            kind == SFlag::S_IFREG || (kind == SFlag::S_IFCHR && stat.st_rdev == makedev(1, 3))
+        }
+        Err(_) => false,
+    }
 }
