@@ -360,7 +360,12 @@ fn stop_regex_matches_at_end_of_output_without_newline() {
     assert_eq!(state["last_run"]["exit_code"], 4);
     let outcome = only_outcome(&sandbox, "plan.md");
     assert_eq!(outcome["status"], "stop-regex");
-    assert_eq!(outcome["exit_code"], 0);
+    // The match may be seen (at the chunk's end-of-input peek) before the worker's own exit,
+    // in which case the group is stopped: either way the worker's end is recorded.
+    assert!(
+        outcome["exit_code"] == 0 || outcome["signal"].is_number(),
+        "{outcome}"
+    );
     sandbox.assert_no_survivors();
 }
 
