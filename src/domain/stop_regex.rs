@@ -17,11 +17,13 @@
 //! - The verdict is decided per chunk, like the original's per-batch check: when the first
 //!   match appears, the rest of that chunk is still scanned and the lowest pattern index with
 //!   any match so far is reported. After that the scanner is latched and ignores input.
-//! - Speed (SPEC §16): when every pattern's matches begin with one of a few literals, a SIMD
-//!   prefilter jumps over text in which no match can begin, the way `regex-automata`'s own
-//!   forward search does. It is consulted only while the DFA sits in a start state (no match in
-//!   progress), and resumes in the start state for the byte before the candidate, which is the
-//!   state a byte-by-byte walk would be in as far as any match is concerned.
+//! - Speed (SPEC §16): when every pattern's matches begin with one of a few literals, SIMD
+//!   literal searches (`memmem`, Teddy) jump over output in which no match can begin, the way
+//!   `regex-automata`'s own forward search uses its prefilters. They are consulted only while
+//!   the DFA sits in a start state (no match in progress). The walk resumes at the next literal
+//!   in the start state for the byte before it, which is the state a byte-by-byte walk would
+//!   be in as far as any match is concerned. A literal may run on into the next chunk, so the
+//!   last few bytes of every chunk are always walked.
 //!
 //! Patterns are Rust `regex` syntax matched on bytes (`regex::bytes` semantics), so output that
 //! is not UTF-8 is searched, never rejected.
@@ -314,14 +316,21 @@ fn assign_to_dfa_or_fallback(
     (streaming, fallbacks)
 }
 
-/// One unanchored multi-pattern dense DFA, the state it starts in, and a prefilter over the
-/// literals every match begins with (when there is such a finite set).
+/// At most this many patterns get a literal search each (typically `memmem`, tens of GiB/s);
+/// more share one multi-literal search (Teddy). On agent output, words such as "error" and
+/// "FATAL" are false positives for Teddy's fingerprints, which cut it to about 2 GiB/s for the
+/// three benchmark patterns, while three separate searches run at over 6 GiB/s together.
+const MAX_SEPARATE_LITERAL_SEARCHES: usize = 4;
+
+/// One unanchored multi-pattern dense DFA, the state it starts in, and how to skip output in
+/// which no match can begin.
 struct StreamingDfa {
     table: dense::DFA<Vec<u32>>,
     start: StateID,
-    /// Finds the next position where a match could begin. When present, the DFA's start states
-    /// are "specialized" (tagged as special), which is how the scan notices it may skip.
-    prefilter: Option<Prefilter>,
+    /// Present when every match begins with one of a finite set of literals. The DFA's start
+    /// states are then "specialized" (tagged as special), which is how the scan notices that
+    /// no match is in progress and it may jump ahead.
+    skip: Option<SkipAhead>,
     /// DFA pattern id → index into the caller's pattern list.
     pattern_indices: Vec<usize>,
 }
@@ -332,7 +341,10 @@ impl fmt::Debug for StreamingDfa {
         f.debug_struct("StreamingDfa")
             .field("pattern_indices", &self.pattern_indices)
             .field("memory_usage", &self.table.memory_usage())
-            .field("prefilter", &self.prefilter.is_some())
+            .field(
+                "literal_searches",
+                &self.skip.as_ref().map(|skip| skip.literals.searches.len()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -350,13 +362,13 @@ impl StreamingDfa {
         // `regex::bytes` semantics: Unicode classes stay on, but a match may cover (and the
         // haystack may contain) invalid UTF-8.
         let syntax = syntax::Config::new().utf8(false);
-        let prefilter = literal_prefilter(&selected, &syntax);
+        let literals = LiteralStarts::new(&selected, &syntax);
         let table = dense::Builder::new()
             .configure(
                 dense::Config::new()
                     .start_kind(StartKind::Unanchored)
                     .match_kind(MatchKind::All)
-                    .specialize_start_states(prefilter.is_some())
+                    .specialize_start_states(literals.is_some())
                     .dfa_size_limit(Some(size_limit))
                     .determinize_size_limit(Some(size_limit)),
             )
@@ -375,10 +387,11 @@ impl StreamingDfa {
                 reason: error.to_string(),
                 too_large: false,
             })?;
+        let skip = literals.and_then(|literals| SkipAhead::new(&table, literals));
         Ok(Self {
             table,
             start,
-            prefilter,
+            skip,
             pattern_indices,
         })
     }
@@ -388,9 +401,9 @@ impl StreamingDfa {
     /// can match any more, e.g. every pattern starts with `\A` and the text went elsewhere).
     ///
     /// This is the hot loop: one table lookup per byte and a single range check for the rare
-    /// "special" states. In a start state the prefilter jumps to the next place where a match
-    /// can begin; other states that loop on most bytes (and start states, without a
-    /// prefilter) let it jump straight to the next byte that leaves them.
+    /// "special" states. In a start state the literal searches jump to the next place where a
+    /// match can begin; other states that loop on most bytes (and start states, without
+    /// literal searches) let it jump straight to the next byte that leaves them.
     fn advance(
         &self,
         mut state: StateID,
@@ -398,9 +411,12 @@ impl StreamingDfa {
         lowest: &mut LowestMatch,
     ) -> Option<StateID> {
         let table = &self.table;
+        let mut skip = self.skip.as_ref().map(|skip| skip.in_chunk(bytes));
         let mut at = 0;
-        if table.is_start_state(state) {
-            (at, state) = self.leave_start(state, bytes, at)?;
+        if let Some(skip) = &mut skip
+            && table.is_start_state(state)
+        {
+            (at, state) = self.leave_start(state, skip, at)?;
         }
         while let Some(&byte) = bytes.get(at) {
             state = table.next_state(state, byte);
@@ -414,8 +430,10 @@ impl StreamingDfa {
                     }
                 } else if table.is_dead_state(state) {
                     return None;
-                } else if table.is_start_state(state) {
-                    (at, state) = self.leave_start(state, bytes, at)?;
+                } else if let Some(skip) = &mut skip
+                    && table.is_start_state(state)
+                {
+                    (at, state) = self.leave_start(state, skip, at)?;
                     continue;
                 }
                 if table.is_accel_state(state) {
@@ -430,53 +448,35 @@ impl StreamingDfa {
     /// resume and the state there; `None` if that state is dead.
     ///
     /// A start state means no match is in progress: every match still to be found begins at
-    /// `at` or later, hence with one of the prefilter's literals. So no verdict depends on the
-    /// bytes before the first literal occurrence `p`, and at `p` the DFA may as well start
-    /// afresh with the byte before `p` as look-behind (for `^`, `(?m)^` and `(?-u:\b)`).
-    ///
-    /// The prefilter only sees this chunk, so it cannot report a literal that starts here and
-    /// ends in the next chunk. When it finds nothing, the walk resumes at the last position
-    /// where such a literal could start (at most the longest literal's length minus one from
-    /// the end); there, and whenever it reaches a start state again, it walks byte by byte.
-    fn leave_start(&self, state: StateID, bytes: &[u8], at: usize) -> Option<(usize, StateID)> {
+    /// `at` or later, hence with one of the searched literals. So no verdict depends on the
+    /// bytes before the next place `p` where a match can begin, and at `p` the DFA may as well
+    /// start afresh with the byte before `p` as look-behind (for `^`, `(?m)^`, `(?-u:\b)`).
+    fn leave_start(
+        &self,
+        state: StateID,
+        chunk: &mut ChunkSkip<'_>,
+        at: usize,
+    ) -> Option<(usize, StateID)> {
         let table = &self.table;
-        let Some(prefilter) = &self.prefilter else {
-            return Some((at, state));
-        };
-        let straddle_from = bytes
-            .len()
-            .saturating_sub(prefilter.max_needle_len().saturating_sub(1));
-        // A literal starting here or later may run on into the next chunk.
-        if at >= straddle_from {
+        let resume = chunk.next_match_start(at);
+        if resume <= at {
             let at = if table.is_accel_state(state) {
-                next_exit(table.accelerator(state), bytes, at)
+                next_exit(table.accelerator(state), chunk.bytes, at)
             } else {
                 at
             };
             return Some((at, state));
         }
-        let candidate = prefilter
-            .find(bytes, Span::from(at..bytes.len()))
-            .map_or(straddle_from, |span| span.start);
-        if candidate <= at {
-            return Some((at, state));
-        }
-        // A jump only ever lands after `at`, so the look-behind byte is in this chunk: the
-        // previous chunk's last byte is already accounted for in the carried state.
-        let look_behind = bytes.get(candidate - 1).copied();
-        // Cannot fail: the DFA is unanchored and has no quit bytes. Were it to, walking on
-        // byte by byte from here is always right.
-        let Ok(restart) = table.start_state(
-            &start::Config::new()
-                .anchored(Anchored::No)
-                .look_behind(look_behind),
-        ) else {
+        // A jump lands after `at`, so the look-behind byte is in this chunk: the previous
+        // chunk's last byte is already accounted for in the carried state.
+        let Some(&look_behind) = chunk.bytes.get(resume - 1) else {
             return Some((at, state));
         };
+        let restart = chunk.skip.restart_after[usize::from(look_behind)];
         if table.is_dead_state(restart) {
             return None;
         }
-        Some((candidate, restart))
+        Some((resume, restart))
     }
 
     fn record_matches(&self, state: StateID, lowest: &mut LowestMatch) {
@@ -492,20 +492,140 @@ impl StreamingDfa {
     }
 }
 
-/// A prefilter over literals that every match of every pattern begins with, or `None` when some
-/// pattern can begin with too many different texts (`\w+ failed`), or match the empty string.
-///
-/// The literals come from the same syntax the DFA is built with, so they are exact about
-/// Unicode classes, case-insensitivity and bytes that are not UTF-8.
-///
-/// They are optimized as for leftmost-first search although the DFA reports all matches: the
-/// scan only asks the prefilter where a match can begin, and that optimization only shortens
-/// literals or drops one that begins with another kept literal, so every position where a
-/// match begins is still a candidate. Unoptimized, `(?i)` or a class such as `[0-9]{3}`
-/// multiplies the literals beyond what the SIMD searcher (Teddy) takes.
-fn literal_prefilter(patterns: &[&str], syntax: &syntax::Config) -> Option<Prefilter> {
-    let hirs = syntax::parse_many_with(patterns, syntax).ok()?;
-    Prefilter::from_hirs_prefix(MatchKind::LeftmostFirst, &hirs)
+/// What the scan needs to jump over output in which no match can begin.
+struct SkipAhead {
+    literals: LiteralStarts,
+    /// The unanchored start state for each look-behind byte, where the walk resumes after a
+    /// jump. A table rather than `start_state` calls: a jump can come every few bytes.
+    restart_after: Box<[StateID; 256]>,
+}
+
+impl SkipAhead {
+    /// `None` if the DFA had no start state for some byte, which cannot happen for an
+    /// unanchored DFA without quit bytes; the scan then walks every byte.
+    fn new(table: &dense::DFA<Vec<u32>>, literals: LiteralStarts) -> Option<Self> {
+        let config = start::Config::new().anchored(Anchored::No);
+        let restarts = (0..=u8::MAX)
+            .map(|byte| {
+                table
+                    .start_state(&config.clone().look_behind(Some(byte)))
+                    .ok()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let restart_after = restarts.into_boxed_slice().try_into().ok()?;
+        Some(Self {
+            literals,
+            restart_after,
+        })
+    }
+
+    fn in_chunk<'a>(&'a self, bytes: &'a [u8]) -> ChunkSkip<'a> {
+        let searches = self.literals.searches.len();
+        ChunkSkip {
+            skip: self,
+            bytes,
+            next: vec![NextLiteral::Unsearched; searches],
+            straddle_from: bytes
+                .len()
+                .saturating_sub(self.literals.longest.saturating_sub(1)),
+        }
+    }
+}
+
+/// Where matches can begin: searches for literals such that every match of every pattern
+/// begins with one of them.
+struct LiteralStarts {
+    /// One search per pattern when there are few patterns and each has a fast search, else one
+    /// search for all of them.
+    searches: Vec<Prefilter>,
+    /// The longest literal any search looks for.
+    longest: usize,
+}
+
+impl LiteralStarts {
+    /// `None` when some pattern can begin with too many different texts (`\w+ failed`) or
+    /// match the empty string, so no literal search can tell where matches begin.
+    ///
+    /// The literals come from the same syntax the DFA is built with, so they are exact about
+    /// Unicode classes, case-insensitivity and bytes that are not UTF-8. They are optimized as
+    /// for leftmost-first search although the DFA reports all matches: the scan only asks
+    /// where a match can begin, and that optimization only shortens literals or drops one that
+    /// begins with another kept literal, so every position where a match begins is still
+    /// found. Unoptimized, `(?i)` or a class such as `[0-9]{3}` multiplies the literals beyond
+    /// what the SIMD searches take.
+    fn new(patterns: &[&str], syntax: &syntax::Config) -> Option<Self> {
+        let hirs = syntax::parse_many_with(patterns, syntax).ok()?;
+        let separate = if hirs.len() <= MAX_SEPARATE_LITERAL_SEARCHES {
+            hirs.iter()
+                .map(|hir| {
+                    Prefilter::from_hir_prefix(MatchKind::LeftmostFirst, hir)
+                        .filter(Prefilter::is_fast)
+                })
+                .collect::<Option<Vec<_>>>()
+        } else {
+            None
+        };
+        let searches = match separate {
+            Some(searches) => searches,
+            None => vec![Prefilter::from_hirs_prefix(
+                MatchKind::LeftmostFirst,
+                &hirs,
+            )?],
+        };
+        let longest = searches.iter().map(Prefilter::max_needle_len).max()?;
+        Some(Self { searches, longest })
+    }
+}
+
+/// Skipping through one chunk. Each literal search remembers what it found, so that with
+/// several searches, each still reads every byte of the chunk at most once.
+struct ChunkSkip<'a> {
+    skip: &'a SkipAhead,
+    bytes: &'a [u8],
+    /// Per literal search.
+    next: Vec<NextLiteral>,
+    /// A literal that starts here or later may run on into the next chunk, where these
+    /// searches cannot see it (at most the longest literal's length minus one from the end).
+    straddle_from: usize,
+}
+
+/// What one search knows about the rest of the chunk after its last search.
+#[derive(Clone, Copy)]
+enum NextLiteral {
+    Unsearched,
+    At(usize),
+    NoneInChunk,
+}
+
+impl ChunkSkip<'_> {
+    /// The first position from `at` on where a match can begin, as far as this chunk shows:
+    /// the nearest literal found, but never beyond `straddle_from` (from there on the DFA
+    /// walks byte by byte, so a literal split across the seam is not skipped). Positions
+    /// passed in never decrease within a chunk.
+    fn next_match_start(&mut self, at: usize) -> usize {
+        if at >= self.straddle_from {
+            return at;
+        }
+        let mut nearest = self.straddle_from;
+        let searches = &self.skip.literals.searches;
+        for (search, next) in searches.iter().zip(self.next.iter_mut()) {
+            let found = match *next {
+                NextLiteral::At(position) if position >= at => Some(position),
+                NextLiteral::NoneInChunk => None,
+                NextLiteral::Unsearched | NextLiteral::At(_) => {
+                    let found = search
+                        .find(self.bytes, Span::from(at..self.bytes.len()))
+                        .map(|span| span.start);
+                    *next = found.map_or(NextLiteral::NoneInChunk, NextLiteral::At);
+                    found
+                }
+            };
+            if let Some(position) = found {
+                nearest = nearest.min(position);
+            }
+        }
+        nearest
+    }
 }
 
 /// The position of the next byte (from `from` on) that leaves an accelerated state; every byte
@@ -938,24 +1058,49 @@ mod tests {
         assert_eq!(first_match(&patterns, &[&haystack]), Some((0, 0)));
     }
 
+    /// (number of literal searches, longest literal) of the DFA's literal starts.
+    fn literal_searches(patterns: &[&str]) -> Option<(usize, usize)> {
+        let compiled = compile(patterns);
+        let dfa = compiled.streaming.as_ref().unwrap();
+        assert_eq!(
+            dfa.table.is_start_state(dfa.start),
+            dfa.skip.is_some(),
+            "start states are tagged exactly when the scan can jump"
+        );
+        dfa.skip
+            .as_ref()
+            .map(|skip| (skip.literals.searches.len(), skip.literals.longest))
+    }
+
     #[test]
-    fn literal_prefixed_patterns_get_a_prefilter() {
-        let benchmarked = compile(&[
+    fn few_literal_prefixed_patterns_get_a_search_each() {
+        let benchmarked = [
             r"(?-u:\b)out of memory(?-u:\b)",
             r"(?m)^FATAL: .*$",
             r"error\nfatal",
-        ]);
-        let dfa = benchmarked.streaming.as_ref().unwrap();
+        ];
+        assert_eq!(literal_searches(&benchmarked), Some((3, 13)));
+        assert_eq!(literal_searches(&["(?i)stop now"]), Some((1, 4)));
+    }
+
+    #[test]
+    fn many_patterns_or_slow_searches_share_one_search() {
         assert_eq!(
-            dfa.prefilter.as_ref().map(Prefilter::max_needle_len),
-            Some(13)
+            literal_searches(&["one", "two", "three", "four", "five!"]),
+            Some((1, 5))
         );
-        assert!(dfa.table.is_start_state(dfa.start));
+        // Two-byte literals are not a fast search on their own.
+        assert_eq!(literal_searches(&["stop", "[a-f]x"]), Some((1, 4)));
+    }
+
+    #[test]
+    fn patterns_without_a_literal_start_walk_every_byte() {
         for without_literals in [r"\w+ failed", "a|b*", "(?m)^$"] {
-            let patterns = compile(&["stop", without_literals]);
-            let dfa = patterns.streaming.as_ref().unwrap();
-            assert!(dfa.prefilter.is_none(), "{without_literals}");
-            assert!(!dfa.table.is_start_state(dfa.start), "{without_literals}");
+            assert_eq!(
+                literal_searches(&["stop", without_literals]),
+                None,
+                "{without_literals}"
+            );
         }
     }
 
@@ -978,6 +1123,18 @@ mod tests {
         assert_eq!(
             first_match(&patterns, &[b"................FATAL:", b"x "]),
             None
+        );
+    }
+
+    #[test]
+    fn a_short_literal_does_not_hide_a_long_one_running_into_the_next_chunk() {
+        // The prefilter finds `f` near the chunk end; `out of me…` began before it and only
+        // completes in the next chunk, so the walk must not jump past its start.
+        let patterns = compile(&["out of memory", r"f\w"]);
+        let chunk = format!("{} out of me", ".".repeat(200));
+        assert_eq!(
+            first_match(&patterns, &[chunk.as_bytes(), b"mory"]),
+            Some((1, 0))
         );
     }
 
@@ -1070,12 +1227,34 @@ mod tests {
         proptest::collection::vec(proptest::collection::vec(byte, 0..6), 0..5)
     }
 
-    /// Patterns that begin (after optional look-behind assertions) with literals over the
-    /// haystack alphabet, followed by the DFA-compatible part of the grammar above, so that
-    /// every set gets a prefilter and the haystack is full of candidates and near misses. (A
-    /// literal never starts with a space: a lone space is too common to be worth a prefilter.)
-    fn literal_prefixed_pattern() -> impl Strategy<Value = String> {
-        let literal = ("[abc\n][abc\n ]{0,3}", any::<bool>()).prop_map(|(text, fold_case)| {
+    /// Literal texts for patterns to begin with and haystacks to be made of, each with a piece
+    /// of itself, so that a short literal often lies inside a longer one (and is found while
+    /// the longer one is still running into the next chunk). A text never starts with a
+    /// space: a lone space is too common to be worth a literal search.
+    fn literal_texts() -> impl Strategy<Value = Vec<String>> {
+        use proptest::sample::Index;
+        let text = ("[abc\n][abc\n ]{0,6}", any::<Index>(), any::<Index>());
+        proptest::collection::vec(text, 1..4).prop_map(|texts| {
+            let mut all = Vec::new();
+            for (text, from, len) in texts {
+                let from = from.index(text.len());
+                let to = from + 1 + len.index(text.len() - from);
+                let piece = text[from..to].trim_start_matches(' ');
+                if !piece.is_empty() {
+                    all.push(piece.to_owned());
+                }
+                all.push(text);
+            }
+            all
+        })
+    }
+
+    /// A pattern that begins (after optional look-behind assertions) with one or two of the
+    /// `texts`, possibly case-folded, followed by a tail with look-ahead assertions or one that
+    /// never matches.
+    fn literal_prefixed_pattern(texts: Vec<String>) -> impl Strategy<Value = String> {
+        let text = proptest::sample::select(texts);
+        let literal = (text, any::<bool>()).prop_map(|(text, fold_case)| {
             let flags = if fold_case { "i" } else { "" };
             format!("(?{flags}:{})", regex::escape(&text))
         });
@@ -1091,43 +1270,59 @@ mod tests {
             Just(r"(?m:^)(?-u:\b)"),
         ];
         let rest = prop_oneof![
-            Just(String::new()),
-            Just("$".to_owned()),
-            Just("(?m:$)".to_owned()),
-            Just(r"(?-u:\b)".to_owned()),
-            Just(r"\z".to_owned()),
-            Just(r"b*\n(?m:^)c".to_owned()),
-            Just(r"[^\n]*(?m:$)".to_owned()),
-            Just(r"(?:a|b)+(?-u:\b)".to_owned()),
-            Just(r"(?-u:\B)c?$".to_owned()),
+            // Never matches these haystacks, and too large a class for the literal to go on:
+            // a candidate that never becomes a match.
+            4 => Just("[0-9D-Z]"),
+            1 => Just(""),
+            1 => Just("$"),
+            1 => Just("(?m:$)"),
+            1 => Just(r"(?-u:\b)"),
+            1 => Just(r"\z"),
+            1 => Just(r"b*\n(?m:^)c"),
+            1 => Just(r"[^\n]*(?m:$)"),
+            1 => Just(r"(?:a|b)+(?-u:\b)"),
+            1 => Just(r"(?-u:\B)c?$"),
         ];
         (assertion, literals, rest)
             .prop_map(|(assertion, literals, rest)| format!("{assertion}{literals}{rest}"))
     }
 
-    /// A haystack over the literals' alphabet, with repeated runs so that literals recur, and
-    /// the positions at which it is cut into chunks.
-    fn chunked_haystack() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    /// A haystack of the `texts`, whole or cut short, and noise over the same alphabet, cut
+    /// into chunks at random places (so literals straddle chunk seams).
+    fn chunked_haystack(texts: Vec<String>) -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let text = (
+            proptest::sample::select(texts),
+            any::<proptest::sample::Index>(),
+        )
+            .prop_map(|(text, cut)| {
+                let keep = if cut.index(3) == 0 {
+                    cut.index(text.len() + 1)
+                } else {
+                    text.len()
+                };
+                text.as_bytes()[..keep].to_vec()
+            });
+        let noise = proptest::collection::vec(
+            prop_oneof![
+                Just(b'a'),
+                Just(b'b'),
+                Just(b'c'),
+                Just(b'\n'),
+                Just(b' '),
+                Just(b'x'),
+                Just(b'B'),
+            ],
+            1..8,
+        );
         let piece = prop_oneof![
-            proptest::collection::vec(
-                prop_oneof![
-                    Just(b'a'),
-                    Just(b'b'),
-                    Just(b'c'),
-                    Just(b'\n'),
-                    Just(b' '),
-                    Just(b'x'),
-                    Just(b'B'),
-                ],
-                1..8
-            ),
-            proptest::collection::vec(Just(b'x'), 1..40),
-            ("[abc\n ]{1,4}", 1..5usize).prop_map(|(text, times)| text.repeat(times).into_bytes()),
+            3 => text,
+            2 => noise,
+            1 => proptest::collection::vec(Just(b'x'), 1..40),
         ];
         let haystack = proptest::collection::vec(piece, 0..30).prop_map(|pieces| pieces.concat());
         (
             haystack,
-            proptest::collection::vec(any::<proptest::sample::Index>(), 0..6),
+            proptest::collection::vec(any::<proptest::sample::Index>(), 0..10),
         )
             .prop_map(|(haystack, cuts)| {
                 let mut cuts: Vec<usize> = cuts
@@ -1145,7 +1340,48 @@ mod tests {
             })
     }
 
-    /// The reference for the prefilter: the same DFA walked one transition per byte, with no
+    /// Literal-prefixed patterns (1 to 6, so that both one search per pattern and one shared
+    /// search occur) and a chunked haystack full of their literals and near misses.
+    fn literal_patterns_and_chunks() -> impl Strategy<Value = (Vec<String>, Vec<Vec<u8>>)> {
+        literal_texts().prop_flat_map(|texts| {
+            (
+                proptest::collection::vec(literal_prefixed_pattern(texts.clone()), 1..7),
+                chunked_haystack(texts),
+            )
+        })
+    }
+
+    /// Two patterns whose literals overlap, and output in which the longer one is cut by the
+    /// seam between two chunks while the shorter one, which never becomes a match, lies wholly
+    /// in the first chunk after the longer one's start.
+    fn literal_cut_by_a_seam() -> impl Strategy<Value = (Vec<String>, Vec<Vec<u8>>)> {
+        use proptest::sample::Index;
+        (
+            "[abc\n][abc\n ]{1,8}",
+            any::<Index>(),
+            any::<Index>(),
+            any::<Index>(),
+            "[abc\n x]{0,40}",
+            "[abc\n x]{0,10}",
+        )
+            .prop_map(|(long, from, len, cut, before, after)| {
+                let from = from.index(long.len());
+                let to = from + 1 + len.index(long.len() - from);
+                let short = &long[from..to];
+                let patterns = vec![
+                    regex::escape(&long),
+                    format!("{}[0-9D-Z]", regex::escape(short)),
+                ];
+                let cut = 1 + cut.index(long.len() - 1);
+                let chunks = vec![
+                    format!("{before}{}", &long[..cut]).into_bytes(),
+                    format!("{}{after}", &long[cut..]).into_bytes(),
+                ];
+                (patterns, chunks)
+            })
+    }
+
+    /// The reference for the literal skips: the same DFA walked one transition per byte, with no
     /// skipping of any kind, peeking at end of input after every chunk like `feed`.
     fn byte_by_byte_verdict(dfa: &StreamingDfa, chunks: &[Vec<u8>]) -> Option<(usize, usize)> {
         let mut state = dfa.start;
@@ -1201,14 +1437,25 @@ mod tests {
         }
 
         #[test]
-        fn prefilter_skips_never_change_the_verdict(
-            patterns in proptest::collection::vec(literal_prefixed_pattern(), 1..4),
-            chunks in chunked_haystack(),
+        fn literal_skips_never_change_the_verdict(
+            (patterns, chunks) in literal_patterns_and_chunks(),
         ) {
             let compiled = Arc::new(StopPatterns::compile(&patterns).unwrap());
             let dfa = compiled.streaming.as_ref().unwrap();
             prop_assert!(compiled.fallback_patterns().is_empty());
-            prop_assert!(dfa.prefilter.is_some());
+            prop_assert!(dfa.skip.is_some());
+            let slices: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+            let verdict = first_match(&compiled, &slices);
+            prop_assert_eq!(verdict, byte_by_byte_verdict(dfa, &chunks));
+            prop_assert_eq!(verdict, whole_history_verdict(&patterns, &chunks));
+        }
+
+        #[test]
+        fn a_literal_cut_by_a_seam_is_never_skipped(
+            (patterns, chunks) in literal_cut_by_a_seam(),
+        ) {
+            let compiled = Arc::new(StopPatterns::compile(&patterns).unwrap());
+            let dfa = compiled.streaming.as_ref().unwrap();
             let slices: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
             let verdict = first_match(&compiled, &slices);
             prop_assert_eq!(verdict, byte_by_byte_verdict(dfa, &chunks));
