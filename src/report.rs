@@ -137,7 +137,7 @@ pub fn transcript_tail(path: &str) -> Vec<String> {
 }
 
 /// Where to find what happened last, for refusal and status reports.
-pub fn last_run_lines(last_run: &LastRun) -> Vec<String> {
+fn last_run_lines(last_run: &LastRun) -> Vec<String> {
     let mut lines = vec![
         format!("last run: {} ({})", last_run.run_id, last_run.status),
         format!("transcript: {}", last_run.transcript_path),
@@ -238,7 +238,7 @@ fn abandoned(attempt: &ActiveAttempt) -> Output {
 }
 
 /// Paths and identity of an active attempt.
-pub fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
+fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
     let mut lines = vec![
         format!("execution workspace path: {}", attempt.execution_workspace),
         format!("prompt: {}", attempt.prompt_path),

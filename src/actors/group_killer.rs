@@ -32,7 +32,7 @@ use super::notify;
 use crate::platform::proc;
 
 /// How long a group gets between SIGTERM and SIGKILL.
-pub const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 /// How often membership is polled while waiting.
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// How long SIGKILL is re-sent before the killer reports survivors and gives up.

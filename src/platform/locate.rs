@@ -14,7 +14,7 @@ use crate::domain::state::StateLayout;
 /// Directory (under the plan workspace) that holds config and per-plan state.
 pub const HANDLER_DIR: &str = ".ai-session-handler";
 /// Markers that make a directory a plan workspace.
-pub const WORKSPACE_MARKERS: [&str; 3] = [HANDLER_DIR, ".git", "AGENTS.md"];
+const WORKSPACE_MARKERS: [&str; 3] = [HANDLER_DIR, ".git", "AGENTS.md"];
 
 /// Where a plan and everything derived from its identity lives.
 #[derive(Clone, Debug, PartialEq, Eq)]

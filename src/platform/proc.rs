@@ -38,7 +38,7 @@ pub fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
 }
 
 /// Every process whose stat line satisfies `keep`. Processes that vanish mid-scan are skipped.
-pub fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<ProcStat>> {
+fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<ProcStat>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
