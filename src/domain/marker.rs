@@ -746,16 +746,15 @@ impl LiveFilter {
     }
 
     /// True when `chunk` would pass through [`filter`](Self::filter) unchanged and leave the
-    /// filter as it is: nothing held or hidden, no opening tag in the chunk and no `<` near its
-    /// end that could begin one. The caller may then show `chunk` itself instead of a copy.
+    /// filter as it is: nothing held or hidden, no `<phase-` in the chunk (every opening tag,
+    /// whole or cut off after its prefix, contains it) and no end of the chunk that could be
+    /// the start of one (`<`, `<p`, … `<phase`). The caller may then show `chunk` itself
+    /// instead of a copy.
     pub fn passes_through(&self, chunk: &[u8]) -> bool {
-        let tail = chunk
-            .len()
-            .saturating_sub(OPENING_PREFIX.len() + LONGEST_TAG);
         self.held.is_empty()
             && self.hidden.is_none()
             && OPENING_PREFIX_FINDER.find(chunk).is_none()
-            && memchr(b'<', &chunk[tail..]).is_none()
+            && !(1..OPENING_PREFIX.len()).any(|len| chunk.ends_with(&OPENING_PREFIX[..len]))
     }
 
     /// Ends the stream: flushes a held partial tag or a still-open block, visibly.
@@ -1595,11 +1594,11 @@ mod tests {
     #[test]
     fn passes_through_only_without_tag_starts() {
         let filter = LiveFilter::new();
-        assert!(filter.passes_through(
-            b"a < b and Vec<u8>\na plain line long enough to leave the tag-sized tail\n"
-        ));
-        // Conservative near the end: a `<` there could begin a tag in the next chunk.
-        assert!(!filter.passes_through(b"a < b\n"));
+        assert!(filter.passes_through(b"a < b and Vec<u8>\n"));
+        assert!(filter.passes_through(b"ends in a tag <p>"));
+        // An end that could begin a tag in the next chunk.
+        assert!(!filter.passes_through(b"ends in <p"));
+        assert!(!filter.passes_through(b"ends in <phase"));
         assert!(!filter.passes_through(b"x <phase-complete>"));
         assert!(!filter.passes_through(b"text ending in <"));
         assert!(!filter.passes_through(b"text ending in <pha"));
