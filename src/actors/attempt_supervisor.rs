@@ -53,6 +53,7 @@ use crate::domain::stop_regex::StopMatch;
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::{durable, proc, spawn};
 
@@ -375,6 +376,21 @@ impl AttemptState {
                 return self.record_without_worker(None).await;
             }
         };
+        // Everything that can fail for lack of resources is set up before the launch, so a
+        // failure here never leaves a worker without its supervision.
+        let console = if self.spec.settings.quiet {
+            None
+        } else {
+            match Console::start() {
+                Ok(console) => Some(console),
+                Err(error) => {
+                    self.cause = Some(StopCause::ExecutionIo {
+                        message: format!("cannot start the live console thread: {error}"),
+                    });
+                    return self.record_without_worker(None).await;
+                }
+            }
+        };
 
         let mut child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
             Ok(child) => child,
@@ -409,7 +425,7 @@ impl AttemptState {
         };
         tracing::info!(pid, pgid = pid, "worker spawned");
 
-        self.crew = Some(self.start_crew(myself, pid, transcript).await);
+        self.crew = Some(self.start_crew(myself, pid, transcript, console).await);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -528,12 +544,19 @@ impl AttemptState {
         Ok(transcript)
     }
 
-    async fn start_crew(&self, myself: &ActorRef<AttemptMsg>, pgid: u32, transcript: File) -> Crew {
+    async fn start_crew(
+        &self,
+        myself: &ActorRef<AttemptMsg>,
+        pgid: u32,
+        transcript: File,
+        console: Option<Console>,
+    ) -> Crew {
         let supervisor = myself.clone();
         let cell = myself.get_cell();
         let settings = &self.spec.settings;
-        // Spawning these can only fail on a panic inside pre_start (none of them does I/O
-        // there), so a failure here is a bug; it surfaces as an internal error.
+        // Spawning these can only fail on a panic inside pre_start (none of them does I/O or
+        // allocates an OS resource there), so a failure here is a bug; it surfaces as an
+        // internal error.
         let (killer, _) = Actor::spawn_linked(
             None,
             GroupKiller,
@@ -592,7 +615,7 @@ impl AttemptState {
                     .as_ref()
                     .map(|attempt| attempt.transcript_path.clone())
                     .unwrap_or_default(),
-                quiet: settings.quiet,
+                console,
                 marker: marker.clone(),
                 scanner: scanner.clone(),
                 timer: timer.clone(),

@@ -66,7 +66,8 @@ pub struct TranscriptWriter;
 pub struct WriterArgs {
     pub transcript: File,
     pub transcript_path: String,
-    pub quiet: bool,
+    /// The live console; `None` with `--quiet`.
+    pub console: Option<Console>,
     pub marker: ActorRef<MarkerMsg>,
     pub scanner: Option<ActorRef<ScanMsg>>,
     pub timer: Option<ActorRef<TimerMsg>>,
@@ -98,11 +99,8 @@ impl Actor for TranscriptWriter {
         _myself: ActorRef<WriterMsg>,
         args: WriterArgs,
     ) -> Result<WriterState, ActorProcessingErr> {
-        let console = if args.quiet {
-            None
-        } else {
-            Some(Console::start()?)
-        };
+        let mut args = args;
+        let console = args.console.take();
         Ok(WriterState {
             args,
             console,
