@@ -6,7 +6,7 @@
 //! ├── WorkspaceLocks            flock'd directory descriptors
 //! ├── StateStore                sole writer of state.json and outcomes/*.json
 //! └── AttemptSupervisor         one per attempt
-//!     ├── TranscriptWriter      transcript file + live console
+//!     ├── TranscriptWriter      transcript file + live console (thread)
 //!     ├── MarkerParser          per-stream result-block framing
 //!     ├── StopScanner           streaming DFA over the combined output
 //!     ├── DeadlineTimer         wall-clock and idle deadlines
