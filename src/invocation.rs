@@ -128,18 +128,14 @@ pub fn effective_settings(
     config: &Config,
     overrides: &RunOverrides,
 ) -> Result<RunSettings, String> {
-    let raw_template = overrides
-        .agent_cmd
-        .as_deref()
-        .filter(|raw| !raw.trim().is_empty())
+    // An empty `--agent-cmd ""` falls back to the config, as the original's did; any other
+    // value, even all blanks, is the command the caller asked for.
+    let cli_template = overrides.agent_cmd.as_deref().filter(|raw| !raw.is_empty());
+    let raw_template = cli_template
         .or(config.agent_cmd.as_deref())
         .ok_or("--agent-cmd is required when config does not provide agent_cmd")?;
     let template = CommandTemplate::parse(raw_template).map_err(|error| {
-        let source = if overrides
-            .agent_cmd
-            .as_deref()
-            .is_some_and(|raw| !raw.trim().is_empty())
-        {
+        let source = if cli_template.is_some() {
             "--agent-cmd".to_owned()
         } else {
             format!("{}: agent_cmd", location.config_path)

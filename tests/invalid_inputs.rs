@@ -403,6 +403,26 @@ fn template_blank_in_config() {
     config_template_case("   ", &["agent command template produced an empty command"]);
 }
 
+/// Only an empty flag falls back to the config; blanks are the command the caller asked for,
+/// and it is empty (the config's command must not run in its place).
+#[test]
+fn template_blank_flag_is_not_replaced_by_the_config() {
+    let fixture = Fixture::new();
+    fixture.sandbox.write("plan.md", plan_with_phases(1));
+    fixture.sandbox.write(
+        ".ai-session-handler/config.json",
+        "{\"agent_cmd\": \"echo from-config\"}\n",
+    );
+    fixture.refuse(
+        &["check", "--plan", "plan.md", "--agent-cmd", "   "],
+        &["error: --agent-cmd: agent command template produced an empty command"],
+    );
+    fixture.refuse(
+        &["run", "--plan", "plan.md", "--agent-cmd", "   "],
+        &["error: --agent-cmd: agent command template produced an empty command"],
+    );
+}
+
 #[test]
 fn template_empty_quoted_program() {
     flag_template_case(

@@ -188,6 +188,62 @@ fn max_phases_1_on_three_phases_runs_exactly_one() {
     sandbox.assert_no_survivors();
 }
 
+/// A limit that the plan's end reaches first stops nothing: the run reports completion
+/// (SPEC §8 `runner-complete` "when nothing remains"), after re-checking the plan bytes.
+#[test]
+fn max_phases_equal_to_the_remaining_phases_reports_runner_complete() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(2));
+    let worker = agent(&sandbox, "printf '<phase-complete>done</phase-complete>'\n");
+    let run = sandbox.run_plan("plan.md", &worker, &["--max-phases", "2"]);
+    run.assert_code(0);
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
+
+    // The same limit when the last phase edits the plan: completion is not reported.
+    let edited = Sandbox::new();
+    edited.write("plan.md", plan_with_phases(1));
+    let plan = edited.path("plan.md");
+    let editor = agent(
+        &edited,
+        &format!(
+            "echo '<!-- edited -->' >> '{}'\nprintf '<phase-complete>done</phase-complete>'\n",
+            plan.display()
+        ),
+    );
+    let run = edited.run_plan("plan.md", &editor, &["--max-phases", "1"]);
+    run.assert_code(5);
+    assert!(run.stderr.contains("plan hash mismatch"), "{}", run.stderr);
+    assert_eq!(edited.state("plan.md")["completed_phase_ids"], json!(["phase-1"]));
+}
+
+/// Limits too large for the clock are finite and positive, so valid: they never fire, and
+/// nothing panics.
+#[test]
+fn enormous_timeouts_mean_no_deadline() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        "{\"timeout_seconds\": 1e300, \"idle_timeout_seconds\": 1e300}\n",
+    );
+    let worker = agent(&sandbox, "printf '<phase-complete>done</phase-complete>'\n");
+    let run = sandbox.run_plan("plan.md", &worker, &[]);
+    run.assert_code(0);
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
+
+    let flags = Sandbox::new();
+    flags.write("plan.md", plan_with_phases(1));
+    let worker = agent(&flags, "printf '<phase-complete>done</phase-complete>'\n");
+    let run = flags.run_plan(
+        "plan.md",
+        &worker,
+        &["--timeout", "2e19", "--idle-timeout", "1.7976931348623157e308"],
+    );
+    run.assert_code(0);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    flags.assert_no_survivors();
+}
+
 /// A blocked attempt does not use up the limit: the limit counts successful phases of this
 /// invocation only.
 #[test]

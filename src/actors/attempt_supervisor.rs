@@ -574,8 +574,8 @@ impl AttemptState {
                 None,
                 DeadlineTimer,
                 TimerArgs {
-                    timeout: settings.timeout_seconds.map(Duration::from_secs_f64),
-                    idle_timeout: settings.idle_timeout_seconds.map(Duration::from_secs_f64),
+                    timeout: settings.timeout_seconds.and_then(limit_duration),
+                    idle_timeout: settings.idle_timeout_seconds.and_then(limit_duration),
                     supervisor: supervisor.clone(),
                 },
                 cell.clone(),
@@ -940,6 +940,12 @@ impl AttemptState {
             })),
         );
     }
+}
+
+/// A validated limit in seconds as a duration. A limit too large for the clock (1e300 is
+/// finite and positive, so valid) can never be reached: it means no deadline at all.
+fn limit_duration(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Calls an actor and unwraps the reply; `None` when the actor is gone.

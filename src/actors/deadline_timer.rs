@@ -38,11 +38,15 @@ pub struct TimerState {
 
 impl TimerState {
     fn wall_deadline(&self) -> Option<Instant> {
-        self.args.timeout.map(|timeout| self.started + timeout)
+        self.args
+            .timeout
+            .and_then(|timeout| self.started.checked_add(timeout))
     }
 
     fn idle_deadline(&self) -> Option<Instant> {
-        self.args.idle_timeout.map(|idle| self.last_output + idle)
+        self.args
+            .idle_timeout
+            .and_then(|idle| self.last_output.checked_add(idle))
     }
 
     fn arm(&self, myself: &ActorRef<TimerMsg>) {

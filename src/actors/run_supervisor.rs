@@ -269,9 +269,14 @@ impl RunState {
             ));
             return self.finish(myself, 128 + signal, output).await;
         }
-        if let (Some(limit), Some(last)) = (self.settings.max_phases, &self.last_completed)
+        if let (Some(limit), Some(last)) = (self.settings.max_phases, self.last_completed.clone())
             && self.completed_this_run >= limit
         {
+            // The limit only stops a run that has phases left; one that just finished the plan
+            // reports (and re-checks) completion like any other.
+            if self.select().await.is_none() {
+                return self.complete(myself).await;
+            }
             let line = format!("phase-complete: {last}");
             return self.finish(myself, 0, Output::stdout(line)).await;
         }
