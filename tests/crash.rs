@@ -33,9 +33,11 @@ fn sigkill_at_random_points_never_corrupts_state_or_fakes_a_completion() {
     println!("crash test: {iterations} iterations, seed {seed} (ASH_CRASH_SEED)");
     let mut rng = SplitMix64(seed);
     let mut tally = Tally::default();
+    let run_time = time_an_uninterrupted_run();
+    println!("crash test: an uninterrupted run takes {run_time:?}; kill points scale with it");
     let started = Instant::now();
     for iteration in 0..iterations {
-        let kill_point = KillPoint::draw(&mut rng);
+        let kill_point = KillPoint::draw(&mut rng, run_time);
         crash_and_recover(iteration, kill_point, &mut tally);
     }
     println!(
@@ -45,7 +47,9 @@ fn sigkill_at_random_points_never_corrupts_state_or_fakes_a_completion() {
 }
 
 /// Where a kill lands, drawn from three schedules so every stage of the run gets hit, not
-/// only the startup that a plain random delay favours.
+/// only the startup that a plain random delay favours. Delays are fractions of the time an
+/// uninterrupted run takes on this machine and build, so a fast release build is hit as
+/// evenly as a slow debug build under load; the seed fixes the fractions.
 #[derive(Clone, Copy, Debug)]
 enum KillPoint {
     /// A delay after spawning the handler.
@@ -57,25 +61,48 @@ enum KillPoint {
 }
 
 impl KillPoint {
-    fn draw(rng: &mut SplitMix64) -> Self {
+    fn draw(rng: &mut SplitMix64, run_time: Duration) -> Self {
+        // Up to 110 % of a whole run, or up to about one phase after a landmark.
+        let fraction = |rng: &mut SplitMix64, per_mille: u64| {
+            run_time.mul_f64(rng.below(per_mille) as f64 / 1000.0)
+        };
         match rng.below(3) {
-            0 => Self::Timed(Duration::from_millis(rng.below(300))),
-            1 => Self::OnStateFile(Duration::from_millis(rng.below(40))),
-            _ => Self::OnTranscript(
-                1 + rng.below(3) as usize,
-                Duration::from_millis(rng.below(40)),
-            ),
+            0 => Self::Timed(fraction(rng, 1100)),
+            1 => Self::OnStateFile(fraction(rng, 400)),
+            _ => Self::OnTranscript(1 + rng.below(3) as usize, fraction(rng, 400)),
         }
     }
 }
 
+/// The median wall time of three uninterrupted runs of the crash test's plan and agent.
+fn time_an_uninterrupted_run() -> Duration {
+    let mut times: Vec<Duration> = (0..3)
+        .map(|_| {
+            let sandbox = Sandbox::new();
+            sandbox.write(PLAN, plan_with_phases(3));
+            let agent = sandbox.script("agent", AGENT);
+            let started = Instant::now();
+            // Blocking on the exit (not polling) keeps the measurement exact; the output is
+            // a few lines, so the pipes cannot fill.
+            let output = spawn_run(&sandbox, &agent, &[])
+                .wait_with_output()
+                .expect("uninterrupted run");
+            let elapsed = started.elapsed();
+            Run::from_output(output).assert_code(0);
+            elapsed
+        })
+        .collect();
+    times.sort();
+    times[1]
+}
+
+/// Output on both streams, then a complete block.
+const AGENT: &str = "cat >/dev/null\necho 'step one'\necho 'step two' >&2\necho 'step three'\necho '<phase-complete>done</phase-complete>'\n";
+
 fn crash_and_recover(iteration: u64, kill_point: KillPoint, tally: &mut Tally) {
     let sandbox = Sandbox::new();
     sandbox.write(PLAN, plan_with_phases(3));
-    let agent = sandbox.script(
-        "agent",
-        "cat >/dev/null\necho 'step one'\necho 'step two' >&2\necho 'step three'\necho '<phase-complete>done</phase-complete>'\n",
-    );
+    let agent = sandbox.script("agent", AGENT);
     let context = format!("iteration {iteration}, {kill_point:?}");
 
     let mut handler = spawn_run(&sandbox, &agent, &[]);

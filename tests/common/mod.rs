@@ -38,7 +38,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(output: Output) -> Self {
+    pub fn from_output(output: Output) -> Self {
         use std::os::unix::process::ExitStatusExt;
         Run {
             code: output
