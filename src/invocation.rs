@@ -5,12 +5,15 @@
 use std::sync::Arc;
 
 use crate::domain::config::{Config, parse_config};
+use crate::domain::identity::{Liveness, liveness};
 use crate::domain::plan::{ParsedPlan, Phase, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
+use crate::domain::state::ActiveAttempt;
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
 use crate::platform::locate::{PlanLocation, os_message, resolve_execution_workspace};
+use crate::platform::proc;
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
 /// invocation runs from.
@@ -95,6 +98,47 @@ pub fn execution_workspace_of(location: &PlanLocation, phase: &Phase) -> Result<
             problem.describe()
         )
     })
+}
+
+/// Whether `--retry-stopped` may resolve `attempt` and rerun its phase: the recorded
+/// workspace must still be the phase's, and the recorded worker must not be positively alive
+/// (same pid, boot and start time, not a zombie). A prepared attempt without identity is the
+/// operator's call: the runner neither guesses nor signals. `run` refuses on an error; `check`
+/// reports it, so the two never disagree.
+pub fn abandoned_retry_allowed(
+    location: &PlanLocation,
+    snapshot: &PlanSnapshot,
+    attempt: &ActiveAttempt,
+) -> Result<(), String> {
+    if let Some(phase) = snapshot.plan.phase(&attempt.phase.id) {
+        let current = execution_workspace_of(location, phase)?;
+        if current != attempt.execution_workspace {
+            return Err(format!(
+                "active attempt execution workspace differs from the selected phase: the attempt ran in {}, phase {} now resolves to {}; restore the original workspace declaration before retrying",
+                attempt.execution_workspace, phase.id, current
+            ));
+        }
+    }
+    let Some(identity) = &attempt.process else {
+        return Ok(());
+    };
+    let boot_id = proc::boot_id().map_err(|error| format!("cannot read boot id: {error}"))?;
+    let observed = proc::stat(identity.pid).map_err(|error| {
+        format!(
+            "cannot check whether worker pid {} is alive: {error}",
+            identity.pid
+        )
+    })?;
+    match liveness(identity, &boot_id, observed.as_ref()) {
+        Liveness::Alive => Err(format!(
+            "attempt {} worker pid {} is still alive; stop it and inspect partial changes before retrying",
+            attempt.id, identity.pid
+        )),
+        Liveness::Gone => {
+            tracing::info!(pid = identity.pid, "recorded worker is gone; retry allowed");
+            Ok(())
+        }
+    }
 }
 
 /// The command-line values of `run` that override or extend the config.

@@ -3,7 +3,9 @@
 //! values first and printed in one place, so stdout and stderr content is easy to test and
 //! never interleaves mid-report.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
@@ -112,20 +114,15 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
     output
 }
 
-/// The last [`TAIL_LINES`] lines of a transcript, under a header line.
+/// How much of a transcript's end is read for its tail: the report must not cost memory in
+/// proportion to the output (SPEC §8), and 40 lines of a sane transcript fit many times over.
+const TAIL_BYTES: u64 = 1024 * 1024;
+
+/// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
+/// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`.
 pub fn transcript_tail(path: &str) -> Vec<String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let lines: Vec<&str> = text.lines().collect();
-            let start = lines.len().saturating_sub(TAIL_LINES);
-            let mut tail = vec![format!(
-                "transcript tail (last {} lines):",
-                lines.len() - start
-            )];
-            tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
-            tail
-        }
+    match read_end(Path::new(path), TAIL_BYTES) {
+        Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
         Err(error) => vec![
             "transcript tail (last 1 lines):".to_owned(),
             format!(
@@ -134,6 +131,42 @@ pub fn transcript_tail(path: &str) -> Vec<String> {
             ),
         ],
     }
+}
+
+/// The header and the last lines of `bytes`, the end of a file (all of it if `from_start`).
+fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
+    let mut text = bytes;
+    let mut cut = false;
+    if !from_start {
+        // The read began inside a line: drop that fragment, unless it is all there is.
+        match memchr::memchr(b'\n', text) {
+            Some(newline) => text = &text[newline + 1..],
+            None => cut = true,
+        }
+    }
+    let text = String::from_utf8_lossy(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(TAIL_LINES);
+    let mut tail = vec![format!(
+        "transcript tail (last {} lines):",
+        lines.len() - start
+    )];
+    tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
+    if cut && let Some(first) = tail.get_mut(1) {
+        first.insert_str(0, "[…]");
+    }
+    tail
+}
+
+/// Reads at most the last `limit` bytes of a file; `true` when that is the whole file.
+fn read_end(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut file = File::open(path)?;
+    let length = file.metadata()?.len();
+    let offset = length.saturating_sub(limit);
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::with_capacity((length - offset) as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok((bytes, offset == 0))
 }
 
 /// Where to find what happened last, for refusal and status reports.
@@ -191,11 +224,17 @@ pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
         Refusal::RetriedPhaseMissing {
             phase_id,
             abandoned_attempt,
-        } => Output::error(if *abandoned_attempt {
-            format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
-        } else {
-            format!("stopped phase {phase_id} does not exist in plan")
-        }),
+        } => {
+            let mut output = Output::error(if *abandoned_attempt {
+                format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
+            } else {
+                format!("stopped phase {phase_id} does not exist in plan")
+            });
+            output.err_line(format!(
+                "restore the {phase_id} heading in the plan to retry it, then rerun with --retry-stopped --accept-plan-change"
+            ));
+            output
+        }
     }
 }
 
@@ -256,4 +295,62 @@ fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
         (None, ActiveStatus::Running) => "worker process identity: unknown".to_owned(),
     });
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_of_a_whole_file_is_its_last_forty_lines() {
+        let text: String = (1..=50).map(|n| format!("line {n}\r\n")).collect();
+        let tail = tail_lines(text.as_bytes(), true);
+        assert_eq!(tail[0], "transcript tail (last 40 lines):");
+        assert_eq!(tail[1], "line 11");
+        assert_eq!(tail[40], "line 50");
+        assert_eq!(tail.len(), 41);
+    }
+
+    #[test]
+    fn tail_of_a_short_file_has_every_line() {
+        let tail = tail_lines(b"only\nlast without newline", true);
+        assert_eq!(
+            tail,
+            [
+                "transcript tail (last 2 lines):",
+                "only",
+                "last without newline"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_partial_first_line_of_a_bounded_read_is_dropped() {
+        let tail = tail_lines(b"ment of a cut line\nwhole line\n", false);
+        assert_eq!(tail, ["transcript tail (last 1 lines):", "whole line"]);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_read_is_shown_cut() {
+        let tail = tail_lines(b"end of a very long line", false);
+        assert_eq!(
+            tail,
+            [
+                "transcript tail (last 1 lines):",
+                "[…]end of a very long line"
+            ]
+        );
+    }
+
+    #[test]
+    fn reading_the_end_is_bounded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("transcript.txt");
+        std::fs::write(&path, b"0123456789").expect("write");
+        assert_eq!(read_end(&path, 4).expect("read"), (b"6789".to_vec(), false));
+        assert_eq!(
+            read_end(&path, 100).expect("read"),
+            (b"0123456789".to_vec(), true)
+        );
+    }
 }

@@ -809,6 +809,53 @@ fn sigterm_then_sigint_during_cleanup_after_complete_block() {
     }
 }
 
+/// A signal that lands while a timeout is stopping a SIGTERM-ignoring worker (inside the
+/// TERM→KILL grace) is acted on: the handler exits 143 and the record says `interrupted`,
+/// keeping the timeout in the summary, so the exit code and `state.json` agree.
+#[test]
+fn sigterm_during_timeout_cleanup_records_interrupted() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null
+trap '' TERM INT
+while :; do sleep 1; done
+",
+    );
+    let log = sandbox.path("handler.log");
+    let mut args = vec!["--timeout", "1"];
+    args.extend(log_args(&log));
+    let child = spawn_plan(&sandbox, "plan.md", &agent, &args);
+    assert!(
+        wait_until(PATIENCE, || fs::read_to_string(&log)
+            .is_ok_and(|text| text.contains("stopping the attempt"))),
+        "the timeout never fired"
+    );
+    send(&child, Signal::SIGTERM);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(143);
+    sandbox.assert_no_survivors();
+
+    let text = fs::read_to_string(&log).expect("handler log");
+    let received = text.find("signal received").expect("signal logged");
+    let committed = text.find("outcome committed").expect("outcome logged");
+    let state = sandbox.state("plan.md");
+    if received > committed {
+        // The machine was slow enough that the grace ended and the outcome was committed
+        // before the signal arrived; then the timeout stands.
+        assert_eq!(state["stop"]["reason"], "timeout", "{state:#}");
+        return;
+    }
+    assert_eq!(state["stop"]["reason"], "interrupted", "{state:#}");
+    assert_eq!(state["last_run"]["status"], "interrupted");
+    assert_eq!(only_outcome(&sandbox, "plan.md")["status"], "interrupted");
+    assert_err_line(
+        &run,
+        "interrupted: handler interrupted while the worker was active (SIGTERM); the attempt was already stopping: agent command timed out after 1 seconds",
+    );
+}
+
 #[test]
 fn two_signals_in_a_row_end_a_term_ignoring_worker_promptly() {
     let sandbox = Sandbox::new();

@@ -82,8 +82,21 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
         ["phase-1"],
         "a refused retry launches nothing"
     );
+    // `check` refuses what `run --retry-stopped` refuses, and says why.
+    let agent_cmd = agent.to_str().unwrap();
+    let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", agent_cmd]);
+    check.assert_code(5);
+    assert_has_line(
+        &check.stderr,
+        &format!(
+            "error: attempt {id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying"
+        ),
+    );
 
     kill_worker(&sandbox, &state);
+    sandbox
+        .run(&["check", "--plan", PLAN, "--agent-cmd", agent_cmd])
+        .assert_code(0);
     let retry = sandbox.run_plan(PLAN, &agent, &["--retry-stopped"]);
     retry.assert_code(0);
     assert!(
@@ -341,6 +354,48 @@ fn accepting_a_plan_change_refuses_when_a_completed_phase_is_gone() {
         assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
     }
     assert_eq!(launches(&sandbox), ["phase-1"]);
+}
+
+/// A stopped phase deleted from the plan cannot be retried: `check` says so (it would
+/// otherwise point at `--retry-stopped`), `run` refuses with the same words, and restoring
+/// the phase is the way back.
+#[test]
+fn a_stopped_phase_removed_from_the_plan_is_refused_by_check_and_run_alike() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(3));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-2", "block");
+    sandbox.run_plan(PLAN, &agent, &[]).assert_code(2);
+    let before = sandbox.state_bytes(PLAN).unwrap();
+
+    let original = plan_with_phases(3);
+    let without_second = original.replace(
+        "## Phase 2: Step 2\n\n### Workspace\n\n.\n\n### Goal\n\nDo step 2.\n\n",
+        "",
+    );
+    assert!(!without_second.contains("Phase 2:"));
+    sandbox.write(PLAN, &without_second);
+    let expected = "error: stopped phase phase-2 does not exist in plan";
+    let agent_cmd = agent.to_str().unwrap();
+    let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", agent_cmd]);
+    check.assert_code(5);
+    assert_has_line(&check.stderr, expected);
+    let refused = sandbox.run_plan(PLAN, &agent, &["--retry-stopped", "--accept-plan-change"]);
+    refused.assert_code(5);
+    assert_has_line(&refused.stderr, expected);
+    assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
+
+    sandbox.write(PLAN, &original);
+    sandbox
+        .run(&["check", "--plan", PLAN, "--agent-cmd", agent_cmd])
+        .assert_code(0);
+    set_mode(&sandbox, "phase-2", "complete");
+    let retry = sandbox.run_plan(PLAN, &agent, &["--retry-stopped"]);
+    retry.assert_code(0);
+    assert_eq!(
+        launches(&sandbox),
+        ["phase-1", "phase-2", "phase-2", "phase-3"]
+    );
 }
 
 #[test]

@@ -213,7 +213,10 @@ fn max_phases_equal_to_the_remaining_phases_reports_runner_complete() {
     let run = edited.run_plan("plan.md", &editor, &["--max-phases", "1"]);
     run.assert_code(5);
     assert!(run.stderr.contains("plan hash mismatch"), "{}", run.stderr);
-    assert_eq!(edited.state("plan.md")["completed_phase_ids"], json!(["phase-1"]));
+    assert_eq!(
+        edited.state("plan.md")["completed_phase_ids"],
+        json!(["phase-1"])
+    );
 }
 
 /// Limits too large for the clock are finite and positive, so valid: they never fire, and
@@ -237,7 +240,12 @@ fn enormous_timeouts_mean_no_deadline() {
     let run = flags.run_plan(
         "plan.md",
         &worker,
-        &["--timeout", "2e19", "--idle-timeout", "1.7976931348623157e308"],
+        &[
+            "--timeout",
+            "2e19",
+            "--idle-timeout",
+            "1.7976931348623157e308",
+        ],
     );
     run.assert_code(0);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);

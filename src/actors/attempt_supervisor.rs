@@ -691,10 +691,35 @@ impl AttemptState {
         }
     }
 
+    /// An interrupt decides the outcome even while the group is already being stopped for
+    /// another cause: the handler will exit 130/143, and the record must agree with that.
+    /// Cleanup itself goes on unchanged.
     fn on_interrupt(&mut self, signal: i32) {
         self.interrupts += 1;
         tracing::info!(signal, stage = ?self.stage, count = self.interrupts, "interrupt acted on");
-        self.trigger(StopCause::Interrupted { signal });
+        let stopping = matches!(
+            self.stage,
+            Stage::Sweeping | Stage::Stopping | Stage::Draining
+        );
+        match self.cause.take() {
+            Some(earlier) if stopping && !matches!(earlier, StopCause::Interrupted { .. }) => {
+                tracing::info!(
+                    ?earlier,
+                    "interrupt during cleanup replaces the earlier cause"
+                );
+                self.cause = Some(StopCause::Interrupted {
+                    signal,
+                    during: Some(Box::new(earlier)),
+                });
+            }
+            cause => {
+                self.cause = cause;
+                self.trigger(StopCause::Interrupted {
+                    signal,
+                    during: None,
+                });
+            }
+        }
         if self.interrupts > 1
             && let Some(crew) = &self.crew
         {

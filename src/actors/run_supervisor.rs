@@ -20,14 +20,14 @@ use super::notify;
 use super::signal_intake::SignalIntake;
 use super::state_store::{StateStore, StoreArgs, StoreMsg, load_state};
 use super::workspace_locks::{LockId, LockMsg, WorkspaceLocks};
-use crate::domain::identity::{Liveness, liveness};
 use crate::domain::selection::{FirstSelection, Refusal, admit, next_pending};
 use crate::domain::state::{AttemptStatus, PlanRecord, State};
 use crate::domain::timestamp::Timestamp;
-use crate::invocation::{PlanSnapshot, RunSettings, current_plan_hash, execution_workspace_of};
+use crate::invocation::{
+    PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash, execution_workspace_of,
+};
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
-use crate::platform::proc;
 use crate::report::{self, Output, RefusalContext};
 
 /// Exit code of a run whose input or state made it refuse (SPEC §2).
@@ -192,7 +192,7 @@ impl RunState {
             }
         };
         if let FirstSelection::RetryAbandoned(attempt) = &admission.first
-            && let Err(message) = self.check_abandoned_retry(attempt)
+            && let Err(message) = abandoned_retry_allowed(&self.location, &self.snapshot, attempt)
         {
             return self
                 .finish(myself, EXIT_INVALID, Output::error(message))
@@ -221,44 +221,6 @@ impl RunState {
         self.accept = admission.accept;
         self.first = Some(admission.first);
         notify(myself, RunMsg::NextPhase);
-    }
-
-    /// The recorded workspace must still be the phase's, and the recorded worker must not be
-    /// positively alive. A prepared attempt without identity is the operator's call: the
-    /// runner neither guesses nor signals.
-    fn check_abandoned_retry(
-        &self,
-        attempt: &crate::domain::state::ActiveAttempt,
-    ) -> Result<(), String> {
-        if let Some(phase) = self.snapshot.plan.phase(&attempt.phase.id) {
-            let current = execution_workspace_of(&self.location, phase)?;
-            if current != attempt.execution_workspace {
-                return Err(
-                    "active attempt execution workspace differs from the selected phase; restore the original workspace declaration before retrying"
-                        .to_owned(),
-                );
-            }
-        }
-        let Some(identity) = &attempt.process else {
-            return Ok(());
-        };
-        let boot_id = proc::boot_id().map_err(|error| format!("cannot read boot id: {error}"))?;
-        let observed = proc::stat(identity.pid).map_err(|error| {
-            format!(
-                "cannot check whether worker pid {} is alive: {error}",
-                identity.pid
-            )
-        })?;
-        match liveness(identity, &boot_id, observed.as_ref()) {
-            Liveness::Alive => Err(format!(
-                "attempt {} worker pid {} is still alive; stop it and inspect partial changes before retrying",
-                attempt.id, identity.pid
-            )),
-            Liveness::Gone => {
-                tracing::info!(pid = identity.pid, "recorded worker is gone; retry allowed");
-                Ok(())
-            }
-        }
     }
 
     async fn next_phase(&mut self, myself: &ActorRef<RunMsg>) {

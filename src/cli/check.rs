@@ -11,13 +11,15 @@ use serde::Serialize;
 use super::EXIT_INVALID;
 use super::args::CheckArgs;
 use crate::actors::state_store::load_state;
-use crate::domain::selection::RecoveryFlags;
+use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal, admit};
 use crate::domain::state::State;
+use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    RunOverrides, effective_settings, execution_workspace_of, read_config, read_plan_snapshot,
+    PlanSnapshot, RunOverrides, abandoned_retry_allowed, effective_settings,
+    execution_workspace_of, read_config, read_plan_snapshot,
 };
-use crate::platform::locate::locate_plan;
-use crate::report::Output;
+use crate::platform::locate::{PlanLocation, locate_plan};
+use crate::report::{self, Output, RefusalContext};
 
 /// The `check --json` document (schema: docs/cli.md).
 #[derive(Debug, Default, Serialize)]
@@ -145,7 +147,9 @@ fn build(args: &CheckArgs) -> CheckReport {
             }
             Some(_) => "unchanged",
         });
-        if let Some(attempt) = &state.active_attempt {
+        if let Some(problem) = recovery_problem(&location, &snapshot, state) {
+            report.errors.push(problem);
+        } else if let Some(attempt) = &state.active_attempt {
             report.notes.push(format!(
                 "phase {} has an abandoned {} attempt {}; run requires --retry-stopped",
                 attempt.phase.id,
@@ -161,6 +165,40 @@ fn build(args: &CheckArgs) -> CheckReport {
     }
     report.ok = report.errors.is_empty();
     report
+}
+
+/// Why the way forward `check` would point to — `run --retry-stopped`, with
+/// `--accept-plan-change` when the plan changed — would be refused, if it would: the phase to
+/// retry is gone from the plan, completed phases are gone, the abandoned attempt's workspace
+/// moved, or its worker is still alive. (Path and hash mismatches are reported already.)
+fn recovery_problem(
+    location: &PlanLocation,
+    snapshot: &PlanSnapshot,
+    state: &State,
+) -> Option<String> {
+    let flags = RecoveryFlags {
+        retry_stopped: true,
+        accept_plan_change: true,
+    };
+    let now = Timestamp::from_datetime(chrono::Utc::now());
+    match admit(state, &snapshot.facts(), flags, now) {
+        Ok(Admission {
+            first: FirstSelection::RetryAbandoned(attempt),
+            ..
+        }) => abandoned_retry_allowed(location, snapshot, &attempt).err(),
+        Ok(_) | Err(Refusal::PlanPathMismatch { .. }) => None,
+        Err(refusal) => {
+            let context = RefusalContext {
+                plan_workspace: &location.workspace,
+                execution_workspace: Err(String::new()),
+                last_run: None,
+            };
+            report::refusal(&refusal, &context)
+                .stderr
+                .first()
+                .map(|line| line.trim_start_matches("error: ").to_owned())
+        }
+    }
 }
 
 fn phase_status(state: &State, phase_id: &str) -> &'static str {

@@ -20,8 +20,14 @@ pub enum StopCause {
     IdleTimeout { seconds: f64 },
     /// A stop regex matched the combined output.
     StopRegex { pattern: String },
-    /// The handler caught SIGINT or SIGTERM.
-    Interrupted { signal: i32 },
+    /// The handler caught SIGINT or SIGTERM. `during` is the cause the attempt was already
+    /// being stopped for when the signal came: the signal still decides the outcome (the
+    /// handler exits 130/143, so its record must say interrupted), and the summary keeps the
+    /// earlier cause.
+    Interrupted {
+        signal: i32,
+        during: Option<Box<StopCause>>,
+    },
     /// Reading a pipe, writing the transcript or the live console, or recording the running attempt failed.
     ExecutionIo { message: String },
 }
@@ -107,12 +113,19 @@ fn decide_stop(cause: &StopCause) -> Decision {
             AttemptStatus::StopRegex,
             format!("output matched stop regex: {pattern}"),
         ),
-        StopCause::Interrupted { signal } => (
+        StopCause::Interrupted { signal, during } => (
             AttemptStatus::Interrupted,
-            format!(
-                "handler interrupted while the worker was active ({})",
-                signal_name(*signal)
-            ),
+            match during {
+                None => format!(
+                    "handler interrupted while the worker was active ({})",
+                    signal_name(*signal)
+                ),
+                Some(earlier) => format!(
+                    "handler interrupted while the worker was active ({}); the attempt was already stopping: {}",
+                    signal_name(*signal),
+                    decide_stop(earlier).summary
+                ),
+            },
         ),
         StopCause::ExecutionIo { message } => (
             AttemptStatus::ExecutionIoFailed,
@@ -202,9 +215,20 @@ mod tests {
                 "output matched stop regex: rate limit",
             ),
             (
-                StopCause::Interrupted { signal: 15 },
+                StopCause::Interrupted {
+                    signal: 15,
+                    during: None,
+                },
                 AttemptStatus::Interrupted,
                 "handler interrupted while the worker was active (SIGTERM)",
+            ),
+            (
+                StopCause::Interrupted {
+                    signal: 2,
+                    during: Some(Box::new(StopCause::Timeout { seconds: 1.0 })),
+                },
+                AttemptStatus::Interrupted,
+                "handler interrupted while the worker was active (SIGINT); the attempt was already stopping: agent command timed out after 1 seconds",
             ),
             (
                 StopCause::ExecutionIo {
