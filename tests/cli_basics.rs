@@ -113,7 +113,7 @@ fn no_subcommand_prints_help_and_exits_zero() {
 // ---- usage errors -------------------------------------------------------------------------
 
 /// Each usage error exits 5 (2 would mean "blocked" to a calling agent), prints nothing on
-/// stdout, names the offending flag or value on stderr and creates nothing.
+/// stdout, names the offending flag or value in one line on stderr and creates nothing.
 #[test]
 fn usage_errors_exit_5_and_name_the_problem() {
     let sandbox = Sandbox::new();
@@ -245,7 +245,12 @@ fn usage_errors_exit_5_and_name_the_problem() {
         let run = sandbox.run(&args);
         assert_eq!(run.code, 5, "{args:?}\n{}", run.stderr);
         assert_eq!(run.stdout, "", "{args:?}");
-        assert!(run.stderr.contains("error:"), "{args:?}\n{}", run.stderr);
+        assert!(
+            run.stderr.starts_with("error: "),
+            "{args:?}\n{}",
+            run.stderr
+        );
+        assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
         assert!(
             run.stderr.contains(named),
             "{args:?} should name {named}\n{}",

@@ -475,6 +475,71 @@ fn handler_timeout_stops_wrapper_and_term_ignoring_launcher() {
     }
 }
 
+/// The Codex scratch directory is private while the launcher runs, and removed even when the
+/// handler's timeout has to stop a launcher that ignores SIGTERM: the wrapper's grace ends
+/// before the handler's, so it kills its launcher and cleans up first.
+#[test]
+fn codex_scratch_directory_is_private_and_removed_after_a_timeout() {
+    let sandbox = Sandbox::new();
+    let record = sandbox.path("record");
+    fs::create_dir_all(&record).expect("record dir");
+    sandbox.script(
+        "codex-lean",
+        &format!(
+            "out=''; prev=''\n\
+             for arg in \"$@\"; do [ \"$prev\" = --output-last-message ] && out=$arg; prev=$arg; done\n\
+             dir=$(dirname \"$out\")\n\
+             echo \"$dir\" > '{record}/dir'\n\
+             stat -c %a \"$dir\" > '{record}/mode'\n\
+             trap '' TERM\ncat >/dev/null\nwhile true; do sleep 1; done\n",
+            record = record.display()
+        ),
+    );
+    let run = run_wrapped(&sandbox, CODEX, &[], &["--timeout", "1"], &[]);
+    run.assert_code(4);
+    assert_eq!(read(&record.join("mode")), "700\n");
+    let scratch = read(&record.join("dir"));
+    assert!(
+        !Path::new(scratch.trim_end()).exists(),
+        "scratch directory left behind: {scratch}"
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// A launcher that leaves behind a process writing to its stderr every 50 ms does not keep
+/// the wrapper (the handler's group leader) open: the phase completes at once instead of
+/// running into the handler's timeout.
+#[test]
+fn a_chatty_leftover_process_does_not_hold_the_wrapper_open() {
+    let ticker = "(while true; do echo tick >&2; sleep 0.05; done) &\n";
+    let sandbox = Sandbox::new();
+    sandbox.script(
+        "codex-lean",
+        &format!(
+            "out=''; prev=''\n\
+             for arg in \"$@\"; do [ \"$prev\" = --output-last-message ] && out=$arg; prev=$arg; done\n\
+             cat >/dev/null\n\
+             echo '<phase-complete>done</phase-complete>' > \"$out\"\n{ticker}"
+        ),
+    );
+    let run = run_wrapped(&sandbox, CODEX, &[], &["--timeout", "30"], &[]);
+    run.assert_code(0);
+    assert_contains(&run.stdout, "runner-complete: all phases complete");
+    sandbox.assert_no_survivors();
+
+    let sandbox = Sandbox::new();
+    let result = result_event("success", false, "<phase-complete>done</phase-complete>");
+    let fixture = sandbox.write("fixture/stdout", format!("{result}\n"));
+    sandbox.script(
+        "claude-lean",
+        &format!("cat >/dev/null\ncat '{}'\n{ticker}", fixture.display()),
+    );
+    let run = run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--timeout", "30"], &[]);
+    run.assert_code(0);
+    assert_contains(&run.stdout, "runner-complete: all phases complete");
+    sandbox.assert_no_survivors();
+}
+
 /// Starts a wrapper directly (no handler) with the fake launchers on PATH.
 fn spawn_wrapper(sandbox: &Sandbox, wrapper: &str) -> std::process::Child {
     Command::new(wrapper)
@@ -597,5 +662,18 @@ fn help_describes_each_wrapper() {
         .expect("run wrapper");
     let run = finished(output);
     run.assert_code(2);
-    assert_contains(&run.stderr, "--bogus");
+    // One diagnostic line like every other message of the wrapper.
+    assert_eq!(
+        run.stderr,
+        "[codex] error: unexpected argument '--bogus' found; see 'ai-session-handler-codex-high --help'\n"
+    );
+    let output = Command::new(CLAUDE_MEDIUM)
+        .arg("--model")
+        .output()
+        .expect("run wrapper");
+    let run = finished(output);
+    run.assert_code(2);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.starts_with("[claude] error: "), "{}", run.stderr);
+    assert!(!run.stderr.contains('<'), "{}", run.stderr);
 }

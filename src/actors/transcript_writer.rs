@@ -204,7 +204,7 @@ impl WriterState {
             OutputStream::Stdout => &mut self.stdout_filter,
             OutputStream::Stderr => &mut self.stderr_filter,
         };
-        if filter.passes_through(chunk) {
+        if filter.pass_through(chunk) {
             return Some(Echo {
                 written: console.submit(stream, chunk.clone()),
                 copy: None,

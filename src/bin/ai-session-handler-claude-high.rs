@@ -3,6 +3,7 @@
 //! lives in the library.
 
 use ai_session_handler::wrapper::claude::{self, Effort};
+use ai_session_handler::wrapper::session;
 use clap::Parser;
 
 /// Run claude-lean with high effort, stream-json rendering and terminal marker filtering.
@@ -20,6 +21,6 @@ struct Args {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = session::parse_args("[claude] ");
     std::process::exit(claude::run(Effort::High, args.model));
 }

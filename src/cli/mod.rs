@@ -7,6 +7,7 @@ mod init;
 mod logging;
 mod run;
 mod status;
+pub mod usage;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -21,10 +22,15 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let _ = error.print();
             return match error.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => EXIT_INVALID,
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = error.print();
+                    0
+                }
+                _ => {
+                    eprintln!("{}", usage::one_line(&error.render().to_string()));
+                    EXIT_INVALID
+                }
             };
         }
     };

@@ -694,7 +694,17 @@ struct HiddenBlock {
     text: Vec<u8>,
     /// How many bytes of the closing tag end `text`.
     close_matched: usize,
+    /// For a block opened mid-line: how many more line ends it may contain before it is given
+    /// up and shown. `None` for a block opened at a line start.
+    line_ends_left: Option<usize>,
 }
+
+/// How many line ends a block opened mid-line may span: it must close by the end of the line
+/// after its opening tag (the reference's `first <phase-blocked>secret\r\nsecond
+/// line</phase-blocked>` is hidden). Such a block can never be a result (SPEC §8), and a tag
+/// merely quoted in chatter (`grep '<phase-complete>'`) must not hide everything up to the
+/// real result block at the end.
+const MID_LINE_BLOCK_LINE_ENDS: usize = 2;
 
 /// Hides complete result blocks from live output, holding back possible partial tags across
 /// chunks. One filter per stream.
@@ -705,6 +715,8 @@ pub struct LiveFilter {
     /// A block whose hidden text would outgrow this is shown instead: it cannot be a valid
     /// result, and hiding it would need unbounded memory.
     hidden_cap: usize,
+    /// The last byte settled (shown or hidden) ended a line, or nothing was settled yet.
+    at_line_start: bool,
 }
 
 impl fmt::Debug for LiveFilter {
@@ -732,6 +744,15 @@ impl LiveFilter {
             held: Vec::new(),
             hidden: None,
             hidden_cap: hidden_cap.max(LONGEST_TAG),
+            at_line_start: true,
+        }
+    }
+
+    /// Shows `bytes` and notes where they leave the line.
+    fn show_settled(&mut self, bytes: &[u8], visible: &mut Vec<u8>) {
+        if let Some(last) = bytes.last() {
+            self.at_line_start = *last == b'\n';
+            visible.extend_from_slice(bytes);
         }
     }
 
@@ -745,25 +766,29 @@ impl LiveFilter {
         }
     }
 
-    /// True when `chunk` would pass through [`filter`](Self::filter) unchanged and leave the
-    /// filter as it is: nothing held or hidden, no `<phase-` in the chunk (every opening tag,
-    /// whole or cut off after its prefix, contains it) and no end of the chunk that could be
-    /// the start of one (`<`, `<p`, … `<phase`). The caller may then show `chunk` itself
-    /// instead of a copy.
-    pub fn passes_through(&self, chunk: &[u8]) -> bool {
-        self.held.is_empty()
+    /// Filters `chunk` without copying it when it passes through unchanged: nothing held or
+    /// hidden, no `<phase-` in the chunk (every opening tag, whole or cut off after its prefix,
+    /// contains it) and no end of the chunk that could be the start of one (`<`, `<p`, …
+    /// `<phase`). Returns true when it did; the caller then shows `chunk` itself. Otherwise
+    /// nothing happened and the caller uses [`filter`](Self::filter).
+    pub fn pass_through(&mut self, chunk: &[u8]) -> bool {
+        let unchanged = self.held.is_empty()
             && self.hidden.is_none()
             && OPENING_PREFIX_FINDER.find(chunk).is_none()
-            && !(1..OPENING_PREFIX.len()).any(|len| chunk.ends_with(&OPENING_PREFIX[..len]))
+            && !(1..OPENING_PREFIX.len()).any(|len| chunk.ends_with(&OPENING_PREFIX[..len]));
+        if unchanged && let Some(last) = chunk.last() {
+            self.at_line_start = *last == b'\n';
+        }
+        unchanged
     }
 
     /// Ends the stream: flushes a held partial tag or a still-open block, visibly.
     pub fn finish(&mut self, visible: &mut Vec<u8>) {
         if let Some(block) = self.hidden.take() {
-            visible.extend_from_slice(&block.text);
+            self.show_settled(&block.text, visible);
         }
-        visible.extend_from_slice(&self.held);
-        self.held.clear();
+        let held = std::mem::take(&mut self.held);
+        self.show_settled(&held, visible);
     }
 
     /// Passes `chunk` through up to an opening tag; returns what follows the tag.
@@ -783,42 +808,46 @@ impl LiveFilter {
                 // The bytes that matched contain no `<`, so scanning `chunk` from its start
                 // misses no tag.
                 (TagMatch::Mismatch, _) => {
-                    visible.extend_from_slice(&self.held);
-                    self.held.clear();
+                    let held = std::mem::take(&mut self.held);
+                    self.show_settled(&held, visible);
                 }
             }
         }
         match find_opening_tag(chunk) {
             Some((at, TagMatch::Complete(used), kind)) => {
-                visible.extend_from_slice(&chunk[..at]);
+                self.show_settled(&chunk[..at], visible);
                 self.start_hiding(kind, chunk[at..at + used].to_vec());
                 &chunk[at + used..]
             }
             Some((at, _, _)) => {
-                visible.extend_from_slice(&chunk[..at]);
+                self.show_settled(&chunk[..at], visible);
                 self.held.extend_from_slice(&chunk[at..]);
                 &[]
             }
             None => {
-                visible.extend_from_slice(chunk);
+                self.show_settled(chunk, visible);
                 &[]
             }
         }
     }
 
+    /// Starts hiding at an opening tag; everything before it is settled, so `at_line_start`
+    /// says whether the tag begins its line.
     fn start_hiding(&mut self, kind: ResultKind, text: Vec<u8>) {
         self.hidden = Some(HiddenBlock {
             kind,
             text,
             close_matched: 0,
+            line_ends_left: (!self.at_line_start).then_some(MID_LINE_BLOCK_LINE_ENDS),
         });
     }
 
     /// Hides `chunk` up to the block's closing tag; returns what follows the block.
     ///
     /// A block is given up, and shown, at the byte that takes its hidden text past the cap,
-    /// unless that byte completes the closing tag. Deciding per byte keeps the output
-    /// independent of how the stream was chunked.
+    /// unless that byte completes the closing tag, or (opened mid-line) at the line end that
+    /// uses up its [`MID_LINE_BLOCK_LINE_ENDS`]. Deciding per byte keeps the output independent
+    /// of how the stream was chunked.
     fn hide<'a>(
         &mut self,
         mut block: HiddenBlock,
@@ -843,20 +872,37 @@ impl LiveFilter {
             }
         }
 
+        // Where the block must be given up within this chunk (exclusive end of what is shown
+        // with it), if it does not close first.
         let room = self.hidden_cap.saturating_sub(block.text.len());
-        match close_end {
-            Some(end) if end <= room + 1 => &chunk[end..],
-            _ if chunk.len() <= room => {
+        let past_cap = (chunk.len() > room).then_some(room + 1);
+        let past_line_ends = block.line_ends_left.and_then(|left| {
+            memchr::memchr_iter(b'\n', chunk)
+                .nth(left.checked_sub(1)?)
+                .map(|newline| newline + 1)
+        });
+        let given_up_at = match (past_cap, past_line_ends) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (close_end, given_up_at) {
+            (Some(end), limit) if limit.is_none_or(|limit| end <= limit) => {
+                self.at_line_start = false;
+                &chunk[end..]
+            }
+            (_, Some(limit)) => {
+                visible.extend_from_slice(&block.text);
+                self.show_settled(&chunk[..limit], visible);
+                &chunk[limit..]
+            }
+            _ => {
+                if let Some(left) = block.line_ends_left.as_mut() {
+                    *left -= memchr::memchr_iter(b'\n', chunk).count();
+                }
                 block.text.extend_from_slice(chunk);
                 block.close_matched = close_matched;
                 self.hidden = Some(block);
                 &[]
-            }
-            _ => {
-                let given_up_at = room + 1;
-                visible.extend_from_slice(&block.text);
-                visible.extend_from_slice(&chunk[..given_up_at]);
-                &chunk[given_up_at..]
             }
         }
     }
@@ -1592,19 +1638,19 @@ mod tests {
     // Live filter rules.
 
     #[test]
-    fn passes_through_only_without_tag_starts() {
-        let filter = LiveFilter::new();
-        assert!(filter.passes_through(b"a < b and Vec<u8>\n"));
-        assert!(filter.passes_through(b"ends in a tag <p>"));
+    fn pass_through_only_without_tag_starts() {
+        let mut filter = LiveFilter::new();
+        assert!(filter.pass_through(b"a < b and Vec<u8>\n"));
+        assert!(filter.pass_through(b"ends in a tag <p>"));
         // An end that could begin a tag in the next chunk.
-        assert!(!filter.passes_through(b"ends in <p"));
-        assert!(!filter.passes_through(b"ends in <phase"));
-        assert!(!filter.passes_through(b"x <phase-complete>"));
-        assert!(!filter.passes_through(b"text ending in <"));
-        assert!(!filter.passes_through(b"text ending in <pha"));
+        assert!(!filter.pass_through(b"ends in <p"));
+        assert!(!filter.pass_through(b"ends in <phase"));
+        assert!(!filter.pass_through(b"x <phase-complete>"));
+        assert!(!filter.pass_through(b"text ending in <"));
+        assert!(!filter.pass_through(b"text ending in <pha"));
         let mut holding = LiveFilter::new();
         holding.filter(b"<phase-", &mut Vec::new());
-        assert!(!holding.passes_through(b"plain"));
+        assert!(!holding.pass_through(b"plain"));
     }
 
     #[test]
@@ -1650,6 +1696,49 @@ mod tests {
                 "say <phase-complete>x</phase-complete> twice <phase-blocked>y</phase-blocked>."
             ]),
             ["say  twice .", ""]
+        );
+    }
+
+    #[test]
+    fn filter_gives_up_a_mid_line_block_at_the_end_of_the_next_line() {
+        // A tag quoted in chatter: shown again from the second line end on, so the lines after
+        // it are not swallowed up to the real block at the end, which is still hidden.
+        assert_eq!(
+            filter_chunks(&[
+                "$ grep -n '<phase-complete>' src/\n",
+                "src/a.rs:1: match\n",
+                "tests pass\n",
+                "<phase-complete>done</phase-complete>\n",
+            ])
+            .concat(),
+            "$ grep -n '<phase-complete>' src/\nsrc/a.rs:1: match\ntests pass\n\n"
+        );
+        // Cut anywhere, the same.
+        assert_eq!(
+            filter_chunks(&["say <phase-blocked>x\ny", "\nz</phase-blocked>\n"]).concat(),
+            "say <phase-blocked>x\ny\nz</phase-blocked>\n"
+        );
+        // A block that closes on its second line is hidden (the reference's example).
+        assert_eq!(
+            filter_chunks(&["say <phase-blocked>x\ny</phase-blocked>!\n"]).concat(),
+            "say !\n"
+        );
+    }
+
+    #[test]
+    fn filter_hides_a_line_start_block_over_many_lines() {
+        let body: String = (0..100).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(
+            filter_chunks(&["progress\n<phase-complete>", &body, "</phase-complete>\n"]).concat(),
+            "progress\n\n"
+        );
+        // A block opened right after a hidden one is not at a line start.
+        assert_eq!(
+            filter_chunks(&[
+                "<phase-complete>a</phase-complete><phase-blocked>\n\nb</phase-blocked>"
+            ])
+            .concat(),
+            "<phase-blocked>\n\nb</phase-blocked>"
         );
     }
 
@@ -1948,7 +2037,7 @@ mod tests {
         }
 
         #[test]
-        fn passes_through_means_filter_is_identity(
+        fn pass_through_means_filter_is_identity(
             text in dense_text(),
             cut in any::<usize>(),
         ) {
@@ -1957,11 +2046,14 @@ mod tests {
             let mut filter = LiveFilter::new();
             let mut ignored = Vec::new();
             filter.filter(prefix, &mut ignored);
-            if filter.passes_through(chunk) {
+            let mut copy = LiveFilter::new();
+            copy.filter(prefix, &mut ignored);
+            if filter.pass_through(chunk) {
                 let mut visible = Vec::new();
-                filter.filter(chunk, &mut visible);
+                copy.filter(chunk, &mut visible);
                 prop_assert_eq!(visible, chunk.to_vec());
-                prop_assert!(filter.held.is_empty() && filter.hidden.is_none());
+                prop_assert!(copy.held.is_empty() && copy.hidden.is_none());
+                prop_assert_eq!(copy.at_line_start, filter.at_line_start);
             }
         }
 

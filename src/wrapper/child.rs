@@ -7,13 +7,15 @@
 //! - The prompt is written to the child's stdin by its own task, which is then closed, so a
 //!   child that prints a lot before reading cannot deadlock the wrapper.
 //! - Each output pipe has a pump task that reads bounded chunks, translates them and writes
-//!   the result to the wrapper's stream of the same name. After the child exits a pump stops at
-//!   end of file or once the pipe has been quiet for [`DRAIN_GRACE`], so a descendant that
-//!   inherited the pipe cannot hold the wrapper open.
+//!   the result to the wrapper's stream of the same name. After the child exits a pump reads
+//!   what is already in the pipe, and stops at end of file or, at the latest, the first time
+//!   the pipe is empty once [`DRAIN_GRACE`] has passed since the exit ([`DRAIN_LIMIT`] in any
+//!   case). A descendant that inherited the pipe, however chatty, cannot hold the wrapper open.
 //! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
 //!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
 //!   running gets SIGKILL. A failure writing the wrapper's own output stops the child the same
-//!   way.
+//!   way. The grace is shorter than the runner's own, so a wrapper stopped by the runner has
+//!   killed its launcher and cleaned up before the runner's SIGKILL reaches the group.
 
 use std::ffi::OsString;
 use std::io;
@@ -33,11 +35,16 @@ use tokio::time::Instant;
 
 use super::diagnostics::{DiagnosticStream, StreamTranslator};
 
-/// How long a signalled child may take to exit before it is killed (the runner's grace).
-pub const KILL_GRACE: Duration = Duration::from_millis(500);
+/// How long a signalled child may take to exit before it is killed: half the runner's 0.5 s,
+/// which leaves the wrapper time to drain and remove its scratch files inside the runner's.
+pub const KILL_GRACE: Duration = Duration::from_millis(250);
 
-/// How long a pipe may stay quiet after the child exited before the wrapper stops reading it.
+/// After the child's exit, how long a pipe that still has no end of file is read while it has
+/// data waiting.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// After the child's exit, when a pipe is abandoned even if data keeps arriving.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Bytes read from a pipe at a time.
 const CHUNK_SIZE: usize = 64 * 1024;
@@ -219,10 +226,10 @@ impl Pump {
     }
 }
 
-/// Copies `pipe` through `translator` to `sink` until end of file (or the drain grace after
-/// the child's exit); returns the translator for what it learned. A write failure stops the
-/// pump at once: dropping the pipe tells the launcher that nobody is listening.
-async fn pump<T, R, W>(mut pump: Pump, mut pipe: R, mut translator: T, mut sink: W) -> T
+/// Copies `pipe` through `translator` to `sink` until end of file (or the drain deadlines
+/// after the child's exit); returns the translator for what it learned. A write failure stops
+/// the pump at once: dropping the pipe tells the launcher that nobody is listening.
+async fn pump<T, R, W>(pump: Pump, mut pipe: R, mut translator: T, mut sink: W) -> T
 where
     T: StreamTranslator,
     R: AsyncRead + Unpin,
@@ -230,10 +237,17 @@ where
 {
     let mut chunk = vec![0; CHUNK_SIZE];
     let mut out = Vec::new();
+    // Both deadlines count from the exit, once: output arriving later never extends them.
+    let drained = after_exit(pump.exited.clone(), DRAIN_GRACE);
+    let abandoned = after_exit(pump.exited.clone(), DRAIN_LIMIT);
+    tokio::pin!(drained, abandoned);
     loop {
         let read = tokio::select! {
+            // In this order: data already waiting is read before the grace can end the pump.
+            biased;
+            () = &mut abandoned => break,
             read = pipe.read(&mut chunk) => read,
-            () = quiet_after_exit(&mut pump.exited) => break,
+            () = &mut drained => break,
         };
         out.clear();
         match read {
@@ -258,11 +272,11 @@ where
     translator
 }
 
-/// Completes once the child has exited and then [`DRAIN_GRACE`] has passed.
-async fn quiet_after_exit(exited: &mut watch::Receiver<bool>) {
+/// Completes `delay` after the child has exited.
+async fn after_exit(mut exited: watch::Receiver<bool>, delay: Duration) {
     // An error means the sender is gone, which happens only after the exit was announced.
     let _ = exited.wait_for(|exited| *exited).await;
-    tokio::time::sleep(DRAIN_GRACE).await;
+    tokio::time::sleep(delay).await;
 }
 
 async fn write_out<W: AsyncWrite + Unpin>(sink: &mut W, bytes: &[u8]) -> io::Result<()> {

@@ -10,6 +10,8 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+use std::os::unix::fs::PermissionsExt;
+
 use tempfile::TempDir;
 
 use super::child::Launcher;
@@ -44,8 +46,10 @@ impl Provider for Codex {
     type Stdout = DiagnosticStream;
 
     fn launcher(&mut self) -> Result<Launcher, String> {
+        // Private: the final message is the agent's whole answer.
         let scratch = tempfile::Builder::new()
             .prefix("ai-session-handler-codex-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|error| format!("failed to create a temporary directory: {error}"))?;
         let final_message = Self::final_message_path(&scratch);

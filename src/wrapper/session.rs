@@ -36,6 +36,32 @@ pub trait Provider {
     fn final_response(&self, stdout: Self::Stdout) -> FinalResponse;
 }
 
+/// A usage error of the wrapper's own command line (clap's default code; the runner records
+/// any nonzero exit as `agent-failed`).
+pub const EXIT_USAGE: i32 = 2;
+
+/// Parses the wrapper's arguments. `--help` and `--version` print as usual and exit 0; a usage
+/// error is one diagnostic line like every other message of the wrapper (prefixed, `<`
+/// escaped) and exits [`EXIT_USAGE`].
+pub fn parse_args<A: clap::Parser>(prefix: &'static str) -> A {
+    match A::try_parse() {
+        Ok(args) => args,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) {
+                let _ = error.print();
+                std::process::exit(0);
+            }
+            let line = crate::cli::usage::one_line(&error.render().to_string());
+            let _ = io::stderr().write_all(&DiagnosticRenderer::message(prefix, &line));
+            std::process::exit(EXIT_USAGE);
+        }
+    }
+}
+
 /// Runs one session for `provider` and returns the wrapper's exit code.
 pub fn run<P: Provider>(mut provider: P) -> i32 {
     let prefix = P::PREFIX;
