@@ -239,6 +239,7 @@ fn usage_errors_exit_5_and_name_the_problem() {
             "--config",
         ),
         (vec!["--log-format", "yaml", "init"], "--log-format"),
+        (vec!["--log-level", "inof", "init"], "unknown level 'inof'"),
     ];
     let before = tree_snapshot(&sandbox.root);
     for (args, named) in cases {
@@ -326,6 +327,45 @@ fn init_in_the_sandbox_root_uses_the_current_directory() {
     run.assert_code(0);
     assert!(sandbox.path(".ai-session-handler/config.json").is_file());
     assert!(sandbox.path(".ai-session-handler/plans").is_dir());
+}
+
+/// Whatever `init` refuses, it refuses before creating anything.
+#[test]
+fn init_refuses_odd_entries_without_creating_anything() {
+    let sandbox = Sandbox::new();
+    // `plans` is a file.
+    let project = sandbox.path("plans-file");
+    fs::create_dir_all(project.join(".ai-session-handler")).unwrap();
+    fs::write(project.join(".ai-session-handler/plans"), "").unwrap();
+    let before = tree_snapshot(&project);
+    let run = run_in(&sandbox, &project, &["init"]);
+    run.assert_code(5);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: {}: exists but is not a directory; move it aside first\n",
+            project.join(".ai-session-handler/plans").display()
+        )
+    );
+    assert_eq!(tree_snapshot(&project), before);
+
+    // A dangling symlink where the config would go counts as an existing config.
+    let project = sandbox.path("dangling");
+    fs::create_dir_all(project.join(".ai-session-handler")).unwrap();
+    std::os::unix::fs::symlink(
+        project.join("nowhere.json"),
+        project.join(".ai-session-handler/config.json"),
+    )
+    .unwrap();
+    let run = run_in(&sandbox, &project, &["init"]);
+    run.assert_code(5);
+    assert!(
+        run.stderr.contains("config already exists"),
+        "{}",
+        run.stderr
+    );
+    assert!(!project.join(".ai-session-handler/plans").exists());
+    assert!(!project.join("nowhere.json").exists());
 }
 
 #[test]

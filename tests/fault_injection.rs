@@ -53,11 +53,7 @@ fn a_failed_prepared_write_launches_nothing_and_changes_nothing() {
 
         let status = sandbox.run(&["status", "--plan", PLAN]);
         status.assert_code(0);
-        assert!(
-            status.stdout.contains(" (not created yet)\n"),
-            "{}",
-            status.stdout
-        );
+        assert_has_line(&status.stdout, "state file: not created yet");
         assert_has_line(&status.stdout, "next phase: phase-1 Step 1");
         recover(&sandbox, &agent, &["phase-1", "phase-2"]);
     }

@@ -413,11 +413,9 @@ fn a_renamed_plan_starts_fresh_under_its_new_key() {
     status.assert_code(0);
     assert_has_line(
         &status.stdout,
-        &format!(
-            "state path: {} (not created yet)",
-            sandbox.state_path("renamed.md").display()
-        ),
+        &format!("state path: {}", sandbox.state_path("renamed.md").display()),
     );
+    assert_has_line(&status.stdout, "state file: not created yet");
     assert_has_line(&status.stdout, "next phase: phase-1 Step 1");
 
     sandbox.run_plan("renamed.md", &agent, &[]).assert_code(0);
@@ -580,7 +578,7 @@ fn status_of_a_fresh_plan_creates_nothing() {
     assert_eq!(
         status.text,
         format!(
-            "plan path: {plan}\nplan workspace path: {root}\nstate path: {state} (not created yet)\nnext phase: phase-1 Step 1\ncompleted phases: none\ncurrent phase: none\nexecution workspace path: {root}\nlatest transcript: none\nlatest committed outcome: none\nplan: not accepted yet (no run recorded)\n",
+            "plan path: {plan}\nplan workspace path: {root}\nstate path: {state}\nstate file: not created yet\nnext phase: phase-1 Step 1\ncompleted phases: none\ncurrent phase: none\nexecution workspace path: {root}\nlatest transcript: none\nlatest committed outcome: none\nplan: not accepted yet (no run recorded)\n",
             plan = sandbox.path(PLAN).display(),
             root = sandbox.root.display(),
             state = sandbox.state_path(PLAN).display(),
@@ -591,6 +589,34 @@ fn status_of_a_fresh_plan_creates_nothing() {
     assert_eq!(status.json["next_phase"]["id"], "phase-1");
     assert_eq!(status.json["plan"]["status"], "not-accepted");
     assert!(status.json["active_attempt"].is_null());
+}
+
+/// `status` stays read-only and exits 0 when the next phase's workspace is missing, and says
+/// why it cannot show it.
+#[test]
+fn status_says_why_the_next_execution_workspace_is_unavailable() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        PLAN,
+        "## Phase 1: Elsewhere\n\n### Workspace\n\n../missing\n",
+    );
+    let status = status_read_only(&sandbox, 0);
+    assert_has_line(
+        &status.text,
+        &format!(
+            "execution workspace path unavailable: {}:5: phase phase-1 workspace '../missing' resolves to {}, which is not an existing directory",
+            sandbox.path(PLAN).display(),
+            sandbox.root.parent().unwrap().join("missing").display()
+        ),
+    );
+    assert!(status.json["execution_workspace"].is_null());
+    assert!(
+        status.json["execution_workspace_error"]
+            .as_str()
+            .is_some_and(|error| error.contains("not an existing directory")),
+        "{:#}",
+        status.json
+    );
 }
 
 #[test]
@@ -673,13 +699,15 @@ fn status_reports_a_missing_transcript_at_its_own_path() {
     fs::remove_file(transcript).unwrap();
 
     let status = status_read_only(&sandbox, 0);
+    assert_has_line(&status.text, &format!("attempt transcript: {transcript}"));
     assert_has_line(
         &status.text,
-        &format!("attempt transcript: {transcript} (missing)"),
+        &format!("attempt transcript missing: {transcript}"),
     );
+    assert_has_line(&status.text, &format!("latest transcript: {transcript}"));
     assert_has_line(
         &status.text,
-        &format!("latest transcript: {transcript} (missing)"),
+        &format!("latest transcript missing: {transcript}"),
     );
     assert!(
         !status

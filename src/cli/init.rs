@@ -31,14 +31,23 @@ fn init_here() -> Result<Output, String> {
     let handler_dir = cwd.join(HANDLER_DIR);
     let config_path = handler_dir.join("config.json");
     let plans_dir = handler_dir.join("plans");
-    if config_path.exists() {
+    // Everything that can refuse is checked before anything is created. `symlink_metadata`
+    // also sees a dangling symlink where the config would go.
+    if config_path.symlink_metadata().is_ok() {
         return Err(format!(
             "{}: config already exists; edit it or remove it first",
             config_path.display()
         ));
     }
-    durable::create_dir_all_durably(&plans_dir)
-        .map_err(|error| format!("cannot create {}: {error}", plans_dir.display()))?;
+    for dir in [&handler_dir, &plans_dir] {
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "{}: exists but is not a directory; move it aside first",
+                dir.display()
+            ));
+        }
+    }
+    durable::create_dir_all_durably(&plans_dir).map_err(|error| error.to_string())?;
     write_config(&config_path)?;
     let mut output = Output::default();
     output

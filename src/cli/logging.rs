@@ -18,9 +18,33 @@ use super::args::{LogFormat, LoggingArgs};
 /// Keeps logging alive for the process lifetime (nothing to flush: writes are unbuffered).
 pub struct LoggingGuard;
 
+/// Level names `--log-level` takes on their own.
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// `tracing` reads a bare word as a target name, so a mistyped level (`--log-level inof`)
+/// would silently log nothing. A bare directive must therefore be a level; targets are
+/// given as `target=level`.
+fn check_directives(directives: &str) -> Result<(), String> {
+    for directive in directives.split(',').map(str::trim) {
+        let bare = !directive.contains(['=', '[']);
+        if bare
+            && !LEVELS
+                .iter()
+                .any(|level| level.eq_ignore_ascii_case(directive))
+        {
+            return Err(format!(
+                "--log-level {directives}: unknown level '{directive}'; use {} or target=level directives",
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
     let filter = match &args.log_level {
         Some(level) => {
+            check_directives(level)?;
             EnvFilter::try_new(level).map_err(|error| format!("--log-level {level}: {error}"))?
         }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
@@ -60,4 +84,27 @@ pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
     };
     result.map_err(|error| format!("cannot set up logging: {error}"))?;
     Ok(LoggingGuard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_directives_must_be_levels() {
+        for good in [
+            "info",
+            "DEBUG",
+            "off",
+            "warn,ai_session_handler=trace",
+            "ai_session_handler::actors=debug",
+        ] {
+            assert_eq!(check_directives(good), Ok(()), "{good}");
+        }
+        assert_eq!(
+            check_directives("inof"),
+            Err("--log-level inof: unknown level 'inof'; use off, error, warn, info, debug, trace or target=level directives".to_owned())
+        );
+        assert!(check_directives("info,ai_session_handler").is_err());
+    }
 }

@@ -26,6 +26,9 @@ pub struct StatusReport {
     /// The selected execution workspace: the active attempt's, the stopped phase's, or the
     /// next phase's.
     pub execution_workspace: Option<String>,
+    /// Why the selected phase's execution workspace is unavailable (missing directory, no
+    /// `AGENTS.md`, …), when it is.
+    pub execution_workspace_error: Option<String>,
     pub completed_phase_ids: Vec<String>,
     pub current_phase: Option<PhaseRef>,
     pub next_phase: Option<PhaseRef>,
@@ -137,23 +140,40 @@ fn build_report(
             })
     });
     let all_complete = snapshot.is_ok() && next_phase.is_none();
-    let resolve = |phase_id: &str| {
-        snapshot
+    // `Err` says why the phase's workspace does not resolve; `Ok(None)` means there is no
+    // phase to resolve.
+    let resolve = |phase_id: &str| -> Result<Option<String>, String> {
+        match snapshot
             .ok()
             .and_then(|snapshot| snapshot.plan.phase(phase_id))
-            .and_then(|phase| execution_workspace_of(location, phase).ok())
+        {
+            Some(phase) => execution_workspace_of(location, phase).map(Some),
+            None => Ok(None),
+        }
     };
-    let execution_workspace = if let Some(attempt) = &state.active_attempt {
-        Some(attempt.execution_workspace.clone())
-    } else if let Some(stop) = &state.stop {
+    let recorded_for_stop = state.stop.as_ref().and_then(|stop| {
         state
             .last_run
             .as_ref()
             .filter(|last_run| last_run.phase_id == stop.phase_id)
             .map(|last_run| last_run.execution_workspace.clone())
-            .or_else(|| resolve(&stop.phase_id))
+    });
+    let selected = if let Some(attempt) = &state.active_attempt {
+        Ok(Some(attempt.execution_workspace.clone()))
+    } else if let Some(stop) = &state.stop {
+        match recorded_for_stop {
+            Some(path) => Ok(Some(path)),
+            None => resolve(&stop.phase_id),
+        }
     } else {
-        next_phase.as_ref().and_then(|phase| resolve(&phase.id))
+        match &next_phase {
+            Some(phase) => resolve(&phase.id),
+            None => Ok(None),
+        }
+    };
+    let (execution_workspace, execution_workspace_error) = match selected {
+        Ok(path) => (path, None),
+        Err(error) => (None, Some(error)),
     };
     let active_attempt = state
         .active_attempt
@@ -199,6 +219,7 @@ fn build_report(
         state_path: location.layout.state_path(),
         state_exists: Path::new(&location.layout.state_path()).is_file(),
         execution_workspace,
+        execution_workspace_error,
         completed_phase_ids: state.completed_phase_ids.clone(),
         current_phase: state.current_phase.clone(),
         next_phase,
@@ -246,16 +267,11 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     let mut lines = vec![
         format!("plan path: {}", report.plan_path),
         format!("plan workspace path: {}", report.plan_workspace),
-        format!(
-            "state path: {}{}",
-            report.state_path,
-            if report.state_exists {
-                ""
-            } else {
-                " (not created yet)"
-            }
-        ),
+        format!("state path: {}", report.state_path),
     ];
+    if !report.state_exists {
+        lines.push("state file: not created yet".to_owned());
+    }
     if let Some(attempt) = &report.active_attempt {
         lines.push(format!(
             "active/abandoned: {} ({}, attempt {})",
@@ -267,11 +283,13 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             _ => "worker process identity: unknown".to_owned(),
         });
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
-        lines.push(format!(
-            "attempt transcript: {}{}",
-            attempt.transcript_path,
-            missing_suffix(attempt.transcript_exists)
-        ));
+        lines.push(format!("attempt transcript: {}", attempt.transcript_path));
+        if !attempt.transcript_exists {
+            lines.push(format!(
+                "attempt transcript missing: {}",
+                attempt.transcript_path
+            ));
+        }
         lines.push(format!(
             "attempt outcome (uncommitted): {}",
             attempt.outcome_path
@@ -303,17 +321,25 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         Some(phase) => format!("current phase: {} {}", phase.id, phase.title),
         None => "current phase: none".to_owned(),
     });
-    lines.push(format!(
-        "execution workspace path: {}",
-        report.execution_workspace.as_deref().unwrap_or("none")
-    ));
-    lines.push(match &report.latest_transcript {
-        Some(path) => format!(
-            "latest transcript: {path}{}",
-            missing_suffix(Path::new(path).is_file())
-        ),
-        None => "latest transcript: none".to_owned(),
-    });
+    lines.push(
+        match (
+            &report.execution_workspace,
+            &report.execution_workspace_error,
+        ) {
+            (Some(path), _) => format!("execution workspace path: {path}"),
+            (None, Some(error)) => format!("execution workspace path unavailable: {error}"),
+            (None, None) => "execution workspace path: none".to_owned(),
+        },
+    );
+    match &report.latest_transcript {
+        Some(path) => {
+            lines.push(format!("latest transcript: {path}"));
+            if !Path::new(path).is_file() {
+                lines.push(format!("latest transcript missing: {path}"));
+            }
+        }
+        None => lines.push("latest transcript: none".to_owned()),
+    }
     lines.push(format!(
         "latest committed outcome: {}",
         report.latest_committed_outcome.as_deref().unwrap_or("none")
@@ -338,8 +364,4 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         _ => "plan: unreadable (see the error below)".to_owned(),
     });
     lines
-}
-
-fn missing_suffix(exists: bool) -> &'static str {
-    if exists { "" } else { " (missing)" }
 }

@@ -60,7 +60,7 @@ const KNOWN_KEYS: [&str; 5] = [
 /// Parses and validates config bytes.
 pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| ConfigError(describe_syntax_error(&error)))?;
+        .map_err(|error| ConfigError(describe_syntax_error(&error, bytes)))?;
     let Value::Object(object) = value else {
         return Err(invalid("expected config to be an object"));
     };

@@ -208,8 +208,8 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
     })
 }
 
-/// Matches `#`…`######`, one space, `Phase `, digits, `: `, and a non-empty title; returns the
-/// digits and the title.
+/// Matches `#`…`######`, one space, `Phase `, digits, `: `, and a title that is not blank;
+/// returns the digits and the title.
 fn match_phase_heading(line: &str) -> Option<(&str, &str)> {
     let level = line.bytes().take_while(|&byte| byte == b'#').count();
     if !(1..=6).contains(&level) {
@@ -221,7 +221,7 @@ fn match_phase_heading(line: &str) -> Option<(&str, &str)> {
         return None;
     }
     let title = rest[digit_count..].strip_prefix(": ")?;
-    (!title.is_empty()).then(|| (&rest[..digit_count], title))
+    (!title.trim().is_empty()).then(|| (&rest[..digit_count], title))
 }
 
 fn phase_number(digits: &str, line: usize) -> Result<u64, PlanError> {
@@ -521,6 +521,15 @@ mod tests {
             (phase.heading_line, phase.workspace_line, phase.end_line),
             (2, 4, 6)
         );
+    }
+
+    #[test]
+    fn a_blank_title_is_no_phase_heading() {
+        let plan = parse(&format!(
+            "## Phase 1: A\n{WS}## Phase 2:   \n## Phase 3: C\n{WS}"
+        ));
+        let ids: Vec<&str> = plan.phases.iter().map(|phase| phase.id.as_str()).collect();
+        assert_eq!(ids, ["phase-1", "phase-3"]);
     }
 
     #[test]

@@ -24,33 +24,33 @@ impl std::fmt::Display for StrictError {
     }
 }
 
-/// Describes a JSON syntax error the way users read it:
+/// Describes a JSON syntax error in `bytes` the way users read it:
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
-pub fn describe_syntax_error(error: &serde_json::Error) -> String {
+pub fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String {
     let message = error.to_string();
     // serde_json appends " at line L column C"; drop it, we lead with the position instead.
     let detail = match message.rfind(" at line ") {
         Some(index) => &message[..index],
         None => message.as_str(),
     };
-    // At end of input serde_json points at the last byte read; point one past it, at the
-    // place where more input was expected (what Python's json module, and users, report).
-    let column = if error.is_eof() {
-        error.column() + 1
-    } else {
-        error.column()
+    let (line, column) = match (error.line(), error.column()) {
+        // serde_json stopped on the line break that ended the previous line (`"key": nul⏎`):
+        // point just past that line's last byte, not at "column 0" of the next line.
+        (line, 0) if line > 1 => {
+            let previous = bytes.split(|byte| *byte == b'\n').nth(line - 2);
+            (line - 1, previous.map_or(1, |text| text.len() + 1))
+        }
+        // At end of input serde_json points at the last byte read; point one past it, at the
+        // place where more input was expected (what Python's json module, and users, report).
+        (line, column) if error.is_eof() => (line, column + 1),
+        position => position,
     };
-    format!(
-        "invalid JSON at line {}, column {}: {}",
-        error.line(),
-        column,
-        detail
-    )
+    format!("invalid JSON at line {line}, column {column}: {detail}")
 }
 
 /// Parses a whole document, reporting syntax errors with [`describe_syntax_error`].
 pub fn parse_document(bytes: &[u8]) -> Result<Value, StrictError> {
-    serde_json::from_slice(bytes).map_err(|error| StrictError(describe_syntax_error(&error)))
+    serde_json::from_slice(bytes).map_err(|error| StrictError(describe_syntax_error(&error, bytes)))
 }
 
 /// The top-level value as an object (`expected $ to be an object` otherwise).
@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn syntax_error_names_line_and_column() {
         let error = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
-        let text = describe_syntax_error(&error);
+        let text = describe_syntax_error(&error, b"{");
         assert!(
             text.starts_with("invalid JSON at line 1, column 2: "),
             "{text}"
@@ -347,6 +347,11 @@ mod tests {
         assert_eq!(
             err(parse_document(b"{} x")),
             "invalid JSON at line 1, column 4: trailing characters"
+        );
+        // A value cut short by a line break is reported on its own line.
+        assert_eq!(
+            err(parse_document(b"{\n  \"agent_cmd\": nul\n}")),
+            "invalid JSON at line 2, column 19: expected ident"
         );
     }
 

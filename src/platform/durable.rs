@@ -162,7 +162,8 @@ pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     for path in missing.iter().rev() {
         match fs::create_dir(path) {
             Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            // Created meanwhile by someone else: fine, if it is a directory.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
             Err(error) => return Err(with_path(error, path)),
         }
         sync_dir(parent_dir(path)?)?;
