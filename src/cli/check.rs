@@ -90,7 +90,15 @@ fn build(args: &CheckArgs) -> CheckReport {
             };
             match effective_settings(&location, &config, &overrides) {
                 Ok(settings) => report.agent_cmd = Some(settings.template.raw().to_owned()),
-                Err(message) => report.errors.push(message),
+                Err(message) => {
+                    // Show the template that was rejected, not nothing.
+                    report.agent_cmd = args
+                        .agent_cmd
+                        .clone()
+                        .filter(|raw| !raw.is_empty())
+                        .or(config.agent_cmd.clone());
+                    report.errors.push(message);
+                }
             }
         }
         Err(message) => report.errors.push(message),

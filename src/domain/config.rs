@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::domain::strict_json::describe_syntax_error;
+use crate::domain::strict_json::parse_document;
 
 /// Effective config-file values. A missing file is `Config::default()`.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,8 +59,7 @@ const KNOWN_KEYS: [&str; 5] = [
 
 /// Parses and validates config bytes.
 pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| ConfigError(describe_syntax_error(&error, bytes)))?;
+    let value = parse_document(bytes).map_err(|error| ConfigError(error.0))?;
     let Value::Object(object) = value else {
         return Err(invalid("expected config to be an object"));
     };
@@ -479,12 +478,10 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_keys_keep_the_last_value() {
+    fn duplicate_keys_are_an_error() {
         assert_eq!(
-            parse(r#"{"max_phases": 1, "max_phases": 3}"#)
-                .unwrap()
-                .max_phases,
-            Some(3)
+            error(r#"{"max_phases": 1, "max_phases": 3}"#),
+            "invalid JSON at line 1, column 30: duplicate key 'max_phases'"
         );
     }
 

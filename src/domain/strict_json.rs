@@ -48,9 +48,86 @@ pub fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String 
     format!("invalid JSON at line {line}, column {column}: {detail}")
 }
 
-/// Parses a whole document, reporting syntax errors with [`describe_syntax_error`].
+/// Parses a whole document, reporting syntax errors with [`describe_syntax_error`]. A key
+/// that appears twice in one object is an error too (`duplicate key 'stop'`): serde_json
+/// would keep the second silently, so the document would not mean what it shows first.
 pub fn parse_document(bytes: &[u8]) -> Result<Value, StrictError> {
-    serde_json::from_slice(bytes).map_err(|error| StrictError(describe_syntax_error(&error, bytes)))
+    serde_json::from_slice::<UniqueKeys>(bytes)
+        .map(|document| document.0)
+        .map_err(|error| StrictError(describe_syntax_error(&error, bytes)))
+}
+
+/// A JSON value read with duplicate object keys rejected.
+struct UniqueKeys(Value);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(UniqueKeysVisitor)
+            .map(UniqueKeys)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(value)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(UniqueKeys(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key '{key}'"
+                )));
+            }
+            let UniqueKeys(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// The top-level value as an object (`expected $ to be an object` otherwise).
@@ -347,6 +424,20 @@ mod tests {
         assert_eq!(
             err(parse_document(b"{} x")),
             "invalid JSON at line 1, column 4: trailing characters"
+        );
+        assert_eq!(
+            err(parse_document(b"{\"stop\": null,\n \"stop\": 1}")),
+            "invalid JSON at line 2, column 7: duplicate key 'stop'"
+        );
+        assert_eq!(
+            err(parse_document(b"{\"a\": [{\"b\": 1, \"b\": 2}]}")),
+            "invalid JSON at line 1, column 19: duplicate key 'b'"
+        );
+        // The same value as serde_json's own reading otherwise.
+        let text = br#"{"a": [1, -2, 3.5, true, null, "x", {"b": {}}], "c": 18446744073709551615}"#;
+        assert_eq!(
+            parse_document(text).unwrap(),
+            serde_json::from_slice::<Value>(text).unwrap()
         );
         // A value cut short by a line break is reported on its own line.
         assert_eq!(

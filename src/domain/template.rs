@@ -88,7 +88,7 @@ impl CommandTemplate {
         }
         let words = split
             .iter()
-            .map(|word| parse_word(word))
+            .map(|word| parse_word(word).map_err(|error| in_word(error, word)))
             .collect::<Result<_, _>>()?;
         Ok(Self {
             raw: raw.to_owned(),
@@ -143,6 +143,20 @@ fn shell_quote(word: &str) -> String {
 
 fn syntax_error(detail: &str) -> TemplateError {
     TemplateError(format!("invalid command template syntax: {detail}"))
+}
+
+/// Names the shell word a brace syntax error was found in: the template is split into words
+/// before placeholders are read, so `{workspace }` fails as the word `{workspace`.
+fn in_word(error: TemplateError, word: &str) -> TemplateError {
+    if !error.0.starts_with("invalid command template syntax: ") {
+        return error;
+    }
+    let hint = if word.contains('{') && !word.contains('}') || word == "}" {
+        " (a placeholder cannot contain spaces)"
+    } else {
+        ""
+    };
+    TemplateError(format!("{} in word '{word}'{hint}", error.0))
 }
 
 /// Splits one shell word into literal text and placeholders, following `str.format`'s reading
@@ -454,7 +468,11 @@ mod tests {
             ),
             (
                 "agent {workspace",
-                "invalid command template syntax: expected '}' before end of string",
+                "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
+            ),
+            (
+                "agent { workspace}",
+                "invalid command template syntax: single '{' encountered in format string in word '{' (a placeholder cannot contain spaces)",
             ),
             (
                 "agent \"unterminated",
@@ -500,10 +518,13 @@ mod tests {
             ("agent {workspace:{run_id}", "unmatched '{' in format spec"),
         ];
         for (template, detail) in cases {
-            assert_eq!(
-                error(template),
-                format!("invalid command template syntax: {detail}"),
-                "{template:?}"
+            let message = error(template);
+            let word = template.strip_prefix("agent ").unwrap_or(template);
+            assert!(
+                message.starts_with(&format!(
+                    "invalid command template syntax: {detail} in word '{word}'"
+                )),
+                "{template:?}: {message}"
             );
         }
     }
@@ -578,7 +599,7 @@ mod tests {
         );
         assert_eq!(
             error("agent {workspace {unknown}"),
-            "invalid command template syntax: expected '}' before end of string",
+            "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
             "the word `{{workspace` is malformed before `{{unknown}}` is reached"
         );
     }
