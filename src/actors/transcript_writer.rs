@@ -146,31 +146,34 @@ impl WriterState {
             self.ends_with_newline = last == b'\n';
         }
         self.note_activity();
-        if !self.transcript_failed
-            && let Err(error) = self.args.transcript.write_all(&bytes)
-        {
-            self.transcript_failed = true;
-            self.fail(format!("{}: {error}", self.args.transcript_path));
-        }
-        // The console thread, the marker parser and the stop scanner work on the chunk at the
-        // same time, sharing it; all three are done before the buffer goes back to the reader.
+        // The marker parser and the stop scanner start on the shared chunk first, so that the
+        // transcript write and the console echo here overlap their work; all of it is done
+        // before the buffer goes back to the reader.
         let chunk = Arc::new(bytes);
-        let echoed = self.start_echo(stream, &chunk);
-        let framed = feed(&self.args.marker, |reply| MarkerMsg::Feed {
+        let framed = request(&self.args.marker, |reply| MarkerMsg::Feed {
             stream,
             bytes: chunk.clone(),
             reply,
         });
-        let scanned = async {
-            if let Some(scanner) = &self.args.scanner {
-                feed(scanner, |reply| ScanMsg::Feed {
-                    bytes: chunk.clone(),
-                    reply,
-                })
-                .await;
-            }
-        };
-        tokio::join!(framed, scanned);
+        let scanned = self.args.scanner.as_ref().map(|scanner| {
+            request(scanner, |reply| ScanMsg::Feed {
+                bytes: chunk.clone(),
+                reply,
+            })
+        });
+        if !self.transcript_failed
+            && let Err(error) = self.args.transcript.write_all(&chunk)
+        {
+            self.transcript_failed = true;
+            self.fail(format!("{}: {error}", self.args.transcript_path));
+        }
+        let echoed = self.start_echo(stream, &chunk);
+        if let Some(framed) = framed {
+            let _ = framed.await;
+        }
+        if let Some(Some(scanned)) = scanned {
+            let _ = scanned.await;
+        }
         if let Some(echoed) = echoed {
             self.finish_echo(stream, echoed).await;
         }
@@ -286,11 +289,14 @@ impl WriterState {
 
 /// Hands a shared chunk to a consumer actor and waits until it is done with it. A consumer
 /// that stopped (only possible during teardown) costs the chunk nothing but its analysis.
-async fn feed<M: ractor::Message>(
+/// Sends a request at once and returns the receiver for its reply (`None` when the actor is
+/// gone: a stopped consumer must not stall the output).
+fn request<M: ractor::Message>(
     actor: &ActorRef<M>,
     message: impl FnOnce(RpcReplyPort<()>) -> M,
-) {
-    let _ = actor.call(message, None).await;
+) -> Option<ractor::concurrency::OneshotReceiver<()>> {
+    let (reply, replied) = ractor::concurrency::oneshot();
+    actor.cast(message(reply.into())).ok().map(|()| replied)
 }
 
 /// A console write in progress.
