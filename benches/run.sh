@@ -403,11 +403,14 @@ for mib in 64 256 "$G"; do
     row "3 stop regexes vs none, $mib MiB" "${REGEX_THREE[$mib]} ms" "${REGEX_NONE[$mib]} ms" "$(calc "${REGEX_THREE[$mib]} / ${REGEX_NONE[$mib]}")×" "≤ 2×, flat" "$(met "${REGEX_THREE[$mib]} / ${REGEX_NONE[$mib]} <= 2")"
 done
 # Linearity: the regexes' extra cost per MiB must not grow with the output size (a quadratic
-# scanner's would grow ~16-fold from 64 MiB to 1 GiB). The ratios above also carry the run's
-# fixed start-up cost, which weighs more at 64 MiB, so they are not the measure of this.
+# scanner's would grow 4-fold from 256 MiB to 1 GiB, 16-fold from 64 MiB). The ratios above
+# also carry the run's fixed start-up cost, which weighs more at 64 MiB, so they are not the
+# measure of this. The verdict compares 256 MiB with 1 GiB: at 64 MiB the extra cost is a few
+# milliseconds, inside the run-to-run noise, so its per-MiB figure swings by 2x between
+# identical runs and is shown for information only.
 declare -A PER_MIB
 for mib in 64 256 "$G"; do PER_MIB[$mib]=$(calc "(${REGEX_THREE[$mib]} - ${REGEX_NONE[$mib]}) / $mib"); done
-row "stop-regex extra cost per MiB at 64 / 256 / $G MiB" "${PER_MIB[64]} / ${PER_MIB[256]} / ${PER_MIB[$G]} ms" "—" "$(calc "${PER_MIB[$G]} / ${PER_MIB[64]}")× from 64 MiB to $G MiB" "flat (linear); quadratic would grow ~$((G / 64))×" "$(met "${PER_MIB[$G]} / ${PER_MIB[64]} <= 1.25")"
+row "stop-regex extra cost per MiB at 64 / 256 / $G MiB" "${PER_MIB[64]} / ${PER_MIB[256]} / ${PER_MIB[$G]} ms" "—" "$(calc "${PER_MIB[$G]} / ${PER_MIB[256]}")× from 256 MiB to $G MiB" "flat (linear, ≤ 1.5×); quadratic would grow ~$((G / 256))×" "$(met "${PER_MIB[$G]} / ${PER_MIB[256]} <= 1.5")"
 for mib in $FALLBACK_MIBS; do
     row "Unicode \`\\b\` fallback, $mib MiB (informational)" "${FALLBACK_WALL[$mib]} ms, $(mib_rss "${FALLBACK_RSS[$mib]}") MiB" \
         "no regex: ${FALLBACK_BASE_WALL[$mib]} ms, $(mib_rss "${FALLBACK_BASE_RSS[$mib]}") MiB" \
