@@ -14,7 +14,7 @@
 //! `Interrupt` waits in the mailbox until the group exists and its pgid is recorded; from
 //! then on the first trigger (timeout, idle timeout, stop regex, interrupt, output failure)
 //! becomes the cause and starts `Stopping`. Triggers during cleanup are noted — an interrupt
-//! still turns an undecided outcome into `interrupted` — but never restart or skip cleanup; a
+//! decides the outcome even then, as the exit code will — but never restart or skip cleanup; a
 //! second interrupt only makes the killer skip its grace period.
 
 use std::fs::File;
