@@ -619,6 +619,32 @@ fn status_says_why_the_next_execution_workspace_is_unavailable() {
     );
 }
 
+/// A deleted plan file still has its recorded state reported: the stop, then the error.
+#[test]
+fn status_of_a_deleted_plan_reports_the_recorded_stop_then_the_error() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "block");
+    sandbox.run_plan(PLAN, &agent, &[]).assert_code(2);
+    fs::remove_file(sandbox.path(PLAN)).unwrap();
+    let before = tree(&sandbox.root);
+
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(5);
+    assert_has_line(&status.stdout, "stopped: phase-1 (blocked)");
+    assert_has_line(&status.stdout, "message: need an API key");
+    assert!(
+        status.stderr.starts_with(&format!(
+            "error: {}: cannot read plan: ",
+            sandbox.path(PLAN).display()
+        )),
+        "{}",
+        status.stderr
+    );
+    assert_eq!(tree(&sandbox.root), before);
+}
+
 #[test]
 fn status_of_a_prepared_attempt_reports_unknown_identity() {
     let sandbox = Sandbox::new();

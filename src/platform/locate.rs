@@ -35,13 +35,40 @@ pub struct PlanLocation {
 
 /// Resolves `--plan` (relative to the current directory) and discovers its workspace.
 pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, String> {
-    let canonical = std::fs::canonicalize(plan_arg).map_err(|error| {
-        format!(
-            "--plan {}: cannot open plan: {}",
-            plan_arg.display(),
-            os_message(&error)
-        )
-    })?;
+    let canonical =
+        std::fs::canonicalize(plan_arg).map_err(|error| cannot_open(plan_arg, &error))?;
+    locate_canonical(canonical)
+}
+
+/// Like [`locate_plan`], but a plan file that no longer exists in an existing directory is
+/// located where it was (its directory canonical, its name as given), so that `status` can
+/// still report the state recorded for it. A dangling symlink is located as the link itself.
+pub fn locate_plan_even_if_gone(plan_arg: &Path) -> Result<PlanLocation, String> {
+    match std::fs::canonicalize(plan_arg) {
+        Ok(canonical) => locate_canonical(canonical),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            let gone = || cannot_open(plan_arg, &error);
+            let name = plan_arg.file_name().ok_or_else(gone)?;
+            let dir = match plan_arg.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            let dir = std::fs::canonicalize(dir).map_err(|_| gone())?;
+            locate_canonical(dir.join(name))
+        }
+        Err(error) => Err(cannot_open(plan_arg, &error)),
+    }
+}
+
+fn cannot_open(plan_arg: &Path, error: &io::Error) -> String {
+    format!(
+        "--plan {}: cannot open plan: {}",
+        plan_arg.display(),
+        os_message(error)
+    )
+}
+
+fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, String> {
     if canonical.is_dir() {
         return Err(format!(
             "--plan {}: is a directory; expected a Markdown plan file",
@@ -191,6 +218,22 @@ mod tests {
                 location.key
             )
         );
+    }
+
+    #[test]
+    fn a_gone_plan_is_located_where_it_was_for_reports() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(root.path()).unwrap();
+        fs::write(ws.join("AGENTS.md"), "").unwrap();
+        fs::create_dir_all(ws.join("docs/plans")).unwrap();
+        let gone = ws.join("docs/plans/../plans/gone.md");
+        assert!(locate_plan(&gone).is_err());
+        let location = locate_plan_even_if_gone(&gone).unwrap();
+        assert_eq!(location.relative_plan_path, "docs/plans/gone.md");
+        assert_eq!(location.key, plan_key(["docs", "plans", "gone.md"]));
+        // A missing directory is still an error naming the flag.
+        let error = locate_plan_even_if_gone(&ws.join("nowhere/p.md")).unwrap_err();
+        assert!(error.starts_with("--plan "), "{error}");
     }
 
     #[test]
