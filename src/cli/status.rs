@@ -13,7 +13,7 @@ use crate::actors::state_store::load_state;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::invocation::{PlanSnapshot, execution_workspace_of, read_plan_snapshot};
-use crate::platform::locate::{PlanLocation, locate_plan_even_if_gone};
+use crate::platform::locate::{PlanLocation, locate_plan, locate_plan_even_if_gone};
 use crate::report::Output;
 
 /// The status report; `--json` prints it as is (schema: docs/cli.md).
@@ -84,10 +84,14 @@ pub struct PlanCheck {
 }
 
 pub fn run(args: &StatusArgs) -> i32 {
-    // A deleted or moved plan file still has its recorded state reported (then the error).
-    let location = match locate_plan_even_if_gone(&args.plan) {
+    let location = match locate_plan(&args.plan) {
         Ok(location) => location,
-        Err(message) => return fail(args.json, message),
+        Err(message) => match locate_plan_even_if_gone(&args.plan) {
+            // A deleted plan file whose state exists still has that state reported (then
+            // the error); without recorded state there is nothing to report.
+            Ok(location) if Path::new(&location.layout.state_path()).is_file() => location,
+            _ => return fail(args.json, message),
+        },
     };
     let state = match load_state(&location.layout) {
         Ok(state) => state,
