@@ -353,7 +353,7 @@ mod tests {
                     .unwrap()
                     .shift_remove("transcript_path");
             }),
-            "missing required key transcript_path"
+            "missing required key transcript_path (at artifacts.transcript_path)"
         );
         assert_eq!(
             read_error(|map| {
@@ -424,11 +424,11 @@ mod tests {
         }
         assert_eq!(
             read_error(|map| map["plan"]["sha256"] = json!(1)),
-            "expected sha256 to be a string"
+            "expected sha256 to be a string (at plan.sha256)"
         );
         assert_eq!(
             read_error(|map| map["artifacts"]["prompt_path"] = json!(null)),
-            "expected prompt_path to be a string"
+            "expected prompt_path to be a string (at artifacts.prompt_path)"
         );
     }
 

@@ -627,7 +627,9 @@ impl State {
         // Unreachable from a parsed file (the reader rejects it as `invalid reason`), but a
         // completed phase is never "stopped", so guard the in-memory value too.
         if stop.reason == AttemptStatus::PhaseComplete {
-            return Err(StateError("invalid reason 'phase-complete'".into()));
+            return Err(StateError(
+                "invalid reason 'phase-complete' (at stop.reason)".into(),
+            ));
         }
         strict_json::require_nonempty("stop.phase_id", &stop.phase_id)?;
         if self.current_phase.as_ref().map(|phase| &phase.id) != Some(&stop.phase_id) {
@@ -1296,19 +1298,19 @@ mod tests {
         // Missing nested keys are reported bare.
         assert_eq!(
             read_error(&state, remove("/plan", "sha256")),
-            "missing required key sha256"
+            "missing required key sha256 (at plan.sha256)"
         );
         assert_eq!(
             read_error(&running, remove("/active_attempt/process", "boot_id")),
-            "missing required key boot_id"
+            "missing required key boot_id (at active_attempt.process.boot_id)"
         );
         assert_eq!(
             read_error(&state, remove("/last_run", "outcome_path")),
-            "missing required key outcome_path"
+            "missing required key outcome_path (at last_run.outcome_path)"
         );
         assert_eq!(
             read_error(&state, remove("/stop", "clarification_request")),
-            "missing required key clarification_request"
+            "missing required key clarification_request (at stop.clarification_request)"
         );
         assert_eq!(
             read_error(&state, |value| {
@@ -1390,115 +1392,115 @@ mod tests {
                 &state,
                 "/plan/path",
                 json!(null),
-                "expected path to be a string",
+                "expected path to be a string (at plan.path)",
             ),
             (
                 &state,
                 "/plan/sha256",
                 json!(1),
-                "expected sha256 to be a string",
+                "expected sha256 to be a string (at plan.sha256)",
             ),
             (
                 &state,
                 "/current_phase/title",
                 json!(null),
-                "expected title to be a string",
+                "expected title to be a string (at current_phase.title)",
             ),
             (
                 &state,
                 "/stop/message",
                 json!(1),
-                "expected message to be a string or null",
+                "expected message to be a string or null (at stop.message)",
             ),
             (
                 &state,
                 "/stop/clarification_request",
                 json!([]),
-                "expected clarification_request to be a string or null",
+                "expected clarification_request to be a string or null (at stop.clarification_request)",
             ),
             (
                 &state,
                 "/last_run/exit_code",
                 json!(true),
-                "expected exit_code to be an integer",
+                "expected exit_code to be an integer (at last_run.exit_code)",
             ),
             (
                 &state,
                 "/last_run/exit_code",
                 json!(3.0),
-                "expected exit_code to be an integer",
+                "expected exit_code to be an integer (at last_run.exit_code)",
             ),
             (
                 &state,
                 "/last_run/exit_code",
                 json!("3"),
-                "expected exit_code to be an integer",
+                "expected exit_code to be an integer (at last_run.exit_code)",
             ),
             (
                 &state,
                 "/last_run/exit_code",
                 json!(1_i64 << 40),
-                "expected exit_code to be an integer that fits in 32 bits",
+                "expected exit_code to be an integer that fits in 32 bits (at last_run.exit_code)",
             ),
             (
                 &state,
                 "/last_run/outcome_path",
                 json!(1),
-                "expected outcome_path to be a string or null",
+                "expected outcome_path to be a string or null (at last_run.outcome_path)",
             ),
             (
                 &state,
                 "/last_run/summary",
                 json!(null),
-                "expected summary to be a string",
+                "expected summary to be a string (at last_run.summary)",
             ),
             (
                 &running,
                 "/active_attempt/process/pid",
                 json!(0),
-                "expected pid to be a positive integer",
+                "expected pid to be a positive integer (at active_attempt.process.pid)",
             ),
             (
                 &running,
                 "/active_attempt/process/pid",
                 json!(-1),
-                "expected pid to be a positive integer",
+                "expected pid to be a positive integer (at active_attempt.process.pid)",
             ),
             (
                 &running,
                 "/active_attempt/process/pid",
                 json!(true),
-                "expected pid to be a positive integer",
+                "expected pid to be a positive integer (at active_attempt.process.pid)",
             ),
             (
                 &running,
                 "/active_attempt/process/pid",
                 json!(1_u64 << 33),
-                "expected pid to be a positive integer that fits in 32 bits",
+                "expected pid to be a positive integer that fits in 32 bits (at active_attempt.process.pid)",
             ),
             (
                 &running,
                 "/active_attempt/process/process_group_id",
                 json!(1.5),
-                "expected process_group_id to be a positive integer",
+                "expected process_group_id to be a positive integer (at active_attempt.process.process_group_id)",
             ),
             (
                 &running,
                 "/active_attempt/process/start_time_ticks",
                 json!("9"),
-                "expected start_time_ticks to be a positive integer",
+                "expected start_time_ticks to be a positive integer (at active_attempt.process.start_time_ticks)",
             ),
             (
                 &running,
                 "/active_attempt/process/boot_id",
                 json!(null),
-                "expected boot_id to be a string",
+                "expected boot_id to be a string (at active_attempt.process.boot_id)",
             ),
             (
                 &running,
                 "/active_attempt/outcome_path",
                 json!(null),
-                "expected outcome_path to be a string",
+                "expected outcome_path to be a string (at active_attempt.outcome_path)",
             ),
         ];
         for (state, pointer, new, message) in cases {
@@ -1512,31 +1514,31 @@ mod tests {
         let running = running_state();
         assert_eq!(
             read_error(&state, set("/committed_outcomes/0/status", json!("x"))),
-            "invalid status 'x'"
+            "invalid status 'x' (at committed_outcomes[0].status)"
         );
         assert_eq!(
             read_error(&state, set("/last_run/status", json!("done"))),
-            "invalid status 'done'"
+            "invalid status 'done' (at last_run.status)"
         );
         assert_eq!(
             read_error(&state, set("/stop/reason", json!("x"))),
-            "invalid reason 'x'"
+            "invalid reason 'x' (at stop.reason)"
         );
         assert_eq!(
             read_error(&state, set("/stop/reason", json!("phase-complete"))),
-            "invalid reason 'phase-complete'"
+            "invalid reason 'phase-complete' (at stop.reason)"
         );
         assert_eq!(
             read_error(&running, set("/active_attempt/status", json!("finished"))),
-            "invalid status 'finished'"
+            "invalid status 'finished' (at active_attempt.status)"
         );
         assert_eq!(
             read_error(&state, set("/last_run/status", json!("io-error"))),
-            "invalid status 'io-error'"
+            "invalid status 'io-error' (at last_run.status)"
         );
         assert_eq!(
             read_error(&state, set("/stop/reason", json!(2))),
-            "expected reason to be a string"
+            "expected reason to be a string (at stop.reason)"
         );
     }
 
@@ -1568,7 +1570,7 @@ mod tests {
         );
         assert_eq!(
             read_error(&state, set("/last_run/started_at", json!(5))),
-            "expected started_at to be a string"
+            "expected started_at to be a string (at last_run.started_at)"
         );
         // Any offset is accepted on read and normalized to UTC on write.
         let mut value = serde_json::to_value(&state).unwrap();
@@ -1704,9 +1706,17 @@ mod tests {
             let mut state = running.clone();
             edit(&mut state);
             assert_eq!(state.validate(&layout()).unwrap_err().0, message);
-            // Reading rejects a zero identity field structurally, naming the bare key.
+            // Reading rejects a zero identity field structurally, naming the bare key and
+            // then where it is.
             let on_read = if message.contains("positive integer") {
-                message.replace("active_attempt.process.", "")
+                let path = message
+                    .trim_start_matches("expected ")
+                    .trim_end_matches(" to be a positive integer")
+                    .to_owned();
+                format!(
+                    "{} (at {path})",
+                    message.replace("active_attempt.process.", "")
+                )
             } else {
                 message
             };
@@ -1760,7 +1770,7 @@ mod tests {
         stop(&mut completed).reason = AttemptStatus::PhaseComplete;
         assert_eq!(
             completed.validate(&layout()).unwrap_err().0,
-            "invalid reason 'phase-complete'"
+            "invalid reason 'phase-complete' (at stop.reason)"
         );
     }
 

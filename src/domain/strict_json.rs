@@ -5,7 +5,8 @@
 //! Wording follows the reference (§6.3): key-set and object errors name the *qualified* key
 //! (`unexpected key active_attempt.snapshot.extra`, `expected plan to be an object`), while
 //! missing keys and scalar type errors name the *bare* key (`missing required key sha256`,
-//! `expected pid to be a positive integer`).
+//! `expected pid to be a positive integer`) — followed, inside a nested object, by the dotted
+//! path SPEC §6 asks for (`missing required key sha256 (at plan.sha256)`).
 
 use serde_json::{Map, Value};
 
@@ -156,6 +157,16 @@ impl<'a> Object<'a> {
         &self.path
     }
 
+    /// Adds where a bare-key error happened when it is inside a nested object: the reference
+    /// wording names the bare key (`missing required key summary`), and SPEC §6 asks for the
+    /// dotted path, so a nested error says both (`… summary (at last_run.summary)`).
+    fn locate(&self, error: StrictError, key: &str) -> StrictError {
+        if self.path.is_empty() {
+            return error;
+        }
+        StrictError(format!("{} (at {})", error.0, self.qualified(key)))
+    }
+
     /// The dotted path of `key` inside this object.
     pub fn qualified(&self, key: &str) -> String {
         if self.path.is_empty() {
@@ -185,40 +196,44 @@ impl<'a> Object<'a> {
             )));
         }
         match keys.iter().find(|key| !self.map.contains_key(**key)) {
-            Some(missing) => Err(missing_key(missing)),
+            Some(missing) => Err(self.locate(missing_key(missing), missing)),
             None => Ok(()),
         }
     }
 
     /// The raw value of a required key.
     pub fn value(&self, key: &str) -> Result<&'a Value, StrictError> {
-        self.map.get(key).ok_or_else(|| missing_key(key))
+        self.map
+            .get(key)
+            .ok_or_else(|| self.locate(missing_key(key), key))
     }
 
     pub fn string(&self, key: &str) -> Result<&'a str, StrictError> {
         self.value(key)?
             .as_str()
-            .ok_or_else(|| expected(key, "a string"))
+            .ok_or_else(|| self.locate(expected(key, "a string"), key))
     }
 
     pub fn optional_string(&self, key: &str) -> Result<Option<&'a str>, StrictError> {
         match self.value(key)? {
             Value::Null => Ok(None),
             Value::String(text) => Ok(Some(text)),
-            _ => Err(expected(key, "a string or null")),
+            _ => Err(self.locate(expected(key, "a string or null"), key)),
         }
     }
 
     /// An integer (booleans and numbers with a fraction or exponent are not integers) that
     /// fits in `T`.
     pub fn integer<T: TryFrom<i64>>(&self, key: &str) -> Result<T, StrictError> {
-        integer_in(self.value(key)?, key, "an integer")
+        integer_in(self.value(key)?, key, "an integer").map_err(|error| self.locate(error, key))
     }
 
     pub fn optional_integer<T: TryFrom<i64>>(&self, key: &str) -> Result<Option<T>, StrictError> {
         match self.value(key)? {
             Value::Null => Ok(None),
-            value => integer_in(value, key, "an integer or null").map(Some),
+            value => integer_in(value, key, "an integer or null")
+                .map(Some)
+                .map_err(|error| self.locate(error, key)),
         }
     }
 
@@ -229,8 +244,8 @@ impl<'a> Object<'a> {
             Value::Number(number) => number.as_u64().filter(|n| *n >= 1),
             _ => None,
         }
-        .ok_or_else(|| expected(key, what))?;
-        T::try_from(number).map_err(|_| out_of_range::<T>(key, what))
+        .ok_or_else(|| self.locate(expected(key, what), key))?;
+        T::try_from(number).map_err(|_| self.locate(out_of_range::<T>(key, what), key))
     }
 
     pub fn string_list(&self, key: &str) -> Result<Vec<&'a str>, StrictError> {
@@ -238,8 +253,10 @@ impl<'a> Object<'a> {
             .iter()
             .enumerate()
             .map(|(index, item)| {
-                item.as_str()
-                    .ok_or_else(|| expected(&format!("{key}[{index}]"), "a string"))
+                item.as_str().ok_or_else(|| {
+                    let item = format!("{key}[{index}]");
+                    self.locate(expected(&item, "a string"), &item)
+                })
             })
             .collect()
     }
@@ -247,7 +264,7 @@ impl<'a> Object<'a> {
     pub fn list(&self, key: &str) -> Result<&'a [Value], StrictError> {
         match self.value(key)? {
             Value::Array(items) => Ok(items),
-            _ => Err(expected(key, "a list")),
+            _ => Err(self.locate(expected(key, "a list"), key)),
         }
     }
 
@@ -280,7 +297,12 @@ impl<'a> Object<'a> {
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Result<T, StrictError> {
         let text = self.string(key)?;
-        parse(text).ok_or_else(|| StrictError(format!("invalid {key} '{}'", text.escape_debug())))
+        parse(text).ok_or_else(|| {
+            self.locate(
+                StrictError(format!("invalid {key} '{}'", text.escape_debug())),
+                key,
+            )
+        })
     }
 
     /// An RFC 3339 timestamp with an explicit UTC offset. A string that is a valid date and
@@ -488,7 +510,7 @@ mod tests {
         );
         assert_eq!(
             err(inner.expect_keys(&["version", "sha256"])),
-            "missing required key sha256"
+            "missing required key sha256 (at plan.inner.sha256)"
         );
         let items = root.object_list("items").unwrap();
         assert_eq!(items[1].path(), "items[1]");
@@ -636,7 +658,10 @@ mod tests {
             err(plan.timestamp("junk")),
             "expected p.junk to be an ISO 8601 timestamp"
         );
-        assert_eq!(err(plan.timestamp("num")), "expected num to be a string");
+        assert_eq!(
+            err(plan.timestamp("num")),
+            "expected num to be a string (at p.num)"
+        );
     }
 
     #[test]
