@@ -118,7 +118,7 @@ fn plan_phase_with_empty_workspace() {
 fn plan_phase_with_two_workspace_path_lines() {
     plan_case(
         b"## Phase 1: A\n### Workspace\n.\n\nsvc\n### Goal\nx\n",
-        &["plan.md:5: workspace declaration must contain exactly one relative path line"],
+        &["plan.md:5: phase 1 workspace declaration must contain exactly one relative path line"],
     );
 }
 
@@ -126,7 +126,7 @@ fn plan_phase_with_two_workspace_path_lines() {
 fn plan_phase_with_absolute_posix_workspace() {
     plan_case(
         b"## Phase 1: A\n### Workspace\n/abs\n",
-        &["plan.md:3: workspace path must be relative, got '/abs'"],
+        &["plan.md:3: phase 1 workspace path must be relative, got '/abs'"],
     );
 }
 
@@ -134,7 +134,7 @@ fn plan_phase_with_absolute_posix_workspace() {
 fn plan_phase_with_absolute_windows_workspace() {
     plan_case(
         b"## Phase 1: A\n### Workspace\n`C:\\repo`\n",
-        &["plan.md:3: workspace path must be relative, got 'C:\\repo'"],
+        &["plan.md:3: phase 1 workspace path must be relative, got 'C:\\repo'"],
     );
 }
 
@@ -142,7 +142,7 @@ fn plan_phase_with_absolute_windows_workspace() {
 fn plan_phase_with_wrong_workspace_heading() {
     plan_case(
         b"## Phase 1: A\n## Workspace\n.\n",
-        &["plan.md:2: workspace section must use the exact heading '### Workspace'"],
+        &["plan.md:2: phase 1 workspace section must use the exact heading '### Workspace'"],
     );
 }
 

@@ -235,9 +235,13 @@ impl RunState {
             && self.completed_this_run >= limit
         {
             // The limit only stops a run that has phases left; one that just finished the plan
-            // reports (and re-checks) completion like any other.
+            // reports (and re-checks) completion like any other. Reporting the limit's last
+            // completed phase re-checks the plan too (SPEC §12: before reporting completion).
             if self.select().await.is_none() {
                 return self.complete(myself).await;
+            }
+            if let Err(output) = self.check_plan_unchanged() {
+                return self.finish(myself, EXIT_INVALID, output).await;
             }
             let line = format!("phase-complete: {last}");
             return self.finish(myself, 0, Output::stdout(line)).await;

@@ -309,7 +309,7 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
                     return Err(PlanError::at(
                         line.number,
                         format!(
-                            "workspace section must use the exact heading '{WORKSPACE_HEADING}'"
+                            "phase {number} workspace section must use the exact heading '{WORKSPACE_HEADING}'"
                         ),
                     ));
                 }
@@ -334,7 +334,9 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
             if path.is_some() {
                 return Err(PlanError::at(
                     line.number,
-                    "workspace declaration must contain exactly one relative path line",
+                    format!(
+                        "phase {number} workspace declaration must contain exactly one relative path line"
+                    ),
                 ));
             }
             *path = Some(WorkspaceDeclaration {
@@ -399,7 +401,7 @@ fn workspace_path(value: &str, phase: u64, line: usize) -> Result<String, PlanEr
     if is_absolute(path) {
         return Err(PlanError::at(
             line,
-            format!("workspace path must be relative, got '{path}'"),
+            format!("phase {phase} workspace path must be relative, got '{path}'"),
         ));
     }
     Ok(path.to_owned())
@@ -565,7 +567,7 @@ mod tests {
     fn text_after_the_path_needs_a_heading_before_it() {
         assert_eq!(
             error("## Phase 1: A\n### Workspace\n.\nMore prose\n"),
-            "plan.md:4: workspace declaration must contain exactly one relative path line"
+            "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
         );
     }
 
@@ -662,7 +664,7 @@ mod tests {
     fn a_workspace_section_has_one_path_line() {
         assert_eq!(
             body_error("### Workspace\n.\n../other\n"),
-            "plan.md:4: workspace declaration must contain exactly one relative path line"
+            "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
         );
     }
 
@@ -678,7 +680,7 @@ mod tests {
         ] {
             assert_eq!(
                 body_error(&format!("### Workspace\n{path}\n")),
-                format!("plan.md:3: workspace path must be relative, got '{shown}'")
+                format!("plan.md:3: phase 1 workspace path must be relative, got '{shown}'")
             );
         }
         for relative in ["C:", "C:repo", "~/repo", "..\\svc", "a/../../b"] {
@@ -690,7 +692,7 @@ mod tests {
     // test_phases.py 9: misspelled headings
     #[test]
     fn a_workspace_heading_must_be_spelled_exactly() {
-        let exact = "workspace section must use the exact heading '### Workspace'";
+        let exact = "phase 1 workspace section must use the exact heading '### Workspace'";
         for heading in [
             "## Workspace",
             "### Workspace: .",
@@ -738,7 +740,7 @@ mod tests {
         // A `#` without a following space is text, so it would be a second path line.
         assert_eq!(
             error("## Phase 1: A\n### Workspace\n.\n#tag\n"),
-            "plan.md:4: workspace declaration must contain exactly one relative path line"
+            "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
         );
     }
 
