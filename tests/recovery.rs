@@ -619,6 +619,34 @@ fn status_says_why_the_next_execution_workspace_is_unavailable() {
     );
 }
 
+/// An edit that breaks the plan is still reported as a change, with both hashes, before the
+/// parse error (exit 5: the plan is invalid input).
+#[test]
+fn status_of_an_edited_plan_that_no_longer_parses_shows_the_change() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "block");
+    sandbox.run_plan(PLAN, &agent, &[]).assert_code(2);
+    let accepted = sandbox.state(PLAN)["plan"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let broken = format!("{}```\nunclosed fence\n", plan_with_phases(1));
+    sandbox.write(PLAN, &broken);
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(5);
+    assert_has_line(&status.stdout, "stopped: phase-1 (blocked)");
+    assert_has_line(
+        &status.stdout,
+        &format!(
+            "plan changed since accepted: expected {accepted}, actual {}",
+            sha256_hex(broken.as_bytes())
+        ),
+    );
+    assert!(status.stderr.contains("unclosed"), "{}", status.stderr);
+}
+
 /// A deleted plan file still has its recorded state reported: the stop, then the error.
 #[test]
 fn status_of_a_deleted_plan_reports_the_recorded_stop_then_the_error() {

@@ -12,7 +12,9 @@ use super::args::StatusArgs;
 use crate::actors::state_store::load_state;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
-use crate::invocation::{PlanSnapshot, execution_workspace_of, read_plan_snapshot};
+use crate::invocation::{
+    PlanSnapshot, current_plan_hash, execution_workspace_of, read_plan_snapshot,
+};
 use crate::platform::locate::{PlanLocation, locate_plan, locate_plan_even_if_gone};
 use crate::report::Output;
 
@@ -134,7 +136,7 @@ fn build_report(
     state: &State,
     snapshot: Result<&PlanSnapshot, &String>,
 ) -> StatusReport {
-    let plan = plan_check(state, snapshot);
+    let plan = plan_check(location, state, snapshot);
     let next_phase = snapshot.ok().and_then(|snapshot| {
         let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
         next_pending(state, &ids)
@@ -241,14 +243,20 @@ fn build_report(
     }
 }
 
-fn plan_check(state: &State, snapshot: Result<&PlanSnapshot, &String>) -> PlanCheck {
+fn plan_check(
+    location: &PlanLocation,
+    state: &State,
+    snapshot: Result<&PlanSnapshot, &String>,
+) -> PlanCheck {
     let accepted = state.plan.as_ref();
     let accepted_sha256 = accepted.map(|plan| plan.sha256.clone());
     match snapshot {
+        // The bytes may still be readable (an edit that no longer parses): their hash shows
+        // whether they changed since acceptance.
         Err(error) => PlanCheck {
             status: "unreadable",
             accepted_sha256,
-            current_sha256: None,
+            current_sha256: current_plan_hash(location).ok(),
             error: Some(error.clone()),
         },
         Ok(snapshot) => {
@@ -368,5 +376,15 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         }
         _ => "plan: unreadable (see the error below)".to_owned(),
     });
+    if let ("unreadable", Some(expected), Some(actual)) = (
+        report.plan.status,
+        &report.plan.accepted_sha256,
+        &report.plan.current_sha256,
+    ) && expected != actual
+    {
+        lines.push(format!(
+            "plan changed since accepted: expected {expected}, actual {actual}"
+        ));
+    }
     lines
 }
