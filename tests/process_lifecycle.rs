@@ -252,6 +252,49 @@ fn escaped_descendant_is_adopted_and_killed() {
     }
 }
 
+/// A child the handler inherited across `exec` (a shell's background job) is not the
+/// worker's: the adopted-descendant sweep leaves it alone and does not report it.
+#[test]
+fn a_child_inherited_across_exec_is_left_alone() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let sibling_pid = sandbox.path("sibling.pid");
+    let script = format!(
+        "sleep 1000 >/dev/null 2>&1 & echo $! > '{}'; exec '{BIN}' run --plan plan.md --agent-cmd '{}'",
+        sibling_pid.display(),
+        agent.display()
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn shell");
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(0);
+    let pid = read_pid(&sibling_pid);
+    // Alive: listed and not a zombie (state is the first field after the command name).
+    let alive = fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|text| {
+        text.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']))
+    });
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    assert!(alive, "the inherited child was killed");
+    let transcript = only_transcript(&sandbox, "plan.md");
+    assert!(
+        !transcript.contains("escaped_descendants_killed"),
+        "{transcript}"
+    );
+    sandbox.assert_no_survivors();
+}
+
 /// The same after a timeout: the escaped process is found once the group is gone.
 #[test]
 fn escaped_descendant_is_killed_after_a_timeout() {

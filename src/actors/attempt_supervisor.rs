@@ -425,7 +425,11 @@ impl AttemptState {
         };
         tracing::info!(pid, pgid = pid, "worker spawned");
 
-        self.crew = Some(self.start_crew(myself, pid, transcript, console).await);
+        let worker_started_ticks = identity.as_ref().map(|identity| identity.start_time_ticks);
+        self.crew = Some(
+            self.start_crew(myself, pid, worker_started_ticks, transcript, console)
+                .await,
+        );
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -548,6 +552,7 @@ impl AttemptState {
         &self,
         myself: &ActorRef<AttemptMsg>,
         pgid: u32,
+        worker_started_ticks: Option<u64>,
         transcript: File,
         console: Option<Console>,
     ) -> Crew {
@@ -562,6 +567,7 @@ impl AttemptState {
             GroupKiller,
             KillerArgs {
                 pgid,
+                worker_started_ticks,
                 supervisor: supervisor.clone(),
             },
             cell.clone(),

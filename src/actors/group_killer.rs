@@ -10,9 +10,11 @@
 //!
 //! Once the group is empty, the killer sweeps *adopted* descendants: the handler registers as
 //! a child subreaper, so a descendant that left the group (`setsid`, a daemon's double fork)
-//! becomes the handler's own child when its parent dies. Any such child still alive is
-//! SIGKILLed (it is our child, so its pid cannot have been reused) and every adopted zombie is
-//! reaped by pid — never with `waitpid(-1)`, which would steal tokio's children.
+//! becomes the handler's own child when its parent dies. Any such child still alive that
+//! started after the worker is SIGKILLed (it is our child, so its pid cannot have been reused;
+//! a child that predates the worker was inherited across `exec` and is left alone) and every
+//! adopted zombie is reaped by pid — never with `waitpid(-1)`, which would steal tokio's
+//! children.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly. "Empty" means no *live* member: zombies waiting for a parent
@@ -62,6 +64,11 @@ pub struct GroupKiller;
 
 pub struct KillerArgs {
     pub pgid: u32,
+    /// The leader's start time (`/proc/<pid>/stat` field 22). An adopted child that started
+    /// before it cannot descend from the worker — the handler inherited it across `exec` — so
+    /// it is never signalled. `None` when the identity could not be read: then no adopted
+    /// process is signalled at all, since none can be told apart.
+    pub worker_started_ticks: Option<u64>,
     pub supervisor: ActorRef<AttemptMsg>,
 }
 
@@ -84,6 +91,7 @@ enum Phase {
 
 pub struct KillerState {
     pgid: u32,
+    worker_started_ticks: Option<u64>,
     supervisor: ActorRef<AttemptMsg>,
     phase: Phase,
     report: KillReport,
@@ -101,6 +109,7 @@ impl Actor for GroupKiller {
     ) -> Result<KillerState, ActorProcessingErr> {
         Ok(KillerState {
             pgid: args.pgid,
+            worker_started_ticks: args.worker_started_ticks,
             supervisor: args.supervisor,
             phase: Phase::Idle,
             report: KillReport::default(),
@@ -262,6 +271,14 @@ impl KillerState {
             match proc::stat(pid) {
                 Ok(Some(stat)) if stat.is_defunct() => {
                     let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+                }
+                Ok(Some(stat))
+                    if self
+                        .worker_started_ticks
+                        .is_none_or(|started| stat.start_time_ticks < started) =>
+                {
+                    // Not the worker's: inherited by the handler, or not identifiable.
+                    tracing::debug!(pid, "adopted child predates the worker; left alone");
                 }
                 Ok(Some(_)) => {
                     if !self.report.escaped.contains(&pid) {
