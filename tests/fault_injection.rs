@@ -113,9 +113,19 @@ fn a_failed_running_write_keeps_the_prepared_record_and_stops_the_worker() {
             "the worker was launched before the running write"
         );
         assert_no_temp_files(&sandbox);
-        assert!(
+        // Said once: the failed write is also what stopped the attempt.
+        assert_eq!(
             run.stderr
-                .contains(&format!("injected failure at failpoint {failpoint}")),
+                .matches(&format!("injected failure at failpoint {failpoint}"))
+                .count(),
+            1,
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.lines().next().is_some_and(|line| line.starts_with(
+                "execution-io-failed: attempt execution IO failed: could not record running attempt: "
+            )),
             "{}",
             run.stderr
         );

@@ -673,6 +673,24 @@ fn silent_agent_is_named_in_the_transcript() {
     );
 }
 
+#[test]
+fn silent_agent_killed_by_a_signal_is_named_as_such() {
+    let (sandbox, run) = run_one_phase("kill -KILL $$\n");
+    assert_attempt_failed(
+        &sandbox,
+        &run,
+        "agent-failed",
+        "agent command was killed by signal 9",
+    );
+    let transcript = last_transcript(&sandbox);
+    assert!(
+        transcript
+            .contains("\n[runner] process was killed by signal 9 without stdout/stderr output\n"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("\nsignal: 9\n"), "{transcript}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Worker prompt
 // ---------------------------------------------------------------------------------------------

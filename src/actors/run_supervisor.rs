@@ -447,7 +447,13 @@ impl RunState {
                 attempt,
             } => {
                 let first_line = if decision.status.handler_exit_code() == EXIT_FAILED {
-                    format!("{}: {}; {failure}", decision.status, decision.summary)
+                    // The failure may be what decided the status (a failed running write stops
+                    // the attempt with it as the cause): say it once.
+                    if decision.summary.ends_with(&failure) {
+                        format!("{}: {}", decision.status, decision.summary)
+                    } else {
+                        format!("{}: {}; {failure}", decision.status, decision.summary)
+                    }
                 } else {
                     format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
                 };

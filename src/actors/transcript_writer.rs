@@ -345,13 +345,13 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
     if let Some(error) = &trailer.launch_error {
         text.push_str(&format!("[runner] {error}\n"));
     } else if bytes_seen == 0 {
-        let code = match (exit_code, signal) {
-            (Some(code), _) => code.to_string(),
-            (None, Some(signal)) => format!("-{signal}"),
-            (None, None) => "unknown".to_owned(),
+        let ended = match (exit_code, signal) {
+            (Some(code), _) => format!("exited with code {code}"),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, None) => "ended with an unknown status".to_owned(),
         };
         text.push_str(&format!(
-            "[runner] process exited with code {code} without stdout/stderr output\n"
+            "[runner] process {ended} without stdout/stderr output\n"
         ));
     } else if !ends_with_newline {
         // The trailer always starts on its own line.
