@@ -55,6 +55,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
+use crate::platform::proc::ChildSnapshot;
 use crate::platform::{durable, proc, spawn};
 
 /// After the leader exits on its own, how long its pipes may stay open before the remaining
@@ -77,6 +78,8 @@ pub struct AttemptSpec {
     pub accept: Option<PlanRecord>,
     /// Resolve the abandoned attempt (as `interrupted`) in the prepared write.
     pub resolve_abandoned: bool,
+    /// The handler's children before its first worker: never treated as escaped descendants.
+    pub inherited_children: Arc<ChildSnapshot>,
     pub span: tracing::Span,
 }
 
@@ -568,6 +571,7 @@ impl AttemptState {
             KillerArgs {
                 pgid,
                 worker_started_ticks,
+                inherited: self.spec.inherited_children.clone(),
                 supervisor: supervisor.clone(),
             },
             cell.clone(),

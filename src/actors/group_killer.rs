@@ -20,6 +20,7 @@
 //! `KillNow` is handled promptly. "Empty" means no *live* member: zombies waiting for a parent
 //! to reap them run nothing and hold no pipe.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -31,7 +32,7 @@ use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
 use super::notify;
-use crate::platform::proc;
+use crate::platform::proc::{self, ChildSnapshot};
 
 /// How long a group gets between SIGTERM and SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -69,6 +70,8 @@ pub struct KillerArgs {
     /// it is never signalled. `None` when the identity could not be read: then no adopted
     /// process is signalled at all, since none can be told apart.
     pub worker_started_ticks: Option<u64>,
+    /// The handler's children before its first worker started: inherited, never signalled.
+    pub inherited: Arc<ChildSnapshot>,
     pub supervisor: ActorRef<AttemptMsg>,
 }
 
@@ -92,6 +95,7 @@ enum Phase {
 pub struct KillerState {
     pgid: u32,
     worker_started_ticks: Option<u64>,
+    inherited: Arc<ChildSnapshot>,
     supervisor: ActorRef<AttemptMsg>,
     phase: Phase,
     report: KillReport,
@@ -110,6 +114,7 @@ impl Actor for GroupKiller {
         Ok(KillerState {
             pgid: args.pgid,
             worker_started_ticks: args.worker_started_ticks,
+            inherited: args.inherited,
             supervisor: args.supervisor,
             phase: Phase::Idle,
             report: KillReport::default(),
@@ -272,10 +277,13 @@ impl KillerState {
                 Ok(Some(stat)) if stat.is_defunct() => {
                     let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
                 }
+                // Start times have clock-tick resolution (10 ms), so only a strictly earlier
+                // start proves a child is not the worker's; the snapshot covers the rest.
                 Ok(Some(stat))
-                    if self
-                        .worker_started_ticks
-                        .is_none_or(|started| stat.start_time_ticks < started) =>
+                    if self.inherited.contains(&stat)
+                        || self
+                            .worker_started_ticks
+                            .is_none_or(|started| stat.start_time_ticks < started) =>
                 {
                     // Not the worker's: inherited by the handler, or not identifiable.
                     tracing::debug!(pid, "adopted child predates the worker; left alone");

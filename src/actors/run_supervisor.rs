@@ -28,6 +28,7 @@ use crate::invocation::{
 };
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
+use crate::platform::proc::ChildSnapshot;
 use crate::report::{self, Output, RefusalContext};
 
 /// Exit code of a run whose input or state made it refuse (SPEC §2).
@@ -76,6 +77,8 @@ pub struct RunState {
     last_completed: Option<String>,
     pending_signal: Option<i32>,
     attempt: Option<RunningAttempt>,
+    /// The handler's children before any worker: inherited across `exec`, never stopped.
+    inherited_children: Arc<ChildSnapshot>,
 }
 
 impl Actor for RunSupervisor {
@@ -112,6 +115,7 @@ impl Actor for RunSupervisor {
             last_completed: None,
             pending_signal: None,
             attempt: None,
+            inherited_children: Arc::new(ChildSnapshot::take()),
         })
     }
 
@@ -297,6 +301,7 @@ impl RunState {
             execution_workspace,
             accept: self.accept.take(),
             resolve_abandoned,
+            inherited_children: self.inherited_children.clone(),
             span,
         };
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {

@@ -77,6 +77,31 @@ pub fn own_children() -> io::Result<Vec<u32>> {
     Ok(children)
 }
 
+/// The handler's children at one moment, with their start times. Taken before the first
+/// worker starts, it names the children the handler inherited across `exec` (a shell's
+/// background jobs): never the worker's, so never signalled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChildSnapshot(Vec<(u32, u64)>);
+
+impl ChildSnapshot {
+    pub fn take() -> Self {
+        let children = own_children().unwrap_or_default();
+        Self(
+            children
+                .into_iter()
+                .filter_map(|pid| stat(pid).ok().flatten())
+                .map(|child| (child.pid, child.start_time_ticks))
+                .collect(),
+        )
+    }
+
+    /// Whether `child` is one of the snapshot's (same pid and start time, so a reused pid
+    /// does not match).
+    pub fn contains(&self, child: &ProcStat) -> bool {
+        self.0.contains(&(child.pid, child.start_time_ticks))
+    }
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
     processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
