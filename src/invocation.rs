@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::domain::config::{Config, parse_config};
 use crate::domain::identity::{Liveness, liveness};
-use crate::domain::plan::{ParsedPlan, Phase, parse_plan};
+use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
@@ -51,6 +51,14 @@ pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, Strin
         )
     })?;
     let plan = parse_plan(&bytes).map_err(|error| error.with_source(&location.plan_path))?;
+    for miss in near_miss_headings(&bytes) {
+        tracing::warn!(
+            "{}:{}: '{}' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s); its text belongs to what comes before it",
+            location.plan_path,
+            miss.line,
+            miss.text.escape_debug()
+        );
+    }
     Ok(PlanSnapshot {
         path: location.plan_path.clone(),
         sha256: sha256_hex(&bytes),

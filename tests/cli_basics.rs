@@ -442,6 +442,29 @@ fn check_prints_the_phase_table_and_changes_nothing() {
     assert!(!sandbox.path("bin/agent.launched").exists());
 }
 
+/// A heading that reads like a phase heading but is not one is ordinary text, as the plan
+/// format says; `check` (like `run`) warns about it, naming the line.
+#[test]
+fn check_warns_about_a_heading_that_is_almost_a_phase() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "plan.md",
+        "## Phase 1: A\n### Workspace\n.\n##  Phase 2: B\n```\n## phase 3: example\n```\n",
+    );
+    let run = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", "true"]);
+    run.assert_code(0);
+    assert!(run.stdout.contains("check: ok"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:4: '##  Phase 2: B' is not a phase heading",
+            sandbox.path("plan.md").display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("phase 3"), "{}", run.stderr);
+}
+
 #[test]
 fn check_json_is_one_object_with_the_phase_rows() {
     let sandbox = Sandbox::new();

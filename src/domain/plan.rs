@@ -49,6 +49,57 @@ impl ParsedPlan {
     }
 }
 
+/// A heading that reads like a phase heading but is not one (indented, two spaces after the
+/// `#`s, `phase` in lower case, a blank title, …). It is ordinary text — part of the phase or
+/// preamble before it — which is rarely what its author meant, so callers warn about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NearMissHeading {
+    /// 1-based line.
+    pub line: usize,
+    /// The line as written (without its line break).
+    pub text: String,
+}
+
+/// The headings outside code fences whose text reads `Phase N:` in any case or spacing but
+/// which are not phase headings. Invalid UTF-8 finds none (parsing reports it).
+pub fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Vec::new();
+    };
+    let mut fences = FenceTracker::new();
+    let mut found = Vec::new();
+    for line in lines(text, 1) {
+        if fences.classify_line(line.text.as_bytes()).is_fenced() {
+            continue;
+        }
+        let content = line.content();
+        if match_phase_heading(content).is_some() {
+            continue;
+        }
+        if section_heading_text(content).is_some_and(reads_like_a_phase) {
+            found.push(NearMissHeading {
+                line: line.number,
+                text: content.to_owned(),
+            });
+        }
+    }
+    found
+}
+
+/// `Phase`, digits and a colon, in any case and spacing, after an optional closing `#` run.
+fn reads_like_a_phase(heading_text: &str) -> bool {
+    let text = heading_text.trim_end_matches('#').trim();
+    let Some(rest) = text
+        .get(..5)
+        .filter(|word| word.eq_ignore_ascii_case("phase"))
+        .map(|_| text[5..].trim_start())
+    else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && rest[digits..].trim_start().starts_with(':')
+}
+
 /// A plan error. `line` is 1-based when the error is tied to a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanError {
@@ -523,6 +574,38 @@ mod tests {
             (phase.heading_line, phase.workspace_line, phase.end_line),
             (2, 4, 6)
         );
+    }
+
+    #[test]
+    fn near_miss_headings_are_found_outside_fences_only() {
+        let text = "# Plan\n\
+            ##  Phase 1: Two spaces\n\
+            ## Phase 1: Real\n\
+            ### Workspace\n.\n\
+            \x20 ## Phase 2: Indented\n\
+            ## phase 3: lower case\n\
+            ## Phase 4:   \n\
+            ## Phase 5 : spaced colon ##\n\
+            ```\n## phase 6: in a fence\n```\n\
+            ## Phases of the moon\n\
+            ## Phase 7 without a colon\n\
+            Phase 8: not a heading\n";
+        let found: Vec<(usize, &str)> = near_miss_headings(text.as_bytes())
+            .iter()
+            .map(|miss| (miss.line, text.lines().nth(miss.line - 1).unwrap()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (2, "##  Phase 1: Two spaces"),
+                (6, "  ## Phase 2: Indented"),
+                (7, "## phase 3: lower case"),
+                (8, "## Phase 4:   "),
+                (9, "## Phase 5 : spaced colon ##"),
+            ]
+        );
+        assert!(near_miss_headings(b"## Phase 1: A\n### Workspace\n.\n").is_empty());
+        assert!(near_miss_headings(b"\xff## phase 1: x").is_empty());
     }
 
     #[test]
@@ -1143,10 +1226,14 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
             let _ = parse_plan(&bytes);
+            let _ = near_miss_headings(&bytes);
         }
 
         #[test]
         fn plan_like_text_never_panics_and_keeps_every_byte(text in plan_like_text()) {
+            // A near miss is never also a phase heading.
+            let misses = near_miss_headings(text.as_bytes());
+            prop_assert!(misses.iter().all(|miss| match_phase_heading(&miss.text).is_none()));
             match parse_plan(text.as_bytes()) {
                 Ok(plan) => {
                     let copied = plan.preamble.len()
