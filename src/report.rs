@@ -217,19 +217,9 @@ pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
         Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
             "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
         )),
-        Refusal::CompletedPhasesMissing { path, missing } => Output::error(format!(
-            "{path}: cannot accept plan change; completed phase ids are missing: {}",
-            missing.join(", ")
-        )),
-        Refusal::RetriedPhaseMissing {
-            phase_id,
-            abandoned_attempt,
-        } => {
-            let mut output = Output::error(if *abandoned_attempt {
-                format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
-            } else {
-                format!("stopped phase {phase_id} does not exist in plan")
-            });
+        Refusal::CompletedPhasesMissing { .. } => Output::error(refusal.to_string()),
+        Refusal::RetriedPhaseMissing { phase_id, .. } => {
+            let mut output = Output::error(refusal.to_string());
             output.err_line(format!(
                 "restore the {phase_id} heading in the plan to retry it, then rerun with --retry-stopped --accept-plan-change"
             ));

@@ -282,7 +282,10 @@ fn clarification_answered_in_the_plan_needs_both_recovery_flags() {
         &[
             &format!("plan hash mismatch: {}", sandbox.path(PLAN).display()),
             &format!("expected: {}", stopped["plan"]["sha256"].as_str().unwrap()),
-            &format!("actual:   {}", sha256_hex(answered.as_bytes())),
+            &format!(
+                "actual:   {}",
+                ai_session_handler::domain::plan_key::sha256_hex(answered.as_bytes())
+            ),
         ],
     );
     assert_eq!(sandbox.state_bytes(PLAN).unwrap(), stopped_bytes);
@@ -641,7 +644,7 @@ fn status_of_an_edited_plan_that_no_longer_parses_shows_the_change() {
         &status.stdout,
         &format!(
             "plan changed since accepted: expected {accepted}, actual {}",
-            sha256_hex(broken.as_bytes())
+            ai_session_handler::domain::plan_key::sha256_hex(broken.as_bytes())
         ),
     );
     assert!(status.stderr.contains("unclosed"), "{}", status.stderr);
@@ -875,7 +878,8 @@ fn status_reports_a_changed_plan_and_still_exits_zero() {
         .unwrap()
         .to_owned();
     sandbox.write(PLAN, plan_with_phases(3));
-    let actual = sha256_hex(&fs::read(sandbox.path(PLAN)).unwrap());
+    let actual =
+        ai_session_handler::domain::plan_key::sha256_hex(&fs::read(sandbox.path(PLAN)).unwrap());
 
     let status = status_read_only(&sandbox, 0);
     assert_has_line(
@@ -924,55 +928,6 @@ fn status_of_malformed_state_exits_5_naming_the_key() {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-/// A fake agent steered by files under `ctl/`: `ctl/<phase-id>` holds the mode for that phase
-/// (`complete` when absent, `hang`, `block`, `clarify`, `fail`). Every launch appends its phase
-/// id to `ctl/launches`. `hang` touches `ctl/ready-<phase-id>` and then sleeps as the same
-/// process (so the recorded pid is the sleeper); `clarify` completes once the prompt carries a
-/// line starting with `ANSWER: `.
-fn control_agent(sandbox: &Sandbox) -> PathBuf {
-    let ctl = sandbox.path("ctl");
-    fs::create_dir_all(&ctl).unwrap();
-    let ctl = ctl.display();
-    sandbox.script(
-        "agent",
-        &format!(
-            r#"prompt=$(cat)
-phase=$(printf '%s\n' "$prompt" | sed -n 's/^- selected_phase_id: //p')
-echo "$phase" >> "{ctl}/launches"
-mode=complete
-if [ -f "{ctl}/$phase" ]; then mode=$(cat "{ctl}/$phase"); fi
-echo "working on $phase"
-echo "diagnostics for $phase" >&2
-case "$mode" in
-  hang) touch "{ctl}/ready-$phase"; exec sleep 600 ;;
-  block) echo '<phase-blocked>need an API key</phase-blocked>' ;;
-  clarify)
-    if printf '%s\n' "$prompt" | grep -q '^ANSWER: '; then
-      echo "<phase-complete>answered $phase</phase-complete>"
-    else
-      echo '<phase-needs-clarification>which database?</phase-needs-clarification>'
-    fi ;;
-  fail) exit 7 ;;
-  *) echo "<phase-complete>done $phase</phase-complete>" ;;
-esac
-"#
-        ),
-    )
-}
-
-fn set_mode(sandbox: &Sandbox, phase: &str, mode: &str) {
-    sandbox.write(&format!("ctl/{phase}"), mode);
-}
-
-/// Phase ids of every launch so far, in order.
-fn launches(sandbox: &Sandbox) -> Vec<String> {
-    fs::read_to_string(sandbox.path("ctl/launches"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
 
 /// Runs the plan until `phase` hangs with a durable `running` record, then SIGKILLs the
 /// handler (not the worker, which lives on in its own session). Returns the state left behind.
@@ -1044,32 +999,6 @@ fn outcome_path(sandbox: &Sandbox, attempt_id: &str) -> PathBuf {
     sandbox
         .state_dir(PLAN)
         .join(format!("outcomes/{attempt_id}.json"))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
-/// `lines` appear in `text` as consecutive whole lines.
-#[track_caller]
-fn assert_has_lines(text: &str, lines: &[&str]) {
-    let all: Vec<&str> = text.lines().collect();
-    assert!(
-        all.windows(lines.len()).any(|window| window == lines),
-        "missing lines {lines:#?} in:\n{text}"
-    );
-}
-
-#[track_caller]
-fn assert_has_line(text: &str, line: &str) {
-    assert!(
-        text.lines().any(|candidate| candidate == line),
-        "missing line {line:?} in:\n{text}"
-    );
 }
 
 /// `status` as text and as `--json`, both with the same exit code and neither changing a

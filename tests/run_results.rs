@@ -911,7 +911,7 @@ fn placeholders_stay_single_arguments_in_a_path_with_spaces_and_quotes() {
     );
     assert_eq!(
         state_dir.file_name().unwrap().to_str().unwrap(),
-        sha256_hex(b"plan.md")
+        ai_session_handler::domain::plan_key::sha256_hex(b"plan.md")
     );
     let state: Value = read_json(&state_dir.join("state.json"));
     let attempt = state["last_run"]["run_id"].as_str().unwrap().to_owned();
@@ -975,7 +975,7 @@ fn agent_runs_in_the_phase_execution_workspace() {
 
     let state_dir = sandbox
         .path("repo/.ai-session-handler/plans")
-        .join(sha256_hex(b"plan.md"));
+        .join(ai_session_handler::domain::plan_key::sha256_hex(b"plan.md"));
     let state: Value = read_json(&state_dir.join("state.json"));
     assert_eq!(state["completed_phase_ids"], json!(["phase-1", "phase-2"]));
     assert_eq!(state["last_run"]["execution_workspace"], svc.as_str());
@@ -1019,7 +1019,7 @@ fn three_phases_record_consistent_state_and_artifacts() {
     let dir = sandbox.state_dir("plan.md");
     let root = sandbox.root.display().to_string();
     let plan_path = format!("{root}/plan.md");
-    let plan_sha = sha256_hex(plan_text.as_bytes());
+    let plan_sha = ai_session_handler::domain::plan_key::sha256_hex(plan_text.as_bytes());
     for kind in ["prompts", "transcripts", "outcomes"] {
         assert_eq!(sandbox.artifacts("plan.md", kind).len(), 3, "{kind}");
     }
@@ -1182,8 +1182,14 @@ fn plan_edited_during_phase_1_stops_before_phase_2() {
         stderr[..3],
         [
             format!("plan hash mismatch: {}", plan.display()),
-            format!("expected: {}", sha256_hex(original.as_bytes())),
-            format!("actual:   {}", sha256_hex(&edited)),
+            format!(
+                "expected: {}",
+                ai_session_handler::domain::plan_key::sha256_hex(original.as_bytes())
+            ),
+            format!(
+                "actual:   {}",
+                ai_session_handler::domain::plan_key::sha256_hex(&edited)
+            ),
         ],
         "{}",
         run.stderr
@@ -1221,7 +1227,10 @@ fn plan_edited_during_phase_1_stops_before_phase_2() {
     assert_eq!(accepted.stdout, RUNNER_COMPLETE);
     let state = sandbox.state("plan.md");
     assert_eq!(state["completed_phase_ids"], json!(["phase-1", "phase-2"]));
-    assert_eq!(state["plan"]["sha256"], sha256_hex(&edited).as_str());
+    assert_eq!(
+        state["plan"]["sha256"],
+        ai_session_handler::domain::plan_key::sha256_hex(&edited).as_str()
+    );
     assert_eq!(sandbox.artifacts("plan.md", "prompts").len(), 2);
     sandbox.assert_no_survivors();
 }
@@ -1246,8 +1255,8 @@ fn single_phase_plan_edited_reports_mismatch_instead_of_completion() {
         run.stderr.starts_with(&format!(
             "plan hash mismatch: {}\nexpected: {}\nactual:   {}\n",
             plan.display(),
-            sha256_hex(original.as_bytes()),
-            sha256_hex(&edited)
+            ai_session_handler::domain::plan_key::sha256_hex(original.as_bytes()),
+            ai_session_handler::domain::plan_key::sha256_hex(&edited)
         )),
         "{}",
         run.stderr
@@ -1262,7 +1271,7 @@ fn single_phase_plan_edited_reports_mismatch_instead_of_completion() {
     assert_eq!(accepted.stderr, "");
     assert_eq!(
         sandbox.state("plan.md")["plan"]["sha256"],
-        sha256_hex(&edited).as_str()
+        ai_session_handler::domain::plan_key::sha256_hex(&edited).as_str()
     );
     // Nothing was left to run.
     assert_eq!(sandbox.artifacts("plan.md", "prompts").len(), 1);
@@ -1473,14 +1482,6 @@ fn keys(object: &Value) -> Vec<&str> {
         .expect("an object")
         .keys()
         .map(String::as_str)
-        .collect()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
         .collect()
 }
 

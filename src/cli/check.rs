@@ -19,7 +19,7 @@ use crate::invocation::{
     execution_workspace_of, read_config, read_plan_snapshot,
 };
 use crate::platform::locate::{PlanLocation, locate_plan};
-use crate::report::{self, Output, RefusalContext};
+use crate::report::Output;
 
 /// The `check --json` document (schema: docs/cli.md).
 #[derive(Debug, Default, Serialize)]
@@ -195,17 +195,7 @@ fn recovery_problem(
             ..
         }) => abandoned_retry_allowed(location, snapshot, &attempt).err(),
         Ok(_) | Err(Refusal::PlanPathMismatch { .. }) => None,
-        Err(refusal) => {
-            let context = RefusalContext {
-                plan_workspace: &location.workspace,
-                execution_workspace: Err(String::new()),
-                last_run: None,
-            };
-            report::refusal(&refusal, &context)
-                .stderr
-                .first()
-                .map(|line| line.trim_start_matches("error: ").to_owned())
-        }
+        Err(refusal) => Some(refusal.to_string()),
     }
 }
 

@@ -306,3 +306,88 @@ pub fn env_number(name: &str) -> Option<u64> {
             .unwrap_or_else(|_| panic!("{name} must be a number, got {text:?}")),
     )
 }
+
+/// A fake agent steered by files under `ctl/`: `ctl/<phase-id>` holds the mode for that phase
+/// (`complete` when absent, `hang`, `block`, `clarify`, `fail`). Every launch appends its phase
+/// id to `ctl/launches`. `hang` touches `ctl/ready-<phase-id>` and then sleeps as the same
+/// process (so the recorded pid is the sleeper); `clarify` completes once the prompt carries a
+/// line starting with `ANSWER: `.
+pub fn control_agent(sandbox: &Sandbox) -> PathBuf {
+    let ctl = sandbox.path("ctl");
+    fs::create_dir_all(&ctl).unwrap();
+    let ctl = ctl.display();
+    sandbox.script(
+        "agent",
+        &format!(
+            r#"prompt=$(cat)
+phase=$(printf '%s\n' "$prompt" | sed -n 's/^- selected_phase_id: //p')
+echo "$phase" >> "{ctl}/launches"
+mode=complete
+if [ -f "{ctl}/$phase" ]; then mode=$(cat "{ctl}/$phase"); fi
+echo "working on $phase"
+echo "diagnostics for $phase" >&2
+case "$mode" in
+  hang) touch "{ctl}/ready-$phase"; exec sleep 600 ;;
+  block) echo '<phase-blocked>need an API key</phase-blocked>' ;;
+  clarify)
+    if printf '%s\n' "$prompt" | grep -q '^ANSWER: '; then
+      echo "<phase-complete>answered $phase</phase-complete>"
+    else
+      echo '<phase-needs-clarification>which database?</phase-needs-clarification>'
+    fi ;;
+  fail) exit 7 ;;
+  *) echo "<phase-complete>done $phase</phase-complete>" ;;
+esac
+"#
+        ),
+    )
+}
+
+/// Sets the control agent's mode for `phase` (see [`control_agent`]).
+pub fn set_mode(sandbox: &Sandbox, phase: &str, mode: &str) {
+    sandbox.write(&format!("ctl/{phase}"), mode);
+}
+
+/// Phase ids of every launch so far, in order.
+pub fn launches(sandbox: &Sandbox) -> Vec<String> {
+    fs::read_to_string(sandbox.path("ctl/launches"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `lines` appear in `text` as consecutive whole lines.
+#[track_caller]
+pub fn assert_has_lines(text: &str, lines: &[&str]) {
+    let all: Vec<&str> = text.lines().collect();
+    assert!(
+        all.windows(lines.len()).any(|window| window == lines),
+        "missing lines {lines:#?} in:\n{text}"
+    );
+}
+
+#[track_caller]
+pub fn assert_has_line(text: &str, line: &str) {
+    assert!(
+        text.lines().any(|candidate| candidate == line),
+        "missing line {line:?} in:\n{text}"
+    );
+}
+
+/// SplitMix64: a tiny seeded generator, so a failing crash or soak iteration can be replayed.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
