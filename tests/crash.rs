@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -296,18 +296,7 @@ fn progress_of(sandbox: &Sandbox) -> (usize, bool) {
 
 fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
     sandbox
-        .command()
-        .args([
-            "run",
-            "--plan",
-            PLAN,
-            "--agent-cmd",
-            agent.to_str().unwrap(),
-            "--quiet",
-        ])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .quiet_run_command(PLAN, agent, extra)
         .spawn()
         .expect("spawn handler")
 }

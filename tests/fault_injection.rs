@@ -13,7 +13,6 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use common::*;
 use serde_json::Value;
@@ -516,24 +515,11 @@ fn run_with_faults(sandbox: &Sandbox, agent: &Path, failpoints: &str, extra: &[&
 }
 
 fn run_bounded(sandbox: &Sandbox, agent: &Path, failpoints: Option<&str>, extra: &[&str]) -> Run {
-    let mut command = sandbox.command();
+    let mut command = sandbox.quiet_run_command(PLAN, agent, extra);
     if let Some(failpoints) = failpoints {
         command.env("FAILPOINTS", failpoints);
     }
-    let handler = command
-        .args([
-            "run",
-            "--plan",
-            PLAN,
-            "--agent-cmd",
-            agent.to_str().unwrap(),
-            "--quiet",
-        ])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn handler");
+    let handler = command.spawn().expect("spawn handler");
     wait_for_exit(handler, PATIENCE)
 }
 

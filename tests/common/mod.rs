@@ -128,6 +128,19 @@ impl Sandbox {
             .expect("spawn handler")
     }
 
+    /// `run --plan <plan> --agent-cmd <agent> --quiet <extra…>`, output piped, not started.
+    pub fn quiet_run_command(&self, plan: &str, agent: &Path, extra: &[&str]) -> Command {
+        let mut command = self.command();
+        command
+            .args(["run", "--plan", plan, "--agent-cmd"])
+            .arg(agent)
+            .arg("--quiet")
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
     /// `run --plan <plan> --agent-cmd <agent> <extra…>`.
     pub fn run_plan(&self, plan: &str, agent: &Path, extra: &[&str]) -> Run {
         let agent = agent.to_str().expect("utf-8 agent path");
