@@ -1,9 +1,7 @@
 //! CLI basics: help and version, usage errors (always exit 5, never 2), `init`, `check`,
 //! `status` (text and JSON, read-only), plan resolution from other directories, and plan keys.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 use std::fs;
 use std::path::Path;

@@ -7,15 +7,13 @@
 //! `scripts/crash-soak.sh N` runs the same test for N iterations in a release build. Design and
 //! results: docs/reliability.md.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const PLAN: &str = "plan.md";

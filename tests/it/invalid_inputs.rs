@@ -2,9 +2,7 @@
 //! refused with exit 5 and an `error:` line naming the file, key, flag or line to fix —
 //! before anything is launched and without changing a single byte on disk.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 use std::fs;
 use std::path::PathBuf;

@@ -7,14 +7,10 @@
 //! `name=1*off->return` to let the first evaluation pass); the names are listed in
 //! docs/reliability.md.
 
-#![cfg(feature = "failpoints")]
-
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const PLAN: &str = "plan.md";

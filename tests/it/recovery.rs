@@ -2,13 +2,11 @@
 //! the liveness check behind `--retry-stopped`, plan edits after a clarification, moved plans,
 //! and a read-only `status` report for every shape the state can take.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const PLAN: &str = "plan.md";

@@ -1,14 +1,12 @@
 //! Black-box tests of the provider wrappers (SPEC §14): the real handler runs the real wrapper
 //! binaries, which find fake `codex-lean` / `claude-lean` shell scripts first on PATH.
 
-mod common;
-
 use std::ffi::OsString;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const CODEX: &str = env!("CARGO_BIN_EXE_ai-session-handler-codex-high");

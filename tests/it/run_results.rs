@@ -4,12 +4,10 @@
 //! placeholders and the child's working directory, state and artifact records, plan edits during
 //! a run, and the refusal of a stopped phase followed by `--retry-stopped`.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use regex::Regex;
 use serde_json::{Value, json};
 

@@ -5,8 +5,6 @@
 //! all their descendants inherit it, so "no process survives" is checked by scanning
 //! `/proc/*/environ` for the token.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

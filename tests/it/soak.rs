@@ -22,8 +22,6 @@
 //! ignored by default: `scripts/soak.sh [ATTEMPTS] [SEED]` runs it in a release build
 //! (`ASH_SOAK_ATTEMPTS`, `ASH_SOAK_SEED`). Results: docs/soak.md.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::fs;
@@ -33,7 +31,7 @@ use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;

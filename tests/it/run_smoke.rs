@@ -1,8 +1,6 @@
 //! End-to-end smoke tests: the main paths of `run` against fake agents.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn completes_every_phase_and_records_state() {
