@@ -12,9 +12,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ai_session_handler::domain::marker::{
-    LiveFilter, MarkerVerdict, OutputStream, StreamFramer, combine,
-};
+use ai_session_handler::domain::marker::{LiveFilter, MarkerVerdict, StreamFramer, combine};
+use ai_session_handler::domain::output_stream::OutputStream;
 use ai_session_handler::domain::stop_regex::{StopPatterns, StopScanner};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 

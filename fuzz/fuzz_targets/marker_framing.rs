@@ -7,9 +7,8 @@
 //! whose verdict is a result must also have its block hidden from the live copy.
 #![no_main]
 
-use ai_session_handler::domain::marker::{
-    LiveFilter, MarkerVerdict, OutputStream, StreamFramer, StreamVerdict, combine, validate_streams,
-};
+use ai_session_handler::domain::marker::{LiveFilter, MarkerVerdict, StreamFramer, StreamVerdict, combine, validate_streams, };
+use ai_session_handler::domain::output_stream::OutputStream;
 use ai_session_handler_fuzz::{ChunkPlan, split_input};
 use libfuzzer_sys::fuzz_target;
 

@@ -36,14 +36,12 @@ use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
-use super::transcript_writer::{
-    Trailer, TranscriptHeader, TranscriptWriter, WriterArgs, WriterMsg, render_header,
-    render_trailer,
-};
+use super::transcript_writer::{TranscriptWriter, WriterArgs, WriterMsg};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
-use crate::domain::marker::{MarkerVerdict, OutputStream};
+use crate::domain::marker::MarkerVerdict;
 use crate::domain::outcome::{Artifacts, OutcomeRecord};
+use crate::domain::output_stream::OutputStream;
 use crate::domain::plan::Phase;
 use crate::domain::prompt::{PromptContext, render_prompt};
 use crate::domain::state::{
@@ -52,6 +50,7 @@ use crate::domain::state::{
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
+use crate::domain::transcript::{Trailer, TranscriptHeader, render_header, render_trailer};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use crate::domain::marker::{MarkerVerdict, OutputStream, StreamFramer, combine};
+use crate::domain::marker::{MarkerVerdict, StreamFramer, combine};
+use crate::domain::output_stream::OutputStream;
 
 pub enum MarkerMsg {
     /// The next bytes of `stream`, shared with the other consumers of the chunk; the reply

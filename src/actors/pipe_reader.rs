@@ -15,7 +15,7 @@ use tracing::Instrument;
 use super::attempt_supervisor::AttemptMsg;
 use super::notify;
 use super::transcript_writer::WriterMsg;
-use crate::domain::marker::OutputStream;
+use crate::domain::output_stream::OutputStream;
 
 /// Largest chunk handed on at once.
 pub const CHUNK_SIZE: usize = 256 * 1024;

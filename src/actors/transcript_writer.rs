@@ -21,10 +21,9 @@ use super::deadline_timer::TimerMsg;
 use super::marker_parser::MarkerMsg;
 use super::notify;
 use super::stop_scanner::ScanMsg;
-use crate::domain::decision::ChildExit;
-use crate::domain::marker::{LiveFilter, OutputStream};
-use crate::domain::template::shell_join;
-use crate::domain::timestamp::Timestamp;
+use crate::domain::marker::LiveFilter;
+use crate::domain::output_stream::OutputStream;
+use crate::domain::transcript::{Trailer, render_trailer};
 use crate::platform::console::Console;
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
@@ -42,23 +41,6 @@ pub enum WriterMsg {
         trailer: Trailer,
         reply: RpcReplyPort<Result<(), String>>,
     },
-}
-
-/// What the transcript trailer records.
-#[derive(Clone, Debug, Default)]
-pub struct Trailer {
-    pub exit: Option<ChildExit>,
-    pub finished_at: Option<Timestamp>,
-    /// Descendants still alive after the leader exited (killed by the sweep).
-    pub leaked: Vec<u32>,
-    /// Descendants that had left the group (killed after it emptied).
-    pub escaped: Vec<u32>,
-    /// Pids that survived every SIGKILL round.
-    pub survivors: Vec<u32>,
-    /// Our read ends were closed while something outside the group still held a pipe open.
-    pub pipes_held_open: bool,
-    /// Why the worker never ran, when it did not.
-    pub launch_error: Option<String>,
 }
 
 pub struct TranscriptWriter;
@@ -304,98 +286,4 @@ struct Echo {
     written: oneshot::Receiver<std::io::Result<()>>,
     /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).
     copy: Option<Arc<Vec<u8>>>,
-}
-
-/// What the transcript header shows.
-pub struct TranscriptHeader<'a> {
-    pub attempt_id: &'a str,
-    pub phase_id: &'a str,
-    pub phase_title: &'a str,
-    pub plan_path: &'a str,
-    pub state_path: &'a str,
-    pub plan_workspace: &'a str,
-    pub execution_workspace: &'a str,
-    pub started_at: Timestamp,
-    pub agent_cmd: &'a str,
-    pub argv: &'a [String],
-}
-
-/// The runner-written lines before the child's output, ending with the `---` separator.
-pub fn render_header(header: &TranscriptHeader<'_>) -> String {
-    format!(
-        "run_id: {}\nphase: {} {}\nplan: {}\nstate: {}\nplan_workspace_path: {}\nexecution_workspace_path: {}\nstarted_at: {}\nagent_cmd: {}\nargv: {}\n---\n",
-        header.attempt_id,
-        header.phase_id,
-        header.phase_title,
-        header.plan_path,
-        header.state_path,
-        header.plan_workspace,
-        header.execution_workspace,
-        header.started_at,
-        header.agent_cmd,
-        shell_join(header.argv),
-    )
-}
-
-/// The runner-written lines after the child's output.
-pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: bool) -> String {
-    let mut text = String::new();
-    let exit_code = trailer.exit.and_then(|exit| exit.code);
-    let signal = trailer.exit.and_then(|exit| exit.signal);
-    if let Some(error) = &trailer.launch_error {
-        text.push_str(&format!("[runner] {error}\n"));
-    } else if bytes_seen == 0 {
-        let ended = match (exit_code, signal) {
-            (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(signal)) => format!("was killed by signal {signal}"),
-            (None, None) => "ended with an unknown status".to_owned(),
-        };
-        text.push_str(&format!(
-            "[runner] process {ended} without stdout/stderr output\n"
-        ));
-    } else if !ends_with_newline {
-        // The trailer always starts on its own line.
-        text.push('\n');
-    }
-    text.push_str("--- runner trailer ---\n");
-    text.push_str(&format!("exit_code: {}\n", optional(exit_code)));
-    text.push_str(&format!("signal: {}\n", optional(signal)));
-    text.push_str(&format!("output_bytes: {bytes_seen}\n"));
-    if !trailer.leaked.is_empty() {
-        text.push_str(&format!(
-            "leaked_descendants_killed: {}\n",
-            join_pids(&trailer.leaked)
-        ));
-    }
-    if !trailer.escaped.is_empty() {
-        text.push_str(&format!(
-            "escaped_descendants_killed: {}\n",
-            join_pids(&trailer.escaped)
-        ));
-    }
-    if !trailer.survivors.is_empty() {
-        text.push_str(&format!(
-            "processes_surviving_sigkill: {}\n",
-            join_pids(&trailer.survivors)
-        ));
-    }
-    if trailer.pipes_held_open {
-        text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");
-    }
-    text.push_str(&format!(
-        "finished_at: {}\n",
-        optional(trailer.finished_at.as_ref())
-    ));
-    text
-}
-
-fn optional(value: Option<impl ToString>) -> String {
-    value.map_or_else(|| "none".to_owned(), |value| value.to_string())
-}
-
-fn join_pids(pids: &[u32]) -> String {
-    pids.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -21,7 +21,7 @@ use nix::sys::stat::{SFlag, fstat, makedev};
 use std::os::fd::AsFd;
 use tokio::sync::oneshot;
 
-use crate::domain::marker::OutputStream;
+use crate::domain::output_stream::OutputStream;
 
 struct Job {
     stream: OutputStream,

@@ -14,7 +14,8 @@
 use memchr::memmem;
 
 use super::diagnostics::DiagnosticRenderer;
-use crate::domain::marker::{OutputStream, StreamFramer, StreamVerdict};
+use crate::domain::marker::{StreamFramer, StreamVerdict};
+use crate::domain::output_stream::OutputStream;
 
 /// The launcher's final response, as far as the wrapper could obtain it.
 #[derive(Clone, Debug, PartialEq, Eq)]

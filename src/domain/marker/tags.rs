@@ -1,0 +1,261 @@
+//! The three result tags and how they are recognised in raw bytes: exact and partial tag
+//! matches, the possible-tag reader the framer steps byte by byte, and the fast searches that
+//! skip output in which no tag can begin.
+
+use std::sync::LazyLock;
+
+use memchr::{memchr, memmem, memrchr};
+
+/// Length of the longest exact tag, `</phase-needs-clarification>`.
+pub(super) const LONGEST_TAG: usize = ResultKind::NeedsClarification.close_tag().len();
+
+/// How every tag name begins. Searching for it, rather than stopping at every `<`, keeps
+/// framing fast on markup-heavy output (`</div>`, `a < b`, `Vec<u8>`).
+pub(super) const NAME_PREFIX: &[u8] = b"phase-";
+
+/// How every opening tag begins, for the live filter's search.
+pub(super) const OPENING_PREFIX: &[u8] = b"<phase-";
+
+pub(super) static NAME_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(NAME_PREFIX));
+
+pub(super) static OPENING_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(OPENING_PREFIX));
+
+/// The three result kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultKind {
+    Complete,
+    Blocked,
+    NeedsClarification,
+}
+
+impl ResultKind {
+    pub(super) const ALL: [Self; 3] = [Self::Complete, Self::Blocked, Self::NeedsClarification];
+
+    /// The tag name, e.g. `phase-complete`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Complete => "phase-complete",
+            Self::Blocked => "phase-blocked",
+            Self::NeedsClarification => "phase-needs-clarification",
+        }
+    }
+
+    pub(super) const fn open_tag(self) -> &'static str {
+        match self {
+            Self::Complete => "<phase-complete>",
+            Self::Blocked => "<phase-blocked>",
+            Self::NeedsClarification => "<phase-needs-clarification>",
+        }
+    }
+
+    pub(super) const fn close_tag(self) -> &'static str {
+        match self {
+            Self::Complete => "</phase-complete>",
+            Self::Blocked => "</phase-blocked>",
+            Self::NeedsClarification => "</phase-needs-clarification>",
+        }
+    }
+
+    /// This kind's bit in a set of kinds still matching a partial tag name.
+    pub(super) fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// Whitespace as far as framing is concerned: ASCII only, since the stream is not decoded.
+pub(super) fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+/// Where in `chunk[from..]` the next tag may begin: the first `<` there whose reading (see
+/// [`TagCandidate`]) can reach a tag name, because it is followed by optional whitespace, `/`
+/// and whitespace, then either `phase-` or a part of all that cut off by the chunk's end.
+///
+/// Every other `<` would be read as ordinary text, so skipping it changes nothing: each `<`
+/// starts a reading of its own, and no reading in progress before `from` can still reach a
+/// name (the caller has read those, see [`StreamFramer::feed_with`]).
+pub(super) fn next_tag_start(chunk: &[u8], from: usize) -> Option<usize> {
+    // Plain output has no `<` at all; one byte search settles it.
+    let from = from + memchr(b'<', &chunk[from..])?;
+    let rest = &chunk[from..];
+    for name_at in NAME_PREFIX_FINDER.find_iter(rest) {
+        if let Some(start) = tag_start_before(&rest[..name_at]) {
+            return Some(from + start);
+        }
+    }
+    // A tag cut off by the chunk's end before its name prefix is complete: its reading
+    // continues with the next chunk.
+    let cut_name = (1..NAME_PREFIX.len())
+        .rev()
+        .find(|&len| rest.ends_with(&NAME_PREFIX[..len]))
+        .unwrap_or(0);
+    tag_start_before(&rest[..rest.len() - cut_name]).map(|start| from + start)
+}
+
+/// The `<` that begins a tag whose name would start right after `before`: `before` ends with
+/// `<`, optional whitespace, optionally `/` and whitespace.
+pub(super) fn tag_start_before(before: &[u8]) -> Option<usize> {
+    let last_non_space = |bytes: &[u8]| bytes.iter().rposition(|&byte| !is_space(byte));
+    let mut at = last_non_space(before)?;
+    if before[at] == b'/' {
+        at = last_non_space(&before[..at])?;
+    }
+    (before[at] == b'<').then_some(at)
+}
+
+/// How far a possible tag beginning at `<` has been read.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum TagProgress {
+    /// After `<` and any whitespace.
+    Open,
+    /// After `</` and any whitespace.
+    Slash,
+    /// Inside a tag name: `len` bytes read, `kinds` the names they still match.
+    Name { len: usize, kinds: u8 },
+    /// A whole tag name has been read; only `>` can follow in an exact tag.
+    AfterName(ResultKind),
+}
+
+/// What one more byte made of a possible tag.
+pub(super) enum TagStep {
+    Pending,
+    Exact(ResultKind),
+    Malformed,
+    NotATag,
+}
+
+/// A possible tag being read, possibly across chunks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TagCandidate {
+    pub(super) progress: TagProgress,
+    pub(super) closing: bool,
+    /// False once whitespace appeared inside the tag.
+    pub(super) exact: bool,
+    /// The `<` began its line (nothing before it) outside any code fence.
+    pub(super) framed: bool,
+    /// Stream offset of the `<`.
+    pub(super) start: u64,
+}
+
+impl TagCandidate {
+    pub(super) fn step(&mut self, byte: u8) -> TagStep {
+        match self.progress {
+            TagProgress::Open | TagProgress::Slash if is_space(byte) => {
+                self.exact = false;
+                TagStep::Pending
+            }
+            TagProgress::Open if byte == b'/' => {
+                self.closing = true;
+                self.progress = TagProgress::Slash;
+                TagStep::Pending
+            }
+            TagProgress::Open | TagProgress::Slash => self.step_name(0, 0b111, byte),
+            TagProgress::Name { len, kinds } => self.step_name(len, kinds, byte),
+            TagProgress::AfterName(kind) => match byte {
+                b'>' if self.exact => TagStep::Exact(kind),
+                b'>' | b'/' => TagStep::Malformed,
+                _ if is_space(byte) => TagStep::Malformed,
+                _ => TagStep::NotATag,
+            },
+        }
+    }
+
+    pub(super) fn step_name(&mut self, len: usize, kinds: u8, byte: u8) -> TagStep {
+        let still_matching = ResultKind::ALL
+            .into_iter()
+            .filter(|kind| kinds & kind.bit() != 0 && kind.tag().as_bytes().get(len) == Some(&byte))
+            .fold(0, |set, kind| set | kind.bit());
+        if still_matching == 0 {
+            return TagStep::NotATag;
+        }
+        let len = len + 1;
+        // No tag name is a prefix of another, so a completed name is unambiguous.
+        self.progress = match ResultKind::ALL
+            .into_iter()
+            .find(|kind| still_matching & kind.bit() != 0 && kind.tag().len() == len)
+        {
+            Some(kind) => TagProgress::AfterName(kind),
+            None => TagProgress::Name {
+                len,
+                kinds: still_matching,
+            },
+        };
+        TagStep::Pending
+    }
+}
+
+/// How bytes compare with an exact tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TagMatch {
+    /// The tag is complete after this many bytes of `rest`.
+    Complete(usize),
+    /// `rest` ran out while still matching.
+    Partial,
+    Mismatch,
+}
+
+/// Compares `held ++ rest` with the start of `tag` without joining them.
+pub(super) fn match_tag(held: &[u8], rest: &[u8], tag: &str) -> TagMatch {
+    let Some(tail) = tag.as_bytes().strip_prefix(held) else {
+        return TagMatch::Mismatch;
+    };
+    if rest.len() >= tail.len() {
+        if rest.starts_with(tail) {
+            TagMatch::Complete(tail.len())
+        } else {
+            TagMatch::Mismatch
+        }
+    } else if tail.starts_with(rest) {
+        TagMatch::Partial
+    } else {
+        TagMatch::Mismatch
+    }
+}
+
+/// Like [`match_tag`] against all three opening tags.
+pub(super) fn match_opening_tag(held: &[u8], rest: &[u8]) -> (TagMatch, ResultKind) {
+    let mut best = (TagMatch::Mismatch, ResultKind::Complete);
+    for kind in ResultKind::ALL {
+        match match_tag(held, rest, kind.open_tag()) {
+            // No opening tag is a prefix of another, so a complete match is the only match.
+            TagMatch::Complete(used) => return (TagMatch::Complete(used), kind),
+            TagMatch::Partial => best = (TagMatch::Partial, kind),
+            TagMatch::Mismatch => {}
+        }
+    }
+    best
+}
+
+/// The first `<` in `chunk` that begins an opening tag ([`TagMatch::Complete`]), or a part of
+/// one cut off by the chunk's end ([`TagMatch::Partial`]).
+pub(super) fn find_opening_tag(chunk: &[u8]) -> Option<(usize, TagMatch, ResultKind)> {
+    // Plain output has no `<` at all; one byte search settles it.
+    let first = memchr(b'<', chunk)?;
+    for at in OPENING_PREFIX_FINDER.find_iter(&chunk[first..]) {
+        let at = first + at;
+        match match_opening_tag(&[], &chunk[at..]) {
+            (TagMatch::Mismatch, _) => {}
+            (found, kind) => return Some((at, found, kind)),
+        }
+    }
+    // A tag cut off within its prefix lies in the chunk's last bytes, and a tag holds a single
+    // `<`, so only the last `<` can begin it.
+    let tail_from = chunk.len().saturating_sub(OPENING_PREFIX.len() - 1);
+    let at = tail_from + memrchr(b'<', &chunk[tail_from..])?;
+    match match_opening_tag(&[], &chunk[at..]) {
+        (TagMatch::Partial, kind) => Some((at, TagMatch::Partial, kind)),
+        _ => None,
+    }
+}
+
+/// Like [`find_opening_tag`] for one given tag.
+pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
+    if let Some(at) = memmem::find(chunk, tag.as_bytes()) {
+        return Some((at, TagMatch::Complete(tag.len())));
+    }
+    let tail_from = chunk.len().saturating_sub(tag.len() - 1);
+    let at = tail_from + memrchr(b'<', &chunk[tail_from..])?;
+    (match_tag(&[], &chunk[at..], tag) == TagMatch::Partial).then_some((at, TagMatch::Partial))
+}

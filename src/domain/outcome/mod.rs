@@ -1,0 +1,168 @@
+//! Outcome records (`outcomes/<attempt-id>.json`): the durable, append-only account of one
+//! attempt's terminal result. Written and fsynced before `state.json` references it; only a
+//! referenced record is authoritative.
+//!
+//! Strict like `state.json` (reference §7.3): every key required, no other key allowed, every
+//! text field non-empty, paths absolute, and the file named after the attempt id.
+
+use serde::{Deserialize, Serialize};
+
+use super::state::{AttemptStatus, PhaseRef, SnapshotRef};
+use super::strict_json::{self, Object, StrictError};
+use super::timestamp::Timestamp;
+
+/// Artifact paths of the attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifacts {
+    pub prompt_path: String,
+    pub transcript_path: String,
+}
+
+/// One attempt's terminal outcome. Field order is the on-disk key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeRecord {
+    pub attempt_id: String,
+    pub plan: SnapshotRef,
+    pub phase: PhaseRef,
+    pub status: AttemptStatus,
+    /// The result body for marker outcomes, otherwise the runner's diagnostic.
+    pub summary: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    pub execution_workspace: String,
+    pub artifacts: Artifacts,
+    /// The child's exit code; `None` when it was killed by a signal or never ran.
+    pub exit_code: Option<i32>,
+    /// The signal that terminated the child; `None` when it exited or never ran.
+    pub signal: Option<i32>,
+}
+
+/// An outcome document that breaks the schema; the message names the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutcomeError(pub String);
+
+impl std::fmt::Display for OutcomeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<StrictError> for OutcomeError {
+    fn from(error: StrictError) -> Self {
+        Self(error.0)
+    }
+}
+
+// Key sets, in on-disk order (the serde derives above write the same order; a test checks).
+const OUTCOME_KEYS: [&str; 11] = [
+    "attempt_id",
+    "plan",
+    "phase",
+    "status",
+    "summary",
+    "started_at",
+    "finished_at",
+    "execution_workspace",
+    "artifacts",
+    "exit_code",
+    "signal",
+];
+const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
+
+impl OutcomeRecord {
+    /// Serializes with 2-space indentation and a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("outcome serializes");
+        text.push('\n');
+        text
+    }
+
+    /// The file name this record is stored under: `<attempt_id>.json`.
+    pub fn file_name(&self) -> String {
+        format!("{}.json", self.attempt_id)
+    }
+
+    /// Reads and strictly validates an outcome document stored as `file_name` (a bare name or
+    /// a path; only the last component is compared with the attempt id).
+    pub fn from_json(bytes: &[u8], file_name: &str) -> Result<OutcomeRecord, OutcomeError> {
+        let document = strict_json::parse_document(bytes)?;
+        let record = OutcomeRecord::from_object(&strict_json::root_object(&document)?)?;
+        record.validate()?;
+        let stored_as = file_name.rsplit('/').next().unwrap_or(file_name);
+        if stored_as != record.file_name() {
+            return Err(OutcomeError(
+                "outcome filename does not match attempt_id".into(),
+            ));
+        }
+        Ok(record)
+    }
+
+    /// Checks the record's content rules; run before writing, and on read.
+    pub fn validate(&self) -> Result<(), OutcomeError> {
+        let required = [
+            ("attempt_id", &self.attempt_id),
+            ("plan.path", &self.plan.path),
+            ("plan.sha256", &self.plan.sha256),
+            ("phase.id", &self.phase.id),
+            ("phase.title", &self.phase.title),
+            ("summary", &self.summary),
+            ("execution_workspace", &self.execution_workspace),
+            ("artifacts.prompt_path", &self.artifacts.prompt_path),
+            ("artifacts.transcript_path", &self.artifacts.transcript_path),
+        ];
+        for (key, value) in required {
+            strict_json::require_nonempty(key, value)?;
+        }
+        strict_json::require_attempt_id("attempt_id", &self.attempt_id)?;
+        strict_json::require_sha256_digest("plan.sha256", &self.plan.sha256)?;
+        let absolute = [
+            ("plan.path", &self.plan.path),
+            ("execution_workspace", &self.execution_workspace),
+            ("artifacts.prompt_path", &self.artifacts.prompt_path),
+            ("artifacts.transcript_path", &self.artifacts.transcript_path),
+        ];
+        for (key, value) in absolute {
+            strict_json::require_absolute_path(key, value)?;
+        }
+        // A child either exits or is killed; it cannot do both.
+        if self.exit_code.is_some() && self.signal.is_some() {
+            return Err(OutcomeError(
+                "exit_code and signal cannot both be set".into(),
+            ));
+        }
+        if self.signal.is_some_and(|signal| signal <= 0) {
+            return Err(OutcomeError("expected signal to be positive".into()));
+        }
+        Ok(())
+    }
+
+    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&OUTCOME_KEYS)?;
+        Ok(Self {
+            attempt_id: object.string("attempt_id")?.to_owned(),
+            plan: SnapshotRef::from_object(&object.object("plan")?)?,
+            phase: PhaseRef::from_object(&object.object("phase")?)?,
+            status: object.enumerated("status", AttemptStatus::parse)?,
+            summary: object.string("summary")?.to_owned(),
+            started_at: object.timestamp("started_at")?,
+            finished_at: object.timestamp("finished_at")?,
+            execution_workspace: object.string("execution_workspace")?.to_owned(),
+            artifacts: Artifacts::from_object(&object.object("artifacts")?)?,
+            exit_code: object.optional_integer("exit_code")?,
+            signal: object.optional_integer("signal")?,
+        })
+    }
+}
+
+impl Artifacts {
+    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&ARTIFACTS_KEYS)?;
+        Ok(Self {
+            prompt_path: object.string("prompt_path")?.to_owned(),
+            transcript_path: object.string("transcript_path")?.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,405 @@
+//! Unit and property tests of `domain::outcome`.
+
+use super::*;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const ID: &str = "20260705T120102Z-phase-1-a1";
+const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const DIR: &str = "/ws/.ai-session-handler/plans/key";
+
+fn record() -> OutcomeRecord {
+    OutcomeRecord {
+        attempt_id: ID.into(),
+        plan: SnapshotRef {
+            path: "/ws/docs/plan.md".into(),
+            sha256: SHA.into(),
+        },
+        phase: PhaseRef {
+            id: "phase-1".into(),
+            title: "First".into(),
+        },
+        status: AttemptStatus::AgentFailed,
+        summary: "agent command exited with code 7".into(),
+        started_at: Timestamp::parse("2026-07-05T12:01:02Z").unwrap(),
+        finished_at: Timestamp::parse("2026-07-05T12:03:04Z").unwrap(),
+        execution_workspace: "/ws/app".into(),
+        artifacts: Artifacts {
+            prompt_path: format!("{DIR}/prompts/{ID}.txt"),
+            transcript_path: format!("{DIR}/transcripts/{ID}.txt"),
+        },
+        exit_code: Some(7),
+        signal: None,
+    }
+}
+
+type Edit = fn(&mut OutcomeRecord);
+
+fn file_name() -> String {
+    format!("{ID}.json")
+}
+
+fn read(text: &str) -> Result<OutcomeRecord, OutcomeError> {
+    OutcomeRecord::from_json(text.as_bytes(), &file_name())
+}
+
+fn read_error(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
+    let mut value = serde_json::to_value(record()).unwrap();
+    edit(value.as_object_mut().unwrap());
+    read(&value.to_string()).unwrap_err().0
+}
+
+/// The message `validate` gives after `edit`; reading the edited record says the same.
+fn invalid(edit: impl FnOnce(&mut OutcomeRecord)) -> String {
+    let mut record = record();
+    edit(&mut record);
+    let message = record.validate().unwrap_err().0;
+    assert_eq!(read(&record.to_json()).unwrap_err().0, message);
+    message
+}
+
+#[test]
+fn writes_schema_order_and_round_trips() {
+    let expected = format!(
+        r#"{{
+  "attempt_id": "{ID}",
+  "plan": {{
+    "path": "/ws/docs/plan.md",
+    "sha256": "{SHA}"
+  }},
+  "phase": {{
+    "id": "phase-1",
+    "title": "First"
+  }},
+  "status": "agent-failed",
+  "summary": "agent command exited with code 7",
+  "started_at": "2026-07-05T12:01:02Z",
+  "finished_at": "2026-07-05T12:03:04Z",
+  "execution_workspace": "/ws/app",
+  "artifacts": {{
+    "prompt_path": "{DIR}/prompts/{ID}.txt",
+    "transcript_path": "{DIR}/transcripts/{ID}.txt"
+  }},
+  "exit_code": 7,
+  "signal": null
+}}
+"#
+    );
+    assert_eq!(record().to_json(), expected);
+    assert!(!expected.contains("schema_version"));
+    assert_eq!(read(&expected).unwrap(), record());
+    assert_eq!(record().file_name(), file_name());
+}
+
+#[test]
+fn key_constants_match_the_serialized_order() {
+    let value = serde_json::to_value(record()).unwrap();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, OUTCOME_KEYS);
+    let artifacts: Vec<&str> = value["artifacts"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(artifacts, ARTIFACTS_KEYS);
+}
+
+#[test]
+fn signalled_and_unlaunched_records_round_trip() {
+    let mut signalled = record();
+    signalled.status = AttemptStatus::Interrupted;
+    signalled.summary = "handler interrupted while the worker was active".into();
+    signalled.exit_code = None;
+    signalled.signal = Some(15);
+    assert_eq!(read(&signalled.to_json()).unwrap(), signalled);
+    let mut unlaunched = record();
+    unlaunched.status = AttemptStatus::LaunchFailed;
+    unlaunched.exit_code = None;
+    assert_eq!(read(&unlaunched.to_json()).unwrap(), unlaunched);
+}
+
+#[test]
+fn file_name_must_match_the_attempt_id() {
+    let text = record().to_json();
+    assert_eq!(
+        OutcomeRecord::from_json(text.as_bytes(), "other.json")
+            .unwrap_err()
+            .0,
+        "outcome filename does not match attempt_id"
+    );
+    assert_eq!(
+        OutcomeRecord::from_json(text.as_bytes(), ID).unwrap_err().0,
+        "outcome filename does not match attempt_id"
+    );
+    let path = format!("{DIR}/outcomes/{ID}.json");
+    assert_eq!(
+        OutcomeRecord::from_json(text.as_bytes(), &path).unwrap(),
+        record()
+    );
+}
+
+#[test]
+fn structural_errors() {
+    assert_eq!(
+        read("{\"attempt_id\": }").unwrap_err().0,
+        "invalid JSON at line 1, column 16: expected value"
+    );
+    assert_eq!(read("[1]").unwrap_err().0, "expected $ to be an object");
+    assert_eq!(
+        read_error(|map| {
+            map.insert("schema_version".into(), json!(1));
+        }),
+        "unexpected key schema_version"
+    );
+    assert_eq!(
+        read_error(|map| {
+            map.shift_remove("signal");
+            map.insert("b".into(), json!(1));
+            map.insert("a".into(), json!(1));
+        }),
+        "unexpected key a"
+    );
+    assert_eq!(
+        read_error(|map| {
+            map.shift_remove("exit_code");
+        }),
+        "missing required key exit_code"
+    );
+    assert_eq!(
+        read_error(|map| {
+            map["plan"]
+                .as_object_mut()
+                .unwrap()
+                .insert("version".into(), json!(1));
+        }),
+        "unexpected key plan.version"
+    );
+    assert_eq!(
+        read_error(|map| {
+            map["artifacts"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("transcript_path");
+        }),
+        "missing required key transcript_path (at artifacts.transcript_path)"
+    );
+    assert_eq!(
+        read_error(|map| {
+            map["phase"]
+                .as_object_mut()
+                .unwrap()
+                .insert("body".into(), json!(""));
+        }),
+        "unexpected key phase.body"
+    );
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("attempt_id", json!(1), "expected attempt_id to be a string"),
+        ("plan", json!(null), "expected plan to be an object"),
+        ("phase", json!("phase-1"), "expected phase to be an object"),
+        ("artifacts", json!([]), "expected artifacts to be an object"),
+        ("status", json!("io-error"), "invalid status 'io-error'"),
+        ("status", json!(null), "expected status to be a string"),
+        ("summary", json!(null), "expected summary to be a string"),
+        (
+            "started_at",
+            json!("2026-07-05 12:01:02"),
+            "expected started_at to include a UTC offset",
+        ),
+        (
+            "finished_at",
+            json!("later"),
+            "expected finished_at to be an ISO 8601 timestamp",
+        ),
+        (
+            "execution_workspace",
+            json!(false),
+            "expected execution_workspace to be a string",
+        ),
+        (
+            "exit_code",
+            json!(true),
+            "expected exit_code to be an integer or null",
+        ),
+        (
+            "exit_code",
+            json!(0.5),
+            "expected exit_code to be an integer or null",
+        ),
+        (
+            "exit_code",
+            json!("7"),
+            "expected exit_code to be an integer or null",
+        ),
+        (
+            "exit_code",
+            json!(1_i64 << 40),
+            "expected exit_code to be an integer or null that fits in 32 bits",
+        ),
+        (
+            "signal",
+            json!([]),
+            "expected signal to be an integer or null",
+        ),
+    ];
+    for (key, new, message) in cases {
+        assert_eq!(
+            read_error(|map| {
+                map[key] = new;
+            }),
+            message,
+            "{key}"
+        );
+    }
+    assert_eq!(
+        read_error(|map| map["plan"]["sha256"] = json!(1)),
+        "expected sha256 to be a string (at plan.sha256)"
+    );
+    assert_eq!(
+        read_error(|map| map["artifacts"]["prompt_path"] = json!(null)),
+        "expected prompt_path to be a string (at artifacts.prompt_path)"
+    );
+}
+
+#[test]
+fn every_text_field_must_be_nonempty() {
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            |r| r.attempt_id.clear(),
+            "expected attempt_id to be nonempty",
+        ),
+        (|r| r.plan.path.clear(), "expected plan.path to be nonempty"),
+        (
+            |r| r.plan.sha256.clear(),
+            "expected plan.sha256 to be nonempty",
+        ),
+        (|r| r.phase.id.clear(), "expected phase.id to be nonempty"),
+        (
+            |r| r.phase.title.clear(),
+            "expected phase.title to be nonempty",
+        ),
+        (|r| r.summary.clear(), "expected summary to be nonempty"),
+        (
+            |r| r.execution_workspace.clear(),
+            "expected execution_workspace to be nonempty",
+        ),
+        (
+            |r| r.artifacts.prompt_path.clear(),
+            "expected artifacts.prompt_path to be nonempty",
+        ),
+        (
+            |r| r.artifacts.transcript_path.clear(),
+            "expected artifacts.transcript_path to be nonempty",
+        ),
+    ];
+    for (edit, message) in cases {
+        let mut record = record();
+        edit(&mut record);
+        assert_eq!(record.validate().unwrap_err().0, message);
+    }
+}
+
+#[test]
+fn content_rules() {
+    assert!(
+        invalid(|r| r.attempt_id = "a/b".into())
+            .starts_with("expected attempt_id to be a safe file name")
+    );
+    assert_eq!(
+        invalid(|r| r.plan.sha256 = "abc".into()),
+        "expected plan.sha256 to be a lowercase SHA-256 digest"
+    );
+    assert_eq!(
+        invalid(|r| r.plan.path = "docs/plan.md".into()),
+        "expected plan.path to be an absolute path"
+    );
+    assert_eq!(
+        invalid(|r| r.execution_workspace = "app".into()),
+        "expected execution_workspace to be an absolute path"
+    );
+    assert_eq!(
+        invalid(|r| r.artifacts.prompt_path = "prompt.txt".into()),
+        "expected artifacts.prompt_path to be an absolute path"
+    );
+    assert_eq!(
+        invalid(|r| r.artifacts.transcript_path = "t.txt".into()),
+        "expected artifacts.transcript_path to be an absolute path"
+    );
+    assert_eq!(
+        invalid(|r| r.signal = Some(9)),
+        "exit_code and signal cannot both be set"
+    );
+    assert_eq!(
+        invalid(|r| {
+            r.exit_code = None;
+            r.signal = Some(0);
+        }),
+        "expected signal to be positive"
+    );
+    record().validate().unwrap();
+}
+
+fn arbitrary_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        "\\PC{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 8, |inner| {
+        let key = prop_oneof![
+            prop::sample::select([&OUTCOME_KEYS[..], &ARTIFACTS_KEYS].concat())
+                .prop_map(String::from),
+            "[a-z_]{1,6}",
+        ];
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((key, inner), 0..12)
+                .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn reading_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = OutcomeRecord::from_json(&bytes, "x.json");
+    }
+
+    #[test]
+    fn reading_arbitrary_json_never_panics(value in arbitrary_json()) {
+        let _ = read(&value.to_string());
+    }
+
+    #[test]
+    fn reading_a_damaged_record_never_panics(key in prop::sample::select(OUTCOME_KEYS.to_vec()), new in arbitrary_json()) {
+        let mut value = serde_json::to_value(record()).unwrap();
+        value[key] = new;
+        if let Ok(read_back) = read(&value.to_string()) {
+            prop_assert!(read_back.validate().is_ok());
+            prop_assert_eq!(read(&read_back.to_json()).unwrap(), read_back);
+        }
+    }
+
+    #[test]
+    fn valid_records_round_trip(
+        summary in "\\PC{1,40}",
+        title in "\\PC{1,20}",
+        status in prop::sample::select(AttemptStatus::ALL.to_vec()),
+        exit_code in proptest::option::of(any::<i32>()),
+    ) {
+        let mut original = record();
+        original.summary = summary;
+        original.phase.title = title;
+        original.status = status;
+        original.exit_code = exit_code;
+        prop_assert_eq!(original.validate(), Ok(()));
+        prop_assert_eq!(read(&original.to_json()), Ok(original));
+    }
+}

@@ -1,0 +1,473 @@
+//! The Markdown plan format (SPEC §3; reference §3): numbered phase headings, a byte-exact
+//! global preamble and phase bodies, fenced examples that are not structure, and exactly one
+//! `### Workspace` section per phase.
+//!
+//! Parsing makes two linear passes. The first walks every line once, tracking code fences, to
+//! find the phase headings and any fence left open. The second walks each phase body to find its
+//! workspace section. A phase heading only counts outside a fence, so every body starts with no
+//! fence open and the second pass can give each body a fresh tracker and still classify every
+//! line exactly as the first pass did.
+//!
+//! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
+//! heading, and kept everywhere text is copied.
+
+use super::fence::FenceTracker;
+
+/// One executable phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// The `N` of `Phase N: Title`.
+    pub number: u64,
+    /// `phase-N`.
+    pub id: String,
+    /// The title, verbatim.
+    pub title: String,
+    /// Every byte from the line after the heading to the line before the next phase heading
+    /// (or end of file), CRLF included.
+    pub body: String,
+    /// 1-based line of the heading.
+    pub heading_line: usize,
+    /// 1-based last line of the body.
+    pub end_line: usize,
+    /// The declared workspace path, relative, without surrounding backticks.
+    pub workspace: String,
+    /// 1-based line of the workspace path.
+    pub workspace_line: usize,
+}
+
+/// A parsed plan: the preamble and the phases in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedPlan {
+    /// Text before the first phase heading, byte-exact (may be empty).
+    pub preamble: String,
+    pub phases: Vec<Phase>,
+}
+
+impl ParsedPlan {
+    pub fn phase(&self, id: &str) -> Option<&Phase> {
+        self.phases.iter().find(|phase| phase.id == id)
+    }
+}
+
+/// A heading that reads like a phase heading but is not one (indented, two spaces after the
+/// `#`s, `phase` in lower case, a blank title, …). It is ordinary text — part of the phase or
+/// preamble before it — which is rarely what its author meant, so callers warn about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NearMissHeading {
+    /// 1-based line.
+    pub line: usize,
+    /// The line as written (without its line break).
+    pub text: String,
+}
+
+/// The headings outside code fences whose text reads `Phase N:` in any case or spacing but
+/// which are not phase headings. Invalid UTF-8 finds none (parsing reports it).
+pub fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Vec::new();
+    };
+    let mut fences = FenceTracker::new();
+    let mut found = Vec::new();
+    for line in lines(text, 1) {
+        if fences.classify_line(line.text.as_bytes()).is_fenced() {
+            continue;
+        }
+        let content = line.content();
+        if match_phase_heading(content).is_some() {
+            continue;
+        }
+        if section_heading_text(content).is_some_and(reads_like_a_phase) {
+            found.push(NearMissHeading {
+                line: line.number,
+                text: content.to_owned(),
+            });
+        }
+    }
+    found
+}
+
+/// `Phase`, digits and a colon, in any case and spacing, after an optional closing `#` run.
+fn reads_like_a_phase(heading_text: &str) -> bool {
+    let text = heading_text.trim_end_matches('#').trim();
+    let Some(rest) = text
+        .get(..5)
+        .filter(|word| word.eq_ignore_ascii_case("phase"))
+        .map(|_| text[5..].trim_start())
+    else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && rest[digits..].trim_start().starts_with(':')
+}
+
+/// A plan error. `line` is 1-based when the error is tied to a line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl PlanError {
+    /// Renders as `<source>:<line>: <message>` (or `<source>: <message>`).
+    pub fn with_source(&self, source: &str) -> String {
+        match self.line {
+            Some(line) => format!("{source}:{line}: {}", self.message),
+            None => format!("{source}: {}", self.message),
+        }
+    }
+
+    fn at(line: usize, message: impl Into<String>) -> Self {
+        Self {
+            line: Some(line),
+            message: message.into(),
+        }
+    }
+}
+
+const NO_PHASES: &str = "expected at least one executable phase heading like '## Phase 1: Title'";
+
+/// The only accepted spelling of a workspace section heading.
+const WORKSPACE_HEADING: &str = "### Workspace";
+
+/// Parses plan bytes (strict UTF-8).
+pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
+    let text = decode(bytes)?;
+    let outline = outline(text)?;
+    let Some(first) = outline.headings.first() else {
+        return Err(PlanError {
+            line: None,
+            message: NO_PHASES.to_owned(),
+        });
+    };
+    check_numbering(&outline.headings)?;
+
+    let mut phases = Vec::with_capacity(outline.headings.len());
+    for (index, heading) in outline.headings.iter().enumerate() {
+        let next = outline.headings.get(index + 1);
+        let body = &text[heading.body_start..next.map_or(text.len(), |next| next.start)];
+        let workspace = find_workspace(heading, body)?;
+        phases.push(Phase {
+            number: heading.number,
+            id: format!("phase-{}", heading.number),
+            title: heading.title.to_owned(),
+            body: body.to_owned(),
+            heading_line: heading.line,
+            end_line: next.map_or(outline.line_count, |next| next.line - 1),
+            workspace: workspace.path,
+            workspace_line: workspace.line,
+        });
+    }
+    Ok(ParsedPlan {
+        preamble: text[..first.start].to_owned(),
+        phases,
+    })
+}
+
+fn decode(bytes: &[u8]) -> Result<&str, PlanError> {
+    std::str::from_utf8(bytes).map_err(|error| {
+        let offset = error.valid_up_to();
+        let line = memchr::memchr_iter(b'\n', &bytes[..offset]).count() + 1;
+        PlanError::at(
+            line,
+            format!("plan is not valid UTF-8 at byte {}", offset + 1),
+        )
+    })
+}
+
+/// One line of plan text.
+struct Line<'a> {
+    /// 1-based line number in the whole plan.
+    number: usize,
+    /// Byte offset of the line's first byte.
+    start: usize,
+    /// Byte offset just past the line's `\n` (or the end of the text).
+    end: usize,
+    /// The line without its `\n` (a `\r` before it is kept).
+    text: &'a str,
+}
+
+impl<'a> Line<'a> {
+    /// The text that heading rules match: the line without one trailing `\r`.
+    fn content(&self) -> &'a str {
+        self.text.strip_suffix('\r').unwrap_or(self.text)
+    }
+}
+
+/// The lines of `text`, numbered from `first_number`, with offsets relative to `text`.
+fn lines(text: &str, first_number: usize) -> impl Iterator<Item = Line<'_>> {
+    let mut start = 0;
+    text.split_inclusive('\n')
+        .enumerate()
+        .map(move |(index, raw)| {
+            let line = Line {
+                number: first_number + index,
+                start,
+                end: start + raw.len(),
+                text: raw.strip_suffix('\n').unwrap_or(raw),
+            };
+            start = line.end;
+            line
+        })
+}
+
+/// A phase heading found outside any fence.
+struct PhaseHeading<'a> {
+    number: u64,
+    title: &'a str,
+    /// 1-based line of the heading.
+    line: usize,
+    /// Byte offset of the heading line (where the previous body ends).
+    start: usize,
+    /// Byte offset of the line after the heading (where this body starts).
+    body_start: usize,
+}
+
+/// The plan's skeleton: its phase headings in file order and its line count.
+struct Outline<'a> {
+    headings: Vec<PhaseHeading<'a>>,
+    line_count: usize,
+}
+
+fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
+    let mut fences = FenceTracker::new();
+    let mut headings = Vec::new();
+    let mut line_count = 0;
+    for line in lines(text, 1) {
+        line_count = line.number;
+        if fences.classify_line(line.text.as_bytes()).is_fenced() {
+            continue;
+        }
+        if let Some((digits, title)) = match_phase_heading(line.content()) {
+            headings.push(PhaseHeading {
+                number: phase_number(digits, line.number)?,
+                title,
+                line: line.number,
+                start: line.start,
+                body_start: line.end,
+            });
+        }
+    }
+    if let Some(open) = fences.open_fence() {
+        return Err(PlanError::at(
+            open.line,
+            format!("unclosed {} code fence", open.ch.name()),
+        ));
+    }
+    Ok(Outline {
+        headings,
+        line_count,
+    })
+}
+
+/// Matches `#`…`######`, one space, `Phase `, digits, `: `, and a title that is not blank;
+/// returns the digits and the title.
+fn match_phase_heading(line: &str) -> Option<(&str, &str)> {
+    let level = line.bytes().take_while(|&byte| byte == b'#').count();
+    if !(1..=6).contains(&level) {
+        return None;
+    }
+    let rest = line[level..].strip_prefix(" Phase ")?;
+    let digit_count = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digit_count == 0 {
+        return None;
+    }
+    let title = rest[digit_count..].strip_prefix(": ")?;
+    (!title.trim().is_empty()).then(|| (&rest[..digit_count], title))
+}
+
+fn phase_number(digits: &str, line: usize) -> Result<u64, PlanError> {
+    // Only overflow can fail: `digits` is a non-empty run of ASCII digits.
+    digits.parse().map_err(|_| {
+        PlanError::at(
+            line,
+            format!("phase number is too large (the maximum is {})", u64::MAX),
+        )
+    })
+}
+
+fn check_numbering(headings: &[PhaseHeading<'_>]) -> Result<(), PlanError> {
+    for (index, heading) in headings.iter().enumerate() {
+        let number = heading.number;
+        if number == 0 {
+            return Err(PlanError::at(heading.line, "phase number must be positive"));
+        }
+        let earlier = &headings[..index];
+        let Some(previous) = earlier.last().map(|previous| previous.number) else {
+            continue;
+        };
+        if number <= previous {
+            // Every earlier heading passed this check, so `earlier` is sorted by number.
+            let message = if earlier.binary_search_by_key(&number, |h| h.number).is_ok() {
+                format!("duplicate phase number {number}")
+            } else {
+                format!("phase number {number} appears after phase {previous}")
+            };
+            return Err(PlanError::at(heading.line, message));
+        }
+    }
+    Ok(())
+}
+
+/// A phase's declared workspace path and its line.
+struct WorkspaceDeclaration {
+    path: String,
+    line: usize,
+}
+
+/// Progress through a phase body's workspace section.
+enum WorkspaceScan {
+    /// No workspace heading yet.
+    NotFound,
+    /// Inside the section, after its heading at `heading_line`.
+    Open {
+        heading_line: usize,
+        path: Option<WorkspaceDeclaration>,
+    },
+    /// The section ended at a later heading (or the end of the body).
+    Closed(WorkspaceDeclaration),
+}
+
+impl WorkspaceScan {
+    /// Ends an open section; a section without a path line is an error.
+    fn close(self, phase: u64) -> Result<Self, PlanError> {
+        match self {
+            Self::Open { heading_line, path } => path.map(Self::Closed).ok_or_else(|| {
+                PlanError::at(
+                    heading_line,
+                    format!("phase {phase} has an empty workspace declaration"),
+                )
+            }),
+            done => Ok(done),
+        }
+    }
+}
+
+/// Finds the one `### Workspace` section of a phase body and its one path line.
+fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDeclaration, PlanError> {
+    let number = phase.number;
+    let mut fences = FenceTracker::new();
+    let mut scan = WorkspaceScan::NotFound;
+    for line in lines(body, phase.line + 1) {
+        if fences.classify_line(line.text.as_bytes()).is_fenced() {
+            continue;
+        }
+        let content = line.content();
+        if let Some(heading_text) = section_heading_text(content) {
+            // Any heading ends the section's content.
+            scan = scan.close(number)?;
+            if names_workspace(heading_text) {
+                if content.trim_end() != WORKSPACE_HEADING {
+                    return Err(PlanError::at(
+                        line.number,
+                        format!(
+                            "phase {number} workspace section must use the exact heading '{WORKSPACE_HEADING}'"
+                        ),
+                    ));
+                }
+                if !matches!(scan, WorkspaceScan::NotFound) {
+                    return Err(PlanError::at(
+                        line.number,
+                        format!("phase {number} has duplicate '{WORKSPACE_HEADING}' sections"),
+                    ));
+                }
+                scan = WorkspaceScan::Open {
+                    heading_line: line.number,
+                    path: None,
+                };
+            }
+            continue;
+        }
+        if let WorkspaceScan::Open { path, .. } = &mut scan {
+            let value = content.trim();
+            if value.is_empty() {
+                continue;
+            }
+            if path.is_some() {
+                return Err(PlanError::at(
+                    line.number,
+                    format!(
+                        "phase {number} workspace declaration must contain exactly one relative path line"
+                    ),
+                ));
+            }
+            *path = Some(WorkspaceDeclaration {
+                path: workspace_path(value, number, line.number)?,
+                line: line.number,
+            });
+        }
+    }
+    match scan.close(number)? {
+        WorkspaceScan::Closed(declaration) => Ok(declaration),
+        _ => Err(PlanError::at(
+            phase.line,
+            format!("phase {number} is missing required '{WORKSPACE_HEADING}' section"),
+        )),
+    }
+}
+
+/// The text of an ATX heading line (up to three spaces, one to six `#`, then a space, a tab or
+/// the end of the line), trimmed; `None` for any other line.
+fn section_heading_text(line: &str) -> Option<&str> {
+    let indent = line.bytes().take_while(|&byte| byte == b' ').count();
+    if indent > 3 {
+        return None;
+    }
+    let marked = &line[indent..];
+    let level = marked.bytes().take_while(|&byte| byte == b'#').count();
+    if !(1..=6).contains(&level) {
+        return None;
+    }
+    let text = &marked[level..];
+    match text.bytes().next() {
+        None | Some(b' ' | b'\t') => Some(text.trim()),
+        Some(_) => None,
+    }
+}
+
+/// Whether heading text, case-folded, starts with `workspace`: such a heading is meant as the
+/// workspace section, so it must be spelled exactly.
+fn names_workspace(heading_text: &str) -> bool {
+    heading_text
+        .chars()
+        .flat_map(char::to_lowercase)
+        .take("workspace".len())
+        .eq("workspace".chars())
+}
+
+/// The path of a trimmed, non-empty workspace line, without one pair of surrounding backticks.
+fn workspace_path(value: &str, phase: u64, line: usize) -> Result<String, PlanError> {
+    let path = match value
+        .strip_prefix('`')
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        Some(quoted) => quoted.trim(),
+        None => value,
+    };
+    if path.is_empty() {
+        return Err(PlanError::at(
+            line,
+            format!("phase {phase} has an empty workspace declaration"),
+        ));
+    }
+    if is_absolute(path) {
+        return Err(PlanError::at(
+            line,
+            format!("phase {phase} workspace path must be relative, got '{path}'"),
+        ));
+    }
+    Ok(path.to_owned())
+}
+
+/// POSIX absolute (`/repo`), Windows rooted or UNC (`\repo`, `\\server\share`) and drive
+/// (`C:\repo`, `C:/repo`) paths. A plan is shared between machines, so a path that is absolute
+/// on either family is rejected.
+fn is_absolute(path: &str) -> bool {
+    match path.as_bytes() {
+        [b'/' | b'\\', ..] => true,
+        [drive, b':', b'\\' | b'/', ..] => drive.is_ascii_alphabetic(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

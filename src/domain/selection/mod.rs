@@ -1,0 +1,226 @@
+//! Admission and selection rules for `run` (SPEC §7 step 1, §12; reference §13): whether an
+//! invocation may start given the stored state, the plan snapshot and the recovery flags, and
+//! which phase it runs first.
+
+use super::state::{ActiveAttempt, PlanRecord, State, Stop};
+use super::timestamp::Timestamp;
+
+/// The facts about the invocation's plan snapshot that admission needs.
+#[derive(Clone, Debug)]
+pub struct PlanFacts<'a> {
+    /// Canonical absolute plan path.
+    pub path: &'a str,
+    /// SHA-256 of the snapshot bytes.
+    pub sha256: &'a str,
+    /// Phase ids in plan order.
+    pub phase_ids: Vec<&'a str>,
+}
+
+/// The operator's explicit recovery decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryFlags {
+    pub retry_stopped: bool,
+    pub accept_plan_change: bool,
+}
+
+/// Why an invocation may not start. Each variant carries what the message must name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// An attempt is unresolved and `--retry-stopped` was not given.
+    UnresolvedAttempt(Box<ActiveAttempt>),
+    /// A phase is stopped and `--retry-stopped` was not given.
+    Stopped(Stop),
+    /// The state belongs to a plan at another path.
+    PlanPathMismatch { stored: String, actual: String },
+    /// The plan bytes changed since acceptance and `--accept-plan-change` was not given.
+    PlanHashMismatch {
+        path: String,
+        expected: String,
+        actual: String,
+    },
+    /// `--accept-plan-change` was given but completed phases are gone from the new plan.
+    CompletedPhasesMissing { path: String, missing: Vec<String> },
+    /// The phase to retry no longer exists in the plan.
+    RetriedPhaseMissing {
+        phase_id: String,
+        abandoned_attempt: bool,
+    },
+}
+
+/// What the first attempt of the invocation is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FirstSelection {
+    /// `--retry-stopped` with an unresolved attempt: resolve it as interrupted (after the
+    /// caller's liveness check) and rerun its phase.
+    RetryAbandoned(Box<ActiveAttempt>),
+    /// `--retry-stopped` with a stopped phase: rerun it.
+    RetryStopped { phase_id: String },
+    /// The first phase, in plan order, that is not completed.
+    Next { phase_id: String },
+    /// Every phase is completed.
+    AllComplete,
+}
+
+/// A successful admission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admission {
+    /// `Some` when the plan record must be (re)written: first acceptance or an accepted change.
+    pub accept: Option<PlanRecord>,
+    pub first: FirstSelection,
+}
+
+/// Decides whether an invocation may start. Check order (reference §13): an unresolved
+/// attempt without `--retry-stopped` is refused before the plan is compared; then the stored
+/// path must equal the snapshot path (never accepted implicitly, whatever the flags); then the
+/// hash; then a stop without `--retry-stopped`.
+///
+/// Flags that find nothing to act on are no-ops: `--accept-plan-change` with unchanged bytes
+/// accepts nothing, and `--retry-stopped` with nothing stopped or unresolved selects the next
+/// pending phase as a plain run would.
+pub fn admit(
+    state: &State,
+    plan: &PlanFacts<'_>,
+    flags: RecoveryFlags,
+    now: Timestamp,
+) -> Result<Admission, Refusal> {
+    if let Some(attempt) = &state.active_attempt
+        && !flags.retry_stopped
+    {
+        return Err(Refusal::UnresolvedAttempt(Box::new(attempt.clone())));
+    }
+    let accept = plan_to_accept(state, plan, flags, now)?;
+    let first = match (&state.active_attempt, &state.stop) {
+        (Some(attempt), _) => {
+            require_in_plan(plan, &attempt.phase.id, true)?;
+            FirstSelection::RetryAbandoned(Box::new(attempt.clone()))
+        }
+        (None, Some(stop)) if !flags.retry_stopped => return Err(Refusal::Stopped(stop.clone())),
+        (None, Some(stop)) => {
+            require_in_plan(plan, &stop.phase_id, false)?;
+            FirstSelection::RetryStopped {
+                phase_id: stop.phase_id.clone(),
+            }
+        }
+        (None, None) => match next_pending(state, &plan.phase_ids) {
+            Some(phase_id) => FirstSelection::Next {
+                phase_id: phase_id.to_owned(),
+            },
+            None => FirstSelection::AllComplete,
+        },
+    };
+    Ok(Admission { accept, first })
+}
+
+/// Compares the snapshot with the accepted plan; returns the record to write when the
+/// snapshot becomes (or stays, changed) the accepted one.
+fn plan_to_accept(
+    state: &State,
+    plan: &PlanFacts<'_>,
+    flags: RecoveryFlags,
+    now: Timestamp,
+) -> Result<Option<PlanRecord>, Refusal> {
+    let snapshot_record = || PlanRecord {
+        path: plan.path.to_owned(),
+        sha256: plan.sha256.to_owned(),
+        accepted_at: now,
+    };
+    let Some(stored) = &state.plan else {
+        return Ok(Some(snapshot_record()));
+    };
+    if stored.path != plan.path {
+        return Err(Refusal::PlanPathMismatch {
+            stored: stored.path.clone(),
+            actual: plan.path.to_owned(),
+        });
+    }
+    if stored.sha256 == plan.sha256 {
+        return Ok(None);
+    }
+    if !flags.accept_plan_change {
+        return Err(Refusal::PlanHashMismatch {
+            path: plan.path.to_owned(),
+            expected: stored.sha256.clone(),
+            actual: plan.sha256.to_owned(),
+        });
+    }
+    // Titles and bodies may change; a completed phase that vanished would make the recorded
+    // history describe a plan that no longer exists.
+    let missing: Vec<String> = state
+        .completed_phase_ids
+        .iter()
+        .filter(|id| !plan.phase_ids.contains(&id.as_str()))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Err(Refusal::CompletedPhasesMissing {
+            path: plan.path.to_owned(),
+            missing,
+        });
+    }
+    Ok(Some(snapshot_record()))
+}
+
+fn require_in_plan(
+    plan: &PlanFacts<'_>,
+    phase_id: &str,
+    abandoned_attempt: bool,
+) -> Result<(), Refusal> {
+    if plan.phase_ids.contains(&phase_id) {
+        return Ok(());
+    }
+    Err(Refusal::RetriedPhaseMissing {
+        phase_id: phase_id.to_owned(),
+        abandoned_attempt,
+    })
+}
+
+/// The first phase in plan order that is not completed.
+pub fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&'a str> {
+    phase_ids
+        .iter()
+        .copied()
+        .find(|id| !state.completed_phase_ids.iter().any(|done| done == id))
+}
+
+/// The one-line message for a refusal, in the reference's wording. The CLI may add detail
+/// lines (stop message, artifact paths, the expected and actual hashes) after it.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnresolvedAttempt(attempt) => write!(
+                f,
+                "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any \
+                 surviving worker before retrying",
+                attempt.phase.id,
+                attempt.status.as_str(),
+                attempt.id
+            ),
+            Self::Stopped(stop) => write!(f, "phase {} is stopped: {}", stop.phase_id, stop.reason),
+            Self::PlanPathMismatch { stored, actual } => write!(
+                f,
+                "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated \
+                 plan requires an explicit history decision."
+            ),
+            Self::PlanHashMismatch { path, .. } => write!(f, "plan hash mismatch: {path}"),
+            Self::CompletedPhasesMissing { path, missing } => write!(
+                f,
+                "{path}: cannot accept plan change; completed phase ids are missing: {}",
+                missing.join(", ")
+            ),
+            Self::RetriedPhaseMissing {
+                phase_id,
+                abandoned_attempt: true,
+            } => write!(
+                f,
+                "active_attempt.phase.id '{phase_id}' does not exist in plan"
+            ),
+            Self::RetriedPhaseMissing {
+                phase_id,
+                abandoned_attempt: false,
+            } => write!(f, "stopped phase {phase_id} does not exist in plan"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,33 @@
+//! Where one plan's state and artifacts live, derived from the keyed directory.
+
+/// Where one plan's artifacts live: `<plan workspace>/.ai-session-handler/plans/<key>/`.
+/// Paths are absolute, `/`-separated UTF-8 strings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateLayout {
+    /// The keyed directory (no trailing slash).
+    pub dir: String,
+}
+
+impl StateLayout {
+    pub fn state_path(&self) -> String {
+        format!("{}/state.json", self.dir)
+    }
+    pub fn prompts_dir(&self) -> String {
+        format!("{}/prompts", self.dir)
+    }
+    pub fn transcripts_dir(&self) -> String {
+        format!("{}/transcripts", self.dir)
+    }
+    pub fn outcomes_dir(&self) -> String {
+        format!("{}/outcomes", self.dir)
+    }
+    pub fn prompt_path(&self, attempt_id: &str) -> String {
+        format!("{}/prompts/{attempt_id}.txt", self.dir)
+    }
+    pub fn transcript_path(&self, attempt_id: &str) -> String {
+        format!("{}/transcripts/{attempt_id}.txt", self.dir)
+    }
+    pub fn outcome_path(&self, attempt_id: &str) -> String {
+        format!("{}/outcomes/{attempt_id}.json", self.dir)
+    }
+}

@@ -1,0 +1,43 @@
+//! The `state.json` schema: one plan's durable progress, its strict reader and writer, and the
+//! pure transitions of the attempt lifecycle (SPEC §6, §7; reference §6).
+//!
+//! The runner is the only writer. Every key is required and no other key is allowed; a
+//! violation is reported naming the dotted key (`missing required key active_attempt`,
+//! `unexpected key plan.version`). Semantic invariants (an active attempt and a stop never
+//! coexist, artifact paths are the keyed directory's paths for the attempt id, …) are checked
+//! on read and before every write.
+
+mod layout;
+mod reader;
+mod schema;
+mod transitions;
+mod validation;
+
+#[cfg(test)]
+mod tests;
+
+pub use layout::StateLayout;
+pub use schema::{
+    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
+    SnapshotRef, State, Stop,
+};
+pub use transitions::ABANDONED_SUMMARY;
+
+use super::strict_json::StrictError;
+
+/// A state document that breaks the schema or an invariant. The message names the key and
+/// does not include the file path (the caller prefixes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateError(pub String);
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<StrictError> for StateError {
+    fn from(error: StrictError) -> Self {
+        Self(error.0)
+    }
+}

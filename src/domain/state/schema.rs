@@ -1,0 +1,194 @@
+//! The `state.json` document as types: statuses, records and the whole `State`. Field order
+//! is the on-disk key order.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::timestamp::Timestamp;
+
+/// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
+/// (except `phase-complete`) `stop.reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptStatus {
+    PhaseComplete,
+    Blocked,
+    NeedsClarification,
+    AgentFailed,
+    LaunchFailed,
+    MissingMarker,
+    InvalidMarker,
+    MultipleMarkers,
+    Timeout,
+    StopRegex,
+    Interrupted,
+    ExecutionIoFailed,
+}
+
+impl AttemptStatus {
+    pub const ALL: [AttemptStatus; 12] = [
+        Self::PhaseComplete,
+        Self::Blocked,
+        Self::NeedsClarification,
+        Self::AgentFailed,
+        Self::LaunchFailed,
+        Self::MissingMarker,
+        Self::InvalidMarker,
+        Self::MultipleMarkers,
+        Self::Timeout,
+        Self::StopRegex,
+        Self::Interrupted,
+        Self::ExecutionIoFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PhaseComplete => "phase-complete",
+            Self::Blocked => "blocked",
+            Self::NeedsClarification => "needs-clarification",
+            Self::AgentFailed => "agent-failed",
+            Self::LaunchFailed => "launch-failed",
+            Self::MissingMarker => "missing-marker",
+            Self::InvalidMarker => "invalid-marker",
+            Self::MultipleMarkers => "multiple-markers",
+            Self::Timeout => "timeout",
+            Self::StopRegex => "stop-regex",
+            Self::Interrupted => "interrupted",
+            Self::ExecutionIoFailed => "execution-io-failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+
+    /// The handler exit code this status leads to (`last_run.exit_code`).
+    pub fn handler_exit_code(self) -> i32 {
+        match self {
+            Self::PhaseComplete => 0,
+            Self::Blocked => 2,
+            Self::NeedsClarification => 3,
+            _ => 4,
+        }
+    }
+}
+
+impl std::fmt::Display for AttemptStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Status of the attempt recorded in `active_attempt`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActiveStatus {
+    /// Recorded before launch; no process identity yet.
+    Prepared,
+    /// The child was launched; its identity is recorded when `/proc` could be read.
+    Running,
+}
+
+impl ActiveStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prepared => "prepared",
+            Self::Running => "running",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Prepared, Self::Running]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// `plan`: the accepted plan snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    /// Canonical absolute plan path.
+    pub path: String,
+    /// Lowercase hex SHA-256 of the accepted bytes.
+    pub sha256: String,
+    pub accepted_at: Timestamp,
+}
+
+/// `{id, title}` of a phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseRef {
+    pub id: String,
+    pub title: String,
+}
+
+/// `{path, sha256}` of the plan snapshot an attempt ran against.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// One entry of `committed_outcomes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeRef {
+    pub attempt_id: String,
+    pub phase_id: String,
+    pub status: AttemptStatus,
+    pub path: String,
+}
+
+/// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveAttempt {
+    pub id: String,
+    pub status: ActiveStatus,
+    pub phase: PhaseRef,
+    pub snapshot: SnapshotRef,
+    pub execution_workspace: String,
+    pub started_at: Timestamp,
+    pub prompt_path: String,
+    pub transcript_path: String,
+    /// The planned outcome path; the file may not exist, and is authoritative only once it is
+    /// referenced from `committed_outcomes`.
+    pub outcome_path: String,
+    pub process: Option<ProcessIdentity>,
+}
+
+/// `stop`: why the current phase stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    pub reason: AttemptStatus,
+    pub phase_id: String,
+    pub message: Option<String>,
+    pub clarification_request: Option<String>,
+}
+
+/// `last_run`: the most recent resolved attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastRun {
+    pub run_id: String,
+    pub phase_id: String,
+    pub status: AttemptStatus,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// The handler exit code implied by `status` (0, 2, 3 or 4).
+    pub exit_code: i32,
+    pub execution_workspace: String,
+    pub prompt_path: String,
+    pub transcript_path: String,
+    /// `None` only for an abandoned attempt resolved as `interrupted` by `--retry-stopped`.
+    pub outcome_path: Option<String>,
+    pub summary: String,
+}
+
+/// The whole `state.json` document. Field order is the on-disk key order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub plan: Option<PlanRecord>,
+    pub completed_phase_ids: Vec<String>,
+    pub committed_outcomes: Vec<OutcomeRef>,
+    pub current_phase: Option<PhaseRef>,
+    pub active_attempt: Option<ActiveAttempt>,
+    pub stop: Option<Stop>,
+    pub last_run: Option<LastRun>,
+}

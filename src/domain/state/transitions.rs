@@ -1,0 +1,168 @@
+//! The pure transitions of the attempt lifecycle on the durable state: prepare, mark running,
+//! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
+
+use super::{
+    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, State, StateError, Stop,
+};
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::outcome::OutcomeRecord;
+use crate::domain::timestamp::Timestamp;
+
+/// The summary recorded for an abandoned attempt resolved by `--retry-stopped`.
+pub const ABANDONED_SUMMARY: &str =
+    "previous handler ended without recording a terminal outcome; result is unknown";
+
+impl State {
+    /// Records a prepared attempt: sets `active_attempt` (status prepared, no process),
+    /// `current_phase` to its phase and clears `stop`. Refuses to replace an attempt that is
+    /// still active: that one must be committed or resolved first.
+    pub fn prepare(&mut self, attempt: ActiveAttempt) -> Result<(), StateError> {
+        if let Some(active) = &self.active_attempt {
+            return Err(StateError(format!(
+                "cannot prepare attempt {}: attempt {} is still active",
+                attempt.id, active.id
+            )));
+        }
+        if attempt.status != ActiveStatus::Prepared || attempt.process.is_some() {
+            return Err(StateError(format!(
+                "cannot prepare attempt {}: a new attempt must be prepared with no process",
+                attempt.id
+            )));
+        }
+        self.current_phase = Some(attempt.phase.clone());
+        self.stop = None;
+        self.active_attempt = Some(attempt);
+        Ok(())
+    }
+
+    /// Marks the prepared attempt `attempt_id` as running with the given identity (`None` when
+    /// `/proc` could not be read).
+    pub fn mark_running(
+        &mut self,
+        attempt_id: &str,
+        identity: Option<ProcessIdentity>,
+    ) -> Result<(), StateError> {
+        let attempt =
+            self.active_attempt_mut(attempt_id, &format!("mark attempt {attempt_id} running"))?;
+        if attempt.status != ActiveStatus::Prepared {
+            return Err(StateError(format!(
+                "cannot mark attempt {attempt_id} running: it is already running"
+            )));
+        }
+        attempt.status = ActiveStatus::Running;
+        attempt.process = identity;
+        Ok(())
+    }
+
+    /// Commits the terminal outcome of the active attempt whose record was written to
+    /// `outcome_path` (SPEC §7 step 4): the attempt stops being active, its outcome is
+    /// referenced and becomes `last_run`, and its phase is either completed or stopped.
+    pub fn commit(
+        &mut self,
+        outcome: &OutcomeRecord,
+        outcome_path: &str,
+    ) -> Result<(), StateError> {
+        let attempt = self.active_attempt_mut(
+            &outcome.attempt_id,
+            &format!("commit attempt {}", outcome.attempt_id),
+        )?;
+        if outcome.phase.id != attempt.phase.id {
+            return Err(StateError(format!(
+                "cannot commit attempt {}: the outcome is for phase {}, the attempt for phase {}",
+                outcome.attempt_id, outcome.phase.id, attempt.phase.id
+            )));
+        }
+        if outcome_path != attempt.outcome_path {
+            return Err(StateError(format!(
+                "cannot commit attempt {}: outcome path {outcome_path} is not the planned {}",
+                outcome.attempt_id, attempt.outcome_path
+            )));
+        }
+        let phase = attempt.phase.clone();
+        self.active_attempt = None;
+
+        if outcome.status == AttemptStatus::PhaseComplete {
+            self.completed_phase_ids.push(phase.id.clone());
+            self.current_phase = None;
+            self.stop = None;
+        } else {
+            let clarifying = outcome.status == AttemptStatus::NeedsClarification;
+            self.stop = Some(Stop {
+                reason: outcome.status,
+                phase_id: phase.id.clone(),
+                message: (!clarifying).then(|| outcome.summary.clone()),
+                clarification_request: clarifying.then(|| outcome.summary.clone()),
+            });
+            self.current_phase = Some(phase.clone());
+        }
+        self.committed_outcomes.push(OutcomeRef {
+            attempt_id: outcome.attempt_id.clone(),
+            phase_id: phase.id.clone(),
+            status: outcome.status,
+            path: outcome_path.to_owned(),
+        });
+        self.last_run = Some(LastRun {
+            run_id: outcome.attempt_id.clone(),
+            phase_id: phase.id,
+            status: outcome.status,
+            started_at: outcome.started_at,
+            finished_at: outcome.finished_at,
+            exit_code: outcome.status.handler_exit_code(),
+            execution_workspace: outcome.execution_workspace.clone(),
+            prompt_path: outcome.artifacts.prompt_path.clone(),
+            transcript_path: outcome.artifacts.transcript_path.clone(),
+            outcome_path: Some(outcome_path.to_owned()),
+            summary: outcome.summary.clone(),
+        });
+        Ok(())
+    }
+
+    /// Resolves an abandoned active attempt as `interrupted` with unknown result: it becomes
+    /// `last_run` (no outcome path, exit code 4) and is not added to `committed_outcomes`.
+    ///
+    /// `current_phase` is kept, so the state is only valid again once the caller prepares the
+    /// retry of that phase; both changes go into the same atomic write.
+    pub fn resolve_abandoned(&mut self, finished_at: Timestamp) -> Result<(), StateError> {
+        let Some(attempt) = self.active_attempt.take() else {
+            return Err(StateError(
+                "cannot resolve an abandoned attempt: there is no active attempt".into(),
+            ));
+        };
+        let status = AttemptStatus::Interrupted;
+        self.last_run = Some(LastRun {
+            run_id: attempt.id,
+            phase_id: attempt.phase.id,
+            status,
+            started_at: attempt.started_at,
+            finished_at,
+            exit_code: status.handler_exit_code(),
+            execution_workspace: attempt.execution_workspace,
+            prompt_path: attempt.prompt_path,
+            transcript_path: attempt.transcript_path,
+            outcome_path: None,
+            summary: ABANDONED_SUMMARY.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// The active attempt, which must be `attempt_id`; `action` completes "cannot …" in the
+    /// error (a transition applied to the wrong attempt is a caller bug, reported, not a panic).
+    fn active_attempt_mut(
+        &mut self,
+        attempt_id: &str,
+        action: &str,
+    ) -> Result<&mut ActiveAttempt, StateError> {
+        let Some(attempt) = self.active_attempt.as_mut() else {
+            return Err(StateError(format!(
+                "cannot {action}: there is no active attempt"
+            )));
+        };
+        if attempt.id != attempt_id {
+            return Err(StateError(format!(
+                "cannot {action}: the active attempt is {}",
+                attempt.id
+            )));
+        }
+        Ok(attempt)
+    }
+}

@@ -1,0 +1,266 @@
+//! The semantic invariants of a state document, checked on read and before every write.
+
+use std::collections::HashSet;
+
+use super::{
+    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, State, StateError, StateLayout, Stop,
+};
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::strict_json;
+
+impl State {
+    /// Checks the semantic invariants (reference §6.4, in its order); run before every write.
+    /// Artifact paths must be exactly the ones `layout` derives from the attempt id: the
+    /// runner only ever writes those, so anything else is a hand edit. (Timestamps are typed,
+    /// so a malformed one is already reported while reading, before any of these checks.)
+    pub fn validate(&self, layout: &StateLayout) -> Result<(), StateError> {
+        self.validate_completed_phase_ids()?;
+        if let Some(phase) = &self.current_phase {
+            phase.validate("current_phase")?;
+        }
+        if let Some(plan) = &self.plan {
+            strict_json::require_absolute_path("plan.path", &plan.path)?;
+            strict_json::require_sha256_digest("plan.sha256", &plan.sha256)?;
+        }
+        if self.active_attempt.is_some() && self.stop.is_some() {
+            return Err(StateError(
+                "active_attempt and stop cannot both be set".into(),
+            ));
+        }
+        if let Some(attempt) = &self.active_attempt {
+            self.validate_active_attempt(attempt, layout)?;
+        }
+        if let Some(stop) = &self.stop {
+            self.validate_stop(stop)?;
+        }
+        if self.current_phase.is_some() && self.active_attempt.is_none() && self.stop.is_none() {
+            return Err(StateError(
+                "current_phase requires active_attempt or stop".into(),
+            ));
+        }
+        self.validate_committed_outcomes(layout)?;
+        if let Some(last_run) = &self.last_run {
+            self.validate_last_run(last_run, layout)?;
+        }
+        Ok(())
+    }
+
+    fn validate_completed_phase_ids(&self) -> Result<(), StateError> {
+        let mut seen = HashSet::new();
+        if !self.completed_phase_ids.iter().all(|id| seen.insert(id)) {
+            return Err(StateError("completed_phase_ids contains duplicates".into()));
+        }
+        if self.completed_phase_ids.iter().any(String::is_empty) {
+            return Err(StateError(
+                "completed_phase_ids cannot contain an empty id".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn is_completed(&self, phase_id: &str) -> bool {
+        self.completed_phase_ids.iter().any(|id| id == phase_id)
+    }
+
+    fn validate_active_attempt(
+        &self,
+        attempt: &ActiveAttempt,
+        layout: &StateLayout,
+    ) -> Result<(), StateError> {
+        let Some(plan) = &self.plan else {
+            return Err(StateError("active_attempt requires plan".into()));
+        };
+        strict_json::require_attempt_id("active_attempt.id", &attempt.id)?;
+        attempt.phase.validate("active_attempt.phase")?;
+        if self.current_phase.as_ref() != Some(&attempt.phase) {
+            return Err(StateError(
+                "current_phase must match active_attempt.phase".into(),
+            ));
+        }
+        if self.is_completed(&attempt.phase.id) {
+            return Err(StateError(
+                "active_attempt phase is already completed".into(),
+            ));
+        }
+        if attempt.snapshot.path != plan.path {
+            return Err(StateError(
+                "active_attempt.snapshot.path must match plan.path".into(),
+            ));
+        }
+        // plan.sha256 is already known to be a digest, so equality also proves the format.
+        if attempt.snapshot.sha256 != plan.sha256 {
+            return Err(StateError(
+                "active_attempt.snapshot.sha256 must match plan.sha256".into(),
+            ));
+        }
+        strict_json::require_absolute_path(
+            "active_attempt.execution_workspace",
+            &attempt.execution_workspace,
+        )?;
+        require_artifact_path(
+            "active_attempt.prompt_path",
+            &attempt.prompt_path,
+            &layout.prompt_path(&attempt.id),
+        )?;
+        require_artifact_path(
+            "active_attempt.transcript_path",
+            &attempt.transcript_path,
+            &layout.transcript_path(&attempt.id),
+        )?;
+        require_artifact_path(
+            "active_attempt.outcome_path",
+            &attempt.outcome_path,
+            &layout.outcome_path(&attempt.id),
+        )?;
+        match (&attempt.process, attempt.status) {
+            (Some(_), ActiveStatus::Prepared) => Err(StateError(
+                "prepared active_attempt.process must be null".into(),
+            )),
+            (Some(process), ActiveStatus::Running) => validate_process(process),
+            (None, _) => Ok(()),
+        }
+    }
+
+    fn validate_stop(&self, stop: &Stop) -> Result<(), StateError> {
+        // Unreachable from a parsed file (the reader rejects it as `invalid reason`), but a
+        // completed phase is never "stopped", so guard the in-memory value too.
+        if stop.reason == AttemptStatus::PhaseComplete {
+            return Err(StateError(
+                "invalid reason 'phase-complete' (at stop.reason)".into(),
+            ));
+        }
+        strict_json::require_nonempty("stop.phase_id", &stop.phase_id)?;
+        if self.current_phase.as_ref().map(|phase| &phase.id) != Some(&stop.phase_id) {
+            return Err(StateError("current_phase must match stop.phase_id".into()));
+        }
+        if self.is_completed(&stop.phase_id) {
+            return Err(StateError("stopped phase is already completed".into()));
+        }
+        let has_clarification = stop
+            .clarification_request
+            .as_ref()
+            .is_some_and(|text| !text.is_empty());
+        if stop.reason == AttemptStatus::NeedsClarification {
+            if !has_clarification {
+                return Err(StateError(
+                    "needs-clarification stop requires clarification_request".into(),
+                ));
+            }
+        } else if stop.clarification_request.is_some() {
+            return Err(StateError(
+                "stop.clarification_request requires needs-clarification reason".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_committed_outcomes(&self, layout: &StateLayout) -> Result<(), StateError> {
+        let mut seen = HashSet::new();
+        if !self
+            .committed_outcomes
+            .iter()
+            .all(|entry| seen.insert(&entry.attempt_id))
+        {
+            return Err(StateError(
+                "committed_outcomes contains duplicate attempt ids".into(),
+            ));
+        }
+        for (index, entry) in self.committed_outcomes.iter().enumerate() {
+            let key = |field: &str| format!("committed_outcomes[{index}].{field}");
+            strict_json::require_attempt_id(&key("attempt_id"), &entry.attempt_id)?;
+            strict_json::require_nonempty(&key("phase_id"), &entry.phase_id)?;
+            require_artifact_path(
+                &key("path"),
+                &entry.path,
+                &layout.outcome_path(&entry.attempt_id),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn validate_last_run(
+        &self,
+        last_run: &LastRun,
+        layout: &StateLayout,
+    ) -> Result<(), StateError> {
+        strict_json::require_attempt_id("last_run.run_id", &last_run.run_id)?;
+        strict_json::require_nonempty("last_run.phase_id", &last_run.phase_id)?;
+        strict_json::require_absolute_path(
+            "last_run.execution_workspace",
+            &last_run.execution_workspace,
+        )?;
+        require_artifact_path(
+            "last_run.prompt_path",
+            &last_run.prompt_path,
+            &layout.prompt_path(&last_run.run_id),
+        )?;
+        require_artifact_path(
+            "last_run.transcript_path",
+            &last_run.transcript_path,
+            &layout.transcript_path(&last_run.run_id),
+        )?;
+        match &last_run.outcome_path {
+            Some(path) => require_artifact_path(
+                "last_run.outcome_path",
+                path,
+                &layout.outcome_path(&last_run.run_id),
+            )?,
+            None if last_run.status == AttemptStatus::Interrupted => {}
+            None => {
+                return Err(StateError(
+                    "only an interrupted recovery may omit last_run.outcome_path".into(),
+                ));
+            }
+        }
+        if last_run.exit_code != last_run.status.handler_exit_code() {
+            return Err(StateError(format!(
+                "last_run.exit_code does not match status '{}'",
+                last_run.status
+            )));
+        }
+        if last_run.status == AttemptStatus::PhaseComplete && !self.is_completed(&last_run.phase_id)
+        {
+            return Err(StateError(
+                "completed last_run.phase_id is not in completed_phase_ids".into(),
+            ));
+        }
+        if let Some(outcome_path) = &last_run.outcome_path {
+            let matches_latest = self.committed_outcomes.last().is_some_and(|entry| {
+                entry.attempt_id == last_run.run_id
+                    && entry.phase_id == last_run.phase_id
+                    && entry.status == last_run.status
+                    && &entry.path == outcome_path
+            });
+            if !matches_latest {
+                return Err(StateError(
+                    "last_run outcome must be the latest committed_outcomes entry".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Artifact paths are derived from the attempt id, never chosen freely, so they must be
+/// exactly the derived path.
+fn require_artifact_path(key: &str, actual: &str, expected: &str) -> Result<(), StateError> {
+    if actual != expected {
+        return Err(StateError(format!("expected {key} to be {expected}")));
+    }
+    Ok(())
+}
+
+fn validate_process(process: &ProcessIdentity) -> Result<(), StateError> {
+    let positive = [
+        ("pid", u64::from(process.pid)),
+        ("process_group_id", u64::from(process.process_group_id)),
+        ("start_time_ticks", process.start_time_ticks),
+    ];
+    if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
+        return Err(StateError(format!(
+            "expected active_attempt.process.{key} to be a positive integer"
+        )));
+    }
+    strict_json::require_nonempty("active_attempt.process.boot_id", &process.boot_id)?;
+    Ok(())
+}
