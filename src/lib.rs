@@ -4,18 +4,23 @@
 //! # Layout
 //!
 //! - [`domain`]: pure rules with no I/O — plan parsing, config, command templates, result-block
-//!   framing, stop-regex scanning, the state and outcome schemas and their transitions, prompt
-//!   rendering, process identity comparison. Everything here is unit-tested in place.
-//! - [`actors`]: the ractor supervision tree that executes `run` (see `docs/architecture.md`).
-//! - [`cli`]: argument parsing and the `run`, `status`, `check` and `init` commands.
-//! - [`platform`]: the thin I/O layer the commands and actors share — durable file writes,
-//!   `/proc` reads, directory locks, workspace discovery.
+//!   framing, stop-regex scanning, the state and outcome schemas and their transitions, the
+//!   attempt and run lifecycles, prompt rendering, process identity comparison.
+//! - `actors`: the ractor supervision tree that executes `run` (docs/architecture.md).
+//! - [`cli`]: argument parsing and the `run`, `status`, `check` and `init` commands, with
+//!   `report` holding every line a command prints.
+//! - `invocation`: loading and validating a command's inputs, shared by the commands.
+//! - `platform`: the only code that touches the operating system — durable file writes,
+//!   `/proc` reads, directory locks, workspace discovery, spawning, signalling.
 //! - [`wrapper`]: the library half of the provider wrapper binaries (`src/bin/`).
+//!
+//! Only what the binaries, benchmarks, fuzz targets and integration tests use is public.
 
-pub mod actors;
+pub(crate) mod actors;
 pub mod cli;
 pub mod domain;
-pub mod invocation;
-pub mod platform;
-pub mod report;
+pub(crate) mod invocation;
+pub(crate) mod platform;
+pub(crate) mod report;
+pub(crate) mod usage;
 pub mod wrapper;

@@ -7,6 +7,10 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use crate::actors::attempt_supervisor::RecordFailure;
+use crate::actors::run_supervisor::RunEnd;
+use crate::domain::decision::signal_name;
+use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 
@@ -54,6 +58,118 @@ impl Output {
             let _ = writeln!(err, "{line}");
         }
         let _ = err.flush();
+    }
+}
+
+/// What `run` prints when it ends.
+pub fn run_end(end: &RunEnd) -> Output {
+    match end {
+        RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
+        RunEnd::PhaseLimitReached { last_completed } => {
+            Output::stdout(format!("phase-complete: {last_completed}"))
+        }
+        RunEnd::PhaseStopped {
+            decision,
+            outcome_path,
+            transcript_path,
+        } => match decision.status {
+            AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
+                Output::stdout(result_line(decision.status, &decision.summary))
+            }
+            status => failure(
+                status,
+                &decision.summary,
+                Some(outcome_path),
+                transcript_path,
+            ),
+        },
+        RunEnd::NotPrepared {
+            error,
+            still_active,
+        } => {
+            let first_line = format!(
+                "{}: could not prepare attempt state: {error}",
+                AttemptStatus::ExecutionIoFailed
+            );
+            match still_active {
+                // The prepared record became visible even though the write failed.
+                Some(active) => unresolved(first_line, active),
+                None => Output {
+                    stdout: Vec::new(),
+                    stderr: vec![first_line],
+                },
+            }
+        }
+        RunEnd::Unresolved {
+            decision,
+            failure,
+            attempt,
+            still_active,
+        } => {
+            let first_line = if ExitCode::for_status(decision.status) == ExitCode::AgentFailed {
+                match failure {
+                    // The failure is what decided the status: say it once.
+                    RecordFailure::RunningRecord { decided: true, .. } => {
+                        format!("{}: {}", decision.status, decision.summary)
+                    }
+                    _ => format!("{}: {}; {failure}", decision.status, decision.summary),
+                }
+            } else {
+                format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
+            };
+            match still_active {
+                Some(active) => unresolved(first_line, active),
+                // The commit is visible (only its durability failed): report the outcome
+                // where it is.
+                None => details(
+                    first_line,
+                    Some(&attempt.outcome_path),
+                    &attempt.transcript_path,
+                ),
+            }
+        }
+        RunEnd::InterruptedBeforeLaunch { signal } => Output::error(format!(
+            "interrupted by {} before launching the next phase; no worker was started",
+            signal_name(*signal)
+        )),
+        RunEnd::Refused {
+            refusal: refused,
+            plan_workspace,
+            execution_workspace,
+            last_run,
+        } => refusal(
+            refused,
+            &RefusalContext {
+                plan_workspace,
+                execution_workspace: execution_workspace.clone(),
+                last_run: last_run.as_deref(),
+            },
+        ),
+        RunEnd::PlanChanged {
+            path,
+            expected,
+            actual,
+        } => {
+            let mut output = plan_hash_mismatch(path, expected, actual);
+            output.err_line(
+                "recorded outcomes are kept; review the edit, then rerun with --accept-plan-change",
+            );
+            output
+        }
+        RunEnd::Input(error) => Output::error(error.to_string()),
+        RunEnd::AcceptanceFailed(error) => {
+            Output::error(format!("could not record plan acceptance: {error}"))
+        }
+        RunEnd::Internal {
+            message,
+            attempt_may_be_unresolved,
+        } => {
+            let mut output = Output::error(format!("internal error: {message}"));
+            if *attempt_may_be_unresolved {
+                output.err_line("the active attempt may be unresolved; check `status`");
+            }
+            output
+        }
     }
 }
 

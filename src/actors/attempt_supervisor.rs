@@ -1,21 +1,13 @@
-//! AttemptSupervisor: one per attempt. It prepares the attempt durably, launches the worker,
-//! supervises the actors that own the attempt's resources, and runs cleanup in one fixed
-//! order:
+//! AttemptSupervisor: one per attempt. It owns the attempt's actors and executes the effects
+//! of the pure lifecycle machine ([`crate::domain::lifecycle::attempt`]), which holds every
+//! rule: which trigger becomes the cause, what a signal does in each stage, when cleanup moves
+//! on. This actor only turns messages into machine events and machine effects into actions.
 //!
-//! ```text
-//! cancel timers → stop the group (Terminate, or SweepAfterExit after a normal exit)
-//!   → readers reach EOF (bounded; then our read ends are closed) → transcript trailer
-//!   → marker verdict → final stop-regex check → decide → write outcome → commit state
-//!   → report to the run supervisor (which prints and releases the workspace lock)
-//! ```
-//!
-//! The lifecycle is an explicit [`Stage`]; signal deferral is a property of the stage, not a
-//! flag. While preparing and launching, everything happens inside one handler, so an
-//! `Interrupt` waits in the mailbox until the group exists and its pgid is recorded; from
-//! then on the first trigger (timeout, idle timeout, stop regex, interrupt, output failure)
-//! becomes the cause and starts `Stopping`. Triggers during cleanup are noted — an interrupt
-//! decides the outcome even then, as the exit code will — but never restart or skip cleanup; a
-//! second interrupt only makes the killer skip its grace period.
+//! Its handlers never wait on a disk, a store write or another actor's reply: preparation,
+//! the `running` record, the recording steps and the commit run as tasks that report back
+//! with a message. So a timeout, a stop-regex match or a signal is handled at once whatever
+//! the disk is doing, and a signal during preparation is held by the machine until the group
+//! exists.
 
 use std::fs::File;
 use std::io::Write;
@@ -23,39 +15,43 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg};
-use super::group_killer::{GroupKiller, KillReport, KillerArgs, KillerMsg};
+use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
 use super::marker_parser::{MarkerMsg, MarkerParser};
-use super::notify;
 use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
-use super::state_store::{CommitError, Preparation, StoreMsg};
+use super::state_store::{CommitError, Preparation, StoreError, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
 use super::transcript_writer::{TranscriptWriter, WriterArgs, WriterMsg};
+use super::{call, notify, off_runtime};
 use crate::domain::attempt_id::attempt_id;
-use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
+use crate::domain::decision::{ChildExit, Decision};
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::lifecycle::GroupReport;
+use crate::domain::lifecycle::attempt::{
+    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
+};
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::outcome::{Artifacts, OutcomeRecord};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::plan::Phase;
 use crate::domain::prompt::{PromptContext, render_prompt};
-use crate::domain::state::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, PhaseRef, PlanRecord, SnapshotRef, State,
-};
+use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, PlanRecord, SnapshotRef, State};
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{Trailer, TranscriptHeader, render_header, render_trailer};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
-use crate::platform::locate::PlanLocation;
-use crate::platform::proc::ChildSnapshot;
-use crate::platform::{durable, proc, spawn};
+use crate::platform::locate::{PlanLocation, os_message};
+use crate::platform::proc::{self, ChildSnapshot};
+use crate::platform::{durable, spawn};
 
 /// After the leader exits on its own, how long its pipes may stay open before the remaining
 /// group members are killed as leaked descendants.
@@ -83,37 +79,50 @@ pub struct AttemptSpec {
 }
 
 /// What the attempt supervisor tells the run supervisor when it is done.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct AttemptReport {
     pub phase_id: String,
     pub attempt_id: String,
     pub outcome: AttemptOutcome,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum AttemptOutcome {
-    /// The outcome is durably committed; `state` is the state now on disk.
+    /// The outcome is durably committed.
     Committed {
         decision: Decision,
         outcome_path: String,
         transcript_path: String,
-        state: Box<State>,
     },
     /// The prepared record could not be written: nothing was launched, nothing changed.
-    NotPrepared { message: String },
+    NotPrepared { error: StoreError },
     /// A durable write after preparation failed; the last durable record (prepared or
     /// running) stays and the attempt is unresolved.
     Unresolved {
         decision: Decision,
-        /// What failed, e.g. `could not record attempt outcome: …`.
-        failure: String,
+        failure: RecordFailure,
         attempt: Box<ActiveAttempt>,
     },
 }
 
+/// The durable write that left an attempt unresolved.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFailure {
+    /// The `running` record; `decided` when this failure is also what stopped the attempt
+    /// (its message is then already the decision's summary).
+    #[error("{message}")]
+    RunningRecord { message: String, decided: bool },
+    #[error("could not write attempt outcome: {0}")]
+    OutcomeWrite(CommitError),
+    #[error("could not record attempt outcome: {0}")]
+    OutcomeRecord(StoreError),
+}
+
 pub enum AttemptMsg {
-    /// Prepare and launch (sent to itself on start).
-    Launch,
+    /// The preparation task finished: the worker runs, or why it does not.
+    Prepared(Box<Result<Launch, SetupFailure>>),
+    /// The `running` record write reported.
+    RunningRecorded(Result<(), StoreError>),
     ChildExited(ChildExit),
     StreamEnded {
         stream: OutputStream,
@@ -126,27 +135,54 @@ pub enum AttemptMsg {
     Interrupt(i32),
     /// The transcript or the live console could not be written.
     OutputFailed(String),
-    GroupEmptied(KillReport),
+    GroupEmptied(GroupReport),
     LeakGraceElapsed,
     DrainLimitElapsed,
+    /// The recording task wrote the trailer and gathered the verdicts.
+    Gathered(Box<Gathered>),
+    /// The commit task finished.
+    Committed(Box<Result<State, RecordFailure>>),
 }
 
-/// Where the attempt is in its lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Recording the prepared attempt and launching; messages wait in the mailbox.
-    Preparing,
-    /// The worker runs; the first trigger decides the cause.
-    Running,
-    /// The leader exited on its own; waiting (leak grace) for the pipes, then sweeping.
-    Sweeping,
-    /// A trigger fired; the killer is stopping the group.
-    Stopping,
-    /// The group is empty; waiting for EOF on both pipes and the leader's exit status.
-    Draining,
-    /// Writing the trailer, deciding, committing.
-    Recording,
-    Done,
+/// A launched worker, handed from the preparation task to the supervisor.
+pub struct Launch {
+    attempt: ActiveAttempt,
+    child: Child,
+    pid: u32,
+    identity: Option<ProcessIdentity>,
+    transcript: File,
+    console: Option<Console>,
+    prompt: Vec<u8>,
+}
+
+/// Why the preparation task launched nothing.
+pub enum SetupFailure {
+    /// The prepared record was not written (or not durably: then it may be visible).
+    NotPrepared {
+        attempt_id: String,
+        error: StoreError,
+    },
+    /// The prepared record is durable, but the prompt, the transcript header or the console
+    /// thread could not be created.
+    Setup {
+        attempt: ActiveAttempt,
+        message: String,
+    },
+    /// The worker could not be started; `transcript` gets the launch error.
+    Launch {
+        attempt: ActiveAttempt,
+        transcript: File,
+        summary: String,
+    },
+}
+
+/// What the recording task found.
+pub struct Gathered {
+    trailer: Result<(), String>,
+    verdict: MarkerVerdict,
+    final_match: Option<StopMatch>,
+    exit: Option<ChildExit>,
+    finished_at: Timestamp,
 }
 
 pub struct AttemptSupervisor;
@@ -161,22 +197,36 @@ struct Crew {
     readers: Vec<ActorRef<ReaderMsg>>,
 }
 
+impl Crew {
+    fn stop(&self) {
+        for actor in [
+            self.writer.get_cell(),
+            self.marker.get_cell(),
+            self.killer.get_cell(),
+        ]
+        .into_iter()
+        .chain(self.scanner.iter().map(|scanner| scanner.get_cell()))
+        .chain(self.timer.iter().map(|timer| timer.get_cell()))
+        .chain(self.readers.iter().map(|reader| reader.get_cell()))
+        {
+            actor.stop(None);
+        }
+    }
+}
+
 pub struct AttemptState {
     spec: AttemptSpec,
-    stage: Stage,
+    lifecycle: AttemptLifecycle,
+    /// The attempt as durably prepared (and, once recorded, running).
     attempt: Option<ActiveAttempt>,
     crew: Option<Crew>,
+    /// The worker's transcript when it never ran (the launch error goes there).
+    unlaunched_transcript: Option<File>,
+    /// The decision being committed by the commit task.
+    committing: Option<Decision>,
+    /// Why the prepared record was not written, until the machine concludes.
+    not_prepared: Option<(String, StoreError)>,
     tasks: Vec<JoinHandle<()>>,
-    cause: Option<StopCause>,
-    interrupts: u32,
-    exit: Option<ChildExit>,
-    open_streams: Vec<OutputStream>,
-    sweep_requested: bool,
-    leak_grace_elapsed: bool,
-    kill_report: Option<KillReport>,
-    pipes_held_open: bool,
-    /// A state write after preparation failed: nothing more is written for this attempt.
-    state_write_failure: Option<String>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -189,23 +239,26 @@ impl Actor for AttemptSupervisor {
         myself: ActorRef<AttemptMsg>,
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
-        notify(&myself, AttemptMsg::Launch);
-        Ok(AttemptState {
+        let mut state = AttemptState {
             spec,
-            stage: Stage::Preparing,
+            lifecycle: AttemptLifecycle::new(),
             attempt: None,
             crew: None,
+            unlaunched_transcript: None,
+            committing: None,
+            not_prepared: None,
             tasks: Vec::new(),
-            cause: None,
-            interrupts: 0,
-            exit: None,
-            open_streams: vec![OutputStream::Stdout, OutputStream::Stderr],
-            sweep_requested: false,
-            leak_grace_elapsed: false,
-            kill_report: None,
-            pipes_held_open: false,
-            state_write_failure: None,
-        })
+        };
+        let preparation = state.preparation();
+        let target = myself.clone();
+        state.tasks.push(tokio::spawn(
+            async move {
+                let result = preparation.run().await;
+                notify(&target, AttemptMsg::Prepared(Box::new(result)));
+            }
+            .instrument(state.spec.span.clone()),
+        ));
+        Ok(state)
     }
 
     async fn handle(
@@ -216,42 +269,62 @@ impl Actor for AttemptSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         let span = state.spec.span.clone();
         async {
-            match message {
-                AttemptMsg::Launch => state.launch(&myself).await,
-                AttemptMsg::ChildExited(exit) => state.on_child_exit(exit, &myself),
-                AttemptMsg::StreamEnded { stream, error } => {
-                    state.open_streams.retain(|open| *open != stream);
-                    if let Some(message) = error {
-                        state.trigger(StopCause::ExecutionIo { message });
+            let event = match message {
+                AttemptMsg::Prepared(result) => state.on_prepared(*result, &myself).await,
+                AttemptMsg::RunningRecorded(Ok(())) => {
+                    if let Some(attempt) = state.attempt.as_mut() {
+                        attempt.status = ActiveStatus::Running;
                     }
+                    tracing::info!("attempt running");
+                    Some(AttemptEvent::RunningRecorded)
                 }
-                AttemptMsg::StopMatched(found) => state.trigger(StopCause::StopRegex {
+                AttemptMsg::RunningRecorded(Err(error)) => {
+                    Some(AttemptEvent::RunningRecordFailed {
+                        message: error.to_string(),
+                    })
+                }
+                AttemptMsg::ChildExited(exit) => Some(AttemptEvent::LeaderExited(exit)),
+                AttemptMsg::StreamEnded { stream, error } => {
+                    Some(AttemptEvent::StreamEnded { stream, error })
+                }
+                AttemptMsg::StopMatched(found) => Some(AttemptEvent::StopRegexMatched {
                     pattern: found.pattern,
                 }),
-                AttemptMsg::DeadlineReached => {
-                    if let Some(seconds) = state.spec.settings.timeout_seconds {
-                        state.trigger(StopCause::Timeout { seconds });
-                    }
-                }
-                AttemptMsg::IdleDeadlineReached => {
-                    if let Some(seconds) = state.spec.settings.idle_timeout_seconds {
-                        state.trigger(StopCause::IdleTimeout { seconds });
-                    }
-                }
-                AttemptMsg::Interrupt(signal) => state.on_interrupt(signal),
-                AttemptMsg::OutputFailed(message) => {
-                    state.trigger(StopCause::ExecutionIo { message })
-                }
+                AttemptMsg::DeadlineReached => state
+                    .spec
+                    .settings
+                    .timeout_seconds
+                    .map(|seconds| AttemptEvent::DeadlineReached { seconds }),
+                AttemptMsg::IdleDeadlineReached => state
+                    .spec
+                    .settings
+                    .idle_timeout_seconds
+                    .map(|seconds| AttemptEvent::IdleDeadlineReached { seconds }),
+                AttemptMsg::Interrupt(signal) => Some(AttemptEvent::Interrupt { signal }),
+                AttemptMsg::OutputFailed(message) => Some(AttemptEvent::OutputFailed { message }),
                 AttemptMsg::GroupEmptied(report) => {
-                    tracing::info!(?report, "group stopped");
-                    state.kill_report = Some(report);
-                    state.stage = Stage::Draining;
-                    myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+                    tracing::info!(
+                        leaked = ?report.leaked,
+                        escaped = ?report.escaped,
+                        survivors = ?report.survivors,
+                        "group stopped"
+                    );
+                    Some(AttemptEvent::GroupEmptied(report))
                 }
-                AttemptMsg::LeakGraceElapsed => state.leak_grace_elapsed = true,
-                AttemptMsg::DrainLimitElapsed => state.stop_draining(),
+                AttemptMsg::LeakGraceElapsed => Some(AttemptEvent::LeakGraceElapsed),
+                AttemptMsg::DrainLimitElapsed => Some(AttemptEvent::DrainLimitElapsed),
+                AttemptMsg::Gathered(gathered) => {
+                    state.on_gathered(*gathered, &myself);
+                    None
+                }
+                AttemptMsg::Committed(result) => {
+                    state.on_committed(*result);
+                    None
+                }
+            };
+            if let Some(event) = event {
+                state.feed(event, &myself);
             }
-            state.advance().await;
         }
         .instrument(span)
         .await;
@@ -260,7 +333,7 @@ impl Actor for AttemptSupervisor {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<AttemptMsg>,
+        myself: ActorRef<AttemptMsg>,
         event: SupervisionEvent,
         state: &mut AttemptState,
     ) -> Result<(), ActorProcessingErr> {
@@ -268,10 +341,12 @@ impl Actor for AttemptSupervisor {
         // handler would stop this supervisor on any child exit, skipping cleanup.
         if let SupervisionEvent::ActorFailed(who, error) = event {
             tracing::error!(actor = ?who.get_id(), %error, "attempt actor failed");
-            state.trigger(StopCause::ExecutionIo {
-                message: format!("internal error: an attempt actor failed: {error}"),
-            });
-            state.advance().await;
+            state.feed(
+                AttemptEvent::OutputFailed {
+                    message: format!("internal error: an attempt actor failed: {error}"),
+                },
+                &myself,
+            );
         }
         Ok(())
     }
@@ -284,204 +359,199 @@ impl Actor for AttemptSupervisor {
         for task in state.tasks.drain(..) {
             task.abort();
         }
+        if let Some(crew) = state.crew.take() {
+            crew.stop();
+        }
         Ok(())
     }
 }
 
 impl AttemptState {
-    /// Prepare → prompt → transcript header → launch → running record, all inside one
-    /// handler: a signal arriving meanwhile waits until the group is ours to stop.
-    async fn launch(&mut self, myself: &ActorRef<AttemptMsg>) {
-        let started_at = Timestamp::from_datetime(chrono::Utc::now());
-        let id = attempt_id(started_at, &self.spec.phase.id, uuid::Uuid::new_v4());
-        self.spec.span.record("attempt_id", id.as_str());
-        let layout = &self.spec.location.layout;
-        let attempt = ActiveAttempt {
-            id: id.clone(),
-            status: ActiveStatus::Prepared,
-            phase: PhaseRef {
-                id: self.spec.phase.id.clone(),
-                title: self.spec.phase.title.clone(),
-            },
-            snapshot: SnapshotRef {
-                path: self.spec.snapshot.path.clone(),
-                sha256: self.spec.snapshot.sha256.clone(),
-            },
+    /// Feeds one event to the machine and executes the effects it returns.
+    fn feed(&mut self, event: AttemptEvent, myself: &ActorRef<AttemptMsg>) {
+        let before = self.lifecycle.stage().name();
+        let effects = self.lifecycle.handle(event);
+        let after = self.lifecycle.stage().name();
+        if before != after {
+            tracing::info!(from = before, to = after, "attempt stage");
+        }
+        for effect in effects {
+            self.execute(effect, myself);
+        }
+    }
+
+    fn execute(&mut self, effect: AttemptEffect, myself: &ActorRef<AttemptMsg>) {
+        tracing::debug!(effect = effect_name(&effect), "attempt effect");
+        match effect {
+            AttemptEffect::CancelTimers => {
+                if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
+                    timer.stop(None);
+                }
+            }
+            AttemptEffect::TerminateGroup => {
+                tracing::info!(cause = ?self.lifecycle.cause(), "stopping the attempt");
+                self.tell_killer(KillerMsg::Terminate);
+            }
+            AttemptEffect::KillNow => self.tell_killer(KillerMsg::KillNow),
+            AttemptEffect::SweepAfterExit => self.tell_killer(KillerMsg::SweepAfterExit),
+            AttemptEffect::StartLeakGrace => {
+                myself.send_after(LEAK_GRACE, || AttemptMsg::LeakGraceElapsed);
+            }
+            AttemptEffect::StartDrainLimit => {
+                myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+            }
+            AttemptEffect::CloseReaders => {
+                tracing::info!("pipes still open after the group emptied; closing our read ends");
+                if let Some(crew) = &self.crew {
+                    for reader in &crew.readers {
+                        notify(reader, ReaderMsg::Close);
+                    }
+                }
+            }
+            AttemptEffect::Record(input) => self.start_recording(input, myself),
+            AttemptEffect::RecordWithoutWorker { launch_error } => {
+                self.record_without_worker(launch_error, myself)
+            }
+            AttemptEffect::ConcludeNotPrepared => {
+                if let Some((attempt_id, error)) = self.not_prepared.take() {
+                    self.conclude(attempt_id, AttemptOutcome::NotPrepared { error });
+                }
+            }
+        }
+    }
+
+    fn tell_killer(&self, message: KillerMsg) {
+        if let Some(crew) = &self.crew {
+            notify(&crew.killer, message);
+        }
+    }
+
+    /// The preparation task's inputs, cloned out of the spec.
+    fn preparation(&mut self) -> PreparationTask {
+        PreparationTask {
+            store: self.spec.store.clone(),
+            location: self.spec.location.clone(),
+            snapshot: self.spec.snapshot.clone(),
+            settings: self.spec.settings.clone(),
+            phase: self.spec.phase.clone(),
             execution_workspace: self.spec.execution_workspace.clone(),
-            started_at,
-            prompt_path: layout.prompt_path(&id),
-            transcript_path: layout.transcript_path(&id),
-            outcome_path: layout.outcome_path(&id),
-            process: None,
-        };
-        let preparation = Preparation {
-            attempt: attempt.clone(),
             accept: self.spec.accept.take(),
-            resolve_abandoned_at: self.spec.resolve_abandoned.then_some(started_at),
-        };
-        let prepared = match self
-            .spec
-            .store
-            .call(
-                |reply| StoreMsg::Prepare {
-                    preparation: Box::new(preparation),
-                    reply,
-                },
-                None,
-            )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(Ok(state))) => state,
-            Ok(ractor::rpc::CallResult::Success(Err(message))) => {
-                tracing::info!(%message, "prepared record not written");
-                return self.conclude(
-                    id,
-                    AttemptOutcome::NotPrepared {
-                        message: format!("could not prepare attempt state: {message}"),
-                    },
-                );
-            }
-            _ => {
-                return self.conclude(
-                    id,
-                    AttemptOutcome::NotPrepared {
-                        message: "could not prepare attempt state: state store stopped".into(),
-                    },
-                );
-            }
-        };
-        tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
-        self.attempt = Some(attempt.clone());
+            resolve_abandoned: self.spec.resolve_abandoned,
+            span: self.spec.span.clone(),
+        }
+    }
 
-        let argv = self.spec.settings.template.render(&PlaceholderValues {
-            prompt_file: &attempt.prompt_path,
-            workspace: &attempt.execution_workspace,
-            run_id: &id,
-            transcript_file: &attempt.transcript_path,
-            state_file: &layout.state_path(),
-        });
-        let prompt = render_prompt(&PromptContext {
-            plan_workspace_path: &self.spec.location.workspace,
-            execution_workspace_path: &attempt.execution_workspace,
-            plan_path: &self.spec.snapshot.path,
-            state_path: &layout.state_path(),
-            run_id: &id,
-            transcript_path: &attempt.transcript_path,
-            preamble: &self.spec.snapshot.plan.preamble,
-            phase: &self.spec.phase,
-            state: &prepared,
-        });
-        let transcript = match self.write_artifacts(&attempt, &argv, &prompt) {
-            Ok(transcript) => transcript,
-            Err(message) => {
-                self.cause = Some(StopCause::ExecutionIo { message });
-                return self.record_without_worker(None).await;
+    async fn on_prepared(
+        &mut self,
+        result: Result<Launch, SetupFailure>,
+        myself: &ActorRef<AttemptMsg>,
+    ) -> Option<AttemptEvent> {
+        let launch = match result {
+            Ok(launch) => launch,
+            Err(SetupFailure::NotPrepared { attempt_id, error }) => {
+                tracing::info!(%error, "prepared record not written");
+                self.not_prepared = Some((attempt_id, error));
+                return Some(AttemptEvent::PreparedRecordFailed);
             }
-        };
-        // Everything that can fail for lack of resources is set up before the launch, so a
-        // failure here never leaves a worker without its supervision.
-        let console = if self.spec.settings.quiet {
-            None
-        } else {
-            match Console::start() {
-                Ok(console) => Some(console),
-                Err(error) => {
-                    self.cause = Some(StopCause::ExecutionIo {
-                        message: format!("cannot start the live console thread: {error}"),
-                    });
-                    return self.record_without_worker(None).await;
-                }
+            Err(SetupFailure::Setup { attempt, message }) => {
+                self.attempt = Some(attempt);
+                return Some(AttemptEvent::SetupFailed { message });
             }
-        };
-
-        let mut child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
-            Ok(child) => child,
-            Err(error) => {
-                let summary = format!(
-                    "could not launch agent command: {}: {}",
-                    argv.first().map(String::as_str).unwrap_or_default(),
-                    crate::platform::locate::os_message(&error)
-                );
+            Err(SetupFailure::Launch {
+                attempt,
+                transcript,
+                summary,
+            }) => {
                 tracing::info!(%summary, "launch failed");
-                return self
-                    .record_without_worker(Some((transcript, summary)))
-                    .await;
+                self.attempt = Some(attempt);
+                self.unlaunched_transcript = Some(transcript);
+                return Some(AttemptEvent::LaunchFailed { summary });
             }
         };
-        let Some(pid) = child.id() else {
-            // The child was reaped already; tokio forgets its pid then. Treat like a launch
-            // we cannot supervise.
-            return self
-                .record_without_worker(Some((
-                    transcript,
-                    "could not launch agent command: the process vanished at once".into(),
-                )))
-                .await;
-        };
-        let identity = match proc::identity_of(pid) {
-            Ok(identity) => Some(identity),
-            Err(error) => {
-                tracing::warn!(pid, %error, "process identity unavailable");
-                None
-            }
-        };
+        let Launch {
+            attempt,
+            mut child,
+            pid,
+            identity,
+            transcript,
+            console,
+            prompt,
+        } = launch;
         tracing::info!(pid, pgid = pid, "worker spawned");
-
         let worker_started_ticks = identity.as_ref().map(|identity| identity.start_time_ticks);
+        self.attempt = Some(attempt.clone());
         self.crew = Some(
-            self.start_crew(myself, pid, worker_started_ticks, transcript, console)
-                .await,
+            self.start_crew(
+                myself,
+                pid,
+                worker_started_ticks,
+                transcript,
+                attempt.transcript_path.clone(),
+                console,
+            )
+            .await,
         );
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        if let Some(mut stdin) = stdin {
-            // A worker that never reads stdin must not stall us: the write runs on its own and
-            // is abandoned at cleanup. A closed pipe (EPIPE) just means it did not want it.
-            let prompt = prompt.into_bytes();
+        if let Some(stdin) = child.stdin.take() {
             self.tasks.push(tokio::spawn(
-                async move {
-                    let _ = stdin.write_all(&prompt).await;
-                    let _ = stdin.shutdown().await;
-                }
-                .instrument(self.spec.span.clone()),
+                write_prompt(stdin, prompt).instrument(self.spec.span.clone()),
             ));
         }
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
         let waiter_target = myself.clone();
         self.tasks.push(tokio::spawn(
             async move {
-                let exit = match child.wait().await {
-                    Ok(status) => {
-                        use std::os::unix::process::ExitStatusExt;
-                        ChildExit {
-                            code: status.code(),
-                            signal: status.signal(),
-                        }
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, "waiting for the worker failed");
-                        ChildExit {
-                            code: None,
-                            signal: None,
-                        }
-                    }
-                };
-                tracing::info!(?exit, "worker exited");
+                let exit = wait_for_exit(&mut child).await;
+                tracing::info!(code = exit.code, signal = exit.signal, "worker exited");
                 notify(&waiter_target, AttemptMsg::ChildExited(exit));
             }
             .instrument(self.spec.span.clone()),
         ));
+        // The group exists and the killer knows it: a held signal is acted on now.
+        self.feed(AttemptEvent::Launched, myself);
+        self.record_running(&attempt.id, identity, myself);
+        self.start_readers(stdout, stderr, myself).await;
+        None
+    }
 
-        self.stage = Stage::Running;
-        if let Err(message) = self.mark_running(identity).await {
-            // SPEC §7: after a failed state write the last durable record (here: prepared) is
-            // kept and nothing more is written; the worker is stopped and the attempt stays
-            // unresolved for the operator.
-            let failure = format!("could not record running attempt: {message}");
-            self.state_write_failure = Some(failure.clone());
-            self.trigger(StopCause::ExecutionIo { message: failure });
+    /// Writes the `running` record in a task: a slow disk must not delay a timeout or signal.
+    fn record_running(
+        &mut self,
+        attempt_id: &str,
+        identity: Option<ProcessIdentity>,
+        myself: &ActorRef<AttemptMsg>,
+    ) {
+        let store = self.spec.store.clone();
+        let attempt_id = attempt_id.to_owned();
+        let target = myself.clone();
+        if let Some(attempt) = self.attempt.as_mut() {
+            attempt.process = identity.clone();
         }
-        for (stream, pipe) in [
+        self.tasks.push(tokio::spawn(
+            async move {
+                let result = call(&store, |reply| StoreMsg::MarkRunning {
+                    attempt_id,
+                    identity,
+                    reply,
+                })
+                .await
+                .unwrap_or(Err(StoreError::Stopped));
+                notify(&target, AttemptMsg::RunningRecorded(result));
+            }
+            .instrument(self.spec.span.clone()),
+        ));
+    }
+
+    async fn start_readers(
+        &mut self,
+        stdout: Option<ChildStdout>,
+        stderr: Option<ChildStderr>,
+        myself: &ActorRef<AttemptMsg>,
+    ) {
+        let pipes: [(
+            OutputStream,
+            Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>,
+        ); 2] = [
             (
                 OutputStream::Stdout,
                 stdout.map(|pipe| Box::new(pipe) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
@@ -490,11 +560,14 @@ impl AttemptState {
                 OutputStream::Stderr,
                 stderr.map(|pipe| Box::new(pipe) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
             ),
-        ] {
-            let Some(pipe) = pipe else { continue };
-            let writer = self.crew.as_ref().map(|crew| crew.writer.clone());
-            let Some(writer) = writer else { continue };
-            match Actor::spawn_linked(
+        ];
+        for (stream, pipe) in pipes {
+            let (Some(pipe), Some(writer)) =
+                (pipe, self.crew.as_ref().map(|crew| crew.writer.clone()))
+            else {
+                continue;
+            };
+            let started = Actor::spawn_linked(
                 None,
                 PipeReader,
                 ReaderArgs {
@@ -506,48 +579,21 @@ impl AttemptState {
                 },
                 myself.get_cell(),
             )
-            .await
-            {
+            .await;
+            match started {
                 Ok((reader, _)) => {
                     if let Some(crew) = self.crew.as_mut() {
                         crew.readers.push(reader);
                     }
                 }
-                Err(error) => self.trigger(StopCause::ExecutionIo {
-                    message: format!("could not start the {} reader: {error}", stream.name()),
-                }),
+                Err(error) => self.feed(
+                    AttemptEvent::OutputFailed {
+                        message: format!("could not start the {} reader: {error}", stream.name()),
+                    },
+                    myself,
+                ),
             }
         }
-    }
-
-    /// Creates the prompt (exclusively) and the transcript with its header.
-    fn write_artifacts(
-        &self,
-        attempt: &ActiveAttempt,
-        argv: &[String],
-        prompt: &str,
-    ) -> Result<File, String> {
-        durable::write_new(Path::new(&attempt.prompt_path), prompt.as_bytes(), "prompt")
-            .map_err(|error| error.to_string())?;
-        let header = render_header(&TranscriptHeader {
-            attempt_id: &attempt.id,
-            phase_id: &attempt.phase.id,
-            phase_title: &attempt.phase.title,
-            plan_path: &self.spec.snapshot.path,
-            state_path: &self.spec.location.layout.state_path(),
-            plan_workspace: &self.spec.location.workspace,
-            execution_workspace: &attempt.execution_workspace,
-            started_at: attempt.started_at,
-            agent_cmd: self.spec.settings.template.raw(),
-            argv,
-        });
-        let transcript = durable::write_new(
-            Path::new(&attempt.transcript_path),
-            header.as_bytes(),
-            "transcript-header",
-        )
-        .map_err(|error| error.to_string())?;
-        Ok(transcript)
     }
 
     async fn start_crew(
@@ -556,6 +602,7 @@ impl AttemptState {
         pgid: u32,
         worker_started_ticks: Option<u64>,
         transcript: File,
+        transcript_path: String,
         console: Option<Console>,
     ) -> Crew {
         let supervisor = myself.clone();
@@ -619,11 +666,7 @@ impl AttemptState {
             TranscriptWriter,
             WriterArgs {
                 transcript,
-                transcript_path: self
-                    .attempt
-                    .as_ref()
-                    .map(|attempt| attempt.transcript_path.clone())
-                    .unwrap_or_default(),
+                transcript_path,
                 console,
                 marker: marker.clone(),
                 scanner: scanner.clone(),
@@ -644,273 +687,135 @@ impl AttemptState {
         }
     }
 
-    async fn mark_running(
-        &mut self,
-        identity: Option<crate::domain::identity::ProcessIdentity>,
-    ) -> Result<(), String> {
-        let Some(attempt) = self.attempt.as_mut() else {
-            return Err("no prepared attempt".into());
-        };
-        let attempt_id = attempt.id.clone();
-        let result = self
-            .spec
-            .store
-            .call(
-                |reply| StoreMsg::MarkRunning {
-                    attempt_id,
-                    identity: identity.clone(),
-                    reply,
-                },
-                None,
-            )
-            .await;
-        match result {
-            Ok(ractor::rpc::CallResult::Success(Ok(()))) => {
-                attempt.status = ActiveStatus::Running;
-                attempt.process = identity;
-                tracing::info!("attempt running");
-                Ok(())
-            }
-            Ok(ractor::rpc::CallResult::Success(Err(message))) => Err(message),
-            _ => Err("state store stopped".into()),
-        }
-    }
-
-    /// Remembers the first cause and starts stopping the group; later causes are only logged.
-    fn trigger(&mut self, cause: StopCause) {
-        match self.stage {
-            Stage::Running => {
-                tracing::info!(?cause, "stopping the attempt");
-                self.cause = Some(cause);
-                self.stage = Stage::Stopping;
-                if let Some(crew) = &self.crew {
-                    if let Some(timer) = &crew.timer {
-                        timer.stop(None);
-                    }
-                    notify(&crew.killer, KillerMsg::Terminate);
-                }
-            }
-            Stage::Sweeping | Stage::Stopping | Stage::Draining if self.cause.is_none() => {
-                // The leader already exited (or is being stopped) but nothing has decided the
-                // outcome yet: this cause does, and cleanup continues as it was.
-                tracing::info!(?cause, stage = ?self.stage, "cause noted during cleanup");
-                self.cause = Some(cause);
-            }
-            _ => tracing::info!(?cause, stage = ?self.stage, "later cause ignored"),
-        }
-    }
-
-    /// An interrupt decides the outcome even while the group is already being stopped for
-    /// another cause: the handler will exit 130/143, and the record must agree with that.
-    /// Cleanup itself goes on unchanged.
-    fn on_interrupt(&mut self, signal: i32) {
-        self.interrupts += 1;
-        tracing::info!(signal, stage = ?self.stage, count = self.interrupts, "interrupt acted on");
-        let stopping = matches!(
-            self.stage,
-            Stage::Sweeping | Stage::Stopping | Stage::Draining
-        );
-        match self.cause.take() {
-            Some(earlier) if stopping && !matches!(earlier, StopCause::Interrupted { .. }) => {
-                tracing::info!(
-                    ?earlier,
-                    "interrupt during cleanup replaces the earlier cause"
-                );
-                self.cause = Some(StopCause::Interrupted {
-                    signal,
-                    during: Some(Box::new(earlier)),
-                });
-            }
-            cause => {
-                self.cause = cause;
-                self.trigger(StopCause::Interrupted {
-                    signal,
-                    during: None,
-                });
-            }
-        }
-        if self.interrupts > 1
-            && let Some(crew) = &self.crew
-        {
-            notify(&crew.killer, KillerMsg::KillNow);
-        }
-    }
-
-    fn on_child_exit(&mut self, exit: ChildExit, myself: &ActorRef<AttemptMsg>) {
-        self.exit = Some(exit);
-        if self.stage == Stage::Running {
-            self.stage = Stage::Sweeping;
-            if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
-                timer.stop(None);
-            }
-            myself.send_after(LEAK_GRACE, || AttemptMsg::LeakGraceElapsed);
-        }
-    }
-
-    /// The drain limit passed with the group gone: close our read ends if a process outside
-    /// the group still holds a pipe, and stop waiting for an exit status that cannot come (a
-    /// leader stuck in an uninterruptible sleep survives SIGKILL).
-    fn stop_draining(&mut self) {
-        if self.stage != Stage::Draining {
-            return;
-        }
-        if !self.open_streams.is_empty() {
-            tracing::info!(open = ?self.open_streams, "pipes still open after the group emptied; closing our read ends");
-            self.pipes_held_open = true;
-            if let Some(crew) = &self.crew {
-                for reader in &crew.readers {
-                    notify(reader, ReaderMsg::Close);
-                }
-            }
-            self.open_streams.clear();
-        }
-        if self.exit.is_none() {
-            tracing::warn!(
-                "no exit status for the worker after the drain limit; recording it as unknown"
-            );
-            self.exit = Some(ChildExit {
-                code: None,
-                signal: None,
-            });
-        }
-    }
-
-    /// Moves the lifecycle forward when the current stage's conditions are met.
-    async fn advance(&mut self) {
-        if self.stage == Stage::Sweeping
-            && !self.sweep_requested
-            && (self.open_streams.is_empty() || self.leak_grace_elapsed)
-        {
-            self.sweep_requested = true;
-            if let Some(crew) = &self.crew {
-                notify(&crew.killer, KillerMsg::SweepAfterExit);
-            }
-        }
-        if self.stage == Stage::Draining && self.open_streams.is_empty() && self.exit.is_some() {
-            self.record().await;
-        }
-    }
-
-    /// Cleanup after the group is gone and both pipes are closed: trailer, verdicts, decision,
-    /// outcome, commit, report.
-    async fn record(&mut self) {
-        self.stage = Stage::Recording;
-        let Some(crew) = self.crew.take() else { return };
+    /// The group is gone and both pipes are closed: a task stops the readers, writes the
+    /// trailer and gathers the verdicts, then reports back.
+    fn start_recording(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
+        let Some(crew) = &self.crew else { return };
         for reader in &crew.readers {
             reader.stop(None);
         }
-        let kill_report = self.kill_report.take().unwrap_or_default();
         let finished_at = Timestamp::from_datetime(chrono::Utc::now());
         let trailer = Trailer {
-            exit: self.exit,
+            exit: input.exit,
             finished_at: Some(finished_at),
-            leaked: kill_report.leaked,
-            escaped: kill_report.escaped,
-            survivors: kill_report.survivors,
-            pipes_held_open: self.pipes_held_open,
+            leaked: input.group.leaked,
+            escaped: input.group.escaped,
+            survivors: input.group.survivors,
+            pipes_held_open: input.pipes_held_open,
             launch_error: None,
         };
-        match call(&crew.writer, |reply| WriterMsg::Finish { trailer, reply }).await {
-            Some(Ok(())) => {}
-            Some(Err(message)) => self.note_cause(StopCause::ExecutionIo { message }),
-            None => self.note_cause(StopCause::ExecutionIo {
-                message: "transcript writer stopped before the trailer was written".into(),
-            }),
-        }
-        let verdict = call(&crew.marker, |reply| MarkerMsg::Finish { reply })
-            .await
-            .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
-        if let Some(scanner) = &crew.scanner
-            && let Some(Some(found)) = call(scanner, |reply| ScanMsg::Finish { reply }).await
-        {
-            self.note_cause(StopCause::StopRegex {
-                pattern: found.pattern,
-            });
-        }
-        let exit = self.exit.unwrap_or(ChildExit {
-            code: None,
-            signal: None,
-        });
-        let decision = decide(self.cause.as_ref(), exit, verdict);
-        tracing::info!(status = %decision.status, "outcome decided");
-        self.commit(decision, exit, finished_at).await;
-        for actor in [
-            crew.writer.get_cell(),
-            crew.marker.get_cell(),
-            crew.killer.get_cell(),
-        ]
-        .into_iter()
-        .chain(crew.scanner.map(|scanner| scanner.get_cell()))
-        .chain(crew.timer.map(|timer| timer.get_cell()))
-        {
-            actor.stop(None);
-        }
-    }
-
-    /// A cause found during recording (the final stop-regex check, a transcript failure)
-    /// decides the outcome only if nothing decided it before.
-    fn note_cause(&mut self, cause: StopCause) {
-        if self.cause.is_none() {
-            tracing::info!(?cause, "cause found while recording");
-            self.cause = Some(cause);
-        }
-    }
-
-    /// Records an attempt whose worker never ran (artifact or launch failure).
-    async fn record_without_worker(&mut self, launch_failure: Option<(File, String)>) {
-        self.stage = Stage::Recording;
-        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
-        let exit = ChildExit {
-            code: None,
-            signal: None,
-        };
-        let decision = match launch_failure {
-            Some((mut transcript, summary)) => {
-                let trailer = Trailer {
-                    finished_at: Some(finished_at),
-                    launch_error: Some(summary.clone()),
-                    ..Trailer::default()
+        let writer = crew.writer.clone();
+        let marker = crew.marker.clone();
+        let scanner = crew.scanner.clone();
+        let target = myself.clone();
+        self.tasks.push(tokio::spawn(
+            async move {
+                let trailer = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
+                    .await
+                    .unwrap_or_else(|| {
+                        Err("transcript writer stopped before the trailer was written".into())
+                    });
+                let verdict = call(&marker, |reply| MarkerMsg::Finish { reply })
+                    .await
+                    .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
+                let final_match = match &scanner {
+                    Some(scanner) => call(scanner, |reply| ScanMsg::Finish { reply })
+                        .await
+                        .flatten(),
+                    None => None,
                 };
-                if let Err(error) =
-                    transcript.write_all(render_trailer(&trailer, 0, true).as_bytes())
-                {
-                    tracing::warn!(%error, "could not note the launch failure in the transcript");
-                }
-                Decision {
-                    status: AttemptStatus::LaunchFailed,
-                    summary,
-                }
+                notify(
+                    &target,
+                    AttemptMsg::Gathered(Box::new(Gathered {
+                        trailer,
+                        verdict,
+                        final_match,
+                        exit: input.exit,
+                        finished_at,
+                    })),
+                );
             }
-            None => decide(
-                self.cause.as_ref(),
-                exit,
-                MarkerVerdict::Missing(String::new()),
-            ),
-        };
-        self.commit(decision, exit, finished_at).await;
+            .instrument(self.spec.span.clone()),
+        ));
     }
 
-    async fn commit(&mut self, decision: Decision, exit: ChildExit, finished_at: Timestamp) {
+    fn on_gathered(&mut self, gathered: Gathered, myself: &ActorRef<AttemptMsg>) {
+        if let Err(message) = gathered.trailer {
+            self.feed(AttemptEvent::TrailerFailed { message }, myself);
+        }
+        if let Some(found) = gathered.final_match {
+            self.feed(
+                AttemptEvent::FinalStopMatch {
+                    pattern: found.pattern,
+                },
+                myself,
+            );
+        }
+        if let Some(crew) = self.crew.take() {
+            crew.stop();
+        }
+        let conclusion = self.lifecycle.decide(gathered.exit, gathered.verdict);
+        self.commit(conclusion, gathered.finished_at, None, myself);
+    }
+
+    /// Records an attempt whose worker never ran (setup or launch failure).
+    fn record_without_worker(
+        &mut self,
+        launch_error: Option<String>,
+        myself: &ActorRef<AttemptMsg>,
+    ) {
+        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
+        let note =
+            self.unlaunched_transcript
+                .take()
+                .zip(launch_error)
+                .map(|(transcript, summary)| {
+                    let trailer = Trailer {
+                        finished_at: Some(finished_at),
+                        launch_error: Some(summary),
+                        ..Trailer::default()
+                    };
+                    (transcript, render_trailer(&trailer, 0, true))
+                });
+        let conclusion = self
+            .lifecycle
+            .decide(None, MarkerVerdict::Missing(String::new()));
+        self.commit(conclusion, finished_at, note, myself);
+    }
+
+    /// Commits the decided outcome in a task (after writing `note` to the transcript of a
+    /// worker that never ran), unless a state write already failed: then nothing more is
+    /// written and the attempt stays unresolved.
+    fn commit(
+        &mut self,
+        conclusion: Conclusion,
+        finished_at: Timestamp,
+        note: Option<(File, String)>,
+        myself: &ActorRef<AttemptMsg>,
+    ) {
+        tracing::info!(status = %conclusion.decision.status, "outcome decided");
         let Some(attempt) = self.attempt.clone() else {
             return;
         };
-        if let Some(failure) = self.state_write_failure.clone() {
-            tracing::info!(%failure, "outcome not committed after an earlier state write failure");
-            return self.conclude(
-                attempt.id.clone(),
-                AttemptOutcome::Unresolved {
-                    decision,
-                    failure,
-                    attempt: Box::new(attempt),
-                },
-            );
+        if let Some(message) = conclusion.unresolved {
+            tracing::info!(failure = %message, "outcome not committed after an earlier state write failure");
+            let failure = RecordFailure::RunningRecord {
+                message,
+                decided: conclusion.unresolved_decided,
+            };
+            let outcome = AttemptOutcome::Unresolved {
+                decision: conclusion.decision,
+                failure,
+                attempt: Box::new(attempt.clone()),
+            };
+            return self.conclude(attempt.id, outcome);
         }
         let outcome = OutcomeRecord {
             attempt_id: attempt.id.clone(),
             plan: attempt.snapshot.clone(),
             phase: attempt.phase.clone(),
-            status: decision.status,
-            summary: decision.summary.clone(),
+            status: conclusion.decision.status,
+            summary: conclusion.decision.summary.clone(),
             started_at: attempt.started_at,
             finished_at,
             execution_workspace: attempt.execution_workspace.clone(),
@@ -918,33 +823,53 @@ impl AttemptState {
                 prompt_path: attempt.prompt_path.clone(),
                 transcript_path: attempt.transcript_path.clone(),
             },
-            exit_code: exit.code,
-            signal: exit.signal,
+            exit_code: conclusion.exit.code,
+            signal: conclusion.exit.signal,
         };
-        let result = call(&self.spec.store, |reply| StoreMsg::Commit {
-            outcome: Box::new(outcome),
-            reply,
-        })
-        .await;
+        self.committing = Some(conclusion.decision);
+        let store = self.spec.store.clone();
+        let target = myself.clone();
+        self.tasks.push(tokio::spawn(
+            async move {
+                if let Some((mut transcript, text)) = note {
+                    let written = off_runtime(move || transcript.write_all(text.as_bytes())).await;
+                    if let Err(error) = written {
+                        tracing::warn!(%error, "could not note the launch failure in the transcript");
+                    }
+                }
+                let result = match call(&store, |reply| StoreMsg::Commit {
+                    outcome: Box::new(outcome),
+                    reply,
+                })
+                .await
+                {
+                    Some(Ok(state)) => Ok(state),
+                    Some(Err(CommitError::StateWrite(error))) => {
+                        Err(RecordFailure::OutcomeRecord(error))
+                    }
+                    Some(Err(error)) => Err(RecordFailure::OutcomeWrite(error)),
+                    None => Err(RecordFailure::OutcomeRecord(StoreError::Stopped)),
+                };
+                notify(&target, AttemptMsg::Committed(Box::new(result)));
+            }
+            .instrument(self.spec.span.clone()),
+        ));
+    }
+
+    fn on_committed(&mut self, result: Result<State, RecordFailure>) {
+        let (Some(decision), Some(attempt)) = (self.committing.take(), self.attempt.clone()) else {
+            return;
+        };
         let outcome = match result {
-            Some(Ok(state)) => {
+            Ok(_) => {
                 tracing::info!(status = %decision.status, "outcome committed");
                 AttemptOutcome::Committed {
                     decision,
                     outcome_path: attempt.outcome_path.clone(),
                     transcript_path: attempt.transcript_path.clone(),
-                    state: Box::new(state),
                 }
             }
-            Some(Err(error)) => {
-                let failure = match error {
-                    CommitError::OutcomeWrite(message) => {
-                        format!("could not write attempt outcome: {message}")
-                    }
-                    CommitError::StateWrite(message) => {
-                        format!("could not record attempt outcome: {message}")
-                    }
-                };
+            Err(failure) => {
                 tracing::info!(%failure, "outcome not committed; attempt stays unresolved");
                 AttemptOutcome::Unresolved {
                     decision,
@@ -952,19 +877,13 @@ impl AttemptState {
                     attempt: Box::new(attempt.clone()),
                 }
             }
-            None => AttemptOutcome::Unresolved {
-                decision,
-                failure: "could not record attempt outcome: state store stopped".into(),
-                attempt: Box::new(attempt.clone()),
-            },
         };
         self.conclude(attempt.id, outcome);
     }
 
     fn conclude(&mut self, attempt_id: String, outcome: AttemptOutcome) {
-        self.stage = Stage::Done;
         // The run supervisor stops this actor (and with it any remaining child) once it has
-        // the report; until then late messages are ignored by stage.
+        // the report; the machine is done, so late messages change nothing.
         notify(
             &self.spec.run,
             RunMsg::AttemptConcluded(Box::new(AttemptReport {
@@ -976,19 +895,222 @@ impl AttemptState {
     }
 }
 
+/// Everything the preparation task needs, owned, so it can run beside the actor.
+struct PreparationTask {
+    store: ActorRef<StoreMsg>,
+    location: Arc<PlanLocation>,
+    snapshot: Arc<PlanSnapshot>,
+    settings: Arc<RunSettings>,
+    phase: Phase,
+    execution_workspace: String,
+    accept: Option<PlanRecord>,
+    resolve_abandoned: bool,
+    span: tracing::Span,
+}
+
+impl PreparationTask {
+    /// Prepared record → prompt → transcript header → console → spawn → identity.
+    async fn run(self) -> Result<Launch, SetupFailure> {
+        let started_at = Timestamp::from_datetime(chrono::Utc::now());
+        let id = attempt_id(started_at, &self.phase.id, uuid::Uuid::new_v4());
+        self.span.record("attempt_id", id.as_str());
+        let layout = &self.location.layout;
+        let attempt = ActiveAttempt {
+            id: id.clone(),
+            status: ActiveStatus::Prepared,
+            phase: PhaseRef {
+                id: self.phase.id.clone(),
+                title: self.phase.title.clone(),
+            },
+            snapshot: SnapshotRef {
+                path: self.snapshot.path.clone(),
+                sha256: self.snapshot.sha256.clone(),
+            },
+            execution_workspace: self.execution_workspace.clone(),
+            started_at,
+            prompt_path: layout.prompt_path(&id),
+            transcript_path: layout.transcript_path(&id),
+            outcome_path: layout.outcome_path(&id),
+            process: None,
+        };
+        let preparation = Preparation {
+            attempt: attempt.clone(),
+            accept: self.accept.clone(),
+            resolve_abandoned_at: self.resolve_abandoned.then_some(started_at),
+        };
+        let prepared = call(&self.store, |reply| StoreMsg::Prepare {
+            preparation: Box::new(preparation),
+            reply,
+        })
+        .await
+        .unwrap_or(Err(StoreError::Stopped))
+        .map_err(|error| SetupFailure::NotPrepared {
+            attempt_id: id.clone(),
+            error,
+        })?;
+        tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
+
+        let argv = self.settings.template.render(&PlaceholderValues {
+            prompt_file: &attempt.prompt_path,
+            workspace: &attempt.execution_workspace,
+            run_id: &id,
+            transcript_file: &attempt.transcript_path,
+            state_file: &layout.state_path(),
+        });
+        let prompt = render_prompt(&PromptContext {
+            plan_workspace_path: &self.location.workspace,
+            execution_workspace_path: &attempt.execution_workspace,
+            plan_path: &self.snapshot.path,
+            state_path: &layout.state_path(),
+            run_id: &id,
+            transcript_path: &attempt.transcript_path,
+            preamble: &self.snapshot.plan.preamble,
+            phase: &self.phase,
+            state: &prepared,
+        });
+        let header = render_header(&TranscriptHeader {
+            attempt_id: &attempt.id,
+            phase_id: &attempt.phase.id,
+            phase_title: &attempt.phase.title,
+            plan_path: &self.snapshot.path,
+            state_path: &layout.state_path(),
+            plan_workspace: &self.location.workspace,
+            execution_workspace: &attempt.execution_workspace,
+            started_at: attempt.started_at,
+            agent_cmd: self.settings.template.raw(),
+            argv: &argv,
+        });
+        let prompt = prompt.into_bytes();
+        let artifacts = {
+            let (prompt_path, transcript_path, prompt) = (
+                attempt.prompt_path.clone(),
+                attempt.transcript_path.clone(),
+                prompt.clone(),
+            );
+            off_runtime(move || write_artifacts(&prompt_path, &prompt, &transcript_path, &header))
+                .await
+        };
+        let transcript = match artifacts {
+            Ok(transcript) => transcript,
+            Err(message) => return Err(SetupFailure::Setup { attempt, message }),
+        };
+        // Everything that can fail for lack of resources is set up before the launch, so a
+        // failure here never leaves a worker without its supervision.
+        let console = if self.settings.quiet {
+            None
+        } else {
+            match Console::start() {
+                Ok(console) => Some(console),
+                Err(error) => {
+                    return Err(SetupFailure::Setup {
+                        attempt,
+                        message: format!("cannot start the live console thread: {error}"),
+                    });
+                }
+            }
+        };
+        let launch_failure = |summary: String, transcript| SetupFailure::Launch {
+            attempt: attempt.clone(),
+            transcript,
+            summary,
+        };
+        let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
+            Ok(child) => child,
+            Err(error) => {
+                let summary = format!(
+                    "could not launch agent command: {}: {}",
+                    argv.first().map(String::as_str).unwrap_or_default(),
+                    os_message(&error)
+                );
+                return Err(launch_failure(summary, transcript));
+            }
+        };
+        let Some(pid) = child.id() else {
+            // The child was reaped already; tokio forgets its pid then. Treat like a launch
+            // we cannot supervise.
+            return Err(launch_failure(
+                "could not launch agent command: the process vanished at once".into(),
+                transcript,
+            ));
+        };
+        let identity = match off_runtime(move || proc::identity_of(pid)).await {
+            Ok(identity) => Some(identity),
+            Err(error) => {
+                tracing::warn!(pid, %error, "process identity unavailable");
+                None
+            }
+        };
+        Ok(Launch {
+            attempt,
+            child,
+            pid,
+            identity,
+            transcript,
+            console,
+            prompt,
+        })
+    }
+}
+
+/// Creates the prompt (exclusively) and the transcript with its header.
+fn write_artifacts(
+    prompt_path: &str,
+    prompt: &[u8],
+    transcript_path: &str,
+    header: &str,
+) -> Result<File, String> {
+    durable::write_new(Path::new(prompt_path), prompt, "prompt")
+        .map_err(|error| error.to_string())?;
+    durable::write_new(
+        Path::new(transcript_path),
+        header.as_bytes(),
+        "transcript-header",
+    )
+    .map_err(|error| error.to_string())
+}
+
+/// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin
+/// must not stall anything: this runs on its own and is abandoned at cleanup. A closed pipe
+/// (EPIPE) just means the worker did not want it.
+async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
+    let _ = stdin.write_all(&prompt).await;
+    let _ = stdin.shutdown().await;
+}
+
+async fn wait_for_exit(child: &mut Child) -> ChildExit {
+    use std::os::unix::process::ExitStatusExt;
+    match child.wait().await {
+        Ok(status) => ChildExit {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        Err(error) => {
+            tracing::error!(%error, "waiting for the worker failed");
+            ChildExit {
+                code: None,
+                signal: None,
+            }
+        }
+    }
+}
+
+fn effect_name(effect: &AttemptEffect) -> &'static str {
+    match effect {
+        AttemptEffect::CancelTimers => "cancel-timers",
+        AttemptEffect::TerminateGroup => "terminate-group",
+        AttemptEffect::KillNow => "kill-now",
+        AttemptEffect::StartLeakGrace => "start-leak-grace",
+        AttemptEffect::SweepAfterExit => "sweep-after-exit",
+        AttemptEffect::StartDrainLimit => "start-drain-limit",
+        AttemptEffect::CloseReaders => "close-readers",
+        AttemptEffect::Record(_) => "record",
+        AttemptEffect::RecordWithoutWorker { .. } => "record-without-worker",
+        AttemptEffect::ConcludeNotPrepared => "conclude-not-prepared",
+    }
+}
+
 /// A validated limit in seconds as a duration. A limit too large for the clock (1e300 is
 /// finite and positive, so valid) can never be reached: it means no deadline at all.
 fn limit_duration(seconds: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(seconds).ok()
-}
-
-/// Calls an actor and unwraps the reply; `None` when the actor is gone.
-async fn call<M: ractor::Message, R: Send + 'static>(
-    actor: &ActorRef<M>,
-    message: impl FnOnce(RpcReplyPort<R>) -> M,
-) -> Option<R> {
-    match actor.call(message, None).await {
-        Ok(ractor::rpc::CallResult::Success(reply)) => Some(reply),
-        _ => None,
-    }
 }

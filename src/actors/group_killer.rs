@@ -13,26 +13,24 @@
 //! becomes the handler's own child when its parent dies. Any such child still alive that
 //! started after the worker is SIGKILLed (it is our child, so its pid cannot have been reused;
 //! a child that predates the worker was inherited across `exec` and is left alone) and every
-//! adopted zombie is reaped by pid — never with `waitpid(-1)`, which would steal tokio's
-//! children.
+//! adopted zombie is reaped by pid.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
-//! `KillNow` is handled promptly. "Empty" means no *live* member: zombies waiting for a parent
-//! to reap them run nothing and hold no pipe.
+//! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
+//! means no *live* member: zombies waiting for a parent to reap them run nothing and hold no
+//! pipe.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitPidFlag, waitpid};
-use nix::unistd::{Pid, getpgrp};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
-use super::notify;
+use super::{notify, off_runtime};
+use crate::domain::lifecycle::GroupReport;
 use crate::platform::proc::{self, ChildSnapshot};
+use crate::platform::process_group::{self, StopSignal};
 
 /// How long a group gets between SIGTERM and SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -46,19 +44,6 @@ pub enum KillerMsg {
     KillNow,
     SweepAfterExit,
     Poll,
-}
-
-/// What the killer found and did, reported once the group is empty (or given up on).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KillReport {
-    /// Pids still alive in the group when the leader had exited on its own.
-    pub leaked: Vec<u32>,
-    /// Descendants that had left the group and were found, adopted, after it emptied.
-    pub escaped: Vec<u32>,
-    /// Pids that survived every SIGKILL round (should never happen outside D-state sleeps).
-    pub survivors: Vec<u32>,
-    pub term_sent: bool,
-    pub kill_sent: bool,
 }
 
 pub struct GroupKiller;
@@ -98,7 +83,9 @@ pub struct KillerState {
     inherited: Arc<ChildSnapshot>,
     supervisor: ActorRef<AttemptMsg>,
     phase: Phase,
-    report: KillReport,
+    report: GroupReport,
+    term_sent: bool,
+    kill_sent: bool,
 }
 
 impl Actor for GroupKiller {
@@ -117,7 +104,9 @@ impl Actor for GroupKiller {
             inherited: args.inherited,
             supervisor: args.supervisor,
             phase: Phase::Idle,
-            report: KillReport::default(),
+            report: GroupReport::default(),
+            term_sent: false,
+            kill_sent: false,
         })
     }
 
@@ -129,10 +118,10 @@ impl Actor for GroupKiller {
     ) -> Result<(), ActorProcessingErr> {
         match (message, &state.phase) {
             (KillerMsg::Terminate, Phase::Idle) => {
-                if !state.group_alive() {
-                    state.finish(&myself);
+                if !state.group_alive().await {
+                    state.finish(&myself).await;
                 } else {
-                    state.signal(Signal::SIGTERM);
+                    state.signal(StopSignal::Terminate);
                     state.phase = Phase::Grace {
                         kill_at: Instant::now() + TERMINATE_GRACE,
                     };
@@ -142,15 +131,13 @@ impl Actor for GroupKiller {
             (KillerMsg::SweepAfterExit, Phase::Idle) => {
                 // The leader is reaped by now, so the cheap probe answers the common case;
                 // /proc is scanned only to name what is left.
-                if !state.group_alive() {
-                    state.finish(&myself);
+                if !state.group_alive().await {
+                    state.finish(&myself).await;
                 } else {
-                    let leaked: Vec<u32> = proc::live_group_members(state.pgid)
-                        .map(|members| members.iter().map(|m| m.pid).collect())
-                        .unwrap_or_default();
+                    let leaked = state.live_members().await;
                     tracing::info!(
                         pgid = state.pgid,
-                        ?leaked,
+                        leaked = ?leaked,
                         "descendants outlived the worker"
                     );
                     state.report.leaked = leaked;
@@ -165,16 +152,16 @@ impl Actor for GroupKiller {
                 state.start_killing(&myself);
             }
             (KillerMsg::KillNow, Phase::Idle) => {
-                if state.group_alive() {
+                if state.group_alive().await {
                     state.start_killing(&myself);
                 } else {
-                    state.finish(&myself);
+                    state.finish(&myself).await;
                 }
             }
             (KillerMsg::Poll, Phase::Grace { kill_at }) => {
                 let kill_at = *kill_at;
-                if !state.group_alive() {
-                    state.finish(&myself);
+                if !state.group_alive().await {
+                    state.finish(&myself).await;
                 } else if Instant::now() >= kill_at {
                     state.start_killing(&myself);
                 } else {
@@ -183,22 +170,20 @@ impl Actor for GroupKiller {
             }
             (KillerMsg::Poll, Phase::Killing { give_up_at }) => {
                 let give_up_at = *give_up_at;
-                if !state.group_alive() {
-                    state.finish(&myself);
+                if !state.group_alive().await {
+                    state.finish(&myself).await;
                 } else if Instant::now() >= give_up_at {
-                    state.report.survivors = proc::live_group_members(state.pgid)
-                        .map(|members| members.iter().map(|m| m.pid).collect())
-                        .unwrap_or_default();
+                    state.report.survivors = state.live_members().await;
                     tracing::error!(pgid = state.pgid, survivors = ?state.report.survivors, "process group survived SIGKILL");
-                    state.finish(&myself);
+                    state.finish(&myself).await;
                 } else {
-                    state.signal(Signal::SIGKILL);
+                    state.signal(StopSignal::Kill);
                     schedule_poll(&myself);
                 }
             }
             (KillerMsg::Poll, Phase::Adoptees { give_up_at }) => {
                 let give_up_at = *give_up_at;
-                state.sweep_adoptees(&myself, give_up_at);
+                state.sweep_adoptees(&myself, give_up_at).await;
             }
             // Requests that arrive in a phase where they change nothing (a second Terminate,
             // KillNow while already killing, a stale Poll) are no-ops by design.
@@ -214,96 +199,78 @@ fn schedule_poll(myself: &ActorRef<KillerMsg>) {
 
 impl KillerState {
     fn start_killing(&mut self, myself: &ActorRef<KillerMsg>) {
-        self.signal(Signal::SIGKILL);
+        self.signal(StopSignal::Kill);
         self.phase = Phase::Killing {
             give_up_at: Instant::now() + KILL_ROUNDS_LIMIT,
         };
         schedule_poll(myself);
     }
 
-    /// Signals the whole group. Refuses our own group, whatever the saved pgid says.
-    fn signal(&mut self, signal: Signal) {
-        let own_group = getpgrp().as_raw() as u32;
-        if self.pgid <= 1 || self.pgid == own_group {
-            tracing::error!(
-                pgid = self.pgid,
-                "refusing to signal the handler's own process group"
-            );
+    fn signal(&mut self, signal: StopSignal) {
+        if let Err(error) = process_group::signal_group(self.pgid, signal) {
+            tracing::error!(pgid = self.pgid, %error, "process group not signalled");
             return;
         }
-        match killpg(Pid::from_raw(self.pgid as i32), signal) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(error) => tracing::warn!(pgid = self.pgid, %error, ?signal, "killpg failed"),
-        }
-        match signal {
-            Signal::SIGTERM if !self.report.term_sent => {
-                self.report.term_sent = true;
-                tracing::info!(pgid = self.pgid, "SIGTERM sent to process group");
-            }
-            Signal::SIGKILL if !self.report.kill_sent => {
-                self.report.kill_sent = true;
-                tracing::info!(pgid = self.pgid, "SIGKILL sent to process group");
-            }
-            _ => {}
+        let first = match signal {
+            StopSignal::Terminate => !std::mem::replace(&mut self.term_sent, true),
+            StopSignal::Kill => !std::mem::replace(&mut self.kill_sent, true),
+        };
+        if first {
+            tracing::info!(
+                pgid = self.pgid,
+                signal = signal.name(),
+                "signal sent to process group"
+            );
         }
     }
 
     /// True while any non-zombie process is in the group.
-    fn group_alive(&self) -> bool {
-        // Probe with signal 0 first: ESRCH answers "empty" without scanning /proc.
-        match killpg(Pid::from_raw(self.pgid as i32), None) {
-            Err(Errno::ESRCH) => false,
-            _ => proc::live_group_members(self.pgid).is_ok_and(|members| !members.is_empty()),
+    async fn group_alive(&self) -> bool {
+        // The cheap probe answers "empty" without scanning /proc.
+        if !process_group::group_exists(self.pgid) {
+            return false;
         }
+        !self.live_members().await.is_empty()
+    }
+
+    /// Pids of the group's live members (a `/proc` scan, off the runtime threads).
+    async fn live_members(&self) -> Vec<u32> {
+        let pgid = self.pgid;
+        off_runtime(move || {
+            proc::live_group_members(pgid)
+                .map(|members| members.iter().map(|member| member.pid).collect())
+                .unwrap_or_default()
+        })
+        .await
     }
 
     /// The group is empty: go on to the adopted descendants.
-    fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
+    async fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
         tracing::info!(pgid = self.pgid, "process group empty");
         let give_up_at = Instant::now() + KILL_ROUNDS_LIMIT;
         self.phase = Phase::Adoptees { give_up_at };
-        self.sweep_adoptees(myself, give_up_at);
+        self.sweep_adoptees(myself, give_up_at).await;
     }
 
     /// Reaps adopted zombies and kills adopted live processes; reports when none is alive.
-    fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>, give_up_at: Instant) {
-        let mut alive = Vec::new();
-        for pid in proc::own_children().unwrap_or_default() {
-            // The leader is tokio's child; tokio reaps it.
-            if pid == self.pgid {
-                continue;
-            }
-            match proc::stat(pid) {
-                Ok(Some(stat)) if stat.is_defunct() => {
-                    let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
-                }
-                // Start times have clock-tick resolution (10 ms), so only a strictly earlier
-                // start proves a child is not the worker's; the snapshot covers the rest.
-                Ok(Some(stat))
-                    if self.inherited.contains(&stat)
-                        || self
-                            .worker_started_ticks
-                            .is_none_or(|started| stat.start_time_ticks < started) =>
-                {
-                    // Not the worker's: inherited by the handler, or not identifiable.
-                    tracing::debug!(pid, "adopted child predates the worker; left alone");
-                }
-                Ok(Some(_)) => {
-                    if !self.report.escaped.contains(&pid) {
-                        tracing::info!(pid, "descendant escaped the process group; killing it");
-                        self.report.escaped.push(pid);
-                    }
-                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-                    alive.push(pid);
-                }
-                _ => {}
+    async fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>, give_up_at: Instant) {
+        let leader = self.pgid;
+        let worker_started_ticks = self.worker_started_ticks;
+        let inherited = self.inherited.clone();
+        let adoptees =
+            off_runtime(move || sweep_adoptees_once(leader, worker_started_ticks, &inherited))
+                .await;
+        for pid in &adoptees {
+            if !self.report.escaped.contains(pid) {
+                tracing::info!(pid, "descendant escaped the process group; killing it");
+                self.report.escaped.push(*pid);
             }
         }
-        if alive.is_empty() {
+        if adoptees.is_empty() {
             self.report();
         } else if Instant::now() >= give_up_at {
-            tracing::error!(survivors = ?alive, "escaped descendants survived SIGKILL");
-            self.report.survivors.extend(alive);
+            tracing::error!(survivors = ?adoptees, "escaped descendants survived SIGKILL");
+            self.report.survivors.extend(adoptees);
             self.report();
         } else {
             schedule_poll(myself);
@@ -317,4 +284,38 @@ impl KillerState {
             AttemptMsg::GroupEmptied(std::mem::take(&mut self.report)),
         );
     }
+}
+
+/// One pass over the handler's children: reaps adopted zombies, SIGKILLs adopted live
+/// descendants of the worker, and returns the pids it signalled.
+fn sweep_adoptees_once(
+    leader: u32,
+    worker_started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+) -> Vec<u32> {
+    let mut alive = Vec::new();
+    for pid in proc::own_children().unwrap_or_default() {
+        // The leader is tokio's child; tokio reaps it.
+        if pid == leader {
+            continue;
+        }
+        match proc::stat(pid) {
+            Ok(Some(stat)) if stat.is_defunct() => process_group::reap_child(pid),
+            // Start times have clock-tick resolution (10 ms), so only a strictly earlier
+            // start proves a child is not the worker's; the snapshot covers the rest.
+            Ok(Some(stat))
+                if inherited.contains(&stat)
+                    || worker_started_ticks
+                        .is_none_or(|started| stat.start_time_ticks < started) =>
+            {
+                tracing::debug!(pid, "adopted child predates the worker; left alone");
+            }
+            Ok(Some(_)) => {
+                process_group::kill_child(pid);
+                alive.push(pid);
+            }
+            _ => {}
+        }
+    }
+    alive
 }

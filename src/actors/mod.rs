@@ -35,8 +35,29 @@ use ractor::{ActorRef, Message};
 
 /// Sends a fire-and-forget message, ignoring a recipient that already stopped: during
 /// shutdown late notifications are expected and harmless.
-pub(crate) fn notify<M: Message>(actor: &ActorRef<M>, message: M) {
+pub fn notify<M: Message>(actor: &ActorRef<M>, message: M) {
     if actor.cast(message).is_err() {
         tracing::trace!(actor = ?actor.get_id(), "notification dropped: recipient stopped");
+    }
+}
+
+/// Calls an actor and unwraps the reply; `None` when the actor is gone.
+pub async fn call<M: Message, R: Send + 'static>(
+    actor: &ActorRef<M>,
+    message: impl FnOnce(ractor::RpcReplyPort<R>) -> M,
+) -> Option<R> {
+    match actor.call(message, None).await {
+        Ok(ractor::rpc::CallResult::Success(reply)) => Some(reply),
+        _ => None,
+    }
+}
+
+/// Runs blocking work (file writes and reads, `/proc` scans) on tokio's blocking pool, so no
+/// runtime worker thread ever waits on the disk or the kernel. A panic in the work is
+/// re-raised in the caller, where ractor turns it into an actor failure.
+pub async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
     }
 }

@@ -1,11 +1,11 @@
-//! RunSupervisor: one per `run` invocation. It owns the phase loop — admission, selection,
-//! the checkpoints between phases, one [`AttemptSupervisor`] at a time — and the invocation's
-//! exit code.
+//! RunSupervisor: one per `run` invocation. It executes the phase loop whose rules live in
+//! [`crate::domain::lifecycle::run`] — admission, the checkpoint between phases, one
+//! [`AttemptSupervisor`] at a time — and hands a typed [`RunResult`] back to the command,
+//! which words and prints it once every lock is released.
 //!
 //! Its children own the invocation-wide resources: [`SignalIntake`] (started first, so every
-//! later step runs with SIGINT/SIGTERM caught), [`WorkspaceLocks`] and [`StateStore`]. A signal
-//! is remembered (the first one decides 130 or 143) and forwarded to the running attempt; with
-//! no attempt running it simply stops the loop before the next launch.
+//! later step runs with SIGINT/SIGTERM caught), [`WorkspaceLocks`] and [`StateStore`]. File
+//! reads (state, plan re-hash, workspaces, `/proc`) run on the blocking pool.
 
 use std::sync::Arc;
 
@@ -14,33 +14,92 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::attempt_supervisor::{
-    AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor,
+    AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor, RecordFailure,
 };
-use super::notify;
 use super::signal_intake::SignalIntake;
-use super::state_store::{StateStore, StoreArgs, StoreMsg, load_state};
+use super::state_store::{StateStore, StoreArgs, StoreError, StoreMsg};
 use super::workspace_locks::{LockId, LockMsg, WorkspaceLocks};
+use super::{call, notify, off_runtime};
+use crate::domain::decision::Decision;
+use crate::domain::exit_code::ExitCode;
+use crate::domain::lifecycle::run::{AfterAttempt, AttemptEnd, Checkpoint, RunLoop};
 use crate::domain::selection::{FirstSelection, Refusal, admit, next_pending};
-use crate::domain::state::{AttemptStatus, PlanRecord, State};
+use crate::domain::state::{ActiveAttempt, LastRun, PlanRecord, State};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash, execution_workspace_of,
+    InputError, PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash,
+    execution_workspace_of, read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
 use crate::platform::proc::ChildSnapshot;
-use crate::report::{self, Output, RefusalContext};
+use crate::platform::process_group;
 
-/// Exit code of a run whose input or state made it refuse (SPEC §2).
-pub const EXIT_INVALID: i32 = 5;
-/// Exit code of an agent or execution failure.
-pub const EXIT_FAILED: i32 = 4;
+/// How a `run` ended, for the command to report.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// Every phase is complete.
+    AllComplete,
+    /// `--max-phases` was reached with phases left; `last_completed` completed last.
+    PhaseLimitReached { last_completed: String },
+    /// A committed attempt stopped the run (blocked, needs clarification, or a failure).
+    PhaseStopped {
+        decision: Decision,
+        outcome_path: String,
+        transcript_path: String,
+    },
+    /// The prepared record was not written; `still_active` when it became visible anyway.
+    NotPrepared {
+        error: StoreError,
+        still_active: Option<Box<ActiveAttempt>>,
+    },
+    /// The outcome was decided but could not be committed; `still_active` is the durable
+    /// active attempt when the failed write left it in place.
+    Unresolved {
+        decision: Decision,
+        failure: RecordFailure,
+        attempt: Box<ActiveAttempt>,
+        still_active: Option<Box<ActiveAttempt>>,
+    },
+    /// A signal arrived while no attempt was running.
+    InterruptedBeforeLaunch { signal: i32 },
+    /// Admission refused the run.
+    Refused {
+        refusal: Refusal,
+        plan_workspace: String,
+        /// The refused phase's execution workspace, or why it is unavailable.
+        execution_workspace: Result<String, String>,
+        last_run: Option<Box<LastRun>>,
+    },
+    /// The plan file changed during the run.
+    PlanChanged {
+        path: String,
+        expected: String,
+        actual: String,
+    },
+    /// An input became unusable (lock held, state or plan unreadable, workspace gone).
+    Input(InputError),
+    /// The accepted plan could not be recorded when no attempt followed.
+    AcceptanceFailed(StoreError),
+    /// A bug: an actor failed.
+    Internal {
+        message: String,
+        attempt_may_be_unresolved: bool,
+    },
+}
+
+/// The end of a run and its exit code.
+#[derive(Debug)]
+pub struct RunResult {
+    pub end: RunEnd,
+    pub exit: ExitCode,
+}
 
 pub enum RunMsg {
     /// Take the plan lock, load state, decide admission.
     Begin,
-    /// Select and launch the next phase, or finish.
-    NextPhase,
+    /// Decide what comes next: launch a phase, or finish.
+    Checkpoint,
     SignalReceived(i32),
     AttemptConcluded(Box<AttemptReport>),
 }
@@ -49,8 +108,8 @@ pub struct RunArgs {
     pub location: Arc<PlanLocation>,
     pub snapshot: Arc<PlanSnapshot>,
     pub settings: Arc<RunSettings>,
-    /// Receives the invocation's exit code once everything is printed and released.
-    pub done: oneshot::Sender<i32>,
+    /// Receives the result once everything is committed and released.
+    pub done: oneshot::Sender<RunResult>,
 }
 
 pub struct RunSupervisor;
@@ -64,18 +123,15 @@ pub struct RunState {
     location: Arc<PlanLocation>,
     snapshot: Arc<PlanSnapshot>,
     settings: Arc<RunSettings>,
-    done: Option<oneshot::Sender<i32>>,
+    done: Option<oneshot::Sender<RunResult>>,
     span: tracing::Span,
     locks: ActorRef<LockMsg>,
     store: Option<ActorRef<StoreMsg>>,
-    /// The first selection decided by admission, consumed by the first `NextPhase`.
+    run_loop: RunLoop,
+    /// The first selection decided by admission, consumed by the first checkpoint.
     first: Option<FirstSelection>,
     /// A plan record to accept with the first durable write.
     accept: Option<PlanRecord>,
-    launched: bool,
-    completed_this_run: u64,
-    last_completed: Option<String>,
-    pending_signal: Option<i32>,
     attempt: Option<RunningAttempt>,
     /// The handler's children before any worker: inherited across `exec`, never stopped.
     inherited_children: Arc<ChildSnapshot>,
@@ -94,13 +150,15 @@ impl Actor for RunSupervisor {
         let span = tracing::info_span!("run", plan = %args.location.plan_path, workspace = %args.location.workspace);
         // Descendants that leave a worker's process group become our children when their
         // parent dies, so the group killer can still find and stop them.
-        if let Err(error) = nix::sys::prctl::set_child_subreaper(true) {
+        if let Err(error) = process_group::become_child_subreaper() {
             tracing::warn!(%error, "cannot become a child subreaper; escaped descendants will not be stopped");
         }
         Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
         let (locks, _) = Actor::spawn_linked(None, WorkspaceLocks, (), myself.get_cell()).await?;
+        let inherited_children = Arc::new(off_runtime(ChildSnapshot::take).await);
         notify(&myself, RunMsg::Begin);
         Ok(RunState {
+            run_loop: RunLoop::new(args.settings.max_phases),
             location: args.location,
             snapshot: args.snapshot,
             settings: args.settings,
@@ -110,12 +168,8 @@ impl Actor for RunSupervisor {
             store: None,
             first: None,
             accept: None,
-            launched: false,
-            completed_this_run: 0,
-            last_completed: None,
-            pending_signal: None,
             attempt: None,
-            inherited_children: Arc::new(ChildSnapshot::take()),
+            inherited_children,
         })
     }
 
@@ -132,7 +186,7 @@ impl Actor for RunSupervisor {
         async {
             match message {
                 RunMsg::Begin => state.begin(&myself).await,
-                RunMsg::NextPhase => state.next_phase(&myself).await,
+                RunMsg::Checkpoint => state.checkpoint(&myself).await,
                 RunMsg::SignalReceived(signal) => state.on_signal(signal),
                 RunMsg::AttemptConcluded(report) => {
                     state.on_attempt_concluded(*report, &myself).await
@@ -154,13 +208,15 @@ impl Actor for RunSupervisor {
         if let SupervisionEvent::ActorFailed(who, error) = event {
             tracing::error!(actor = ?who.get_id(), %error, "run actor failed");
             if state.done.is_some() {
-                let mut output = Output::error(format!("internal error: {error}"));
-                if let Some(attempt) = &state.attempt
-                    && attempt.actor.get_id() == who.get_id()
-                {
-                    output.err_line("the active attempt may be unresolved; check `status`");
-                }
-                state.finish(&myself, EXIT_FAILED, output).await;
+                let attempt_may_be_unresolved = state
+                    .attempt
+                    .as_ref()
+                    .is_some_and(|attempt| attempt.actor.get_id() == who.get_id());
+                let end = RunEnd::Internal {
+                    message: error.to_string(),
+                    attempt_may_be_unresolved,
+                };
+                state.finish(&myself, end, ExitCode::AgentFailed).await;
             }
         }
         Ok(())
@@ -169,40 +225,39 @@ impl Actor for RunSupervisor {
 
 impl RunState {
     async fn begin(&mut self, myself: &ActorRef<RunMsg>) {
-        if let Err(message) = self
+        if let Err(end) = self
             .acquire_lock(self.location.workspace.clone(), LockScope::PlanWorkspace)
             .await
         {
-            return self
-                .finish(myself, EXIT_INVALID, Output::error(message))
-                .await;
+            return self.end(myself, end).await;
         }
-        let loaded = match load_state(&self.location.layout) {
+        let layout = self.location.layout.clone();
+        let loaded = match off_runtime(move || read_state(&layout)).await {
             Ok(state) => state,
-            Err(message) => {
-                return self
-                    .finish(myself, EXIT_INVALID, Output::error(message))
-                    .await;
-            }
+            Err(error) => return self.refuse(myself, error).await,
         };
         let now = Timestamp::from_datetime(chrono::Utc::now());
-        let admission = admit(&loaded, &self.snapshot.facts(), self.settings.flags, now);
-        let admission = match admission {
+        let admission = match admit(&loaded, &self.snapshot.facts(), self.settings.flags, now) {
             Ok(admission) => admission,
             Err(refusal) => {
                 tracing::info!(?refusal, "run refused");
-                let output = self.refusal_output(&refusal, &loaded);
-                return self.finish(myself, EXIT_INVALID, output).await;
+                let end = self.refused(refusal, &loaded).await;
+                return self.finish(myself, end, ExitCode::InvalidInput).await;
             }
         };
-        if let FirstSelection::RetryAbandoned(attempt) = &admission.first
-            && let Err(message) = abandoned_retry_allowed(&self.location, &self.snapshot, attempt)
-        {
-            return self
-                .finish(myself, EXIT_INVALID, Output::error(message))
-                .await;
+        if let FirstSelection::RetryAbandoned(attempt) = &admission.first {
+            let (location, snapshot, attempt) = (
+                self.location.clone(),
+                self.snapshot.clone(),
+                attempt.clone(),
+            );
+            let allowed =
+                off_runtime(move || abandoned_retry_allowed(&location, &snapshot, &attempt)).await;
+            if let Err(error) = allowed {
+                return self.refuse(myself, error).await;
+            }
         }
-        match Actor::spawn_linked(
+        let store = Actor::spawn_linked(
             None,
             StateStore,
             StoreArgs {
@@ -211,76 +266,68 @@ impl RunState {
             },
             myself.get_cell(),
         )
-        .await
-        {
+        .await;
+        match store {
             Ok((store, _)) => self.store = Some(store),
             Err(error) => {
-                let output = Output::error(format!(
-                    "internal error: state store did not start: {error}"
-                ));
-                return self.finish(myself, EXIT_FAILED, output).await;
+                let end = RunEnd::Internal {
+                    message: format!("state store did not start: {error}"),
+                    attempt_may_be_unresolved: false,
+                };
+                return self.finish(myself, end, ExitCode::AgentFailed).await;
             }
         }
         tracing::info!(first = ?admission.first, accept = admission.accept.is_some(), "run admitted");
         self.accept = admission.accept;
         self.first = Some(admission.first);
-        notify(myself, RunMsg::NextPhase);
+        notify(myself, RunMsg::Checkpoint);
     }
 
-    async fn next_phase(&mut self, myself: &ActorRef<RunMsg>) {
-        if let Some(signal) = self.pending_signal {
-            let output = Output::error(format!(
-                "interrupted by {} before launching the next phase; no worker was started",
-                crate::domain::decision::signal_name(signal)
-            ));
-            return self.finish(myself, 128 + signal, output).await;
-        }
-        if let (Some(limit), Some(last)) = (self.settings.max_phases, self.last_completed.clone())
-            && self.completed_this_run >= limit
+    /// Gathers the facts for the loop's next checkpoint and carries out its decision.
+    async fn checkpoint(&mut self, myself: &ActorRef<RunMsg>) {
+        let (next, resolve_abandoned) = match self.select().await {
+            Some((phase_id, resolve)) => (Some(phase_id), resolve),
+            None => (None, false),
+        };
+        let checkpoint = self.run_loop.checkpoint(next.as_deref());
+        if self.run_loop.plan_check_required(&checkpoint)
+            && let Err(end) = self.check_plan_unchanged().await
         {
-            // The limit only stops a run that has phases left; one that just finished the plan
-            // reports (and re-checks) completion like any other. Reporting the limit's last
-            // completed phase re-checks the plan too (SPEC §12: before reporting completion).
-            if self.select().await.is_none() {
-                return self.complete(myself).await;
-            }
-            if let Err(output) = self.check_plan_unchanged() {
-                return self.finish(myself, EXIT_INVALID, output).await;
-            }
-            let line = format!("phase-complete: {last}");
-            return self.finish(myself, 0, Output::stdout(line)).await;
+            return self.finish(myself, end, ExitCode::InvalidInput).await;
         }
-        if self.launched
-            && let Err(output) = self.check_plan_unchanged()
-        {
-            return self.finish(myself, EXIT_INVALID, output).await;
-        }
-        let (phase_id, resolve_abandoned) = match self.select().await {
-            Some(selection) => selection,
-            None => return self.complete(myself).await,
-        };
-        let Some(phase) = self.snapshot.plan.phase(&phase_id).cloned() else {
-            let output = Output::error(format!("phase {phase_id} does not exist in plan"));
-            return self.finish(myself, EXIT_INVALID, output).await;
-        };
-        let execution_workspace = match execution_workspace_of(&self.location, &phase) {
-            Ok(path) => path,
-            Err(message) => {
-                return self
-                    .finish(myself, EXIT_INVALID, Output::error(message))
-                    .await;
+        match checkpoint {
+            Checkpoint::Interrupted { signal } => {
+                let end = RunEnd::InterruptedBeforeLaunch { signal };
+                self.finish(myself, end, ExitCode::Signal(signal)).await
             }
+            Checkpoint::AllComplete => self.complete(myself).await,
+            Checkpoint::PhaseLimitReached { last_completed } => {
+                let end = RunEnd::PhaseLimitReached { last_completed };
+                self.finish(myself, end, ExitCode::Success).await
+            }
+            Checkpoint::Launch { phase_id } => {
+                self.launch(myself, &phase_id, resolve_abandoned).await
+            }
+        }
+    }
+
+    async fn launch(&mut self, myself: &ActorRef<RunMsg>, phase_id: &str, resolve_abandoned: bool) {
+        let Some(phase) = self.snapshot.plan.phase(phase_id).cloned() else {
+            let error = InputError::PhaseMissing(phase_id.to_owned());
+            return self.refuse(myself, error).await;
         };
+        let (location, checked) = (self.location.clone(), phase.clone());
+        let execution_workspace =
+            match off_runtime(move || execution_workspace_of(&location, &checked)).await {
+                Ok(path) => path,
+                Err(error) => return self.refuse(myself, error).await,
+            };
         let lock = match self
             .acquire_lock(execution_workspace.clone(), LockScope::ExecutionWorkspace)
             .await
         {
             Ok(lock) => lock,
-            Err(message) => {
-                return self
-                    .finish(myself, EXIT_INVALID, Output::error(message))
-                    .await;
-            }
+            Err(end) => return self.end(myself, end).await,
         };
         let Some(store) = self.store.clone() else {
             return;
@@ -306,14 +353,16 @@ impl RunState {
         };
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {
             Ok((actor, _)) => {
-                self.launched = true;
+                self.run_loop.attempt_started();
                 self.attempt = Some(RunningAttempt { actor, lock });
             }
             Err(error) => {
                 notify(&self.locks, LockMsg::Release { id: lock });
-                let output =
-                    Output::error(format!("internal error: attempt did not start: {error}"));
-                self.finish(myself, EXIT_FAILED, output).await;
+                let end = RunEnd::Internal {
+                    message: format!("attempt did not start: {error}"),
+                    attempt_may_be_unresolved: false,
+                };
+                self.finish(myself, end, ExitCode::AgentFailed).await;
             }
         }
     }
@@ -336,53 +385,44 @@ impl RunState {
             .plan
             .phases
             .iter()
-            .map(|p| p.id.as_str())
+            .map(|phase| phase.id.as_str())
             .collect();
         next_pending(&state, &ids).map(|id| (id.to_owned(), false))
     }
 
     /// Re-hashes the plan file: a change since the snapshot stops the invocation.
-    fn check_plan_unchanged(&self) -> Result<(), Output> {
-        let actual = current_plan_hash(&self.location).map_err(Output::error)?;
+    async fn check_plan_unchanged(&self) -> Result<(), RunEnd> {
+        let location = self.location.clone();
+        let actual = off_runtime(move || current_plan_hash(&location))
+            .await
+            .map_err(RunEnd::Input)?;
         if actual != self.snapshot.sha256 {
             tracing::info!(expected = %self.snapshot.sha256, %actual, "plan changed during the run");
-            let mut output =
-                report::plan_hash_mismatch(&self.snapshot.path, &self.snapshot.sha256, &actual);
-            output.err_line(
-                "recorded outcomes are kept; review the edit, then rerun with --accept-plan-change",
-            );
-            return Err(output);
+            return Err(RunEnd::PlanChanged {
+                path: self.snapshot.path.clone(),
+                expected: self.snapshot.sha256.clone(),
+                actual,
+            });
         }
         Ok(())
     }
 
     async fn complete(&mut self, myself: &ActorRef<RunMsg>) {
-        if self.launched
-            && let Err(output) = self.check_plan_unchanged()
-        {
-            return self.finish(myself, EXIT_INVALID, output).await;
-        }
         if let (Some(record), Some(store)) = (self.accept.take(), self.store.clone()) {
-            let result = store
-                .call(|reply| StoreMsg::AcceptPlan { record, reply }, None)
-                .await;
-            if !matches!(result, Ok(ractor::rpc::CallResult::Success(Ok(())))) {
-                let detail = match result {
-                    Ok(ractor::rpc::CallResult::Success(Err(message))) => message,
-                    _ => "state store stopped".to_owned(),
-                };
-                let output = Output::error(format!("could not record plan acceptance: {detail}"));
-                return self.finish(myself, EXIT_FAILED, output).await;
+            let accepted = call(&store, |reply| StoreMsg::AcceptPlan { record, reply })
+                .await
+                .unwrap_or(Err(StoreError::Stopped));
+            if let Err(error) = accepted {
+                let end = RunEnd::AcceptanceFailed(error);
+                return self.finish(myself, end, ExitCode::AgentFailed).await;
             }
         }
-        let output = Output::stdout("runner-complete: all phases complete");
-        self.finish(myself, 0, output).await;
+        self.finish(myself, RunEnd::AllComplete, ExitCode::Success)
+            .await;
     }
 
     fn on_signal(&mut self, signal: i32) {
-        if self.pending_signal.is_none() {
-            self.pending_signal = Some(signal);
-        }
+        self.run_loop.signal_caught(signal);
         match &self.attempt {
             Some(attempt) => {
                 tracing::info!(
@@ -403,142 +443,136 @@ impl RunState {
             attempt.actor.stop(None);
             notify(&self.locks, LockMsg::Release { id: attempt.lock });
         }
-        let signal_exit = self.pending_signal.map(|signal| 128 + signal);
-        match report.outcome {
+        let (end, after) = match report.outcome {
             AttemptOutcome::Committed {
                 decision,
                 outcome_path,
                 transcript_path,
-                ..
-            } => match decision.status {
-                AttemptStatus::PhaseComplete => {
-                    self.completed_this_run += 1;
-                    self.last_completed = Some(report.phase_id);
-                    // A pending signal is handled by `next_phase`: no further launch.
-                    notify(myself, RunMsg::NextPhase);
-                }
-                AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
-                    let code = signal_exit.unwrap_or(decision.status.handler_exit_code());
-                    let line = report::result_line(decision.status, &decision.summary);
-                    self.finish(myself, code, Output::stdout(line)).await;
-                }
-                status => {
-                    let code = signal_exit.unwrap_or(EXIT_FAILED);
-                    let output = report::failure(
-                        status,
-                        &decision.summary,
-                        Some(&outcome_path),
-                        &transcript_path,
-                    );
-                    self.finish(myself, code, output).await;
-                }
-            },
-            AttemptOutcome::NotPrepared { message } => {
-                let first_line = format!("{}: {message}", AttemptStatus::ExecutionIoFailed);
-                let output = match self.still_active(&report.attempt_id).await {
-                    // The prepared record became visible even though the write failed.
-                    Some(active) => report::unresolved(first_line, &active),
-                    None => Output {
-                        stdout: Vec::new(),
-                        stderr: vec![first_line],
-                    },
+            } => {
+                let after = self
+                    .run_loop
+                    .attempt_concluded(&report.phase_id, AttemptEnd::Committed(decision.status));
+                let end = RunEnd::PhaseStopped {
+                    decision,
+                    outcome_path,
+                    transcript_path,
                 };
-                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
-                    .await;
+                (end, after)
+            }
+            AttemptOutcome::NotPrepared { error } => {
+                let still_active = self.still_active(&report.attempt_id).await;
+                let after = self
+                    .run_loop
+                    .attempt_concluded(&report.phase_id, AttemptEnd::NotCommitted);
+                (
+                    RunEnd::NotPrepared {
+                        error,
+                        still_active,
+                    },
+                    after,
+                )
             }
             AttemptOutcome::Unresolved {
                 decision,
                 failure,
                 attempt,
             } => {
-                let first_line = if decision.status.handler_exit_code() == EXIT_FAILED {
-                    // The failure may be what decided the status (a failed running write stops
-                    // the attempt with it as the cause): say it once.
-                    if decision.summary.ends_with(&failure) {
-                        format!("{}: {}", decision.status, decision.summary)
-                    } else {
-                        format!("{}: {}; {failure}", decision.status, decision.summary)
-                    }
-                } else {
-                    format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
+                let still_active = self.still_active(&report.attempt_id).await;
+                let after = self
+                    .run_loop
+                    .attempt_concluded(&report.phase_id, AttemptEnd::NotCommitted);
+                let end = RunEnd::Unresolved {
+                    decision,
+                    failure,
+                    attempt,
+                    still_active,
                 };
-                let output = match self.still_active(&report.attempt_id).await {
-                    Some(active) => report::unresolved(first_line, &active),
-                    // The commit is visible (only its durability failed): report the outcome
-                    // where it is.
-                    None => report::details(
-                        first_line,
-                        Some(&attempt.outcome_path),
-                        &attempt.transcript_path,
-                    ),
-                };
-                self.finish(myself, signal_exit.unwrap_or(EXIT_FAILED), output)
-                    .await;
+                (end, after)
             }
+        };
+        match after {
+            // A signal caught meanwhile stops the loop at the checkpoint.
+            AfterAttempt::Continue => notify(myself, RunMsg::Checkpoint),
+            AfterAttempt::Stop(exit) => self.finish(myself, end, exit).await,
         }
     }
 
     /// The durable active attempt, if it is the one with `attempt_id`.
-    async fn still_active(&self, attempt_id: &str) -> Option<crate::domain::state::ActiveAttempt> {
+    async fn still_active(&self, attempt_id: &str) -> Option<Box<ActiveAttempt>> {
         self.durable_state()
             .await
             .and_then(|state| state.active_attempt)
             .filter(|active| active.id == attempt_id)
+            .map(Box::new)
     }
 
-    async fn acquire_lock(&self, dir: String, scope: LockScope) -> Result<LockId, String> {
-        match self
-            .locks
-            .call(|reply| LockMsg::Acquire { dir, scope, reply }, None)
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(result)) => result,
-            _ => Err("internal error: lock owner stopped".to_owned()),
+    async fn acquire_lock(&self, dir: String, scope: LockScope) -> Result<LockId, RunEnd> {
+        match call(&self.locks, |reply| LockMsg::Acquire { dir, scope, reply }).await {
+            Some(Ok(lock)) => Ok(lock),
+            Some(Err(error)) => Err(RunEnd::Input(InputError::Lock(error))),
+            None => Err(RunEnd::Internal {
+                message: "lock owner stopped".into(),
+                attempt_may_be_unresolved: false,
+            }),
         }
     }
 
     async fn durable_state(&self) -> Option<State> {
-        let store = self.store.as_ref()?;
-        match store.call(|reply| StoreMsg::Current { reply }, None).await {
-            Ok(ractor::rpc::CallResult::Success(state)) => Some(state),
-            _ => None,
-        }
+        call(self.store.as_ref()?, |reply| StoreMsg::Current { reply }).await
     }
 
-    fn refusal_output(&self, refusal: &Refusal, state: &State) -> Output {
-        let execution_workspace = match refusal {
+    /// The refusal with what its report shows: the stopped phase's execution workspace (as
+    /// recorded, else as the plan declares it) and the last run.
+    async fn refused(&self, refusal: Refusal, state: &State) -> RunEnd {
+        let execution_workspace = match &refusal {
             Refusal::Stopped(stop) => match &state.last_run {
                 Some(last_run) if last_run.phase_id == stop.phase_id => {
                     Ok(last_run.execution_workspace.clone())
                 }
-                _ => match self.snapshot.plan.phase(&stop.phase_id) {
-                    Some(phase) => execution_workspace_of(&self.location, phase),
+                _ => match self.snapshot.plan.phase(&stop.phase_id).cloned() {
+                    Some(phase) => {
+                        let location = self.location.clone();
+                        off_runtime(move || execution_workspace_of(&location, &phase))
+                            .await
+                            .map_err(|error| error.to_string())
+                    }
                     None => Err(format!("phase {} is not in the plan", stop.phase_id)),
                 },
             },
             _ => Err(String::new()),
         };
-        report::refusal(
+        RunEnd::Refused {
             refusal,
-            &RefusalContext {
-                plan_workspace: &self.location.workspace,
-                execution_workspace,
-                last_run: state.last_run.as_ref(),
-            },
-        )
+            plan_workspace: self.location.workspace.clone(),
+            execution_workspace,
+            last_run: state.last_run.clone().map(Box::new),
+        }
     }
 
-    /// Prints the final report, releases everything and hands the exit code to `main`.
-    async fn finish(&mut self, myself: &ActorRef<RunMsg>, code: i32, output: Output) {
-        output.print();
-        tracing::info!(code, "run finished");
+    async fn refuse(&mut self, myself: &ActorRef<RunMsg>, error: InputError) {
+        self.end(myself, RunEnd::Input(error)).await;
+    }
+
+    /// Finishes with an end whose exit code does not depend on the loop: invalid input, or
+    /// an internal error.
+    async fn end(&mut self, myself: &ActorRef<RunMsg>, end: RunEnd) {
+        let exit = match &end {
+            RunEnd::Input(error) => error.exit_code(),
+            _ => ExitCode::AgentFailed,
+        };
+        self.finish(myself, end, exit).await;
+    }
+
+    /// Releases everything, then hands the result to the command.
+    async fn finish(&mut self, myself: &ActorRef<RunMsg>, end: RunEnd, exit: ExitCode) {
+        tracing::info!(code = exit.code(), "run finished");
         if let Some(store) = self.store.take() {
             // Drain, not stop: a queued write must not be dropped.
             let _ = store.drain_and_wait(None).await;
         }
         let _ = self.locks.drain_and_wait(None).await;
         if let Some(done) = self.done.take() {
-            let _ = done.send(code);
+            let _ = done.send(RunResult { end, exit });
         }
         myself.stop(None);
     }

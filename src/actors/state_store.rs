@@ -3,26 +3,57 @@
 //! It holds the last *durable* state in memory. Each request applies one pure transition from
 //! [`crate::domain::state`] to a copy, validates it, and replaces the file atomically; only
 //! when the write succeeded does the copy become the current state. A failed write therefore
-//! leaves both the file and the store's view at the last durable record — which is exactly what
-//! SPEC §7 requires the runner to keep.
+//! leaves both the file and the store's view at the last durable record, which is what
+//! docs/state-and-recovery.md promises. The writes themselves (fsync, rename) run on tokio's
+//! blocking pool, never on a runtime worker thread.
 
+use std::io;
 use std::path::Path;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use super::off_runtime;
 use crate::domain::identity::ProcessIdentity;
-use crate::domain::outcome::OutcomeRecord;
-use crate::domain::state::{ActiveAttempt, PlanRecord, State, StateLayout};
+use crate::domain::outcome::{OutcomeError, OutcomeRecord};
+use crate::domain::state::{ActiveAttempt, PlanRecord, State, StateError, StateLayout};
 use crate::domain::timestamp::Timestamp;
 use crate::platform::durable::{self, ReplaceError};
 
+/// Why a state write did not happen (or did not become durable).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The transition does not apply to the current state (a caller bug, reported).
+    #[error("{0}")]
+    Transition(StateError),
+    /// The result would break the schema or an invariant.
+    #[error("refusing to write invalid state: {0}")]
+    Invalid(StateError),
+    /// The keyed state directories could not be created.
+    #[error("{0}")]
+    Directories(io::Error),
+    /// `state.json` still holds the previous document.
+    #[error("{path}: {source}")]
+    NotReplaced { path: String, source: io::Error },
+    /// Readers see the new document, but it may not survive a power loss.
+    #[error("{path}: replaced, but not durably: {source}")]
+    NotDurable { path: String, source: io::Error },
+    /// The store actor is gone (only during teardown).
+    #[error("state store stopped")]
+    Stopped,
+}
+
 /// Why a commit did not complete.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum CommitError {
+    /// The outcome record is invalid; nothing was written.
+    #[error("invalid outcome: {0}")]
+    InvalidOutcome(OutcomeError),
     /// The outcome record could not be written; nothing changed.
-    OutcomeWrite(String),
+    #[error("{0}")]
+    OutcomeWrite(io::Error),
     /// The outcome record is on disk but `state.json` does not reference it.
-    StateWrite(String),
+    #[error("{0}")]
+    StateWrite(StoreError),
 }
 
 /// A prepared attempt plus what must be written in the same replacement.
@@ -35,23 +66,23 @@ pub struct Preparation {
 }
 
 pub enum StoreMsg {
-    /// The state as loaded at start (the caller loads it once through [`load_state`]).
+    /// The last durable state.
     Current { reply: RpcReplyPort<State> },
     /// Record a plan acceptance on its own (used when no attempt follows).
     AcceptPlan {
         record: PlanRecord,
-        reply: RpcReplyPort<Result<(), String>>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// Record a prepared attempt; replies with the state now durable.
     Prepare {
         preparation: Box<Preparation>,
-        reply: RpcReplyPort<Result<State, String>>,
+        reply: RpcReplyPort<Result<State, StoreError>>,
     },
     /// Record that the prepared attempt is running, with its identity when known.
     MarkRunning {
         attempt_id: String,
         identity: Option<ProcessIdentity>,
-        reply: RpcReplyPort<Result<(), String>>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// Write the outcome record, then commit it into the state.
     Commit {
@@ -82,7 +113,8 @@ impl Actor for StateStore {
         _myself: ActorRef<StoreMsg>,
         args: StoreArgs,
     ) -> Result<StoreState, ActorProcessingErr> {
-        remove_stale_temp_files(&args.layout);
+        let dir = args.layout.dir.clone();
+        off_runtime(move || remove_stale_temp_files(&dir)).await;
         Ok(StoreState {
             layout: args.layout,
             durable: args.loaded,
@@ -100,45 +132,31 @@ impl Actor for StateStore {
                 let _ = reply.send(state.durable.clone());
             }
             StoreMsg::AcceptPlan { record, reply } => {
-                let result = state.replace("state-accept", |next| {
-                    next.plan = Some(record);
-                    Ok(())
-                });
-                let _ = reply.send(result.map(|_| ()));
+                let result = state
+                    .replace("state-accept", |next| {
+                        next.plan = Some(record);
+                        Ok(())
+                    })
+                    .await;
+                let _ = reply.send(result.map(drop));
             }
             StoreMsg::Prepare { preparation, reply } => {
-                let Preparation {
-                    attempt,
-                    accept,
-                    resolve_abandoned_at,
-                } = *preparation;
-                let result = state.ensure_dirs().and_then(|()| {
-                    state.replace("state-prepare", |next| {
-                        if let Some(finished_at) = resolve_abandoned_at {
-                            next.resolve_abandoned(finished_at)
-                                .map_err(|e| e.to_string())?;
-                        }
-                        if let Some(record) = accept {
-                            next.plan = Some(record);
-                        }
-                        next.prepare(attempt).map_err(|e| e.to_string())
-                    })
-                });
-                let _ = reply.send(result);
+                let _ = reply.send(state.prepare(*preparation).await);
             }
             StoreMsg::MarkRunning {
                 attempt_id,
                 identity,
                 reply,
             } => {
-                let result = state.replace("state-running", |next| {
-                    next.mark_running(&attempt_id, identity)
-                        .map_err(|e| e.to_string())
-                });
-                let _ = reply.send(result.map(|_| ()));
+                let result = state
+                    .replace("state-running", |next| {
+                        next.mark_running(&attempt_id, identity)
+                    })
+                    .await;
+                let _ = reply.send(result.map(drop));
             }
             StoreMsg::Commit { outcome, reply } => {
-                let _ = reply.send(state.commit(&outcome));
+                let _ = reply.send(state.commit(*outcome).await);
             }
         }
         Ok(())
@@ -146,76 +164,99 @@ impl Actor for StateStore {
 }
 
 impl StoreState {
+    async fn prepare(&mut self, preparation: Preparation) -> Result<State, StoreError> {
+        let Preparation {
+            attempt,
+            accept,
+            resolve_abandoned_at,
+        } = preparation;
+        let layout = self.layout.clone();
+        off_runtime(move || ensure_dirs(&layout))
+            .await
+            .map_err(StoreError::Directories)?;
+        self.replace("state-prepare", |next| {
+            if let Some(finished_at) = resolve_abandoned_at {
+                next.resolve_abandoned(finished_at)?;
+            }
+            if let Some(record) = accept {
+                next.plan = Some(record);
+            }
+            next.prepare(attempt)
+        })
+        .await
+    }
+
     /// Applies `transition` to a copy of the durable state, validates it and replaces the
-    /// file. The in-memory state advances only when the write succeeded.
-    fn replace(
+    /// file. The in-memory state advances only when readers can see the new document.
+    async fn replace(
         &mut self,
-        failpoint_label: &str,
-        transition: impl FnOnce(&mut State) -> Result<(), String>,
-    ) -> Result<State, String> {
+        failpoint_label: &'static str,
+        transition: impl FnOnce(&mut State) -> Result<(), StateError>,
+    ) -> Result<State, StoreError> {
         let mut next = self.durable.clone();
-        transition(&mut next)?;
-        next.validate(&self.layout)
-            .map_err(|error| format!("refusing to write invalid state: {error}"))?;
+        transition(&mut next).map_err(StoreError::Transition)?;
+        next.validate(&self.layout).map_err(StoreError::Invalid)?;
         let path = self.layout.state_path();
-        match durable::replace_atomically(
-            Path::new(&path),
-            next.to_json().as_bytes(),
-            failpoint_label,
-        ) {
+        let bytes = next.to_json().into_bytes();
+        let target = path.clone();
+        let written = off_runtime(move || {
+            durable::replace_atomically(Path::new(&target), &bytes, failpoint_label)
+        })
+        .await;
+        match written {
             Ok(()) => {
                 tracing::info!(write = failpoint_label, path, "state committed");
                 self.durable = next;
                 Ok(self.durable.clone())
             }
-            Err(ReplaceError::NotReplaced(error)) => {
-                tracing::info!(write = failpoint_label, path, %error, "state write failed; last durable record kept");
-                Err(format!("{path}: {error}"))
+            Err(ReplaceError::NotReplaced(source)) => {
+                tracing::info!(write = failpoint_label, path, error = %source, "state write failed; last durable record kept");
+                Err(StoreError::NotReplaced { path, source })
             }
-            Err(error @ ReplaceError::NotDurable(_)) => {
+            Err(ReplaceError::NotDurable(source)) => {
                 // Readers already see the new document, so it is the current state from now
                 // on; the caller still reports the failure, because it may not survive a
                 // power loss.
-                tracing::info!(write = failpoint_label, path, %error, "state replaced but not durable");
+                tracing::info!(write = failpoint_label, path, error = %source, "state replaced but not durable");
                 self.durable = next;
-                Err(format!("{path}: {error}"))
+                Err(StoreError::NotDurable { path, source })
             }
         }
     }
 
-    fn commit(&mut self, outcome: &OutcomeRecord) -> Result<State, CommitError> {
-        outcome
-            .validate()
-            .map_err(|error| CommitError::OutcomeWrite(format!("invalid outcome: {error}")))?;
+    async fn commit(&mut self, outcome: OutcomeRecord) -> Result<State, CommitError> {
+        outcome.validate().map_err(CommitError::InvalidOutcome)?;
         let path = self.layout.outcome_path(&outcome.attempt_id);
-        durable::write_new_durably(Path::new(&path), outcome.to_json().as_bytes(), "outcome")
-            .map_err(|error| CommitError::OutcomeWrite(error.to_string()))?;
+        let bytes = outcome.to_json().into_bytes();
+        let target = path.clone();
+        off_runtime(move || durable::write_new_durably(Path::new(&target), &bytes, "outcome"))
+            .await
+            .map_err(CommitError::OutcomeWrite)?;
         tracing::info!(path, status = %outcome.status, "outcome written");
-        self.replace("state-commit", |next| {
-            next.commit(outcome, &path).map_err(|e| e.to_string())
-        })
-        .map_err(CommitError::StateWrite)
+        self.replace("state-commit", |next| next.commit(&outcome, &path))
+            .await
+            .map_err(CommitError::StateWrite)
     }
+}
 
-    /// Creates the keyed directory and its artifact directories before the first attempt.
-    fn ensure_dirs(&self) -> Result<(), String> {
-        for dir in [
-            self.layout.dir.clone(),
-            self.layout.prompts_dir(),
-            self.layout.transcripts_dir(),
-            self.layout.outcomes_dir(),
-        ] {
-            durable::create_dir_all_durably(Path::new(&dir)).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+/// Creates the keyed directory and its artifact directories before the first attempt.
+fn ensure_dirs(layout: &StateLayout) -> io::Result<()> {
+    for dir in [
+        layout.dir.clone(),
+        layout.prompts_dir(),
+        layout.transcripts_dir(),
+        layout.outcomes_dir(),
+    ] {
+        durable::create_dir_all_durably(Path::new(&dir))?;
     }
+    Ok(())
 }
 
 /// Removes temp files a handler killed mid-write left next to `state.json`. They were never
 /// renamed into place, so they hold nothing authoritative; the caller holds the plan-workspace
 /// lock, so no other handler is writing one right now.
-fn remove_stale_temp_files(layout: &StateLayout) {
-    let Ok(entries) = std::fs::read_dir(&layout.dir) else {
+fn remove_stale_temp_files(dir: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
@@ -229,19 +270,5 @@ fn remove_stale_temp_files(layout: &StateLayout) {
                 }
             }
         }
-    }
-}
-
-/// Reads `state.json` (a missing file is the empty state). Used once at start, before the
-/// store takes ownership, and by the read-only `status` and `check` commands.
-pub fn load_state(layout: &StateLayout) -> Result<State, String> {
-    let path = layout.state_path();
-    match std::fs::read(&path) {
-        Ok(bytes) => State::from_json(&bytes, layout).map_err(|error| format!("{path}: {error}")),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-        Err(error) => Err(format!(
-            "{path}: cannot read state: {}",
-            crate::platform::locate::os_message(&error)
-        )),
     }
 }

@@ -3,20 +3,23 @@
 //! recording. One directory reached by two paths (or the plan workspace doubling as execution
 //! workspace) is locked once and reference-counted.
 
+use std::path::PathBuf;
+
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use crate::platform::locks::{DirLock, LockScope, dir_identity, try_lock_dir};
+use super::off_runtime;
+use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lock_dir};
 
 /// Identifies a held lock for [`LockMsg::Release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockId(u64);
 
 pub enum LockMsg {
-    /// Take the lock on `dir` now or fail; the error text names the scope and directory.
+    /// Take the lock on `dir` now or fail; the error names the scope and directory.
     Acquire {
         dir: String,
         scope: LockScope,
-        reply: RpcReplyPort<Result<LockId, String>>,
+        reply: RpcReplyPort<Result<LockId, LockError>>,
     },
     /// Give back one reference; the lock is released with the last one.
     Release { id: LockId },
@@ -57,7 +60,7 @@ impl Actor for WorkspaceLocks {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             LockMsg::Acquire { dir, scope, reply } => {
-                let _ = reply.send(state.acquire(&dir, scope));
+                let _ = reply.send(state.acquire(dir, scope).await);
             }
             LockMsg::Release { id } => state.release(id),
         }
@@ -77,10 +80,17 @@ impl Actor for WorkspaceLocks {
 }
 
 impl LocksState {
-    fn acquire(&mut self, dir: &str, scope: LockScope) -> Result<LockId, String> {
-        let path = std::path::Path::new(dir);
-        let identity = dir_identity(path)
-            .map_err(|error| format!("could not lock {} {dir}: {error}", scope.name()))?;
+    async fn acquire(&mut self, dir: String, scope: LockScope) -> Result<LockId, LockError> {
+        let path = PathBuf::from(&dir);
+        let identity = {
+            let path = path.clone();
+            off_runtime(move || dir_identity(&path)).await
+        }
+        .map_err(|error| LockError::Io {
+            scope,
+            dir: path.clone(),
+            error,
+        })?;
         if let Some(held) = self
             .held
             .iter_mut()
@@ -90,10 +100,11 @@ impl LocksState {
             tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
             return Ok(held.id);
         }
-        let lock = try_lock_dir(path, scope).map_err(|error| {
-            tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
-            error.to_string()
-        })?;
+        let lock = off_runtime(move || try_lock_dir(&path, scope))
+            .await
+            .inspect_err(|error| {
+                tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
+            })?;
         self.next_id += 1;
         let id = LockId(self.next_id);
         tracing::info!(dir, scope = scope.name(), "lock taken");

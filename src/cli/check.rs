@@ -8,15 +8,14 @@
 
 use serde::Serialize;
 
-use super::EXIT_INVALID;
 use super::args::CheckArgs;
-use crate::actors::state_store::load_state;
+use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal, admit};
 use crate::domain::state::State;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, effective_settings,
-    execution_workspace_of, read_config, read_plan_snapshot,
+    execution_workspace_of, read_config, read_plan_snapshot, read_state,
 };
 use crate::platform::locate::{PlanLocation, locate_plan};
 use crate::report::Output;
@@ -47,7 +46,7 @@ pub struct PhaseRow {
     pub status: &'static str,
 }
 
-pub fn run(args: &CheckArgs) -> i32 {
+pub fn run(args: &CheckArgs) -> ExitCode {
     let report = build(args);
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -66,15 +65,19 @@ pub fn run(args: &CheckArgs) -> i32 {
             .collect(),
     };
     errors.print();
-    if report.ok { 0 } else { EXIT_INVALID }
+    if report.ok {
+        ExitCode::Success
+    } else {
+        ExitCode::InvalidInput
+    }
 }
 
 fn build(args: &CheckArgs) -> CheckReport {
     let mut report = CheckReport::default();
     let location = match locate_plan(&args.plan) {
         Ok(location) => location,
-        Err(message) => {
-            report.errors.push(message);
+        Err(error) => {
+            report.errors.push(error.to_string());
             return report;
         }
     };
@@ -90,30 +93,30 @@ fn build(args: &CheckArgs) -> CheckReport {
             };
             match effective_settings(&location, &config, &overrides) {
                 Ok(settings) => report.agent_cmd = Some(settings.template.raw().to_owned()),
-                Err(message) => {
+                Err(error) => {
                     // Show the template that was rejected, not nothing.
                     report.agent_cmd = args
                         .agent_cmd
                         .clone()
                         .filter(|raw| !raw.is_empty())
                         .or(config.agent_cmd.clone());
-                    report.errors.push(message);
+                    report.errors.push(error.to_string());
                 }
             }
         }
-        Err(message) => report.errors.push(message),
+        Err(error) => report.errors.push(error.to_string()),
     }
-    let state = match load_state(&location.layout) {
+    let state = match read_state(&location.layout) {
         Ok(state) => Some(state),
-        Err(message) => {
-            report.errors.push(message);
+        Err(error) => {
+            report.errors.push(error.to_string());
             None
         }
     };
     let snapshot = match read_plan_snapshot(&location) {
         Ok(snapshot) => snapshot,
-        Err(message) => {
-            report.errors.push(message);
+        Err(error) => {
+            report.errors.push(error.to_string());
             report.ok = false;
             return report;
         }
@@ -123,8 +126,8 @@ fn build(args: &CheckArgs) -> CheckReport {
     for phase in &snapshot.plan.phases {
         let execution_workspace = match execution_workspace_of(&location, phase) {
             Ok(path) => Some(path),
-            Err(message) => {
-                report.errors.push(message);
+            Err(error) => {
+                report.errors.push(error.to_string());
                 None
             }
         };
@@ -193,7 +196,9 @@ fn recovery_problem(
         Ok(Admission {
             first: FirstSelection::RetryAbandoned(attempt),
             ..
-        }) => abandoned_retry_allowed(location, snapshot, &attempt).err(),
+        }) => abandoned_retry_allowed(location, snapshot, &attempt)
+            .err()
+            .map(|error| error.to_string()),
         Ok(_) | Err(Refusal::PlanPathMismatch { .. }) => None,
         Err(refusal) => Some(refusal.to_string()),
     }

@@ -15,8 +15,24 @@ use tracing_subscriber::fmt::format::FmtSpan;
 
 use super::args::{LogFormat, LoggingArgs};
 
-/// Keeps logging alive for the process lifetime (nothing to flush: writes are unbuffered).
-pub struct LoggingGuard;
+/// Why logging could not be set up as asked.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoggingError {
+    #[error(
+        "--log-level {directives}: unknown level '{directive}'; use {} or target=level directives",
+        LEVELS.join(", ")
+    )]
+    UnknownLevel {
+        directives: String,
+        directive: String,
+    },
+    #[error("--log-level {directives}: {message}")]
+    BadDirective { directives: String, message: String },
+    #[error("--log-file {path}: {message}")]
+    LogFile { path: String, message: String },
+    #[error("cannot set up logging: {0}")]
+    Setup(String),
+}
 
 /// Level names `--log-level` takes on their own.
 const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
@@ -24,7 +40,7 @@ const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 /// `tracing` reads a bare word as a target name, so a mistyped level (`--log-level inof`)
 /// would silently log nothing. A bare directive must therefore be a level; targets are
 /// given as `target=level`.
-fn check_directives(directives: &str) -> Result<(), String> {
+fn check_directives(directives: &str) -> Result<(), LoggingError> {
     for directive in directives.split(',').map(str::trim) {
         let bare = !directive.contains(['=', '[']);
         if bare
@@ -32,20 +48,25 @@ fn check_directives(directives: &str) -> Result<(), String> {
                 .iter()
                 .any(|level| level.eq_ignore_ascii_case(directive))
         {
-            return Err(format!(
-                "--log-level {directives}: unknown level '{directive}'; use {} or target=level directives",
-                LEVELS.join(", ")
-            ));
+            return Err(LoggingError::UnknownLevel {
+                directives: directives.to_owned(),
+                directive: directive.to_owned(),
+            });
         }
     }
     Ok(())
 }
 
-pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
+/// Installs the global subscriber for the process lifetime (writes are unbuffered, so there
+/// is nothing to flush at exit).
+pub fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
     let filter = match &args.log_level {
         Some(level) => {
             check_directives(level)?;
-            EnvFilter::try_new(level).map_err(|error| format!("--log-level {level}: {error}"))?
+            EnvFilter::try_new(level).map_err(|error| LoggingError::BadDirective {
+                directives: level.clone(),
+                message: error.to_string(),
+            })?
         }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
@@ -59,7 +80,10 @@ pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|error| format!("--log-file {}: {error}", path.display()))?;
+                .map_err(|error| LoggingError::LogFile {
+                    path: path.display().to_string(),
+                    message: error.to_string(),
+                })?;
             let builder = builder.with_ansi(false).with_writer(Mutex::new(file));
             match format {
                 LogFormat::Text => builder.try_init(),
@@ -82,8 +106,7 @@ pub fn init(args: &LoggingArgs) -> Result<LoggingGuard, String> {
             .with_span_list(true)
             .try_init(),
     };
-    result.map_err(|error| format!("cannot set up logging: {error}"))?;
-    Ok(LoggingGuard)
+    result.map_err(|error| LoggingError::Setup(error.to_string()))
 }
 
 #[cfg(test)]
@@ -102,8 +125,8 @@ mod tests {
             assert_eq!(check_directives(good), Ok(()), "{good}");
         }
         assert_eq!(
-            check_directives("inof"),
-            Err("--log-level inof: unknown level 'inof'; use off, error, warn, info, debug, trace or target=level directives".to_owned())
+            check_directives("inof").unwrap_err().to_string(),
+            "--log-level inof: unknown level 'inof'; use off, error, warn, info, debug, trace or target=level directives"
         );
         assert!(check_directives("info,ai_session_handler").is_err());
     }

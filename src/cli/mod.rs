@@ -7,15 +7,13 @@ mod init;
 mod logging;
 mod run;
 mod status;
-pub mod usage;
 
 use clap::Parser;
 use clap::error::ErrorKind;
 
 pub use args::{Cli, Command};
 
-/// Exit code for invalid input, refused runs and usage errors (never 2: that means blocked).
-pub const EXIT_INVALID: i32 = 5;
+use crate::domain::exit_code::ExitCode;
 
 /// Parses the command line, sets up logging, runs the command and returns the exit code.
 pub fn main() -> i32 {
@@ -27,29 +25,28 @@ pub fn main() -> i32 {
                     let _ = error.print();
                     0
                 }
+                // Usage errors exit 5, never clap's 2: 2 means "blocked" to a caller.
                 _ => {
-                    eprintln!("{}", usage::one_line(&error.render().to_string()));
-                    EXIT_INVALID
+                    eprintln!("{}", crate::usage::one_line(&error.render().to_string()));
+                    ExitCode::InvalidInput.code()
                 }
             };
         }
     };
-    let _logging = match logging::init(&cli.logging) {
-        Ok(guard) => guard,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return EXIT_INVALID;
-        }
-    };
-    match cli.command {
+    if let Err(error) = logging::init(&cli.logging) {
+        eprintln!("error: {error}");
+        return ExitCode::InvalidInput.code();
+    }
+    let exit = match cli.command {
         None => {
             use clap::CommandFactory;
             let _ = Cli::command().print_help();
-            0
+            ExitCode::Success
         }
         Some(Command::Init) => init::run(),
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
-    }
+    };
+    exit.code()
 }

@@ -1,22 +1,28 @@
-//! `run`: validates every input, then hands the invocation to the actor tree
-//! ([`crate::actors::run_supervisor`]) and waits for its exit code.
+//! `run`: validates every input, hands the invocation to the actor tree
+//! ([`crate::actors::run_supervisor`]), then prints how it ended and returns its exit code.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::Actor;
 use tokio::sync::oneshot;
 
-use super::EXIT_INVALID;
 use super::args::RunArgs;
-use crate::actors::run_supervisor::{EXIT_FAILED, RunArgs as SupervisorArgs, RunSupervisor};
+use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunResult, RunSupervisor};
+use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
-    RunOverrides, effective_settings, execution_workspace_of, read_config, read_plan_snapshot,
+    InputError, RunOverrides, effective_settings, execution_workspace_of, read_config,
+    read_plan_snapshot,
 };
 use crate::platform::locate::locate_plan;
-use crate::report::Output;
+use crate::report::{self, Output};
 
-pub fn run(args: &RunArgs) -> i32 {
+/// How long the runtime may take to wind down after the result is in: only abandoned tasks
+/// (a prompt write to a worker that never read it) can still be running then.
+const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
+
+pub fn run(args: &RunArgs) -> ExitCode {
     let prepared = (|| {
         let location = locate_plan(&args.plan)?;
         let config = read_config(&location)?;
@@ -39,13 +45,13 @@ pub fn run(args: &RunArgs) -> i32 {
         for phase in &snapshot.plan.phases {
             execution_workspace_of(&location, phase)?;
         }
-        Ok::<_, String>((location, settings, snapshot))
+        Ok::<_, InputError>((location, settings, snapshot))
     })();
     let (location, settings, snapshot) = match prepared {
         Ok(prepared) => prepared,
-        Err(message) => {
-            Output::error(message).print();
-            return EXIT_INVALID;
+        Err(error) => {
+            Output::error(error.to_string()).print();
+            return error.exit_code();
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -56,11 +62,11 @@ pub fn run(args: &RunArgs) -> i32 {
         Ok(runtime) => runtime,
         Err(error) => {
             Output::error(format!("cannot start the async runtime: {error}")).print();
-            return EXIT_FAILED;
+            return ExitCode::AgentFailed;
         }
     };
-    runtime.block_on(async move {
-        let (done, exit_code) = oneshot::channel();
+    let result = runtime.block_on(async move {
+        let (done, result) = oneshot::channel();
         let spawned = Actor::spawn(
             None,
             RunSupervisor,
@@ -73,13 +79,21 @@ pub fn run(args: &RunArgs) -> i32 {
         )
         .await;
         if let Err(error) = spawned {
-            Output::error(format!("cannot start the run supervisor: {error}")).print();
-            return EXIT_FAILED;
+            return Err(format!("cannot start the run supervisor: {error}"));
         }
-        exit_code.await.unwrap_or_else(|_| {
-            Output::error("internal error: the run supervisor stopped without an exit code")
-                .print();
-            EXIT_FAILED
-        })
-    })
+        result
+            .await
+            .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
+    });
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    match result {
+        Ok(RunResult { end, exit }) => {
+            report::run_end(&end).print();
+            exit
+        }
+        Err(message) => {
+            Output::error(message).print();
+            ExitCode::AgentFailed
+        }
+    }
 }

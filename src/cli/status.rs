@@ -7,13 +7,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::EXIT_INVALID;
 use super::args::StatusArgs;
-use crate::actors::state_store::load_state;
+use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::invocation::{
-    PlanSnapshot, current_plan_hash, execution_workspace_of, read_plan_snapshot,
+    InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, read_plan_snapshot,
+    read_state,
 };
 use crate::platform::locate::{PlanLocation, locate_plan, locate_plan_even_if_gone};
 use crate::report::Output;
@@ -85,19 +85,19 @@ pub struct PlanCheck {
     pub error: Option<String>,
 }
 
-pub fn run(args: &StatusArgs) -> i32 {
+pub fn run(args: &StatusArgs) -> ExitCode {
     let location = match locate_plan(&args.plan) {
         Ok(location) => location,
-        Err(message) => match locate_plan_even_if_gone(&args.plan) {
+        Err(error) => match locate_plan_even_if_gone(&args.plan) {
             // A deleted plan file whose state exists still has that state reported (then
             // the error); without recorded state there is nothing to report.
             Ok(location) if Path::new(&location.layout.state_path()).is_file() => location,
-            _ => return fail(args.json, message),
+            _ => return fail(args.json, InputError::from(error)),
         },
     };
-    let state = match load_state(&location.layout) {
+    let state = match read_state(&location.layout) {
         Ok(state) => state,
-        Err(message) => return fail(args.json, message),
+        Err(error) => return fail(args.json, error),
     };
     let snapshot = read_plan_snapshot(&location);
     let report = build_report(&location, &state, snapshot.as_ref());
@@ -105,7 +105,10 @@ pub fn run(args: &StatusArgs) -> i32 {
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
-            Err(error) => return fail(false, format!("cannot render status: {error}")),
+            Err(error) => {
+                Output::error(format!("cannot render status: {error}")).print();
+                return ExitCode::InvalidInput;
+            }
         }
     } else {
         Output {
@@ -115,26 +118,27 @@ pub fn run(args: &StatusArgs) -> i32 {
         .print();
     }
     match plan_error {
-        Some(message) => {
-            Output::error(message).print();
-            EXIT_INVALID
+        Some(error) => {
+            Output::error(error.to_string()).print();
+            error.exit_code()
         }
-        None => 0,
+        None => ExitCode::Success,
     }
 }
 
-fn fail(json: bool, message: String) -> i32 {
+fn fail(json: bool, error: InputError) -> ExitCode {
+    let message = error.to_string();
     if json {
         println!("{}", serde_json::json!({ "error": message }));
     }
     Output::error(message).print();
-    EXIT_INVALID
+    error.exit_code()
 }
 
 fn build_report(
     location: &PlanLocation,
     state: &State,
-    snapshot: Result<&PlanSnapshot, &String>,
+    snapshot: Result<&PlanSnapshot, &InputError>,
 ) -> StatusReport {
     let plan = plan_check(location, state, snapshot);
     let next_phase = snapshot.ok().and_then(|snapshot| {
@@ -154,7 +158,9 @@ fn build_report(
             .ok()
             .and_then(|snapshot| snapshot.plan.phase(phase_id))
         {
-            Some(phase) => execution_workspace_of(location, phase).map(Some),
+            Some(phase) => execution_workspace_of(location, phase)
+                .map(Some)
+                .map_err(|error| error.to_string()),
             None => Ok(None),
         }
     };
@@ -246,7 +252,7 @@ fn build_report(
 fn plan_check(
     location: &PlanLocation,
     state: &State,
-    snapshot: Result<&PlanSnapshot, &String>,
+    snapshot: Result<&PlanSnapshot, &InputError>,
 ) -> PlanCheck {
     let accepted = state.plan.as_ref();
     let accepted_sha256 = accepted.map(|plan| plan.sha256.clone());
@@ -257,7 +263,7 @@ fn plan_check(
             status: "unreadable",
             accepted_sha256,
             current_sha256: current_plan_hash(location).ok(),
-            error: Some(error.clone()),
+            error: Some(error.to_string()),
         },
         Ok(snapshot) => {
             let status = match accepted {

@@ -5,8 +5,10 @@
 pub mod attempt_id;
 pub mod config;
 pub mod decision;
+pub mod exit_code;
 pub mod fence;
 pub mod identity;
+pub mod lifecycle;
 pub mod marker;
 pub mod outcome;
 pub mod output_stream;

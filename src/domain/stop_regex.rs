@@ -56,6 +56,8 @@ impl fmt::Display for StopPatternError {
     }
 }
 
+impl std::error::Error for StopPatternError {}
+
 /// The compiled set of stop patterns, shared (read-only) by every attempt of an invocation.
 #[derive(Debug)]
 pub struct StopPatterns {

@@ -33,66 +33,86 @@ pub struct PlanLocation {
     pub layout: StateLayout,
 }
 
+/// Why `--plan` does not lead to a plan in a plan workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum LocateError {
+    #[error("--plan {}: cannot open plan: {}", .plan.display(), os_message(.source))]
+    CannotOpen { plan: PathBuf, source: io::Error },
+    #[error("--plan {}: is a directory; expected a Markdown plan file", .0.display())]
+    IsADirectory(PathBuf),
+    #[error("{0}: plan has no parent directory")]
+    NoParent(String),
+    #[error("{plan}: no plan workspace found: neither {} nor any parent directory contains {HANDLER_DIR}, .git or AGENTS.md", .plan_dir.display())]
+    NoWorkspace { plan: String, plan_dir: PathBuf },
+    #[error("{plan}: plan is outside workspace {workspace}")]
+    OutsideWorkspace { plan: String, workspace: String },
+    #[error("{}: path is not valid UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+}
+
 /// Resolves `--plan` (relative to the current directory) and discovers its workspace.
-pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, String> {
+pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
     let canonical =
-        std::fs::canonicalize(plan_arg).map_err(|error| cannot_open(plan_arg, &error))?;
+        std::fs::canonicalize(plan_arg).map_err(|error| cannot_open(plan_arg, error))?;
     locate_canonical(canonical)
 }
 
 /// Like [`locate_plan`], but a plan file that no longer exists in an existing directory is
 /// located where it was (its directory canonical, its name as given), so that `status` can
 /// still report the state recorded for it. A dangling symlink is located as the link itself.
-pub fn locate_plan_even_if_gone(plan_arg: &Path) -> Result<PlanLocation, String> {
+pub fn locate_plan_even_if_gone(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
     match std::fs::canonicalize(plan_arg) {
         Ok(canonical) => locate_canonical(canonical),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            let gone = || cannot_open(plan_arg, &error);
-            let name = plan_arg.file_name().ok_or_else(gone)?;
-            let dir = match plan_arg.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
+            let (Some(name), Some(dir)) = (
+                plan_arg.file_name(),
+                match plan_arg.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => std::fs::canonicalize(dir).ok(),
+                    _ => std::fs::canonicalize(".").ok(),
+                },
+            ) else {
+                return Err(cannot_open(plan_arg, error));
             };
-            let dir = std::fs::canonicalize(dir).map_err(|_| gone())?;
             locate_canonical(dir.join(name))
         }
-        Err(error) => Err(cannot_open(plan_arg, &error)),
+        Err(error) => Err(cannot_open(plan_arg, error)),
     }
 }
 
-fn cannot_open(plan_arg: &Path, error: &io::Error) -> String {
-    format!(
-        "--plan {}: cannot open plan: {}",
-        plan_arg.display(),
-        os_message(error)
-    )
+fn cannot_open(plan_arg: &Path, source: io::Error) -> LocateError {
+    LocateError::CannotOpen {
+        plan: plan_arg.to_path_buf(),
+        source,
+    }
 }
 
-fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, String> {
+fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, LocateError> {
     if canonical.is_dir() {
-        return Err(format!(
-            "--plan {}: is a directory; expected a Markdown plan file",
-            canonical.display()
-        ));
+        return Err(LocateError::IsADirectory(canonical));
     }
     let plan_path = utf8(&canonical)?;
     let plan_dir = canonical
         .parent()
-        .ok_or_else(|| format!("{plan_path}: plan has no parent directory"))?;
+        .ok_or_else(|| LocateError::NoParent(plan_path.clone()))?;
     let workspace_dir = plan_dir
         .ancestors()
-        .find(|dir| WORKSPACE_MARKERS.iter().any(|marker| dir.join(marker).exists()))
-        .ok_or_else(|| {
-            format!(
-                "{plan_path}: no plan workspace found: neither {} nor any parent directory contains {}, .git or AGENTS.md",
-                plan_dir.display(),
-                HANDLER_DIR
-            )
+        .find(|dir| {
+            WORKSPACE_MARKERS
+                .iter()
+                .any(|marker| dir.join(marker).exists())
+        })
+        .ok_or_else(|| LocateError::NoWorkspace {
+            plan: plan_path.clone(),
+            plan_dir: plan_dir.to_path_buf(),
         })?;
     let workspace = utf8(workspace_dir)?;
-    let relative = canonical
-        .strip_prefix(workspace_dir)
-        .map_err(|_| format!("{plan_path}: plan is outside workspace {workspace}"))?;
+    let relative =
+        canonical
+            .strip_prefix(workspace_dir)
+            .map_err(|_| LocateError::OutsideWorkspace {
+                plan: plan_path.clone(),
+                workspace: workspace.clone(),
+            })?;
     let components: Vec<&str> = relative
         .components()
         .map(|component| component.as_os_str().to_str().unwrap_or_default())
@@ -179,10 +199,10 @@ fn trim_root(workspace: &str) -> &str {
     if workspace == "/" { "" } else { workspace }
 }
 
-fn utf8(path: &Path) -> Result<String, String> {
+fn utf8(path: &Path) -> Result<String, LocateError> {
     path.to_str()
         .map(str::to_owned)
-        .ok_or_else(|| format!("{}: path is not valid UTF-8", path.display()))
+        .ok_or_else(|| LocateError::NotUtf8(path.to_path_buf()))
 }
 
 /// An OS error's message without Rust's `(os error N)` suffix.
@@ -232,13 +252,17 @@ mod tests {
         assert_eq!(location.relative_plan_path, "docs/plans/gone.md");
         assert_eq!(location.key, plan_key(["docs", "plans", "gone.md"]));
         // A missing directory is still an error naming the flag.
-        let error = locate_plan_even_if_gone(&ws.join("nowhere/p.md")).unwrap_err();
+        let error = locate_plan_even_if_gone(&ws.join("nowhere/p.md"))
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("--plan "), "{error}");
     }
 
     #[test]
     fn missing_plan_names_the_flag() {
-        let error = locate_plan(Path::new("/definitely/not/here.md")).unwrap_err();
+        let error = locate_plan(Path::new("/definitely/not/here.md"))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("--plan /definitely/not/here.md: cannot open plan"),
             "{error}"

@@ -67,6 +67,8 @@ impl std::fmt::Display for LockError {
     }
 }
 
+impl std::error::Error for LockError {}
+
 /// The `(device, inode)` identity of a directory.
 pub fn dir_identity(dir: &Path) -> io::Result<(u64, u64)> {
     let meta = std::fs::metadata(dir)?;

@@ -7,4 +7,5 @@ pub mod durable;
 pub mod locate;
 pub mod locks;
 pub mod proc;
+pub mod process_group;
 pub mod spawn;

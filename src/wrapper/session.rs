@@ -55,7 +55,7 @@ pub fn parse_args<A: clap::Parser>(prefix: &'static str) -> A {
                 let _ = error.print();
                 std::process::exit(0);
             }
-            let line = crate::cli::usage::one_line(&error.render().to_string());
+            let line = crate::usage::one_line(&error.render().to_string());
             let _ = io::stderr().write_all(&DiagnosticRenderer::message(prefix, &line));
             std::process::exit(EXIT_USAGE);
         }

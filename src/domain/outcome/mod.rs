@@ -47,6 +47,8 @@ impl std::fmt::Display for OutcomeError {
     }
 }
 
+impl std::error::Error for OutcomeError {}
+
 impl From<StrictError> for OutcomeError {
     fn from(error: StrictError) -> Self {
         Self(error.0)

@@ -107,6 +107,17 @@ pub struct PlanError {
     pub message: String,
 }
 
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
 impl PlanError {
     /// Renders as `<source>:<line>: <message>` (or `<source>: <message>`).
     pub fn with_source(&self, source: &str) -> String {

@@ -36,6 +36,8 @@ impl std::fmt::Display for StateError {
     }
 }
 
+impl std::error::Error for StateError {}
+
 impl From<StrictError> for StateError {
     fn from(error: StrictError) -> Self {
         Self(error.0)

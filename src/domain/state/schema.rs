@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::exit_code::ExitCode;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::timestamp::Timestamp;
 
@@ -64,12 +65,7 @@ impl AttemptStatus {
 
     /// The handler exit code this status leads to (`last_run.exit_code`).
     pub fn handler_exit_code(self) -> i32 {
-        match self {
-            Self::PhaseComplete => 0,
-            Self::Blocked => 2,
-            Self::NeedsClarification => 3,
-            _ => 4,
-        }
+        ExitCode::for_status(self).code()
     }
 }
 

@@ -25,6 +25,8 @@ impl std::fmt::Display for StrictError {
     }
 }
 
+impl std::error::Error for StrictError {}
+
 /// Describes a JSON syntax error in `bytes` the way users read it:
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
 pub fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String {

@@ -20,6 +20,8 @@ impl std::fmt::Display for TemplateError {
     }
 }
 
+impl std::error::Error for TemplateError {}
+
 /// The values substituted into a template.
 #[derive(Clone, Debug)]
 pub struct PlaceholderValues<'a> {

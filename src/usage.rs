@@ -1,4 +1,4 @@
-//! Command-line usage errors as one line.
+//! Command-line usage errors as one line, for the runner and the wrappers alike.
 //!
 //! clap reports a usage error over several lines (the error, a tip, the usage, a pointer to
 //! `--help`). A calling agent reads stderr line by line and a person wants the problem first,

@@ -2,7 +2,11 @@
 //! each read and validated once, before any lock is taken or state is touched. `run`, `check`
 //! and `status` share these loaders so they can never disagree about what is valid.
 
+mod error;
+
 use std::sync::Arc;
+
+pub use error::InputError;
 
 use crate::domain::config::{Config, parse_config};
 use crate::domain::identity::{Liveness, liveness};
@@ -10,9 +14,10 @@ use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
+use crate::domain::state::{State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
-use crate::platform::locate::{PlanLocation, os_message, resolve_execution_workspace};
+use crate::platform::locate::{PlanLocation, resolve_execution_workspace};
 use crate::platform::proc;
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
@@ -42,15 +47,12 @@ impl PlanSnapshot {
 }
 
 /// Reads and parses the plan once.
-pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, String> {
-    let bytes = std::fs::read(&location.plan_path).map_err(|error| {
-        format!(
-            "{}: cannot read plan: {}",
-            location.plan_path,
-            os_message(&error)
-        )
+pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, InputError> {
+    let bytes = read_plan_bytes(location)?;
+    let plan = parse_plan(&bytes).map_err(|error| InputError::Plan {
+        path: location.plan_path.clone(),
+        error,
     })?;
-    let plan = parse_plan(&bytes).map_err(|error| error.with_source(&location.plan_path))?;
     for miss in near_miss_headings(&bytes) {
         tracing::warn!(
             "{}:{}: '{}' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s); its text belongs to what comes before it",
@@ -66,45 +68,59 @@ pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, Strin
     })
 }
 
+fn read_plan_bytes(location: &PlanLocation) -> Result<Vec<u8>, InputError> {
+    std::fs::read(&location.plan_path).map_err(|source| InputError::PlanUnreadable {
+        path: location.plan_path.clone(),
+        source,
+    })
+}
+
 /// Hashes the plan file as it is now (the checkpoint before each later launch).
-pub fn current_plan_hash(location: &PlanLocation) -> Result<String, String> {
-    std::fs::read(&location.plan_path)
-        .map(|bytes| sha256_hex(&bytes))
-        .map_err(|error| {
-            format!(
-                "{}: cannot read plan: {}",
-                location.plan_path,
-                os_message(&error)
-            )
-        })
+pub fn current_plan_hash(location: &PlanLocation) -> Result<String, InputError> {
+    read_plan_bytes(location).map(|bytes| sha256_hex(&bytes))
 }
 
 /// Reads the plan workspace's config; a missing file means defaults.
-pub fn read_config(location: &PlanLocation) -> Result<Config, String> {
+pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
     match std::fs::read(&location.config_path) {
-        Ok(bytes) => {
-            parse_config(&bytes).map_err(|error| format!("{}: {error}", location.config_path))
-        }
+        Ok(bytes) => parse_config(&bytes).map_err(|error| InputError::Config {
+            path: location.config_path.clone(),
+            error,
+        }),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-        Err(error) => Err(format!(
-            "{}: cannot read config: {}",
-            location.config_path,
-            os_message(&error)
-        )),
+        Err(source) => Err(InputError::ConfigUnreadable {
+            path: location.config_path.clone(),
+            source,
+        }),
+    }
+}
+
+/// Reads `state.json` strictly (a missing file is the empty state). `run` reads it once at
+/// start, before the state store takes ownership; `status` and `check` read it to report.
+pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
+    let path = layout.state_path();
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            State::from_json(&bytes, layout).map_err(|error| InputError::State { path, error })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+        Err(source) => Err(InputError::StateUnreadable { path, source }),
     }
 }
 
 /// Checks a phase's execution workspace; the error names the plan line to fix.
-pub fn execution_workspace_of(location: &PlanLocation, phase: &Phase) -> Result<String, String> {
+pub fn execution_workspace_of(
+    location: &PlanLocation,
+    phase: &Phase,
+) -> Result<String, InputError> {
     resolve_execution_workspace(&location.workspace, &phase.workspace).map_err(|problem| {
-        format!(
-            "{}:{}: phase {} workspace '{}' {}",
-            location.plan_path,
-            phase.workspace_line,
-            phase.id,
-            phase.workspace,
-            problem.describe()
-        )
+        InputError::Workspace {
+            plan: location.plan_path.clone(),
+            line: phase.workspace_line,
+            phase_id: phase.id.clone(),
+            declared: phase.workspace.clone(),
+            problem,
+        }
     })
 }
 
@@ -117,31 +133,30 @@ pub fn abandoned_retry_allowed(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
     attempt: &ActiveAttempt,
-) -> Result<(), String> {
+) -> Result<(), InputError> {
     if let Some(phase) = snapshot.plan.phase(&attempt.phase.id) {
         let current = execution_workspace_of(location, phase)?;
         if current != attempt.execution_workspace {
-            return Err(format!(
-                "active attempt execution workspace differs from the selected phase: the attempt ran in {}, phase {} now resolves to {}; restore the original workspace declaration before retrying",
-                attempt.execution_workspace, phase.id, current
-            ));
+            return Err(InputError::RetryWorkspaceMoved {
+                recorded: attempt.execution_workspace.clone(),
+                phase_id: phase.id.clone(),
+                current,
+            });
         }
     }
     let Some(identity) = &attempt.process else {
         return Ok(());
     };
-    let boot_id = proc::boot_id().map_err(|error| format!("cannot read boot id: {error}"))?;
-    let observed = proc::stat(identity.pid).map_err(|error| {
-        format!(
-            "cannot check whether worker pid {} is alive: {error}",
-            identity.pid
-        )
+    let boot_id = proc::boot_id().map_err(InputError::BootIdUnreadable)?;
+    let observed = proc::stat(identity.pid).map_err(|source| InputError::LivenessUnknown {
+        pid: identity.pid,
+        source,
     })?;
     match liveness(identity, &boot_id, observed.as_ref()) {
-        Liveness::Alive => Err(format!(
-            "attempt {} worker pid {} is still alive; stop it and inspect partial changes before retrying",
-            attempt.id, identity.pid
-        )),
+        Liveness::Alive => Err(InputError::WorkerAlive {
+            attempt_id: attempt.id.clone(),
+            pid: identity.pid,
+        }),
         Liveness::Gone => {
             tracing::info!(pid = identity.pid, "recorded worker is gone; retry allowed");
             Ok(())
@@ -179,34 +194,31 @@ pub fn effective_settings(
     location: &PlanLocation,
     config: &Config,
     overrides: &RunOverrides,
-) -> Result<RunSettings, String> {
+) -> Result<RunSettings, InputError> {
     // An empty `--agent-cmd ""` falls back to the config, as the original's did; any other
     // value, even all blanks, is the command the caller asked for.
     let cli_template = overrides.agent_cmd.as_deref().filter(|raw| !raw.is_empty());
     let raw_template = cli_template
         .or(config.agent_cmd.as_deref())
-        .ok_or("--agent-cmd is required when config does not provide agent_cmd")?;
+        .ok_or(InputError::MissingAgentCmd)?;
     let template = CommandTemplate::parse(raw_template).map_err(|error| {
-        let source = if cli_template.is_some() {
+        let origin = if cli_template.is_some() {
             "--agent-cmd".to_owned()
         } else {
             format!("{}: agent_cmd", location.config_path)
         };
-        format!("{source}: {error}")
+        InputError::Template { origin, error }
     })?;
     let mut patterns = config.stop_on_regex.clone();
     let config_count = patterns.len();
     patterns.extend(overrides.stop_on_regex.iter().cloned());
     let stop_patterns = StopPatterns::compile(&patterns).map_err(|error| {
-        let source = if error.index < config_count {
+        let origin = if error.index < config_count {
             format!("{}: stop_on_regex[{}]", location.config_path, error.index)
         } else {
             "--stop-on-regex".to_owned()
         };
-        format!(
-            "{source}: invalid stop regex '{}': {}",
-            error.pattern, error.message
-        )
+        InputError::StopPattern { origin, error }
     })?;
     for pattern in stop_patterns.fallback_patterns() {
         tracing::warn!(

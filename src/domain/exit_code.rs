@@ -1,0 +1,74 @@
+//! The handler's exit codes, defined once. Every error and every outcome maps to one of these;
+//! nothing else in the code base spells an exit code as a number (docs/cli.md lists them).
+
+use super::state::AttemptStatus;
+
+/// How an invocation ends, as the calling shell or agent sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Every phase is complete, the phase limit was reached, or a read-only command succeeded.
+    Success,
+    /// A phase reported `phase-blocked`.
+    Blocked,
+    /// A phase reported `phase-needs-clarification`.
+    NeedsClarification,
+    /// An agent or execution failure was recorded (or could not be).
+    AgentFailed,
+    /// Invalid input, a usage error or a refused run: nothing was launched or changed.
+    InvalidInput,
+    /// The handler caught this signal: 128 + its number, as shells report it.
+    Signal(i32),
+}
+
+impl ExitCode {
+    /// The process exit status.
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Success => 0,
+            Self::Blocked => 2,
+            Self::NeedsClarification => 3,
+            Self::AgentFailed => 4,
+            Self::InvalidInput => 5,
+            Self::Signal(signal) => 128 + signal,
+        }
+    }
+
+    /// The exit code a committed attempt status leads to (`last_run.exit_code`).
+    pub fn for_status(status: AttemptStatus) -> Self {
+        match status {
+            AttemptStatus::PhaseComplete => Self::Success,
+            AttemptStatus::Blocked => Self::Blocked,
+            AttemptStatus::NeedsClarification => Self::NeedsClarification,
+            _ => Self::AgentFailed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_the_documented_ones() {
+        assert_eq!(ExitCode::Success.code(), 0);
+        assert_eq!(ExitCode::Blocked.code(), 2);
+        assert_eq!(ExitCode::NeedsClarification.code(), 3);
+        assert_eq!(ExitCode::AgentFailed.code(), 4);
+        assert_eq!(ExitCode::InvalidInput.code(), 5);
+        assert_eq!(ExitCode::Signal(2).code(), 130);
+        assert_eq!(ExitCode::Signal(15).code(), 143);
+    }
+
+    #[test]
+    fn every_failure_status_is_exit_four() {
+        for status in AttemptStatus::ALL {
+            let expected = match status {
+                AttemptStatus::PhaseComplete => 0,
+                AttemptStatus::Blocked => 2,
+                AttemptStatus::NeedsClarification => 3,
+                _ => 4,
+            };
+            assert_eq!(ExitCode::for_status(status).code(), expected, "{status}");
+        }
+    }
+}

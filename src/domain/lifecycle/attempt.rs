@@ -1,0 +1,594 @@
+//! The attempt lifecycle as a pure state machine: one function from (stage, event) to
+//! (stage, effects). The attempt supervisor feeds it what happened and executes the effects it
+//! returns; every rule about which trigger becomes the cause, what a signal does in each stage
+//! and when cleanup moves on lives here and nowhere else (see docs/architecture.md for the
+//! table).
+//!
+//! ```text
+//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──decide──▶ Done
+//!     │                     │                                               ▲
+//!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘
+//!     └──SetupFailed / LaunchFailed──▶ Recording (no worker) ──decide──▶ Done
+//!     └──PreparedRecordFailed──▶ Done (nothing written)
+//! ```
+//!
+//! Rules:
+//! - **Signal deferral**: an interrupt that arrives while preparing is held until the worker
+//!   is launched (its process group is then ours to stop) and replayed as a trigger.
+//! - **Cause precedence**: in `Running` the first trigger becomes the cause and starts
+//!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
+//!   later trigger is noted only if nothing decided the outcome yet; an interrupt always
+//!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
+//!   earlier cause in its summary. Cleanup itself is never restarted or skipped.
+//! - **Second interrupt**: makes the killer skip what is left of its grace period.
+//! - **Cleanup order**: cancel timers → terminate the group (or sweep it after a normal exit)
+//!   → close our read ends if a pipe is still held after the drain limit → record. Each is
+//!   issued at most once; nothing is issued once the attempt is done.
+
+use super::GroupReport;
+use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
+use crate::domain::marker::MarkerVerdict;
+use crate::domain::output_stream::OutputStream;
+use crate::domain::state::AttemptStatus;
+
+/// Something that happened to the attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptEvent {
+    /// The prepared record could not be written: nothing was launched, nothing changed.
+    PreparedRecordFailed,
+    /// The prompt, the transcript header or the console could not be set up; the worker
+    /// never ran.
+    SetupFailed {
+        message: String,
+    },
+    /// The worker could not be started (exec failed); the transcript notes why.
+    LaunchFailed {
+        summary: String,
+    },
+    /// The worker runs in its own process group; pipes, timers and killer are in place.
+    Launched,
+    /// The `running` record (pid, pgid, boot id, start time) is durable.
+    RunningRecorded,
+    /// The `running` record could not be written: the worker is stopped and, since nothing
+    /// more may be written for this attempt, it stays unresolved.
+    RunningRecordFailed {
+        message: String,
+    },
+    /// The worker (the group leader) exited on its own and was reaped.
+    LeaderExited(ChildExit),
+    /// One output pipe reached EOF, or reading it failed.
+    StreamEnded {
+        stream: OutputStream,
+        error: Option<String>,
+    },
+    StopRegexMatched {
+        pattern: String,
+    },
+    DeadlineReached {
+        seconds: f64,
+    },
+    IdleDeadlineReached {
+        seconds: f64,
+    },
+    /// SIGINT or SIGTERM reached the attempt.
+    Interrupt {
+        signal: i32,
+    },
+    /// The transcript or the live console could not be written, or an attempt actor failed.
+    OutputFailed {
+        message: String,
+    },
+    /// The killer found the group empty (and swept escaped descendants).
+    GroupEmptied(GroupReport),
+    LeakGraceElapsed,
+    DrainLimitElapsed,
+    /// Recording: the transcript trailer could not be written.
+    TrailerFailed {
+        message: String,
+    },
+    /// Recording: the stop regexes matched at the real end of input.
+    FinalStopMatch {
+        pattern: String,
+    },
+}
+
+/// What the supervisor must do; effects are executed in the order returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptEffect {
+    /// Stop the wall-clock and idle deadlines.
+    CancelTimers,
+    /// SIGTERM the group, then SIGKILL after the grace period while any member lives.
+    TerminateGroup,
+    /// A second interrupt: skip what is left of the grace period.
+    KillNow,
+    /// Wait the leak grace for the pipes to close after a normal exit.
+    StartLeakGrace,
+    /// The leader exited on its own: kill whatever is left of its group as leaked.
+    SweepAfterExit,
+    /// The group is empty: bound the wait for EOF.
+    StartDrainLimit,
+    /// A process outside the group still holds a pipe: close our read ends.
+    CloseReaders,
+    /// Write the trailer, gather the verdicts, then call [`AttemptLifecycle::decide`].
+    Record(RecordingInput),
+    /// The worker never ran: note the launch error (if any) in the transcript, then decide.
+    RecordWithoutWorker { launch_error: Option<String> },
+    /// Report that nothing was written (the prepared record failed).
+    ConcludeNotPrepared,
+}
+
+/// What the transcript trailer and the decision need from the worker's end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordingInput {
+    /// The leader's status; `None` when it never arrived (a leader stuck in an
+    /// uninterruptible sleep survives SIGKILL).
+    pub exit: Option<ChildExit>,
+    pub group: GroupReport,
+    /// Our read ends were closed while something outside the group still held a pipe.
+    pub pipes_held_open: bool,
+}
+
+/// The attempt's decided outcome and whether it may be committed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conclusion {
+    pub decision: Decision,
+    pub exit: ChildExit,
+    /// A state write after preparation failed: the outcome must not be committed and the
+    /// attempt stays unresolved, with this failure reported.
+    pub unresolved: Option<String>,
+    /// The unresolved failure is also what decided the outcome (its text is the summary).
+    pub unresolved_decided: bool,
+}
+
+/// Which of the two pipes are still open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpenStreams {
+    stdout: bool,
+    stderr: bool,
+}
+
+impl OpenStreams {
+    const BOTH: Self = Self {
+        stdout: true,
+        stderr: true,
+    };
+
+    fn close(&mut self, stream: OutputStream) {
+        match stream {
+            OutputStream::Stdout => self.stdout = false,
+            OutputStream::Stderr => self.stderr = false,
+        }
+    }
+
+    fn all_closed(self) -> bool {
+        !self.stdout && !self.stderr
+    }
+}
+
+/// Where the attempt is; each stage carries what only it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    /// Recording the prepared attempt, writing the prompt and transcript header, spawning,
+    /// recording it running. Interrupts are held until the group exists.
+    Preparing {
+        deferred: Vec<i32>,
+    },
+    /// The worker runs; the first trigger decides the cause.
+    Running,
+    /// The leader exited on its own; waiting for both pipes to close or the leak grace,
+    /// then sweeping what is left of the group.
+    Sweeping {
+        exit: ChildExit,
+        grace_elapsed: bool,
+        sweep_requested: bool,
+    },
+    /// A trigger fired; the killer is stopping the group.
+    Stopping {
+        exit: Option<ChildExit>,
+    },
+    /// The group is empty; waiting for EOF on both pipes and the leader's status.
+    Draining {
+        exit: Option<ChildExit>,
+        group: GroupReport,
+        pipes_held_open: bool,
+    },
+    /// Trailer, verdicts and decision; the worker ran unless `worker` is false.
+    Recording {
+        worker: bool,
+    },
+    Done,
+}
+
+impl Stage {
+    /// The stage's name, for tracing and the lifecycle table.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Preparing { .. } => "preparing",
+            Self::Running => "running",
+            Self::Sweeping { .. } => "sweeping",
+            Self::Stopping { .. } => "stopping",
+            Self::Draining { .. } => "draining",
+            Self::Recording { .. } => "recording",
+            Self::Done => "done",
+        }
+    }
+
+    /// Cleanup has started: a later trigger is only noted.
+    fn cleaning_up(&self) -> bool {
+        matches!(
+            self,
+            Self::Sweeping { .. } | Self::Stopping { .. } | Self::Draining { .. }
+        )
+    }
+
+    /// The group may still have live members, so skipping the grace period means something.
+    fn group_may_live(&self) -> bool {
+        matches!(self, Self::Sweeping { .. } | Self::Stopping { .. })
+    }
+}
+
+/// One attempt's lifecycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptLifecycle {
+    stage: Stage,
+    /// What stopped the attempt early (or was found while recording); decides the outcome.
+    cause: Option<StopCause>,
+    /// The first signal acted on: it decides the handler's exit code.
+    first_signal: Option<i32>,
+    interrupts: u32,
+    kill_now_sent: bool,
+    open: OpenStreams,
+    /// Whether the `running` record write has reported; recording waits for it, because
+    /// after a failed state write nothing more may be written for the attempt.
+    running_record_settled: bool,
+    /// The failure of a state write after preparation; nothing more is written.
+    unresolved: Option<String>,
+    /// The launch error of a worker that never ran.
+    launch_error: Option<String>,
+}
+
+impl Default for AttemptLifecycle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AttemptLifecycle {
+    pub fn new() -> Self {
+        Self {
+            stage: Stage::Preparing {
+                deferred: Vec::new(),
+            },
+            cause: None,
+            first_signal: None,
+            interrupts: 0,
+            kill_now_sent: false,
+            open: OpenStreams::BOTH,
+            running_record_settled: false,
+            unresolved: None,
+            launch_error: None,
+        }
+    }
+
+    pub fn stage(&self) -> &Stage {
+        &self.stage
+    }
+
+    pub fn cause(&self) -> Option<&StopCause> {
+        self.cause.as_ref()
+    }
+
+    /// The first signal the attempt acted on, if any.
+    pub fn first_signal(&self) -> Option<i32> {
+        self.first_signal
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
+    /// Applies one event and returns the effects to execute, in order.
+    pub fn handle(&mut self, event: AttemptEvent) -> Vec<AttemptEffect> {
+        let mut effects = Vec::new();
+        self.apply(event, &mut effects);
+        self.advance(&mut effects);
+        effects
+    }
+
+    fn apply(&mut self, event: AttemptEvent, effects: &mut Vec<AttemptEffect>) {
+        if self.stage == Stage::Done {
+            return;
+        }
+        match event {
+            AttemptEvent::PreparedRecordFailed => {
+                if matches!(self.stage, Stage::Preparing { .. }) {
+                    self.stage = Stage::Done;
+                    effects.push(AttemptEffect::ConcludeNotPrepared);
+                }
+            }
+            AttemptEvent::SetupFailed { message } => {
+                if let Stage::Preparing { deferred } = &self.stage {
+                    let deferred = deferred.clone();
+                    self.note_cause(StopCause::ExecutionIo { message });
+                    self.record_without_worker(deferred, None, effects);
+                }
+            }
+            AttemptEvent::LaunchFailed { summary } => {
+                if let Stage::Preparing { deferred } = &self.stage {
+                    let deferred = deferred.clone();
+                    self.record_without_worker(deferred, Some(summary), effects);
+                }
+            }
+            AttemptEvent::Launched => {
+                if let Stage::Preparing { deferred } = &mut self.stage {
+                    let deferred = std::mem::take(deferred);
+                    self.stage = Stage::Running;
+                    for signal in deferred {
+                        self.interrupt(signal, effects);
+                    }
+                }
+            }
+            AttemptEvent::RunningRecorded => {
+                if self.worker_launched() {
+                    self.running_record_settled = true;
+                }
+            }
+            AttemptEvent::RunningRecordFailed { message } => {
+                if self.worker_launched() && !self.running_record_settled {
+                    let failure = format!("could not record running attempt: {message}");
+                    self.running_record_settled = true;
+                    self.unresolved = Some(failure.clone());
+                    self.trigger(StopCause::ExecutionIo { message: failure }, effects);
+                }
+            }
+            AttemptEvent::LeaderExited(exit) => self.leader_exited(exit, effects),
+            AttemptEvent::StreamEnded { stream, error } => {
+                if !self.worker_launched() {
+                    return;
+                }
+                self.open.close(stream);
+                if let Some(message) = error {
+                    self.trigger(StopCause::ExecutionIo { message }, effects);
+                }
+            }
+            AttemptEvent::StopRegexMatched { pattern } => {
+                self.trigger(StopCause::StopRegex { pattern }, effects)
+            }
+            AttemptEvent::DeadlineReached { seconds } => {
+                self.trigger(StopCause::Timeout { seconds }, effects)
+            }
+            AttemptEvent::IdleDeadlineReached { seconds } => {
+                self.trigger(StopCause::IdleTimeout { seconds }, effects)
+            }
+            AttemptEvent::OutputFailed { message } => {
+                self.trigger(StopCause::ExecutionIo { message }, effects)
+            }
+            AttemptEvent::Interrupt { signal } => match &mut self.stage {
+                Stage::Preparing { deferred } => {
+                    deferred.push(signal);
+                    self.first_signal.get_or_insert(signal);
+                }
+                _ => self.interrupt(signal, effects),
+            },
+            AttemptEvent::GroupEmptied(group) => {
+                let exit = match &self.stage {
+                    Stage::Stopping { exit } => *exit,
+                    Stage::Sweeping {
+                        exit,
+                        sweep_requested: true,
+                        ..
+                    } => Some(*exit),
+                    // A second interrupt can make the killer stop the group of a leader that
+                    // exited before the sweep was asked for.
+                    Stage::Sweeping { exit, .. } if self.kill_now_sent => Some(*exit),
+                    _ => return,
+                };
+                self.stage = Stage::Draining {
+                    exit,
+                    group,
+                    pipes_held_open: false,
+                };
+                effects.push(AttemptEffect::StartDrainLimit);
+            }
+            AttemptEvent::LeakGraceElapsed => {
+                if let Stage::Sweeping { grace_elapsed, .. } = &mut self.stage {
+                    *grace_elapsed = true;
+                }
+            }
+            AttemptEvent::DrainLimitElapsed => {
+                if let Stage::Draining {
+                    exit,
+                    pipes_held_open,
+                    ..
+                } = &mut self.stage
+                {
+                    if !self.open.all_closed() {
+                        *pipes_held_open = true;
+                        self.open = OpenStreams {
+                            stdout: false,
+                            stderr: false,
+                        };
+                        effects.push(AttemptEffect::CloseReaders);
+                    }
+                    // No status can come any more: the leader is stuck (uninterruptible
+                    // sleep); it is recorded as unknown.
+                    exit.get_or_insert(ChildExit {
+                        code: None,
+                        signal: None,
+                    });
+                }
+            }
+            AttemptEvent::TrailerFailed { message } => {
+                if matches!(self.stage, Stage::Recording { .. }) {
+                    self.note_cause(StopCause::ExecutionIo { message });
+                }
+            }
+            AttemptEvent::FinalStopMatch { pattern } => {
+                if matches!(self.stage, Stage::Recording { .. }) {
+                    self.note_cause(StopCause::StopRegex { pattern });
+                }
+            }
+        }
+    }
+
+    /// Moves on when the current stage's conditions are met.
+    fn advance(&mut self, effects: &mut Vec<AttemptEffect>) {
+        match &mut self.stage {
+            Stage::Sweeping {
+                grace_elapsed,
+                sweep_requested,
+                ..
+            } if !*sweep_requested && (self.open.all_closed() || *grace_elapsed) => {
+                *sweep_requested = true;
+                effects.push(AttemptEffect::SweepAfterExit);
+            }
+            Stage::Draining {
+                exit: Some(exit),
+                group,
+                pipes_held_open,
+            } if self.open.all_closed() && self.running_record_settled => {
+                let input = RecordingInput {
+                    exit: Some(*exit),
+                    group: std::mem::take(group),
+                    pipes_held_open: *pipes_held_open,
+                };
+                self.stage = Stage::Recording { worker: true };
+                effects.push(AttemptEffect::Record(input));
+            }
+            _ => {}
+        }
+    }
+
+    /// The worker was launched and its attempt is not being recorded yet.
+    fn worker_launched(&self) -> bool {
+        !matches!(
+            self.stage,
+            Stage::Preparing { .. } | Stage::Recording { .. } | Stage::Done
+        )
+    }
+
+    /// The first trigger while running becomes the cause and starts stopping the group; during
+    /// cleanup a trigger decides the outcome only if nothing did yet.
+    fn trigger(&mut self, cause: StopCause, effects: &mut Vec<AttemptEffect>) {
+        match &self.stage {
+            Stage::Running => {
+                self.cause = Some(cause);
+                self.stage = Stage::Stopping { exit: None };
+                effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::TerminateGroup);
+            }
+            stage if stage.cleaning_up() => self.note_cause(cause),
+            _ => {}
+        }
+    }
+
+    /// An interrupt decides the outcome even while the group is already being stopped for
+    /// another cause; cleanup goes on unchanged. A second one skips the grace period.
+    fn interrupt(&mut self, signal: i32, effects: &mut Vec<AttemptEffect>) {
+        self.interrupts += 1;
+        self.first_signal.get_or_insert(signal);
+        match self.cause.take() {
+            Some(earlier @ StopCause::Interrupted { .. }) => self.cause = Some(earlier),
+            // While recording only an interrupt still decides: the outcome must agree with
+            // the exit code the signal implies.
+            Some(earlier)
+                if self.stage.cleaning_up() || matches!(self.stage, Stage::Recording { .. }) =>
+            {
+                self.cause = Some(StopCause::Interrupted {
+                    signal,
+                    during: Some(Box::new(earlier)),
+                });
+            }
+            None if matches!(self.stage, Stage::Recording { .. }) => {
+                self.cause = Some(StopCause::Interrupted {
+                    signal,
+                    during: None,
+                });
+            }
+            cause => {
+                self.cause = cause;
+                self.trigger(
+                    StopCause::Interrupted {
+                        signal,
+                        during: None,
+                    },
+                    effects,
+                );
+            }
+        }
+        if self.interrupts > 1 && !self.kill_now_sent && self.stage.group_may_live() {
+            self.kill_now_sent = true;
+            effects.push(AttemptEffect::KillNow);
+        }
+    }
+
+    fn leader_exited(&mut self, exit: ChildExit, effects: &mut Vec<AttemptEffect>) {
+        match &mut self.stage {
+            Stage::Running => {
+                self.stage = Stage::Sweeping {
+                    exit,
+                    grace_elapsed: false,
+                    sweep_requested: false,
+                };
+                effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::StartLeakGrace);
+            }
+            Stage::Stopping { exit: known } => *known = Some(exit),
+            Stage::Draining { exit: known, .. } => *known = Some(exit),
+            _ => {}
+        }
+    }
+
+    /// A cause found during cleanup or recording decides only if nothing decided before.
+    fn note_cause(&mut self, cause: StopCause) {
+        if self.cause.is_none() {
+            self.cause = Some(cause);
+        }
+    }
+
+    fn record_without_worker(
+        &mut self,
+        deferred: Vec<i32>,
+        launch_error: Option<String>,
+        effects: &mut Vec<AttemptEffect>,
+    ) {
+        self.stage = Stage::Recording { worker: false };
+        self.launch_error = launch_error.clone();
+        // There is no group to stop, but a held interrupt still decides the outcome: the
+        // handler exits 128 + signal.
+        for signal in deferred {
+            self.interrupt(signal, effects);
+        }
+        effects.push(AttemptEffect::RecordWithoutWorker { launch_error });
+    }
+
+    /// Decides the outcome once the trailer is written and the verdicts are in; the attempt
+    /// is done afterwards. `exit` is the leader's status (unknown without a worker).
+    pub fn decide(&mut self, exit: Option<ChildExit>, verdict: MarkerVerdict) -> Conclusion {
+        let exit = exit.unwrap_or(ChildExit {
+            code: None,
+            signal: None,
+        });
+        let decision = match (&self.cause, &self.launch_error) {
+            (None, Some(summary)) => Decision {
+                status: AttemptStatus::LaunchFailed,
+                summary: summary.clone(),
+            },
+            _ => decide(self.cause.as_ref(), exit, verdict),
+        };
+        let unresolved_decided = matches!(
+            (&self.cause, &self.unresolved),
+            (Some(StopCause::ExecutionIo { message }), Some(failure)) if message == failure
+        );
+        self.stage = Stage::Done;
+        Conclusion {
+            decision,
+            exit,
+            unresolved: self.unresolved.clone(),
+            unresolved_decided,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+//! Every way a command's input can be wrong, named for what to fix. All of them mean "nothing
+//! was launched, nothing changed": exit 5.
+
+use std::io;
+
+use crate::domain::config::ConfigError;
+use crate::domain::exit_code::ExitCode;
+use crate::domain::plan::PlanError;
+use crate::domain::state::StateError;
+use crate::domain::stop_regex::StopPatternError;
+use crate::domain::template::TemplateError;
+use crate::platform::locate::{LocateError, WorkspaceProblem, os_message};
+use crate::platform::locks::LockError;
+
+/// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Locate(#[from] LocateError),
+    #[error("{path}: cannot read plan: {}", os_message(.source))]
+    PlanUnreadable { path: String, source: io::Error },
+    #[error("{}", .error.with_source(.path))]
+    Plan { path: String, error: PlanError },
+    #[error("{path}: {error}")]
+    Config { path: String, error: ConfigError },
+    #[error("{path}: cannot read config: {}", os_message(.source))]
+    ConfigUnreadable { path: String, source: io::Error },
+    #[error("--agent-cmd is required when config does not provide agent_cmd")]
+    MissingAgentCmd,
+    /// `origin` is `--agent-cmd` or `<config>: agent_cmd`.
+    #[error("{origin}: {error}")]
+    Template {
+        origin: String,
+        error: TemplateError,
+    },
+    /// `origin` is `--stop-on-regex` or `<config>: stop_on_regex[i]`.
+    #[error("{origin}: {error}")]
+    StopPattern {
+        origin: String,
+        error: StopPatternError,
+    },
+    #[error("{plan}:{line}: phase {phase_id} workspace '{declared}' {}", .problem.describe())]
+    Workspace {
+        plan: String,
+        line: usize,
+        phase_id: String,
+        declared: String,
+        problem: WorkspaceProblem,
+    },
+    #[error("phase {0} does not exist in plan")]
+    PhaseMissing(String),
+    #[error("{path}: {error}")]
+    State { path: String, error: StateError },
+    #[error("{path}: cannot read state: {}", os_message(.source))]
+    StateUnreadable { path: String, source: io::Error },
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(
+        "active attempt execution workspace differs from the selected phase: the attempt ran in {recorded}, phase {phase_id} now resolves to {current}; restore the original workspace declaration before retrying"
+    )]
+    RetryWorkspaceMoved {
+        recorded: String,
+        phase_id: String,
+        current: String,
+    },
+    #[error("cannot read boot id: {0}")]
+    BootIdUnreadable(io::Error),
+    #[error("cannot check whether worker pid {pid} is alive: {source}")]
+    LivenessUnknown { pid: u32, source: io::Error },
+    #[error(
+        "attempt {attempt_id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying"
+    )]
+    WorkerAlive { attempt_id: String, pid: u32 },
+}
+
+impl InputError {
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::InvalidInput
+    }
+}
