@@ -10,7 +10,6 @@
 //! exists.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +50,7 @@ use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::{PlanLocation, os_message};
 use crate::platform::proc::{self, ChildSnapshot};
+use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::{durable, spawn};
 
 /// After the leader exits on its own, how long its pipes may stay open before the remaining
@@ -150,7 +150,7 @@ pub struct Launch {
     child: Child,
     pid: u32,
     identity: Option<ProcessIdentity>,
-    transcript: File,
+    transcript: TranscriptFile,
     console: Option<Console>,
     prompt: Vec<u8>,
 }
@@ -171,7 +171,7 @@ pub enum SetupFailure {
     /// The worker could not be started; `transcript` gets the launch error.
     Launch {
         attempt: ActiveAttempt,
-        transcript: File,
+        transcript: TranscriptFile,
         summary: String,
     },
 }
@@ -221,7 +221,7 @@ pub struct AttemptState {
     attempt: Option<ActiveAttempt>,
     crew: Option<Crew>,
     /// The worker's transcript when it never ran (the launch error goes there).
-    unlaunched_transcript: Option<File>,
+    unlaunched_transcript: Option<TranscriptFile>,
     /// The decision being committed by the commit task.
     committing: Option<Decision>,
     /// Why the prepared record was not written, until the machine concludes.
@@ -601,7 +601,7 @@ impl AttemptState {
         myself: &ActorRef<AttemptMsg>,
         pgid: u32,
         worker_started_ticks: Option<u64>,
-        transcript: File,
+        transcript: TranscriptFile,
         transcript_path: String,
         console: Option<Console>,
     ) -> Crew {
@@ -790,7 +790,7 @@ impl AttemptState {
         &mut self,
         conclusion: Conclusion,
         finished_at: Timestamp,
-        note: Option<(File, String)>,
+        note: Option<(TranscriptFile, String)>,
         myself: &ActorRef<AttemptMsg>,
     ) {
         tracing::info!(status = %conclusion.decision.status, "outcome decided");
@@ -831,8 +831,11 @@ impl AttemptState {
         let target = myself.clone();
         self.tasks.push(tokio::spawn(
             async move {
-                if let Some((mut transcript, text)) = note {
-                    let written = off_runtime(move || transcript.write_all(text.as_bytes())).await;
+                if let Some((transcript, text)) = note {
+                    let written = transcript
+                        .append(Arc::new(text.into_bytes()))
+                        .await
+                        .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")));
                     if let Err(error) = written {
                         tracing::warn!(%error, "could not note the launch failure in the transcript");
                     }
@@ -994,6 +997,15 @@ impl PreparationTask {
             Ok(transcript) => transcript,
             Err(message) => return Err(SetupFailure::Setup { attempt, message }),
         };
+        let transcript = match TranscriptFile::start(transcript) {
+            Ok(transcript) => transcript,
+            Err(error) => {
+                return Err(SetupFailure::Setup {
+                    attempt,
+                    message: format!("cannot start the transcript thread: {error}"),
+                });
+            }
+        };
         // Everything that can fail for lack of resources is set up before the launch, so a
         // failure here never leaves a worker without its supervision.
         let console = if self.settings.quiet {
@@ -1014,6 +1026,7 @@ impl PreparationTask {
             transcript,
             summary,
         };
+
         let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
             Ok(child) => child,
             Err(error) => {

@@ -1,14 +1,12 @@
 //! TranscriptWriter: owns the attempt's transcript file and the handler's live console.
 //!
 //! Both pipe readers hand it their chunks; the order in which it handles them *is* the arrival
-//! order recorded everywhere: the transcript gets every byte as it arrives (no buffering beyond
-//! the chunk in hand, so a SIGKILLed handler still leaves everything received on disk), the
-//! console gets the chunk minus any result block (unless `--quiet`), and the chunk then goes to
-//! the marker parser and the stop scanner. The reader gets its buffer back only when all of
-//! that is done.
+//! order recorded everywhere. Each chunk, shared as an `Arc`, goes at once to the marker
+//! parser, the stop scanner, the transcript thread (every byte, as it arrives) and the console
+//! thread (minus any result block, unless `--quiet`); they work concurrently and the reader
+//! gets its buffer back only when all of them are done. The file and terminal writes happen on
+//! threads of their own ([`crate::platform::write_thread`]), never on a runtime worker.
 
-use std::fs::File;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +23,7 @@ use crate::domain::marker::LiveFilter;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::{Trailer, render_trailer};
 use crate::platform::console::Console;
+use crate::platform::transcript_file::TranscriptFile;
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
@@ -46,7 +45,7 @@ pub enum WriterMsg {
 pub struct TranscriptWriter;
 
 pub struct WriterArgs {
-    pub transcript: File,
+    pub transcript: TranscriptFile,
     pub transcript_path: String,
     /// The live console; `None` with `--quiet`.
     pub console: Option<Console>,
@@ -114,7 +113,7 @@ impl Actor for TranscriptWriter {
             }
             WriterMsg::Finish { trailer, reply } => {
                 state.flush_live_filters().await;
-                let _ = reply.send(state.write_trailer(&trailer));
+                let _ = reply.send(state.write_trailer(&trailer).await);
             }
         }
         Ok(())
@@ -143,18 +142,23 @@ impl WriterState {
                 reply,
             })
         });
-        if !self.transcript_failed
-            && let Err(error) = self.args.transcript.write_all(&chunk)
-        {
-            self.transcript_failed = true;
-            self.fail(format!("{}: {error}", self.args.transcript_path));
-        }
+        let recorded =
+            (!self.transcript_failed).then(|| self.args.transcript.append(chunk.clone()));
         let echoed = self.start_echo(stream, &chunk);
         if let Some(framed) = framed {
             let _ = framed.await;
         }
         if let Some(Some(scanned)) = scanned {
             let _ = scanned.await;
+        }
+        if let Some(recorded) = recorded {
+            let result = recorded
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")));
+            if let Err(error) = result {
+                self.transcript_failed = true;
+                self.fail(format!("{}: {error}", self.args.transcript_path));
+            }
         }
         if let Some(echoed) = echoed {
             self.finish_echo(stream, echoed).await;
@@ -247,7 +251,7 @@ impl WriterState {
         }
     }
 
-    fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), String> {
+    async fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), String> {
         if self.transcript_failed {
             return Err(format!(
                 "{}: transcript is incomplete",
@@ -259,7 +263,9 @@ impl WriterState {
         // handler crash; only state and outcomes pay for power-loss durability.
         self.args
             .transcript
-            .write_all(text.as_bytes())
+            .append(Arc::new(text.into_bytes()))
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")))
             .map_err(|error| format!("{}: {error}", self.args.transcript_path))
     }
 

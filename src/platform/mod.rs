@@ -1,6 +1,7 @@
-//! The thin I/O layer shared by the commands and the actors: durable file writes, `/proc`
-//! reads, directory locks and workspace discovery. Decisions stay in `domain`; this layer only
-//! touches the operating system and reports what it found.
+//! The thin I/O layer shared by the commands and the actors, and the only code that talks to
+//! the operating system: durable file writes, `/proc` reads, directory locks, workspace
+//! discovery, spawning, signalling, and the threads that do blocking writes. Decisions stay in
+//! `domain`; this layer only touches the operating system and reports what it found.
 
 pub mod console;
 pub mod durable;
@@ -9,3 +10,5 @@ pub mod locks;
 pub mod proc;
 pub mod process_group;
 pub mod spawn;
+pub mod transcript_file;
+pub mod write_thread;

@@ -639,3 +639,127 @@ fn strip_ansi(text: &str) -> String {
     }
     out
 }
+
+/// The handler's JSON log, one event per line, with the time of each.
+fn log_events(log: &Path) -> Vec<(chrono::DateTime<chrono::FixedOffset>, Value)> {
+    fs::read_to_string(log)
+        .expect("log file")
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).expect("a JSON log line");
+            let at = chrono::DateTime::parse_from_rfc3339(event["timestamp"].as_str().unwrap())
+                .expect("an RFC 3339 timestamp");
+            (at, event)
+        })
+        .collect()
+}
+
+/// When the first event whose message is `message` (and whose fields include `field`) was
+/// logged.
+#[track_caller]
+fn logged_at(
+    events: &[(chrono::DateTime<chrono::FixedOffset>, Value)],
+    message: &str,
+    field: Option<(&str, &str)>,
+) -> chrono::DateTime<chrono::FixedOffset> {
+    events
+        .iter()
+        .find(|(_, event)| {
+            event["fields"]["message"] == message
+                && field.is_none_or(|(key, value)| event["fields"][key] == value)
+        })
+        .map(|(at, _)| *at)
+        .unwrap_or_else(|| panic!("no {message:?} event with {field:?} in the log"))
+}
+
+fn json_log_args(log: &Path) -> [&str; 6] {
+    [
+        "--log-level",
+        "info",
+        "--log-format",
+        "json",
+        "--log-file",
+        log.to_str().expect("utf-8 path"),
+    ]
+}
+
+/// A state write that takes seconds (here the `running` record) does not delay a timeout:
+/// the group gets SIGTERM right at the deadline, long before the write completes, and the
+/// attempt is recorded as timed out once the write is durable.
+#[test]
+fn a_timeout_is_acted_on_while_a_state_write_is_held() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let log = sandbox.path("handler.log");
+    let mut extra = vec!["--timeout", "1"];
+    extra.extend(json_log_args(&log));
+    let run = run_with_faults(&sandbox, &agent, "state-running-write=sleep(3000)", &extra);
+    run.assert_code(4);
+    sandbox.assert_no_survivors();
+    let state = sandbox.state(PLAN);
+    assert_eq!(state["stop"]["reason"], "timeout", "{state:#}");
+    assert_eq!(state["last_run"]["status"], "timeout");
+    let events = log_events(&log);
+    let deadline = logged_at(&events, "wall-clock deadline reached", None);
+    let terminated = logged_at(
+        &events,
+        "signal sent to process group",
+        Some(("signal", "SIGTERM")),
+    );
+    let running_durable = logged_at(&events, "state committed", Some(("write", "state-running")));
+    // The write is held for 3 s; acting on the deadline promptly means well inside that
+    // (the bound is generous for a loaded machine; typically it is under a millisecond).
+    let lag = terminated - deadline;
+    assert!(
+        lag < chrono::Duration::milliseconds(1000),
+        "SIGTERM {lag} after the deadline"
+    );
+    assert!(
+        terminated < running_durable,
+        "the group was stopped only after the held write: {terminated} vs {running_durable}"
+    );
+}
+
+/// A transcript write that takes seconds does not delay a SIGTERM to the handler: the worker's
+/// group is stopped at once and the attempt is recorded as interrupted.
+#[test]
+fn a_signal_is_acted_on_while_a_transcript_write_is_held() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let log = sandbox.path("handler.log");
+    let mut command = sandbox.quiet_run_command(PLAN, &agent, &json_log_args(&log));
+    command.env("FAILPOINTS", "transcript-write=1*sleep(3000)");
+    let handler = command.spawn().expect("spawn handler");
+    assert!(
+        wait_until(PATIENCE, || sandbox.path("ctl/ready-phase-1").exists()),
+        "the agent never started"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(handler.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal the handler");
+    let run = wait_for_exit(handler, PATIENCE);
+    run.assert_code(143);
+    sandbox.assert_no_survivors();
+    let state = sandbox.state(PLAN);
+    assert_eq!(state["stop"]["reason"], "interrupted", "{state:#}");
+    let events = log_events(&log);
+    let received = logged_at(&events, "signal received", None);
+    let terminated = logged_at(
+        &events,
+        "signal sent to process group",
+        Some(("signal", "SIGTERM")),
+    );
+    let lag = terminated - received;
+    assert!(
+        lag < chrono::Duration::milliseconds(1000),
+        "SIGTERM reached the group {lag} after the handler got it"
+    );
+    let transcript = fs::read_to_string(&sandbox.artifacts(PLAN, "transcripts")[0]).unwrap();
+    assert!(transcript.contains("working on phase-1\n"), "{transcript}");
+}
