@@ -1,4 +1,4 @@
-//! Start-of-command costs that grow with the user's data (SPEC §16): parsing a 5 MB plan of
+//! Start-of-command costs that grow with the user's data (docs/benchmarks.md): parsing a 5 MB plan of
 //! 200 phases, and reading, validating and writing a `state.json` holding 1,000 committed
 //! outcomes — what `status`, `check` and every `run` commit pay.
 //!

@@ -1,5 +1,5 @@
 //! What the handler prints: result lines, failure details with the transcript tail, and the
-//! refusal explanations with their recovery instructions (SPEC §8; reference §1.4). Built as
+//! refusal explanations with their recovery instructions (docs/worker-protocol.md; docs/cli.md). Built as
 //! values first and printed in one place, so stdout and stderr content is easy to test and
 //! never interleaves mid-report.
 
@@ -231,7 +231,7 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
 }
 
 /// How much of a transcript's end is read for its tail: the report must not cost memory in
-/// proportion to the output (SPEC §8), and 40 lines of a sane transcript fit many times over.
+/// proportion to the output (docs/worker-protocol.md), and 40 lines of a sane transcript fit many times over.
 const TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last

@@ -1,5 +1,5 @@
 //! `ai-session-handler-claude-medium`: runs `claude-lean --effort medium` with stream-json
-//! output behind the runner's result contract (SPEC §14, `docs/providers.md`). Everything
+//! output behind the runner's result contract (docs/providers.md, `docs/providers.md`). Everything
 //! lives in the library.
 
 use ai_session_handler::wrapper::claude::{self, Effort};

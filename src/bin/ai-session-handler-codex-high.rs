@@ -1,5 +1,5 @@
 //! `ai-session-handler-codex-high`: runs `codex-lean exec` with high reasoning effort behind the
-//! runner's result contract (SPEC §14, `docs/providers.md`). Everything lives in the library.
+//! runner's result contract (docs/providers.md, `docs/providers.md`). Everything lives in the library.
 
 use ai_session_handler::wrapper::codex;
 use ai_session_handler::wrapper::session;

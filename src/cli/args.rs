@@ -1,4 +1,4 @@
-//! Command-line arguments (SPEC §2). Help text is written for the person at the terminal; the
+//! Command-line arguments (docs/cli.md). Help text is written for the person at the terminal; the
 //! value parsers reject bad values up front so they exit 5 like every other input error.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `status`: a read-only report of one plan's durable state (SPEC §11). It takes no lock and
+//! `status`: a read-only report of one plan's durable state (docs/cli.md). It takes no lock and
 //! writes nothing, whatever it finds: a changed plan is one line of the report, an unresolved
 //! attempt is shown in preference to the last run, and a missing transcript is reported at its
 //! own path — never replaced by an earlier phase's artifacts.

@@ -1,4 +1,4 @@
-//! `.ai-session-handler/config.json` (SPEC §4): strict keys and types, defaults for what is
+//! `.ai-session-handler/config.json` (docs/cli.md): strict keys and types, defaults for what is
 //! absent, and messages that name the key to fix. Also the seconds values shared with the
 //! command line: `--timeout`/`--idle-timeout` parsing and the `:g`-style rendering used in
 //! timeout messages.
@@ -144,7 +144,7 @@ fn invalid(message: &str) -> ConfigError {
     ConfigError(message.to_owned())
 }
 
-/// A typo such as `timeout` must not be silently ignored (SPEC §4). With several unknown keys
+/// A typo such as `timeout` must not be silently ignored (docs/cli.md). With several unknown keys
 /// the alphabetically first is named, so the message does not depend on key order.
 fn reject_unknown_keys(object: &Map<String, Value>) -> Result<(), ConfigError> {
     let first_unknown = object

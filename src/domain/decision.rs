@@ -1,4 +1,4 @@
-//! Deciding an attempt's outcome from what happened to it (SPEC §8 "Precedence").
+//! Deciding an attempt's outcome from what happened to it (docs/worker-protocol.md).
 //!
 //! The supervisor remembers the first *stop cause* that made it end the attempt early (timeout,
 //! idle timeout, stop regex, interruption, an I/O failure while streaming); the child's exit

@@ -180,6 +180,7 @@ impl FenceTracker {
     }
 
     /// 1-based number of the line currently being fed.
+    #[cfg(test)]
     pub fn line(&self) -> usize {
         self.line
     }

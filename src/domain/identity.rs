@@ -4,31 +4,30 @@
 //! A pid alone can be reused; pid + process group + boot id + start time (in clock ticks since
 //! boot, field 22 of `/proc/<pid>/stat`) cannot, short of a reboot into the same boot id.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The identity recorded for a running attempt (`active_attempt.process` in `state.json`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProcessIdentity {
-    pub pid: u32,
-    pub process_group_id: u32,
-    pub boot_id: String,
+    pub(crate) pid: u32,
+    pub(crate) process_group_id: u32,
+    pub(crate) boot_id: String,
     pub start_time_ticks: u64,
 }
 
 /// The fields of one `/proc/<pid>/stat` line that identity and group sweeps need.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcStat {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// One-letter state (`R`, `S`, `Z`, `X`, …).
-    pub state: char,
-    pub ppid: u32,
+    pub(crate) state: char,
     pub pgrp: u32,
     pub start_time_ticks: u64,
 }
 
 impl ProcStat {
     /// Zombies and dead tasks hold a pid but run nothing.
-    pub fn is_defunct(&self) -> bool {
+    pub(crate) fn is_defunct(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
@@ -53,7 +52,6 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         state,
-        ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
         start_time_ticks: field(22)?.parse().ok()?,
     })
@@ -61,7 +59,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
 
 /// The verdict on a recorded worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Liveness {
+pub(crate) enum Liveness {
     /// The same process (pid, group, boot, start time) is alive and not a zombie.
     Alive,
     /// No process with that identity is running: absent, reused pid, other boot, or defunct.
@@ -70,7 +68,7 @@ pub enum Liveness {
 
 /// Compares a recorded identity with what `/proc` says now. `observed` is `None` when the pid
 /// does not exist; `current_boot_id` is the running kernel's boot id.
-pub fn liveness(
+pub(crate) fn liveness(
     recorded: &ProcessIdentity,
     current_boot_id: &str,
     observed: Option<&ProcStat>,
@@ -100,7 +98,6 @@ mod tests {
         let stat = parse_proc_stat(SAMPLE).unwrap();
         assert_eq!(stat.pid, 4242);
         assert_eq!(stat.state, 'S');
-        assert_eq!(stat.ppid, 1);
         assert_eq!(stat.pgrp, 4242);
         assert_eq!(stat.start_time_ticks, 987654);
         assert!(!stat.is_defunct());

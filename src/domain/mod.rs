@@ -2,23 +2,23 @@
 //! paths and timestamps; these modules decide. That keeps every rule unit-testable and lets the
 //! actors stay thin.
 
-pub mod attempt_id;
-pub mod config;
-pub mod decision;
-pub mod exit_code;
-pub mod fence;
+pub(crate) mod attempt_id;
+pub(crate) mod config;
+pub(crate) mod decision;
+pub(crate) mod exit_code;
+pub(crate) mod fence;
 pub mod identity;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 pub mod marker;
 pub mod outcome;
 pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
-pub mod prompt;
-pub mod selection;
+pub(crate) mod prompt;
+pub(crate) mod selection;
 pub mod state;
 pub mod stop_regex;
-pub mod strict_json;
+pub(crate) mod strict_json;
 pub mod template;
 pub mod timestamp;
-pub mod transcript;
+pub(crate) mod transcript;

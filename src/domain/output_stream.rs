@@ -8,7 +8,7 @@ pub enum OutputStream {
 }
 
 impl OutputStream {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Stdout => "stdout",
             Self::Stderr => "stderr",

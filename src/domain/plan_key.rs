@@ -22,7 +22,7 @@ pub fn plan_key<'a>(relative_components: impl IntoIterator<Item = &'a str>) -> S
 }
 
 /// True for a lowercase 64-digit hex string.
-pub fn is_sha256_hex(text: &str) -> bool {
+pub(crate) fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 

@@ -6,14 +6,14 @@
 use std::fmt;
 
 use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(DateTime<Utc>);
 
 impl Timestamp {
     /// Truncates to whole seconds, the precision the records keep.
-    pub fn from_datetime(at: DateTime<Utc>) -> Self {
+    pub(crate) fn from_datetime(at: DateTime<Utc>) -> Self {
         Self(at.trunc_subsecs(0))
     }
 
@@ -30,12 +30,13 @@ impl Timestamp {
         Ok(Self::from_datetime(at))
     }
 
-    pub fn as_datetime(&self) -> DateTime<Utc> {
+    #[cfg(test)]
+    pub(crate) fn as_datetime(&self) -> DateTime<Utc> {
         self.0
     }
 
     /// The compact form used inside attempt ids: `20261129T120102Z`.
-    pub fn compact(&self) -> String {
+    pub(crate) fn compact(&self) -> String {
         self.0.format("%Y%m%dT%H%M%SZ").to_string()
     }
 }
@@ -53,15 +54,6 @@ impl fmt::Display for Timestamp {
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Timestamp {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Self::parse(&text).map_err(|_| {
-            serde::de::Error::custom(format!("expected an ISO 8601 timestamp, got '{text}'"))
-        })
     }
 }
 

@@ -72,7 +72,9 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    struct Recorder(Arc<Mutex<Vec<(u8, Vec<u8>)>>>);
+    type Writes = Arc<Mutex<Vec<(u8, Vec<u8>)>>>;
+
+    struct Recorder(Writes);
 
     impl Sink<u8> for Recorder {
         fn write(&mut self, target: u8, bytes: &[u8]) -> io::Result<()> {

@@ -803,7 +803,7 @@ fn status_after_a_clarification_shows_the_question() {
     );
 }
 
-/// SPEC §11: a changed plan is one line of the report with both hashes; status still exits 0
+/// docs/cli.md: a changed plan is one line of the report with both hashes; status still exits 0
 /// and writes nothing.
 #[test]
 fn status_reports_a_plan_edited_after_the_run_and_exits_zero() {

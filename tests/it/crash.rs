@@ -1,4 +1,4 @@
-//! Crash safety (SPEC §7, §12, §17): the handler is SIGKILLed at pseudo-random moments of a
+//! Crash safety (docs/session-lifecycle.md, docs/state-and-recovery.md, docs/reliability.md): the handler is SIGKILLed at pseudo-random moments of a
 //! three-phase run. After every kill `state.json` parses, never claims a completion it did not
 //! commit, an unresolved attempt is reported by `status` and refused by a plain `run`, and
 //! `run --retry-stopped` finishes the plan.

@@ -1,4 +1,4 @@
-//! Fault injection at every durable write (SPEC §7, §17): a failed prepared, running, outcome or
+//! Fault injection at every durable write (docs/session-lifecycle.md, docs/reliability.md): a failed prepared, running, outcome or
 //! state write, a failed prompt or transcript header, each on the first and on a later phase.
 //! After each failure the exit code, the report, `state.json` and the artifacts agree, `status`
 //! shows the same thing, and `--retry-stopped` (without faults) completes the plan.

@@ -1,4 +1,4 @@
-//! Recovery and `status` (SPEC §6, §7, §11, §12): abandoned attempts after a SIGKILLed handler,
+//! Recovery and `status` (docs/state-and-recovery.md, docs/session-lifecycle.md, docs/cli.md): abandoned attempts after a SIGKILLed handler,
 //! the liveness check behind `--retry-stopped`, plan edits after a clarification, moved plans,
 //! and a read-only `status` report for every shape the state can take.
 

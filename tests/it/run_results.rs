@@ -1,5 +1,5 @@
 //! Execution engine, part A: what one `run` produces. Every result exit code and its exact
-//! output lines, every result-block framing rule of SPEC §8 through the real binary, live output
+//! output lines, every result-block framing rule of docs/worker-protocol.md through the real binary, live output
 //! filtering and `--quiet`, the transcript layout, the worker prompt, command-template
 //! placeholders and the child's working directory, state and artifact records, plan edits during
 //! a run, and the refusal of a stopped phase followed by `--retry-stopped`.
@@ -187,8 +187,8 @@ fn max_phases_1_on_three_phases_runs_exactly_one() {
 }
 
 /// A limit that the plan's end reaches first stops nothing: the run reports completion
-/// (SPEC §8 `runner-complete` "when nothing remains"). Either report re-checks the plan bytes
-/// first (SPEC §12).
+/// (docs/worker-protocol.md `runner-complete` "when nothing remains"). Either report re-checks the plan bytes
+/// first (docs/state-and-recovery.md).
 #[test]
 fn max_phases_equal_to_the_remaining_phases_reports_runner_complete() {
     let sandbox = Sandbox::new();
@@ -319,7 +319,7 @@ printf '<phase-complete>done</phase-complete>'
 }
 
 // ---------------------------------------------------------------------------------------------
-// Result block framing (SPEC §8), each with a zero exit from the agent
+// Result block framing (docs/worker-protocol.md), each with a zero exit from the agent
 // ---------------------------------------------------------------------------------------------
 
 const INVALID: &str = "agent output contained an invalid terminal marker";

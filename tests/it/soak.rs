@@ -224,7 +224,7 @@ impl Behaviour {
             Behaviour::Missing => &["missing-marker"],
             Behaviour::Inline | Behaviour::Trailing => &["invalid-marker"],
             Behaviour::TwoBlocks => &["multiple-markers"],
-            // SPEC §8: results on both streams are ambiguous — either failure is correct.
+            // docs/worker-protocol.md: results on both streams are ambiguous — either failure is correct.
             Behaviour::BothStreams => &["multiple-markers", "invalid-marker"],
             Behaviour::Timeout(_) | Behaviour::Idle { .. } => &["timeout"],
             Behaviour::SelfSignal(_) => &["interrupted"],

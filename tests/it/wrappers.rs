@@ -1,4 +1,4 @@
-//! Black-box tests of the provider wrappers (SPEC §14): the real handler runs the real wrapper
+//! Black-box tests of the provider wrappers (docs/providers.md): the real handler runs the real wrapper
 //! binaries, which find fake `codex-lean` / `claude-lean` shell scripts first on PATH.
 
 use std::ffi::OsString;

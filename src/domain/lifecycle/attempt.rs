@@ -233,8 +233,6 @@ pub struct AttemptLifecycle {
     stage: Stage,
     /// What stopped the attempt early (or was found while recording); decides the outcome.
     cause: Option<StopCause>,
-    /// The first signal acted on: it decides the handler's exit code.
-    first_signal: Option<i32>,
     interrupts: u32,
     kill_now_sent: bool,
     open: OpenStreams,
@@ -260,7 +258,6 @@ impl AttemptLifecycle {
                 deferred: Vec::new(),
             },
             cause: None,
-            first_signal: None,
             interrupts: 0,
             kill_now_sent: false,
             open: OpenStreams::BOTH,
@@ -278,11 +275,7 @@ impl AttemptLifecycle {
         self.cause.as_ref()
     }
 
-    /// The first signal the attempt acted on, if any.
-    pub fn first_signal(&self) -> Option<i32> {
-        self.first_signal
-    }
-
+    #[cfg(test)]
     pub fn is_done(&self) -> bool {
         self.stage == Stage::Done
     }
@@ -364,10 +357,7 @@ impl AttemptLifecycle {
                 self.trigger(StopCause::ExecutionIo { message }, effects)
             }
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
-                Stage::Preparing { deferred } => {
-                    deferred.push(signal);
-                    self.first_signal.get_or_insert(signal);
-                }
+                Stage::Preparing { deferred } => deferred.push(signal),
                 _ => self.interrupt(signal, effects),
             },
             AttemptEvent::GroupEmptied(group) => {
@@ -486,7 +476,6 @@ impl AttemptLifecycle {
     /// another cause; cleanup goes on unchanged. A second one skips the grace period.
     fn interrupt(&mut self, signal: i32, effects: &mut Vec<AttemptEffect>) {
         self.interrupts += 1;
-        self.first_signal.get_or_insert(signal);
         match self.cause.take() {
             Some(earlier @ StopCause::Interrupted { .. }) => self.cause = Some(earlier),
             // While recording only an interrupt still decides: the outcome must agree with

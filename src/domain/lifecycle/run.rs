@@ -71,11 +71,8 @@ impl RunLoop {
         first
     }
 
-    pub fn first_signal(&self) -> Option<i32> {
-        self.first_signal
-    }
-
     /// Phases completed in this invocation.
+    #[cfg(test)]
     pub fn completed_this_run(&self) -> u64 {
         self.completed_this_run
     }
@@ -110,11 +107,6 @@ impl RunLoop {
     /// An attempt was started.
     pub fn attempt_started(&mut self) {
         self.launched = true;
-    }
-
-    /// Whether an attempt was started in this invocation.
-    pub fn launched(&self) -> bool {
-        self.launched
     }
 
     /// Books a concluded attempt and decides whether the loop goes on.

@@ -20,7 +20,7 @@ pub(super) struct HiddenBlock {
 
 /// How many line ends a block opened mid-line may span: it must close by the end of the line
 /// after its opening tag (the reference's `first <phase-blocked>secret\r\nsecond
-/// line</phase-blocked>` is hidden). Such a block can never be a result (SPEC §8), and a tag
+/// line</phase-blocked>` is hidden). Such a block can never be a result (docs/worker-protocol.md), and a tag
 /// merely quoted in chatter (`grep '<phase-complete>'`) must not hide everything up to the
 /// real result block at the end.
 const MID_LINE_BLOCK_LINE_ENDS: usize = 2;

@@ -1,4 +1,4 @@
-//! Terminal result blocks (SPEC §8; reference §10): incremental per-stream framing that keeps
+//! Terminal result blocks (docs/worker-protocol.md; docs/worker-protocol.md): incremental per-stream framing that keeps
 //! only framing state (never the output), the cross-stream verdict, and the live-display filter
 //! that hides complete blocks even when split across reads.
 //!

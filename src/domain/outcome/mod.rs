@@ -2,39 +2,39 @@
 //! attempt's terminal result. Written and fsynced before `state.json` references it; only a
 //! referenced record is authoritative.
 //!
-//! Strict like `state.json` (reference §7.3): every key required, no other key allowed, every
+//! Strict like `state.json` (docs/state-and-recovery.md): every key required, no other key allowed, every
 //! text field non-empty, paths absolute, and the file named after the attempt id.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::state::{AttemptStatus, PhaseRef, SnapshotRef};
 use super::strict_json::{self, Object, StrictError};
 use super::timestamp::Timestamp;
 
 /// Artifact paths of the attempt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Artifacts {
-    pub prompt_path: String,
-    pub transcript_path: String,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Artifacts {
+    pub(crate) prompt_path: String,
+    pub(crate) transcript_path: String,
 }
 
 /// One attempt's terminal outcome. Field order is the on-disk key order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OutcomeRecord {
-    pub attempt_id: String,
-    pub plan: SnapshotRef,
-    pub phase: PhaseRef,
-    pub status: AttemptStatus,
+    pub(crate) attempt_id: String,
+    pub(crate) plan: SnapshotRef,
+    pub(crate) phase: PhaseRef,
+    pub(crate) status: AttemptStatus,
     /// The result body for marker outcomes, otherwise the runner's diagnostic.
-    pub summary: String,
-    pub started_at: Timestamp,
-    pub finished_at: Timestamp,
-    pub execution_workspace: String,
-    pub artifacts: Artifacts,
+    pub(crate) summary: String,
+    pub(crate) started_at: Timestamp,
+    pub(crate) finished_at: Timestamp,
+    pub(crate) execution_workspace: String,
+    pub(crate) artifacts: Artifacts,
     /// The child's exit code; `None` when it was killed by a signal or never ran.
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     /// The signal that terminated the child; `None` when it exited or never ran.
-    pub signal: Option<i32>,
+    pub(crate) signal: Option<i32>,
 }
 
 /// An outcome document that breaks the schema; the message names the key.

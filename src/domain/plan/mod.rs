@@ -1,4 +1,4 @@
-//! The Markdown plan format (SPEC §3; reference §3): numbered phase headings, a byte-exact
+//! The Markdown plan format (docs/architecture.md; docs/plan-format.md): numbered phase headings, a byte-exact
 //! global preamble and phase bodies, fenced examples that are not structure, and exactly one
 //! `### Workspace` section per phase.
 //!
@@ -53,16 +53,16 @@ impl ParsedPlan {
 /// `#`s, `phase` in lower case, a blank title, …). It is ordinary text — part of the phase or
 /// preamble before it — which is rarely what its author meant, so callers warn about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NearMissHeading {
+pub(crate) struct NearMissHeading {
     /// 1-based line.
     pub line: usize,
     /// The line as written (without its line break).
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// The headings outside code fences whose text reads `Phase N:` in any case or spacing but
 /// which are not phase headings. Invalid UTF-8 finds none (parsing reports it).
-pub fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
+pub(crate) fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Vec::new();
     };
@@ -120,7 +120,7 @@ impl std::error::Error for PlanError {}
 
 impl PlanError {
     /// Renders as `<source>:<line>: <message>` (or `<source>: <message>`).
-    pub fn with_source(&self, source: &str) -> String {
+    pub(crate) fn with_source(&self, source: &str) -> String {
         match self.line {
             Some(line) => format!("{source}:{line}: {}", self.message),
             None => format!("{source}: {}", self.message),

@@ -25,7 +25,7 @@ fn error_bytes(bytes: &[u8]) -> String {
 /// A minimal valid workspace section.
 const WS: &str = "### Workspace\n.\n";
 
-// reference §15.5 test_phases.py 1
+// original test suite: test_phases.py 1
 #[test]
 fn parses_phases_with_preamble_fences_and_workspaces() {
     let phase_1_body = "\n### Workspace\n.\n\n### Goal\nParse plans.\n\n### Validation\n```bash\ncargo test\n```\n";

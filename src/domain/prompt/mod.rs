@@ -1,4 +1,4 @@
-//! The worker prompt (SPEC §13; reference §8): plain text with delimited sections, rendered
+//! The worker prompt (docs/architecture.md; docs/worker-protocol.md): plain text with delimited sections, rendered
 //! from the invocation's immutable plan snapshot and the state as just prepared.
 //!
 //! The layout, labels and delimiters are an interface: workers are told to rely on them, and
@@ -252,7 +252,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The durable state in brief (reference §8.3). The last run's summary is left out: it is shown
+/// The durable state in brief (docs/worker-protocol.md). The last run's summary is left out: it is shown
 /// once, in the handoff context.
 fn state_summary(state: &State) -> String {
     let mut text = String::new();
@@ -335,7 +335,7 @@ fn write_last_run(fields: &mut Fields<'_>, run: &LastRun) {
 
 /// The latest terminal summary (whatever `last_run` is) and an index of every other committed
 /// outcome, each labelled with its status so a failure is never taken for a finished
-/// prerequisite (reference §8.4).
+/// prerequisite (docs/worker-protocol.md).
 fn handoff(state: &State) -> String {
     let mut text = String::new();
     let mut fields = Fields::new(&mut text);

@@ -51,7 +51,7 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
     }
 }
 
-/// The state of reference §8.5: phase 1 complete, phase 2 about to run.
+/// The state of docs/worker-protocol.md: phase 1 complete, phase 2 about to run.
 fn fixture_state() -> State {
     let outcome_path = format!("{DIR}/outcomes/20260705T115000Z-phase-1.json");
     State {
@@ -202,7 +202,7 @@ TERMINAL MARKER GRAMMAR START
 TERMINAL MARKER GRAMMAR END
 "#;
 
-// reference §15.6 test_prompts.py 1
+// original test suite: test_prompts.py 1
 #[test]
 fn renders_the_golden_prompt() {
     let prompt = render(&fixture_state());

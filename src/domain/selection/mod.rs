@@ -1,4 +1,4 @@
-//! Admission and selection rules for `run` (SPEC §7 step 1, §12; reference §13): whether an
+//! Admission and selection rules for `run` (docs/session-lifecycle.md, docs/state-and-recovery.md; docs/state-and-recovery.md): whether an
 //! invocation may start given the stored state, the plan snapshot and the recovery flags, and
 //! which phase it runs first.
 
@@ -69,7 +69,7 @@ pub struct Admission {
     pub first: FirstSelection,
 }
 
-/// Decides whether an invocation may start. Check order (reference §13): an unresolved
+/// Decides whether an invocation may start. Check order (docs/state-and-recovery.md): an unresolved
 /// attempt without `--retry-stopped` is refused before the plan is compared; then the stored
 /// path must equal the snapshot path (never accepted implicitly, whatever the flags); then the
 /// hash; then a stop without `--retry-stopped`.

@@ -1,5 +1,5 @@
 //! The `state.json` schema: one plan's durable progress, its strict reader and writer, and the
-//! pure transitions of the attempt lifecycle (SPEC §6, §7; reference §6).
+//! pure transitions of the attempt lifecycle (docs/state-and-recovery.md, docs/session-lifecycle.md; docs/state-and-recovery.md).
 //!
 //! The runner is the only writer. Every key is required and no other key is allowed; a
 //! violation is reported naming the dotted key (`missing required key active_attempt`,

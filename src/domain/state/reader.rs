@@ -52,14 +52,6 @@ pub(super) const LAST_RUN_KEYS: [&str; 11] = [
 ];
 
 impl State {
-    /// Reads the state file's contents; `None` (no file yet) is the empty state.
-    pub fn read(bytes: Option<&[u8]>, layout: &StateLayout) -> Result<State, StateError> {
-        match bytes {
-            Some(bytes) => State::from_json(bytes, layout),
-            None => Ok(State::default()),
-        }
-    }
-
     /// Reads and strictly validates a `state.json` document.
     pub fn from_json(bytes: &[u8], layout: &StateLayout) -> Result<State, StateError> {
         let document = strict_json::parse_document(bytes)?;

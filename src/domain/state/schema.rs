@@ -1,7 +1,7 @@
 //! The `state.json` document as types: statuses, records and the whole `State`. Field order
 //! is the on-disk key order.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::domain::exit_code::ExitCode;
 use crate::domain::identity::ProcessIdentity;
@@ -9,7 +9,7 @@ use crate::domain::timestamp::Timestamp;
 
 /// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
 /// (except `phase-complete`) `stop.reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttemptStatus {
     PhaseComplete,
@@ -76,7 +76,7 @@ impl std::fmt::Display for AttemptStatus {
 }
 
 /// Status of the attempt recorded in `active_attempt`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ActiveStatus {
     /// Recorded before launch; no process identity yet.
@@ -101,7 +101,7 @@ impl ActiveStatus {
 }
 
 /// `plan`: the accepted plan snapshot.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PlanRecord {
     /// Canonical absolute plan path.
     pub path: String,
@@ -111,21 +111,21 @@ pub struct PlanRecord {
 }
 
 /// `{id, title}` of a phase.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PhaseRef {
     pub id: String,
     pub title: String,
 }
 
 /// `{path, sha256}` of the plan snapshot an attempt ran against.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SnapshotRef {
     pub path: String,
     pub sha256: String,
 }
 
 /// One entry of `committed_outcomes`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OutcomeRef {
     pub attempt_id: String,
     pub phase_id: String,
@@ -134,7 +134,7 @@ pub struct OutcomeRef {
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ActiveAttempt {
     pub id: String,
     pub status: ActiveStatus,
@@ -151,7 +151,7 @@ pub struct ActiveAttempt {
 }
 
 /// `stop`: why the current phase stopped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Stop {
     pub reason: AttemptStatus,
     pub phase_id: String,
@@ -160,7 +160,7 @@ pub struct Stop {
 }
 
 /// `last_run`: the most recent resolved attempt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LastRun {
     pub run_id: String,
     pub phase_id: String,
@@ -178,7 +178,7 @@ pub struct LastRun {
 }
 
 /// The whole `state.json` document. Field order is the on-disk key order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct State {
     pub plan: Option<PlanRecord>,
     pub completed_phase_ids: Vec<String>,

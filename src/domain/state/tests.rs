@@ -114,7 +114,7 @@ fn run_attempt(state: &mut State, attempt: ActiveAttempt, status: AttemptStatus,
     state.validate(&layout()).unwrap();
 }
 
-/// Phase 1 completed, phase 2 stopped waiting for clarification (reference §15.3 item 2).
+/// Phase 1 completed, phase 2 stopped waiting for clarification (the original test suite, item 2).
 fn clarification_state() -> State {
     let mut state = fresh_state();
     let first = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
@@ -188,12 +188,11 @@ fn invalid(mut state: State, edit: impl FnOnce(&mut State)) -> String {
     message
 }
 
-// ---- reading, writing, round trips (reference §15.3) ----
+// ---- reading, writing, round trips (as in the original test suite) ----
 
 #[test]
-fn missing_file_is_the_empty_state() {
-    let state = State::read(None, &layout()).unwrap();
-    assert_eq!(state, State::default());
+fn the_empty_state_writes_every_key_and_round_trips() {
+    let state = State::default();
     assert_eq!(
         state.to_json(),
         "{\n  \"plan\": null,\n  \"completed_phase_ids\": [],\n  \"committed_outcomes\": [],\n  \
@@ -201,11 +200,11 @@ fn missing_file_is_the_empty_state() {
              \"last_run\": null\n}\n"
     );
     assert_eq!(
-        State::read(Some(state.to_json().as_bytes()), &layout()).unwrap(),
+        State::from_json(state.to_json().as_bytes(), &layout()).unwrap(),
         state
     );
     assert_eq!(
-        State::read(Some(b"[]"), &layout()).unwrap_err().0,
+        State::from_json(b"[]", &layout()).unwrap_err().0,
         "expected $ to be an object"
     );
 }
@@ -327,7 +326,7 @@ fn key_constants_match_the_serialized_order() {
     assert_eq!(keys(&stopped["last_run"]), LAST_RUN_KEYS);
 }
 
-// ---- structural errors (reference §6.3) ----
+// ---- structural errors (docs/state-and-recovery.md) ----
 
 #[test]
 fn invalid_json_names_line_and_column() {
@@ -692,7 +691,7 @@ fn timestamps_must_carry_an_offset() {
     assert_eq!(read(&value.to_string()).unwrap(), state);
 }
 
-// ---- semantic errors, in reference §6.4 order ----
+// ---- semantic errors, in docs/state-and-recovery.md ----
 
 #[test]
 fn completed_phase_ids_are_unique_and_nonempty() {
@@ -1055,7 +1054,7 @@ fn every_status_has_its_handler_exit_code() {
     assert_eq!(ActiveStatus::parse("Running"), None);
 }
 
-// ---- transitions (reference §6.5) ----
+// ---- transitions (docs/state-and-recovery.md) ----
 
 #[test]
 fn prepare_sets_the_current_phase_and_clears_the_stop() {

@@ -55,7 +55,7 @@ impl State {
     }
 
     /// Commits the terminal outcome of the active attempt whose record was written to
-    /// `outcome_path` (SPEC §7 step 4): the attempt stops being active, its outcome is
+    /// `outcome_path` (docs/session-lifecycle.md): the attempt stops being active, its outcome is
     /// referenced and becomes `last_run`, and its phase is either completed or stopped.
     pub fn commit(
         &mut self,

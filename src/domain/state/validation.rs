@@ -9,7 +9,7 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::strict_json;
 
 impl State {
-    /// Checks the semantic invariants (reference §6.4, in its order); run before every write.
+    /// Checks the semantic invariants (docs/state-and-recovery.md); run before every write.
     /// Artifact paths must be exactly the ones `layout` derives from the attempt id: the
     /// runner only ever writes those, so anything else is a hand edit. (Timestamps are typed,
     /// so a malformed one is already reported while reading, before any of these checks.)

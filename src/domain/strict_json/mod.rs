@@ -6,7 +6,7 @@
 //! (`unexpected key active_attempt.snapshot.extra`, `expected plan to be an object`), while
 //! missing keys and scalar type errors name the *bare* key (`missing required key sha256`,
 //! `expected pid to be a positive integer`) — followed, inside a nested object, by the dotted
-//! path SPEC §6 asks for (`missing required key sha256 (at plan.sha256)`).
+//! path docs/state-and-recovery.md asks for (`missing required key sha256 (at plan.sha256)`).
 
 use serde_json::{Map, Value};
 
@@ -153,14 +153,8 @@ pub struct Object<'a> {
 }
 
 impl<'a> Object<'a> {
-    /// The dotted path of this object (`active_attempt.snapshot`, `committed_outcomes[0]`),
-    /// empty at the top level.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// Adds where a bare-key error happened when it is inside a nested object: the reference
-    /// wording names the bare key (`missing required key summary`), and SPEC §6 asks for the
+    /// wording names the bare key (`missing required key summary`), and docs/state-and-recovery.md asks for the
     /// dotted path, so a nested error says both (`… summary (at last_run.summary)`).
     fn locate(&self, error: StrictError, key: &str) -> StrictError {
         if self.path.is_empty() {

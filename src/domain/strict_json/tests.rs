@@ -64,7 +64,7 @@ fn top_level_must_be_an_object() {
         );
     }
     let value = json!({});
-    assert_eq!(root_object(&value).unwrap().path(), "");
+    assert_eq!(root_object(&value).unwrap().path, "");
 }
 
 #[test]
@@ -88,7 +88,7 @@ fn nested_keys_are_qualified_but_missing_keys_are_bare() {
     let value = json!({"plan": {"inner": {"version": 1}}, "items": [{}, {"x": 1}]});
     let root = root_object(&value).unwrap();
     let inner = root.object("plan").unwrap().object("inner").unwrap();
-    assert_eq!(inner.path(), "plan.inner");
+    assert_eq!(inner.path, "plan.inner");
     assert_eq!(
         err(inner.expect_keys(&["path"])),
         "unexpected key plan.inner.version"
@@ -98,7 +98,7 @@ fn nested_keys_are_qualified_but_missing_keys_are_bare() {
         "missing required key sha256 (at plan.inner.sha256)"
     );
     let items = root.object_list("items").unwrap();
-    assert_eq!(items[1].path(), "items[1]");
+    assert_eq!(items[1].path, "items[1]");
     assert_eq!(err(items[1].expect_keys(&[])), "unexpected key items[1].x");
     assert_eq!(err(root.object("nope")), "missing required key nope");
 }

@@ -1,4 +1,4 @@
-//! The agent command template (SPEC §5; reference §4): POSIX shell-word splitting first, then
+//! The agent command template (docs/architecture.md; docs/cli.md): POSIX shell-word splitting first, then
 //! exactly five named placeholders in each word, `{{`/`}}` for literal braces, and every other
 //! brace form rejected with a message quoting the field.
 //!
