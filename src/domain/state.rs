@@ -33,10 +33,12 @@ pub enum AttemptStatus {
     StopRegex,
     Interrupted,
     ExecutionIoFailed,
+    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
+    RateLimited,
 }
 
 impl AttemptStatus {
-    pub const ALL: [AttemptStatus; 12] = [
+    pub const ALL: [AttemptStatus; 13] = [
         Self::PhaseComplete,
         Self::Blocked,
         Self::NeedsClarification,
@@ -49,6 +51,7 @@ impl AttemptStatus {
         Self::StopRegex,
         Self::Interrupted,
         Self::ExecutionIoFailed,
+        Self::RateLimited,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +68,7 @@ impl AttemptStatus {
             Self::StopRegex => "stop-regex",
             Self::Interrupted => "interrupted",
             Self::ExecutionIoFailed => "execution-io-failed",
+            Self::RateLimited => "rate-limited",
         }
     }
 
@@ -1894,7 +1898,7 @@ mod tests {
             .iter()
             .map(|s| s.handler_exit_code())
             .collect();
-        assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
+        assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
         for status in AttemptStatus::ALL {
             assert_eq!(AttemptStatus::parse(status.as_str()), Some(status));
             assert_eq!(
