@@ -12,6 +12,7 @@ pub mod outcome;
 pub mod plan;
 pub mod plan_key;
 pub mod prompt;
+pub mod rate_limit;
 pub mod selection;
 pub mod state;
 pub mod stop_regex;
