@@ -499,9 +499,7 @@ fn next_occurrence<Z: TimeZone>(
     let today = now.with_timezone(zone).date_naive();
     let at_time = |date: NaiveDate| in_zone(zone, NaiveDateTime::new(date, time));
     let first_not_passed = |dates: &mut dyn Iterator<Item = NaiveDate>| {
-        dates
-            .filter_map(|date| at_time(date))
-            .find(|at| *at >= not_before)
+        dates.filter_map(&at_time).find(|at| *at >= not_before)
     };
     match day {
         DaySpec::Next => first_not_passed(&mut today.iter_days().take(2)),
@@ -574,12 +572,14 @@ mod tests {
         assert!(PATTERNS.is_some());
     }
 
+    type Expected = Option<(DateTime<Utc>, ResetKind)>;
+
     /// Real-world messages (Claude Code, Codex CLI, the OpenAI, Anthropic and Gemini APIs,
     /// HTTP headers) with the reset each one names, relative to `now()` in Berlin.
     #[test]
     fn real_world_messages() {
         use ResetKind::*;
-        let cases: Vec<(&str, Option<(DateTime<Utc>, ResetKind)>)> = vec![
+        let cases: Vec<(&str, Expected)> = vec![
             // Claude Code.
             (
                 "Claude AI usage limit reached|1796137200",
@@ -956,11 +956,10 @@ mod tests {
             seconds_ago in -40_000_000_000i64..40_000_000_000,
         ) {
             let now = Utc.timestamp_opt(1_796_137_200 + seconds_ago / 1000, 0).single();
-            if let Some(now) = now {
-                if let Some(hint) = find_reset(&format!("{prefix}{body}"), now, &Berlin) {
-                    prop_assert!(hint.at >= now - PAST_HORIZON && hint.at <= now + FUTURE_HORIZON);
-                    prop_assert!(hint.phrase.chars().count() <= MAX_PHRASE_CHARS);
-                }
+            let found = now.and_then(|now| Some((now, find_reset(&format!("{prefix}{body}"), now, &Berlin)?)));
+            if let Some((now, hint)) = found {
+                prop_assert!(hint.at >= now - PAST_HORIZON && hint.at <= now + FUTURE_HORIZON);
+                prop_assert!(hint.phrase.chars().count() <= MAX_PHRASE_CHARS);
             }
         }
 
