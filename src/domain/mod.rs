@@ -13,6 +13,7 @@ pub mod plan;
 pub mod plan_key;
 pub mod prompt;
 pub mod rate_limit;
+pub mod retry;
 pub mod selection;
 pub mod state;
 pub mod stop_regex;
