@@ -14,6 +14,9 @@
 //!
 //! `--retries N` sets `max_attempts` to N + 1 ([`RetryPolicy::with_retries`]).
 
+pub mod next_step;
+pub mod schedule;
+
 use serde_json::Value;
 
 use super::config::{ConfigError, Section, format_seconds};
