@@ -4,7 +4,7 @@
 //! timeout messages.
 //!
 //! The nested `retry` and `rate_limit` objects (issue 11) are read by their own modules
-//! ([`crate::domain::retry`], [`crate::domain::rate_limit`]) through [`Section`], so their
+//! ([`crate::domain::retry`], [`crate::domain::rate_limit`]) through `Section`, so their
 //! messages name the dotted key (`unknown key 'retry.max_attempt'`,
 //! `expected rate_limit.max_waits to be an integer`) in the same words as the top level.
 
