@@ -383,7 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn max_backoff_defaults_to_at_least_the_backoff_and_may_not_be_below_it() {
+    fn backoff_defaults_never_conflict_with_written_values() {
         let policy = parse(r#"{"retry": {"backoff_seconds": 900}}"#).unwrap();
         assert_eq!(policy.max_backoff_seconds, 900.0);
         let policy = parse(r#"{"retry": {"backoff_seconds": 0}}"#).unwrap();
