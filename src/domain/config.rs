@@ -2,9 +2,16 @@
 //! absent, and messages that name the key to fix. Also the seconds values shared with the
 //! command line: `--timeout`/`--idle-timeout` parsing and the `:g`-style rendering used in
 //! timeout messages.
+//!
+//! The nested `retry` and `rate_limit` objects (issue 11) are read by their own modules
+//! ([`crate::domain::retry`], [`crate::domain::rate_limit`]) through `Section`, so their
+//! messages name the dotted key (`unknown key 'retry.max_attempt'`,
+//! `expected rate_limit.max_waits to be an integer`) in the same words as the top level.
 
 use serde_json::{Map, Value};
 
+use crate::domain::rate_limit::RateLimitPolicy;
+use crate::domain::retry::RetryPolicy;
 use crate::domain::strict_json::parse_document;
 
 /// Effective config-file values. A missing file is `Config::default()`.
@@ -17,6 +24,10 @@ pub struct Config {
     pub timeout_seconds: Option<f64>,
     pub stop_on_regex: Vec<String>,
     pub idle_timeout_seconds: Option<f64>,
+    /// `retry`; the default (one attempt) retries nothing, as before the key existed.
+    pub retry: RetryPolicy,
+    /// `rate_limit`; the default detects nothing but exit 75 and never waits.
+    pub rate_limit: RateLimitPolicy,
 }
 
 impl Default for Config {
@@ -27,6 +38,8 @@ impl Default for Config {
             timeout_seconds: Some(DEFAULT_TIMEOUT_SECONDS),
             stop_on_regex: Vec::new(),
             idle_timeout_seconds: None,
+            retry: RetryPolicy::default(),
+            rate_limit: RateLimitPolicy::default(),
         }
     }
 }
@@ -51,12 +64,14 @@ pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 5] = [
+const KNOWN_KEYS: [&str; 7] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
     "stop_on_regex",
     "idle_timeout_seconds",
+    "retry",
+    "rate_limit",
 ];
 
 /// Parses and validates config bytes.
@@ -78,6 +93,8 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
             None => None,
             Some(value) => optional_seconds("idle_timeout_seconds", value)?,
         },
+        retry: RetryPolicy::from_config(object.get("retry"))?,
+        rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
     })
 }
 
@@ -219,6 +236,135 @@ fn stop_on_regex(value: Option<&Value>) -> Result<Vec<String>, ConfigError> {
         .collect()
 }
 
+/// A nested config object (`retry`, `rate_limit`) being read. Absent keys are left to the
+/// caller's defaults; present ones are checked strictly, and every message names the dotted
+/// key.
+pub(crate) struct Section<'a> {
+    name: &'static str,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Section<'a> {
+    /// The object at top-level key `name`, its keys checked against `known` (unknown keys
+    /// first, as at the top level). `None` when the key is absent or `null`: the defaults.
+    pub(crate) fn read(
+        name: &'static str,
+        value: Option<&'a Value>,
+        known: &[&str],
+    ) -> Result<Option<Self>, ConfigError> {
+        let map = match value {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(map)) => map,
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "expected {name} to be an object or null"
+                )));
+            }
+        };
+        let first_unknown = map
+            .keys()
+            .filter(|key| !known.contains(&key.as_str()))
+            .min();
+        if let Some(key) = first_unknown {
+            return Err(ConfigError(format!(
+                "unknown key '{name}.{key}'; known keys: {}",
+                known.join(", ")
+            )));
+        }
+        Ok(Some(Self { name, map }))
+    }
+
+    /// `retry.max_attempts`.
+    pub(crate) fn key(&self, key: &str) -> String {
+        format!("{}.{key}", self.name)
+    }
+
+    /// An integer from `min` to `u32::MAX`, when present.
+    pub(crate) fn integer(&self, key: &str, min: u32) -> Result<Option<u32>, ConfigError> {
+        let number = match self.map.get(key) {
+            None => return Ok(None),
+            // Booleans and non-integral numbers (`2.0` too) are rejected, as for max_phases.
+            Some(Value::Number(number)) if number.is_u64() || number.is_i64() => number,
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "expected {} to be an integer",
+                    self.key(key)
+                )));
+            }
+        };
+        match number.as_i64().map(|value| (value, u32::try_from(value))) {
+            Some((_, Ok(value))) if value >= min => Ok(Some(value)),
+            Some((value, _)) if value < i64::from(min) => Err(ConfigError(format!(
+                "expected {} to be at least {min}",
+                self.key(key)
+            ))),
+            _ => Err(ConfigError(format!(
+                "expected {} to be at most {}",
+                self.key(key),
+                u32::MAX
+            ))),
+        }
+    }
+
+    /// A finite number of seconds, when present: at least 0, or greater than 0 when
+    /// `zero_allowed` is false.
+    pub(crate) fn seconds(
+        &self,
+        key: &str,
+        zero_allowed: bool,
+    ) -> Result<Option<f64>, ConfigError> {
+        let seconds = match self.map.get(key) {
+            None => return Ok(None),
+            Some(Value::Number(number)) => number.as_f64(),
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "expected {} to be a number",
+                    self.key(key)
+                )));
+            }
+        };
+        match seconds {
+            Some(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(Some(seconds)),
+            // `-0.0` is read as 0 here: it waits no time at all.
+            Some(seconds) if zero_allowed && seconds == 0.0 => Ok(Some(0.0)),
+            _ if zero_allowed => Err(ConfigError(format!(
+                "expected {} to be a finite number of at least 0",
+                self.key(key)
+            ))),
+            _ => Err(ConfigError(format!(
+                "expected {} to be a finite number greater than 0",
+                self.key(key)
+            ))),
+        }
+    }
+
+    /// A list of strings, when present; item `i` is named `<key>[i]`.
+    pub(crate) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let items = match self.map.get(key) {
+            None => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "expected {} to be a list",
+                    self.key(key)
+                )));
+            }
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| match item {
+                Value::String(text) => Ok(text.clone()),
+                _ => Err(ConfigError(format!(
+                    "expected {}[{index}] to be a string",
+                    self.key(key)
+                ))),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +392,8 @@ mod tests {
                 timeout_seconds: Some(3600.0),
                 stop_on_regex: vec![],
                 idle_timeout_seconds: None,
+                retry: RetryPolicy::default(),
+                rate_limit: RateLimitPolicy::default(),
             }
         );
     }
@@ -260,6 +408,7 @@ mod tests {
                 timeout_seconds: Some(3600.0),
                 stop_on_regex: vec![],
                 idle_timeout_seconds: None,
+                ..Config::default()
             }
         );
     }
@@ -279,6 +428,7 @@ mod tests {
                 timeout_seconds: Some(0.5),
                 stop_on_regex: vec!["rate limit".to_owned(), "(?m)^FATAL".to_owned()],
                 idle_timeout_seconds: Some(30.0),
+                ..Config::default()
             }
         );
     }
@@ -318,7 +468,7 @@ mod tests {
         assert_eq!(
             error(r#"{"timeout": 5}"#),
             "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, \
-             stop_on_regex, idle_timeout_seconds"
+             stop_on_regex, idle_timeout_seconds, retry, rate_limit"
         );
     }
 
@@ -546,15 +696,39 @@ mod tests {
             key in prop_oneof![
                 Just("agent_cmd"), Just("max_phases"), Just("timeout_seconds"),
                 Just("stop_on_regex"), Just("idle_timeout_seconds"), Just("other"),
+                Just("retry"), Just("rate_limit"),
             ],
             value in prop_oneof![
                 Just("null".to_owned()), Just("true".to_owned()), Just("[1, \"a\"]".to_owned()),
                 any::<i64>().prop_map(|n| n.to_string()),
                 any::<f64>().prop_map(|n| n.to_string()),
                 "\"[a-z{}]*\"",
+                Just("{}".to_owned()),
             ],
         ) {
             let _ = parse(&format!("{{\"{key}\": {value}}}"));
+        }
+
+        #[test]
+        fn parse_config_never_panics_on_nested_policy_json(
+            section in prop_oneof![Just("retry"), Just("rate_limit")],
+            key in prop_oneof![
+                Just("max_attempts"), Just("on"), Just("backoff_seconds"),
+                Just("max_backoff_seconds"), Just("patterns"), Just("max_waits"),
+                Just("default_wait_seconds"), Just("max_wait_seconds"),
+                Just("fallback_agent_cmds"), Just("other"),
+            ],
+            value in prop_oneof![
+                Just("null".to_owned()), Just("true".to_owned()),
+                Just("[\"timeout\", \"(\", \"\", 1]".to_owned()),
+                Just("[\"blocked\"]".to_owned()), Just("[\"agent {x}\"]".to_owned()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                any::<u64>().prop_map(|n| n.to_string()),
+                any::<f64>().prop_map(|n| n.to_string()),
+                "\"[a-z(){}-]*\"",
+            ],
+        ) {
+            let _ = parse(&format!("{{\"{section}\": {{\"{key}\": {value}}}}}"));
         }
 
         #[test]

@@ -1,10 +1,17 @@
 //! Deciding an attempt's outcome from what happened to it (docs/worker-protocol.md).
 //!
 //! The supervisor remembers the first *stop cause* that made it end the attempt early (timeout,
-//! idle timeout, stop regex, interruption, an I/O failure while streaming); the child's exit
-//! status and the two streams' framing verdict arrive at the end. A stop cause always wins,
-//! then a nonzero exit, then the framing verdict: a result block counts only after a zero exit
-//! of an attempt nobody had to stop.
+//! idle timeout, stop regex, rate-limit pattern, interruption, an I/O failure while streaming);
+//! the child's exit status and the two streams' framing verdict arrive at the end. A stop cause
+//! always wins, then a nonzero exit, then the framing verdict: a result block counts only after
+//! a zero exit of an attempt nobody had to stop.
+//!
+//! Rate limits (issue 11) fit in without a new precedence level: a matched rate-limit pattern
+//! is one more stop cause (the first cause still wins, an interruption still decides the
+//! outcome, and a stop regex outranks a rate-limit pattern found in the same chunk — see
+//! [`StopCause::first_match`]), and exit code 75 (`EX_TEMPFAIL`) is the one nonzero exit that
+//! means `rate-limited` rather than `agent-failed`. Because it is a nonzero exit, it beats a
+//! result block printed before it.
 
 use super::config::format_seconds;
 use super::marker::{MarkerVerdict, ResultKind};
@@ -20,6 +27,8 @@ pub enum StopCause {
     IdleTimeout { seconds: f64 },
     /// A stop regex matched the combined output.
     StopRegex { pattern: String },
+    /// A `rate_limit.patterns` regex matched the combined output: the provider refused for now.
+    RateLimited { pattern: String },
     /// The handler caught SIGINT or SIGTERM. `during` is the cause the attempt was already
     /// being stopped for when the signal came: the signal still decides the outcome (the
     /// handler exits 130/143, so its record must say interrupted), and the summary keeps the
@@ -45,6 +54,11 @@ impl ChildExit {
     }
 }
 
+/// `EX_TEMPFAIL` from sysexits.h: "temporary failure, try again later". An agent (or a shipped
+/// wrapper) exits with it when the provider rate-limited it, so the attempt is recorded as
+/// `rate-limited` instead of `agent-failed`.
+pub const EX_TEMPFAIL: i32 = 75;
+
 /// The decided outcome: its status and the summary recorded with it (the result body for
 /// result blocks, otherwise the runner's one-line diagnostic).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +71,14 @@ pub struct Decision {
 pub fn decide(cause: Option<&StopCause>, exit: ChildExit, verdict: MarkerVerdict) -> Decision {
     if let Some(cause) = cause {
         return decide_stop(cause);
+    }
+    if exit.code == Some(EX_TEMPFAIL) {
+        return Decision {
+            status: AttemptStatus::RateLimited,
+            summary: format!(
+                "agent command exited with code {EX_TEMPFAIL} (temporary failure: rate limited)"
+            ),
+        };
     }
     if !exit.success() {
         let summary = match (exit.code, exit.signal) {
@@ -112,6 +134,10 @@ fn decide_stop(cause: &StopCause) -> Decision {
         StopCause::StopRegex { pattern } => (
             AttemptStatus::StopRegex,
             format!("output matched stop regex: {pattern}"),
+        ),
+        StopCause::RateLimited { pattern } => (
+            AttemptStatus::RateLimited,
+            format!("agent output matched rate-limit pattern '{pattern}'"),
         ),
         StopCause::Interrupted { signal, during } => (
             AttemptStatus::Interrupted,
@@ -215,6 +241,23 @@ mod tests {
                 "output matched stop regex: rate limit",
             ),
             (
+                StopCause::RateLimited {
+                    pattern: "usage limit reached".into(),
+                },
+                AttemptStatus::RateLimited,
+                "agent output matched rate-limit pattern 'usage limit reached'",
+            ),
+            (
+                StopCause::Interrupted {
+                    signal: 2,
+                    during: Some(Box::new(StopCause::RateLimited {
+                        pattern: "429".into(),
+                    })),
+                },
+                AttemptStatus::Interrupted,
+                "handler interrupted while the worker was active (SIGINT); the attempt was already stopping: agent output matched rate-limit pattern '429'",
+            ),
+            (
                 StopCause::Interrupted {
                     signal: 15,
                     during: None,
@@ -264,6 +307,70 @@ mod tests {
         assert_eq!(
             decide(None, OK, MarkerVerdict::Multiple("two".into())).status,
             AttemptStatus::MultipleMarkers
+        );
+    }
+
+    const TEMPFAIL: ChildExit = ChildExit {
+        code: Some(EX_TEMPFAIL),
+        signal: None,
+    };
+
+    #[test]
+    fn exit_75_is_rate_limited_even_after_a_result_block() {
+        let expected = Decision {
+            status: AttemptStatus::RateLimited,
+            summary: "agent command exited with code 75 (temporary failure: rate limited)".into(),
+        };
+        assert_eq!(decide(None, TEMPFAIL, complete("done")), expected);
+        assert_eq!(
+            decide(None, TEMPFAIL, MarkerVerdict::Missing("x".into())),
+            expected
+        );
+        assert_eq!(AttemptStatus::RateLimited.handler_exit_code(), 4);
+    }
+
+    #[test]
+    fn stop_causes_beat_exit_75() {
+        for (cause, status) in [
+            (StopCause::Timeout { seconds: 2.0 }, AttemptStatus::Timeout),
+            (
+                StopCause::StopRegex {
+                    pattern: "FATAL".into(),
+                },
+                AttemptStatus::StopRegex,
+            ),
+            (
+                StopCause::Interrupted {
+                    signal: 15,
+                    during: None,
+                },
+                AttemptStatus::Interrupted,
+            ),
+        ] {
+            assert_eq!(decide(Some(&cause), TEMPFAIL, complete("x")).status, status);
+        }
+    }
+
+    #[test]
+    fn only_exit_75_means_rate_limited() {
+        for code in [1, 2, 74, 76, 139, 255] {
+            let exit = ChildExit {
+                code: Some(code),
+                signal: None,
+            };
+            assert_eq!(
+                decide(None, exit, complete("x")).status,
+                AttemptStatus::AgentFailed
+            );
+        }
+        let killed = ChildExit {
+            code: None,
+            signal: Some(EX_TEMPFAIL),
+        };
+        assert_eq!(
+            decide(None, killed, complete("x")).status,
+            AttemptStatus::AgentFailed,
+            "signal 75 is not exit code 75"
         );
     }
 }

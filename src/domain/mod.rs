@@ -15,6 +15,10 @@ pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
 pub(crate) mod prompt;
+#[allow(dead_code)] // Wired into the runtime by the unattended-runs integration.
+pub(crate) mod rate_limit;
+#[allow(dead_code)] // Wired into the runtime by the unattended-runs integration.
+pub(crate) mod retry;
 pub(crate) mod selection;
 pub mod state;
 pub mod stop_regex;

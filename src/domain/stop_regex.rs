@@ -649,7 +649,7 @@ fn next_exit(needles: &[u8], bytes: &[u8], from: usize) -> usize {
 
 /// `regex` renders syntax errors as a multi-line caret diagram ending in `error: <what>`; keep
 /// that last line so the message stays one line (the caller quotes the pattern itself).
-fn describe_regex_error(error: &regex::Error) -> String {
+pub(crate) fn describe_regex_error(error: &regex::Error) -> String {
     match error {
         regex::Error::Syntax(diagram) => {
             let last_line = diagram.lines().last().unwrap_or(diagram);

@@ -30,7 +30,6 @@ impl Timestamp {
         Ok(Self::from_datetime(at))
     }
 
-    #[cfg(test)]
     pub(crate) fn as_datetime(&self) -> DateTime<Utc> {
         self.0
     }

@@ -15,7 +15,8 @@
 //! Rules:
 //! - **Signal deferral**: an interrupt that arrives while preparing is held until the worker
 //!   is launched (its process group is then ours to stop) and replayed as a trigger.
-//! - **Cause precedence**: in `Running` the first trigger becomes the cause and starts
+//! - **Cause precedence**: in `Running` the first trigger (timeout, idle timeout, stop regex,
+//!   rate-limit pattern, interrupt, an output or state-write failure) becomes the cause and starts
 //!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
 //!   later trigger is noted only if nothing decided the outcome yet; an interrupt always
 //!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
@@ -64,6 +65,10 @@ pub enum AttemptEvent {
     StopRegexMatched {
         pattern: String,
     },
+    /// A `rate_limit.patterns` regex matched: the provider refused for now.
+    RateLimitMatched {
+        pattern: String,
+    },
     DeadlineReached {
         seconds: f64,
     },
@@ -88,6 +93,10 @@ pub enum AttemptEvent {
     },
     /// Recording: the stop regexes matched at the real end of input.
     FinalStopMatch {
+        pattern: String,
+    },
+    /// Recording: a rate-limit pattern matched at the real end of input.
+    FinalRateLimitMatch {
         pattern: String,
     },
 }
@@ -347,6 +356,9 @@ impl AttemptLifecycle {
             AttemptEvent::StopRegexMatched { pattern } => {
                 self.trigger(StopCause::StopRegex { pattern }, effects)
             }
+            AttemptEvent::RateLimitMatched { pattern } => {
+                self.trigger(StopCause::RateLimited { pattern }, effects)
+            }
             AttemptEvent::DeadlineReached { seconds } => {
                 self.trigger(StopCause::Timeout { seconds }, effects)
             }
@@ -416,6 +428,11 @@ impl AttemptLifecycle {
             AttemptEvent::FinalStopMatch { pattern } => {
                 if matches!(self.stage, Stage::Recording { .. }) {
                     self.note_cause(StopCause::StopRegex { pattern });
+                }
+            }
+            AttemptEvent::FinalRateLimitMatch { pattern } => {
+                if matches!(self.stage, Stage::Recording { .. }) {
+                    self.note_cause(StopCause::RateLimited { pattern });
                 }
             }
         }

@@ -24,10 +24,12 @@ pub enum AttemptStatus {
     StopRegex,
     Interrupted,
     ExecutionIoFailed,
+    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
+    RateLimited,
 }
 
 impl AttemptStatus {
-    pub const ALL: [AttemptStatus; 12] = [
+    pub const ALL: [AttemptStatus; 13] = [
         Self::PhaseComplete,
         Self::Blocked,
         Self::NeedsClarification,
@@ -40,6 +42,7 @@ impl AttemptStatus {
         Self::StopRegex,
         Self::Interrupted,
         Self::ExecutionIoFailed,
+        Self::RateLimited,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl AttemptStatus {
             Self::StopRegex => "stop-regex",
             Self::Interrupted => "interrupted",
             Self::ExecutionIoFailed => "execution-io-failed",
+            Self::RateLimited => "rate-limited",
         }
     }
 

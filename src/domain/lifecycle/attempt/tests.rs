@@ -137,6 +137,12 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
                 pattern: "FATAL".into(),
             },
         ),
+        (
+            "RateLimitMatched",
+            AttemptEvent::RateLimitMatched {
+                pattern: "429".into(),
+            },
+        ),
         ("DeadlineReached", deadline()),
         (
             "IdleDeadlineReached",
@@ -164,6 +170,12 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
                 pattern: "FATAL".into(),
             },
         ),
+        (
+            "FinalRateLimitMatch",
+            AttemptEvent::FinalRateLimitMatch {
+                pattern: "429".into(),
+            },
+        ),
     ]
 }
 
@@ -188,6 +200,7 @@ fn cause_name(cause: Option<&StopCause>) -> String {
         Some(StopCause::Timeout { .. }) => "timeout".into(),
         Some(StopCause::IdleTimeout { .. }) => "idle timeout".into(),
         Some(StopCause::StopRegex { .. }) => "stop regex".into(),
+        Some(StopCause::RateLimited { .. }) => "rate limited".into(),
         Some(StopCause::ExecutionIo { .. }) => "execution io".into(),
         Some(StopCause::Interrupted { during: None, .. }) => "interrupted".into(),
         Some(StopCause::Interrupted {
@@ -617,6 +630,9 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
         1 => Just(AttemptEvent::StopRegexMatched {
             pattern: "p".into()
         }),
+        1 => Just(AttemptEvent::RateLimitMatched {
+            pattern: "r".into()
+        }),
         1 => Just(AttemptEvent::DeadlineReached { seconds: 1.0 }),
         1 => Just(AttemptEvent::IdleDeadlineReached { seconds: 1.0 }),
         3 => prop::sample::select(vec![2, 15]).prop_map(|signal| AttemptEvent::Interrupt { signal }),
@@ -630,6 +646,9 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
             message: "t".into()
         }),
         1 => Just(AttemptEvent::FinalStopMatch {
+            pattern: "f".into()
+        }),
+        1 => Just(AttemptEvent::FinalRateLimitMatch {
             pattern: "f".into()
         }),
     ]

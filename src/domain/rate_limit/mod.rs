@@ -1,0 +1,308 @@
+//! Provider rate limits (issue 11): the `rate_limit` config object and, in [`reset_time`], the
+//! parser that finds when a limit resets in an agent's output.
+//!
+//! Detection is not here: a `rate_limit.patterns` match is a stop cause and exit 75 an exit
+//! status, both decided in [`crate::domain::decision`]; what happens next (switch template,
+//! wait, retry, stop) is decided in [`crate::domain::retry::next_step`].
+//!
+//! `rate_limit` in `config.json` (every key optional):
+//!
+//! | Key | Type | Default | Meaning |
+//! |---|---|---|---|
+//! | `patterns` | list of regexes | `[]` | output that means "rate-limited" (Rust `regex` syntax, matched like stop regexes) |
+//! | `max_waits` | integer ≥ 0 | 0 (waits off) | waits for a reset per phase per invocation; `--wait` makes 0 into [`WAIT_FLAG_MAX_WAITS`] |
+//! | `default_wait_seconds` | finite > 0 | 300 | the wait when the output names no usable reset time |
+//! | `max_wait_seconds` | finite > 0 | 21600 (6 h) | the cap on any one wait |
+//! | `fallback_agent_cmds` | list of templates | `[]` | agent commands to switch to, in order, when the current one is rate-limited |
+
+pub mod reset_time;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::config::{ConfigError, Section, format_seconds};
+use super::stop_regex::describe_regex_error;
+use super::template::CommandTemplate;
+
+pub const DEFAULT_MAX_WAITS: u32 = 0;
+/// `max_waits` under `--wait` when the config leaves waits off: three waits of up to
+/// `max_wait_seconds` (6 h by default) cover a night of 5-hour usage windows.
+pub const WAIT_FLAG_MAX_WAITS: u32 = 3;
+pub const DEFAULT_WAIT_SECONDS: f64 = 300.0;
+pub const DEFAULT_MAX_WAIT_SECONDS: f64 = 21_600.0;
+
+/// The `rate_limit` keys, in validation order.
+const KEYS: [&str; 5] = [
+    "patterns",
+    "max_waits",
+    "default_wait_seconds",
+    "max_wait_seconds",
+    "fallback_agent_cmds",
+];
+
+/// The effective `rate_limit` policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLimitPolicy {
+    /// Regexes (already checked to compile) that mark an attempt `rate-limited` when the output
+    /// matches. Exit 75 marks it so without any pattern.
+    pub patterns: Vec<String>,
+    /// Waits for a rate-limit reset allowed per phase per invocation; 0 turns waits off.
+    pub max_waits: u32,
+    /// The wait when no usable reset time is found (finite, > 0).
+    pub default_wait_seconds: f64,
+    /// The cap on one wait, reset time or default (finite, > 0).
+    pub max_wait_seconds: f64,
+    /// Agent command templates (already checked to parse) tried in order after the primary
+    /// one (`agent_cmd` or `--agent-cmd`); template index `i + 1` is `fallback_agent_cmds[i]`.
+    pub fallback_agent_cmds: Vec<String>,
+}
+
+impl Default for RateLimitPolicy {
+    fn default() -> Self {
+        Self {
+            patterns: Vec::new(),
+            max_waits: DEFAULT_MAX_WAITS,
+            default_wait_seconds: DEFAULT_WAIT_SECONDS,
+            max_wait_seconds: DEFAULT_MAX_WAIT_SECONDS,
+            fallback_agent_cmds: Vec::new(),
+        }
+    }
+}
+
+impl RateLimitPolicy {
+    /// True when a rate-limited attempt may be followed by a wait.
+    pub fn waits_enabled(&self) -> bool {
+        self.max_waits > 0
+    }
+
+    /// `--wait`: turns waits on, with [`WAIT_FLAG_MAX_WAITS`] unless the config already
+    /// allows some.
+    pub fn with_waits(self) -> Self {
+        Self {
+            max_waits: if self.max_waits == 0 {
+                WAIT_FLAG_MAX_WAITS
+            } else {
+                self.max_waits
+            },
+            ..self
+        }
+    }
+
+    /// The number of agent templates: the primary one plus the fallbacks.
+    pub fn template_count(&self) -> usize {
+        self.fallback_agent_cmds.len().saturating_add(1)
+    }
+
+    /// The fallback templates, parsed. The config reader already checked that they parse; the
+    /// error (naming `rate_limit.fallback_agent_cmds[i]`) is for callers that build a policy
+    /// some other way.
+    pub fn fallback_templates(&self) -> Result<Vec<CommandTemplate>, ConfigError> {
+        self.fallback_agent_cmds
+            .iter()
+            .enumerate()
+            .map(|(index, raw)| {
+                CommandTemplate::parse(raw).map_err(|error| {
+                    ConfigError(format!("rate_limit.fallback_agent_cmds[{index}]: {error}"))
+                })
+            })
+            .collect()
+    }
+
+    /// One line for `check`: `rate_limit: 2 patterns; waits off; 1 fallback agent command`,
+    /// or with waits on `… up to 3 waits of 300 s by default, at most 21600 s each …`.
+    pub fn describe(&self) -> String {
+        let waits = if self.waits_enabled() {
+            format!(
+                "up to {} wait{} of {} s by default, at most {} s each",
+                self.max_waits,
+                plural(self.max_waits as usize),
+                format_seconds(self.default_wait_seconds),
+                format_seconds(self.max_wait_seconds)
+            )
+        } else {
+            "waits off".to_owned()
+        };
+        format!(
+            "rate_limit: {} pattern{} and exit 75; {waits}; {} fallback agent command{}",
+            self.patterns.len(),
+            plural(self.patterns.len()),
+            self.fallback_agent_cmds.len(),
+            plural(self.fallback_agent_cmds.len())
+        )
+    }
+
+    /// Reads the `rate_limit` object (absent or `null`: the defaults).
+    pub(crate) fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
+        let Some(section) = Section::read("rate_limit", value, &KEYS)? else {
+            return Ok(Self::default());
+        };
+        let patterns = section.strings("patterns")?.unwrap_or_default();
+        for (index, pattern) in patterns.iter().enumerate() {
+            // Compiled here only to report a bad pattern up front, in the words used for
+            // stop regexes; the runner compiles them again for scanning.
+            if let Err(error) = Regex::new(pattern) {
+                return Err(ConfigError(format!(
+                    "rate_limit.patterns[{index}]: invalid rate-limit regex '{pattern}': {}",
+                    describe_regex_error(&error)
+                )));
+            }
+        }
+        let policy = Self {
+            patterns,
+            max_waits: section
+                .integer("max_waits", 0)?
+                .unwrap_or(DEFAULT_MAX_WAITS),
+            default_wait_seconds: section
+                .seconds("default_wait_seconds", false)?
+                .unwrap_or(DEFAULT_WAIT_SECONDS),
+            max_wait_seconds: section
+                .seconds("max_wait_seconds", false)?
+                .unwrap_or(DEFAULT_MAX_WAIT_SECONDS),
+            fallback_agent_cmds: section.strings("fallback_agent_cmds")?.unwrap_or_default(),
+        };
+        policy.fallback_templates()?;
+        Ok(policy)
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::config::parse_config;
+
+    fn parse(text: &str) -> Result<RateLimitPolicy, String> {
+        parse_config(text.as_bytes())
+            .map(|config| config.rate_limit)
+            .map_err(|error| error.0)
+    }
+
+    fn error(text: &str) -> String {
+        match parse(text) {
+            Ok(policy) => panic!("expected an error for {text}, got {policy:?}"),
+            Err(message) => message,
+        }
+    }
+
+    #[test]
+    fn absent_or_null_is_the_default_which_never_waits() {
+        for text in ["{}", r#"{"rate_limit": null}"#, r#"{"rate_limit": {}}"#] {
+            assert_eq!(parse(text).unwrap(), RateLimitPolicy::default(), "{text}");
+        }
+        let default = RateLimitPolicy::default();
+        assert!(!default.waits_enabled());
+        assert_eq!(default.template_count(), 1);
+        assert_eq!(
+            (default.default_wait_seconds, default.max_wait_seconds),
+            (300.0, 21600.0)
+        );
+        assert_eq!(
+            default.describe(),
+            "rate_limit: 0 patterns and exit 75; waits off; 0 fallback agent commands"
+        );
+    }
+
+    #[test]
+    fn every_key_set() {
+        let policy = parse(
+            r#"{"rate_limit": {"patterns": ["usage limit reached", "(?i)429"], "max_waits": 2,
+                "default_wait_seconds": 60, "max_wait_seconds": 3600.5,
+                "fallback_agent_cmds": ["claude -p {prompt_file}"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            policy,
+            RateLimitPolicy {
+                patterns: vec!["usage limit reached".into(), "(?i)429".into()],
+                max_waits: 2,
+                default_wait_seconds: 60.0,
+                max_wait_seconds: 3600.5,
+                fallback_agent_cmds: vec!["claude -p {prompt_file}".into()],
+            }
+        );
+        assert_eq!(policy.template_count(), 2);
+        assert_eq!(policy.fallback_templates().unwrap().len(), 1);
+        assert_eq!(
+            policy.describe(),
+            "rate_limit: 2 patterns and exit 75; up to 2 waits of 60 s by default, at most \
+             3600.5 s each; 1 fallback agent command"
+        );
+    }
+
+    #[test]
+    fn wait_flag_turns_waits_on() {
+        assert_eq!(RateLimitPolicy::default().with_waits().max_waits, 3);
+        let configured = RateLimitPolicy {
+            max_waits: 7,
+            ..RateLimitPolicy::default()
+        };
+        assert_eq!(configured.with_waits().max_waits, 7);
+    }
+
+    #[test]
+    fn errors_name_the_dotted_key() {
+        assert_eq!(
+            error(r#"{"rate_limit": {"max_wait": 1}}"#),
+            "unknown key 'rate_limit.max_wait'; known keys: patterns, max_waits, \
+             default_wait_seconds, max_wait_seconds, fallback_agent_cmds"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": []}"#),
+            "expected rate_limit to be an object or null"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"patterns": "429"}}"#),
+            "expected rate_limit.patterns to be a list"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"patterns": ["429", null]}}"#),
+            "expected rate_limit.patterns[1] to be a string"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"patterns": ["429", "(usage"]}}"#),
+            "rate_limit.patterns[1]: invalid rate-limit regex '(usage': unclosed group"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"max_waits": -1}}"#),
+            "expected rate_limit.max_waits to be at least 0"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"max_waits": 1.5}}"#),
+            "expected rate_limit.max_waits to be an integer"
+        );
+        for key in ["default_wait_seconds", "max_wait_seconds"] {
+            for bad in ["0", "-0.0", "-5"] {
+                assert_eq!(
+                    error(&format!(r#"{{"rate_limit": {{"{key}": {bad}}}}}"#)),
+                    format!("expected rate_limit.{key} to be a finite number greater than 0"),
+                    "{bad}"
+                );
+            }
+            assert_eq!(
+                error(&format!(r#"{{"rate_limit": {{"{key}": null}}}}"#)),
+                format!("expected rate_limit.{key} to be a number")
+            );
+        }
+        assert_eq!(
+            error(r#"{"rate_limit": {"fallback_agent_cmds": [5]}}"#),
+            "expected rate_limit.fallback_agent_cmds[0] to be a string"
+        );
+        assert_eq!(
+            error(r#"{"rate_limit": {"fallback_agent_cmds": ["ok", ""]}}"#),
+            "rate_limit.fallback_agent_cmds[1]: agent command template produced an empty command"
+        );
+        assert!(
+            error(r#"{"rate_limit": {"fallback_agent_cmds": ["agent {prompt}"]}}"#)
+                .starts_with("rate_limit.fallback_agent_cmds[0]: "),
+        );
+    }
+
+    #[test]
+    fn max_waits_zero_is_allowed_and_means_off() {
+        let policy = parse(r#"{"rate_limit": {"max_waits": 0}}"#).unwrap();
+        assert!(!policy.waits_enabled());
+    }
+}
