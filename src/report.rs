@@ -3,8 +3,7 @@
 //! values first and printed in one place, so stdout and stderr content is easy to test and
 //! never interleaves mid-report.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::Path;
 
 use crate::actors::attempt_supervisor::RecordFailure;
@@ -13,6 +12,8 @@ use crate::domain::decision::signal_name;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
+use crate::invocation::InputError;
+use crate::platform::file_tail;
 
 /// How many transcript lines a failure report shows.
 pub const TAIL_LINES: usize = 40;
@@ -141,7 +142,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             refused,
             &RefusalContext {
                 plan_workspace,
-                execution_workspace: execution_workspace.clone(),
+                execution_workspace: execution_workspace.as_ref(),
                 last_run: last_run.as_deref(),
             },
         ),
@@ -237,7 +238,7 @@ const TAIL_BYTES: u64 = 1024 * 1024;
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
 /// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`.
 pub fn transcript_tail(path: &str) -> Vec<String> {
-    match read_end(Path::new(path), TAIL_BYTES) {
+    match file_tail::read_end(Path::new(path), TAIL_BYTES) {
         Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
         Err(error) => vec![
             "transcript tail (last 1 lines):".to_owned(),
@@ -274,17 +275,6 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     tail
 }
 
-/// Reads at most the last `limit` bytes of a file; `true` when that is the whole file.
-fn read_end(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
-    let mut file = File::open(path)?;
-    let length = file.metadata()?.len();
-    let offset = length.saturating_sub(limit);
-    file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = Vec::with_capacity((length - offset) as usize);
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok((bytes, offset == 0))
-}
-
 /// Where to find what happened last, for refusal and status reports.
 fn last_run_lines(last_run: &LastRun) -> Vec<String> {
     let mut lines = vec![
@@ -309,8 +299,8 @@ pub fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
 /// Context a refusal report may show beyond the refusal itself.
 pub struct RefusalContext<'a> {
     pub plan_workspace: &'a str,
-    /// The execution workspace of the refused phase, or why it is unavailable.
-    pub execution_workspace: Result<String, String>,
+    /// The execution workspace of a stopped phase, or why it is unavailable.
+    pub execution_workspace: Option<&'a Result<String, InputError>>,
     pub last_run: Option<&'a LastRun>,
 }
 
@@ -356,9 +346,12 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
         output.err_line(format!("message: {message}"));
     }
     output.err_line(format!("plan workspace path: {}", context.plan_workspace));
-    match &context.execution_workspace {
-        Ok(path) => output.err_line(format!("execution workspace path: {path}")),
-        Err(error) => output.err_line(format!("execution workspace path unavailable: {error}")),
+    match context.execution_workspace {
+        Some(Ok(path)) => output.err_line(format!("execution workspace path: {path}")),
+        Some(Err(error)) => {
+            output.err_line(format!("execution workspace path unavailable: {error}"))
+        }
+        None => &mut output,
     };
     if let Some(last_run) = context.last_run {
         output.stderr.extend(last_run_lines(last_run));
@@ -445,18 +438,6 @@ mod tests {
                 "transcript tail (last 1 lines):",
                 "[…]end of a very long line"
             ]
-        );
-    }
-
-    #[test]
-    fn reading_the_end_is_bounded() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("transcript.txt");
-        std::fs::write(&path, b"0123456789").expect("write");
-        assert_eq!(read_end(&path, 4).expect("read"), (b"6789".to_vec(), false));
-        assert_eq!(
-            read_end(&path, 100).expect("read"),
-            (b"0123456789".to_vec(), true)
         );
     }
 }

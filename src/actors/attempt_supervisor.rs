@@ -10,6 +10,7 @@
 //! exists.
 
 use std::fs::File;
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreError, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
-use super::transcript_writer::{TranscriptWriter, WriterArgs, WriterMsg};
+use super::transcript_writer::{OutputError, TranscriptWriter, WriterArgs, WriterMsg};
 use super::{call, notify, off_runtime};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision};
@@ -162,11 +163,11 @@ pub enum SetupFailure {
         attempt_id: String,
         error: StoreError,
     },
-    /// The prepared record is durable, but the prompt, the transcript header or the console
+    /// The prepared record is durable, but the prompt, the transcript header or a writer
     /// thread could not be created.
     Setup {
         attempt: ActiveAttempt,
-        message: String,
+        error: SetupError,
     },
     /// The worker could not be started; `transcript` gets the launch error.
     Launch {
@@ -176,9 +177,21 @@ pub enum SetupFailure {
     },
 }
 
+/// What could not be set up before the launch.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The prompt or the transcript header (the message names the file).
+    #[error("{0}")]
+    Artifact(io::Error),
+    #[error("cannot start the transcript thread: {0}")]
+    TranscriptThread(io::Error),
+    #[error("cannot start the live console thread: {0}")]
+    ConsoleThread(io::Error),
+}
+
 /// What the recording task found.
 pub struct Gathered {
-    trailer: Result<(), String>,
+    trailer: Result<(), OutputError>,
     verdict: MarkerVerdict,
     final_match: Option<StopMatch>,
     exit: Option<ChildExit>,
@@ -453,8 +466,9 @@ impl AttemptState {
                 self.not_prepared = Some((attempt_id, error));
                 return Some(AttemptEvent::PreparedRecordFailed);
             }
-            Err(SetupFailure::Setup { attempt, message }) => {
+            Err(SetupFailure::Setup { attempt, error }) => {
                 self.attempt = Some(attempt);
+                let message = error.to_string();
                 return Some(AttemptEvent::SetupFailed { message });
             }
             Err(SetupFailure::Launch {
@@ -712,9 +726,7 @@ impl AttemptState {
             async move {
                 let trailer = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
                     .await
-                    .unwrap_or_else(|| {
-                        Err("transcript writer stopped before the trailer was written".into())
-                    });
+                    .unwrap_or(Err(OutputError::WriterStopped));
                 let verdict = call(&marker, |reply| MarkerMsg::Finish { reply })
                     .await
                     .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
@@ -740,7 +752,8 @@ impl AttemptState {
     }
 
     fn on_gathered(&mut self, gathered: Gathered, myself: &ActorRef<AttemptMsg>) {
-        if let Err(message) = gathered.trailer {
+        if let Err(error) = gathered.trailer {
+            let message = error.to_string();
             self.feed(AttemptEvent::TrailerFailed { message }, myself);
         }
         if let Some(found) = gathered.final_match {
@@ -835,7 +848,7 @@ impl AttemptState {
                     let written = transcript
                         .append(Arc::new(text.into_bytes()))
                         .await
-                        .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")));
+                        .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
                     if let Err(error) = written {
                         tracing::warn!(%error, "could not note the launch failure in the transcript");
                     }
@@ -993,18 +1006,12 @@ impl PreparationTask {
             off_runtime(move || write_artifacts(&prompt_path, &prompt, &transcript_path, &header))
                 .await
         };
-        let transcript = match artifacts {
+        let transcript = match artifacts
+            .map_err(SetupError::Artifact)
+            .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
+        {
             Ok(transcript) => transcript,
-            Err(message) => return Err(SetupFailure::Setup { attempt, message }),
-        };
-        let transcript = match TranscriptFile::start(transcript) {
-            Ok(transcript) => transcript,
-            Err(error) => {
-                return Err(SetupFailure::Setup {
-                    attempt,
-                    message: format!("cannot start the transcript thread: {error}"),
-                });
-            }
+            Err(error) => return Err(SetupFailure::Setup { attempt, error }),
         };
         // Everything that can fail for lack of resources is set up before the launch, so a
         // failure here never leaves a worker without its supervision.
@@ -1014,10 +1021,8 @@ impl PreparationTask {
             match Console::start() {
                 Ok(console) => Some(console),
                 Err(error) => {
-                    return Err(SetupFailure::Setup {
-                        attempt,
-                        message: format!("cannot start the live console thread: {error}"),
-                    });
+                    let error = SetupError::ConsoleThread(error);
+                    return Err(SetupFailure::Setup { attempt, error });
                 }
             }
         };
@@ -1071,15 +1076,13 @@ fn write_artifacts(
     prompt: &[u8],
     transcript_path: &str,
     header: &str,
-) -> Result<File, String> {
-    durable::write_new(Path::new(prompt_path), prompt, "prompt")
-        .map_err(|error| error.to_string())?;
+) -> io::Result<File> {
+    durable::write_new(Path::new(prompt_path), prompt, "prompt")?;
     durable::write_new(
         Path::new(transcript_path),
         header.as_bytes(),
         "transcript-header",
     )
-    .map_err(|error| error.to_string())
 }
 
 /// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin

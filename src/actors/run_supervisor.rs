@@ -67,8 +67,8 @@ pub enum RunEnd {
     Refused {
         refusal: Refusal,
         plan_workspace: String,
-        /// The refused phase's execution workspace, or why it is unavailable.
-        execution_workspace: Result<String, String>,
+        /// A stopped phase's execution workspace, or why it is unavailable.
+        execution_workspace: Option<Result<String, InputError>>,
         last_run: Option<Box<LastRun>>,
     },
     /// The plan file changed during the run.
@@ -525,21 +525,19 @@ impl RunState {
     /// recorded, else as the plan declares it) and the last run.
     async fn refused(&self, refusal: Refusal, state: &State) -> RunEnd {
         let execution_workspace = match &refusal {
-            Refusal::Stopped(stop) => match &state.last_run {
+            Refusal::Stopped(stop) => Some(match &state.last_run {
                 Some(last_run) if last_run.phase_id == stop.phase_id => {
                     Ok(last_run.execution_workspace.clone())
                 }
                 _ => match self.snapshot.plan.phase(&stop.phase_id).cloned() {
                     Some(phase) => {
                         let location = self.location.clone();
-                        off_runtime(move || execution_workspace_of(&location, &phase))
-                            .await
-                            .map_err(|error| error.to_string())
+                        off_runtime(move || execution_workspace_of(&location, &phase)).await
                     }
-                    None => Err(format!("phase {} is not in the plan", stop.phase_id)),
+                    None => Err(InputError::PhaseNotInPlan(stop.phase_id.clone())),
                 },
-            },
-            _ => Err(String::new()),
+            }),
+            _ => None,
         };
         RunEnd::Refused {
             refusal,

@@ -7,6 +7,7 @@
 //! gets its buffer back only when all of them are done. The file and terminal writes happen on
 //! threads of their own ([`crate::platform::write_thread`]), never on a runtime worker.
 
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +39,24 @@ pub enum WriterMsg {
     /// Flush the live filters and write the trailer.
     Finish {
         trailer: Trailer,
-        reply: RpcReplyPort<Result<(), String>>,
+        reply: RpcReplyPort<Result<(), OutputError>>,
+    },
+}
+
+/// Why output could not be recorded or shown.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {source}")]
+    Transcript { path: String, source: io::Error },
+    /// An earlier transcript write failed, so the trailer would close an incomplete record.
+    #[error("{path}: transcript is incomplete")]
+    TranscriptIncomplete { path: String },
+    #[error("transcript writer stopped before the trailer was written")]
+    WriterStopped,
+    #[error("failed writing live output to handler {}: {source}", .stream.name())]
+    Console {
+        stream: OutputStream,
+        source: io::Error,
     },
 }
 
@@ -154,10 +172,13 @@ impl WriterState {
         if let Some(recorded) = recorded {
             let result = recorded
                 .await
-                .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")));
-            if let Err(error) = result {
+                .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
+            if let Err(source) = result {
                 self.transcript_failed = true;
-                self.fail(format!("{}: {error}", self.args.transcript_path));
+                self.fail(OutputError::Transcript {
+                    path: self.args.transcript_path.clone(),
+                    source,
+                });
             }
         }
         if let Some(echoed) = echoed {
@@ -217,17 +238,14 @@ impl WriterState {
         let result = echo
             .written
             .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("console thread stopped")));
+            .unwrap_or_else(|_| Err(io::Error::other("console thread stopped")));
         if let Some(copy) = echo.copy {
             // The console thread dropped its reference before reporting: reuse the buffer.
             self.visible = Arc::try_unwrap(copy).unwrap_or_default();
         }
-        if let Err(error) = result {
+        if let Err(source) = result {
             self.console_failed = true;
-            self.fail(format!(
-                "failed writing live output to handler {}: {error}",
-                stream.name()
-            ));
+            self.fail(OutputError::Console { stream, source });
         }
     }
 
@@ -251,12 +269,11 @@ impl WriterState {
         }
     }
 
-    async fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), String> {
+    async fn write_trailer(&mut self, trailer: &Trailer) -> Result<(), OutputError> {
         if self.transcript_failed {
-            return Err(format!(
-                "{}: transcript is incomplete",
-                self.args.transcript_path
-            ));
+            return Err(OutputError::TranscriptIncomplete {
+                path: self.args.transcript_path.clone(),
+            });
         }
         let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
         // No fsync: the transcript is evidence, and the page cache already protects it from a
@@ -265,13 +282,19 @@ impl WriterState {
             .transcript
             .append(Arc::new(text.into_bytes()))
             .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("transcript thread stopped")))
-            .map_err(|error| format!("{}: {error}", self.args.transcript_path))
+            .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")))
+            .map_err(|source| OutputError::Transcript {
+                path: self.args.transcript_path.clone(),
+                source,
+            })
     }
 
-    fn fail(&self, message: String) {
-        tracing::info!(%message, "output failure");
-        notify(&self.args.supervisor, AttemptMsg::OutputFailed(message));
+    fn fail(&self, error: OutputError) {
+        tracing::info!(%error, "output failure");
+        notify(
+            &self.args.supervisor,
+            AttemptMsg::OutputFailed(error.to_string()),
+        );
     }
 }
 

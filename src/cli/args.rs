@@ -112,9 +112,14 @@ pub enum LogFormat {
 }
 
 /// `--max-phases`: a positive integer.
-fn parse_phase_limit(text: &str) -> Result<u64, String> {
+fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
     match text.trim().parse::<u64>() {
         Ok(limit) if limit >= 1 => Ok(limit),
-        _ => Err(format!("expected a positive integer, got '{text}'")),
+        _ => Err(InvalidPhaseLimit(text.to_owned())),
     }
 }
+
+/// A `--max-phases` value that is not a positive integer.
+#[derive(Debug, thiserror::Error)]
+#[error("expected a positive integer, got '{0}'")]
+struct InvalidPhaseLimit(String);

@@ -153,14 +153,12 @@ fn build_report(
     let all_complete = snapshot.is_ok() && next_phase.is_none();
     // `Err` says why the phase's workspace does not resolve; `Ok(None)` means there is no
     // phase to resolve.
-    let resolve = |phase_id: &str| -> Result<Option<String>, String> {
+    let resolve = |phase_id: &str| -> Result<Option<String>, InputError> {
         match snapshot
             .ok()
             .and_then(|snapshot| snapshot.plan.phase(phase_id))
         {
-            Some(phase) => execution_workspace_of(location, phase)
-                .map(Some)
-                .map_err(|error| error.to_string()),
+            Some(phase) => execution_workspace_of(location, phase).map(Some),
             None => Ok(None),
         }
     };
@@ -232,7 +230,7 @@ fn build_report(
         state_path: location.layout.state_path(),
         state_exists: Path::new(&location.layout.state_path()).is_file(),
         execution_workspace,
-        execution_workspace_error,
+        execution_workspace_error: execution_workspace_error.map(|error| error.to_string()),
         completed_phase_ids: state.completed_phase_ids.clone(),
         current_phase: state.current_phase.clone(),
         next_phase,

@@ -49,6 +49,9 @@ pub enum InputError {
     },
     #[error("phase {0} does not exist in plan")]
     PhaseMissing(String),
+    /// A stopped phase's workspace cannot be shown: the phase left the plan.
+    #[error("phase {0} is not in the plan")]
+    PhaseNotInPlan(String),
     #[error("{path}: {error}")]
     State { path: String, error: StateError },
     #[error("{path}: cannot read state: {}", os_message(.source))]

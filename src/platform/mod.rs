@@ -5,6 +5,7 @@
 
 pub mod console;
 pub mod durable;
+pub mod file_tail;
 pub mod locate;
 pub mod locks;
 pub mod proc;

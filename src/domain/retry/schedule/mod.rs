@@ -1,0 +1,311 @@
+//! The retry schedule a runner persists (issue 11) so that a handler that dies during a backoff
+//! or a rate-limit wait loses nothing: a later `run` under the same policy resumes it, honouring
+//! its not-before time. This file owns the record's shape, its strict reading (the state
+//! reader's words: `missing required key attempt (at retry_schedule.attempt)`, `unexpected key
+//! retry_schedule.extra`) and its invariants; where it sits in `state.json` is the state
+//! schema's business.
+//!
+//! ```json
+//! {
+//!   "phase_id": "phase-2",
+//!   "after": "rate-limited",
+//!   "attempt": 1,
+//!   "waits_used": 0,
+//!   "template_index": 1,
+//!   "not_before": "2026-11-30T12:00:00Z",
+//!   "reason": "fallback-template",
+//!   "rate_limited": [
+//!     {"template_index": 0, "until": "2026-11-30T15:00:00Z", "reason": "reset-time"}
+//!   ]
+//! }
+//! ```
+//!
+//! - `after`: the status of the attempt that led to the schedule (retryable, never
+//!   `phase-complete`, `blocked`, …).
+//! - `attempt`: the counted attempt number the scheduled attempt has (k in "attempt k of n");
+//!   `waits_used`: the waits taken including a scheduled one; `rate_limited`: the wait cycle.
+//!   Together they are the [`RetryLedger`] of the scheduled attempt ([`RetrySchedule::ledger`]).
+//! - `not_before` is rounded up to the second, so a resumed wait never ends early.
+
+use serde::Serialize;
+
+use super::next_step::{
+    NextStep, RateLimitedTemplate, RetryLedger, RetryReason, StepKind, ceil_to_second,
+};
+use super::{RetryPolicy, is_retryable};
+use crate::domain::rate_limit::RateLimitPolicy;
+use crate::domain::state::AttemptStatus;
+use crate::domain::strict_json::{self, Object, StrictError};
+use crate::domain::timestamp::Timestamp;
+
+/// A scheduled next attempt of a phase. Field order is the on-disk key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetrySchedule {
+    pub phase_id: String,
+    pub after: AttemptStatus,
+    pub attempt: u32,
+    pub waits_used: u32,
+    pub template_index: usize,
+    pub not_before: Timestamp,
+    pub reason: RetryReason,
+    pub rate_limited: Vec<RateLimitedTemplate>,
+}
+
+/// The schedule's keys, in on-disk order.
+pub const SCHEDULE_KEYS: [&str; 8] = [
+    "phase_id",
+    "after",
+    "attempt",
+    "waits_used",
+    "template_index",
+    "not_before",
+    "reason",
+    "rate_limited",
+];
+
+/// The keys of one `rate_limited` entry, in on-disk order.
+pub const RATE_LIMITED_KEYS: [&str; 3] = ["template_index", "until", "reason"];
+
+impl RetrySchedule {
+    /// The schedule for `step` after a `phase_id` attempt that ended `after`; `None` for a
+    /// stop.
+    pub fn from_step(phase_id: &str, after: AttemptStatus, step: &NextStep) -> Option<Self> {
+        match step {
+            NextStep::Stop(_) => None,
+            NextStep::RetryAfter {
+                not_before,
+                template_index,
+                reason,
+                ledger,
+                ..
+            } => Some(Self {
+                phase_id: phase_id.to_owned(),
+                after,
+                attempt: ledger.attempt,
+                waits_used: ledger.waits_used,
+                template_index: *template_index,
+                not_before: ceil_to_second(*not_before),
+                reason: *reason,
+                rate_limited: ledger.rate_limited.clone(),
+            }),
+        }
+    }
+
+    /// The ledger of the scheduled attempt, to pass to [`super::next_step::next_step`] after
+    /// it ran.
+    pub fn ledger(&self) -> RetryLedger {
+        RetryLedger {
+            attempt: self.attempt,
+            waits_used: self.waits_used,
+            rate_limited: self.rate_limited.clone(),
+        }
+    }
+
+    /// Whether the effective policy still allows this schedule (a rerun may have changed the
+    /// config or flags): `Err` says what no longer fits, and the runner then treats the phase
+    /// as stopped, as without a policy.
+    pub fn fits(
+        &self,
+        retry: &RetryPolicy,
+        rate_limit: &RateLimitPolicy,
+        template_count: usize,
+    ) -> Result<(), String> {
+        if self.attempt > retry.max_attempts {
+            return Err(format!(
+                "attempt {} exceeds retry.max_attempts ({})",
+                self.attempt, retry.max_attempts
+            ));
+        }
+        if self.waits_used > rate_limit.max_waits {
+            return Err(format!(
+                "{} waits exceed rate_limit.max_waits ({})",
+                self.waits_used, rate_limit.max_waits
+            ));
+        }
+        let highest = self
+            .rate_limited
+            .iter()
+            .map(|entry| entry.template_index)
+            .chain([self.template_index])
+            .max()
+            .unwrap_or(0);
+        if highest >= template_count.max(1) {
+            return Err(format!(
+                "agent template {highest} is not configured ({} template{})",
+                template_count.max(1),
+                if template_count.max(1) == 1 { "" } else { "s" }
+            ));
+        }
+        if self.reason.kind() == StepKind::Retry && !retry.retries_on(self.after) {
+            return Err(format!("{} is not in retry.on", self.after));
+        }
+        Ok(())
+    }
+
+    /// The schedule as a standalone JSON document: 2-space indentation, trailing newline.
+    pub fn to_json(&self) -> String {
+        // A `Value` renders infallibly; `{:#}` is serde_json's pretty form.
+        let value = serde_json::to_value(self).unwrap_or_default();
+        format!("{value:#}\n")
+    }
+
+    /// Reads and validates a standalone schedule document (what [`Self::to_json`] writes).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, StrictError> {
+        let document = strict_json::parse_document(bytes)?;
+        let schedule = Self::from_object(&strict_json::root_object(&document)?)?;
+        schedule.validate("")?;
+        Ok(schedule)
+    }
+
+    /// Reads a schedule object strictly (every key required, no other allowed); the state
+    /// reader calls it on `retry_schedule`, then [`Self::validate`].
+    pub fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&SCHEDULE_KEYS)?;
+        Ok(Self {
+            phase_id: object.string("phase_id")?.to_owned(),
+            after: object.enumerated("after", |text| {
+                AttemptStatus::parse(text).filter(|status| is_retryable(*status))
+            })?,
+            attempt: object.positive_integer("attempt")?,
+            waits_used: count(object, "waits_used")?,
+            template_index: count(object, "template_index")?,
+            not_before: object.timestamp("not_before")?,
+            reason: object.enumerated("reason", RetryReason::parse)?,
+            rate_limited: object
+                .object_list("rate_limited")?
+                .iter()
+                .map(entry_from_object)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The invariants of a schedule the policy can produce; `key` is where it sits
+    /// (`retry_schedule`, or empty for a standalone document). Run on read and before writes.
+    pub fn validate(&self, key: &str) -> Result<(), StrictError> {
+        let at = |field: &str| {
+            if key.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            }
+        };
+        let fail = |message: String| Err(StrictError(message));
+        strict_json::require_nonempty(&at("phase_id"), &self.phase_id)?;
+        if !is_retryable(self.after) {
+            return fail(format!("invalid {} '{}'", at("after"), self.after));
+        }
+        if self.attempt == 0 {
+            return fail(format!(
+                "expected {} to be a positive integer",
+                at("attempt")
+            ));
+        }
+        for (index, entry) in self.rate_limited.iter().enumerate() {
+            if entry.reason.kind() != StepKind::Wait {
+                return fail(format!(
+                    "invalid {} '{}'",
+                    at(&format!("rate_limited[{index}].reason")),
+                    entry.reason
+                ));
+            }
+            let repeated = self.rate_limited[..index]
+                .iter()
+                .any(|earlier| earlier.template_index == entry.template_index);
+            if repeated {
+                return fail(format!(
+                    "{} names template {} twice",
+                    at("rate_limited"),
+                    entry.template_index
+                ));
+            }
+        }
+        let reason = self.reason;
+        let rate_limited_after = || {
+            if self.after == AttemptStatus::RateLimited {
+                Ok(())
+            } else {
+                fail(format!(
+                    "{} must be rate-limited for reason {reason}",
+                    at("after")
+                ))
+            }
+        };
+        match reason.kind() {
+            StepKind::Retry if self.attempt < 2 => fail(format!(
+                "{} must be at least 2 for reason {reason}",
+                at("attempt")
+            )),
+            StepKind::Retry => Ok(()),
+            StepKind::Switch => {
+                rate_limited_after()?;
+                if self.rate_limited.is_empty() {
+                    return fail(format!(
+                        "{} must not be empty for reason {reason}",
+                        at("rate_limited")
+                    ));
+                }
+                if self
+                    .rate_limited
+                    .iter()
+                    .any(|entry| entry.template_index == self.template_index)
+                {
+                    return fail(format!(
+                        "{} names a rate-limited template for reason {reason}",
+                        at("template_index")
+                    ));
+                }
+                Ok(())
+            }
+            StepKind::Wait => {
+                rate_limited_after()?;
+                if self.waits_used == 0 {
+                    return fail(format!(
+                        "{} must be at least 1 for reason {reason}",
+                        at("waits_used")
+                    ));
+                }
+                if self.template_index != 0 {
+                    return fail(format!(
+                        "{} must be 0 for reason {reason}",
+                        at("template_index")
+                    ));
+                }
+                if !self.rate_limited.is_empty() {
+                    return fail(format!(
+                        "{} must be empty for reason {reason}",
+                        at("rate_limited")
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn entry_from_object(object: &Object<'_>) -> Result<RateLimitedTemplate, StrictError> {
+    object.expect_keys(&RATE_LIMITED_KEYS)?;
+    Ok(RateLimitedTemplate {
+        template_index: count(object, "template_index")?,
+        until: object.timestamp("until")?,
+        reason: object.enumerated("reason", |text| {
+            RetryReason::parse(text).filter(|reason| reason.kind() == StepKind::Wait)
+        })?,
+    })
+}
+
+/// A non-negative integer that fits in `T`.
+fn count<T: TryFrom<i64>>(object: &Object<'_>, key: &str) -> Result<T, StrictError> {
+    let value: i64 = object.integer(key)?;
+    u32::try_from(value)
+        .ok()
+        .and_then(|value| T::try_from(i64::from(value)).ok())
+        .ok_or_else(|| {
+            StrictError(format!(
+                "expected {} to be a non-negative integer that fits in 32 bits",
+                object.qualified(key)
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests;

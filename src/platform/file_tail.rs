@@ -1,0 +1,34 @@
+//! Reading the end of a file without reading all of it: a failure report shows the last lines
+//! of a transcript that may be gigabytes long.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Reads at most the last `limit` bytes of a file; `true` when that is the whole file.
+pub fn read_end(path: &Path, limit: u64) -> io::Result<(Vec<u8>, bool)> {
+    let mut file = File::open(path)?;
+    let length = file.metadata()?.len();
+    let offset = length.saturating_sub(limit);
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::with_capacity((length - offset) as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok((bytes, offset == 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_the_end_is_bounded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("transcript.txt");
+        std::fs::write(&path, b"0123456789").expect("write");
+        assert_eq!(read_end(&path, 4).expect("read"), (b"6789".to_vec(), false));
+        assert_eq!(
+            read_end(&path, 100).expect("read"),
+            (b"0123456789".to_vec(), true)
+        );
+    }
+}
