@@ -15,9 +15,9 @@ use crate::domain::state::State;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, effective_settings,
-    execution_workspace_of, read_config, read_plan_snapshot, read_state,
+    execution_workspace_of, locate, read_config, read_plan_snapshot, read_state,
 };
-use crate::platform::locate::{PlanLocation, locate_plan};
+use crate::platform::locate::PlanLocation;
 use crate::report::Output;
 
 /// The `check --json` document (schema: docs/cli.md).
@@ -74,7 +74,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
 
 fn build(args: &CheckArgs) -> CheckReport {
     let mut report = CheckReport::default();
-    let location = match locate_plan(&args.plan) {
+    let location = match locate(&args.plan) {
         Ok(location) => location,
         Err(error) => {
             report.errors.push(error.to_string());

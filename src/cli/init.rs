@@ -1,36 +1,20 @@
-//! `init`: creates `.ai-session-handler/config.json` (an example config) and the shared
-//! `.ai-session-handler/plans/` directory in the current directory. An existing config is
-//! never overwritten.
+//! `init`: makes the current directory a plan workspace (config and plans directory) and says
+//! what it created.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-
-use crate::domain::config::EXAMPLE_CONFIG;
 use crate::domain::exit_code::ExitCode;
-use crate::platform::durable;
-use crate::platform::locate::{HANDLER_DIR, os_message};
+use crate::invocation::init::init_current_dir;
 use crate::report::Output;
 
-/// Why `init` created nothing (or not everything).
-#[derive(Debug, thiserror::Error)]
-enum InitError {
-    #[error("cannot read the current directory: {}", os_message(.0))]
-    NoCurrentDir(io::Error),
-    #[error("{}: config already exists; edit it or remove it first", .0.display())]
-    ConfigExists(PathBuf),
-    #[error("{}: exists but is not a directory; move it aside first", .0.display())]
-    NotADirectory(PathBuf),
-    #[error("{0}")]
-    CreateDirs(io::Error),
-    #[error("{0}")]
-    CreateConfig(io::Error),
-    #[error("{}: {source}", .path.display())]
-    WriteConfig { path: PathBuf, source: io::Error },
-}
-
 pub fn run() -> ExitCode {
-    match init_here() {
-        Ok(output) => {
+    match init_current_dir() {
+        Ok(created) => {
+            let mut output = Output::default();
+            output
+                .stdout
+                .push(format!("created {}", created.config_path.display()));
+            output
+                .stdout
+                .push(format!("created {}", created.plans_dir.display()));
             output.print();
             ExitCode::Success
         }
@@ -39,47 +23,4 @@ pub fn run() -> ExitCode {
             ExitCode::InvalidInput
         }
     }
-}
-
-fn init_here() -> Result<Output, InitError> {
-    let cwd = std::env::current_dir().map_err(InitError::NoCurrentDir)?;
-    let handler_dir = cwd.join(HANDLER_DIR);
-    let config_path = handler_dir.join("config.json");
-    let plans_dir = handler_dir.join("plans");
-    // Everything that can refuse is checked before anything is created. `symlink_metadata`
-    // also sees a dangling symlink where the config would go.
-    if config_path.symlink_metadata().is_ok() {
-        return Err(InitError::ConfigExists(config_path));
-    }
-    for dir in [&handler_dir, &plans_dir] {
-        if dir.exists() && !dir.is_dir() {
-            return Err(InitError::NotADirectory(dir.clone()));
-        }
-    }
-    durable::create_dir_all_durably(&plans_dir).map_err(InitError::CreateDirs)?;
-    write_config(&config_path)?;
-    let mut output = Output::default();
-    output
-        .stdout
-        .push(format!("created {}", config_path.display()));
-    output
-        .stdout
-        .push(format!("created {}", plans_dir.display()));
-    Ok(output)
-}
-
-fn write_config(path: &Path) -> Result<(), InitError> {
-    let mut file = durable::create_new(path).map_err(|error| {
-        if error.kind() == io::ErrorKind::AlreadyExists {
-            InitError::ConfigExists(path.to_path_buf())
-        } else {
-            InitError::CreateConfig(error)
-        }
-    })?;
-    file.write_all(EXAMPLE_CONFIG.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|source| InitError::WriteConfig {
-            path: path.to_path_buf(),
-            source,
-        })
 }

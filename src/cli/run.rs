@@ -12,10 +12,10 @@ use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunResult, RunSup
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
-    InputError, RunOverrides, effective_settings, execution_workspace_of, read_config,
+    InputError, RunOverrides, effective_settings, execution_workspace_of, locate, read_config,
     read_plan_snapshot,
 };
-use crate::platform::locate::locate_plan;
+
 use crate::report::{self, Output};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -24,7 +24,7 @@ const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
 
 pub fn run(args: &RunArgs) -> ExitCode {
     let prepared = (|| {
-        let location = locate_plan(&args.plan)?;
+        let location = locate(&args.plan)?;
         let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),

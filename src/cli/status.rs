@@ -3,8 +3,6 @@
 //! attempt is shown in preference to the last run, and a missing transcript is reported at its
 //! own path — never replaced by an earlier phase's artifacts.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::args::StatusArgs;
@@ -12,10 +10,10 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::invocation::{
-    InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, read_plan_snapshot,
-    read_state,
+    InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
+    locate_for_report, read_plan_snapshot, read_state,
 };
-use crate::platform::locate::{PlanLocation, locate_plan, locate_plan_even_if_gone};
+use crate::platform::locate::PlanLocation;
 use crate::report::Output;
 
 /// The status report; `--json` prints it as is (schema: docs/cli.md).
@@ -86,14 +84,11 @@ pub struct PlanCheck {
 }
 
 pub fn run(args: &StatusArgs) -> ExitCode {
-    let location = match locate_plan(&args.plan) {
+    // A deleted plan file whose state exists still has that state reported (then the
+    // error); without recorded state there is nothing to report.
+    let location = match locate_for_report(&args.plan) {
         Ok(location) => location,
-        Err(error) => match locate_plan_even_if_gone(&args.plan) {
-            // A deleted plan file whose state exists still has that state reported (then
-            // the error); without recorded state there is nothing to report.
-            Ok(location) if Path::new(&location.layout.state_path()).is_file() => location,
-            _ => return fail(args.json, InputError::from(error)),
-        },
+        Err(error) => return fail(args.json, error),
     };
     let state = match read_state(&location.layout) {
         Ok(state) => state,
@@ -203,7 +198,7 @@ fn build_report(
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
-            transcript_exists: Path::new(&attempt.transcript_path).is_file(),
+            transcript_exists: is_file(&attempt.transcript_path),
             outcome_path: attempt.outcome_path.clone(),
             outcome_committed: false,
         });
@@ -215,7 +210,7 @@ fn build_report(
         finished_at: last_run.finished_at.to_string(),
         exit_code: last_run.exit_code,
         transcript_path: last_run.transcript_path.clone(),
-        transcript_exists: Path::new(&last_run.transcript_path).is_file(),
+        transcript_exists: is_file(&last_run.transcript_path),
         outcome_path: last_run.outcome_path.clone(),
         summary: last_run.summary.clone(),
     });
@@ -228,7 +223,7 @@ fn build_report(
         plan_path: location.plan_path.clone(),
         plan_workspace: location.workspace.clone(),
         state_path: location.layout.state_path(),
-        state_exists: Path::new(&location.layout.state_path()).is_file(),
+        state_exists: is_file(&location.layout.state_path()),
         execution_workspace,
         execution_workspace_error: execution_workspace_error.map(|error| error.to_string()),
         completed_phase_ids: state.completed_phase_ids.clone(),
@@ -351,7 +346,7 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     match &report.latest_transcript {
         Some(path) => {
             lines.push(format!("latest transcript: {path}"));
-            if !Path::new(path).is_file() {
+            if !is_file(path) {
                 lines.push(format!("latest transcript missing: {path}"));
             }
         }

@@ -3,7 +3,9 @@
 //! and `status` share these loaders so they can never disagree about what is valid.
 
 mod error;
+pub mod init;
 
+use std::path::Path;
 use std::sync::Arc;
 
 pub use error::InputError;
@@ -17,8 +19,32 @@ use crate::domain::state::ActiveAttempt;
 use crate::domain::state::{State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
-use crate::platform::locate::{PlanLocation, resolve_execution_workspace};
+use crate::platform::locate::{
+    PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
+};
 use crate::platform::proc;
+
+/// Resolves `--plan` and its plan workspace.
+pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
+    Ok(locate_plan(plan_arg)?)
+}
+
+/// Like [`locate`], but a plan file that is gone is still located where it was when state is
+/// recorded for it, so that `status` can report that state (and then the error).
+pub fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputError> {
+    match locate_plan(plan_arg) {
+        Ok(location) => Ok(location),
+        Err(error) => match locate_plan_even_if_gone(plan_arg) {
+            Ok(location) if is_file(&location.layout.state_path()) => Ok(location),
+            _ => Err(error.into()),
+        },
+    }
+}
+
+/// Whether `path` names a regular file (after symlinks).
+pub fn is_file(path: &str) -> bool {
+    Path::new(path).is_file()
+}
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
 /// invocation runs from.
