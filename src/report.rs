@@ -8,8 +8,13 @@ use std::path::Path;
 
 use crate::actors::attempt_supervisor::RecordFailure;
 use crate::actors::run_supervisor::RunEnd;
+use chrono::{DateTime, Utc};
+
+use crate::domain::config::format_seconds;
 use crate::domain::decision::signal_name;
+use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 use crate::invocation::InputError;
@@ -133,6 +138,10 @@ pub fn run_end(end: &RunEnd) -> Output {
             "interrupted by {} before launching the next phase; no worker was started",
             signal_name(*signal)
         )),
+        RunEnd::InterruptedDuringWait { signal, phase_id } => Output::error(format!(
+            "interrupted by {} while waiting to run {phase_id} again; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
+            signal_name(*signal)
+        )),
         RunEnd::Refused {
             refusal: refused,
             plan_workspace,
@@ -172,6 +181,86 @@ pub fn run_end(end: &RunEnd) -> Output {
             output
         }
     }
+}
+
+/// The progress line for a run event, if it has one (stderr, printed as it happens).
+pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
+    let RunEvent::RetryScheduled {
+        schedule,
+        of,
+        template,
+        reset_phrase,
+        resumed,
+    } = event
+    else {
+        return None;
+    };
+    let phase = &schedule.phase_id;
+    let attempt = schedule.attempt;
+    let resuming = if *resumed {
+        "resuming the schedule: "
+    } else {
+        ""
+    };
+    let line = match schedule.reason.kind() {
+        StepKind::Switch => format!(
+            "{resuming}{}: {phase} (attempt {attempt} of {of}): trying fallback agent command {} now: {}",
+            schedule.after,
+            schedule.template_index,
+            printable(template)
+        ),
+        StepKind::Wait => {
+            let why = match reset_phrase {
+                Some(phrase) => format!("{}: {}", schedule.reason.describe(), printable(phrase)),
+                None => schedule.reason.describe().to_owned(),
+            };
+            format!(
+                "{resuming}{}: {phase} (attempt {attempt} of {of}): waiting until {} ({why}); Ctrl-C stops",
+                schedule.after,
+                clock_time(schedule.not_before.as_datetime(), now)
+            )
+        }
+        StepKind::Retry => {
+            let seconds = (schedule.not_before.as_datetime() - now)
+                .num_milliseconds()
+                .max(0) as f64
+                / 1000.0;
+            let capped = if schedule.reason == RetryReason::BackoffCapped {
+                " (backoff capped at max_backoff_seconds)"
+            } else {
+                ""
+            };
+            format!(
+                "{resuming}retrying {phase} (attempt {attempt} of {of}) after {} in {} s{capped}",
+                schedule.after,
+                format_seconds(seconds.ceil())
+            )
+        }
+    };
+    Some(line)
+}
+
+/// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
+fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if at.date_naive() == now.date_naive() {
+        at.format("%H:%M:%S UTC").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    }
+}
+
+/// Text from an agent or a config made safe for a terminal line: control characters escaped.
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|character| {
+            let escaped: Vec<char> = if character.is_control() {
+                character.escape_default().collect()
+            } else {
+                vec![character]
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// The final line of a successful or stopped run.

@@ -38,21 +38,29 @@ use crate::domain::lifecycle::attempt::{
     AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
 };
 use crate::domain::marker::MarkerVerdict;
-use crate::domain::outcome::{Artifacts, OutcomeRecord};
+use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::plan::Phase;
-use crate::domain::prompt::{PromptContext, render_prompt};
-use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, PlanRecord, SnapshotRef, State};
+use crate::domain::prompt::{PromptContext, RetryNote, render_prompt};
+use crate::domain::rate_limit::reset_time::find_reset;
+use crate::domain::retry::is_retryable;
+use crate::domain::retry::next_step::{FinishedAttempt, RetryLedger, RetryReason, next_step};
+use crate::domain::retry::schedule::RetrySchedule;
+use crate::domain::state::{
+    ActiveAttempt, ActiveStatus, AttemptStatus, PhaseRef, PlanRecord, SnapshotRef,
+};
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
-use crate::domain::transcript::{Trailer, TranscriptHeader, render_header, render_trailer};
+use crate::domain::transcript::{
+    TRAILER_SEPARATOR, Trailer, TranscriptHeader, render_header, render_trailer,
+};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::{PlanLocation, os_message};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::{durable, spawn};
+use crate::platform::{durable, file_tail, spawn};
 
 /// After the leader exits on its own, how long its pipes may stay open before the remaining
 /// group members are killed as leaked descendants.
@@ -76,7 +84,36 @@ pub struct AttemptSpec {
     pub resolve_abandoned: bool,
     /// The handler's children before its first worker: never treated as escaped descendants.
     pub inherited_children: Arc<ChildSnapshot>,
+    /// Which of the settings' agent templates runs (0 is the primary).
+    pub template_index: usize,
+    /// The phase's retry history before this attempt, and what its prompt says about it.
+    pub turn: AttemptTurn,
     pub span: tracing::Span,
+}
+
+/// Where an attempt stands in its phase's retries in this invocation.
+#[derive(Clone, Debug)]
+pub struct AttemptTurn {
+    pub ledger: RetryLedger,
+    /// `None` for a phase's first attempt, whose prompt has no retry section.
+    pub note: Option<RetryNote>,
+}
+
+impl AttemptTurn {
+    pub fn first() -> Self {
+        Self {
+            ledger: RetryLedger::first(),
+            note: None,
+        }
+    }
+}
+
+/// The retry the policy scheduled after a committed attempt (durable in the same write).
+#[derive(Clone, Debug)]
+pub struct ScheduledRetry {
+    pub schedule: RetrySchedule,
+    /// The reset-time phrase of the agent's output the wait is based on, if any.
+    pub reset_phrase: Option<String>,
 }
 
 /// What the attempt supervisor tells the run supervisor when it is done.
@@ -94,6 +131,8 @@ pub enum AttemptOutcome {
         decision: Decision,
         outcome_path: String,
         transcript_path: String,
+        /// The next attempt of the phase, when the retry policy scheduled one.
+        retry: Option<ScheduledRetry>,
     },
     /// The prepared record could not be written: nothing was launched, nothing changed.
     NotPrepared { error: StoreError },
@@ -142,12 +181,13 @@ pub enum AttemptMsg {
     /// The recording task wrote the trailer and gathered the verdicts.
     Gathered(Box<Gathered>),
     /// The commit task finished.
-    Committed(Box<Result<State, RecordFailure>>),
+    Committed(Box<Result<Option<ScheduledRetry>, RecordFailure>>),
 }
 
 /// A launched worker, handed from the preparation task to the supervisor.
 pub struct Launch {
     attempt: ActiveAttempt,
+    phase_attempt: u32,
     child: Child,
     pid: u32,
     identity: Option<ProcessIdentity>,
@@ -167,11 +207,13 @@ pub enum SetupFailure {
     /// thread could not be created.
     Setup {
         attempt: ActiveAttempt,
+        phase_attempt: u32,
         error: SetupError,
     },
     /// The worker could not be started; `transcript` gets the launch error.
     Launch {
         attempt: ActiveAttempt,
+        phase_attempt: u32,
         transcript: TranscriptFile,
         summary: String,
     },
@@ -192,6 +234,7 @@ pub enum SetupError {
 /// What the recording task found.
 pub struct Gathered {
     trailer: Result<(), OutputError>,
+    output: OutputBytes,
     verdict: MarkerVerdict,
     final_match: Option<StopMatch>,
     exit: Option<ChildExit>,
@@ -239,6 +282,12 @@ pub struct AttemptState {
     committing: Option<Decision>,
     /// Why the prepared record was not written, until the machine concludes.
     not_prepared: Option<(String, StoreError)>,
+    /// When the attempt started, for its duration.
+    started: std::time::Instant,
+    /// What the agent wrote, once the trailer is written.
+    output: OutputBytes,
+    /// This attempt's number among the phase's attempts in the state.
+    phase_attempt: u32,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -260,6 +309,9 @@ impl Actor for AttemptSupervisor {
             unlaunched_transcript: None,
             committing: None,
             not_prepared: None,
+            started: std::time::Instant::now(),
+            output: OutputBytes::default(),
+            phase_attempt: 1,
             tasks: Vec::new(),
         };
         let preparation = state.preparation();
@@ -300,9 +352,7 @@ impl Actor for AttemptSupervisor {
                 AttemptMsg::StreamEnded { stream, error } => {
                     Some(AttemptEvent::StreamEnded { stream, error })
                 }
-                AttemptMsg::StopMatched(found) => Some(AttemptEvent::StopRegexMatched {
-                    pattern: found.pattern,
-                }),
+                AttemptMsg::StopMatched(found) => Some(state.pattern_event(found, false)),
                 AttemptMsg::DeadlineReached => state
                     .spec
                     .settings
@@ -433,6 +483,17 @@ impl AttemptState {
         }
     }
 
+    /// A match of the combined pattern set: stop regexes come first, rate-limit patterns after.
+    fn pattern_event(&self, found: StopMatch, at_end: bool) -> AttemptEvent {
+        let pattern = found.pattern;
+        match (found.index < self.spec.settings.stop_pattern_count, at_end) {
+            (true, false) => AttemptEvent::StopRegexMatched { pattern },
+            (true, true) => AttemptEvent::FinalStopMatch { pattern },
+            (false, false) => AttemptEvent::RateLimitMatched { pattern },
+            (false, true) => AttemptEvent::FinalRateLimitMatch { pattern },
+        }
+    }
+
     fn tell_killer(&self, message: KillerMsg) {
         if let Some(crew) = &self.crew {
             notify(&crew.killer, message);
@@ -450,6 +511,8 @@ impl AttemptState {
             execution_workspace: self.spec.execution_workspace.clone(),
             accept: self.spec.accept.take(),
             resolve_abandoned: self.spec.resolve_abandoned,
+            template_index: self.spec.template_index,
+            retry_note: self.spec.turn.note.clone(),
             span: self.spec.span.clone(),
         }
     }
@@ -466,24 +529,32 @@ impl AttemptState {
                 self.not_prepared = Some((attempt_id, error));
                 return Some(AttemptEvent::PreparedRecordFailed);
             }
-            Err(SetupFailure::Setup { attempt, error }) => {
+            Err(SetupFailure::Setup {
+                attempt,
+                phase_attempt,
+                error,
+            }) => {
                 self.attempt = Some(attempt);
+                self.phase_attempt = phase_attempt;
                 let message = error.to_string();
                 return Some(AttemptEvent::SetupFailed { message });
             }
             Err(SetupFailure::Launch {
                 attempt,
+                phase_attempt,
                 transcript,
                 summary,
             }) => {
                 tracing::info!(%summary, "launch failed");
                 self.attempt = Some(attempt);
+                self.phase_attempt = phase_attempt;
                 self.unlaunched_transcript = Some(transcript);
                 return Some(AttemptEvent::LaunchFailed { summary });
             }
         };
         let Launch {
             attempt,
+            phase_attempt,
             mut child,
             pid,
             identity,
@@ -494,6 +565,7 @@ impl AttemptState {
         tracing::info!(pid, pgid = pid, "worker spawned");
         let worker_started_ticks = identity.as_ref().map(|identity| identity.start_time_ticks);
         self.attempt = Some(attempt.clone());
+        self.phase_attempt = phase_attempt;
         self.crew = Some(
             self.start_crew(
                 myself,
@@ -724,9 +796,9 @@ impl AttemptState {
         let target = myself.clone();
         self.tasks.push(tokio::spawn(
             async move {
-                let trailer = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
+                let (trailer, output) = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
                     .await
-                    .unwrap_or(Err(OutputError::WriterStopped));
+                    .unwrap_or((Err(OutputError::WriterStopped), OutputBytes::default()));
                 let verdict = call(&marker, |reply| MarkerMsg::Finish { reply })
                     .await
                     .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
@@ -740,6 +812,7 @@ impl AttemptState {
                     &target,
                     AttemptMsg::Gathered(Box::new(Gathered {
                         trailer,
+                        output,
                         verdict,
                         final_match,
                         exit: input.exit,
@@ -757,17 +830,14 @@ impl AttemptState {
             self.feed(AttemptEvent::TrailerFailed { message }, myself);
         }
         if let Some(found) = gathered.final_match {
-            self.feed(
-                AttemptEvent::FinalStopMatch {
-                    pattern: found.pattern,
-                },
-                myself,
-            );
+            let event = self.pattern_event(found, true);
+            self.feed(event, myself);
         }
         if let Some(crew) = self.crew.take() {
             crew.stop();
         }
         let conclusion = self.lifecycle.decide(gathered.exit, gathered.verdict);
+        self.output = gathered.output;
         self.commit(conclusion, gathered.finished_at, None, myself);
     }
 
@@ -838,7 +908,22 @@ impl AttemptState {
             },
             exit_code: conclusion.exit.code,
             signal: conclusion.exit.signal,
+            duration_ms: Some(
+                self.started
+                    .elapsed()
+                    .as_millis()
+                    .try_into()
+                    .unwrap_or(u64::MAX),
+            ),
+            output_bytes: Some(self.output),
+            phase_attempt: Some(self.phase_attempt),
+            agent_cmd: Some(
+                self.spec.settings.templates[self.spec.template_index]
+                    .raw()
+                    .to_owned(),
+            ),
         };
+        let policy = self.retry_inputs(conclusion.decision.status, &attempt);
         self.committing = Some(conclusion.decision);
         let store = self.spec.store.clone();
         let target = myself.clone();
@@ -853,13 +938,19 @@ impl AttemptState {
                         tracing::warn!(%error, "could not note the launch failure in the transcript");
                     }
                 }
+                let retry = match policy {
+                    Some(policy) => policy.decide().await,
+                    None => None,
+                };
+                let schedule = retry.as_ref().map(|retry| retry.schedule.clone());
                 let result = match call(&store, |reply| StoreMsg::Commit {
                     outcome: Box::new(outcome),
+                    schedule,
                     reply,
                 })
                 .await
                 {
-                    Some(Ok(state)) => Ok(state),
+                    Some(Ok(_)) => Ok(retry),
                     Some(Err(CommitError::StateWrite(error))) => {
                         Err(RecordFailure::OutcomeRecord(error))
                     }
@@ -872,17 +963,18 @@ impl AttemptState {
         ));
     }
 
-    fn on_committed(&mut self, result: Result<State, RecordFailure>) {
+    fn on_committed(&mut self, result: Result<Option<ScheduledRetry>, RecordFailure>) {
         let (Some(decision), Some(attempt)) = (self.committing.take(), self.attempt.clone()) else {
             return;
         };
         let outcome = match result {
-            Ok(_) => {
+            Ok(retry) => {
                 tracing::info!(status = %decision.status, "outcome committed");
                 AttemptOutcome::Committed {
                     decision,
                     outcome_path: attempt.outcome_path.clone(),
                     transcript_path: attempt.transcript_path.clone(),
+                    retry,
                 }
             }
             Err(failure) => {
@@ -895,6 +987,21 @@ impl AttemptState {
             }
         };
         self.conclude(attempt.id, outcome);
+    }
+
+    /// What the retry decision needs, for an attempt whose status may be retried.
+    fn retry_inputs(&self, status: AttemptStatus, attempt: &ActiveAttempt) -> Option<RetryInputs> {
+        if !is_retryable(status) {
+            return None;
+        }
+        Some(RetryInputs {
+            phase_id: attempt.phase.id.clone(),
+            status,
+            template_index: self.spec.template_index,
+            ledger: self.spec.turn.ledger.clone(),
+            settings: self.spec.settings.clone(),
+            transcript_path: attempt.transcript_path.clone(),
+        })
     }
 
     fn conclude(&mut self, attempt_id: String, outcome: AttemptOutcome) {
@@ -911,6 +1018,73 @@ impl AttemptState {
     }
 }
 
+/// What the retry policy decides from, after a retryable attempt.
+struct RetryInputs {
+    phase_id: String,
+    status: AttemptStatus,
+    template_index: usize,
+    ledger: RetryLedger,
+    settings: Arc<RunSettings>,
+    transcript_path: String,
+}
+
+/// How much of the transcript's end is searched for a provider's reset time: the message that
+/// ended the attempt is near the end, and the search must not cost memory in proportion to
+/// the output.
+const RESET_SEARCH_BYTES: u64 = 64 * 1024;
+
+impl RetryInputs {
+    /// The pure policy decision, after a rate limit with the reset time found at the end of
+    /// the output (read off the runtime threads, with the machine's local time zone for clock
+    /// times without one).
+    async fn decide(self) -> Option<ScheduledRetry> {
+        let now = chrono::Utc::now();
+        let hint = if self.status == AttemptStatus::RateLimited {
+            let path = self.transcript_path.clone();
+            off_runtime(move || {
+                let (tail, _) = file_tail::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
+                find_reset(&output_text(&tail), now, &chrono::Local)
+            })
+            .await
+        } else {
+            None
+        };
+        let finished = FinishedAttempt {
+            status: self.status,
+            template_index: self.template_index,
+            reset_at: hint.as_ref().map(|hint| hint.at),
+        };
+        let settings = &self.settings;
+        let step = next_step(
+            &finished,
+            &self.ledger,
+            &settings.retry,
+            &settings.rate_limit,
+            settings.templates.len(),
+            now,
+        );
+        tracing::info!(status = %self.status, step = ?step, "retry policy decided");
+        let schedule = RetrySchedule::from_step(&self.phase_id, self.status, &step)?;
+        let reset_phrase = hint
+            .filter(|_| schedule.reason == RetryReason::ResetTime)
+            .map(|hint| hint.phrase);
+        Some(ScheduledRetry {
+            schedule,
+            reset_phrase,
+        })
+    }
+}
+
+/// The agent's output in the transcript's last bytes: without the runner's trailer (its
+/// `finished_at` is no reset time), decoded lossily.
+fn output_text(tail: &[u8]) -> String {
+    let text = String::from_utf8_lossy(tail);
+    match text.rfind(TRAILER_SEPARATOR) {
+        Some(at) => text[..at].to_owned(),
+        None => text.into_owned(),
+    }
+}
+
 /// Everything the preparation task needs, owned, so it can run beside the actor.
 struct PreparationTask {
     store: ActorRef<StoreMsg>,
@@ -921,6 +1095,8 @@ struct PreparationTask {
     execution_workspace: String,
     accept: Option<PlanRecord>,
     resolve_abandoned: bool,
+    template_index: usize,
+    retry_note: Option<RetryNote>,
     span: tracing::Span,
 }
 
@@ -965,8 +1141,17 @@ impl PreparationTask {
             error,
         })?;
         tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
+        let phase_attempt = prepared
+            .committed_outcomes
+            .iter()
+            .filter(|outcome| outcome.phase_id == attempt.phase.id)
+            .count()
+            .saturating_add(1)
+            .try_into()
+            .unwrap_or(u32::MAX);
 
-        let argv = self.settings.template.render(&PlaceholderValues {
+        let template = &self.settings.templates[self.template_index];
+        let argv = template.render(&PlaceholderValues {
             prompt_file: &attempt.prompt_path,
             workspace: &attempt.execution_workspace,
             run_id: &id,
@@ -983,6 +1168,7 @@ impl PreparationTask {
             preamble: &self.snapshot.plan.preamble,
             phase: &self.phase,
             state: &prepared,
+            retry: self.retry_note.as_ref(),
         });
         let header = render_header(&TranscriptHeader {
             attempt_id: &attempt.id,
@@ -993,7 +1179,7 @@ impl PreparationTask {
             plan_workspace: &self.location.workspace,
             execution_workspace: &attempt.execution_workspace,
             started_at: attempt.started_at,
-            agent_cmd: self.settings.template.raw(),
+            agent_cmd: template.raw(),
             argv: &argv,
         });
         let prompt = prompt.into_bytes();
@@ -1011,7 +1197,13 @@ impl PreparationTask {
             .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
         {
             Ok(transcript) => transcript,
-            Err(error) => return Err(SetupFailure::Setup { attempt, error }),
+            Err(error) => {
+                return Err(SetupFailure::Setup {
+                    attempt,
+                    phase_attempt,
+                    error,
+                });
+            }
         };
         // Everything that can fail for lack of resources is set up before the launch, so a
         // failure here never leaves a worker without its supervision.
@@ -1022,12 +1214,17 @@ impl PreparationTask {
                 Ok(console) => Some(console),
                 Err(error) => {
                     let error = SetupError::ConsoleThread(error);
-                    return Err(SetupFailure::Setup { attempt, error });
+                    return Err(SetupFailure::Setup {
+                        attempt,
+                        phase_attempt,
+                        error,
+                    });
                 }
             }
         };
         let launch_failure = |summary: String, transcript| SetupFailure::Launch {
             attempt: attempt.clone(),
+            phase_attempt,
             transcript,
             summary,
         };
@@ -1060,6 +1257,7 @@ impl PreparationTask {
         };
         Ok(Launch {
             attempt,
+            phase_attempt,
             child,
             pid,
             identity,

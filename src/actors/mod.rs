@@ -23,6 +23,7 @@ pub mod attempt_supervisor;
 pub mod deadline_timer;
 pub mod group_killer;
 pub mod marker_parser;
+pub mod observer;
 pub mod pipe_reader;
 pub mod run_supervisor;
 pub mod signal_intake;

@@ -14,17 +14,22 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::attempt_supervisor::{
-    AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor, RecordFailure,
+    AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor, AttemptTurn,
+    RecordFailure,
 };
+use super::observer::RunObserver;
 use super::signal_intake::SignalIntake;
 use super::state_store::{StateStore, StoreArgs, StoreError, StoreMsg};
 use super::workspace_locks::{LockId, LockMsg, WorkspaceLocks};
 use super::{call, notify, off_runtime};
 use crate::domain::decision::Decision;
+use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::lifecycle::run::{AfterAttempt, AttemptEnd, Checkpoint, RunLoop};
+use crate::domain::lifecycle::run::{AfterAttempt, AttemptEnd, Checkpoint, RunLoop, SignalAction};
+use crate::domain::prompt::{EarlierAttempt, RetryNote};
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::selection::{FirstSelection, Refusal, admit, next_pending};
-use crate::domain::state::{ActiveAttempt, LastRun, PlanRecord, State};
+use crate::domain::state::{ActiveAttempt, AttemptStatus, LastRun, PlanRecord, State};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     InputError, PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash,
@@ -63,6 +68,9 @@ pub enum RunEnd {
     },
     /// A signal arrived while no attempt was running.
     InterruptedBeforeLaunch { signal: i32 },
+    /// A signal arrived while the run waited for a scheduled retry of `phase_id`; the
+    /// schedule stays in state for a later run.
+    InterruptedDuringWait { signal: i32, phase_id: String },
     /// Admission refused the run.
     Refused {
         refusal: Refusal,
@@ -102,14 +110,23 @@ pub enum RunMsg {
     Checkpoint,
     SignalReceived(i32),
     AttemptConcluded(Box<AttemptReport>),
+    /// The scheduled retry is due (its not-before time passed).
+    RetryDue,
 }
 
 pub struct RunArgs {
     pub location: Arc<PlanLocation>,
     pub snapshot: Arc<PlanSnapshot>,
     pub settings: Arc<RunSettings>,
+    /// Told every lifecycle event as it happens.
+    pub observer: Arc<dyn RunObserver>,
     /// Receives the result once everything is committed and released.
     pub done: oneshot::Sender<RunResult>,
+}
+
+/// The next attempt of a phase the retry policy scheduled.
+struct PendingRetry {
+    schedule: RetrySchedule,
 }
 
 pub struct RunSupervisor;
@@ -135,6 +152,11 @@ pub struct RunState {
     attempt: Option<RunningAttempt>,
     /// The handler's children before any worker: inherited across `exec`, never stopped.
     inherited_children: Arc<ChildSnapshot>,
+    observer: Arc<dyn RunObserver>,
+    /// The scheduled next attempt of the current phase, while waiting for it.
+    pending_retry: Option<PendingRetry>,
+    /// The current phase's attempts in this invocation, for a retry's prompt.
+    phase_attempts: Vec<EarlierAttempt>,
 }
 
 impl Actor for RunSupervisor {
@@ -170,6 +192,9 @@ impl Actor for RunSupervisor {
             accept: None,
             attempt: None,
             inherited_children,
+            observer: args.observer,
+            pending_retry: None,
+            phase_attempts: Vec::new(),
         })
     }
 
@@ -187,10 +212,11 @@ impl Actor for RunSupervisor {
             match message {
                 RunMsg::Begin => state.begin(&myself).await,
                 RunMsg::Checkpoint => state.checkpoint(&myself).await,
-                RunMsg::SignalReceived(signal) => state.on_signal(signal),
+                RunMsg::SignalReceived(signal) => state.on_signal(signal, &myself).await,
                 RunMsg::AttemptConcluded(report) => {
                     state.on_attempt_concluded(*report, &myself).await
                 }
+                RunMsg::RetryDue => state.on_retry_due(&myself),
             }
         }
         .instrument(span)
@@ -237,7 +263,28 @@ impl RunState {
             Err(error) => return self.refuse(myself, error).await,
         };
         let now = Timestamp::from_datetime(chrono::Utc::now());
-        let admission = match admit(&loaded, &self.snapshot.facts(), self.settings.flags, now) {
+        let schedule_fits = loaded.retry_schedule.as_ref().is_some_and(|schedule| {
+            let settings = &self.settings;
+            let fits = schedule.fits(
+                &settings.retry,
+                &settings.rate_limit,
+                settings.templates.len(),
+            );
+            if let Err(why) = &fits {
+                tracing::info!(
+                    why,
+                    "the recorded retry schedule does not fit this run's policy"
+                );
+            }
+            fits.is_ok()
+        });
+        let admission = match admit(
+            &loaded,
+            &self.snapshot.facts(),
+            self.settings.flags,
+            schedule_fits,
+            now,
+        ) {
             Ok(admission) => admission,
             Err(refusal) => {
                 tracing::info!(?refusal, "run refused");
@@ -257,6 +304,7 @@ impl RunState {
                 return self.refuse(myself, error).await;
             }
         }
+        let last_run = loaded.last_run.clone();
         let store = Actor::spawn_linked(
             None,
             StateStore,
@@ -279,6 +327,18 @@ impl RunState {
         }
         tracing::info!(first = ?admission.first, accept = admission.accept.is_some(), "run admitted");
         self.accept = admission.accept;
+        if let FirstSelection::ResumeSchedule(schedule) = admission.first {
+            // The stopped attempt this schedule follows is the retry's first "earlier attempt".
+            if let Some(last_run) = &last_run {
+                self.phase_attempts.push(earlier_attempt(
+                    &last_run.run_id,
+                    last_run.status,
+                    &last_run.summary,
+                    &last_run.transcript_path,
+                ));
+            }
+            return self.await_retry(myself, *schedule, None, true);
+        }
         self.first = Some(admission.first);
         notify(myself, RunMsg::Checkpoint);
     }
@@ -338,6 +398,26 @@ impl RunState {
             phase_id = %phase.id,
             attempt_id = tracing::field::Empty
         );
+        let (template_index, turn) = match self.pending_retry.take() {
+            Some(pending) => {
+                let schedule = pending.schedule;
+                let note = RetryNote {
+                    attempt: schedule.attempt,
+                    of: self.settings.retry.max_attempts,
+                    reason: schedule.reason.describe().to_owned(),
+                    earlier: self.phase_attempts.clone(),
+                };
+                let turn = AttemptTurn {
+                    ledger: schedule.ledger(),
+                    note: Some(note),
+                };
+                (schedule.template_index, turn)
+            }
+            None => {
+                self.phase_attempts.clear();
+                (0, AttemptTurn::first())
+            }
+        };
         let spec = AttemptSpec {
             run: myself.clone(),
             store,
@@ -349,6 +429,8 @@ impl RunState {
             accept: self.accept.take(),
             resolve_abandoned,
             inherited_children: self.inherited_children.clone(),
+            template_index,
+            turn,
             span,
         };
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {
@@ -370,11 +452,17 @@ impl RunState {
     /// The phase to run next and whether it resolves an abandoned attempt; `None` when every
     /// phase is complete.
     async fn select(&mut self) -> Option<(String, bool)> {
+        if let Some(pending) = &self.pending_retry {
+            return Some((pending.schedule.phase_id.clone(), false));
+        }
         if let Some(first) = self.first.take() {
             return match first {
                 FirstSelection::RetryAbandoned(attempt) => Some((attempt.phase.id.clone(), true)),
                 FirstSelection::RetryStopped { phase_id } | FirstSelection::Next { phase_id } => {
                     Some((phase_id, false))
+                }
+                FirstSelection::ResumeSchedule(schedule) => {
+                    Some((schedule.phase_id.clone(), false))
                 }
                 FirstSelection::AllComplete => None,
             };
@@ -421,21 +509,79 @@ impl RunState {
             .await;
     }
 
-    fn on_signal(&mut self, signal: i32) {
-        self.run_loop.signal_caught(signal);
-        match &self.attempt {
-            Some(attempt) => {
+    async fn on_signal(&mut self, signal: i32, myself: &ActorRef<RunMsg>) {
+        match self.run_loop.signal_caught(signal) {
+            SignalAction::ForwardToAttempt => {
                 tracing::info!(
                     signal,
                     "signal forwarded to the attempt (deferred until it owns the worker's process group)"
                 );
-                notify(&attempt.actor, AttemptMsg::Interrupt(signal));
+                if let Some(attempt) = &self.attempt {
+                    notify(&attempt.actor, AttemptMsg::Interrupt(signal));
+                }
             }
-            None => tracing::info!(
+            SignalAction::StopNow(exit) => {
+                tracing::info!(signal, "signal during a retry wait: the run ends now");
+                let phase_id = self
+                    .pending_retry
+                    .take()
+                    .map(|pending| pending.schedule.phase_id)
+                    .unwrap_or_default();
+                let end = RunEnd::InterruptedDuringWait { signal, phase_id };
+                self.finish(myself, end, exit).await;
+            }
+            SignalAction::StopAtCheckpoint => tracing::info!(
                 signal,
                 "signal held: no attempt running; the loop stops before the next launch"
             ),
         }
+    }
+
+    /// Waits for a scheduled attempt: says so, then wakes at its not-before time.
+    fn await_retry(
+        &mut self,
+        myself: &ActorRef<RunMsg>,
+        schedule: RetrySchedule,
+        reset_phrase: Option<String>,
+        resumed: bool,
+    ) {
+        self.run_loop.awaiting_retry();
+        let template = self.settings.templates[schedule
+            .template_index
+            .min(self.settings.templates.len() - 1)]
+        .raw()
+        .to_owned();
+        self.observer.observe(&RunEvent::RetryScheduled {
+            schedule: schedule.clone(),
+            of: self.settings.retry.max_attempts,
+            template,
+            reset_phrase,
+            resumed,
+        });
+        let delay = (schedule.not_before.as_datetime() - chrono::Utc::now())
+            .to_std()
+            .unwrap_or_default();
+        tracing::info!(
+            phase_id = %schedule.phase_id,
+            attempt = schedule.attempt,
+            reason = %schedule.reason,
+            not_before = %schedule.not_before,
+            "waiting for the scheduled attempt"
+        );
+        self.pending_retry = Some(PendingRetry { schedule });
+        myself.send_after(delay, || RunMsg::RetryDue);
+    }
+
+    fn on_retry_due(&mut self, myself: &ActorRef<RunMsg>) {
+        let Some(pending) = &self.pending_retry else {
+            return;
+        };
+        self.observer.observe(&RunEvent::RetryDue {
+            phase_id: pending.schedule.phase_id.clone(),
+            attempt: pending.schedule.attempt,
+        });
+        self.run_loop.retry_due();
+        notify(myself, RunMsg::Checkpoint);
     }
 
     async fn on_attempt_concluded(&mut self, report: AttemptReport, myself: &ActorRef<RunMsg>) {
@@ -448,10 +594,26 @@ impl RunState {
                 decision,
                 outcome_path,
                 transcript_path,
+                retry,
             } => {
-                let after = self
-                    .run_loop
-                    .attempt_concluded(&report.phase_id, AttemptEnd::Committed(decision.status));
+                self.observer.observe(&RunEvent::OutcomeCommitted {
+                    phase_id: report.phase_id.clone(),
+                    status: decision.status,
+                });
+                self.phase_attempts.push(earlier_attempt(
+                    &report.attempt_id,
+                    decision.status,
+                    &decision.summary,
+                    &transcript_path,
+                ));
+                let end = AttemptEnd::Committed {
+                    status: decision.status,
+                    retry_scheduled: retry.is_some(),
+                };
+                let after = self.run_loop.attempt_concluded(&report.phase_id, end);
+                if let (AfterAttempt::AwaitRetry, Some(retry)) = (after, retry) {
+                    return self.await_retry(myself, retry.schedule, retry.reset_phrase, false);
+                }
                 let end = RunEnd::PhaseStopped {
                     decision,
                     outcome_path,
@@ -492,7 +654,7 @@ impl RunState {
         };
         match after {
             // A signal caught meanwhile stops the loop at the checkpoint.
-            AfterAttempt::Continue => notify(myself, RunMsg::Checkpoint),
+            AfterAttempt::Continue | AfterAttempt::AwaitRetry => notify(myself, RunMsg::Checkpoint),
             AfterAttempt::Stop(exit) => self.finish(myself, end, exit).await,
         }
     }
@@ -573,5 +735,20 @@ impl RunState {
             let _ = done.send(RunResult { end, exit });
         }
         myself.stop(None);
+    }
+}
+
+/// One attempt of the current phase, as a retry's prompt lists it.
+fn earlier_attempt(
+    attempt_id: &str,
+    status: AttemptStatus,
+    summary: &str,
+    transcript_path: &str,
+) -> EarlierAttempt {
+    EarlierAttempt {
+        attempt_id: attempt_id.to_owned(),
+        status: status.to_string(),
+        summary: summary.to_owned(),
+        transcript_path: transcript_path.to_owned(),
     }
 }

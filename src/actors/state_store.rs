@@ -15,6 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use super::off_runtime;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::{OutcomeError, OutcomeRecord};
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::{ActiveAttempt, PlanRecord, State, StateError, StateLayout};
 use crate::domain::timestamp::Timestamp;
 use crate::platform::durable::{self, ReplaceError};
@@ -84,9 +85,11 @@ pub enum StoreMsg {
         identity: Option<ProcessIdentity>,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
-    /// Write the outcome record, then commit it into the state.
+    /// Write the outcome record, then commit it into the state, with the retry the policy
+    /// scheduled after it (in the same replacement, so a crash never separates them).
     Commit {
         outcome: Box<OutcomeRecord>,
+        schedule: Option<RetrySchedule>,
         reply: RpcReplyPort<Result<State, CommitError>>,
     },
 }
@@ -155,8 +158,12 @@ impl Actor for StateStore {
                     .await;
                 let _ = reply.send(result.map(drop));
             }
-            StoreMsg::Commit { outcome, reply } => {
-                let _ = reply.send(state.commit(*outcome).await);
+            StoreMsg::Commit {
+                outcome,
+                schedule,
+                reply,
+            } => {
+                let _ = reply.send(state.commit(*outcome, schedule).await);
             }
         }
         Ok(())
@@ -224,7 +231,11 @@ impl StoreState {
         }
     }
 
-    async fn commit(&mut self, outcome: OutcomeRecord) -> Result<State, CommitError> {
+    async fn commit(
+        &mut self,
+        outcome: OutcomeRecord,
+        schedule: Option<RetrySchedule>,
+    ) -> Result<State, CommitError> {
         outcome.validate().map_err(CommitError::InvalidOutcome)?;
         let path = self.layout.outcome_path(&outcome.attempt_id);
         let bytes = outcome.to_json().into_bytes();
@@ -233,9 +244,15 @@ impl StoreState {
             .await
             .map_err(CommitError::OutcomeWrite)?;
         tracing::info!(path, status = %outcome.status, "outcome written");
-        self.replace("state-commit", |next| next.commit(&outcome, &path))
-            .await
-            .map_err(CommitError::StateWrite)
+        self.replace("state-commit", |next| {
+            next.commit(&outcome, &path)?;
+            match schedule {
+                Some(schedule) => next.schedule_retry(schedule),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(CommitError::StateWrite)
     }
 }
 

@@ -21,6 +21,7 @@ use super::marker_parser::MarkerMsg;
 use super::notify;
 use super::stop_scanner::ScanMsg;
 use crate::domain::marker::LiveFilter;
+use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::{Trailer, render_trailer};
 use crate::platform::console::Console;
@@ -36,10 +37,10 @@ pub enum WriterMsg {
         bytes: Vec<u8>,
         reply: RpcReplyPort<Vec<u8>>,
     },
-    /// Flush the live filters and write the trailer.
+    /// Flush the live filters and write the trailer; replies with the output sizes too.
     Finish {
         trailer: Trailer,
-        reply: RpcReplyPort<Result<(), OutputError>>,
+        reply: RpcReplyPort<(Result<(), OutputError>, OutputBytes)>,
     },
 }
 
@@ -82,6 +83,7 @@ pub struct WriterState {
     /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
     bytes_seen: u64,
+    output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
     console_failed: bool,
@@ -107,6 +109,7 @@ impl Actor for TranscriptWriter {
             stderr_filter: LiveFilter::new(),
             visible: Vec::new(),
             bytes_seen: 0,
+            output: OutputBytes::default(),
             ends_with_newline: true,
             transcript_failed: false,
             console_failed: false,
@@ -131,7 +134,8 @@ impl Actor for TranscriptWriter {
             }
             WriterMsg::Finish { trailer, reply } => {
                 state.flush_live_filters().await;
-                let _ = reply.send(state.write_trailer(&trailer).await);
+                let written = state.write_trailer(&trailer).await;
+                let _ = reply.send((written, state.output));
             }
         }
         Ok(())
@@ -141,6 +145,10 @@ impl Actor for TranscriptWriter {
 impl WriterState {
     async fn take_chunk(&mut self, stream: OutputStream, bytes: Vec<u8>) -> Vec<u8> {
         self.bytes_seen += bytes.len() as u64;
+        match stream {
+            OutputStream::Stdout => self.output.stdout += bytes.len() as u64,
+            OutputStream::Stderr => self.output.stderr += bytes.len() as u64,
+        }
         if let Some(&last) = bytes.last() {
             self.ends_with_newline = last == b'\n';
         }

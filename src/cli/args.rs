@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Accept a changed plan after checking that every completed phase id still exists.
     #[arg(long)]
     pub accept_plan_change: bool,
+    /// Retry a failed attempt up to N times (config retry.max_attempts = N + 1; see retry.on).
+    #[arg(long, value_name = "N", value_parser = parse_retries)]
+    pub retries: Option<u32>,
+    /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +124,18 @@ fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
         _ => Err(InvalidPhaseLimit(text.to_owned())),
     }
 }
+
+/// `--retries`: a non-negative integer.
+fn parse_retries(text: &str) -> Result<u32, InvalidRetries> {
+    text.trim()
+        .parse::<u32>()
+        .map_err(|_| InvalidRetries(text.to_owned()))
+}
+
+/// A `--retries` value that is not a non-negative integer.
+#[derive(Debug, thiserror::Error)]
+#[error("expected a non-negative integer, got '{0}'")]
+struct InvalidRetries(String);
 
 /// A `--max-phases` value that is not a positive integer.
 #[derive(Debug, thiserror::Error)]

@@ -92,7 +92,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
-                Ok(settings) => report.agent_cmd = Some(settings.template.raw().to_owned()),
+                Ok(settings) => report.agent_cmd = Some(settings.template().raw().to_owned()),
                 Err(error) => {
                     // Show the template that was rejected, not nothing.
                     report.agent_cmd = args
@@ -192,7 +192,7 @@ fn recovery_problem(
         accept_plan_change: true,
     };
     let now = Timestamp::from_datetime(chrono::Utc::now());
-    match admit(state, &snapshot.facts(), flags, now) {
+    match admit(state, &snapshot.facts(), flags, false, now) {
         Ok(Admission {
             first: FirstSelection::RetryAbandoned(attempt),
             ..

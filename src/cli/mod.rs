@@ -5,6 +5,7 @@ mod args;
 mod check;
 mod init;
 mod logging;
+mod progress;
 mod run;
 mod status;
 

@@ -8,6 +8,7 @@ use ractor::Actor;
 use tokio::sync::oneshot;
 
 use super::args::RunArgs;
+use super::progress::ProgressLines;
 use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunResult, RunSupervisor};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
@@ -37,6 +38,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
                 retry_stopped: args.retry_stopped,
                 accept_plan_change: args.accept_plan_change,
             },
+            retries: args.retries,
+            wait: args.wait,
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;
@@ -65,6 +68,14 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::AgentFailed;
         }
     };
+    let progress = match ProgressLines::start() {
+        Ok(progress) => Arc::new(progress),
+        Err(error) => {
+            Output::error(format!("cannot start the progress thread: {error}")).print();
+            return ExitCode::AgentFailed;
+        }
+    };
+    let observer = progress.clone();
     let result = runtime.block_on(async move {
         let (done, result) = oneshot::channel();
         let spawned = Actor::spawn(
@@ -74,6 +85,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
                 location: Arc::new(location),
                 snapshot: Arc::new(snapshot),
                 settings: Arc::new(settings),
+                observer,
                 done,
             },
         )
@@ -86,6 +98,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
             .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    progress.finish();
     match result {
         Ok(RunResult { end, exit }) => {
             report::run_end(&end).print();

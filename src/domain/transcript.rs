@@ -54,6 +54,9 @@ pub fn render_header(header: &TranscriptHeader<'_>) -> String {
     )
 }
 
+/// The line that starts the trailer, on a line of its own.
+pub const TRAILER_SEPARATOR: &str = "\n--- runner trailer ---\n";
+
 /// The runner-written lines after the child's output.
 pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: bool) -> String {
     let mut text = String::new();
@@ -74,7 +77,7 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
         // The trailer always starts on its own line.
         text.push('\n');
     }
-    text.push_str("--- runner trailer ---\n");
+    text.push_str(&TRAILER_SEPARATOR[1..]);
     text.push_str(&format!("exit_code: {}\n", optional(exit_code)));
     text.push_str(&format!("signal: {}\n", optional(signal)));
     text.push_str(&format!("output_bytes: {bytes_seen}\n"));

@@ -14,6 +14,8 @@ use crate::domain::config::{Config, parse_config};
 use crate::domain::identity::{Liveness, liveness};
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
+use crate::domain::rate_limit::RateLimitPolicy;
+use crate::domain::retry::RetryPolicy;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
 use crate::domain::state::{State, StateLayout};
@@ -200,18 +202,36 @@ pub struct RunOverrides {
     pub stop_on_regex: Vec<String>,
     pub quiet: bool,
     pub flags: RecoveryFlags,
+    /// `--retries N`.
+    pub retries: Option<u32>,
+    /// `--wait`.
+    pub wait: bool,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
 #[derive(Clone, Debug)]
 pub struct RunSettings {
-    pub template: CommandTemplate,
+    /// The primary agent template (`--agent-cmd` or `agent_cmd`), then the rate-limit
+    /// fallbacks in order; never empty.
+    pub templates: Vec<CommandTemplate>,
     pub max_phases: Option<u64>,
     pub timeout_seconds: Option<f64>,
     pub idle_timeout_seconds: Option<f64>,
+    /// The stop regexes, then the rate-limit patterns, scanned as one set: a match at an index
+    /// below `stop_pattern_count` is a stop regex (which wins a tie, having the lower index).
     pub stop_patterns: Arc<StopPatterns>,
+    pub stop_pattern_count: usize,
+    pub retry: RetryPolicy,
+    pub rate_limit: RateLimitPolicy,
     pub quiet: bool,
     pub flags: RecoveryFlags,
+}
+
+impl RunSettings {
+    /// The primary agent template.
+    pub fn template(&self) -> &CommandTemplate {
+        &self.templates[0]
+    }
 }
 
 /// Merges CLI values over the config and validates the template and stop patterns; patterns
@@ -235,17 +255,41 @@ pub fn effective_settings(
         };
         InputError::Template { origin, error }
     })?;
+    let fallbacks = config
+        .rate_limit
+        .fallback_templates()
+        .map_err(|error| InputError::Config {
+            path: location.config_path.clone(),
+            error,
+        })?;
     let mut patterns = config.stop_on_regex.clone();
     let config_count = patterns.len();
     patterns.extend(overrides.stop_on_regex.iter().cloned());
+    let stop_pattern_count = patterns.len();
+    patterns.extend(config.rate_limit.patterns.iter().cloned());
     let stop_patterns = StopPatterns::compile(&patterns).map_err(|error| {
         let origin = if error.index < config_count {
             format!("{}: stop_on_regex[{}]", location.config_path, error.index)
-        } else {
+        } else if error.index < stop_pattern_count {
             "--stop-on-regex".to_owned()
+        } else {
+            format!(
+                "{}: rate_limit.patterns[{}]",
+                location.config_path,
+                error.index - stop_pattern_count
+            )
         };
         InputError::StopPattern { origin, error }
     })?;
+    let retry = match overrides.retries {
+        Some(retries) => config.retry.clone().with_retries(retries),
+        None => config.retry.clone(),
+    };
+    let rate_limit = if overrides.wait {
+        config.rate_limit.clone().with_waits()
+    } else {
+        config.rate_limit.clone()
+    };
     for pattern in stop_patterns.fallback_patterns() {
         tracing::warn!(
             pattern,
@@ -253,7 +297,10 @@ pub fn effective_settings(
         );
     }
     Ok(RunSettings {
-        template,
+        templates: std::iter::once(template).chain(fallbacks).collect(),
+        stop_pattern_count,
+        retry,
+        rate_limit,
         max_phases: overrides.max_phases.or(config.max_phases),
         timeout_seconds: overrides.timeout_seconds.or(config.timeout_seconds),
         idle_timeout_seconds: overrides

@@ -1082,7 +1082,11 @@ fn three_phases_record_consistent_state_and_artifacts() {
                 "execution_workspace",
                 "artifacts",
                 "exit_code",
-                "signal"
+                "signal",
+                "duration_ms",
+                "output_bytes",
+                "phase_attempt",
+                "agent_cmd"
             ]
         );
         assert_eq!(outcome["attempt_id"], id);
@@ -1114,6 +1118,15 @@ fn three_phases_record_consistent_state_and_artifacts() {
         );
         assert_eq!(outcome["exit_code"], 0);
         assert!(outcome["signal"].is_null());
+        assert!(outcome["duration_ms"].is_u64(), "{outcome:#}");
+        // The agent printed only its result block, on stdout.
+        let block = format!("<phase-complete>Finished {id}.</phase-complete>");
+        assert_eq!(
+            outcome["output_bytes"],
+            json!({"stdout": block.len(), "stderr": 0})
+        );
+        assert_eq!(outcome["phase_attempt"], 1);
+        assert_eq!(outcome["agent_cmd"], template.as_str());
     }
 
     let last = &state["last_run"];

@@ -10,6 +10,9 @@
 //! - `--max-phases N` stops after N completed phases, but only while phases remain; a run that
 //!   completes the plan reports completion.
 //! - The first signal decides the exit code (128 + signal) whatever the attempt recorded.
+//! - A stopped phase whose retry the policy scheduled is waited for (backoff, rate-limit
+//!   reset) and run again instead of ending the run; a signal during that wait ends the run
+//!   at once, with the state as last committed (the schedule stays in it for a later run).
 
 use crate::domain::exit_code::ExitCode;
 use crate::domain::state::AttemptStatus;
@@ -32,6 +35,8 @@ pub enum Checkpoint {
 pub enum AfterAttempt {
     /// The phase completed: go to the next checkpoint.
     Continue,
+    /// The retry policy scheduled the phase again: wait until it is due, then the checkpoint.
+    AwaitRetry,
     /// The run ends with this exit code.
     Stop(ExitCode),
 }
@@ -39,10 +44,25 @@ pub enum AfterAttempt {
 /// How an attempt ended, as far as the loop is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttemptEnd {
-    /// The outcome is durably committed with this status.
-    Committed(AttemptStatus),
+    /// The outcome is durably committed with this status; `retry_scheduled` when the retry
+    /// policy scheduled the phase's next attempt in the same write.
+    Committed {
+        status: AttemptStatus,
+        retry_scheduled: bool,
+    },
     /// Nothing was prepared, or the outcome could not be committed.
     NotCommitted,
+}
+
+/// What a caught signal does now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalAction {
+    /// An attempt runs: it decides (see the attempt lifecycle); the loop stops after it.
+    ForwardToAttempt,
+    /// The loop waits for a scheduled retry: the run ends at once.
+    StopNow(ExitCode),
+    /// Between steps: the next checkpoint launches nothing.
+    StopAtCheckpoint,
 }
 
 /// The loop's progress through one invocation.
@@ -52,6 +72,8 @@ pub struct RunLoop {
     completed_this_run: u64,
     last_completed: Option<String>,
     launched: bool,
+    attempt_running: bool,
+    waiting_for_retry: bool,
     first_signal: Option<i32>,
 }
 
@@ -63,12 +85,26 @@ impl RunLoop {
         }
     }
 
-    /// Remembers a caught signal; the first one decides the exit code. Returns whether it was
-    /// the first.
-    pub fn signal_caught(&mut self, signal: i32) -> bool {
-        let first = self.first_signal.is_none();
-        self.first_signal.get_or_insert(signal);
-        first
+    /// Remembers a caught signal (the first one decides the exit code) and says what it does.
+    pub fn signal_caught(&mut self, signal: i32) -> SignalAction {
+        let first = *self.first_signal.get_or_insert(signal);
+        if self.attempt_running {
+            SignalAction::ForwardToAttempt
+        } else if self.waiting_for_retry {
+            SignalAction::StopNow(ExitCode::Signal(first))
+        } else {
+            SignalAction::StopAtCheckpoint
+        }
+    }
+
+    /// The loop waits for a scheduled attempt (one just scheduled, or one resumed from state).
+    pub fn awaiting_retry(&mut self) {
+        self.waiting_for_retry = true;
+    }
+
+    /// The scheduled attempt is due: the next checkpoint launches it.
+    pub fn retry_due(&mut self) {
+        self.waiting_for_retry = false;
     }
 
     /// Phases completed in this invocation.
@@ -107,18 +143,31 @@ impl RunLoop {
     /// An attempt was started.
     pub fn attempt_started(&mut self) {
         self.launched = true;
+        self.attempt_running = true;
     }
 
     /// Books a concluded attempt and decides whether the loop goes on.
     pub fn attempt_concluded(&mut self, phase_id: &str, end: AttemptEnd) -> AfterAttempt {
+        self.attempt_running = false;
         match end {
-            AttemptEnd::Committed(AttemptStatus::PhaseComplete) => {
+            AttemptEnd::Committed {
+                status: AttemptStatus::PhaseComplete,
+                ..
+            } => {
                 self.completed_this_run += 1;
                 self.last_completed = Some(phase_id.to_owned());
                 // A signal caught meanwhile stops the loop at the next checkpoint.
                 AfterAttempt::Continue
             }
-            AttemptEnd::Committed(status) => AfterAttempt::Stop(self.exit_code(status)),
+            // The schedule is durable: a signal ends the run now, and a later run resumes it.
+            AttemptEnd::Committed {
+                retry_scheduled: true,
+                ..
+            } if self.first_signal.is_none() => {
+                self.waiting_for_retry = true;
+                AfterAttempt::AwaitRetry
+            }
+            AttemptEnd::Committed { status, .. } => AfterAttempt::Stop(self.exit_code(status)),
             AttemptEnd::NotCommitted => {
                 AfterAttempt::Stop(self.exit_code(AttemptStatus::ExecutionIoFailed))
             }
@@ -169,8 +218,15 @@ mod tests {
     fn a_signal_stops_the_loop_before_any_launch_and_without_a_plan_check() {
         let mut run = RunLoop::new(None);
         run.attempt_started();
-        assert!(run.signal_caught(15));
-        assert!(!run.signal_caught(2));
+        run.attempt_concluded(
+            "phase-1",
+            AttemptEnd::Committed {
+                status: AttemptStatus::PhaseComplete,
+                retry_scheduled: false,
+            },
+        );
+        assert_eq!(run.signal_caught(15), SignalAction::StopAtCheckpoint);
+        assert_eq!(run.signal_caught(2), SignalAction::StopAtCheckpoint);
         let checkpoint = run.checkpoint(Some("phase-2"));
         assert_eq!(checkpoint, Checkpoint::Interrupted { signal: 15 });
         assert!(!run.plan_check_required(&checkpoint));
@@ -184,7 +240,10 @@ mod tests {
         assert_eq!(
             run.attempt_concluded(
                 "phase-1",
-                AttemptEnd::Committed(AttemptStatus::PhaseComplete)
+                AttemptEnd::Committed {
+                    status: AttemptStatus::PhaseComplete,
+                    retry_scheduled: false
+                }
             ),
             AfterAttempt::Continue
         );
@@ -207,7 +266,13 @@ mod tests {
         ] {
             let mut run = RunLoop::new(None);
             assert_eq!(
-                run.attempt_concluded("phase-1", AttemptEnd::Committed(status)),
+                run.attempt_concluded(
+                    "phase-1",
+                    AttemptEnd::Committed {
+                        status,
+                        retry_scheduled: false
+                    }
+                ),
                 AfterAttempt::Stop(ExitCode::for_status(status))
             );
             assert_eq!(ExitCode::for_status(status).code(), code);
@@ -222,10 +287,62 @@ mod tests {
     #[test]
     fn a_signal_decides_the_exit_code_of_a_stopped_phase() {
         let mut run = RunLoop::new(None);
-        run.signal_caught(2);
+        run.attempt_started();
+        assert_eq!(run.signal_caught(2), SignalAction::ForwardToAttempt);
         assert_eq!(
-            run.attempt_concluded("phase-1", AttemptEnd::Committed(AttemptStatus::Blocked)),
+            run.attempt_concluded(
+                "phase-1",
+                AttemptEnd::Committed {
+                    status: AttemptStatus::Blocked,
+                    retry_scheduled: false
+                }
+            ),
             AfterAttempt::Stop(ExitCode::Signal(2))
+        );
+    }
+
+    #[test]
+    fn a_scheduled_retry_is_awaited_and_a_signal_during_the_wait_ends_the_run_at_once() {
+        let mut run = RunLoop::new(None);
+        run.attempt_started();
+        let missing = AttemptEnd::Committed {
+            status: AttemptStatus::MissingMarker,
+            retry_scheduled: true,
+        };
+        assert_eq!(
+            run.attempt_concluded("phase-1", missing),
+            AfterAttempt::AwaitRetry
+        );
+        assert_eq!(
+            run.signal_caught(2),
+            SignalAction::StopNow(ExitCode::Signal(2))
+        );
+
+        let mut run = RunLoop::new(None);
+        run.attempt_started();
+        run.attempt_concluded("phase-1", missing);
+        run.retry_due();
+        assert_eq!(
+            run.checkpoint(Some("phase-1")),
+            Checkpoint::Launch {
+                phase_id: "phase-1".into()
+            }
+        );
+        assert!(run.plan_check_required(&run.checkpoint(Some("phase-1"))));
+    }
+
+    #[test]
+    fn a_signal_during_the_attempt_wins_over_its_scheduled_retry() {
+        let mut run = RunLoop::new(None);
+        run.attempt_started();
+        run.signal_caught(15);
+        let timeout = AttemptEnd::Committed {
+            status: AttemptStatus::Timeout,
+            retry_scheduled: true,
+        };
+        assert_eq!(
+            run.attempt_concluded("phase-1", timeout),
+            AfterAttempt::Stop(ExitCode::Signal(15))
         );
     }
 }

@@ -35,6 +35,33 @@ pub struct OutcomeRecord {
     pub(crate) exit_code: Option<i32>,
     /// The signal that terminated the child; `None` when it exited or never ran.
     pub(crate) signal: Option<i32>,
+    // Keys added later (docs/state-and-recovery.md, "Schema evolution"): absent from older
+    // records, always written now.
+    /// Wall-clock milliseconds from preparation to the decided outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) duration_ms: Option<u64>,
+    /// Bytes the agent wrote on each stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) output_bytes: Option<OutputBytes>,
+    /// This attempt's number among all attempts of its phase recorded in the state (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) phase_attempt: Option<u32>,
+    /// The agent command template that ran (the primary one or a rate-limit fallback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_cmd: Option<String>,
+}
+
+/// Output sizes of one attempt, per stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OutputBytes {
+    pub stdout: u64,
+    pub stderr: u64,
+}
+
+impl OutputBytes {
+    pub fn total(&self) -> u64 {
+        self.stdout.saturating_add(self.stderr)
+    }
 }
 
 /// An outcome document that breaks the schema; the message names the key.
@@ -69,7 +96,11 @@ const OUTCOME_KEYS: [&str; 11] = [
     "exit_code",
     "signal",
 ];
+/// Keys added later, in on-disk order after the original ones; optional on read.
+const OPTIONAL_OUTCOME_KEYS: [&str; 4] =
+    ["duration_ms", "output_bytes", "phase_attempt", "agent_cmd"];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
+const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
 
 impl OutcomeRecord {
     /// Serializes with 2-space indentation and a trailing newline.
@@ -135,11 +166,19 @@ impl OutcomeRecord {
         if self.signal.is_some_and(|signal| signal <= 0) {
             return Err(OutcomeError("expected signal to be positive".into()));
         }
+        if self.phase_attempt == Some(0) {
+            return Err(OutcomeError(
+                "expected phase_attempt to be a positive integer".into(),
+            ));
+        }
+        if let Some(agent_cmd) = &self.agent_cmd {
+            strict_json::require_nonempty("agent_cmd", agent_cmd)?;
+        }
         Ok(())
     }
 
     fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys(&OUTCOME_KEYS)?;
+        object.expect_keys_and_optional(&OUTCOME_KEYS, &OPTIONAL_OUTCOME_KEYS)?;
         Ok(Self {
             attempt_id: object.string("attempt_id")?.to_owned(),
             plan: SnapshotRef::from_object(&object.object("plan")?)?,
@@ -152,6 +191,48 @@ impl OutcomeRecord {
             artifacts: Artifacts::from_object(&object.object("artifacts")?)?,
             exit_code: object.optional_integer("exit_code")?,
             signal: object.optional_integer("signal")?,
+            duration_ms: optional(object, "duration_ms", |object| {
+                object.optional_integer("duration_ms")
+            })?
+            .flatten(),
+            output_bytes: optional(object, "output_bytes", |object| {
+                object
+                    .optional_object("output_bytes")?
+                    .map(|bytes| OutputBytes::from_object(&bytes))
+                    .transpose()
+            })?
+            .flatten(),
+            phase_attempt: optional(object, "phase_attempt", |object| {
+                object.optional_integer("phase_attempt")
+            })?
+            .flatten(),
+            agent_cmd: optional(object, "agent_cmd", |object| {
+                Ok(object.optional_string("agent_cmd")?.map(str::to_owned))
+            })?
+            .flatten(),
+        })
+    }
+}
+
+/// Reads an optional key: `None` when absent, else what `read` makes of it.
+fn optional<'a, T>(
+    object: &Object<'a>,
+    key: &str,
+    read: impl FnOnce(&Object<'a>) -> Result<T, StrictError>,
+) -> Result<Option<T>, StrictError> {
+    if object.has(key) {
+        read(object).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+impl OutputBytes {
+    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&OUTPUT_BYTES_KEYS)?;
+        Ok(Self {
+            stdout: object.integer("stdout")?,
+            stderr: object.integer("stderr")?,
         })
     }
 }

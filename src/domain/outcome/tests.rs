@@ -30,6 +30,10 @@ fn record() -> OutcomeRecord {
         },
         exit_code: Some(7),
         signal: None,
+        duration_ms: None,
+        output_bytes: None,
+        phase_attempt: None,
+        agent_cmd: None,
     }
 }
 
@@ -402,4 +406,68 @@ proptest! {
         prop_assert_eq!(original.validate(), Ok(()));
         prop_assert_eq!(read(&original.to_json()), Ok(original));
     }
+}
+
+/// A record with the keys added later (duration, sizes, attempt number, template).
+fn current_record() -> OutcomeRecord {
+    OutcomeRecord {
+        duration_ms: Some(1234),
+        output_bytes: Some(OutputBytes {
+            stdout: 10,
+            stderr: 2,
+        }),
+        phase_attempt: Some(3),
+        agent_cmd: Some("ai-session-handler-claude-high".into()),
+        ..record()
+    }
+}
+
+#[test]
+fn the_later_keys_are_written_after_the_original_ones_and_read_back() {
+    let record = current_record();
+    let text = record.to_json();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(&keys[..OUTCOME_KEYS.len()], OUTCOME_KEYS);
+    assert_eq!(&keys[OUTCOME_KEYS.len()..], OPTIONAL_OUTCOME_KEYS);
+    assert_eq!(
+        value["output_bytes"],
+        serde_json::json!({"stdout": 10, "stderr": 2})
+    );
+    assert_eq!(
+        OutcomeRecord::from_json(text.as_bytes(), &file_name()).unwrap(),
+        record
+    );
+}
+
+#[test]
+fn an_older_record_without_the_later_keys_stays_readable() {
+    let old = record();
+    let text = old.to_json();
+    assert!(!text.contains("duration_ms"), "{text}");
+    assert_eq!(
+        OutcomeRecord::from_json(text.as_bytes(), &file_name()).unwrap(),
+        old
+    );
+}
+
+#[test]
+fn the_later_keys_are_strict_when_present() {
+    let mut value: serde_json::Value = serde_json::from_str(&current_record().to_json()).unwrap();
+    value["output_bytes"]["extra"] = 1.into();
+    let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
+    assert_eq!(error.0, "unexpected key output_bytes.extra");
+    let mut value: serde_json::Value = serde_json::from_str(&current_record().to_json()).unwrap();
+    value["phase_attempt"] = 0.into();
+    let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
+    assert_eq!(error.0, "expected phase_attempt to be a positive integer");
+    let mut value: serde_json::Value = serde_json::from_str(&current_record().to_json()).unwrap();
+    value["durations"] = 1.into();
+    let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
+    assert_eq!(error.0, "unexpected key durations");
 }

@@ -28,6 +28,31 @@ pub struct PromptContext<'a> {
     pub phase: &'a Phase,
     /// The state as durably recorded for this attempt (active attempt prepared).
     pub state: &'a State,
+    /// Set when this phase already had attempts in this run: the prompt then says so and
+    /// lists them. A first attempt's prompt has no such section.
+    pub retry: Option<&'a RetryNote>,
+}
+
+/// What a retried attempt is told about the attempts of its phase before it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryNote {
+    /// This attempt's number among the counted attempts of the phase (k in "attempt k of n").
+    pub attempt: u32,
+    /// The most counted attempts the retry policy allows (n).
+    pub of: u32,
+    /// Why this attempt runs (`reset time from the agent's output`, `exponential backoff`, …).
+    pub reason: String,
+    /// The phase's earlier attempts in this run, oldest first.
+    pub earlier: Vec<EarlierAttempt>,
+}
+
+/// One earlier attempt of the phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EarlierAttempt {
+    pub attempt_id: String,
+    pub status: String,
+    pub summary: String,
+    pub transcript_path: String,
 }
 
 const TITLE: &str = "AI SESSION HANDLER WORKER PROTOCOL";
@@ -135,6 +160,11 @@ pub fn render_prompt(context: &PromptContext<'_>) -> String {
     push_bullets(&mut prompt, FAILURE_MODES.iter().copied());
     prompt.push('\n');
 
+    if let Some(retry) = context.retry {
+        push_retry(&mut prompt, &phase.id, retry);
+        prompt.push('\n');
+    }
+
     push_delimited(&mut prompt, "GLOBAL PLAN INTENT", context.preamble);
     prompt.push('\n');
     push_delimited(
@@ -153,6 +183,35 @@ pub fn render_prompt(context: &PromptContext<'_>) -> String {
     prompt.push('\n');
     push_delimited(&mut prompt, "TERMINAL MARKER GRAMMAR", MARKER_GRAMMAR);
     prompt
+}
+
+/// The RETRY section: which attempt this is, why it runs, and the earlier attempts to learn
+/// from (their partial changes are still in the workspace).
+fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
+    out.push_str("RETRY\n");
+    let which = format!(
+        "Phase {phase_id} was attempted before in this run; this is attempt {} of {}.",
+        retry.attempt, retry.of
+    );
+    push_bullets(
+        out,
+        [
+            which.as_str(),
+            "The earlier attempts below may have left partial changes in \
+             execution_workspace_path: inspect them first, then build on them or undo them \
+             deliberately. Read an earlier transcript only when its details matter.",
+        ]
+        .into_iter(),
+    );
+    let mut fields = Fields::new(out);
+    fields.value(0, "retry_reason", &retry.reason);
+    fields.group(0, "earlier_attempts_of_this_phase");
+    for earlier in &retry.earlier {
+        fields.item(1, &format!("attempt_id: {}", earlier.attempt_id));
+        fields.value(2, "status", &earlier.status);
+        fields.value(2, "summary", &earlier.summary);
+        fields.value(2, "transcript_path", &earlier.transcript_path);
+    }
 }
 
 fn push_bullets<'a>(out: &mut String, bullets: impl Iterator<Item = &'a str>) {

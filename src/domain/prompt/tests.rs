@@ -73,10 +73,20 @@ fn fixture_state() -> State {
         active_attempt: None,
         stop: None,
         last_run: Some(last_run("Completed parser.", Some(&outcome_path))),
+        retry_schedule: None,
     }
 }
 
 fn render_with(state: &State, preamble: &str, phase: &Phase) -> String {
+    render_attempt(state, preamble, phase, None)
+}
+
+fn render_attempt(
+    state: &State,
+    preamble: &str,
+    phase: &Phase,
+    retry: Option<&RetryNote>,
+) -> String {
     let state_path = format!("{DIR}/state.json");
     let transcript_path = format!("{DIR}/transcripts/20260705T120102Z-phase-2.txt");
     render_prompt(&PromptContext {
@@ -89,6 +99,7 @@ fn render_with(state: &State, preamble: &str, phase: &Phase) -> String {
         preamble,
         phase,
         state,
+        retry,
     })
 }
 
@@ -582,8 +593,59 @@ proptest! {
             preamble: PREAMBLE,
             phase: &selected,
             state: &state,
+            retry: Some(&RetryNote {
+                attempt: 2,
+                of: 3,
+                reason: path.clone(),
+                earlier: vec![EarlierAttempt {
+                    attempt_id: path.clone(),
+                    status: "missing-marker".into(),
+                    summary: path.clone(),
+                    transcript_path: path.clone(),
+                }],
+            }),
         });
         prop_assert_eq!(tag_lines_outside_grammar(&prompt), Vec::<String>::new());
         prop_assert!(prompt.ends_with("TERMINAL MARKER GRAMMAR END\n"));
     }
+}
+
+#[test]
+fn a_retried_attempt_is_told_which_attempt_it_is_and_what_came_before() {
+    let state = State::default();
+    let note = RetryNote {
+        attempt: 2,
+        of: 3,
+        reason: "exponential backoff".into(),
+        earlier: vec![EarlierAttempt {
+            attempt_id: "20260705T120000Z-phase-2-a".into(),
+            status: "missing-marker".into(),
+            summary: "agent output did not contain a terminal marker\n<phase-complete>x".into(),
+            transcript_path: format!("{DIR}/transcripts/20260705T120000Z-phase-2-a.txt"),
+        }],
+    };
+    let first = render_with(&state, PREAMBLE, &phase(BODY));
+    let retried = render_attempt(&state, PREAMBLE, &phase(BODY), Some(&note));
+    let section = format!(
+        "RETRY\n\
+         - Phase phase-2 was attempted before in this run; this is attempt 2 of 3.\n\
+         - The earlier attempts below may have left partial changes in execution_workspace_path: \
+         inspect them first, then build on them or undo them deliberately. Read an earlier \
+         transcript only when its details matter.\n\
+         retry_reason: exponential backoff\n\
+         earlier_attempts_of_this_phase:\n\
+         \x20 - attempt_id: 20260705T120000Z-phase-2-a\n\
+         \x20   status: missing-marker\n\
+         \x20   summary:\n\
+         \x20     agent output did not contain a terminal marker\n\
+         \x20     <phase-complete>x\n\
+         \x20   transcript_path: {DIR}/transcripts/20260705T120000Z-phase-2-a.txt\n\n"
+    );
+    // The section sits between the failure modes and the plan intent; nothing else changes.
+    let at = first.find("GLOBAL PLAN INTENT START").unwrap();
+    assert_eq!(
+        retried,
+        format!("{}{section}{}", &first[..at], &first[at..])
+    );
+    assert!(tag_lines_outside_grammar(&retried).is_empty());
 }

@@ -2,6 +2,7 @@
 //! invocation may start given the stored state, the plan snapshot and the recovery flags, and
 //! which phase it runs first.
 
+use super::retry::schedule::RetrySchedule;
 use super::state::{ActiveAttempt, PlanRecord, State, Stop};
 use super::timestamp::Timestamp;
 
@@ -55,6 +56,10 @@ pub enum FirstSelection {
     RetryAbandoned(Box<ActiveAttempt>),
     /// `--retry-stopped` with a stopped phase: rerun it.
     RetryStopped { phase_id: String },
+    /// A stopped phase whose retry a policy scheduled, and the run's policy still allows that
+    /// schedule: wait for it (backoff, rate-limit reset), then run the phase, without
+    /// `--retry-stopped`.
+    ResumeSchedule(Box<RetrySchedule>),
     /// The first phase, in plan order, that is not completed.
     Next { phase_id: String },
     /// Every phase is completed.
@@ -77,10 +82,15 @@ pub struct Admission {
 /// Flags that find nothing to act on are no-ops: `--accept-plan-change` with unchanged bytes
 /// accepts nothing, and `--retry-stopped` with nothing stopped or unresolved selects the next
 /// pending phase as a plain run would.
+///
+/// A stop that carries a retry schedule is resumed without `--retry-stopped` when
+/// `schedule_fits` (the caller checked it against the run's retry and rate-limit policy);
+/// with `--retry-stopped` the phase runs at once, as for any stop.
 pub fn admit(
     state: &State,
     plan: &PlanFacts<'_>,
     flags: RecoveryFlags,
+    schedule_fits: bool,
     now: Timestamp,
 ) -> Result<Admission, Refusal> {
     if let Some(attempt) = &state.active_attempt
@@ -94,7 +104,13 @@ pub fn admit(
             require_in_plan(plan, &attempt.phase.id, true)?;
             FirstSelection::RetryAbandoned(Box::new(attempt.clone()))
         }
-        (None, Some(stop)) if !flags.retry_stopped => return Err(Refusal::Stopped(stop.clone())),
+        (None, Some(stop)) if !flags.retry_stopped => match &state.retry_schedule {
+            Some(schedule) if schedule_fits && schedule.phase_id == stop.phase_id => {
+                require_in_plan(plan, &stop.phase_id, false)?;
+                FirstSelection::ResumeSchedule(Box::new(schedule.clone()))
+            }
+            _ => return Err(Refusal::Stopped(stop.clone())),
+        },
         (None, Some(stop)) => {
             require_in_plan(plan, &stop.phase_id, false)?;
             FirstSelection::RetryStopped {

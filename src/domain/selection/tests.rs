@@ -109,7 +109,7 @@ fn next(phase_id: &str) -> FirstSelection {
 #[test]
 fn first_run_accepts_the_snapshot_and_selects_the_first_phase() {
     // Reference §15.3 items 12 and 13.
-    let admission = admit(&State::default(), &facts(SHA, &PHASES), PLAIN, now()).unwrap();
+    let admission = admit(&State::default(), &facts(SHA, &PHASES), PLAIN, false, now()).unwrap();
     assert_eq!(
         admission,
         Admission {
@@ -125,7 +125,14 @@ fn first_run_accepts_the_snapshot_and_selects_the_first_phase() {
 
 #[test]
 fn unchanged_plan_selects_the_first_pending_phase() {
-    let admission = admit(&accepted(&["phase-1"]), &facts(SHA, &PHASES), PLAIN, now()).unwrap();
+    let admission = admit(
+        &accepted(&["phase-1"]),
+        &facts(SHA, &PHASES),
+        PLAIN,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(
         admission,
         Admission {
@@ -134,14 +141,28 @@ fn unchanged_plan_selects_the_first_pending_phase() {
         }
     );
     // Plan order decides, not completion order.
-    let admission = admit(&accepted(&["phase-2"]), &facts(SHA, &PHASES), PLAIN, now()).unwrap();
+    let admission = admit(
+        &accepted(&["phase-2"]),
+        &facts(SHA, &PHASES),
+        PLAIN,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(admission.first, next("phase-1"));
 }
 
 #[test]
 fn nothing_pending_is_all_complete() {
     // Reference §15.3 item 14.
-    let admission = admit(&accepted(&PHASES), &facts(SHA, &PHASES), PLAIN, now()).unwrap();
+    let admission = admit(
+        &accepted(&PHASES),
+        &facts(SHA, &PHASES),
+        PLAIN,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(
         admission,
         Admission {
@@ -149,7 +170,7 @@ fn nothing_pending_is_all_complete() {
             first: FirstSelection::AllComplete
         }
     );
-    let empty = admit(&State::default(), &facts(SHA, &[]), PLAIN, now()).unwrap();
+    let empty = admit(&State::default(), &facts(SHA, &[]), PLAIN, false, now()).unwrap();
     assert_eq!(empty.first, FirstSelection::AllComplete);
 }
 
@@ -164,7 +185,7 @@ fn changed_bytes_are_refused_without_accept() {
     for state in [accepted(&[]), stopped("phase-3")] {
         for flags in [PLAIN, RETRY] {
             assert_eq!(
-                admit(&state, &facts(NEW_SHA, &PHASES), flags, now()),
+                admit(&state, &facts(NEW_SHA, &PHASES), flags, false, now()),
                 Err(expected.clone())
             );
         }
@@ -186,11 +207,11 @@ fn a_moved_plan_is_never_accepted_implicitly() {
     };
     for flags in [PLAIN, RETRY, ACCEPT, BOTH] {
         assert_eq!(
-            admit(&accepted(&[]), &moved, flags, now()),
+            admit(&accepted(&[]), &moved, flags, false, now()),
             Err(expected.clone())
         );
         assert_eq!(
-            admit(&stopped("phase-3"), &moved, flags, now()),
+            admit(&stopped("phase-3"), &moved, flags, false, now()),
             Err(expected.clone())
         );
     }
@@ -210,6 +231,7 @@ fn accepting_a_change_keeps_completed_phases_and_renews_the_record() {
         &accepted(&["phase-1"]),
         &facts(NEW_SHA, &PHASES),
         ACCEPT,
+        false,
         now(),
     )
     .unwrap();
@@ -225,7 +247,14 @@ fn accepting_a_change_keeps_completed_phases_and_renews_the_record() {
         }
     );
     // Accepting unchanged bytes accepts nothing.
-    let admission = admit(&accepted(&["phase-1"]), &facts(SHA, &PHASES), ACCEPT, now()).unwrap();
+    let admission = admit(
+        &accepted(&["phase-1"]),
+        &facts(SHA, &PHASES),
+        ACCEPT,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(admission.accept, None);
 }
 
@@ -233,7 +262,7 @@ fn accepting_a_change_keeps_completed_phases_and_renews_the_record() {
 fn accepting_a_change_that_drops_completed_phases_is_refused() {
     // Reference §15.3 item 20: missing ids in completion order.
     let state = accepted(&["phase-3", "phase-1", "phase-2"]);
-    let refusal = admit(&state, &facts(NEW_SHA, &["phase-2"]), BOTH, now()).unwrap_err();
+    let refusal = admit(&state, &facts(NEW_SHA, &["phase-2"]), BOTH, false, now()).unwrap_err();
     assert_eq!(
         refusal,
         Refusal::CompletedPhasesMissing {
@@ -254,11 +283,11 @@ fn a_stopped_phase_needs_retry() {
     // Reference §15.3 item 17.
     let state = stopped("phase-3");
     for flags in [PLAIN, ACCEPT] {
-        let refusal = admit(&state, &facts(SHA, &PHASES), flags, now()).unwrap_err();
+        let refusal = admit(&state, &facts(SHA, &PHASES), flags, false, now()).unwrap_err();
         assert_eq!(refusal, Refusal::Stopped(state.stop.clone().unwrap()));
         assert_eq!(refusal.to_string(), "phase phase-3 is stopped: blocked");
     }
-    let admission = admit(&state, &facts(SHA, &PHASES), RETRY, now()).unwrap();
+    let admission = admit(&state, &facts(SHA, &PHASES), RETRY, false, now()).unwrap();
     assert_eq!(
         admission,
         Admission {
@@ -273,7 +302,7 @@ fn a_stopped_phase_needs_retry() {
 #[test]
 fn clarification_flow_retries_against_the_accepted_change() {
     let state = stopped("phase-3");
-    let admission = admit(&state, &facts(NEW_SHA, &PHASES), BOTH, now()).unwrap();
+    let admission = admit(&state, &facts(NEW_SHA, &PHASES), BOTH, false, now()).unwrap();
     assert_eq!(
         admission.accept.map(|plan| plan.sha256),
         Some(NEW_SHA.to_owned())
@@ -299,7 +328,7 @@ fn an_unresolved_attempt_is_refused_before_the_plan_is_compared() {
     for plan in [facts(SHA, &PHASES), facts(NEW_SHA, &PHASES), moved] {
         for flags in [PLAIN, ACCEPT] {
             assert_eq!(
-                admit(&state, &plan, flags, now()),
+                admit(&state, &plan, flags, false, now()),
                 Err(Refusal::UnresolvedAttempt(attempt.clone()))
             );
         }
@@ -309,7 +338,7 @@ fn an_unresolved_attempt_is_refused_before_the_plan_is_compared() {
         "phase phase-2 has an abandoned running attempt 20260705T120102Z-phase-2-a1; inspect \
              partial changes and stop any surviving worker before retrying"
     );
-    let admission = admit(&state, &facts(SHA, &PHASES), RETRY, now()).unwrap();
+    let admission = admit(&state, &facts(SHA, &PHASES), RETRY, false, now()).unwrap();
     assert_eq!(
         admission,
         Admission {
@@ -325,6 +354,7 @@ fn a_retried_phase_must_still_exist() {
         &abandoned("phase-2"),
         &facts(NEW_SHA, &["phase-1"]),
         BOTH,
+        false,
         now(),
     );
     let refusal = refusal.unwrap_err();
@@ -341,7 +371,7 @@ fn a_retried_phase_must_still_exist() {
     );
 
     let plan = facts(NEW_SHA, &["phase-1", "phase-2"]);
-    let refusal = admit(&stopped("phase-3"), &plan, BOTH, now()).unwrap_err();
+    let refusal = admit(&stopped("phase-3"), &plan, BOTH, false, now()).unwrap_err();
     assert_eq!(
         refusal,
         Refusal::RetriedPhaseMissing {
@@ -357,9 +387,23 @@ fn a_retried_phase_must_still_exist() {
 
 #[test]
 fn retry_with_nothing_to_retry_proceeds_normally() {
-    let admission = admit(&accepted(&["phase-1"]), &facts(SHA, &PHASES), RETRY, now()).unwrap();
+    let admission = admit(
+        &accepted(&["phase-1"]),
+        &facts(SHA, &PHASES),
+        RETRY,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(admission.first, next("phase-2"));
-    let admission = admit(&accepted(&PHASES), &facts(SHA, &PHASES), RETRY, now()).unwrap();
+    let admission = admit(
+        &accepted(&PHASES),
+        &facts(SHA, &PHASES),
+        RETRY,
+        false,
+        now(),
+    )
+    .unwrap();
     assert_eq!(admission.first, FirstSelection::AllComplete);
 }
 
@@ -401,7 +445,7 @@ proptest! {
     ) {
         let plan = PlanFacts { path, sha256: sha, phase_ids: phase_ids.clone() };
         let flags = RecoveryFlags { retry_stopped, accept_plan_change };
-        if let Ok(admission) = admit(&state, &plan, flags, now()) {
+        if let Ok(admission) = admit(&state, &plan, flags, false, now()) {
             let stored = state.plan.as_ref();
             // The stored path is never replaced; changed bytes only with the flag.
             prop_assert!(stored.is_none_or(|stored| stored.path == path));

@@ -6,6 +6,7 @@ use super::{
     SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::strict_json::{self, Object, StrictError};
 
 // Key sets, in on-disk order (the serde derives above write the same order; a test checks).
@@ -18,6 +19,8 @@ pub(super) const STATE_KEYS: [&str; 7] = [
     "stop",
     "last_run",
 ];
+/// Keys a later version added: absent in older documents, still strict when present.
+pub(super) const OPTIONAL_STATE_KEYS: [&str; 1] = ["retry_schedule"];
 pub(super) const PLAN_KEYS: [&str; 3] = ["path", "sha256", "accepted_at"];
 pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
@@ -70,7 +73,7 @@ impl State {
 
 impl State {
     fn from_object(object: &Object<'_>) -> Result<State, StrictError> {
-        object.expect_keys(&STATE_KEYS)?;
+        object.expect_keys_and_optional(&STATE_KEYS, &OPTIONAL_STATE_KEYS)?;
         Ok(State {
             plan: object
                 .optional_object("plan")?
@@ -102,6 +105,14 @@ impl State {
                 .optional_object("last_run")?
                 .map(|last_run| LastRun::from_object(&last_run))
                 .transpose()?,
+            retry_schedule: if object.has("retry_schedule") {
+                object
+                    .optional_object("retry_schedule")?
+                    .map(|schedule| RetrySchedule::from_object(&schedule))
+                    .transpose()?
+            } else {
+                None
+            },
         })
     }
 }

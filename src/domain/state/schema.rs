@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::domain::exit_code::ExitCode;
 use crate::domain::identity::ProcessIdentity;
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::timestamp::Timestamp;
 
 /// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
@@ -191,4 +192,9 @@ pub struct State {
     pub active_attempt: Option<ActiveAttempt>,
     pub stop: Option<Stop>,
     pub last_run: Option<LastRun>,
+    /// The next attempt of the stopped phase that a retry policy scheduled (optional key,
+    /// added with unattended runs; written only when set, so runs without a policy write the
+    /// same document as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_schedule: Option<RetrySchedule>,
 }

@@ -96,6 +96,10 @@ fn outcome(
         },
         exit_code: Some(0),
         signal: None,
+        duration_ms: None,
+        output_bytes: None,
+        phase_attempt: None,
+        agent_cmd: None,
     }
 }
 

@@ -6,6 +6,7 @@ use super::{
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::timestamp::Timestamp;
 
 /// The summary recorded for an abandoned attempt resolved by `--retry-stopped`.
@@ -31,6 +32,9 @@ impl State {
         }
         self.current_phase = Some(attempt.phase.clone());
         self.stop = None;
+        // A scheduled retry is carried out by this very attempt (or replaced by the
+        // operator's `--retry-stopped`).
+        self.retry_schedule = None;
         self.active_attempt = Some(attempt);
         Ok(())
     }
@@ -115,6 +119,20 @@ impl State {
             summary: outcome.summary.clone(),
         });
         Ok(())
+    }
+
+    /// Records the retry a policy scheduled after the attempt that just stopped its phase.
+    pub fn schedule_retry(&mut self, schedule: RetrySchedule) -> Result<(), StateError> {
+        match &self.stop {
+            Some(stop) if stop.phase_id == schedule.phase_id => {
+                self.retry_schedule = Some(schedule);
+                Ok(())
+            }
+            _ => Err(StateError(format!(
+                "cannot schedule a retry of {}: the phase is not stopped",
+                schedule.phase_id
+            ))),
+        }
     }
 
     /// Resolves an abandoned active attempt as `interrupted` with unknown result: it becomes

@@ -42,6 +42,19 @@ impl State {
         if let Some(last_run) = &self.last_run {
             self.validate_last_run(last_run, layout)?;
         }
+        if let Some(schedule) = &self.retry_schedule {
+            schedule.validate("retry_schedule")?;
+            // A schedule continues a stopped phase: the attempt it follows was committed and
+            // stopped the phase with the status it names.
+            let continues_stop = self.stop.as_ref().is_some_and(|stop| {
+                stop.phase_id == schedule.phase_id && stop.reason == schedule.after
+            });
+            if !continues_stop {
+                return Err(StateError(
+                    "retry_schedule requires a stop of its phase with its status (stop.phase_id, stop.reason)".into(),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -197,6 +197,31 @@ impl<'a> Object<'a> {
         }
     }
 
+    /// Like [`Object::expect_keys`], for a schema that grew: `optional` keys (added later, so
+    /// absent from older documents) may be missing, but nothing outside both lists is allowed.
+    pub fn expect_keys_and_optional(
+        &self,
+        required: &[&str],
+        optional: &[&str],
+    ) -> Result<(), StrictError> {
+        let known: Vec<&str> = required.iter().chain(optional).copied().collect();
+        if let Some(extra) = self.first_unexpected_key(&known) {
+            return Err(StrictError(format!(
+                "unexpected key {}",
+                self.qualified(extra).escape_debug()
+            )));
+        }
+        match required.iter().find(|key| !self.map.contains_key(**key)) {
+            Some(missing) => Err(self.locate(missing_key(missing), missing)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `key` is present (for optional keys).
+    pub fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
     /// The raw value of a required key.
     pub fn value(&self, key: &str) -> Result<&'a Value, StrictError> {
         self.map
