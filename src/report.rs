@@ -187,6 +187,7 @@ pub fn run_end(end: &RunEnd) -> Output {
 pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
     let RunEvent::RetryScheduled {
         schedule,
+        delay_seconds,
         of,
         template,
         reset_phrase,
@@ -221,10 +222,6 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
             )
         }
         StepKind::Retry => {
-            let seconds = (schedule.not_before.as_datetime() - now)
-                .num_milliseconds()
-                .max(0) as f64
-                / 1000.0;
             let capped = if schedule.reason == RetryReason::BackoffCapped {
                 " (backoff capped at max_backoff_seconds)"
             } else {
@@ -233,7 +230,8 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
             format!(
                 "{resuming}retrying {phase} (attempt {attempt} of {of}) after {} in {} s{capped}",
                 schedule.after,
-                format_seconds(seconds.ceil())
+                // Tenths: the wait is measured, not configured, so it is a hair under.
+                format_seconds((delay_seconds * 10.0).round() / 10.0)
             )
         }
     };

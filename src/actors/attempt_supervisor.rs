@@ -44,7 +44,9 @@ use crate::domain::plan::Phase;
 use crate::domain::prompt::{PromptContext, RetryNote, render_prompt};
 use crate::domain::rate_limit::reset_time::find_reset;
 use crate::domain::retry::is_retryable;
-use crate::domain::retry::next_step::{FinishedAttempt, RetryLedger, RetryReason, next_step};
+use crate::domain::retry::next_step::{
+    FinishedAttempt, NextStep, RetryLedger, RetryReason, next_step,
+};
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::{
     ActiveAttempt, ActiveStatus, AttemptStatus, PhaseRef, PlanRecord, SnapshotRef,
@@ -112,6 +114,9 @@ impl AttemptTurn {
 #[derive(Clone, Debug)]
 pub struct ScheduledRetry {
     pub schedule: RetrySchedule,
+    /// When the next attempt is due, exactly (the schedule keeps it rounded up to the second,
+    /// so that a resumed wait never ends early).
+    pub due: chrono::DateTime<chrono::Utc>,
     /// The reset-time phrase of the agent's output the wait is based on, if any.
     pub reset_phrase: Option<String>,
 }
@@ -1064,12 +1069,17 @@ impl RetryInputs {
             now,
         );
         tracing::info!(status = %self.status, step = ?step, "retry policy decided");
+        let due = match &step {
+            NextStep::RetryAfter { not_before, .. } => *not_before,
+            NextStep::Stop(_) => return None,
+        };
         let schedule = RetrySchedule::from_step(&self.phase_id, self.status, &step)?;
         let reset_phrase = hint
             .filter(|_| schedule.reason == RetryReason::ResetTime)
             .map(|hint| hint.phrase);
         Some(ScheduledRetry {
             schedule,
+            due,
             reset_phrase,
         })
     }

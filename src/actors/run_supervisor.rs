@@ -337,7 +337,8 @@ impl RunState {
                     &last_run.transcript_path,
                 ));
             }
-            return self.await_retry(myself, *schedule, None, true);
+            let due = schedule.not_before.as_datetime();
+            return self.await_retry(myself, *schedule, due, None, true);
         }
         self.first = Some(admission.first);
         notify(myself, RunMsg::Checkpoint);
@@ -542,10 +543,12 @@ impl RunState {
         &mut self,
         myself: &ActorRef<RunMsg>,
         schedule: RetrySchedule,
+        due: chrono::DateTime<chrono::Utc>,
         reset_phrase: Option<String>,
         resumed: bool,
     ) {
         self.run_loop.awaiting_retry();
+        let delay = (due - chrono::Utc::now()).to_std().unwrap_or_default();
         let template = self.settings.templates[schedule
             .template_index
             .min(self.settings.templates.len() - 1)]
@@ -553,14 +556,12 @@ impl RunState {
         .to_owned();
         self.observer.observe(&RunEvent::RetryScheduled {
             schedule: schedule.clone(),
+            delay_seconds: delay.as_secs_f64(),
             of: self.settings.retry.max_attempts,
             template,
             reset_phrase,
             resumed,
         });
-        let delay = (schedule.not_before.as_datetime() - chrono::Utc::now())
-            .to_std()
-            .unwrap_or_default();
         tracing::info!(
             phase_id = %schedule.phase_id,
             attempt = schedule.attempt,
@@ -612,7 +613,13 @@ impl RunState {
                 };
                 let after = self.run_loop.attempt_concluded(&report.phase_id, end);
                 if let (AfterAttempt::AwaitRetry, Some(retry)) = (after, retry) {
-                    return self.await_retry(myself, retry.schedule, retry.reset_phrase, false);
+                    return self.await_retry(
+                        myself,
+                        retry.schedule,
+                        retry.due,
+                        retry.reset_phrase,
+                        false,
+                    );
                 }
                 let end = RunEnd::PhaseStopped {
                     decision,

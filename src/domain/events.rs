@@ -12,6 +12,9 @@ pub enum RunEvent {
     /// wait or at once with a fallback agent), durably, with the outcome that led to it.
     RetryScheduled {
         schedule: RetrySchedule,
+        /// Seconds from now until the attempt is due (exact; the schedule's time is rounded
+        /// up to the second).
+        delay_seconds: f64,
         /// The most counted attempts the policy allows (n in "attempt k of n").
         of: u32,
         /// The agent template the next attempt runs.

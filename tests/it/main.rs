@@ -13,4 +13,5 @@ mod recovery;
 mod run_results;
 mod run_smoke;
 mod soak;
+mod unattended;
 mod wrappers;
