@@ -9,12 +9,12 @@ use std::process::{Command, Output, Stdio};
 use crate::common::*;
 use serde_json::json;
 
-const CODEX: &str = env!("CARGO_BIN_EXE_ai-session-handler-codex-high");
-const CLAUDE_HIGH: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-high");
+pub(crate) const CODEX: &str = env!("CARGO_BIN_EXE_ai-session-handler-codex-high");
+pub(crate) const CLAUDE_HIGH: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-high");
 const CLAUDE_MEDIUM: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-medium");
 
 /// PATH with the sandbox's `bin/` (where fake launchers live) first.
-fn path_with_fakes(sandbox: &Sandbox) -> OsString {
+pub(crate) fn path_with_fakes(sandbox: &Sandbox) -> OsString {
     let mut path = sandbox.path("bin").into_os_string();
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()));
@@ -23,7 +23,7 @@ fn path_with_fakes(sandbox: &Sandbox) -> OsString {
 
 /// `run --plan plan.md --agent-cmd '<wrapper> <wrapper args…>' <handler args…>` on a one-phase
 /// plan, with the fake launchers on PATH and no model variables inherited from the caller.
-fn run_wrapped(
+pub(crate) fn run_wrapped(
     sandbox: &Sandbox,
     wrapper: &str,
     wrapper_args: &[&str],
@@ -43,7 +43,7 @@ fn run_wrapped(
     finished(command.output().expect("run handler"))
 }
 
-fn finished(output: Output) -> Run {
+pub(crate) fn finished(output: Output) -> Run {
     use std::os::unix::process::ExitStatusExt;
     Run {
         code: output
@@ -55,7 +55,7 @@ fn finished(output: Output) -> Run {
     }
 }
 
-fn transcript(sandbox: &Sandbox) -> String {
+pub(crate) fn transcript(sandbox: &Sandbox) -> String {
     let transcripts = sandbox.artifacts("plan.md", "transcripts");
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
     fs::read_to_string(&transcripts[0]).expect("transcript")
@@ -66,7 +66,7 @@ fn read(path: &Path) -> String {
 }
 
 #[track_caller]
-fn assert_contains(haystack: &str, needle: &str) {
+pub(crate) fn assert_contains(haystack: &str, needle: &str) {
     assert!(
         haystack.contains(needle),
         "missing {needle:?} in:\n{haystack}"
@@ -539,7 +539,7 @@ fn a_chatty_leftover_process_does_not_hold_the_wrapper_open() {
 }
 
 /// Starts a wrapper directly (no handler) with the fake launchers on PATH.
-fn spawn_wrapper(sandbox: &Sandbox, wrapper: &str) -> std::process::Child {
+pub(crate) fn spawn_wrapper(sandbox: &Sandbox, wrapper: &str) -> std::process::Child {
     Command::new(wrapper)
         .current_dir(&sandbox.root)
         .env("PATH", path_with_fakes(sandbox))
