@@ -7,15 +7,21 @@
 //! - The prompt is written to the child's stdin by its own task, which is then closed, so a
 //!   child that prints a lot before reading cannot deadlock the wrapper.
 //! - Each output pipe has a pump task that reads bounded chunks, translates them and writes
-//!   the result to the wrapper's stream of the same name. After the child exits a pump reads
-//!   what is already in the pipe, and stops at end of file or, at the latest, the first time
-//!   the pipe is empty once [`DRAIN_GRACE`] has passed since the exit ([`DRAIN_LIMIT`] in any
-//!   case). A descendant that inherited the pipe, however chatty, cannot hold the wrapper open.
+//!   the result to the wrapper's stream of the same name. Translators write whole lines and
+//!   hold a partial one back; the pump has it written (ended) once the pipe has been quiet
+//!   for [`QUIET_FLUSH`], or once it has been held for [`MAX_HOLD`] however much arrives, so
+//!   progress without a line end still shows and counts against the runner's idle timeout.
+//!   After the child exits a pump reads what is already in the pipe, and stops at end of file
+//!   or, at the latest, the first time the pipe is empty once [`DRAIN_GRACE`] has passed since
+//!   the exit ([`DRAIN_LIMIT`] in any case). A descendant that inherited the pipe, however
+//!   chatty, cannot hold the wrapper open.
 //! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
 //!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
 //!   running gets SIGKILL. A failure writing the wrapper's own output stops the child the same
 //!   way. The grace is shorter than the runner's own, so a wrapper stopped by the runner has
 //!   killed its launcher and cleaned up before the runner's SIGKILL reaches the group.
+//! - Run by hand rather than by the handler, the wrapper also stops the launcher's leftover
+//!   descendants once the launcher has exited ([`super::descendants`]).
 
 use std::ffi::OsString;
 use std::io;
@@ -33,7 +39,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::diagnostics::{DiagnosticStream, StreamTranslator};
+use super::descendants::{Leftover, Reaper, Supervision};
+use super::diagnostics::StreamTranslator;
 
 /// How long a signalled child may take to exit before it is killed: half the runner's 0.5 s,
 /// which leaves the wrapper time to drain and remove its scratch files inside the runner's.
@@ -45,6 +52,12 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 /// After the child's exit, when a pipe is abandoned even if data keeps arriving.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// How long a pipe must be quiet before a held partial line is written.
+pub const QUIET_FLUSH: Duration = Duration::from_millis(200);
+
+/// How long a partial line is held at most, however much keeps arriving without a line end.
+pub const MAX_HOLD: Duration = Duration::from_secs(1);
 
 /// Bytes read from a pipe at a time.
 const CHUNK_SIZE: usize = 64 * 1024;
@@ -68,13 +81,16 @@ pub enum RunError {
     Failed(String),
 }
 
-/// How a launched child ended, and what its stdout translator learned.
+/// How a launched child ended, and what its translators learned.
 #[derive(Debug)]
-pub struct Finished<T> {
+pub struct Finished<O, E> {
     pub status: ExitStatus,
     /// The first SIGINT/SIGTERM the wrapper received, if any.
     pub interrupted: Option<i32>,
-    pub stdout: T,
+    pub stdout: O,
+    pub stderr: E,
+    /// Descendants the wrapper stopped itself (by hand only).
+    pub leftovers: Vec<Leftover>,
 }
 
 /// The conventional exit code for `status`: the code, or 128 + the signal that killed it.
@@ -87,17 +103,29 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 
 /// Runs `launcher` to completion with `prompt` on its stdin, its stdout through `stdout` and
 /// its stderr through `stderr`.
-pub async fn run<T>(
+pub async fn run<O, E>(
     launcher: &Launcher,
     prompt: Vec<u8>,
-    stdout: T,
-    stderr: DiagnosticStream,
-) -> Result<Finished<T>, RunError>
+    stdout: O,
+    stderr: E,
+    supervision: Supervision,
+) -> Result<Finished<O, E>, RunError>
 where
-    T: StreamTranslator + Send + 'static,
+    O: StreamTranslator + Send + 'static,
+    E: StreamTranslator + Send + 'static,
 {
     // Registered before the launch so that an early signal is held, then forwarded.
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(RunError::Signals)?;
+    let mut reaper = match supervision {
+        Supervision::Handler => None,
+        Supervision::ByHand => match Reaper::prepare() {
+            Ok(reaper) => Some(reaper),
+            Err(error) => {
+                tracing::warn!(%error, "cannot become a child subreaper; leftover descendants will not be stopped");
+                None
+            }
+        },
+    };
     let mut child = Command::new(launcher.program)
         .args(&launcher.args)
         .envs(launcher.env.iter().map(|(key, value)| (key, value)))
@@ -108,6 +136,9 @@ where
         .kill_on_drop(true)
         .spawn()
         .map_err(RunError::Spawn)?;
+    if let Some(reaper) = &mut reaper {
+        reaper.launched(child.id());
+    }
 
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let feeder = tokio::spawn(async move {
@@ -158,8 +189,14 @@ where
             }
         }
     };
-    let _ = exited_tx.send(true);
     feeder.abort();
+    // By hand, what the launcher left behind is stopped before the pipes are drained: it may
+    // hold them open.
+    let leftovers = match &reaper {
+        Some(reaper) => reaper.sweep().await,
+        None => Vec::new(),
+    };
+    let _ = exited_tx.send(true);
 
     // Until the pumps are done a signal is still caught, so it cannot cut the output short;
     // it only withdraws the result.
@@ -178,7 +215,8 @@ where
     // A pump fails to join only if a translator panicked: report it, never claim a result.
     let stdout =
         stdout.map_err(|error| RunError::Failed(format!("the stdout reader failed: {error}")))?;
-    stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
+    let stderr =
+        stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
     if let Some(error) = output_error {
         return Err(RunError::Failed(error));
     }
@@ -189,6 +227,8 @@ where
         status,
         interrupted,
         stdout,
+        stderr,
+        leftovers,
     })
 }
 
@@ -241,11 +281,24 @@ where
     let drained = after_exit(pump.exited.clone(), DRAIN_GRACE);
     let abandoned = after_exit(pump.exited.clone(), DRAIN_LIMIT);
     tokio::pin!(drained, abandoned);
+    let mut held = HeldLine::default();
     loop {
+        let flush_at = held.flush_at();
         let read = tokio::select! {
-            // In this order: data already waiting is read before the grace can end the pump.
+            // In this order: a partial line due is written before more is read, and data
+            // already waiting is read before the grace can end the pump.
             biased;
             () = &mut abandoned => break,
+            () = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                out.clear();
+                translator.flush_partial_line(&mut out);
+                held.update(false);
+                if let Err(error) = write_out(&mut sink, &out).await {
+                    pump.fail_writing(&error);
+                    return translator;
+                }
+                continue;
+            }
             read = pipe.read(&mut chunk) => read,
             () = &mut drained => break,
         };
@@ -259,6 +312,7 @@ where
                 break;
             }
         }
+        held.update(translator.holds_partial_line());
         if let Err(error) = write_out(&mut sink, &out).await {
             pump.fail_writing(&error);
             return translator;
@@ -270,6 +324,35 @@ where
         pump.fail_writing(&error);
     }
     translator
+}
+
+/// When the partial line a translator holds is due to be written.
+#[derive(Debug, Default)]
+struct HeldLine {
+    /// Since when a partial line has been held, if one is.
+    since: Option<Instant>,
+    /// When the pipe last delivered data.
+    last_read: Option<Instant>,
+}
+
+impl HeldLine {
+    /// Called after every read (and flush), with whether a partial line is now held.
+    fn update(&mut self, holds: bool) {
+        let now = Instant::now();
+        self.last_read = Some(now);
+        self.since = if holds {
+            Some(self.since.unwrap_or(now))
+        } else {
+            None
+        };
+    }
+
+    /// The quiet deadline, or the hold limit if that comes first.
+    fn flush_at(&self) -> Option<Instant> {
+        let since = self.since?;
+        let quiet = self.last_read.unwrap_or(since) + QUIET_FLUSH;
+        Some(quiet.min(since + MAX_HOLD))
+    }
 }
 
 /// Completes `delay` after the child has exited.

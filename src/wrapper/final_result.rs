@@ -2,14 +2,18 @@
 //! with the runner's own framing rules ([`StreamFramer`]) and re-emitted only when valid.
 //!
 //! A valid response is re-emitted verbatim from its opening tag to its closing tag, unprefixed,
-//! followed by `\n`. Verbatim rather than rebuilt from the trimmed body: a body that ends with
+//! as the last output on stdout. No line end follows it: the runner's live console hides the
+//! block, and a line end after it would show as a blank line there (the transcript starts its
+//! trailer on a new line anyway). Verbatim rather than rebuilt from the trimmed body: a body that ends with
 //! a fenced code block (`…\n```\n</phase-complete>`) would, squeezed onto the closing tag's
 //! line, leave the fence open and the block invalid. The bytes before the opening tag are
 //! dropped; the runner sees the block at a line start, after prefixed diagnostics that can open
 //! no fence, so it frames it exactly as the wrapper did.
 //!
 //! Anything else prints no block, so the runner records a marker failure: the wrapper says
-//! why on stderr, and shows non-blank invalid text as diagnostics on stdout.
+//! why on stderr, and shows non-blank invalid text as diagnostics on stdout. A provider that
+//! gave up on a rate limit, usage limit or overload is reported the same way; the session
+//! then exits 75 ([`super::rate_limit`]).
 
 use memchr::memmem;
 
@@ -23,6 +27,9 @@ pub enum FinalResponse {
     Text(Vec<u8>),
     /// There is none; the reason is shown to the user.
     Unavailable(String),
+    /// There is none because the provider hit a rate limit, usage limit or overload its own
+    /// retries did not get past; the reason (with the provider's message) is shown.
+    RateLimited(String),
 }
 
 /// What the wrapper prints once the launcher's own output has been drained.
@@ -36,7 +43,9 @@ pub struct Epilogue {
 pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
     let text = match response {
         FinalResponse::Text(text) => text,
-        FinalResponse::Unavailable(reason) => return rejected(prefix, reason, Vec::new()),
+        FinalResponse::Unavailable(reason) | FinalResponse::RateLimited(reason) => {
+            return rejected(prefix, reason, Vec::new());
+        }
     };
     let mut framer = StreamFramer::new(OutputStream::Stdout);
     framer.feed(text);
@@ -46,10 +55,8 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             // A valid response holds exactly two exact tags and the framer counts every
             // occurrence, so the first occurrence of the opening tag is the block's.
             if let Some(start) = memmem::find(text, open_tag.as_bytes()) {
-                let mut stdout = text[start..].trim_ascii_end().to_vec();
-                stdout.push(b'\n');
                 return Epilogue {
-                    stdout,
+                    stdout: text[start..].trim_ascii_end().to_vec(),
                     stderr: Vec::new(),
                 };
             }
@@ -62,9 +69,7 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
         StreamVerdict::Invalid(message) | StreamVerdict::Multiple(message) => message,
     };
     let mut shown = Vec::new();
-    let mut renderer = DiagnosticRenderer::new(prefix);
-    renderer.render(text, &mut shown);
-    renderer.finish(&mut shown);
+    DiagnosticRenderer::lines(prefix, text, &mut shown);
     let reason = format!("the final message is not one well-framed result block: {problem}");
     rejected(prefix, &reason, shown)
 }
@@ -96,14 +101,14 @@ mod tests {
         assert_eq!(
             judge("done\n<phase-complete>Implemented.</phase-complete>\n"),
             (
-                "<phase-complete>Implemented.</phase-complete>\n".to_owned(),
+                "<phase-complete>Implemented.</phase-complete>".to_owned(),
                 String::new()
             )
         );
         assert_eq!(
             judge("<phase-blocked>Need credentials.</phase-blocked>"),
             (
-                "<phase-blocked>Need credentials.</phase-blocked>\n".to_owned(),
+                "<phase-blocked>Need credentials.</phase-blocked>".to_owned(),
                 String::new()
             )
         );
@@ -114,7 +119,7 @@ mod tests {
         let text = "Summary\r\n<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>\r\n\n";
         assert_eq!(
             judge(text).0,
-            "<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>\n"
+            "<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>"
         );
     }
 
@@ -122,7 +127,7 @@ mod tests {
     fn a_body_ending_in_a_code_fence_stays_valid() {
         let text = "<phase-complete>\nRan:\n```text\nok\n```\n</phase-complete>\n";
         let (stdout, _) = judge(text);
-        assert_eq!(stdout, text);
+        assert_eq!(stdout, text.trim_end());
         let runner_view = format!("[codex] chatter\n{stdout}");
         assert!(matches!(
             validate_streams(runner_view.as_bytes(), b""),

@@ -81,8 +81,8 @@ impl Recording {
     /// Loads `tests/fixtures/replay/<relative>.json`, e.g. `codex/json/ok`.
     pub fn load(relative: &str) -> Self {
         let path = fixtures_dir().join(format!("{relative}.json"));
-        let text = fs::read_to_string(&path)
-            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         let json: Value = serde_json::from_str(&text)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         Self::from_json(relative, &json).unwrap_or_else(|problem| {
@@ -288,11 +288,17 @@ impl Replay {
     /// read in the current-arguments recording, in whichever recording is replayed: what a
     /// wrapper showed by then is what it showed while the CLI was still at work.
     pub fn gate_at_time_of(mut self, needle: &str, name: &str) -> Self {
-        let recording = self.current.as_ref().expect("a current-arguments recording");
+        let recording = self
+            .current
+            .as_ref()
+            .expect("a current-arguments recording");
         let index = recording
             .find(needle)
             .unwrap_or_else(|| panic!("{needle:?} is not in {}", recording.name));
-        let at = recording.chunks[..=index].iter().map(|chunk| chunk.delay).sum();
+        let at = recording.chunks[..=index]
+            .iter()
+            .map(|chunk| chunk.delay)
+            .sum();
         self.steering.push(Steering::GateAtTime {
             at,
             name: name.to_owned(),
@@ -362,7 +368,8 @@ impl Replay {
                 .filter_map(|needle| recording.find(needle))
                 .min()
         };
-        let wait = |name: &str| format!("while [ ! -e '{dir}/gate-{name}' ]; do sleep 0.01; done\n");
+        let wait =
+            |name: &str| format!("while [ ! -e '{dir}/gate-{name}' ]; do sleep 0.01; done\n");
         let mut order: Vec<usize> = (0..recording.chunks.len()).collect();
         let mut after: Vec<String> = vec![String::new(); recording.chunks.len()];
         let mut before: Vec<String> = vec![String::new(); recording.chunks.len()];
@@ -372,7 +379,10 @@ impl Replay {
                 Steering::Before { command, .. } => before[index].push_str(&format!("{command}\n")),
                 Steering::GateAfter { name, .. } => after[index].push_str(&wait(name)),
                 Steering::GateAtTime { .. } => {}
-                Steering::StdoutFirst { gates: (first, second), .. } => {
+                Steering::StdoutFirst {
+                    gates: (first, second),
+                    ..
+                } => {
                     after[index].push_str(&wait(first));
                     let run_end = (index + 1..recording.chunks.len())
                         .find(|&next| !recording.chunks[next].delay.is_zero())

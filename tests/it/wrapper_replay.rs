@@ -28,7 +28,9 @@ use crate::wrappers::{
 /// The diagnostics part of a transcript: after the header, before the trailer.
 fn transcript_body(sandbox: &Sandbox) -> String {
     let text = transcript(sandbox);
-    let body = text.split_once("\n---\n").map_or(text.as_str(), |(_, rest)| rest);
+    let body = text
+        .split_once("\n---\n")
+        .map_or(text.as_str(), |(_, rest)| rest);
     body.split_once("--- runner trailer ---")
         .map_or(body, |(body, _)| body)
         .to_owned()
@@ -195,7 +197,10 @@ fn codex_stdout_and_stderr_lines_never_splice() {
     let partial_seen = seen_while_held(&sandbox, "partial", "[codex] tokens used");
     let stdout_seen = seen_while_held(&sandbox, "stdout", "The command printed hello.");
     let run = wait_for_exit(child, PATIENCE);
-    assert!(partial_seen && stdout_seen, "the replay did not get through");
+    assert!(
+        partial_seen && stdout_seen,
+        "the replay did not get through"
+    );
     run.assert_code(0);
     let body = transcript_body(&sandbox);
     for line in body.lines() {
@@ -248,7 +253,10 @@ fn codex_other_errors_keep_the_exit_code() {
         assert_eq!(outcome(&sandbox)["exit_code"], 1, "{scenario}");
         let body = transcript_body(&sandbox);
         assert_contains(&body, "[codex] error: Reconnecting... 1/2");
-        assert_contains(&body, "[codex] no result reported: codex-lean's turn failed");
+        assert_contains(
+            &body,
+            "[codex] no result reported: codex-lean's turn failed",
+        );
     }
 }
 
@@ -417,7 +425,11 @@ fn claude_server_error_is_not_a_rate_limit() {
 fn by_hand_a_stopped_wrapper_leaves_no_process() {
     let cases = [
         (CODEX, Replay::codex("tool_sleep"), "sleep 2; echo hello"),
-        (CLAUDE_HIGH, Replay::claude("tool_sleep"), "\"type\":\"tool_use\""),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("tool_sleep"),
+            "\"type\":\"tool_use\"",
+        ),
     ];
     for (wrapper, replay, needle) in cases {
         let sandbox = Sandbox::new();
@@ -426,7 +438,9 @@ fn by_hand_a_stopped_wrapper_leaves_no_process() {
             .gate_after(&[needle], "never")
             .install(&sandbox);
         let child = spawn_wrapper(&sandbox, wrapper);
-        assert!(wait_until(PATIENCE, || sandbox.path("tool-started").exists()));
+        assert!(wait_until(PATIENCE, || sandbox
+            .path("tool-started")
+            .exists()));
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signal wrapper");
         let run = wait_for_exit(child, PATIENCE);
         run.assert_code(143);
@@ -443,7 +457,10 @@ fn by_hand_leftover_descendants_are_stopped_and_named() {
         .install(&sandbox);
     let run = wait_for_exit(spawn_wrapper(&sandbox, CODEX), PATIENCE);
     run.assert_code(0);
-    assert_contains(&run.stderr, "[codex] stopped 1 leftover process of codex-lean: ");
+    assert_contains(
+        &run.stderr,
+        "[codex] stopped 1 leftover process of codex-lean: ",
+    );
     sandbox.assert_no_survivors();
 }
 
