@@ -381,4 +381,18 @@ mod tests {
         assert_eq!(exit_code(ExitStatus::from_raw(SIGTERM)), 128 + SIGTERM);
         assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
     }
+
+    #[test]
+    fn a_partial_line_is_due_after_a_quiet_period_or_at_the_hold_limit() {
+        let mut held = HeldLine::default();
+        assert_eq!(held.flush_at(), None);
+        held.update(true);
+        let since = held.since.expect("held");
+        assert_eq!(held.flush_at(), Some(since + QUIET_FLUSH));
+        // Data keeps arriving without a line end: the hold limit wins.
+        held.last_read = Some(since + MAX_HOLD - QUIET_FLUSH / 2);
+        assert_eq!(held.flush_at(), Some(since + MAX_HOLD));
+        held.update(false);
+        assert_eq!(held.flush_at(), None);
+    }
 }

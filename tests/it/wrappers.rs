@@ -680,3 +680,142 @@ fn help_describes_each_wrapper() {
     assert!(run.stderr.starts_with("[claude] error: "), "{}", run.stderr);
     assert!(!run.stderr.contains('<'), "{}", run.stderr);
 }
+
+// --- Example launchers --------------------------------------------------------------------
+
+/// Runs `examples/launchers/<launcher> args…` with a fake CLI (`CODEX_BIN` / `CLAUDE_BIN`)
+/// that records its arguments one per line; returns the run and the recorded arguments.
+fn run_example_launcher(launcher: &str, args: &[&str], env: &[(&str, &str)]) -> (Run, Vec<String>) {
+    let sandbox = Sandbox::new();
+    let record = sandbox.path("argv");
+    let fake = sandbox.script(
+        "fake-cli",
+        &format!(
+            "for arg in \"$@\"; do printf '%s\\n' \"$arg\"; done > '{}'\n",
+            record.display()
+        ),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/launchers")
+        .join(launcher);
+    let output = Command::new(path)
+        .args(args)
+        .env("CODEX_BIN", &fake)
+        .env("CLAUDE_BIN", &fake)
+        .env_remove("CODEX_MODEL")
+        .env_remove("CODEX_REASONING_EFFORT")
+        .env_remove("CODEX_LEAN_SANDBOX")
+        .env_remove("CLAUDE_LEAN_PERMISSION_MODE")
+        .env_remove("IS_SANDBOX")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run launcher");
+    let argv = fs::read_to_string(&record)
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
+    (finished(output), argv)
+}
+
+#[test]
+fn example_codex_launcher_maps_the_wrappers_variables_to_codex_options() {
+    let wrapper_args = [
+        "exec",
+        "--json",
+        "--color",
+        "never",
+        "--output-last-message",
+        "/f",
+    ];
+    let (run, argv) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[
+            ("CODEX_MODEL", "gpt-5.5"),
+            ("CODEX_REASONING_EFFORT", "high"),
+        ],
+    );
+    run.assert_code(0);
+    assert_eq!(
+        argv,
+        [
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "-c",
+            "approval_policy=\"never\"",
+            "-m",
+            "gpt-5.5",
+            "-c",
+            "model_reasoning_effort=\"high\"",
+            "--json",
+            "--color",
+            "never",
+            "--output-last-message",
+            "/f",
+        ]
+    );
+
+    let (run, argv) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[("CODEX_LEAN_SANDBOX", "danger")],
+    );
+    run.assert_code(0);
+    assert_eq!(
+        argv[..3],
+        [
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox"
+        ]
+    );
+    assert!(!argv.iter().any(|arg| arg == "-m"), "{argv:?}");
+
+    let (run, _) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[("CODEX_LEAN_SANDBOX", "bogus")],
+    );
+    run.assert_code(2);
+    assert_contains(&run.stderr, "CODEX_LEAN_SANDBOX must be");
+}
+
+#[test]
+fn example_claude_launcher_passes_effort_on_and_guards_root() {
+    let wrapper_args = ["--effort", "medium", "-p", "--output-format", "stream-json"];
+    let (run, argv) = run_example_launcher("claude-lean", &wrapper_args, &[("IS_SANDBOX", "1")]);
+    run.assert_code(0);
+    assert_eq!(
+        argv,
+        [
+            "--permission-mode",
+            "bypassPermissions",
+            "--effort",
+            "medium",
+            "-p",
+            "--output-format",
+            "stream-json",
+        ]
+    );
+    let (run, argv) = run_example_launcher(
+        "claude-lean",
+        &wrapper_args,
+        &[("CLAUDE_LEAN_PERMISSION_MODE", "acceptEdits")],
+    );
+    run.assert_code(0);
+    assert_eq!(argv[..2], ["--permission-mode", "acceptEdits"]);
+    let root = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+    };
+    if root {
+        // Claude refuses bypassPermissions as root unless IS_SANDBOX=1; the launcher says so
+        // rather than declaring a sandbox on the user's behalf.
+        let (run, argv) = run_example_launcher("claude-lean", &wrapper_args, &[]);
+        run.assert_code(2);
+        assert_contains(&run.stderr, "export IS_SANDBOX=1");
+        assert!(argv.is_empty(), "{argv:?}");
+    }
+}
