@@ -4,8 +4,9 @@
 //! Only a failure that ended the session is judged — the provider's final error, after its
 //! own CLI's retries gave up — never a retry that later succeeded. It counts when the API
 //! status is 429 (rate or usage limit) or 529 (overloaded), or when the message says so in
-//! the words the providers use ("usage limit", "rate limit", "limit reached", "too many
-//! requests", "overloaded", "resource exhausted"). The message itself is shown verbatim by
+//! the words the providers use ("usage limit", "rate limit", "hit your limit", "5-hour
+//! limit", "too many requests", "overloaded", "resource exhausted"). Limits that waiting
+//! does not lift — a full context window, a spending cap — do not count. The message itself is shown verbatim by
 //! the caller, so a reset time in it ("resets 3pm", "try again at 1:04 PM") reaches the
 //! runner.
 
@@ -22,7 +23,7 @@ const TEMPORARY_STATUSES: [u16; 2] = [429, 529];
 /// The providers' wording for limits and overload.
 static LIMIT_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)usage[ _-]?limit|rate[ _-]?limit|limit reached|hit your (?:\S+ )?limit|too many requests|overloaded|resource[ _]exhausted",
+        r"(?i)usage[ _-]?limit|rate[ _-]?limit|hit your (?:\S+ )?limit|\b(?:\d+-hour|hourly|daily|weekly|session) limit|too many requests|overloaded|resource[ _]exhausted",
     )
     .expect("valid regex")
 });
@@ -69,6 +70,7 @@ mod tests {
             ),
             (None, "Claude AI usage limit reached|1750000000"),
             (None, "5-hour limit reached ∙ resets 3pm"),
+            (None, "Weekly limit reached ∙ resets Mon 9am"),
             (None, "You've hit your limit · resets 3pm (Europe/Berlin)"),
             (
                 None,
@@ -103,6 +105,11 @@ mod tests {
                 "We’re currently experiencing high demand, which may cause temporary errors.",
             ),
             (None, "Prompt is too long"),
+            (
+                None,
+                "Context limit reached · /compact or /clear to continue",
+            ),
+            (None, "spend limit reached — contact your admin"),
             (
                 None,
                 "stream disconnected before completion: error sending request",
