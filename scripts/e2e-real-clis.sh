@@ -435,6 +435,13 @@ by_hand_case() {
     expect_no_survivors
 }
 case_codex_by_hand_sigterm_mid_tool() { by_hand_case ai-session-handler-codex-high TERM; }
+case_codex_by_hand_sigterm_mid_tool_unsandboxed() {
+    # Without Codex's sandbox (whose helper dies with Codex) the tool outlives Codex.
+    CODEX_LEAN_SANDBOX=danger by_hand_case ai-session-handler-codex-high TERM
+}
+case_codex_sigterm_mid_tool_unsandboxed() {
+    CODEX_LEAN_SANDBOX=danger signal_case ai-session-handler-codex-high "tool_sleep secs=45" TERM tool_running
+}
 case_claude_by_hand_sigterm_mid_tool() { by_hand_case ai-session-handler-claude-high TERM; }
 case_claude_by_hand_sigint_mid_tool() { by_hand_case ai-session-handler-claude-high INT; }
 
