@@ -2,9 +2,9 @@
 //! with the runner's own framing rules ([`StreamFramer`]) and re-emitted only when valid.
 //!
 //! A valid response is re-emitted verbatim from its opening tag to its closing tag, unprefixed,
-//! as the last output on stdout. No line end follows it: the runner's live console hides the
-//! block, and a line end after it would show as a blank line there (the transcript starts its
-//! trailer on a new line anyway). Verbatim rather than rebuilt from the trimmed body: a body that ends with
+//! followed by `\n`, as the last output on stdout. The line end matters: the transcript
+//! interleaves stdout and stderr by arrival, and a stderr line the handler happens to read
+//! after the block must not be joined to the closing tag's line. Verbatim rather than rebuilt from the trimmed body: a body that ends with
 //! a fenced code block (`…\n```\n</phase-complete>`) would, squeezed onto the closing tag's
 //! line, leave the fence open and the block invalid. The bytes before the opening tag are
 //! dropped; the runner sees the block at a line start, after prefixed diagnostics that can open
@@ -55,8 +55,10 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             // A valid response holds exactly two exact tags and the framer counts every
             // occurrence, so the first occurrence of the opening tag is the block's.
             if let Some(start) = memmem::find(text, open_tag.as_bytes()) {
+                let mut stdout = text[start..].trim_ascii_end().to_vec();
+                stdout.push(b'\n');
                 return Epilogue {
-                    stdout: text[start..].trim_ascii_end().to_vec(),
+                    stdout,
                     stderr: Vec::new(),
                 };
             }
@@ -101,14 +103,14 @@ mod tests {
         assert_eq!(
             judge("done\n<phase-complete>Implemented.</phase-complete>\n"),
             (
-                "<phase-complete>Implemented.</phase-complete>".to_owned(),
+                "<phase-complete>Implemented.</phase-complete>\n".to_owned(),
                 String::new()
             )
         );
         assert_eq!(
             judge("<phase-blocked>Need credentials.</phase-blocked>"),
             (
-                "<phase-blocked>Need credentials.</phase-blocked>".to_owned(),
+                "<phase-blocked>Need credentials.</phase-blocked>\n".to_owned(),
                 String::new()
             )
         );
@@ -119,7 +121,7 @@ mod tests {
         let text = "Summary\r\n<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>\r\n\n";
         assert_eq!(
             judge(text).0,
-            "<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>"
+            "<phase-needs-clarification>\nWhich API?\nv1 or v2.\n</phase-needs-clarification>\n"
         );
     }
 
@@ -127,7 +129,7 @@ mod tests {
     fn a_body_ending_in_a_code_fence_stays_valid() {
         let text = "<phase-complete>\nRan:\n```text\nok\n```\n</phase-complete>\n";
         let (stdout, _) = judge(text);
-        assert_eq!(stdout, text.trim_end());
+        assert_eq!(stdout, text);
         let runner_view = format!("[codex] chatter\n{stdout}");
         assert!(matches!(
             validate_streams(runner_view.as_bytes(), b""),
