@@ -104,6 +104,12 @@ wire_api = "responses"
 env_key = "MOCK_OPENAI_KEY"
 request_max_retries = 2
 stream_max_retries = 2
+
+# Codex's sandbox creates mount points (.git, .codex, …) in its writable roots and leaves them
+# behind when it is killed, as the signal cases do: keep the machine's /tmp out of it (the
+# suite's TMPDIR stays writable).
+[sandbox_workspace_write]
+exclude_slash_tmp = true
 TOML
 }
 
