@@ -59,6 +59,9 @@ pub const QUIET_FLUSH: Duration = Duration::from_millis(200);
 /// How long a partial line is held at most, however much keeps arriving without a line end.
 pub const MAX_HOLD: Duration = Duration::from_secs(1);
 
+/// How often a wrapper run by hand reaps adopted children that exited (it is their subreaper).
+const REAP_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Bytes read from a pipe at a time.
 const CHUNK_SIZE: usize = 64 * 1024;
 
@@ -171,9 +174,15 @@ where
     let mut interrupted = None;
     let mut output_error = None;
     let mut kill_at: Option<Instant> = None;
+    let mut reaping = tokio::time::interval(REAP_INTERVAL);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
+            _ = reaping.tick(), if reaper.is_some() => {
+                if let Some(reaper) = &reaper {
+                    reaper.reap_zombies();
+                }
+            }
             Some(signal) = signals.next() => {
                 interrupted.get_or_insert(signal);
                 stop(&child, signal, &mut kill_at);

@@ -89,6 +89,18 @@ impl Reaper {
             .map(|stat| stat.start_time_ticks);
     }
 
+    /// Reaps adopted children that have exited, so a long session whose tools leave orphans
+    /// behind does not collect zombies until its end.
+    pub fn reap_zombies(&self) {
+        for pid in proc::own_children().unwrap_or_default() {
+            if Some(pid) != self.launcher_pid
+                && proc::stat(pid).is_ok_and(|stat| stat.is_some_and(|stat| stat.is_defunct()))
+            {
+                let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+            }
+        }
+    }
+
     /// Kills every adopted descendant of the launcher; returns what it stopped. Call after
     /// the launcher has exited.
     pub async fn sweep(&self) -> Vec<Leftover> {
