@@ -5,8 +5,9 @@
 //! re-emits a recording of the real CLI byte for byte, chunk for chunk
 //! ([`crate::replay_launcher`]). The recordings were made against the project's mock model
 //! API by `scripts/e2e-real-clis.sh --record`. Every defect the real CLIs exposed has a test
-//! here; each of those failed against the wrappers as they were before the fix (the replay
-//! gives the old wrappers the output the real CLI gives their arguments).
+//! here, named in its doc comment; each of those failed against the wrappers as they were
+//! before the fix, for the reason the defect describes (the replay gives the old wrappers the
+//! output the real CLI gives their arguments). The other tests guard behaviour around them.
 //!
 //! Tests that look at what is shown *while* the CLI is busy hold the replay at a gate and
 //! wait for the transcript (written as output arrives) to show it, so nothing depends on
