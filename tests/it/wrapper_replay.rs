@@ -279,6 +279,58 @@ fn codex_commands_are_shown_when_they_start() {
     run.assert_code(0);
 }
 
+/// Codex reports a long message whole, once it is complete: each line of it once.
+#[test]
+fn codex_long_message_is_shown_once_when_complete() {
+    let sandbox = Sandbox::new();
+    Replay::codex("slow").install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(0);
+    let body = transcript_body(&sandbox);
+    for tick in 1..=9 {
+        assert_count(&body, &format!("[codex] tick {tick}\n"), 1);
+    }
+    assert_eq!(outcome(&sandbox)["summary"], "Slow stream finished.");
+}
+
+// --- Both ---------------------------------------------------------------------------------
+
+/// A final message without a block, or with a tag quoted inline before its block, is no
+/// result (fail closed), and the wrapper says why.
+#[test]
+fn final_messages_that_are_not_one_block_are_no_result() {
+    let cases = [
+        (CODEX, Replay::codex("nomarker"), "it has no result block"),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("nomarker"),
+            "it has no result block",
+        ),
+        (
+            CODEX,
+            Replay::codex("quoted_same"),
+            "multiple terminal markers in stdout",
+        ),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("quoted_same"),
+            "multiple terminal markers in stdout",
+        ),
+    ];
+    for (wrapper, replay, why) in cases {
+        let sandbox = Sandbox::new();
+        replay.install(&sandbox);
+        run_wrapped(&sandbox, wrapper, &[], &["--quiet"], &[]).assert_code(4);
+        assert_eq!(outcome(&sandbox)["status"], "missing-marker");
+        let body = transcript_body(&sandbox);
+        assert_contains(
+            &body,
+            "no result reported: the final message is not one well-framed result block: ",
+        );
+        assert_contains(&body, why);
+        assert!(!body.contains("<phase-"), "{body}");
+    }
+}
+
 // --- Claude -------------------------------------------------------------------------------
 
 /// Defect 2: API retries were invisible (176 s of silence for a 401 with default retries).
