@@ -257,9 +257,16 @@ impl KillerState {
         let leader = self.pgid;
         let worker_started_ticks = self.worker_started_ticks;
         let inherited = self.inherited.clone();
-        let adoptees =
-            off_runtime(move || sweep_adoptees_once(leader, worker_started_ticks, &inherited))
-                .await;
+        let adoptees = off_runtime(move || {
+            let adoptees =
+                process_group::adopted_descendants(Some(leader), worker_started_ticks, &inherited);
+            // Our own children, not yet reaped: their pids cannot have been reused.
+            for &pid in &adoptees {
+                process_group::kill_child(pid);
+            }
+            adoptees
+        })
+        .await;
         for pid in &adoptees {
             if !self.report.escaped.contains(pid) {
                 tracing::info!(pid, "descendant escaped the process group; killing it");
@@ -284,38 +291,4 @@ impl KillerState {
             AttemptMsg::GroupEmptied(std::mem::take(&mut self.report)),
         );
     }
-}
-
-/// One pass over the handler's children: reaps adopted zombies, SIGKILLs adopted live
-/// descendants of the worker, and returns the pids it signalled.
-fn sweep_adoptees_once(
-    leader: u32,
-    worker_started_ticks: Option<u64>,
-    inherited: &ChildSnapshot,
-) -> Vec<u32> {
-    let mut alive = Vec::new();
-    for pid in proc::own_children().unwrap_or_default() {
-        // The leader is tokio's child; tokio reaps it.
-        if pid == leader {
-            continue;
-        }
-        match proc::stat(pid) {
-            Ok(Some(stat)) if stat.is_defunct() => process_group::reap_child(pid),
-            // Start times have clock-tick resolution (10 ms), so only a strictly earlier
-            // start proves a child is not the worker's; the snapshot covers the rest.
-            Ok(Some(stat))
-                if inherited.contains(&stat)
-                    || worker_started_ticks
-                        .is_none_or(|started| stat.start_time_ticks < started) =>
-            {
-                tracing::debug!(pid, "adopted child predates the worker; left alone");
-            }
-            Ok(Some(_)) => {
-                process_group::kill_child(pid);
-                alive.push(pid);
-            }
-            _ => {}
-        }
-    }
-    alive
 }

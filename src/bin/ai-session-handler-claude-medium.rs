@@ -3,7 +3,7 @@
 //! lives in the library.
 
 use ai_session_handler::wrapper::claude::{self, Effort};
-use ai_session_handler::wrapper::session;
+use ai_session_handler::wrapper::usage;
 use clap::Parser;
 
 /// Run claude-lean with medium effort, stream-json rendering and terminal marker filtering.
@@ -21,6 +21,6 @@ struct Args {
 }
 
 fn main() {
-    let args: Args = session::parse_args("[claude] ");
+    let args: Args = usage::parse_args("[claude] ");
     std::process::exit(claude::run(Effort::Medium, args.model));
 }

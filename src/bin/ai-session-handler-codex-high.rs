@@ -2,7 +2,7 @@
 //! runner's result contract (docs/providers.md, `docs/providers.md`). Everything lives in the library.
 
 use ai_session_handler::wrapper::codex;
-use ai_session_handler::wrapper::session;
+use ai_session_handler::wrapper::usage;
 use clap::Parser;
 
 /// Run codex-lean exec with high reasoning and terminal marker filtering.
@@ -19,6 +19,6 @@ struct Args {
 }
 
 fn main() {
-    let args: Args = session::parse_args("[codex] ");
+    let args: Args = usage::parse_args("[codex] ");
     std::process::exit(codex::run(args.model));
 }

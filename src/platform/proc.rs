@@ -1,5 +1,6 @@
-//! Reads of `/proc`: the running kernel's boot id, one process's stat line, and the members of
-//! a process group. Parsing and comparison live in [`crate::domain::identity`].
+//! Reads of `/proc`: the running kernel's boot id, one process's stat line and command name,
+//! and the members of a process group. Parsing and comparison live in
+//! [`crate::domain::identity`].
 
 use std::fs;
 use std::io;
@@ -22,6 +23,13 @@ pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
         Err(error) if error.raw_os_error() == Some(nix::libc::ESRCH) => Ok(None),
         Err(error) => Err(error),
     }
+}
+
+/// The command name of a process (`/proc/<pid>/comm`), for messages; `None` when it is gone.
+pub fn command_name(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|name| name.trim_end().to_owned())
 }
 
 /// The identity of a just-launched child (a session leader, so its pgid is its pid).
@@ -118,6 +126,13 @@ mod tests {
         assert_eq!(stat.pid, me);
         assert!(stat.start_time_ticks > 0);
         assert!(!boot_id().unwrap().is_empty());
+    }
+
+    #[test]
+    fn reads_own_command_name() {
+        let name = command_name(std::process::id()).expect("own comm");
+        assert!(!name.is_empty() && !name.ends_with('\n'), "{name:?}");
+        assert_eq!(command_name(4_294_967_000), None);
     }
 
     #[test]

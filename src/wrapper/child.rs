@@ -7,15 +7,21 @@
 //! - The prompt is written to the child's stdin by its own task, which is then closed, so a
 //!   child that prints a lot before reading cannot deadlock the wrapper.
 //! - Each output pipe has a pump task that reads bounded chunks, translates them and writes
-//!   the result to the wrapper's stream of the same name. After the child exits a pump reads
-//!   what is already in the pipe, and stops at end of file or, at the latest, the first time
-//!   the pipe is empty once [`DRAIN_GRACE`] has passed since the exit ([`DRAIN_LIMIT`] in any
-//!   case). A descendant that inherited the pipe, however chatty, cannot hold the wrapper open.
+//!   the result to the wrapper's stream of the same name. Translators write whole lines and
+//!   hold a partial one back; the pump has it written (ended) once the pipe has been quiet
+//!   for [`QUIET_FLUSH`], or once it has been held for [`MAX_HOLD`] however much arrives, so
+//!   progress without a line end still shows and counts against the runner's idle timeout.
+//!   After the child exits a pump reads what is already in the pipe, and stops at end of file
+//!   or, at the latest, the first time the pipe is empty once [`DRAIN_GRACE`] has passed since
+//!   the exit ([`DRAIN_LIMIT`] in any case). A descendant that inherited the pipe, however
+//!   chatty, cannot hold the wrapper open.
 //! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
 //!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
 //!   running gets SIGKILL. A failure writing the wrapper's own output stops the child the same
 //!   way. The grace is shorter than the runner's own, so a wrapper stopped by the runner has
 //!   killed its launcher and cleaned up before the runner's SIGKILL reaches the group.
+//! - Run by hand rather than by the handler, the wrapper also stops the launcher's leftover
+//!   descendants once the launcher has exited ([`super::descendants`]).
 
 use std::ffi::OsString;
 use std::io;
@@ -24,16 +30,17 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_tokio::Signals;
+
+use crate::platform::process_group;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::diagnostics::{DiagnosticStream, StreamTranslator};
+use super::descendants::{Leftover, Reaper, Supervision};
+use super::diagnostics::StreamTranslator;
 
 /// How long a signalled child may take to exit before it is killed: half the runner's 0.5 s,
 /// which leaves the wrapper time to drain and remove its scratch files inside the runner's.
@@ -45,6 +52,15 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 /// After the child's exit, when a pipe is abandoned even if data keeps arriving.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// How long a pipe must be quiet before a held partial line is written.
+pub const QUIET_FLUSH: Duration = Duration::from_millis(200);
+
+/// How long a partial line is held at most, however much keeps arriving without a line end.
+pub const MAX_HOLD: Duration = Duration::from_secs(1);
+
+/// How often a wrapper run by hand reaps adopted children that exited (it is their subreaper).
+const REAP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Bytes read from a pipe at a time.
 const CHUNK_SIZE: usize = 64 * 1024;
@@ -68,13 +84,16 @@ pub enum RunError {
     Failed(String),
 }
 
-/// How a launched child ended, and what its stdout translator learned.
+/// How a launched child ended, and what its translators learned.
 #[derive(Debug)]
-pub struct Finished<T> {
+pub struct Finished<O, E> {
     pub status: ExitStatus,
     /// The first SIGINT/SIGTERM the wrapper received, if any.
     pub interrupted: Option<i32>,
-    pub stdout: T,
+    pub stdout: O,
+    pub stderr: E,
+    /// Descendants the wrapper stopped itself (by hand only).
+    pub leftovers: Vec<Leftover>,
 }
 
 /// The conventional exit code for `status`: the code, or 128 + the signal that killed it.
@@ -87,17 +106,29 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 
 /// Runs `launcher` to completion with `prompt` on its stdin, its stdout through `stdout` and
 /// its stderr through `stderr`.
-pub async fn run<T>(
+pub async fn run<O, E>(
     launcher: &Launcher,
     prompt: Vec<u8>,
-    stdout: T,
-    stderr: DiagnosticStream,
-) -> Result<Finished<T>, RunError>
+    stdout: O,
+    stderr: E,
+    supervision: Supervision,
+) -> Result<Finished<O, E>, RunError>
 where
-    T: StreamTranslator + Send + 'static,
+    O: StreamTranslator + Send + 'static,
+    E: StreamTranslator + Send + 'static,
 {
     // Registered before the launch so that an early signal is held, then forwarded.
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(RunError::Signals)?;
+    let mut reaper = match supervision {
+        Supervision::Handler => None,
+        Supervision::ByHand => match Reaper::prepare() {
+            Ok(reaper) => Some(reaper),
+            Err(error) => {
+                tracing::warn!(%error, "cannot become a child subreaper; leftover descendants will not be stopped");
+                None
+            }
+        },
+    };
     let mut child = Command::new(launcher.program)
         .args(&launcher.args)
         .envs(launcher.env.iter().map(|(key, value)| (key, value)))
@@ -108,6 +139,9 @@ where
         .kill_on_drop(true)
         .spawn()
         .map_err(RunError::Spawn)?;
+    if let Some(reaper) = &mut reaper {
+        reaper.launched(child.id());
+    }
 
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let feeder = tokio::spawn(async move {
@@ -140,9 +174,15 @@ where
     let mut interrupted = None;
     let mut output_error = None;
     let mut kill_at: Option<Instant> = None;
+    let mut reaping = tokio::time::interval(REAP_INTERVAL);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
+            _ = reaping.tick(), if reaper.is_some() => {
+                if let Some(reaper) = &reaper {
+                    reaper.reap_zombies();
+                }
+            }
             Some(signal) = signals.next() => {
                 interrupted.get_or_insert(signal);
                 stop(&child, signal, &mut kill_at);
@@ -158,8 +198,14 @@ where
             }
         }
     };
-    let _ = exited_tx.send(true);
     feeder.abort();
+    // By hand, what the launcher left behind is stopped before the pipes are drained: it may
+    // hold them open.
+    let leftovers = match &reaper {
+        Some(reaper) => reaper.sweep().await,
+        None => Vec::new(),
+    };
+    let _ = exited_tx.send(true);
 
     // Until the pumps are done a signal is still caught, so it cannot cut the output short;
     // it only withdraws the result.
@@ -178,7 +224,8 @@ where
     // A pump fails to join only if a translator panicked: report it, never claim a result.
     let stdout =
         stdout.map_err(|error| RunError::Failed(format!("the stdout reader failed: {error}")))?;
-    stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
+    let stderr =
+        stderr.map_err(|error| RunError::Failed(format!("the stderr reader failed: {error}")))?;
     if let Some(error) = output_error {
         return Err(RunError::Failed(error));
     }
@@ -189,16 +236,17 @@ where
         status,
         interrupted,
         stdout,
+        stderr,
+        leftovers,
     })
 }
 
 /// Sends `signal` to the child unless it has been reaped, and starts the kill grace.
 fn stop(child: &Child, signal: i32, kill_at: &mut Option<Instant>) {
-    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
-    if let (Some(pid), Ok(signal)) = (pid, Signal::try_from(signal)) {
-        tracing::debug!(pid, %signal, "forwarding signal to launcher");
+    if let Some(pid) = child.id() {
+        tracing::debug!(pid, signal, "forwarding signal to launcher");
         // `id()` is `None` once the child is reaped, so this pid cannot have been reused.
-        let _ = kill(Pid::from_raw(pid), signal);
+        process_group::signal_child(pid, signal);
     }
     kill_at.get_or_insert_with(|| Instant::now() + KILL_GRACE);
 }
@@ -241,11 +289,24 @@ where
     let drained = after_exit(pump.exited.clone(), DRAIN_GRACE);
     let abandoned = after_exit(pump.exited.clone(), DRAIN_LIMIT);
     tokio::pin!(drained, abandoned);
+    let mut held = HeldLine::default();
     loop {
+        let flush_at = held.flush_at();
         let read = tokio::select! {
-            // In this order: data already waiting is read before the grace can end the pump.
+            // In this order: a partial line due is written before more is read, and data
+            // already waiting is read before the grace can end the pump.
             biased;
             () = &mut abandoned => break,
+            () = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                out.clear();
+                translator.flush_partial_line(&mut out);
+                held.update(false);
+                if let Err(error) = write_out(&mut sink, &out).await {
+                    pump.fail_writing(&error);
+                    return translator;
+                }
+                continue;
+            }
             read = pipe.read(&mut chunk) => read,
             () = &mut drained => break,
         };
@@ -259,6 +320,7 @@ where
                 break;
             }
         }
+        held.update(translator.holds_partial_line());
         if let Err(error) = write_out(&mut sink, &out).await {
             pump.fail_writing(&error);
             return translator;
@@ -270,6 +332,35 @@ where
         pump.fail_writing(&error);
     }
     translator
+}
+
+/// When the partial line a translator holds is due to be written.
+#[derive(Debug, Default)]
+struct HeldLine {
+    /// Since when a partial line has been held, if one is.
+    since: Option<Instant>,
+    /// When the pipe last delivered data.
+    last_read: Option<Instant>,
+}
+
+impl HeldLine {
+    /// Called after every read (and flush), with whether a partial line is now held.
+    fn update(&mut self, holds: bool) {
+        let now = Instant::now();
+        self.last_read = Some(now);
+        self.since = if holds {
+            Some(self.since.unwrap_or(now))
+        } else {
+            None
+        };
+    }
+
+    /// The quiet deadline, or the hold limit if that comes first.
+    fn flush_at(&self) -> Option<Instant> {
+        let since = self.since?;
+        let quiet = self.last_read.unwrap_or(since) + QUIET_FLUSH;
+        Some(quiet.min(since + MAX_HOLD))
+    }
 }
 
 /// Completes `delay` after the child has exited.
@@ -297,5 +388,19 @@ mod tests {
         assert_eq!(exit_code(ExitStatus::from_raw(9 << 8)), 9);
         assert_eq!(exit_code(ExitStatus::from_raw(SIGTERM)), 128 + SIGTERM);
         assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+    }
+
+    #[test]
+    fn a_partial_line_is_due_after_a_quiet_period_or_at_the_hold_limit() {
+        let mut held = HeldLine::default();
+        assert_eq!(held.flush_at(), None);
+        held.update(true);
+        let since = held.since.expect("held");
+        assert_eq!(held.flush_at(), Some(since + QUIET_FLUSH));
+        // Data keeps arriving without a line end: the hold limit wins.
+        held.last_read = Some(since + MAX_HOLD - QUIET_FLUSH / 2);
+        assert_eq!(held.flush_at(), Some(since + MAX_HOLD));
+        held.update(false);
+        assert_eq!(held.flush_at(), None);
     }
 }

@@ -1,4 +1,5 @@
-//! Diagnostic rendering: how everything a launcher prints reaches the runner inertly.
+//! Diagnostic rendering: how everything a launcher prints reaches the runner inertly, one whole
+//! line at a time.
 //!
 //! The runner reads a wrapper's output as a worker's output, so any tag text in a provider's
 //! chatter could be taken for (or spoil) the result block. Every diagnostic line is therefore
@@ -8,66 +9,63 @@
 //!
 //! [`DiagnosticStream`] puts the domain's [`LiveFilter`] in front of the renderer, so complete
 //! live result blocks are hidden (a live block is never the result), even when split across
-//! reads. Rendering is incremental and byte-exact — carriage returns are kept — and produces
-//! the same bytes however the input is chunked; nothing is held back waiting for a line end.
+//! reads. It writes whole lines only: the runner interleaves a wrapper's stdout and stderr in
+//! its transcript by arrival, so a partial line forwarded as it came could be joined with a
+//! line of the other stream. A partial line is held until its line end, or until the pump
+//! decides it has waited long enough ([`StreamTranslator::flush_partial_line`]); it is then
+//! written ended, and its continuation becomes a line of its own. Carriage returns are kept,
+//! and a line that only held a hidden block is dropped rather than shown empty.
 
 use memchr::memchr;
 
 use crate::domain::marker::LiveFilter;
 
 /// Turns the bytes a launcher writes on one stream into what the wrapper prints on it.
+///
+/// Translators write whole lines; `translate` may hold a partial line back.
 pub trait StreamTranslator {
     /// Appends the output for the next `chunk` to `out`.
     fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>);
-    /// The stream ended: appends whatever is still owed (held bytes, a final line end).
+    /// True while a partial line with something to show is held back.
+    fn holds_partial_line(&self) -> bool;
+    /// Appends the held partial line, ended with `\n`; its continuation starts a new line.
+    fn flush_partial_line(&mut self, out: &mut Vec<u8>);
+    /// The stream ended: appends whatever is still owed, ending the last line.
     fn finish(&mut self, out: &mut Vec<u8>);
 }
 
-/// Prefixes lines and escapes `<`, across chunk boundaries.
+/// A held partial line longer than this is written at once, so memory stays bounded however
+/// long a line without a line end grows.
+pub const MAX_PARTIAL_LINE: usize = 64 * 1024;
+
+/// Prefixes lines and escapes `<`.
 #[derive(Debug)]
-pub struct DiagnosticRenderer {
-    prefix: &'static str,
-    /// The next byte begins a line, so it needs the prefix first.
-    at_line_start: bool,
-}
+pub struct DiagnosticRenderer;
 
 impl DiagnosticRenderer {
-    pub fn new(prefix: &'static str) -> Self {
-        Self {
-            prefix,
-            at_line_start: true,
-        }
-    }
-
-    /// Appends the rendering of `text` to `out`.
-    pub fn render(&mut self, mut text: &[u8], out: &mut Vec<u8>) {
-        while !text.is_empty() {
-            if self.at_line_start {
-                out.extend_from_slice(self.prefix.as_bytes());
-            }
-            let line_len = memchr(b'\n', text).map_or(text.len(), |newline| newline + 1);
-            let (line, rest) = text.split_at(line_len);
-            escape_into(line, out);
-            self.at_line_start = line.ends_with(b"\n");
-            text = rest;
-        }
-    }
-
-    /// Ends an unterminated last line with `\n`, so whatever follows starts a line.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
-        if !self.at_line_start {
-            out.push(b'\n');
-            self.at_line_start = true;
-        }
+    /// Appends `line` (without its `\n`) as one diagnostic line.
+    pub fn line(prefix: &str, line: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(prefix.as_bytes());
+        escape_into(line, out);
+        out.push(b'\n');
     }
 
     /// Renders a complete message of the wrapper's own (one or more lines).
-    pub fn message(prefix: &'static str, message: &str) -> Vec<u8> {
-        let mut renderer = Self::new(prefix);
+    pub fn message(prefix: &str, message: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(prefix.len() + message.len() + 1);
-        renderer.render(message.as_bytes(), &mut out);
-        renderer.finish(&mut out);
+        Self::lines(prefix, message.as_bytes(), &mut out);
         out
+    }
+
+    /// Appends every line of `text` as a diagnostic line; a last line without `\n` is ended.
+    pub fn lines(prefix: &str, text: &[u8], out: &mut Vec<u8>) {
+        let text = text.strip_suffix(b"\n").unwrap_or(text);
+        if text.is_empty() {
+            return;
+        }
+        for line in text.split(|&byte| byte == b'\n') {
+            Self::line(prefix, line, out);
+        }
     }
 }
 
@@ -81,37 +79,123 @@ fn escape_into(mut bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
-/// One launcher stream shown as diagnostics: live result blocks hidden, the rest rendered.
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// One launcher stream shown as diagnostics: live result blocks hidden, whole lines rendered.
 #[derive(Debug)]
 pub struct DiagnosticStream {
+    prefix: &'static str,
     filter: LiveFilter,
-    renderer: DiagnosticRenderer,
-    /// What the filter let through, reused across chunks.
+    /// What the filter let through from the last call, reused across calls.
     visible: Vec<u8>,
+    /// Visible bytes of the current line not written yet.
+    line: Vec<u8>,
+    /// Part of the current line was written already (a flushed partial line).
+    continued: bool,
+    /// Non-blank input went into the current line; if it shows blank, a block was hidden.
+    had_content: bool,
 }
 
 impl DiagnosticStream {
     pub fn new(prefix: &'static str) -> Self {
         Self {
+            prefix,
             filter: LiveFilter::new(),
-            renderer: DiagnosticRenderer::new(prefix),
             visible: Vec::new(),
+            line: Vec::new(),
+            continued: false,
+            had_content: false,
         }
+    }
+
+    /// Writes a line of the wrapper's own between the stream's lines, escaped but not
+    /// filtered: a tool's command line is shown whole, tags and all. A held partial line is
+    /// ended first.
+    pub fn note(&mut self, note: &str, out: &mut Vec<u8>) {
+        self.flush_partial_line(out);
+        DiagnosticRenderer::lines(self.prefix, note.as_bytes(), out);
+    }
+
+    /// Feeds one input line (ending at its `\n`, or at the end of the chunk) to the filter,
+    /// so that the visible output of the call contains at most the line end of this input
+    /// line, plus whatever a given-up hidden block releases.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        if !is_blank(input) {
+            self.had_content = true;
+        }
+        self.visible.clear();
+        self.filter.filter(input, &mut self.visible);
+        let visible = std::mem::take(&mut self.visible);
+        let mut rest = visible.as_slice();
+        // Only the first line end can close a line the input line fed: later ones come from
+        // a block the filter gave up on and shows as it was.
+        let mut first = true;
+        while let Some(newline) = memchr(b'\n', rest) {
+            self.line.extend_from_slice(&rest[..newline]);
+            self.end_line(first, out);
+            first = false;
+            rest = &rest[newline + 1..];
+        }
+        self.line.extend_from_slice(rest);
+        self.visible = visible;
+        if self.line.len() > MAX_PARTIAL_LINE {
+            self.flush_partial_line(out);
+        }
+    }
+
+    /// The current line ended: writes it unless it is blank where something was hidden, or
+    /// blank after its partial line was written.
+    fn end_line(&mut self, hidden_possible: bool, out: &mut Vec<u8>) {
+        let blank = is_blank(&self.line);
+        let hid_something = hidden_possible && self.had_content;
+        if !(blank && (self.continued || hid_something)) {
+            DiagnosticRenderer::line(self.prefix, &self.line, out);
+        }
+        self.line.clear();
+        self.continued = false;
+        self.had_content = false;
     }
 }
 
 impl StreamTranslator for DiagnosticStream {
-    fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        self.visible.clear();
-        self.filter.filter(chunk, &mut self.visible);
-        self.renderer.render(&self.visible, out);
+    fn translate(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
+        while !chunk.is_empty() {
+            let len = memchr(b'\n', chunk).map_or(chunk.len(), |newline| newline + 1);
+            let (input, rest) = chunk.split_at(len);
+            self.feed(input, out);
+            chunk = rest;
+        }
+    }
+
+    fn holds_partial_line(&self) -> bool {
+        !is_blank(&self.line)
+    }
+
+    fn flush_partial_line(&mut self, out: &mut Vec<u8>) {
+        if self.holds_partial_line() {
+            DiagnosticRenderer::line(self.prefix, &self.line, out);
+            self.line.clear();
+            self.continued = true;
+        }
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
         self.visible.clear();
         self.filter.finish(&mut self.visible);
-        self.renderer.render(&self.visible, out);
-        self.renderer.finish(out);
+        let released = std::mem::take(&mut self.visible);
+        // What the filter still held was never hidden after all.
+        for line in released.split_inclusive(|&byte| byte == b'\n') {
+            self.line
+                .extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
+            if line.ends_with(b"\n") {
+                self.end_line(false, out);
+            }
+        }
+        if !self.line.is_empty() {
+            self.end_line(false, out);
+        }
     }
 }
 
@@ -121,22 +205,22 @@ mod tests {
 
     use super::*;
 
-    fn render_chunks(chunks: &[&[u8]]) -> String {
+    fn render_bytes(chunks: &[&[u8]]) -> Vec<u8> {
         let mut stream = DiagnosticStream::new("[codex] ");
         let mut out = Vec::new();
         for chunk in chunks {
             stream.translate(chunk, &mut out);
         }
         stream.finish(&mut out);
-        String::from_utf8(out).expect("utf-8 in, utf-8 out")
+        out
     }
 
-    fn render_text(text: &str) -> String {
-        let mut renderer = DiagnosticRenderer::new("[claude] ");
-        let mut out = Vec::new();
-        renderer.render(text.as_bytes(), &mut out);
-        renderer.finish(&mut out);
-        String::from_utf8(out).expect("utf-8 in, utf-8 out")
+    fn render_chunks(chunks: &[&[u8]]) -> String {
+        String::from_utf8(render_bytes(chunks)).expect("utf-8 in, utf-8 out")
+    }
+
+    fn render(text: &str) -> String {
+        render_chunks(&[text.as_bytes()])
     }
 
     #[test]
@@ -161,63 +245,150 @@ mod tests {
 
     #[test]
     fn every_line_is_prefixed_including_empty_ones() {
-        assert_eq!(
-            render_text("a\n\nb\n"),
-            "[claude] a\n[claude] \n[claude] b\n"
-        );
+        assert_eq!(render("a\n\nb\n"), "[codex] a\n[codex] \n[codex] b\n");
     }
 
     #[test]
     fn every_angle_bracket_is_escaped() {
         assert_eq!(
-            render_text("<<phase-complete>x</phase-complete> & <b>"),
-            "[claude] &lt;&lt;phase-complete>x&lt;/phase-complete> & &lt;b>\n"
+            render("<<phase-complete>x</phase-complete/ & <b>"),
+            "[codex] &lt;&lt;phase-complete>x&lt;/phase-complete/ & &lt;b>\n"
         );
     }
 
     #[test]
     fn carriage_returns_are_kept_and_do_not_end_lines() {
         assert_eq!(
-            render_text("50%\r100%\r\ndone"),
-            "[claude] 50%\r100%\r\n[claude] done\n"
+            render("50%\r100%\r\ndone"),
+            "[codex] 50%\r100%\r\n[codex] done\n"
         );
     }
 
     #[test]
-    fn finish_adds_a_line_end_only_after_a_partial_line() {
-        assert_eq!(render_text("done\n"), "[claude] done\n");
-        assert_eq!(render_text("done"), "[claude] done\n");
-        assert_eq!(render_text(""), "");
+    fn finish_ends_a_partial_last_line() {
+        assert_eq!(render("done\n"), "[codex] done\n");
+        assert_eq!(render("done"), "[codex] done\n");
+        assert_eq!(render(""), "");
     }
 
     #[test]
-    fn nothing_is_held_back_waiting_for_a_line_end() {
-        let mut renderer = DiagnosticRenderer::new("[codex] ");
+    fn only_whole_lines_are_written() {
+        let mut stream = DiagnosticStream::new("[codex] ");
         let mut out = Vec::new();
-        renderer.render(b"working", &mut out);
-        assert_eq!(out, b"[codex] working");
-        renderer.render(b"...\nnext", &mut out);
-        assert_eq!(out, b"[codex] working...\n[codex] next");
+        stream.translate(b"working", &mut out);
+        assert_eq!(out, b"");
+        assert!(stream.holds_partial_line());
+        stream.translate(b"...\nnext", &mut out);
+        assert_eq!(out, b"[codex] working...\n");
+        stream.finish(&mut out);
+        assert_eq!(out, b"[codex] working...\n[codex] next\n");
     }
 
     #[test]
-    fn complete_live_blocks_are_hidden_and_unclosed_ones_shown() {
+    fn a_flushed_partial_line_is_ended_and_continued_on_a_new_line() {
+        let mut stream = DiagnosticStream::new("[codex] ");
+        let mut out = Vec::new();
+        stream.translate(b"tokens used", &mut out);
+        stream.flush_partial_line(&mut out);
+        assert_eq!(out, b"[codex] tokens used\n");
+        assert!(!stream.holds_partial_line());
+        // The line end of the flushed line adds nothing; a continuation is a line of its own.
+        stream.translate(b"\n30\nstep", &mut out);
+        stream.flush_partial_line(&mut out);
+        stream.translate(b" two\n", &mut out);
         assert_eq!(
-            render_chunks(&[b"live\n<phase-complete>claim</phase-complete>\n"]),
-            "[codex] live\n[codex] \n"
+            String::from_utf8(out).expect("utf-8"),
+            "[codex] tokens used\n[codex] 30\n[codex] step\n[codex]  two\n"
+        );
+    }
+
+    #[test]
+    fn blank_partial_lines_are_not_flushed() {
+        let mut stream = DiagnosticStream::new("[codex] ");
+        let mut out = Vec::new();
+        stream.translate(b"  ", &mut out);
+        assert!(!stream.holds_partial_line());
+        stream.flush_partial_line(&mut out);
+        assert_eq!(out, b"");
+    }
+
+    #[test]
+    fn an_overlong_partial_line_is_written_without_waiting() {
+        let mut stream = DiagnosticStream::new("[codex] ");
+        let mut out = Vec::new();
+        stream.translate(&vec![b'x'; MAX_PARTIAL_LINE + 1], &mut out);
+        assert_eq!(out.len(), "[codex] ".len() + MAX_PARTIAL_LINE + 2);
+        assert!(!stream.holds_partial_line());
+    }
+
+    #[test]
+    fn complete_live_blocks_are_hidden_without_leaving_a_blank_line() {
+        assert_eq!(
+            render("live\n<phase-complete>claim</phase-complete>\n"),
+            "[codex] live\n"
         );
         assert_eq!(
-            render_chunks(&[b"diagnostic quoted <phase-blocked> without a close\n"]),
+            render("live\n<phase-complete>\nmulti\nline\n</phase-complete>\r\nafter\n"),
+            "[codex] live\n[codex] after\n"
+        );
+        assert_eq!(
+            render("text <phase-complete>claim</phase-complete> tail\n"),
+            "[codex] text  tail\n"
+        );
+        assert_eq!(
+            render("diagnostic quoted <phase-blocked> without a close\n"),
             "[codex] diagnostic quoted &lt;phase-blocked> without a close\n"
         );
     }
 
     #[test]
-    fn a_wrapper_message_is_one_rendered_line() {
+    fn an_unclosed_block_is_shown_at_the_end() {
+        assert_eq!(
+            render("<phase-complete>\nnever closed\n"),
+            "[codex] &lt;phase-complete>\n[codex] never closed\n"
+        );
+    }
+
+    #[test]
+    fn notes_are_escaped_but_not_filtered_and_end_a_partial_line() {
+        let mut stream = DiagnosticStream::new("[claude] ");
+        let mut out = Vec::new();
+        stream.translate(b"Let me check", &mut out);
+        stream.note(
+            "tool: Bash echo <phase-complete>x</phase-complete>",
+            &mut out,
+        );
+        stream.translate(b"\n", &mut out);
+        stream.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            "[claude] Let me check\n[claude] tool: Bash echo &lt;phase-complete>x&lt;/phase-complete>\n"
+        );
+    }
+
+    #[test]
+    fn a_wrapper_message_is_rendered_line_by_line() {
         assert_eq!(
             DiagnosticRenderer::message("[codex] ", "error: <x> failed"),
             b"[codex] error: &lt;x> failed\n"
         );
+        assert_eq!(
+            DiagnosticRenderer::message("[codex] ", "a\nb\n"),
+            b"[codex] a\n[codex] b\n"
+        );
+    }
+
+    fn chunked(text: &[u8], cuts: &[prop::sample::Index]) -> Vec<Vec<u8>> {
+        let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
+        points.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for point in points {
+            chunks.push(text[start..point].to_vec());
+            start = point;
+        }
+        chunks.push(text[start..].to_vec());
+        chunks
     }
 
     proptest! {
@@ -232,40 +403,32 @@ mod tests {
             ),
             cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
         ) {
-            let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
-            points.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut start = 0;
-            for point in points {
-                chunks.push(&text[start..point]);
-                start = point;
-            }
-            chunks.push(&text[start..]);
-            let mut whole = DiagnosticStream::new("[codex] ");
-            let mut expected = Vec::new();
-            whole.translate(&text, &mut expected);
-            whole.finish(&mut expected);
-            let mut split = DiagnosticStream::new("[codex] ");
-            let mut actual = Vec::new();
-            for chunk in chunks {
-                split.translate(chunk, &mut actual);
-            }
-            split.finish(&mut actual);
-            prop_assert_eq!(actual, expected);
+            let chunks = chunked(&text, &cuts);
+            let pieces: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(render_bytes(&pieces), render_bytes(&[&text]));
         }
 
         #[test]
-        fn output_is_inert_and_line_structured(text in proptest::collection::vec(any::<u8>(), 0..300)) {
+        fn output_is_inert_whole_lines(
+            text in proptest::collection::vec(any::<u8>(), 0..300),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+            flush_after in proptest::collection::vec(any::<bool>(), 7),
+        ) {
             let mut stream = DiagnosticStream::new("[codex] ");
             let mut out = Vec::new();
-            stream.translate(&text, &mut out);
+            for (chunk, flush) in chunked(&text, &cuts).iter().zip(&flush_after) {
+                stream.translate(chunk, &mut out);
+                // Whatever was written so far is whole lines.
+                prop_assert!(out.is_empty() || out.ends_with(b"\n"));
+                if *flush {
+                    stream.flush_partial_line(&mut out);
+                }
+            }
             stream.finish(&mut out);
             prop_assert!(!out.contains(&b'<'));
-            if !out.is_empty() {
-                prop_assert!(out.ends_with(b"\n"));
-                for line in out[..out.len() - 1].split(|&byte| byte == b'\n') {
-                    prop_assert!(line.starts_with(b"[codex] "));
-                }
+            prop_assert!(out.is_empty() || out.ends_with(b"\n"));
+            for line in out.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()) {
+                prop_assert!(line.starts_with(b"[codex] "));
             }
         }
     }

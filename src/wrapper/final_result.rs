@@ -2,14 +2,18 @@
 //! with the runner's own framing rules ([`StreamFramer`]) and re-emitted only when valid.
 //!
 //! A valid response is re-emitted verbatim from its opening tag to its closing tag, unprefixed,
-//! followed by `\n`. Verbatim rather than rebuilt from the trimmed body: a body that ends with
+//! followed by `\n`, as the last output on stdout. The line end matters: the transcript
+//! interleaves stdout and stderr by arrival, and a stderr line the handler happens to read
+//! after the block must not be joined to the closing tag's line. Verbatim rather than rebuilt from the trimmed body: a body that ends with
 //! a fenced code block (`…\n```\n</phase-complete>`) would, squeezed onto the closing tag's
 //! line, leave the fence open and the block invalid. The bytes before the opening tag are
 //! dropped; the runner sees the block at a line start, after prefixed diagnostics that can open
 //! no fence, so it frames it exactly as the wrapper did.
 //!
 //! Anything else prints no block, so the runner records a marker failure: the wrapper says
-//! why on stderr, and shows non-blank invalid text as diagnostics on stdout.
+//! why on stderr, and shows non-blank invalid text as diagnostics on stdout. A provider that
+//! gave up on a rate limit, usage limit or overload is reported the same way; the session
+//! then exits 75 ([`super::rate_limit`]).
 
 use memchr::memmem;
 
@@ -24,6 +28,9 @@ pub enum FinalResponse {
     Text(Vec<u8>),
     /// There is none; the reason is shown to the user.
     Unavailable(String),
+    /// There is none because the provider hit a rate limit, usage limit or overload its own
+    /// retries did not get past; the reason (with the provider's message) is shown.
+    RateLimited(String),
 }
 
 /// What the wrapper prints once the launcher's own output has been drained.
@@ -37,7 +44,9 @@ pub struct Epilogue {
 pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
     let text = match response {
         FinalResponse::Text(text) => text,
-        FinalResponse::Unavailable(reason) => return rejected(prefix, reason, Vec::new()),
+        FinalResponse::Unavailable(reason) | FinalResponse::RateLimited(reason) => {
+            return rejected(prefix, reason, Vec::new());
+        }
     };
     let mut framer = StreamFramer::new(OutputStream::Stdout);
     framer.feed(text);
@@ -63,9 +72,7 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
         StreamVerdict::Invalid(message) | StreamVerdict::Multiple(message) => message,
     };
     let mut shown = Vec::new();
-    let mut renderer = DiagnosticRenderer::new(prefix);
-    renderer.render(text, &mut shown);
-    renderer.finish(&mut shown);
+    DiagnosticRenderer::lines(prefix, text, &mut shown);
     let reason = format!("the final message is not one well-framed result block: {problem}");
     rejected(prefix, &reason, shown)
 }

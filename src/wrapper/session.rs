@@ -1,19 +1,22 @@
 //! One wrapper invocation, the same for every provider: read the prompt, run the launcher with
 //! its output rendered as diagnostics, then report the authoritative result (or why there is
-//! none) and exit with the launcher's code.
+//! none) and exit.
 //!
-//! Exit codes: the launcher's own (128 + signal when a signal killed it); 128 + signal when the
+//! Exit codes: the launcher's own (128 + signal when a signal killed it); 75 (`EX_TEMPFAIL`)
+//! when the provider gave up on a rate limit, usage limit or overload; 128 + signal when the
 //! wrapper itself was interrupted (no result is reported then); 127 when the launcher is not
 //! on PATH, 126 when it cannot be started otherwise (the shell's conventions); 1 for any other
 //! failure of the wrapper's own. The runner treats every nonzero code as `agent-failed`.
 
 use std::io::{self, Read, Write};
 
-use nix::sys::signal::Signal;
+use crate::platform::process_group;
 
 use super::child::{self, Launcher, RunError};
-use super::diagnostics::{DiagnosticRenderer, DiagnosticStream, StreamTranslator};
+use super::descendants::{self, Supervision};
+use super::diagnostics::{DiagnosticRenderer, StreamTranslator};
 use super::final_result::{FinalResponse, epilogue};
+use super::rate_limit::EXIT_TEMPFAIL;
 
 /// The launcher is not on PATH.
 pub const EXIT_LAUNCHER_NOT_FOUND: i32 = 127;
@@ -28,38 +31,15 @@ pub trait Provider {
     const PREFIX: &'static str;
     /// Reads the launcher's stdout; it may learn the final response on the way.
     type Stdout: StreamTranslator + Send + 'static;
+    /// Reads the launcher's stderr.
+    type Stderr: StreamTranslator + Send + 'static;
 
     /// The command to run; an error is reported as a wrapper failure.
     fn launcher(&mut self) -> Result<Launcher, String>;
-    fn stdout_translator(&self) -> Self::Stdout;
+    /// The translators for one run; `prompt` is what the launcher gets on stdin.
+    fn translators(&self, prompt: &[u8]) -> (Self::Stdout, Self::Stderr);
     /// The authoritative final response, once the launcher has exited normally.
-    fn final_response(&self, stdout: Self::Stdout) -> FinalResponse;
-}
-
-/// A usage error of the wrapper's own command line (clap's default code; the runner records
-/// any nonzero exit as `agent-failed`).
-pub const EXIT_USAGE: i32 = 2;
-
-/// Parses the wrapper's arguments. `--help` and `--version` print as usual and exit 0; a usage
-/// error is one diagnostic line like every other message of the wrapper (prefixed, `<`
-/// escaped) and exits [`EXIT_USAGE`].
-pub fn parse_args<A: clap::Parser>(prefix: &'static str) -> A {
-    match A::try_parse() {
-        Ok(args) => args,
-        Err(error) => {
-            use clap::error::ErrorKind;
-            if matches!(
-                error.kind(),
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-            ) {
-                let _ = error.print();
-                std::process::exit(0);
-            }
-            let line = crate::usage::one_line(&error.render().to_string());
-            let _ = io::stderr().write_all(&DiagnosticRenderer::message(prefix, &line));
-            std::process::exit(EXIT_USAGE);
-        }
-    }
+    fn final_response(&self, stdout: Self::Stdout, stderr: Self::Stderr) -> FinalResponse;
 }
 
 /// Runs one session for `provider` and returns the wrapper's exit code.
@@ -88,18 +68,26 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
             );
         }
     };
+    let (stdout, stderr) = provider.translators(&prompt);
     let finished = runtime.block_on(child::run(
         &launcher,
         prompt,
-        provider.stdout_translator(),
-        DiagnosticStream::new(prefix),
+        stdout,
+        stderr,
+        Supervision::detect(),
     ));
     let finished = match finished {
         Ok(finished) => finished,
         Err(error) => return report_run_error(prefix, launcher.program, error),
     };
+    if !finished.leftovers.is_empty() {
+        say(
+            prefix,
+            &descendants::describe(launcher.program, &finished.leftovers),
+        );
+    }
     if let Some(signal) = finished.interrupted {
-        let name = Signal::try_from(signal).map_or("a signal", Signal::as_str);
+        let name = process_group::signal_name(signal).unwrap_or("a signal");
         say(
             prefix,
             &format!(
@@ -109,7 +97,8 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
         );
         return 128 + signal;
     }
-    let epilogue = epilogue(&provider.final_response(finished.stdout), prefix);
+    let response = provider.final_response(finished.stdout, finished.stderr);
+    let epilogue = epilogue(&response, prefix);
     let written = write_all(&mut io::stdout().lock(), &epilogue.stdout)
         .and_then(|()| write_all(&mut io::stderr().lock(), &epilogue.stderr));
     if let Err(error) = written {
@@ -118,7 +107,16 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
             &format!("failed to write the final result: {error}"),
         );
     }
-    child::exit_code(finished.status)
+    exit_code(&response, finished.status)
+}
+
+/// The launcher's code, unless the provider gave up on a rate limit (and no signal ended it).
+fn exit_code(response: &FinalResponse, status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match response {
+        FinalResponse::RateLimited(_) if status.signal().is_none() => EXIT_TEMPFAIL,
+        _ => child::exit_code(status),
+    }
 }
 
 fn report_run_error(prefix: &'static str, program: &str, error: RunError) -> i32 {
@@ -163,4 +161,22 @@ fn say(prefix: &'static str, message: &str) {
 fn write_all(sink: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
     sink.write_all(bytes)?;
     sink.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_exits_75_unless_a_signal_ended_the_launcher() {
+        let limited = FinalResponse::RateLimited("rate limited".to_owned());
+        assert_eq!(exit_code(&limited, ExitStatus::from_raw(1 << 8)), 75);
+        assert_eq!(exit_code(&limited, ExitStatus::from_raw(0)), 75);
+        assert_eq!(exit_code(&limited, ExitStatus::from_raw(15)), 143);
+        let other = FinalResponse::Unavailable("no result".to_owned());
+        assert_eq!(exit_code(&other, ExitStatus::from_raw(1 << 8)), 1);
+    }
 }

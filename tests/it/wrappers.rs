@@ -9,12 +9,12 @@ use std::process::{Command, Output, Stdio};
 use crate::common::*;
 use serde_json::json;
 
-const CODEX: &str = env!("CARGO_BIN_EXE_ai-session-handler-codex-high");
-const CLAUDE_HIGH: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-high");
+pub(crate) const CODEX: &str = env!("CARGO_BIN_EXE_ai-session-handler-codex-high");
+pub(crate) const CLAUDE_HIGH: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-high");
 const CLAUDE_MEDIUM: &str = env!("CARGO_BIN_EXE_ai-session-handler-claude-medium");
 
 /// PATH with the sandbox's `bin/` (where fake launchers live) first.
-fn path_with_fakes(sandbox: &Sandbox) -> OsString {
+pub(crate) fn path_with_fakes(sandbox: &Sandbox) -> OsString {
     let mut path = sandbox.path("bin").into_os_string();
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()));
@@ -23,7 +23,7 @@ fn path_with_fakes(sandbox: &Sandbox) -> OsString {
 
 /// `run --plan plan.md --agent-cmd '<wrapper> <wrapper args…>' <handler args…>` on a one-phase
 /// plan, with the fake launchers on PATH and no model variables inherited from the caller.
-fn run_wrapped(
+pub(crate) fn run_wrapped(
     sandbox: &Sandbox,
     wrapper: &str,
     wrapper_args: &[&str],
@@ -43,7 +43,7 @@ fn run_wrapped(
     finished(command.output().expect("run handler"))
 }
 
-fn finished(output: Output) -> Run {
+pub(crate) fn finished(output: Output) -> Run {
     use std::os::unix::process::ExitStatusExt;
     Run {
         code: output
@@ -55,7 +55,7 @@ fn finished(output: Output) -> Run {
     }
 }
 
-fn transcript(sandbox: &Sandbox) -> String {
+pub(crate) fn transcript(sandbox: &Sandbox) -> String {
     let transcripts = sandbox.artifacts("plan.md", "transcripts");
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
     fs::read_to_string(&transcripts[0]).expect("transcript")
@@ -66,7 +66,7 @@ fn read(path: &Path) -> String {
 }
 
 #[track_caller]
-fn assert_contains(haystack: &str, needle: &str) {
+pub(crate) fn assert_contains(haystack: &str, needle: &str) {
     assert!(
         haystack.contains(needle),
         "missing {needle:?} in:\n{haystack}"
@@ -179,16 +179,11 @@ fn codex_valid_final_message_completes_the_phase() {
         &transcript,
         "[codex] review: &lt;phase-blocked > is malformed\r\n",
     );
-    // The transcript interleaves the streams by arrival, so the line end the wrapper adds to
-    // stderr's last line may land after the block; the runner frames each stream on its own.
-    assert_contains(
-        &transcript,
-        "[codex] ```python\n[codex] print('unfinished fence')",
-    );
-    assert_contains(
-        &transcript,
-        "<phase-complete>Implemented.</phase-complete>\n",
-    );
+    // The wrapper writes whole lines; the transcript interleaves the two streams by arrival,
+    // line by line. The unterminated last stderr line is ended by the wrapper.
+    assert_has_line(&transcript, "[codex] ```python");
+    assert_has_line(&transcript, "[codex] print('unfinished fence')");
+    assert_contains(&transcript, "<phase-complete>Implemented.</phase-complete>");
     assert!(!transcript.contains("live claim"), "{transcript}");
     assert_eq!(
         transcript.matches("<phase-complete>").count(),
@@ -198,7 +193,7 @@ fn codex_valid_final_message_completes_the_phase() {
 
     let argv = read(&sandbox.path("record/argv"));
     assert!(
-        argv.starts_with("exec --color never --output-last-message /")
+        argv.starts_with("exec --json --color never --output-last-message /")
             && argv.ends_with("/final-message.txt\n"),
         "{argv}"
     );
@@ -368,7 +363,7 @@ fn claude_stream_json_split_at_odd_boundaries_completes_the_phase() {
     assert_eq!(sandbox.state("plan.md")["last_run"]["summary"], "Built it.");
     assert_eq!(
         read(&sandbox.path("record/argv")),
-        "--effort high -p --output-format stream-json --verbose\n"
+        "--effort high -p --output-format stream-json --verbose --include-partial-messages\n"
     );
     let prompts = sandbox.artifacts("plan.md", "prompts");
     assert_eq!(read(&sandbox.path("record/prompt")), read(&prompts[0]));
@@ -381,7 +376,6 @@ fn claude_stream_json_split_at_odd_boundaries_completes_the_phase() {
          [claude] tool: Bash ls -la\n\
          [claude] not json &lt;here>\n\
          [claude] Done.\n\
-         [claude] \n\
          <phase-complete>Built it.</phase-complete>\n",
     );
     assert_eq!(
@@ -409,7 +403,7 @@ fn claude_model_flag_and_effort_are_passed_through() {
     .assert_code(0);
     assert_eq!(
         read(&sandbox.path("record/argv")),
-        "--effort medium -p --output-format stream-json --verbose --model opus\n"
+        "--effort medium -p --output-format stream-json --verbose --include-partial-messages --model opus\n"
     );
 
     let sandbox = Sandbox::new();
@@ -417,7 +411,7 @@ fn claude_model_flag_and_effort_are_passed_through() {
     run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--quiet"], &env).assert_code(0);
     assert_eq!(
         read(&sandbox.path("record/argv")),
-        "--effort high -p --output-format stream-json --verbose\n"
+        "--effort high -p --output-format stream-json --verbose --include-partial-messages\n"
     );
     assert_eq!(read(&sandbox.path("record/env")), "model=from-env\n");
 }
@@ -539,7 +533,7 @@ fn a_chatty_leftover_process_does_not_hold_the_wrapper_open() {
 }
 
 /// Starts a wrapper directly (no handler) with the fake launchers on PATH.
-fn spawn_wrapper(sandbox: &Sandbox, wrapper: &str) -> std::process::Child {
+pub(crate) fn spawn_wrapper(sandbox: &Sandbox, wrapper: &str) -> std::process::Child {
     Command::new(wrapper)
         .current_dir(&sandbox.root)
         .env("PATH", path_with_fakes(sandbox))
@@ -573,10 +567,21 @@ fn sigterm_is_forwarded_and_a_lingering_launcher_is_killed() {
     .expect("signal wrapper");
     let run = wait_for_exit(child, PATIENCE);
     run.assert_code(143);
+    // Run by hand, the wrapper also stops what the killed launcher left behind (its loop's
+    // `sleep`, if one was running), and says so.
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    let (last, earlier) = lines.split_last().expect("a message");
     assert_eq!(
-        run.stderr,
-        "[codex] interrupted by SIGTERM; codex-lean was stopped and no result is reported\n"
+        *last,
+        "[codex] interrupted by SIGTERM; codex-lean was stopped and no result is reported"
     );
+    for line in earlier {
+        assert!(
+            line.starts_with("[codex] stopped 1 leftover process of codex-lean: "),
+            "{}",
+            run.stderr
+        );
+    }
     assert!(wait_until(PATIENCE, || seen.exists()));
     assert_eq!(read(&seen), "TERM\n");
     sandbox.assert_no_survivors();
@@ -674,4 +679,143 @@ fn help_describes_each_wrapper() {
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     assert!(run.stderr.starts_with("[claude] error: "), "{}", run.stderr);
     assert!(!run.stderr.contains('<'), "{}", run.stderr);
+}
+
+// --- Example launchers --------------------------------------------------------------------
+
+/// Runs `examples/launchers/<launcher> args…` with a fake CLI (`CODEX_BIN` / `CLAUDE_BIN`)
+/// that records its arguments one per line; returns the run and the recorded arguments.
+fn run_example_launcher(launcher: &str, args: &[&str], env: &[(&str, &str)]) -> (Run, Vec<String>) {
+    let sandbox = Sandbox::new();
+    let record = sandbox.path("argv");
+    let fake = sandbox.script(
+        "fake-cli",
+        &format!(
+            "for arg in \"$@\"; do printf '%s\\n' \"$arg\"; done > '{}'\n",
+            record.display()
+        ),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/launchers")
+        .join(launcher);
+    let output = Command::new(path)
+        .args(args)
+        .env("CODEX_BIN", &fake)
+        .env("CLAUDE_BIN", &fake)
+        .env_remove("CODEX_MODEL")
+        .env_remove("CODEX_REASONING_EFFORT")
+        .env_remove("CODEX_LEAN_SANDBOX")
+        .env_remove("CLAUDE_LEAN_PERMISSION_MODE")
+        .env_remove("IS_SANDBOX")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run launcher");
+    let argv = fs::read_to_string(&record)
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
+    (finished(output), argv)
+}
+
+#[test]
+fn example_codex_launcher_maps_the_wrappers_variables_to_codex_options() {
+    let wrapper_args = [
+        "exec",
+        "--json",
+        "--color",
+        "never",
+        "--output-last-message",
+        "/f",
+    ];
+    let (run, argv) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[
+            ("CODEX_MODEL", "gpt-5.5"),
+            ("CODEX_REASONING_EFFORT", "high"),
+        ],
+    );
+    run.assert_code(0);
+    assert_eq!(
+        argv,
+        [
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "-c",
+            "approval_policy=\"never\"",
+            "-m",
+            "gpt-5.5",
+            "-c",
+            "model_reasoning_effort=\"high\"",
+            "--json",
+            "--color",
+            "never",
+            "--output-last-message",
+            "/f",
+        ]
+    );
+
+    let (run, argv) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[("CODEX_LEAN_SANDBOX", "danger")],
+    );
+    run.assert_code(0);
+    assert_eq!(
+        argv[..3],
+        [
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox"
+        ]
+    );
+    assert!(!argv.iter().any(|arg| arg == "-m"), "{argv:?}");
+
+    let (run, _) = run_example_launcher(
+        "codex-lean",
+        &wrapper_args,
+        &[("CODEX_LEAN_SANDBOX", "bogus")],
+    );
+    run.assert_code(2);
+    assert_contains(&run.stderr, "CODEX_LEAN_SANDBOX must be");
+}
+
+#[test]
+fn example_claude_launcher_passes_effort_on_and_guards_root() {
+    let wrapper_args = ["--effort", "medium", "-p", "--output-format", "stream-json"];
+    let (run, argv) = run_example_launcher("claude-lean", &wrapper_args, &[("IS_SANDBOX", "1")]);
+    run.assert_code(0);
+    assert_eq!(
+        argv,
+        [
+            "--permission-mode",
+            "bypassPermissions",
+            "--effort",
+            "medium",
+            "-p",
+            "--output-format",
+            "stream-json",
+        ]
+    );
+    let (run, argv) = run_example_launcher(
+        "claude-lean",
+        &wrapper_args,
+        &[("CLAUDE_LEAN_PERMISSION_MODE", "acceptEdits")],
+    );
+    run.assert_code(0);
+    assert_eq!(argv[..2], ["--permission-mode", "acceptEdits"]);
+    let root = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+    };
+    if root {
+        // Claude refuses bypassPermissions as root unless IS_SANDBOX=1; the launcher says so
+        // rather than declaring a sandbox on the user's behalf.
+        let (run, argv) = run_example_launcher("claude-lean", &wrapper_args, &[]);
+        run.assert_code(2);
+        assert_contains(&run.stderr, "export IS_SANDBOX=1");
+        assert!(argv.is_empty(), "{argv:?}");
+    }
 }

@@ -1,0 +1,258 @@
+//! `ai-session-handler-codex-high`: `codex-lean exec --json` with high reasoning effort.
+//!
+//! The launcher runs as `codex-lean exec --json --color never --output-last-message FILE`
+//! with `CODEX_REASONING_EFFORT=high` (and `CODEX_MODEL` with `--model`). `--json` makes
+//! Codex report its work as JSON events on stdout ([`events`]) instead of human-readable text
+//! on stderr: no prompt echo, a labelled reasoning summary, commands as they start, and errors
+//! that can be told apart. stderr ([`stderr`]) then carries little; if a launcher drops
+//! `--json`, the human-readable output is still shown, prompt echo replaced by a note.
+//!
+//! The authoritative response is the last agent message, which Codex writes to the file named
+//! by `--output-last-message` (in a private temporary directory removed afterwards). A result
+//! block seen live is never used. A failed turn means no result; a failed turn whose error is
+//! a rate limit, usage limit or overload makes the wrapper exit 75.
+
+pub mod events;
+pub mod stderr;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use tempfile::TempDir;
+
+use super::child::Launcher;
+use super::final_result::FinalResponse;
+use super::rate_limit;
+use super::session::{self, Provider};
+use events::ExecEvents;
+use stderr::CodexStderr;
+
+pub const LAUNCHER: &str = "codex-lean";
+
+pub const PREFIX: &str = "[codex] ";
+
+/// Runs one Codex session; `model` becomes `CODEX_MODEL` for the child. Returns the exit code.
+pub fn run(model: Option<String>) -> i32 {
+    session::run(Codex {
+        model,
+        scratch: None,
+    })
+}
+
+struct Codex {
+    model: Option<String>,
+    /// Holds `final-message.txt`; removed when the session ends.
+    scratch: Option<TempDir>,
+}
+
+impl Codex {
+    fn final_message_path(scratch: &TempDir) -> PathBuf {
+        scratch.path().join("final-message.txt")
+    }
+
+    /// The final message file's text, or why there is none.
+    fn final_message(&self) -> Result<Vec<u8>, String> {
+        let Some(scratch) = &self.scratch else {
+            return Err(format!("{LAUNCHER} was not run"));
+        };
+        match fs::read(Self::final_message_path(scratch)) {
+            Ok(text) => Ok(text),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Err(format!(
+                "{LAUNCHER} wrote no final message (--output-last-message)"
+            )),
+            Err(error) => Err(format!("failed to read the final message: {error}")),
+        }
+    }
+}
+
+impl Provider for Codex {
+    const PREFIX: &'static str = PREFIX;
+    type Stdout = ExecEvents;
+    type Stderr = CodexStderr;
+
+    fn launcher(&mut self) -> Result<Launcher, String> {
+        // Private: the final message is the agent's whole answer.
+        let scratch = tempfile::Builder::new()
+            .prefix("ai-session-handler-codex-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|error| format!("failed to create a temporary directory: {error}"))?;
+        let final_message = Self::final_message_path(&scratch);
+        self.scratch = Some(scratch);
+        Ok(codex_launcher(self.model.as_deref(), final_message))
+    }
+
+    fn translators(&self, prompt: &[u8]) -> (ExecEvents, CodexStderr) {
+        (ExecEvents::new(), CodexStderr::new(prompt))
+    }
+
+    fn final_response(&self, stdout: ExecEvents, stderr: CodexStderr) -> FinalResponse {
+        if let Some(failure) = stdout.turn_failure() {
+            let error = if failure.shown {
+                " (the error above)".to_owned()
+            } else {
+                format!(": {}", failure.message)
+            };
+            return if rate_limit::is_temporary(None, &failure.message) {
+                FinalResponse::RateLimited(format!("rate limited{error}"))
+            } else {
+                FinalResponse::Unavailable(format!("{LAUNCHER}'s turn failed{error}"))
+            };
+        }
+        let message = self.final_message();
+        let answered = message
+            .as_ref()
+            .is_ok_and(|text| !text.trim_ascii().is_empty());
+        // Without --json, an `ERROR: ` line on stderr is the only account of a failed turn.
+        if let (false, Some(error)) = (answered, stderr.last_error()) {
+            return if rate_limit::is_temporary(None, error) {
+                FinalResponse::RateLimited("rate limited (the error above)".to_owned())
+            } else {
+                FinalResponse::Unavailable(format!("{LAUNCHER} failed (the error above)"))
+            };
+        }
+        match message {
+            Ok(text) => FinalResponse::Text(text),
+            Err(reason) => FinalResponse::Unavailable(reason),
+        }
+    }
+}
+
+/// `codex-lean exec --json --color never --output-last-message FILE`, high effort, optional
+/// model.
+fn codex_launcher(model: Option<&str>, final_message: PathBuf) -> Launcher {
+    let mut env = vec![("CODEX_REASONING_EFFORT", OsString::from("high"))];
+    // Without --model an inherited CODEX_MODEL (or Codex's own config) decides.
+    if let Some(model) = model {
+        env.push(("CODEX_MODEL", OsString::from(model)));
+    }
+    Launcher {
+        program: LAUNCHER,
+        args: vec![
+            "exec".into(),
+            "--json".into(),
+            "--color".into(),
+            "never".into(),
+            "--output-last-message".into(),
+            final_message.into_os_string(),
+        ],
+        env,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::wrapper::diagnostics::StreamTranslator;
+
+    use super::*;
+
+    #[test]
+    fn launches_codex_exec_json_uncolored_with_high_effort() {
+        let launcher = codex_launcher(None, PathBuf::from("/tmp/x/final-message.txt"));
+        assert_eq!(
+            launcher,
+            Launcher {
+                program: "codex-lean",
+                args: [
+                    "exec",
+                    "--json",
+                    "--color",
+                    "never",
+                    "--output-last-message",
+                    "/tmp/x/final-message.txt"
+                ]
+                .map(OsString::from)
+                .to_vec(),
+                env: vec![("CODEX_REASONING_EFFORT", OsString::from("high"))],
+            }
+        );
+    }
+
+    #[test]
+    fn a_model_is_passed_as_codex_model() {
+        let launcher = codex_launcher(Some("gpt-5.5"), PathBuf::from("f"));
+        assert_eq!(
+            launcher.env,
+            vec![
+                ("CODEX_REASONING_EFFORT", OsString::from("high")),
+                ("CODEX_MODEL", OsString::from("gpt-5.5")),
+            ]
+        );
+    }
+
+    fn run_output(stdout: &[u8], stderr: &[u8]) -> (ExecEvents, CodexStderr) {
+        let mut events = ExecEvents::new();
+        let mut errors = CodexStderr::new(b"prompt");
+        let mut sink = Vec::new();
+        events.translate(stdout, &mut sink);
+        events.finish(&mut sink);
+        errors.translate(stderr, &mut sink);
+        errors.finish(&mut sink);
+        (events, errors)
+    }
+
+    #[test]
+    fn the_final_message_file_is_the_response() {
+        let mut codex = Codex {
+            model: None,
+            scratch: None,
+        };
+        let launcher = codex.launcher().expect("temp dir");
+        let path = PathBuf::from(launcher.args.last().expect("path argument"));
+        let (stdout, stderr) = run_output(b"", b"");
+        assert_eq!(
+            codex.final_response(stdout, stderr),
+            FinalResponse::Unavailable(
+                "codex-lean wrote no final message (--output-last-message)".to_owned()
+            )
+        );
+        fs::write(&path, "<phase-complete>ok</phase-complete>\n").expect("write");
+        let (stdout, stderr) = run_output(b"", b"");
+        assert_eq!(
+            codex.final_response(stdout, stderr),
+            FinalResponse::Text(b"<phase-complete>ok</phase-complete>\n".to_vec())
+        );
+        drop(codex);
+        assert!(!path.exists(), "the temporary directory is removed");
+    }
+
+    #[test]
+    fn a_failed_turn_is_no_result_and_a_rate_limit_is_told_apart() {
+        let mut codex = Codex {
+            model: None,
+            scratch: None,
+        };
+        let launcher = codex.launcher().expect("temp dir");
+        fs::write(PathBuf::from(launcher.args.last().expect("path")), "").expect("write");
+        let cases: [(&[u8], &[u8], FinalResponse); 4] = [
+            (
+                b"{\"type\":\"error\",\"message\":\"exceeded retry limit, last status: 429 Too Many Requests\"}\n\
+                  {\"type\":\"turn.failed\",\"error\":{\"message\":\"exceeded retry limit, last status: 429 Too Many Requests\"}}\n",
+                b"",
+                FinalResponse::RateLimited("rate limited (the error above)".to_owned()),
+            ),
+            (
+                b"{\"type\":\"turn.failed\",\"error\":{\"message\":\"unexpected status 401 Unauthorized\"}}\n",
+                b"",
+                FinalResponse::Unavailable("codex-lean's turn failed (the error above)".to_owned()),
+            ),
+            (
+                b"",
+                b"ERROR: You've hit your usage limit. Try again at 3:05 PM.\n",
+                FinalResponse::RateLimited("rate limited (the error above)".to_owned()),
+            ),
+            (
+                b"",
+                b"ERROR: stream disconnected\n",
+                FinalResponse::Unavailable("codex-lean failed (the error above)".to_owned()),
+            ),
+        ];
+        for (stdout, stderr, expected) in cases {
+            let (stdout, stderr) = run_output(stdout, stderr);
+            assert_eq!(codex.final_response(stdout, stderr), expected);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Stopping what the launcher leaves behind, when no handler will.
+//!
+//! Both real CLIs start their tools in sessions of their own and do not reliably stop them
+//! when they are stopped themselves, so a tool can outlive the launcher. Under the handler
+//! that is the handler's business: it is a child subreaper and stops every descendant of its
+//! worker, in the worker's group or not, and names them in the transcript trailer. Run by
+//! hand, nobody would: so then the wrapper does the same itself. It registers as a child
+//! subreaper before the launch, so that a descendant orphaned by the launcher's exit becomes
+//! its child; once the launcher has exited it kills every such child that started after the
+//! launcher, reaps adopted zombies by pid (never `waitpid(-1)`, which would steal tokio's
+//! child), and repeats until none is left, since killing one orphans its own children.
+//!
+//! "Under the handler" is recognised by the process relation the handler sets up: it starts
+//! every worker as the leader of a new session (`setsid`), which a shell never does for a
+//! command it runs. A wrapper that leads its own session leaves the cleanup to whoever gave
+//! it that session; started by hand (`echo prompt | ai-session-handler-codex-high`, or from
+//! a script) it cleans up itself. An environment variable would be inherited by anything
+//! the worker runs, including a wrapper an agent runs by hand inside a phase.
+
+use std::io;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::platform::proc::{self, ChildSnapshot};
+use crate::platform::process_group;
+
+/// How long adopted descendants are killed and waited for before the wrapper gives up.
+const SWEEP_LIMIT: Duration = Duration::from_secs(2);
+/// How often the wrapper's children are listed while sweeping.
+const SWEEP_POLL: Duration = Duration::from_millis(10);
+
+/// Who stops the launcher's descendants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Supervision {
+    /// The handler started the wrapper (as a session leader) and cleans up after it.
+    Handler,
+    /// Nobody else will: the wrapper cleans up itself.
+    ByHand,
+}
+
+impl Supervision {
+    /// [`Supervision::Handler`] when this process leads its own session.
+    pub fn detect() -> Self {
+        if process_group::leads_own_session() {
+            Self::Handler
+        } else {
+            Self::ByHand
+        }
+    }
+}
+
+/// A process the wrapper stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leftover {
+    pub pid: u32,
+    /// Its command name, or `?` when it could not be read.
+    pub name: String,
+}
+
+/// Adopts and stops the launcher's descendants (by hand only).
+#[derive(Debug)]
+pub struct Reaper {
+    /// The wrapper's children before the launch (inherited across `exec`): never touched.
+    inherited: ChildSnapshot,
+    launcher_pid: Option<u32>,
+    /// The launcher's start time: a child that started earlier cannot descend from it.
+    launcher_started_ticks: Option<u64>,
+}
+
+impl Reaper {
+    /// Registers the wrapper as a child subreaper and notes the children it already has.
+    /// Call before the launch.
+    pub fn prepare() -> io::Result<Self> {
+        process_group::become_child_subreaper()?;
+        Ok(Self {
+            inherited: ChildSnapshot::take(),
+            launcher_pid: None,
+            launcher_started_ticks: None,
+        })
+    }
+
+    /// Notes the launcher, right after it was started.
+    pub fn launched(&mut self, pid: Option<u32>) {
+        self.launcher_pid = pid;
+        self.launcher_started_ticks = pid
+            .and_then(|pid| proc::stat(pid).ok().flatten())
+            .map(|stat| stat.start_time_ticks);
+    }
+
+    /// Reaps adopted children that have exited, so a long session whose tools leave orphans
+    /// behind does not collect zombies until its end.
+    pub fn reap_zombies(&self) {
+        for pid in proc::own_children().unwrap_or_default() {
+            if Some(pid) != self.launcher_pid
+                && proc::stat(pid).is_ok_and(|stat| stat.is_some_and(|stat| stat.is_defunct()))
+            {
+                process_group::reap_child(pid);
+            }
+        }
+    }
+
+    /// Kills every adopted descendant of the launcher; returns what it stopped. Call after
+    /// the launcher has exited.
+    pub async fn sweep(&self) -> Vec<Leftover> {
+        let mut stopped: Vec<Leftover> = Vec::new();
+        let give_up_at = Instant::now() + SWEEP_LIMIT;
+        loop {
+            let adoptees = process_group::adopted_descendants(
+                self.launcher_pid,
+                self.launcher_started_ticks,
+                &self.inherited,
+            );
+            let alive = !adoptees.is_empty();
+            for pid in adoptees {
+                if !stopped.iter().any(|leftover| leftover.pid == pid) {
+                    let name = proc::command_name(pid).unwrap_or_else(|| "?".to_owned());
+                    tracing::info!(pid, %name, "stopping a leftover descendant");
+                    stopped.push(Leftover { pid, name });
+                }
+                process_group::kill_child(pid);
+            }
+            if !alive {
+                return stopped;
+            }
+            if Instant::now() >= give_up_at {
+                tracing::warn!(?stopped, "leftover descendants survived SIGKILL");
+                return stopped;
+            }
+            tokio::time::sleep(SWEEP_POLL).await;
+        }
+    }
+}
+
+/// `stopped 2 leftover processes of codex-lean: 123 sleep, 456 node`.
+pub fn describe(launcher: &str, stopped: &[Leftover]) -> String {
+    let list = stopped
+        .iter()
+        .map(|leftover| format!("{} {}", leftover.pid, leftover.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let noun = if stopped.len() == 1 {
+        "process"
+    } else {
+        "processes"
+    };
+    format!(
+        "stopped {} leftover {noun} of {launcher}: {list}",
+        stopped.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftovers_are_named() {
+        let stopped = [
+            Leftover {
+                pid: 12,
+                name: "sleep".to_owned(),
+            },
+            Leftover {
+                pid: 34,
+                name: "node".to_owned(),
+            },
+        ];
+        assert_eq!(
+            describe("codex-lean", &stopped[..1]),
+            "stopped 1 leftover process of codex-lean: 12 sleep"
+        );
+        assert_eq!(
+            describe("claude-lean", &stopped),
+            "stopped 2 leftover processes of claude-lean: 12 sleep, 34 node"
+        );
+    }
+}

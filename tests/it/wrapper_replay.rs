@@ -1,0 +1,538 @@
+//! Replays of the real Claude Code 2.1.197 and Codex 0.171.0 CLIs through the wrappers and
+//! the handler (issue 13, and issue 11's exit-75 rate-limit protocol).
+//!
+//! Each test runs the real handler and wrapper binaries against a fake launcher that
+//! re-emits a recording of the real CLI byte for byte, chunk for chunk
+//! ([`crate::replay_launcher`]). The recordings were made against the project's mock model
+//! API by `scripts/e2e-real-clis.sh --record`. Every defect the real CLIs exposed has a test
+//! here, named in its doc comment; each of those failed against the wrappers as they were
+//! before the fix, for the reason the defect describes (the replay gives the old wrappers the
+//! output the real CLI gives their arguments). The other tests guard behaviour around them.
+//!
+//! Tests that look at what is shown *while* the CLI is busy hold the replay at a gate and
+//! wait for the transcript (written as output arrives) to show it, so nothing depends on
+//! timing.
+
+use std::fs;
+use std::process::{Child, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use crate::common::*;
+use crate::replay_launcher::Replay;
+use crate::wrappers::{
+    CLAUDE_HIGH, CODEX, assert_contains, path_with_fakes, run_wrapped, spawn_wrapper, transcript,
+};
+
+/// The diagnostics part of a transcript: after the header, before the trailer.
+fn transcript_body(sandbox: &Sandbox) -> String {
+    let text = transcript(sandbox);
+    let body = text
+        .split_once("\n---\n")
+        .map_or(text.as_str(), |(_, rest)| rest);
+    body.split_once("--- runner trailer ---")
+        .map_or(body, |(body, _)| body)
+        .to_owned()
+}
+
+/// The transcript so far, or nothing before the attempt has one.
+fn transcript_so_far(sandbox: &Sandbox) -> String {
+    sandbox
+        .artifacts("plan.md", "transcripts")
+        .first()
+        .and_then(|path| fs::read_to_string(path).ok())
+        .unwrap_or_default()
+}
+
+#[track_caller]
+fn assert_lacks(haystack: &str, needle: &str) {
+    assert!(
+        !haystack.contains(needle),
+        "unexpected {needle:?} in:\n{haystack}"
+    );
+}
+
+#[track_caller]
+fn assert_count(haystack: &str, needle: &str, count: usize) {
+    assert_eq!(
+        haystack.matches(needle).count(),
+        count,
+        "{needle:?} in:\n{haystack}"
+    );
+}
+
+/// `run` on a one-phase plan in the background, like [`run_wrapped`].
+fn spawn_wrapped(sandbox: &Sandbox, wrapper: &str, handler_args: &[&str]) -> Child {
+    sandbox.write("plan.md", plan_with_phases(1));
+    sandbox
+        .command()
+        .env("PATH", path_with_fakes(sandbox))
+        .env_remove("CODEX_MODEL")
+        .env_remove("ANTHROPIC_MODEL")
+        .args(["run", "--plan", "plan.md", "--agent-cmd", wrapper])
+        .args(handler_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn handler")
+}
+
+/// Waits until the transcript contains `needle` while the replay is held at gate `gate`,
+/// then lets the replay go on and returns whether it did (the gate is opened either way, so
+/// a failing test does not leave the launcher waiting).
+fn seen_while_held(sandbox: &Sandbox, gate: &str, needle: &str) -> bool {
+    let seen = wait_until(PATIENCE, || transcript_so_far(sandbox).contains(needle));
+    Replay::open_gate(sandbox, gate);
+    seen
+}
+
+fn outcome(sandbox: &Sandbox) -> serde_json::Value {
+    let outcomes = sandbox.artifacts("plan.md", "outcomes");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    read_json(&outcomes[0])
+}
+
+/// A stand-in for a tool the CLI starts in its own session (both CLIs do), as the hook of a
+/// replay: it outlives the CLI unless someone stops it.
+const DETACHED_TOOL: &str =
+    "setsid sleep 300 </dev/null >/dev/null 2>&1 &\ntouch \"$(dirname \"$0\")/../tool-started\"";
+
+// --- Codex --------------------------------------------------------------------------------
+
+/// Defect 1: `codex exec` echoed the 7 KB prompt, so `--stop-on-regex 'git commit'` matched
+/// the handler's own instructions ("Do not run git commit, …") and stopped the phase.
+#[test]
+fn codex_prompt_is_not_passed_through_to_stop_regexes() {
+    let sandbox = Sandbox::new();
+    Replay::codex("ok").install(&sandbox);
+    let run = run_wrapped(
+        &sandbox,
+        CODEX,
+        &[],
+        &["--quiet", "--stop-on-regex", "git commit"],
+        &[],
+    );
+    run.assert_code(0);
+    assert_eq!(outcome(&sandbox)["status"], "phase-complete");
+    assert_lacks(&transcript_body(&sandbox), "WORKER PROTOCOL");
+    sandbox.assert_no_survivors();
+}
+
+/// Defect 1, for a launcher that does not pass `--json` on: the echoed prompt becomes one note.
+#[test]
+fn codex_echoed_prompt_is_one_note() {
+    let sandbox = Sandbox::new();
+    Replay::codex("ok").ignoring_arguments().install(&sandbox);
+    let run = run_wrapped(
+        &sandbox,
+        CODEX,
+        &[],
+        &["--quiet", "--stop-on-regex", "git commit"],
+        &[],
+    );
+    run.assert_code(0);
+    let body = transcript_body(&sandbox);
+    assert_lacks(&body, "WORKER PROTOCOL");
+    let prompt = fs::read(&sandbox.artifacts("plan.md", "prompts")[0]).expect("prompt");
+    assert_has_lines(
+        &body,
+        &[
+            "[codex] user",
+            &format!(
+                "[codex] (the prompt, {} bytes, echoed by codex-lean; not shown)",
+                prompt.len()
+            ),
+        ],
+    );
+}
+
+/// Defect 6: the final message was shown two or three times (stderr item, stdout copy,
+/// result block).
+#[test]
+fn codex_final_message_is_shown_once() {
+    let sandbox = Sandbox::new();
+    Replay::codex("ok").install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(0);
+    let body = transcript_body(&sandbox);
+    assert_count(&body, "Working on it.", 1);
+    assert_count(&body, "<phase-complete>", 1);
+    assert_count(&body, "Did the thing.", 1);
+}
+
+/// Defect 6: the reasoning summary was unlabelled, and a tag pair in a command line cut it
+/// short (`/bin/bash -lc 'echo hello # print ' in …`).
+#[test]
+fn codex_reasoning_is_labelled_and_command_lines_are_escaped_whole() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_quoted").install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(0);
+    let body = transcript_body(&sandbox);
+    assert_contains(&body, "[codex] reasoning: Secret thinking:");
+    assert_contains(
+        &body,
+        "[codex] exec: /bin/bash -lc 'echo hello && echo &lt;phase-complete>x&lt;/phase-complete>'\n",
+    );
+    assert_contains(&body, "[codex] exec result (exit 2, 3 lines): hello");
+    assert_contains(&body, "[codex] print('&lt;phase-blocked>')\n");
+    assert_lacks(&body, "never shown");
+    assert_eq!(outcome(&sandbox)["summary"], "Ran echo; it printed hello.");
+}
+
+/// Defect 6: partial lines were forwarded as they came, so a partial stderr line and a stdout
+/// line were joined in the transcript (`[codex] tokens used[codex] The command…`). The
+/// recording has `tokens used` read alone, then its line end and the stdout message 0 ms
+/// later on the other pipe; a reader may take either pipe first, and the replay delivers
+/// stdout first, which is what produced the splice.
+#[test]
+fn codex_stdout_and_stderr_lines_never_splice() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_sleep")
+        .ignoring_arguments()
+        .stdout_first_after(&["tokens used"], "partial", "stdout")
+        .install(&sandbox);
+    let child = spawn_wrapped(&sandbox, CODEX, &["--quiet"]);
+    // The partial line has reached the transcript before the other pipe's line comes, and
+    // that line has before the partial one ends.
+    let partial_seen = seen_while_held(&sandbox, "partial", "[codex] tokens used");
+    let stdout_seen = seen_while_held(&sandbox, "stdout", "The command printed hello.");
+    let run = wait_for_exit(child, PATIENCE);
+    assert!(
+        partial_seen && stdout_seen,
+        "the replay did not get through"
+    );
+    run.assert_code(0);
+    let body = transcript_body(&sandbox);
+    for line in body.lines() {
+        let prefixes = line.matches("[codex] ").count();
+        assert!(
+            prefixes == 0 || (prefixes == 1 && line.starts_with("[codex] ")),
+            "spliced line {line:?} in:\n{body}"
+        );
+    }
+    assert_has_line(&body, "[codex] tokens used");
+}
+
+/// Issue 11, item 3: a 429 Codex's own retries did not get past exits 75 with its message.
+#[test]
+fn codex_rate_limit_exits_75_with_the_message() {
+    let sandbox = Sandbox::new();
+    Replay::codex("err429").install(&sandbox);
+    let run = run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]);
+    run.assert_code(4);
+    assert_contains(&run.stderr, "agent command exited with code 75");
+    assert_eq!(outcome(&sandbox)["exit_code"], 75);
+    let body = transcript_body(&sandbox);
+    assert_count(
+        &body,
+        "exceeded retry limit, last status: 429 Too Many Requests",
+        1,
+    );
+    assert_contains(&body, "[codex] no result reported: rate limited");
+}
+
+/// Issue 11, item 3: a usage limit exits 75, and its reset time survives in the output.
+#[test]
+fn codex_usage_limit_exits_75_with_the_reset_time() {
+    let sandbox = Sandbox::new();
+    Replay::codex("usage_limit").install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(4);
+    assert_eq!(outcome(&sandbox)["exit_code"], 75);
+    let body = transcript_body(&sandbox);
+    assert_contains(&body, "You’ve hit your usage limit.");
+    assert_contains(&body, "try again at 1:");
+}
+
+/// An error that is not a rate limit keeps the CLI's exit code and is said once.
+#[test]
+fn codex_other_errors_keep_the_exit_code() {
+    for scenario in ["err401", "err500"] {
+        let sandbox = Sandbox::new();
+        Replay::codex(scenario).install(&sandbox);
+        run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(4);
+        assert_eq!(outcome(&sandbox)["exit_code"], 1, "{scenario}");
+        let body = transcript_body(&sandbox);
+        assert_contains(&body, "[codex] error: Reconnecting... 1/2");
+        assert_contains(
+            &body,
+            "[codex] no result reported: codex-lean's turn failed",
+        );
+    }
+}
+
+/// Codex prints whole items; a command is shown when it starts, not when it ends.
+#[test]
+fn codex_commands_are_shown_when_they_start() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_sleep")
+        .gate_after(&["\"item.started\""], "running")
+        .install(&sandbox);
+    let child = spawn_wrapped(&sandbox, CODEX, &["--quiet"]);
+    let seen = seen_while_held(
+        &sandbox,
+        "running",
+        "[codex] exec: /bin/bash -lc 'sleep 2; echo hello'\n",
+    );
+    let run = wait_for_exit(child, PATIENCE);
+    assert!(seen, "the command was not shown while it ran");
+    run.assert_code(0);
+}
+
+/// Codex reports a long message whole, once it is complete: each line of it once.
+#[test]
+fn codex_long_message_is_shown_once_when_complete() {
+    let sandbox = Sandbox::new();
+    Replay::codex("slow").install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(0);
+    let body = transcript_body(&sandbox);
+    for tick in 1..=9 {
+        assert_count(&body, &format!("[codex] tick {tick}\n"), 1);
+    }
+    assert_eq!(outcome(&sandbox)["summary"], "Slow stream finished.");
+}
+
+// --- Both ---------------------------------------------------------------------------------
+
+/// A final message without a block, or with a tag quoted inline before its block, is no
+/// result (fail closed), and the wrapper says why.
+#[test]
+fn final_messages_that_are_not_one_block_are_no_result() {
+    let cases = [
+        (CODEX, Replay::codex("nomarker"), "it has no result block"),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("nomarker"),
+            "it has no result block",
+        ),
+        (
+            CODEX,
+            Replay::codex("quoted_same"),
+            "multiple terminal markers in stdout",
+        ),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("quoted_same"),
+            "multiple terminal markers in stdout",
+        ),
+    ];
+    for (wrapper, replay, why) in cases {
+        let sandbox = Sandbox::new();
+        replay.install(&sandbox);
+        run_wrapped(&sandbox, wrapper, &[], &["--quiet"], &[]).assert_code(4);
+        assert_eq!(outcome(&sandbox)["status"], "missing-marker");
+        let body = transcript_body(&sandbox);
+        assert_contains(
+            &body,
+            "no result reported: the final message is not one well-framed result block: ",
+        );
+        assert_contains(&body, why);
+        assert!(!body.contains("<phase-"), "{body}");
+    }
+}
+
+// --- Claude -------------------------------------------------------------------------------
+
+/// Defect 2: API retries were invisible (176 s of silence for a 401 with default retries).
+#[test]
+fn claude_api_retries_are_shown_as_they_happen() {
+    let sandbox = Sandbox::new();
+    Replay::claude("err401")
+        .gate_after(&["\"attempt\":2"], "retrying")
+        .install(&sandbox);
+    let child = spawn_wrapped(&sandbox, CLAUDE_HIGH, &["--quiet"]);
+    let seen = seen_while_held(
+        &sandbox,
+        "retrying",
+        "[claude] API error 401 (authentication_failed); retry 2 of 2 in 1.0 s\n",
+    );
+    let run = wait_for_exit(child, PATIENCE);
+    assert!(seen, "the retry was not shown while the CLI retried");
+    run.assert_code(4);
+    assert_contains(
+        &transcript_body(&sandbox),
+        "[claude] API error 401 (authentication_failed); retry 1 of 2 in 0.6 s\n",
+    );
+}
+
+/// Defect 5: the error was printed twice and without the HTTP status.
+#[test]
+fn claude_api_error_is_reported_once_with_its_status() {
+    let sandbox = Sandbox::new();
+    Replay::claude("err401").install(&sandbox);
+    run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--quiet"], &[]).assert_code(4);
+    assert_eq!(outcome(&sandbox)["exit_code"], 1);
+    let body = transcript_body(&sandbox);
+    assert_count(&body, "Invalid API key", 1);
+    assert_contains(
+        &body,
+        "[claude] no result reported: claude-lean reported API error 401: Invalid API key · Fix external API key\n",
+    );
+}
+
+/// Defect 3: without `--include-partial-messages` text appeared only once a whole message
+/// was complete, so a model streaming for longer than the idle timeout was stopped.
+#[test]
+fn claude_text_is_shown_as_it_streams_and_only_once() {
+    let sandbox = Sandbox::new();
+    Replay::claude("slow")
+        .gate_at_time_of("tick 3", "streaming")
+        .install(&sandbox);
+    let child = spawn_wrapped(&sandbox, CLAUDE_HIGH, &["--quiet"]);
+    let seen = seen_while_held(&sandbox, "streaming", "[claude] tick 3\n");
+    let run = wait_for_exit(child, PATIENCE);
+    assert!(seen, "the text was not shown while it streamed");
+    run.assert_code(0);
+    let body = transcript_body(&sandbox);
+    assert_count(&body, "tick 3", 1);
+    assert_count(&body, "<phase-complete>", 1);
+    assert!(
+        fs::read_to_string(sandbox.path("replay/argv"))
+            .expect("argv")
+            .contains("--include-partial-messages"),
+    );
+}
+
+/// Defect 6: a hidden live block left an empty `[claude] ` line, on the console too.
+#[test]
+fn claude_hidden_block_leaves_no_empty_line() {
+    let sandbox = Sandbox::new();
+    Replay::claude("ok").install(&sandbox);
+    let run = run_wrapped(&sandbox, CLAUDE_HIGH, &[], &[], &[]);
+    run.assert_code(0);
+    // The one blank line is the line end after the wrapper's final block, which the
+    // handler's console shows when it hides the block (docs/decisions.md, "Hidden blocks
+    // leave their trailing newline").
+    assert_eq!(
+        run.stdout,
+        "[claude] Working on it.\n\nrunner-complete: all phases complete\n"
+    );
+    let body = transcript_body(&sandbox);
+    assert!(!body.lines().any(|line| line == "[claude] "), "{body}");
+    assert_count(&body, "Working on it.", 1);
+}
+
+/// Defect 6: a tag pair in a tool's command was cut (`tool: Bash echo hello && echo`), and
+/// tool results were never shown.
+#[test]
+fn claude_tool_lines_escape_tags_and_results_are_summarised() {
+    let sandbox = Sandbox::new();
+    Replay::claude("tool_quoted").install(&sandbox);
+    run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--quiet"], &[]).assert_code(0);
+    let body = transcript_body(&sandbox);
+    assert_contains(
+        &body,
+        "[claude] tool: Bash echo hello && echo &lt;phase-complete>x&lt;/phase-complete>\n",
+    );
+    assert_contains(
+        &body,
+        "[claude] tool result (error, 4 lines): Exit code 2 hello /bin/bash: eval: line 3: syntax error",
+    );
+    assert_lacks(&body, "Secret thinking");
+    assert_eq!(outcome(&sandbox)["summary"], "Ran echo; it printed hello.");
+}
+
+/// Issue 11, item 3: a 429, a 529 or a usage limit the CLI's retries did not get past exits
+/// 75 with the provider's message, reset time included.
+#[test]
+fn claude_rate_limits_exit_75_with_the_message() {
+    let cases = [
+        (
+            "err429",
+            "[claude] no result reported: rate limited (API status 429): API Error: Request rejected (429) · Number of requests has exceeded your rate limit (mock)\n",
+        ),
+        (
+            "err529",
+            "[claude] no result reported: rate limited (API status 529): API Error: 529 Overloaded (mock).",
+        ),
+        (
+            "usage_limit",
+            "[claude] no result reported: rate limited (API status 429): API Error: Request rejected (429) · 5-hour usage limit reached (mock) ∙ resets ",
+        ),
+    ];
+    for (scenario, shown) in cases {
+        let sandbox = Sandbox::new();
+        Replay::claude(scenario).install(&sandbox);
+        let run = run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--quiet"], &[]);
+        run.assert_code(4);
+        assert_eq!(outcome(&sandbox)["exit_code"], 75, "{scenario}");
+        assert_contains(&transcript_body(&sandbox), shown);
+    }
+}
+
+/// A server error is not a rate limit: the CLI's exit code stays.
+#[test]
+fn claude_server_error_is_not_a_rate_limit() {
+    let sandbox = Sandbox::new();
+    Replay::claude("err500").install(&sandbox);
+    run_wrapped(&sandbox, CLAUDE_HIGH, &[], &["--quiet"], &[]).assert_code(4);
+    assert_eq!(outcome(&sandbox)["exit_code"], 1);
+    assert_contains(
+        &transcript_body(&sandbox),
+        "[claude] no result reported: claude-lean reported API error 500: API Error: 500",
+    );
+}
+
+// --- Processes ----------------------------------------------------------------------------
+
+/// Defect 4: run by hand and stopped, a wrapper left the CLI's tool (in its own session)
+/// running. Now it stops its child's descendants itself when no handler does.
+#[test]
+fn by_hand_a_stopped_wrapper_leaves_no_process() {
+    let cases = [
+        (CODEX, Replay::codex("tool_sleep"), "sleep 2; echo hello"),
+        (
+            CLAUDE_HIGH,
+            Replay::claude("tool_sleep"),
+            "\"type\":\"tool_use\"",
+        ),
+    ];
+    for (wrapper, replay, needle) in cases {
+        let sandbox = Sandbox::new();
+        replay
+            .before(&[needle], DETACHED_TOOL)
+            .gate_after(&[needle], "never")
+            .install(&sandbox);
+        let child = spawn_wrapper(&sandbox, wrapper);
+        assert!(wait_until(PATIENCE, || sandbox
+            .path("tool-started")
+            .exists()));
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signal wrapper");
+        let run = wait_for_exit(child, PATIENCE);
+        run.assert_code(143);
+        sandbox.assert_no_survivors();
+    }
+}
+
+/// By hand, descendants left behind by a launcher that finished are stopped too, and named.
+#[test]
+fn by_hand_leftover_descendants_are_stopped_and_named() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_sleep")
+        .before(&["sleep 2; echo hello"], DETACHED_TOOL)
+        .install(&sandbox);
+    let run = wait_for_exit(spawn_wrapper(&sandbox, CODEX), PATIENCE);
+    run.assert_code(0);
+    assert_contains(
+        &run.stderr,
+        "[codex] stopped 1 leftover process of codex-lean: ",
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// Under the handler the wrapper leaves that to the handler, whose transcript trailer then
+/// names what it stopped.
+#[test]
+fn under_the_handler_the_handler_stops_leftovers() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_sleep")
+        .before(&["sleep 2; echo hello"], DETACHED_TOOL)
+        .install(&sandbox);
+    run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]).assert_code(0);
+    let text = transcript(&sandbox);
+    assert_contains(&text, "escaped_descendants_killed: ");
+    assert_lacks(&text, "leftover process");
+    sandbox.assert_no_survivors();
+    let state = sandbox.state("plan.md");
+    assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
+}
