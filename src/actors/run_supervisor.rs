@@ -272,7 +272,7 @@ impl RunState {
             );
             if let Err(why) = &fits {
                 tracing::info!(
-                    why,
+                    %why,
                     "the recorded retry schedule does not fit this run's policy"
                 );
             }

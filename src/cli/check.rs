@@ -28,6 +28,12 @@ pub struct CheckReport {
     pub plan_workspace: Option<String>,
     pub state_path: Option<String>,
     pub agent_cmd: Option<String>,
+    /// The effective retry policy in words (`retry: off (1 attempt)`, …).
+    pub retry: Option<String>,
+    /// The effective rate-limit policy in words.
+    pub rate_limit: Option<String>,
+    /// The fallback agent templates, in order.
+    pub fallback_agent_cmds: Vec<String>,
     pub phases: Vec<PhaseRow>,
     /// `unchanged`, `changed`, `moved` or `not-accepted`.
     pub plan_status: Option<&'static str>,
@@ -84,6 +90,7 @@ fn build(args: &CheckArgs) -> CheckReport {
     report.plan_path = Some(location.plan_path.clone());
     report.plan_workspace = Some(location.workspace.clone());
     report.state_path = Some(location.layout.state_path());
+    let mut policy = None;
     match read_config(&location) {
         Ok(config) => {
             let overrides = RunOverrides {
@@ -92,7 +99,20 @@ fn build(args: &CheckArgs) -> CheckReport {
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
-                Ok(settings) => report.agent_cmd = Some(settings.template().raw().to_owned()),
+                Ok(settings) => {
+                    report.agent_cmd = Some(settings.template().raw().to_owned());
+                    report.retry = Some(settings.retry.describe());
+                    report.rate_limit = Some(settings.rate_limit.describe());
+                    report.fallback_agent_cmds = settings.templates[1..]
+                        .iter()
+                        .map(|template| template.raw().to_owned())
+                        .collect();
+                    policy = Some((
+                        settings.retry.clone(),
+                        settings.rate_limit.clone(),
+                        settings.templates.len(),
+                    ));
+                }
                 Err(error) => {
                     // Show the template that was rejected, not nothing.
                     report.agent_cmd = args
@@ -168,10 +188,33 @@ fn build(args: &CheckArgs) -> CheckReport {
                 attempt.id
             ));
         } else if let Some(stop) = &state.stop {
-            report.notes.push(format!(
-                "phase {} is stopped: {}; run requires --retry-stopped",
-                stop.phase_id, stop.reason
-            ));
+            let resumable = state.retry_schedule.as_ref().map(|schedule| {
+                match &policy {
+                    Some((retry, rate_limit, templates)) => {
+                        schedule.fits(retry, rate_limit, *templates)
+                    }
+                    None => Ok(()),
+                }
+                .map(|()| schedule)
+            });
+            match resumable {
+                Some(Ok(schedule)) => report.notes.push(format!(
+                    "phase {} is stopped: {}; a retry is scheduled (attempt {}, not before {}, {}) and run resumes it",
+                    stop.phase_id,
+                    stop.reason,
+                    schedule.attempt,
+                    schedule.not_before,
+                    schedule.reason.describe()
+                )),
+                Some(Err(why)) => report.notes.push(format!(
+                    "phase {} is stopped: {}; its scheduled retry does not fit the retry policy ({why}); run requires --retry-stopped",
+                    stop.phase_id, stop.reason
+                )),
+                None => report.notes.push(format!(
+                    "phase {} is stopped: {}; run requires --retry-stopped",
+                    stop.phase_id, stop.reason
+                )),
+            }
         }
     }
     report.ok = report.errors.is_empty();
@@ -240,6 +283,14 @@ fn render_text(report: &CheckReport) -> Output {
     }
     if let Some(agent_cmd) = &report.agent_cmd {
         output.stdout.push(format!("agent_cmd: {agent_cmd}"));
+    }
+    for (index, fallback) in report.fallback_agent_cmds.iter().enumerate() {
+        output
+            .stdout
+            .push(format!("fallback agent_cmd {}: {fallback}", index + 1));
+    }
+    for policy in [&report.retry, &report.rate_limit].into_iter().flatten() {
+        output.stdout.push(policy.clone());
     }
     if !report.phases.is_empty() {
         let id_width = report

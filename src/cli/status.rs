@@ -11,7 +11,7 @@ use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
-    locate_for_report, read_plan_snapshot, read_state,
+    locate_for_report, read_config, read_plan_snapshot, read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -38,7 +38,30 @@ pub struct StatusReport {
     pub last_run: Option<LastRunReport>,
     pub latest_transcript: Option<String>,
     pub latest_committed_outcome: Option<String>,
+    /// The next attempt of the stopped phase a retry policy scheduled, if any.
+    pub retry_schedule: Option<RetryScheduleReport>,
     pub plan: PlanCheck,
+}
+
+/// A scheduled retry or rate-limit wait, as `status` shows it.
+#[derive(Debug, Serialize)]
+pub struct RetryScheduleReport {
+    pub phase_id: String,
+    /// The status of the attempt that led to it.
+    pub after: String,
+    /// k in "attempt k of n".
+    pub attempt: u32,
+    /// n: the config's `retry.max_attempts` (`None` when the config cannot be read; a run's
+    /// `--retries` may set another).
+    pub of: Option<u32>,
+    /// Not before this time (RFC 3339, UTC).
+    pub not_before: String,
+    /// `backoff`, `reset-time`, `default-wait-no-reset`, …
+    pub reason: String,
+    /// The reason in words.
+    pub reason_text: String,
+    /// Which agent template it runs (0 is the primary).
+    pub template_index: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,8 +117,12 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         Ok(state) => state,
         Err(error) => return fail(args.json, error),
     };
+    // Only for "attempt k of n" in a scheduled retry; status reports config errors nowhere else.
+    let max_attempts = read_config(&location)
+        .ok()
+        .map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
-    let report = build_report(&location, &state, snapshot.as_ref());
+    let report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -134,6 +161,7 @@ fn build_report(
     location: &PlanLocation,
     state: &State,
     snapshot: Result<&PlanSnapshot, &InputError>,
+    max_attempts: Option<u32>,
 ) -> StatusReport {
     let plan = plan_check(location, state, snapshot);
     let next_phase = snapshot.ok().and_then(|snapshot| {
@@ -238,6 +266,19 @@ fn build_report(
             .and_then(|last_run| last_run.outcome_path.clone()),
         last_run,
         latest_transcript,
+        retry_schedule: state
+            .retry_schedule
+            .as_ref()
+            .map(|schedule| RetryScheduleReport {
+                phase_id: schedule.phase_id.clone(),
+                after: schedule.after.to_string(),
+                attempt: schedule.attempt,
+                of: max_attempts,
+                not_before: schedule.not_before.to_string(),
+                reason: schedule.reason.as_str().to_owned(),
+                reason_text: schedule.reason.describe().to_owned(),
+                template_index: schedule.template_index,
+            }),
         plan,
     }
 }
@@ -313,6 +354,13 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         }
         if let Some(message) = &stop.message {
             lines.push(format!("message: {message}"));
+        }
+        if let Some(retry) = &report.retry_schedule {
+            let of = retry.of.map(|of| format!(" of {of}")).unwrap_or_default();
+            lines.push(format!(
+                "retry scheduled: {} attempt {}{of} not before {} ({}); a run with the same retry policy resumes it",
+                retry.phase_id, retry.attempt, retry.not_before, retry.reason_text
+            ));
         }
     } else if report.all_complete {
         lines.push("all complete".to_owned());

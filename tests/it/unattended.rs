@@ -511,3 +511,67 @@ fn an_unattended_five_phase_run_gets_past_two_rate_limits_and_one_failure() {
         json!(["phase-1", "phase-2", "phase-3", "phase-4", "phase-5"])
     );
 }
+
+#[test]
+fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
+    let sandbox = Sandbox::new();
+    let (mut child, agent) = start_waiting_run(&sandbox);
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    let not_before = sandbox.state(PLAN)["retry_schedule"]["not_before"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        &format!(
+            "retry scheduled: phase-1 attempt 2 of 1 not before {not_before} (exponential backoff); a run with the same retry policy resumes it"
+        ),
+    );
+    let json: Value =
+        serde_json::from_str(&sandbox.run(&["status", "--plan", PLAN, "--json"]).stdout).unwrap();
+    assert_eq!(
+        json["retry_schedule"],
+        json!({
+            "phase_id": "phase-1",
+            "after": "missing-marker",
+            "attempt": 2,
+            "of": 1,
+            "not_before": not_before,
+            "reason": "backoff",
+            "reason_text": "exponential backoff",
+            "template_index": 0
+        })
+    );
+
+    // The config alone allows one attempt (the run had --retries 1): check says the schedule
+    // does not fit, and run needs --retry-stopped.
+    let primary = agent_cmd(&agent, "primary");
+    let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", &primary]);
+    check.assert_code(0);
+    for line in [
+        "retry: off (1 attempt)",
+        "rate_limit: 0 patterns and exit 75; waits off; 0 fallback agent commands",
+        "note: phase phase-1 is stopped: missing-marker; its scheduled retry does not fit the retry policy (attempt 2 exceeds retry.max_attempts (1)); run requires --retry-stopped",
+    ] {
+        assert_has_line(&check.stdout, line);
+    }
+    config(
+        &sandbox,
+        json!({"retry": {"max_attempts": 2, "backoff_seconds": 30, "max_backoff_seconds": 30}}),
+    );
+    let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", &primary]);
+    assert_has_line(
+        &check.stdout,
+        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s",
+    );
+    assert_has_line(
+        &check.stdout,
+        &format!(
+            "note: phase phase-1 is stopped: missing-marker; a retry is scheduled (attempt 2, not before {not_before}, exponential backoff) and run resumes it"
+        ),
+    );
+}

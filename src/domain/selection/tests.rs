@@ -1,6 +1,7 @@
 //! Unit and property tests of `domain::selection`.
 
 use super::*;
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::{ActiveStatus, AttemptStatus, PhaseRef, SnapshotRef};
 use proptest::prelude::*;
 
@@ -466,4 +467,66 @@ proptest! {
             }
         }
     }
+}
+
+fn with_schedule(phase_id: &str) -> State {
+    let mut state = stopped(phase_id);
+    if let Some(stop) = state.stop.as_mut() {
+        stop.reason = AttemptStatus::MissingMarker;
+    }
+    state.retry_schedule = Some(RetrySchedule {
+        phase_id: phase_id.into(),
+        after: AttemptStatus::MissingMarker,
+        attempt: 2,
+        waits_used: 0,
+        template_index: 0,
+        not_before: at("2026-07-05T12:10:00Z"),
+        reason: crate::domain::retry::next_step::RetryReason::Backoff,
+        rate_limited: Vec::new(),
+    });
+    state
+}
+
+#[test]
+fn a_scheduled_retry_that_fits_the_policy_is_resumed_without_retry_stopped() {
+    let state = with_schedule("phase-3");
+    let admission = admit(&state, &facts(SHA, &PHASES), PLAIN, true, now()).unwrap();
+    assert_eq!(
+        admission.first,
+        FirstSelection::ResumeSchedule(Box::new(state.retry_schedule.clone().unwrap()))
+    );
+}
+
+#[test]
+fn a_scheduled_retry_that_does_not_fit_leaves_a_plain_stop() {
+    let state = with_schedule("phase-3");
+    let refusal = admit(&state, &facts(SHA, &PHASES), PLAIN, false, now()).unwrap_err();
+    assert!(matches!(refusal, Refusal::Stopped(_)), "{refusal:?}");
+    // --retry-stopped runs the phase at once, whatever the schedule says.
+    let admission = admit(&state, &facts(SHA, &PHASES), RETRY, true, now()).unwrap();
+    assert_eq!(
+        admission.first,
+        FirstSelection::RetryStopped {
+            phase_id: "phase-3".into()
+        }
+    );
+}
+
+#[test]
+fn a_resumed_phase_must_still_exist() {
+    let state = with_schedule("phase-3");
+    let refusal = admit(
+        &state,
+        &facts(SHA, &["phase-1", "phase-2"]),
+        PLAIN,
+        true,
+        now(),
+    );
+    assert!(
+        matches!(
+            refusal,
+            Err(Refusal::PlanHashMismatch { .. }) | Err(Refusal::RetriedPhaseMissing { .. })
+        ),
+        "{refusal:?}"
+    );
 }

@@ -5,6 +5,8 @@ use super::*;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::Artifacts;
 use crate::domain::outcome::OutcomeRecord;
+use crate::domain::retry::next_step::RetryReason;
+use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -1491,4 +1493,96 @@ proptest! {
             prop_assert_eq!(read(&state.to_json()), Ok(state));
         }
     }
+}
+
+/// Phase 1 completed, phase 2 stopped by a missing marker with a retry scheduled after it.
+fn scheduled_state() -> State {
+    let mut state = fresh_state();
+    let first = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+    run_attempt(&mut state, first, AttemptStatus::PhaseComplete, "done one");
+    let second = prepared(ID2, phase(2), "2026-07-05T12:05:00Z");
+    run_attempt(
+        &mut state,
+        second,
+        AttemptStatus::MissingMarker,
+        "agent output did not contain a terminal marker",
+    );
+    state.schedule_retry(retry_schedule()).unwrap();
+    state.validate(&layout()).unwrap();
+    state
+}
+
+fn retry_schedule() -> RetrySchedule {
+    RetrySchedule {
+        phase_id: "phase-2".into(),
+        after: AttemptStatus::MissingMarker,
+        attempt: 2,
+        waits_used: 0,
+        template_index: 0,
+        not_before: at("2026-07-05T12:10:00Z"),
+        reason: RetryReason::Backoff,
+        rate_limited: Vec::new(),
+    }
+}
+
+#[test]
+fn a_retry_schedule_is_written_after_the_original_keys_and_read_back() {
+    let state = scheduled_state();
+    let text = state.to_json();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        STATE_KEYS
+            .iter()
+            .chain(&OPTIONAL_STATE_KEYS)
+            .copied()
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(State::from_json(text.as_bytes(), &layout()).unwrap(), state);
+}
+
+#[test]
+fn a_state_without_a_schedule_is_written_as_before() {
+    let text = clarification_state().to_json();
+    assert!(!text.contains("retry_schedule"), "{text}");
+}
+
+#[test]
+fn a_retry_schedule_must_continue_the_stop_of_its_phase() {
+    let mut state = scheduled_state();
+    state.stop = None;
+    state.current_phase = None;
+    assert_eq!(
+        state.validate(&layout()).unwrap_err().0,
+        "retry_schedule requires a stop of its phase with its status (stop.phase_id, stop.reason)"
+    );
+    let mut value: Value = serde_json::from_str(&scheduled_state().to_json()).unwrap();
+    value["retry_schedule"]["extra"] = 1.into();
+    assert_eq!(
+        State::from_json(value.to_string().as_bytes(), &layout())
+            .unwrap_err()
+            .0,
+        "unexpected key retry_schedule.extra"
+    );
+    let mut stopped = clarification_state();
+    assert!(
+        stopped.schedule_retry(retry_schedule()).is_ok() || stopped.validate(&layout()).is_err()
+    );
+}
+
+#[test]
+fn preparing_the_retry_clears_its_schedule() {
+    let mut state = scheduled_state();
+    state
+        .prepare(prepared(ID3, phase(2), "2026-07-05T12:10:00Z"))
+        .unwrap();
+    assert!(state.retry_schedule.is_none());
+    assert!(state.stop.is_none());
+    state.validate(&layout()).unwrap();
 }

@@ -38,6 +38,22 @@ use crate::domain::state::AttemptStatus;
 use crate::domain::strict_json::{self, Object, StrictError};
 use crate::domain::timestamp::Timestamp;
 
+/// What about a recorded schedule the run's policy no longer allows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleMismatch {
+    #[error("attempt {attempt} exceeds retry.max_attempts ({max_attempts})")]
+    Attempts { attempt: u32, max_attempts: u32 },
+    #[error("{waits_used} waits exceed rate_limit.max_waits ({max_waits})")]
+    Waits { waits_used: u32, max_waits: u32 },
+    #[error(
+        "agent template {index} is not configured ({configured} template{})",
+        if *configured == 1 { "" } else { "s" }
+    )]
+    Template { index: usize, configured: usize },
+    #[error("{0} is not in retry.on")]
+    NotRetried(AttemptStatus),
+}
+
 /// A scheduled next attempt of a phase. Field order is the on-disk key order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RetrySchedule {
@@ -109,18 +125,18 @@ impl RetrySchedule {
         retry: &RetryPolicy,
         rate_limit: &RateLimitPolicy,
         template_count: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), ScheduleMismatch> {
         if self.attempt > retry.max_attempts {
-            return Err(format!(
-                "attempt {} exceeds retry.max_attempts ({})",
-                self.attempt, retry.max_attempts
-            ));
+            return Err(ScheduleMismatch::Attempts {
+                attempt: self.attempt,
+                max_attempts: retry.max_attempts,
+            });
         }
         if self.waits_used > rate_limit.max_waits {
-            return Err(format!(
-                "{} waits exceed rate_limit.max_waits ({})",
-                self.waits_used, rate_limit.max_waits
-            ));
+            return Err(ScheduleMismatch::Waits {
+                waits_used: self.waits_used,
+                max_waits: rate_limit.max_waits,
+            });
         }
         let highest = self
             .rate_limited
@@ -130,14 +146,13 @@ impl RetrySchedule {
             .max()
             .unwrap_or(0);
         if highest >= template_count.max(1) {
-            return Err(format!(
-                "agent template {highest} is not configured ({} template{})",
-                template_count.max(1),
-                if template_count.max(1) == 1 { "" } else { "s" }
-            ));
+            return Err(ScheduleMismatch::Template {
+                index: highest,
+                configured: template_count.max(1),
+            });
         }
         if self.reason.kind() == StepKind::Retry && !retry.retries_on(self.after) {
-            return Err(format!("{} is not in retry.on", self.after));
+            return Err(ScheduleMismatch::NotRetried(self.after));
         }
         Ok(())
     }

@@ -265,7 +265,9 @@ fn schedules_from_steps_resume_the_same_ledger() {
     );
     assert_eq!(schedule.fits(&retry, &rate_limit, 2), Ok(()));
     assert_eq!(
-        schedule.fits(&retry, &rate_limit, 1),
+        schedule
+            .fits(&retry, &rate_limit, 1)
+            .map_err(|error| error.to_string()),
         Err("agent template 1 is not configured (1 template)".to_owned())
     );
     assert_eq!(
@@ -294,7 +296,9 @@ fn fits_reports_a_tighter_policy() {
         ..RetryPolicy::default()
     };
     assert_eq!(
-        schedule.fits(&retry, &RateLimitPolicy::default(), 2),
+        schedule
+            .fits(&retry, &RateLimitPolicy::default(), 2)
+            .map_err(|error| error.to_string()),
         Err("attempt 3 exceeds retry.max_attempts (2)".to_owned())
     );
     let retry = RetryPolicy {
@@ -303,19 +307,23 @@ fn fits_reports_a_tighter_policy() {
         ..RetryPolicy::default()
     };
     assert_eq!(
-        schedule.fits(&retry, &RateLimitPolicy::default(), 2),
+        schedule
+            .fits(&retry, &RateLimitPolicy::default(), 2)
+            .map_err(|error| error.to_string()),
         Err("timeout is not in retry.on".to_owned())
     );
     schedule.waits_used = 2;
     assert_eq!(
-        schedule.fits(
-            &RetryPolicy {
-                max_attempts: 3,
-                ..RetryPolicy::default()
-            },
-            &RateLimitPolicy::default(),
-            2
-        ),
+        schedule
+            .fits(
+                &RetryPolicy {
+                    max_attempts: 3,
+                    ..RetryPolicy::default()
+                },
+                &RateLimitPolicy::default(),
+                2
+            )
+            .map_err(|error| error.to_string()),
         Err("2 waits exceed rate_limit.max_waits (0)".to_owned())
     );
 }
