@@ -7,8 +7,10 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::actors::attempt_supervisor::RecordFailure;
-use crate::actors::run_supervisor::RunEnd;
+use crate::actors::run_supervisor::{RunEnd, RunResult};
+use crate::cli::Ledger;
 use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
 
 use crate::domain::config::format_seconds;
 use crate::domain::decision::signal_name;
@@ -238,6 +240,126 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
     Some(line)
 }
 
+/// One attempt as a run's ledger keeps it (from the run's events).
+#[derive(Clone, Debug)]
+pub struct AttemptRow {
+    pub attempt_id: Option<String>,
+    pub phase_id: String,
+    pub title: String,
+    pub status: AttemptStatus,
+    pub summary: String,
+    pub duration_ms: u64,
+    pub output_bytes: u64,
+    pub outcome_path: String,
+    pub transcript_path: String,
+    pub prompt_path: Option<String>,
+}
+
+/// `phase-2 (2/5) Second · attempt 1`, or `… · attempt 2 of 3` under a retry policy.
+pub fn phase_banner(
+    phase_id: &str,
+    index: usize,
+    phases: usize,
+    title: &str,
+    attempt: u32,
+    of: u32,
+) -> String {
+    let of = if of > 1 {
+        format!(" of {of}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{phase_id} ({index}/{phases}) {} · attempt {attempt}{of}",
+        printable(title)
+    )
+}
+
+/// `phase-2 complete in 3m12s · 1.2 MiB output`, or `phase-2 timeout in 2.0s · 12 B output`.
+pub fn phase_ended(phase_id: &str, status: AttemptStatus, duration_ms: u64, bytes: u64) -> String {
+    let ended = match status {
+        AttemptStatus::PhaseComplete => "complete".to_owned(),
+        other => other.to_string(),
+    };
+    format!(
+        "{phase_id} {ended} in {} · {} output",
+        human_duration(duration_ms),
+        human_bytes(bytes)
+    )
+}
+
+/// The summary after a run of several attempts: one row per attempt.
+pub fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
+    let width = rows
+        .iter()
+        .map(|row| row.phase_id.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let mut lines = vec![format!(
+        "{:<width$}  {:<20}  {:>9}  {:>10}",
+        "phase", "status", "duration", "output"
+    )];
+    for row in rows {
+        lines.push(format!(
+            "{:<width$}  {:<20}  {:>9}  {:>10}",
+            row.phase_id,
+            row.status.as_str(),
+            human_duration(row.duration_ms),
+            human_bytes(row.output_bytes)
+        ));
+    }
+    lines
+}
+
+/// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`.
+pub fn status_line(
+    phase_id: &str,
+    index: usize,
+    phases: usize,
+    elapsed: std::time::Duration,
+    bytes: u64,
+    last_line: Option<&str>,
+) -> String {
+    let mut line = format!(
+        "{phase_id} ({index}/{phases}) {} · {}",
+        human_duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
+        human_bytes(bytes)
+    );
+    if let Some(last) = last_line {
+        line.push_str(" · ");
+        line.push_str(&printable(last.trim()));
+    }
+    line
+}
+
+/// `0.4s`, `12.0s`, `3m12s`, `1h02m`.
+pub fn human_duration(ms: u64) -> String {
+    let seconds = ms / 1000;
+    if seconds < 60 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if seconds < 3600 {
+        format!("{}m{:02}s", seconds / 60, seconds % 60)
+    } else {
+        format!("{}h{:02}m", seconds / 3600, (seconds % 3600) / 60)
+    }
+}
+
+/// `340 B`, `12.3 KiB`, `1.2 MiB`, `2.0 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
 fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     if at.date_naive() == now.date_naive() {
@@ -259,6 +381,109 @@ fn printable(text: &str) -> String {
             escaped
         })
         .collect()
+}
+
+/// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
+pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duration) -> Value {
+    let end = &result.end;
+    let last = ledger.attempts.last();
+    let phase = ledger
+        .last_phase()
+        .map(|(id, title)| json!({"id": id, "title": title}));
+    let (kind, text) = match end {
+        RunEnd::AllComplete => ("complete", last.map(|row| row.summary.clone())),
+        RunEnd::PhaseLimitReached { .. } => ("phase-limit", last.map(|row| row.summary.clone())),
+        RunEnd::PhaseStopped { decision, .. } => match decision.status {
+            AttemptStatus::Blocked => ("blocked", Some(decision.summary.clone())),
+            AttemptStatus::NeedsClarification => {
+                ("needs-clarification", Some(decision.summary.clone()))
+            }
+            AttemptStatus::Interrupted => ("interrupted", None),
+            _ => ("failed", None),
+        },
+        RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
+        RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
+            ("interrupted", None)
+        }
+        RunEnd::Refused { .. } => ("refused", None),
+        RunEnd::PlanChanged { .. } => ("plan-changed", None),
+        RunEnd::Input(_) => ("invalid-input", None),
+        RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
+    };
+    let output = run_end(end);
+    // The first line a person would read: the failure, refusal or error (none on success).
+    let message = output.stderr.first().cloned();
+    let error = (result.exit == ExitCode::InvalidInput || kind == "error")
+        .then(|| message.clone())
+        .flatten();
+    let (outcome_path, transcript_path) = match end {
+        RunEnd::PhaseStopped {
+            outcome_path,
+            transcript_path,
+            ..
+        } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
+        RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
+        _ => (
+            last.map(|row| row.outcome_path.clone()),
+            last.map(|row| row.transcript_path.clone()),
+        ),
+    };
+    let completed: Vec<&str> = ledger
+        .attempts
+        .iter()
+        .filter(|row| row.status == AttemptStatus::PhaseComplete)
+        .map(|row| row.phase_id.as_str())
+        .collect();
+    json!({
+        "exit_code": result.exit.code(),
+        "result": kind,
+        "attempt_id": last.and_then(|row| row.attempt_id.clone()),
+        "status": last.map(|row| row.status.as_str()),
+        "phase": phase,
+        "text": text,
+        "message": message.filter(|_| result.exit != ExitCode::Success),
+        "outcome_path": outcome_path,
+        "transcript_path": transcript_path,
+        "prompt_path": ledger.last_prompt(),
+        "phases_completed": completed,
+        "next_phase": result.next_phase,
+        "attempts": ledger.attempts.len(),
+        "duration_ms": millis(elapsed),
+        "attempt_duration_ms": last.map(|row| row.duration_ms),
+        "error": error,
+    })
+}
+
+/// `run --json` for a run that never started (invalid input): the same object, mostly empty.
+pub fn run_json_error(exit: ExitCode, message: &str, elapsed: std::time::Duration) -> Value {
+    let kind = if exit == ExitCode::InvalidInput {
+        "invalid-input"
+    } else {
+        "error"
+    };
+    let line = format!("error: {message}");
+    json!({
+        "exit_code": exit.code(),
+        "result": kind,
+        "attempt_id": null,
+        "status": null,
+        "phase": null,
+        "text": null,
+        "message": line,
+        "outcome_path": null,
+        "transcript_path": null,
+        "prompt_path": null,
+        "phases_completed": [],
+        "next_phase": null,
+        "attempts": 0,
+        "duration_ms": millis(elapsed),
+        "attempt_duration_ms": null,
+        "error": line,
+    })
+}
+
+fn millis(elapsed: std::time::Duration) -> u64 {
+    elapsed.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
 /// The final line of a successful or stopped run.

@@ -24,6 +24,7 @@ use tracing::Instrument;
 use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
 use super::marker_parser::{MarkerMsg, MarkerParser};
+use super::observer::Emitter;
 use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreError, StoreMsg};
@@ -32,6 +33,7 @@ use super::transcript_writer::{OutputError, TranscriptWriter, WriterArgs, Writer
 use super::{call, notify, off_runtime};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision};
+use crate::domain::events::RunEvent;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::lifecycle::GroupReport;
 use crate::domain::lifecycle::attempt::{
@@ -90,6 +92,11 @@ pub struct AttemptSpec {
     pub template_index: usize,
     /// The phase's retry history before this attempt, and what its prompt says about it.
     pub turn: AttemptTurn,
+    /// The phase's position in the plan (1-based), for progress.
+    pub phase_index: usize,
+    pub events: Emitter,
+    /// The run's live console; `None` with `--quiet`.
+    pub console: Option<Arc<Console>>,
     pub span: tracing::Span,
 }
 
@@ -197,7 +204,6 @@ pub struct Launch {
     pid: u32,
     identity: Option<ProcessIdentity>,
     transcript: TranscriptFile,
-    console: Option<Console>,
     prompt: Vec<u8>,
 }
 
@@ -232,8 +238,6 @@ pub enum SetupError {
     Artifact(io::Error),
     #[error("cannot start the transcript thread: {0}")]
     TranscriptThread(io::Error),
-    #[error("cannot start the live console thread: {0}")]
-    ConsoleThread(io::Error),
 }
 
 /// What the recording task found.
@@ -377,6 +381,7 @@ impl Actor for AttemptSupervisor {
                         survivors = ?report.survivors,
                         "group stopped"
                     );
+                    state.emit(RunEvent::group_stopped(&report));
                     Some(AttemptEvent::GroupEmptied(report))
                 }
                 AttemptMsg::LeakGraceElapsed => Some(AttemptEvent::LeakGraceElapsed),
@@ -457,7 +462,14 @@ impl AttemptState {
                 }
             }
             AttemptEffect::TerminateGroup => {
-                tracing::info!(cause = ?self.lifecycle.cause(), "stopping the attempt");
+                if let Some(cause) = self.lifecycle.cause() {
+                    let (kind, detail) = (cause.kind(), cause.describe());
+                    tracing::info!(cause = kind, detail, "stopping the attempt");
+                    self.emit(RunEvent::StopRequested {
+                        cause: kind.to_owned(),
+                        detail,
+                    });
+                }
                 self.tell_killer(KillerMsg::Terminate);
             }
             AttemptEffect::KillNow => self.tell_killer(KillerMsg::KillNow),
@@ -499,6 +511,21 @@ impl AttemptState {
         }
     }
 
+    /// Emits an event of this attempt (with its id once it has one).
+    fn emit(&self, event: RunEvent) {
+        let attempt_id = self.attempt.as_ref().map(|attempt| attempt.id.as_str());
+        self.spec.events.emit(attempt_id, event);
+    }
+
+    /// Milliseconds since the attempt started.
+    fn duration_ms(&self) -> u64 {
+        self.started
+            .elapsed()
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX)
+    }
+
     fn tell_killer(&self, message: KillerMsg) {
         if let Some(crew) = &self.crew {
             notify(&crew.killer, message);
@@ -518,6 +545,9 @@ impl AttemptState {
             resolve_abandoned: self.spec.resolve_abandoned,
             template_index: self.spec.template_index,
             retry_note: self.spec.turn.note.clone(),
+            attempt_number: self.spec.turn.ledger.attempt,
+            phase_index: self.spec.phase_index,
+            events: self.spec.events.clone(),
             span: self.spec.span.clone(),
         }
     }
@@ -564,10 +594,13 @@ impl AttemptState {
             pid,
             identity,
             transcript,
-            console,
             prompt,
         } = launch;
         tracing::info!(pid, pgid = pid, "worker spawned");
+        self.spec.events.emit(
+            Some(&attempt.id),
+            RunEvent::WorkerSpawned { pid, pgid: pid },
+        );
         let worker_started_ticks = identity.as_ref().map(|identity| identity.start_time_ticks);
         self.attempt = Some(attempt.clone());
         self.phase_attempt = phase_attempt;
@@ -578,7 +611,6 @@ impl AttemptState {
                 worker_started_ticks,
                 transcript,
                 attempt.transcript_path.clone(),
-                console,
             )
             .await,
         );
@@ -694,7 +726,6 @@ impl AttemptState {
         worker_started_ticks: Option<u64>,
         transcript: TranscriptFile,
         transcript_path: String,
-        console: Option<Console>,
     ) -> Crew {
         let supervisor = myself.clone();
         let cell = myself.get_cell();
@@ -758,7 +789,13 @@ impl AttemptState {
             WriterArgs {
                 transcript,
                 transcript_path,
-                console,
+                console: self.spec.console.clone(),
+                events: self.spec.events.clone(),
+                attempt_id: self
+                    .attempt
+                    .as_ref()
+                    .map(|attempt| attempt.id.clone())
+                    .unwrap_or_default(),
                 marker: marker.clone(),
                 scanner: scanner.clone(),
                 timer: timer.clone(),
@@ -975,6 +1012,16 @@ impl AttemptState {
         let outcome = match result {
             Ok(retry) => {
                 tracing::info!(status = %decision.status, "outcome committed");
+                self.emit(RunEvent::OutcomeCommitted {
+                    phase_id: attempt.phase.id.clone(),
+                    status: decision.status,
+                    duration_ms: self.duration_ms(),
+                    summary: decision.summary.clone(),
+                    stdout_bytes: self.output.stdout,
+                    stderr_bytes: self.output.stderr,
+                    outcome_path: attempt.outcome_path.clone(),
+                    transcript_path: attempt.transcript_path.clone(),
+                });
                 AttemptOutcome::Committed {
                     decision,
                     outcome_path: attempt.outcome_path.clone(),
@@ -1107,6 +1154,9 @@ struct PreparationTask {
     resolve_abandoned: bool,
     template_index: usize,
     retry_note: Option<RetryNote>,
+    attempt_number: u32,
+    phase_index: usize,
+    events: Emitter,
     span: tracing::Span,
 }
 
@@ -1159,6 +1209,23 @@ impl PreparationTask {
             .saturating_add(1)
             .try_into()
             .unwrap_or(u32::MAX);
+        self.events.emit(
+            Some(&id),
+            RunEvent::AttemptPrepared {
+                phase_id: attempt.phase.id.clone(),
+                title: attempt.phase.title.clone(),
+                phase_index: self.phase_index,
+                phases: self.snapshot.plan.phases.len(),
+                phase_attempt,
+                attempt: self.attempt_number,
+                of: self.settings.retry.max_attempts,
+                agent_cmd: self.settings.templates[self.template_index]
+                    .raw()
+                    .to_owned(),
+                prompt_path: attempt.prompt_path.clone(),
+                transcript_path: attempt.transcript_path.clone(),
+            },
+        );
 
         let template = &self.settings.templates[self.template_index];
         let argv = template.render(&PlaceholderValues {
@@ -1217,21 +1284,6 @@ impl PreparationTask {
         };
         // Everything that can fail for lack of resources is set up before the launch, so a
         // failure here never leaves a worker without its supervision.
-        let console = if self.settings.quiet {
-            None
-        } else {
-            match Console::start() {
-                Ok(console) => Some(console),
-                Err(error) => {
-                    let error = SetupError::ConsoleThread(error);
-                    return Err(SetupFailure::Setup {
-                        attempt,
-                        phase_attempt,
-                        error,
-                    });
-                }
-            }
-        };
         let launch_failure = |summary: String, transcript| SetupFailure::Launch {
             attempt: attempt.clone(),
             phase_attempt,
@@ -1272,7 +1324,6 @@ impl PreparationTask {
             pid,
             identity,
             transcript,
-            console,
             prompt,
         })
     }

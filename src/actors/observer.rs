@@ -1,10 +1,38 @@
 //! The run's outward interface besides its result: every lifecycle event goes to a
-//! [`RunObserver`] as it happens. Implementations (progress lines, the event stream) live in the
-//! command layer; they must not block, since they are called from the actors' handlers.
+//! [`RunObserver`] as it happens, stamped by an [`Emitter`] with the time and the run and
+//! attempt ids. Implementations (progress lines, the live status line, the event stream) live
+//! in the command layer; they must not block, since they are called from the actors' handlers.
 
-use crate::domain::events::RunEvent;
+use std::sync::Arc;
+
+use crate::domain::events::{EventRecord, RunEvent};
 
 /// Receives every event of a run, in order.
 pub trait RunObserver: Send + Sync + 'static {
-    fn observe(&self, event: &RunEvent);
+    fn observe(&self, record: &EventRecord);
+}
+
+/// Stamps and hands events to the run's observer; cheap to clone into every actor.
+#[derive(Clone)]
+pub struct Emitter {
+    observer: Arc<dyn RunObserver>,
+    run_id: Arc<str>,
+}
+
+impl Emitter {
+    pub fn new(observer: Arc<dyn RunObserver>, run_id: &str) -> Self {
+        Self {
+            observer,
+            run_id: run_id.into(),
+        }
+    }
+
+    pub fn emit(&self, attempt_id: Option<&str>, event: RunEvent) {
+        self.observer.observe(&EventRecord {
+            at: chrono::Utc::now(),
+            run_id: self.run_id.to_string(),
+            attempt_id: attempt_id.map(str::to_owned),
+            event,
+        });
+    }
 }

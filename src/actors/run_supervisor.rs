@@ -17,7 +17,7 @@ use super::attempt_supervisor::{
     AttemptMsg, AttemptOutcome, AttemptReport, AttemptSpec, AttemptSupervisor, AttemptTurn,
     RecordFailure,
 };
-use super::observer::RunObserver;
+use super::observer::{Emitter, RunObserver};
 use super::signal_intake::SignalIntake;
 use super::state_store::{StateStore, StoreArgs, StoreError, StoreMsg};
 use super::workspace_locks::{LockId, LockMsg, WorkspaceLocks};
@@ -35,6 +35,7 @@ use crate::invocation::{
     InputError, PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash,
     execution_workspace_of, read_state,
 };
+use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
 use crate::platform::proc::ChildSnapshot;
@@ -101,6 +102,10 @@ pub enum RunEnd {
 pub struct RunResult {
     pub end: RunEnd,
     pub exit: ExitCode,
+    /// The first phase, in plan order, not completed in the final durable state (the
+    /// stopped one, if a phase stopped); `None` when all are complete or the state was never
+    /// taken over.
+    pub next_phase: Option<String>,
 }
 
 pub enum RunMsg {
@@ -120,6 +125,9 @@ pub struct RunArgs {
     pub settings: Arc<RunSettings>,
     /// Told every lifecycle event as it happens.
     pub observer: Arc<dyn RunObserver>,
+    /// The live console shared by every attempt (agent output) and the progress lines, so
+    /// both reach the terminal in order; `None` with `--quiet`.
+    pub console: Option<Arc<Console>>,
     /// Receives the result once everything is committed and released.
     pub done: oneshot::Sender<RunResult>,
 }
@@ -152,7 +160,8 @@ pub struct RunState {
     attempt: Option<RunningAttempt>,
     /// The handler's children before any worker: inherited across `exec`, never stopped.
     inherited_children: Arc<ChildSnapshot>,
-    observer: Arc<dyn RunObserver>,
+    events: Emitter,
+    console: Option<Arc<Console>>,
     /// The scheduled next attempt of the current phase, while waiting for it.
     pending_retry: Option<PendingRetry>,
     /// The current phase's attempts in this invocation, for a retry's prompt.
@@ -169,7 +178,12 @@ impl Actor for RunSupervisor {
         myself: ActorRef<RunMsg>,
         args: RunArgs,
     ) -> Result<RunState, ActorProcessingErr> {
-        let span = tracing::info_span!("run", plan = %args.location.plan_path, workspace = %args.location.workspace);
+        let span = tracing::info_span!(
+            "run",
+            run_id = tracing::field::Empty,
+            plan = %args.location.plan_path,
+            workspace = %args.location.workspace
+        );
         // Descendants that leave a worker's process group become our children when their
         // parent dies, so the group killer can still find and stop them.
         if let Err(error) = process_group::become_child_subreaper() {
@@ -178,6 +192,9 @@ impl Actor for RunSupervisor {
         Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
         let (locks, _) = Actor::spawn_linked(None, WorkspaceLocks, (), myself.get_cell()).await?;
         let inherited_children = Arc::new(off_runtime(ChildSnapshot::take).await);
+        let run_id = uuid::Uuid::new_v4().to_string();
+        span.record("run_id", run_id.as_str());
+        let events = Emitter::new(args.observer, &run_id);
         notify(&myself, RunMsg::Begin);
         Ok(RunState {
             run_loop: RunLoop::new(args.settings.max_phases),
@@ -192,7 +209,8 @@ impl Actor for RunSupervisor {
             accept: None,
             attempt: None,
             inherited_children,
-            observer: args.observer,
+            events,
+            console: args.console,
             pending_retry: None,
             phase_attempts: Vec::new(),
         })
@@ -262,6 +280,17 @@ impl RunState {
             Ok(state) => state,
             Err(error) => return self.refuse(myself, error).await,
         };
+        self.events.emit(
+            None,
+            RunEvent::RunStarted {
+                pid: std::process::id(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                args: std::env::args().collect(),
+                plan: self.location.plan_path.clone(),
+                phases: self.snapshot.plan.phases.len(),
+                completed: loaded.completed_phase_ids.len(),
+            },
+        );
         let now = Timestamp::from_datetime(chrono::Utc::now());
         let schedule_fits = loaded.retry_schedule.as_ref().is_some_and(|schedule| {
             let settings = &self.settings;
@@ -432,6 +461,15 @@ impl RunState {
             inherited_children: self.inherited_children.clone(),
             template_index,
             turn,
+            phase_index: self
+                .snapshot
+                .plan
+                .phases
+                .iter()
+                .position(|candidate| candidate.id == phase_id)
+                .map_or(0, |index| index + 1),
+            events: self.events.clone(),
+            console: self.console.clone(),
             span,
         };
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {
@@ -554,14 +592,17 @@ impl RunState {
             .min(self.settings.templates.len() - 1)]
         .raw()
         .to_owned();
-        self.observer.observe(&RunEvent::RetryScheduled {
-            schedule: schedule.clone(),
-            delay_seconds: delay.as_secs_f64(),
-            of: self.settings.retry.max_attempts,
-            template,
-            reset_phrase,
-            resumed,
-        });
+        self.events.emit(
+            None,
+            RunEvent::RetryScheduled {
+                schedule: schedule.clone(),
+                delay_seconds: delay.as_secs_f64(),
+                of: self.settings.retry.max_attempts,
+                template,
+                reset_phrase,
+                resumed,
+            },
+        );
         tracing::info!(
             phase_id = %schedule.phase_id,
             attempt = schedule.attempt,
@@ -577,10 +618,13 @@ impl RunState {
         let Some(pending) = &self.pending_retry else {
             return;
         };
-        self.observer.observe(&RunEvent::RetryDue {
-            phase_id: pending.schedule.phase_id.clone(),
-            attempt: pending.schedule.attempt,
-        });
+        self.events.emit(
+            None,
+            RunEvent::RetryDue {
+                phase_id: pending.schedule.phase_id.clone(),
+                attempt: pending.schedule.attempt,
+            },
+        );
         self.run_loop.retry_due();
         notify(myself, RunMsg::Checkpoint);
     }
@@ -597,10 +641,6 @@ impl RunState {
                 transcript_path,
                 retry,
             } => {
-                self.observer.observe(&RunEvent::OutcomeCommitted {
-                    phase_id: report.phase_id.clone(),
-                    status: decision.status,
-                });
                 self.phase_attempts.push(earlier_attempt(
                     &report.attempt_id,
                     decision.status,
@@ -733,13 +773,33 @@ impl RunState {
     /// Releases everything, then hands the result to the command.
     async fn finish(&mut self, myself: &ActorRef<RunMsg>, end: RunEnd, exit: ExitCode) {
         tracing::info!(code = exit.code(), "run finished");
+        self.events.emit(
+            None,
+            RunEvent::RunFinished {
+                exit_code: exit.code(),
+            },
+        );
+        let next_phase = self.durable_state().await.and_then(|state| {
+            let ids: Vec<&str> = self
+                .snapshot
+                .plan
+                .phases
+                .iter()
+                .map(|phase| phase.id.as_str())
+                .collect();
+            next_pending(&state, &ids).map(str::to_owned)
+        });
         if let Some(store) = self.store.take() {
             // Drain, not stop: a queued write must not be dropped.
             let _ = store.drain_and_wait(None).await;
         }
         let _ = self.locks.drain_and_wait(None).await;
         if let Some(done) = self.done.take() {
-            let _ = done.send(RunResult { end, exit });
+            let _ = done.send(RunResult {
+                end,
+                exit,
+                next_phase,
+            });
         }
         myself.stop(None);
     }

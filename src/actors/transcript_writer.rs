@@ -19,13 +19,19 @@ use super::attempt_supervisor::AttemptMsg;
 use super::deadline_timer::TimerMsg;
 use super::marker_parser::MarkerMsg;
 use super::notify;
+use super::observer::Emitter;
 use super::stop_scanner::ScanMsg;
+use crate::domain::events::RunEvent;
 use crate::domain::marker::LiveFilter;
 use crate::domain::outcome::OutputBytes;
-use crate::domain::output_stream::OutputStream;
+use crate::domain::output_stream::{LastLine, OutputStream};
 use crate::domain::transcript::{Trailer, render_trailer};
 use crate::platform::console::Console;
 use crate::platform::transcript_file::TranscriptFile;
+
+/// Output progress events are emitted at most once per this interval (a live status line
+/// redraws a few times a second; the event stream keeps fewer).
+const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
@@ -66,8 +72,11 @@ pub struct TranscriptWriter;
 pub struct WriterArgs {
     pub transcript: TranscriptFile,
     pub transcript_path: String,
-    /// The live console; `None` with `--quiet`.
-    pub console: Option<Console>,
+    /// The run's live console; `None` with `--quiet`.
+    pub console: Option<Arc<Console>>,
+    /// Where output progress goes, as events of `attempt_id`.
+    pub events: Emitter,
+    pub attempt_id: String,
     pub marker: ActorRef<MarkerMsg>,
     pub scanner: Option<ActorRef<ScanMsg>>,
     pub timer: Option<ActorRef<TimerMsg>>,
@@ -79,7 +88,7 @@ pub struct WriterState {
     stdout_filter: LiveFilter,
     stderr_filter: LiveFilter,
     /// The live console, unless `--quiet`.
-    console: Option<Console>,
+    console: Option<Arc<Console>>,
     /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
     bytes_seen: u64,
@@ -88,6 +97,8 @@ pub struct WriterState {
     transcript_failed: bool,
     console_failed: bool,
     last_activity_notice: Option<Instant>,
+    last_line: LastLine,
+    last_progress_event: Option<Instant>,
 }
 
 impl Actor for TranscriptWriter {
@@ -114,6 +125,8 @@ impl Actor for TranscriptWriter {
             transcript_failed: false,
             console_failed: false,
             last_activity_notice: None,
+            last_line: LastLine::default(),
+            last_progress_event: None,
         })
     }
 
@@ -152,7 +165,9 @@ impl WriterState {
         if let Some(&last) = bytes.last() {
             self.ends_with_newline = last == b'\n';
         }
+        self.last_line.feed(stream, &bytes);
         self.note_activity();
+        self.report_progress();
         // The marker parser and the stop scanner start on the shared chunk first, so that the
         // transcript write and the console echo here overlap their work; all of it is done
         // before the buffer goes back to the reader.
@@ -194,6 +209,26 @@ impl WriterState {
         }
         // Every consumer dropped its reference before replying; the clone is a fallback only.
         Arc::try_unwrap(chunk).unwrap_or_else(|shared| shared.as_ref().clone())
+    }
+
+    /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`].
+    fn report_progress(&mut self) {
+        let now = Instant::now();
+        if self
+            .last_progress_event
+            .is_some_and(|last| now.duration_since(last) < PROGRESS_EVENT_INTERVAL)
+        {
+            return;
+        }
+        self.last_progress_event = Some(now);
+        self.args.events.emit(
+            Some(&self.args.attempt_id),
+            RunEvent::OutputProgress {
+                stdout_bytes: self.output.stdout,
+                stderr_bytes: self.output.stderr,
+                last_line: self.last_line.line(),
+            },
+        );
     }
 
     /// Tells the deadline timer about output, at most once per interval.

@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Print one JSON object with the result on stdout (live agent output goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

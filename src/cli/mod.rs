@@ -3,6 +3,7 @@
 
 mod args;
 mod check;
+mod event_stream;
 mod init;
 mod logging;
 mod progress;
@@ -13,6 +14,7 @@ use clap::Parser;
 use clap::error::ErrorKind;
 
 pub use args::{Cli, Command};
+pub(crate) use progress::Ledger;
 
 use crate::domain::exit_code::ExitCode;
 

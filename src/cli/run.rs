@@ -1,29 +1,47 @@
 //! `run`: validates every input, hands the invocation to the actor tree
-//! ([`crate::actors::run_supervisor`]), then prints how it ended and returns its exit code.
+//! ([`crate::actors::run_supervisor`]) with the run's observers (progress on stderr, the event
+//! stream), then prints how it ended — as lines, or as one JSON object with `--json` — and
+//! returns its exit code.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::Actor;
 use tokio::sync::oneshot;
 
 use super::args::RunArgs;
-use super::progress::ProgressLines;
-use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunResult, RunSupervisor};
+use super::event_stream::EventStream;
+use super::progress::{Progress, ProgressMode};
+use crate::actors::observer::RunObserver;
+use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunSupervisor};
+use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
     InputError, RunOverrides, effective_settings, execution_workspace_of, locate, read_config,
     read_plan_snapshot,
 };
-
+use crate::platform::console::Console;
 use crate::report::{self, Output};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
 /// (a prompt write to a worker that never read it) can still be running then.
 const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
 
+/// Hands every event to each observer in turn.
+struct Observers(Vec<Arc<dyn RunObserver>>);
+
+impl RunObserver for Observers {
+    fn observe(&self, record: &EventRecord) {
+        for observer in &self.0 {
+            observer.observe(record);
+        }
+    }
+}
+
 pub fn run(args: &RunArgs) -> ExitCode {
+    let started = Instant::now();
     let prepared = (|| {
         let location = locate(&args.plan)?;
         let config = read_config(&location)?;
@@ -33,7 +51,6 @@ pub fn run(args: &RunArgs) -> ExitCode {
             timeout_seconds: args.timeout,
             idle_timeout_seconds: args.idle_timeout,
             stop_on_regex: args.stop_on_regex.clone(),
-            quiet: args.quiet,
             flags: RecoveryFlags {
                 retry_stopped: args.retry_stopped,
                 accept_plan_change: args.accept_plan_change,
@@ -53,10 +70,32 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let (location, settings, snapshot) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
-            Output::error(error.to_string()).print();
-            return error.exit_code();
+            let exit = error.exit_code();
+            print_error(args.json, exit, &error.to_string(), started);
+            return exit;
         }
     };
+    let threads = Console::start(args.json).and_then(|console| {
+        let console = Arc::new(console);
+        let stream = Arc::new(EventStream::start(&location.layout.dir)?);
+        Ok((console, stream))
+    });
+    let (console, stream) = match threads {
+        Ok(threads) => threads,
+        Err(error) => {
+            let message = format!("cannot start the output threads: {error}");
+            print_error(args.json, ExitCode::AgentFailed, &message, started);
+            return ExitCode::AgentFailed;
+        }
+    };
+    let mode = match (args.quiet, std::io::stderr().is_terminal()) {
+        (false, _) => ProgressMode::Lines,
+        (true, true) => ProgressMode::StatusLine,
+        (true, false) => ProgressMode::Quiet,
+    };
+    let progress = Arc::new(Progress::new(mode, console.clone()));
+    let observers: Arc<dyn RunObserver> =
+        Arc::new(Observers(vec![progress.clone(), stream.clone()]));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
@@ -64,18 +103,12 @@ pub fn run(args: &RunArgs) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            Output::error(format!("cannot start the async runtime: {error}")).print();
+            let message = format!("cannot start the async runtime: {error}");
+            print_error(args.json, ExitCode::AgentFailed, &message, started);
             return ExitCode::AgentFailed;
         }
     };
-    let progress = match ProgressLines::start() {
-        Ok(progress) => Arc::new(progress),
-        Err(error) => {
-            Output::error(format!("cannot start the progress thread: {error}")).print();
-            return ExitCode::AgentFailed;
-        }
-    };
-    let observer = progress.clone();
+    let echo = (!args.quiet).then_some(console);
     let result = runtime.block_on(async move {
         let (done, result) = oneshot::channel();
         let spawned = Actor::spawn(
@@ -85,7 +118,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
                 location: Arc::new(location),
                 snapshot: Arc::new(snapshot),
                 settings: Arc::new(settings),
-                observer,
+                observer: observers,
+                console: echo,
                 done,
             },
         )
@@ -99,14 +133,32 @@ pub fn run(args: &RunArgs) -> ExitCode {
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
     progress.finish();
+    stream.finish();
     match result {
-        Ok(RunResult { end, exit }) => {
-            report::run_end(&end).print();
-            exit
+        Ok(result) => {
+            if args.json {
+                let object = report::run_json(&result, &progress.ledger(), started.elapsed());
+                println!("{object}");
+            } else {
+                report::run_end(&result.end).print();
+            }
+            result.exit
         }
         Err(message) => {
-            Output::error(message).print();
+            print_error(args.json, ExitCode::AgentFailed, &message, started);
             ExitCode::AgentFailed
         }
     }
+}
+
+/// An error before or around the run: `error: …` on stderr, and with `--json` also the one
+/// result object on stdout.
+fn print_error(json: bool, exit: ExitCode, message: &str, started: Instant) {
+    if json {
+        println!(
+            "{}",
+            report::run_json_error(exit, message, started.elapsed())
+        );
+    }
+    Output::error(message).print();
 }

@@ -41,6 +41,26 @@ pub enum StopCause {
     ExecutionIo { message: String },
 }
 
+impl StopCause {
+    /// The cause's kind, for events and logs: `timeout`, `idle-timeout`, `stop-regex`,
+    /// `rate-limited`, `interrupted`, `execution-io`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "timeout",
+            Self::IdleTimeout { .. } => "idle-timeout",
+            Self::StopRegex { .. } => "stop-regex",
+            Self::RateLimited { .. } => "rate-limited",
+            Self::Interrupted { .. } => "interrupted",
+            Self::ExecutionIo { .. } => "execution-io",
+        }
+    }
+
+    /// The cause in words: the summary an outcome decided by it records.
+    pub fn describe(&self) -> String {
+        decide_stop(self).summary
+    }
+}
+
 /// How the child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildExit {

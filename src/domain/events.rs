@@ -1,13 +1,74 @@
 //! What a run tells its observers as it goes: typed lifecycle events, pure data. The actor tree
-//! emits them; the command layer turns them into progress lines, and later into the event
-//! stream (docs/cli.md).
+//! emits them; the command layer turns them into progress lines, the live status line, the
+//! `run --json` result and the event stream (`events.jsonl`, one [`EventRecord`] per line; the
+//! format is documented in docs/cli.md).
 
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Serialize, Serializer};
+
+use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::AttemptStatus;
 
-/// One thing that happened during a run.
-#[derive(Clone, Debug, PartialEq)]
+/// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
+/// its fields beside it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
 pub enum RunEvent {
+    /// The handler started a run of this plan.
+    RunStarted {
+        pid: u32,
+        version: String,
+        args: Vec<String>,
+        plan: String,
+        phases: usize,
+        completed: usize,
+    },
+    /// An attempt's prepared record is durable: the phase is about to run.
+    AttemptPrepared {
+        phase_id: String,
+        title: String,
+        /// The phase's position in the plan, 1-based.
+        phase_index: usize,
+        phases: usize,
+        /// This attempt's number among its phase's recorded attempts.
+        phase_attempt: u32,
+        /// Counted attempt k of n in this run (retries; see docs/unattended-runs.md).
+        attempt: u32,
+        of: u32,
+        agent_cmd: String,
+        prompt_path: String,
+        transcript_path: String,
+    },
+    /// The worker runs, leader of its own process group.
+    WorkerSpawned { pid: u32, pgid: u32 },
+    /// Output so far (throttled: at most a few per second to observers, fewer in the stream).
+    OutputProgress {
+        stdout_bytes: u64,
+        stderr_bytes: u64,
+        /// The last complete line the agent printed, cut to a few hundred bytes.
+        last_line: Option<String>,
+    },
+    /// The attempt is being stopped: `cause` is `timeout`, `idle-timeout`, `stop-regex`,
+    /// `rate-limited`, `interrupted` or `execution-io`; `detail` says more.
+    StopRequested { cause: String, detail: String },
+    /// The worker's group is empty.
+    GroupStopped {
+        leaked: Vec<u32>,
+        escaped: Vec<u32>,
+        survivors: Vec<u32>,
+    },
+    /// An attempt's outcome is durably committed.
+    OutcomeCommitted {
+        phase_id: String,
+        status: AttemptStatus,
+        duration_ms: u64,
+        summary: String,
+        stdout_bytes: u64,
+        stderr_bytes: u64,
+        outcome_path: String,
+        transcript_path: String,
+    },
     /// The retry policy scheduled the next attempt of a phase (after a backoff, a rate-limit
     /// wait or at once with a fallback agent), durably, with the outcome that led to it.
     RetryScheduled {
@@ -26,9 +87,86 @@ pub enum RunEvent {
     },
     /// A scheduled attempt is due: the phase runs again now.
     RetryDue { phase_id: String, attempt: u32 },
-    /// An attempt's outcome is committed (the retry, if any, is a separate event).
-    OutcomeCommitted {
-        phase_id: String,
-        status: AttemptStatus,
-    },
+    /// The run ended with this exit code.
+    RunFinished { exit_code: i32 },
+}
+
+impl RunEvent {
+    /// The `GroupStopped` event for a killer's report.
+    pub fn group_stopped(report: &GroupReport) -> Self {
+        Self::GroupStopped {
+            leaked: report.leaked.clone(),
+            escaped: report.escaped.clone(),
+            survivors: report.survivors.clone(),
+        }
+    }
+}
+
+/// An event with when it happened and which run and attempt it belongs to.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventRecord {
+    /// RFC 3339 in UTC with milliseconds.
+    #[serde(serialize_with = "rfc3339_millis")]
+    pub at: DateTime<Utc>,
+    pub run_id: String,
+    pub attempt_id: Option<String>,
+    #[serde(flatten)]
+    pub event: RunEvent,
+}
+
+impl EventRecord {
+    /// One line of the event stream (no newline).
+    pub fn to_json_line(&self) -> String {
+        // Every field serializes (no maps with non-string keys, no floats that are NaN: the
+        // delay is a measured duration), so this cannot fail; keep a line rather than panic.
+        serde_json::to_string(self).unwrap_or_else(|error| {
+            format!(
+                "{{\"event\":\"unserializable\",\"error\":{:?}}}",
+                error.to_string()
+            )
+        })
+    }
+}
+
+fn rfc3339_millis<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_one_flat_json_object_with_millisecond_time() {
+        let record = EventRecord {
+            at: DateTime::parse_from_rfc3339("2026-12-01T12:00:00.123456Z")
+                .unwrap()
+                .with_timezone(&Utc),
+            run_id: "run-1".into(),
+            attempt_id: Some("20261201T120000Z-phase-1-x".into()),
+            event: RunEvent::WorkerSpawned { pid: 42, pgid: 42 },
+        };
+        assert_eq!(
+            record.to_json_line(),
+            r#"{"at":"2026-12-01T12:00:00.123Z","run_id":"run-1","attempt_id":"20261201T120000Z-phase-1-x","event":"worker-spawned","pid":42,"pgid":42}"#
+        );
+    }
+
+    #[test]
+    fn statuses_and_lists_keep_their_json_forms() {
+        let record = EventRecord {
+            at: Utc::now(),
+            run_id: "r".into(),
+            attempt_id: None,
+            event: RunEvent::GroupStopped {
+                leaked: vec![1, 2],
+                escaped: vec![],
+                survivors: vec![],
+            },
+        };
+        let value: serde_json::Value = serde_json::from_str(&record.to_json_line()).unwrap();
+        assert_eq!(value["event"], "group-stopped");
+        assert_eq!(value["leaked"], serde_json::json!([1, 2]));
+        assert!(value["attempt_id"].is_null());
+    }
 }

@@ -15,3 +15,93 @@ impl OutputStream {
         }
     }
 }
+
+/// The most recent complete line the agent printed on either stream, for a live status line:
+/// kept per stream (the two pipes interleave at any byte), cut to its last [`LastLine::MAX`]
+/// bytes, so memory does not depend on how long a line is.
+#[derive(Clone, Debug, Default)]
+pub struct LastLine {
+    /// Bytes after the last line end, per stream (stdout, stderr).
+    partial: [Vec<u8>; 2],
+    line: Vec<u8>,
+}
+
+impl LastLine {
+    /// The most bytes of a line kept.
+    pub const MAX: usize = 240;
+
+    pub fn feed(&mut self, stream: OutputStream, chunk: &[u8]) {
+        let partial = &mut self.partial[stream as usize];
+        match memchr::memrchr(b'\n', chunk) {
+            None => push_capped(partial, chunk),
+            Some(end) => {
+                let start = memchr::memrchr(b'\n', &chunk[..end]).map_or(0, |at| at + 1);
+                if start == 0 {
+                    push_capped(partial, &chunk[..end]);
+                    self.line = std::mem::take(partial);
+                } else {
+                    self.line.clear();
+                    push_capped(&mut self.line, &chunk[start..end]);
+                }
+                partial.clear();
+                push_capped(partial, &chunk[end + 1..]);
+                if self.line.last() == Some(&b'\r') {
+                    self.line.pop();
+                }
+            }
+        }
+    }
+
+    /// The last complete line, lossily decoded, if there was one.
+    pub fn line(&self) -> Option<String> {
+        (!self.line.is_empty()).then(|| String::from_utf8_lossy(&self.line).into_owned())
+    }
+}
+
+/// Appends `bytes`, keeping only the last [`LastLine::MAX`] bytes.
+fn push_capped(kept: &mut Vec<u8>, bytes: &[u8]) {
+    kept.extend_from_slice(&bytes[bytes.len().saturating_sub(LastLine::MAX)..]);
+    if kept.len() > LastLine::MAX {
+        kept.drain(..kept.len() - LastLine::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fed(chunks: &[(OutputStream, &str)]) -> Option<String> {
+        let mut last = LastLine::default();
+        for (stream, chunk) in chunks {
+            last.feed(*stream, chunk.as_bytes());
+        }
+        last.line()
+    }
+
+    #[test]
+    fn the_last_complete_line_wins_across_chunks_and_streams() {
+        use OutputStream::{Stderr, Stdout};
+        assert_eq!(fed(&[(Stdout, "partial")]), None);
+        assert_eq!(
+            fed(&[(Stdout, "one\ntw"), (Stdout, "o\nthr")]),
+            Some("two".into())
+        );
+        assert_eq!(
+            fed(&[
+                (Stdout, "out li"),
+                (Stderr, "err line\r\n"),
+                (Stdout, "ne\n")
+            ]),
+            Some("out line".into())
+        );
+        assert_eq!(fed(&[(Stdout, "a\nb\nc\n")]), Some("c".into()));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_to_its_end() {
+        let long = format!("{}\n", "x".repeat(1000) + "END");
+        let line = fed(&[(OutputStream::Stdout, &long)]).unwrap();
+        assert_eq!(line.len(), LastLine::MAX);
+        assert!(line.ends_with("END"));
+    }
+}

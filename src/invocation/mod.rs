@@ -200,7 +200,6 @@ pub struct RunOverrides {
     pub timeout_seconds: Option<f64>,
     pub idle_timeout_seconds: Option<f64>,
     pub stop_on_regex: Vec<String>,
-    pub quiet: bool,
     pub flags: RecoveryFlags,
     /// `--retries N`.
     pub retries: Option<u32>,
@@ -223,7 +222,6 @@ pub struct RunSettings {
     pub stop_pattern_count: usize,
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
-    pub quiet: bool,
     pub flags: RecoveryFlags,
 }
 
@@ -307,7 +305,6 @@ pub fn effective_settings(
             .idle_timeout_seconds
             .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
-        quiet: overrides.quiet,
         flags: overrides.flags,
     })
 }

@@ -29,14 +29,18 @@ pub struct Console {
     thread: WriteThread<OutputStream>,
     stdout_inline: bool,
     stderr_inline: bool,
+    /// The agent's stdout goes to the handler's stderr (`run --json` keeps stdout for its
+    /// result object).
+    stdout_to_stderr: bool,
 }
 
 impl Console {
-    pub fn start() -> io::Result<Self> {
+    pub fn start(stdout_to_stderr: bool) -> io::Result<Self> {
         Ok(Self {
             thread: WriteThread::start("ash-console", HandlerStreams)?,
             stdout_inline: is_null_device(&io::stdout()),
             stderr_inline: is_null_device(&io::stderr()),
+            stdout_to_stderr,
         })
     }
 
@@ -46,6 +50,10 @@ impl Console {
         stream: OutputStream,
         bytes: Arc<Vec<u8>>,
     ) -> oneshot::Receiver<io::Result<()>> {
+        let stream = match stream {
+            OutputStream::Stdout if self.stdout_to_stderr => OutputStream::Stderr,
+            other => other,
+        };
         let inline = match stream {
             OutputStream::Stdout => self.stdout_inline,
             OutputStream::Stderr => self.stderr_inline,

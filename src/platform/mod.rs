@@ -5,6 +5,7 @@
 
 pub mod console;
 pub mod durable;
+pub mod event_log;
 pub mod file_tail;
 pub mod locate;
 pub mod locks;

@@ -3,14 +3,15 @@
 //! A write can block for as long as its target pleases: a paused terminal, a pipe nobody
 //! reads, a slow or failing disk. Done on a runtime worker thread it would stall the tasks
 //! parked behind it — a timeout among them — so the transcript file and the live console each
-//! get a thread of their own. The caller submits one shared buffer at a time and awaits the
-//! result, which keeps backpressure (the child still waits for a slow sink); the thread drops
-//! its reference to the buffer before reporting, so the caller gets sole ownership back for
-//! reuse.
+//! get a thread of their own. Submitting never blocks: the queue is unbounded, and what bounds
+//! it is the callers — an attempt's output waits for each chunk's result before reading more
+//! (backpressure: the child still waits for a slow sink), and the other writers (progress
+//! lines) are small and few. Writes happen in submission order; the thread drops its
+//! reference to a buffer before reporting, so the caller gets sole ownership back for reuse.
 
 use std::io;
 use std::sync::Arc;
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
@@ -29,15 +30,14 @@ struct Job<T> {
 /// The thread and its queue; dropping this closes the queue and lets the thread end. It is
 /// not joined: a thread blocked on a sink that never drains must not hold up the handler.
 pub struct WriteThread<T> {
-    jobs: SyncSender<Job<T>>,
+    jobs: Sender<Job<T>>,
     _thread: JoinHandle<()>,
 }
 
 impl<T: Send + 'static> WriteThread<T> {
     /// Starts a thread named `name` that owns `sink`.
     pub fn start(name: &str, mut sink: impl Sink<T>) -> io::Result<Self> {
-        // One queued job at most: the caller waits for each before submitting the next.
-        let (jobs, queue) = mpsc::sync_channel::<Job<T>>(1);
+        let (jobs, queue) = mpsc::channel::<Job<T>>();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {

@@ -1169,21 +1169,13 @@ fn table_rows(stdout: &str) -> Vec<Vec<String>> {
 
 /// Runs the handler with `cwd` as its working directory.
 fn run_in(sandbox: &Sandbox, cwd: &Path, args: &[&str]) -> Run {
-    use std::os::unix::process::ExitStatusExt;
     let output = sandbox
         .command()
         .current_dir(cwd)
         .args(args)
         .output()
         .expect("run handler");
-    Run {
-        code: output
-            .status
-            .code()
-            .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from_output(output)
 }
 
 /// Sorted names in a directory.

@@ -32,7 +32,32 @@ pub struct Sandbox {
 pub struct Run {
     pub code: i32,
     pub stdout: String,
+    /// Stderr without the runner's progress lines (phase banners, phase end lines, the summary
+    /// table): the agent's live stderr and the runner's report, as most tests compare them.
+    /// The progress lines themselves are tested in `observability`, on `raw_stderr`.
     pub stderr: String,
+    pub raw_stderr: String,
+}
+
+/// Whether `line` is one of the runner's progress lines (see `Run::stderr`).
+pub fn is_progress_line(line: &str) -> bool {
+    static PROGRESS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(concat!(
+            r"^(?:phase-\S+ \(\d+/\d+\) .* · attempt \d+(?: of \d+)?",
+            r"|phase-\S+ \S+ in [0-9.hms]+ · [0-9.]+ (?:B|KiB|MiB|GiB|TiB) output",
+            r"|phase +status +duration +output",
+            r"|phase-\S+ +[a-z-]+ +[0-9.hms]+ +[0-9.]+ (?:B|KiB|MiB|GiB|TiB))$"
+        ))
+        .expect("progress pattern")
+    });
+    PROGRESS.is_match(line)
+}
+
+/// `text` without the runner's progress lines.
+pub fn without_progress(text: &str) -> String {
+    text.split_inclusive('\n')
+        .filter(|line| !is_progress_line(line.trim_end_matches(['\n', '\r'])))
+        .collect()
 }
 
 impl Run {
@@ -44,7 +69,8 @@ impl Run {
                 .code()
                 .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            stderr: without_progress(&String::from_utf8_lossy(&output.stderr)),
+            raw_stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
     }
 
@@ -282,6 +308,10 @@ pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for entry in fs::read_dir(dir).expect("read dir") {
             let path = entry.expect("entry").path();
+            // The event stream is a live log, not state: a concurrent run appends to it.
+            if is_event_stream(&path) {
+                continue;
+            }
             let relative = path.strip_prefix(root).expect("under root").to_path_buf();
             let meta = fs::symlink_metadata(&path).expect("metadata");
             if meta.file_type().is_symlink() {
@@ -301,6 +331,13 @@ pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(root, root, &mut out);
     out
+}
+
+/// `events.jsonl` or its rotated `events.jsonl.1` in a keyed state directory.
+pub fn is_event_stream(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name == "events.jsonl" || name == "events.jsonl.1")
 }
 
 /// Parses a JSON file, panicking with its path when it is missing or malformed.

@@ -587,8 +587,8 @@ fn assert_status_shows_abandoned(sandbox: &Sandbox, attempt: &Value) {
     assert_eq!(json["active_attempt"]["outcome_committed"], false);
 }
 
-/// A failed replacement removes its temp file: nothing but `state.json` and the artifact
-/// directories is left in the keyed directory.
+/// A failed replacement removes its temp file: nothing but `state.json`, the artifact
+/// directories and the event stream is left in the keyed directory.
 #[track_caller]
 fn assert_no_temp_files(sandbox: &Sandbox) {
     let Ok(entries) = fs::read_dir(sandbox.state_dir(PLAN)) else {
@@ -597,7 +597,14 @@ fn assert_no_temp_files(sandbox: &Sandbox) {
     for entry in entries {
         let name = entry.unwrap().file_name().into_string().unwrap();
         assert!(
-            ["state.json", "prompts", "transcripts", "outcomes"].contains(&name.as_str()),
+            [
+                "state.json",
+                "prompts",
+                "transcripts",
+                "outcomes",
+                "events.jsonl"
+            ]
+            .contains(&name.as_str()),
             "unexpected file {name} in the keyed directory"
         );
     }

@@ -1317,6 +1317,8 @@ fn assert_only_expected_files(
         format!("transcripts/{id}.txt"),
         "outcomes".into(),
         format!("outcomes/{id}.json"),
+        // The run's event stream (docs/cli.md).
+        "events.jsonl".into(),
     ] {
         expected.insert(if relative.is_empty() {
             dir.clone()

@@ -101,7 +101,7 @@ fn live_output_to_regular_files_is_filtered_the_same() {
         "out <b>bold</b>\n\nrunner-complete: all phases complete\n"
     );
     assert_eq!(
-        std::fs::read_to_string(sandbox.path("stderr.txt")).unwrap(),
+        without_progress(&std::fs::read_to_string(sandbox.path("stderr.txt")).unwrap()),
         "err line\n"
     );
 }

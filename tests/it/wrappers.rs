@@ -44,15 +44,7 @@ pub(crate) fn run_wrapped(
 }
 
 pub(crate) fn finished(output: Output) -> Run {
-    use std::os::unix::process::ExitStatusExt;
-    Run {
-        code: output
-            .status
-            .code()
-            .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from_output(output)
 }
 
 pub(crate) fn transcript(sandbox: &Sandbox) -> String {

@@ -1,0 +1,86 @@
+//! The run's event stream: every event as one JSON line in `events.jsonl` in the plan's state
+//! directory, for `watch` and for anyone who wants to follow or audit a run (format: docs/cli.md).
+//!
+//! The file is opened only once the run launches an attempt or waits for one: a refused run, or
+//! one that finds nothing to do, leaves the state directory as it was. Events before that are
+//! kept and written first. Output progress is kept to one line per [`PROGRESS_INTERVAL`].
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::actors::observer::RunObserver;
+use crate::domain::events::{EventRecord, RunEvent};
+use crate::platform::event_log::EventLog;
+
+/// How long the end of a run waits for queued events to be written.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// The stream keeps at most one output-progress line per this interval.
+const PROGRESS_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+/// The size at which the stream rotates (to `events.jsonl.1`).
+pub const STREAM_CAP_BYTES: u64 = 8 << 20;
+
+/// The event-stream observer.
+pub struct EventStream {
+    log: EventLog,
+    state: Mutex<StreamState>,
+}
+
+#[derive(Default)]
+struct StreamState {
+    /// Events before the stream was opened.
+    held: Vec<String>,
+    open: bool,
+    last_progress: Option<DateTime<Utc>>,
+}
+
+impl EventStream {
+    /// The stream for a run whose state directory is `dir`.
+    pub fn start(dir: &str) -> std::io::Result<Self> {
+        Ok(Self {
+            log: EventLog::start(PathBuf::from(dir).join("events.jsonl"), STREAM_CAP_BYTES)?,
+            state: Mutex::new(StreamState::default()),
+        })
+    }
+
+    /// Waits (bounded) until every event is written.
+    pub fn finish(&self) {
+        self.log.drain(DRAIN_LIMIT);
+    }
+}
+
+impl RunObserver for EventStream {
+    fn observe(&self, record: &EventRecord) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let RunEvent::OutputProgress { .. } = record.event {
+            if state
+                .last_progress
+                .is_some_and(|last| record.at - last < PROGRESS_INTERVAL)
+            {
+                return;
+            }
+            state.last_progress = Some(record.at);
+        }
+        let line = record.to_json_line();
+        if !state.open {
+            let opens = matches!(
+                record.event,
+                RunEvent::AttemptPrepared { .. } | RunEvent::RetryScheduled { .. }
+            );
+            if !opens {
+                state.held.push(line);
+                return;
+            }
+            state.open = true;
+            for held in state.held.drain(..) {
+                self.log.append(held);
+            }
+        }
+        self.log.append(line);
+    }
+}

@@ -1,0 +1,150 @@
+//! The event stream file (`events.jsonl` in the plan's state directory): one JSON line per run
+//! event, appended by a thread of its own so that no actor ever waits on the disk. Each line is
+//! written whole and flushed (not fsynced: the stream is for watching, the state is the
+//! record). The file is capped: when a line would take it past the cap it is renamed to
+//! `events.jsonl.1` (replacing the previous one) and a new file starts, so a long or chatty
+//! run keeps at most two files.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Duration;
+
+enum Job {
+    Line(String),
+    /// Everything before it is written: reply.
+    Drained(mpsc::Sender<()>),
+}
+
+/// The appending thread; dropping this lets it end after the queued lines.
+pub struct EventLog {
+    jobs: Sender<Job>,
+}
+
+impl EventLog {
+    /// Starts the thread for `path` (opened on the first line) with a size cap in bytes.
+    pub fn start(path: PathBuf, cap: u64) -> io::Result<Self> {
+        let (jobs, queue) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("ash-events".into())
+            .spawn(move || append_lines(&path, cap, queue))?;
+        Ok(Self { jobs })
+    }
+
+    /// Queues one line (without its newline).
+    pub fn append(&self, line: String) {
+        let _ = self.jobs.send(Job::Line(line));
+    }
+
+    /// Waits, at most `limit`, until every queued line is written.
+    pub fn drain(&self, limit: Duration) {
+        let (done, drained) = mpsc::channel();
+        if self.jobs.send(Job::Drained(done)).is_ok() {
+            let _ = drained.recv_timeout(limit);
+        }
+    }
+}
+
+fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
+    let mut file: Option<(File, u64)> = None;
+    let mut failed = false;
+    for job in queue {
+        let line = match job {
+            Job::Line(line) => line,
+            Job::Drained(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        if failed {
+            continue;
+        }
+        if let Err(error) = append_line(path, cap, &mut file, &line) {
+            // The stream is an aid, not the record: say so once and stop trying.
+            tracing::warn!(path = %path.display(), %error, "event stream not written");
+            failed = true;
+        }
+    }
+}
+
+fn append_line(
+    path: &Path,
+    cap: u64,
+    file: &mut Option<(File, u64)>,
+    line: &str,
+) -> io::Result<()> {
+    let needed = line.len() as u64 + 1;
+    if let Some((_, written)) = file
+        && *written > 0
+        && *written + needed > cap
+    {
+        *file = None;
+        std::fs::rename(path, rotated(path))?;
+    }
+    if file.is_none() {
+        let opened = OpenOptions::new().create(true).append(true).open(path)?;
+        let length = opened.metadata()?.len();
+        if length > 0 && length + needed > cap {
+            drop(opened);
+            std::fs::rename(path, rotated(path))?;
+            *file = Some((open_new(path)?, 0));
+        } else {
+            *file = Some((opened, length));
+        }
+    }
+    if let Some((handle, written)) = file {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        handle.write_all(&bytes)?;
+        *written += needed;
+    }
+    Ok(())
+}
+
+fn open_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// `events.jsonl.1` beside `events.jsonl`.
+pub fn rotated(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".1");
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_appended_and_the_file_rotates_at_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let log = EventLog::start(path.clone(), 30).unwrap();
+        for line in ["first line", "second line", "third line"] {
+            log.append(line.to_owned());
+        }
+        log.drain(Duration::from_secs(10));
+        assert_eq!(
+            std::fs::read_to_string(rotated(&path)).unwrap(),
+            "first line\nsecond line\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "third line\n");
+    }
+
+    #[test]
+    fn an_existing_stream_is_continued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, "earlier run\n").unwrap();
+        let log = EventLog::start(path.clone(), 1024).unwrap();
+        log.append("this run".to_owned());
+        log.drain(Duration::from_secs(10));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "earlier run\nthis run\n"
+        );
+    }
+}
