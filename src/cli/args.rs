@@ -36,6 +36,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Create .ai-session-handler/config.json and .ai-session-handler/plans/ here.
     Init,
+    /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
+    Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +99,16 @@ pub struct CheckArgs {
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// Pass the run's events through as JSON lines instead of describing them.
     #[arg(long)]
     pub json: bool,
 }

@@ -9,6 +9,7 @@ mod logging;
 mod progress;
 mod run;
 mod status;
+mod watch;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -50,6 +51,7 @@ pub fn main() -> i32 {
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Watch(args)) => watch::run(&args),
     };
     exit.code()
 }

@@ -88,7 +88,8 @@ fn append_line(
         if length > 0 && length + needed > cap {
             drop(opened);
             std::fs::rename(path, rotated(path))?;
-            *file = Some((open_new(path)?, 0));
+            let fresh = OpenOptions::new().create(true).append(true).open(path)?;
+            *file = Some((fresh, 0));
         } else {
             *file = Some((opened, length));
         }
@@ -103,15 +104,77 @@ fn append_line(
     Ok(())
 }
 
-fn open_new(path: &Path) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
 /// `events.jsonl.1` beside `events.jsonl`.
 pub fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".1");
     PathBuf::from(name)
+}
+
+/// Reads the lines appended to an event stream, following it across rotations: the file may
+/// not exist yet, grow, or be renamed away and started anew.
+pub struct Follower {
+    path: PathBuf,
+    file: Option<(File, u64)>,
+    /// Bytes of a line not terminated yet.
+    partial: Vec<u8>,
+}
+
+impl Follower {
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            file: None,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Whole lines appended since the last call (possibly none), oldest first.
+    pub fn read_new_lines(&mut self) -> io::Result<Vec<String>> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        let current = match std::fs::metadata(&self.path) {
+            Ok(meta) => Some(meta.ino()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+            Err(error) => return Err(error),
+        };
+        let rotated = match (&self.file, current) {
+            (Some((_, inode)), Some(now)) => *inode != now,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let mut bytes = Vec::new();
+        if rotated {
+            // Finish the old file first (it is `events.jsonl.1` now), then start the new one.
+            if let Some((mut file, _)) = self.file.take() {
+                file.read_to_end(&mut bytes)?;
+            }
+        }
+        if self.file.is_none()
+            && let Some(inode) = current
+        {
+            match File::open(&self.path) {
+                Ok(mut file) => {
+                    file.seek(SeekFrom::Start(0))?;
+                    self.file = Some((file, inode));
+                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some((file, _)) = self.file.as_mut() {
+            file.read_to_end(&mut bytes)?;
+        }
+        self.partial.extend_from_slice(&bytes);
+        let Some(end) = self.partial.iter().rposition(|&byte| byte == b'\n') else {
+            return Ok(Vec::new());
+        };
+        let complete: Vec<u8> = self.partial.drain(..=end).collect();
+        Ok(String::from_utf8_lossy(&complete)
+            .lines()
+            .map(str::to_owned)
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -132,6 +195,22 @@ mod tests {
             "first line\nsecond line\n"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "third line\n");
+    }
+
+    #[test]
+    fn a_follower_sees_appended_lines_across_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut follower = Follower::new(path.clone());
+        assert!(follower.read_new_lines().unwrap().is_empty(), "no file yet");
+        std::fs::write(&path, "one\ntw").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["one"]);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"o\n").unwrap();
+        std::fs::rename(&path, rotated(&path)).unwrap();
+        std::fs::write(&path, "three\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["two", "three"]);
+        assert!(follower.read_new_lines().unwrap().is_empty());
     }
 
     #[test]

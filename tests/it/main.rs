@@ -9,6 +9,7 @@ mod crash;
 mod fault_injection;
 mod invalid_inputs;
 mod process_lifecycle;
+mod progress_and_events;
 mod recovery;
 mod replay_launcher;
 mod run_results;

@@ -1,0 +1,539 @@
+//! What a run shows while it goes and tells its callers (docs/cli.md): progress lines on
+//! stderr, the live status line on a terminal, `run --json`, the event stream and `watch`, and
+//! a nested caller using `run --json --quiet`.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const PLAN: &str = "plan.md";
+
+/// The events of the plan's stream, parsed, in order, without output progress (whose count
+/// depends on timing).
+fn events(sandbox: &Sandbox) -> Vec<Value> {
+    fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+        .expect("event stream")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("one JSON object per line"))
+        .filter(|event| event["event"] != "output-progress")
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| event["event"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn schema() -> jsonschema::Validator {
+    let schema: Value = serde_json::from_str(
+        &fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/run-result.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    jsonschema::validator_for(&schema).expect("a valid schema")
+}
+
+/// Parses `run --json` output: exactly one object, valid against the published schema.
+#[track_caller]
+fn result_object(run: &Run) -> Value {
+    let value: Value = serde_json::from_str(run.stdout.trim_end())
+        .unwrap_or_else(|error| panic!("stdout is not one JSON object ({error}):\n{}", run.stdout));
+    let errors: Vec<String> = schema()
+        .iter_errors(&value)
+        .map(|error| error.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{value:#}\nviolates the schema: {errors:?}"
+    );
+    assert_eq!(value["exit_code"], run.code);
+    value
+}
+
+#[test]
+fn without_quiet_each_phase_has_a_banner_before_its_output_and_an_end_line() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    let run = sandbox.run_plan(PLAN, &agent, &[]);
+    run.assert_code(0);
+    let lines: Vec<&str> = run.raw_stderr.lines().collect();
+    let at = |line: &str| {
+        lines
+            .iter()
+            .position(|candidate| candidate.starts_with(line))
+            .unwrap_or_else(|| panic!("no line starting {line:?} in:\n{}", run.raw_stderr))
+    };
+    assert!(at("phase-1 (1/2) Step 1 · attempt 1") < at("diagnostics for phase-1"));
+    assert!(at("diagnostics for phase-1") < at("phase-1 complete in "));
+    assert!(at("phase-1 complete in ") < at("phase-2 (2/2) Step 2 · attempt 1"));
+    assert!(at("phase-2 (2/2) Step 2 · attempt 1") < at("diagnostics for phase-2"));
+    let end = lines[at("phase-2 complete in ")];
+    assert!(end.ends_with(" B output"), "{end}");
+    // After several attempts, a summary table.
+    assert!(at("phase-2 complete in ") < at("phase "));
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("phase-1  phase-complete"))
+    );
+    assert_eq!(
+        run.stdout.lines().last(),
+        Some("runner-complete: all phases complete")
+    );
+}
+
+#[test]
+fn quiet_without_a_terminal_prints_nothing_new() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    run.assert_code(0);
+    assert_eq!(run.raw_stderr, "");
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
+}
+
+#[test]
+fn quiet_on_a_terminal_shows_a_live_status_line_and_clears_it() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nfor i in 1 2 3 4 5 6; do echo \"working step $i\"; sleep 0.25; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    // `script` gives the handler a pseudo-terminal as stdin, stdout and stderr.
+    let command = format!(
+        "{} run --plan {PLAN} --agent-cmd {} --quiet",
+        BIN,
+        agent.display()
+    );
+    let output = Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{screen}");
+    assert!(
+        screen.contains("phase-1 (1/1) "),
+        "no status line:\n{screen:?}"
+    );
+    assert!(
+        screen.contains("working step"),
+        "no last output line:\n{screen:?}"
+    );
+    // The line is erased before the final report, which is then the last thing on screen.
+    let last_draw = screen.rfind("phase-1 (1/1) ").unwrap();
+    let report = screen
+        .rfind("runner-complete: all phases complete")
+        .unwrap();
+    let cleared = screen[last_draw..report].contains("\x1b[2K");
+    assert!(
+        cleared,
+        "status line not cleared:\n{:?}",
+        &screen[last_draw..]
+    );
+    sandbox.assert_no_survivors();
+}
+
+#[test]
+fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(3));
+    let agent = control_agent(&sandbox);
+
+    set_mode(&sandbox, "phase-2", "block");
+    let blocked = sandbox.run_plan(PLAN, &agent, &["--json"]);
+    blocked.assert_code(2);
+    let object = result_object(&blocked);
+    assert_eq!(object["result"], "blocked");
+    assert_eq!(object["status"], "blocked");
+    assert_eq!(object["phase"], json!({"id": "phase-2", "title": "Step 2"}));
+    assert_eq!(object["text"], "need an API key");
+    assert_eq!(object["phases_completed"], json!(["phase-1"]));
+    assert_eq!(object["next_phase"], "phase-2");
+    assert_eq!(object["attempts"], 2);
+    assert!(Path::new(object["outcome_path"].as_str().unwrap()).is_file());
+    assert!(Path::new(object["prompt_path"].as_str().unwrap()).is_file());
+    // Live agent output went to stderr: stdout is only the object.
+    assert!(
+        blocked.stderr.contains("working on phase-1"),
+        "{}",
+        blocked.stderr
+    );
+
+    let refused = sandbox.run_plan(PLAN, &agent, &["--json"]);
+    refused.assert_code(5);
+    let object = result_object(&refused);
+    assert_eq!(object["result"], "refused");
+    assert_eq!(object["error"], "error: phase phase-2 is stopped: blocked");
+
+    set_mode(&sandbox, "phase-2", "clarify");
+    let clarify = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
+    clarify.assert_code(3);
+    let object = result_object(&clarify);
+    assert_eq!(object["result"], "needs-clarification");
+    assert_eq!(object["text"], "which database?");
+
+    set_mode(&sandbox, "phase-2", "fail");
+    let failed = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped", "--quiet"]);
+    failed.assert_code(4);
+    let object = result_object(&failed);
+    assert_eq!(object["result"], "failed");
+    assert_eq!(object["status"], "agent-failed");
+    assert_eq!(
+        object["message"],
+        "agent-failed: agent command exited with code 7"
+    );
+    assert!(object["error"].is_null());
+
+    set_mode(&sandbox, "phase-2", "complete");
+    let complete = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
+    complete.assert_code(0);
+    let object = result_object(&complete);
+    assert_eq!(object["result"], "complete");
+    assert_eq!(object["phases_completed"], json!(["phase-2", "phase-3"]));
+    assert!(object["next_phase"].is_null());
+    assert!(object["message"].is_null());
+
+    let invalid = sandbox.run(&[
+        "run",
+        "--plan",
+        "missing.md",
+        "--agent-cmd",
+        "true",
+        "--json",
+    ]);
+    invalid.assert_code(5);
+    let object = result_object(&invalid);
+    assert_eq!(object["result"], "invalid-input");
+    assert!(
+        object["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("error: --plan missing.md")
+    );
+}
+
+#[test]
+fn run_json_reports_an_interruption() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || sandbox
+        .path("ctl/ready-phase-1")
+        .exists()));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let run = wait_for_exit(child, PATIENCE);
+    run.assert_code(130);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "interrupted");
+    assert_eq!(object["status"], "interrupted");
+    sandbox.assert_no_survivors();
+}
+
+#[test]
+fn the_event_stream_records_a_completed_attempt_in_order() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
+    let events = events(&sandbox);
+    assert_eq!(
+        kinds(&events),
+        [
+            "run-started",
+            "attempt-prepared",
+            "worker-spawned",
+            "group-stopped",
+            "outcome-committed",
+            "run-finished"
+        ]
+    );
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    let attempt_id = events[1]["attempt_id"].as_str().unwrap();
+    let millis = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$").unwrap();
+    for event in &events {
+        assert_eq!(event["run_id"], run_id, "{event}");
+        assert!(millis.is_match(event["at"].as_str().unwrap()), "{event}");
+    }
+    for event in &events[1..events.len() - 1] {
+        assert_eq!(event["attempt_id"], attempt_id, "{event}");
+    }
+    assert_eq!(
+        events[0]["pid"].as_u64().unwrap(),
+        events[0]["pid"].as_u64().unwrap()
+    );
+    assert_eq!(events[0]["phases"], 1);
+    assert_eq!(events[2]["pid"], events[2]["pgid"]);
+    let committed = &events[events.len() - 2];
+    assert_eq!(committed["status"], "phase-complete");
+    assert_eq!(committed["summary"], "done phase-1");
+    assert_eq!(events.last().unwrap()["exit_code"], 0);
+}
+
+#[test]
+fn the_event_stream_records_a_timeout_and_an_interruption() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    sandbox
+        .run_plan(PLAN, &agent, &["--quiet", "--timeout", "1"])
+        .assert_code(4);
+    let timed_out = events(&sandbox);
+    assert_eq!(
+        kinds(&timed_out),
+        [
+            "run-started",
+            "attempt-prepared",
+            "worker-spawned",
+            "stop-requested",
+            "group-stopped",
+            "outcome-committed",
+            "run-finished"
+        ]
+    );
+    assert_eq!(timed_out[3]["cause"], "timeout");
+    assert_eq!(
+        timed_out[3]["detail"],
+        "agent command timed out after 1 seconds"
+    );
+    assert_eq!(timed_out[5]["status"], "timeout");
+
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--quiet",
+        "--retry-stopped",
+    ]);
+    let launched = |count: usize| {
+        wait_until(PATIENCE, || {
+            fs::read_to_string(sandbox.path("ctl/launches"))
+                .is_ok_and(|text| text.lines().count() >= count)
+        })
+    };
+    assert!(launched(2));
+    assert!(wait_until(PATIENCE, || {
+        kinds(&events(&sandbox))
+            .iter()
+            .filter(|kind| *kind == "worker-spawned")
+            .count()
+            == 2
+    }));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    wait_for_exit(child, PATIENCE).assert_code(143);
+    let all = events(&sandbox);
+    let interrupted = &all[timed_out.len()..];
+    assert_eq!(
+        kinds(interrupted),
+        [
+            "run-started",
+            "attempt-prepared",
+            "worker-spawned",
+            "stop-requested",
+            "group-stopped",
+            "outcome-committed",
+            "run-finished"
+        ]
+    );
+    let stop = interrupted
+        .iter()
+        .find(|event| event["event"] == "stop-requested")
+        .unwrap();
+    assert_eq!(stop["cause"], "interrupted");
+    assert_eq!(interrupted.last().unwrap()["exit_code"], 143);
+    assert_ne!(interrupted[0]["run_id"], timed_out[0]["run_id"]);
+}
+
+#[test]
+fn the_event_stream_records_a_retried_attempt() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nif [ -f tried ]; then echo '<phase-complete>second time</phase-complete>'; else touch tried; echo 'forgot the block'; fi\n",
+    );
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"backoff_seconds": 0}}"#,
+    );
+    sandbox
+        .run_plan(PLAN, &agent, &["--quiet", "--retries", "1"])
+        .assert_code(0);
+    let events = events(&sandbox);
+    assert_eq!(
+        kinds(&events),
+        [
+            "run-started",
+            "attempt-prepared",
+            "worker-spawned",
+            "group-stopped",
+            "outcome-committed",
+            "retry-scheduled",
+            "retry-due",
+            "attempt-prepared",
+            "worker-spawned",
+            "group-stopped",
+            "outcome-committed",
+            "run-finished"
+        ]
+    );
+    let scheduled = &events[5];
+    assert_eq!(scheduled["schedule"]["after"], "missing-marker");
+    assert_eq!(scheduled["schedule"]["attempt"], 2);
+    assert_eq!(scheduled["schedule"]["reason"], "backoff");
+    assert_eq!(events[7]["attempt"], 2);
+    assert_eq!(events[7]["of"], 2);
+    assert_eq!(events[7]["phase_attempt"], 2);
+    assert_ne!(events[1]["attempt_id"], events[7]["attempt_id"]);
+}
+
+#[test]
+fn watch_follows_a_run_that_starts_after_it_and_exits_with_it() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nwhile [ ! -f GO ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let watch = sandbox.spawn(&["watch", "--plan", PLAN]);
+    let json_watch = sandbox.spawn(&["watch", "--plan", PLAN, "--json"]);
+    let run = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || sandbox
+        .state_dir(PLAN)
+        .join("events.jsonl")
+        .exists()));
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    watched.assert_code(0);
+    let lines: Vec<&str> = watched.stdout.lines().collect();
+    assert_eq!(lines[0], "waiting for a run of this plan to start");
+    assert!(lines[1].starts_with("run started: "), "{}", watched.stdout);
+    assert_has_line(&watched.stdout, "phase-1 (1/2) Step 1 · attempt 1");
+    assert_has_line(&watched.stdout, "phase-2 (2/2) Step 2 · attempt 1");
+    assert!(
+        watched
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("phase-2 complete in ")),
+        "{}",
+        watched.stdout
+    );
+    assert_eq!(lines.last(), Some(&"run finished: exit 0"));
+
+    let passed = wait_for_exit(json_watch, PATIENCE);
+    passed.assert_code(0);
+    let stream = fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl")).unwrap();
+    assert_eq!(
+        passed.stdout, stream,
+        "--json passes the run's events through"
+    );
+}
+
+#[test]
+fn watch_picks_up_a_run_in_progress() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\ntouch STARTED\nwhile [ ! -f GO ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let run = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || {
+        sandbox.path("STARTED").exists()
+            && fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+                .is_ok_and(|stream| stream.contains("\"worker-spawned\""))
+    }));
+    let watch = sandbox.spawn(&["watch", "--plan", PLAN]);
+    // The watcher has caught up once it printed the run's start.
+    std::thread::sleep(std::time::Duration::from_millis(0));
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    watched.assert_code(0);
+    assert!(
+        watched.stdout.starts_with("run started: "),
+        "{}",
+        watched.stdout
+    );
+    assert_has_line(&watched.stdout, "phase-1 (1/1) Step 1 · attempt 1");
+    assert_eq!(watched.stdout.lines().last(), Some("run finished: exit 0"));
+}
+
+/// A nested caller: the outer phase's agent runs an inner plan with `run --json --quiet` and
+/// reports what the inner run said.
+#[test]
+fn a_nested_caller_reads_the_inner_result_object() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    sandbox.write("inner/AGENTS.md", "# inner workspace\n");
+    sandbox.write("inner/plan.md", plan_with_phases(1));
+    let inner_agent = sandbox.script(
+        "inner-agent",
+        "cat >/dev/null\necho 'inner chatter'\necho '<phase-complete>inner work done</phase-complete>'\n",
+    );
+    let outer_agent = sandbox.script(
+        "outer-agent",
+        &format!(
+            r#"cat >/dev/null
+result=$("{BIN}" run --plan "{inner}/plan.md" --agent-cmd "{agent}" --json --quiet)
+code=$?
+text=$(printf '%s' "$result" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["result"], r["exit_code"], r["text"])')
+echo "<phase-complete>inner run: $text (exit $code)</phase-complete>"
+"#,
+            inner = sandbox.path("inner").display(),
+            agent = inner_agent.display()
+        ),
+    );
+    let run = sandbox.run_plan(PLAN, &outer_agent, &["--quiet"]);
+    run.assert_code(0);
+    let state = sandbox.state(PLAN);
+    assert_eq!(
+        state["last_run"]["summary"],
+        "inner run: complete 0 inner work done (exit 0)"
+    );
+    sandbox.assert_no_survivors();
+}
