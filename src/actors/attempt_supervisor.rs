@@ -1115,7 +1115,31 @@ impl RetryInputs {
             settings.templates.len(),
             now,
         );
-        tracing::info!(status = %self.status, step = ?step, "retry policy decided");
+        match &step {
+            NextStep::RetryAfter {
+                not_before,
+                attempt,
+                of,
+                template_index,
+                reason,
+                ..
+            } => tracing::info!(
+                status = %self.status,
+                next = "retry",
+                not_before = %not_before,
+                attempt,
+                of,
+                template_index,
+                reason = reason.as_str(),
+                "retry policy decided"
+            ),
+            NextStep::Stop(reason) => tracing::info!(
+                status = %self.status,
+                next = "stop",
+                reason = reason.describe(),
+                "retry policy decided"
+            ),
+        }
         let due = match &step {
             NextStep::RetryAfter { not_before, .. } => *not_before,
             NextStep::Stop(_) => return None,

@@ -72,7 +72,13 @@ impl Actor for MarkerParser {
                     (Some(stdout), Some(stderr)) => combine(stdout.finish(), stderr.finish()),
                     _ => MarkerVerdict::Invalid("result framing was already finished".to_owned()),
                 };
-                tracing::info!(?verdict, "marker verdict");
+                let (kind, detail) = match &verdict {
+                    MarkerVerdict::Result(block) => (block.kind.tag(), ""),
+                    MarkerVerdict::Missing(detail) => ("missing", detail.as_str()),
+                    MarkerVerdict::Invalid(detail) => ("invalid", detail.as_str()),
+                    MarkerVerdict::Multiple(detail) => ("multiple", detail.as_str()),
+                };
+                tracing::info!(verdict = kind, detail, "marker verdict");
                 let _ = reply.send(verdict);
             }
         }

@@ -316,7 +316,7 @@ impl RunState {
         ) {
             Ok(admission) => admission,
             Err(refusal) => {
-                tracing::info!(?refusal, "run refused");
+                tracing::info!(%refusal, "run refused");
                 let end = self.refused(refusal, &loaded).await;
                 return self.finish(myself, end, ExitCode::InvalidInput).await;
             }
@@ -354,7 +354,23 @@ impl RunState {
                 return self.finish(myself, end, ExitCode::AgentFailed).await;
             }
         }
-        tracing::info!(first = ?admission.first, accept = admission.accept.is_some(), "run admitted");
+        let (first, first_phase) = match &admission.first {
+            FirstSelection::RetryAbandoned(attempt) => {
+                ("retry-abandoned", Some(attempt.phase.id.as_str()))
+            }
+            FirstSelection::RetryStopped { phase_id } => ("retry-stopped", Some(phase_id.as_str())),
+            FirstSelection::ResumeSchedule(schedule) => {
+                ("resume-schedule", Some(schedule.phase_id.as_str()))
+            }
+            FirstSelection::Next { phase_id } => ("next", Some(phase_id.as_str())),
+            FirstSelection::AllComplete => ("all-complete", None),
+        };
+        tracing::info!(
+            first,
+            phase_id = first_phase,
+            accept = admission.accept.is_some(),
+            "run admitted"
+        );
         self.accept = admission.accept;
         if let FirstSelection::ResumeSchedule(schedule) = admission.first {
             // The stopped attempt this schedule follows is the retry's first "earlier attempt".

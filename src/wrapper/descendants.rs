@@ -124,7 +124,8 @@ impl Reaper {
                 return stopped;
             }
             if Instant::now() >= give_up_at {
-                tracing::warn!(?stopped, "leftover descendants survived SIGKILL");
+                let pids: Vec<u32> = stopped.iter().map(|leftover| leftover.pid).collect();
+                tracing::warn!(pids = ?pids, "leftover descendants survived SIGKILL");
                 return stopped;
             }
             tokio::time::sleep(SWEEP_POLL).await;

@@ -537,3 +537,72 @@ echo "<phase-complete>inner run: $text (exit $code)</phase-complete>"
     );
     sandbox.assert_no_survivors();
 }
+
+/// The JSON log is structured: causes and verdicts are words, and every event inside a run
+/// carries the run id (and inside an attempt, the attempt id) in its spans.
+#[test]
+fn the_json_log_has_structured_fields_and_the_run_and_attempt_ids() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let log = sandbox.path("handler.log");
+    let run = sandbox.run_plan(
+        PLAN,
+        &agent,
+        &[
+            "--quiet",
+            "--timeout",
+            "1",
+            "--log-level",
+            "info",
+            "--log-format",
+            "json",
+            "--log-file",
+            log.to_str().unwrap(),
+        ],
+    );
+    run.assert_code(4);
+    let lines: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let stopping = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "stopping the attempt")
+        .expect("a stopping event");
+    assert_eq!(stopping["fields"]["cause"], "timeout");
+    assert_eq!(
+        stopping["fields"]["detail"],
+        "agent command timed out after 1 seconds"
+    );
+    let verdict = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "marker verdict")
+        .expect("a verdict event");
+    assert_eq!(verdict["fields"]["verdict"], "missing");
+    let run_id = events(&sandbox)[0]["run_id"].as_str().unwrap().to_owned();
+    let attempt_id = events(&sandbox)[1]["attempt_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let span = |name: &str| {
+        stopping["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|span| span["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} span in {stopping}"))
+            .clone()
+    };
+    assert_eq!(span("run")["run_id"], run_id.as_str());
+    assert_eq!(span("attempt")["attempt_id"], attempt_id.as_str());
+    for line in &lines {
+        let text = line.to_string();
+        assert!(
+            !text.contains("Timeout {") && !text.contains("Some("),
+            "a Debug-formatted value in the log: {text}"
+        );
+    }
+}
