@@ -8,6 +8,7 @@ mod logging;
 mod progress;
 mod run;
 mod status;
+mod units;
 
 use clap::Parser;
 use clap::error::ErrorKind;

@@ -104,6 +104,8 @@ impl State {
             phase_id: phase.id.clone(),
             status: outcome.status,
             path: outcome_path.to_owned(),
+            duration_ms: outcome.duration_ms,
+            output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),
