@@ -11,6 +11,7 @@ use crate::domain::stop_regex::StopPatternError;
 use crate::domain::template::TemplateError;
 use crate::platform::locate::{LocateError, WorkspaceProblem, os_message};
 use crate::platform::locks::LockError;
+use crate::platform::program::ProgramProblem;
 
 /// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,14 @@ pub enum InputError {
     Template {
         origin: String,
         error: TemplateError,
+    },
+    /// The agent program would not be found or could not run: refused before anything is
+    /// written instead of becoming a `launch-failed` attempt. `origin` is `--agent-cmd`,
+    /// `<config>: agent_cmd` or `<config>: rate_limit.fallback_agent_cmds[i]`.
+    #[error("{origin}: {problem}")]
+    AgentProgram {
+        origin: String,
+        problem: ProgramProblem,
     },
     /// `origin` is `--stop-on-regex` or `<config>: stop_on_regex[i]`.
     #[error("{origin}: {error}")]
