@@ -36,6 +36,24 @@ pub enum Command {
     Check(CheckArgs),
     /// Create .ai-session-handler/config.json and .ai-session-handler/plans/ here.
     Init,
+    /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) to stdout: the main page, or one command's.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command whose page to print instead (run, status, check, init, completions, man).
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,8 +3,10 @@
 
 mod args;
 mod check;
+mod completions;
 mod init;
 mod logging;
+mod man;
 mod progress;
 mod run;
 mod status;
@@ -49,6 +51,8 @@ pub fn main() -> i32 {
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Completions(args)) => completions::run(&args),
+        Some(Command::Man(args)) => man::run(&args),
     };
     exit.code()
 }
