@@ -112,8 +112,14 @@ pub struct CheckArgs {
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Print one JSON object instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prompt")]
     pub json: bool,
+    /// Print the prompt the next attempt would receive instead of the table (launch-time values as <placeholders>).
+    #[arg(long)]
+    pub prompt: bool,
+    /// With --prompt: the prompt this phase would receive if it ran next.
+    #[arg(long, value_name = "ID", requires = "prompt")]
+    pub phase: Option<String>,
 }
 
 #[derive(Debug, Args)]

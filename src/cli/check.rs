@@ -55,6 +55,9 @@ pub struct PhaseRow {
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
+    if args.prompt {
+        return super::prompt_preview::run(args);
+    }
     let report = build(args);
     if args.json {
         match serde_json::to_string_pretty(&report) {

@@ -8,6 +8,7 @@ mod init;
 mod logging;
 mod man;
 mod progress;
+mod prompt_preview;
 mod run;
 mod status;
 mod units;

@@ -58,6 +58,15 @@ pub enum InputError {
     },
     #[error("phase {0} does not exist in plan")]
     PhaseMissing(String),
+    /// `check --prompt --phase ID` names no phase of the plan.
+    #[error("--phase {phase_id}: the plan has no such phase; its phases: {}", .known.join(", "))]
+    UnknownPhase {
+        phase_id: String,
+        known: Vec<String>,
+    },
+    /// `check --prompt --phase ID` names a completed phase, which no attempt runs again.
+    #[error("--phase {0}: the phase is complete; no attempt would run it")]
+    PhaseComplete(String),
     /// A stopped phase's workspace cannot be shown: the phase left the plan.
     #[error("phase {0} is not in the plan")]
     PhaseNotInPlan(String),
