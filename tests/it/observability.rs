@@ -444,6 +444,66 @@ fn check_prompt_previews_the_retry_of_an_abandoned_attempt() {
 }
 
 #[test]
+fn check_prompt_previews_the_attempt_a_resumed_retry_schedule_runs() {
+    let (sandbox, agent) = three_phases();
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"max_attempts": 2, "backoff_seconds": 30}}"#,
+    );
+    set_mode(&sandbox, "phase-1", "fail");
+    let stderr = fs::File::create(sandbox.path("stderr.txt")).unwrap();
+    let handler = sandbox
+        .command()
+        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd"])
+        .arg(&agent)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn handler");
+    let waiting = wait_until(PATIENCE, || {
+        fs::read_to_string(sandbox.path("stderr.txt")).is_ok_and(|text| {
+            text.contains("retrying phase-1 (attempt 2 of 2) after agent-failed in 30 s\n")
+        })
+    });
+    assert!(waiting, "the handler never said it waits");
+    nix::sys::signal::kill(Pid::from_raw(handler.id() as i32), Signal::SIGINT).unwrap();
+    wait_for_exit(handler, PATIENCE).assert_code(130);
+    // The wait shortened, as the clock would after 30 s (the unattended tests do the same).
+    let mut state = sandbox.state(PLAN);
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(1);
+    state["retry_schedule"]["not_before"] = soon.format("%Y-%m-%dT%H:%M:%SZ").to_string().into();
+    fs::write(
+        sandbox.state_path(PLAN),
+        serde_json::to_string_pretty(&state).unwrap(),
+    )
+    .unwrap();
+
+    set_mode(&sandbox, "phase-1", "complete");
+    // A plain run resumes the schedule: no recovery flag, and the prompt has its RETRY
+    // section naming the failed attempt.
+    let preview = preview_then_run(&sandbox, &agent, &["--max-phases", "1", "--quiet"], 0);
+    assert!(
+        preview.stdout.contains("this is attempt 2 of 2.\n"),
+        "{}",
+        preview.stdout
+    );
+    let failed = state["last_run"]["run_id"].as_str().unwrap();
+    assert!(
+        preview
+            .stdout
+            .contains(&format!("  - attempt_id: {failed}\n"))
+    );
+    assert!(
+        preview.stderr.starts_with(
+            "note: run resumes the retry scheduled for phase-1: attempt 2, not before "
+        ),
+        "{}",
+        preview.stderr
+    );
+    assert!(!preview.stderr.contains("--retry-stopped"));
+}
+
+#[test]
 fn check_prompt_for_a_named_phase_and_its_refusals() {
     let (sandbox, agent) = three_phases();
     let agent_cmd = agent.to_str().unwrap();
