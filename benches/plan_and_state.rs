@@ -1,6 +1,7 @@
 //! Start-of-command costs that grow with the user's data (docs/benchmarks.md): parsing a 5 MB plan of
 //! 200 phases, and reading, validating and writing a `state.json` holding 1,000 committed
-//! outcomes — what `status`, `check` and every `run` commit pay.
+//! outcomes — what `status`, `check` and every `run` commit pay — and the per-phase table
+//! `status` tallies from that state.
 //!
 //! Baselines, measured in the same run: one UTF-8 check plus a newline count over the plan
 //! (the least a line-based parser must do), and `serde_json`'s untyped parse of the state
@@ -13,11 +14,13 @@ use std::time::Duration;
 
 use ai_session_handler::domain::plan::parse_plan;
 use ai_session_handler::domain::state::State;
+use ai_session_handler::domain::tally::tally;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const PLAN_PHASES: usize = 200;
 const PLAN_LEN: usize = 5_000_000;
 const STATE_OUTCOMES: usize = 1_000;
+const STATE_PHASES: usize = 200;
 
 fn plan_parser(c: &mut Criterion) {
     let plan = common::plan(PLAN_PHASES, PLAN_LEN);
@@ -39,7 +42,7 @@ fn plan_parser(c: &mut Criterion) {
 }
 
 fn state_json(c: &mut Criterion) {
-    let (state, layout) = common::state(200, STATE_OUTCOMES);
+    let (state, layout) = common::state(STATE_PHASES, STATE_OUTCOMES);
     state.validate(&layout).expect("generated state is valid");
     let bytes = state.to_json().into_bytes();
     assert_eq!(
@@ -60,6 +63,27 @@ fn state_json(c: &mut Criterion) {
             black_box(&state).validate(&layout).expect("valid");
             state.to_json()
         })
+    });
+    // What `status` does with the state besides printing: read it, then tally the phase table
+    // and the run totals against the plan's 200 phases.
+    let names: Vec<(String, String)> = (1..=STATE_PHASES)
+        .map(|n| (format!("phase-{n}"), format!("Step {n}")))
+        .collect();
+    let plan_phases: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(id, title)| (id.as_str(), title.as_str()))
+        .collect();
+    let table = tally(&state, Some(&plan_phases));
+    assert_eq!(table.totals.attempts, STATE_OUTCOMES as u64);
+    assert_eq!(table.totals.attempts_without_figures, 0);
+    group.bench_function("status_table/1000_outcomes", |b| {
+        b.iter(|| {
+            let read = State::from_json(black_box(&bytes), &layout).expect("valid");
+            tally(&read, Some(&plan_phases))
+        })
+    });
+    group.bench_function("tally_only/1000_outcomes", |b| {
+        b.iter(|| tally(black_box(&state), Some(&plan_phases)))
     });
     group.finish();
 }

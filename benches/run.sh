@@ -16,7 +16,9 @@
 # transcripts and tee files, default tmpfs: deleting GiB-sized files on a disk mounted with
 # `discard` disturbs the next run; both sides of every ratio write to the same place),
 # BENCH_STREAM_MIB (the large output, default 1024),
-# BENCH_FALLBACK_MIBS (output sizes for the Unicode-\b fallback runs, default "64 256").
+# BENCH_FALLBACK_MIBS (output sizes for the Unicode-\b fallback runs, default "64 256"),
+# BENCH_ONLY=status (measure only section 5, status and check at 1,000 committed outcomes:
+# seconds instead of minutes, for a change to status or the state schema).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +29,8 @@ TMPFS_DIR=/dev/shm/ai-session-handler-bench-$$
 STREAM_MIB=${BENCH_STREAM_MIB:-1024}
 FALLBACK_MIBS=${BENCH_FALLBACK_MIBS:-64 256}
 PHASES=50
+ONLY=${BENCH_ONLY:-}
+[[ -z $ONLY || $ONLY == status ]] || { printf 'BENCH_ONLY must be empty or "status"\n' >&2 && exit 2; }
 RESULTS=$ROOT/benches/results
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 RAW=$RESULTS/$STAMP.txt
@@ -161,8 +165,86 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
 met() { awk "BEGIN { exit !($1) }" && echo "met" || echo "**not met**"; }
 
+# --- status and check with 1,000 committed outcomes (section 5) -----------------------------
+
+# make_state DIR: 200 phases; phases 1-100 each took 9 failed attempts and one that completed
+# (1,000 committed outcomes, each with its outcome, prompt and transcript files, and with the
+# duration and output size the phase table tallies); phases 101-200 are pending. Written
+# directly in the schema of src/domain/state/.
+make_state() {
+    local ws=$1/ws
+    make_plan "$ws" 200 10
+    local plan_path sha key dir ws_path
+    ws_path=$(realpath "$ws")
+    plan_path=$ws_path/plan.md
+    sha=$(sha256sum <"$ws/plan.md" | cut -d' ' -f1)
+    key=$(printf '%s' plan.md | sha256sum | cut -d' ' -f1)
+    dir=$ws_path/.ai-session-handler/plans/$key
+    mkdir -p "$dir/outcomes" "$dir/prompts" "$dir/transcripts"
+    local at=2026-07-05T12:00:00Z phase attempt id status code outcomes=() completed=() last
+    for ((phase = 1; phase <= 100; phase++)); do
+        completed+=("\"phase-$phase\"")
+        for ((attempt = 0; attempt < 10; attempt++)); do
+            printf -v id '20260705T120000Z-phase-%d-00000000-0000-4000-8000-%012d' "$phase" "$attempt"
+            if ((attempt == 9)); then status=phase-complete code=0; else status=agent-failed code=4; fi
+            # Every entry carries the figures a current runner commits (duration_ms, total
+            # output_bytes), so status tallies them all.
+            outcomes+=("{\"attempt_id\": \"$id\", \"phase_id\": \"phase-$phase\", \"status\": \"$status\", \"path\": \"$dir/outcomes/$id.json\", \"duration_ms\": $((90000 + attempt)), \"output_bytes\": $((250000 + attempt))}")
+            printf '{"attempt_id": "%s", "plan": {"path": "%s", "sha256": "%s"}, "phase": {"id": "phase-%d", "title": "Step %d"}, "status": "%s", "summary": "generated", "started_at": "%s", "finished_at": "%s", "execution_workspace": "%s", "artifacts": {"prompt_path": "%s", "transcript_path": "%s"}, "exit_code": %d, "signal": null, "duration_ms": %d, "output_bytes": {"stdout": %d, "stderr": 0}, "phase_attempt": %d, "agent_cmd": "true"}\n' \
+                "$id" "$plan_path" "$sha" "$phase" "$phase" "$status" "$at" "$at" "$ws_path" \
+                "$dir/prompts/$id.txt" "$dir/transcripts/$id.txt" "$code" \
+                $((90000 + attempt)) $((250000 + attempt)) $((attempt + 1)) >"$dir/outcomes/$id.json"
+            printf 'prompt\n' >"$dir/prompts/$id.txt"
+            printf 'transcript\n' >"$dir/transcripts/$id.txt"
+            last=$id
+        done
+    done
+    local IFS=,
+    printf '{"plan": {"path": "%s", "sha256": "%s", "accepted_at": "%s"}, "completed_phase_ids": [%s], "committed_outcomes": [%s], "current_phase": null, "active_attempt": null, "stop": null, "last_run": {"run_id": "%s", "phase_id": "phase-100", "status": "phase-complete", "started_at": "%s", "finished_at": "%s", "exit_code": 0, "execution_workspace": "%s", "prompt_path": "%s", "transcript_path": "%s", "outcome_path": "%s", "summary": "generated"}}\n' \
+        "$plan_path" "$sha" "$at" "${completed[*]}" "${outcomes[*]}" "$last" "$at" "$at" "$ws_path" \
+        "$dir/prompts/$last.txt" "$dir/transcripts/$last.txt" "$dir/outcomes/$last.json" >"$dir/state.json"
+    STATE_FILE=$dir/state.json
+}
+
+# status_section → STATUS_TIMES: cat state.json, status, status --json, check (ms).
+status_section() {
+    log "status and check with 1,000 committed outcomes"
+    make_state "$DISK_DIR/status"
+    SPLAN=$DISK_DIR/status/ws/plan.md
+    local report
+    report=$("$BIN" status --plan "$SPLAN")
+    grep -q '^next phase: phase-101 ' <<<"$report" && grep -q '^totals: 100/200 phases done · 1000 attempts · ' <<<"$report" &&
+        ! grep -q 'without duration' <<<"$report" || { log "generated state is not read as expected" && exit 1; }
+    "$BIN" check --plan "$SPLAN" --agent-cmd true >/dev/null || { log "check refused the generated state" && exit 1; }
+    mapfile -t STATUS_TIMES < <(time_commands none true 30 \
+        "cat $STATE_FILE" \
+        "$BIN status --plan $SPLAN" \
+        "$BIN status --plan $SPLAN --json" \
+        "$BIN check --plan $SPLAN --agent-cmd true")
+    raw "status_check baseline_cat_ms ${STATUS_TIMES[0]} status_ms ${STATUS_TIMES[1]} status_json_ms ${STATUS_TIMES[2]} check_ms ${STATUS_TIMES[3]} state_bytes $(wc -c <"$STATE_FILE")"
+}
+
+status_rows() {
+    row "status, 1,000 outcomes / 200 phases" "${STATUS_TIMES[1]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[1]} - ${STATUS_TIMES[0]}") ms" "≤ 20 ms" "$(met "${STATUS_TIMES[1]} <= 20")"
+    row "status --json, same state" "${STATUS_TIMES[2]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[2]} - ${STATUS_TIMES[0]}") ms" "≤ 20 ms" "$(met "${STATUS_TIMES[2]} <= 20")"
+    row "check, same state (informational)" "${STATUS_TIMES[3]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[3]} - ${STATUS_TIMES[0]}") ms" "—" "n/a"
+}
+
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 raw "started $STAMP load $LOAD_START binary $BIN hyperfine $HAVE_HYPERFINE reps $REPS"
+
+if [[ $ONLY == status ]]; then
+    # Section 5 alone; latest.md keeps the last full run's table.
+    status_section
+    status_rows
+    raw "finished load $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '# benches/run.sh BENCH_ONLY=status, %s (load average %s at start)\n\n' "$STAMP" "$LOAD_START"
+    printf '| measurement | measured | baseline (same run) | ratio / overhead | target | verdict |\n'
+    printf '|---|---|---|---|---|---|\n'
+    printf '%s\n' "${ROWS[@]}"
+    printf '\nRaw samples: benches/results/%s.txt\n' "$STAMP"
+    exit 0
+fi
 
 # --- 1. durable replacement latency ----------------------------------------------------------
 
@@ -326,51 +408,7 @@ done
 
 # --- 5. status and check with 1,000 committed outcomes ---------------------------------------
 
-# make_state DIR: 200 phases; phases 1-100 each took 9 failed attempts and one that completed
-# (1,000 committed outcomes, each with its outcome, prompt and transcript files); phases
-# 101-200 are pending. Written directly in the schema of src/domain/state.rs.
-make_state() {
-    local ws=$1/ws
-    make_plan "$ws" 200 10
-    local plan_path sha key dir ws_path
-    ws_path=$(realpath "$ws")
-    plan_path=$ws_path/plan.md
-    sha=$(sha256sum <"$ws/plan.md" | cut -d' ' -f1)
-    key=$(printf '%s' plan.md | sha256sum | cut -d' ' -f1)
-    dir=$ws_path/.ai-session-handler/plans/$key
-    mkdir -p "$dir/outcomes" "$dir/prompts" "$dir/transcripts"
-    local at=2026-07-05T12:00:00Z phase attempt id status code outcomes=() completed=() last
-    for ((phase = 1; phase <= 100; phase++)); do
-        completed+=("\"phase-$phase\"")
-        for ((attempt = 0; attempt < 10; attempt++)); do
-            printf -v id '20260705T120000Z-phase-%d-00000000-0000-4000-8000-%012d' "$phase" "$attempt"
-            if ((attempt == 9)); then status=phase-complete code=0; else status=agent-failed code=4; fi
-            outcomes+=("{\"attempt_id\": \"$id\", \"phase_id\": \"phase-$phase\", \"status\": \"$status\", \"path\": \"$dir/outcomes/$id.json\"}")
-            printf '{"attempt_id": "%s", "plan": {"path": "%s", "sha256": "%s"}, "phase": {"id": "phase-%d", "title": "Step %d"}, "status": "%s", "summary": "generated", "started_at": "%s", "finished_at": "%s", "execution_workspace": "%s", "artifacts": {"prompt_path": "%s", "transcript_path": "%s"}, "exit_code": %d, "signal": null}\n' \
-                "$id" "$plan_path" "$sha" "$phase" "$phase" "$status" "$at" "$at" "$ws_path" \
-                "$dir/prompts/$id.txt" "$dir/transcripts/$id.txt" "$code" >"$dir/outcomes/$id.json"
-            printf 'prompt\n' >"$dir/prompts/$id.txt"
-            printf 'transcript\n' >"$dir/transcripts/$id.txt"
-            last=$id
-        done
-    done
-    local IFS=,
-    printf '{"plan": {"path": "%s", "sha256": "%s", "accepted_at": "%s"}, "completed_phase_ids": [%s], "committed_outcomes": [%s], "current_phase": null, "active_attempt": null, "stop": null, "last_run": {"run_id": "%s", "phase_id": "phase-100", "status": "phase-complete", "started_at": "%s", "finished_at": "%s", "exit_code": 0, "execution_workspace": "%s", "prompt_path": "%s", "transcript_path": "%s", "outcome_path": "%s", "summary": "generated"}}\n' \
-        "$plan_path" "$sha" "$at" "${completed[*]}" "${outcomes[*]}" "$last" "$at" "$at" "$ws_path" \
-        "$dir/prompts/$last.txt" "$dir/transcripts/$last.txt" "$dir/outcomes/$last.json" >"$dir/state.json"
-    STATE_FILE=$dir/state.json
-}
-log "status and check with 1,000 committed outcomes"
-make_state "$DISK_DIR/status"
-SPLAN=$DISK_DIR/status/ws/plan.md
-"$BIN" status --plan "$SPLAN" | grep -q 'phase-101' || { log "generated state is not read as expected" && exit 1; }
-"$BIN" check --plan "$SPLAN" --agent-cmd true >/dev/null || { log "check refused the generated state" && exit 1; }
-mapfile -t STATUS_TIMES < <(time_commands none true 30 \
-    "cat $STATE_FILE" \
-    "$BIN status --plan $SPLAN" \
-    "$BIN status --plan $SPLAN --json" \
-    "$BIN check --plan $SPLAN --agent-cmd true")
-raw "status_check baseline_cat_ms ${STATUS_TIMES[0]} status_ms ${STATUS_TIMES[1]} status_json_ms ${STATUS_TIMES[2]} check_ms ${STATUS_TIMES[3]} state_bytes $(wc -c <"$STATE_FILE")"
+status_section
 
 # --- report ----------------------------------------------------------------------------------
 
@@ -423,9 +461,7 @@ for worker in honours ignores; do
         "coreutils timeout wall − timeout: ${KILL_BASE[$worker]} ms" \
         "+$(calc "${KILL_WALL[$worker]} - ${KILL_BASE[$worker]}") ms wall" "≤ $limit ms" "$(met "${KILL_DEADLINE[$worker]} <= $limit")"
 done
-row "status, 1,000 outcomes / 200 phases" "${STATUS_TIMES[1]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[1]} - ${STATUS_TIMES[0]}") ms" "≤ 20 ms" "$(met "${STATUS_TIMES[1]} <= 20")"
-row "status --json, same state" "${STATUS_TIMES[2]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[2]} - ${STATUS_TIMES[0]}") ms" "≤ 20 ms" "$(met "${STATUS_TIMES[2]} <= 20")"
-row "check, same state (informational)" "${STATUS_TIMES[3]} ms" "cat state.json: ${STATUS_TIMES[0]} ms" "+$(calc "${STATUS_TIMES[3]} - ${STATUS_TIMES[0]}") ms" "—" "n/a"
+status_rows
 
 {
     printf '# benches/run.sh results, %s\n\n' "$STAMP"

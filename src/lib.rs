@@ -7,8 +7,8 @@
 //!   framing, stop-regex scanning, the state and outcome schemas and their transitions, the
 //!   attempt and run lifecycles, prompt rendering, process identity comparison.
 //! - `actors`: the ractor supervision tree that executes `run` (docs/architecture.md).
-//! - [`cli`]: argument parsing and the `run`, `status`, `check` and `init` commands, with
-//!   `report` holding every line a command prints.
+//! - [`cli`]: argument parsing and the `run`, `status`, `check`, `init`, `completions` and
+//!   `man` commands, with `report` holding every line a command prints.
 //! - `invocation`: loading and validating a command's inputs, shared by the commands.
 //! - `platform`: the only code that touches the operating system — durable file writes,
 //!   `/proc` reads, directory locks, workspace discovery, spawning, signalling.
@@ -22,5 +22,6 @@ pub mod domain;
 pub(crate) mod invocation;
 pub(crate) mod platform;
 pub(crate) mod report;
+pub(crate) mod units;
 pub(crate) mod usage;
 pub mod wrapper;

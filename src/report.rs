@@ -21,6 +21,7 @@ use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 use crate::invocation::InputError;
 use crate::platform::file_tail;
+use crate::units;
 
 /// How many transcript lines a failure report shows.
 pub const TAIL_LINES: usize = 40;
@@ -283,8 +284,8 @@ pub fn phase_ended(phase_id: &str, status: AttemptStatus, duration_ms: u64, byte
     };
     format!(
         "{phase_id} {ended} in {} · {} output",
-        human_duration(duration_ms),
-        human_bytes(bytes)
+        units::duration(duration_ms),
+        units::bytes(bytes)
     )
 }
 
@@ -305,8 +306,8 @@ pub fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
             "{:<width$}  {:<20}  {:>9}  {:>10}",
             row.phase_id,
             row.status.as_str(),
-            human_duration(row.duration_ms),
-            human_bytes(row.output_bytes)
+            units::duration(row.duration_ms),
+            units::bytes(row.output_bytes)
         ));
     }
     lines
@@ -323,41 +324,14 @@ pub fn status_line(
 ) -> String {
     let mut line = format!(
         "{phase_id} ({index}/{phases}) {} · {}",
-        human_duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
-        human_bytes(bytes)
+        units::duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
+        units::bytes(bytes)
     );
     if let Some(last) = last_line {
         line.push_str(" · ");
         line.push_str(&printable(last.trim()));
     }
     line
-}
-
-/// `0.4s`, `12.0s`, `3m12s`, `1h02m`.
-pub fn human_duration(ms: u64) -> String {
-    let seconds = ms / 1000;
-    if seconds < 60 {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    } else if seconds < 3600 {
-        format!("{}m{:02}s", seconds / 60, seconds % 60)
-    } else {
-        format!("{}h{:02}m", seconds / 3600, (seconds % 3600) / 60)
-    }
-}
-
-/// `340 B`, `12.3 KiB`, `1.2 MiB`, `2.0 GiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.

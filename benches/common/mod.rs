@@ -201,6 +201,9 @@ pub fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
             phase_id: phase_id.clone(),
             status,
             path: layout.outcome_path(&attempt_id),
+            // Every entry a current runner commits carries both.
+            duration_ms: Some(90_000 + index as u64),
+            output_bytes: Some(250_000 + index as u64),
         });
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),

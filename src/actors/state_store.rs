@@ -182,13 +182,7 @@ impl StoreState {
             .await
             .map_err(StoreError::Directories)?;
         self.replace("state-prepare", |next| {
-            if let Some(finished_at) = resolve_abandoned_at {
-                next.resolve_abandoned(finished_at)?;
-            }
-            if let Some(record) = accept {
-                next.plan = Some(record);
-            }
-            next.prepare(attempt)
+            next.apply_preparation(attempt, accept, resolve_abandoned_at)
         })
         .await
     }

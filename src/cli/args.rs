@@ -38,6 +38,24 @@ pub enum Command {
     Init,
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
+    /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) to stdout: the main page, or one command's.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command whose page to print instead (run, status, check, watch, init, completions, man).
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -99,8 +117,14 @@ pub struct CheckArgs {
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Print one JSON object instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prompt")]
     pub json: bool,
+    /// Print the prompt the next attempt would receive instead of the table (launch-time values as <placeholders>).
+    #[arg(long)]
+    pub prompt: bool,
+    /// With --prompt: the prompt this phase would receive if it ran next.
+    #[arg(long, value_name = "ID", requires = "prompt")]
+    pub phase: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -12,10 +12,12 @@ use super::args::CheckArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal, admit};
 use crate::domain::state::State;
+use crate::domain::tally::PhaseStanding;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    PlanSnapshot, RunOverrides, abandoned_retry_allowed, effective_settings,
-    execution_workspace_of, locate, read_config, read_plan_snapshot, read_state,
+    PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
+    effective_settings, execution_workspace_of, locate, read_config, read_plan_snapshot,
+    read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -53,6 +55,9 @@ pub struct PhaseRow {
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
+    if args.prompt {
+        return super::prompt_preview::run(args);
+    }
     let report = build(args);
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -91,6 +96,7 @@ fn build(args: &CheckArgs) -> CheckReport {
     report.plan_workspace = Some(location.workspace.clone());
     report.state_path = Some(location.layout.state_path());
     let mut policy = None;
+    let mut run_settings = None;
     match read_config(&location) {
         Ok(config) => {
             let overrides = RunOverrides {
@@ -112,6 +118,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                         settings.rate_limit.clone(),
                         settings.templates.len(),
                     ));
+                    run_settings = Some(settings);
                 }
                 Err(error) => {
                     // Show the template that was rejected, not nothing.
@@ -158,6 +165,11 @@ fn build(args: &CheckArgs) -> CheckReport {
             execution_workspace,
             status: phase_status(state_ref, &phase.id),
         });
+    }
+    if let Some(settings) = &run_settings {
+        for problem in agent_program_problems(&location, &snapshot, settings) {
+            report.errors.push(problem.to_string());
+        }
     }
     if let Some(state) = &state {
         report.plan_status = Some(match &state.plan {
@@ -247,23 +259,12 @@ fn recovery_problem(
     }
 }
 
+/// `check`'s word for a phase's standing: an active attempt is "unresolved" here, because
+/// `check` runs when no handler should, so such an attempt is one `run` must resolve first.
 fn phase_status(state: &State, phase_id: &str) -> &'static str {
-    if state.completed_phase_ids.iter().any(|id| id == phase_id) {
-        "done"
-    } else if state
-        .active_attempt
-        .as_ref()
-        .is_some_and(|attempt| attempt.phase.id == phase_id)
-    {
-        "unresolved"
-    } else if state
-        .stop
-        .as_ref()
-        .is_some_and(|stop| stop.phase_id == phase_id)
-    {
-        "stopped"
-    } else {
-        "pending"
+    match PhaseStanding::of(state, phase_id) {
+        PhaseStanding::Active(_) => "unresolved",
+        standing => standing.as_str(),
     }
 }
 

@@ -3,10 +3,13 @@
 
 mod args;
 mod check;
+mod completions;
 mod event_stream;
 mod init;
 mod logging;
+mod man;
 mod progress;
+mod prompt_preview;
 mod run;
 mod status;
 mod watch;
@@ -52,6 +55,8 @@ pub fn main() -> i32 {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
         Some(Command::Watch(args)) => watch::run(&args),
+        Some(Command::Completions(args)) => completions::run(&args),
+        Some(Command::Man(args)) => man::run(&args),
     };
     exit.code()
 }

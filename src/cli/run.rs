@@ -19,8 +19,8 @@ use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
-    InputError, RunOverrides, effective_settings, execution_workspace_of, locate, read_config,
-    read_plan_snapshot,
+    InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
+    locate, read_config, read_plan_snapshot,
 };
 use crate::platform::console::Console;
 use crate::report::{self, Output};
@@ -64,6 +64,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
         // what is valid before anything is locked or written.
         for phase in &snapshot.plan.phases {
             execution_workspace_of(&location, phase)?;
+        }
+        // A missing agent program is input to fix, not an attempt to record.
+        if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
+            .into_iter()
+            .next()
+        {
+            return Err(problem);
         }
         Ok::<_, InputError>((location, settings, snapshot))
     })();

@@ -9,12 +9,14 @@ use super::args::StatusArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
+use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_config, read_plan_snapshot, read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
+use crate::units;
 
 /// The status report; `--json` prints it as is (schema: docs/cli.md).
 #[derive(Debug, Serialize)]
@@ -41,6 +43,26 @@ pub struct StatusReport {
     /// The next attempt of the stopped phase a retry policy scheduled, if any.
     pub retry_schedule: Option<RetryScheduleReport>,
     pub plan: PlanCheck,
+    /// One row per phase: the plan's, then any the state records that the plan lacks.
+    pub phases: Vec<PhaseRow>,
+    pub totals: RunTotals,
+}
+
+/// One row of the phase table.
+#[derive(Debug, Serialize)]
+pub struct PhaseRow {
+    pub id: String,
+    /// `None` when the plan lacks the phase or cannot be read.
+    pub title: Option<String>,
+    /// `done`, `pending`, `stopped`, `prepared` or `running`.
+    pub status: &'static str,
+    /// Why the phase is stopped, when it is.
+    pub stop_reason: Option<String>,
+    /// Committed attempts plus the active one.
+    pub attempts: u32,
+    /// The latest committed attempt; its figures are `null` when it was committed before
+    /// they were recorded.
+    pub last_attempt: Option<AttemptFigures>,
 }
 
 /// A scheduled retry or rate-limit wait, as `status` shows it.
@@ -164,6 +186,29 @@ fn build_report(
     max_attempts: Option<u32>,
 ) -> StatusReport {
     let plan = plan_check(location, state, snapshot);
+    let plan_phases: Option<Vec<(&str, &str)>> = snapshot.ok().map(|snapshot| {
+        snapshot
+            .plan
+            .phases
+            .iter()
+            .map(|phase| (phase.id.as_str(), phase.title.as_str()))
+            .collect()
+    });
+    let Tally { phases, totals } = tally(state, plan_phases.as_deref());
+    let phases = phases
+        .into_iter()
+        .map(|row| PhaseRow {
+            status: row.standing.as_str(),
+            stop_reason: match row.standing {
+                PhaseStanding::Stopped(reason) => Some(reason.to_string()),
+                _ => None,
+            },
+            id: row.id,
+            title: row.title,
+            attempts: row.attempts,
+            last_attempt: row.last,
+        })
+        .collect();
     let next_phase = snapshot.ok().and_then(|snapshot| {
         let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
         next_pending(state, &ids)
@@ -280,6 +325,8 @@ fn build_report(
                 template_index: schedule.template_index,
             }),
         plan,
+        phases,
+        totals,
     }
 }
 
@@ -433,5 +480,77 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             "plan changed since accepted: expected {expected}, actual {actual}"
         ));
     }
+    lines.extend(phase_table(&report.phases));
+    lines.push(totals_line(&report.totals));
     lines
+}
+
+/// The phase table: the duration and output columns are the latest committed attempt's.
+fn phase_table(rows: &[PhaseRow]) -> Vec<String> {
+    const NONE: &str = "–";
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|row| {
+            let last = row.last_attempt.as_ref();
+            [
+                row.id.clone(),
+                match &row.stop_reason {
+                    Some(reason) => format!("{} ({reason})", row.status),
+                    None => row.status.to_owned(),
+                },
+                row.attempts.to_string(),
+                last.and_then(|last| last.duration_ms)
+                    .map_or_else(|| NONE.to_owned(), units::duration),
+                last.and_then(|last| last.output_bytes)
+                    .map_or_else(|| NONE.to_owned(), units::bytes),
+                row.title
+                    .clone()
+                    .unwrap_or_else(|| "(not in the plan)".to_owned()),
+            ]
+        })
+        .collect();
+    let header = ["phase", "status", "attempts", "duration", "output", "title"].map(str::to_owned);
+    let mut widths = [0usize; 5];
+    for row in std::iter::once(&header).chain(&cells) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    std::iter::once(&header)
+        .chain(&cells)
+        .map(|row| {
+            let mut line = String::new();
+            for (width, cell) in widths.iter().zip(row) {
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(' ', width - cell.chars().count() + 2));
+            }
+            line.push_str(&row[5]);
+            line
+        })
+        .collect()
+}
+
+/// `totals: 1/3 phases done · 3 attempts · 3m13s · 1.2 MiB output`.
+fn totals_line(totals: &RunTotals) -> String {
+    let phases = match totals.phases_total {
+        Some(total) => format!("{}/{total} phases done", totals.phases_done),
+        None => format!("{} phases done", totals.phases_done),
+    };
+    let attempts = match totals.attempts {
+        1 => "1 attempt".to_owned(),
+        count => format!("{count} attempts"),
+    };
+    let mut line = format!(
+        "totals: {phases} · {attempts} · {} · {} output",
+        units::duration(totals.duration_ms),
+        units::bytes(totals.output_bytes)
+    );
+    match totals.attempts_without_figures {
+        0 => {}
+        1 => line.push_str(" (1 attempt recorded without duration and size)"),
+        count => line.push_str(&format!(
+            " ({count} attempts recorded without duration and size)"
+        )),
+    }
+    line
 }

@@ -24,6 +24,7 @@ pub(crate) mod selection;
 pub mod state;
 pub mod stop_regex;
 pub(crate) mod strict_json;
+pub mod tally;
 pub mod template;
 pub mod timestamp;
 pub(crate) mod transcript;

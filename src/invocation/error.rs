@@ -11,6 +11,7 @@ use crate::domain::stop_regex::StopPatternError;
 use crate::domain::template::TemplateError;
 use crate::platform::locate::{LocateError, WorkspaceProblem, os_message};
 use crate::platform::locks::LockError;
+use crate::platform::program::ProgramProblem;
 
 /// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,14 @@ pub enum InputError {
         origin: String,
         error: TemplateError,
     },
+    /// The agent program would not be found or could not run: refused before anything is
+    /// written instead of becoming a `launch-failed` attempt. `origin` is `--agent-cmd`,
+    /// `<config>: agent_cmd` or `<config>: rate_limit.fallback_agent_cmds[i]`.
+    #[error("{origin}: {problem}")]
+    AgentProgram {
+        origin: String,
+        problem: ProgramProblem,
+    },
     /// `origin` is `--stop-on-regex` or `<config>: stop_on_regex[i]`.
     #[error("{origin}: {error}")]
     StopPattern {
@@ -49,6 +58,15 @@ pub enum InputError {
     },
     #[error("phase {0} does not exist in plan")]
     PhaseMissing(String),
+    /// `check --prompt --phase ID` names no phase of the plan.
+    #[error("--phase {phase_id}: the plan has no such phase; its phases: {}", .known.join(", "))]
+    UnknownPhase {
+        phase_id: String,
+        known: Vec<String>,
+    },
+    /// `check --prompt --phase ID` names a completed phase, which no attempt runs again.
+    #[error("--phase {0}: the phase is complete; no attempt would run it")]
+    PhaseComplete(String),
     /// A stopped phase's workspace cannot be shown: the phase left the plan.
     #[error("phase {0} is not in the plan")]
     PhaseNotInPlan(String),

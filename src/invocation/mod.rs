@@ -24,7 +24,7 @@ use crate::domain::template::CommandTemplate;
 use crate::platform::locate::{
     PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
 };
-use crate::platform::proc;
+use crate::platform::{proc, program};
 
 /// Resolves `--plan` and its plan workspace.
 pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
@@ -192,6 +192,52 @@ pub fn abandoned_retry_allowed(
     }
 }
 
+/// Why each agent program — of the primary template and of every rate-limit fallback —
+/// would not be found or run by `exec` in a phase's execution workspace; empty when all
+/// would. `run` refuses on the first (before any lock or write), `check` lists them all.
+///
+/// A program word holding a placeholder (`{workspace}/agent`) takes its value at launch and
+/// is left to the launch; a relative program path (`./agent`) means the same without one,
+/// since the worker starts in the execution workspace. Phases whose workspace does not
+/// resolve are skipped here: that is reported as its own error.
+pub fn agent_program_problems(
+    location: &PlanLocation,
+    snapshot: &PlanSnapshot,
+    settings: &RunSettings,
+) -> Vec<InputError> {
+    let mut workspaces: Vec<String> = Vec::new();
+    for phase in &snapshot.plan.phases {
+        if let Ok(workspace) = execution_workspace_of(location, phase)
+            && !workspaces.contains(&workspace)
+        {
+            workspaces.push(workspace);
+        }
+    }
+    let mut problems = Vec::new();
+    for (template, origin) in settings.templates.iter().zip(&settings.template_origins) {
+        let Some(program) = template.literal_program() else {
+            continue;
+        };
+        // The answer is the same everywhere unless the lookup starts from the working
+        // directory; then every workspace is asked, and the first refusal reported.
+        let places: Vec<&str> = if program::depends_on_cwd(program) {
+            workspaces.iter().map(String::as_str).collect()
+        } else {
+            vec![location.workspace.as_str()]
+        };
+        let first_problem = places
+            .into_iter()
+            .find_map(|cwd| program::resolve(program, Path::new(cwd)).err());
+        if let Some(problem) = first_problem {
+            problems.push(InputError::AgentProgram {
+                origin: origin.clone(),
+                problem,
+            });
+        }
+    }
+    problems
+}
+
 /// The command-line values of `run` that override or extend the config.
 #[derive(Clone, Debug, Default)]
 pub struct RunOverrides {
@@ -213,6 +259,9 @@ pub struct RunSettings {
     /// The primary agent template (`--agent-cmd` or `agent_cmd`), then the rate-limit
     /// fallbacks in order; never empty.
     pub templates: Vec<CommandTemplate>,
+    /// Where each template came from, for messages: `--agent-cmd`, `<config>: agent_cmd`,
+    /// `<config>: rate_limit.fallback_agent_cmds[i]`.
+    pub template_origins: Vec<String>,
     pub max_phases: Option<u64>,
     pub timeout_seconds: Option<f64>,
     pub idle_timeout_seconds: Option<f64>,
@@ -245,13 +294,14 @@ pub fn effective_settings(
     let raw_template = cli_template
         .or(config.agent_cmd.as_deref())
         .ok_or(InputError::MissingAgentCmd)?;
-    let template = CommandTemplate::parse(raw_template).map_err(|error| {
-        let origin = if cli_template.is_some() {
-            "--agent-cmd".to_owned()
-        } else {
-            format!("{}: agent_cmd", location.config_path)
-        };
-        InputError::Template { origin, error }
+    let origin = if cli_template.is_some() {
+        "--agent-cmd".to_owned()
+    } else {
+        format!("{}: agent_cmd", location.config_path)
+    };
+    let template = CommandTemplate::parse(raw_template).map_err(|error| InputError::Template {
+        origin: origin.clone(),
+        error,
     })?;
     let fallbacks = config
         .rate_limit
@@ -294,8 +344,17 @@ pub fn effective_settings(
             "stop regex cannot be matched by the streaming DFA; it falls back to retaining the attempt's output in memory (use (?-u:\\b) for ASCII word boundaries)"
         );
     }
+    let template_origins = std::iter::once(origin)
+        .chain((0..fallbacks.len()).map(|index| {
+            format!(
+                "{}: rate_limit.fallback_agent_cmds[{index}]",
+                location.config_path
+            )
+        }))
+        .collect();
     Ok(RunSettings {
         templates: std::iter::once(template).chain(fallbacks).collect(),
+        template_origins,
         stop_pattern_count,
         retry,
         rate_limit,

@@ -116,7 +116,9 @@ fn plan_phase_with_empty_workspace() {
 fn plan_phase_with_two_workspace_path_lines() {
     plan_case(
         b"## Phase 1: A\n### Workspace\n.\n\nsvc\n### Goal\nx\n",
-        &["plan.md:5: phase 1 workspace declaration must contain exactly one relative path line"],
+        &[
+            "plan.md:5: phase 1 workspace declaration must contain exactly one relative path line; after the path on line 3 the section also has line 5 'svc'; move instructions under a heading of their own after it (e.g. '### Goal')",
+        ],
     );
 }
 

@@ -8,6 +8,7 @@ mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
 mod invalid_inputs;
+mod observability;
 mod process_lifecycle;
 mod progress_and_events;
 mod recovery;

@@ -1057,6 +1057,10 @@ fn three_phases_record_consistent_state_and_artifacts() {
         let outcome_path = dir.join("outcomes").join(format!("{id}.json"));
         let prompt_path = dir.join("prompts").join(format!("{id}.txt"));
         let transcript_path = dir.join("transcripts").join(format!("{id}.txt"));
+        // The entry carries the outcome's duration and its output on both streams together,
+        // for `status` (docs/state-and-recovery.md, "Schema evolution").
+        let recorded = read_json(&outcome_path);
+        let output = &recorded["output_bytes"];
         assert_eq!(
             *entry,
             json!({
@@ -1064,6 +1068,8 @@ fn three_phases_record_consistent_state_and_artifacts() {
                 "phase_id": phase,
                 "status": "phase-complete",
                 "path": outcome_path.display().to_string(),
+                "duration_ms": recorded["duration_ms"],
+                "output_bytes": output["stdout"].as_u64().unwrap() + output["stderr"].as_u64().unwrap(),
             })
         );
         assert!(prompt_path.is_file() && transcript_path.is_file());

@@ -358,6 +358,9 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
     let number = phase.number;
     let mut fences = FenceTracker::new();
     let mut scan = WorkspaceScan::NotFound;
+    // Lines of the open section after its path line: an error once the section ends, naming
+    // all of them (they are usually instructions that lost their own heading).
+    let mut surplus: Vec<(usize, &str)> = Vec::new();
     for line in lines(body, phase.line + 1) {
         if fences.classify_line(line.text.as_bytes()).is_fenced() {
             continue;
@@ -365,6 +368,7 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
         let content = line.content();
         if let Some(heading_text) = section_heading_text(content) {
             // Any heading ends the section's content.
+            surplus_error(number, &scan, &surplus)?;
             scan = scan.close(number)?;
             if names_workspace(heading_text) {
                 if content.trim_end() != WORKSPACE_HEADING {
@@ -394,12 +398,8 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
                 continue;
             }
             if path.is_some() {
-                return Err(PlanError::at(
-                    line.number,
-                    format!(
-                        "phase {number} workspace declaration must contain exactly one relative path line"
-                    ),
-                ));
+                surplus.push((line.number, value));
+                continue;
             }
             *path = Some(WorkspaceDeclaration {
                 path: workspace_path(value, number, line.number)?,
@@ -407,6 +407,7 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
             });
         }
     }
+    surplus_error(number, &scan, &surplus)?;
     match scan.close(number)? {
         WorkspaceScan::Closed(declaration) => Ok(declaration),
         _ => Err(PlanError::at(
@@ -414,6 +415,45 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
             format!("phase {number} is missing required '{WORKSPACE_HEADING}' section"),
         )),
     }
+}
+
+/// The error for lines after the workspace path, at the first of them; it quotes every one
+/// (the first few, when there are many) and says where they belong.
+fn surplus_error(
+    phase: u64,
+    scan: &WorkspaceScan,
+    surplus: &[(usize, &str)],
+) -> Result<(), PlanError> {
+    const SHOWN: usize = 3;
+    const QUOTED_CHARS: usize = 60;
+    let (
+        Some(&(first_line, _)),
+        WorkspaceScan::Open {
+            path: Some(path), ..
+        },
+    ) = (surplus.first(), scan)
+    else {
+        return Ok(());
+    };
+    let quote = |(number, text): &(usize, &str)| {
+        let mut shown: String = text.chars().take(QUOTED_CHARS).collect();
+        if shown.len() < text.len() {
+            shown.push('…');
+        }
+        format!("line {number} '{shown}'")
+    };
+    let mut quoted: Vec<String> = surplus.iter().take(SHOWN).map(quote).collect();
+    if surplus.len() > SHOWN {
+        quoted.push(format!("and {} more", surplus.len() - SHOWN));
+    }
+    Err(PlanError::at(
+        first_line,
+        format!(
+            "phase {phase} workspace declaration must contain exactly one relative path line; after the path on line {} the section also has {}; move instructions under a heading of their own after it (e.g. '### Goal')",
+            path.line,
+            quoted.join(", ")
+        ),
+    ))
 }
 
 /// The text of an ATX heading line (up to three spaces, one to six `#`, then a space, a tab or

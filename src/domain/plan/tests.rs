@@ -179,7 +179,7 @@ fn the_last_body_ends_at_the_end_of_the_file() {
 fn text_after_the_path_needs_a_heading_before_it() {
     assert_eq!(
         error("## Phase 1: A\n### Workspace\n.\nMore prose\n"),
-        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
+        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line; after the path on line 3 the section also has line 4 'More prose'; move instructions under a heading of their own after it (e.g. '### Goal')"
     );
 }
 
@@ -276,7 +276,7 @@ fn each_phase_needs_exactly_one_non_empty_workspace_section() {
 fn a_workspace_section_has_one_path_line() {
     assert_eq!(
         body_error("### Workspace\n.\n../other\n"),
-        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
+        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line; after the path on line 3 the section also has line 4 '../other'; move instructions under a heading of their own after it (e.g. '### Goal')"
     );
 }
 
@@ -352,7 +352,7 @@ fn any_heading_ends_the_workspace_section() {
     // A `#` without a following space is text, so it would be a second path line.
     assert_eq!(
         error("## Phase 1: A\n### Workspace\n.\n#tag\n"),
-        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line"
+        "plan.md:4: phase 1 workspace declaration must contain exactly one relative path line; after the path on line 3 the section also has line 4 '#tag'; move instructions under a heading of their own after it (e.g. '### Goal')"
     );
 }
 
@@ -788,4 +788,19 @@ proptest! {
         }
         prop_assert_eq!(reassembled, text);
     }
+}
+
+#[test]
+fn instructions_left_in_the_workspace_section_are_quoted_with_a_way_out() {
+    let long = "Run the migration script with every flag the operator listed in the ticket";
+    let plan = format!(
+        "## Phase 1: A\n### Workspace\n\n`svc`\n\nRead AGENTS.md first.\n{long}\n```\nfenced\n```\nThen test.\nAnd commit nothing.\n### Goal\nx\n"
+    );
+    assert_eq!(
+        error(&plan),
+        "plan.md:6: phase 1 workspace declaration must contain exactly one relative path line; \
+         after the path on line 4 the section also has line 6 'Read AGENTS.md first.', line 7 \
+         'Run the migration script with every flag the operator listed…', line 11 'Then test.', \
+         and 1 more; move instructions under a heading of their own after it (e.g. '### Goal')"
+    );
 }

@@ -11,7 +11,10 @@
 //! Only the preamble and the phase body are copied unindented, because they must stay
 //! byte-exact; they sit between their START/END delimiters.
 
+pub(crate) mod preview;
+
 use super::plan::Phase;
+use super::retry::schedule::RetrySchedule;
 use super::state::{ActiveAttempt, LastRun, PlanRecord, State, Stop};
 
 /// Everything the prompt shows. Paths are absolute.
@@ -46,6 +49,20 @@ pub struct RetryNote {
     pub earlier: Vec<EarlierAttempt>,
 }
 
+impl RetryNote {
+    /// The note of the attempt a later run makes when it resumes `schedule` from the state:
+    /// the stopped attempt the schedule follows (the state's `last_run`) is its one earlier
+    /// attempt in that run; `of` is the run's `retry.max_attempts`.
+    pub fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
+        Self {
+            attempt: schedule.attempt,
+            of,
+            reason: schedule.reason.describe().to_owned(),
+            earlier: last_run.map(EarlierAttempt::from).into_iter().collect(),
+        }
+    }
+}
+
 /// One earlier attempt of the phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EarlierAttempt {
@@ -53,6 +70,17 @@ pub struct EarlierAttempt {
     pub status: String,
     pub summary: String,
     pub transcript_path: String,
+}
+
+impl From<&LastRun> for EarlierAttempt {
+    fn from(run: &LastRun) -> Self {
+        Self {
+            attempt_id: run.run_id.clone(),
+            status: run.status.to_string(),
+            summary: run.summary.clone(),
+            transcript_path: run.transcript_path.clone(),
+        }
+    }
 }
 
 const TITLE: &str = "AI SESSION HANDLER WORKER PROTOCOL";

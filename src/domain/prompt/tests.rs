@@ -48,6 +48,8 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
         phase_id: phase_id.into(),
         status,
         path: path.into(),
+        duration_ms: None,
+        output_bytes: None,
     }
 }
 

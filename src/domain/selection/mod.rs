@@ -127,6 +127,32 @@ pub fn admit(
     Ok(Admission { accept, first })
 }
 
+/// The admission of the run an operator would start next: a plain `run` when that is
+/// admitted, else the one with the recovery flags its refusals ask for (`--retry-stopped` for
+/// a stop or an unresolved attempt, `--accept-plan-change` for edited plan bytes), returned
+/// with those flags. Refusals no flag lifts (a moved plan, completed phases gone from an
+/// edited plan, a retried phase gone) stay refusals. `check --prompt` previews this run.
+pub fn way_forward(
+    state: &State,
+    plan: &PlanFacts<'_>,
+    schedule_fits: bool,
+    now: Timestamp,
+) -> Result<(RecoveryFlags, Admission), Refusal> {
+    let mut flags = RecoveryFlags::default();
+    loop {
+        match admit(state, plan, flags, schedule_fits, now) {
+            Ok(admission) => return Ok((flags, admission)),
+            Err(Refusal::UnresolvedAttempt(_) | Refusal::Stopped(_)) if !flags.retry_stopped => {
+                flags.retry_stopped = true;
+            }
+            Err(Refusal::PlanHashMismatch { .. }) if !flags.accept_plan_change => {
+                flags.accept_plan_change = true;
+            }
+            Err(refusal) => return Err(refusal),
+        }
+    }
+}
+
 /// Compares the snapshot with the accepted plan; returns the record to write when the
 /// snapshot becomes (or stays, changed) the accepted one.
 fn plan_to_accept(

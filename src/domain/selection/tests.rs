@@ -530,3 +530,67 @@ fn a_resumed_phase_must_still_exist() {
         "{refusal:?}"
     );
 }
+
+// ---- the way forward (check --prompt) ----
+
+#[test]
+fn the_way_forward_is_a_plain_run_when_one_is_admitted() {
+    let (flags, admission) =
+        way_forward(&accepted(&["phase-1"]), &facts(SHA, &PHASES), false, now()).unwrap();
+    assert_eq!(flags, RecoveryFlags::default());
+    assert_eq!(
+        admission.first,
+        FirstSelection::Next {
+            phase_id: "phase-2".into()
+        }
+    );
+}
+
+#[test]
+fn the_way_forward_adds_the_flags_the_refusals_ask_for() {
+    let (flags, admission) =
+        way_forward(&stopped("phase-3"), &facts(NEW_SHA, &PHASES), false, now()).unwrap();
+    assert_eq!(
+        flags,
+        RecoveryFlags {
+            retry_stopped: true,
+            accept_plan_change: true,
+        }
+    );
+    assert_eq!(
+        admission.first,
+        FirstSelection::RetryStopped {
+            phase_id: "phase-3".into()
+        }
+    );
+    assert_eq!(
+        admission.accept.map(|record| record.sha256),
+        Some(NEW_SHA.into())
+    );
+
+    let (flags, admission) =
+        way_forward(&abandoned("phase-2"), &facts(SHA, &PHASES), false, now()).unwrap();
+    assert!(flags.retry_stopped && !flags.accept_plan_change);
+    assert!(matches!(admission.first, FirstSelection::RetryAbandoned(_)));
+}
+
+#[test]
+fn the_way_forward_keeps_refusals_no_flag_lifts() {
+    let moved = PlanFacts {
+        path: "/ws/docs/moved.md",
+        ..facts(SHA, &PHASES)
+    };
+    assert!(matches!(
+        way_forward(&accepted(&[]), &moved, false, now()),
+        Err(Refusal::PlanPathMismatch { .. })
+    ));
+    assert!(matches!(
+        way_forward(
+            &accepted(&["phase-1"]),
+            &facts(NEW_SHA, &["phase-2"]),
+            false,
+            now()
+        ),
+        Err(Refusal::CompletedPhasesMissing { .. })
+    ));
+}

@@ -25,6 +25,8 @@ pub(super) const PLAN_KEYS: [&str; 3] = ["path", "sha256", "accepted_at"];
 pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
 pub(super) const OUTCOME_REF_KEYS: [&str; 4] = ["attempt_id", "phase_id", "status", "path"];
+/// Keys of a `committed_outcomes` entry added later, after the original ones.
+pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 2] = ["duration_ms", "output_bytes"];
 pub(super) const ACTIVE_ATTEMPT_KEYS: [&str; 10] = [
     "id",
     "status",
@@ -156,12 +158,22 @@ impl SnapshotRef {
 
 impl OutcomeRef {
     fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys(&OUTCOME_REF_KEYS)?;
+        object.expect_keys_and_optional(&OUTCOME_REF_KEYS, &OPTIONAL_OUTCOME_REF_KEYS)?;
+        // Absent in older entries; when present, a count (the runner never writes null).
+        let count = |key: &str| -> Result<Option<u64>, StrictError> {
+            if object.has(key) {
+                object.integer(key).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
         Ok(Self {
             attempt_id: object.string("attempt_id")?.to_owned(),
             phase_id: object.string("phase_id")?.to_owned(),
             status: object.enumerated("status", AttemptStatus::parse)?,
             path: object.string("path")?.to_owned(),
+            duration_ms: count("duration_ms")?,
+            output_bytes: count("output_bytes")?,
         })
     }
 }

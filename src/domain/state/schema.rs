@@ -136,6 +136,16 @@ pub struct OutcomeRef {
     pub phase_id: String,
     pub status: AttemptStatus,
     pub path: String,
+    // Keys added later (docs/state-and-recovery.md, "Schema evolution"): copied from the
+    // outcome record at commit so that `status` can tally durations and sizes from
+    // `state.json` alone, without opening an outcome file per attempt. Absent from entries
+    // committed before they existed, and from records that lack them.
+    /// The outcome's `duration_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The outcome's `output_bytes`, both streams together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<u64>,
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.

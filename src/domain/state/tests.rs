@@ -1158,6 +1158,8 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             phase_id: "phase-1".into(),
             status: AttemptStatus::PhaseComplete,
             path: attempt.outcome_path.clone(),
+            duration_ms: None,
+            output_bytes: None,
         }]
     );
     assert_eq!(
@@ -1585,4 +1587,94 @@ fn preparing_the_retry_clears_its_schedule() {
     assert!(state.retry_schedule.is_none());
     assert!(state.stop.is_none());
     state.validate(&layout()).unwrap();
+}
+
+// ---- committed_outcomes figures (docs/state-and-recovery.md, "Schema evolution") ----
+
+#[test]
+fn a_commit_copies_the_outcomes_duration_and_total_output_into_its_entry() {
+    let mut state = fresh_state();
+    let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+    let mut record = outcome(
+        &attempt,
+        AttemptStatus::PhaseComplete,
+        "done",
+        "2026-07-05T12:03:00Z",
+    );
+    record.duration_ms = Some(118_250);
+    record.output_bytes = Some(crate::domain::outcome::OutputBytes {
+        stdout: 1_000,
+        stderr: 24,
+    });
+    let path = attempt.outcome_path.clone();
+    state.prepare(attempt).unwrap();
+    state.commit(&record, &path).unwrap();
+    let entry = &state.committed_outcomes[0];
+    assert_eq!(
+        (entry.duration_ms, entry.output_bytes),
+        (Some(118_250), Some(1_024))
+    );
+
+    let value = serde_json::to_value(&state).unwrap();
+    let keys: Vec<&str> = value["committed_outcomes"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let expected: Vec<&str> = OUTCOME_REF_KEYS
+        .iter()
+        .chain(&OPTIONAL_OUTCOME_REF_KEYS)
+        .copied()
+        .collect();
+    assert_eq!(keys, expected);
+    assert_eq!(read(&state.to_json()).unwrap(), state);
+}
+
+#[test]
+fn entries_without_figures_are_read_and_written_as_before() {
+    let state = clarification_state();
+    assert!(
+        state
+            .committed_outcomes
+            .iter()
+            .all(|entry| entry.duration_ms.is_none())
+    );
+    let text = state.to_json();
+    assert!(
+        !text.contains("duration_ms") && !text.contains("output_bytes"),
+        "{text}"
+    );
+    assert_eq!(read(&text).unwrap(), state);
+}
+
+#[test]
+fn figures_are_strict_when_present() {
+    let state = clarification_state();
+    let edit = |key: &'static str, value: Value| {
+        move |document: &mut Value| document["committed_outcomes"][0][key] = value
+    };
+    assert_eq!(
+        read_error(&state, edit("duration_ms", Value::Null)),
+        "expected duration_ms to be an integer (at committed_outcomes[0].duration_ms)"
+    );
+    assert!(
+        read_error(&state, edit("output_bytes", json!(-1))).contains("output_bytes"),
+        "a negative size is rejected"
+    );
+    assert_eq!(
+        read_error(
+            &state,
+            edit("output_bytes", json!({"stdout": 1, "stderr": 2}))
+        ),
+        "expected output_bytes to be an integer (at committed_outcomes[0].output_bytes)"
+    );
+    assert_eq!(
+        read_error(&state, edit("phase_attempt", json!(1))),
+        "unexpected key committed_outcomes[0].phase_attempt"
+    );
+    let mut with_both = state.clone();
+    with_both.committed_outcomes[0].duration_ms = Some(5);
+    with_both.committed_outcomes[0].output_bytes = Some(0);
+    assert_eq!(read(&with_both.to_json()).unwrap(), with_both);
 }

@@ -2,7 +2,8 @@
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
 use super::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, State, StateError, Stop,
+    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
+    SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
@@ -13,7 +14,53 @@ use crate::domain::timestamp::Timestamp;
 pub const ABANDONED_SUMMARY: &str =
     "previous handler ended without recording a terminal outcome; result is unknown";
 
+impl ActiveAttempt {
+    /// A new attempt's prepared record: no process yet, and the artifact paths `layout`
+    /// derives from its id.
+    pub fn prepared(
+        id: String,
+        phase: PhaseRef,
+        snapshot: SnapshotRef,
+        execution_workspace: String,
+        started_at: Timestamp,
+        layout: &StateLayout,
+    ) -> Self {
+        Self {
+            prompt_path: layout.prompt_path(&id),
+            transcript_path: layout.transcript_path(&id),
+            outcome_path: layout.outcome_path(&id),
+            id,
+            status: ActiveStatus::Prepared,
+            phase,
+            snapshot,
+            execution_workspace,
+            started_at,
+            process: None,
+        }
+    }
+}
+
 impl State {
+    /// The prepared write, as one transition (docs/state-and-recovery.md): resolve the
+    /// abandoned attempt (as `interrupted`, finished at `resolve_abandoned_at`), record the
+    /// plan acceptance, then prepare `attempt`. The state store writes its result in one
+    /// atomic replacement; `check --prompt` applies it to a copy to show the prompt the
+    /// attempt would get.
+    pub fn apply_preparation(
+        &mut self,
+        attempt: ActiveAttempt,
+        accept: Option<PlanRecord>,
+        resolve_abandoned_at: Option<Timestamp>,
+    ) -> Result<(), StateError> {
+        if let Some(finished_at) = resolve_abandoned_at {
+            self.resolve_abandoned(finished_at)?;
+        }
+        if let Some(record) = accept {
+            self.plan = Some(record);
+        }
+        self.prepare(attempt)
+    }
+
     /// Records a prepared attempt: sets `active_attempt` (status prepared, no process),
     /// `current_phase` to its phase and clears `stop`. Refuses to replace an attempt that is
     /// still active: that one must be committed or resolved first.
@@ -104,6 +151,8 @@ impl State {
             phase_id: phase.id.clone(),
             status: outcome.status,
             path: outcome_path.to_owned(),
+            duration_ms: outcome.duration_ms,
+            output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),

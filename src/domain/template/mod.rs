@@ -103,6 +103,15 @@ impl CommandTemplate {
         &self.raw
     }
 
+    /// The program word (argv\[0\]) when it has no placeholder, so it can be resolved before
+    /// any attempt exists; `None` when a placeholder in it takes its value at launch.
+    pub fn literal_program(&self) -> Option<&str> {
+        match self.words.first().map(Vec::as_slice) {
+            Some([Segment::Literal(program)]) => Some(program),
+            _ => None,
+        }
+    }
+
     /// The argv with placeholders substituted; substituted values never split or requote.
     pub fn render(&self, values: &PlaceholderValues<'_>) -> Vec<String> {
         self.words

@@ -400,3 +400,21 @@ proptest! {
         prop_assert_eq!(shell_words::split(&shell_join(&argv)).unwrap(), argv);
     }
 }
+
+#[test]
+fn the_program_word_is_literal_unless_a_placeholder_is_in_it() {
+    let program = |raw: &str| {
+        CommandTemplate::parse(raw)
+            .unwrap()
+            .literal_program()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        program("codex exec {prompt_file}").as_deref(),
+        Some("codex")
+    );
+    assert_eq!(program("'./my agent' --x").as_deref(), Some("./my agent"));
+    assert_eq!(program("a{{b}}").as_deref(), Some("a{b}"));
+    assert_eq!(program("{workspace}/agent"), None);
+    assert_eq!(program("run-{run_id}"), None);
+}

@@ -1,0 +1,193 @@
+//! `check --prompt [--phase ID]`: the prompt the next attempt — or the named phase's, as if
+//! it ran next — would receive, byte for byte, with the values that exist only at launch as
+//! `<placeholders>` (docs/cli.md). It validates what `run` validates first, previews the run
+//! an operator would start next (with `--retry-stopped` / `--accept-plan-change` when the
+//! state asks for them, said in a note on stderr), and writes nothing.
+
+use std::io::Write;
+
+use super::args::CheckArgs;
+use crate::domain::exit_code::ExitCode;
+use crate::domain::prompt::RetryNote;
+use crate::domain::prompt::preview::{PreviewRequest, preview_prompt};
+use crate::domain::selection::{FirstSelection, RecoveryFlags, way_forward};
+use crate::domain::state::SnapshotRef;
+use crate::domain::timestamp::Timestamp;
+use crate::invocation::{
+    InputError, RunOverrides, abandoned_retry_allowed, agent_program_problems, effective_settings,
+    execution_workspace_of, locate, read_config, read_plan_snapshot, read_state,
+};
+use crate::report::Output;
+
+/// The prompt (empty when no attempt would run) and what the reader should know about it.
+struct Preview {
+    prompt: String,
+    notes: Vec<String>,
+}
+
+pub fn run(args: &CheckArgs) -> ExitCode {
+    match preview(args) {
+        Ok(preview) => {
+            let mut out = std::io::stdout().lock();
+            let written = out
+                .write_all(preview.prompt.as_bytes())
+                .and_then(|()| out.flush());
+            drop(out);
+            Output {
+                stdout: Vec::new(),
+                stderr: preview
+                    .notes
+                    .iter()
+                    .map(|note| format!("note: {note}"))
+                    .collect(),
+            }
+            .print();
+            match written {
+                Ok(()) => ExitCode::Success,
+                Err(error) => {
+                    Output::error(format!("cannot write the prompt: {error}")).print();
+                    ExitCode::InvalidInput
+                }
+            }
+        }
+        Err(message) => {
+            Output::error(message).print();
+            ExitCode::InvalidInput
+        }
+    }
+}
+
+fn preview(args: &CheckArgs) -> Result<Preview, String> {
+    let text = |error: InputError| error.to_string();
+    let location = locate(&args.plan).map_err(text)?;
+    let config = read_config(&location).map_err(text)?;
+    let overrides = RunOverrides {
+        agent_cmd: args.agent_cmd.clone(),
+        ..RunOverrides::default()
+    };
+    let settings = effective_settings(&location, &config, &overrides).map_err(text)?;
+    let snapshot = read_plan_snapshot(&location).map_err(text)?;
+    for phase in &snapshot.plan.phases {
+        execution_workspace_of(&location, phase).map_err(text)?;
+    }
+    if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
+        .into_iter()
+        .next()
+    {
+        return Err(problem.to_string());
+    }
+    let state = read_state(&location.layout).map_err(text)?;
+
+    let schedule_fits = state.retry_schedule.as_ref().is_some_and(|schedule| {
+        schedule
+            .fits(
+                &settings.retry,
+                &settings.rate_limit,
+                settings.templates.len(),
+            )
+            .is_ok()
+    });
+    let now = Timestamp::from_datetime(chrono::Utc::now());
+    let (flags, admission) = way_forward(&state, &snapshot.facts(), schedule_fits, now)
+        .map_err(|refusal| refusal.to_string())?;
+    let mut notes = Vec::new();
+    let (next, resolve_abandoned, resumed) = match &admission.first {
+        FirstSelection::RetryAbandoned(attempt) => {
+            abandoned_retry_allowed(&location, &snapshot, attempt).map_err(text)?;
+            (Some(attempt.phase.id.as_str()), true, None)
+        }
+        FirstSelection::RetryStopped { phase_id } | FirstSelection::Next { phase_id } => {
+            (Some(phase_id.as_str()), false, None)
+        }
+        FirstSelection::ResumeSchedule(schedule) => {
+            notes.push(format!(
+                "run resumes the retry scheduled for {}: attempt {}, not before {} ({})",
+                schedule.phase_id,
+                schedule.attempt,
+                schedule.not_before,
+                schedule.reason.describe()
+            ));
+            (Some(schedule.phase_id.as_str()), false, Some(schedule))
+        }
+        FirstSelection::AllComplete => (None, false, None),
+    };
+    if let Some(needed) = flags_note(flags) {
+        notes.push(needed);
+    }
+    let phase_id = match (&args.phase, next) {
+        (Some(named), _) => {
+            let Some(phase) = snapshot.plan.phase(named) else {
+                return Err(InputError::UnknownPhase {
+                    phase_id: named.clone(),
+                    known: snapshot.plan.phases.iter().map(|p| p.id.clone()).collect(),
+                }
+                .to_string());
+            };
+            if state.completed_phase_ids.contains(&phase.id) {
+                return Err(InputError::PhaseComplete(phase.id.clone()).to_string());
+            }
+            if next != Some(named.as_str()) {
+                notes.push(format!(
+                    "{named} is not the next phase ({}); this is the prompt it would receive if it ran next",
+                    next.unwrap_or("none")
+                ));
+            }
+            named.as_str()
+        }
+        (None, Some(next)) => next,
+        (None, None) => {
+            notes.push("every phase is complete; no attempt would run".to_owned());
+            return Ok(Preview {
+                prompt: String::new(),
+                notes,
+            });
+        }
+    };
+    let phase = snapshot
+        .plan
+        .phase(phase_id)
+        .ok_or_else(|| InputError::PhaseMissing(phase_id.to_owned()).to_string())?;
+    let execution_workspace = execution_workspace_of(&location, phase).map_err(text)?;
+    // A resumed schedule's retry section belongs to the phase it resumes.
+    let retry = resumed
+        .filter(|schedule| schedule.phase_id == phase.id)
+        .map(|schedule| {
+            RetryNote::resuming(
+                schedule,
+                settings.retry.max_attempts,
+                state.last_run.as_ref(),
+            )
+        });
+    let prompt = preview_prompt(
+        &PreviewRequest {
+            layout: &location.layout,
+            plan_workspace_path: &location.workspace,
+            snapshot: SnapshotRef {
+                path: snapshot.path.clone(),
+                sha256: snapshot.sha256.clone(),
+            },
+            preamble: &snapshot.plan.preamble,
+            phase,
+            execution_workspace: &execution_workspace,
+            state: &state,
+            accept: admission.accept.clone(),
+            resolve_abandoned,
+            retry: retry.as_ref(),
+        },
+        uuid::Uuid::new_v4(),
+    )
+    .map_err(|error| format!("{}: {error}", location.layout.state_path()))?;
+    Ok(Preview { prompt, notes })
+}
+
+/// `run needs --retry-stopped --accept-plan-change for this attempt`, when it does.
+fn flags_note(flags: RecoveryFlags) -> Option<String> {
+    let needed: Vec<&str> = [
+        (flags.retry_stopped, "--retry-stopped"),
+        (flags.accept_plan_change, "--accept-plan-change"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    (!needed.is_empty()).then(|| format!("run needs {} for this attempt", needed.join(" ")))
+}

@@ -1,0 +1,345 @@
+//! Finding the agent program before anything is written, the way `exec` will look for it at
+//! launch: a program word with a `/` is a path (a relative one is resolved against the
+//! worker's working directory, the phase's execution workspace, because the child changes
+//! there before `exec`); a bare name is searched in the handler's `PATH` (which the worker
+//! inherits), in order, taking the first executable regular file, as `execvp` does.
+//!
+//! This only answers "would `exec` find an executable file?"; what happens inside `exec`
+//! (a bad `#!` interpreter, a wrong architecture) is still a launch failure of the attempt.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::unistd::{AccessFlags, access};
+
+use super::locate::os_message;
+
+/// The search list `execvp` uses when `PATH` is unset (glibc's `confstr(_CS_PATH)`).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// Why `exec` would not find the program. The message names the program and where it was
+/// looked for.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramProblem {
+    #[error(
+        "agent program '{program}' not found: no file at {}{}",
+        .looked_at.display(),
+        relative_note(.program)
+    )]
+    PathMissing { program: String, looked_at: PathBuf },
+    #[error("agent program '{program}' not found in PATH (searched {})", join(.searched))]
+    NotInPath {
+        program: String,
+        searched: Vec<PathBuf>,
+    },
+    #[error("agent program '{program}' is not in PATH: PATH is empty")]
+    EmptyPath { program: String },
+    #[error(
+        "agent program '{program}' at {} is not executable; make it executable (chmod +x) or name another program",
+        .path.display()
+    )]
+    NotExecutable { program: String, path: PathBuf },
+    #[error("agent program '{program}' at {} is a directory, not a program", .path.display())]
+    Directory { program: String, path: PathBuf },
+    #[error("cannot check agent program '{program}' at {}: {}", .path.display(), os_message(.source))]
+    Unreadable {
+        program: String,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn relative_note(program: &str) -> &'static str {
+    if program.starts_with('/') {
+        ""
+    } else {
+        " (a relative program path is resolved against the phase's execution workspace)"
+    }
+}
+
+fn join(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|dir| dir.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether resolving `program` depends on the worker's working directory: a relative path,
+/// or a bare name while `PATH` holds a relative (or empty, meaning current) directory.
+pub fn depends_on_cwd(program: &str) -> bool {
+    depends_on_cwd_with(program, std::env::var_os("PATH").as_deref())
+}
+
+/// Resolves `program` as `exec` would for a worker started in `cwd`, with the handler's
+/// `PATH`; returns the file that would run.
+pub fn resolve(program: &str, cwd: &Path) -> Result<PathBuf, ProgramProblem> {
+    resolve_with(program, cwd, std::env::var_os("PATH").as_deref())
+}
+
+fn depends_on_cwd_with(program: &str, path_var: Option<&OsStr>) -> bool {
+    if program.contains('/') {
+        return !program.starts_with('/');
+    }
+    search_dirs(path_var)
+        .iter()
+        .any(|dir| !dir.as_os_str().as_bytes().starts_with(b"/"))
+}
+
+/// `PATH` split as `execvp` splits it: an empty entry means the current directory.
+fn search_dirs(path_var: Option<&OsStr>) -> Vec<PathBuf> {
+    let var = path_var.unwrap_or(OsStr::new(DEFAULT_PATH));
+    if var.is_empty() {
+        return Vec::new();
+    }
+    var.as_bytes()
+        .split(|byte| *byte == b':')
+        .map(|entry| {
+            if entry.is_empty() {
+                PathBuf::from(".")
+            } else {
+                PathBuf::from(OsStr::from_bytes(entry))
+            }
+        })
+        .collect()
+}
+
+fn resolve_with(
+    program: &str,
+    cwd: &Path,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, ProgramProblem> {
+    if program.contains('/') {
+        let path = under(cwd, Path::new(program));
+        return match probe(&path) {
+            Ok(Probe::Runnable) => Ok(path),
+            Ok(Probe::Missing) => Err(ProgramProblem::PathMissing {
+                program: program.to_owned(),
+                looked_at: path,
+            }),
+            Ok(Probe::NotExecutable) => Err(ProgramProblem::NotExecutable {
+                program: program.to_owned(),
+                path,
+            }),
+            Ok(Probe::Directory) => Err(ProgramProblem::Directory {
+                program: program.to_owned(),
+                path,
+            }),
+            Err(source) => Err(ProgramProblem::Unreadable {
+                program: program.to_owned(),
+                path,
+                source,
+            }),
+        };
+    }
+    let dirs = search_dirs(path_var);
+    if dirs.is_empty() {
+        return Err(ProgramProblem::EmptyPath {
+            program: program.to_owned(),
+        });
+    }
+    // Like execvp: the first executable file wins; a file found without permission is
+    // remembered, and reported only when nothing later in PATH runs either.
+    let mut not_executable = None;
+    for dir in &dirs {
+        let path = under(under(cwd, dir), Path::new(program));
+        if let Ok(Probe::Runnable) = probe(&path) {
+            return Ok(path);
+        }
+        if not_executable.is_none()
+            && let Ok(Probe::NotExecutable) = probe(&path)
+        {
+            not_executable = Some(path);
+        }
+    }
+    Err(match not_executable {
+        Some(path) => ProgramProblem::NotExecutable {
+            program: program.to_owned(),
+            path,
+        },
+        None => ProgramProblem::NotInPath {
+            program: program.to_owned(),
+            searched: dirs,
+        },
+    })
+}
+
+/// `base` joined with `path` (which wins when absolute), without its `.` components, so
+/// messages show `/ws/bin/agent` rather than `/ws/./bin/agent`.
+fn under(base: impl AsRef<Path>, path: &Path) -> PathBuf {
+    let mut joined = base.as_ref().to_path_buf();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            other => joined.push(other),
+        }
+    }
+    joined
+}
+
+enum Probe {
+    Runnable,
+    Missing,
+    NotExecutable,
+    Directory,
+}
+
+fn probe(path: &Path) -> io::Result<Probe> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Probe::Missing);
+        }
+        Err(error) => return Err(error),
+    };
+    if metadata.is_dir() {
+        return Ok(Probe::Directory);
+    }
+    // access(2) asks the kernel, so ACLs, a read-only `noexec` mount and root's rules count.
+    Ok(match access(path, AccessFlags::X_OK) {
+        Ok(()) => Probe::Runnable,
+        Err(_) => Probe::NotExecutable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn sandbox() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(root.join("bin")).unwrap();
+        fs::create_dir_all(root.join("other")).unwrap();
+        (dir, root)
+    }
+
+    fn file(path: &Path, mode: u32) {
+        fs::write(path, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn paths_resolve_against_the_working_directory() {
+        let (_dir, root) = sandbox();
+        file(&root.join("bin/agent"), 0o755);
+        assert_eq!(
+            resolve_with("./bin/agent", &root, None).unwrap(),
+            root.join("bin/agent")
+        );
+        let absolute = root.join("bin/agent");
+        assert_eq!(
+            resolve_with(absolute.to_str().unwrap(), Path::new("/"), None).unwrap(),
+            absolute
+        );
+        let missing = resolve_with("bin/nope", &root, None).unwrap_err();
+        assert!(matches!(missing, ProgramProblem::PathMissing { .. }));
+        assert_eq!(
+            missing.to_string(),
+            format!(
+                "agent program 'bin/nope' not found: no file at {}/bin/nope (a relative program path is resolved against the phase's execution workspace)",
+                root.display()
+            )
+        );
+        assert!(matches!(
+            resolve_with("./bin", &root, None).unwrap_err(),
+            ProgramProblem::Directory { .. }
+        ));
+    }
+
+    #[test]
+    fn a_file_without_execute_permission_is_refused() {
+        // Mode 0644 has no execute bit at all, so access(2) refuses even for root.
+        let (_dir, root) = sandbox();
+        file(&root.join("bin/agent"), 0o644);
+        let problem = resolve_with("./bin/agent", &root, None).unwrap_err();
+        assert_eq!(
+            problem.to_string(),
+            format!(
+                "agent program './bin/agent' at {}/bin/agent is not executable; make it executable (chmod +x) or name another program",
+                root.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_bare_name_takes_the_first_executable_in_path_order() {
+        let (_dir, root) = sandbox();
+        file(&root.join("bin/agent"), 0o644);
+        file(&root.join("other/agent"), 0o755);
+        let path = format!("{0}/bin:{0}/other", root.display());
+        assert_eq!(
+            resolve_with("agent", Path::new("/"), Some(OsStr::new(&path))).unwrap(),
+            root.join("other/agent")
+        );
+        // Only a non-executable one: that is what is reported.
+        let path = format!("{0}/bin:{0}/missing", root.display());
+        assert!(matches!(
+            resolve_with("agent", Path::new("/"), Some(OsStr::new(&path))).unwrap_err(),
+            ProgramProblem::NotExecutable { path, .. } if path == root.join("bin/agent")
+        ));
+    }
+
+    #[test]
+    fn a_missing_name_lists_the_directories_searched() {
+        let (_dir, root) = sandbox();
+        let path = format!("{0}/bin:{0}/other", root.display());
+        let problem = resolve_with("agent", Path::new("/"), Some(OsStr::new(&path))).unwrap_err();
+        assert_eq!(
+            problem.to_string(),
+            format!(
+                "agent program 'agent' not found in PATH (searched {0}/bin, {0}/other)",
+                root.display()
+            )
+        );
+        assert_eq!(
+            resolve_with("agent", Path::new("/"), Some(OsStr::new("")))
+                .unwrap_err()
+                .to_string(),
+            "agent program 'agent' is not in PATH: PATH is empty"
+        );
+        // Unset: execvp's default list.
+        assert!(
+            resolve_with("sh", Path::new("/"), None).is_ok(),
+            "sh is in /bin or /usr/bin"
+        );
+    }
+
+    #[test]
+    fn relative_and_empty_path_entries_are_the_working_directory_s() {
+        let (_dir, root) = sandbox();
+        file(&root.join("agent"), 0o755);
+        file(&root.join("bin/tool"), 0o755);
+        assert_eq!(
+            resolve_with("agent", &root, Some(OsStr::new("/nonexistent:"))).unwrap(),
+            root.join("agent")
+        );
+        assert_eq!(
+            resolve_with("tool", &root, Some(OsStr::new("bin"))).unwrap(),
+            root.join("bin/tool")
+        );
+        assert!(depends_on_cwd_with(
+            "tool",
+            Some(OsStr::new("/usr/bin:bin"))
+        ));
+        assert!(depends_on_cwd_with("tool", Some(OsStr::new("/usr/bin:"))));
+        assert!(!depends_on_cwd_with(
+            "tool",
+            Some(OsStr::new("/usr/bin:/bin"))
+        ));
+        assert!(depends_on_cwd_with("./tool", None));
+        assert!(!depends_on_cwd_with(
+            "/usr/bin/tool",
+            Some(OsStr::new("bin"))
+        ));
+    }
+}
