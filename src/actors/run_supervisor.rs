@@ -375,12 +375,7 @@ impl RunState {
         if let FirstSelection::ResumeSchedule(schedule) = admission.first {
             // The stopped attempt this schedule follows is the retry's first "earlier attempt".
             if let Some(last_run) = &last_run {
-                self.phase_attempts.push(earlier_attempt(
-                    &last_run.run_id,
-                    last_run.status,
-                    &last_run.summary,
-                    &last_run.transcript_path,
-                ));
+                self.phase_attempts.push(EarlierAttempt::from(last_run));
             }
             let due = schedule.not_before.as_datetime();
             return self.await_retry(myself, *schedule, due, None, true);
@@ -447,12 +442,11 @@ impl RunState {
         let (template_index, turn) = match self.pending_retry.take() {
             Some(pending) => {
                 let schedule = pending.schedule;
-                let note = RetryNote {
-                    attempt: schedule.attempt,
-                    of: self.settings.retry.max_attempts,
-                    reason: schedule.reason.describe().to_owned(),
-                    earlier: self.phase_attempts.clone(),
-                };
+                let note = RetryNote::following(
+                    &schedule,
+                    self.settings.retry.max_attempts,
+                    self.phase_attempts.clone(),
+                );
                 let turn = AttemptTurn {
                     ledger: schedule.ledger(),
                     note: Some(note),

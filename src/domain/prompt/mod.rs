@@ -50,16 +50,23 @@ pub struct RetryNote {
 }
 
 impl RetryNote {
-    /// The note of the attempt a later run makes when it resumes `schedule` from the state:
-    /// the stopped attempt the schedule follows (the state's `last_run`) is its one earlier
-    /// attempt in that run; `of` is the run's `retry.max_attempts`.
-    pub fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
+    /// The note of the attempt `schedule` runs after `earlier` (oldest first) in this run;
+    /// `of` is the run's `retry.max_attempts`.
+    pub fn following(schedule: &RetrySchedule, of: u32, earlier: Vec<EarlierAttempt>) -> Self {
         Self {
             attempt: schedule.attempt,
             of,
             reason: schedule.reason.describe().to_owned(),
-            earlier: last_run.map(EarlierAttempt::from).into_iter().collect(),
+            earlier,
         }
+    }
+
+    /// The note of the attempt a later run makes when it resumes `schedule` from the state:
+    /// the stopped attempt the schedule follows (the state's `last_run`) is its one earlier
+    /// attempt in that run; `of` is the run's `retry.max_attempts`.
+    pub fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
+        let earlier = last_run.map(EarlierAttempt::from).into_iter().collect();
+        Self::following(schedule, of, earlier)
     }
 }
 
