@@ -1,0 +1,171 @@
+//! Adversarial cases from issue 14 (docs/reliability.md, "Adversarial cases"): hostile
+//! agents, stalled and vanished consoles, hangups, special files, nesting and control
+//! characters. Each test drives the real binary and asserts only what a user can observe.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use crate::common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+/// How long a handler may take to finish once nothing holds it any more.
+const HANG_LIMIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A one-phase plan and an agent with `body` after `cat >/dev/null`.
+fn one_phase(body: &str) -> (Sandbox, PathBuf) {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = agent(&sandbox, body);
+    (sandbox, agent)
+}
+
+/// An agent script: `body` after `cat >/dev/null` (the prompt is read first).
+fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
+    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
+}
+
+/// `sandbox`'s path of `name`, for agent scripts.
+fn at(sandbox: &Sandbox, name: &str) -> String {
+    sandbox.path(name).display().to_string()
+}
+
+fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "run",
+        "--plan",
+        "plan.md",
+        "--agent-cmd",
+        agent.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    sandbox.spawn(&args)
+}
+
+fn send(child: &Child, signal: Signal) {
+    kill(Pid::from_raw(child.id() as i32), signal).expect("signal the handler");
+}
+
+fn read_state(sandbox: &Sandbox) -> Option<Value> {
+    let bytes = sandbox.state_bytes("plan.md")?;
+    Some(serde_json::from_slice(&bytes).expect("state.json parses"))
+}
+
+#[track_caller]
+fn wait_running(sandbox: &Sandbox, ready: &str) {
+    assert!(
+        wait_until(PATIENCE, || sandbox.path(ready).exists()),
+        "agent never became ready"
+    );
+    assert!(
+        wait_until(PATIENCE, || {
+            read_state(sandbox).is_some_and(|state| state["active_attempt"]["status"] == "running")
+        }),
+        "running attempt never recorded"
+    );
+}
+
+fn only(files: Vec<std::path::PathBuf>) -> std::path::PathBuf {
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.into_iter().next().expect("one file")
+}
+
+fn transcript(sandbox: &Sandbox) -> String {
+    String::from_utf8_lossy(
+        &fs::read(only(sandbox.artifacts("plan.md", "transcripts"))).expect("transcript"),
+    )
+    .into_owned()
+}
+
+fn outcome(sandbox: &Sandbox) -> Value {
+    read_json(&only(sandbox.artifacts("plan.md", "outcomes")))
+}
+
+#[track_caller]
+fn assert_stopped_as(sandbox: &Sandbox, status: &str) {
+    let state = sandbox.state("plan.md");
+    assert!(state["active_attempt"].is_null(), "{state:#}");
+    assert_eq!(state["stop"]["reason"], status, "{state:#}");
+    assert_eq!(state["last_run"]["status"], status, "{state:#}");
+    assert_eq!(outcome(sandbox)["status"], status);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Framing: an opening tag closed by another kind is broken framing
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_block_closed_by_another_kind_is_invalid_marker() {
+    let (sandbox, agent) =
+        one_phase("echo '<phase-complete>'\necho 'all done'\necho '</phase-blocked>'\n");
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(4);
+    assert!(
+        run.stderr.starts_with(
+            "invalid-marker: agent output contained an invalid terminal marker (mismatched terminal marker in stdout)\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "invalid-marker");
+    sandbox.assert_no_survivors();
+}
+
+#[test]
+fn nested_blocks_stay_multiple_markers() {
+    let (sandbox, agent) = one_phase(
+        "echo '<phase-complete>'\necho '<phase-blocked>'\necho 'x'\necho '</phase-blocked>'\necho '</phase-complete>'\n",
+    );
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(4);
+    assert!(
+        run.stderr.starts_with("multiple-markers: "),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "multiple-markers");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 1: SIGHUP and SIGQUIT are handled like SIGTERM
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sighup_mid_run_stops_the_group_and_records_interrupted() {
+    hangup_like_signal_mid_run(Signal::SIGHUP, 129, "SIGHUP");
+}
+
+#[test]
+fn sigquit_mid_run_stops_the_group_and_records_interrupted() {
+    hangup_like_signal_mid_run(Signal::SIGQUIT, 131, "SIGQUIT");
+}
+
+fn hangup_like_signal_mid_run(signal: Signal, code: i32, name: &str) {
+    let (sandbox, _) = one_phase("");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "echo working\n(trap '' TERM HUP; while :; do sleep 1; done) &\ntouch '{}'\nwhile :; do sleep 1; done\n",
+            at(&sandbox, "READY")
+        ),
+    );
+    let child = spawn_run(&sandbox, &agent, &[]);
+    wait_running(&sandbox, "READY");
+    send(&child, signal);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(code);
+    assert_has_line(
+        &run.stderr,
+        &format!("interrupted: handler interrupted while the worker was active ({name})"),
+    );
+    sandbox.assert_no_survivors();
+    assert_stopped_as(&sandbox, "interrupted");
+    assert_eq!(sandbox.state("plan.md")["completed_phase_ids"], json!([]));
+}
