@@ -132,7 +132,7 @@ pub enum AttemptMsg {
     StopMatched(StopMatch),
     DeadlineReached,
     IdleDeadlineReached,
-    /// SIGINT/SIGTERM forwarded by the run supervisor.
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) forwarded by the run supervisor.
     Interrupt(i32),
     /// The transcript or the live console could not be written.
     OutputFailed(String),

@@ -4,7 +4,7 @@
 //! which words and prints it once every lock is released.
 //!
 //! Its children own the invocation-wide resources: [`SignalIntake`] (started first, so every
-//! later step runs with SIGINT/SIGTERM caught), [`WorkspaceLocks`] and [`StateStore`]. File
+//! later step runs with the stopping signals caught), [`WorkspaceLocks`] and [`StateStore`]. File
 //! reads (state, plan re-hash, workspaces, `/proc`) run on the blocking pool.
 
 use std::sync::Arc;

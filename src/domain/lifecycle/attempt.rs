@@ -75,7 +75,7 @@ pub enum AttemptEvent {
     IdleDeadlineReached {
         seconds: f64,
     },
-    /// SIGINT or SIGTERM reached the attempt.
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
     },
