@@ -129,8 +129,18 @@ pub fn run_end(end: &RunEnd) -> Output {
                 ),
             }
         }
-        RunEnd::InterruptedBeforeLaunch { signal } => Output::error(format!(
+        RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete: false,
+        } => Output::error(format!(
             "interrupted by {} before launching the next phase; no worker was started",
+            signal_name(*signal)
+        )),
+        RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete: true,
+        } => Output::error(format!(
+            "interrupted by {} after the last phase completed; every phase is complete and nothing was left to launch",
             signal_name(*signal)
         )),
         RunEnd::Refused {

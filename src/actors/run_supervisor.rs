@@ -61,8 +61,9 @@ pub enum RunEnd {
         attempt: Box<ActiveAttempt>,
         still_active: Option<Box<ActiveAttempt>>,
     },
-    /// A signal arrived while no attempt was running.
-    InterruptedBeforeLaunch { signal: i32 },
+    /// A signal arrived while no attempt was running; `plan_complete` when nothing was left
+    /// to launch.
+    InterruptedBeforeLaunch { signal: i32, plan_complete: bool },
     /// Admission refused the run.
     Refused {
         refusal: Refusal,
@@ -296,8 +297,14 @@ impl RunState {
             return self.finish(myself, end, ExitCode::InvalidInput).await;
         }
         match checkpoint {
-            Checkpoint::Interrupted { signal } => {
-                let end = RunEnd::InterruptedBeforeLaunch { signal };
+            Checkpoint::Interrupted {
+                signal,
+                plan_complete,
+            } => {
+                let end = RunEnd::InterruptedBeforeLaunch {
+                    signal,
+                    plan_complete,
+                };
                 self.finish(myself, end, ExitCode::Signal(signal)).await
             }
             Checkpoint::AllComplete => self.complete(myself).await,

@@ -169,3 +169,37 @@ fn hangup_like_signal_mid_run(signal: Signal, code: i32, name: &str) {
     assert_stopped_as(&sandbox, "interrupted");
     assert_eq!(sandbox.state("plan.md")["completed_phase_ids"], json!([]));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 11: smaller reports
+// ---------------------------------------------------------------------------------------------
+
+/// The signal lands while the last phase's outcome is being committed (the outcome fsync is
+/// held by a failpoint): the phase completes, and the report must not speak of a next phase.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_signal_after_the_last_commit_does_not_speak_of_a_next_phase() {
+    let (sandbox, agent) = one_phase("echo '<phase-complete>done</phase-complete>'\n");
+    let child = sandbox
+        .quiet_run_command("plan.md", &agent, &[])
+        .env("FAILPOINTS", "outcome-fsync=sleep(3000)")
+        .spawn()
+        .expect("spawn handler");
+    assert!(
+        wait_until(PATIENCE, || !sandbox
+            .artifacts("plan.md", "outcomes")
+            .is_empty()),
+        "outcome never written"
+    );
+    send(&child, Signal::SIGTERM);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(143);
+    assert_eq!(
+        run.stderr,
+        "error: interrupted by SIGTERM after the last phase completed; every phase is complete and nothing was left to launch\n"
+    );
+    assert_eq!(run.stdout, "");
+    let state = sandbox.state("plan.md");
+    assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
+    assert!(state["stop"].is_null(), "{state:#}");
+}
