@@ -116,7 +116,13 @@ pub fn run_end(end: &RunEnd) -> Output {
                     _ => format!("{}: {}; {failure}", decision.status, decision.summary),
                 }
             } else {
-                format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
+                // The worker had reported a result that the failed write could not record:
+                // say which, so nobody takes the failure for the worker's.
+                format!(
+                    "{}: {failure}; the worker had reported {}",
+                    AttemptStatus::ExecutionIoFailed,
+                    reported_result(decision.status)
+                )
             };
             match still_active {
                 Some(active) => unresolved(first_line, active),
@@ -184,6 +190,16 @@ pub fn run_end(end: &RunEnd) -> Output {
     }
 }
 
+/// How a worker reported `status`: the name of its result tag.
+fn reported_result(status: AttemptStatus) -> String {
+    match status {
+        AttemptStatus::PhaseComplete => "phase-complete".to_owned(),
+        AttemptStatus::Blocked => "phase-blocked".to_owned(),
+        AttemptStatus::NeedsClarification => "phase-needs-clarification".to_owned(),
+        other => other.to_string(),
+    }
+}
+
 /// The final line of a successful or stopped run.
 pub fn result_line(status: AttemptStatus, summary: &str) -> String {
     match status {
@@ -246,17 +262,15 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
 const TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
-/// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`.
+/// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`. A transcript that
+/// cannot be read is one line saying why.
 pub fn transcript_tail(path: &str) -> Vec<String> {
     match file_tail::read_end(Path::new(path), TAIL_BYTES) {
         Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
-        Err(error) => vec![
-            "transcript tail (last 1 lines):".to_owned(),
-            format!(
-                "unable to read transcript tail: {path}: {}",
-                crate::platform::locate::os_message(&error)
-            ),
-        ],
+        Err(error) => vec![format!(
+            "transcript tail unavailable: {path}: {}",
+            crate::platform::locate::os_message(&error)
+        )],
     }
 }
 
@@ -274,9 +288,10 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     let text = String::from_utf8_lossy(text);
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(TAIL_LINES);
+    let shown = lines.len() - start;
     let mut tail = vec![format!(
-        "transcript tail (last {} lines):",
-        lines.len() - start
+        "transcript tail (last {shown} line{}):",
+        if shown == 1 { "" } else { "s" }
     )];
     tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
     if cut && let Some(first) = tail.get_mut(1) {
@@ -436,7 +451,7 @@ mod tests {
     #[test]
     fn a_partial_first_line_of_a_bounded_read_is_dropped() {
         let tail = tail_lines(b"ment of a cut line\nwhole line\n", false);
-        assert_eq!(tail, ["transcript tail (last 1 lines):", "whole line"]);
+        assert_eq!(tail, ["transcript tail (last 1 line):", "whole line"]);
     }
 
     #[test]
@@ -445,9 +460,17 @@ mod tests {
         assert_eq!(
             tail,
             [
-                "transcript tail (last 1 lines):",
+                "transcript tail (last 1 line):",
                 "[…]end of a very long line"
             ]
+        );
+    }
+
+    #[test]
+    fn an_unreadable_tail_is_one_line_saying_why() {
+        assert_eq!(
+            transcript_tail("/nonexistent/transcript.txt"),
+            ["transcript tail unavailable: /nonexistent/transcript.txt: No such file or directory"]
         );
     }
 }

@@ -203,3 +203,29 @@ fn a_signal_after_the_last_commit_does_not_speak_of_a_next_phase() {
     assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
     assert!(state["stop"].is_null(), "{state:#}");
 }
+
+/// The transcript was never created (its header write failed): the report says the tail is
+/// unavailable in one line, not as a one-line "tail".
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_missing_transcript_tail_is_one_plain_line() {
+    let (sandbox, agent) = one_phase("echo '<phase-complete>done</phase-complete>'\n");
+    let run = Run::from_output(
+        sandbox
+            .quiet_run_command("plan.md", &agent, &[])
+            .env("FAILPOINTS", "transcript-header-write=return")
+            .output()
+            .expect("run handler"),
+    );
+    run.assert_code(4);
+    let transcript = sandbox.state("plan.md")["last_run"]["transcript_path"]
+        .as_str()
+        .expect("transcript path")
+        .to_owned();
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", run.stderr);
+    assert_eq!(
+        lines[3],
+        format!("transcript tail unavailable: {transcript}: No such file or directory")
+    );
+}
