@@ -229,3 +229,20 @@ fn a_missing_transcript_tail_is_one_plain_line() {
         format!("transcript tail unavailable: {transcript}: No such file or directory")
     );
 }
+
+#[test]
+fn a_plan_with_a_byte_order_mark_runs_its_phases() {
+    let sandbox = Sandbox::new();
+    let plan = plan_with_phases(1).replace("# Test plan\n\nGlobal intent.\n\n", "");
+    sandbox.write("plan.md", format!("\u{feff}{plan}"));
+    let agent = agent(&sandbox, "echo '<phase-complete>done</phase-complete>'\n");
+    let check = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", "true"]);
+    check.assert_code(0);
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(0);
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
+    assert_eq!(
+        sandbox.state("plan.md")["completed_phase_ids"],
+        json!(["phase-1"])
+    );
+}
