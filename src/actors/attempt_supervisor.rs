@@ -49,7 +49,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{Trailer, TranscriptHeader, render_header, render_trailer};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
-use crate::platform::locate::{PlanLocation, os_message};
+use crate::platform::locate::PlanLocation;
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::{durable, spawn};
@@ -1035,11 +1035,11 @@ impl PreparationTask {
         let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
             Ok(child) => child,
             Err(error) => {
-                let summary = format!(
-                    "could not launch agent command: {}: {}",
-                    argv.first().map(String::as_str).unwrap_or_default(),
-                    os_message(&error)
-                );
+                let program = argv.first().cloned().unwrap_or_default();
+                let cwd = attempt.execution_workspace.clone();
+                let problem =
+                    off_runtime(move || spawn::launch_problem(&program, &cwd, &error)).await;
+                let summary = format!("could not launch agent command: {problem}");
                 return Err(launch_failure(summary, transcript));
             }
         };

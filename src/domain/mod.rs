@@ -8,6 +8,7 @@ pub(crate) mod decision;
 pub(crate) mod exit_code;
 pub(crate) mod fence;
 pub mod identity;
+pub(crate) mod launch;
 pub(crate) mod lifecycle;
 pub mod marker;
 pub mod outcome;

@@ -246,3 +246,65 @@ fn a_plan_with_a_byte_order_mark_runs_its_phases() {
         json!(["phase-1"])
     );
 }
+
+#[test]
+fn a_script_with_a_missing_interpreter_names_the_interpreter() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let script = sandbox.write("bin/agent.sh", "#!/nonexistent/interpreter -e\necho hi\n");
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let run = sandbox.run_plan("plan.md", &script, &["--quiet"]);
+    run.assert_code(4);
+    let expected = format!(
+        "launch-failed: could not launch agent command: {}: interpreter /nonexistent/interpreter named on its #! line was not found (the script itself exists)",
+        script.display()
+    );
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(expected.as_str()),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "launch-failed");
+}
+
+#[test]
+fn a_directory_as_agent_is_named_as_a_directory() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let directory = sandbox.path("tools");
+    fs::create_dir(&directory).expect("mkdir");
+    let run = sandbox.run_plan("plan.md", &directory, &["--quiet"]);
+    run.assert_code(4);
+    let expected = format!(
+        "launch-failed: could not launch agent command: {}: is a directory, not an executable",
+        directory.display()
+    );
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(expected.as_str()),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "launch-failed");
+}
+
+#[test]
+fn a_missing_agent_is_reported_as_missing() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let missing = sandbox.path("bin/not-there");
+    let run = sandbox.run_plan("plan.md", &missing, &["--quiet"]);
+    run.assert_code(4);
+    let expected = format!(
+        "launch-failed: could not launch agent command: {}: No such file or directory",
+        missing.display()
+    );
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(expected.as_str()),
+        "{}",
+        run.stderr
+    );
+}
