@@ -9,6 +9,7 @@ use std::path::Path;
 use crate::actors::attempt_supervisor::RecordFailure;
 use crate::actors::run_supervisor::RunEnd;
 use crate::domain::decision::signal_name;
+use crate::domain::display::{printable, printable_json};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
@@ -46,19 +47,39 @@ impl Output {
         self
     }
 
-    /// Writes stdout first, then stderr, each flushed. Write errors are ignored: there is
-    /// nowhere left to report them.
+    /// Writes stdout first, then stderr, each flushed, every line made printable
+    /// ([`printable`]: no control character, no live result tag). A stream with nothing to
+    /// print is not touched at all: it may be a console that stopped reading. Write errors are
+    /// ignored: there is nowhere left to report them.
     pub fn print(&self) {
+        if !self.stdout.is_empty() {
+            let mut out = std::io::stdout().lock();
+            for line in &self.stdout {
+                let _ = writeln!(out, "{}", printable(line));
+            }
+            let _ = out.flush();
+        }
+        if !self.stderr.is_empty() {
+            let mut err = std::io::stderr().lock();
+            for line in &self.stderr {
+                let _ = writeln!(err, "{}", printable(line));
+            }
+            let _ = err.flush();
+        }
+    }
+
+    /// A JSON document on stdout, with the same characters written as JSON escapes.
+    pub fn print_json(json: &str) {
+        Self::stdout(printable_json(json)).print_raw();
+    }
+
+    /// Writes the lines as they are (already printable).
+    fn print_raw(&self) {
         let mut out = std::io::stdout().lock();
         for line in &self.stdout {
             let _ = writeln!(out, "{line}");
         }
         let _ = out.flush();
-        let mut err = std::io::stderr().lock();
-        for line in &self.stderr {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
     }
 }
 

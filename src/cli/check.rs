@@ -50,8 +50,8 @@ pub fn run(args: &CheckArgs) -> ExitCode {
     let report = build(args);
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(error) => eprintln!("error: cannot render check report: {error}"),
+            Ok(text) => Output::print_json(&text),
+            Err(error) => Output::error(format!("cannot render check report: {error}")).print(),
         }
     } else {
         render_text(&report).print();

@@ -99,7 +99,7 @@ pub fn run(args: &StatusArgs) -> ExitCode {
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => Output::print_json(&text),
             Err(error) => {
                 Output::error(format!("cannot render status: {error}")).print();
                 return ExitCode::InvalidInput;
@@ -124,7 +124,7 @@ pub fn run(args: &StatusArgs) -> ExitCode {
 fn fail(json: bool, error: InputError) -> ExitCode {
     let message = error.to_string();
     if json {
-        println!("{}", serde_json::json!({ "error": message }));
+        Output::print_json(&serde_json::json!({ "error": message }).to_string());
     }
     Output::error(message).print();
     error.exit_code()

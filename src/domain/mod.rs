@@ -5,6 +5,7 @@
 pub(crate) mod attempt_id;
 pub(crate) mod config;
 pub(crate) mod decision;
+pub(crate) mod display;
 pub(crate) mod exit_code;
 pub(crate) mod fence;
 pub mod identity;

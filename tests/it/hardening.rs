@@ -308,3 +308,149 @@ fn a_missing_agent_is_reported_as_missing() {
         run.stderr
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Findings 7 and 9: what the runner prints holds no live result tag and no control character
+// ---------------------------------------------------------------------------------------------
+
+/// What an outer handler would make of this output: its framing verdict over both streams.
+fn outer_verdict(run: &Run) -> ai_session_handler::domain::marker::MarkerVerdict {
+    ai_session_handler::domain::marker::validate_streams(
+        run.stdout.as_bytes(),
+        run.stderr.as_bytes(),
+    )
+}
+
+#[track_caller]
+fn assert_no_tag_for_an_outer_handler(run: &Run) {
+    assert!(
+        matches!(
+            outer_verdict(run),
+            ai_session_handler::domain::marker::MarkerVerdict::Missing(_)
+        ),
+        "an outer handler would see a result tag ({:?}) in:\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        outer_verdict(run),
+        run.stdout,
+        run.stderr
+    );
+}
+
+/// A nested run: the inner worker completed, then failed. The failure report's transcript
+/// tail holds its `<phase-complete>` at a line start; the outer handler reading the inner
+/// handler's output must see no tag at all — in the report, the refusal and `status`.
+#[test]
+fn reports_refusals_and_status_show_no_live_result_tag() {
+    let (sandbox, agent) = one_phase(
+        "echo 'inner work'\necho '<phase-complete>inner done</phase-complete>'\nexit 1\n",
+    );
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(4);
+    assert_has_line(
+        &run.stderr,
+        "&lt;phase-complete>inner done&lt;/phase-complete>",
+    );
+    assert_no_tag_for_an_outer_handler(&run);
+    // The transcript keeps the bytes.
+    assert!(transcript(&sandbox).contains("\n<phase-complete>inner done</phase-complete>\n"));
+
+    let refused = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    refused.assert_code(5);
+    assert_has_line(
+        &refused.stderr,
+        "&lt;phase-complete>inner done&lt;/phase-complete>",
+    );
+    assert_no_tag_for_an_outer_handler(&refused);
+
+    // A blocked reason quoting a tag, in the result line and in `status` (text and JSON).
+    let blocked = agent_blocked_with(
+        &sandbox,
+        "use the &lt;phase-complete> tag? no: < /phase-complete>",
+    );
+    let run = sandbox.run_plan("plan.md", &blocked, &["--quiet", "--retry-stopped"]);
+    run.assert_code(4);
+    assert_no_tag_for_an_outer_handler(&run);
+    for args in [
+        &["status", "--plan", "plan.md"][..],
+        &["status", "--plan", "plan.md", "--json"][..],
+        &[
+            "check",
+            "--plan",
+            "plan.md",
+            "--agent-cmd",
+            "true",
+            "--json",
+        ][..],
+    ] {
+        let shown = sandbox.run(args);
+        shown.assert_code(0);
+        assert_no_tag_for_an_outer_handler(&shown);
+    }
+}
+
+/// An agent whose blocked reason is `reason` (printed with printf, so escapes in `reason`
+/// become bytes).
+fn agent_blocked_with(sandbox: &Sandbox, reason: &str) -> PathBuf {
+    agent(
+        sandbox,
+        &format!("printf '<phase-blocked>{reason}</phase-blocked>\\n'\n"),
+    )
+}
+
+#[test]
+fn control_characters_from_agents_are_escaped_in_everything_printed() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    // ESC ] 0 ; title BEL (an OSC that retitles the terminal), a lone CR that would let the
+    // rest overwrite the line, NUL, and CSI 2 J (clear the screen).
+    let agent = agent_blocked_with(&sandbox, "evil\\033]0;pwned\\007 \\rok\\000 \\033[2J!");
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(2);
+    assert_eq!(
+        run.stdout,
+        "phase-blocked: evil\\u{1b}]0;pwned\\u{7} \\rok\\u{0} \\u{1b}[2J!\n"
+    );
+    // The transcript and the outcome keep the agent's bytes.
+    assert!(transcript(&sandbox).contains("evil\u{1b}]0;pwned\u{7} \rok\0 \u{1b}[2J!"));
+    assert_eq!(
+        outcome(&sandbox)["summary"],
+        "evil\u{1b}]0;pwned\u{7} \rok\0 \u{1b}[2J!"
+    );
+
+    let clean = |text: &str| {
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+    };
+    let refused = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    refused.assert_code(5);
+    assert!(clean(&refused.stderr), "{:?}", refused.stderr);
+    assert!(
+        refused.stderr.contains("evil\\u{1b}]0;pwned"),
+        "{}",
+        refused.stderr
+    );
+    for args in [
+        &["status", "--plan", "plan.md"][..],
+        &["status", "--plan", "plan.md", "--json"][..],
+    ] {
+        let shown = sandbox.run(args);
+        shown.assert_code(0);
+        assert!(clean(&shown.stdout), "{:?}", shown.stdout);
+        assert!(shown.stdout.contains("evil\\u"), "{}", shown.stdout);
+    }
+    let json: Value = serde_json::from_str(
+        &sandbox
+            .run(&["status", "--plan", "plan.md", "--json"])
+            .stdout,
+    )
+    .expect("status --json parses");
+    assert_eq!(
+        json["stop"]["clarification_request"],
+        Value::Null,
+        "{json:#}"
+    );
+    assert_eq!(
+        json["last_run"]["summary"], "evil\u{1b}]0;pwned\u{7} \rok\0 \u{1b}[2J!",
+        "the JSON escapes decode to the agent's text"
+    );
+}

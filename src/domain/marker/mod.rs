@@ -48,4 +48,4 @@ pub use framing::{
     validate_streams,
 };
 pub use live_filter::LiveFilter;
-pub use tags::ResultKind;
+pub use tags::{ResultKind, defuse_tags};
