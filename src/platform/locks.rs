@@ -5,7 +5,7 @@
 
 use std::fs::{File, TryLockError};
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Which workspace a lock protects; used in contention messages.
@@ -82,7 +82,12 @@ pub fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> 
         dir: dir.to_path_buf(),
         error,
     };
-    let handle = File::open(dir).map_err(io_error)?;
+    // O_DIRECTORY|O_NONBLOCK: a path swapped for a FIFO is refused, never waited on.
+    let handle = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NONBLOCK)
+        .open(dir)
+        .map_err(io_error)?;
     let meta = handle.metadata().map_err(io_error)?;
     match handle.try_lock() {
         Ok(()) => Ok(DirLock {

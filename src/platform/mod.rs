@@ -10,6 +10,7 @@ pub mod locate;
 pub mod locks;
 pub mod proc;
 pub mod process_group;
+pub mod regular_file;
 pub mod spawn;
 pub mod transcript_file;
 pub mod write_thread;

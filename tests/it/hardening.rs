@@ -454,3 +454,162 @@ fn control_characters_from_agents_are_escaped_in_everything_printed() {
         "the JSON escapes decode to the agent's text"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 5: special files never block, never exhaust memory
+// ---------------------------------------------------------------------------------------------
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+}
+
+/// Runs the handler with `args` and waits (bounded) for it: a handler blocked on a FIFO fails
+/// the test instead of hanging it.
+fn run_bounded(sandbox: &Sandbox, args: &[&str]) -> Run {
+    wait_for_exit(sandbox.spawn(args), HANG_LIMIT)
+}
+
+#[test]
+fn a_fifo_plan_is_refused_at_once_by_run_check_and_status() {
+    let sandbox = Sandbox::new();
+    let plan = sandbox.path("plan.md");
+    mkfifo(&plan);
+    let expected = format!(
+        "error: {}: cannot read plan: not a regular file (a FIFO)",
+        plan.display()
+    );
+    for args in [
+        &["run", "--plan", "plan.md", "--agent-cmd", "true"][..],
+        &["check", "--plan", "plan.md", "--agent-cmd", "true"][..],
+        &["status", "--plan", "plan.md"][..],
+    ] {
+        let run = run_bounded(&sandbox, args);
+        run.assert_code(5);
+        assert_has_line(&run.stderr, &expected);
+    }
+    assert!(!sandbox.path(".ai-session-handler").exists());
+}
+
+#[test]
+fn a_sparse_giant_plan_is_refused_by_its_size() {
+    let sandbox = Sandbox::new();
+    let plan = sandbox.path("plan.md");
+    fs::File::create(&plan)
+        .expect("plan")
+        .set_len(3 << 30)
+        .expect("sparse 3 GiB");
+    let run = run_bounded(
+        &sandbox,
+        &["check", "--plan", "plan.md", "--agent-cmd", "true"],
+    );
+    run.assert_code(5);
+    assert_has_line(
+        &run.stderr,
+        &format!(
+            "error: {}: cannot read plan: 3221225472 bytes is over the 16777216-byte limit",
+            plan.display()
+        ),
+    );
+}
+
+#[test]
+fn fifo_config_and_state_are_refused_at_once() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let config = sandbox.path(".ai-session-handler/config.json");
+    fs::create_dir_all(config.parent().expect("dir")).expect("mkdir");
+    mkfifo(&config);
+    let run = run_bounded(
+        &sandbox,
+        &["run", "--plan", "plan.md", "--agent-cmd", "true"],
+    );
+    run.assert_code(5);
+    assert_has_line(
+        &run.stderr,
+        &format!(
+            "error: {}: cannot read config: not a regular file (a FIFO)",
+            config.display()
+        ),
+    );
+    fs::remove_file(&config).expect("rm fifo");
+
+    let state = sandbox.state_path("plan.md");
+    fs::create_dir_all(state.parent().expect("dir")).expect("mkdir");
+    mkfifo(&state);
+    for args in [
+        &["status", "--plan", "plan.md"][..],
+        &["run", "--plan", "plan.md", "--agent-cmd", "true"][..],
+    ] {
+        let run = run_bounded(&sandbox, args);
+        run.assert_code(5);
+        assert_has_line(
+            &run.stderr,
+            &format!(
+                "error: {}: cannot read state: not a regular file (a FIFO)",
+                state.display()
+            ),
+        );
+    }
+}
+
+/// Phase 1 replaces the plan with a FIFO: the re-hash before phase 2 must not block in
+/// `open()`; the run stops with an input error and phase 1's completion kept.
+#[test]
+fn a_plan_replaced_by_a_fifo_mid_run_stops_the_run_at_once() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(2));
+    let plan = sandbox.path("plan.md");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "rm '{plan}'\nmkfifo '{plan}'\necho '<phase-complete>done</phase-complete>'\n",
+            plan = plan.display()
+        ),
+    );
+    let run = wait_for_exit(
+        sandbox
+            .quiet_run_command("plan.md", &agent, &[])
+            .spawn()
+            .expect("spawn"),
+        HANG_LIMIT,
+    );
+    run.assert_code(5);
+    assert_has_line(
+        &run.stderr,
+        &format!(
+            "error: {}: cannot read plan: not a regular file (a FIFO)",
+            plan.display()
+        ),
+    );
+    assert_eq!(
+        sandbox.state("plan.md")["completed_phase_ids"],
+        json!(["phase-1"])
+    );
+    sandbox.assert_no_survivors();
+}
+
+#[test]
+fn a_fifo_log_file_is_refused_at_once() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let log = sandbox.path("log.fifo");
+    mkfifo(&log);
+    let log_arg = log.to_str().expect("utf-8");
+    let run = run_bounded(
+        &sandbox,
+        &[
+            "--log-level",
+            "info",
+            "--log-file",
+            log_arg,
+            "status",
+            "--plan",
+            "plan.md",
+        ],
+    );
+    run.assert_code(5);
+    assert_eq!(
+        run.stderr,
+        format!("error: --log-file {log_arg}: not a regular file (a FIFO)\n")
+    );
+}
