@@ -13,6 +13,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal, admit};
 use crate::domain::state::State;
 use crate::domain::timestamp::Timestamp;
+use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, effective_settings,
     execution_workspace_of, locate, read_config, read_plan_snapshot, read_state,
@@ -42,7 +43,7 @@ pub struct PhaseRow {
     pub title: String,
     pub workspace: String,
     pub execution_workspace: Option<String>,
-    /// `done`, `pending`, `stopped` or `unresolved`.
+    /// `done`, `pending`, `stopped`, `unresolved`, or `running` (a run in progress).
     pub status: &'static str,
 }
 
@@ -106,6 +107,7 @@ fn build(args: &CheckArgs) -> CheckReport {
         }
         Err(error) => report.errors.push(error.to_string()),
     }
+    let running = run_in_progress(&location);
     let state = match read_state(&location.layout) {
         Ok(state) => Some(state),
         Err(error) => {
@@ -136,7 +138,7 @@ fn build(args: &CheckArgs) -> CheckReport {
             title: phase.title.clone(),
             workspace: phase.workspace.clone(),
             execution_workspace,
-            status: phase_status(state_ref, &phase.id),
+            status: phase_status(state_ref, &phase.id, running.is_some()),
         });
     }
     if let Some(state) = &state {
@@ -158,7 +160,26 @@ fn build(args: &CheckArgs) -> CheckReport {
             }
             Some(_) => "unchanged",
         });
-        if let Some(problem) = recovery_problem(&location, &snapshot, state) {
+        if let Some(running) = running {
+            // The active attempt is that run's own: nothing is abandoned, and advice to stop
+            // its worker would be wrong.
+            report.notes.push(format!(
+                "a run is in progress: {}; run refuses until it ends",
+                running.describe()
+            ));
+            if let Some(attempt) = &state.active_attempt {
+                let worker = match &attempt.process {
+                    Some(process) => format!(" (worker pid {})", process.pid),
+                    None => String::new(),
+                };
+                report.notes.push(format!(
+                    "phase {} attempt {} is {}{worker}",
+                    attempt.phase.id,
+                    attempt.id,
+                    attempt.status.as_str()
+                ));
+            }
+        } else if let Some(problem) = recovery_problem(&location, &snapshot, state) {
             report.errors.push(problem);
         } else if let Some(attempt) = &state.active_attempt {
             report.notes.push(format!(
@@ -204,7 +225,7 @@ fn recovery_problem(
     }
 }
 
-fn phase_status(state: &State, phase_id: &str) -> &'static str {
+fn phase_status(state: &State, phase_id: &str, run_in_progress: bool) -> &'static str {
     if state.completed_phase_ids.iter().any(|id| id == phase_id) {
         "done"
     } else if state
@@ -212,7 +233,11 @@ fn phase_status(state: &State, phase_id: &str) -> &'static str {
         .as_ref()
         .is_some_and(|attempt| attempt.phase.id == phase_id)
     {
-        "unresolved"
+        if run_in_progress {
+            "running"
+        } else {
+            "unresolved"
+        }
     } else if state
         .stop
         .as_ref()

@@ -9,6 +9,7 @@ use super::args::StatusArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
+use crate::invocation::probe::{RunInProgress, run_in_progress};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_plan_snapshot, read_state,
@@ -23,6 +24,11 @@ pub struct StatusReport {
     pub plan_workspace: String,
     pub state_path: String,
     pub state_exists: bool,
+    /// A handler holds the plan-workspace lock: a run is in progress, and an active attempt
+    /// is its running one, not an abandoned one.
+    pub run_in_progress: bool,
+    /// That handler's pid, when visible.
+    pub handler_pid: Option<u32>,
     /// The selected execution workspace: the active attempt's, the stopped phase's, or the
     /// next phase's.
     pub execution_workspace: Option<String>,
@@ -90,12 +96,15 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         Ok(location) => location,
         Err(error) => return fail(args.json, error),
     };
+    let running = run_in_progress(&location);
     let state = match read_state(&location.layout) {
         Ok(state) => state,
         Err(error) => return fail(args.json, error),
     };
     let snapshot = read_plan_snapshot(&location);
-    let report = build_report(&location, &state, snapshot.as_ref());
+    let mut report = build_report(&location, &state, snapshot.as_ref());
+    report.run_in_progress = running.is_some();
+    report.handler_pid = running.and_then(|running| running.handler_pid);
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -224,6 +233,8 @@ fn build_report(
         plan_workspace: location.workspace.clone(),
         state_path: location.layout.state_path(),
         state_exists: is_file(&location.layout.state_path()),
+        run_in_progress: false,
+        handler_pid: None,
         execution_workspace,
         execution_workspace_error: execution_workspace_error.map(|error| error.to_string()),
         completed_phase_ids: state.completed_phase_ids.clone(),
@@ -284,9 +295,21 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     if !report.state_exists {
         lines.push("state file: not created yet".to_owned());
     }
+    if report.run_in_progress {
+        let running = RunInProgress {
+            handler_pid: report.handler_pid,
+        };
+        lines.push(format!("run in progress: {}", running.describe()));
+    }
     if let Some(attempt) = &report.active_attempt {
+        // While a handler holds the plan workspace the attempt is its own, running one.
+        let label = if report.run_in_progress {
+            "active"
+        } else {
+            "active/abandoned"
+        };
         lines.push(format!(
-            "active/abandoned: {} ({}, attempt {})",
+            "{label}: {} ({}, attempt {})",
             attempt.phase_id, attempt.status, attempt.id
         ));
         lines.push(format!("attempt started: {}", attempt.started_at));

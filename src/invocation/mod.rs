@@ -5,6 +5,7 @@
 mod error;
 pub mod init;
 mod limits;
+pub mod probe;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -613,3 +613,74 @@ fn a_fifo_log_file_is_refused_at_once() {
         format!("error: --log-file {log_arg}: not a regular file (a FIFO)\n")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 8: `status` and `check` during a healthy run
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn status_and_check_during_a_healthy_run_say_a_run_is_in_progress() {
+    let (sandbox, _) = one_phase("");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "touch '{}'\nwhile :; do sleep 1; done\n",
+            at(&sandbox, "READY")
+        ),
+    );
+    let child = spawn_run(&sandbox, &agent, &["--quiet"]);
+    wait_running(&sandbox, "READY");
+    let state = read_state(&sandbox).expect("state");
+    let attempt = &state["active_attempt"];
+    let (attempt_id, worker) = (
+        attempt["id"].as_str().expect("id").to_owned(),
+        attempt["process"]["pid"].as_u64().expect("pid"),
+    );
+    let handler = child.id();
+
+    let status = sandbox.run(&["status", "--plan", "plan.md"]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        &format!("run in progress: handler pid {handler} holds the plan workspace lock"),
+    );
+    assert_has_line(
+        &status.stdout,
+        &format!("active: phase-1 (running, attempt {attempt_id})"),
+    );
+    assert!(!status.stdout.contains("abandoned"), "{}", status.stdout);
+    let json: Value = serde_json::from_str(
+        &sandbox
+            .run(&["status", "--plan", "plan.md", "--json"])
+            .stdout,
+    )
+    .expect("json");
+    assert_eq!(json["run_in_progress"], true);
+    assert_eq!(json["handler_pid"], handler);
+
+    let check = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", "true"]);
+    check.assert_code(0);
+    assert_has_line(
+        &check.stdout,
+        &format!(
+            "note: a run is in progress: handler pid {handler} holds the plan workspace lock; run refuses until it ends"
+        ),
+    );
+    assert_has_line(
+        &check.stdout,
+        &format!("note: phase phase-1 attempt {attempt_id} is running (worker pid {worker})"),
+    );
+    assert!(!check.stdout.contains("abandoned"), "{}", check.stdout);
+    assert!(!check.stderr.contains("still alive"), "{}", check.stderr);
+
+    send(&child, Signal::SIGTERM);
+    wait_for_exit(child, HANG_LIMIT).assert_code(143);
+    sandbox.assert_no_survivors();
+    // Afterwards nothing holds the workspace: status reports the state alone.
+    let status = sandbox.run(&["status", "--plan", "plan.md"]);
+    assert!(
+        !status.stdout.contains("run in progress"),
+        "{}",
+        status.stdout
+    );
+}
