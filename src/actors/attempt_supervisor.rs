@@ -28,7 +28,9 @@ use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreError, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
-use super::transcript_writer::{OutputError, TranscriptWriter, WriterArgs, WriterMsg};
+use super::transcript_writer::{
+    ConsoleBound, OutputError, TranscriptWriter, WriterArgs, WriterMsg,
+};
 use super::{call, notify, off_runtime};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision};
@@ -208,6 +210,8 @@ struct Crew {
     timer: Option<ActorRef<TimerMsg>>,
     killer: ActorRef<KillerMsg>,
     readers: Vec<ActorRef<ReaderMsg>>,
+    /// Bounds the live console once the worker is being stopped or has exited.
+    console_bound: ConsoleBound,
 }
 
 impl Crew {
@@ -399,6 +403,11 @@ impl AttemptState {
             AttemptEffect::CancelTimers => {
                 if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
                     timer.stop(None);
+                }
+            }
+            AttemptEffect::BoundConsole => {
+                if let Some(crew) = &self.crew {
+                    crew.console_bound.engage();
                 }
             }
             AttemptEffect::TerminateGroup => {
@@ -675,6 +684,7 @@ impl AttemptState {
             .expect("stop scanner starts");
             Some(scanner)
         };
+        let (console_bound, bounded) = ConsoleBound::new();
         let (writer, _) = Actor::spawn_linked(
             None,
             TranscriptWriter,
@@ -686,6 +696,7 @@ impl AttemptState {
                 scanner: scanner.clone(),
                 timer: timer.clone(),
                 supervisor,
+                console_bound: bounded,
             },
             cell,
         )
@@ -698,6 +709,7 @@ impl AttemptState {
             timer,
             killer,
             readers: Vec::new(),
+            console_bound,
         }
     }
 
@@ -717,6 +729,8 @@ impl AttemptState {
             survivors: input.group.survivors,
             pipes_held_open: input.pipes_held_open,
             launch_error: None,
+            // The writer adds what happened to the live output.
+            console_notes: Vec::new(),
         };
         let writer = crew.writer.clone();
         let marker = crew.marker.clone();
@@ -1113,6 +1127,7 @@ async fn wait_for_exit(child: &mut Child) -> ChildExit {
 fn effect_name(effect: &AttemptEffect) -> &'static str {
     match effect {
         AttemptEffect::CancelTimers => "cancel-timers",
+        AttemptEffect::BoundConsole => "bound-console",
         AttemptEffect::TerminateGroup => "terminate-group",
         AttemptEffect::KillNow => "kill-now",
         AttemptEffect::StartLeakGrace => "start-leak-grace",

@@ -21,6 +21,9 @@ pub struct Trailer {
     pub pipes_held_open: bool,
     /// Why the worker never ran, when it did not.
     pub launch_error: Option<String>,
+    /// What happened to the live output (a viewer gone, a console dropped), as whole
+    /// `live_output_…: …` lines.
+    pub console_notes: Vec<String>,
 }
 
 /// What the transcript header shows.
@@ -95,6 +98,10 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
             "processes_surviving_sigkill: {}\n",
             join_pids(&trailer.survivors)
         ));
+    }
+    for note in &trailer.console_notes {
+        text.push_str(note);
+        text.push('\n');
     }
     if trailer.pipes_held_open {
         text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");

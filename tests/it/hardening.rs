@@ -684,3 +684,227 @@ fn status_and_check_during_a_healthy_run_say_a_run_is_in_progress() {
         status.stdout
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Findings 3, 4 and 10: the live console never holds the lifecycle up
+// ---------------------------------------------------------------------------------------------
+
+/// A reader that never reads: `sleep` with the handler's stdout as its stdin (like
+/// `run … | (sleep 600)`). Killed when dropped.
+struct StalledReader(std::process::Child);
+
+impl StalledReader {
+    fn start() -> Self {
+        Self(
+            std::process::Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn sleep"),
+        )
+    }
+
+    /// The write end of its stdin, for the handler's stdout.
+    fn stdin(&mut self) -> std::process::Stdio {
+        self.0.stdin.take().expect("stdin").into()
+    }
+}
+
+impl Drop for StalledReader {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An agent that touches READY and then writes to stdout without end: with nobody reading
+/// the handler's stdout, the console stalls within the first chunk.
+fn chatty_agent(sandbox: &Sandbox) -> PathBuf {
+    agent(
+        sandbox,
+        &format!(
+            "touch '{}'\nwhile :; do echo 'chatter chatter chatter chatter chatter chatter'; done\n",
+            at(sandbox, "READY")
+        ),
+    )
+}
+
+fn spawn_into(
+    sandbox: &Sandbox,
+    agent: &Path,
+    stdout: std::process::Stdio,
+    extra: &[&str],
+) -> Child {
+    let mut args = vec![
+        "run",
+        "--plan",
+        "plan.md",
+        "--agent-cmd",
+        agent.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    sandbox
+        .command()
+        .args(&args)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn handler")
+}
+
+#[track_caller]
+fn assert_trailer_has(sandbox: &Sandbox, prefix: &str) {
+    let text = transcript(sandbox);
+    let (_, trailer) = text
+        .rsplit_once("--- runner trailer ---\n")
+        .unwrap_or_else(|| panic!("no trailer in the transcript"));
+    assert!(
+        trailer.lines().any(|line| line.starts_with(prefix)),
+        "no `{prefix}` line in the trailer:\n{trailer}"
+    );
+}
+
+/// `run … | (sleep 600)` with a chatty agent and `--timeout 2`: the handler finishes and
+/// records the timeout while the reader still reads nothing.
+#[test]
+fn a_stalled_console_does_not_stall_a_timeout() {
+    let (sandbox, _) = one_phase("");
+    let agent = chatty_agent(&sandbox);
+    let mut reader = StalledReader::start();
+    let child = spawn_into(&sandbox, &agent, reader.stdin(), &["--timeout", "2"]);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(4);
+    assert!(
+        run.stderr
+            .starts_with("timeout: agent command timed out after 2 seconds\n"),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "timeout");
+    assert_trailer_has(&sandbox, "live_output_dropped: ");
+    sandbox.assert_no_survivors();
+    drop(reader);
+}
+
+/// SIGINT while the console is stalled (and the worker blocked by backpressure) is acted on:
+/// the group is stopped, `interrupted` recorded, exit 130.
+#[test]
+fn a_signal_during_a_console_stall_is_acted_on() {
+    let (sandbox, _) = one_phase("");
+    let agent = chatty_agent(&sandbox);
+    let mut reader = StalledReader::start();
+    let child = spawn_into(&sandbox, &agent, reader.stdin(), &[]);
+    wait_running(&sandbox, "READY");
+    // The first chunk reaches the transcript while its echo is stuck.
+    assert!(
+        wait_until(PATIENCE, || transcript(&sandbox).contains("chatter")),
+        "no output reached the transcript"
+    );
+    send(&child, Signal::SIGINT);
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(130);
+    assert!(
+        run.stderr
+            .starts_with("interrupted: handler interrupted while the worker was active (SIGINT)\n"),
+        "{}",
+        run.stderr
+    );
+    assert_stopped_as(&sandbox, "interrupted");
+    sandbox.assert_no_survivors();
+    drop(reader);
+}
+
+/// `run … | head -2`: the viewer goes away; the agent finishes, the phase completes and the
+/// transcript keeps everything.
+#[test]
+fn losing_the_viewer_does_not_fail_the_attempt() {
+    let (sandbox, _) = one_phase("");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "echo one\necho two\necho three\nuntil [ -e '{go}' ]; do sleep 0.02; done\nfor i in $(seq 1 2000); do echo \"after $i\"; done\necho '<phase-complete>finished</phase-complete>'\n",
+            go = at(&sandbox, "GO")
+        ),
+    );
+    let mut child = spawn_into(&sandbox, &agent, std::process::Stdio::piped(), &[]);
+    {
+        // Read two lines, like `head -2`, then close the pipe.
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        assert_eq!(lines.next().expect("line").expect("read"), "one");
+        assert_eq!(lines.next().expect("line").expect("read"), "two");
+    }
+    fs::write(sandbox.path("GO"), "").expect("go");
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(0);
+    let state = sandbox.state("plan.md");
+    assert_eq!(
+        state["completed_phase_ids"],
+        json!(["phase-1"]),
+        "{state:#}"
+    );
+    assert_eq!(outcome(&sandbox)["summary"], "finished");
+    let text = transcript(&sandbox);
+    assert!(
+        text.contains("after 2000\n"),
+        "the transcript keeps everything"
+    );
+    assert_trailer_has(&sandbox, "live_output_stopped: stdout: ");
+    sandbox.assert_no_survivors();
+}
+
+/// An opening tag that is never closed: the text after it reaches the console while the
+/// attempt still runs, and the transcript and the verdict are unchanged.
+#[test]
+fn an_unclosed_opening_tag_releases_the_live_console() {
+    let (sandbox, _) = one_phase("");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "echo 'before'\necho '<phase-complete>'\necho 'still working'\nuntil [ -e '{go}' ]; do sleep 0.02; done\necho '</phase-complete>'\n",
+            go = at(&sandbox, "GO")
+        ),
+    );
+    let mut child = spawn_into(&sandbox, &agent, std::process::Stdio::piped(), &[]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let collector = {
+        let seen = seen.clone();
+        let mut stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = stdout.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                seen.lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
+            }
+        })
+    };
+    assert!(
+        wait_until(PATIENCE, || seen
+            .lock()
+            .expect("lock")
+            .contains("still working")),
+        "the held text never reached the console while the attempt ran: {:?}",
+        seen.lock().expect("lock")
+    );
+    assert!(!sandbox.path("GO").exists());
+    fs::write(sandbox.path("GO"), "").expect("go");
+    let run = wait_for_exit(child, HANG_LIMIT);
+    collector.join().expect("collector");
+    run.assert_code(0);
+    assert_eq!(outcome(&sandbox)["summary"], "still working");
+    assert!(
+        transcript(&sandbox)
+            .contains("before\n<phase-complete>\nstill working\n</phase-complete>\n")
+    );
+    let shown = seen.lock().expect("lock").clone();
+    assert!(
+        shown.starts_with("before\n<phase-complete>\nstill working\n"),
+        "{shown:?}"
+    );
+}

@@ -22,9 +22,13 @@
 //!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
 //!   earlier cause in its summary. Cleanup itself is never restarted or skipped.
 //! - **Second interrupt**: makes the killer skip what is left of its grace period.
-//! - **Cleanup order**: cancel timers → terminate the group (or sweep it after a normal exit)
-//!   → close our read ends if a pipe is still held after the drain limit → record. Each is
-//!   issued at most once; nothing is issued once the attempt is done.
+//! - **A stalled console never stalls cleanup**: leaving `Running` (a trigger, or the leader's
+//!   exit) bounds the live console: from then on a console that takes no output within a
+//!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
+//!   does. Backpressure from the console holds only while the worker runs.
+//! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
+//!   after a normal exit) → close our read ends if a pipe is still held after the drain limit
+//!   → record. Each is issued at most once; nothing is issued once the attempt is done.
 
 use super::GroupReport;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
@@ -66,6 +70,7 @@ pub enum AttemptEvent {
         pattern: String,
     },
     /// A `rate_limit.patterns` regex matched: the provider refused for now.
+    #[allow(dead_code)] // Fed by the unattended-runs integration.
     RateLimitMatched {
         pattern: String,
     },
@@ -96,6 +101,7 @@ pub enum AttemptEvent {
         pattern: String,
     },
     /// Recording: a rate-limit pattern matched at the real end of input.
+    #[allow(dead_code)] // Fed by the unattended-runs integration.
     FinalRateLimitMatch {
         pattern: String,
     },
@@ -106,6 +112,11 @@ pub enum AttemptEvent {
 pub enum AttemptEffect {
     /// Stop the wall-clock and idle deadlines.
     CancelTimers,
+    /// The worker is being stopped or has exited: from now on the live console may hold
+    /// nothing up. A console that takes no output within a bounded time is dropped (noted in
+    /// the transcript), so draining and recording finish whatever the terminal or the pipe
+    /// reader does. While the worker runs, a slow console still slows it (backpressure).
+    BoundConsole,
     /// SIGTERM the group, then SIGKILL after the grace period while any member lives.
     TerminateGroup,
     /// A second interrupt: skip what is left of the grace period.
@@ -482,6 +493,7 @@ impl AttemptLifecycle {
                 self.cause = Some(cause);
                 self.stage = Stage::Stopping { exit: None };
                 effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::TerminateGroup);
             }
             stage if stage.cleaning_up() => self.note_cause(cause),
@@ -537,6 +549,7 @@ impl AttemptLifecycle {
                     sweep_requested: false,
                 };
                 effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::StartLeakGrace);
             }
             Stage::Stopping { exit: known } => *known = Some(exit),

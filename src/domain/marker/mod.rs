@@ -47,5 +47,5 @@ pub use framing::{
     MAX_RESULT_BYTES, MarkerVerdict, ResultBlock, StreamFramer, StreamVerdict, combine,
     validate_streams,
 };
-pub use live_filter::LiveFilter;
+pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
 pub use tags::{ResultKind, defuse_tags};

@@ -1172,3 +1172,34 @@ proptest! {
         prop_assert!(visible.is_empty());
     }
 }
+
+// Issue 14: the time bound on a hold (the caller releases it after LIVE_HOLD_LIMIT).
+
+#[test]
+fn a_released_hold_shows_the_held_text_and_hides_later_blocks_again() {
+    let mut filter = LiveFilter::new();
+    let mut visible = Vec::new();
+    filter.filter(b"start\n<phase-complete>\nstill working\n", &mut visible);
+    assert_eq!(visible, b"start\n");
+    assert!(filter.is_holding());
+    filter.release(&mut visible);
+    assert_eq!(visible, b"start\n<phase-complete>\nstill working\n");
+    assert!(!filter.is_holding());
+    // The released block's rest, its closing tag included, is ordinary text now.
+    visible.clear();
+    filter.filter(b"more\n</phase-complete>\n", &mut visible);
+    assert_eq!(visible, b"more\n</phase-complete>\n");
+    // A later block is hidden as usual.
+    visible.clear();
+    filter.filter(b"<phase-blocked>x</phase-blocked>\n", &mut visible);
+    assert_eq!(visible, b"\n");
+
+    // A possible partial tag held at a chunk end is released too.
+    let mut filter = LiveFilter::new();
+    let mut visible = Vec::new();
+    filter.filter(b"text <phase-comp", &mut visible);
+    assert!(filter.is_holding());
+    filter.release(&mut visible);
+    assert_eq!(visible, b"text <phase-comp");
+    assert!(!filter.is_holding());
+}
