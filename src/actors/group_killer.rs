@@ -11,15 +11,23 @@
 //! Once the group is empty, the killer sweeps *adopted* descendants: the handler registers as
 //! a child subreaper, so a descendant that left the group (`setsid`, a daemon's double fork)
 //! becomes the handler's own child when its parent dies. Any such child still alive that
-//! started after the worker is SIGKILLed (it is our child, so its pid cannot have been reused;
+//! started after the worker is stopped (it is our child, so its pid cannot have been reused;
 //! a child that predates the worker was inherited across `exec` and is left alone) and every
-//! adopted zombie is reaped by pid.
+//! adopted zombie is reaped by pid. The rules are [`crate::domain::process_tree`].
+//!
+//! A self-respawning daemon keeps starting its next generation, so one pass per generation
+//! can lose the race for ever. Once a pass finds an adoptee the sweep turns *thorough*: every
+//! pass takes each adoptee's whole live subtree from a `/proc` scan, SIGSTOPs all of it (a
+//! stopped process cannot fork) and then SIGKILLs it (descendants through pidfds), and the
+//! sweep ends only after two passes in a row found nothing — or, bounded, after 2 s, when what
+//! is still alive is reported as surviving. The report names as killed only what is gone.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
 //! means no *live* member: zombies waiting for a parent to reap them run nothing and hold no
 //! pipe.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,9 +36,11 @@ use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
 use super::{notify, off_runtime};
+use crate::domain::identity::ProcStat;
 use crate::domain::lifecycle::GroupReport;
+use crate::domain::process_tree::{SweepScope, plan_sweep};
 use crate::platform::proc::{self, ChildSnapshot};
-use crate::platform::process_group::{self, StopSignal};
+use crate::platform::process_group::{self, StopSignal, SweepSignal};
 
 /// How long a group gets between SIGTERM and SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -73,6 +83,10 @@ enum Phase {
     /// The group is empty; adopted descendants are killed and reaped until none is left.
     Adoptees {
         give_up_at: Instant,
+        /// A pass found an adoptee: every pass now takes whole lineages from a `/proc` scan.
+        thorough: bool,
+        /// Passes in a row that found nothing (once thorough).
+        quiet_passes: u8,
     },
     Reported,
 }
@@ -181,10 +195,7 @@ impl Actor for GroupKiller {
                     schedule_poll(&myself);
                 }
             }
-            (KillerMsg::Poll, Phase::Adoptees { give_up_at }) => {
-                let give_up_at = *give_up_at;
-                state.sweep_adoptees(&myself, give_up_at).await;
-            }
+            (KillerMsg::Poll, Phase::Adoptees { .. }) => state.sweep_adoptees(&myself).await,
             // Requests that arrive in a phase where they change nothing (a second Terminate,
             // KillNow while already killing, a stale Poll) are no-ops by design.
             _ => {}
@@ -247,37 +258,69 @@ impl KillerState {
     /// The group is empty: go on to the adopted descendants.
     async fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
         tracing::info!(pgid = self.pgid, "process group empty");
-        let give_up_at = Instant::now() + KILL_ROUNDS_LIMIT;
-        self.phase = Phase::Adoptees { give_up_at };
-        self.sweep_adoptees(myself, give_up_at).await;
+        self.phase = Phase::Adoptees {
+            give_up_at: Instant::now() + KILL_ROUNDS_LIMIT,
+            thorough: false,
+            quiet_passes: 0,
+        };
+        self.sweep_adoptees(myself).await;
     }
 
-    /// Reaps adopted zombies and kills adopted live processes; reports when none is alive.
-    async fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>, give_up_at: Instant) {
+    /// One pass over adopted descendants; reports once two thorough passes in a row found
+    /// nothing alive (one quick pass when there was never anything), or when the bound is hit.
+    async fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>) {
+        let Phase::Adoptees {
+            give_up_at,
+            thorough,
+            quiet_passes,
+        } = self.phase
+        else {
+            return;
+        };
         let leader = self.pgid;
         let worker_started_ticks = self.worker_started_ticks;
         let inherited = self.inherited.clone();
-        let adoptees =
-            off_runtime(move || sweep_adoptees_once(leader, worker_started_ticks, &inherited))
+        let stopped =
+            off_runtime(move || sweep_pass(leader, worker_started_ticks, &inherited, thorough))
                 .await;
-        for pid in &adoptees {
-            if !self.report.escaped.contains(pid) {
-                tracing::info!(pid, "descendant escaped the process group; killing it");
-                self.report.escaped.push(*pid);
+        if stopped.is_empty() {
+            if !thorough || quiet_passes >= 1 {
+                return self.report();
             }
+            self.phase = Phase::Adoptees {
+                give_up_at,
+                thorough,
+                quiet_passes: quiet_passes + 1,
+            };
+            return schedule_poll(myself);
         }
-        if adoptees.is_empty() {
-            self.report();
-        } else if Instant::now() >= give_up_at {
-            tracing::error!(survivors = ?adoptees, "escaped descendants survived SIGKILL");
-            self.report.survivors.extend(adoptees);
-            self.report();
-        } else {
-            schedule_poll(myself);
+        let known: HashSet<u32> = self.report.escaped.iter().copied().collect();
+        let new: Vec<u32> = stopped
+            .iter()
+            .copied()
+            .filter(|pid| !known.contains(pid))
+            .collect();
+        if !new.is_empty() {
+            tracing::info!(count = new.len(), pids = ?new, "descendants escaped the process group; killing them");
         }
+        self.report.escaped.extend(new);
+        if Instant::now() >= give_up_at {
+            tracing::error!(survivors = ?stopped, "escaped descendants were still alive when the sweep gave up");
+            self.report.survivors.extend(stopped);
+            return self.report();
+        }
+        self.phase = Phase::Adoptees {
+            give_up_at,
+            thorough: true,
+            quiet_passes: 0,
+        };
+        schedule_poll(myself);
     }
 
     fn report(&mut self) {
+        // Only what is gone was killed: a pid still alive at the end is a survivor.
+        let survivors: HashSet<u32> = self.report.survivors.iter().copied().collect();
+        self.report.escaped.retain(|pid| !survivors.contains(pid));
         self.phase = Phase::Reported;
         notify(
             &self.supervisor,
@@ -286,36 +329,57 @@ impl KillerState {
     }
 }
 
-/// One pass over the handler's children: reaps adopted zombies, SIGKILLs adopted live
-/// descendants of the worker, and returns the pids it signalled.
-fn sweep_adoptees_once(
+/// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
+/// stops adopted live descendants of the worker — with their whole lineage once `thorough`,
+/// or as soon as there is one — and returns the pids it signalled. A quick pass (nothing
+/// found yet) reads only the handler's children list, so an attempt without escapees costs
+/// no full `/proc` scan.
+fn sweep_pass(
     leader: u32,
     worker_started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
+    thorough: bool,
 ) -> Vec<u32> {
-    let mut alive = Vec::new();
-    for pid in proc::own_children().unwrap_or_default() {
-        // The leader is tokio's child; tokio reaps it.
-        if pid == leader {
-            continue;
-        }
-        match proc::stat(pid) {
-            Ok(Some(stat)) if stat.is_defunct() => process_group::reap_child(pid),
-            // Start times have clock-tick resolution (10 ms), so only a strictly earlier
-            // start proves a child is not the worker's; the snapshot covers the rest.
-            Ok(Some(stat))
-                if inherited.contains(&stat)
-                    || worker_started_ticks
-                        .is_none_or(|started| stat.start_time_ticks < started) =>
-            {
-                tracing::debug!(pid, "adopted child predates the worker; left alone");
-            }
-            Ok(Some(_)) => {
-                process_group::kill_child(pid);
-                alive.push(pid);
-            }
-            _ => {}
+    let handler = std::process::id();
+    let is_inherited = |stat: &ProcStat| inherited.contains(stat);
+    let scope = SweepScope {
+        handler,
+        leader,
+        worker_started_ticks,
+        inherited: &is_inherited,
+    };
+    let mut children: Vec<ProcStat> = proc::own_children()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| proc::stat(pid).ok().flatten())
+        .collect();
+    let quick = plan_sweep(&scope, &children, &[]);
+    for pid in &quick.reap {
+        process_group::reap_child(*pid);
+    }
+    if quick.targets.is_empty() && !thorough {
+        return Vec::new();
+    }
+    // The children list can miss a child being re-parented while it is read; the parent
+    // links in the process table catch it.
+    let table = proc::process_table().unwrap_or_default();
+    for process in table.iter().filter(|process| process.ppid == handler) {
+        if !children.iter().any(|child| child.pid == process.pid) {
+            children.push(process.clone());
         }
     }
-    alive
+    let plan = plan_sweep(&scope, &children, &table);
+    for pid in &plan.reap {
+        process_group::reap_child(*pid);
+    }
+    for signal in [SweepSignal::Stop, SweepSignal::Kill] {
+        for target in &plan.targets {
+            if target.adoptee {
+                process_group::signal_child(target.pid, signal);
+            } else {
+                process_group::signal_descendant(target.pid, target.start_time_ticks, signal);
+            }
+        }
+    }
+    plan.targets.iter().map(|target| target.pid).collect()
 }

@@ -21,6 +21,8 @@ pub struct ProcStat {
     pub(crate) pid: u32,
     /// One-letter state (`R`, `S`, `Z`, `X`, …).
     pub(crate) state: char,
+    /// The parent's pid (field 4): what the escaped-descendant sweep walks.
+    pub(crate) ppid: u32,
     pub pgrp: u32,
     pub start_time_ticks: u64,
 }
@@ -52,6 +54,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         state,
+        ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
         start_time_ticks: field(22)?.parse().ok()?,
     })

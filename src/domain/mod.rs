@@ -16,6 +16,7 @@ pub mod outcome;
 pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
+pub(crate) mod process_tree;
 pub(crate) mod prompt;
 #[allow(dead_code)] // Wired into the runtime by the unattended-runs integration.
 pub(crate) mod rate_limit;

@@ -102,6 +102,11 @@ impl ChildSnapshot {
     }
 }
 
+/// Every process's stat line (the escaped-descendant sweep walks parent links through it).
+pub fn process_table() -> io::Result<Vec<ProcStat>> {
+    processes_where(|_| true)
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
     processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())

@@ -2,11 +2,14 @@
 //!
 //! A worker's group is addressed only by the pgid saved at launch, never our own group and
 //! never pgid 0 or 1. Single processes are signalled only when they are our own children
-//! (adopted as a child subreaper), whose pids cannot be reused while unreaped.
+//! (adopted as a child subreaper), whose pids cannot be reused while unreaped, or through a
+//! pidfd checked against the start time the sweep saw (descendants of those children).
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
+use nix::libc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp};
@@ -71,9 +74,69 @@ pub fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None) != Err(Errno::ESRCH)
 }
 
-/// SIGKILLs one of our own children (an adopted descendant).
-pub fn kill_child(pid: u32) {
-    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+/// Signals one of our own children (an adopted descendant): its pid cannot be reused while
+/// it is unreaped.
+pub fn signal_child(pid: u32, signal: SweepSignal) {
+    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+}
+
+/// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage (a stopped process
+/// cannot fork), then SIGKILL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepSignal {
+    Stop,
+    Kill,
+}
+
+impl SweepSignal {
+    fn as_nix(self) -> Signal {
+        match self {
+            Self::Stop => Signal::SIGSTOP,
+            Self::Kill => Signal::SIGKILL,
+        }
+    }
+}
+
+/// Signals a descendant of an adoptee — a process that is *not* our child — without ever
+/// reaching another process that reuses its pid: a pidfd is opened first, then the process's
+/// start time is checked against the one seen in the scan (a reused pid has a later one), and
+/// the signal goes through the pidfd, which names that process only. Returns false when the
+/// process is gone, is not the one scanned, or pidfds are unavailable (Linux < 5.3).
+pub fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -> bool {
+    let Some(pidfd) = pidfd_open(pid) else {
+        return false;
+    };
+    let same = super::proc::stat(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|stat| stat.start_time_ticks == start_time_ticks);
+    same && pidfd_send_signal(&pidfd, signal.as_nix())
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open(pid, 0) takes plain integers and returns a new descriptor or -1; no
+    // memory is shared with the kernel.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn pidfd_send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
+    // SAFETY: pidfd_send_signal(fd, sig, NULL, 0): a descriptor we own, a signal number, no
+    // siginfo pointer.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal as libc::c_int,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    result == 0
 }
 
 /// Reaps one of our own children if it has exited; never `waitpid(-1)`, which would steal the

@@ -908,3 +908,79 @@ fn an_unclosed_opening_tag_releases_the_live_console() {
         "{shown:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 6: a self-respawning setsid daemon
+// ---------------------------------------------------------------------------------------------
+
+/// Stops and kills every process with the sandbox's token until none is left (a respawning
+/// chain survives one round of SIGKILL): the test's own cleanup, whatever the handler did.
+fn stop_token_holders(sandbox: &Sandbox) {
+    for _ in 0..1000 {
+        let pids = sandbox.survivors();
+        if pids.is_empty() {
+            return;
+        }
+        for signal in [Signal::SIGSTOP, Signal::SIGKILL] {
+            for pid in &pids {
+                let _ = kill(Pid::from_raw(*pid as i32), signal);
+            }
+        }
+    }
+}
+
+/// Kills the sandbox's processes when dropped, even when an assertion failed.
+struct ChainGuard<'a>(&'a Sandbox);
+
+impl Drop for ChainGuard<'_> {
+    fn drop(&mut self) {
+        stop_token_holders(self.0);
+    }
+}
+
+/// Each generation starts the next in a new session at once, then lingers 50 ms: a lineage
+/// that outruns a sweep stopping one generation per pass. The sweep must stop all of it and
+/// the trailer must not claim a kill that did not happen.
+#[test]
+fn a_self_respawning_setsid_daemon_does_not_outlive_the_sweep() {
+    for _ in 0..3 {
+        let sandbox = Sandbox::new();
+        let _guard = ChainGuard(&sandbox);
+        sandbox.write("plan.md", plan_with_phases(1));
+        let generation = sandbox.script(
+            "generation",
+            &format!(
+                "setsid '{me}' >/dev/null 2>&1 </dev/null &\nsleep 0.05\n",
+                me = at(&sandbox, "bin/generation")
+            ),
+        );
+        let agent = agent(
+            &sandbox,
+            &format!(
+                "setsid '{}' >/dev/null 2>&1 </dev/null &\nsleep 0.3\necho '<phase-complete>done</phase-complete>'\n",
+                generation.display()
+            ),
+        );
+        let run = wait_for_exit(spawn_run(&sandbox, &agent, &["--quiet"]), HANG_LIMIT);
+        run.assert_code(0);
+        let survivors = sandbox.survivors();
+        let text = transcript(&sandbox);
+        let (_, trailer) = text
+            .rsplit_once("--- runner trailer ---\n")
+            .expect("trailer");
+        assert!(
+            survivors.is_empty(),
+            "the chain outlived the sweep: {survivors:?}\n{trailer}"
+        );
+        assert!(
+            trailer
+                .lines()
+                .any(|line| line.starts_with("escaped_descendants_killed: ")),
+            "{trailer}"
+        );
+        assert!(
+            !trailer.contains("processes_surviving_sigkill"),
+            "{trailer}"
+        );
+    }
+}
