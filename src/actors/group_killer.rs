@@ -41,6 +41,7 @@ use crate::domain::lifecycle::GroupReport;
 use crate::domain::process_tree::{SweepScope, plan_sweep};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group::{self, StopSignal, SweepSignal};
+use crate::platform::watchdog;
 
 /// How long a group gets between SIGTERM and SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -321,6 +322,8 @@ impl KillerState {
         // Only what is gone was killed: a pid still alive at the end is a survivor.
         let survivors: HashSet<u32> = self.report.survivors.iter().copied().collect();
         self.report.escaped.retain(|pid| !survivors.contains(pid));
+        // The group is stopped: the watchdog need not stop it if the handler dies now.
+        watchdog::release(self.pgid);
         self.phase = Phase::Reported;
         notify(
             &self.supervisor,

@@ -17,6 +17,10 @@ use crate::domain::exit_code::ExitCode;
 
 /// Parses the command line, sets up logging, runs the command and returns the exit code.
 pub fn main() -> i32 {
+    // `run` re-executes this binary as its watchdog (docs/architecture.md).
+    if let Some(code) = crate::platform::watchdog::main_if_watchdog() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {

@@ -16,6 +16,7 @@ use crate::invocation::{
     read_plan_snapshot,
 };
 
+use crate::platform::watchdog;
 use crate::report::{self, Output};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -54,6 +55,15 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return error.exit_code();
         }
     };
+    // Before any worker exists: every worker registers its group with it, so a SIGKILLed
+    // handler leaves no worker running.
+    match watchdog::start() {
+        Ok(pid) => tracing::info!(pid, "watchdog started"),
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
+        ),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
@@ -61,6 +71,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
+            watchdog::finish();
             Output::error(format!("cannot start the async runtime: {error}")).print();
             return ExitCode::AgentFailed;
         }
@@ -86,6 +97,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
             .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    watchdog::finish();
     match result {
         Ok(RunResult { end, exit }) => {
             report::run_end(&end).print();

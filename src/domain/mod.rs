@@ -29,3 +29,4 @@ pub(crate) mod strict_json;
 pub mod template;
 pub mod timestamp;
 pub(crate) mod transcript;
+pub(crate) mod watchdog;

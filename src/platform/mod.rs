@@ -13,4 +13,5 @@ pub mod process_group;
 pub mod regular_file;
 pub mod spawn;
 pub mod transcript_file;
+pub mod watchdog;
 pub mod write_thread;

@@ -17,6 +17,7 @@ use nix::fcntl::{FcntlArg, fcntl};
 use tokio::process::{Child, Command};
 
 use super::locate::os_message;
+use super::watchdog;
 use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
 
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.
@@ -36,10 +37,20 @@ pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
         .stderr(Stdio::piped())
         // Last-resort backstop only: the group killer is what stops workers.
         .kill_on_drop(true);
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent; it is the
-    // only thing run between fork and exec. (std already resets the signal mask and SIGPIPE.)
+    let watchdog = watchdog::registration_fd();
+    // SAFETY: `setsid` and the watchdog registration (`getpid`, one non-blocking `send` from
+    // a stack buffer) are async-signal-safe and touch no memory of the parent; they are all
+    // that runs between fork and exec. (std already resets the signal mask and SIGPIPE.)
+    // Registering here, before `exec`, leaves no moment in which the worker runs unknown to
+    // the watchdog.
     unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        command.pre_exec(move || {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            if let Some(fd) = watchdog {
+                watchdog::register_self(fd);
+            }
+            Ok(())
+        });
     }
     let child = command.spawn()?;
     // Best effort: the default 64 KiB pipe works, just with more wake-ups.

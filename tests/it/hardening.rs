@@ -984,3 +984,91 @@ fn a_self_respawning_setsid_daemon_does_not_outlive_the_sweep() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 2: a SIGKILLed handler leaves no worker running (the watchdog)
+// ---------------------------------------------------------------------------------------------
+
+/// An agent that, the first time, ignores SIGTERM, leaves a SIGTERM-ignoring grandchild in
+/// its group (holding no pipe), touches READY and sleeps for ever; later it completes.
+fn stubborn_first_time_agent(sandbox: &Sandbox) -> PathBuf {
+    agent(
+        sandbox,
+        &format!(
+            "if [ -e '{first}' ]; then echo '<phase-complete>done</phase-complete>'; exit 0; fi\ntouch '{first}'\n(trap '' TERM; exec sleep 600) >/dev/null 2>&1 &\ntrap '' TERM\ntouch '{ready}'\nwhile :; do sleep 1; done\n",
+            first = at(sandbox, "FIRST"),
+            ready = at(sandbox, "READY")
+        ),
+    )
+}
+
+#[test]
+fn a_sigkilled_handler_leaves_no_worker_running() {
+    let (sandbox, _) = one_phase("");
+    let agent = stubborn_first_time_agent(&sandbox);
+    let mut child = spawn_run(&sandbox, &agent, &["--quiet"]);
+    wait_running(&sandbox, "READY");
+    let state = read_state(&sandbox).expect("state");
+    let attempt_id = state["active_attempt"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    child.kill().expect("SIGKILL the handler");
+    child.wait().expect("reap the handler");
+
+    // The watchdog stops the worker and its grandchild, then exits itself.
+    sandbox.assert_no_survivors();
+
+    // `status` and `check` see an abandoned attempt whose worker is dead.
+    let status = sandbox.run(&["status", "--plan", "plan.md"]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        &format!("active/abandoned: phase-1 (running, attempt {attempt_id})"),
+    );
+    assert!(
+        !status.stdout.contains("run in progress"),
+        "{}",
+        status.stdout
+    );
+    let agent_arg = agent.to_str().expect("utf-8");
+    let check = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", agent_arg]);
+    check.assert_code(0);
+    assert_has_line(
+        &check.stdout,
+        &format!(
+            "note: phase phase-1 has an abandoned running attempt {attempt_id}; run requires --retry-stopped"
+        ),
+    );
+    // And `--retry-stopped` finds no live worker to refuse on.
+    let retry = sandbox.run_plan("plan.md", &agent, &["--quiet", "--retry-stopped"]);
+    retry.assert_code(0);
+    assert_eq!(retry.stdout, "runner-complete: all phases complete\n");
+    sandbox.assert_no_survivors();
+}
+
+/// A hangup, Ctrl-C or `kill` aimed at the handler's whole process group never reaches the
+/// watchdog (it runs in a session of its own): when the handler then dies by SIGKILL before
+/// its own cleanup, the worker is still stopped.
+#[test]
+fn the_watchdog_outlives_signals_to_the_handlers_group() {
+    for group_signal in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGTERM] {
+        let (sandbox, _) = one_phase("");
+        let agent = stubborn_first_time_agent(&sandbox);
+        let mut command = sandbox.command();
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
+            .args(["run", "--plan", "plan.md", "--quiet", "--agent-cmd"])
+            .arg(&agent)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn handler");
+        wait_running(&sandbox, "READY");
+        let group = Pid::from_raw(child.id() as i32);
+        nix::sys::signal::killpg(group, group_signal).expect("signal the handler's group");
+        child.kill().expect("SIGKILL the handler");
+        child.wait().expect("reap the handler");
+        sandbox.assert_no_survivors();
+    }
+}
