@@ -17,10 +17,12 @@
 //!
 //! A self-respawning daemon keeps starting its next generation, so one pass per generation
 //! can lose the race for ever. Once a pass finds an adoptee the sweep turns *thorough*: every
-//! pass takes each adoptee's whole live subtree from a `/proc` scan, SIGSTOPs all of it (a
-//! stopped process cannot fork) and then SIGKILLs it (descendants through pidfds), and the
-//! sweep ends only after two passes in a row found nothing — or, bounded, after 2 s, when what
-//! is still alive is reported as surviving. The report names as killed only what is gone.
+//! pass freezes each adoptee's whole lineage — SIGSTOP level by level, reading the children of
+//! processes already stopped (a stopped process cannot fork) — then SIGKILLs it (descendants
+//! through pidfds), also looks for children the `children` list missed in a `/proc` scan, and
+//! the sweep ends only after two passes in a row found nothing — or, bounded, after 2 s, when
+//! what is still alive is reported as surviving. The report names as killed only what is
+//! gone.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
@@ -38,7 +40,7 @@ use super::attempt_supervisor::AttemptMsg;
 use super::{notify, off_runtime};
 use crate::domain::identity::ProcStat;
 use crate::domain::lifecycle::GroupReport;
-use crate::domain::process_tree::{SweepScope, plan_sweep};
+use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child, stops_descendant};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group::{self, StopSignal, SweepSignal};
 use crate::platform::watchdog;
@@ -281,9 +283,22 @@ impl KillerState {
         let leader = self.pgid;
         let worker_started_ticks = self.worker_started_ticks;
         let inherited = self.inherited.clone();
-        let stopped =
+        let pass =
             off_runtime(move || sweep_pass(leader, worker_started_ticks, &inherited, thorough))
                 .await;
+        let stopped = pass.stopped;
+        if stopped.is_empty() && pass.reaped > 0 {
+            // Escapees existed: keep looking (thoroughly) until passes come back empty.
+            if Instant::now() >= give_up_at {
+                return self.report();
+            }
+            self.phase = Phase::Adoptees {
+                give_up_at,
+                thorough: true,
+                quiet_passes: 0,
+            };
+            return schedule_poll(myself);
+        }
         if stopped.is_empty() {
             if !thorough || quiet_passes >= 1 {
                 return self.report();
@@ -333,16 +348,16 @@ impl KillerState {
 }
 
 /// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
-/// stops adopted live descendants of the worker — with their whole lineage once `thorough`,
-/// or as soon as there is one — and returns the pids it signalled. A quick pass (nothing
-/// found yet) reads only the handler's children list, so an attempt without escapees costs
-/// no full `/proc` scan.
+/// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
+/// of processes already stopped, so a lineage cannot fork its way out — then SIGKILLs all of
+/// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
+/// handler's children list, so an attempt without escapees costs no `/proc` scan.
 fn sweep_pass(
     leader: u32,
     worker_started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
     thorough: bool,
-) -> Vec<u32> {
+) -> SweepPass {
     let handler = std::process::id();
     let is_inherited = |stat: &ProcStat| inherited.contains(stat);
     let scope = SweepScope {
@@ -351,38 +366,120 @@ fn sweep_pass(
         worker_started_ticks,
         inherited: &is_inherited,
     };
-    let mut children: Vec<ProcStat> = proc::own_children()
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|pid| proc::stat(pid).ok().flatten())
-        .collect();
-    let quick = plan_sweep(&scope, &children, &[]);
-    for pid in &quick.reap {
-        process_group::reap_child(*pid);
-    }
-    if quick.targets.is_empty() && !thorough {
-        return Vec::new();
+    let mut freezer = Freezer::default();
+    let children = proc::own_children().unwrap_or_default();
+    freezer.adopt(&scope, children.into_iter().filter_map(stat_of));
+    // A reaped zombie is an escapee that existed: under churn the children list can miss its
+    // live relatives (it is not reliable while children are added and removed), so look at
+    // the process table too.
+    if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
+        return SweepPass::default();
     }
     // The children list can miss a child being re-parented while it is read; the parent
     // links in the process table catch it.
     let table = proc::process_table().unwrap_or_default();
-    for process in table.iter().filter(|process| process.ppid == handler) {
-        if !children.iter().any(|child| child.pid == process.pid) {
-            children.push(process.clone());
+    let missed = table.into_iter().filter(|process| process.ppid == handler);
+    freezer.adopt(&scope, missed);
+    for target in &freezer.frozen {
+        target.signal(SweepSignal::Kill);
+    }
+    SweepPass {
+        stopped: freezer.frozen.iter().map(|target| target.pid).collect(),
+        reaped: freezer.reaped,
+    }
+}
+
+/// What one sweep pass did.
+#[derive(Default)]
+struct SweepPass {
+    /// Live escapees stopped and killed.
+    stopped: Vec<u32>,
+    /// Escaped zombies reaped: the sweep goes on even when nothing was alive.
+    reaped: usize,
+}
+
+fn stat_of(pid: u32) -> Option<ProcStat> {
+    proc::stat(pid).ok().flatten()
+}
+
+/// The most processes one pass freezes: a bound for a lineage that forks faster than it can
+/// be stopped (it is then reported as surviving once the sweep gives up).
+const FREEZE_LIMIT: usize = 10_000;
+
+/// A process the sweep stops.
+struct Target {
+    pid: u32,
+    start_time_ticks: u64,
+    /// The handler's own child (safe to signal by pid) rather than a descendant of one.
+    adoptee: bool,
+}
+
+impl Target {
+    fn signal(&self, signal: SweepSignal) {
+        if self.adoptee {
+            process_group::signal_child(self.pid, signal);
+        } else {
+            process_group::signal_descendant(self.pid, self.start_time_ticks, signal);
         }
     }
-    let plan = plan_sweep(&scope, &children, &table);
-    for pid in &plan.reap {
-        process_group::reap_child(*pid);
-    }
-    for signal in [SweepSignal::Stop, SweepSignal::Kill] {
-        for target in &plan.targets {
-            if target.adoptee {
-                process_group::signal_child(target.pid, signal);
-            } else {
-                process_group::signal_descendant(target.pid, target.start_time_ticks, signal);
+}
+
+/// Stops lineages level by level.
+#[derive(Default)]
+struct Freezer {
+    frozen: Vec<Target>,
+    seen: HashSet<u32>,
+    reaped: usize,
+}
+
+impl Freezer {
+    /// Judges the handler's `children`, reaps the zombies, and freezes the adoptees with
+    /// everything below them.
+    fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {
+        let mut level = Vec::new();
+        for child in children {
+            if !self.seen.insert(child.pid) {
+                continue;
+            }
+            match judge_child(scope, &child) {
+                ChildVerdict::Reap => {
+                    process_group::reap_child(child.pid);
+                    self.reaped += 1;
+                }
+                ChildVerdict::Stop => level.push(Target {
+                    pid: child.pid,
+                    start_time_ticks: child.start_time_ticks,
+                    adoptee: true,
+                }),
+                ChildVerdict::Leave => {}
             }
         }
+        // Each level is stopped before its children are read: a stopped process cannot fork,
+        // so only a fork that completed between the read and the stop can get one level
+        // further, and the next level catches it.
+        while !level.is_empty() && self.frozen.len() < FREEZE_LIMIT {
+            for target in &level {
+                target.signal(SweepSignal::Stop);
+            }
+            let mut next = Vec::new();
+            for target in &level {
+                for pid in proc::children_of(target.pid) {
+                    if !self.seen.insert(pid) {
+                        continue;
+                    }
+                    if let Some(process) = stat_of(pid)
+                        && stops_descendant(scope, &process)
+                    {
+                        next.push(Target {
+                            pid,
+                            start_time_ticks: process.start_time_ticks,
+                            adoptee: false,
+                        });
+                    }
+                }
+            }
+            self.frozen.append(&mut level);
+            level = next;
+        }
     }
-    plan.targets.iter().map(|target| target.pid).collect()
 }

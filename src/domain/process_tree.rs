@@ -1,38 +1,31 @@
-//! Which processes the escaped-descendant sweep stops, decided from a snapshot of the process
-//! table (docs/architecture.md, "Process groups").
+//! Which processes the escaped-descendant sweep stops (docs/architecture.md, "Process
+//! groups").
 //!
 //! The handler is a child subreaper, so a descendant that left the worker's group becomes the
 //! handler's child once its parent dies. An *adoptee* is such a child: not the worker's leader
 //! (tokio reaps it), not a child the handler inherited across `exec`, and started no earlier
-//! than the worker. A self-respawning daemon keeps a lineage of descendants below its adoptee
-//! — each generation starting the next — so stopping adoptees alone, one generation per pass,
-//! can lose the race for ever. The sweep therefore takes each adoptee's whole live subtree,
-//! deepest first: stopped (SIGSTOP) before anything is killed, a lineage cannot fork its way
-//! out between two signals.
+//! than the worker. A self-respawning daemon keeps a lineage below its adoptee — each
+//! generation starting the next within a millisecond or two — so stopping adoptees alone, one
+//! generation per pass, loses the race for ever, and so does any pass that scans the whole
+//! process table before it signals anything. The sweep therefore *freezes* a lineage level by
+//! level: it stops (SIGSTOP) what it knows, then reads the children of those stopped
+//! processes — which can no longer fork — stops them, and so on; only then is everything
+//! killed. These are the rules for each process met on the way.
 
 use super::identity::ProcStat;
 
-/// A process the sweep stops.
+/// What the sweep does with one of the handler's children.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SweepTarget {
-    pub pid: u32,
-    /// Its start time, so a signal reaches this process and never a later one with its pid.
-    pub start_time_ticks: u64,
-    /// An adoptee (the handler's own child, safe to signal by pid) rather than a descendant
-    /// of one.
-    pub adoptee: bool,
+pub enum ChildVerdict {
+    /// A zombie: reap it by pid.
+    Reap,
+    /// An adoptee: stop it and its lineage.
+    Stop,
+    /// The leader (tokio's), the handler itself, or a child the handler had before the worker.
+    Leave,
 }
 
-/// What one pass of the sweep does.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SweepPlan {
-    /// The handler's defunct children to reap (never the leader: tokio reaps it).
-    pub reap: Vec<u32>,
-    /// Every adoptee and every live process below one, deepest first.
-    pub targets: Vec<SweepTarget>,
-}
-
-/// The facts the rules need besides the process table.
+/// The facts the rules need besides the process itself.
 pub struct SweepScope<'a> {
     /// The handler's own pid.
     pub handler: u32,
@@ -45,65 +38,30 @@ pub struct SweepScope<'a> {
     pub inherited: &'a dyn Fn(&ProcStat) -> bool,
 }
 
-/// Plans one pass: `children` are the handler's children, `table` every process seen (may be
-/// empty for a quick pass that looks at children only).
-pub fn plan_sweep(scope: &SweepScope<'_>, children: &[ProcStat], table: &[ProcStat]) -> SweepPlan {
-    let mut plan = SweepPlan::default();
-    let mut adoptees = Vec::new();
-    for child in children {
-        if child.pid == scope.leader || child.pid == scope.handler {
-            continue;
-        }
-        if child.is_defunct() {
-            plan.reap.push(child.pid);
-            continue;
-        }
-        // Start times have clock-tick resolution (10 ms), so only a strictly earlier start
-        // proves a child is not the worker's; the inherited snapshot covers the rest.
-        let predates = scope
-            .worker_started_ticks
-            .is_none_or(|started| child.start_time_ticks < started);
-        if predates || (scope.inherited)(child) {
-            continue;
-        }
-        adoptees.push(child.pid);
-        plan.targets.push(SweepTarget {
-            pid: child.pid,
-            start_time_ticks: child.start_time_ticks,
-            adoptee: true,
-        });
+/// Judges one of the handler's children.
+pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
+    if child.pid == scope.leader || child.pid == scope.handler {
+        return ChildVerdict::Leave;
     }
-    // Breadth-first below the adoptees; each level is a generation deeper.
-    let mut level = adoptees;
-    let mut seen: Vec<u32> = plan.targets.iter().map(|target| target.pid).collect();
-    let mut below = Vec::new();
-    while !level.is_empty() {
-        let next: Vec<&ProcStat> = table
-            .iter()
-            .filter(|process| {
-                level.contains(&process.ppid)
-                    && !process.is_defunct()
-                    && process.pid != scope.handler
-                    && process.pid != scope.leader
-                    && !seen.contains(&process.pid)
-            })
-            .collect();
-        level = next.iter().map(|process| process.pid).collect();
-        seen.extend(&level);
-        below.push(next);
+    if child.is_defunct() {
+        return ChildVerdict::Reap;
     }
-    let deeper = below
-        .into_iter()
-        .rev()
-        .flatten()
-        .map(|process| SweepTarget {
-            pid: process.pid,
-            start_time_ticks: process.start_time_ticks,
-            adoptee: false,
-        });
-    let adoptee_targets = std::mem::take(&mut plan.targets);
-    plan.targets = deeper.chain(adoptee_targets).collect();
-    plan
+    // Start times have clock-tick resolution (10 ms), so only a strictly earlier start proves
+    // a child is not the worker's; the inherited snapshot covers the rest.
+    let predates = scope
+        .worker_started_ticks
+        .is_none_or(|started| child.start_time_ticks < started);
+    if predates || (scope.inherited)(child) {
+        ChildVerdict::Leave
+    } else {
+        ChildVerdict::Stop
+    }
+}
+
+/// Whether a child of a stopped adoptee (or of a process below one) is stopped too: any live
+/// process but the handler and the leader, which are never below an adoptee anyway.
+pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
+    !process.is_defunct() && process.pid != scope.handler && process.pid != scope.leader
 }
 
 #[cfg(test)]
@@ -130,52 +88,58 @@ mod tests {
     }
 
     #[test]
-    fn adoptees_and_their_lineage_deepest_first() {
-        let never = |_: &ProcStat| false;
-        let children = [
+    fn children_are_adoptees_zombies_or_left_alone() {
+        let inherited = |stat: &ProcStat| stat.pid == 303;
+        let scope = scope(&inherited);
+        let zombie = ProcStat {
+            state: 'Z',
+            ..process(302, 100, 70)
+        };
+        let verdicts: Vec<ChildVerdict> = [
             process(200, 100, 50), // the leader
-            process(300, 100, 60), // an adoptee
+            process(300, 100, 50), // started in the leader's tick
             process(301, 100, 10), // predates the worker
-            ProcStat {
-                state: 'Z',
-                ..process(302, 100, 70)
-            }, // defunct
-        ];
-        let table = [
-            process(400, 300, 61), // child of the adoptee
-            process(500, 400, 62), // grandchild
-            ProcStat {
-                state: 'Z',
-                ..process(501, 400, 63)
-            },
-            process(600, 301, 64), // below an inherited child: left alone
-            process(700, 1, 65),   // unrelated
-        ];
-        let plan = plan_sweep(&scope(&never), &children, &table);
-        assert_eq!(plan.reap, [302]);
-        let order: Vec<(u32, bool)> = plan
-            .targets
-            .iter()
-            .map(|target| (target.pid, target.adoptee))
-            .collect();
-        assert_eq!(order, [(500, false), (400, false), (300, true)]);
+            zombie,
+            process(303, 100, 60), // inherited
+        ]
+        .iter()
+        .map(|child| judge_child(&scope, child))
+        .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ChildVerdict::Leave,
+                ChildVerdict::Stop,
+                ChildVerdict::Leave,
+                ChildVerdict::Reap,
+                ChildVerdict::Leave
+            ]
+        );
     }
 
     #[test]
-    fn inherited_children_and_an_unknown_worker_start_stop_nothing() {
-        let inherited = |stat: &ProcStat| stat.pid == 300;
-        let children = [process(300, 100, 60)];
-        let table = [process(400, 300, 61)];
-        assert!(
-            plan_sweep(&scope(&inherited), &children, &table)
-                .targets
-                .is_empty()
-        );
+    fn an_unknown_worker_start_stops_nothing() {
         let never = |_: &ProcStat| false;
         let unknown = SweepScope {
             worker_started_ticks: None,
             ..scope(&never)
         };
-        assert!(plan_sweep(&unknown, &children, &table).targets.is_empty());
+        assert_eq!(
+            judge_child(&unknown, &process(300, 100, 60)),
+            ChildVerdict::Leave
+        );
+    }
+
+    #[test]
+    fn live_descendants_are_stopped_zombies_are_not() {
+        let never = |_: &ProcStat| false;
+        let scope = scope(&never);
+        assert!(stops_descendant(&scope, &process(400, 300, 61)));
+        let zombie = ProcStat {
+            state: 'Z',
+            ..process(401, 300, 61)
+        };
+        assert!(!stops_descendant(&scope, &zombie));
+        assert!(!stops_descendant(&scope, &process(200, 300, 61)));
     }
 }

@@ -61,8 +61,18 @@ fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<Pr
 /// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
 /// registered as a child subreaper these include every orphaned descendant of its workers.
 pub fn own_children() -> io::Result<Vec<u32>> {
+    children_in("/proc/self/task")
+}
+
+/// The children of process `pid` (a few small reads, no scan of `/proc`). Reliable for a
+/// stopped process, which cannot fork meanwhile.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    children_in(&format!("/proc/{pid}/task")).unwrap_or_default()
+}
+
+fn children_in(tasks: &str) -> io::Result<Vec<u32>> {
     let mut children = Vec::new();
-    for task in fs::read_dir("/proc/self/task")? {
+    for task in fs::read_dir(tasks)? {
         let Ok(task) = task else { continue };
         let Ok(list) = fs::read_to_string(task.path().join("children")) else {
             continue;
