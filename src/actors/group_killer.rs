@@ -20,7 +20,7 @@
 //! pass freezes each adoptee's whole lineage — SIGSTOP level by level, reading the children of
 //! processes already stopped (a stopped process cannot fork) — then SIGKILLs it (descendants
 //! through pidfds), also looks for children the `children` list missed in a `/proc` scan, and
-//! the sweep ends only after two passes in a row found nothing — or, bounded, after 2 s, when
+//! the sweep ends only after two passes in a row found nothing — or, bounded, after 5 s, when
 //! what is still alive is reported as surviving. The report names as killed only what is
 //! gone.
 //!
@@ -51,6 +51,8 @@ const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// How long SIGKILL is re-sent before the killer reports survivors and gives up.
 const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
+/// How long escaped descendants are swept before the survivors are reported.
+const ADOPTEE_SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
 pub enum KillerMsg {
     Terminate,
@@ -262,7 +264,7 @@ impl KillerState {
     async fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
         tracing::info!(pgid = self.pgid, "process group empty");
         self.phase = Phase::Adoptees {
-            give_up_at: Instant::now() + KILL_ROUNDS_LIMIT,
+            give_up_at: Instant::now() + ADOPTEE_SWEEP_LIMIT,
             thorough: false,
             quiet_passes: 0,
         };
@@ -402,6 +404,9 @@ fn stat_of(pid: u32) -> Option<ProcStat> {
     proc::stat(pid).ok().flatten()
 }
 
+/// How long one level of a lineage may take to stop before its children are read anyway.
+const STOP_WAIT: Duration = Duration::from_millis(100);
+
 /// The most processes one pass freezes: a bound for a lineage that forks faster than it can
 /// be stopped (it is then reported as surviving once the sweep gives up).
 const FREEZE_LIMIT: usize = 10_000;
@@ -460,6 +465,18 @@ impl Freezer {
         while !level.is_empty() && self.frozen.len() < FREEZE_LIMIT {
             for target in &level {
                 target.signal(SweepSignal::Stop);
+            }
+            // A process caught inside `fork` stops only once the fork is done: its children
+            // list is complete when it is seen stopped (or gone — then its children are
+            // re-parented to the handler, and the next pass adopts them).
+            let deadline = std::time::Instant::now() + STOP_WAIT;
+            for target in &level {
+                while std::time::Instant::now() < deadline
+                    && stat_of(target.pid)
+                        .is_some_and(|process| !process.is_stopped() && !process.is_defunct())
+                {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
             }
             let mut next = Vec::new();
             for target in &level {

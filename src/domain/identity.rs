@@ -32,6 +32,11 @@ impl ProcStat {
     pub(crate) fn is_defunct(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
     }
+
+    /// Stopped by a signal (or by a tracer): it cannot fork until it is continued.
+    pub(crate) fn is_stopped(&self) -> bool {
+        matches!(self.state, 'T' | 't')
+    }
 }
 
 /// Parses the text of `/proc/<pid>/stat`. The command name is parenthesised and may itself
