@@ -396,7 +396,8 @@ fn sweep_pass(
 struct SweepPass {
     /// Live escapees stopped and killed.
     stopped: Vec<u32>,
-    /// Escaped zombies reaped: the sweep goes on even when nothing was alive.
+    /// Zombies reaped that had left the worker's group: the sweep goes on even when nothing
+    /// was alive.
     reaped: usize,
 }
 
@@ -449,7 +450,11 @@ impl Freezer {
             match judge_child(scope, &child) {
                 ChildVerdict::Reap => {
                     process_group::reap_child(child.pid);
-                    self.reaped += 1;
+                    // A member of the worker's group (a leaked process the group sweep
+                    // killed) is no escapee.
+                    if child.pgrp != scope.leader {
+                        self.reaped += 1;
+                    }
                 }
                 ChildVerdict::Stop => level.push(Target {
                     pid: child.pid,
