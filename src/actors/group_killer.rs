@@ -360,7 +360,7 @@ fn sweep_pass(
     inherited: &ChildSnapshot,
     thorough: bool,
 ) -> SweepPass {
-    let handler = std::process::id();
+    let handler = proc::own_pid();
     let is_inherited = |stat: &ProcStat| inherited.contains(stat);
     let scope = SweepScope {
         handler,

@@ -58,6 +58,11 @@ fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<Pr
     Ok(found)
 }
 
+/// The handler's own pid.
+pub fn own_pid() -> u32 {
+    std::process::id()
+}
+
 /// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
 /// registered as a child subreaper these include every orphaned descendant of its workers.
 pub fn own_children() -> io::Result<Vec<u32>> {
