@@ -9,7 +9,7 @@ use super::args::StatusArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
-use crate::invocation::probe::{RunInProgress, run_in_progress};
+use crate::invocation::probe::{RunInProgress, recorded_worker_alive, run_in_progress};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_plan_snapshot, read_state,
@@ -56,6 +56,8 @@ pub struct ActiveAttemptReport {
     pub started_at: String,
     pub pid: Option<u32>,
     pub process_group_id: Option<u32>,
+    /// Whether the recorded worker is still that live process; `null` without an identity.
+    pub worker_alive: Option<bool>,
     pub execution_workspace: String,
     pub prompt_path: String,
     pub transcript_path: String,
@@ -204,6 +206,7 @@ fn build_report(
                 .process
                 .as_ref()
                 .map(|process| process.process_group_id),
+            worker_alive: recorded_worker_alive(attempt),
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -317,6 +320,11 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             (Some(pid), Some(pgid)) => format!("worker process id: {pid} (process group {pgid})"),
             _ => "worker process identity: unknown".to_owned(),
         });
+        match attempt.worker_alive {
+            Some(true) => lines.push("worker process: still running".to_owned()),
+            Some(false) => lines.push("worker process: not running".to_owned()),
+            None => {}
+        }
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
         lines.push(format!("attempt transcript: {}", attempt.transcript_path));
         if !attempt.transcript_exists {

@@ -4,8 +4,11 @@
 
 use std::path::Path;
 
+use crate::domain::identity::{Liveness, liveness};
+use crate::domain::state::ActiveAttempt;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::lock_holder;
+use crate::platform::proc;
 
 /// A handler holds the plan-workspace lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,4 +39,14 @@ impl RunInProgress {
             None => "a handler holds the plan workspace lock".to_owned(),
         }
     }
+}
+
+/// Whether the worker recorded for `attempt` is still the same live process (same pid,
+/// group, boot and start time, not a zombie); `None` without a recorded identity or when
+/// `/proc` cannot tell. Read-only: the process is never signalled.
+pub fn recorded_worker_alive(attempt: &ActiveAttempt) -> Option<bool> {
+    let identity = attempt.process.as_ref()?;
+    let boot_id = proc::boot_id().ok()?;
+    let observed = proc::stat(identity.pid).ok()?;
+    Some(liveness(identity, &boot_id, observed.as_ref()) == Liveness::Alive)
 }

@@ -214,6 +214,16 @@ fn check_invariants(sandbox: &Sandbox, context: &str) -> &'static str {
         "{context}: status does not show {line:?}:\n{}",
         status.stdout
     );
+    if !attempt["process"].is_null() {
+        assert!(
+            status
+                .stdout
+                .lines()
+                .any(|candidate| candidate == "worker process: not running"),
+            "{context}: status does not see the worker dead:\n{}",
+            status.stdout
+        );
+    }
     // The recorded worker is dead: `check` notes the abandoned attempt (no "still alive").
     let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", "/bin/false"]);
     assert_eq!(check.code, 0, "{context}: {check:?}");

@@ -1031,6 +1031,7 @@ fn a_sigkilled_handler_leaves_no_worker_running() {
         "{}",
         status.stdout
     );
+    assert_has_line(&status.stdout, "worker process: not running");
     let agent_arg = agent.to_str().expect("utf-8");
     let check = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", agent_arg]);
     check.assert_code(0);

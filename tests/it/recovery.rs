@@ -49,6 +49,7 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
         &status.stdout,
         &format!("worker process id: {pid} (process group {pgid})"),
     );
+    assert_has_line(&status.stdout, "worker process: still running");
 
     let plain = sandbox.run_plan(PLAN, &agent, &[]);
     plain.assert_code(5);
