@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::domain::config::format_seconds;
 use crate::domain::decision::signal_name;
+use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::retry::next_step::{RetryReason, StepKind};
@@ -54,19 +55,39 @@ impl Output {
         self
     }
 
-    /// Writes stdout first, then stderr, each flushed. Write errors are ignored: there is
-    /// nowhere left to report them.
+    /// Writes stdout first, then stderr, each flushed, every line made printable
+    /// ([`printable`]: no control character, no live result tag). A stream with nothing to
+    /// print is not touched at all: it may be a console that stopped reading. Write errors are
+    /// ignored: there is nowhere left to report them.
     pub fn print(&self) {
+        if !self.stdout.is_empty() {
+            let mut out = std::io::stdout().lock();
+            for line in &self.stdout {
+                let _ = writeln!(out, "{}", printable(line));
+            }
+            let _ = out.flush();
+        }
+        if !self.stderr.is_empty() {
+            let mut err = std::io::stderr().lock();
+            for line in &self.stderr {
+                let _ = writeln!(err, "{}", printable(line));
+            }
+            let _ = err.flush();
+        }
+    }
+
+    /// A JSON document on stdout, with the same characters written as JSON escapes.
+    pub fn print_json(json: &str) {
+        Self::stdout(printable_json(json)).print_raw();
+    }
+
+    /// Writes the lines as they are (already printable).
+    fn print_raw(&self) {
         let mut out = std::io::stdout().lock();
         for line in &self.stdout {
             let _ = writeln!(out, "{line}");
         }
         let _ = out.flush();
-        let mut err = std::io::stderr().lock();
-        for line in &self.stderr {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
     }
 }
 
@@ -124,7 +145,13 @@ pub fn run_end(end: &RunEnd) -> Output {
                     _ => format!("{}: {}; {failure}", decision.status, decision.summary),
                 }
             } else {
-                format!("{}: {failure}", AttemptStatus::ExecutionIoFailed)
+                // The worker had reported a result that the failed write could not record:
+                // say which, so nobody takes the failure for the worker's.
+                format!(
+                    "{}: {failure}; the worker had reported {}",
+                    AttemptStatus::ExecutionIoFailed,
+                    reported_result(decision.status)
+                )
             };
             match still_active {
                 Some(active) => unresolved(first_line, active),
@@ -137,8 +164,18 @@ pub fn run_end(end: &RunEnd) -> Output {
                 ),
             }
         }
-        RunEnd::InterruptedBeforeLaunch { signal } => Output::error(format!(
+        RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete: false,
+        } => Output::error(format!(
             "interrupted by {} before launching the next phase; no worker was started",
+            signal_name(*signal)
+        )),
+        RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete: true,
+        } => Output::error(format!(
+            "interrupted by {} after the last phase completed; every phase is complete and nothing was left to launch",
             signal_name(*signal)
         )),
         RunEnd::InterruptedDuringWait { signal, phase_id } => Output::error(format!(
@@ -183,6 +220,16 @@ pub fn run_end(end: &RunEnd) -> Output {
             }
             output
         }
+    }
+}
+
+/// How a worker reported `status`: the name of its result tag.
+fn reported_result(status: AttemptStatus) -> String {
+    match status {
+        AttemptStatus::PhaseComplete => "phase-complete".to_owned(),
+        AttemptStatus::Blocked => "phase-blocked".to_owned(),
+        AttemptStatus::NeedsClarification => "phase-needs-clarification".to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -341,20 +388,6 @@ fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     } else {
         at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
     }
-}
-
-/// Text from an agent or a config made safe for a terminal line: control characters escaped.
-fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|character| {
-            let escaped: Vec<char> = if character.is_control() {
-                character.escape_default().collect()
-            } else {
-                vec![character]
-            };
-            escaped
-        })
-        .collect()
 }
 
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
@@ -522,17 +555,15 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
 const TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
-/// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`.
+/// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`. A transcript that
+/// cannot be read is one line saying why.
 pub fn transcript_tail(path: &str) -> Vec<String> {
     match file_tail::read_end(Path::new(path), TAIL_BYTES) {
         Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
-        Err(error) => vec![
-            "transcript tail (last 1 lines):".to_owned(),
-            format!(
-                "unable to read transcript tail: {path}: {}",
-                crate::platform::locate::os_message(&error)
-            ),
-        ],
+        Err(error) => vec![format!(
+            "transcript tail unavailable: {path}: {}",
+            crate::platform::locate::os_message(&error)
+        )],
     }
 }
 
@@ -550,9 +581,10 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     let text = String::from_utf8_lossy(text);
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(TAIL_LINES);
+    let shown = lines.len() - start;
     let mut tail = vec![format!(
-        "transcript tail (last {} lines):",
-        lines.len() - start
+        "transcript tail (last {shown} line{}):",
+        if shown == 1 { "" } else { "s" }
     )];
     tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
     if cut && let Some(first) = tail.get_mut(1) {
@@ -712,7 +744,7 @@ mod tests {
     #[test]
     fn a_partial_first_line_of_a_bounded_read_is_dropped() {
         let tail = tail_lines(b"ment of a cut line\nwhole line\n", false);
-        assert_eq!(tail, ["transcript tail (last 1 lines):", "whole line"]);
+        assert_eq!(tail, ["transcript tail (last 1 line):", "whole line"]);
     }
 
     #[test]
@@ -721,9 +753,17 @@ mod tests {
         assert_eq!(
             tail,
             [
-                "transcript tail (last 1 lines):",
+                "transcript tail (last 1 line):",
                 "[…]end of a very long line"
             ]
+        );
+    }
+
+    #[test]
+    fn an_unreadable_tail_is_one_line_saying_why() {
+        assert_eq!(
+            transcript_tail("/nonexistent/transcript.txt"),
+            ["transcript tail unavailable: /nonexistent/transcript.txt: No such file or directory"]
         );
     }
 }

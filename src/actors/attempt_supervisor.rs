@@ -29,7 +29,9 @@ use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::run_supervisor::RunMsg;
 use super::state_store::{CommitError, Preparation, StoreError, StoreMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
-use super::transcript_writer::{OutputError, TranscriptWriter, WriterArgs, WriterMsg};
+use super::transcript_writer::{
+    ConsoleBound, OutputError, TranscriptWriter, WriterArgs, WriterMsg,
+};
 use super::{call, notify, off_runtime};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::decision::{ChildExit, Decision};
@@ -61,7 +63,7 @@ use crate::domain::transcript::{
 };
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
-use crate::platform::locate::{PlanLocation, os_message};
+use crate::platform::locate::PlanLocation;
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::{durable, file_tail, spawn};
@@ -183,7 +185,7 @@ pub enum AttemptMsg {
     StopMatched(StopMatch),
     DeadlineReached,
     IdleDeadlineReached,
-    /// SIGINT/SIGTERM forwarded by the run supervisor.
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) forwarded by the run supervisor.
     Interrupt(i32),
     /// The transcript or the live console could not be written.
     OutputFailed(String),
@@ -260,6 +262,8 @@ struct Crew {
     timer: Option<ActorRef<TimerMsg>>,
     killer: ActorRef<KillerMsg>,
     readers: Vec<ActorRef<ReaderMsg>>,
+    /// Bounds the live console once the worker is being stopped or has exited.
+    console_bound: ConsoleBound,
 }
 
 impl Crew {
@@ -459,6 +463,11 @@ impl AttemptState {
             AttemptEffect::CancelTimers => {
                 if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
                     timer.stop(None);
+                }
+            }
+            AttemptEffect::BoundConsole => {
+                if let Some(crew) = &self.crew {
+                    crew.console_bound.engage();
                 }
             }
             AttemptEffect::TerminateGroup => {
@@ -783,6 +792,7 @@ impl AttemptState {
             .expect("stop scanner starts");
             Some(scanner)
         };
+        let (console_bound, bounded) = ConsoleBound::new();
         let (writer, _) = Actor::spawn_linked(
             None,
             TranscriptWriter,
@@ -800,6 +810,7 @@ impl AttemptState {
                 scanner: scanner.clone(),
                 timer: timer.clone(),
                 supervisor,
+                console_bound: bounded,
             },
             cell,
         )
@@ -812,6 +823,7 @@ impl AttemptState {
             timer,
             killer,
             readers: Vec::new(),
+            console_bound,
         }
     }
 
@@ -831,6 +843,8 @@ impl AttemptState {
             survivors: input.group.survivors,
             pipes_held_open: input.pipes_held_open,
             launch_error: None,
+            // The writer adds what happened to the live output.
+            console_notes: Vec::new(),
         };
         let writer = crew.writer.clone();
         let marker = crew.marker.clone();
@@ -1318,11 +1332,11 @@ impl PreparationTask {
         let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
             Ok(child) => child,
             Err(error) => {
-                let summary = format!(
-                    "could not launch agent command: {}: {}",
-                    argv.first().map(String::as_str).unwrap_or_default(),
-                    os_message(&error)
-                );
+                let program = argv.first().cloned().unwrap_or_default();
+                let cwd = attempt.execution_workspace.clone();
+                let problem =
+                    off_runtime(move || spawn::launch_problem(&program, &cwd, &error)).await;
+                let summary = format!("could not launch agent command: {problem}");
                 return Err(launch_failure(summary, transcript));
             }
         };
@@ -1396,6 +1410,7 @@ async fn wait_for_exit(child: &mut Child) -> ChildExit {
 fn effect_name(effect: &AttemptEffect) -> &'static str {
     match effect {
         AttemptEffect::CancelTimers => "cancel-timers",
+        AttemptEffect::BoundConsole => "bound-console",
         AttemptEffect::TerminateGroup => "terminate-group",
         AttemptEffect::KillNow => "kill-now",
         AttemptEffect::StartLeakGrace => "start-leak-grace",

@@ -11,15 +11,25 @@
 //! Once the group is empty, the killer sweeps *adopted* descendants: the handler registers as
 //! a child subreaper, so a descendant that left the group (`setsid`, a daemon's double fork)
 //! becomes the handler's own child when its parent dies. Any such child still alive that
-//! started after the worker is SIGKILLed (it is our child, so its pid cannot have been reused;
+//! started after the worker is stopped (it is our child, so its pid cannot have been reused;
 //! a child that predates the worker was inherited across `exec` and is left alone) and every
-//! adopted zombie is reaped by pid.
+//! adopted zombie is reaped by pid. The rules are [`crate::domain::process_tree`].
+//!
+//! A self-respawning daemon keeps starting its next generation, so one pass per generation
+//! can lose the race for ever. Once a pass finds an adoptee the sweep turns *thorough*: every
+//! pass freezes each adoptee's whole lineage — SIGSTOP level by level, reading the children of
+//! processes already stopped (a stopped process cannot fork) — then SIGKILLs it (descendants
+//! through pidfds), also looks for children the `children` list missed in a `/proc` scan, and
+//! the sweep ends only after two passes in a row found nothing — or, bounded, after 5 s, when
+//! what is still alive is reported as surviving. The report names as killed only what is
+//! gone.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
 //! means no *live* member: zombies waiting for a parent to reap them run nothing and hold no
 //! pipe.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +39,10 @@ use tokio::time::Instant;
 use super::attempt_supervisor::AttemptMsg;
 use super::{notify, off_runtime};
 use crate::domain::lifecycle::GroupReport;
+use crate::domain::process_tree::{SweepNext, SweepRounds};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group::{self, StopSignal};
+use crate::platform::{descendant_sweep, watchdog};
 
 /// How long a group gets between SIGTERM and SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -38,6 +50,8 @@ const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// How long SIGKILL is re-sent before the killer reports survivors and gives up.
 const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
+/// How long escaped descendants are swept before the survivors are reported.
+const ADOPTEE_SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
 pub enum KillerMsg {
     Terminate,
@@ -73,6 +87,7 @@ enum Phase {
     /// The group is empty; adopted descendants are killed and reaped until none is left.
     Adoptees {
         give_up_at: Instant,
+        rounds: SweepRounds,
     },
     Reported,
 }
@@ -181,10 +196,7 @@ impl Actor for GroupKiller {
                     schedule_poll(&myself);
                 }
             }
-            (KillerMsg::Poll, Phase::Adoptees { give_up_at }) => {
-                let give_up_at = *give_up_at;
-                state.sweep_adoptees(&myself, give_up_at).await;
-            }
+            (KillerMsg::Poll, Phase::Adoptees { .. }) => state.sweep_adoptees(&myself).await,
             // Requests that arrive in a phase where they change nothing (a second Terminate,
             // KillNow while already killing, a stale Poll) are no-ops by design.
             _ => {}
@@ -247,44 +259,62 @@ impl KillerState {
     /// The group is empty: go on to the adopted descendants.
     async fn finish(&mut self, myself: &ActorRef<KillerMsg>) {
         tracing::info!(pgid = self.pgid, "process group empty");
-        let give_up_at = Instant::now() + KILL_ROUNDS_LIMIT;
-        self.phase = Phase::Adoptees { give_up_at };
-        self.sweep_adoptees(myself, give_up_at).await;
+        self.phase = Phase::Adoptees {
+            give_up_at: Instant::now() + ADOPTEE_SWEEP_LIMIT,
+            rounds: SweepRounds::default(),
+        };
+        self.sweep_adoptees(myself).await;
     }
 
-    /// Reaps adopted zombies and kills adopted live processes; reports when none is alive.
-    async fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>, give_up_at: Instant) {
+    /// One pass over adopted descendants; reports when [`SweepRounds`] says the sweep is done,
+    /// or when the bound is hit.
+    async fn sweep_adoptees(&mut self, myself: &ActorRef<KillerMsg>) {
+        let Phase::Adoptees {
+            give_up_at,
+            mut rounds,
+        } = self.phase
+        else {
+            return;
+        };
         let leader = self.pgid;
         let worker_started_ticks = self.worker_started_ticks;
         let inherited = self.inherited.clone();
-        let adoptees = off_runtime(move || {
-            let adoptees =
-                process_group::adopted_descendants(Some(leader), worker_started_ticks, &inherited);
-            // Our own children, not yet reaped: their pids cannot have been reused.
-            for &pid in &adoptees {
-                process_group::kill_child(pid);
-            }
-            adoptees
+        let thorough = rounds.thorough();
+        let pass = off_runtime(move || {
+            descendant_sweep::sweep_pass(leader, worker_started_ticks, &inherited, thorough)
         })
         .await;
-        for pid in &adoptees {
-            if !self.report.escaped.contains(pid) {
-                tracing::info!(pid, "descendant escaped the process group; killing it");
-                self.report.escaped.push(*pid);
+        let known: HashSet<u32> = self.report.escaped.iter().copied().collect();
+        let new: Vec<u32> = pass
+            .stopped
+            .iter()
+            .copied()
+            .filter(|pid| !known.contains(pid))
+            .collect();
+        if !new.is_empty() {
+            tracing::info!(count = new.len(), pids = ?new, "descendants escaped the process group; killing them");
+        }
+        self.report.escaped.extend(new);
+        if rounds.after_pass(pass.stopped.len(), pass.reaped) == SweepNext::Done {
+            return self.report();
+        }
+        if Instant::now() >= give_up_at {
+            if !pass.stopped.is_empty() {
+                tracing::error!(survivors = ?pass.stopped, "escaped descendants were still alive when the sweep gave up");
+                self.report.survivors.extend(pass.stopped);
             }
+            return self.report();
         }
-        if adoptees.is_empty() {
-            self.report();
-        } else if Instant::now() >= give_up_at {
-            tracing::error!(survivors = ?adoptees, "escaped descendants survived SIGKILL");
-            self.report.survivors.extend(adoptees);
-            self.report();
-        } else {
-            schedule_poll(myself);
-        }
+        self.phase = Phase::Adoptees { give_up_at, rounds };
+        schedule_poll(myself);
     }
 
     fn report(&mut self) {
+        // Only what is gone was killed: a pid still alive at the end is a survivor.
+        let survivors: HashSet<u32> = self.report.survivors.iter().copied().collect();
+        self.report.escaped.retain(|pid| !survivors.contains(pid));
+        // The group is stopped: the watchdog need not stop it if the handler dies now.
+        watchdog::release(self.pgid);
         self.phase = Phase::Reported;
         notify(
             &self.supervisor,

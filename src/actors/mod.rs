@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! RunSupervisor                 one per invocation; owns the phase loop
-//! ├── SignalIntake              SIGINT/SIGTERM → RunMsg::SignalReceived
+//! ├── SignalIntake              SIGINT/SIGTERM/SIGHUP/SIGQUIT → RunMsg::SignalReceived
 //! ├── WorkspaceLocks            flock'd directory descriptors
 //! ├── StateStore                sole writer of state.json and outcomes/*.json
 //! └── AttemptSupervisor         one per attempt

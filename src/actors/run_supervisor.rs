@@ -4,7 +4,7 @@
 //! which words and prints it once every lock is released.
 //!
 //! Its children own the invocation-wide resources: [`SignalIntake`] (started first, so every
-//! later step runs with SIGINT/SIGTERM caught), [`WorkspaceLocks`] and [`StateStore`]. File
+//! later step runs with the stopping signals caught), [`WorkspaceLocks`] and [`StateStore`]. File
 //! reads (state, plan re-hash, workspaces, `/proc`) run on the blocking pool.
 
 use std::sync::Arc;
@@ -67,8 +67,9 @@ pub enum RunEnd {
         attempt: Box<ActiveAttempt>,
         still_active: Option<Box<ActiveAttempt>>,
     },
-    /// A signal arrived while no attempt was running.
-    InterruptedBeforeLaunch { signal: i32 },
+    /// A signal arrived while no attempt was running; `plan_complete` when nothing was left
+    /// to launch.
+    InterruptedBeforeLaunch { signal: i32, plan_complete: bool },
     /// A signal arrived while the run waited for a scheduled retry of `phase_id`; the
     /// schedule stays in state for a later run.
     InterruptedDuringWait { signal: i32, phase_id: String },
@@ -397,8 +398,14 @@ impl RunState {
             return self.finish(myself, end, ExitCode::InvalidInput).await;
         }
         match checkpoint {
-            Checkpoint::Interrupted { signal } => {
-                let end = RunEnd::InterruptedBeforeLaunch { signal };
+            Checkpoint::Interrupted {
+                signal,
+                plan_complete,
+            } => {
+                let end = RunEnd::InterruptedBeforeLaunch {
+                    signal,
+                    plan_complete,
+                };
                 self.finish(myself, end, ExitCode::Signal(signal)).await
             }
             Checkpoint::AllComplete => self.complete(myself).await,

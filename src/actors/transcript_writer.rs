@@ -6,13 +6,26 @@
 //! thread (minus any result block, unless `--quiet`); they work concurrently and the reader
 //! gets its buffer back only when all of them are done. The file and terminal writes happen on
 //! threads of their own ([`crate::platform::write_thread`]), never on a runtime worker.
+//!
+//! The live console is a courtesy, the transcript is the record:
+//! - while the worker runs, a slow console slows the worker (backpressure), but once the
+//!   attempt lifecycle bounds the console ([`ConsoleBound`], when the worker is being stopped
+//!   or has exited) an echo that is not written within [`ECHO_LIMIT`] drops the console for
+//!   the rest of the attempt, so the pipes drain and the attempt is recorded whatever the
+//!   terminal or the pipe reader does;
+//! - a console that fails (EPIPE when the viewer went away, `run … | head`) stops the echo of
+//!   that stream only; the worker goes on and the transcript keeps everything;
+//! - text the live filter holds back (an opening tag never closed) is released after
+//!   [`LIVE_HOLD_LIMIT`].
+//!
+//! Each of these is noted in the transcript trailer (`live_output_*` lines).
 
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::attempt_supervisor::AttemptMsg;
@@ -22,7 +35,7 @@ use super::notify;
 use super::observer::Emitter;
 use super::stop_scanner::ScanMsg;
 use crate::domain::events::RunEvent;
-use crate::domain::marker::LiveFilter;
+use crate::domain::marker::{LIVE_HOLD_LIMIT, LiveFilter};
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
 use crate::domain::transcript::{Trailer, render_trailer};
@@ -35,6 +48,26 @@ const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
+/// Once the console is bounded, how long one echo may take before the console is dropped.
+/// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
+pub const ECHO_LIMIT: Duration = Duration::from_secs(1);
+
+/// The switch the attempt supervisor throws when the lifecycle bounds the live console
+/// (`AttemptEffect::BoundConsole`). A watch channel rather than a message: the writer may be
+/// waiting on the console inside a handler, where no message can reach it.
+#[derive(Clone)]
+pub struct ConsoleBound(Arc<watch::Sender<bool>>);
+
+impl ConsoleBound {
+    pub fn new() -> (Self, watch::Receiver<bool>) {
+        let (switch, bounded) = watch::channel(false);
+        (Self(Arc::new(switch)), bounded)
+    }
+
+    pub fn engage(&self) {
+        self.0.send_replace(true);
+    }
+}
 
 pub enum WriterMsg {
     /// A chunk read from `stream`; the reply returns the buffer for reuse.
@@ -48,6 +81,8 @@ pub enum WriterMsg {
         trailer: Trailer,
         reply: RpcReplyPort<(Result<(), OutputError>, OutputBytes)>,
     },
+    /// The live filter of `stream` has held text back since hold number `hold`.
+    HoldElapsed { stream: OutputStream, hold: u64 },
 }
 
 /// Why output could not be recorded or shown.
@@ -60,11 +95,6 @@ pub enum OutputError {
     TranscriptIncomplete { path: String },
     #[error("transcript writer stopped before the trailer was written")]
     WriterStopped,
-    #[error("failed writing live output to handler {}: {source}", .stream.name())]
-    Console {
-        stream: OutputStream,
-        source: io::Error,
-    },
 }
 
 pub struct TranscriptWriter;
@@ -81,13 +111,37 @@ pub struct WriterArgs {
     pub scanner: Option<ActorRef<ScanMsg>>,
     pub timer: Option<ActorRef<TimerMsg>>,
     pub supervisor: ActorRef<AttemptMsg>,
+    /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
+    pub console_bound: watch::Receiver<bool>,
+}
+
+/// The live echo of one stream.
+struct EchoStream {
+    filter: LiveFilter,
+    /// The echo of this stream failed (the viewer went away): nothing more is shown.
+    stopped: bool,
+    /// Numbers the holds of the live filter, so a stale time-bound message is ignored.
+    hold: u64,
+    /// The filter holds text back since hold number `hold`.
+    holding: bool,
+}
+
+impl EchoStream {
+    fn new() -> Self {
+        Self {
+            filter: LiveFilter::new(),
+            stopped: false,
+            hold: 0,
+            holding: false,
+        }
+    }
 }
 
 pub struct WriterState {
     args: WriterArgs,
-    stdout_filter: LiveFilter,
-    stderr_filter: LiveFilter,
-    /// The live console, unless `--quiet`.
+    stdout: EchoStream,
+    stderr: EchoStream,
+    /// The run's live console, unless `--quiet` or dropped after a stall.
     console: Option<Arc<Console>>,
     /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
@@ -95,10 +149,19 @@ pub struct WriterState {
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
-    console_failed: bool,
+    /// What happened to the live output, for the trailer.
+    console_notes: Vec<String>,
     last_activity_notice: Option<Instant>,
     last_line: LastLine,
     last_progress_event: Option<Instant>,
+}
+
+/// How a console write ended.
+enum EchoEnd {
+    Written,
+    Failed(io::Error),
+    /// Not written within [`ECHO_LIMIT`] after the console was bounded.
+    Stalled,
 }
 
 impl Actor for TranscriptWriter {
@@ -116,14 +179,14 @@ impl Actor for TranscriptWriter {
         Ok(WriterState {
             args,
             console,
-            stdout_filter: LiveFilter::new(),
-            stderr_filter: LiveFilter::new(),
+            stdout: EchoStream::new(),
+            stderr: EchoStream::new(),
             visible: Vec::new(),
             bytes_seen: 0,
             output: OutputBytes::default(),
             ends_with_newline: true,
             transcript_failed: false,
-            console_failed: false,
+            console_notes: Vec::new(),
             last_activity_notice: None,
             last_line: LastLine::default(),
             last_progress_event: None,
@@ -132,7 +195,7 @@ impl Actor for TranscriptWriter {
 
     async fn handle(
         &self,
-        _myself: ActorRef<WriterMsg>,
+        myself: ActorRef<WriterMsg>,
         message: WriterMsg,
         state: &mut WriterState,
     ) -> Result<(), ActorProcessingErr> {
@@ -142,21 +205,28 @@ impl Actor for TranscriptWriter {
                 bytes,
                 reply,
             } => {
-                let bytes = state.take_chunk(stream, bytes).await;
+                let bytes = state.take_chunk(stream, bytes, &myself).await;
                 let _ = reply.send(bytes);
             }
-            WriterMsg::Finish { trailer, reply } => {
+            WriterMsg::Finish { mut trailer, reply } => {
                 state.flush_live_filters().await;
+                trailer.console_notes = std::mem::take(&mut state.console_notes);
                 let written = state.write_trailer(&trailer).await;
                 let _ = reply.send((written, state.output));
             }
+            WriterMsg::HoldElapsed { stream, hold } => state.release_hold(stream, hold).await,
         }
         Ok(())
     }
 }
 
 impl WriterState {
-    async fn take_chunk(&mut self, stream: OutputStream, bytes: Vec<u8>) -> Vec<u8> {
+    async fn take_chunk(
+        &mut self,
+        stream: OutputStream,
+        bytes: Vec<u8>,
+        myself: &ActorRef<WriterMsg>,
+    ) -> Vec<u8> {
         self.bytes_seen += bytes.len() as u64;
         match stream {
             OutputStream::Stdout => self.output.stdout += bytes.len() as u64,
@@ -186,6 +256,7 @@ impl WriterState {
         let recorded =
             (!self.transcript_failed).then(|| self.args.transcript.append(chunk.clone()));
         let echoed = self.start_echo(stream, &chunk);
+        self.watch_hold(stream, myself);
         if let Some(framed) = framed {
             let _ = framed.await;
         }
@@ -246,17 +317,25 @@ impl WriterState {
         }
     }
 
+    fn echo_stream(&mut self, stream: OutputStream) -> &mut EchoStream {
+        match stream {
+            OutputStream::Stdout => &mut self.stdout,
+            OutputStream::Stderr => &mut self.stderr,
+        }
+    }
+
     /// Filters the chunk for the console and hands the visible part to the console thread:
     /// the chunk itself when it passes through unchanged (the common case), else a copy.
     fn start_echo(&mut self, stream: OutputStream, chunk: &Arc<Vec<u8>>) -> Option<Echo> {
-        if self.console_failed {
+        let echo = match stream {
+            OutputStream::Stdout => &mut self.stdout,
+            OutputStream::Stderr => &mut self.stderr,
+        };
+        if echo.stopped {
             return None;
         }
         let console = self.console.as_ref()?;
-        let filter = match stream {
-            OutputStream::Stdout => &mut self.stdout_filter,
-            OutputStream::Stderr => &mut self.stderr_filter,
-        };
+        let filter = &mut echo.filter;
         if filter.pass_through(chunk) {
             return Some(Echo {
                 written: console.submit(stream, chunk.clone()),
@@ -278,37 +357,115 @@ impl WriterState {
     }
 
     async fn finish_echo(&mut self, stream: OutputStream, echo: Echo) {
-        let result = echo
-            .written
-            .await
-            .unwrap_or_else(|_| Err(io::Error::other("console thread stopped")));
+        let end = self.wait_for_echo(echo.written).await;
         if let Some(copy) = echo.copy {
             // The console thread dropped its reference before reporting: reuse the buffer.
+            // (After a stall it still holds it, and a fresh buffer is used.)
             self.visible = Arc::try_unwrap(copy).unwrap_or_default();
         }
-        if let Err(source) = result {
-            self.console_failed = true;
-            self.fail(OutputError::Console { stream, source });
+        match end {
+            EchoEnd::Written => {}
+            EchoEnd::Failed(source) => {
+                // The viewer went away (EPIPE) or the console broke: stop showing this stream;
+                // the worker goes on and the transcript keeps every byte.
+                tracing::info!(stream = stream.name(), error = %source, "live output stopped");
+                self.echo_stream(stream).stopped = true;
+                self.console_notes.push(format!(
+                    "live_output_stopped: {}: {}; the rest of it was not shown live",
+                    stream.name(),
+                    source
+                ));
+            }
+            EchoEnd::Stalled => {
+                tracing::info!(
+                    stream = stream.name(),
+                    "the console took no output while the attempt was stopping; dropping it"
+                );
+                // This attempt shows nothing more; the run's console thread finishes the
+                // write it is stuck in on its own, and nothing of this attempt queues behind it.
+                self.console = None;
+                self.console_notes.push(format!(
+                    "live_output_dropped: the console took no output for {} s while the attempt was ending; the rest was not shown live",
+                    ECHO_LIMIT.as_secs()
+                ));
+            }
         }
     }
 
-    async fn flush_live_filters(&mut self) {
-        if self.console.is_none() || self.console_failed {
+    /// Waits for a console write: as long as it takes while the worker runs (backpressure),
+    /// at most [`ECHO_LIMIT`] once the console is bounded.
+    async fn wait_for_echo(&mut self, mut written: oneshot::Receiver<io::Result<()>>) -> EchoEnd {
+        let ended = |result: Result<io::Result<()>, oneshot::error::RecvError>| match result {
+            Ok(Ok(())) => EchoEnd::Written,
+            Ok(Err(error)) => EchoEnd::Failed(error),
+            Err(_) => EchoEnd::Failed(io::Error::other("console thread stopped")),
+        };
+        if !*self.args.console_bound.borrow() {
+            tokio::select! {
+                result = &mut written => return ended(result),
+                // A closed channel (the supervisor is gone) bounds the console as well.
+                _ = self.args.console_bound.wait_for(|bound| *bound) => {}
+            }
+        }
+        match tokio::time::timeout(ECHO_LIMIT, written).await {
+            Ok(result) => ended(result),
+            Err(_) => EchoEnd::Stalled,
+        }
+    }
+
+    /// Starts the time bound of a hold that began with this chunk, or forgets one that ended.
+    fn watch_hold(&mut self, stream: OutputStream, myself: &ActorRef<WriterMsg>) {
+        let echo = self.echo_stream(stream);
+        let holding = echo.filter.is_holding();
+        if holding && !echo.holding {
+            echo.hold += 1;
+            let hold = echo.hold;
+            myself.send_after(LIVE_HOLD_LIMIT, move || WriterMsg::HoldElapsed {
+                stream,
+                hold,
+            });
+        }
+        echo.holding = holding;
+    }
+
+    /// The time bound of hold number `hold` elapsed: if it is still held, show it.
+    async fn release_hold(&mut self, stream: OutputStream, hold: u64) {
+        let echo = self.echo_stream(stream);
+        if !echo.holding || echo.hold != hold {
             return;
         }
+        echo.holding = false;
+        tracing::debug!(
+            stream = stream.name(),
+            "releasing live output held back too long"
+        );
+        let mut released = Vec::new();
+        echo.filter.release(&mut released);
+        self.show(stream, released).await;
+    }
+
+    /// Echoes bytes that are not a chunk (released or flushed by the live filter).
+    async fn show(&mut self, stream: OutputStream, bytes: Vec<u8>) {
+        if bytes.is_empty() || self.echo_stream(stream).stopped {
+            return;
+        }
+        let Some(console) = &self.console else {
+            return;
+        };
+        let echo = Echo {
+            written: console.submit(stream, Arc::new(bytes)),
+            copy: None,
+        };
+        self.finish_echo(stream, echo).await;
+    }
+
+    async fn flush_live_filters(&mut self) {
         for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let echo = self.echo_stream(stream);
+            echo.holding = false;
             let mut held = Vec::new();
-            match stream {
-                OutputStream::Stdout => self.stdout_filter.finish(&mut held),
-                OutputStream::Stderr => self.stderr_filter.finish(&mut held),
-            }
-            if let (false, Some(console)) = (held.is_empty(), &self.console) {
-                let echo = Echo {
-                    written: console.submit(stream, Arc::new(held)),
-                    copy: None,
-                };
-                self.finish_echo(stream, echo).await;
-            }
+            echo.filter.finish(&mut held);
+            self.show(stream, held).await;
         }
     }
 

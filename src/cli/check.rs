@@ -14,6 +14,7 @@ use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal
 use crate::domain::state::State;
 use crate::domain::tally::PhaseStanding;
 use crate::domain::timestamp::Timestamp;
+use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
     effective_settings, execution_workspace_of, locate, read_config, read_plan_snapshot,
@@ -50,7 +51,7 @@ pub struct PhaseRow {
     pub title: String,
     pub workspace: String,
     pub execution_workspace: Option<String>,
-    /// `done`, `pending`, `stopped` or `unresolved`.
+    /// `done`, `pending`, `stopped`, `unresolved`, or `running` (a run in progress).
     pub status: &'static str,
 }
 
@@ -61,8 +62,8 @@ pub fn run(args: &CheckArgs) -> ExitCode {
     let report = build(args);
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(error) => eprintln!("error: cannot render check report: {error}"),
+            Ok(text) => Output::print_json(&text),
+            Err(error) => Output::error(format!("cannot render check report: {error}")).print(),
         }
     } else {
         render_text(&report).print();
@@ -133,6 +134,7 @@ fn build(args: &CheckArgs) -> CheckReport {
         }
         Err(error) => report.errors.push(error.to_string()),
     }
+    let running = run_in_progress(&location);
     let state = match read_state(&location.layout) {
         Ok(state) => Some(state),
         Err(error) => {
@@ -163,7 +165,7 @@ fn build(args: &CheckArgs) -> CheckReport {
             title: phase.title.clone(),
             workspace: phase.workspace.clone(),
             execution_workspace,
-            status: phase_status(state_ref, &phase.id),
+            status: phase_status(state_ref, &phase.id, running.is_some()),
         });
     }
     if let Some(settings) = &run_settings {
@@ -190,7 +192,26 @@ fn build(args: &CheckArgs) -> CheckReport {
             }
             Some(_) => "unchanged",
         });
-        if let Some(problem) = recovery_problem(&location, &snapshot, state) {
+        if let Some(running) = running {
+            // The active attempt is that run's own: nothing is abandoned, and advice to stop
+            // its worker would be wrong.
+            report.notes.push(format!(
+                "a run is in progress: {}; run refuses until it ends",
+                running.describe()
+            ));
+            if let Some(attempt) = &state.active_attempt {
+                let worker = match &attempt.process {
+                    Some(process) => format!(" (worker pid {})", process.pid),
+                    None => String::new(),
+                };
+                report.notes.push(format!(
+                    "phase {} attempt {} is {}{worker}",
+                    attempt.phase.id,
+                    attempt.id,
+                    attempt.status.as_str()
+                ));
+            }
+        } else if let Some(problem) = recovery_problem(&location, &snapshot, state) {
             report.errors.push(problem);
         } else if let Some(attempt) = &state.active_attempt {
             report.notes.push(format!(
@@ -259,10 +280,11 @@ fn recovery_problem(
     }
 }
 
-/// `check`'s word for a phase's standing: an active attempt is "unresolved" here, because
-/// `check` runs when no handler should, so such an attempt is one `run` must resolve first.
-fn phase_status(state: &State, phase_id: &str) -> &'static str {
+/// `check`'s word for a phase's standing: an active attempt is "running" while a handler holds
+/// the plan-workspace lock, else "unresolved": one `run` must resolve first.
+fn phase_status(state: &State, phase_id: &str, run_in_progress: bool) -> &'static str {
     match PhaseStanding::of(state, phase_id) {
+        PhaseStanding::Active(_) if run_in_progress => "running",
         PhaseStanding::Active(_) => "unresolved",
         standing => standing.as_str(),
     }

@@ -6,7 +6,6 @@
 //! failed launches) is logged at `info`, so default stderr carries only the report; `warn` and
 //! `error` are for what the user would not otherwise learn.
 
-use std::fs::OpenOptions;
 use std::io::IsTerminal;
 use std::sync::Mutex;
 
@@ -14,6 +13,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
 use super::args::{LogFormat, LoggingArgs};
+use crate::platform::regular_file;
 
 /// Why logging could not be set up as asked.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -76,11 +76,10 @@ pub fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
         .with_target(true);
     let result = match (&args.log_file, args.log_format) {
         (Some(path), format) => {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|error| LoggingError::LogFile {
+            // A FIFO or a terminal as the log file would block the open, then every logged
+            // line: only a regular file (or the null device) is accepted.
+            let file =
+                regular_file::open_for_append(path).map_err(|error| LoggingError::LogFile {
                     path: path.display().to_string(),
                     message: error.to_string(),
                 })?;

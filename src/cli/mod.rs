@@ -24,6 +24,10 @@ use crate::domain::exit_code::ExitCode;
 
 /// Parses the command line, sets up logging, runs the command and returns the exit code.
 pub fn main() -> i32 {
+    // `run` re-executes this binary as its watchdog (docs/architecture.md).
+    if let Some(code) = crate::platform::watchdog::main_if_watchdog() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -34,14 +38,15 @@ pub fn main() -> i32 {
                 }
                 // Usage errors exit 5, never clap's 2: 2 means "blocked" to a caller.
                 _ => {
-                    eprintln!("{}", crate::usage::one_line(&error.render().to_string()));
+                    let line = crate::usage::one_line(&error.render().to_string());
+                    crate::report::Output::default().err_line(line).print();
                     ExitCode::InvalidInput.code()
                 }
             };
         }
     };
     if let Err(error) = logging::init(&cli.logging) {
-        eprintln!("error: {error}");
+        crate::report::Output::error(error.to_string()).print();
         return ExitCode::InvalidInput.code();
     }
     let exit = match cli.command {

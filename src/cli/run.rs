@@ -23,6 +23,7 @@ use crate::invocation::{
     locate, read_config, read_plan_snapshot,
 };
 use crate::platform::console::Console;
+use crate::platform::watchdog;
 use crate::report::{self, Output};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -103,6 +104,15 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let progress = Arc::new(Progress::new(mode, console.clone()));
     let observers: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
+    // Before any worker exists: every worker registers its group with it, so a SIGKILLed
+    // handler leaves no worker running.
+    match watchdog::start() {
+        Ok(pid) => tracing::info!(pid, "watchdog started"),
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
+        ),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
@@ -110,6 +120,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
+            watchdog::finish();
             let message = format!("cannot start the async runtime: {error}");
             print_error(args.json, ExitCode::AgentFailed, &message, started);
             return ExitCode::AgentFailed;
@@ -141,6 +152,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
     progress.finish();
     stream.finish();
+    watchdog::finish();
     match result {
         Ok(result) => {
             if args.json {

@@ -10,6 +10,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
+use crate::invocation::probe::{RunInProgress, recorded_worker_alive, run_in_progress};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_config, read_plan_snapshot, read_state,
@@ -25,6 +26,11 @@ pub struct StatusReport {
     pub plan_workspace: String,
     pub state_path: String,
     pub state_exists: bool,
+    /// A handler holds the plan-workspace lock: a run is in progress, and an active attempt
+    /// is its running one, not an abandoned one.
+    pub run_in_progress: bool,
+    /// That handler's pid, when visible.
+    pub handler_pid: Option<u32>,
     /// The selected execution workspace: the active attempt's, the stopped phase's, or the
     /// next phase's.
     pub execution_workspace: Option<String>,
@@ -95,6 +101,8 @@ pub struct ActiveAttemptReport {
     pub started_at: String,
     pub pid: Option<u32>,
     pub process_group_id: Option<u32>,
+    /// Whether the recorded worker is still that live process; `null` without an identity.
+    pub worker_alive: Option<bool>,
     pub execution_workspace: String,
     pub prompt_path: String,
     pub transcript_path: String,
@@ -135,6 +143,7 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         Ok(location) => location,
         Err(error) => return fail(args.json, error),
     };
+    let running = run_in_progress(&location);
     let state = match read_state(&location.layout) {
         Ok(state) => state,
         Err(error) => return fail(args.json, error),
@@ -144,11 +153,13 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         .ok()
         .map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
-    let report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
+    let mut report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
+    report.run_in_progress = running.is_some();
+    report.handler_pid = running.and_then(|running| running.handler_pid);
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => Output::print_json(&text),
             Err(error) => {
                 Output::error(format!("cannot render status: {error}")).print();
                 return ExitCode::InvalidInput;
@@ -173,7 +184,7 @@ pub fn run(args: &StatusArgs) -> ExitCode {
 fn fail(json: bool, error: InputError) -> ExitCode {
     let message = error.to_string();
     if json {
-        println!("{}", serde_json::json!({ "error": message }));
+        Output::print_json(&serde_json::json!({ "error": message }).to_string());
     }
     Output::error(message).print();
     error.exit_code()
@@ -268,6 +279,7 @@ fn build_report(
                 .process
                 .as_ref()
                 .map(|process| process.process_group_id),
+            worker_alive: recorded_worker_alive(attempt),
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -297,6 +309,8 @@ fn build_report(
         plan_workspace: location.workspace.clone(),
         state_path: location.layout.state_path(),
         state_exists: is_file(&location.layout.state_path()),
+        run_in_progress: false,
+        handler_pid: None,
         execution_workspace,
         execution_workspace_error: execution_workspace_error.map(|error| error.to_string()),
         completed_phase_ids: state.completed_phase_ids.clone(),
@@ -372,9 +386,21 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     if !report.state_exists {
         lines.push("state file: not created yet".to_owned());
     }
+    if report.run_in_progress {
+        let running = RunInProgress {
+            handler_pid: report.handler_pid,
+        };
+        lines.push(format!("run in progress: {}", running.describe()));
+    }
     if let Some(attempt) = &report.active_attempt {
+        // While a handler holds the plan workspace the attempt is its own, running one.
+        let label = if report.run_in_progress {
+            "active"
+        } else {
+            "active/abandoned"
+        };
         lines.push(format!(
-            "active/abandoned: {} ({}, attempt {})",
+            "{label}: {} ({}, attempt {})",
             attempt.phase_id, attempt.status, attempt.id
         ));
         lines.push(format!("attempt started: {}", attempt.started_at));
@@ -382,6 +408,11 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             (Some(pid), Some(pgid)) => format!("worker process id: {pid} (process group {pgid})"),
             _ => "worker process identity: unknown".to_owned(),
         });
+        match attempt.worker_alive {
+            Some(true) => lines.push("worker process: still running".to_owned()),
+            Some(false) => lines.push("worker process: not running".to_owned()),
+            None => {}
+        }
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
         lines.push(format!("attempt transcript: {}", attempt.transcript_path));
         if !attempt.transcript_exists {

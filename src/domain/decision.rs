@@ -29,7 +29,7 @@ pub enum StopCause {
     StopRegex { pattern: String },
     /// A `rate_limit.patterns` regex matched the combined output: the provider refused for now.
     RateLimited { pattern: String },
-    /// The handler caught SIGINT or SIGTERM. `during` is the cause the attempt was already
+    /// The handler caught SIGINT, SIGTERM, SIGHUP or SIGQUIT. `during` is the cause the attempt was already
     /// being stopped for when the signal came: the signal still decides the outcome (the
     /// handler exits 130/143, so its record must say interrupted), and the summary keeps the
     /// earlier cause.
@@ -186,6 +186,7 @@ pub fn signal_name(signal: i32) -> String {
     match signal {
         1 => "SIGHUP".to_owned(),
         2 => "SIGINT".to_owned(),
+        3 => "SIGQUIT".to_owned(),
         9 => "SIGKILL".to_owned(),
         15 => "SIGTERM".to_owned(),
         other => format!("signal {other}"),
@@ -391,6 +392,22 @@ mod tests {
             decide(None, killed, complete("x")).status,
             AttemptStatus::AgentFailed,
             "signal 75 is not exit code 75"
+        );
+    }
+
+    #[test]
+    fn every_stopping_signal_has_its_name() {
+        let names: Vec<String> = [1, 2, 3, 15, 9, 10].into_iter().map(signal_name).collect();
+        assert_eq!(
+            names,
+            [
+                "SIGHUP",
+                "SIGINT",
+                "SIGQUIT",
+                "SIGTERM",
+                "SIGKILL",
+                "signal 10"
+            ]
         );
     }
 }

@@ -57,6 +57,8 @@ mod tests {
         assert_eq!(ExitCode::InvalidInput.code(), 5);
         assert_eq!(ExitCode::Signal(2).code(), 130);
         assert_eq!(ExitCode::Signal(15).code(), 143);
+        assert_eq!(ExitCode::Signal(1).code(), 129);
+        assert_eq!(ExitCode::Signal(3).code(), 131);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct ProcStat {
     pub(crate) pid: u32,
     /// One-letter state (`R`, `S`, `Z`, `X`, …).
     pub(crate) state: char,
+    /// The parent's pid (field 4): what the escaped-descendant sweep walks.
+    pub(crate) ppid: u32,
     pub pgrp: u32,
     pub start_time_ticks: u64,
 }
@@ -29,6 +31,11 @@ impl ProcStat {
     /// Zombies and dead tasks hold a pid but run nothing.
     pub(crate) fn is_defunct(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    /// Stopped by a signal (or by a tracer): it cannot fork until it is continued.
+    pub(crate) fn is_stopped(&self) -> bool {
+        matches!(self.state, 'T' | 't')
     }
 }
 
@@ -52,6 +59,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         state,
+        ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
         start_time_ticks: field(22)?.parse().ok()?,
     })

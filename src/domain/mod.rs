@@ -5,20 +5,21 @@
 pub(crate) mod attempt_id;
 pub(crate) mod config;
 pub(crate) mod decision;
+pub(crate) mod display;
 pub(crate) mod events;
 pub(crate) mod exit_code;
 pub(crate) mod fence;
 pub mod identity;
+pub(crate) mod launch;
 pub(crate) mod lifecycle;
 pub mod marker;
 pub mod outcome;
 pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
+pub(crate) mod process_tree;
 pub(crate) mod prompt;
-#[allow(dead_code)] // Wired into the runtime by the unattended-runs integration.
 pub(crate) mod rate_limit;
-#[allow(dead_code)] // Wired into the runtime by the unattended-runs integration.
 pub(crate) mod retry;
 pub(crate) mod selection;
 pub mod state;
@@ -28,3 +29,4 @@ pub mod tally;
 pub mod template;
 pub mod timestamp;
 pub(crate) mod transcript;
+pub(crate) mod watchdog;

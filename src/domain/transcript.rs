@@ -21,6 +21,9 @@ pub struct Trailer {
     pub pipes_held_open: bool,
     /// Why the worker never ran, when it did not.
     pub launch_error: Option<String>,
+    /// What happened to the live output (a viewer gone, a console dropped), as whole
+    /// `live_output_…: …` lines.
+    pub console_notes: Vec<String>,
 }
 
 /// What the transcript header shows.
@@ -99,6 +102,10 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
             join_pids(&trailer.survivors)
         ));
     }
+    for note in &trailer.console_notes {
+        text.push_str(note);
+        text.push('\n');
+    }
     if trailer.pipes_held_open {
         text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");
     }
@@ -113,9 +120,45 @@ fn optional(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "none".to_owned(), |value| value.to_string())
 }
 
+/// How many pids a trailer line lists (a self-respawning daemon can leave thousands).
+const LISTED_PIDS: usize = 100;
+
 fn join_pids(pids: &[u32]) -> String {
-    pids.iter()
+    let listed = pids
+        .iter()
+        .take(LISTED_PIDS)
         .map(u32::to_string)
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    match pids.len().checked_sub(LISTED_PIDS) {
+        Some(more) if more > 0 => format!("{listed} (and {more} more)"),
+        _ => listed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_pid_lists_are_cut() {
+        let pids: Vec<u32> = (1..=103).collect();
+        let text = join_pids(&pids);
+        assert!(text.starts_with("1, 2, 3, "), "{text}");
+        assert!(text.ends_with("99, 100 (and 3 more)"), "{text}");
+        assert_eq!(join_pids(&[7, 8]), "7, 8");
+    }
+
+    #[test]
+    fn console_notes_are_trailer_lines() {
+        let trailer = Trailer {
+            console_notes: vec!["live_output_stopped: stdout: Broken pipe".to_owned()],
+            ..Trailer::default()
+        };
+        let text = render_trailer(&trailer, 10, true);
+        assert!(
+            text.contains("\nlive_output_stopped: stdout: Broken pipe\n"),
+            "{text}"
+        );
+    }
 }

@@ -9,23 +9,24 @@ use crate::domain::plan::PlanError;
 use crate::domain::state::StateError;
 use crate::domain::stop_regex::StopPatternError;
 use crate::domain::template::TemplateError;
-use crate::platform::locate::{LocateError, WorkspaceProblem, os_message};
+use crate::platform::locate::{LocateError, WorkspaceProblem};
 use crate::platform::locks::LockError;
 use crate::platform::program::ProgramProblem;
+use crate::platform::regular_file::ReadFileError;
 
 /// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error(transparent)]
     Locate(#[from] LocateError),
-    #[error("{path}: cannot read plan: {}", os_message(.source))]
-    PlanUnreadable { path: String, source: io::Error },
+    #[error("{path}: cannot read plan: {source}")]
+    PlanUnreadable { path: String, source: ReadFileError },
     #[error("{}", .error.with_source(.path))]
     Plan { path: String, error: PlanError },
     #[error("{path}: {error}")]
     Config { path: String, error: ConfigError },
-    #[error("{path}: cannot read config: {}", os_message(.source))]
-    ConfigUnreadable { path: String, source: io::Error },
+    #[error("{path}: cannot read config: {source}")]
+    ConfigUnreadable { path: String, source: ReadFileError },
     #[error("--agent-cmd is required when config does not provide agent_cmd")]
     MissingAgentCmd,
     /// `origin` is `--agent-cmd` or `<config>: agent_cmd`.
@@ -72,8 +73,8 @@ pub enum InputError {
     PhaseNotInPlan(String),
     #[error("{path}: {error}")]
     State { path: String, error: StateError },
-    #[error("{path}: cannot read state: {}", os_message(.source))]
-    StateUnreadable { path: String, source: io::Error },
+    #[error("{path}: cannot read state: {source}")]
+    StateUnreadable { path: String, source: ReadFileError },
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error(

@@ -4,6 +4,8 @@
 
 mod error;
 pub mod init;
+mod limits;
+pub mod probe;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +26,9 @@ use crate::domain::template::CommandTemplate;
 use crate::platform::locate::{
     PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
 };
+use crate::platform::regular_file::read_regular_file;
 use crate::platform::{proc, program};
+use limits::{MAX_CONFIG_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
 /// Resolves `--plan` and its plan workspace.
 pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
@@ -97,7 +101,8 @@ pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, Input
 }
 
 fn read_plan_bytes(location: &PlanLocation) -> Result<Vec<u8>, InputError> {
-    std::fs::read(&location.plan_path).map_err(|source| InputError::PlanUnreadable {
+    let path = Path::new(&location.plan_path);
+    read_regular_file(path, MAX_PLAN_BYTES).map_err(|source| InputError::PlanUnreadable {
         path: location.plan_path.clone(),
         source,
     })
@@ -110,12 +115,12 @@ pub fn current_plan_hash(location: &PlanLocation) -> Result<String, InputError> 
 
 /// Reads the plan workspace's config; a missing file means defaults.
 pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
-    match std::fs::read(&location.config_path) {
+    match read_regular_file(Path::new(&location.config_path), MAX_CONFIG_BYTES) {
         Ok(bytes) => parse_config(&bytes).map_err(|error| InputError::Config {
             path: location.config_path.clone(),
             error,
         }),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(error) if error.is_not_found() => Ok(Config::default()),
         Err(source) => Err(InputError::ConfigUnreadable {
             path: location.config_path.clone(),
             source,
@@ -127,11 +132,11 @@ pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
 /// start, before the state store takes ownership; `status` and `check` read it to report.
 pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
     let path = layout.state_path();
-    match std::fs::read(&path) {
+    match read_regular_file(Path::new(&path), MAX_STATE_BYTES) {
         Ok(bytes) => {
             State::from_json(&bytes, layout).map_err(|error| InputError::State { path, error })
         }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+        Err(error) if error.is_not_found() => Ok(State::default()),
         Err(source) => Err(InputError::StateUnreadable { path, source }),
     }
 }

@@ -138,11 +138,23 @@ pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result
 /// Creates `path` exclusively with `bytes`, then fsyncs the file and its directory.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn write_new_durably(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
-    failpoint!(format!("{failpoint_label}-write").as_str());
     let mut file = create_new(path)?;
-    file.write_all(bytes).map_err(|e| with_path(e, path))?;
-    failpoint!(format!("{failpoint_label}-fsync").as_str());
-    file.sync_all().map_err(|e| with_path(e, path))?;
+    // The failpoint sits where a full disk strikes: after the file exists.
+    let written = (|| {
+        failpoint!(format!("{failpoint_label}-write").as_str());
+        file.write_all(bytes)
+    })();
+    if let Err(error) = written {
+        // A partly written record (a full disk) is evidence of nothing and would only be
+        // mistaken for one: the file is ours, created a moment ago, so it goes.
+        let _ = fs::remove_file(path);
+        return Err(with_path(error, path));
+    }
+    let synced = (|| {
+        failpoint!(format!("{failpoint_label}-fsync").as_str());
+        file.sync_all()
+    })();
+    synced.map_err(|e| with_path(e, path))?;
     failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
     sync_dir(parent_dir(path)?)
 }

@@ -3,12 +3,24 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// Reads at most the last `limit` bytes of a file; `true` when that is the whole file.
+/// Reads at most the last `limit` bytes of a regular file; `true` when that is the whole file.
+/// The open never blocks (a transcript replaced by a FIFO is refused, not waited on).
 pub fn read_end(path: &Path, limit: u64) -> io::Result<(Vec<u8>, bool)> {
-    let mut file = File::open(path)?;
-    let length = file.metadata()?.len();
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let length = metadata.len();
     let offset = length.saturating_sub(limit);
     file.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::with_capacity((length - offset) as usize);

@@ -4,6 +4,7 @@
 //! `domain`; this layer only touches the operating system and reports what it found.
 
 pub mod console;
+pub mod descendant_sweep;
 pub mod durable;
 pub mod event_log;
 pub mod file_tail;
@@ -12,6 +13,8 @@ pub mod locks;
 pub mod proc;
 pub mod process_group;
 pub mod program;
+pub mod regular_file;
 pub mod spawn;
 pub mod transcript_file;
+pub mod watchdog;
 pub mod write_thread;

@@ -66,11 +66,26 @@ fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<Pr
     Ok(found)
 }
 
+/// The handler's own pid.
+pub fn own_pid() -> u32 {
+    std::process::id()
+}
+
 /// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
 /// registered as a child subreaper these include every orphaned descendant of its workers.
 pub fn own_children() -> io::Result<Vec<u32>> {
+    children_in("/proc/self/task")
+}
+
+/// The children of process `pid` (a few small reads, no scan of `/proc`). Reliable for a
+/// stopped process, which cannot fork meanwhile.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    children_in(&format!("/proc/{pid}/task")).unwrap_or_default()
+}
+
+fn children_in(tasks: &str) -> io::Result<Vec<u32>> {
     let mut children = Vec::new();
-    for task in fs::read_dir("/proc/self/task")? {
+    for task in fs::read_dir(tasks)? {
         let Ok(task) = task else { continue };
         let Ok(list) = fs::read_to_string(task.path().join("children")) else {
             continue;
@@ -108,6 +123,11 @@ impl ChildSnapshot {
     pub fn contains(&self, child: &ProcStat) -> bool {
         self.0.contains(&(child.pid, child.start_time_ticks))
     }
+}
+
+/// Every process's stat line (the escaped-descendant sweep walks parent links through it).
+pub fn process_table() -> io::Result<Vec<ProcStat>> {
+    processes_where(|_| true)
 }
 
 /// Live (non-zombie) members of process group `pgid`.

@@ -2,16 +2,17 @@
 //!
 //! A worker's group is addressed only by the pgid saved at launch, never our own group and
 //! never pgid 0 or 1. Single processes are signalled only when they are our own children
-//! (adopted as a child subreaper), whose pids cannot be reused while unreaped.
+//! (adopted as a child subreaper), whose pids cannot be reused while unreaped, or through a
+//! pidfd checked against the start time the sweep saw (descendants of those children).
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
+use nix::libc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
-
-use super::proc::{self, ChildSnapshot};
 
 /// The signals the killer sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,9 +74,69 @@ pub fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None) != Err(Errno::ESRCH)
 }
 
-/// SIGKILLs one of our own children (an adopted descendant).
-pub fn kill_child(pid: u32) {
-    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+/// Signals one of our own children (an adopted descendant): its pid cannot be reused while
+/// it is unreaped.
+pub fn signal_child(pid: u32, signal: SweepSignal) {
+    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+}
+
+/// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage (a stopped process
+/// cannot fork), then SIGKILL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepSignal {
+    Stop,
+    Kill,
+}
+
+impl SweepSignal {
+    fn as_nix(self) -> Signal {
+        match self {
+            Self::Stop => Signal::SIGSTOP,
+            Self::Kill => Signal::SIGKILL,
+        }
+    }
+}
+
+/// Signals a descendant of an adoptee — a process that is *not* our child — without ever
+/// reaching another process that reuses its pid: a pidfd is opened first, then the process's
+/// start time is checked against the one seen in the scan (a reused pid has a later one), and
+/// the signal goes through the pidfd, which names that process only. Returns false when the
+/// process is gone, is not the one scanned, or pidfds are unavailable (Linux < 5.3).
+pub fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -> bool {
+    let Some(pidfd) = pidfd_open(pid) else {
+        return false;
+    };
+    let same = super::proc::stat(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|stat| stat.start_time_ticks == start_time_ticks);
+    same && pidfd_send_signal(&pidfd, signal.as_nix())
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open(pid, 0) takes plain integers and returns a new descriptor or -1; no
+    // memory is shared with the kernel.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn pidfd_send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
+    // SAFETY: pidfd_send_signal(fd, sig, NULL, 0): a descriptor we own, a signal number, no
+    // siginfo pointer.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal as libc::c_int,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    result == 0
 }
 
 /// Reaps one of our own children if it has exited; never `waitpid(-1)`, which would steal the
@@ -96,9 +157,9 @@ pub fn leads_own_session() -> bool {
     getsid(None).is_ok_and(|session| session == getpid())
 }
 
-/// Sends signal number `signal` to our child `pid` (a forwarded SIGINT/SIGTERM). The caller
+/// Forwards signal number `signal` (SIGINT, SIGTERM) to our child `pid`. The caller
 /// guarantees the child is not reaped yet, so the pid cannot have been reused.
-pub fn signal_child(pid: u32, signal: i32) {
+pub fn forward_signal(pid: u32, signal: i32) {
     if let (Ok(pid), Ok(signal)) = (i32::try_from(pid), Signal::try_from(signal)) {
         let _ = kill(Pid::from_raw(pid), signal);
     }
@@ -107,36 +168,4 @@ pub fn signal_child(pid: u32, signal: i32) {
 /// `SIGINT`, `SIGTERM`, … for a signal number the platform knows.
 pub fn signal_name(signal: i32) -> Option<&'static str> {
     Signal::try_from(signal).ok().map(Signal::as_str)
-}
-
-/// One pass over our children as a child subreaper: reaps adopted zombies and returns the
-/// live adopted descendants of a worker — every child except `leader` (tokio reaps it), the
-/// children we had before the worker (`inherited`), and any that started before it (clock
-/// ticks are coarse, so only a strictly earlier start proves a child is not the worker's;
-/// without `worker_started_ticks` none can be told apart and none is returned). The caller
-/// kills what it gets with [`kill_child`].
-pub fn adopted_descendants(
-    leader: Option<u32>,
-    worker_started_ticks: Option<u64>,
-    inherited: &ChildSnapshot,
-) -> Vec<u32> {
-    let mut alive = Vec::new();
-    for pid in proc::own_children().unwrap_or_default() {
-        if Some(pid) == leader {
-            continue;
-        }
-        match proc::stat(pid) {
-            Ok(Some(stat)) if stat.is_defunct() => reap_child(pid),
-            Ok(Some(stat))
-                if inherited.contains(&stat)
-                    || worker_started_ticks
-                        .is_none_or(|started| stat.start_time_ticks < started) =>
-            {
-                tracing::debug!(pid, "adopted child predates the worker; left alone");
-            }
-            Ok(Some(_)) => alive.push(pid),
-            _ => {}
-        }
-    }
-    alive
 }

@@ -7,11 +7,18 @@
 //! in a background group; and its pgid equals its pid, so the group can be addressed by the
 //! pgid saved at launch even after the leader exits.
 
-use std::io;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::fcntl::{FcntlArg, fcntl};
 use tokio::process::{Child, Command};
+
+use super::locate::os_message;
+use super::watchdog;
+use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
 
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.
 const PIPE_CAPACITY: i32 = 1 << 20;
@@ -30,10 +37,20 @@ pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
         .stderr(Stdio::piped())
         // Last-resort backstop only: the group killer is what stops workers.
         .kill_on_drop(true);
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent; it is the
-    // only thing run between fork and exec. (std already resets the signal mask and SIGPIPE.)
+    let watchdog = watchdog::registration_fd();
+    // SAFETY: `setsid` and the watchdog registration (`getpid`, one non-blocking `send` from
+    // a stack buffer) are async-signal-safe and touch no memory of the parent; they are all
+    // that runs between fork and exec. (std already resets the signal mask and SIGPIPE.)
+    // Registering here, before `exec`, leaves no moment in which the worker runs unknown to
+    // the watchdog.
     unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        command.pre_exec(move || {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            if let Some(fd) = watchdog {
+                watchdog::register_self(fd);
+            }
+            Ok(())
+        });
     }
     let child = command.spawn()?;
     // Best effort: the default 64 KiB pipe works, just with more wake-ups.
@@ -44,4 +61,61 @@ pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
         let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
     }
     Ok(child)
+}
+
+/// How much of a program file is read to find its `#!` line (the kernel reads at most 256).
+const SHEBANG_BYTES: u64 = 256;
+
+/// Looks at the program a failed launch tried to run (`error` is the launch's error) and
+/// explains the failure: a directory, a script whose interpreter is missing, or the OS error.
+/// Blocking file reads: call it off the runtime threads.
+pub fn launch_problem(program: &str, cwd: &str, error: &io::Error) -> LaunchProblem {
+    let resolved = resolve_program(program, Path::new(cwd));
+    let metadata = resolved.as_deref().and_then(|path| fs::metadata(path).ok());
+    let head = match (&resolved, &metadata) {
+        (Some(path), Some(metadata)) if metadata.is_file() => read_head(path),
+        _ => None,
+    };
+    let interpreter_exists = head
+        .as_deref()
+        .and_then(shebang_interpreter)
+        .map(|interpreter| Path::new(cwd).join(interpreter).exists());
+    explain(&ProgramFacts {
+        program: program.to_owned(),
+        os_message: os_message(error),
+        not_found: error.kind() == io::ErrorKind::NotFound,
+        is_directory: metadata.is_some_and(|metadata| metadata.is_dir()),
+        head,
+        interpreter_exists,
+    })
+}
+
+/// The file `program` names, as `execvp` would look for it: relative to the worker's working
+/// directory when it holds a `/`, else the first existing entry on `PATH`.
+fn resolve_program(program: &str, cwd: &Path) -> Option<PathBuf> {
+    if program.is_empty() {
+        return None;
+    }
+    if program.contains('/') {
+        return Some(cwd.join(program));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|candidate| candidate.exists())
+}
+
+/// The first bytes of a regular file, opened without blocking (it could have become a FIFO).
+fn read_head(path: &Path) -> Option<Vec<u8>> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::new();
+    file.take(SHEBANG_BYTES).read_to_end(&mut head).ok()?;
+    Some(head)
 }

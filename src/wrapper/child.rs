@@ -246,7 +246,7 @@ fn stop(child: &Child, signal: i32, kill_at: &mut Option<Instant>) {
     if let Some(pid) = child.id() {
         tracing::debug!(pid, signal, "forwarding signal to launcher");
         // `id()` is `None` once the child is reaped, so this pid cannot have been reused.
-        process_group::signal_child(pid, signal);
+        process_group::forward_signal(pid, signal);
     }
     kill_at.get_or_insert_with(|| Instant::now() + KILL_GRACE);
 }

@@ -6,9 +6,11 @@
 //! worker, in the worker's group or not, and names them in the transcript trailer. Run by
 //! hand, nobody would: so then the wrapper does the same itself. It registers as a child
 //! subreaper before the launch, so that a descendant orphaned by the launcher's exit becomes
-//! its child; once the launcher has exited it kills every such child that started after the
-//! launcher, reaps adopted zombies by pid (never `waitpid(-1)`, which would steal tokio's
-//! child), and repeats until none is left, since killing one orphans its own children.
+//! its child; once the launcher has exited it runs the same escaped-descendant sweep as the
+//! handler's group killer ([`descendant_sweep`]): it freezes every such child that started
+//! after the launcher together with its lineage, kills them, reaps adopted zombies by pid
+//! (never `waitpid(-1)`, which would steal tokio's child), and passes again until
+//! [`SweepRounds`] says nothing is left.
 //!
 //! "Under the handler" is recognised by the process relation the handler sets up: it starts
 //! every worker as the leader of a new session (`setsid`), which a shell never does for a
@@ -22,6 +24,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::domain::process_tree::{SweepNext, SweepRounds};
+use crate::platform::descendant_sweep;
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group;
 
@@ -100,32 +104,39 @@ impl Reaper {
         }
     }
 
-    /// Kills every adopted descendant of the launcher; returns what it stopped. Call after
-    /// the launcher has exited.
+    /// Kills every adopted descendant of the launcher, lineage by lineage, until the sweep
+    /// finds nothing more (or gives up after [`SWEEP_LIMIT`]); returns what it stopped. Call
+    /// after the launcher has exited.
     pub async fn sweep(&self) -> Vec<Leftover> {
         let mut stopped: Vec<Leftover> = Vec::new();
         let give_up_at = Instant::now() + SWEEP_LIMIT;
+        let mut rounds = SweepRounds::default();
         loop {
-            let adoptees = process_group::adopted_descendants(
-                self.launcher_pid,
-                self.launcher_started_ticks,
-                &self.inherited,
-            );
-            let alive = !adoptees.is_empty();
-            for pid in adoptees {
+            let leader = self.launcher_pid.unwrap_or(0);
+            let started = self.launcher_started_ticks;
+            let inherited = self.inherited.clone();
+            let thorough = rounds.thorough();
+            let pass = tokio::task::spawn_blocking(move || {
+                descendant_sweep::sweep_pass(leader, started, &inherited, thorough)
+            })
+            .await
+            .unwrap_or_default();
+            for &pid in &pass.stopped {
                 if !stopped.iter().any(|leftover| leftover.pid == pid) {
+                    // A killed child stays a zombie until the next pass reaps it, so its
+                    // name is still readable here.
                     let name = proc::command_name(pid).unwrap_or_else(|| "?".to_owned());
-                    tracing::info!(pid, %name, "stopping a leftover descendant");
+                    tracing::info!(pid, %name, "stopped a leftover descendant");
                     stopped.push(Leftover { pid, name });
                 }
-                process_group::kill_child(pid);
             }
-            if !alive {
+            if rounds.after_pass(pass.stopped.len(), pass.reaped) == SweepNext::Done {
                 return stopped;
             }
             if Instant::now() >= give_up_at {
-                let pids: Vec<u32> = stopped.iter().map(|leftover| leftover.pid).collect();
-                tracing::warn!(pids = ?pids, "leftover descendants survived SIGKILL");
+                if !pass.stopped.is_empty() {
+                    tracing::warn!(pids = ?pass.stopped, "leftover descendants survived SIGKILL");
+                }
                 return stopped;
             }
             tokio::time::sleep(SWEEP_POLL).await;

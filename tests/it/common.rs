@@ -227,6 +227,33 @@ impl Drop for Sandbox {
     }
 }
 
+/// SIGKILLs the watchdog of the sandbox's running handler (found by its token and its hidden
+/// argument) and waits until it is gone: then nothing stops a worker once its handler is
+/// SIGKILLed too.
+pub fn kill_watchdog(sandbox: &Sandbox) {
+    let watchdogs = || -> Vec<u32> {
+        sandbox
+            .survivors()
+            .into_iter()
+            .filter(|pid| {
+                fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    String::from_utf8_lossy(&cmdline).contains("__ai-session-handler-watchdog")
+                })
+            })
+            .collect()
+    };
+    for pid in watchdogs() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        wait_until(PATIENCE, || watchdogs().is_empty()),
+        "the watchdog survived SIGKILL"
+    );
+}
+
 /// A plan with `count` phases, each with workspace `.`.
 pub fn plan_with_phases(count: usize) -> String {
     let mut plan = String::from("# Test plan\n\nGlobal intent.\n\n");

@@ -1,7 +1,8 @@
 //! Crash safety (docs/session-lifecycle.md, docs/state-and-recovery.md, docs/reliability.md): the handler is SIGKILLed at pseudo-random moments of a
-//! three-phase run. After every kill `state.json` parses, never claims a completion it did not
-//! commit, an unresolved attempt is reported by `status` and refused by a plain `run`, and
-//! `run --retry-stopped` finishes the plan.
+//! three-phase run. After every kill no worker or grandchild survives (the watchdog stops the
+//! group), `state.json` parses, never claims a completion it did not commit, an unresolved
+//! attempt is reported by `status` (as abandoned, its worker dead) and refused by a plain
+//! `run`, and `run --retry-stopped` finishes the plan.
 //!
 //! `ASH_CRASH_ITERATIONS` (default 50) sets the number of kills and `ASH_CRASH_SEED` the seed;
 //! `scripts/crash-soak.sh N` runs the same test for N iterations in a release build. Design and
@@ -20,9 +21,6 @@ const PLAN: &str = "plan.md";
 const PHASES: [&str; 3] = ["phase-1", "phase-2", "phase-3"];
 const DEFAULT_ITERATIONS: u64 = 50;
 const DEFAULT_SEED: u64 = 20_261_129;
-/// How long the run's processes get to end on their own after the handler is killed (a worker
-/// loses its pipes and exits); what is still alive then is killed by the test and counted.
-const WORKER_GRACE: Duration = Duration::from_secs(5);
 
 #[test]
 fn sigkill_at_random_points_never_corrupts_state_or_fakes_a_completion() {
@@ -94,8 +92,10 @@ fn time_an_uninterrupted_run() -> Duration {
     times[1]
 }
 
-/// Output on both streams, then a complete block.
-const AGENT: &str = "cat >/dev/null\necho 'step one'\necho 'step two' >&2\necho 'step three'\necho '<phase-complete>done</phase-complete>'\n";
+/// A grandchild in the worker's group that ignores SIGTERM and holds no pipe (it would outlive
+/// a SIGKILLed handler if nothing stopped the group), output on both streams, then a complete
+/// block.
+const AGENT: &str = "(trap '' TERM; exec sleep 600) >/dev/null 2>&1 &\ncat >/dev/null\necho 'step one'\necho 'step two' >&2\necho 'step three'\necho '<phase-complete>done</phase-complete>'\n";
 
 fn crash_and_recover(iteration: u64, kill_point: KillPoint, tally: &mut Tally) {
     let sandbox = Sandbox::new();
@@ -122,16 +122,17 @@ fn crash_and_recover(iteration: u64, kill_point: KillPoint, tally: &mut Tally) {
     if exited_first {
         tally.finished_before_kill += 1;
     }
-    if !wait_until(WORKER_GRACE, || sandbox.survivors().is_empty()) {
-        tally.survivors_killed += sandbox.survivors().len();
-        for pid in sandbox.survivors() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        sandbox.assert_no_survivors();
+    // Whatever the handler was doing, its watchdog stops the worker's group (the worker and
+    // the grandchild) and exits: nothing of the run survives.
+    if workers_alive(&sandbox) {
+        tally.stopped_by_watchdog += 1;
     }
+    let gone = wait_until(PATIENCE, || sandbox.survivors().is_empty());
+    assert!(
+        gone,
+        "{context}: processes survived the SIGKILL of the handler: {:?}",
+        sandbox.survivors()
+    );
 
     let shape = check_invariants(&sandbox, &context);
     *tally.shapes.entry(shape).or_default() += 1;
@@ -212,6 +213,28 @@ fn check_invariants(sandbox: &Sandbox, context: &str) -> &'static str {
         status.stdout.lines().any(|candidate| candidate == line),
         "{context}: status does not show {line:?}:\n{}",
         status.stdout
+    );
+    if !attempt["process"].is_null() {
+        assert!(
+            status
+                .stdout
+                .lines()
+                .any(|candidate| candidate == "worker process: not running"),
+            "{context}: status does not see the worker dead:\n{}",
+            status.stdout
+        );
+    }
+    // The recorded worker is dead: `check` notes the abandoned attempt (no "still alive").
+    let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", "/bin/false"]);
+    assert_eq!(check.code, 0, "{context}: {check:?}");
+    assert!(
+        check.stdout.contains(&format!(
+            "note: phase {} has an abandoned {} attempt {}",
+            attempt["phase"]["id"].as_str().unwrap(),
+            attempt["status"].as_str().unwrap(),
+            attempt["id"].as_str().unwrap()
+        )),
+        "{context}: {check:?}"
     );
     let plain = sandbox.run(&["run", "--plan", PLAN, "--agent-cmd", "/bin/false"]);
     assert_eq!(plain.code, 5, "{context}: {plain:?}");
@@ -299,6 +322,17 @@ fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
         .expect("spawn handler")
 }
 
+/// Whether a process of the run other than the watchdog is alive (right after the kill).
+fn workers_alive(sandbox: &Sandbox) -> bool {
+    sandbox.survivors().into_iter().any(|pid| {
+        fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|cmdline| {
+                !String::from_utf8_lossy(&cmdline).contains("__ai-session-handler-watchdog")
+            })
+            .unwrap_or(false)
+    })
+}
+
 /// Polls every millisecond (the kill point needs finer steps than `wait_until`), giving up
 /// after a generous bound: a run that never gets there is killed wherever it is.
 fn poll_until(mut condition: impl FnMut() -> bool) {
@@ -353,7 +387,7 @@ struct Tally {
     iterations: u64,
     shapes: BTreeMap<&'static str, u64>,
     finished_before_kill: u64,
-    survivors_killed: usize,
+    stopped_by_watchdog: u64,
     temp_files: usize,
     orphan_outcomes: usize,
 }
@@ -371,8 +405,8 @@ impl std::fmt::Display for Tally {
         )?;
         writeln!(
             f,
-            "  processes alive after the grace, killed by the test: {}",
-            self.survivors_killed
+            "  kills that left a worker running, stopped by the watchdog: {} (survivors: 0)",
+            self.stopped_by_watchdog
         )?;
         writeln!(f, "  leftover state temp files: {}", self.temp_files)?;
         write!(

@@ -158,14 +158,17 @@ fn a_failed_outcome_write_keeps_the_running_record() {
         assert_eq!(
             report_lines(&run.stderr)[0],
             format!(
-                "execution-io-failed: could not write attempt outcome: injected failure at failpoint {failpoint}"
+                "execution-io-failed: could not write attempt outcome: {}: injected failure at failpoint {failpoint}; the worker had reported phase-complete",
+                attempt["outcome_path"].as_str().unwrap()
             )
         );
         assert_unresolved_report(&run.stderr, attempt);
         assert_no_temp_files(&sandbox);
         let outcome = Path::new(attempt["outcome_path"].as_str().unwrap());
         if failpoint == "outcome-write" {
-            assert!(!outcome.exists(), "no outcome file is created");
+            // The write fails after the file was created (as on a full disk): no partial
+            // outcome is left for anyone to mistake for a record.
+            assert!(!outcome.exists(), "no outcome file is left");
         }
 
         assert_status_shows_abandoned(&sandbox, attempt);
@@ -201,7 +204,7 @@ fn a_failed_state_commit_leaves_the_outcome_as_unreferenced_evidence() {
         assert_eq!(
             report_lines(&run.stderr)[0],
             format!(
-                "execution-io-failed: could not record attempt outcome: {}: injected failure at failpoint {failpoint}",
+                "execution-io-failed: could not record attempt outcome: {}: injected failure at failpoint {failpoint}; the worker had reported phase-complete",
                 sandbox.state_path(PLAN).display()
             )
         );
@@ -249,7 +252,7 @@ fn a_failed_directory_fsync_after_the_commit_reports_what_readers_see() {
     assert!(
         first.starts_with("execution-io-failed: could not record attempt outcome: ")
             && first.ends_with(
-                "replaced, but not durably: injected failure at failpoint state-commit-dir-fsync"
+                "replaced, but not durably: injected failure at failpoint state-commit-dir-fsync; the worker had reported phase-complete"
             ),
         "{first}"
     );

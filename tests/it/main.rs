@@ -7,6 +7,7 @@ mod cli_basics;
 mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
+mod hardening;
 mod invalid_inputs;
 mod observability;
 mod process_lifecycle;

@@ -646,7 +646,15 @@ fn man_pages_are_roff_naming_every_command() {
     );
     assert!(page.stdout.contains("\n.SH SYNOPSIS\n"));
     assert!(page.stdout.contains("\n.SH SUBCOMMANDS\n"));
-    for command in ["run", "status", "check", "init", "watch", "completions", "man"] {
+    for command in [
+        "run",
+        "status",
+        "check",
+        "init",
+        "watch",
+        "completions",
+        "man",
+    ] {
         assert!(
             page.stdout
                 .contains(&format!("ai\\-session\\-handler\\-{command}(1)")),

@@ -28,7 +28,7 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
     assert!(!attempt["process"]["boot_id"].as_str().unwrap().is_empty());
     assert!(
         sandbox.survivors().contains(&(pid as u32)),
-        "the worker outlives a SIGKILLed handler"
+        "the worker outlives a SIGKILLed handler whose watchdog was SIGKILLed too"
     );
     let before = sandbox.state_bytes(PLAN).unwrap();
 
@@ -49,6 +49,7 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
         &status.stdout,
         &format!("worker process id: {pid} (process group {pgid})"),
     );
+    assert_has_line(&status.stdout, "worker process: still running");
 
     let plain = sandbox.run_plan(PLAN, &agent, &[]);
     plain.assert_code(5);
@@ -950,6 +951,10 @@ fn abandon_running(sandbox: &Sandbox, agent: &Path, phase: &str) -> Value {
             .is_some_and(|state| state["active_attempt"]["status"] == "running")
     });
     assert!(running, "the running record was never written");
+    // The handler's watchdog would stop the worker once the handler is gone; killing it first
+    // leaves a worker that outlives its handler (both SIGKILLed, as by `kill -9` of both),
+    // the case the liveness check of `--retry-stopped` exists for.
+    kill_watchdog(sandbox);
     handler.kill().expect("SIGKILL the handler");
     handler.wait().expect("reap the handler");
     let state = sandbox.state(PLAN);

@@ -1145,9 +1145,15 @@ impl Soak {
             }
             "phase-complete" => {
                 let name = if code == 130 { "SIGINT" } else { "SIGTERM" };
-                stderr_line(&format!(
-                    "error: interrupted by {name} before launching the next phase; no worker was started"
-                ))
+                if strings(&state["completed_phase_ids"]).len() == PHASES {
+                    stderr_line(&format!(
+                        "error: interrupted by {name} after the last phase completed; every phase is complete and nothing was left to launch"
+                    ))
+                } else {
+                    stderr_line(&format!(
+                        "error: interrupted by {name} before launching the next phase; no worker was started"
+                    ))
+                }
             }
             "blocked" => stdout_line(&format!("phase-blocked: {BLOCKED_TEXT}")),
             "needs-clarification" => {

@@ -22,9 +22,13 @@
 //!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
 //!   earlier cause in its summary. Cleanup itself is never restarted or skipped.
 //! - **Second interrupt**: makes the killer skip what is left of its grace period.
-//! - **Cleanup order**: cancel timers → terminate the group (or sweep it after a normal exit)
-//!   → close our read ends if a pipe is still held after the drain limit → record. Each is
-//!   issued at most once; nothing is issued once the attempt is done.
+//! - **A stalled console never stalls cleanup**: leaving `Running` (a trigger, or the leader's
+//!   exit) bounds the live console: from then on a console that takes no output within a
+//!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
+//!   does. Backpressure from the console holds only while the worker runs.
+//! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
+//!   after a normal exit) → close our read ends if a pipe is still held after the drain limit
+//!   → record. Each is issued at most once; nothing is issued once the attempt is done.
 
 use super::GroupReport;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
@@ -75,7 +79,7 @@ pub enum AttemptEvent {
     IdleDeadlineReached {
         seconds: f64,
     },
-    /// SIGINT or SIGTERM reached the attempt.
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
     },
@@ -106,6 +110,11 @@ pub enum AttemptEvent {
 pub enum AttemptEffect {
     /// Stop the wall-clock and idle deadlines.
     CancelTimers,
+    /// The worker is being stopped or has exited: from now on the live console may hold
+    /// nothing up. A console that takes no output within a bounded time is dropped (noted in
+    /// the transcript), so draining and recording finish whatever the terminal or the pipe
+    /// reader does. While the worker runs, a slow console still slows it (backpressure).
+    BoundConsole,
     /// SIGTERM the group, then SIGKILL after the grace period while any member lives.
     TerminateGroup,
     /// A second interrupt: skip what is left of the grace period.
@@ -482,6 +491,7 @@ impl AttemptLifecycle {
                 self.cause = Some(cause);
                 self.stage = Stage::Stopping { exit: None };
                 effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::TerminateGroup);
             }
             stage if stage.cleaning_up() => self.note_cause(cause),
@@ -537,6 +547,7 @@ impl AttemptLifecycle {
                     sweep_requested: false,
                 };
                 effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::StartLeakGrace);
             }
             Stage::Stopping { exit: known } => *known = Some(exit),

@@ -20,8 +20,9 @@ use crate::domain::state::AttemptStatus;
 /// What to do at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Checkpoint {
-    /// A signal arrived while no attempt ran: launch nothing more.
-    Interrupted { signal: i32 },
+    /// A signal arrived while no attempt ran: launch nothing more. `plan_complete` when
+    /// nothing was left to launch anyway (the signal came after the last commit).
+    Interrupted { signal: i32, plan_complete: bool },
     /// Every phase is complete.
     AllComplete,
     /// The phase limit is reached and phases remain.
@@ -123,7 +124,10 @@ impl RunLoop {
     /// Decides the checkpoint, given the next pending phase (`None`: every phase is complete).
     pub fn checkpoint(&self, next_pending: Option<&str>) -> Checkpoint {
         if let Some(signal) = self.first_signal {
-            return Checkpoint::Interrupted { signal };
+            return Checkpoint::Interrupted {
+                signal,
+                plan_complete: next_pending.is_none(),
+            };
         }
         let Some(phase_id) = next_pending else {
             return Checkpoint::AllComplete;
@@ -228,7 +232,13 @@ mod tests {
         assert_eq!(run.signal_caught(15), SignalAction::StopAtCheckpoint);
         assert_eq!(run.signal_caught(2), SignalAction::StopAtCheckpoint);
         let checkpoint = run.checkpoint(Some("phase-2"));
-        assert_eq!(checkpoint, Checkpoint::Interrupted { signal: 15 });
+        assert_eq!(
+            checkpoint,
+            Checkpoint::Interrupted {
+                signal: 15,
+                plan_complete: false
+            }
+        );
         assert!(!run.plan_check_required(&checkpoint));
         assert_eq!(run.exit_code(AttemptStatus::PhaseComplete).code(), 143);
     }
@@ -344,5 +354,28 @@ mod tests {
             run.attempt_concluded("phase-1", timeout),
             AfterAttempt::Stop(ExitCode::Signal(15))
         );
+    }
+
+    #[test]
+    fn a_signal_after_the_last_commit_says_the_plan_is_complete() {
+        let mut run = RunLoop::new(None);
+        run.attempt_started();
+        run.attempt_concluded(
+            "phase-1",
+            AttemptEnd::Committed {
+                status: AttemptStatus::PhaseComplete,
+                retry_scheduled: false,
+            },
+        );
+        run.signal_caught(2);
+        let checkpoint = run.checkpoint(None);
+        assert_eq!(
+            checkpoint,
+            Checkpoint::Interrupted {
+                signal: 2,
+                plan_complete: true
+            }
+        );
+        assert!(!run.plan_check_required(&checkpoint));
     }
 }

@@ -106,6 +106,8 @@ pub struct StreamFramer {
     exact_tags: u32,
     closed_blocks: u32,
     malformed: bool,
+    /// An opening tag arrived while a block was open.
+    nested: bool,
     open: Option<OpenBlock>,
     closed: Option<ClosedBlock>,
     /// Non-whitespace appeared after the first closed block.
@@ -136,6 +138,7 @@ impl StreamFramer {
             exact_tags: 0,
             closed_blocks: 0,
             malformed: false,
+            nested: false,
             open: None,
             closed: None,
             text_after_result: false,
@@ -250,9 +253,14 @@ impl StreamFramer {
             return StreamVerdict::Invalid(format!("unclosed terminal marker in {stream}"));
         }
         let Some(block) = self.closed else {
-            return StreamVerdict::Multiple(format!(
-                "nested or mismatched terminal marker in {stream}"
-            ));
+            // Two tags that are not one block: a block opened inside another is a second
+            // result (multiple); a closing tag of another kind, or one before its opening
+            // tag, is broken framing (invalid), as in the reference.
+            return if self.nested {
+                StreamVerdict::Multiple(format!("nested terminal marker in {stream}"))
+            } else {
+                StreamVerdict::Invalid(format!("mismatched terminal marker in {stream}"))
+            };
         };
         let misplaced = StreamVerdict::Invalid(format!(
             "terminal marker in {stream} must begin at a line boundary and be its final content"
@@ -336,6 +344,7 @@ impl StreamFramer {
             }
             Some(mut open) => {
                 // A nested or mismatched tag: this block can no longer be the result.
+                self.nested |= !tag.closing;
                 open.body.drop_bytes();
                 self.open = Some(open);
             }

@@ -1,7 +1,13 @@
 //! The live-display filter: hides complete result blocks from the console even when split
 //! across reads, holding back at most a possible partial tag at a chunk boundary.
+//!
+//! What it holds back is bounded twice: in bytes (a block whose hidden text would outgrow the
+//! result cap is shown), and in time — the caller releases a hold older than
+//! [`LIVE_HOLD_LIMIT`] ([`LiveFilter::release`]), so an opening tag that is never closed
+//! cannot keep the rest of the output off the console until the attempt ends.
 
 use std::fmt;
+use std::time::Duration;
 
 use super::framing::MAX_RESULT_BYTES;
 use super::tags::*;
@@ -17,6 +23,11 @@ pub(super) struct HiddenBlock {
     /// up and shown. `None` for a block opened at a line start.
     line_ends_left: Option<usize>,
 }
+
+/// How long the live console may hold text back (a block being hidden, or a possible partial
+/// tag) before the caller releases it: a result block arrives in one go, so a hold this old is
+/// an opening tag that is not closing soon. The transcript and the verdict never depend on it.
+pub const LIVE_HOLD_LIMIT: Duration = Duration::from_secs(5);
 
 /// How many line ends a block opened mid-line may span: it must close by the end of the line
 /// after its opening tag (the reference's `first <phase-blocked>secret\r\nsecond
@@ -99,6 +110,18 @@ impl LiveFilter {
             self.at_line_start = *last == b'\n';
         }
         unchanged
+    }
+
+    /// Whether text is held back: a block being hidden, or a possible partial tag.
+    pub fn is_holding(&self) -> bool {
+        self.hidden.is_some() || !self.held.is_empty()
+    }
+
+    /// Gives up the current hold (the caller's time bound, [`LIVE_HOLD_LIMIT`]): the held text
+    /// is shown, and the block it began is no longer hidden — the rest of it, its closing tag
+    /// included, shows as ordinary text. Later blocks are hidden as usual.
+    pub fn release(&mut self, visible: &mut Vec<u8>) {
+        self.finish(visible);
     }
 
     /// Ends the stream: flushes a held partial tag or a still-open block, visibly.

@@ -21,8 +21,9 @@
 //! When several rules are broken the first of these wins, so the verdict never depends on
 //! chunking: more than two exact tags or more than one block (`multiple`), a malformed tag, no
 //! exact tag at all (no result), one exact tag (`unclosed`), two tags that are not one block
-//! (`nested or mismatched`, counted as multiple like the reference), bad placement (`must begin
-//! at a line boundary…`), a body over [`MAX_RESULT_BYTES`], a blank body.
+//! (`nested` — a block opened inside another, counted as multiple — or `mismatched`, an
+//! opening tag closed by another kind or a closing tag first, which is invalid), bad placement
+//! (`must begin at a line boundary…`), a body over [`MAX_RESULT_BYTES`], a blank body.
 //!
 //! Only the body of the first block is kept, from its opening tag onward, and only while it can
 //! still become the result; ordinary output is never retained.
@@ -46,5 +47,5 @@ pub use framing::{
     MAX_RESULT_BYTES, MarkerVerdict, ResultBlock, StreamFramer, StreamVerdict, combine,
     validate_streams,
 };
-pub use live_filter::LiveFilter;
-pub use tags::ResultKind;
+pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
+pub use tags::{ResultKind, defuse_tags};

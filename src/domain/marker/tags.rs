@@ -2,6 +2,7 @@
 //! matches, the possible-tag reader the framer steps byte by byte, and the fast searches that
 //! skip output in which no tag can begin.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use memchr::{memchr, memmem, memrchr};
@@ -258,4 +259,39 @@ pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
     let tail_from = chunk.len().saturating_sub(tag.len() - 1);
     let at = tail_from + memrchr(b'<', &chunk[tail_from..])?;
     (match_tag(&[], &chunk[at..], tag) == TagMatch::Partial).then_some((at, TagMatch::Partial))
+}
+
+/// `text` with every `<` that could begin a result tag — exact or malformed: `<`, optional
+/// whitespace, optionally `/` and whitespace, then `phase-` — written as `&lt;`, the way the
+/// wrappers render diagnostics. Any framer reading the result (a nested outer handler) then
+/// sees no tag at all; other `<` (`Vec<u8>`, `a < b`) stay as they are.
+pub fn defuse_tags(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let tag_starts: Vec<usize> = memchr::memchr_iter(b'<', bytes)
+        .filter(|&at| could_begin_tag(&bytes[at + 1..]))
+        .collect();
+    if tag_starts.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 3 * tag_starts.len());
+    let mut from = 0;
+    for at in tag_starts {
+        out.push_str(&text[from..at]);
+        out.push_str("&lt;");
+        from = at + 1;
+    }
+    out.push_str(&text[from..]);
+    Cow::Owned(out)
+}
+
+/// Whether the bytes after a `<` read as the start of a tag name (see [`defuse_tags`]).
+fn could_begin_tag(after: &[u8]) -> bool {
+    let skip_spaces =
+        |bytes: &[u8]| -> usize { bytes.iter().take_while(|&&b| is_space(b)).count() };
+    let mut at = skip_spaces(after);
+    if after.get(at) == Some(&b'/') {
+        at += 1;
+        at += skip_spaces(&after[at..]);
+    }
+    after[at..].starts_with(NAME_PREFIX)
 }

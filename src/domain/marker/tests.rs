@@ -444,15 +444,21 @@ fn tag_counts() {
     );
     assert_eq!(
         frame("<phase-complete>\n<phase-complete>"),
-        multiple("nested or mismatched terminal marker in stdout")
+        multiple("nested terminal marker in stdout")
     );
+    // One opening tag and a closing tag of another kind is broken framing, not a second
+    // result (issue 14).
     assert_eq!(
         frame("<phase-complete>a</phase-blocked>"),
-        multiple("nested or mismatched terminal marker in stdout")
+        invalid("mismatched terminal marker in stdout")
+    );
+    assert_eq!(
+        frame("<phase-complete>\nall done\n</phase-blocked>\n"),
+        invalid("mismatched terminal marker in stdout")
     );
     assert_eq!(
         frame("</phase-complete>\n<phase-complete>a"),
-        multiple("nested or mismatched terminal marker in stdout")
+        invalid("mismatched terminal marker in stdout")
     );
     assert_eq!(
         frame("<phase-blocked>\n</phase-blocked>\n<phase-blocked>\n</phase-blocked>"),
@@ -480,7 +486,11 @@ fn precedence_of_faults() {
     // Nested or mismatched beats placement.
     assert_eq!(
         frame("x <phase-complete>a</phase-blocked>"),
-        multiple("nested or mismatched terminal marker in stdout")
+        invalid("mismatched terminal marker in stdout")
+    );
+    assert_eq!(
+        frame("x <phase-complete>a<phase-blocked>"),
+        multiple("nested terminal marker in stdout")
     );
     // Placement beats an empty body.
     assert_eq!(
@@ -1161,4 +1171,35 @@ proptest! {
         filter.finish(&mut visible);
         prop_assert!(visible.is_empty());
     }
+}
+
+// Issue 14: the time bound on a hold (the caller releases it after LIVE_HOLD_LIMIT).
+
+#[test]
+fn a_released_hold_shows_the_held_text_and_hides_later_blocks_again() {
+    let mut filter = LiveFilter::new();
+    let mut visible = Vec::new();
+    filter.filter(b"start\n<phase-complete>\nstill working\n", &mut visible);
+    assert_eq!(visible, b"start\n");
+    assert!(filter.is_holding());
+    filter.release(&mut visible);
+    assert_eq!(visible, b"start\n<phase-complete>\nstill working\n");
+    assert!(!filter.is_holding());
+    // The released block's rest, its closing tag included, is ordinary text now.
+    visible.clear();
+    filter.filter(b"more\n</phase-complete>\n", &mut visible);
+    assert_eq!(visible, b"more\n</phase-complete>\n");
+    // A later block is hidden as usual.
+    visible.clear();
+    filter.filter(b"<phase-blocked>x</phase-blocked>\n", &mut visible);
+    assert_eq!(visible, b"\n");
+
+    // A possible partial tag held at a chunk end is released too.
+    let mut filter = LiveFilter::new();
+    let mut visible = Vec::new();
+    filter.filter(b"text <phase-comp", &mut visible);
+    assert!(filter.is_holding());
+    filter.release(&mut visible);
+    assert_eq!(visible, b"text <phase-comp");
+    assert!(!filter.is_holding());
 }

@@ -68,7 +68,7 @@ pub(crate) fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
     };
     let mut fences = FenceTracker::new();
     let mut found = Vec::new();
-    for line in lines(text, 1) {
+    for line in file_lines(text) {
         if fences.classify_line(line.text.as_bytes()).is_fenced() {
             continue;
         }
@@ -221,6 +221,18 @@ fn lines(text: &str, first_number: usize) -> impl Iterator<Item = Line<'_>> {
         })
 }
 
+/// The lines of a whole plan file. A UTF-8 byte order mark, which some editors write at the
+/// start of a file, is not part of the first line's text, so it cannot hide a heading or a
+/// fence there; it stays in the bytes that are copied (the preamble).
+fn file_lines(text: &str) -> impl Iterator<Item = Line<'_>> {
+    lines(text, 1).map(|mut line| {
+        if line.start == 0 {
+            line.text = line.text.strip_prefix('\u{feff}').unwrap_or(line.text);
+        }
+        line
+    })
+}
+
 /// A phase heading found outside any fence.
 struct PhaseHeading<'a> {
     number: u64,
@@ -243,7 +255,7 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
     let mut fences = FenceTracker::new();
     let mut headings = Vec::new();
     let mut line_count = 0;
-    for line in lines(text, 1) {
+    for line in file_lines(text) {
         line_count = line.number;
         if fences.classify_line(line.text.as_bytes()).is_fenced() {
             continue;

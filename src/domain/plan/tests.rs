@@ -804,3 +804,28 @@ fn instructions_left_in_the_workspace_section_are_quoted_with_a_way_out() {
          and 1 more; move instructions under a heading of their own after it (e.g. '### Goal')"
     );
 }
+
+/// Issue 14: a byte order mark before the first heading (some editors write one) hid every
+/// phase heading on the first line, and a fence opening there.
+#[test]
+fn a_byte_order_mark_hides_no_heading_and_no_fence() {
+    let plan = parse(&format!(
+        "\u{feff}## Phase 1: First\n{WS}## Phase 2: Second\n{WS}"
+    ));
+    let ids: Vec<&str> = plan.phases.iter().map(|phase| phase.id.as_str()).collect();
+    assert_eq!(ids, ["phase-1", "phase-2"]);
+    assert_eq!(plan.phases[0].title, "First");
+    assert_eq!(plan.preamble, "");
+
+    // Before a preamble, the mark stays in its bytes.
+    let plan = parse(&format!("\u{feff}# Plan\n\n## Phase 1: First\n{WS}"));
+    assert_eq!(plan.preamble, "\u{feff}# Plan\n\n");
+    assert_eq!(plan.phases.len(), 1);
+
+    // A fence opened on the first line still hides the example heading in it.
+    let plan = parse(&format!(
+        "\u{feff}```\n## Phase 9: Example\n```\n## Phase 1: Real\n{WS}"
+    ));
+    let ids: Vec<&str> = plan.phases.iter().map(|phase| phase.id.as_str()).collect();
+    assert_eq!(ids, ["phase-1"]);
+}

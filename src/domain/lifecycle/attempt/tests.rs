@@ -182,6 +182,7 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
 fn effect_name(effect: &AttemptEffect) -> &'static str {
     match effect {
         AttemptEffect::CancelTimers => "cancel timers",
+        AttemptEffect::BoundConsole => "bound console",
         AttemptEffect::TerminateGroup => "terminate group",
         AttemptEffect::KillNow => "kill now",
         AttemptEffect::StartLeakGrace => "start leak grace",
@@ -276,7 +277,11 @@ fn the_first_trigger_while_running_is_the_cause_and_stops_the_group() {
     let mut lifecycle = after([AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
     assert_eq!(
         lifecycle.handle(deadline()),
-        [AttemptEffect::CancelTimers, AttemptEffect::TerminateGroup]
+        [
+            AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
+            AttemptEffect::TerminateGroup
+        ]
     );
     assert!(
         lifecycle
@@ -296,7 +301,11 @@ fn an_interrupt_while_preparing_waits_for_the_launch() {
     assert_eq!(lifecycle.cause(), None);
     assert_eq!(
         lifecycle.handle(AttemptEvent::Launched),
-        [AttemptEffect::CancelTimers, AttemptEffect::TerminateGroup]
+        [
+            AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
+            AttemptEffect::TerminateGroup
+        ]
     );
     assert_eq!(
         lifecycle.cause(),
@@ -314,6 +323,7 @@ fn two_interrupts_while_preparing_skip_the_grace_period_once_launched() {
         lifecycle.handle(AttemptEvent::Launched),
         [
             AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup,
             AttemptEffect::KillNow
         ]
@@ -373,7 +383,11 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
     lifecycle.handle(AttemptEvent::RunningRecorded);
     assert_eq!(
         lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE)),
-        [AttemptEffect::CancelTimers, AttemptEffect::StartLeakGrace]
+        [
+            AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
+            AttemptEffect::StartLeakGrace
+        ]
     );
     assert!(lifecycle.handle(ended(OutputStream::Stdout)).is_empty());
     assert_eq!(
@@ -488,7 +502,11 @@ fn a_failed_running_record_stops_the_worker_and_leaves_the_attempt_unresolved() 
         lifecycle.handle(AttemptEvent::RunningRecordFailed {
             message: "disk full".into()
         }),
-        [AttemptEffect::CancelTimers, AttemptEffect::TerminateGroup]
+        [
+            AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
+            AttemptEffect::TerminateGroup
+        ]
     );
     lifecycle.handle(emptied());
     lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE));
@@ -658,12 +676,13 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
 fn order_rank(effect: &AttemptEffect) -> Option<u8> {
     match effect {
         AttemptEffect::CancelTimers => Some(0),
-        AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit => Some(1),
-        AttemptEffect::StartDrainLimit => Some(2),
-        AttemptEffect::CloseReaders => Some(3),
+        AttemptEffect::BoundConsole => Some(1),
+        AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit => Some(2),
+        AttemptEffect::StartDrainLimit => Some(3),
+        AttemptEffect::CloseReaders => Some(4),
         AttemptEffect::Record(_)
         | AttemptEffect::RecordWithoutWorker { .. }
-        | AttemptEffect::ConcludeNotPrepared => Some(4),
+        | AttemptEffect::ConcludeNotPrepared => Some(5),
         AttemptEffect::KillNow | AttemptEffect::StartLeakGrace => None,
     }
 }
@@ -705,6 +724,7 @@ proptest! {
         }
         for once in [
             AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
             AttemptEffect::KillNow,
             AttemptEffect::StartLeakGrace,
             AttemptEffect::StartDrainLimit,
@@ -714,7 +734,7 @@ proptest! {
         }
         let stops = issued.iter().filter(|effect| matches!(effect, AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit)).count();
         prop_assert!(stops <= 1, "the group is stopped once: {issued:?}");
-        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(4)).count();
+        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(5)).count();
         prop_assert!(ends <= 1, "one record or conclusion: {issued:?}");
         let ranks: Vec<u8> = issued.iter().filter_map(order_rank).collect();
         prop_assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]), "cleanup out of order: {issued:?}");

@@ -1,0 +1,216 @@
+//! Which processes the escaped-descendant sweep stops (docs/architecture.md, "Process
+//! groups").
+//!
+//! The handler is a child subreaper, so a descendant that left the worker's group becomes the
+//! handler's child once its parent dies. An *adoptee* is such a child: not the worker's leader
+//! (tokio reaps it), not a child the handler inherited across `exec`, and started no earlier
+//! than the worker. A self-respawning daemon keeps a lineage below its adoptee — each
+//! generation starting the next within a millisecond or two — so stopping adoptees alone, one
+//! generation per pass, loses the race for ever, and so does any pass that scans the whole
+//! process table before it signals anything. The sweep therefore *freezes* a lineage level by
+//! level: it stops (SIGSTOP) what it knows, then reads the children of those stopped
+//! processes — which can no longer fork — stops them, and so on; only then is everything
+//! killed. These are the rules for each process met on the way.
+
+use super::identity::ProcStat;
+
+/// What the sweep does with one of the handler's children.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildVerdict {
+    /// A zombie: reap it by pid.
+    Reap,
+    /// An adoptee: stop it and its lineage.
+    Stop,
+    /// The leader (tokio's), the handler itself, or a child the handler had before the worker.
+    Leave,
+}
+
+/// The facts the rules need besides the process itself.
+pub struct SweepScope<'a> {
+    /// The handler's own pid.
+    pub handler: u32,
+    /// The worker's leader (also its pgid).
+    pub leader: u32,
+    /// The leader's start time; `None` when unknown — then no adoptee can be told apart from
+    /// an inherited child, and nothing is stopped.
+    pub worker_started_ticks: Option<u64>,
+    /// Whether a child is one the handler inherited across `exec`.
+    pub inherited: &'a dyn Fn(&ProcStat) -> bool,
+}
+
+/// Judges one of the handler's children.
+pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
+    if child.pid == scope.leader || child.pid == scope.handler {
+        return ChildVerdict::Leave;
+    }
+    if child.is_defunct() {
+        return ChildVerdict::Reap;
+    }
+    // Start times have clock-tick resolution (10 ms), so only a strictly earlier start proves
+    // a child is not the worker's; the inherited snapshot covers the rest.
+    let predates = scope
+        .worker_started_ticks
+        .is_none_or(|started| child.start_time_ticks < started);
+    if predates || (scope.inherited)(child) {
+        ChildVerdict::Leave
+    } else {
+        ChildVerdict::Stop
+    }
+}
+
+/// Whether a child of a stopped adoptee (or of a process below one) is stopped too: any live
+/// process but the handler and the leader, which are never below an adoptee anyway.
+pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
+    !process.is_defunct() && process.pid != scope.handler && process.pid != scope.leader
+}
+
+/// When the sweep passes again. The first pass is quick (the handler's children only); once a
+/// pass finds an escapee — alive, or a zombie that had left the group — every later pass is
+/// thorough, and the sweep ends only after two thorough passes in a row found nothing: a
+/// lineage caught mid-fork can show up one pass late. A sweep that never found anything ends
+/// after its first pass. The caller bounds the whole sweep in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepRounds {
+    thorough: bool,
+    quiet_passes: u8,
+}
+
+/// What follows a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepNext {
+    Done,
+    /// Pass again (thoroughly, or not).
+    Again {
+        thorough: bool,
+    },
+}
+
+impl SweepRounds {
+    /// Whether the next pass is thorough.
+    pub fn thorough(&self) -> bool {
+        self.thorough
+    }
+
+    /// Records a pass that stopped `stopped` live escapees and reaped `reaped` zombies that had
+    /// left the group.
+    pub fn after_pass(&mut self, stopped: usize, reaped: usize) -> SweepNext {
+        if stopped > 0 || reaped > 0 {
+            self.thorough = true;
+            self.quiet_passes = 0;
+        } else if !self.thorough || self.quiet_passes >= 1 {
+            return SweepNext::Done;
+        } else {
+            self.quiet_passes += 1;
+        }
+        SweepNext::Again {
+            thorough: self.thorough,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(pid: u32, ppid: u32, start: u64) -> ProcStat {
+        ProcStat {
+            pid,
+            state: 'S',
+            ppid,
+            pgrp: pid,
+            start_time_ticks: start,
+        }
+    }
+
+    fn scope(inherited: &dyn Fn(&ProcStat) -> bool) -> SweepScope<'_> {
+        SweepScope {
+            handler: 100,
+            leader: 200,
+            worker_started_ticks: Some(50),
+            inherited,
+        }
+    }
+
+    #[test]
+    fn children_are_adoptees_zombies_or_left_alone() {
+        let inherited = |stat: &ProcStat| stat.pid == 303;
+        let scope = scope(&inherited);
+        let zombie = ProcStat {
+            state: 'Z',
+            ..process(302, 100, 70)
+        };
+        let verdicts: Vec<ChildVerdict> = [
+            process(200, 100, 50), // the leader
+            process(300, 100, 50), // started in the leader's tick
+            process(301, 100, 10), // predates the worker
+            zombie,
+            process(303, 100, 60), // inherited
+        ]
+        .iter()
+        .map(|child| judge_child(&scope, child))
+        .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ChildVerdict::Leave,
+                ChildVerdict::Stop,
+                ChildVerdict::Leave,
+                ChildVerdict::Reap,
+                ChildVerdict::Leave
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_worker_start_stops_nothing() {
+        let never = |_: &ProcStat| false;
+        let unknown = SweepScope {
+            worker_started_ticks: None,
+            ..scope(&never)
+        };
+        assert_eq!(
+            judge_child(&unknown, &process(300, 100, 60)),
+            ChildVerdict::Leave
+        );
+    }
+
+    #[test]
+    fn live_descendants_are_stopped_zombies_are_not() {
+        let never = |_: &ProcStat| false;
+        let scope = scope(&never);
+        assert!(stops_descendant(&scope, &process(400, 300, 61)));
+        let zombie = ProcStat {
+            state: 'Z',
+            ..process(401, 300, 61)
+        };
+        assert!(!stops_descendant(&scope, &zombie));
+        assert!(!stops_descendant(&scope, &process(200, 300, 61)));
+    }
+
+    #[test]
+    fn a_sweep_that_finds_nothing_ends_after_one_quick_pass() {
+        let mut rounds = SweepRounds::default();
+        assert!(!rounds.thorough());
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Done);
+    }
+
+    #[test]
+    fn an_escapee_makes_every_later_pass_thorough_until_two_come_back_empty() {
+        let mut rounds = SweepRounds::default();
+        assert_eq!(rounds.after_pass(3, 0), SweepNext::Again { thorough: true });
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Again { thorough: true });
+        // Something found again: the count of quiet passes starts over.
+        assert_eq!(rounds.after_pass(1, 0), SweepNext::Again { thorough: true });
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Again { thorough: true });
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Done);
+    }
+
+    #[test]
+    fn a_reaped_escapee_counts_as_a_find() {
+        let mut rounds = SweepRounds::default();
+        assert_eq!(rounds.after_pass(0, 2), SweepNext::Again { thorough: true });
+        assert!(rounds.thorough());
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Again { thorough: true });
+        assert_eq!(rounds.after_pass(0, 0), SweepNext::Done);
+    }
+}

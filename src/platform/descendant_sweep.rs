@@ -1,0 +1,172 @@
+//! The escaped-descendant sweep, one blocking pass at a time: what the handler's group killer
+//! runs after a worker's group is empty, and what a wrapper run by hand runs after its
+//! launcher exits. Both are child subreapers, so a descendant that left the group becomes
+//! their child when its parent dies. Which processes are stopped is decided by
+//! [`crate::domain::process_tree`]; when to pass again by its [`SweepRounds`].
+//!
+//! [`SweepRounds`]: crate::domain::process_tree::SweepRounds
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::proc::{self, ChildSnapshot};
+use super::process_group::{self, SweepSignal};
+use crate::domain::identity::ProcStat;
+use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child, stops_descendant};
+
+/// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
+/// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
+/// of processes already stopped, so a lineage cannot fork its way out — then SIGKILLs all of
+/// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
+/// handler's children list, so an attempt without escapees costs no `/proc` scan.
+pub fn sweep_pass(
+    leader: u32,
+    worker_started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+    thorough: bool,
+) -> SweepPass {
+    let handler = proc::own_pid();
+    let is_inherited = |stat: &ProcStat| inherited.contains(stat);
+    let scope = SweepScope {
+        handler,
+        leader,
+        worker_started_ticks,
+        inherited: &is_inherited,
+    };
+    let mut freezer = Freezer::default();
+    let children = proc::own_children().unwrap_or_default();
+    freezer.adopt(&scope, children.into_iter().filter_map(stat_of));
+    // A reaped zombie is an escapee that existed: under churn the children list can miss its
+    // live relatives (it is not reliable while children are added and removed), so look at
+    // the process table too.
+    if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
+        return SweepPass::default();
+    }
+    // The children list can miss a child being re-parented while it is read; the parent
+    // links in the process table catch it.
+    let table = proc::process_table().unwrap_or_default();
+    let missed = table.into_iter().filter(|process| process.ppid == handler);
+    freezer.adopt(&scope, missed);
+    for target in &freezer.frozen {
+        target.signal(SweepSignal::Kill);
+    }
+    SweepPass {
+        stopped: freezer.frozen.iter().map(|target| target.pid).collect(),
+        reaped: freezer.reaped,
+    }
+}
+
+/// What one sweep pass did.
+#[derive(Default)]
+pub struct SweepPass {
+    /// Live escapees stopped and killed.
+    pub stopped: Vec<u32>,
+    /// Zombies reaped that had left the worker's group: the sweep goes on even when nothing
+    /// was alive.
+    pub reaped: usize,
+}
+
+fn stat_of(pid: u32) -> Option<ProcStat> {
+    proc::stat(pid).ok().flatten()
+}
+
+/// How long one level of a lineage may take to stop before its children are read anyway.
+const STOP_WAIT: Duration = Duration::from_millis(100);
+
+/// The most processes one pass freezes: a bound for a lineage that forks faster than it can
+/// be stopped (it is then reported as surviving once the sweep gives up).
+const FREEZE_LIMIT: usize = 10_000;
+
+/// A process the sweep stops.
+struct Target {
+    pid: u32,
+    start_time_ticks: u64,
+    /// The handler's own child (safe to signal by pid) rather than a descendant of one.
+    adoptee: bool,
+}
+
+impl Target {
+    fn signal(&self, signal: SweepSignal) {
+        if self.adoptee {
+            process_group::signal_child(self.pid, signal);
+        } else {
+            process_group::signal_descendant(self.pid, self.start_time_ticks, signal);
+        }
+    }
+}
+
+/// Stops lineages level by level.
+#[derive(Default)]
+struct Freezer {
+    frozen: Vec<Target>,
+    seen: HashSet<u32>,
+    reaped: usize,
+}
+
+impl Freezer {
+    /// Judges the handler's `children`, reaps the zombies, and freezes the adoptees with
+    /// everything below them.
+    fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {
+        let mut level = Vec::new();
+        for child in children {
+            if !self.seen.insert(child.pid) {
+                continue;
+            }
+            match judge_child(scope, &child) {
+                ChildVerdict::Reap => {
+                    process_group::reap_child(child.pid);
+                    // A member of the worker's group (a leaked process the group sweep
+                    // killed) is no escapee.
+                    if child.pgrp != scope.leader {
+                        self.reaped += 1;
+                    }
+                }
+                ChildVerdict::Stop => level.push(Target {
+                    pid: child.pid,
+                    start_time_ticks: child.start_time_ticks,
+                    adoptee: true,
+                }),
+                ChildVerdict::Leave => {}
+            }
+        }
+        // Each level is stopped before its children are read: a stopped process cannot fork,
+        // so only a fork that completed between the read and the stop can get one level
+        // further, and the next level catches it.
+        while !level.is_empty() && self.frozen.len() < FREEZE_LIMIT {
+            for target in &level {
+                target.signal(SweepSignal::Stop);
+            }
+            // A process caught inside `fork` stops only once the fork is done: its children
+            // list is complete when it is seen stopped (or gone — then its children are
+            // re-parented to the handler, and the next pass adopts them).
+            let deadline = std::time::Instant::now() + STOP_WAIT;
+            for target in &level {
+                while std::time::Instant::now() < deadline
+                    && stat_of(target.pid)
+                        .is_some_and(|process| !process.is_stopped() && !process.is_defunct())
+                {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            let mut next = Vec::new();
+            for target in &level {
+                for pid in proc::children_of(target.pid) {
+                    if !self.seen.insert(pid) {
+                        continue;
+                    }
+                    if let Some(process) = stat_of(pid)
+                        && stops_descendant(scope, &process)
+                    {
+                        next.push(Target {
+                            pid,
+                            start_time_ticks: process.start_time_ticks,
+                            adoptee: false,
+                        });
+                    }
+                }
+            }
+            self.frozen.append(&mut level);
+            level = next;
+        }
+    }
+}
