@@ -173,8 +173,7 @@ pub struct RunSettings {
     pub flags: RecoveryFlags,
 }
 
-/// Merges CLI values over the config and validates the template and stop patterns; patterns
-/// the streaming DFA cannot take are logged as warnings.
+/// Merges CLI values over the config and validates the template and stop patterns.
 pub fn effective_settings(
     location: &PlanLocation,
     config: &Config,
@@ -208,11 +207,8 @@ pub fn effective_settings(
             error.pattern, error.message
         )
     })?;
-    for pattern in stop_patterns.fallback_patterns() {
-        tracing::warn!(
-            pattern,
-            "stop regex cannot be matched by the streaming DFA; it falls back to retaining the attempt's output in memory (use (?-u:\\b) for ASCII word boundaries)"
-        );
+    for pattern in stop_patterns.nfa_patterns() {
+        tracing::debug!(pattern, "stop regex streams through the NFA path");
     }
     Ok(RunSettings {
         template,
