@@ -72,9 +72,16 @@ impl Row {
 /// A transition not computed yet.
 const UNKNOWN: u32 = u32::MAX;
 
+/// In `LazyStates::plain_rows`: the state has no plain row (yet).
+const NOT_PLAIN: u32 = u32::MAX;
+
 /// The cached states of one scanner.
 pub(super) struct LazyStates {
     states: Vec<LazyState>,
+    /// Per state, the base of its only row if it is "plain": it reaches no assertion, so its
+    /// transitions depend on the byte alone, and it ends no match. The hot path walks plain
+    /// states like a DFA: two lookups per byte.
+    plain_rows: Vec<u32>,
     by_threads: HashMap<Box<[StateID]>, LazyId>,
     /// The rows' transitions, one entry per byte class, `UNKNOWN` until computed.
     transitions: Vec<u32>,
@@ -103,6 +110,7 @@ impl LazyStates {
     pub(super) fn new(program: &NfaProgram) -> Self {
         let mut states = Self {
             states: Vec::new(),
+            plain_rows: Vec::new(),
             by_threads: HashMap::new(),
             transitions: Vec::new(),
             stride: program.nfa.byte_classes().alphabet_len(),
@@ -113,6 +121,26 @@ impl LazyStates {
         };
         states.intern(program, &[]);
         states
+    }
+
+    /// The state after `byte` from `state` if `state` is plain and that transition is known:
+    /// the hot path. `None` sends the caller to `row` and `next`.
+    #[inline]
+    pub(super) fn next_if_plain(
+        &self,
+        program: &NfaProgram,
+        state: LazyId,
+        byte: u8,
+    ) -> Option<LazyId> {
+        let base = self.plain_rows[state.index()];
+        if base == NOT_PLAIN {
+            return None;
+        }
+        let slot = base as usize + usize::from(program.nfa.byte_classes().get(byte));
+        match self.transitions[slot] {
+            UNKNOWN => None,
+            next => Some(LazyId(next)),
+        }
     }
 
     /// The row of `state` for the assertions that hold at `at` in `haystack`; `haystack` must
@@ -188,6 +216,10 @@ impl LazyStates {
             lowest_match,
         };
         entry.rows.push(row);
+        if entry.reachable_looks.is_empty() && lowest_match.is_none() {
+            // Bases stay far below `NOT_PLAIN`: the budget clears the cache long before.
+            self.plain_rows[state.index()] = u32::try_from(row.base).unwrap_or(NOT_PLAIN);
+        }
         self.transitions.resize(row.base + self.stride, UNKNOWN);
         self.memory += self.stride * mem::size_of::<u32>() + mem::size_of::<Row>();
         row
@@ -228,11 +260,13 @@ impl LazyStates {
             reachable_looks,
             rows: Vec::new(),
         });
+        self.plain_rows.push(NOT_PLAIN);
         self.by_threads.insert(threads.into(), id);
         // The threads are stored twice (state and index), plus the index entry and the state.
         self.memory += 2 * mem::size_of_val(threads)
             + mem::size_of::<(Box<[StateID]>, LazyId)>()
-            + mem::size_of::<LazyState>();
+            + mem::size_of::<LazyState>()
+            + mem::size_of::<u32>();
         id
     }
 
@@ -243,6 +277,7 @@ impl LazyStates {
             .map(|pinned| self.states[pinned.index()].threads.clone());
         let keep = mem::take(&mut self.states[keep.index()].threads);
         self.states.clear();
+        self.plain_rows.clear();
         self.by_threads.clear();
         self.transitions.clear();
         self.memory = 0;

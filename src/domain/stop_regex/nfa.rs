@@ -254,6 +254,14 @@ impl NfaStream {
                     break;
                 }
             }
+            let Some(&byte) = haystack.get(at) else {
+                break;
+            };
+            if let Some(next) = self.states.next_if_plain(program, current, byte) {
+                current = next;
+                at += 1;
+                continue;
+            }
             let row = self.states.row(program, &mut current, haystack, at);
             if let Some(index) = row.lowest_match() {
                 lowest.record(index);
@@ -262,9 +270,6 @@ impl NfaStream {
                     return ControlFlow::Break(());
                 }
             }
-            let Some(&byte) = haystack.get(at) else {
-                break;
-            };
             current = self.states.next(program, current, row, byte);
             at += 1;
         }
