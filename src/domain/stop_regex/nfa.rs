@@ -342,3 +342,75 @@ impl Tail {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfa(patterns: &[&str]) -> StreamingNfa {
+        let owned: Vec<String> = patterns.iter().map(|&p| p.to_owned()).collect();
+        StreamingNfa::build(&owned, (0..owned.len()).collect(), 2 << 20).unwrap()
+    }
+
+    /// Feeds the chunks; the lowest index recorded after each.
+    fn verdicts(nfa: &StreamingNfa, chunks: &[&[u8]]) -> Vec<Option<usize>> {
+        let mut stream = NfaStream::new(nfa);
+        chunks
+            .iter()
+            .map(|chunk| {
+                let mut lowest = LowestMatch::default();
+                stream.feed(nfa, chunk, &mut lowest);
+                lowest.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tail_keeps_four_bytes_of_look_behind_and_at_most_three_pending() {
+        let nfa = nfa(&["never"]);
+        let mut stream = NfaStream::new(&nfa);
+        let mut lowest = LowestMatch::default();
+        stream.feed(&nfa, b"ab", &mut lowest);
+        assert_eq!((stream.position, stream.tail.bytes()), (0, &b"ab"[..]));
+        stream.feed(&nfa, b"cd", &mut lowest);
+        assert_eq!((stream.position, stream.tail.bytes()), (1, &b"abcd"[..]));
+        stream.feed(&nfa, b"efghijkl", &mut lowest);
+        assert_eq!(stream.position, 9);
+        assert_eq!(
+            (stream.tail.behind, stream.tail.bytes()),
+            (4, &b"fghijkl"[..])
+        );
+        stream.feed(&nfa, b"m", &mut lowest);
+        assert_eq!(stream.position, 10);
+        assert_eq!(stream.tail.bytes(), b"ghijklm");
+        stream.feed(&nfa, b"", &mut lowest);
+        assert_eq!(stream.position, 10);
+        assert_eq!(stream.tail.bytes(), b"ghijklm");
+        assert_eq!(lowest.0, None);
+    }
+
+    #[test]
+    fn a_match_within_the_pending_bytes_is_seen_by_the_peek_only() {
+        // "ab" is wholly pending (its look-ahead has not arrived): only the peek sees it, and
+        // the next chunk decides it again with the byte that really follows.
+        let nfa = nfa(&[r"\bab\b"]);
+        assert_eq!(verdicts(&nfa, &[b"ab"]), [Some(0)]);
+        assert_eq!(verdicts(&nfa, &[b"x ab", b"c"]), [Some(0), None]);
+        assert_eq!(
+            verdicts(&nfa, &[b"x a", b"bc", b" ab"]),
+            [None, None, Some(0)]
+        );
+    }
+
+    #[test]
+    fn a_codepoint_split_three_ways_is_decoded_across_both_seams() {
+        // 日 is three bytes, a word character: `x\b` must not hold before it.
+        let nfa = nfa(&[r"x\b"]);
+        let day = "日".as_bytes();
+        assert_eq!(
+            verdicts(&nfa, &[b"x", &day[..1], &day[1..2], &day[2..]]),
+            [Some(0), Some(0), Some(0), None],
+            "while 日 is unfinished, the text so far ends in bytes that are no word character"
+        );
+    }
+}
