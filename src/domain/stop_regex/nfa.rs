@@ -85,6 +85,11 @@ impl StreamingNfa {
             )
             .build_many(&selected)
             .map_err(|error| error.to_string())?;
+        // `LookMatcher` panics on a Unicode `\b` if the word tables were compiled out; they are
+        // in (regex-automata's default features), and this keeps it a refusal if that changes.
+        nfa.look_set_any()
+            .available()
+            .map_err(|error| error.to_string())?;
         Ok(Self {
             literals: LiteralStarts::new(&selected, &syntax),
             always_anchored: nfa.is_always_start_anchored(),
