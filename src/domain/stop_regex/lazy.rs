@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::mem;
 
 use regex_automata::nfa::thompson::{NFA, State};
-use regex_automata::util::look::LookSet;
+use regex_automata::util::look::{Look, LookSet};
 use regex_automata::util::primitives::StateID;
 
 /// The compiled NFA and what the lazy states need to know about it; shared by every scanner.
@@ -292,12 +292,35 @@ impl LazyStates {
 #[inline]
 fn holding(program: &NfaProgram, reachable: LookSet, haystack: &[u8], at: usize) -> LookSet {
     let mut holds = LookSet::empty();
+    if reachable.is_empty() {
+        return holds;
+    }
+    // Between ASCII bytes (or the text's ends) a codepoint is a byte, so a Unicode word
+    // assertion is its ASCII twin, which needs no UTF-8 decoding or Unicode table search.
+    let ascii_around = at
+        .checked_sub(1)
+        .is_none_or(|before| haystack[before].is_ascii())
+        && haystack.get(at).is_none_or(u8::is_ascii);
     for look in reachable.iter() {
-        if program.nfa.look_matcher().matches(look, haystack, at) {
+        let evaluated = if ascii_around { ascii_twin(look) } else { look };
+        if program.nfa.look_matcher().matches(evaluated, haystack, at) {
             holds.set_insert(look);
         }
     }
     holds
+}
+
+/// The ASCII form of a Unicode word assertion; any other assertion unchanged.
+fn ascii_twin(look: Look) -> Look {
+    match look {
+        Look::WordUnicode => Look::WordAscii,
+        Look::WordUnicodeNegate => Look::WordAsciiNegate,
+        Look::WordStartUnicode => Look::WordStartAscii,
+        Look::WordEndUnicode => Look::WordEndAscii,
+        Look::WordStartHalfUnicode => Look::WordStartHalfAscii,
+        Look::WordEndHalfUnicode => Look::WordEndHalfAscii,
+        other => other,
+    }
 }
 
 /// Working memory for walking the NFA's epsilon transitions, reused for every computation.
@@ -425,5 +448,54 @@ impl Scratch {
         next.sort_unstable();
         next.dedup();
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regex_automata::nfa::thompson::NFA;
+    use regex_automata::util::look::LookMatcher;
+
+    #[test]
+    fn unicode_word_assertions_equal_their_ascii_twins_between_ascii_bytes() {
+        let matcher = LookMatcher::new();
+        let unicode = [
+            Look::WordUnicode,
+            Look::WordUnicodeNegate,
+            Look::WordStartUnicode,
+            Look::WordEndUnicode,
+            Look::WordStartHalfUnicode,
+            Look::WordEndHalfUnicode,
+        ];
+        let ascii: Vec<u8> = (0..=0x7f).collect();
+        for &before in &ascii {
+            for &after in &ascii {
+                let haystack = [before, after];
+                for at in 0..=2 {
+                    for look in unicode {
+                        assert_eq!(
+                            matcher.matches(look, &haystack, at),
+                            matcher.matches(ascii_twin(look), &haystack, at),
+                            "{look:?} at {at} in {haystack:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_twin_is_not_used_next_to_a_multibyte_codepoint() {
+        let program = NfaProgram {
+            nfa: NFA::new(r"\bx").unwrap(),
+            pattern_indices: vec![0],
+            cache_budget: 1 << 20,
+        };
+        let reachable = LookSet::singleton(Look::WordUnicode);
+        // `é` is a word character: no boundary before `x`, though ASCII rules would see one.
+        let text = "éx".as_bytes();
+        assert!(holding(&program, reachable, text, 2).is_empty());
+        assert!(!holding(&program, reachable, b" x", 1).is_empty());
     }
 }
