@@ -253,7 +253,8 @@ impl NfaStream {
             if current == LazyId::IDLE
                 && let Some(candidates) = candidates.as_deref_mut()
             {
-                // No match in progress: none can end before the next literal candidate.
+                // No match in progress, and every match begins with a literal: nothing before
+                // the next candidate can start one.
                 at = candidates.next_match_start(at).max(at);
                 if at >= to {
                     break;
