@@ -16,7 +16,6 @@
 # transcripts and tee files, default tmpfs: deleting GiB-sized files on a disk mounted with
 # `discard` disturbs the next run; both sides of every ratio write to the same place),
 # BENCH_STREAM_MIB (the large output, default 1024),
-# BENCH_FALLBACK_MIBS (output sizes for the Unicode-\b fallback runs, default "64 256"),
 # BENCH_ONLY=status (measure only section 5, status and check at 1,000 committed outcomes:
 # seconds instead of minutes, for a change to status or the state schema).
 set -euo pipefail
@@ -27,7 +26,6 @@ REPS=${BENCH_REPS:-5}
 DISK_DIR=${BENCH_DISK_DIR:-$ROOT/target/bench-run}
 TMPFS_DIR=/dev/shm/ai-session-handler-bench-$$
 STREAM_MIB=${BENCH_STREAM_MIB:-1024}
-FALLBACK_MIBS=${BENCH_FALLBACK_MIBS:-64 256}
 PHASES=50
 ONLY=${BENCH_ONLY:-}
 [[ -z $ONLY || $ONLY == status ]] || { printf 'BENCH_ONLY must be empty or "status"\n' >&2 && exit 2; }
@@ -38,9 +36,11 @@ RAW=$RESULTS/$STAMP.txt
 # The three stop regexes of SPEC §16: an ASCII word boundary, an anchored multi-line pattern
 # and one spanning a newline. None matches the generated output.
 STOP_REGEXES=('(?-u:\b)out of memory(?-u:\b)' '(?m)^FATAL: .*$' 'error\nfatal')
-# A Unicode \b cannot go into the streaming DFA: this pattern takes the history-retaining
-# fallback (SPEC §10), so its memory is expected to grow with the output.
+# The first of them with ASCII word boundaries alone (the DFA path), and as users write it, with
+# Unicode word boundaries (the NFA path: a DFA cannot evaluate a Unicode \b). Both stream.
+ASCII_REGEX='(?-u:\b)out of memory(?-u:\b)'
 UNICODE_REGEX='\bout of memory\b'
+UNICODE_STOP_REGEXES=("$UNICODE_REGEX" '(?m)^FATAL: .*$' 'error\nfatal')
 
 mkdir -p "$RESULTS" "$DISK_DIR" "$TMPFS_DIR"
 trap 'rm -rf "$TMPFS_DIR"' EXIT
@@ -347,28 +347,36 @@ for ((rep = 0; rep < REPS; rep++)); do
     W_PLAIN_QUIET+=("$SAMPLE_WALL")
 done
 
-log "stop-regex cost at 64, 256 and ${STREAM_MIB} MiB"
-declare -A REGEX_NONE REGEX_THREE RSS_THREE
+log "stop-regex cost at 64, 256 and ${STREAM_MIB} MiB: none, three (DFA path), one ASCII \\b (DFA path), one Unicode \\b and three with it (NFA path)"
+declare -A REGEX_NONE REGEX_THREE RSS_THREE REGEX_ASCII REGEX_UNICODE RSS_UNICODE REGEX_THREE_UNICODE RSS_THREE_UNICODE
+declare -A CPU_THREE CPU_ASCII CPU_UNICODE CPU_THREE_UNICODE
 for mib in 64 256 "$STREAM_MIB"; do
-    none=() three=() rss=()
+    none=() three=() rss=() ascii=() unicode=() unicode_rss=() three_unicode=() three_unicode_rss=()
+    three_cpu=() ascii_cpu=() unicode_cpu=() three_unicode_cpu=()
     for ((rep = 0; rep < REPS; rep++)); do
         stream_run no-regex "$mib" --quiet
         none+=("$SAMPLE_WALL")
         stream_run three-regexes "$mib" --quiet "${STOP_REGEXES[@]}"
-        three+=("$SAMPLE_WALL") rss+=("$SAMPLE_RSS")
+        three+=("$SAMPLE_WALL") rss+=("$SAMPLE_RSS") three_cpu+=("$SAMPLE_CPU")
+        stream_run ascii-word "$mib" --quiet "$ASCII_REGEX"
+        ascii+=("$SAMPLE_WALL") ascii_cpu+=("$SAMPLE_CPU")
+        stream_run unicode-word "$mib" --quiet "$UNICODE_REGEX"
+        unicode+=("$SAMPLE_WALL") unicode_rss+=("$SAMPLE_RSS") unicode_cpu+=("$SAMPLE_CPU")
+        stream_run three-regexes-unicode "$mib" --quiet "${UNICODE_STOP_REGEXES[@]}"
+        three_unicode+=("$SAMPLE_WALL") three_unicode_rss+=("$SAMPLE_RSS") three_unicode_cpu+=("$SAMPLE_CPU")
     done
     REGEX_NONE[$mib]=$(median "${none[@]}")
     REGEX_THREE[$mib]=$(median "${three[@]}")
     RSS_THREE[$mib]=$(median "${rss[@]}")
-done
-
-log "Unicode \\b fallback at $FALLBACK_MIBS MiB (history-retaining by design; one run each)"
-declare -A FALLBACK_WALL FALLBACK_RSS FALLBACK_BASE_WALL FALLBACK_BASE_RSS
-for mib in $FALLBACK_MIBS; do
-    stream_run unicode-fallback "$mib" --quiet "$UNICODE_REGEX"
-    FALLBACK_WALL[$mib]=$SAMPLE_WALL FALLBACK_RSS[$mib]=$SAMPLE_RSS
-    stream_run no-regex "$mib" --quiet
-    FALLBACK_BASE_WALL[$mib]=$SAMPLE_WALL FALLBACK_BASE_RSS[$mib]=$SAMPLE_RSS
+    REGEX_ASCII[$mib]=$(median "${ascii[@]}")
+    REGEX_UNICODE[$mib]=$(median "${unicode[@]}")
+    RSS_UNICODE[$mib]=$(median "${unicode_rss[@]}")
+    REGEX_THREE_UNICODE[$mib]=$(median "${three_unicode[@]}")
+    RSS_THREE_UNICODE[$mib]=$(median "${three_unicode_rss[@]}")
+    CPU_THREE[$mib]=$(median "${three_cpu[@]}")
+    CPU_ASCII[$mib]=$(median "${ascii_cpu[@]}")
+    CPU_UNICODE[$mib]=$(median "${unicode_cpu[@]}")
+    CPU_THREE_UNICODE[$mib]=$(median "${three_unicode_cpu[@]}")
 done
 reset_stream
 
@@ -449,11 +457,18 @@ done
 declare -A PER_MIB
 for mib in 64 256 "$G"; do PER_MIB[$mib]=$(calc "(${REGEX_THREE[$mib]} - ${REGEX_NONE[$mib]}) / $mib"); done
 row "stop-regex extra cost per MiB at 64 / 256 / $G MiB" "${PER_MIB[64]} / ${PER_MIB[256]} / ${PER_MIB[$G]} ms" "—" "$(calc "${PER_MIB[$G]} / ${PER_MIB[256]}")× from 256 MiB to $G MiB" "flat (linear, ≤ 1.5×); quadratic would grow ~$((G / 256))×" "$(met "${PER_MIB[$G]} / ${PER_MIB[256]} <= 1.5")"
-for mib in $FALLBACK_MIBS; do
-    row "Unicode \`\\b\` fallback, $mib MiB (informational)" "${FALLBACK_WALL[$mib]} ms, $(mib_rss "${FALLBACK_RSS[$mib]}") MiB" \
-        "no regex: ${FALLBACK_BASE_WALL[$mib]} ms, $(mib_rss "${FALLBACK_BASE_RSS[$mib]}") MiB" \
-        "$(calc "${FALLBACK_WALL[$mib]} / ${FALLBACK_BASE_WALL[$mib]}")× time" "retains history (documented)" "n/a"
+# The Unicode-\b pattern takes the NFA path; the issue's target is within 2x of the same
+# pattern with ASCII word boundaries on the DFA path, with flat memory.
+for mib in 64 256 "$G"; do
+    row "Unicode \`\\b\` (NFA path) vs ASCII \`(?-u:\\b)\` (DFA path), one pattern, $mib MiB" "${REGEX_UNICODE[$mib]} ms, $(mib_rss "${RSS_UNICODE[$mib]}") MiB (no regex: ${REGEX_NONE[$mib]} ms)" "${REGEX_ASCII[$mib]} ms" "$(calc "${REGEX_UNICODE[$mib]} / ${REGEX_ASCII[$mib]}")× wall ($(calc "${CPU_UNICODE[$mib]} / ${CPU_ASCII[$mib]}")× CPU)" "≤ 2×" "$(met "${REGEX_UNICODE[$mib]} / ${REGEX_ASCII[$mib]} <= 2")"
 done
+for mib in 64 256 "$G"; do
+    row "3 stop regexes, the first with Unicode \`\\b\`, vs the 3 on the DFA path, $mib MiB" "${REGEX_THREE_UNICODE[$mib]} ms, $(mib_rss "${RSS_THREE_UNICODE[$mib]}") MiB" "${REGEX_THREE[$mib]} ms" "$(calc "${REGEX_THREE_UNICODE[$mib]} / ${REGEX_THREE[$mib]}")× wall ($(calc "${CPU_THREE_UNICODE[$mib]} / ${CPU_THREE[$mib]}")× CPU)" "≤ 2×" "$(met "${REGEX_THREE_UNICODE[$mib]} / ${REGEX_THREE[$mib]} <= 2")"
+done
+row "peak RSS, $G MiB, Unicode \`\\b\` (at 64 / 256 MiB: $(mib_rss "${RSS_UNICODE[64]}") / $(mib_rss "${RSS_UNICODE[256]}") MiB)" "$(mib_rss "${RSS_UNICODE[$G]}") MiB" "—" "—" "≤ 32 MiB, flat" "$(met "${RSS_UNICODE[$G]} <= 32 * 1024 && ${RSS_UNICODE[$G]} <= ${RSS_UNICODE[64]} * 1.5")"
+declare -A UNICODE_PER_MIB
+for mib in 64 256 "$G"; do UNICODE_PER_MIB[$mib]=$(calc "(${REGEX_UNICODE[$mib]} - ${REGEX_NONE[$mib]}) / $mib"); done
+row "Unicode \`\\b\` extra cost per MiB at 64 / 256 / $G MiB (informational: a few ms, inside the noise)" "${UNICODE_PER_MIB[64]} / ${UNICODE_PER_MIB[256]} / ${UNICODE_PER_MIB[$G]} ms" "—" "—" "linear" "n/a"
 for worker in honours ignores; do
     if [[ $worker == honours ]]; then limit=50 label="TERM honoured"; else limit=600 label="TERM ignored"; fi
     row "timeout → group empty, $label (deadline → empty in the log; stopping → empty: ${KILL_SPAN[$worker]} ms)" \

@@ -1,6 +1,7 @@
 //! Per-chunk hot paths of `run` (SPEC §8, §10, §16): result-block framing plus the live-output
-//! filter, and the stop-regex scanner with 0, 1 and 3 patterns, each over 64 MiB of agent-like
-//! output in 64 KiB chunks, alternating stdout and stderr as the transcript writer sees them.
+//! filter, and the stop-regex scanner with 0, 1 and 3 patterns on its DFA path and the same
+//! with a Unicode `\b` on its NFA path, each over 64 MiB of agent-like output in 64 KiB chunks,
+//! alternating stdout and stderr as the transcript writer sees them.
 //!
 //! Every group also measures `baseline/memchr_newlines`: one SIMD pass counting newlines over
 //! the same chunks, the cheapest "touch every byte" a consumer can do. Figures in
@@ -21,17 +22,35 @@ const OUTPUT_LEN: usize = 64 << 20;
 const CHUNK: usize = 64 << 10;
 
 /// The three non-matching patterns of the whole-process benchmark (benches/run.sh): an ASCII
-/// word boundary, an anchored multi-line pattern and one spanning a newline.
-fn stop_patterns(count: usize) -> Vec<String> {
-    [
-        r"(?-u:\b)out of memory(?-u:\b)",
-        r"(?m)^FATAL: .*$",
-        r"error\nfatal",
+/// word boundary, an anchored multi-line pattern and one spanning a newline. All three take
+/// the DFA path.
+const STOP_PATTERNS: [&str; 3] = [
+    r"(?-u:\b)out of memory(?-u:\b)",
+    r"(?m)^FATAL: .*$",
+    r"error\nfatal",
+];
+
+/// The first of them as users write it, with Unicode word boundaries: the NFA path.
+const UNICODE_WORD_PATTERN: &str = r"\bout of memory\b";
+
+/// Scanner cases: (name, patterns, whether some pattern takes the NFA path). None matches the
+/// generated output. The `every_byte` pair has no literal to jump to, so both paths walk every
+/// byte: the NFA path's worst realistic case next to the DFA path's.
+fn scanner_cases() -> Vec<(&'static str, Vec<&'static str>, bool)> {
+    let [ascii_word, fatal, fatal_block] = STOP_PATTERNS;
+    vec![
+        ("patterns/0", vec![], false),
+        ("patterns/1", vec![ascii_word], false),
+        ("patterns/3", vec![ascii_word, fatal, fatal_block], false),
+        ("unicode_word/1", vec![UNICODE_WORD_PATTERN], true),
+        (
+            "unicode_word/3",
+            vec![UNICODE_WORD_PATTERN, fatal, fatal_block],
+            true,
+        ),
+        ("every_byte/dfa", vec![r"\w+ failed(?-u:\b)"], false),
+        ("every_byte/nfa", vec![r"\w+ failed\b"], true),
     ]
-    .iter()
-    .take(count)
-    .map(|pattern| (*pattern).to_owned())
-    .collect()
 }
 
 /// One self-contained output per stream (so each stream's fences close), cut into chunks
@@ -141,14 +160,15 @@ fn stop_scanner(c: &mut Criterion) {
     group.bench_function("baseline/memchr_newlines", |b| {
         b.iter(|| memchr_newlines(black_box(&chunks)))
     });
-    for count in [0, 1, 3] {
-        let patterns =
-            Arc::new(StopPatterns::compile(&stop_patterns(count)).expect("patterns compile"));
-        assert!(
-            patterns.fallback_patterns().is_empty(),
-            "all patterns stream"
+    for (name, patterns, uses_nfa) in scanner_cases() {
+        let texts: Vec<String> = patterns.iter().map(|p| (*p).to_owned()).collect();
+        let patterns = Arc::new(StopPatterns::compile(&texts).expect("patterns compile"));
+        assert_eq!(
+            !patterns.nfa_patterns().is_empty(),
+            uses_nfa,
+            "{name}: unexpected path"
         );
-        group.bench_function(format!("patterns/{count}"), |b| {
+        group.bench_function(name, |b| {
             b.iter(|| {
                 let mut scanner = StopScanner::new(Arc::clone(&patterns));
                 for &(_, chunk) in &chunks {

@@ -15,16 +15,20 @@ use ai_session_handler_fuzz::split_input;
 use libfuzzer_sys::fuzz_target;
 use regex::bytes::Regex;
 
-/// Pattern sets: DFA-only, with history fallbacks (Unicode `\b`), and look-around at seams.
-const PATTERN_SETS: [&[&str]; 4] = [
+/// Pattern sets: DFA path only; NFA path only (Unicode word boundaries, whose look-around
+/// spans a codepoint on either side of a seam); both paths in one set; look-around at seams;
+/// a multi-line block pattern. Patterns that match empty text are refused by `compile`, so none
+/// is here.
+const PATTERN_SETS: [&[&str]; 5] = [
     &[
         r"(?m)^FATAL: .*$",
         r"done$",
         r"(?-u:\b)error(?-u:\b)",
         r"a[bc]{2,4}d",
     ],
+    &[r"\bpanic\b", r"\Bé\w", r"\<stop\>", r"日本\b{end}"],
     &[r"\bpanic\b", r"(?i)stop now", r"x{3}$", r"(?-u:\xff)\x00"],
-    &[r"^$", r"(?m)^$", r"\Aboot", r"(?-u:\B)ok(?-u:\b)"],
+    &[r"(?m)^$\n", r"ok\z", r"\Aboot", r"(?-u:\B)ok(?-u:\b)"],
     &[
         r"(?s)<phase-complete>.*</phase-complete>",
         r"\w{3}\b!",

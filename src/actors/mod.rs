@@ -8,7 +8,7 @@
 //! └── AttemptSupervisor         one per attempt
 //!     ├── TranscriptWriter      transcript file + live console (thread)
 //!     ├── MarkerParser          per-stream result-block framing
-//!     ├── StopScanner           streaming DFA over the combined output
+//!     ├── StopScanner           streaming stop regexes over the combined output
 //!     ├── DeadlineTimer         wall-clock and idle deadlines
 //!     ├── GroupKiller           TERM → grace → KILL by saved pgid; leak sweep
 //!     ├── PipeReader(stdout)

@@ -1,6 +1,8 @@
-//! StopScanner: owns the stop-regex scanning state of one attempt — one DFA state carried over
-//! the combined output in arrival order, never the output itself. The first match is reported
-//! to the attempt supervisor at once; the final end-of-input check happens on `Finish`.
+//! StopScanner: owns the stop-regex scanning state of one attempt — a DFA state and, for
+//! patterns on the NFA path, a few bytes of look-around context and a bounded cache, carried
+//! over the combined output in arrival order; never the output itself. The first match is
+//! reported to the attempt supervisor at once; the final end-of-input check happens on
+//! `Finish`.
 
 use std::sync::Arc;
 

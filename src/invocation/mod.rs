@@ -343,11 +343,8 @@ pub fn effective_settings(
     } else {
         config.rate_limit.clone()
     };
-    for pattern in stop_patterns.fallback_patterns() {
-        tracing::warn!(
-            pattern,
-            "stop regex cannot be matched by the streaming DFA; it falls back to retaining the attempt's output in memory (use (?-u:\\b) for ASCII word boundaries)"
-        );
+    for pattern in stop_patterns.nfa_patterns() {
+        tracing::debug!(pattern, "stop regex streams through the NFA path");
     }
     let template_origins = std::iter::once(origin)
         .chain((0..fallbacks.len()).map(|index| {

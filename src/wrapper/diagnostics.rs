@@ -139,6 +139,11 @@ impl DiagnosticStream {
             rest = &rest[newline + 1..];
         }
         self.line.extend_from_slice(rest);
+        // A line that held only a result block vanished, line end and all: the next line
+        // starts afresh, so a blank line the launcher printed after the block is shown.
+        if visible.is_empty() && self.line.is_empty() && input.ends_with(b"\n") {
+            self.had_content = false;
+        }
         self.visible = visible;
         if self.line.len() > MAX_PARTIAL_LINE {
             self.flush_partial_line(out);
@@ -334,6 +339,11 @@ mod tests {
         assert_eq!(
             render("text <phase-complete>claim</phase-complete> tail\n"),
             "[codex] text  tail\n"
+        );
+        // A blank line the launcher printed after the block is its own, and shown.
+        assert_eq!(
+            render("<phase-complete>claim</phase-complete>\n\nafter\n"),
+            "[codex] \n[codex] after\n"
         );
         assert_eq!(
             render("diagnostic quoted <phase-blocked> without a close\n"),

@@ -369,6 +369,43 @@ fn cli_stop_on_regex_invalid_pattern() {
     );
 }
 
+/// Issue 14: a pattern that can match empty text would stop every attempt.
+#[test]
+fn cli_stop_on_regex_matching_empty_text() {
+    for (pattern, fragment) in [
+        (
+            "x*",
+            "error: --stop-on-regex: invalid stop regex 'x*': it matches empty text, so it would stop every attempt",
+        ),
+        (
+            "",
+            "error: --stop-on-regex: invalid stop regex '': it matches empty text, so it would stop every attempt",
+        ),
+        (
+            r"\b",
+            r"error: --stop-on-regex: invalid stop regex '\b': it matches empty text",
+        ),
+    ] {
+        let fixture = Fixture::new();
+        fixture.sandbox.write("plan.md", plan_with_phases(1));
+        fixture.refuse_run(
+            "plan.md",
+            &["--stop-on-regex", "(?m)^FATAL", "--stop-on-regex", pattern],
+            &[fragment],
+        );
+    }
+}
+
+#[test]
+fn config_stop_on_regex_matching_empty_text() {
+    config_case(
+        "{\"stop_on_regex\": [\"(?m)^FATAL\", \"^\"]}",
+        &[
+            "config.json: stop_on_regex[1]: invalid stop regex '^': it matches empty text, so it would stop every attempt",
+        ],
+    );
+}
+
 #[test]
 fn no_agent_cmd_anywhere() {
     let fixture = Fixture::new();

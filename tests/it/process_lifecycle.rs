@@ -176,7 +176,7 @@ fn leaked_pipe_holder_is_killed_after_normal_exit() {
     let child = spawn_plan(&sandbox, "plan.md", &agent, &[]);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(0);
-    assert_eq!(run.stdout, "\nrunner-complete: all phases complete\n");
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
     assert_eq!(run.stderr, "");
     sandbox.assert_no_survivors();
     let pid = read_pid(&leak_pid);
@@ -380,6 +380,45 @@ fn stop_regex_matches_across_stdout_and_stderr_in_arrival_order() {
     assert_err_line(&run, "stop-regex: output matched stop regex: rate limit");
     sandbox.assert_no_survivors();
     assert_eq!(sandbox.state("plan.md")["stop"]["reason"], "stop-regex");
+}
+
+/// Issue 14: a Unicode `\b` streams like any other pattern — no warning about retaining
+/// output, a match across a chunk seam, and `é` counts as a word character.
+#[test]
+fn unicode_word_boundary_stop_regex_streams_without_a_warning() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nprintf 'rate limited, \\303\\251rate limit\\n'\nprintf 'rate li'\nuntil grep -q '^rate li' \"$1\"; do sleep 0.02; done\nprintf 'mit\\n'\nwhile :; do sleep 1; done\n",
+    );
+    let pattern = r"\brate limit\b";
+    let child = spawn_plan_cmd(
+        &sandbox,
+        "plan.md",
+        &format!("{} {{transcript_file}}", agent.display()),
+        &["--stop-on-regex", pattern, "--timeout", "15"],
+    );
+    let run = wait_for_exit(child, HANG_LIMIT);
+    run.assert_code(4);
+    assert_err_line(
+        &run,
+        &format!("stop-regex: output matched stop regex: {pattern}"),
+    );
+    for warning in ["WARN", "falls back", "retaining", "(?-u:"] {
+        assert!(
+            !run.stderr.contains(warning),
+            "{warning:?} in\n{}",
+            run.stderr
+        );
+    }
+    sandbox.assert_no_survivors();
+    assert_eq!(sandbox.state("plan.md")["stop"]["reason"], "stop-regex");
+    let transcript = only_transcript(&sandbox, "plan.md");
+    assert!(
+        transcript.contains("rate limited, érate limit\nrate limit\n"),
+        "{transcript}"
+    );
 }
 
 #[test]

@@ -248,7 +248,7 @@ fn clarification_answered_in_the_plan_needs_both_recovery_flags() {
     first.assert_code(3);
     assert_eq!(
         first.stdout,
-        "working on phase-1\n\nphase-needs-clarification: which database?\n"
+        "working on phase-1\nphase-needs-clarification: which database?\n"
     );
     let stopped = sandbox.state(PLAN);
     assert_eq!(stopped["stop"]["reason"], "needs-clarification");

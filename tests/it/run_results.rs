@@ -50,7 +50,7 @@ fn blocked_exits_2_and_prints_the_two_line_reason_once() {
     run.assert_code(2);
     assert_eq!(
         run.stdout,
-        "working\n\nphase-blocked: Need credentials.\nAsk the admin.\n"
+        "working\nphase-blocked: Need credentials.\nAsk the admin.\n"
     );
     assert_eq!(run.stdout.matches("Need credentials.").count(), 1);
     assert!(!run.stdout.contains("<phase-"), "{}", run.stdout);
@@ -90,7 +90,7 @@ fn needs_clarification_exits_3_and_records_the_question() {
     run.assert_code(3);
     assert_eq!(
         run.stdout,
-        "\nphase-needs-clarification: Which API version?\n"
+        "phase-needs-clarification: Which API version?\n"
     );
     assert_eq!(run.stderr, "");
     let state = sandbox.state("plan.md");
@@ -377,10 +377,10 @@ fn results_on_both_streams_are_multiple_markers() {
         "echo '<phase-complete>done</phase-complete>'\necho '<phase-blocked>stuck</phase-blocked>' >&2\n",
     );
     assert_attempt_failed(&sandbox, &run, "multiple-markers", MULTIPLE);
-    // Live stderr showed only the newline after the hidden block, then the report.
+    // Live stderr showed nothing of the hidden block, then the report.
     assert!(
         run.stderr.starts_with(&format!(
-            "\nmultiple-markers: {MULTIPLE} (terminal result was emitted on both stdout and stderr)\n"
+            "multiple-markers: {MULTIPLE} (terminal result was emitted on both stdout and stderr)\n"
         )),
         "{}",
         run.stderr
@@ -405,8 +405,8 @@ fn result_on_stderr_only_is_accepted() {
     );
     run.assert_code(0);
     assert_eq!(run.stdout, format!("ordinary stdout\n{RUNNER_COMPLETE}"));
-    // The hidden block leaves only its line's newline on the live stderr.
-    assert_eq!(run.stderr, "\n");
+    // The hidden block takes its line end with it: nothing reaches the live stderr.
+    assert_eq!(run.stderr, "");
     assert_completed_with(&sandbox, "from stderr");
 }
 
@@ -424,7 +424,7 @@ printf 'plete>\n'
 ",
     );
     run.assert_code(0);
-    assert_eq!(run.stdout, format!("progress\n\n{RUNNER_COMPLETE}"));
+    assert_eq!(run.stdout, format!("progress\n{RUNNER_COMPLETE}"));
     assert_completed_with(&sandbox, "Changed café.txt.\nTests pass.");
     assert!(
         last_transcript(&sandbox)
@@ -451,7 +451,7 @@ fn ten_mib_body_completes_with_the_whole_summary() {
     ));
     run.assert_code(0);
     // The body never reaches the live output.
-    assert_eq!(run.stdout, format!("\n{RUNNER_COMPLETE}"));
+    assert_eq!(run.stdout, RUNNER_COMPLETE);
     let state = sandbox.state("plan.md");
     assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
     let outcome = read_json(&only(sandbox.artifacts("plan.md", "outcomes")));

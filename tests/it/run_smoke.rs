@@ -12,11 +12,11 @@ fn completes_every_phase_and_records_state() {
     );
     let run = sandbox.run_plan("plan.md", &agent, &[]);
     run.assert_code(0);
-    // The block is hidden from live output; the newline after its closing tag is not part of
-    // the block, so each phase leaves an empty line.
+    // The block is hidden from live output together with the line end after its closing tag,
+    // so a phase leaves no empty line where its result was.
     assert_eq!(
         run.stdout,
-        "working\n\nworking\n\nrunner-complete: all phases complete\n"
+        "working\nworking\nrunner-complete: all phases complete\n"
     );
     let state = sandbox.state("plan.md");
     assert_eq!(
@@ -98,7 +98,7 @@ fn live_output_to_regular_files_is_filtered_the_same() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(
         std::fs::read_to_string(sandbox.path("stdout.txt")).unwrap(),
-        "out <b>bold</b>\n\nrunner-complete: all phases complete\n"
+        "out <b>bold</b>\nrunner-complete: all phases complete\n"
     );
     assert_eq!(
         without_progress(&std::fs::read_to_string(sandbox.path("stderr.txt")).unwrap()),

@@ -400,12 +400,12 @@ fn claude_hidden_block_leaves_no_empty_line() {
     Replay::claude("ok").install(&sandbox);
     let run = run_wrapped(&sandbox, CLAUDE_HIGH, &[], &[], &[]);
     run.assert_code(0);
-    // The one blank line is the line end after the wrapper's final block, which the
-    // handler's console shows when it hides the block (docs/decisions.md, "Hidden blocks
-    // leave their trailing newline").
+    // No blank line either: the handler's console hides the wrapper's final block together
+    // with its line end (docs/decisions.md, "A hidden block on lines of its own takes its line
+    // end with it").
     assert_eq!(
         run.stdout,
-        "[claude] Working on it.\n\nrunner-complete: all phases complete\n"
+        "[claude] Working on it.\nrunner-complete: all phases complete\n"
     );
     let body = transcript_body(&sandbox);
     assert!(!body.lines().any(|line| line == "[claude] "), "{body}");

@@ -36,6 +36,20 @@ pub const LIVE_HOLD_LIMIT: Duration = Duration::from_secs(5);
 /// real result block at the end.
 const MID_LINE_BLOCK_LINE_ENDS: usize = 2;
 
+/// Whether the line end after a hidden block is still to be swallowed. A block that began its
+/// line takes the line end right after its closing tag with it, so a result block on lines of
+/// its own leaves no blank line on the console; anything else after the closing tag ends the
+/// wait and is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LineEndAfterBlock {
+    /// Nothing to swallow.
+    None,
+    /// The next byte, if it is `\n`, or the next two, if they are `\r\n`.
+    Expected,
+    /// A `\r` ended the last chunk: held, and swallowed with a `\n` that follows.
+    CrHeld,
+}
+
 /// Hides complete result blocks from live output, holding back possible partial tags across
 /// chunks. One filter per stream.
 pub struct LiveFilter {
@@ -47,6 +61,7 @@ pub struct LiveFilter {
     hidden_cap: usize,
     /// The last byte settled (shown or hidden) ended a line, or nothing was settled yet.
     pub(super) at_line_start: bool,
+    pub(super) line_end_after_block: LineEndAfterBlock,
 }
 
 impl fmt::Debug for LiveFilter {
@@ -75,6 +90,7 @@ impl LiveFilter {
             hidden: None,
             hidden_cap: hidden_cap.max(LONGEST_TAG),
             at_line_start: true,
+            line_end_after_block: LineEndAfterBlock::None,
         }
     }
 
@@ -90,6 +106,9 @@ impl LiveFilter {
     pub fn filter(&mut self, mut chunk: &[u8], visible: &mut Vec<u8>) {
         while !chunk.is_empty() {
             chunk = match self.hidden.take() {
+                None if self.line_end_after_block != LineEndAfterBlock::None => {
+                    self.swallow_line_end(chunk, visible)
+                }
                 None => self.show(chunk, visible),
                 Some(block) => self.hide(block, chunk, visible),
             };
@@ -97,13 +116,14 @@ impl LiveFilter {
     }
 
     /// Filters `chunk` without copying it when it passes through unchanged: nothing held or
-    /// hidden, no `<phase-` in the chunk (every opening tag, whole or cut off after its prefix,
+    /// hidden, no line end to swallow, no `<phase-` in the chunk (every opening tag, whole or cut off after its prefix,
     /// contains it) and no end of the chunk that could be the start of one (`<`, `<p`, …
     /// `<phase`). Returns true when it did; the caller then shows `chunk` itself. Otherwise
     /// nothing happened and the caller uses [`filter`](Self::filter).
     pub fn pass_through(&mut self, chunk: &[u8]) -> bool {
         let unchanged = self.held.is_empty()
             && self.hidden.is_none()
+            && self.line_end_after_block == LineEndAfterBlock::None
             && OPENING_PREFIX_FINDER.find(chunk).is_none()
             && !(1..OPENING_PREFIX.len()).any(|len| chunk.ends_with(&OPENING_PREFIX[..len]));
         if unchanged && let Some(last) = chunk.last() {
@@ -112,9 +132,12 @@ impl LiveFilter {
         unchanged
     }
 
-    /// Whether text is held back: a block being hidden, or a possible partial tag.
+    /// Whether text is held back: a block being hidden, a possible partial tag, or a `\r`
+    /// that may begin the line end after a hidden block.
     pub fn is_holding(&self) -> bool {
-        self.hidden.is_some() || !self.held.is_empty()
+        self.hidden.is_some()
+            || !self.held.is_empty()
+            || self.line_end_after_block == LineEndAfterBlock::CrHeld
     }
 
     /// Gives up the current hold (the caller's time bound, [`LIVE_HOLD_LIMIT`]): the held text
@@ -124,13 +147,39 @@ impl LiveFilter {
         self.finish(visible);
     }
 
-    /// Ends the stream: flushes a held partial tag or a still-open block, visibly.
+    /// Ends the stream: flushes a held partial tag, a still-open block or a held `\r`,
+    /// visibly.
     pub fn finish(&mut self, visible: &mut Vec<u8>) {
+        let line_end = std::mem::replace(&mut self.line_end_after_block, LineEndAfterBlock::None);
+        if line_end == LineEndAfterBlock::CrHeld {
+            self.show_settled(b"\r", visible);
+        }
         if let Some(block) = self.hidden.take() {
             self.show_settled(&block.text, visible);
         }
         let held = std::mem::take(&mut self.held);
         self.show_settled(&held, visible);
+    }
+
+    /// Right after a hidden block that began its line: drops the line end that follows it;
+    /// returns the rest of `chunk`.
+    fn swallow_line_end<'a>(&mut self, chunk: &'a [u8], visible: &mut Vec<u8>) -> &'a [u8] {
+        let expected = std::mem::replace(&mut self.line_end_after_block, LineEndAfterBlock::None);
+        match (expected, chunk) {
+            (_, [b'\n', rest @ ..]) | (LineEndAfterBlock::Expected, [b'\r', b'\n', rest @ ..]) => {
+                self.at_line_start = true;
+                rest
+            }
+            (LineEndAfterBlock::Expected, [b'\r']) => {
+                self.line_end_after_block = LineEndAfterBlock::CrHeld;
+                &[]
+            }
+            (LineEndAfterBlock::CrHeld, _) => {
+                self.show_settled(b"\r", visible);
+                chunk
+            }
+            _ => chunk,
+        }
     }
 
     /// Passes `chunk` through up to an opening tag; returns what follows the tag.
@@ -230,6 +279,9 @@ impl LiveFilter {
         match (close_end, given_up_at) {
             (Some(end), limit) if limit.is_none_or(|limit| end <= limit) => {
                 self.at_line_start = false;
+                if block.line_ends_left.is_none() {
+                    self.line_end_after_block = LineEndAfterBlock::Expected;
+                }
                 &chunk[end..]
             }
             (_, Some(limit)) => {

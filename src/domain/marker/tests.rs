@@ -720,6 +720,8 @@ fn filter_output_ignores_chunk_boundaries() {
         "open <phase-needs-clarification>never closed </phase-needs-clarif",
         "a < b <p> <phase-completed>",
         "<phase-complete><phase-complete>x</phase-complete>y</phase-complete>",
+        "done\r\n<phase-complete>ok</phase-complete>\r\nafter\n",
+        "<phase-blocked>b</phase-blocked>\r<phase-complete>c</phase-complete>\n\n",
     ];
     for text in inputs {
         let bytes = text.as_bytes();
@@ -811,7 +813,7 @@ fn filter_gives_up_a_mid_line_block_at_the_end_of_the_next_line() {
             "<phase-complete>done</phase-complete>\n",
         ])
         .concat(),
-        "$ grep -n '<phase-complete>' src/\nsrc/a.rs:1: match\ntests pass\n\n"
+        "$ grep -n '<phase-complete>' src/\nsrc/a.rs:1: match\ntests pass\n"
     );
     // Cut anywhere, the same.
     assert_eq!(
@@ -830,13 +832,50 @@ fn filter_hides_a_line_start_block_over_many_lines() {
     let body: String = (0..100).map(|n| format!("line {n}\n")).collect();
     assert_eq!(
         filter_chunks(&["progress\n<phase-complete>", &body, "</phase-complete>\n"]).concat(),
-        "progress\n\n"
+        "progress\n"
     );
     // A block opened right after a hidden one is not at a line start.
     assert_eq!(
         filter_chunks(&["<phase-complete>a</phase-complete><phase-blocked>\n\nb</phase-blocked>"])
             .concat(),
         "<phase-blocked>\n\nb</phase-blocked>"
+    );
+}
+
+#[test]
+fn a_block_on_lines_of_its_own_takes_its_line_end_with_it() {
+    // The usual last lines of an attempt leave no blank line on the console.
+    assert_eq!(
+        filter_chunks(&["tests pass\n<phase-complete>\nDone.\n</phase-complete>\n"]).concat(),
+        "tests pass\n"
+    );
+    // CRLF too, also when the CR ends a chunk; a lone CR is shown.
+    assert_eq!(
+        filter_chunks(&["a\r\n<phase-complete>x</phase-complete>\r", "\nb\r\n"]),
+        ["a\r\n", "b\r\n", ""]
+    );
+    assert_eq!(
+        filter_chunks(&["<phase-complete>x</phase-complete>\r", "b"]),
+        ["", "\rb", ""]
+    );
+    assert_eq!(
+        filter_chunks(&["<phase-complete>x</phase-complete>\r"]),
+        ["", "\r"]
+    );
+    // Only one line end goes: a blank line the agent printed after the block stays.
+    assert_eq!(
+        filter_chunks(&["<phase-complete>x</phase-complete>", "\n\nnext\n"]),
+        ["", "\nnext\n", ""]
+    );
+    // Text after the closing tag keeps its line end.
+    assert_eq!(
+        filter_chunks(&["<phase-complete>x</phase-complete> tail\n"]).concat(),
+        " tail\n"
+    );
+    // A block opened mid-line leaves the line end alone: the line it sits in is not its own.
+    assert_eq!(
+        filter_chunks(&["say <phase-complete>x</phase-complete>\n"]).concat(),
+        "say \n"
     );
 }
 
@@ -1192,7 +1231,7 @@ fn a_released_hold_shows_the_held_text_and_hides_later_blocks_again() {
     // A later block is hidden as usual.
     visible.clear();
     filter.filter(b"<phase-blocked>x</phase-blocked>\n", &mut visible);
-    assert_eq!(visible, b"\n");
+    assert_eq!(visible, b"");
 
     // A possible partial tag held at a chunk end is released too.
     let mut filter = LiveFilter::new();

@@ -1,0 +1,320 @@
+//! The compiled set of stop patterns: validating each pattern and routing it to the path that
+//! streams it — the DFA path (`dfa.rs`) when a dense DFA can take it, else the NFA path
+//! (`nfa.rs`). Both paths answer exactly the same question; the DFA path is only faster.
+
+use std::fmt;
+
+use regex::bytes::Regex;
+use regex_automata::util::syntax;
+
+use super::dfa::StreamingDfa;
+use super::nfa::StreamingNfa;
+
+/// Heap the DFA table may use, and separately the heap determinization may use while building
+/// it. Realistic stop patterns need kilobytes; `\w{20}` (Unicode) needs about 4 MB. A pattern
+/// that would exceed this goes to the NFA path rather than costing memory per invocation.
+const DFA_SIZE_LIMIT: usize = 16 << 20;
+
+/// Heap the NFA path's cached states may use per attempt before they are cleared. Realistic
+/// patterns need a few kilobytes; the budget only matters for pathological ones.
+const NFA_CACHE_BUDGET: usize = 2 << 20;
+
+/// A pattern that is refused; reported naming its index and text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopPatternError {
+    pub index: usize,
+    pub pattern: String,
+    pub message: String,
+}
+
+impl fmt::Display for StopPatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid stop regex '{}': {}", self.pattern, self.message)
+    }
+}
+
+impl std::error::Error for StopPatternError {}
+
+/// The compiled set of stop patterns, shared (read-only) by every attempt of an invocation.
+#[derive(Debug)]
+pub struct StopPatterns {
+    patterns: Vec<String>,
+    /// `None` when no pattern goes to the DFA path.
+    pub(super) dfa: Option<StreamingDfa>,
+    /// `None` when every pattern goes to the DFA path.
+    pub(super) nfa: Option<StreamingNfa>,
+}
+
+/// How patterns are compiled; tests reach the paths' limits and corners through it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CompileOptions {
+    pub(super) refuse_empty_matches: bool,
+    pub(super) dfa_size_limit: usize,
+    pub(super) nfa_cache_budget: usize,
+    /// Send every pattern to the NFA path.
+    pub(super) nfa_only: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        Self {
+            refuse_empty_matches: true,
+            dfa_size_limit: DFA_SIZE_LIMIT,
+            nfa_cache_budget: NFA_CACHE_BUDGET,
+            nfa_only: false,
+        }
+    }
+}
+
+impl StopPatterns {
+    /// Compiles the patterns (Rust `regex` syntax, `regex::bytes` semantics). Refuses a
+    /// pattern that `regex` refuses, and one that can match empty text: it would stop every
+    /// attempt (see docs/decisions.md).
+    pub fn compile(patterns: &[String]) -> Result<Self, StopPatternError> {
+        Self::compile_with(patterns, CompileOptions::default())
+    }
+
+    pub(super) fn compile_with(
+        patterns: &[String],
+        options: CompileOptions,
+    ) -> Result<Self, StopPatternError> {
+        let mut needs_nfa = Vec::with_capacity(patterns.len());
+        for (index, pattern) in patterns.iter().enumerate() {
+            let refuse = |message: String| StopPatternError {
+                index,
+                pattern: pattern.clone(),
+                message,
+            };
+            // `regex` is the reference for what a stop pattern is, including its size limits.
+            Regex::new(pattern).map_err(|error| refuse(describe_regex_error(&error)))?;
+            let hir = syntax::parse_with(pattern, &syntax::Config::new().utf8(false))
+                .map_err(|error| refuse(error.to_string()))?;
+            let properties = hir.properties();
+            if options.refuse_empty_matches && properties.minimum_len() == Some(0) {
+                return Err(refuse(
+                    "it matches empty text, so it would stop every attempt".to_owned(),
+                ));
+            }
+            // regex-automata's DFAs cannot evaluate a Unicode word boundary (its look-around
+            // spans whole codepoints); no need to try building one.
+            needs_nfa.push(options.nfa_only || properties.look_set().contains_word_unicode());
+        }
+
+        let (dfa, nfa_indices) = assign_to_dfa(patterns, &needs_nfa, options.dfa_size_limit);
+        let nfa = if nfa_indices.is_empty() {
+            None
+        } else {
+            Some(build_nfa(patterns, nfa_indices, options.nfa_cache_budget)?)
+        };
+        Ok(Self {
+            patterns: patterns.to_vec(),
+            dfa,
+            nfa,
+        })
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The patterns streamed by the NFA path (a Unicode word boundary, or too large a DFA),
+    /// for diagnostics: they stream like the rest, only with more work per byte.
+    pub fn nfa_patterns(&self) -> Vec<&str> {
+        self.nfa.as_ref().map_or_else(Vec::new, |nfa| {
+            nfa.pattern_indices()
+                .iter()
+                .map(|&index| self.pattern(index))
+                .collect()
+        })
+    }
+
+    pub(super) fn pattern(&self, index: usize) -> &str {
+        self.patterns.get(index).map_or("", String::as_str)
+    }
+}
+
+/// Puts patterns into the DFA in order, each only if the DFA still builds with it; the rest go
+/// to the NFA path, in order. That is one build per pattern, each including the ones admitted
+/// before it: quadratic in the (small) number of patterns, but a pattern that blows the size
+/// limit is built only once, and its failure is attributed to it rather than to the whole set.
+fn assign_to_dfa(
+    patterns: &[String],
+    needs_nfa: &[bool],
+    size_limit: usize,
+) -> (Option<StreamingDfa>, Vec<usize>) {
+    let mut dfa: Option<StreamingDfa> = None;
+    let mut nfa_indices = Vec::new();
+    for (index, &needs_nfa) in needs_nfa.iter().enumerate() {
+        if needs_nfa {
+            nfa_indices.push(index);
+            continue;
+        }
+        let mut candidates = dfa
+            .as_ref()
+            .map_or_else(Vec::new, |dfa| dfa.pattern_indices.clone());
+        candidates.push(index);
+        match StreamingDfa::build(patterns, candidates, size_limit) {
+            Some(bigger) => dfa = Some(bigger),
+            None => nfa_indices.push(index),
+        }
+    }
+    (dfa, nfa_indices)
+}
+
+/// The NFA path for these patterns. The Thompson NFA takes every pattern `regex` takes, so
+/// this fails only if that ever stops being true; the error then names the first pattern
+/// that fails alone (or the first of the set).
+fn build_nfa(
+    patterns: &[String],
+    indices: Vec<usize>,
+    cache_budget: usize,
+) -> Result<StreamingNfa, StopPatternError> {
+    StreamingNfa::build(patterns, indices.clone(), cache_budget).map_err(|message| {
+        let culprit = indices
+            .iter()
+            .copied()
+            .find(|&index| StreamingNfa::build(patterns, vec![index], cache_budget).is_err())
+            .or(indices.first().copied())
+            .unwrap_or_default();
+        StopPatternError {
+            index: culprit,
+            pattern: patterns.get(culprit).cloned().unwrap_or_default(),
+            message,
+        }
+    })
+}
+
+/// `regex` renders syntax errors as a multi-line caret diagram ending in `error: <what>`; keep
+/// that last line so the message stays one line (the caller quotes the pattern itself).
+pub(crate) fn describe_regex_error(error: &regex::Error) -> String {
+    match error {
+        regex::Error::Syntax(diagram) => {
+            let last_line = diagram.lines().last().unwrap_or(diagram);
+            last_line
+                .strip_prefix("error: ")
+                .unwrap_or(last_line)
+                .to_owned()
+        }
+        regex::Error::CompiledTooBig(limit) => {
+            format!("compiled regex exceeds the size limit of {limit} bytes")
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile(patterns: &[&str]) -> Result<StopPatterns, StopPatternError> {
+        let owned: Vec<String> = patterns.iter().map(|&p| p.to_owned()).collect();
+        StopPatterns::compile(&owned)
+    }
+
+    #[test]
+    fn an_invalid_pattern_is_named_with_its_index() {
+        let error = compile(&["fine", "[", "("]).unwrap_err();
+        assert_eq!(
+            error,
+            StopPatternError {
+                index: 1,
+                pattern: "[".to_owned(),
+                message: "unclosed character class".to_owned(),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "invalid stop regex '[': unclosed character class"
+        );
+        let multi_line = compile(&["a\n("]).unwrap_err();
+        assert_eq!(multi_line.message, "unclosed group");
+    }
+
+    #[test]
+    fn a_pattern_that_can_match_empty_text_is_refused() {
+        for empty in [
+            "",
+            "^",
+            "$",
+            "x*",
+            "(?:)",
+            "a|",
+            r"\b",
+            r"\B",
+            r"(?-u:\b)",
+            "(?m)^$",
+            r"\A",
+            r"\z",
+            "(?:x?)+",
+            "[a-z]{0,3}",
+            r"\b{start}",
+        ] {
+            let error = compile(&["fine", empty]).unwrap_err();
+            assert_eq!(error.index, 1, "{empty:?}");
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "invalid stop regex '{empty}': it matches empty text, so it would stop every attempt"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_pattern_that_needs_at_least_one_byte_is_accepted() {
+        for fine in [
+            "(?m)^FATAL",
+            "x+",
+            r"\bstop\b",
+            "done$",
+            "(?m)^$\n",
+            r"[^\s\S]", // can never match: harmless, it never stops anything
+        ] {
+            assert!(compile(&[fine]).is_ok(), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn unicode_word_boundaries_take_the_nfa_path_and_the_rest_the_dfa() {
+        let patterns = compile(&[
+            "rate limit",
+            r"\bstop\b",
+            r"(?-u:\b)ascii(?-u:\b)",
+            r"\<start",
+            r"end\b{end}",
+        ])
+        .unwrap();
+        assert_eq!(
+            patterns.nfa_patterns(),
+            [r"\bstop\b", r"\<start", r"end\b{end}"]
+        );
+        assert_eq!(patterns.dfa.as_ref().unwrap().pattern_indices, [0, 2]);
+    }
+
+    #[test]
+    fn patterns_that_only_fail_together_go_to_the_nfa_path_one_by_one() {
+        // Each builds alone within 1 MiB (about 600 KiB each); together they do not, so the
+        // later one goes to the NFA path.
+        let owned = ["(a|b)*a(a|b){12}", "x", "(c|d)*c(c|d){12}", "y"].map(str::to_owned);
+        let options = CompileOptions {
+            dfa_size_limit: 1 << 20,
+            ..CompileOptions::default()
+        };
+        let patterns = StopPatterns::compile_with(&owned, options).unwrap();
+        assert_eq!(patterns.nfa_patterns(), ["(c|d)*c(c|d){12}"]);
+        assert_eq!(patterns.dfa.as_ref().unwrap().pattern_indices, [0, 1, 3]);
+    }
+
+    #[test]
+    fn no_patterns_build_nothing() {
+        let patterns = compile(&[]).unwrap();
+        assert!(patterns.is_empty());
+        assert!(patterns.dfa.is_none());
+        assert!(patterns.nfa.is_none());
+        assert!(patterns.nfa_patterns().is_empty());
+    }
+}
