@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whole-process benchmarks for SPEC §16. Every figure is measured against a baseline in the
+# Whole-process benchmarks for the performance targets (docs/benchmarks.md). Every figure is measured against a baseline in the
 # same invocation and reported as a ratio or an overhead; see docs/benchmarks.md.
 #
 # Usage: benches/run.sh            (from anywhere; takes ~7 minutes on 2 cores)
@@ -33,7 +33,7 @@ RESULTS=$ROOT/benches/results
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 RAW=$RESULTS/$STAMP.txt
 
-# The three stop regexes of SPEC §16: an ASCII word boundary, an anchored multi-line pattern
+# The three stop regexes of the streaming target: an ASCII word boundary, an anchored multi-line pattern
 # and one spanning a newline. None matches the generated output.
 STOP_REGEXES=('(?-u:\b)out of memory(?-u:\b)' '(?m)^FATAL: .*$' 'error\nfatal')
 # The first of them with ASCII word boundaries alone (the DFA path), and as users write it, with

@@ -1,4 +1,4 @@
-//! Per-chunk hot paths of `run` (SPEC §8, §10, §16): result-block framing plus the live-output
+//! Per-chunk hot paths of `run` (docs/benchmarks.md): result-block framing plus the live-output
 //! filter, and the stop-regex scanner with 0, 1 and 3 patterns on its DFA path and the same
 //! with a Unicode `\b` on its NFA path, each over 64 MiB of agent-like output in 64 KiB chunks,
 //! alternating stdout and stderr as the transcript writer sees them.

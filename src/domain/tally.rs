@@ -4,7 +4,7 @@
 //!
 //! Everything is tallied from `state.json` alone — the `duration_ms` and `output_bytes` that
 //! each `committed_outcomes` entry carries since they were added — so `status` never opens
-//! one outcome file per attempt (SPEC §16: ≤ 20 ms at 1,000 committed outcomes). Entries
+//! one outcome file per attempt (target ≤ 20 ms at 1,000 committed outcomes, docs/benchmarks.md). Entries
 //! committed before those keys existed count as attempts but add nothing to the sums; the
 //! totals say how many such entries there were.
 

@@ -69,7 +69,7 @@ fn filter_all(mut filter: LiveFilter, chunks: &[&[u8]]) -> Vec<u8> {
     visible
 }
 
-// Reference §10.2, scenarios 1–12.
+// The original runner's marker scenarios 1–12 (docs/worker-protocol.md).
 
 #[test]
 fn s01_complete_after_progress() {
@@ -227,7 +227,7 @@ fn s12_nested_block() {
     );
 }
 
-// Reference §10.2, scenarios 13–15, and §14.1's rendering example.
+// The original runner's live-filter scenarios 13–15, and the Codex wrapper's rendering example.
 
 #[test]
 fn s13_filter_hides_body_across_chunks() {

@@ -109,7 +109,6 @@ fn next(phase_id: &str) -> FirstSelection {
 
 #[test]
 fn first_run_accepts_the_snapshot_and_selects_the_first_phase() {
-    // Reference §15.3 items 12 and 13.
     let admission = admit(&State::default(), &facts(SHA, &PHASES), PLAIN, false, now()).unwrap();
     assert_eq!(
         admission,
@@ -155,7 +154,6 @@ fn unchanged_plan_selects_the_first_pending_phase() {
 
 #[test]
 fn nothing_pending_is_all_complete() {
-    // Reference §15.3 item 14.
     let admission = admit(
         &accepted(&PHASES),
         &facts(SHA, &PHASES),
@@ -177,7 +175,7 @@ fn nothing_pending_is_all_complete() {
 
 #[test]
 fn changed_bytes_are_refused_without_accept() {
-    // Reference §15.3 item 15; also with --retry-stopped alone (§15.8 item 2).
+    // Also with --retry-stopped alone.
     let expected = Refusal::PlanHashMismatch {
         path: PATH.into(),
         expected: SHA.into(),
@@ -196,7 +194,7 @@ fn changed_bytes_are_refused_without_accept() {
 
 #[test]
 fn a_moved_plan_is_never_accepted_implicitly() {
-    // Reference §15.3 item 16: even with matching bytes and --accept-plan-change.
+    // Even with matching bytes and --accept-plan-change.
     let moved = PlanFacts {
         path: "/ws/other/plan.md",
         sha256: SHA,
@@ -227,7 +225,6 @@ fn a_moved_plan_is_never_accepted_implicitly() {
 
 #[test]
 fn accepting_a_change_keeps_completed_phases_and_renews_the_record() {
-    // Reference §15.3 item 19.
     let admission = admit(
         &accepted(&["phase-1"]),
         &facts(NEW_SHA, &PHASES),
@@ -261,7 +258,7 @@ fn accepting_a_change_keeps_completed_phases_and_renews_the_record() {
 
 #[test]
 fn accepting_a_change_that_drops_completed_phases_is_refused() {
-    // Reference §15.3 item 20: missing ids in completion order.
+    // The missing ids are named in completion order.
     let state = accepted(&["phase-3", "phase-1", "phase-2"]);
     let refusal = admit(&state, &facts(NEW_SHA, &["phase-2"]), BOTH, false, now()).unwrap_err();
     assert_eq!(
@@ -281,7 +278,6 @@ fn accepting_a_change_that_drops_completed_phases_is_refused() {
 
 #[test]
 fn a_stopped_phase_needs_retry() {
-    // Reference §15.3 item 17.
     let state = stopped("phase-3");
     for flags in [PLAIN, ACCEPT] {
         let refusal = admit(&state, &facts(SHA, &PHASES), flags, false, now()).unwrap_err();
@@ -318,7 +314,7 @@ fn clarification_flow_retries_against_the_accepted_change() {
 
 #[test]
 fn an_unresolved_attempt_is_refused_before_the_plan_is_compared() {
-    // Reference §15.3 item 18 and §13: the abandoned attempt is reported first.
+    // The abandoned attempt is reported first.
     let state = abandoned("phase-2");
     let attempt = Box::new(state.active_attempt.clone().unwrap());
     let moved = PlanFacts {

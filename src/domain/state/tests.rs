@@ -360,7 +360,7 @@ fn top_level_must_be_an_object() {
 fn unexpected_and_missing_keys_are_named() {
     let state = clarification_state();
     let running = running_state();
-    // Reference §15.3 items 5–7 and §15.8 item 4.
+    // The original runner's state-validation cases: unknown, missing and mistyped keys.
     assert_eq!(
         read_error(&state, insert("", "obsolete")),
         "unexpected key obsolete"
@@ -1135,7 +1135,7 @@ fn mark_running_needs_the_matching_active_attempt() {
 
 #[test]
 fn completion_adds_the_phase_and_clears_the_current_phase() {
-    // Reference §15.3 item 21: the current-phase reference is set, then cleared.
+    // The current-phase reference is set, then cleared.
     let mut state = fresh_state();
     let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
     let record = outcome(
@@ -1305,7 +1305,6 @@ fn abandoned_attempt_resolves_as_interrupted_without_a_commit() {
 
 #[test]
 fn snapshot_hash_mismatch_is_refused_before_writing() {
-    // Reference §15.3 item 4.
     let mut state = fresh_state();
     let mut attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
     attempt.snapshot.sha256 = OTHER_SHA.into();

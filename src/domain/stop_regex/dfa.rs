@@ -4,14 +4,14 @@
 //! with a Unicode word boundary (`\b`, `\B`, `\<`… without `(?-u)`) and those that would make
 //! the table exceed its size limit; the NFA path (`nfa.rs`) streams those.
 //!
-//! How the streaming answer stays exact (engineering notes §5):
+//! How the streaming answer stays exact:
 //! - The DFA is unanchored with `MatchKind::All`, so every position where any pattern's match
 //!   ends shows up as a match state, and later matches are still found after earlier ones.
 //! - Its state is carried from chunk to chunk and never restarted, so look-behind context
 //!   (`^`, `(?m)^`, `(?-u:\b)`) is right at every seam.
 //! - The DFA reports a match one byte late; the scanner's end-of-chunk peek is the
 //!   end-of-input transition, taken without keeping it.
-//! - Speed (SPEC §16): when every pattern's matches begin with one of a few literals, SIMD
+//! - Speed (docs/benchmarks.md): when every pattern's matches begin with one of a few literals, SIMD
 //!   literal searches jump over output in which no match can begin, the way `regex-automata`'s
 //!   own forward search uses its prefilters. They are consulted only while the DFA sits in a
 //!   start state (no match in progress). The walk resumes at the next literal in the start
@@ -302,7 +302,7 @@ mod tests {
     }
 
     /// (a match seen in-stream, a match seen by the chunk-end peek) over all chunks; mirrors
-    /// the trial table in engineering notes §5.4.
+    /// a table of trials worked out by hand when the DFA path was designed.
     fn trial(dfa: &StreamingDfa, chunks: &[&str]) -> (bool, bool) {
         let (mut in_stream, mut peek) = (LowestMatch::default(), LowestMatch::default());
         let mut state = dfa.start;
@@ -316,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn trial_table_from_the_engineering_notes() {
+    fn hand_worked_trial_table() {
         let dfa = dfa(&["rate limit", "(?m)^FATAL: .*$"]);
         let rows: [(&[&str], (bool, bool)); 4] = [
             (&["xx rate li", "mit reached"], (true, false)),

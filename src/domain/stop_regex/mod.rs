@@ -1,4 +1,4 @@
-//! Stop regexes (SPEC §10): "does any match exist in everything received so far", over the
+//! Stop regexes (docs/decisions.md, "Stop regexes"): "does any match exist in everything received so far", over the
 //! combined stdout+stderr in arrival order, answered in linear time and bounded memory for
 //! every pattern `regex` accepts, without retaining the history.
 //!
@@ -13,7 +13,7 @@
 //! `set.rs` validates the patterns and routes them; `literals.rs` is the literal search both
 //! paths use to jump over output in which no match can begin.
 //!
-//! The semantics both paths keep (engineering notes §5):
+//! The semantics both paths keep (docs/decisions.md, "Stop regexes"):
 //! - Chunks of both streams form one text, in arrival order: the caller feeds both streams
 //!   into one scanner, so look-behind (`^`, `(?m)^`, `\b`) is right at every seam, including
 //!   seams between a stdout chunk and a stderr chunk.
@@ -289,7 +289,8 @@ mod tests {
 
     #[test]
     fn an_end_anchored_pattern_matches_trailing_output_without_newline() {
-        // Reference §11.4 / §15.2 item 36.
+        // The original runner searched the whole output after every chunk, so `$` matched at
+        // the end of what had arrived (docs/decisions.md).
         let patterns = ["final stop text$"];
         let first = |chunks: &[&[u8]]| first_match_on_all_routes(&patterns, chunks);
         assert_eq!(

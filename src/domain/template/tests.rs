@@ -118,7 +118,7 @@ fn raw_is_the_template_as_written() {
     assert_eq!(CommandTemplate::parse(raw).unwrap().raw(), raw);
 }
 
-/// Reference §15.2 item 29: the thirteen invalid templates.
+/// The thirteen invalid templates of the original runner's tests, with its messages.
 #[test]
 fn the_original_invalid_templates_are_rejected_with_its_messages() {
     let cases = [
