@@ -113,7 +113,9 @@ pub fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -
     same && pidfd_send_signal(&pidfd, signal.as_nix())
 }
 
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+/// A pidfd for `pid`: a descriptor that names that process only (readable once it exits).
+/// `None` when the process is gone or pidfds are unavailable (Linux < 5.3).
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open(pid, 0) takes plain integers and returns a new descriptor or -1; no
     // memory is shared with the kernel.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
