@@ -412,6 +412,12 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
             ("interrupted", None)
         }
+        // An edited plan is one situation whether it is found at the start or during the
+        // run: the caller's way out is `--accept-plan-change` either way.
+        RunEnd::Refused {
+            refusal: Refusal::PlanHashMismatch { .. },
+            ..
+        } => ("plan-changed", None),
         RunEnd::Refused { .. } => ("refused", None),
         RunEnd::PlanChanged { .. } => ("plan-changed", None),
         RunEnd::Input(_) => ("invalid-input", None),
@@ -435,6 +441,11 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
             last.map(|row| row.transcript_path.clone()),
         ),
     };
+    // An attempt whose outcome was not committed is the invocation's last attempt too.
+    let attempt_id = match end {
+        RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
+        _ => last.and_then(|row| row.attempt_id.clone()),
+    };
     let completed: Vec<&str> = ledger
         .attempts
         .iter()
@@ -444,7 +455,7 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
     json!({
         "exit_code": result.exit.code(),
         "result": kind,
-        "attempt_id": last.and_then(|row| row.attempt_id.clone()),
+        "attempt_id": attempt_id,
         "status": last.map(|row| row.status.as_str()),
         "phase": phase,
         "text": text,

@@ -417,7 +417,7 @@ impl Actor for AttemptSupervisor {
         // Children stop on purpose during cleanup; only a failure is news. The default
         // handler would stop this supervisor on any child exit, skipping cleanup.
         if let SupervisionEvent::ActorFailed(who, error) = event {
-            tracing::error!(actor = ?who.get_id(), %error, "attempt actor failed");
+            tracing::error!(actor = %who.get_id(), %error, "attempt actor failed");
             state.feed(
                 AttemptEvent::OutputFailed {
                     message: format!("internal error: an attempt actor failed: {error}"),

@@ -38,7 +38,7 @@ use ractor::{ActorRef, Message};
 /// shutdown late notifications are expected and harmless.
 pub fn notify<M: Message>(actor: &ActorRef<M>, message: M) {
     if actor.cast(message).is_err() {
-        tracing::trace!(actor = ?actor.get_id(), "notification dropped: recipient stopped");
+        tracing::trace!(actor = %actor.get_id(), "notification dropped: recipient stopped");
     }
 }
 

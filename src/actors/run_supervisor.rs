@@ -251,7 +251,7 @@ impl Actor for RunSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // Attempt supervisors stop on purpose after reporting; only failures are news.
         if let SupervisionEvent::ActorFailed(who, error) = event {
-            tracing::error!(actor = ?who.get_id(), %error, "run actor failed");
+            tracing::error!(actor = %who.get_id(), %error, "run actor failed");
             if state.done.is_some() {
                 let attempt_may_be_unresolved = state
                     .attempt

@@ -43,7 +43,8 @@ use crate::platform::console::Console;
 use crate::platform::transcript_file::TranscriptFile;
 
 /// Output progress events are emitted at most once per this interval (a live status line
-/// redraws a few times a second; the event stream keeps fewer).
+/// redraws a few times a second; the event stream keeps fewer). Output held back by the
+/// interval is reported when it ends, so the last chunk of a burst is never left unreported.
 const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
@@ -83,6 +84,8 @@ pub enum WriterMsg {
     },
     /// The live filter of `stream` has held text back since hold number `hold`.
     HoldElapsed { stream: OutputStream, hold: u64 },
+    /// The progress interval that held output back has ended: report it now.
+    ProgressDue,
 }
 
 /// Why output could not be recorded or shown.
@@ -154,6 +157,8 @@ pub struct WriterState {
     last_activity_notice: Option<Instant>,
     last_line: LastLine,
     last_progress_event: Option<Instant>,
+    /// Output arrived since the last progress event; a [`WriterMsg::ProgressDue`] is on its way.
+    progress_held: bool,
 }
 
 /// How a console write ended.
@@ -190,6 +195,7 @@ impl Actor for TranscriptWriter {
             last_activity_notice: None,
             last_line: LastLine::default(),
             last_progress_event: None,
+            progress_held: false,
         })
     }
 
@@ -209,12 +215,21 @@ impl Actor for TranscriptWriter {
                 let _ = reply.send(bytes);
             }
             WriterMsg::Finish { mut trailer, reply } => {
+                // The output held back by the interval, before the attempt's later events.
+                if std::mem::take(&mut state.progress_held) {
+                    state.emit_progress(Instant::now());
+                }
                 state.flush_live_filters().await;
                 trailer.console_notes = std::mem::take(&mut state.console_notes);
                 let written = state.write_trailer(&trailer).await;
                 let _ = reply.send((written, state.output));
             }
             WriterMsg::HoldElapsed { stream, hold } => state.release_hold(stream, hold).await,
+            WriterMsg::ProgressDue => {
+                if std::mem::take(&mut state.progress_held) {
+                    state.emit_progress(Instant::now());
+                }
+            }
         }
         Ok(())
     }
@@ -237,7 +252,7 @@ impl WriterState {
         }
         self.last_line.feed(stream, &bytes);
         self.note_activity();
-        self.report_progress();
+        self.report_progress(myself);
         // The marker parser and the stop scanner start on the shared chunk first, so that the
         // transcript write and the console echo here overlap their work; all of it is done
         // before the buffer goes back to the reader.
@@ -282,15 +297,23 @@ impl WriterState {
         Arc::try_unwrap(chunk).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
-    /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`].
-    fn report_progress(&mut self) {
+    /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`]; output within
+    /// the interval is reported when the interval ends.
+    fn report_progress(&mut self, myself: &ActorRef<WriterMsg>) {
         let now = Instant::now();
-        if self
-            .last_progress_event
-            .is_some_and(|last| now.duration_since(last) < PROGRESS_EVENT_INTERVAL)
-        {
-            return;
+        match self.last_progress_event {
+            Some(last) if now.duration_since(last) < PROGRESS_EVENT_INTERVAL => {
+                if !self.progress_held {
+                    self.progress_held = true;
+                    let due = PROGRESS_EVENT_INTERVAL - now.duration_since(last);
+                    myself.send_after(due, || WriterMsg::ProgressDue);
+                }
+            }
+            _ => self.emit_progress(now),
         }
+    }
+
+    fn emit_progress(&mut self, now: Instant) {
         self.last_progress_event = Some(now);
         self.args.events.emit(
             Some(&self.args.attempt_id),

@@ -1,6 +1,7 @@
 //! Command-line arguments (docs/cli.md). Help text is written for the person at the terminal; the
 //! value parsers reject bad values up front so they exit 5 like every other input error.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -156,6 +157,29 @@ pub enum LogFormat {
     Json,
 }
 
+/// Whether the command line asks for `run --json`, read without clap: for a command line clap
+/// rejects, so that the usage error reaches a `run --json` caller as the one JSON object it
+/// reads (docs/cli.md). The command is the first word that is neither an option nor the value
+/// of a global option; `--json` may appear anywhere after it, before a `--`.
+pub fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
+    const GLOBAL_WITH_VALUE: [&str; 3] = ["--log-level", "--log-file", "--log-format"];
+    let mut args = args.into_iter().skip(1);
+    let mut command = None;
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        if GLOBAL_WITH_VALUE.contains(&text.as_ref()) {
+            args.next();
+        } else if !text.starts_with('-') {
+            command = Some(arg);
+            break;
+        }
+    }
+    command.as_deref() == Some(OsStr::new("run"))
+        && args
+            .take_while(|arg| arg != "--")
+            .any(|arg| arg == "--json")
+}
+
 /// `--max-phases`: a positive integer.
 fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
     match text.trim().parse::<u64>() {
@@ -180,3 +204,39 @@ struct InvalidRetries(String);
 #[derive(Debug, thiserror::Error)]
 #[error("expected a positive integer, got '{0}'")]
 struct InvalidPhaseLimit(String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requested(args: &[&str]) -> bool {
+        run_json_requested(
+            std::iter::once("ai-session-handler")
+                .chain(args.iter().copied())
+                .map(OsString::from),
+        )
+    }
+
+    #[test]
+    fn run_json_is_recognised_in_a_command_line_clap_rejects() {
+        assert!(requested(&["run", "--json", "--max-phases", "0"]));
+        assert!(requested(&["run", "--plan", "p.md", "--bogus", "--json"]));
+        assert!(requested(&["--log-level", "inof", "run", "--json"]));
+        assert!(requested(&["--log-file=x.log", "run", "--json"]));
+        assert!(requested(&[
+            "--log-format",
+            "json",
+            "run",
+            "--plann",
+            "p",
+            "--json"
+        ]));
+        assert!(!requested(&["run", "--plan", "p.md"]));
+        assert!(!requested(&["status", "--json"]));
+        assert!(!requested(&["check", "--json", "run"]));
+        assert!(!requested(&["--log-file", "run", "status", "--json"]));
+        assert!(!requested(&["run", "--", "--json"]));
+        assert!(!requested(&["run", "--json=yes"]));
+        assert!(!requested(&[]));
+    }
+}

@@ -3,16 +3,18 @@
 //!
 //! The file is opened only once the run launches an attempt or waits for one: a refused run, or
 //! one that finds nothing to do, leaves the state directory as it was. Events before that are
-//! kept and written first. Output progress is kept to one line per [`PROGRESS_INTERVAL`].
+//! kept and written first. Output progress is kept to one line per [`PROGRESS_INTERVAL`]: a
+//! progress event inside the interval is not dropped but deferred to the interval's end (a
+//! later one replaces it), so the stream always ends a burst of output with its last figures.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
 use crate::actors::observer::RunObserver;
-use crate::domain::events::{EventRecord, RunEvent};
+use crate::domain::events::{EventRecord, ProgressWrite, RunEvent, progress_write};
 use crate::platform::event_log::EventLog;
 
 /// How long the end of a run waits for queued events to be written.
@@ -33,7 +35,8 @@ struct StreamState {
     /// Events before the stream was opened.
     held: Vec<String>,
     open: bool,
-    last_progress: Option<DateTime<Utc>>,
+    /// When the last output-progress line was written, or is due if it is deferred.
+    progress_slot: Option<DateTime<Utc>>,
 }
 
 impl EventStream {
@@ -57,16 +60,23 @@ impl RunObserver for EventStream {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let RunEvent::OutputProgress { .. } = record.event {
-            if state
-                .last_progress
-                .is_some_and(|last| record.at - last < PROGRESS_INTERVAL)
-            {
-                return;
-            }
-            state.last_progress = Some(record.at);
-        }
         let line = record.to_json_line();
+        if state.open
+            && let RunEvent::OutputProgress { .. } = record.event
+        {
+            match progress_write(state.progress_slot, record.at, PROGRESS_INTERVAL) {
+                ProgressWrite::At(due) => {
+                    state.progress_slot = Some(due);
+                    let wait = (due - record.at).to_std().unwrap_or_default();
+                    self.log.append_at(line, Instant::now() + wait);
+                }
+                ProgressWrite::Now => {
+                    state.progress_slot = Some(record.at);
+                    self.log.append(line);
+                }
+            }
+            return;
+        }
         if !state.open {
             let opens = matches!(
                 record.event,

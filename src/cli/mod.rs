@@ -14,6 +14,8 @@ mod run;
 mod status;
 mod watch;
 
+use std::time::Instant;
+
 use clap::Parser;
 use clap::error::ErrorKind;
 
@@ -28,6 +30,7 @@ pub fn main() -> i32 {
     if let Some(code) = crate::platform::watchdog::main_if_watchdog() {
         return code;
     }
+    let started = Instant::now();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -39,6 +42,11 @@ pub fn main() -> i32 {
                 // Usage errors exit 5, never clap's 2: 2 means "blocked" to a caller.
                 _ => {
                     let line = crate::usage::one_line(&error.render().to_string());
+                    // `run --json` promises its caller one object, a usage error included.
+                    if args::run_json_requested(std::env::args_os()) {
+                        let message = line.strip_prefix("error: ").unwrap_or(&line);
+                        run::print_json_error(ExitCode::InvalidInput, message, started);
+                    }
                     crate::report::Output::default().err_line(line).print();
                     ExitCode::InvalidInput.code()
                 }
@@ -46,6 +54,11 @@ pub fn main() -> i32 {
         }
     };
     if let Err(error) = logging::init(&cli.logging) {
+        if let Some(Command::Run(args)) = &cli.command
+            && args.json
+        {
+            run::print_json_error(ExitCode::InvalidInput, &error.to_string(), started);
+        }
         crate::report::Output::error(error.to_string()).print();
         return ExitCode::InvalidInput.code();
     }

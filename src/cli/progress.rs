@@ -6,15 +6,19 @@
 //!   the run's console thread, the same one that echoes the agent's output, so a banner is
 //!   always printed before the output of its phase.
 //! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the last
-//!   output line, cut to the terminal width), redrawn a few times a second and cleared at the
-//!   end; retry and wait lines are printed above it.
+//!   output line, cut to the terminal width), recomputed and redrawn by a thread of its own four
+//!   times a second — so the elapsed time moves on while the agent is silent, and no actor
+//!   ever writes to the terminal for it — and cleared at the end; retry and wait lines are
+//!   printed above it.
 //! - With `--quiet` and stderr not a terminal (nested callers, CI logs): only the retry and
 //!   wait lines, which exist only when a retry policy is on.
 //!
 //! Every mode also keeps the run's ledger (the attempts and how they ended) for the summary
 //! table and `run --json`.
 
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -28,7 +32,7 @@ use crate::report::{self, AttemptRow};
 
 /// How long the end of a run waits for queued progress lines to reach stderr.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
-/// How often the live status line is redrawn at most.
+/// How often the live status line is recomputed and redrawn.
 const STATUS_LINE_HZ: u8 = 4;
 
 /// Which of the three presentations a run uses.
@@ -86,7 +90,9 @@ pub struct Progress {
     mode: ProgressMode,
     console: Arc<Console>,
     bar: Option<ProgressBar>,
-    ledger: Mutex<Ledger>,
+    ledger: Arc<Mutex<Ledger>>,
+    /// The thread that redraws the status line, and the channel that stops it.
+    redrawer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
@@ -104,11 +110,16 @@ impl Progress {
             );
             bar
         });
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let redrawer = bar
+            .as_ref()
+            .and_then(|bar| start_redrawer(bar.clone(), ledger.clone()));
         Self {
             mode,
             console,
             bar,
-            ledger: Mutex::new(Ledger::default()),
+            ledger,
+            redrawer: Mutex::new(redrawer),
             last_line: Mutex::new(None),
         }
     }
@@ -122,6 +133,10 @@ impl Progress {
     /// of several attempts; then waits (bounded) until every queued line is on stderr, so the
     /// run's final report comes after them.
     pub fn finish(&self) {
+        if let Some((stop, thread)) = lock(&self.redrawer).take() {
+            drop(stop);
+            let _ = thread.join();
+        }
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -159,18 +174,46 @@ impl Progress {
             }
         }
     }
+}
 
-    fn redraw(&self, ledger: &Ledger) {
-        if let (Some(bar), Some(current)) = (&self.bar, &ledger.current) {
-            bar.set_message(report::status_line(
-                &current.phase_id,
-                current.phase_index,
-                current.phases,
-                current.started.elapsed(),
-                current.output_bytes,
-                current.last_line.as_deref(),
-            ));
-            bar.tick();
+/// Starts the thread that recomputes the status line [`STATUS_LINE_HZ`] times a second from
+/// the ledger — the elapsed time included, so it advances while the agent prints nothing —
+/// until its channel closes. `None` when no thread can be started: the line is then not shown.
+fn start_redrawer(
+    bar: ProgressBar,
+    ledger: Arc<Mutex<Ledger>>,
+) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let interval = Duration::from_millis(1000 / u64::from(STATUS_LINE_HZ));
+    let thread = std::thread::Builder::new()
+        .name("ash-status-line".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                // Computed under the lock, drawn without it: observers never wait on the
+                // terminal.
+                let line = lock(&ledger).current.as_ref().map(|current| {
+                    report::status_line(
+                        &current.phase_id,
+                        current.phase_index,
+                        current.phases,
+                        current.started.elapsed(),
+                        current.output_bytes,
+                        current.last_line.as_deref(),
+                    )
+                });
+                if let Some(line) = line {
+                    // The message first: if the draw rate limit lets only one of the two
+                    // draws through, it is the one with the current line.
+                    bar.set_message(line);
+                    bar.tick();
+                }
+            }
+        });
+    match thread {
+        Ok(thread) => Some((stop, thread)),
+        Err(error) => {
+            tracing::warn!(%error, "cannot start the status line thread; no status line");
+            None
         }
     }
 }
@@ -208,15 +251,8 @@ impl RunObserver for Progress {
                         *attempt,
                         *of,
                     )),
-                    ProgressMode::StatusLine => {
-                        if let Some(bar) = &self.bar {
-                            bar.enable_steady_tick(Duration::from_millis(
-                                1000 / u64::from(STATUS_LINE_HZ),
-                            ));
-                        }
-                        self.redraw(&ledger);
-                    }
-                    ProgressMode::Quiet => {}
+                    // The status line's own thread draws the new attempt.
+                    ProgressMode::StatusLine | ProgressMode::Quiet => {}
                 }
             }
             RunEvent::OutputProgress {
@@ -230,7 +266,6 @@ impl RunObserver for Progress {
                         current.last_line = last_line.clone();
                     }
                 }
-                self.redraw(&ledger);
             }
             RunEvent::OutcomeCommitted {
                 phase_id,

@@ -157,7 +157,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(result) => {
             if args.json {
                 let object = report::run_json(&result, &progress.ledger(), started.elapsed());
-                println!("{object}");
+                Output::print_json(&object.to_string());
             } else {
                 report::run_end(&result.end).print();
             }
@@ -174,10 +174,12 @@ pub fn run(args: &RunArgs) -> ExitCode {
 /// result object on stdout.
 fn print_error(json: bool, exit: ExitCode, message: &str, started: Instant) {
     if json {
-        println!(
-            "{}",
-            report::run_json_error(exit, message, started.elapsed())
-        );
+        print_json_error(exit, message, started);
     }
     Output::error(message).print();
+}
+
+/// The `run --json` object of a run that never started: `error` is `error: <message>`.
+pub(super) fn print_json_error(exit: ExitCode, message: &str, started: Instant) {
+    Output::print_json(&report::run_json_error(exit, message, started.elapsed()).to_string());
 }

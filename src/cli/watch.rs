@@ -136,8 +136,8 @@ impl Watch {
             _ => return None,
         }
         if json {
-            println!("{line}");
-            let _ = std::io::stdout().flush();
+            // Printable even if the stream was written by a version that did not escape.
+            Output::print_json(line);
         } else if let Some(text) = self.render(&event) {
             say(false, &text);
         }

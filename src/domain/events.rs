@@ -6,6 +6,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
+use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::AttemptStatus;
@@ -115,16 +116,43 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
-    /// One line of the event stream (no newline).
+    /// One line of the event stream (no newline), printable: the characters that could
+    /// disturb a terminal showing the stream (DEL, C1 controls, bidirectional overrides, `<`)
+    /// are JSON escapes, so the line still decodes to the exact text.
     pub fn to_json_line(&self) -> String {
         // Every field serializes (no maps with non-string keys, no floats that are NaN: the
         // delay is a measured duration), so this cannot fail; keep a line rather than panic.
-        serde_json::to_string(self).unwrap_or_else(|error| {
+        let json = serde_json::to_string(self).unwrap_or_else(|error| {
             format!(
                 "{{\"event\":\"unserializable\",\"error\":{:?}}}",
                 error.to_string()
             )
-        })
+        });
+        printable_json(&json).into_owned()
+    }
+}
+
+/// When a stream that keeps at most one output-progress line per interval writes the one that
+/// arrives `at`, given its `slot`: when its last progress line was written, or is due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressWrite {
+    /// Write it now; it becomes the slot.
+    Now,
+    /// Hold it until this time (or until another line is written first), replacing any held
+    /// one; the time becomes the slot. Never dropped: a burst's last figures always arrive.
+    At(DateTime<Utc>),
+}
+
+pub fn progress_write(
+    slot: Option<DateTime<Utc>>,
+    at: DateTime<Utc>,
+    interval: chrono::TimeDelta,
+) -> ProgressWrite {
+    match slot {
+        // A held line is waiting: this one replaces it, due at the same time.
+        Some(slot) if at < slot => ProgressWrite::At(slot),
+        Some(slot) if at - slot < interval => ProgressWrite::At(slot + interval),
+        _ => ProgressWrite::Now,
     }
 }
 
@@ -168,5 +196,33 @@ mod tests {
         assert_eq!(value["event"], "group-stopped");
         assert_eq!(value["leaked"], serde_json::json!([1, 2]));
         assert!(value["attempt_id"].is_null());
+    }
+
+    #[test]
+    fn progress_lines_are_spaced_by_the_interval_and_the_last_is_held_not_dropped() {
+        let start = Utc::now();
+        let second = chrono::TimeDelta::seconds(1);
+        let interval = chrono::TimeDelta::seconds(2);
+        let at = |seconds: i64| start + second * i32::try_from(seconds).unwrap();
+        assert_eq!(progress_write(None, at(0), interval), ProgressWrite::Now);
+        // Inside the interval: held until it ends.
+        assert_eq!(
+            progress_write(Some(at(0)), at(1), interval),
+            ProgressWrite::At(at(2))
+        );
+        // Another one before that time replaces the held one, due at the same time.
+        assert_eq!(
+            progress_write(Some(at(2)), at(1), interval),
+            ProgressWrite::At(at(2))
+        );
+        // After the held one's time, but within an interval of it: the next slot.
+        assert_eq!(
+            progress_write(Some(at(2)), at(3), interval),
+            ProgressWrite::At(at(4))
+        );
+        assert_eq!(
+            progress_write(Some(at(2)), at(4), interval),
+            ProgressWrite::Now
+        );
     }
 }

@@ -4,15 +4,22 @@
 //! record). The file is capped: when a line would take it past the cap it is renamed to
 //! `events.jsonl.1` (replacing the previous one) and a new file starts, so a long or chatty
 //! run keeps at most two files.
+//!
+//! A line can also be queued for later ([`EventLog::append_at`]): it is written when its time
+//! comes, or at once before any other line, and a later deferred line replaces it. That is how
+//! a throttled stream still gets the last update of a burst without waiting for the next one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
 
 enum Job {
     Line(String),
+    /// A line to write at this time unless another line comes first (then it goes before
+    /// that one) or another deferred line replaces it.
+    Deferred(String, Instant),
     /// Everything before it is written: reply.
     Drained(mpsc::Sender<()>),
 }
@@ -37,6 +44,12 @@ impl EventLog {
         let _ = self.jobs.send(Job::Line(line));
     }
 
+    /// Queues one line to be written at `due`, or earlier, just before the next line queued
+    /// with [`EventLog::append`]; a later call replaces it if it is still waiting.
+    pub fn append_at(&self, line: String, due: Instant) {
+        let _ = self.jobs.send(Job::Deferred(line, due));
+    }
+
     /// Waits, at most `limit`, until every queued line is written.
     pub fn drain(&self, limit: Duration) {
         let (done, drained) = mpsc::channel();
@@ -47,23 +60,70 @@ impl EventLog {
 }
 
 fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
-    let mut file: Option<(File, u64)> = None;
-    let mut failed = false;
-    for job in queue {
-        let line = match job {
-            Job::Line(line) => line,
-            Job::Drained(done) => {
-                let _ = done.send(());
-                continue;
+    let mut writer = LineWriter {
+        path,
+        cap,
+        file: None,
+        failed: false,
+    };
+    let mut deferred: Option<(String, Instant)> = None;
+    loop {
+        let job = match &deferred {
+            Some((_, due)) => {
+                match queue.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
             }
+            None => match queue.recv() {
+                Ok(job) => Some(job),
+                Err(_) => break,
+            },
         };
-        if failed {
-            continue;
+        match job {
+            None => {
+                if let Some((line, _)) = deferred.take() {
+                    writer.write(&line);
+                }
+            }
+            Some(Job::Deferred(line, due)) => deferred = Some((line, due)),
+            Some(Job::Line(line)) => {
+                if let Some((earlier, _)) = deferred.take() {
+                    writer.write(&earlier);
+                }
+                writer.write(&line);
+            }
+            Some(Job::Drained(done)) => {
+                if let Some((earlier, _)) = deferred.take() {
+                    writer.write(&earlier);
+                }
+                let _ = done.send(());
+            }
         }
-        if let Err(error) = append_line(path, cap, &mut file, &line) {
+    }
+    // The run is over: a line still waiting is the last word on its subject.
+    if let Some((line, _)) = deferred {
+        writer.write(&line);
+    }
+}
+
+struct LineWriter<'a> {
+    path: &'a Path,
+    cap: u64,
+    file: Option<(File, u64)>,
+    failed: bool,
+}
+
+impl LineWriter<'_> {
+    fn write(&mut self, line: &str) {
+        if self.failed {
+            return;
+        }
+        if let Err(error) = append_line(self.path, self.cap, &mut self.file, line) {
             // The stream is an aid, not the record: say so once and stop trying.
-            tracing::warn!(path = %path.display(), %error, "event stream not written");
-            failed = true;
+            tracing::warn!(path = %self.path.display(), %error, "event stream not written");
+            self.failed = true;
         }
     }
 }
@@ -225,5 +285,37 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "earlier run\nthis run\n"
         );
+    }
+
+    #[test]
+    fn a_deferred_line_is_replaced_by_a_later_one_and_written_before_the_next_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let log = EventLog::start(path.clone(), 1024).unwrap();
+        let later = Instant::now() + Duration::from_secs(3600);
+        log.append_at("progress 1".to_owned(), later);
+        log.append_at("progress 2".to_owned(), later);
+        log.append("finished".to_owned());
+        log.drain(Duration::from_secs(10));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "progress 2\nfinished\n"
+        );
+    }
+
+    #[test]
+    fn a_deferred_line_is_written_when_its_time_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let log = EventLog::start(path.clone(), 1024).unwrap();
+        log.append("first".to_owned());
+        log.append_at("last of a burst".to_owned(), Instant::now());
+        // No other line follows: the deferred one still arrives, without a drain.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&path).unwrap_or_default() != "first\nlast of a burst\n" {
+            assert!(Instant::now() < deadline, "the deferred line never came");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(log);
     }
 }

@@ -261,7 +261,17 @@ fn the_event_stream_records_a_completed_attempt_in_order() {
     let sandbox = Sandbox::new();
     sandbox.write(PLAN, plan_with_phases(1));
     let agent = control_agent(&sandbox);
-    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
+    let args = [
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--quiet",
+    ];
+    let handler = sandbox.spawn(&args);
+    let handler_pid = handler.id();
+    wait_for_exit(handler, PATIENCE).assert_code(0);
     let events = events(&sandbox);
     assert_eq!(
         kinds(&events),
@@ -284,11 +294,19 @@ fn the_event_stream_records_a_completed_attempt_in_order() {
     for event in &events[1..events.len() - 1] {
         assert_eq!(event["attempt_id"], attempt_id, "{event}");
     }
-    assert_eq!(
-        events[0]["pid"].as_u64().unwrap(),
-        events[0]["pid"].as_u64().unwrap()
-    );
+    // The handler's own pid, version and command line.
+    assert_eq!(events[0]["pid"], handler_pid);
+    assert_eq!(events[0]["version"], env!("CARGO_PKG_VERSION"));
+    let mut argv = vec![BIN];
+    argv.extend(args);
+    assert_eq!(events[0]["args"], json!(argv));
     assert_eq!(events[0]["phases"], 1);
+    assert_eq!(events[0]["completed"], 0);
+    assert_eq!(
+        events[0]["plan"],
+        sandbox.path(PLAN).to_str().unwrap(),
+        "the canonical plan path"
+    );
     assert_eq!(events[2]["pid"], events[2]["pgid"]);
     let committed = &events[events.len() - 2];
     assert_eq!(committed["status"], "phase-complete");
@@ -487,20 +505,28 @@ fn watch_picks_up_a_run_in_progress() {
             && fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
                 .is_ok_and(|stream| stream.contains("\"worker-spawned\""))
     }));
-    let watch = sandbox.spawn(&["watch", "--plan", PLAN]);
-    // The watcher has caught up once it printed the run's start.
-    std::thread::sleep(std::time::Duration::from_millis(0));
+    let screen = sandbox.path("watch.out");
+    let watch = sandbox
+        .command()
+        .args(["watch", "--plan", PLAN])
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The watcher has caught up once it shows the worker the run started before it.
+    assert!(
+        wait_until(PATIENCE, || fs::read_to_string(&screen)
+            .is_ok_and(|text| text.contains("worker started: pid "))),
+        "watch did not catch up with the run: {:?}",
+        fs::read_to_string(&screen)
+    );
     sandbox.write("GO", "");
     wait_for_exit(run, PATIENCE).assert_code(0);
-    let watched = wait_for_exit(watch, PATIENCE);
-    watched.assert_code(0);
-    assert!(
-        watched.stdout.starts_with("run started: "),
-        "{}",
-        watched.stdout
-    );
-    assert_has_line(&watched.stdout, "phase-1 (1/1) Step 1 · attempt 1");
-    assert_eq!(watched.stdout.lines().last(), Some("run finished: exit 0"));
+    wait_for_exit(watch, PATIENCE).assert_code(0);
+    let watched = fs::read_to_string(&screen).unwrap();
+    assert!(watched.starts_with("run started: "), "{watched}");
+    assert_has_line(&watched, "phase-1 (1/1) Step 1 · attempt 1");
+    assert_eq!(watched.lines().last(), Some("run finished: exit 0"));
 }
 
 /// A nested caller: the outer phase's agent runs an inner plan with `run --json --quiet` and
@@ -604,5 +630,441 @@ fn the_json_log_has_structured_fields_and_the_run_and_attempt_ids() {
             !text.contains("Timeout {") && !text.contains("Some("),
             "a Debug-formatted value in the log: {text}"
         );
+    }
+}
+
+/// The live status line recomputes its elapsed time on its own: an agent that prints nothing
+/// still shows the time moving on (the line is not redrawn only when output arrives).
+#[test]
+fn the_status_line_elapsed_time_advances_while_the_agent_is_silent() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nwhile [ ! -f GO ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let screen = sandbox.path("screen.out");
+    let command = format!(
+        "{} run --plan {PLAN} --agent-cmd {} --quiet",
+        BIN,
+        agent.display()
+    );
+    // `script` gives the handler a pseudo-terminal; what it draws is copied to the file.
+    let mut terminal = Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run script");
+    let elapsed = regex::Regex::new(r"phase-1 \(1/1\) (\d+\.\ds) · 0 B").unwrap();
+    let seconds_shown = || -> std::collections::BTreeSet<String> {
+        let bytes = fs::read(&screen).unwrap_or_default();
+        elapsed
+            .captures_iter(&String::from_utf8_lossy(&bytes))
+            .map(|found| found[1].to_owned())
+            .collect()
+    };
+    // Two different times past the first second, with no output at all in between.
+    let advanced = wait_until(PATIENCE, || seconds_shown().len() >= 2);
+    sandbox.write("GO", "");
+    let exited = wait_until(PATIENCE, || matches!(terminal.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = terminal.kill();
+    }
+    let bytes = fs::read(&screen).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        advanced,
+        "the elapsed time did not advance: {:?}\n{text:?}",
+        seconds_shown()
+    );
+    assert!(exited, "the run did not end:\n{text:?}");
+    assert!(terminal.wait().unwrap().success(), "{text:?}");
+    let last_draw = text.rfind("phase-1 (1/1) ").unwrap();
+    let report = text.rfind("runner-complete: all phases complete").unwrap();
+    assert!(text[last_draw..report].contains("\x1b[2K"), "not cleared");
+    sandbox.assert_no_survivors();
+}
+
+/// A caller of `run --json` gets its object for input errors that clap and the logging setup
+/// find before the command starts, too (exit 5, `error` set, the text error on stderr).
+#[test]
+fn run_json_prints_the_object_for_usage_and_logging_errors() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    let agent = agent.to_str().unwrap();
+    let log_dir = sandbox.path("logs");
+    fs::create_dir_all(&log_dir).unwrap();
+    let cases: [(Vec<&str>, &str); 5] = [
+        (
+            vec![
+                "run",
+                "--json",
+                "--plan",
+                PLAN,
+                "--agent-cmd",
+                agent,
+                "--max-phases",
+                "0",
+            ],
+            "--max-phases",
+        ),
+        (
+            vec![
+                "run",
+                "--plan",
+                PLAN,
+                "--json",
+                "--agent-cmd",
+                agent,
+                "--bogus",
+            ],
+            "--bogus",
+        ),
+        (vec!["run", "--json"], "--plan"),
+        (
+            vec![
+                "--log-level",
+                "inof",
+                "run",
+                "--plan",
+                PLAN,
+                "--agent-cmd",
+                agent,
+                "--json",
+            ],
+            "--log-level inof: unknown level 'inof'",
+        ),
+        (
+            vec![
+                "run",
+                "--plan",
+                PLAN,
+                "--agent-cmd",
+                agent,
+                "--json",
+                "--log-file",
+                log_dir.to_str().unwrap(),
+            ],
+            "--log-file",
+        ),
+    ];
+    for (args, names) in cases {
+        let run = sandbox.run(&args);
+        run.assert_code(5);
+        let object = result_object(&run);
+        assert_eq!(object["result"], "invalid-input", "{args:?}");
+        let error = object["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("error: ") && error.contains(names),
+            "{args:?}: {error}"
+        );
+        assert_eq!(object["message"], error);
+        // stderr keeps the text error, the same line.
+        assert_eq!(run.stderr, format!("{error}\n"), "{args:?}");
+    }
+    // Without --json, stdout stays empty.
+    let plain = sandbox.run(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent,
+        "--max-phases",
+        "0",
+    ]);
+    plain.assert_code(5);
+    assert_eq!(plain.stdout, "");
+    // `status --json` is not `run --json`: clap's error stays text only.
+    let status = sandbox.run(&["status", "--json", "--bogus"]);
+    status.assert_code(5);
+    assert_eq!(status.stdout, "");
+    assert!(!sandbox.state_dir(PLAN).exists(), "nothing was written");
+}
+
+/// `run --json`, the event stream and `watch --json` write a summary's DEL, C1 controls, escape
+/// and bidirectional overrides as JSON escapes, and still decode to the exact text.
+#[test]
+fn json_output_escapes_terminal_controls_and_decodes_to_the_exact_text() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nwhile [ ! -f GO ]; do sleep 0.05; done\nprintf '<phase-complete>odd \\177 \\302\\233 \\342\\200\\256 \\033[31m red</phase-complete>\\n'\n",
+    );
+    let summary = "odd \u{7f} \u{9b} \u{202e} \u{1b}[31m red";
+    let raw = ['\u{7f}', '\u{9b}', '\u{202e}', '\u{1b}'];
+    let watched = sandbox.path("watch.out");
+    let watch = sandbox
+        .command()
+        .args(["watch", "--plan", PLAN, "--json"])
+        .stdout(fs::File::create(&watched).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || fs::read_to_string(&watched)
+        .is_ok_and(|text| text.contains("\"worker-spawned\""))));
+    sandbox.write("GO", "");
+    let run = wait_for_exit(run, PATIENCE);
+    run.assert_code(0);
+    wait_for_exit(watch, PATIENCE).assert_code(0);
+
+    assert!(!run.stdout.contains(raw), "raw controls: {:?}", run.stdout);
+    let object = result_object(&run);
+    assert_eq!(object["text"], summary);
+
+    let stream = fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl")).unwrap();
+    assert!(
+        !stream.contains(raw),
+        "raw controls in the stream: {stream:?}"
+    );
+    let passed = fs::read_to_string(&watched).unwrap();
+    assert!(!passed.contains(raw), "raw controls from watch: {passed:?}");
+    for text in [&stream, &passed] {
+        let committed = text
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|event| event["event"] == "outcome-committed")
+            .expect("an outcome-committed event");
+        assert_eq!(committed["summary"], summary);
+    }
+}
+
+/// An agent that writes for longer than the stream's progress interval gets output-progress
+/// lines, and the last one carries the attempt's final figures (the throttle defers the last
+/// update of a burst; it never drops it).
+#[test]
+fn the_event_stream_reports_the_output_of_a_long_writer() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\ni=0\nwhile [ $i -lt 15 ]; do i=$((i + 1)); echo \"step $i\"; echo \"note $i\" >&2; sleep 0.2; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
+    let all: Vec<Value> = fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let progress: Vec<&Value> = all
+        .iter()
+        .filter(|event| event["event"] == "output-progress")
+        .collect();
+    assert!(!progress.is_empty(), "no output-progress event: {all:#?}");
+    let attempt_id = &all[1]["attempt_id"];
+    for event in &progress {
+        assert_eq!(&event["attempt_id"], attempt_id);
+        assert!(event["stdout_bytes"].as_u64().is_some(), "{event}");
+    }
+    let committed = all
+        .iter()
+        .find(|event| event["event"] == "outcome-committed")
+        .unwrap();
+    let last = progress.last().unwrap();
+    assert_eq!(last["stdout_bytes"], committed["stdout_bytes"], "{all:#?}");
+    assert_eq!(last["stderr_bytes"], committed["stderr_bytes"], "{all:#?}");
+    let position = |event: &Value| all.iter().position(|other| other == event).unwrap();
+    assert!(position(last) < position(committed));
+}
+
+#[test]
+fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    let agent_path = agent.to_str().unwrap();
+
+    // SIGTERM while the worker runs: 143.
+    set_mode(&sandbox, "phase-1", "hang");
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent_path,
+        "--json",
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || sandbox
+        .path("ctl/ready-phase-1")
+        .exists()));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let run = wait_for_exit(child, PATIENCE);
+    run.assert_code(143);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "interrupted");
+    assert_eq!(object["status"], "interrupted");
+    assert_eq!(
+        object["message"],
+        "interrupted: handler interrupted while the worker was active (SIGTERM)"
+    );
+    assert!(object["error"].is_null());
+    assert_eq!(object["next_phase"], "phase-1");
+    sandbox.assert_no_survivors();
+
+    // The outcome cannot be written: the attempt stays unresolved (exit 4).
+    set_mode(&sandbox, "phase-1", "complete");
+    let run = Run::from_output(
+        sandbox
+            .quiet_run_command(PLAN, &agent, &["--json", "--retry-stopped"])
+            .env("FAILPOINTS", "outcome-write=return")
+            .output()
+            .unwrap(),
+    );
+    run.assert_code(4);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "unresolved");
+    let active = sandbox.state(PLAN)["active_attempt"].clone();
+    assert_eq!(object["attempt_id"], active["id"]);
+    assert_eq!(object["phase"], json!({"id": "phase-1", "title": "Step 1"}));
+    assert_eq!(object["transcript_path"], active["transcript_path"]);
+    assert!(
+        object["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("execution-io-failed: could not write attempt outcome: "),
+        "{object:#}"
+    );
+
+    // The abandoned attempt is refused (exit 5) until --retry-stopped.
+    let refused = sandbox.run_plan(PLAN, &agent, &["--json", "--quiet"]);
+    refused.assert_code(5);
+    let object = result_object(&refused);
+    assert_eq!(object["result"], "refused");
+    let error = object["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("error: phase phase-1 has an abandoned running attempt"),
+        "{error}"
+    );
+    assert_eq!(object["attempts"], 0);
+
+    // A phase limit with a phase left: exit 0, the next phase named.
+    let limited = sandbox.run_plan(
+        PLAN,
+        &agent,
+        &["--json", "--quiet", "--retry-stopped", "--max-phases", "1"],
+    );
+    limited.assert_code(0);
+    let object = result_object(&limited);
+    assert_eq!(object["result"], "phase-limit");
+    assert_eq!(object["status"], "phase-complete");
+    assert_eq!(object["text"], "done phase-1");
+    assert_eq!(object["phases_completed"], json!(["phase-1"]));
+    assert_eq!(object["next_phase"], "phase-2");
+    assert!(object["message"].is_null() && object["error"].is_null());
+
+    // The plan changed since it was accepted: refused (exit 5).
+    let mut plan = fs::read_to_string(sandbox.path(PLAN)).unwrap();
+    plan.push_str("An edit.\n");
+    sandbox.write(PLAN, plan);
+    let changed = sandbox.run_plan(PLAN, &agent, &["--json", "--quiet"]);
+    changed.assert_code(5);
+    let object = result_object(&changed);
+    assert_eq!(object["result"], "plan-changed");
+    let error = object["error"].as_str().unwrap();
+    assert!(error.starts_with("plan hash mismatch: "), "{error}");
+    assert!(object["attempt_id"].is_null());
+    assert_eq!(object["phases_completed"], json!([]));
+}
+
+/// Pid lists are JSON arrays in the JSON log, and the lines of an attempt carry the run and
+/// attempt ids in their spans.
+#[test]
+fn the_json_log_writes_pid_lists_as_arrays() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let leak_pid = sandbox.path("leak.pid");
+    let agent = sandbox.script(
+        "agent",
+        &format!(
+            "cat >/dev/null\necho '<phase-complete>done</phase-complete>'\nsleep 1000 &\necho $! > '{}'\nexit 0\n",
+            leak_pid.display()
+        ),
+    );
+    let log = sandbox.path("handler.log");
+    sandbox
+        .run_plan(
+            PLAN,
+            &agent,
+            &[
+                "--quiet",
+                "--log-level",
+                "debug",
+                "--log-format",
+                "json",
+                "--log-file",
+                log.to_str().unwrap(),
+            ],
+        )
+        .assert_code(0);
+    sandbox.assert_no_survivors();
+    let pid: u64 = fs::read_to_string(&leak_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let lines: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect();
+    let events = events(&sandbox);
+    let run_id = events[0]["run_id"].clone();
+    let attempt_id = events[1]["attempt_id"].clone();
+    let stopped = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "group stopped")
+        .expect("a 'group stopped' line");
+    assert_eq!(stopped["fields"]["leaked"], json!([pid]), "{stopped}");
+    assert_eq!(stopped["fields"]["escaped"], json!([]), "{stopped}");
+    assert_eq!(stopped["fields"]["survivors"], json!([]), "{stopped}");
+    let outlived = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "descendants outlived the worker")
+        .expect("a 'descendants outlived the worker' line");
+    assert_eq!(outlived["fields"]["leaked"], json!([pid]), "{outlived}");
+    for line in [stopped, outlived] {
+        let spans = line["spans"].as_array().expect("a span list");
+        let span = |name: &str| {
+            spans
+                .iter()
+                .find(|span| span["name"] == name)
+                .unwrap_or_else(|| panic!("no {name} span in {line}"))
+        };
+        assert_eq!(span("run")["run_id"], run_id);
+        assert_eq!(span("attempt")["attempt_id"], attempt_id);
+        assert_eq!(line["span"]["name"], "attempt");
+        assert!(line["timestamp"].is_string() && line["target"].is_string());
+    }
+    // No list or struct survives as a string anywhere in the log.
+    for line in &lines {
+        for (key, value) in line["fields"].as_object().unwrap() {
+            if key != "message"
+                && let Some(text) = value.as_str()
+            {
+                assert!(
+                    serde_json::from_str::<Vec<Value>>(text).is_err(),
+                    "a list written as a string: {line}"
+                );
+                assert!(
+                    !text.contains("ActorId") && !text.contains("Local("),
+                    "{line}"
+                );
+            }
+        }
     }
 }
