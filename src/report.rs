@@ -102,17 +102,34 @@ pub fn run_end(end: &RunEnd) -> Output {
             decision,
             outcome_path,
             transcript_path,
-        } => match decision.status {
-            AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
-                Output::stdout(result_line(decision.status, &decision.summary))
+            signal_after_decision,
+            retry_scheduled,
+        } => {
+            let mut output = match decision.status {
+                AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
+                    Output::stdout(result_line(decision.status, &decision.summary))
+                }
+                status => failure(
+                    status,
+                    &decision.summary,
+                    Some(outcome_path),
+                    transcript_path,
+                ),
+            };
+            if let Some(signal) = signal_after_decision {
+                let retry = if *retry_scheduled {
+                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
+                } else {
+                    ""
+                };
+                output.err_line(format!(
+                    "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{retry}",
+                    signal_name(*signal),
+                    decision.status
+                ));
             }
-            status => failure(
-                status,
-                &decision.summary,
-                Some(outcome_path),
-                transcript_path,
-            ),
-        },
+            output
+        }
         RunEnd::NotPrepared {
             error,
             still_active,

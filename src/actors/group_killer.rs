@@ -21,8 +21,8 @@
 //! processes already stopped (a stopped process cannot fork) — then SIGKILLs it (descendants
 //! through pidfds), also looks for children the `children` list missed in a `/proc` scan, and
 //! the sweep ends only after two passes in a row found nothing — or, bounded, after 5 s, when
-//! what is still alive is reported as surviving. The report names as killed only what is
-//! gone.
+//! what the last pass killed and is still alive (not a zombie) after a short wait (0.5 s) is
+//! reported as surviving. The report names as killed only what is gone.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
 //! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
@@ -52,6 +52,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(5);
 const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
 /// How long escaped descendants are swept before the survivors are reported.
 const ADOPTEE_SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How long a sweep that gives up waits for its last SIGKILLs to take effect before it names
+/// what still lives as surviving.
+const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 pub enum KillerMsg {
     Terminate,
@@ -288,7 +291,7 @@ impl KillerState {
         let new: Vec<u32> = pass
             .stopped
             .iter()
-            .copied()
+            .map(|killed| killed.pid)
             .filter(|pid| !known.contains(pid))
             .collect();
         if !new.is_empty() {
@@ -299,9 +302,17 @@ impl KillerState {
             return self.report();
         }
         if Instant::now() >= give_up_at {
-            if !pass.stopped.is_empty() {
-                tracing::error!(survivors = ?pass.stopped, "escaped descendants were still alive when the sweep gave up");
-                self.report.survivors.extend(pass.stopped);
+            // The last pass SIGKILLed what it found; only what still lives (not a zombie, not
+            // a reused pid) after a short wait survived it.
+            let killed = pass.stopped;
+            let survivors = if killed.is_empty() {
+                Vec::new()
+            } else {
+                off_runtime(move || descendant_sweep::still_alive(&killed, SURVIVOR_WAIT)).await
+            };
+            if !survivors.is_empty() {
+                tracing::error!(survivors = ?survivors, "escaped descendants were still alive when the sweep gave up");
+                self.report.survivors.extend(survivors);
             }
             return self.report();
         }

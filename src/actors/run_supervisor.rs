@@ -8,6 +8,7 @@
 //! reads (state, plan re-hash, workspaces, `/proc`) run on the blocking pool.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
@@ -41,6 +42,10 @@ use crate::platform::locks::LockScope;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group;
 
+/// How long the signal intake may take to stop when the run ends (it only closes its
+/// registration; its state is dropped, with the same effect, if it does not answer).
+const INTAKE_STOP_LIMIT: Duration = Duration::from_secs(2);
+
 /// How a `run` ended, for the command to report.
 #[derive(Debug)]
 pub enum RunEnd {
@@ -53,6 +58,11 @@ pub enum RunEnd {
         decision: Decision,
         outcome_path: String,
         transcript_path: String,
+        /// A signal that arrived after the outcome was decided: the outcome stands as
+        /// committed, and the run exits 128 + it instead of going on.
+        signal_after_decision: Option<i32>,
+        /// The same write scheduled the phase's next attempt (it stays in the state).
+        retry_scheduled: bool,
     },
     /// The prepared record was not written; `still_active` when it became visible anyway.
     NotPrepared {
@@ -151,6 +161,8 @@ pub struct RunState {
     settings: Arc<RunSettings>,
     done: Option<oneshot::Sender<RunResult>>,
     span: tracing::Span,
+    /// Stopped when the run ends, which gives the stopping signals their default action back.
+    intake: Option<ActorRef<()>>,
     locks: ActorRef<LockMsg>,
     store: Option<ActorRef<StoreMsg>>,
     run_loop: RunLoop,
@@ -190,7 +202,8 @@ impl Actor for RunSupervisor {
         if let Err(error) = process_group::become_child_subreaper() {
             tracing::warn!(%error, "cannot become a child subreaper; escaped descendants will not be stopped");
         }
-        Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
+        let (intake, _) =
+            Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
         let (locks, _) = Actor::spawn_linked(None, WorkspaceLocks, (), myself.get_cell()).await?;
         let inherited_children = Arc::new(off_runtime(ChildSnapshot::take).await);
         let run_id = uuid::Uuid::new_v4().to_string();
@@ -204,6 +217,7 @@ impl Actor for RunSupervisor {
             settings: args.settings,
             done: Some(args.done),
             span,
+            intake: Some(intake),
             locks,
             store: None,
             first: None,
@@ -664,9 +678,10 @@ impl RunState {
                     &decision.summary,
                     &transcript_path,
                 ));
+                let retry_scheduled = retry.is_some();
                 let end = AttemptEnd::Committed {
                     status: decision.status,
-                    retry_scheduled: retry.is_some(),
+                    retry_scheduled,
                 };
                 let after = self.run_loop.attempt_concluded(&report.phase_id, end);
                 if let (AfterAttempt::AwaitRetry, Some(retry)) = (after, retry) {
@@ -678,10 +693,13 @@ impl RunState {
                         false,
                     );
                 }
+                let signal_after_decision = self.run_loop.signal_after_decision(decision.status);
                 let end = RunEnd::PhaseStopped {
                     decision,
                     outcome_path,
                     transcript_path,
+                    signal_after_decision,
+                    retry_scheduled,
                 };
                 (end, after)
             }
@@ -811,6 +829,12 @@ impl RunState {
             let _ = store.drain_and_wait(None).await;
         }
         let _ = self.locks.drain_and_wait(None).await;
+        // Everything is recorded: a signal from now on need not be caught. Once the intake is
+        // gone it has its default action, so a final report blocked on a stalled console can
+        // be interrupted like any program's output.
+        if let Some(intake) = self.intake.take() {
+            let _ = intake.stop_and_wait(None, Some(INTAKE_STOP_LIMIT)).await;
+        }
         if let Some(done) = self.done.take() {
             let _ = done.send(RunResult {
                 end,

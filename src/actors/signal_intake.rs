@@ -7,6 +7,13 @@
 //! Registering handlers (rather than ignoring the signals) matters twice over: the handler is
 //! never killed mid-write by a Ctrl-C, and a child exec'd by us starts with default
 //! dispositions, because handlers — unlike `SIG_IGN` — do not survive `exec`.
+//!
+//! When the intake stops (the run supervisor stops it once everything is recorded, before the
+//! final report; or its state is dropped with the supervisor or the runtime), the stopping
+//! signals get their default action back: `signal-hook` would leave a handler that does
+//! nothing, so a final report blocked on a stdout or stderr nobody reads could not be
+//! interrupted. The intake is started once per process (one `run` per invocation), so the
+//! registration is never needed again.
 
 use futures_util::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -16,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::notify;
 use super::run_supervisor::RunMsg;
+use crate::platform::signal_disposition;
 
 /// The signals that stop a run: each stops the worker's group, records `interrupted` and
 /// makes the handler exit 128 + its number.
@@ -26,6 +34,17 @@ pub struct SignalIntake;
 pub struct SignalIntakeState {
     handle: Handle,
     forwarder: JoinHandle<()>,
+}
+
+impl Drop for SignalIntakeState {
+    /// Runs however the intake ends: stopped, killed with its supervisor, or dropped with the
+    /// runtime.
+    fn drop(&mut self) {
+        self.handle.close();
+        self.forwarder.abort();
+        signal_disposition::restore_default(&STOPPING_SIGNALS);
+        tracing::debug!("signal intake stopped; the stopping signals have their default action");
+    }
 }
 
 impl Actor for SignalIntake {
@@ -54,10 +73,9 @@ impl Actor for SignalIntake {
     async fn post_stop(
         &self,
         _myself: ActorRef<()>,
-        state: &mut SignalIntakeState,
+        _state: &mut SignalIntakeState,
     ) -> Result<(), ActorProcessingErr> {
-        state.handle.close();
-        state.forwarder.abort();
+        // The state's `Drop` closes the registration and restores the default actions.
         Ok(())
     }
 }

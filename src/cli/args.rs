@@ -117,6 +117,12 @@ pub struct CheckArgs {
     /// Agent command template to validate instead of the config's agent_cmd.
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
+    /// Check as `run --retries N` would: the effective retry policy has retry.max_attempts = N + 1.
+    #[arg(long, value_name = "N", value_parser = parse_retries)]
+    pub retries: Option<u32>,
+    /// Check as `run --wait` would: rate-limit waits on (rate_limit.max_waits, 3 if unset).
+    #[arg(long)]
+    pub wait: bool,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,

@@ -1,6 +1,8 @@
 //! `check`: validates everything `run` validates before touching state — plan, config,
 //! command template, stop regexes, every phase's execution workspace, the stored state and
 //! the plan-change situation — and prints the phase table. Changes nothing; exits 0 or 5.
+//! `--agent-cmd`, `--retries N` and `--wait` mean what they mean for `run`: the effective
+//! policy and the verdict on a scheduled retry follow them.
 //!
 //! A stopped phase or an unresolved attempt is not invalid input: it shows in the table and
 //! as a note on what `run` will require, and `check` still exits 0. A changed or moved plan is
@@ -103,6 +105,8 @@ fn build(args: &CheckArgs) -> CheckReport {
             let overrides = RunOverrides {
                 agent_cmd: args.agent_cmd.clone(),
                 flags: RecoveryFlags::default(),
+                retries: args.retries,
+                wait: args.wait,
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {

@@ -63,6 +63,8 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
     let config = read_config(&location).map_err(text)?;
     let overrides = RunOverrides {
         agent_cmd: args.agent_cmd.clone(),
+        retries: args.retries,
+        wait: args.wait,
         ..RunOverrides::default()
     };
     let settings = effective_settings(&location, &config, &overrides).map_err(text)?;

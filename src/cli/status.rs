@@ -79,8 +79,9 @@ pub struct RetryScheduleReport {
     pub after: String,
     /// k in "attempt k of n".
     pub attempt: u32,
-    /// n: the config's `retry.max_attempts` (`None` when the config cannot be read; a run's
-    /// `--retries` may set another).
+    /// n: the `retry.max_attempts` the schedule was made under (`run --retries N` included);
+    /// for a schedule written before that was recorded, the config's (`None` when the config
+    /// cannot be read).
     pub of: Option<u32>,
     /// Not before this time (RFC 3339, UTC).
     pub not_before: String,
@@ -148,7 +149,8 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         Ok(state) => state,
         Err(error) => return fail(args.json, error),
     };
-    // Only for "attempt k of n" in a scheduled retry; status reports config errors nowhere else.
+    // Only for "attempt k of n" in a scheduled retry that did not record its n (written before
+    // the schedule had `max_attempts`); status reports config errors nowhere else.
     let max_attempts = read_config(&location)
         .ok()
         .map(|config| config.retry.max_attempts);
@@ -332,7 +334,7 @@ fn build_report(
                 phase_id: schedule.phase_id.clone(),
                 after: schedule.after.to_string(),
                 attempt: schedule.attempt,
-                of: max_attempts,
+                of: schedule.max_attempts.or(max_attempts),
                 not_before: schedule.not_before.to_string(),
                 reason: schedule.reason.as_str().to_owned(),
                 reason_text: schedule.reason.describe().to_owned(),

@@ -58,6 +58,33 @@ pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
     }
 }
 
+/// A process the sweep SIGKILLed, as the sweep saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Killed {
+    pub pid: u32,
+    pub start_time_ticks: u64,
+}
+
+/// Whether a SIGKILLed process still lives, given what `/proc` shows for its pid now (`None`:
+/// nothing). A zombie is dead — it runs nothing and holds no pipe, it only waits to be
+/// reaped — and a process with another start time is a new one that reused the pid: the
+/// killed one is gone.
+pub fn survived(killed: &Killed, now: Option<&ProcStat>) -> bool {
+    now.is_some_and(|process| {
+        process.start_time_ticks == killed.start_time_ticks && !process.is_defunct()
+    })
+}
+
+/// The pids of `killed` that still live, looked up with `stat_of`: what a sweep that gives up
+/// reports as surviving SIGKILL.
+pub fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -> Vec<u32> {
+    killed
+        .iter()
+        .filter(|process| survived(process, stat_of(process.pid).as_ref()))
+        .map(|process| process.pid)
+        .collect()
+}
+
 /// Whether a child of a stopped adoptee (or of a process below one) is stopped too: any live
 /// process but the handler and the leader, which are never below an adoptee anyway.
 pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
@@ -185,6 +212,56 @@ mod tests {
         };
         assert!(!stops_descendant(&scope, &zombie));
         assert!(!stops_descendant(&scope, &process(200, 300, 61)));
+    }
+
+    #[test]
+    fn only_live_killed_processes_with_their_own_start_time_survive() {
+        let killed = [
+            Killed {
+                pid: 300,
+                start_time_ticks: 60,
+            },
+            Killed {
+                pid: 301,
+                start_time_ticks: 61,
+            },
+            Killed {
+                pid: 302,
+                start_time_ticks: 62,
+            },
+            Killed {
+                pid: 303,
+                start_time_ticks: 63,
+            },
+            Killed {
+                pid: 304,
+                start_time_ticks: 64,
+            },
+        ];
+        let now = |pid: u32| match pid {
+            // Still running (stuck in an uninterruptible sleep, say).
+            300 => Some(ProcStat {
+                state: 'D',
+                ..process(300, 100, 60)
+            }),
+            // Dead, waiting to be reaped.
+            301 => Some(ProcStat {
+                state: 'Z',
+                ..process(301, 100, 61)
+            }),
+            // Gone.
+            302 => None,
+            // The pid was reused by a later process.
+            303 => Some(process(303, 1, 900)),
+            // Still stopped by the sweep's SIGSTOP, the SIGKILL not acted on yet.
+            304 => Some(ProcStat {
+                state: 'T',
+                ..process(304, 100, 64)
+            }),
+            _ => None,
+        };
+        assert_eq!(survivors(&killed, now), [300, 304]);
+        assert!(survivors(&[], now).is_empty());
     }
 
     #[test]

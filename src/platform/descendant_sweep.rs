@@ -12,7 +12,9 @@ use std::time::Duration;
 use super::proc::{self, ChildSnapshot};
 use super::process_group::{self, SweepSignal};
 use crate::domain::identity::ProcStat;
-use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child, stops_descendant};
+use crate::domain::process_tree::{
+    ChildVerdict, Killed, SweepScope, judge_child, stops_descendant, survivors,
+};
 
 /// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
 /// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
@@ -51,8 +53,30 @@ pub fn sweep_pass(
         target.signal(SweepSignal::Kill);
     }
     SweepPass {
-        stopped: freezer.frozen.iter().map(|target| target.pid).collect(),
+        stopped: freezer
+            .frozen
+            .iter()
+            .map(|target| Killed {
+                pid: target.pid,
+                start_time_ticks: target.start_time_ticks,
+            })
+            .collect(),
         reaped: freezer.reaped,
+    }
+}
+
+/// Which of `killed` (SIGKILLed by the last pass of a sweep that gives up) still live,
+/// waiting at most `wait` for them to die (blocking): a SIGKILL takes effect asynchronously,
+/// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
+/// dead ([`survivors`]).
+pub fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let alive = survivors(killed, stat_of);
+        if alive.is_empty() || std::time::Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -60,7 +84,7 @@ pub fn sweep_pass(
 #[derive(Default)]
 pub struct SweepPass {
     /// Live escapees stopped and killed.
-    pub stopped: Vec<u32>,
+    pub stopped: Vec<Killed>,
     /// Zombies reaped that had left the worker's group: the sweep goes on even when nothing
     /// was alive.
     pub reaped: usize,
@@ -168,5 +192,40 @@ impl Freezer {
             self.frozen.append(&mut level);
             level = next;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::process::Command;
+
+    fn killed(child: &std::process::Child) -> Killed {
+        let stat = stat_of(child.id()).expect("child stat");
+        Killed {
+            pid: stat.pid,
+            start_time_ticks: stat.start_time_ticks,
+        }
+    }
+
+    #[test]
+    fn a_killed_process_that_is_a_zombie_is_no_survivor_but_a_live_one_is() {
+        let mut dead = Command::new("sleep").arg("30").spawn().expect("spawn");
+        let mut live = Command::new("sleep").arg("30").spawn().expect("spawn");
+        let processes = [killed(&dead), killed(&live)];
+        kill(Pid::from_raw(dead.id() as i32), Signal::SIGKILL).expect("kill");
+        // Not reaped yet: the killed child stays a zombie while `still_alive` looks.
+        let alive = still_alive(&processes, Duration::from_secs(1));
+        assert!(
+            stat_of(dead.id()).is_some_and(|process| process.is_defunct()),
+            "the killed child should be an unreaped zombie"
+        );
+        assert_eq!(alive, [live.id()]);
+        let _ = live.kill();
+        let _ = live.wait();
+        let _ = dead.wait();
+        assert!(still_alive(&processes, Duration::ZERO).is_empty());
     }
 }

@@ -14,6 +14,7 @@ pub mod proc;
 pub mod process_group;
 pub mod program;
 pub mod regular_file;
+pub mod signal_disposition;
 pub mod spawn;
 pub mod transcript_file;
 pub mod watchdog;

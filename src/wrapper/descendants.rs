@@ -33,6 +33,9 @@ use crate::platform::process_group;
 const SWEEP_LIMIT: Duration = Duration::from_secs(2);
 /// How often the wrapper's children are listed while sweeping.
 const SWEEP_POLL: Duration = Duration::from_millis(10);
+/// How long a sweep that gives up waits for its last SIGKILLs to take effect before it logs
+/// what still lives as surviving.
+const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// Who stops the launcher's descendants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +124,7 @@ impl Reaper {
             })
             .await
             .unwrap_or_default();
-            for &pid in &pass.stopped {
+            for pid in pass.stopped.iter().map(|killed| killed.pid) {
                 if !stopped.iter().any(|leftover| leftover.pid == pid) {
                     // A killed child stays a zombie until the next pass reaps it, so its
                     // name is still readable here.
@@ -134,8 +137,14 @@ impl Reaper {
                 return stopped;
             }
             if Instant::now() >= give_up_at {
-                if !pass.stopped.is_empty() {
-                    tracing::warn!(pids = ?pass.stopped, "leftover descendants survived SIGKILL");
+                let killed = pass.stopped;
+                let survivors = tokio::task::spawn_blocking(move || {
+                    descendant_sweep::still_alive(&killed, SURVIVOR_WAIT)
+                })
+                .await
+                .unwrap_or_default();
+                if !survivors.is_empty() {
+                    tracing::warn!(pids = ?survivors, "leftover descendants survived SIGKILL");
                 }
                 return stopped;
             }

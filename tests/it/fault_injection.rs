@@ -732,6 +732,63 @@ fn a_timeout_is_acted_on_while_a_state_write_is_held() {
     );
 }
 
+/// A signal that arrives after the attempt's outcome was decided — here while its commit is
+/// held by a failpoint — never rewrites it: the outcome is committed as decided (`timeout`,
+/// with the retry the policy scheduled in the same write), nothing more is launched, and the
+/// run exits 143 (docs/decisions.md, "State").
+#[test]
+fn a_signal_while_the_decided_outcome_is_committed_keeps_it_and_launches_nothing_more() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let mut command =
+        sandbox.quiet_run_command(PLAN, &agent, &["--timeout", "1", "--retries", "1"]);
+    command.env("FAILPOINTS", "state-commit-write=sleep(4000)");
+    let handler = command.spawn().expect("spawn handler");
+    // The outcome file is written after the decision and before the held commit.
+    assert!(
+        wait_until(PATIENCE, || !sandbox.artifacts(PLAN, "outcomes").is_empty()),
+        "the outcome was never written"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(handler.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal the handler");
+    let run = wait_for_exit(handler, PATIENCE);
+    run.assert_code(143);
+    sandbox.assert_no_survivors();
+
+    let state = sandbox.state(PLAN);
+    assert!(state["active_attempt"].is_null(), "{state:#}");
+    assert_eq!(state["last_run"]["status"], "timeout", "{state:#}");
+    assert_eq!(state["stop"]["reason"], "timeout", "{state:#}");
+    assert_eq!(state["retry_schedule"]["attempt"], 2, "{state:#}");
+    let outcome = read_json(&sandbox.artifacts(PLAN, "outcomes")[0]);
+    assert_eq!(outcome["status"], "timeout");
+    // No retry and no next phase.
+    assert_eq!(launches(&sandbox), ["phase-1"]);
+    assert_eq!(sandbox.artifacts(PLAN, "prompts").len(), 1);
+    let report = report_lines(&run.stderr);
+    assert_eq!(
+        report.first().map(String::as_str),
+        Some("timeout: agent command timed out after 1 seconds"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        report.last().map(String::as_str),
+        Some(
+            "interrupted by SIGTERM after the attempt's outcome was decided; the outcome stands as recorded (timeout) and nothing more was launched; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
+        ),
+        "{}",
+        run.stderr
+    );
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    assert_has_line(&status.stdout, "stopped: phase-1 (timeout)");
+}
+
 /// A transcript write that takes seconds does not delay a SIGTERM to the handler: the worker's
 /// group is stopped at once and the attempt is recorded as interrupted.
 #[test]

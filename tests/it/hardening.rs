@@ -779,6 +779,72 @@ fn a_signal_during_a_console_stall_is_acted_on() {
     drop(reader);
 }
 
+/// A pipe whose read end nobody reads and whose buffer is already full: the first write to
+/// the write end blocks. Returns (read end, write end).
+fn full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).expect("non-blocking");
+    let chunk = [b'x'; 4096];
+    loop {
+        match nix::unistd::write(&writer, &chunk) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EAGAIN) => break,
+            Err(error) => panic!("filling the pipe: {error}"),
+        }
+    }
+    // The status flags belong to the open file, which the handler shares: blocking again.
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::empty())).expect("blocking");
+    (reader, writer)
+}
+
+/// Whether the process `pid` (its main thread) sleeps in a write to a pipe.
+fn blocked_in_pipe_write(pid: u32) -> bool {
+    let wchan = fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    // `pipe_write`, `anon_pipe_write` on newer kernels; where wchan is hidden, the syscall
+    // (x86_64: write = 1) to fd 1.
+    wchan.contains("pipe_write")
+        || fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .is_ok_and(|syscall| syscall.starts_with("1 0x1 "))
+}
+
+/// Once everything is recorded the stopping signals have their default action again: the
+/// final report, blocked on a stdout nobody reads, ends at SIGTERM like any program's output
+/// instead of ignoring it.
+#[test]
+fn a_final_report_blocked_on_a_full_stdout_ends_at_sigterm() {
+    use std::os::unix::process::ExitStatusExt;
+    let (sandbox, agent) = one_phase("echo '<phase-complete>done</phase-complete>'\n");
+    let (reader, writer) = full_pipe();
+    let mut child = sandbox
+        .quiet_run_command("plan.md", &agent, &[])
+        .stdout(std::process::Stdio::from(writer))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn handler");
+    let pid = child.id();
+    let blocked = wait_until(PATIENCE, || {
+        read_state(&sandbox).is_some_and(|state| state["completed_phase_ids"] == json!(["phase-1"]))
+            && blocked_in_pipe_write(pid)
+    });
+    assert!(blocked, "the handler never blocked in its final report");
+    send(&child, Signal::SIGTERM);
+    let exited = wait_until(HANG_LIMIT, || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("SIGTERM did not end a handler blocked in its final report");
+    }
+    let status = child.wait().expect("status");
+    assert_eq!(status.signal(), Some(Signal::SIGTERM as i32), "{status:?}");
+    // The record was complete before the report: nothing of it was lost.
+    let state = read_state(&sandbox).expect("state");
+    assert!(state["stop"].is_null(), "{state:#}");
+    assert!(state["active_attempt"].is_null(), "{state:#}");
+    sandbox.assert_no_survivors();
+    drop(reader);
+}
+
 /// `run … | head -2`: the viewer goes away; the agent finishes, the phase completes and the
 /// transcript keeps everything.
 #[test]

@@ -518,17 +518,21 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
     let (mut child, agent) = start_waiting_run(&sandbox);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(143));
-    let not_before = sandbox.state(PLAN)["retry_schedule"]["not_before"]
+    let state = sandbox.state(PLAN);
+    let not_before = state["retry_schedule"]["not_before"]
         .as_str()
         .unwrap()
         .to_owned();
+    // The schedule records the n it was made under: `run --retries 1` is 2 attempts, whatever
+    // the config says.
+    assert_eq!(state["retry_schedule"]["max_attempts"], 2);
 
     let status = sandbox.run(&["status", "--plan", PLAN]);
     status.assert_code(0);
     assert_has_line(
         &status.stdout,
         &format!(
-            "retry scheduled: phase-1 attempt 2 of 1 not before {not_before} (exponential backoff); a run with the same retry policy resumes it"
+            "retry scheduled: phase-1 attempt 2 of 2 not before {not_before} (exponential backoff); a run with the same retry policy resumes it"
         ),
     );
     let json: Value =
@@ -539,7 +543,7 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
             "phase_id": "phase-1",
             "after": "missing-marker",
             "attempt": 2,
-            "of": 1,
+            "of": 2,
             "not_before": not_before,
             "reason": "backoff",
             "reason_text": "exponential backoff",
@@ -559,6 +563,61 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
     ] {
         assert_has_line(&check.stdout, line);
     }
+    // `check --retries 1` judges as `run --retries 1` runs: the schedule fits, run resumes it.
+    let check = sandbox.run(&[
+        "check",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        &primary,
+        "--retries",
+        "1",
+    ]);
+    check.assert_code(0);
+    for line in [
+        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s",
+        "rate_limit: 0 patterns and exit 75; waits off; 0 fallback agent commands",
+        &format!(
+            "note: phase phase-1 is stopped: missing-marker; a retry is scheduled (attempt 2, not before {not_before}, exponential backoff) and run resumes it"
+        ),
+    ] {
+        assert_has_line(&check.stdout, line);
+    }
+    let json: Value = serde_json::from_str(
+        &sandbox
+            .run(&[
+                "check",
+                "--plan",
+                PLAN,
+                "--agent-cmd",
+                &primary,
+                "--retries",
+                "1",
+                "--wait",
+                "--json",
+            ])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        json["retry"],
+        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s"
+    );
+    assert_eq!(
+        json["rate_limit"],
+        "rate_limit: 0 patterns and exit 75; up to 3 waits of 300 s by default, at most 21600 s each; 0 fallback agent commands"
+    );
+    assert_eq!(json["fallback_agent_cmds"], json!([]));
+    assert!(
+        json["notes"][0]
+            .as_str()
+            .is_some_and(|note| note.ends_with("and run resumes it")),
+        "{json:#}"
+    );
+    // A bad --retries is a usage error, as for run.
+    sandbox
+        .run(&["check", "--plan", PLAN, "--retries", "-1"])
+        .assert_code(5);
     config(
         &sandbox,
         json!({"retry": {"max_attempts": 2, "backoff_seconds": 30, "max_backoff_seconds": 30}}),
@@ -572,6 +631,31 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
         &check.stdout,
         &format!(
             "note: phase phase-1 is stopped: missing-marker; a retry is scheduled (attempt 2, not before {not_before}, exponential backoff) and run resumes it"
+        ),
+    );
+
+    // A schedule written before `max_attempts` was recorded stays readable; status then takes
+    // n from the config (max_attempts 3 here, to tell it apart).
+    config(
+        &sandbox,
+        json!({"retry": {"max_attempts": 3, "backoff_seconds": 30, "max_backoff_seconds": 30}}),
+    );
+    let mut old = sandbox.state(PLAN);
+    old["retry_schedule"]
+        .as_object_mut()
+        .unwrap()
+        .remove("max_attempts");
+    fs::write(
+        sandbox.state_path(PLAN),
+        serde_json::to_string_pretty(&old).unwrap(),
+    )
+    .unwrap();
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        &format!(
+            "retry scheduled: phase-1 attempt 2 of 3 not before {not_before} (exponential backoff); a run with the same retry policy resumes it"
         ),
     );
 }

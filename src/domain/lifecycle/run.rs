@@ -9,7 +9,10 @@
 //!   the plan file is re-hashed: an edit stops the run (see docs/state-and-recovery.md).
 //! - `--max-phases N` stops after N completed phases, but only while phases remain; a run that
 //!   completes the plan reports completion.
-//! - The first signal decides the exit code (128 + signal) whatever the attempt recorded.
+//! - The first signal decides the exit code (128 + signal) whatever the attempt recorded. A
+//!   signal that arrives after the attempt's outcome was decided (while it is committed) never
+//!   rewrites that outcome: it is committed as decided, a retry it scheduled stays scheduled,
+//!   and the loop launches nothing more.
 //! - A stopped phase whose retry the policy scheduled is waited for (backoff, rate-limit
 //!   reset) and run again instead of ending the run; a signal during that wait ends the run
 //!   at once, with the state as last committed (the schedule stays in it for a later run).
@@ -176,6 +179,15 @@ impl RunLoop {
                 AfterAttempt::Stop(self.exit_code(AttemptStatus::ExecutionIoFailed))
             }
         }
+    }
+
+    /// The signal that ends the run although the committed attempt was not interrupted: it
+    /// arrived after the attempt's outcome was decided (an interrupt before that decides the
+    /// outcome as `interrupted`). The outcome stands as decided; the loop stops with
+    /// 128 + the signal.
+    pub fn signal_after_decision(&self, status: AttemptStatus) -> Option<i32> {
+        self.first_signal
+            .filter(|_| status != AttemptStatus::Interrupted)
     }
 
     /// The exit code for an attempt status: a caught signal takes precedence.
@@ -353,6 +365,31 @@ mod tests {
         assert_eq!(
             run.attempt_concluded("phase-1", timeout),
             AfterAttempt::Stop(ExitCode::Signal(15))
+        );
+    }
+
+    #[test]
+    fn a_signal_after_the_outcome_was_decided_stops_the_loop_and_leaves_the_outcome() {
+        // The attempt decided `timeout` and was committing it when the signal came: the
+        // attempt machine is done and ignores it, so the committed status is not interrupted.
+        let mut run = RunLoop::new(None);
+        run.attempt_started();
+        assert_eq!(run.signal_caught(15), SignalAction::ForwardToAttempt);
+        let timeout = AttemptEnd::Committed {
+            status: AttemptStatus::Timeout,
+            retry_scheduled: true,
+        };
+        assert_eq!(
+            run.attempt_concluded("phase-1", timeout),
+            AfterAttempt::Stop(ExitCode::Signal(15))
+        );
+        assert_eq!(run.signal_after_decision(AttemptStatus::Timeout), Some(15));
+        // An interrupt that came in time decided the outcome itself.
+        assert_eq!(run.signal_after_decision(AttemptStatus::Interrupted), None);
+        // Without a signal there is nothing to say.
+        assert_eq!(
+            RunLoop::new(None).signal_after_decision(AttemptStatus::Timeout),
+            None
         );
     }
 

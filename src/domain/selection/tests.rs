@@ -474,6 +474,7 @@ fn with_schedule(phase_id: &str) -> State {
         phase_id: phase_id.into(),
         after: AttemptStatus::MissingMarker,
         attempt: 2,
+        max_attempts: Some(3),
         waits_used: 0,
         template_index: 0,
         not_before: at("2026-07-05T12:10:00Z"),

@@ -1518,6 +1518,7 @@ fn retry_schedule() -> RetrySchedule {
         phase_id: "phase-2".into(),
         after: AttemptStatus::MissingMarker,
         attempt: 2,
+        max_attempts: Some(3),
         waits_used: 0,
         template_index: 0,
         not_before: at("2026-07-05T12:10:00Z"),
@@ -1575,6 +1576,21 @@ fn a_retry_schedule_must_continue_the_stop_of_its_phase() {
     assert!(
         stopped.schedule_retry(retry_schedule()).is_ok() || stopped.validate(&layout()).is_err()
     );
+}
+
+#[test]
+fn a_retry_schedule_without_max_attempts_written_before_the_key_existed_is_read() {
+    let mut value: Value = serde_json::from_str(&scheduled_state().to_json()).unwrap();
+    value["retry_schedule"]
+        .as_object_mut()
+        .unwrap()
+        .remove("max_attempts");
+    let read = State::from_json(value.to_string().as_bytes(), &layout()).unwrap();
+    let schedule = read.retry_schedule.as_ref().unwrap();
+    assert_eq!(schedule.max_attempts, None);
+    assert_eq!(schedule.attempt, 2);
+    // Rewritten as read: the old document stays the old document.
+    assert!(!read.to_json().contains("max_attempts"));
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //!   "phase_id": "phase-2",
 //!   "after": "rate-limited",
 //!   "attempt": 1,
+//!   "max_attempts": 3,
 //!   "waits_used": 0,
 //!   "template_index": 1,
 //!   "not_before": "2026-11-30T12:00:00Z",
@@ -25,6 +26,9 @@
 //! - `attempt`: the counted attempt number the scheduled attempt has (k in "attempt k of n");
 //!   `waits_used`: the waits taken including a scheduled one; `rate_limited`: the wait cycle.
 //!   Together they are the [`RetryLedger`] of the scheduled attempt ([`RetrySchedule::ledger`]).
+//! - `max_attempts`: n in "attempt k of n", the policy's `max_attempts` when the schedule was
+//!   made (a `run --retries N` sets it, the config may say otherwise). Added after the first
+//!   schedules were written, so it is optional on read; always written.
 //! - `not_before` is rounded up to the second, so a resumed wait never ends early.
 
 use serde::Serialize;
@@ -60,6 +64,10 @@ pub struct RetrySchedule {
     pub phase_id: String,
     pub after: AttemptStatus,
     pub attempt: u32,
+    /// n in "attempt k of n" under the policy that made the schedule; `None` in a schedule
+    /// written before the key existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
     pub waits_used: u32,
     pub template_index: usize,
     pub not_before: Timestamp,
@@ -67,7 +75,7 @@ pub struct RetrySchedule {
     pub rate_limited: Vec<RateLimitedTemplate>,
 }
 
-/// The schedule's keys, in on-disk order.
+/// The schedule's required keys, in on-disk order.
 pub const SCHEDULE_KEYS: [&str; 8] = [
     "phase_id",
     "after",
@@ -78,6 +86,10 @@ pub const SCHEDULE_KEYS: [&str; 8] = [
     "reason",
     "rate_limited",
 ];
+
+/// Keys added later (absent from older states), strict when present; written after
+/// `attempt`.
+pub const OPTIONAL_SCHEDULE_KEYS: [&str; 1] = ["max_attempts"];
 
 /// The keys of one `rate_limited` entry, in on-disk order.
 pub const RATE_LIMITED_KEYS: [&str; 3] = ["template_index", "until", "reason"];
@@ -90,6 +102,7 @@ impl RetrySchedule {
             NextStep::Stop(_) => None,
             NextStep::RetryAfter {
                 not_before,
+                of,
                 template_index,
                 reason,
                 ledger,
@@ -98,6 +111,7 @@ impl RetrySchedule {
                 phase_id: phase_id.to_owned(),
                 after,
                 attempt: ledger.attempt,
+                max_attempts: Some(*of),
                 waits_used: ledger.waits_used,
                 template_index: *template_index,
                 not_before: ceil_to_second(*not_before),
@@ -172,16 +186,22 @@ impl RetrySchedule {
         Ok(schedule)
     }
 
-    /// Reads a schedule object strictly (every key required, no other allowed); the state
-    /// reader calls it on `retry_schedule`, then [`Self::validate`].
+    /// Reads a schedule object strictly (every original key required, the optional ones
+    /// allowed, no other); the state reader calls it on `retry_schedule`, then
+    /// [`Self::validate`].
     pub fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys(&SCHEDULE_KEYS)?;
+        object.expect_keys_and_optional(&SCHEDULE_KEYS, &OPTIONAL_SCHEDULE_KEYS)?;
         Ok(Self {
             phase_id: object.string("phase_id")?.to_owned(),
             after: object.enumerated("after", |text| {
                 AttemptStatus::parse(text).filter(|status| is_retryable(*status))
             })?,
             attempt: object.positive_integer("attempt")?,
+            max_attempts: if object.has("max_attempts") {
+                Some(object.positive_integer("max_attempts")?)
+            } else {
+                None
+            },
             waits_used: count(object, "waits_used")?,
             template_index: count(object, "template_index")?,
             not_before: object.timestamp("not_before")?,
@@ -213,6 +233,16 @@ impl RetrySchedule {
             return fail(format!(
                 "expected {} to be a positive integer",
                 at("attempt")
+            ));
+        }
+        if let Some(max_attempts) = self.max_attempts
+            && self.attempt > max_attempts
+        {
+            return fail(format!(
+                "{} ({}) exceeds {} ({max_attempts})",
+                at("attempt"),
+                self.attempt,
+                at("max_attempts")
             ));
         }
         for (index, entry) in self.rate_limited.iter().enumerate() {

@@ -19,6 +19,7 @@ fn switch() -> RetrySchedule {
         phase_id: "phase-2".into(),
         after: AttemptStatus::RateLimited,
         attempt: 1,
+        max_attempts: Some(3),
         waits_used: 0,
         template_index: 1,
         not_before: at("2026-11-30T12:00:00Z"),
@@ -62,6 +63,7 @@ fn writes_schema_order_and_round_trips() {
   "phase_id": "phase-2",
   "after": "rate-limited",
   "attempt": 1,
+  "max_attempts": 3,
   "waits_used": 0,
   "template_index": 1,
   "not_before": "2026-11-30T12:00:00Z",
@@ -84,7 +86,9 @@ fn writes_schema_order_and_round_trips() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys, SCHEDULE_KEYS);
+    let mut expected = SCHEDULE_KEYS.to_vec();
+    expected.insert(3, OPTIONAL_SCHEDULE_KEYS[0]);
+    assert_eq!(keys, expected);
     let entry_keys: Vec<&str> = value["rate_limited"][0]
         .as_object()
         .unwrap()
@@ -129,6 +133,14 @@ fn key_set_errors_name_the_dotted_key() {
             "expected attempt to be a positive integer (at retry_schedule.attempt)",
         ),
         (
+            edited(|v| v["max_attempts"] = json!(0)),
+            "expected max_attempts to be a positive integer (at retry_schedule.max_attempts)",
+        ),
+        (
+            edited(|v| v["max_attempts"] = json!(null)),
+            "expected max_attempts to be a positive integer (at retry_schedule.max_attempts)",
+        ),
+        (
             edited(|v| v["waits_used"] = json!(-1)),
             "expected retry_schedule.waits_used to be a non-negative integer that fits in 32 bits",
         ),
@@ -170,11 +182,35 @@ fn key_set_errors_name_the_dotted_key() {
 }
 
 #[test]
+fn a_schedule_written_before_max_attempts_existed_is_read_and_rewritten_without_it() {
+    let old = edited(|v| {
+        v.as_object_mut().unwrap().remove("max_attempts");
+    });
+    let schedule = read_nested(&old).unwrap();
+    assert_eq!(schedule.max_attempts, None);
+    assert_eq!(
+        schedule,
+        RetrySchedule {
+            max_attempts: None,
+            ..switch()
+        }
+    );
+    assert!(!schedule.to_json().contains("max_attempts"));
+}
+
+#[test]
 fn invariants_are_checked() {
     let cases: Vec<(Value, &str)> = vec![
         (
             edited(|v| v["phase_id"] = json!("")),
             "expected retry_schedule.phase_id to be nonempty",
+        ),
+        (
+            edited(|v| {
+                v["attempt"] = json!(3);
+                v["max_attempts"] = json!(2);
+            }),
+            "retry_schedule.attempt (3) exceeds retry_schedule.max_attempts (2)",
         ),
         (
             edited(|v| v["template_index"] = json!(0)),
@@ -250,6 +286,7 @@ fn schedules_from_steps_resume_the_same_ledger() {
     );
     let schedule = RetrySchedule::from_step("phase-2", AttemptStatus::RateLimited, &step).unwrap();
     assert_eq!(schedule.reason, RetryReason::FallbackTemplate);
+    assert_eq!(schedule.max_attempts, Some(3), "the policy's n is kept");
     assert_eq!(
         schedule.rate_limited[0].until,
         at("2026-11-30T12:01:31Z"),
