@@ -23,6 +23,9 @@ use crate::report::{self, Output};
 const POLL: Duration = Duration::from_millis(100);
 /// How often the followed run's handler is checked for life while its stream is quiet.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+/// How long an attempt may go without a line on the screen before its status line is shown
+/// again: a silent agent writes no output progress, and the elapsed time should still move.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 pub fn run(args: &WatchArgs) -> ExitCode {
     let location = match locate_for_report(&args.plan) {
@@ -58,6 +61,9 @@ pub fn run(args: &WatchArgs) -> ExitCode {
                 return end;
             }
         }
+        if quiet && !args.json {
+            watch.heartbeat();
+        }
         if quiet && last_check.elapsed() >= LIVENESS_CHECK {
             last_check = Instant::now();
             if let Some(pid) = watch.followed.as_ref().map(|run| run.pid)
@@ -81,6 +87,9 @@ struct Followed {
     phases: usize,
     /// The attempt in progress: its banner fields and when it started (as observed).
     attempt: Option<(String, usize, Instant)>,
+    /// The attempt's output so far and its last line, from its latest output progress.
+    output_bytes: u64,
+    last_line: Option<String>,
 }
 
 #[derive(Default)]
@@ -88,6 +97,8 @@ struct Watch {
     followed: Option<Followed>,
     /// The followed run's lines already in the stream when `watch` started.
     replay: Vec<String>,
+    /// When the last line was shown (text mode).
+    last_shown: Option<Instant>,
 }
 
 impl Watch {
@@ -140,6 +151,7 @@ impl Watch {
             Output::print_json(line);
         } else if let Some(text) = self.render(&event) {
             say(false, &text);
+            self.last_shown = Some(Instant::now());
         }
         (kind(&event) == "run-finished").then_some(ExitCode::Success)
     }
@@ -158,6 +170,8 @@ impl Watch {
                 let phase_id = text(event, "phase_id");
                 let index = number(event, "phase_index") as usize;
                 run.attempt = Some((phase_id.clone(), index, Instant::now()));
+                run.output_bytes = 0;
+                run.last_line = None;
                 report::phase_banner(
                     &phase_id,
                     index,
@@ -169,15 +183,10 @@ impl Watch {
             }
             "worker-spawned" => format!("worker started: pid {}", number(event, "pid")),
             "output-progress" => {
-                let (phase_id, index, since) = run.attempt.clone()?;
-                report::status_line(
-                    &phase_id,
-                    index,
-                    run.phases,
-                    since.elapsed(),
-                    number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes")),
-                    event["last_line"].as_str(),
-                )
+                run.output_bytes =
+                    number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes"));
+                run.last_line = event["last_line"].as_str().map(str::to_owned);
+                run.status_line()?
             }
             "stop-requested" => format!(
                 "stopping the attempt: {} ({})",
@@ -227,12 +236,45 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// Shows the attempt's status line again when nothing was shown for [`HEARTBEAT`].
+    fn heartbeat(&mut self) {
+        if self
+            .last_shown
+            .is_some_and(|shown| shown.elapsed() < HEARTBEAT)
+        {
+            return;
+        }
+        if let Some(line) = self.followed.as_ref().and_then(Followed::status_line) {
+            say(false, &line);
+            self.last_shown = Some(Instant::now());
+        }
+    }
+}
+
+impl Followed {
+    /// `phase-2 (2/5) 1m20s · 3.1 KiB · last line` while an attempt is in progress.
+    fn status_line(&self) -> Option<String> {
+        let (phase_id, index, since) = self.attempt.as_ref()?;
+        Some(report::status_line(
+            phase_id,
+            *index,
+            self.phases,
+            since.elapsed(),
+            self.output_bytes,
+            self.last_line.as_deref(),
+        ))
+    }
+}
+
 fn started(event: &Value) -> Followed {
     Followed {
         run_id: text(event, "run_id"),
         pid: number(event, "pid") as u32,
         phases: number(event, "phases") as usize,
         attempt: None,
+        output_bytes: 0,
+        last_line: None,
     }
 }
 

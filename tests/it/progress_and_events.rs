@@ -520,6 +520,16 @@ fn watch_picks_up_a_run_in_progress() {
         "watch did not catch up with the run: {:?}",
         fs::read_to_string(&screen)
     );
+    // The agent is silent, yet the watcher shows the attempt's status line again after a
+    // few seconds, its elapsed time moving.
+    assert!(
+        wait_until(PATIENCE, || fs::read_to_string(&screen)
+            .is_ok_and(|text| text.lines().any(|line| line
+                .starts_with("phase-1 (1/1) ")
+                && line.ends_with(" · 0 B")))),
+        "watch showed no status line for the silent attempt: {:?}",
+        fs::read_to_string(&screen)
+    );
     sandbox.write("GO", "");
     wait_for_exit(run, PATIENCE).assert_code(0);
     wait_for_exit(watch, PATIENCE).assert_code(0);
