@@ -10,7 +10,9 @@
 #
 #   scripts/e2e-real-clis.sh [CASE...]       run every case, or the named ones
 #   scripts/e2e-real-clis.sh --list          list the cases
-#   scripts/e2e-real-clis.sh --record DIR    record replay fixtures (tests/fixtures/replay)
+#   scripts/e2e-real-clis.sh --record DIR [CLI/MODE/SCENARIO...]
+#                                            record replay fixtures (tests/fixtures/replay):
+#                                            all of them, or the named ones (codex/json/err529)
 #
 # Environment:
 #   E2E_HOME       cache and scratch directory (default ~/.cache/ai-session-handler-e2e):
@@ -504,6 +506,9 @@ record_one() {
         claude/whole) launcher=claude-lean; args=(--effort high -p --output-format stream-json --verbose) ;;
     esac
     out=$dir/$cli/$mode/${scen%% *}.json
+    if [ "${#RECORD_ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${RECORD_ONLY[@]}" | grep -qxF "$cli/$mode/${scen%% *}"; then
+        return
+    fi
     mkdir -p "$(dirname "$out")"
     rm -f "$TMPDIR/final-message.txt"
     new_workspace "record-$cli-$mode-${scen%% *}"
@@ -512,6 +517,7 @@ record_one() {
         --cli "$cli $([ "$cli" = codex ] && echo "$CODEX_VERSION" || echo "$CLAUDE_VERSION")" \
         --scenario "$scen" -- "$repo/examples/launchers/$launcher" "${args[@]}" \
         <"$RUN_DIR/prompt.txt" >/dev/null 2>&1)
+    RECORDED+=("$cli/$mode/${scen%% *}")
     say "recorded $out"
 }
 
@@ -522,8 +528,8 @@ record_all() {
     printf '#!/bin/sh\ncat >"%s"\necho "<phase-complete>prompt saved</phase-complete>"\n' "$RUN_DIR/prompt.txt" >"$RUN_DIR/save-prompt"
     chmod +x "$RUN_DIR/save-prompt"
     (cd "$WS" && ai-session-handler run --plan docs/plans/p.md --agent-cmd "$RUN_DIR/save-prompt" --max-phases 1 --quiet >/dev/null)
-    for scen in ok tool_quoted quoted_same nomarker err401 err429 err500 "usage_limit reset_in=1200" \
-        "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+    for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
         record_one "$dir" codex json "$scen"
     done
     for scen in ok tool_quoted quoted_same err429 "usage_limit reset_in=1200" "tool_sleep secs=2"; do
@@ -552,9 +558,14 @@ isolate
 trap mock_stop EXIT
 mock_start
 if [ "${1-}" = --record ]; then
-    [ -n "${2-}" ] || die "usage: $0 --record DIR"
+    [ -n "${2-}" ] || die "usage: $0 --record DIR [CLI/MODE/SCENARIO...]"
     mkdir -p "$2"
-    record_all "$(cd "$2" && pwd)"
+    dir=$(cd "$2" && pwd)
+    RECORD_ONLY=("${@:3}") RECORDED=()
+    record_all "$dir"
+    for name in "${RECORD_ONLY[@]}"; do
+        printf '%s\n' "${RECORDED[@]}" | grep -qxF "$name" || die "no recording $name (see record_all)"
+    done
     exit 0
 fi
 if [ "$#" -eq 0 ]; then set -- $ALL_CASES; fi
