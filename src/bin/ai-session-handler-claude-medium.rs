@@ -33,7 +33,11 @@ use clap::Parser;
 /// when claude-lean is not on PATH, 126 when it cannot be started; 1 when the wrapper itself
 /// fails; 2 for a usage error.
 #[derive(Debug, Parser)]
-#[command(name = "ai-session-handler-claude-medium", version, verbatim_doc_comment)]
+#[command(
+    name = "ai-session-handler-claude-medium",
+    version,
+    verbatim_doc_comment
+)]
 struct Args {
     /// Claude model to pass through as --model (default: ANTHROPIC_MODEL, then Claude's settings).
     #[arg(long, value_name = "MODEL")]
