@@ -10,7 +10,9 @@
 #
 #   scripts/e2e-real-clis.sh [CASE...]       run every case, or the named ones
 #   scripts/e2e-real-clis.sh --list          list the cases
-#   scripts/e2e-real-clis.sh --record DIR    record replay fixtures (tests/fixtures/replay)
+#   scripts/e2e-real-clis.sh --record DIR [CLI/MODE/SCENARIO...]
+#                                            record replay fixtures (tests/fixtures/replay):
+#                                            all of them, or the named ones (codex/json/err529)
 #
 # Environment:
 #   E2E_HOME       cache and scratch directory (default ~/.cache/ai-session-handler-e2e):
@@ -263,9 +265,11 @@ expect_count() {
 }
 expect_no_blank_diagnostic() {
     grep -qxE '\[(codex|claude)\] ' "$RUN_DIR/logs/$CASE.transcript" && fail "an empty diagnostic line"
-    # Live console: no blank line where a live block was hidden. The one after the final
-    # block, hidden by the handler's console, is the handler's (docs/providers.md).
-    [ "$(grep -cx '' "$RUN_DIR/logs/$CASE.out")" -le 1 ] || fail "blank console lines"
+    # Live console: no blank line where a block was hidden, the wrapper's final block
+    # included: the handler's console hides a block on lines of its own together with its
+    # line end (docs/decisions.md, "A hidden block on lines of its own takes its line end
+    # with it").
+    [ "$(grep -cx '' "$RUN_DIR/logs/$CASE.out")" = 0 ] || fail "blank console lines"
 }
 expect_no_survivors() {
     wait_for 5 no_survivors || fail "survivors: $(survivors)"
@@ -277,7 +281,8 @@ expect_no_splice() {
 
 # --- cases ------------------------------------------------------------------------------
 # Each case_* function runs one scenario and checks it. CLAUDE_CODE_MAX_RETRIES=2 keeps
-# error cases short (the CLI's default is 10 retries with growing delays).
+# error cases short (the CLI's default is 10 retries with growing delays). The handler records
+# a wrapper's exit 75 as `rate-limited` (docs/unattended-runs.md).
 
 case_codex_ok() {
     run_handler "$CASE" ai-session-handler-codex-high ok
@@ -317,14 +322,31 @@ case_codex_401() {
 }
 case_codex_429_exits_75() {
     run_handler "$CASE" ai-session-handler-codex-high err429
-    expect_rc 4; expect_status agent-failed; expect_agent_exit 75
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_count 1 "exceeded retry limit, last status: 429 Too Many Requests"
     expect_text "[codex] no result reported: rate limited"
     expect_no_survivors
 }
+case_codex_500_not_rate_limited() {
+    run_handler "$CASE" ai-session-handler-codex-high err500
+    expect_rc 4; expect_status agent-failed; expect_agent_exit 1
+    expect_text "[codex] error: Reconnecting... 2/2 "
+    expect_text "[codex] no result reported: codex-lean's turn failed"
+    expect_no_survivors
+}
+case_codex_529_retries_exit_75() {
+    # An overload Codex's retries did not get past is temporary, like a 429.
+    run_handler "$CASE" ai-session-handler-codex-high err529
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
+    expect_text "[codex] error: Reconnecting... 1/2 (unexpected status 529 "
+    expect_text "[codex] error: Reconnecting... 2/2 (unexpected status 529 "
+    expect_count 1 "[codex] error: unexpected status 529 "
+    expect_text "[codex] no result reported: rate limited (the error above)"
+    expect_no_survivors
+}
 case_codex_usage_limit_exits_75() {
     run_handler "$CASE" ai-session-handler-codex-high "usage_limit reset_in=1200"
-    expect_rc 4; expect_status agent-failed; expect_agent_exit 75
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_text "hit your usage limit"; expect_text "try again at "
     expect_no_survivors
 }
@@ -385,7 +407,7 @@ case_claude_500_not_rate_limited() {
 }
 case_claude_429_exits_75() {
     CLAUDE_CODE_MAX_RETRIES=2 run_handler "$CASE" ai-session-handler-claude-high err429
-    expect_rc 4; expect_status agent-failed; expect_agent_exit 75
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_text "rate limited (API status 429): API Error: Request rejected (429)"
     expect_no_survivors
 }
@@ -393,12 +415,12 @@ case_claude_529_retries_beat_idle_timeout() {
     # The CLI retries for about 4 s; each retry is a line of output, so a 3 s idle timeout
     # does not fire, and the exhausted overload exits 75.
     CLAUDE_CODE_MAX_RETRIES=3 run_handler "$CASE" ai-session-handler-claude-high err529 --idle-timeout 3
-    expect_rc 4; expect_status agent-failed; expect_agent_exit 75
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_text "rate limited (API status 529)"; expect_no_survivors
 }
 case_claude_usage_limit_exits_75() {
     run_handler "$CASE" ai-session-handler-claude-high "usage_limit reset_in=1200"
-    expect_rc 4; expect_status agent-failed; expect_agent_exit 75
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_text "usage limit reached (mock) ∙ resets "; expect_no_survivors
 }
 case_claude_slow_stream_beats_idle_timeout() {
@@ -426,6 +448,9 @@ case_codex_sigterm_mid_stream() {
     # Codex shows nothing until the message is complete; wait for the request instead.
     signal_case ai-session-handler-codex-high "slow interval=0.5 duration=30" TERM mock_streaming
 }
+case_codex_sigint_mid_stream() {
+    signal_case ai-session-handler-codex-high "slow interval=0.5 duration=30" INT mock_streaming
+}
 case_claude_sigterm_mid_tool() { signal_case ai-session-handler-claude-high "tool_sleep secs=45" TERM tool_running; }
 case_claude_sigint_mid_tool() { signal_case ai-session-handler-claude-high "tool_sleep secs=45" INT tool_running; }
 case_claude_sigterm_mid_stream() { signal_case ai-session-handler-claude-high "slow interval=0.5 duration=30" TERM streaming; }
@@ -444,6 +469,7 @@ by_hand_case() {
     expect_no_survivors
 }
 case_codex_by_hand_sigterm_mid_tool() { by_hand_case ai-session-handler-codex-high TERM; }
+case_codex_by_hand_sigint_mid_tool() { by_hand_case ai-session-handler-codex-high INT; }
 case_codex_by_hand_sigterm_mid_tool_unsandboxed() {
     # Without Codex's sandbox (whose helper dies with Codex) the tool outlives Codex.
     CODEX_LEAN_SANDBOX=danger by_hand_case ai-session-handler-codex-high TERM
@@ -504,6 +530,9 @@ record_one() {
         claude/whole) launcher=claude-lean; args=(--effort high -p --output-format stream-json --verbose) ;;
     esac
     out=$dir/$cli/$mode/${scen%% *}.json
+    if [ "${#RECORD_ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${RECORD_ONLY[@]}" | grep -qxF "$cli/$mode/${scen%% *}"; then
+        return
+    fi
     mkdir -p "$(dirname "$out")"
     rm -f "$TMPDIR/final-message.txt"
     new_workspace "record-$cli-$mode-${scen%% *}"
@@ -512,6 +541,7 @@ record_one() {
         --cli "$cli $([ "$cli" = codex ] && echo "$CODEX_VERSION" || echo "$CLAUDE_VERSION")" \
         --scenario "$scen" -- "$repo/examples/launchers/$launcher" "${args[@]}" \
         <"$RUN_DIR/prompt.txt" >/dev/null 2>&1)
+    RECORDED+=("$cli/$mode/${scen%% *}")
     say "recorded $out"
 }
 
@@ -522,8 +552,8 @@ record_all() {
     printf '#!/bin/sh\ncat >"%s"\necho "<phase-complete>prompt saved</phase-complete>"\n' "$RUN_DIR/prompt.txt" >"$RUN_DIR/save-prompt"
     chmod +x "$RUN_DIR/save-prompt"
     (cd "$WS" && ai-session-handler run --plan docs/plans/p.md --agent-cmd "$RUN_DIR/save-prompt" --max-phases 1 --quiet >/dev/null)
-    for scen in ok tool_quoted quoted_same nomarker err401 err429 err500 "usage_limit reset_in=1200" \
-        "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+    for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
         record_one "$dir" codex json "$scen"
     done
     for scen in ok tool_quoted quoted_same err429 "usage_limit reset_in=1200" "tool_sleep secs=2"; do
@@ -552,9 +582,14 @@ isolate
 trap mock_stop EXIT
 mock_start
 if [ "${1-}" = --record ]; then
-    [ -n "${2-}" ] || die "usage: $0 --record DIR"
+    [ -n "${2-}" ] || die "usage: $0 --record DIR [CLI/MODE/SCENARIO...]"
     mkdir -p "$2"
-    record_all "$(cd "$2" && pwd)"
+    dir=$(cd "$2" && pwd)
+    RECORD_ONLY=("${@:3}") RECORDED=()
+    record_all "$dir"
+    for name in "${RECORD_ONLY[@]}"; do
+        printf '%s\n' "${RECORDED[@]}" | grep -qxF "$name" || die "no recording $name (see record_all)"
+    done
     exit 0
 fi
 if [ "$#" -eq 0 ]; then set -- $ALL_CASES; fi

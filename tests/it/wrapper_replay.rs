@@ -232,6 +232,45 @@ fn codex_rate_limit_exits_75_with_the_message() {
     assert_contains(&body, "[codex] no result reported: rate limited");
 }
 
+/// Issue 13: an overload (529) Codex retried and gave up on is shown retry by retry, and
+/// exits 75 like a rate limit.
+#[test]
+fn codex_overload_shows_its_retries_and_exits_75() {
+    let sandbox = Sandbox::new();
+    Replay::codex("err529").install(&sandbox);
+    let run = run_wrapped(&sandbox, CODEX, &[], &["--quiet"], &[]);
+    run.assert_code(4);
+    assert_contains(
+        &run.stderr,
+        "agent command exited with code 75 (temporary failure: rate limited)",
+    );
+    let outcome = outcome(&sandbox);
+    assert_eq!(outcome["status"], "rate-limited");
+    assert_eq!(outcome["exit_code"], 75);
+    let body = transcript_body(&sandbox);
+    for retry in ["1/2", "2/2"] {
+        assert_contains(
+            &body,
+            &format!("[codex] error: Reconnecting... {retry} (unexpected status 529 "),
+        );
+    }
+    // The error that ended the turn, once (the URL names the mock's port of the recording).
+    let last_error = "[codex] error: unexpected status 529 &lt;unknown status code>: mock 529 server_is_overloaded, url: ";
+    assert_eq!(
+        body.lines()
+            .filter(|line| line.starts_with(last_error))
+            .count(),
+        1,
+        "{body}"
+    );
+    assert_has_line(
+        &body,
+        "[codex] no result reported: rate limited (the error above)",
+    );
+    assert_lacks(&body, "<phase-");
+    sandbox.assert_no_survivors();
+}
+
 /// Issue 11, item 3: a usage limit exits 75, and its reset time survives in the output.
 #[test]
 fn codex_usage_limit_exits_75_with_the_reset_time() {

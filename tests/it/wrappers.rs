@@ -631,15 +631,30 @@ fn missing_launcher_is_a_clear_launch_error() {
     }
 }
 
+/// `--help` says what the wrapper runs (the arguments it passes, asserted by the library's
+/// unit tests) and how it exits, 75 included.
 #[test]
 fn help_describes_each_wrapper() {
-    for (wrapper, description) in [
-        (
-            CODEX,
-            "Run codex-lean exec with high reasoning and terminal marker filtering.",
-        ),
-        (CLAUDE_HIGH, "Run claude-lean with high effort"),
-        (CLAUDE_MEDIUM, "Run claude-lean with medium effort"),
+    let claude_facts = |effort: &str| {
+        vec![
+            format!(
+                "claude-lean --effort {effort} -p --output-format stream-json --verbose \
+                 --include-partial-messages [--model MODEL]"
+            ),
+            "tool results (`tool result".to_owned(),
+            "API retries (`API error".to_owned(),
+        ]
+    };
+    let codex_facts = vec![
+        "codex-lean exec --json --color never --output-last-message DIR/final-message.txt \
+         with CODEX_REASONING_EFFORT=high"
+            .to_owned(),
+        "reconnect retries included".to_owned(),
+    ];
+    for (wrapper, facts) in [
+        (CODEX, codex_facts),
+        (CLAUDE_HIGH, claude_facts("high")),
+        (CLAUDE_MEDIUM, claude_facts("medium")),
     ] {
         let output = Command::new(wrapper)
             .arg("--help")
@@ -647,7 +662,16 @@ fn help_describes_each_wrapper() {
             .expect("run wrapper");
         let run = finished(output);
         run.assert_code(0);
-        assert_contains(&run.stdout, description);
+        // Flowed text: compare with single spaces wherever a line was wrapped.
+        let text = run.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        for fact in &facts {
+            let fact = fact.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_contains(&text, &fact);
+        }
+        assert_contains(&text, "Exit code: ");
+        assert_contains(&text, "-lean's own; 75 when ");
+        assert_contains(&text, "the handler records `rate-limited`");
+        assert_contains(&text, "128 + N when signal N");
         assert_contains(&run.stdout, "--model <MODEL>");
         assert_eq!(run.stderr, "");
     }
