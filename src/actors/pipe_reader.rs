@@ -17,8 +17,9 @@ use super::notify;
 use super::transcript_writer::WriterMsg;
 use crate::domain::output_stream::OutputStream;
 
-/// Largest chunk handed on at once.
-pub const CHUNK_SIZE: usize = 256 * 1024;
+/// Largest chunk handed on at once: the pipe's capacity. Each chunk costs several
+/// cross-thread hand-offs, so a fast producer's output travels in few, large chunks.
+pub const CHUNK_SIZE: usize = 1024 * 1024;
 /// A chunk is topped up from the pipe only while at least this much room is left.
 const MIN_TOP_UP: usize = 16 * 1024;
 
