@@ -140,23 +140,29 @@ pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result
 pub fn write_new_durably(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
     let mut file = create_new(path)?;
     // The failpoint sits where a full disk strikes: after the file exists.
-    let written = (|| {
-        failpoint!(format!("{failpoint_label}-write").as_str());
-        file.write_all(bytes)
-    })();
-    if let Err(error) = written {
+    if let Err(error) = write_step(&mut file, bytes, failpoint_label) {
         // A partly written record (a full disk) is evidence of nothing and would only be
         // mistaken for one: the file is ours, created a moment ago, so it goes.
         let _ = fs::remove_file(path);
         return Err(with_path(error, path));
     }
-    let synced = (|| {
-        failpoint!(format!("{failpoint_label}-fsync").as_str());
-        file.sync_all()
-    })();
-    synced.map_err(|e| with_path(e, path))?;
+    fsync_step(&file, failpoint_label).map_err(|e| with_path(e, path))?;
     failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
     sync_dir(parent_dir(path)?)
+}
+
+/// The write of [`write_new_durably`], behind its failpoint.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn write_step(file: &mut File, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
+    failpoint!(format!("{failpoint_label}-write").as_str());
+    file.write_all(bytes)
+}
+
+/// The file fsync of [`write_new_durably`], behind its failpoint.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn fsync_step(file: &File, failpoint_label: &str) -> io::Result<()> {
+    failpoint!(format!("{failpoint_label}-fsync").as_str());
+    file.sync_all()
 }
 
 /// Creates `dir` and its parents, then fsyncs each directory whose entry set changed, so the
