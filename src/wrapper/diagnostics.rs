@@ -204,6 +204,46 @@ impl StreamTranslator for DiagnosticStream {
     }
 }
 
+/// What every translator's property test feeds: JSON-ish chunks, tag openers included.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use proptest::prelude::*;
+
+    use super::StreamTranslator;
+
+    /// Up to eight chunks of up to 40 bytes, dense in the bytes JSON and tags are made of.
+    pub(crate) fn json_like_chunks() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        proptest::collection::vec(
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(b'{'),
+                    Just(b'}'),
+                    Just(b'"'),
+                    Just(b'\n'),
+                    Just(b'<'),
+                    Just(b':'),
+                    any::<u8>(),
+                ],
+                0..40,
+            ),
+            0..8,
+        )
+    }
+
+    /// Feeds every chunk, then finishes the stream; returns everything written.
+    pub(crate) fn translate_all(
+        translator: &mut impl StreamTranslator,
+        chunks: &[Vec<u8>],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            translator.translate(chunk, &mut out);
+        }
+        translator.finish(&mut out);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

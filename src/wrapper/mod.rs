@@ -1,4 +1,4 @@
-//! Library half of the provider wrapper binaries (docs/providers.md, `docs/providers.md`).
+//! Library half of the provider wrapper binaries (docs/providers.md).
 //!
 //! A wrapper sits between the runner and a provider's launcher (`codex-lean`, `claude-lean`).
 //! To the runner it is an ordinary worker; to the launcher it is the caller that supplies the
