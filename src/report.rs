@@ -6,8 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::actors::attempt_supervisor::RecordFailure;
-use crate::actors::run_supervisor::{RunEnd, RunResult};
+use crate::actors::run::{RunEnd, RunResult};
 use crate::cli::Ledger;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -17,6 +16,7 @@ use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::selection::Refusal;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
@@ -102,8 +102,8 @@ pub fn run_end(end: &RunEnd) -> Output {
             decision,
             outcome_path,
             transcript_path,
-            signal_after_decision,
             retry_scheduled,
+            ..
         } => {
             let mut output = match decision.status {
                 AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
@@ -116,7 +116,7 @@ pub fn run_end(end: &RunEnd) -> Output {
                     transcript_path,
                 ),
             };
-            if let Some(signal) = signal_after_decision {
+            if let Some(signal) = end.signal_after_decision() {
                 let retry = if *retry_scheduled {
                     "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
                 } else {
@@ -124,7 +124,7 @@ pub fn run_end(end: &RunEnd) -> Output {
                 };
                 output.err_line(format!(
                     "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{retry}",
-                    signal_name(*signal),
+                    signal_name(signal),
                     decision.status
                 ));
             }
@@ -133,6 +133,7 @@ pub fn run_end(end: &RunEnd) -> Output {
         RunEnd::NotPrepared {
             error,
             still_active,
+            ..
         } => {
             let first_line = format!(
                 "{}: could not prepare attempt state: {error}",
@@ -152,6 +153,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             failure,
             attempt,
             still_active,
+            ..
         } => {
             let first_line = if ExitCode::for_status(decision.status) == ExitCode::AgentFailed {
                 match failure {
@@ -443,7 +445,7 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
     let output = run_end(end);
     // The first line a person would read: the failure, refusal or error (none on success).
     let message = output.stderr.first().cloned();
-    let error = (result.exit == ExitCode::InvalidInput || kind == "error")
+    let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
         .then(|| message.clone())
         .flatten();
     let (outcome_path, transcript_path) = match end {
@@ -470,13 +472,13 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         .map(|row| row.phase_id.as_str())
         .collect();
     json!({
-        "exit_code": result.exit.code(),
+        "exit_code": result.exit().code(),
         "result": kind,
         "attempt_id": attempt_id,
         "status": last.map(|row| row.status.as_str()),
         "phase": phase,
         "text": text,
-        "message": message.filter(|_| result.exit != ExitCode::Success),
+        "message": message.filter(|_| result.exit() != ExitCode::Success),
         "outcome_path": outcome_path,
         "transcript_path": transcript_path,
         "prompt_path": ledger.last_prompt(),

@@ -1,11 +1,13 @@
-//! The ractor supervision tree that executes `run` (see `docs/architecture.md`).
+//! The ractor supervision tree that executes `run` (see `docs/architecture.md`). Files follow
+//! the tree: the run supervisor and its children in `run/`, the attempt supervisor and its
+//! children in `attempt/`, the state store (written by both) here.
 //!
 //! ```text
-//! RunSupervisor                 one per invocation; owns the phase loop
+//! RunSupervisor                 run/: executes the run loop (domain::lifecycle::run)
 //! ├── SignalIntake              SIGINT/SIGTERM/SIGHUP/SIGQUIT → RunMsg::SignalReceived
 //! ├── WorkspaceLocks            flock'd directory descriptors
 //! ├── StateStore                sole writer of state.json and outcomes/*.json
-//! └── AttemptSupervisor         one per attempt
+//! └── AttemptSupervisor         attempt/: executes the attempt lifecycle, one per attempt
 //!     ├── TranscriptWriter      transcript file + live console (thread)
 //!     ├── MarkerParser          per-stream result-block framing
 //!     ├── StopScanner           streaming stop regexes over the combined output
@@ -15,35 +17,28 @@
 //!     └── PipeReader(stderr)
 //! ```
 //!
-//! Each actor owns exactly one resource and is the only code that touches it. Recoverable
-//! failures travel in replies (`Result`), never as handler errors, because an `Err` from a
-//! ractor handler kills the actor.
+//! Each actor owns exactly one resource and is the only code that touches it. Message enums
+//! live in their own files (`run/messages.rs`, `attempt/messages.rs`), so a child imports its
+//! parent's messages, never its parent. Recoverable failures travel in replies (`Result`),
+//! never as handler errors, because an `Err` from a ractor handler kills the actor.
 
-pub mod attempt_supervisor;
-pub mod deadline_timer;
-pub mod group_killer;
-pub mod marker_parser;
-pub mod observer;
-pub mod pipe_reader;
-pub mod run_supervisor;
-pub mod signal_intake;
-pub mod state_store;
-pub mod stop_scanner;
-pub mod transcript_writer;
-pub mod workspace_locks;
+pub(crate) mod attempt;
+pub(crate) mod observer;
+pub(crate) mod run;
+pub(crate) mod state_store;
 
 use ractor::{ActorRef, Message};
 
 /// Sends a fire-and-forget message, ignoring a recipient that already stopped: during
 /// shutdown late notifications are expected and harmless.
-pub fn notify<M: Message>(actor: &ActorRef<M>, message: M) {
+pub(crate) fn notify<M: Message>(actor: &ActorRef<M>, message: M) {
     if actor.cast(message).is_err() {
         tracing::trace!(actor = %actor.get_id(), "notification dropped: recipient stopped");
     }
 }
 
 /// Calls an actor and unwraps the reply; `None` when the actor is gone.
-pub async fn call<M: Message, R: Send + 'static>(
+pub(crate) async fn call<M: Message, R: Send + 'static>(
     actor: &ActorRef<M>,
     message: impl FnOnce(ractor::RpcReplyPort<R>) -> M,
 ) -> Option<R> {
@@ -56,7 +51,7 @@ pub async fn call<M: Message, R: Send + 'static>(
 /// Runs blocking work (file writes and reads, `/proc` scans) on tokio's blocking pool, so no
 /// runtime worker thread ever waits on the disk or the kernel. A panic in the work is
 /// re-raised in the caller, where ractor turns it into an actor failure.
-pub async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     match tokio::task::spawn_blocking(work).await {
         Ok(value) => value,
         Err(error) => std::panic::resume_unwind(error.into_panic()),

@@ -8,26 +8,26 @@ use std::sync::Arc;
 use crate::domain::events::{EventRecord, RunEvent};
 
 /// Receives every event of a run, in order.
-pub trait RunObserver: Send + Sync + 'static {
+pub(crate) trait RunObserver: Send + Sync + 'static {
     fn observe(&self, record: &EventRecord);
 }
 
 /// Stamps and hands events to the run's observer; cheap to clone into every actor.
 #[derive(Clone)]
-pub struct Emitter {
+pub(crate) struct Emitter {
     observer: Arc<dyn RunObserver>,
     run_id: Arc<str>,
 }
 
 impl Emitter {
-    pub fn new(observer: Arc<dyn RunObserver>, run_id: &str) -> Self {
+    pub(crate) fn new(observer: Arc<dyn RunObserver>, run_id: &str) -> Self {
         Self {
             observer,
             run_id: run_id.into(),
         }
     }
 
-    pub fn emit(&self, attempt_id: Option<&str>, event: RunEvent) {
+    pub(crate) fn emit(&self, attempt_id: Option<&str>, event: RunEvent) {
         self.observer.observe(&EventRecord {
             at: chrono::Utc::now(),
             run_id: self.run_id.to_string(),

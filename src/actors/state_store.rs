@@ -14,76 +14,41 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::off_runtime;
 use crate::domain::identity::ProcessIdentity;
-use crate::domain::outcome::{OutcomeError, OutcomeRecord};
+use crate::domain::outcome::OutcomeRecord;
 use crate::domain::retry::schedule::RetrySchedule;
-use crate::domain::state::{ActiveAttempt, PlanRecord, State, StateError, StateLayout};
+use crate::domain::state::{
+    ActiveAttempt, CommitError, PlanRecord, State, StateError, StateLayout, StateWriteError,
+};
 use crate::domain::timestamp::Timestamp;
 use crate::platform::durable::{self, ReplaceError};
 
-/// Why a state write did not happen (or did not become durable).
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The transition does not apply to the current state (a caller bug, reported).
-    #[error("{0}")]
-    Transition(StateError),
-    /// The result would break the schema or an invariant.
-    #[error("refusing to write invalid state: {0}")]
-    Invalid(StateError),
-    /// The keyed state directories could not be created.
-    #[error("{0}")]
-    Directories(io::Error),
-    /// `state.json` still holds the previous document.
-    #[error("{path}: {source}")]
-    NotReplaced { path: String, source: io::Error },
-    /// Readers see the new document, but it may not survive a power loss.
-    #[error("{path}: replaced, but not durably: {source}")]
-    NotDurable { path: String, source: io::Error },
-    /// The store actor is gone (only during teardown).
-    #[error("state store stopped")]
-    Stopped,
-}
-
-/// Why a commit did not complete.
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError {
-    /// The outcome record is invalid; nothing was written.
-    #[error("invalid outcome: {0}")]
-    InvalidOutcome(OutcomeError),
-    /// The outcome record could not be written; nothing changed.
-    #[error("{0}")]
-    OutcomeWrite(io::Error),
-    /// The outcome record is on disk but `state.json` does not reference it.
-    #[error("{0}")]
-    StateWrite(StoreError),
-}
-
 /// A prepared attempt plus what must be written in the same replacement.
-pub struct Preparation {
-    pub attempt: ActiveAttempt,
+pub(crate) struct Preparation {
+    pub(crate) attempt: ActiveAttempt,
     /// A plan record to accept (first run, or an accepted change).
-    pub accept: Option<PlanRecord>,
+    pub(crate) accept: Option<PlanRecord>,
     /// Resolve the abandoned attempt as interrupted, finished at this time.
-    pub resolve_abandoned_at: Option<Timestamp>,
+    pub(crate) resolve_abandoned_at: Option<Timestamp>,
 }
 
-pub enum StoreMsg {
+pub(crate) enum StoreMsg {
     /// The last durable state.
     Current { reply: RpcReplyPort<State> },
     /// Record a plan acceptance on its own (used when no attempt follows).
     AcceptPlan {
         record: PlanRecord,
-        reply: RpcReplyPort<Result<(), StoreError>>,
+        reply: RpcReplyPort<Result<(), StateWriteError>>,
     },
     /// Record a prepared attempt; replies with the state now durable.
     Prepare {
         preparation: Box<Preparation>,
-        reply: RpcReplyPort<Result<State, StoreError>>,
+        reply: RpcReplyPort<Result<State, StateWriteError>>,
     },
     /// Record that the prepared attempt is running, with its identity when known.
     MarkRunning {
         attempt_id: String,
         identity: Option<ProcessIdentity>,
-        reply: RpcReplyPort<Result<(), StoreError>>,
+        reply: RpcReplyPort<Result<(), StateWriteError>>,
     },
     /// Write the outcome record, then commit it into the state, with the retry the policy
     /// scheduled after it (in the same replacement, so a crash never separates them).
@@ -94,14 +59,14 @@ pub enum StoreMsg {
     },
 }
 
-pub struct StateStore;
+pub(crate) struct StateStore;
 
-pub struct StoreArgs {
-    pub layout: StateLayout,
-    pub loaded: State,
+pub(crate) struct StoreArgs {
+    pub(crate) layout: StateLayout,
+    pub(crate) loaded: State,
 }
 
-pub struct StoreState {
+pub(crate) struct StoreState {
     layout: StateLayout,
     durable: State,
 }
@@ -171,7 +136,7 @@ impl Actor for StateStore {
 }
 
 impl StoreState {
-    async fn prepare(&mut self, preparation: Preparation) -> Result<State, StoreError> {
+    async fn prepare(&mut self, preparation: Preparation) -> Result<State, StateWriteError> {
         let Preparation {
             attempt,
             accept,
@@ -180,7 +145,7 @@ impl StoreState {
         let layout = self.layout.clone();
         off_runtime(move || ensure_dirs(&layout))
             .await
-            .map_err(StoreError::Directories)?;
+            .map_err(StateWriteError::Directories)?;
         self.replace("state-prepare", |next| {
             next.apply_preparation(attempt, accept, resolve_abandoned_at)
         })
@@ -193,10 +158,11 @@ impl StoreState {
         &mut self,
         failpoint_label: &'static str,
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
-    ) -> Result<State, StoreError> {
+    ) -> Result<State, StateWriteError> {
         let mut next = self.durable.clone();
-        transition(&mut next).map_err(StoreError::Transition)?;
-        next.validate(&self.layout).map_err(StoreError::Invalid)?;
+        transition(&mut next).map_err(StateWriteError::Transition)?;
+        next.validate(&self.layout)
+            .map_err(StateWriteError::Invalid)?;
         let path = self.layout.state_path();
         let bytes = next.to_json().into_bytes();
         let target = path.clone();
@@ -212,7 +178,7 @@ impl StoreState {
             }
             Err(ReplaceError::NotReplaced(source)) => {
                 tracing::info!(write = failpoint_label, path, error = %source, "state write failed; last durable record kept");
-                Err(StoreError::NotReplaced { path, source })
+                Err(StateWriteError::NotReplaced { path, source })
             }
             Err(ReplaceError::NotDurable(source)) => {
                 // Readers already see the new document, so it is the current state from now
@@ -220,7 +186,7 @@ impl StoreState {
                 // power loss.
                 tracing::info!(write = failpoint_label, path, error = %source, "state replaced but not durable");
                 self.durable = next;
-                Err(StoreError::NotDurable { path, source })
+                Err(StateWriteError::NotDurable { path, source })
             }
         }
     }

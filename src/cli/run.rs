@@ -14,7 +14,7 @@ use super::args::RunArgs;
 use super::event_stream::EventStream;
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
-use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunSupervisor};
+use crate::actors::run::{RunArgs as SupervisorArgs, RunSupervisor};
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
@@ -161,7 +161,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
             } else {
                 report::run_end(&result.end).print();
             }
-            result.exit
+            result.exit()
         }
         Err(message) => {
             print_error(args.json, ExitCode::AgentFailed, &message, started);

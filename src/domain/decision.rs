@@ -8,12 +8,13 @@
 //!
 //! Rate limits (issue 11) fit in without a new precedence level: a matched rate-limit pattern
 //! is one more stop cause (the first cause still wins, an interruption still decides the
-//! outcome, and a stop regex outranks a rate-limit pattern found in the same chunk — see
-//! [`StopCause::first_match`]), and exit code 75 (`EX_TEMPFAIL`) is the one nonzero exit that
+//! outcome, and a stop regex outranks a rate-limit pattern found in the same chunk, having the lower index in the one
+//! pattern set — see [`crate::domain::stop_regex::PatternKind`]), and exit code 75 (`EX_TEMPFAIL`) is the one nonzero exit that
 //! means `rate-limited` rather than `agent-failed`. Because it is a nonzero exit, it beats a
 //! result block printed before it.
 
 use super::config::format_seconds;
+use super::failure::ExecutionFailure;
 use super::marker::{MarkerVerdict, ResultKind};
 use super::state::AttemptStatus;
 
@@ -37,8 +38,9 @@ pub enum StopCause {
         signal: i32,
         during: Option<Box<StopCause>>,
     },
-    /// Reading a pipe, writing the transcript or the live console, or recording the running attempt failed.
-    ExecutionIo { message: String },
+    /// The attempt's own machinery failed: reading a pipe, writing the transcript, recording
+    /// the running attempt, an attempt actor.
+    ExecutionIo(ExecutionFailure),
 }
 
 impl StopCause {
@@ -51,7 +53,7 @@ impl StopCause {
             Self::StopRegex { .. } => "stop-regex",
             Self::RateLimited { .. } => "rate-limited",
             Self::Interrupted { .. } => "interrupted",
-            Self::ExecutionIo { .. } => "execution-io",
+            Self::ExecutionIo(_) => "execution-io",
         }
     }
 
@@ -173,9 +175,9 @@ fn decide_stop(cause: &StopCause) -> Decision {
                 ),
             },
         ),
-        StopCause::ExecutionIo { message } => (
+        StopCause::ExecutionIo(failure) => (
             AttemptStatus::ExecutionIoFailed,
-            format!("attempt execution IO failed: {message}"),
+            format!("attempt execution IO failed: {failure}"),
         ),
     };
     Decision { status, summary }
@@ -295,9 +297,9 @@ mod tests {
                 "handler interrupted while the worker was active (SIGINT); the attempt was already stopping: agent command timed out after 1 seconds",
             ),
             (
-                StopCause::ExecutionIo {
-                    message: "broken pipe".into(),
-                },
+                StopCause::ExecutionIo(ExecutionFailure::Output {
+                    detail: "broken pipe".into(),
+                }),
                 AttemptStatus::ExecutionIoFailed,
                 "attempt execution IO failed: broken pipe",
             ),

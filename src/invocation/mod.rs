@@ -270,10 +270,9 @@ pub struct RunSettings {
     pub max_phases: Option<u64>,
     pub timeout_seconds: Option<f64>,
     pub idle_timeout_seconds: Option<f64>,
-    /// The stop regexes, then the rate-limit patterns, scanned as one set: a match at an index
-    /// below `stop_pattern_count` is a stop regex (which wins a tie, having the lower index).
+    /// The stop regexes, then the rate-limit patterns, scanned as one set; a match says which
+    /// kind it is (a stop regex wins a tie, having the lower index).
     pub stop_patterns: Arc<StopPatterns>,
-    pub stop_pattern_count: usize,
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
     pub flags: RecoveryFlags,
@@ -315,25 +314,25 @@ pub fn effective_settings(
             path: location.config_path.clone(),
             error,
         })?;
-    let mut patterns = config.stop_on_regex.clone();
-    let config_count = patterns.len();
-    patterns.extend(overrides.stop_on_regex.iter().cloned());
-    let stop_pattern_count = patterns.len();
-    patterns.extend(config.rate_limit.patterns.iter().cloned());
-    let stop_patterns = StopPatterns::compile(&patterns).map_err(|error| {
-        let origin = if error.index < config_count {
-            format!("{}: stop_on_regex[{}]", location.config_path, error.index)
-        } else if error.index < stop_pattern_count {
-            "--stop-on-regex".to_owned()
-        } else {
-            format!(
-                "{}: rate_limit.patterns[{}]",
-                location.config_path,
-                error.index - stop_pattern_count
-            )
-        };
-        InputError::StopPattern { origin, error }
-    })?;
+    let mut stop_regexes = config.stop_on_regex.clone();
+    let config_count = stop_regexes.len();
+    stop_regexes.extend(overrides.stop_on_regex.iter().cloned());
+    let stop_pattern_count = stop_regexes.len();
+    let stop_patterns = StopPatterns::compile_kinds(&stop_regexes, &config.rate_limit.patterns)
+        .map_err(|error| {
+            let origin = if error.index < config_count {
+                format!("{}: stop_on_regex[{}]", location.config_path, error.index)
+            } else if error.index < stop_pattern_count {
+                "--stop-on-regex".to_owned()
+            } else {
+                format!(
+                    "{}: rate_limit.patterns[{}]",
+                    location.config_path,
+                    error.index - stop_pattern_count
+                )
+            };
+            InputError::StopPattern { origin, error }
+        })?;
     let retry = match overrides.retries {
         Some(retries) => config.retry.clone().with_retries(retries),
         None => config.retry.clone(),
@@ -357,7 +356,6 @@ pub fn effective_settings(
     Ok(RunSettings {
         templates: std::iter::once(template).chain(fallbacks).collect(),
         template_origins,
-        stop_pattern_count,
         retry,
         rate_limit,
         max_phases: overrides.max_phases.or(config.max_phases),

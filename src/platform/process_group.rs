@@ -14,26 +14,12 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
 
-/// The signals the killer sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopSignal {
-    Terminate,
-    Kill,
-}
+pub use crate::domain::escalation::StopSignal;
 
-impl StopSignal {
-    fn as_nix(self) -> Signal {
-        match self {
-            Self::Terminate => Signal::SIGTERM,
-            Self::Kill => Signal::SIGKILL,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Terminate => "SIGTERM",
-            Self::Kill => "SIGKILL",
-        }
+fn as_nix(signal: StopSignal) -> Signal {
+    match signal {
+        StopSignal::Terminate => Signal::SIGTERM,
+        StopSignal::Kill => Signal::SIGKILL,
     }
 }
 
@@ -58,7 +44,7 @@ pub fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalErro
     if pgid <= 1 || pgid == own_group {
         return Err(GroupSignalError::NotAWorkerGroup(pgid));
     }
-    match killpg(Pid::from_raw(pgid as i32), signal.as_nix()) {
+    match killpg(Pid::from_raw(pgid as i32), as_nix(signal)) {
         Ok(()) | Err(Errno::ESRCH) => Ok(()),
         Err(errno) => Err(GroupSignalError::Failed {
             pgid,

@@ -33,7 +33,8 @@ use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, recv, socket
 use nix::unistd::{getpgrp, getpid, getppid, setsid};
 
 use super::proc;
-use super::process_group::{self, StopSignal};
+use super::process_group;
+use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
 use crate::domain::watchdog::{MAX_MESSAGE, Registry, WatchdogMessage};
 
 /// The hidden first argument that makes the binary a watchdog.
@@ -41,10 +42,6 @@ pub const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
 
 /// How often the watchdog forgets groups that are gone.
 const PRUNE_INTERVAL: u16 = 500;
-/// Grace between SIGTERM and SIGKILL, as for the handler's own killer.
-const TERMINATE_GRACE: Duration = Duration::from_millis(500);
-/// How long SIGKILL is re-sent while members remain.
-const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
 /// How long the handler waits for the watchdog to exit at the end of a run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -235,28 +232,35 @@ fn watch(handler_pgid: u32) -> i32 {
     0
 }
 
-/// SIGTERM, the grace period, then SIGKILL while any member lives (bounded).
+/// Stops each group as the group killer does ([`Escalation`]: SIGTERM, the grace period, then
+/// SIGKILL while any member lives, bounded), all of them at once.
 fn stop_groups(groups: &[u32]) {
     let alive = |pgid: u32| {
         process_group::group_exists(pgid)
             && proc::live_group_members(pgid).is_ok_and(|members| !members.is_empty())
     };
-    for pgid in groups {
-        let _ = process_group::signal_group(*pgid, StopSignal::Terminate);
-    }
-    let kill_at = Instant::now() + TERMINATE_GRACE;
-    while Instant::now() < kill_at && groups.iter().any(|pgid| alive(*pgid)) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let give_up_at = Instant::now() + KILL_ROUNDS_LIMIT;
-    loop {
-        let remaining: Vec<u32> = groups.iter().copied().filter(|pgid| alive(*pgid)).collect();
-        if remaining.is_empty() || Instant::now() >= give_up_at {
-            return;
+    let mut stopping: Vec<(u32, Escalation)> = groups
+        .iter()
+        .map(|pgid| (*pgid, Escalation::terminate()))
+        .collect();
+    while !stopping.is_empty() {
+        let now = Instant::now();
+        let mut next_check = CHECK_INTERVAL;
+        stopping.retain_mut(
+            |(pgid, escalation)| match escalation.step(now, alive(*pgid)) {
+                KillStep::Send(signal) => {
+                    let _ = process_group::signal_group(*pgid, signal);
+                    true
+                }
+                KillStep::CheckAfter(after) => {
+                    next_check = next_check.min(after);
+                    true
+                }
+                KillStep::Emptied | KillStep::GaveUp => false,
+            },
+        );
+        if !stopping.is_empty() {
+            std::thread::sleep(next_check);
         }
-        for pgid in remaining {
-            let _ = process_group::signal_group(pgid, StopSignal::Kill);
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -5,10 +5,10 @@
 //! table).
 //!
 //! ```text
-//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──decide──▶ Done
+//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──Gathered──▶ Done
 //!     │                     │                                               ▲
 //!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘
-//!     └──SetupFailed / LaunchFailed──▶ Recording (no worker) ──decide──▶ Done
+//!     └──SetupFailed / LaunchFailed──▶ Done (no worker; outcome decided at once)
 //!     └──PreparedRecordFailed──▶ Done (nothing written)
 //! ```
 //!
@@ -28,23 +28,31 @@
 //!   does. Backpressure from the console holds only while the worker runs.
 //! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
 //!   after a normal exit) → close our read ends if a pipe is still held after the drain limit
-//!   → record. Each is issued at most once; nothing is issued once the attempt is done.
+//!   → gather → commit (or leave unresolved). Each is issued at most once; nothing is issued
+//!   once the attempt is done.
+//! - **Deciding**: a stop cause wins, then a nonzero exit, then the framing verdict
+//!   ([`crate::domain::decision::decide`]). What recording finds decides only if nothing did
+//!   before: first a trailer that could not be written, then a pattern matched at the real end
+//!   of input. The wall-clock deadline wins a tie with the idle deadline. After a failed state
+//!   write nothing more is written: the decided outcome is reported, not committed.
 
 use super::GroupReport;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
+use crate::domain::failure::ExecutionFailure;
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::AttemptStatus;
+use crate::domain::stop_regex::{PatternKind, StopMatch};
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttemptEvent {
     /// The prepared record could not be written: nothing was launched, nothing changed.
     PreparedRecordFailed,
-    /// The prompt, the transcript header or the console could not be set up; the worker
-    /// never ran.
+    /// The prompt, the transcript header or the transcript thread could not be set up; the
+    /// worker never ran. `detail` names the file.
     SetupFailed {
-        message: String,
+        detail: String,
     },
     /// The worker could not be started (exec failed); the transcript notes why.
     LaunchFailed {
@@ -57,52 +65,46 @@ pub enum AttemptEvent {
     /// The `running` record could not be written: the worker is stopped and, since nothing
     /// more may be written for this attempt, it stays unresolved.
     RunningRecordFailed {
-        message: String,
+        detail: String,
     },
     /// The worker (the group leader) exited on its own and was reaped.
     LeaderExited(ChildExit),
-    /// One output pipe reached EOF, or reading it failed.
+    /// One output pipe reached EOF, or reading it failed (`error`).
     StreamEnded {
         stream: OutputStream,
         error: Option<String>,
     },
-    StopRegexMatched {
-        pattern: String,
-    },
-    /// A `rate_limit.patterns` regex matched: the provider refused for now.
-    RateLimitMatched {
-        pattern: String,
-    },
-    DeadlineReached {
-        seconds: f64,
-    },
-    IdleDeadlineReached {
-        seconds: f64,
+    /// A stop regex or a rate-limit pattern matched the combined output.
+    PatternMatched(StopMatch),
+    /// The deadline timer found these limits (in seconds) passed at the same check.
+    DeadlinesPassed {
+        timeout: Option<f64>,
+        idle: Option<f64>,
     },
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
     },
-    /// The transcript or the live console could not be written, or an attempt actor failed.
-    OutputFailed {
-        message: String,
-    },
+    /// The attempt's machinery failed while the worker ran: the transcript could not be
+    /// written, a reader could not start, an attempt actor failed.
+    Failed(ExecutionFailure),
     /// The killer found the group empty (and swept escaped descendants).
     GroupEmptied(GroupReport),
     LeakGraceElapsed,
     DrainLimitElapsed,
-    /// Recording: the transcript trailer could not be written.
-    TrailerFailed {
-        message: String,
-    },
-    /// Recording: the stop regexes matched at the real end of input.
-    FinalStopMatch {
-        pattern: String,
-    },
-    /// Recording: a rate-limit pattern matched at the real end of input.
-    FinalRateLimitMatch {
-        pattern: String,
-    },
+    /// Recording: the trailer is written (or failed) and the verdicts are in.
+    Gathered(Gathered),
+}
+
+/// What recording found once the worker's output ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gathered {
+    /// Why the transcript trailer could not be written, if it could not.
+    pub trailer_error: Option<String>,
+    /// A pattern that matched at the real end of input (`$`, `\z`, a trailing `\b`).
+    pub final_match: Option<StopMatch>,
+    /// The result-block verdict over both streams.
+    pub verdict: MarkerVerdict,
 }
 
 /// What the supervisor must do; effects are executed in the order returned.
@@ -127,35 +129,43 @@ pub enum AttemptEffect {
     StartDrainLimit,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
-    /// Write the trailer, gather the verdicts, then call [`AttemptLifecycle::decide`].
-    Record(RecordingInput),
-    /// The worker never ran: note the launch error (if any) in the transcript, then decide.
-    RecordWithoutWorker { launch_error: Option<String> },
+    /// Stop the readers, write the trailer, gather the marker verdict and the final pattern
+    /// check, and report them as [`AttemptEvent::Gathered`].
+    Gather(RecordingInput),
+    /// Write the decided outcome and commit it to the state (noting a launch error in the
+    /// transcript first, when the worker never ran).
+    Commit(Conclusion),
+    /// Write nothing: a state write after preparation failed, so the attempt stays
+    /// unresolved with its last durable record; report the decided outcome and the failure.
+    LeaveUnresolved {
+        conclusion: Conclusion,
+        failure: ExecutionFailure,
+        /// The failure is also what decided the outcome (its words are the summary).
+        decided: bool,
+    },
     /// Report that nothing was written (the prepared record failed).
     ConcludeNotPrepared,
 }
 
-/// What the transcript trailer and the decision need from the worker's end.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// What the transcript trailer needs from the worker's end.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RecordingInput {
-    /// The leader's status; `None` when it never arrived (a leader stuck in an
-    /// uninterruptible sleep survives SIGKILL).
-    pub exit: Option<ChildExit>,
+    /// The leader's status; unknown (`None` fields) when it never arrived (a leader stuck in
+    /// an uninterruptible sleep survives SIGKILL).
+    pub exit: ChildExit,
     pub group: GroupReport,
     /// Our read ends were closed while something outside the group still held a pipe.
     pub pipes_held_open: bool,
 }
 
-/// The attempt's decided outcome and whether it may be committed.
+/// The attempt's decided outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conclusion {
     pub decision: Decision,
+    /// The leader's status (unknown without a worker).
     pub exit: ChildExit,
-    /// A state write after preparation failed: the outcome must not be committed and the
-    /// attempt stays unresolved, with this failure reported.
-    pub unresolved: Option<String>,
-    /// The unresolved failure is also what decided the outcome (its text is the summary).
-    pub unresolved_decided: bool,
+    /// Why the worker could not be started, for the transcript of a worker that never ran.
+    pub launch_error: Option<String>,
 }
 
 /// Which of the two pipes are still open.
@@ -170,6 +180,10 @@ impl OpenStreams {
         stdout: true,
         stderr: true,
     };
+    const NONE: Self = Self {
+        stdout: false,
+        stderr: false,
+    };
 
     fn close(&mut self, stream: OutputStream) {
         match stream {
@@ -183,14 +197,18 @@ impl OpenStreams {
     }
 }
 
+/// An unknown exit status: the leader never reported one.
+const UNKNOWN_EXIT: ChildExit = ChildExit {
+    code: None,
+    signal: None,
+};
+
 /// Where the attempt is; each stage carries what only it needs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stage {
     /// Recording the prepared attempt, writing the prompt and transcript header, spawning,
     /// recording it running. Interrupts are held until the group exists.
-    Preparing {
-        deferred: Vec<i32>,
-    },
+    Preparing { deferred: Vec<i32> },
     /// The worker runs; the first trigger decides the cause.
     Running,
     /// The leader exited on its own; waiting for both pipes to close or the leak grace,
@@ -201,19 +219,16 @@ pub enum Stage {
         sweep_requested: bool,
     },
     /// A trigger fired; the killer is stopping the group.
-    Stopping {
-        exit: Option<ChildExit>,
-    },
+    Stopping { exit: Option<ChildExit> },
     /// The group is empty; waiting for EOF on both pipes and the leader's status.
     Draining {
         exit: Option<ChildExit>,
         group: GroupReport,
         pipes_held_open: bool,
     },
-    /// Trailer, verdicts and decision; the worker ran unless `worker` is false.
-    Recording {
-        worker: bool,
-    },
+    /// The worker's output ended: trailer and verdicts are being gathered.
+    Recording { exit: ChildExit },
+    /// The outcome is decided (or nothing was prepared).
     Done,
 }
 
@@ -258,9 +273,7 @@ pub struct AttemptLifecycle {
     /// after a failed state write nothing more may be written for the attempt.
     running_record_settled: bool,
     /// The failure of a state write after preparation; nothing more is written.
-    unresolved: Option<String>,
-    /// The launch error of a worker that never ran.
-    launch_error: Option<String>,
+    unresolved: Option<ExecutionFailure>,
 }
 
 impl Default for AttemptLifecycle {
@@ -281,7 +294,6 @@ impl AttemptLifecycle {
             open: OpenStreams::BOTH,
             running_record_settled: false,
             unresolved: None,
-            launch_error: None,
         }
     }
 
@@ -317,17 +329,17 @@ impl AttemptLifecycle {
                     effects.push(AttemptEffect::ConcludeNotPrepared);
                 }
             }
-            AttemptEvent::SetupFailed { message } => {
+            AttemptEvent::SetupFailed { detail } => {
                 if let Stage::Preparing { deferred } = &self.stage {
                     let deferred = deferred.clone();
-                    self.note_cause(StopCause::ExecutionIo { message });
-                    self.record_without_worker(deferred, None, effects);
+                    self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Setup { detail }));
+                    self.conclude_without_worker(deferred, None, effects);
                 }
             }
             AttemptEvent::LaunchFailed { summary } => {
                 if let Stage::Preparing { deferred } = &self.stage {
                     let deferred = deferred.clone();
-                    self.record_without_worker(deferred, Some(summary), effects);
+                    self.conclude_without_worker(deferred, Some(summary), effects);
                 }
             }
             AttemptEvent::Launched => {
@@ -344,12 +356,12 @@ impl AttemptLifecycle {
                     self.running_record_settled = true;
                 }
             }
-            AttemptEvent::RunningRecordFailed { message } => {
+            AttemptEvent::RunningRecordFailed { detail } => {
                 if self.worker_launched() && !self.running_record_settled {
-                    let failure = format!("could not record running attempt: {message}");
+                    let failure = ExecutionFailure::RunningRecord { detail };
                     self.running_record_settled = true;
                     self.unresolved = Some(failure.clone());
-                    self.trigger(StopCause::ExecutionIo { message: failure }, effects);
+                    self.trigger(StopCause::ExecutionIo(failure), effects);
                 }
             }
             AttemptEvent::LeaderExited(exit) => self.leader_exited(exit, effects),
@@ -358,25 +370,23 @@ impl AttemptLifecycle {
                     return;
                 }
                 self.open.close(stream);
-                if let Some(message) = error {
-                    self.trigger(StopCause::ExecutionIo { message }, effects);
+                if let Some(detail) = error {
+                    let failure = ExecutionFailure::PipeRead { stream, detail };
+                    self.trigger(StopCause::ExecutionIo(failure), effects);
                 }
             }
-            AttemptEvent::StopRegexMatched { pattern } => {
-                self.trigger(StopCause::StopRegex { pattern }, effects)
+            AttemptEvent::PatternMatched(found) => self.trigger(pattern_cause(found), effects),
+            AttemptEvent::DeadlinesPassed { timeout, idle } => {
+                // The wall-clock limit wins a tie: it is the one the caller set for the whole
+                // attempt, and its message is the stronger statement.
+                let cause = match (timeout, idle) {
+                    (Some(seconds), _) => StopCause::Timeout { seconds },
+                    (None, Some(seconds)) => StopCause::IdleTimeout { seconds },
+                    (None, None) => return,
+                };
+                self.trigger(cause, effects);
             }
-            AttemptEvent::RateLimitMatched { pattern } => {
-                self.trigger(StopCause::RateLimited { pattern }, effects)
-            }
-            AttemptEvent::DeadlineReached { seconds } => {
-                self.trigger(StopCause::Timeout { seconds }, effects)
-            }
-            AttemptEvent::IdleDeadlineReached { seconds } => {
-                self.trigger(StopCause::IdleTimeout { seconds }, effects)
-            }
-            AttemptEvent::OutputFailed { message } => {
-                self.trigger(StopCause::ExecutionIo { message }, effects)
-            }
+            AttemptEvent::Failed(failure) => self.trigger(StopCause::ExecutionIo(failure), effects),
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
                 Stage::Preparing { deferred } => deferred.push(signal),
                 _ => self.interrupt(signal, effects),
@@ -415,33 +425,17 @@ impl AttemptLifecycle {
                 {
                     if !self.open.all_closed() {
                         *pipes_held_open = true;
-                        self.open = OpenStreams {
-                            stdout: false,
-                            stderr: false,
-                        };
+                        self.open = OpenStreams::NONE;
                         effects.push(AttemptEffect::CloseReaders);
                     }
                     // No status can come any more: the leader is stuck (uninterruptible
                     // sleep); it is recorded as unknown.
-                    exit.get_or_insert(ChildExit {
-                        code: None,
-                        signal: None,
-                    });
+                    exit.get_or_insert(UNKNOWN_EXIT);
                 }
             }
-            AttemptEvent::TrailerFailed { message } => {
-                if matches!(self.stage, Stage::Recording { .. }) {
-                    self.note_cause(StopCause::ExecutionIo { message });
-                }
-            }
-            AttemptEvent::FinalStopMatch { pattern } => {
-                if matches!(self.stage, Stage::Recording { .. }) {
-                    self.note_cause(StopCause::StopRegex { pattern });
-                }
-            }
-            AttemptEvent::FinalRateLimitMatch { pattern } => {
-                if matches!(self.stage, Stage::Recording { .. }) {
-                    self.note_cause(StopCause::RateLimited { pattern });
+            AttemptEvent::Gathered(gathered) => {
+                if let Stage::Recording { exit } = self.stage {
+                    self.gathered(exit, gathered, effects);
                 }
             }
         }
@@ -464,12 +458,12 @@ impl AttemptLifecycle {
                 pipes_held_open,
             } if self.open.all_closed() && self.running_record_settled => {
                 let input = RecordingInput {
-                    exit: Some(*exit),
+                    exit: *exit,
                     group: std::mem::take(group),
                     pipes_held_open: *pipes_held_open,
                 };
-                self.stage = Stage::Recording { worker: true };
-                effects.push(AttemptEffect::Record(input));
+                self.stage = Stage::Recording { exit: *exit };
+                effects.push(AttemptEffect::Gather(input));
             }
             _ => {}
         }
@@ -503,19 +497,18 @@ impl AttemptLifecycle {
     /// another cause; cleanup goes on unchanged. A second one skips the grace period.
     fn interrupt(&mut self, signal: i32, effects: &mut Vec<AttemptEffect>) {
         self.interrupts += 1;
+        let recording = matches!(self.stage, Stage::Recording { .. });
         match self.cause.take() {
             Some(earlier @ StopCause::Interrupted { .. }) => self.cause = Some(earlier),
             // While recording only an interrupt still decides: the outcome must agree with
             // the exit code the signal implies.
-            Some(earlier)
-                if self.stage.cleaning_up() || matches!(self.stage, Stage::Recording { .. }) =>
-            {
+            Some(earlier) if self.stage.cleaning_up() || recording => {
                 self.cause = Some(StopCause::Interrupted {
                     signal,
                     during: Some(Box::new(earlier)),
                 });
             }
-            None if matches!(self.stage, Stage::Recording { .. }) => {
+            None if recording => {
                 self.cause = Some(StopCause::Interrupted {
                     signal,
                     during: None,
@@ -563,47 +556,86 @@ impl AttemptLifecycle {
         }
     }
 
-    fn record_without_worker(
+    /// Recording's findings decide what nothing decided before, in this order: a trailer
+    /// that could not be written (the record would be incomplete), then a pattern matched at
+    /// the real end of input; then the outcome is decided.
+    fn gathered(&mut self, exit: ChildExit, gathered: Gathered, effects: &mut Vec<AttemptEffect>) {
+        if let Some(detail) = gathered.trailer_error {
+            self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Trailer { detail }));
+        }
+        if let Some(found) = gathered.final_match {
+            self.note_cause(pattern_cause(found));
+        }
+        let decision = decide(self.cause.as_ref(), exit, gathered.verdict);
+        self.conclude(decision, exit, None, effects);
+    }
+
+    /// The worker never ran: a held interrupt still decides the outcome (the handler exits
+    /// 128 + signal), then a setup failure, then the launch error.
+    fn conclude_without_worker(
         &mut self,
         deferred: Vec<i32>,
         launch_error: Option<String>,
         effects: &mut Vec<AttemptEffect>,
     ) {
-        self.stage = Stage::Recording { worker: false };
-        self.launch_error = launch_error.clone();
-        // There is no group to stop, but a held interrupt still decides the outcome: the
-        // handler exits 128 + signal.
+        self.stage = Stage::Recording { exit: UNKNOWN_EXIT };
         for signal in deferred {
             self.interrupt(signal, effects);
         }
-        effects.push(AttemptEffect::RecordWithoutWorker { launch_error });
-    }
-
-    /// Decides the outcome once the trailer is written and the verdicts are in; the attempt
-    /// is done afterwards. `exit` is the leader's status (unknown without a worker).
-    pub fn decide(&mut self, exit: Option<ChildExit>, verdict: MarkerVerdict) -> Conclusion {
-        let exit = exit.unwrap_or(ChildExit {
-            code: None,
-            signal: None,
-        });
-        let decision = match (&self.cause, &self.launch_error) {
+        let decision = match (&self.cause, &launch_error) {
             (None, Some(summary)) => Decision {
                 status: AttemptStatus::LaunchFailed,
                 summary: summary.clone(),
             },
-            _ => decide(self.cause.as_ref(), exit, verdict),
+            (cause, _) => decide(
+                cause.as_ref(),
+                UNKNOWN_EXIT,
+                MarkerVerdict::Missing(String::new()),
+            ),
         };
-        let unresolved_decided = matches!(
-            (&self.cause, &self.unresolved),
-            (Some(StopCause::ExecutionIo { message }), Some(failure)) if message == failure
-        );
+        self.conclude(decision, UNKNOWN_EXIT, launch_error, effects);
+    }
+
+    /// The attempt is done: commit the outcome, or — after a failed state write — leave it
+    /// unresolved.
+    fn conclude(
+        &mut self,
+        decision: Decision,
+        exit: ChildExit,
+        launch_error: Option<String>,
+        effects: &mut Vec<AttemptEffect>,
+    ) {
         self.stage = Stage::Done;
-        Conclusion {
+        let conclusion = Conclusion {
             decision,
             exit,
-            unresolved: self.unresolved.clone(),
-            unresolved_decided,
+            launch_error,
+        };
+        match self.unresolved.take() {
+            Some(failure) => {
+                let decided = matches!(
+                    &self.cause,
+                    Some(StopCause::ExecutionIo(
+                        ExecutionFailure::RunningRecord { .. }
+                    ))
+                );
+                effects.push(AttemptEffect::LeaveUnresolved {
+                    conclusion,
+                    failure,
+                    decided,
+                });
+            }
+            None => effects.push(AttemptEffect::Commit(conclusion)),
         }
+    }
+}
+
+/// What a matched pattern stops the attempt as.
+fn pattern_cause(found: StopMatch) -> StopCause {
+    let pattern = found.pattern;
+    match found.kind {
+        PatternKind::StopRegex => StopCause::StopRegex { pattern },
+        PatternKind::RateLimit => StopCause::RateLimited { pattern },
     }
 }
 

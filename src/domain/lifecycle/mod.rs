@@ -1,6 +1,8 @@
 //! The lifecycles the actors execute, as pure state machines: one attempt
 //! ([`attempt::AttemptLifecycle`]) and the phase loop of a run ([`run::RunLoop`]). The actors
-//! feed them events and carry out the effects they return; the rules live here.
+//! feed them events and carry out the effects they return; the rules live here. How an
+//! attempt ends ([`run::AttemptReport`]) is what the first tells the second; how the run ends
+//! ([`run::RunEnd`]) is what the second tells the command.
 
 pub mod attempt;
 pub mod run;

@@ -12,6 +12,7 @@ mod reader;
 mod schema;
 mod transitions;
 mod validation;
+mod write_error;
 
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ pub use schema::{
     SnapshotRef, State, Stop,
 };
 pub use transitions::ABANDONED_SUMMARY;
+pub use write_error::{CommitError, StateWriteError};
 
 use super::strict_json::StrictError;
 

@@ -7,6 +7,7 @@ use std::fmt;
 use regex::bytes::Regex;
 use regex_automata::util::syntax;
 
+use super::PatternKind;
 use super::dfa::StreamingDfa;
 use super::nfa::StreamingNfa;
 
@@ -39,6 +40,8 @@ impl std::error::Error for StopPatternError {}
 #[derive(Debug)]
 pub struct StopPatterns {
     patterns: Vec<String>,
+    /// Patterns below this index are stop regexes, the rest rate-limit patterns.
+    stop_regex_count: usize,
     /// `None` when no pattern goes to the DFA path.
     pub(super) dfa: Option<StreamingDfa>,
     /// `None` when every pattern goes to the DFA path.
@@ -72,6 +75,28 @@ impl StopPatterns {
     /// attempt (see docs/decisions.md).
     pub fn compile(patterns: &[String]) -> Result<Self, StopPatternError> {
         Self::compile_with(patterns, CompileOptions::default())
+    }
+
+    /// Compiles a run's stop regexes and its rate-limit patterns as one set, the stop regexes
+    /// first: a match's [`PatternKind`] says which list it came from, and an error's index
+    /// counts over both lists in that order.
+    pub fn compile_kinds(
+        stop_regexes: &[String],
+        rate_limit: &[String],
+    ) -> Result<Self, StopPatternError> {
+        let all: Vec<String> = stop_regexes.iter().chain(rate_limit).cloned().collect();
+        let mut compiled = Self::compile(&all)?;
+        compiled.stop_regex_count = stop_regexes.len();
+        Ok(compiled)
+    }
+
+    /// Which list the pattern at `index` came from.
+    pub fn kind(&self, index: usize) -> PatternKind {
+        if index < self.stop_regex_count {
+            PatternKind::StopRegex
+        } else {
+            PatternKind::RateLimit
+        }
     }
 
     pub(super) fn compile_with(
@@ -108,6 +133,7 @@ impl StopPatterns {
         };
         Ok(Self {
             patterns: patterns.to_vec(),
+            stop_regex_count: patterns.len(),
             dfa,
             nfa,
         })

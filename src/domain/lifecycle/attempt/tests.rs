@@ -4,7 +4,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::decision::Decision;
 use crate::domain::marker::{ResultBlock, ResultKind};
+use crate::domain::stop_regex::{PatternKind, StopMatch};
 
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
@@ -38,7 +40,48 @@ fn interrupt(signal: i32) -> AttemptEvent {
 }
 
 fn deadline() -> AttemptEvent {
-    AttemptEvent::DeadlineReached { seconds: 1.0 }
+    AttemptEvent::DeadlinesPassed {
+        timeout: Some(1.0),
+        idle: None,
+    }
+}
+
+fn idle_deadline() -> AttemptEvent {
+    AttemptEvent::DeadlinesPassed {
+        timeout: None,
+        idle: Some(2.0),
+    }
+}
+
+fn matched(kind: PatternKind, pattern: &str) -> StopMatch {
+    StopMatch {
+        index: 0,
+        pattern: pattern.into(),
+        kind,
+    }
+}
+
+fn pattern(kind: PatternKind, pattern: &str) -> AttemptEvent {
+    AttemptEvent::PatternMatched(matched(kind, pattern))
+}
+
+fn gathered(verdict: MarkerVerdict) -> AttemptEvent {
+    AttemptEvent::Gathered(Gathered {
+        trailer_error: None,
+        final_match: None,
+        verdict,
+    })
+}
+
+/// The conclusion a commit effect among `effects` carries.
+fn committed(effects: &[AttemptEffect]) -> &Conclusion {
+    effects
+        .iter()
+        .find_map(|effect| match effect {
+            AttemptEffect::Commit(conclusion) => Some(conclusion),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no commit in {effects:?}"))
 }
 
 fn emptied() -> AttemptEvent {
@@ -105,7 +148,7 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
         (
             "SetupFailed",
             AttemptEvent::SetupFailed {
-                message: "disk full".into(),
+                detail: "disk full".into(),
             },
         ),
         (
@@ -119,7 +162,7 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
         (
             "RunningRecordFailed",
             AttemptEvent::RunningRecordFailed {
-                message: "disk full".into(),
+                detail: "disk full".into(),
             },
         ),
         ("LeaderExited", AttemptEvent::LeaderExited(COMPLETE)),
@@ -132,49 +175,48 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             },
         ),
         (
-            "StopRegexMatched",
-            AttemptEvent::StopRegexMatched {
-                pattern: "FATAL".into(),
-            },
+            "PatternMatched(stop regex)",
+            pattern(PatternKind::StopRegex, "FATAL"),
         ),
         (
-            "RateLimitMatched",
-            AttemptEvent::RateLimitMatched {
-                pattern: "429".into(),
-            },
+            "PatternMatched(rate limit)",
+            pattern(PatternKind::RateLimit, "429"),
         ),
-        ("DeadlineReached", deadline()),
+        ("DeadlinesPassed(timeout)", deadline()),
+        ("DeadlinesPassed(idle)", idle_deadline()),
         (
-            "IdleDeadlineReached",
-            AttemptEvent::IdleDeadlineReached { seconds: 2.0 },
+            "DeadlinesPassed(both)",
+            AttemptEvent::DeadlinesPassed {
+                timeout: Some(1.0),
+                idle: Some(2.0),
+            },
         ),
         ("Interrupt", interrupt(2)),
         (
-            "OutputFailed",
-            AttemptEvent::OutputFailed {
-                message: "write failed".into(),
-            },
+            "Failed(output)",
+            AttemptEvent::Failed(ExecutionFailure::Output {
+                detail: "write failed".into(),
+            }),
         ),
         ("GroupEmptied", emptied()),
         ("LeakGraceElapsed", AttemptEvent::LeakGraceElapsed),
         ("DrainLimitElapsed", AttemptEvent::DrainLimitElapsed),
+        ("Gathered", gathered(complete_verdict())),
         (
-            "TrailerFailed",
-            AttemptEvent::TrailerFailed {
-                message: "write failed".into(),
-            },
+            "Gathered(trailer failed, final match)",
+            AttemptEvent::Gathered(Gathered {
+                trailer_error: Some("write failed".into()),
+                final_match: Some(matched(PatternKind::StopRegex, "done$")),
+                verdict: complete_verdict(),
+            }),
         ),
         (
-            "FinalStopMatch",
-            AttemptEvent::FinalStopMatch {
-                pattern: "FATAL".into(),
-            },
-        ),
-        (
-            "FinalRateLimitMatch",
-            AttemptEvent::FinalRateLimitMatch {
-                pattern: "429".into(),
-            },
+            "Gathered(final rate-limit match)",
+            AttemptEvent::Gathered(Gathered {
+                trailer_error: None,
+                final_match: Some(matched(PatternKind::RateLimit, "429$")),
+                verdict: complete_verdict(),
+            }),
         ),
     ]
 }
@@ -189,8 +231,9 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::SweepAfterExit => "sweep after exit",
         AttemptEffect::StartDrainLimit => "start drain limit",
         AttemptEffect::CloseReaders => "close readers",
-        AttemptEffect::Record(_) => "record",
-        AttemptEffect::RecordWithoutWorker { .. } => "record without worker",
+        AttemptEffect::Gather(_) => "gather",
+        AttemptEffect::Commit(_) => "commit",
+        AttemptEffect::LeaveUnresolved { .. } => "leave unresolved",
         AttemptEffect::ConcludeNotPrepared => "conclude: not prepared",
     }
 }
@@ -202,7 +245,7 @@ fn cause_name(cause: Option<&StopCause>) -> String {
         Some(StopCause::IdleTimeout { .. }) => "idle timeout".into(),
         Some(StopCause::StopRegex { .. }) => "stop regex".into(),
         Some(StopCause::RateLimited { .. }) => "rate limited".into(),
-        Some(StopCause::ExecutionIo { .. }) => "execution io".into(),
+        Some(StopCause::ExecutionIo(_)) => "execution io".into(),
         Some(StopCause::Interrupted { during: None, .. }) => "interrupted".into(),
         Some(StopCause::Interrupted {
             during: Some(earlier),
@@ -283,15 +326,61 @@ fn the_first_trigger_while_running_is_the_cause_and_stops_the_group() {
             AttemptEffect::TerminateGroup
         ]
     );
-    assert!(
-        lifecycle
-            .handle(AttemptEvent::IdleDeadlineReached { seconds: 2.0 })
-            .is_empty()
-    );
+    assert!(lifecycle.handle(idle_deadline()).is_empty());
     assert_eq!(
         lifecycle.cause(),
         Some(&StopCause::Timeout { seconds: 1.0 })
     );
+}
+
+#[test]
+fn the_wall_clock_deadline_wins_a_tie_with_the_idle_deadline() {
+    let mut lifecycle = after([AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
+    lifecycle.handle(AttemptEvent::DeadlinesPassed {
+        timeout: Some(5.0),
+        idle: Some(2.0),
+    });
+    assert_eq!(
+        lifecycle.cause(),
+        Some(&StopCause::Timeout { seconds: 5.0 })
+    );
+    let mut lifecycle = after([AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
+    lifecycle.handle(idle_deadline());
+    assert_eq!(
+        lifecycle.cause(),
+        Some(&StopCause::IdleTimeout { seconds: 2.0 })
+    );
+    let mut lifecycle = after([AttemptEvent::Launched]);
+    assert!(
+        lifecycle
+            .handle(AttemptEvent::DeadlinesPassed {
+                timeout: None,
+                idle: None
+            })
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_pattern_stops_the_attempt_as_its_kind_says() {
+    for (kind, cause) in [
+        (
+            PatternKind::StopRegex,
+            StopCause::StopRegex {
+                pattern: "p".into(),
+            },
+        ),
+        (
+            PatternKind::RateLimit,
+            StopCause::RateLimited {
+                pattern: "p".into(),
+            },
+        ),
+    ] {
+        let mut lifecycle = after([AttemptEvent::Launched]);
+        lifecycle.handle(pattern(kind, "p"));
+        assert_eq!(lifecycle.cause(), Some(&cause));
+    }
 }
 
 #[test]
@@ -363,9 +452,7 @@ fn a_trigger_after_a_normal_exit_decides_without_stopping_anything() {
     ]);
     assert!(
         lifecycle
-            .handle(AttemptEvent::StopRegexMatched {
-                pattern: "x".into()
-            })
+            .handle(pattern(PatternKind::StopRegex, "x"))
             .is_empty()
     );
     assert_eq!(
@@ -398,15 +485,25 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
         lifecycle.handle(emptied()),
         [
             AttemptEffect::StartDrainLimit,
-            AttemptEffect::Record(RecordingInput {
-                exit: Some(COMPLETE),
+            AttemptEffect::Gather(RecordingInput {
+                exit: COMPLETE,
                 group: GroupReport::default(),
                 pipes_held_open: false
             })
         ]
     );
-    let conclusion = lifecycle.decide(Some(COMPLETE), complete_verdict());
-    assert_eq!(conclusion.decision.status, AttemptStatus::PhaseComplete);
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    assert_eq!(
+        effects,
+        [AttemptEffect::Commit(Conclusion {
+            decision: Decision {
+                status: AttemptStatus::PhaseComplete,
+                summary: "done".into()
+            },
+            exit: COMPLETE,
+            launch_error: None,
+        })]
+    );
     assert!(lifecycle.is_done());
 }
 
@@ -439,8 +536,8 @@ fn pipes_still_held_after_the_drain_limit_are_closed() {
         effects,
         [
             AttemptEffect::CloseReaders,
-            AttemptEffect::Record(RecordingInput {
-                exit: Some(COMPLETE),
+            AttemptEffect::Gather(RecordingInput {
+                exit: COMPLETE,
                 group: GroupReport::default(),
                 pipes_held_open: true
             })
@@ -462,11 +559,11 @@ fn a_leader_that_never_reports_is_recorded_with_an_unknown_status() {
     let effects = lifecycle.handle(AttemptEvent::DrainLimitElapsed);
     assert!(matches!(
         effects.as_slice(),
-        [AttemptEffect::Record(RecordingInput {
-            exit: Some(ChildExit {
+        [AttemptEffect::Gather(RecordingInput {
+            exit: ChildExit {
                 code: None,
                 signal: None
-            }),
+            },
             ..
         })]
     ));
@@ -484,7 +581,7 @@ fn recording_waits_for_the_running_record() {
     assert_eq!(lifecycle.stage().name(), "draining");
     assert!(matches!(
         lifecycle.handle(AttemptEvent::RunningRecorded).as_slice(),
-        [AttemptEffect::Record(_)]
+        [AttemptEffect::Gather(_)]
     ));
 }
 
@@ -500,7 +597,7 @@ fn a_failed_running_record_stops_the_worker_and_leaves_the_attempt_unresolved() 
     let mut lifecycle = after([AttemptEvent::Launched]);
     assert_eq!(
         lifecycle.handle(AttemptEvent::RunningRecordFailed {
-            message: "disk full".into()
+            detail: "disk full".into()
         }),
         [
             AttemptEffect::CancelTimers,
@@ -512,26 +609,75 @@ fn a_failed_running_record_stops_the_worker_and_leaves_the_attempt_unresolved() 
     lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE));
     lifecycle.handle(ended(OutputStream::Stdout));
     let effects = lifecycle.handle(ended(OutputStream::Stderr));
-    assert!(matches!(effects.as_slice(), [AttemptEffect::Record(_)]));
-    let conclusion = lifecycle.decide(Some(COMPLETE), complete_verdict());
+    assert!(matches!(effects.as_slice(), [AttemptEffect::Gather(_)]));
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    let [
+        AttemptEffect::LeaveUnresolved {
+            conclusion,
+            failure,
+            decided,
+        },
+    ] = effects.as_slice()
+    else {
+        panic!("not left unresolved: {effects:?}");
+    };
     assert_eq!(conclusion.decision.status, AttemptStatus::ExecutionIoFailed);
     assert_eq!(
-        conclusion.unresolved.as_deref(),
-        Some("could not record running attempt: disk full")
+        failure,
+        &ExecutionFailure::RunningRecord {
+            detail: "disk full".into()
+        }
     );
+    assert_eq!(
+        failure.to_string(),
+        "could not record running attempt: disk full"
+    );
+    assert!(*decided, "the failed write is what stopped the attempt");
 }
 
 #[test]
-fn artifacts_and_launch_failures_record_without_a_worker() {
+fn a_failed_running_record_after_another_cause_did_not_decide() {
+    let mut lifecycle = after([AttemptEvent::Launched, deadline()]);
+    lifecycle.handle(AttemptEvent::RunningRecordFailed {
+        detail: "disk full".into(),
+    });
+    for event in [
+        emptied(),
+        AttemptEvent::LeaderExited(COMPLETE),
+        ended(OutputStream::Stdout),
+        ended(OutputStream::Stderr),
+    ] {
+        lifecycle.handle(event);
+    }
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    assert!(matches!(
+        effects.as_slice(),
+        [AttemptEffect::LeaveUnresolved {
+            decided: false,
+            conclusion: Conclusion {
+                decision: Decision {
+                    status: AttemptStatus::Timeout,
+                    ..
+                },
+                ..
+            },
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn artifacts_and_launch_failures_are_decided_without_a_worker() {
     let mut lifecycle = AttemptLifecycle::new();
-    assert_eq!(
-        lifecycle.handle(AttemptEvent::SetupFailed {
-            message: "disk full".into()
-        }),
-        [AttemptEffect::RecordWithoutWorker { launch_error: None }]
-    );
-    let conclusion = lifecycle.decide(None, MarkerVerdict::Missing(String::new()));
+    let effects = lifecycle.handle(AttemptEvent::SetupFailed {
+        detail: "disk full".into(),
+    });
+    let conclusion = committed(&effects);
     assert_eq!(conclusion.decision.status, AttemptStatus::ExecutionIoFailed);
+    assert_eq!(
+        conclusion.decision.summary,
+        "attempt execution IO failed: disk full"
+    );
     assert_eq!(
         conclusion.exit,
         ChildExit {
@@ -539,32 +685,34 @@ fn artifacts_and_launch_failures_record_without_a_worker() {
             signal: None
         }
     );
+    assert_eq!(conclusion.launch_error, None);
+    assert!(lifecycle.is_done());
 
     let mut lifecycle = AttemptLifecycle::new();
-    lifecycle.handle(AttemptEvent::LaunchFailed {
+    let effects = lifecycle.handle(AttemptEvent::LaunchFailed {
         summary: "could not launch agent command: x: not found".into(),
     });
-    let conclusion = lifecycle.decide(None, MarkerVerdict::Missing(String::new()));
+    let conclusion = committed(&effects);
     assert_eq!(conclusion.decision.status, AttemptStatus::LaunchFailed);
     assert_eq!(
         conclusion.decision.summary,
         "could not launch agent command: x: not found"
+    );
+    assert_eq!(
+        conclusion.launch_error.as_deref(),
+        Some("could not launch agent command: x: not found")
     );
 }
 
 #[test]
 fn a_held_interrupt_decides_an_attempt_whose_launch_failed() {
     let mut lifecycle = after([interrupt(2)]);
-    assert_eq!(
-        lifecycle.handle(AttemptEvent::LaunchFailed {
-            summary: "could not launch".into()
-        }),
-        [AttemptEffect::RecordWithoutWorker {
-            launch_error: Some("could not launch".into())
-        }]
-    );
-    let conclusion = lifecycle.decide(None, MarkerVerdict::Missing(String::new()));
+    let effects = lifecycle.handle(AttemptEvent::LaunchFailed {
+        summary: "could not launch".into(),
+    });
+    let conclusion = committed(&effects);
     assert_eq!(conclusion.decision.status, AttemptStatus::Interrupted);
+    assert_eq!(conclusion.launch_error.as_deref(), Some("could not launch"));
 }
 
 #[test]
@@ -580,33 +728,64 @@ fn while_recording_only_an_interrupt_or_a_recording_finding_decides() {
         ])
     };
     let mut lifecycle = recording();
-    lifecycle.handle(AttemptEvent::OutputFailed {
-        message: "console".into(),
-    });
+    lifecycle.handle(AttemptEvent::Failed(ExecutionFailure::Output {
+        detail: "console".into(),
+    }));
     assert_eq!(
         lifecycle.cause(),
         None,
         "a late output failure changes nothing"
     );
-    lifecycle.handle(AttemptEvent::FinalStopMatch {
-        pattern: "done$".into(),
-    });
+    let effects = lifecycle.handle(AttemptEvent::Gathered(Gathered {
+        trailer_error: None,
+        final_match: Some(matched(PatternKind::StopRegex, "done$")),
+        verdict: complete_verdict(),
+    }));
     assert_eq!(
-        lifecycle
-            .decide(Some(COMPLETE), complete_verdict())
-            .decision
-            .status,
+        committed(&effects).decision.status,
         AttemptStatus::StopRegex
     );
 
     let mut lifecycle = recording();
     lifecycle.handle(interrupt(15));
+    let effects = lifecycle.handle(gathered(complete_verdict()));
     assert_eq!(
-        lifecycle
-            .decide(Some(COMPLETE), complete_verdict())
-            .decision
-            .status,
+        committed(&effects).decision.status,
         AttemptStatus::Interrupted
+    );
+}
+
+#[test]
+fn a_trailer_failure_beats_a_final_pattern_match() {
+    let recording = after([
+        AttemptEvent::Launched,
+        AttemptEvent::RunningRecorded,
+        AttemptEvent::LeaderExited(COMPLETE),
+        ended(OutputStream::Stdout),
+        ended(OutputStream::Stderr),
+        emptied(),
+    ]);
+    let mut lifecycle = recording.clone();
+    let effects = lifecycle.handle(AttemptEvent::Gathered(Gathered {
+        trailer_error: Some("/t.txt: disk full".into()),
+        final_match: Some(matched(PatternKind::RateLimit, "429$")),
+        verdict: complete_verdict(),
+    }));
+    let decision = &committed(&effects).decision;
+    assert_eq!(decision.status, AttemptStatus::ExecutionIoFailed);
+    assert_eq!(
+        decision.summary,
+        "attempt execution IO failed: /t.txt: disk full"
+    );
+    let mut lifecycle = recording;
+    let effects = lifecycle.handle(AttemptEvent::Gathered(Gathered {
+        trailer_error: None,
+        final_match: Some(matched(PatternKind::RateLimit, "429$")),
+        verdict: complete_verdict(),
+    }));
+    assert_eq!(
+        committed(&effects).decision.status,
+        AttemptStatus::RateLimited
     );
 }
 
@@ -619,11 +798,19 @@ fn nothing_happens_once_done() {
     }
 }
 
+fn any_verdict() -> impl Strategy<Value = MarkerVerdict> {
+    prop_oneof![
+        Just(complete_verdict()),
+        Just(MarkerVerdict::Missing(String::new())),
+        Just(MarkerVerdict::Invalid("i".into())),
+    ]
+}
+
 fn any_event() -> impl Strategy<Value = AttemptEvent> {
     prop_oneof![
         1 => Just(AttemptEvent::PreparedRecordFailed),
         1 => Just(AttemptEvent::SetupFailed {
-            message: "a".into()
+            detail: "a".into()
         }),
         1 => Just(AttemptEvent::LaunchFailed {
             summary: "l".into()
@@ -631,7 +818,7 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
         4 => Just(AttemptEvent::Launched),
         2 => Just(AttemptEvent::RunningRecorded),
         1 => Just(AttemptEvent::RunningRecordFailed {
-            message: "r".into()
+            detail: "r".into()
         }),
         3 => (prop::option::of(0..3i32), prop::option::of(1..16i32))
             .prop_map(|(code, signal)| AttemptEvent::LeaderExited(ChildExit { code, signal })),
@@ -645,30 +832,29 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
                 error,
             }
         }),
-        1 => Just(AttemptEvent::StopRegexMatched {
-            pattern: "p".into()
-        }),
-        1 => Just(AttemptEvent::RateLimitMatched {
-            pattern: "r".into()
-        }),
-        1 => Just(AttemptEvent::DeadlineReached { seconds: 1.0 }),
-        1 => Just(AttemptEvent::IdleDeadlineReached { seconds: 1.0 }),
+        1 => Just(pattern(PatternKind::StopRegex, "p")),
+        1 => Just(pattern(PatternKind::RateLimit, "r")),
+        2 => (prop::option::of(Just(1.0)), prop::option::of(Just(2.0)))
+            .prop_map(|(timeout, idle)| AttemptEvent::DeadlinesPassed { timeout, idle }),
         3 => prop::sample::select(vec![2, 15]).prop_map(|signal| AttemptEvent::Interrupt { signal }),
-        1 => Just(AttemptEvent::OutputFailed {
-            message: "o".into()
-        }),
+        1 => Just(AttemptEvent::Failed(ExecutionFailure::Output {
+            detail: "o".into()
+        })),
         3 => Just(AttemptEvent::GroupEmptied(GroupReport::default())),
         2 => Just(AttemptEvent::LeakGraceElapsed),
         2 => Just(AttemptEvent::DrainLimitElapsed),
-        1 => Just(AttemptEvent::TrailerFailed {
-            message: "t".into()
-        }),
-        1 => Just(AttemptEvent::FinalStopMatch {
-            pattern: "f".into()
-        }),
-        1 => Just(AttemptEvent::FinalRateLimitMatch {
-            pattern: "f".into()
-        }),
+        3 => (
+            prop::option::of(Just("t".to_owned())),
+            prop::option::of(prop::sample::select(vec![PatternKind::StopRegex, PatternKind::RateLimit])),
+            any_verdict(),
+        )
+            .prop_map(|(trailer_error, kind, verdict)| {
+                AttemptEvent::Gathered(Gathered {
+                    trailer_error,
+                    final_match: kind.map(|kind| matched(kind, "f")),
+                    verdict,
+                })
+            }),
     ]
 }
 
@@ -680,10 +866,21 @@ fn order_rank(effect: &AttemptEffect) -> Option<u8> {
         AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit => Some(2),
         AttemptEffect::StartDrainLimit => Some(3),
         AttemptEffect::CloseReaders => Some(4),
-        AttemptEffect::Record(_)
-        | AttemptEffect::RecordWithoutWorker { .. }
-        | AttemptEffect::ConcludeNotPrepared => Some(5),
+        AttemptEffect::Gather(_) => Some(5),
+        AttemptEffect::Commit(_)
+        | AttemptEffect::LeaveUnresolved { .. }
+        | AttemptEffect::ConcludeNotPrepared => Some(6),
         AttemptEffect::KillNow | AttemptEffect::StartLeakGrace => None,
+    }
+}
+
+/// The conclusion an ending effect carries.
+fn conclusion_of(effect: &AttemptEffect) -> Option<&Conclusion> {
+    match effect {
+        AttemptEffect::Commit(conclusion) | AttemptEffect::LeaveUnresolved { conclusion, .. } => {
+            Some(conclusion)
+        }
+        _ => None,
     }
 }
 
@@ -692,35 +889,37 @@ proptest! {
 
     /// Cleanup effects are issued at most once and in the fixed order; nothing is issued after
     /// the attempt is done; an interrupt that arrives before the decision decides the outcome,
-    /// named after the first signal (the run loop gives the exit code 128 + that signal); no
-    /// event sequence panics.
+    /// named after the first signal (the run loop gives the exit code 128 + that signal); a
+    /// failed running record always leaves the attempt unresolved; no event sequence panics.
     #[test]
     fn random_event_sequences_keep_every_rule(
         events in prop::collection::vec(any_event(), 0..40),
-        decide_at in 0usize..40,
     ) {
         let mut lifecycle = AttemptLifecycle::new();
         let mut issued: Vec<AttemptEffect> = Vec::new();
         let mut first_interrupt = None;
-        let mut conclusion = None;
-        for (index, event) in events.into_iter().enumerate() {
-            if conclusion.is_none()
-                && let AttemptEvent::Interrupt { signal } = event
-            {
+        // The first report of the running record while the worker runs settles it.
+        let mut running_record: Option<bool> = None;
+        for event in events {
+            let decided = issued.iter().any(|effect| conclusion_of(effect).is_some());
+            if !decided && let AttemptEvent::Interrupt { signal } = event {
                 first_interrupt.get_or_insert(signal);
+            }
+            let worker_runs = matches!(
+                lifecycle.stage(),
+                Stage::Running | Stage::Sweeping { .. } | Stage::Stopping { .. } | Stage::Draining { .. }
+            );
+            if worker_runs && running_record.is_none() {
+                match event {
+                    AttemptEvent::RunningRecorded => running_record = Some(true),
+                    AttemptEvent::RunningRecordFailed { .. } => running_record = Some(false),
+                    _ => {}
+                }
             }
             let done_before = lifecycle.is_done();
             let effects = lifecycle.handle(event);
             prop_assert!(!done_before || effects.is_empty(), "effects after done: {effects:?}");
             issued.extend(effects);
-            let recording = issued.iter().any(|effect| matches!(
-                effect,
-                AttemptEffect::Record(_) | AttemptEffect::RecordWithoutWorker { .. }
-            ));
-            if recording && conclusion.is_none() && index >= decide_at {
-                conclusion = Some(lifecycle.decide(Some(COMPLETE), complete_verdict()));
-                prop_assert!(lifecycle.is_done());
-            }
         }
         for once in [
             AttemptEffect::CancelTimers,
@@ -734,11 +933,14 @@ proptest! {
         }
         let stops = issued.iter().filter(|effect| matches!(effect, AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit)).count();
         prop_assert!(stops <= 1, "the group is stopped once: {issued:?}");
-        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(5)).count();
-        prop_assert!(ends <= 1, "one record or conclusion: {issued:?}");
+        let gathers = issued.iter().filter(|effect| order_rank(effect) == Some(5)).count();
+        prop_assert!(gathers <= 1, "one gathering: {issued:?}");
+        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(6)).count();
+        prop_assert!(ends <= 1, "one conclusion: {issued:?}");
         let ranks: Vec<u8> = issued.iter().filter_map(order_rank).collect();
         prop_assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]), "cleanup out of order: {issued:?}");
-        if let (Some(conclusion), Some(signal)) = (&conclusion, first_interrupt) {
+        let conclusion = issued.iter().find_map(conclusion_of);
+        if let (Some(conclusion), Some(signal)) = (conclusion, first_interrupt) {
             prop_assert_eq!(conclusion.decision.status, AttemptStatus::Interrupted);
             let named = crate::domain::decision::signal_name(signal);
             prop_assert!(
@@ -746,10 +948,16 @@ proptest! {
                 "the first signal names the interruption: {}", conclusion.decision.summary
             );
         }
+        if running_record == Some(false) {
+            prop_assert!(
+                !issued.iter().any(|effect| matches!(effect, AttemptEffect::Commit(_))),
+                "nothing is committed after a failed running record: {issued:?}"
+            );
+        }
     }
 
     /// Whatever order the world reports things in, a launched attempt whose killer, pipes and
-    /// leader behave reaches recording exactly once.
+    /// leader behave reaches recording exactly once, and is decided once its findings are in.
     #[test]
     fn a_launched_attempt_always_reaches_recording(
         triggers in prop::collection::vec(any_event(), 0..6),
@@ -772,6 +980,7 @@ proptest! {
                 | AttemptEvent::LeaderExited(_)
                 | AttemptEvent::StreamEnded { .. }
                 | AttemptEvent::GroupEmptied(_)
+                | AttemptEvent::Gathered(_)
         )) {
             issued.extend(lifecycle.handle(trigger));
         }
@@ -791,7 +1000,10 @@ proptest! {
             }
         }
         issued.extend(lifecycle.handle(AttemptEvent::DrainLimitElapsed));
-        let records = issued.iter().filter(|effect| matches!(effect, AttemptEffect::Record(_))).count();
-        prop_assert_eq!(records, 1, "{:?} in stage {}", issued, lifecycle.stage().name());
+        let gathers = issued.iter().filter(|effect| matches!(effect, AttemptEffect::Gather(_))).count();
+        prop_assert_eq!(gathers, 1, "{:?} in stage {}", issued, lifecycle.stage().name());
+        issued.extend(lifecycle.handle(gathered(complete_verdict())));
+        prop_assert!(lifecycle.is_done());
+        prop_assert_eq!(issued.iter().filter(|effect| conclusion_of(effect).is_some()).count(), 1);
     }
 }

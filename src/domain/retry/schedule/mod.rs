@@ -38,9 +38,47 @@ use super::next_step::{
 };
 use super::{RetryPolicy, is_retryable};
 use crate::domain::rate_limit::RateLimitPolicy;
+use crate::domain::rate_limit::reset_time::ResetHint;
 use crate::domain::state::AttemptStatus;
 use crate::domain::strict_json::{self, Object, StrictError};
 use crate::domain::timestamp::Timestamp;
+
+/// The retry the policy scheduled after a committed attempt (durable in the same write), as
+/// the run loop waits for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduledRetry {
+    pub schedule: RetrySchedule,
+    /// When the next attempt is due, exactly (the schedule keeps it rounded up to the second,
+    /// so that a resumed wait never ends early).
+    pub due: chrono::DateTime<chrono::Utc>,
+    /// The reset-time phrase of the agent's output the wait is based on, if any.
+    pub reset_phrase: Option<String>,
+}
+
+impl ScheduledRetry {
+    /// The retry `step` schedules after a `phase_id` attempt that ended `after`, waiting on
+    /// `reset` (the provider's reset time found in the output) when the step is based on it;
+    /// `None` for a stop.
+    pub fn from_step(
+        phase_id: &str,
+        after: AttemptStatus,
+        step: &NextStep,
+        reset: Option<ResetHint>,
+    ) -> Option<Self> {
+        let NextStep::RetryAfter { not_before, .. } = step else {
+            return None;
+        };
+        let schedule = RetrySchedule::from_step(phase_id, after, step)?;
+        let reset_phrase = reset
+            .filter(|_| schedule.reason == RetryReason::ResetTime)
+            .map(|hint| hint.phrase);
+        Some(Self {
+            schedule,
+            due: *not_before,
+            reset_phrase,
+        })
+    }
+}
 
 /// What about a recorded schedule the run's policy no longer allows.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

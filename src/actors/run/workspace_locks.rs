@@ -7,14 +7,14 @@ use std::path::PathBuf;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::off_runtime;
+use crate::actors::off_runtime;
 use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lock_dir};
 
 /// Identifies a held lock for [`LockMsg::Release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LockId(u64);
+pub(crate) struct LockId(u64);
 
-pub enum LockMsg {
+pub(crate) enum LockMsg {
     /// Take the lock on `dir` now or fail; the error names the scope and directory.
     Acquire {
         dir: String,
@@ -25,7 +25,7 @@ pub enum LockMsg {
     Release { id: LockId },
 }
 
-pub struct WorkspaceLocks;
+pub(crate) struct WorkspaceLocks;
 
 struct Held {
     id: LockId,
@@ -34,7 +34,7 @@ struct Held {
 }
 
 #[derive(Default)]
-pub struct LocksState {
+pub(crate) struct LocksState {
     held: Vec<Held>,
     next_id: u64,
 }

@@ -10,7 +10,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use crate::domain::marker::{MarkerVerdict, StreamFramer, combine};
 use crate::domain::output_stream::OutputStream;
 
-pub enum MarkerMsg {
+pub(crate) enum MarkerMsg {
     /// The next bytes of `stream`, shared with the other consumers of the chunk; the reply
     /// comes after this actor dropped its reference.
     Feed {
@@ -22,9 +22,9 @@ pub enum MarkerMsg {
     Finish { reply: RpcReplyPort<MarkerVerdict> },
 }
 
-pub struct MarkerParser;
+pub(crate) struct MarkerParser;
 
-pub struct MarkerState {
+pub(crate) struct MarkerState {
     stdout: Option<StreamFramer>,
     stderr: Option<StreamFramer>,
 }

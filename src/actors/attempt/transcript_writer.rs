@@ -28,13 +28,14 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use super::attempt_supervisor::AttemptMsg;
 use super::deadline_timer::TimerMsg;
 use super::marker_parser::MarkerMsg;
-use super::notify;
-use super::observer::Emitter;
+use super::messages::AttemptMsg;
 use super::stop_scanner::ScanMsg;
+use crate::actors::notify;
+use crate::actors::observer::Emitter;
 use crate::domain::events::RunEvent;
+use crate::domain::failure::ExecutionFailure;
 use crate::domain::marker::{LIVE_HOLD_LIMIT, LiveFilter};
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
@@ -51,26 +52,26 @@ const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
 /// Once the console is bounded, how long one echo may take before the console is dropped.
 /// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
-pub const ECHO_LIMIT: Duration = Duration::from_secs(1);
+pub(crate) const ECHO_LIMIT: Duration = Duration::from_secs(1);
 
 /// The switch the attempt supervisor throws when the lifecycle bounds the live console
 /// (`AttemptEffect::BoundConsole`). A watch channel rather than a message: the writer may be
 /// waiting on the console inside a handler, where no message can reach it.
 #[derive(Clone)]
-pub struct ConsoleBound(Arc<watch::Sender<bool>>);
+pub(crate) struct ConsoleBound(Arc<watch::Sender<bool>>);
 
 impl ConsoleBound {
-    pub fn new() -> (Self, watch::Receiver<bool>) {
+    pub(crate) fn new() -> (Self, watch::Receiver<bool>) {
         let (switch, bounded) = watch::channel(false);
         (Self(Arc::new(switch)), bounded)
     }
 
-    pub fn engage(&self) {
+    pub(crate) fn engage(&self) {
         self.0.send_replace(true);
     }
 }
 
-pub enum WriterMsg {
+pub(crate) enum WriterMsg {
     /// A chunk read from `stream`; the reply returns the buffer for reuse.
     Chunk {
         stream: OutputStream,
@@ -90,7 +91,7 @@ pub enum WriterMsg {
 
 /// Why output could not be recorded or shown.
 #[derive(Debug, thiserror::Error)]
-pub enum OutputError {
+pub(crate) enum OutputError {
     #[error("{path}: {source}")]
     Transcript { path: String, source: io::Error },
     /// An earlier transcript write failed, so the trailer would close an incomplete record.
@@ -100,22 +101,22 @@ pub enum OutputError {
     WriterStopped,
 }
 
-pub struct TranscriptWriter;
+pub(crate) struct TranscriptWriter;
 
-pub struct WriterArgs {
-    pub transcript: TranscriptFile,
-    pub transcript_path: String,
+pub(crate) struct WriterArgs {
+    pub(crate) transcript: TranscriptFile,
+    pub(crate) transcript_path: String,
     /// The run's live console; `None` with `--quiet`.
-    pub console: Option<Arc<Console>>,
+    pub(crate) console: Option<Arc<Console>>,
     /// Where output progress goes, as events of `attempt_id`.
-    pub events: Emitter,
-    pub attempt_id: String,
-    pub marker: ActorRef<MarkerMsg>,
-    pub scanner: Option<ActorRef<ScanMsg>>,
-    pub timer: Option<ActorRef<TimerMsg>>,
-    pub supervisor: ActorRef<AttemptMsg>,
+    pub(crate) events: Emitter,
+    pub(crate) attempt_id: String,
+    pub(crate) marker: ActorRef<MarkerMsg>,
+    pub(crate) scanner: Option<ActorRef<ScanMsg>>,
+    pub(crate) timer: Option<ActorRef<TimerMsg>>,
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
-    pub console_bound: watch::Receiver<bool>,
+    pub(crate) console_bound: watch::Receiver<bool>,
 }
 
 /// The live echo of one stream.
@@ -140,7 +141,7 @@ impl EchoStream {
     }
 }
 
-pub struct WriterState {
+pub(crate) struct WriterState {
     args: WriterArgs,
     stdout: EchoStream,
     stderr: EchoStream,
@@ -516,7 +517,9 @@ impl WriterState {
         tracing::info!(%error, "output failure");
         notify(
             &self.args.supervisor,
-            AttemptMsg::OutputFailed(error.to_string()),
+            AttemptMsg::Failed(ExecutionFailure::Output {
+                detail: error.to_string(),
+            }),
         );
     }
 }

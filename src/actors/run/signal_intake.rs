@@ -21,17 +21,17 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook_tokio::{Handle, Signals};
 use tokio::task::JoinHandle;
 
-use super::notify;
-use super::run_supervisor::RunMsg;
+use super::messages::RunMsg;
+use crate::actors::notify;
 use crate::platform::signal_disposition;
 
 /// The signals that stop a run: each stops the worker's group, records `interrupted` and
 /// makes the handler exit 128 + its number.
-pub const STOPPING_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+pub(crate) const STOPPING_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
 
-pub struct SignalIntake;
+pub(crate) struct SignalIntake;
 
-pub struct SignalIntakeState {
+pub(crate) struct SignalIntakeState {
     handle: Handle,
     forwarder: JoinHandle<()>,
 }

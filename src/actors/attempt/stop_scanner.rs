@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::attempt_supervisor::AttemptMsg;
-use super::notify;
+use super::messages::AttemptMsg;
+use crate::actors::notify;
 use crate::domain::stop_regex::{StopMatch, StopPatterns, StopScanner as Scanner};
 
-pub enum ScanMsg {
+pub(crate) enum ScanMsg {
     /// The next chunk of combined output, shared with the other consumers of the chunk; the
     /// reply comes after this actor dropped its reference.
     Feed {
@@ -25,14 +25,14 @@ pub enum ScanMsg {
     },
 }
 
-pub struct StopScanner;
+pub(crate) struct StopScanner;
 
-pub struct ScanArgs {
-    pub patterns: Arc<StopPatterns>,
-    pub supervisor: ActorRef<AttemptMsg>,
+pub(crate) struct ScanArgs {
+    pub(crate) patterns: Arc<StopPatterns>,
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
 }
 
-pub struct ScanState {
+pub(crate) struct ScanState {
     scanner: Scanner,
     supervisor: ActorRef<AttemptMsg>,
     matched: Option<StopMatch>,

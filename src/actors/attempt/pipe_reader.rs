@@ -12,35 +12,35 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::attempt_supervisor::AttemptMsg;
-use super::notify;
+use super::messages::AttemptMsg;
 use super::transcript_writer::WriterMsg;
+use crate::actors::notify;
 use crate::domain::output_stream::OutputStream;
 
 /// Largest chunk handed on at once: the pipe's capacity. Each chunk costs several
 /// cross-thread hand-offs, so a fast producer's output travels in few, large chunks.
-pub const CHUNK_SIZE: usize = 1024 * 1024;
+pub(crate) const CHUNK_SIZE: usize = 1024 * 1024;
 /// A chunk is topped up from the pipe only while at least this much room is left.
 const MIN_TOP_UP: usize = 16 * 1024;
 
-pub enum ReaderMsg {
+pub(crate) enum ReaderMsg {
     /// Stop reading and close our read end (used when a process outside the group keeps the
     /// pipe open after the group is gone).
     Close,
 }
 
-pub struct PipeReader;
+pub(crate) struct PipeReader;
 
-pub struct ReaderArgs {
-    pub stream: OutputStream,
-    pub pipe: Box<dyn AsyncRead + Send + Unpin>,
-    pub writer: ActorRef<WriterMsg>,
-    pub supervisor: ActorRef<AttemptMsg>,
+pub(crate) struct ReaderArgs {
+    pub(crate) stream: OutputStream,
+    pub(crate) pipe: Box<dyn AsyncRead + Send + Unpin>,
+    pub(crate) writer: ActorRef<WriterMsg>,
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// The attempt's span, so the read loop's events carry the attempt id.
-    pub span: tracing::Span,
+    pub(crate) span: tracing::Span,
 }
 
-pub struct ReaderState {
+pub(crate) struct ReaderState {
     stream: OutputStream,
     task: JoinHandle<()>,
 }

@@ -3,7 +3,8 @@
 //!
 //! - `Terminate`: SIGTERM to the group, poll until it is empty or the grace period (0.5 s)
 //!   ends, then SIGKILL, re-sent in bounded rounds while any member is alive (a process forked
-//!   mid-walk can miss one `killpg`).
+//!   mid-walk can miss one `killpg`); the steps and their timing are the domain's
+//!   [`Escalation`], shared with the watchdog.
 //! - `KillNow`: a second signal skips what is left of the grace period.
 //! - `SweepAfterExit`: after the leader exited on its own, whatever is left of the group is a
 //!   leaked descendant: record its pids and SIGKILL the group.
@@ -36,57 +37,48 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
-use super::attempt_supervisor::AttemptMsg;
-use super::{notify, off_runtime};
+use super::messages::AttemptMsg;
+use crate::actors::{notify, off_runtime};
+use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep, StopSignal};
 use crate::domain::lifecycle::GroupReport;
 use crate::domain::process_tree::{SweepNext, SweepRounds};
 use crate::platform::proc::{self, ChildSnapshot};
-use crate::platform::process_group::{self, StopSignal};
+use crate::platform::process_group;
 use crate::platform::{descendant_sweep, watchdog};
 
-/// How long a group gets between SIGTERM and SIGKILL.
-const TERMINATE_GRACE: Duration = Duration::from_millis(500);
-/// How often membership is polled while waiting.
-const POLL_INTERVAL: Duration = Duration::from_millis(5);
-/// How long SIGKILL is re-sent before the killer reports survivors and gives up.
-const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
+/// How often the adopted-descendant sweep passes again.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(5);
 /// How long escaped descendants are swept before the survivors are reported.
 const ADOPTEE_SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// How long a sweep that gives up waits for its last SIGKILLs to take effect before it names
 /// what still lives as surviving.
 const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
-pub enum KillerMsg {
+pub(crate) enum KillerMsg {
     Terminate,
     KillNow,
     SweepAfterExit,
     Poll,
 }
 
-pub struct GroupKiller;
+pub(crate) struct GroupKiller;
 
-pub struct KillerArgs {
-    pub pgid: u32,
+pub(crate) struct KillerArgs {
+    pub(crate) pgid: u32,
     /// The leader's start time (`/proc/<pid>/stat` field 22). An adopted child that started
     /// before it cannot descend from the worker — the handler inherited it across `exec` — so
     /// it is never signalled. `None` when the identity could not be read: then no adopted
     /// process is signalled at all, since none can be told apart.
-    pub worker_started_ticks: Option<u64>,
+    pub(crate) worker_started_ticks: Option<u64>,
     /// The handler's children before its first worker started: inherited, never signalled.
-    pub inherited: Arc<ChildSnapshot>,
-    pub supervisor: ActorRef<AttemptMsg>,
+    pub(crate) inherited: Arc<ChildSnapshot>,
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
 }
 
 enum Phase {
     Idle,
-    /// SIGTERM sent; SIGKILL follows at `kill_at`.
-    Grace {
-        kill_at: Instant,
-    },
-    /// SIGKILL sent; re-sent until empty or `give_up_at`.
-    Killing {
-        give_up_at: Instant,
-    },
+    /// Stopping the group: SIGTERM, grace, SIGKILL rounds ([`Escalation`]).
+    Escalating(Escalation),
     /// The group is empty; adopted descendants are killed and reaped until none is left.
     Adoptees {
         give_up_at: Instant,
@@ -95,7 +87,7 @@ enum Phase {
     Reported,
 }
 
-pub struct KillerState {
+pub(crate) struct KillerState {
     pgid: u32,
     worker_started_ticks: Option<u64>,
     inherited: Arc<ChildSnapshot>,
@@ -134,17 +126,10 @@ impl Actor for GroupKiller {
         message: KillerMsg,
         state: &mut KillerState,
     ) -> Result<(), ActorProcessingErr> {
-        match (message, &state.phase) {
+        match (message, &mut state.phase) {
             (KillerMsg::Terminate, Phase::Idle) => {
-                if !state.group_alive().await {
-                    state.finish(&myself).await;
-                } else {
-                    state.signal(StopSignal::Terminate);
-                    state.phase = Phase::Grace {
-                        kill_at: Instant::now() + TERMINATE_GRACE,
-                    };
-                    schedule_poll(&myself);
-                }
+                state.phase = Phase::Escalating(Escalation::terminate());
+                state.escalate(&myself).await;
             }
             (KillerMsg::SweepAfterExit, Phase::Idle) => {
                 // The leader is reaped by now, so the cheap probe answers the common case;
@@ -159,66 +144,56 @@ impl Actor for GroupKiller {
                         "descendants outlived the worker"
                     );
                     state.report.leaked = leaked;
-                    state.start_killing(&myself);
+                    state.phase = Phase::Escalating(Escalation::kill());
+                    state.escalate(&myself).await;
                 }
             }
-            (KillerMsg::KillNow, Phase::Grace { .. }) => {
+            (KillerMsg::KillNow, Phase::Escalating(escalation)) if !escalation.killing() => {
                 tracing::info!(
                     pgid = state.pgid,
                     "second signal: skipping the grace period"
                 );
-                state.start_killing(&myself);
+                escalation.skip_grace();
+                state.escalate(&myself).await;
             }
             (KillerMsg::KillNow, Phase::Idle) => {
-                if state.group_alive().await {
-                    state.start_killing(&myself);
-                } else {
-                    state.finish(&myself).await;
-                }
+                state.phase = Phase::Escalating(Escalation::kill());
+                state.escalate(&myself).await;
             }
-            (KillerMsg::Poll, Phase::Grace { kill_at }) => {
-                let kill_at = *kill_at;
-                if !state.group_alive().await {
-                    state.finish(&myself).await;
-                } else if Instant::now() >= kill_at {
-                    state.start_killing(&myself);
-                } else {
-                    schedule_poll(&myself);
-                }
-            }
-            (KillerMsg::Poll, Phase::Killing { give_up_at }) => {
-                let give_up_at = *give_up_at;
-                if !state.group_alive().await {
-                    state.finish(&myself).await;
-                } else if Instant::now() >= give_up_at {
-                    state.report.survivors = state.live_members().await;
-                    tracing::error!(pgid = state.pgid, survivors = ?state.report.survivors, "process group survived SIGKILL");
-                    state.finish(&myself).await;
-                } else {
-                    state.signal(StopSignal::Kill);
-                    schedule_poll(&myself);
-                }
-            }
+            (KillerMsg::Poll, Phase::Escalating(_)) => state.escalate(&myself).await,
             (KillerMsg::Poll, Phase::Adoptees { .. }) => state.sweep_adoptees(&myself).await,
             // Requests that arrive in a phase where they change nothing (a second Terminate,
-            // KillNow while already killing, a stale Poll) are no-ops by design.
+            // a stale Poll) are no-ops by design.
             _ => {}
         }
         Ok(())
     }
 }
 
-fn schedule_poll(myself: &ActorRef<KillerMsg>) {
-    myself.send_after(POLL_INTERVAL, || KillerMsg::Poll);
+fn schedule_poll(myself: &ActorRef<KillerMsg>, after: Duration) {
+    myself.send_after(after, || KillerMsg::Poll);
 }
 
 impl KillerState {
-    fn start_killing(&mut self, myself: &ActorRef<KillerMsg>) {
-        self.signal(StopSignal::Kill);
-        self.phase = Phase::Killing {
-            give_up_at: Instant::now() + KILL_ROUNDS_LIMIT,
+    /// Probes the group and carries out the escalation's next step.
+    async fn escalate(&mut self, myself: &ActorRef<KillerMsg>) {
+        let alive = self.group_alive().await;
+        let Phase::Escalating(escalation) = &mut self.phase else {
+            return;
         };
-        schedule_poll(myself);
+        match escalation.step(std::time::Instant::now(), alive) {
+            KillStep::Send(signal) => {
+                self.signal(signal);
+                schedule_poll(myself, CHECK_INTERVAL);
+            }
+            KillStep::CheckAfter(after) => schedule_poll(myself, after),
+            KillStep::Emptied => self.finish(myself).await,
+            KillStep::GaveUp => {
+                self.report.survivors = self.live_members().await;
+                tracing::error!(pgid = self.pgid, survivors = ?self.report.survivors, "process group survived SIGKILL");
+                self.finish(myself).await;
+            }
+        }
     }
 
     fn signal(&mut self, signal: StopSignal) {
@@ -317,7 +292,7 @@ impl KillerState {
             return self.report();
         }
         self.phase = Phase::Adoptees { give_up_at, rounds };
-        schedule_poll(myself);
+        schedule_poll(myself, SWEEP_INTERVAL);
     }
 
     fn report(&mut self) {

@@ -2,7 +2,8 @@
 //! launch, and the `--idle-timeout` measured from the last output on either stream.
 //!
 //! Output notifications only move a timestamp; the timer wakes itself at the earliest pending
-//! deadline and re-arms if output moved the idle deadline meanwhile. Sustained output
+//! deadline and re-arms if output moved the idle deadline meanwhile. It reports which
+//! deadlines have passed; which one stops the attempt is the attempt lifecycle's rule. Sustained output
 //! therefore costs one cheap message per notification and can never postpone the wall-clock
 //! deadline.
 
@@ -11,25 +12,25 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
-use super::attempt_supervisor::AttemptMsg;
-use super::notify;
+use super::messages::AttemptMsg;
+use crate::actors::notify;
 
-pub enum TimerMsg {
+pub(crate) enum TimerMsg {
     /// Some output arrived on either stream.
     OutputObserved,
     /// Self-scheduled wake-up.
     Check,
 }
 
-pub struct DeadlineTimer;
+pub(crate) struct DeadlineTimer;
 
-pub struct TimerArgs {
-    pub timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub supervisor: ActorRef<AttemptMsg>,
+pub(crate) struct TimerArgs {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
 }
 
-pub struct TimerState {
+pub(crate) struct TimerState {
     args: TimerArgs,
     started: Instant,
     last_output: Instant,
@@ -96,14 +97,22 @@ impl Actor for DeadlineTimer {
             TimerMsg::OutputObserved => state.last_output = Instant::now(),
             TimerMsg::Check => {
                 let now = Instant::now();
-                if state.wall_deadline().is_some_and(|at| now >= at) {
+                let wall_clock = state.wall_deadline().is_some_and(|at| now >= at);
+                let idle = state.idle_deadline().is_some_and(|at| now >= at);
+                if wall_clock || idle {
+                    // Both may have passed at the same check; the attempt lifecycle decides
+                    // which one stops the attempt.
                     state.fired = true;
-                    tracing::info!("wall-clock deadline reached");
-                    notify(&state.args.supervisor, AttemptMsg::DeadlineReached);
-                } else if state.idle_deadline().is_some_and(|at| now >= at) {
-                    state.fired = true;
-                    tracing::info!("idle deadline reached");
-                    notify(&state.args.supervisor, AttemptMsg::IdleDeadlineReached);
+                    if wall_clock {
+                        tracing::info!("wall-clock deadline reached");
+                    }
+                    if idle {
+                        tracing::info!("idle deadline reached");
+                    }
+                    notify(
+                        &state.args.supervisor,
+                        AttemptMsg::DeadlinesPassed { wall_clock, idle },
+                    );
                 } else {
                     state.arm(&myself);
                 }

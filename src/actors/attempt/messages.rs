@@ -1,0 +1,53 @@
+//! What the attempt supervisor is told: by its preparation and recording tasks, by its
+//! children (pipe readers, stop scanner, deadline timer, transcript writer, group killer), by
+//! its own timers, and by the run supervisor (an interrupt). Children import this file, never
+//! the supervisor's.
+
+use super::prepare::{Launch, SetupFailure};
+use crate::domain::decision::ChildExit;
+use crate::domain::failure::ExecutionFailure;
+use crate::domain::lifecycle::GroupReport;
+use crate::domain::lifecycle::attempt::Gathered;
+use crate::domain::outcome::OutputBytes;
+use crate::domain::output_stream::OutputStream;
+use crate::domain::state::StateWriteError;
+use crate::domain::stop_regex::StopMatch;
+use crate::domain::timestamp::Timestamp;
+
+pub(crate) enum AttemptMsg {
+    /// The preparation task finished: the worker runs, or why it does not.
+    Prepared(Box<Result<Launch, SetupFailure>>),
+    /// The `running` record write reported.
+    RunningRecorded(Result<(), StateWriteError>),
+    /// The worker (the group leader) exited and was reaped.
+    ChildExited(ChildExit),
+    /// A pipe reached EOF, or reading it failed.
+    StreamEnded {
+        stream: OutputStream,
+        error: Option<String>,
+    },
+    /// A stop regex or rate-limit pattern matched.
+    StopMatched(StopMatch),
+    /// These deadlines passed at the timer's last check.
+    DeadlinesPassed {
+        wall_clock: bool,
+        idle: bool,
+    },
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) forwarded by the run supervisor.
+    Interrupt(i32),
+    /// The transcript could not be written, or the like: the attempt's machinery failed.
+    Failed(ExecutionFailure),
+    /// The killer found the group empty and swept escaped descendants.
+    GroupEmptied(GroupReport),
+    LeakGraceElapsed,
+    DrainLimitElapsed,
+    /// The recording task wrote the trailer and gathered the verdicts.
+    Gathered(Box<Recorded>),
+}
+
+/// What the recording task found, and what the outcome record needs besides.
+pub(crate) struct Recorded {
+    pub(crate) gathered: Gathered,
+    pub(crate) output: OutputBytes,
+    pub(crate) finished_at: Timestamp,
+}

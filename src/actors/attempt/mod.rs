@@ -1,0 +1,663 @@
+//! AttemptSupervisor: one per attempt. It owns the attempt's actors and carries out what the
+//! pure lifecycle machine ([`crate::domain::lifecycle::attempt`]) decides — which trigger
+//! becomes the cause, what a signal does in each stage, when cleanup moves on, what the
+//! outcome is and whether it may be committed. This actor only turns messages into machine
+//! events and machine effects into actions.
+//!
+//! Its handlers never wait on a disk, a store write or another actor's reply: preparation
+//! ([`prepare`]), the `running` record, recording and the commit ([`commit`]) run as tasks
+//! that report back with a message (or, at the end, report to the run). So a timeout, a
+//! stop-regex match or a signal is handled at once whatever the disk is doing, and a signal
+//! during preparation is held by the machine until the group exists.
+
+mod commit;
+mod crew;
+mod deadline_timer;
+mod group_killer;
+mod marker_parser;
+mod messages;
+mod pipe_reader;
+mod prepare;
+mod stop_scanner;
+mod transcript_writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use self::commit::{CommitJob, Reporting, RetryInputs};
+use self::crew::{Crew, CrewArgs};
+use self::group_killer::KillerMsg;
+use self::marker_parser::MarkerMsg;
+use self::pipe_reader::ReaderMsg;
+use self::prepare::{Launch, PreparationTask, SetupFailure};
+use self::stop_scanner::ScanMsg;
+use self::transcript_writer::{OutputError, WriterMsg};
+use super::observer::Emitter;
+use super::state_store::StoreMsg;
+use super::{call, notify};
+use crate::domain::decision::ChildExit;
+use crate::domain::escalation::StopSignal;
+use crate::domain::events::RunEvent;
+use crate::domain::failure::ExecutionFailure;
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::lifecycle::attempt::{
+    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, Gathered, RecordingInput,
+};
+use crate::domain::lifecycle::run::{AttemptReport, LaunchOrder, RecordFailure};
+use crate::domain::marker::MarkerVerdict;
+use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
+use crate::domain::plan::Phase;
+use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
+use crate::domain::timestamp::Timestamp;
+use crate::domain::transcript::{Trailer, render_trailer};
+use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::console::Console;
+use crate::platform::locate::PlanLocation;
+use crate::platform::proc::ChildSnapshot;
+use crate::platform::process_group;
+use crate::platform::transcript_file::TranscriptFile;
+
+pub(crate) use self::messages::AttemptMsg;
+
+/// After the leader exits on its own, how long its pipes may stay open before the remaining
+/// group members are killed as leaked descendants.
+const LEAK_GRACE: Duration = Duration::from_millis(100);
+/// Once the group is empty, how long EOF may take before our read ends are closed anyway (a
+/// process that left the group can still hold a pipe).
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Everything one attempt needs, fixed when the run loop orders the launch.
+pub(crate) struct AttemptSpec {
+    /// Where the attempt's end is reported.
+    pub(crate) run: DerivedActorRef<Box<AttemptReport>>,
+    pub(crate) store: ActorRef<StoreMsg>,
+    pub(crate) location: Arc<PlanLocation>,
+    pub(crate) snapshot: Arc<PlanSnapshot>,
+    pub(crate) settings: Arc<RunSettings>,
+    pub(crate) phase: Phase,
+    pub(crate) execution_workspace: String,
+    /// What the run loop decided for this attempt (template, retry turn, acceptance).
+    pub(crate) order: LaunchOrder,
+    /// The handler's children before its first worker: never treated as escaped descendants.
+    pub(crate) inherited_children: Arc<ChildSnapshot>,
+    /// The phase's position in the plan (1-based), for progress.
+    pub(crate) phase_index: usize,
+    pub(crate) events: Emitter,
+    /// The run's live console; `None` with `--quiet`.
+    pub(crate) console: Option<Arc<Console>>,
+    pub(crate) span: tracing::Span,
+}
+
+pub(crate) struct AttemptSupervisor;
+
+pub(crate) struct AttemptState {
+    spec: AttemptSpec,
+    lifecycle: AttemptLifecycle,
+    /// The attempt as durably prepared (and, once recorded, running).
+    attempt: Option<ActiveAttempt>,
+    crew: Option<Crew>,
+    /// The worker's transcript when it never ran (the launch error goes there).
+    unlaunched_transcript: Option<TranscriptFile>,
+    /// Why the prepared record was not written, until the machine concludes.
+    not_prepared: Option<(String, StateWriteError)>,
+    /// When the attempt started, for its duration.
+    started: std::time::Instant,
+    /// What recording found besides the verdicts, once the trailer is written.
+    recorded: Option<(OutputBytes, Timestamp)>,
+    /// This attempt's number among the phase's attempts in the state.
+    phase_attempt: u32,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Actor for AttemptSupervisor {
+    type Msg = AttemptMsg;
+    type State = AttemptState;
+    type Arguments = AttemptSpec;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<AttemptMsg>,
+        spec: AttemptSpec,
+    ) -> Result<AttemptState, ActorProcessingErr> {
+        let mut state = AttemptState {
+            spec,
+            lifecycle: AttemptLifecycle::new(),
+            attempt: None,
+            crew: None,
+            unlaunched_transcript: None,
+            not_prepared: None,
+            started: std::time::Instant::now(),
+            recorded: None,
+            phase_attempt: 1,
+            tasks: Vec::new(),
+        };
+        let preparation = state.preparation();
+        state.spawn(async move {
+            let result = preparation.run().await;
+            notify(&myself, AttemptMsg::Prepared(Box::new(result)));
+        });
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AttemptMsg>,
+        message: AttemptMsg,
+        state: &mut AttemptState,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = state.spec.span.clone();
+        async {
+            let event = match message {
+                AttemptMsg::Prepared(result) => state.on_prepared(*result, &myself).await?,
+                AttemptMsg::RunningRecorded(Ok(())) => {
+                    if let Some(attempt) = state.attempt.as_mut() {
+                        attempt.status = ActiveStatus::Running;
+                    }
+                    tracing::info!("attempt running");
+                    Some(AttemptEvent::RunningRecorded)
+                }
+                AttemptMsg::RunningRecorded(Err(error)) => {
+                    Some(AttemptEvent::RunningRecordFailed {
+                        detail: error.to_string(),
+                    })
+                }
+                AttemptMsg::ChildExited(exit) => Some(AttemptEvent::LeaderExited(exit)),
+                AttemptMsg::StreamEnded { stream, error } => {
+                    Some(AttemptEvent::StreamEnded { stream, error })
+                }
+                AttemptMsg::StopMatched(found) => Some(AttemptEvent::PatternMatched(found)),
+                AttemptMsg::DeadlinesPassed { wall_clock, idle } => {
+                    let settings = &state.spec.settings;
+                    Some(AttemptEvent::DeadlinesPassed {
+                        timeout: settings.timeout_seconds.filter(|_| wall_clock),
+                        idle: settings.idle_timeout_seconds.filter(|_| idle),
+                    })
+                }
+                AttemptMsg::Interrupt(signal) => Some(AttemptEvent::Interrupt { signal }),
+                AttemptMsg::Failed(failure) => Some(AttemptEvent::Failed(failure)),
+                AttemptMsg::GroupEmptied(report) => {
+                    tracing::info!(
+                        leaked = ?report.leaked,
+                        escaped = ?report.escaped,
+                        survivors = ?report.survivors,
+                        "group stopped"
+                    );
+                    state.emit(RunEvent::group_stopped(&report));
+                    Some(AttemptEvent::GroupEmptied(report))
+                }
+                AttemptMsg::LeakGraceElapsed => Some(AttemptEvent::LeakGraceElapsed),
+                AttemptMsg::DrainLimitElapsed => Some(AttemptEvent::DrainLimitElapsed),
+                AttemptMsg::Gathered(recorded) => {
+                    let recorded = *recorded;
+                    state.recorded = Some((recorded.output, recorded.finished_at));
+                    // Every actor of the attempt has said what it knows.
+                    if let Some(crew) = state.crew.take() {
+                        crew.stop();
+                    }
+                    Some(AttemptEvent::Gathered(recorded.gathered))
+                }
+            };
+            if let Some(event) = event {
+                state.feed(event, &myself);
+            }
+            Ok::<(), ActorProcessingErr>(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<AttemptMsg>,
+        event: SupervisionEvent,
+        state: &mut AttemptState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Children stop on purpose during cleanup; only a failure is news. The default
+        // handler would stop this supervisor on any child exit, skipping cleanup.
+        if let SupervisionEvent::ActorFailed(who, error) = event {
+            tracing::error!(actor = %who.get_id(), %error, "attempt actor failed");
+            let failure = ExecutionFailure::ActorFailed {
+                detail: error.to_string(),
+            };
+            state.feed(AttemptEvent::Failed(failure), &myself);
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AttemptMsg>,
+        state: &mut AttemptState,
+    ) -> Result<(), ActorProcessingErr> {
+        for task in state.tasks.drain(..) {
+            task.abort();
+        }
+        if let Some(crew) = state.crew.take() {
+            crew.stop();
+        }
+        Ok(())
+    }
+}
+
+impl AttemptState {
+    /// Feeds one event to the machine and executes the effects it returns.
+    fn feed(&mut self, event: AttemptEvent, myself: &ActorRef<AttemptMsg>) {
+        let before = self.lifecycle.stage().name();
+        let effects = self.lifecycle.handle(event);
+        let after = self.lifecycle.stage().name();
+        if before != after {
+            tracing::info!(from = before, to = after, "attempt stage");
+        }
+        for effect in effects {
+            self.execute(effect, myself);
+        }
+    }
+
+    fn execute(&mut self, effect: AttemptEffect, myself: &ActorRef<AttemptMsg>) {
+        tracing::debug!(effect = effect_name(&effect), "attempt effect");
+        match effect {
+            AttemptEffect::CancelTimers => {
+                if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
+                    timer.stop(None);
+                }
+            }
+            AttemptEffect::BoundConsole => {
+                if let Some(crew) = &self.crew {
+                    crew.console_bound.engage();
+                }
+            }
+            AttemptEffect::TerminateGroup => {
+                if let Some(cause) = self.lifecycle.cause() {
+                    let (kind, detail) = (cause.kind(), cause.describe());
+                    tracing::info!(cause = kind, detail, "stopping the attempt");
+                    self.emit(RunEvent::StopRequested {
+                        cause: kind.to_owned(),
+                        detail,
+                    });
+                }
+                self.tell_killer(KillerMsg::Terminate);
+            }
+            AttemptEffect::KillNow => self.tell_killer(KillerMsg::KillNow),
+            AttemptEffect::SweepAfterExit => self.tell_killer(KillerMsg::SweepAfterExit),
+            AttemptEffect::StartLeakGrace => {
+                myself.send_after(LEAK_GRACE, || AttemptMsg::LeakGraceElapsed);
+            }
+            AttemptEffect::StartDrainLimit => {
+                myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+            }
+            AttemptEffect::CloseReaders => {
+                tracing::info!("pipes still open after the group emptied; closing our read ends");
+                if let Some(crew) = &self.crew {
+                    for reader in &crew.readers {
+                        notify(reader, ReaderMsg::Close);
+                    }
+                }
+            }
+            AttemptEffect::Gather(input) => self.gather(input, myself),
+            AttemptEffect::Commit(conclusion) => self.commit(conclusion),
+            AttemptEffect::LeaveUnresolved {
+                conclusion,
+                failure,
+                decided,
+            } => {
+                tracing::info!(status = %conclusion.decision.status, "outcome decided");
+                tracing::info!(%failure, "outcome not committed after an earlier state write failure");
+                let Some(attempt) = self.attempt.clone() else {
+                    return;
+                };
+                let failure = RecordFailure::RunningRecord { failure, decided };
+                let reporting = self.reporting();
+                self.spawn(reporting.unresolved(attempt, conclusion.decision, failure));
+            }
+            AttemptEffect::ConcludeNotPrepared => {
+                if let Some((attempt_id, error)) = self.not_prepared.take() {
+                    let reporting = self.reporting();
+                    self.spawn(reporting.not_prepared(attempt_id, error));
+                }
+            }
+        }
+    }
+
+    /// Runs `work` as a task of this attempt, in its span; aborted if the attempt stops first.
+    fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
+        let span = self.spec.span.clone();
+        self.tasks.push(tokio::spawn(work.instrument(span)));
+    }
+
+    /// Emits an event of this attempt (with its id once it has one).
+    fn emit(&self, event: RunEvent) {
+        let attempt_id = self.attempt.as_ref().map(|attempt| attempt.id.as_str());
+        self.spec.events.emit(attempt_id, event);
+    }
+
+    fn tell_killer(&self, message: KillerMsg) {
+        if let Some(crew) = &self.crew {
+            notify(&crew.killer, message);
+        }
+    }
+
+    fn reporting(&self) -> Reporting {
+        Reporting {
+            store: self.spec.store.clone(),
+            run: self.spec.run.clone(),
+            phase_id: self.spec.phase.id.clone(),
+        }
+    }
+
+    /// The preparation task's inputs, cloned out of the spec.
+    fn preparation(&mut self) -> PreparationTask {
+        let order = &mut self.spec.order;
+        PreparationTask {
+            store: self.spec.store.clone(),
+            location: self.spec.location.clone(),
+            snapshot: self.spec.snapshot.clone(),
+            settings: self.spec.settings.clone(),
+            phase: self.spec.phase.clone(),
+            execution_workspace: self.spec.execution_workspace.clone(),
+            accept: order.accept.take(),
+            resolve_abandoned: order.resolve_abandoned,
+            template_index: order.template_index,
+            retry_note: order.turn.note.clone(),
+            attempt_number: order.turn.ledger.attempt,
+            phase_index: self.spec.phase_index,
+            events: self.spec.events.clone(),
+            span: self.spec.span.clone(),
+        }
+    }
+
+    async fn on_prepared(
+        &mut self,
+        result: Result<Launch, SetupFailure>,
+        myself: &ActorRef<AttemptMsg>,
+    ) -> Result<Option<AttemptEvent>, ActorProcessingErr> {
+        let launch = match result {
+            Ok(launch) => launch,
+            Err(SetupFailure::NotPrepared { attempt_id, error }) => {
+                tracing::info!(%error, "prepared record not written");
+                self.not_prepared = Some((attempt_id, error));
+                return Ok(Some(AttemptEvent::PreparedRecordFailed));
+            }
+            Err(SetupFailure::Setup {
+                attempt,
+                phase_attempt,
+                error,
+            }) => {
+                self.attempt = Some(attempt);
+                self.phase_attempt = phase_attempt;
+                let detail = error.to_string();
+                return Ok(Some(AttemptEvent::SetupFailed { detail }));
+            }
+            Err(SetupFailure::Launch {
+                attempt,
+                phase_attempt,
+                transcript,
+                summary,
+            }) => {
+                tracing::info!(%summary, "launch failed");
+                self.attempt = Some(attempt);
+                self.phase_attempt = phase_attempt;
+                self.unlaunched_transcript = Some(transcript);
+                return Ok(Some(AttemptEvent::LaunchFailed { summary }));
+            }
+        };
+        let Launch {
+            attempt,
+            phase_attempt,
+            mut child,
+            pid,
+            identity,
+            transcript,
+            prompt,
+        } = launch;
+        tracing::info!(pid, pgid = pid, "worker spawned");
+        self.spec.events.emit(
+            Some(&attempt.id),
+            RunEvent::WorkerSpawned { pid, pgid: pid },
+        );
+        self.attempt = Some(attempt.clone());
+        self.phase_attempt = phase_attempt;
+        let crew = Crew::start(CrewArgs {
+            supervisor: myself,
+            settings: &self.spec.settings,
+            pgid: pid,
+            worker_started_ticks: identity.as_ref().map(|identity| identity.start_time_ticks),
+            inherited: self.spec.inherited_children.clone(),
+            transcript,
+            transcript_path: attempt.transcript_path.clone(),
+            attempt_id: attempt.id.clone(),
+            console: self.spec.console.clone(),
+            events: self.spec.events.clone(),
+        })
+        .await;
+        let mut crew = match crew {
+            Ok(crew) => crew,
+            Err(error) => {
+                // A bug: nothing would supervise the worker. Stop its group before this
+                // supervisor fails (the run reports an internal error).
+                let _ = process_group::signal_group(pid, StopSignal::Kill);
+                return Err(error.into());
+            }
+        };
+        if let Some(stdin) = child.stdin.take() {
+            self.spawn(write_prompt(stdin, prompt));
+        }
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let waiter = myself.clone();
+        self.spawn(async move {
+            let exit = wait_for_exit(&mut child).await;
+            tracing::info!(code = exit.code, signal = exit.signal, "worker exited");
+            notify(&waiter, AttemptMsg::ChildExited(exit));
+        });
+        let reader_failures = crew
+            .start_readers(stdout, stderr, myself, &self.spec.span)
+            .await;
+        self.crew = Some(crew);
+        // The group exists and the killer knows it: a held signal is acted on now.
+        self.feed(AttemptEvent::Launched, myself);
+        self.record_running(&attempt.id, identity, myself);
+        for failure in reader_failures {
+            self.feed(AttemptEvent::Failed(failure), myself);
+        }
+        Ok(None)
+    }
+
+    /// Writes the `running` record in a task: a slow disk must not delay a timeout or signal.
+    fn record_running(
+        &mut self,
+        attempt_id: &str,
+        identity: Option<ProcessIdentity>,
+        myself: &ActorRef<AttemptMsg>,
+    ) {
+        let store = self.spec.store.clone();
+        let attempt_id = attempt_id.to_owned();
+        let target = myself.clone();
+        if let Some(attempt) = self.attempt.as_mut() {
+            attempt.process = identity.clone();
+        }
+        self.spawn(async move {
+            let result = call(&store, |reply| StoreMsg::MarkRunning {
+                attempt_id,
+                identity,
+                reply,
+            })
+            .await
+            .unwrap_or(Err(StateWriteError::Stopped));
+            notify(&target, AttemptMsg::RunningRecorded(result));
+        });
+    }
+
+    /// The group is gone and both pipes are closed: a task stops the readers, writes the
+    /// trailer and gathers the verdicts, then reports back.
+    fn gather(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
+        let Some(crew) = &self.crew else { return };
+        for reader in &crew.readers {
+            reader.stop(None);
+        }
+        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
+        let trailer = Trailer {
+            exit: Some(input.exit),
+            finished_at: Some(finished_at),
+            leaked: input.group.leaked,
+            escaped: input.group.escaped,
+            survivors: input.group.survivors,
+            pipes_held_open: input.pipes_held_open,
+            launch_error: None,
+            // The writer adds what happened to the live output.
+            console_notes: Vec::new(),
+        };
+        let (writer, marker, scanner) = (
+            crew.writer.clone(),
+            crew.marker.clone(),
+            crew.scanner.clone(),
+        );
+        let target = myself.clone();
+        self.spawn(async move {
+            let (trailer, output) = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
+                .await
+                .unwrap_or((Err(OutputError::WriterStopped), OutputBytes::default()));
+            let verdict = call(&marker, |reply| MarkerMsg::Finish { reply })
+                .await
+                .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
+            let final_match = match &scanner {
+                Some(scanner) => call(scanner, |reply| ScanMsg::Finish { reply })
+                    .await
+                    .flatten(),
+                None => None,
+            };
+            let gathered = Gathered {
+                trailer_error: trailer.err().map(|error| error.to_string()),
+                final_match,
+                verdict,
+            };
+            notify(
+                &target,
+                AttemptMsg::Gathered(Box::new(messages::Recorded {
+                    gathered,
+                    output,
+                    finished_at,
+                })),
+            );
+        });
+    }
+
+    /// Commits the decided outcome in a task (after noting a launch error in the transcript
+    /// of a worker that never ran); the task reports to the run.
+    fn commit(&mut self, conclusion: Conclusion) {
+        tracing::info!(status = %conclusion.decision.status, "outcome decided");
+        let Some(attempt) = self.attempt.clone() else {
+            return;
+        };
+        let (output, finished_at) = self.recorded.take().unwrap_or_else(|| {
+            (
+                OutputBytes::default(),
+                Timestamp::from_datetime(chrono::Utc::now()),
+            )
+        });
+        let launch_note = self
+            .unlaunched_transcript
+            .take()
+            .zip(conclusion.launch_error.clone())
+            .map(|(transcript, summary)| {
+                let trailer = Trailer {
+                    finished_at: Some(finished_at),
+                    launch_error: Some(summary),
+                    ..Trailer::default()
+                };
+                (transcript, render_trailer(&trailer, 0, true))
+            });
+        let settings = &self.spec.settings;
+        let order = &self.spec.order;
+        let outcome = OutcomeRecord {
+            attempt_id: attempt.id.clone(),
+            plan: attempt.snapshot.clone(),
+            phase: attempt.phase.clone(),
+            status: conclusion.decision.status,
+            summary: conclusion.decision.summary.clone(),
+            started_at: attempt.started_at,
+            finished_at,
+            execution_workspace: attempt.execution_workspace.clone(),
+            artifacts: Artifacts {
+                prompt_path: attempt.prompt_path.clone(),
+                transcript_path: attempt.transcript_path.clone(),
+            },
+            exit_code: conclusion.exit.code,
+            signal: conclusion.exit.signal,
+            duration_ms: Some(
+                self.started
+                    .elapsed()
+                    .as_millis()
+                    .try_into()
+                    .unwrap_or(u64::MAX),
+            ),
+            output_bytes: Some(output),
+            phase_attempt: Some(self.phase_attempt),
+            agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
+        };
+        let retry = RetryInputs::for_status(
+            conclusion.decision.status,
+            &attempt,
+            order.template_index,
+            order.turn.ledger.clone(),
+            settings.clone(),
+        );
+        let job = CommitJob {
+            reporting: self.reporting(),
+            events: self.spec.events.clone(),
+            attempt,
+            outcome,
+            decision: conclusion.decision,
+            launch_note,
+            retry,
+            output,
+        };
+        self.spawn(job.run());
+    }
+}
+
+/// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin
+/// must not stall anything: this runs on its own and is abandoned at cleanup. A closed pipe
+/// (EPIPE) just means the worker did not want it.
+async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
+    let _ = stdin.write_all(&prompt).await;
+    let _ = stdin.shutdown().await;
+}
+
+async fn wait_for_exit(child: &mut Child) -> ChildExit {
+    use std::os::unix::process::ExitStatusExt;
+    match child.wait().await {
+        Ok(status) => ChildExit {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        Err(error) => {
+            tracing::error!(%error, "waiting for the worker failed");
+            ChildExit {
+                code: None,
+                signal: None,
+            }
+        }
+    }
+}
+
+fn effect_name(effect: &AttemptEffect) -> &'static str {
+    match effect {
+        AttemptEffect::CancelTimers => "cancel-timers",
+        AttemptEffect::BoundConsole => "bound-console",
+        AttemptEffect::TerminateGroup => "terminate-group",
+        AttemptEffect::KillNow => "kill-now",
+        AttemptEffect::StartLeakGrace => "start-leak-grace",
+        AttemptEffect::SweepAfterExit => "sweep-after-exit",
+        AttemptEffect::StartDrainLimit => "start-drain-limit",
+        AttemptEffect::CloseReaders => "close-readers",
+        AttemptEffect::Gather(_) => "gather",
+        AttemptEffect::Commit(_) => "commit",
+        AttemptEffect::LeaveUnresolved { .. } => "leave-unresolved",
+        AttemptEffect::ConcludeNotPrepared => "conclude-not-prepared",
+    }
+}

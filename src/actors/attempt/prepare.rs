@@ -1,0 +1,278 @@
+//! The preparation of one attempt, run as a task beside the attempt supervisor so that no
+//! disk, store write or spawn ever waits inside its handlers: the prepared record, the
+//! prompt, the transcript header, the transcript thread, the spawn in a new session and
+//! process group, and the worker's `/proc` identity. It hands back a [`Launch`] or says why
+//! nothing runs ([`SetupFailure`]).
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::process::Child;
+
+use crate::actors::observer::Emitter;
+use crate::actors::state_store::{Preparation, StoreMsg};
+use crate::actors::{call, off_runtime};
+use crate::domain::attempt_id::attempt_id;
+use crate::domain::events::RunEvent;
+use crate::domain::identity::ProcessIdentity;
+use crate::domain::plan::Phase;
+use crate::domain::prompt::{PromptContext, RetryNote, render_prompt};
+use crate::domain::state::{
+    ActiveAttempt, ActiveStatus, PhaseRef, PlanRecord, SnapshotRef, StateWriteError,
+};
+use crate::domain::template::PlaceholderValues;
+use crate::domain::timestamp::Timestamp;
+use crate::domain::transcript::{TranscriptHeader, render_header};
+use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::locate::PlanLocation;
+use crate::platform::proc;
+use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::{durable, spawn};
+
+/// A launched worker, handed from the preparation task to the supervisor.
+pub(crate) struct Launch {
+    pub(crate) attempt: ActiveAttempt,
+    pub(crate) phase_attempt: u32,
+    pub(crate) child: Child,
+    pub(crate) pid: u32,
+    pub(crate) identity: Option<ProcessIdentity>,
+    pub(crate) transcript: TranscriptFile,
+    pub(crate) prompt: Vec<u8>,
+}
+
+/// Why the preparation task launched nothing.
+pub(crate) enum SetupFailure {
+    /// The prepared record was not written (or not durably: then it may be visible).
+    NotPrepared {
+        attempt_id: String,
+        error: StateWriteError,
+    },
+    /// The prepared record is durable, but the prompt, the transcript header or a writer
+    /// thread could not be created.
+    Setup {
+        attempt: ActiveAttempt,
+        phase_attempt: u32,
+        error: SetupError,
+    },
+    /// The worker could not be started; `transcript` gets the launch error.
+    Launch {
+        attempt: ActiveAttempt,
+        phase_attempt: u32,
+        transcript: TranscriptFile,
+        summary: String,
+    },
+}
+
+/// What could not be set up before the launch.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    /// The prompt or the transcript header (the message names the file).
+    #[error("{0}")]
+    Artifact(io::Error),
+    #[error("cannot start the transcript thread: {0}")]
+    TranscriptThread(io::Error),
+}
+
+/// Everything the preparation task needs, owned, so it can run beside the actor.
+pub(crate) struct PreparationTask {
+    pub(crate) store: ractor::ActorRef<StoreMsg>,
+    pub(crate) location: Arc<PlanLocation>,
+    pub(crate) snapshot: Arc<PlanSnapshot>,
+    pub(crate) settings: Arc<RunSettings>,
+    pub(crate) phase: Phase,
+    pub(crate) execution_workspace: String,
+    pub(crate) accept: Option<PlanRecord>,
+    pub(crate) resolve_abandoned: bool,
+    pub(crate) template_index: usize,
+    pub(crate) retry_note: Option<RetryNote>,
+    pub(crate) attempt_number: u32,
+    pub(crate) phase_index: usize,
+    pub(crate) events: Emitter,
+    pub(crate) span: tracing::Span,
+}
+
+impl PreparationTask {
+    /// Prepared record → prompt → transcript header → console → spawn → identity.
+    pub(crate) async fn run(self) -> Result<Launch, SetupFailure> {
+        let started_at = Timestamp::from_datetime(chrono::Utc::now());
+        let id = attempt_id(started_at, &self.phase.id, uuid::Uuid::new_v4());
+        self.span.record("attempt_id", id.as_str());
+        let layout = &self.location.layout;
+        let attempt = ActiveAttempt {
+            id: id.clone(),
+            status: ActiveStatus::Prepared,
+            phase: PhaseRef {
+                id: self.phase.id.clone(),
+                title: self.phase.title.clone(),
+            },
+            snapshot: SnapshotRef {
+                path: self.snapshot.path.clone(),
+                sha256: self.snapshot.sha256.clone(),
+            },
+            execution_workspace: self.execution_workspace.clone(),
+            started_at,
+            prompt_path: layout.prompt_path(&id),
+            transcript_path: layout.transcript_path(&id),
+            outcome_path: layout.outcome_path(&id),
+            process: None,
+        };
+        let preparation = Preparation {
+            attempt: attempt.clone(),
+            accept: self.accept.clone(),
+            resolve_abandoned_at: self.resolve_abandoned.then_some(started_at),
+        };
+        let prepared = call(&self.store, |reply| StoreMsg::Prepare {
+            preparation: Box::new(preparation),
+            reply,
+        })
+        .await
+        .unwrap_or(Err(StateWriteError::Stopped))
+        .map_err(|error| SetupFailure::NotPrepared {
+            attempt_id: id.clone(),
+            error,
+        })?;
+        tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
+        let phase_attempt = prepared
+            .committed_outcomes
+            .iter()
+            .filter(|outcome| outcome.phase_id == attempt.phase.id)
+            .count()
+            .saturating_add(1)
+            .try_into()
+            .unwrap_or(u32::MAX);
+        self.events.emit(
+            Some(&id),
+            RunEvent::AttemptPrepared {
+                phase_id: attempt.phase.id.clone(),
+                title: attempt.phase.title.clone(),
+                phase_index: self.phase_index,
+                phases: self.snapshot.plan.phases.len(),
+                phase_attempt,
+                attempt: self.attempt_number,
+                of: self.settings.retry.max_attempts,
+                agent_cmd: self.settings.templates[self.template_index]
+                    .raw()
+                    .to_owned(),
+                prompt_path: attempt.prompt_path.clone(),
+                transcript_path: attempt.transcript_path.clone(),
+            },
+        );
+
+        let template = &self.settings.templates[self.template_index];
+        let argv = template.render(&PlaceholderValues {
+            prompt_file: &attempt.prompt_path,
+            workspace: &attempt.execution_workspace,
+            run_id: &id,
+            transcript_file: &attempt.transcript_path,
+            state_file: &layout.state_path(),
+        });
+        let prompt = render_prompt(&PromptContext {
+            plan_workspace_path: &self.location.workspace,
+            execution_workspace_path: &attempt.execution_workspace,
+            plan_path: &self.snapshot.path,
+            state_path: &layout.state_path(),
+            run_id: &id,
+            transcript_path: &attempt.transcript_path,
+            preamble: &self.snapshot.plan.preamble,
+            phase: &self.phase,
+            state: &prepared,
+            retry: self.retry_note.as_ref(),
+        });
+        let header = render_header(&TranscriptHeader {
+            attempt_id: &attempt.id,
+            phase_id: &attempt.phase.id,
+            phase_title: &attempt.phase.title,
+            plan_path: &self.snapshot.path,
+            state_path: &layout.state_path(),
+            plan_workspace: &self.location.workspace,
+            execution_workspace: &attempt.execution_workspace,
+            started_at: attempt.started_at,
+            agent_cmd: template.raw(),
+            argv: &argv,
+        });
+        let prompt = prompt.into_bytes();
+        let artifacts = {
+            let (prompt_path, transcript_path, prompt) = (
+                attempt.prompt_path.clone(),
+                attempt.transcript_path.clone(),
+                prompt.clone(),
+            );
+            off_runtime(move || write_artifacts(&prompt_path, &prompt, &transcript_path, &header))
+                .await
+        };
+        let transcript = match artifacts
+            .map_err(SetupError::Artifact)
+            .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
+        {
+            Ok(transcript) => transcript,
+            Err(error) => {
+                return Err(SetupFailure::Setup {
+                    attempt,
+                    phase_attempt,
+                    error,
+                });
+            }
+        };
+        // Everything that can fail for lack of resources is set up before the launch, so a
+        // failure here never leaves a worker without its supervision.
+        let launch_failure = |summary: String, transcript| SetupFailure::Launch {
+            attempt: attempt.clone(),
+            phase_attempt,
+            transcript,
+            summary,
+        };
+
+        let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
+            Ok(child) => child,
+            Err(error) => {
+                let program = argv.first().cloned().unwrap_or_default();
+                let cwd = attempt.execution_workspace.clone();
+                let problem =
+                    off_runtime(move || spawn::launch_problem(&program, &cwd, &error)).await;
+                let summary = format!("could not launch agent command: {problem}");
+                return Err(launch_failure(summary, transcript));
+            }
+        };
+        let Some(pid) = child.id() else {
+            // The child was reaped already; tokio forgets its pid then. Treat like a launch
+            // we cannot supervise.
+            return Err(launch_failure(
+                "could not launch agent command: the process vanished at once".into(),
+                transcript,
+            ));
+        };
+        let identity = match off_runtime(move || proc::identity_of(pid)).await {
+            Ok(identity) => Some(identity),
+            Err(error) => {
+                tracing::warn!(pid, %error, "process identity unavailable");
+                None
+            }
+        };
+        Ok(Launch {
+            attempt,
+            phase_attempt,
+            child,
+            pid,
+            identity,
+            transcript,
+            prompt,
+        })
+    }
+}
+
+/// Creates the prompt (exclusively) and the transcript with its header.
+fn write_artifacts(
+    prompt_path: &str,
+    prompt: &[u8],
+    transcript_path: &str,
+    header: &str,
+) -> io::Result<File> {
+    durable::write_new(Path::new(prompt_path), prompt, "prompt")?;
+    durable::write_new(
+        Path::new(transcript_path),
+        header.as_bytes(),
+        "transcript-header",
+    )
+}

@@ -1,0 +1,75 @@
+//! What the run supervisor is told — by the tasks that do its slow work, by the signal
+//! intake, by the attempt supervisor (through a derived reference, so the attempt needs
+//! nothing of this layer but [`AttemptReport`]) and by its own retry timer — and what it
+//! hands the command at the end.
+
+use ractor::ActorRef;
+
+use super::workspace_locks::LockId;
+use crate::actors::state_store::StoreMsg;
+use crate::domain::lifecycle::run::{AttemptReport, RunInput};
+use crate::invocation::InputError;
+
+/// How a `run` ended: the domain's end, with the inputs' error type.
+pub(crate) type RunEnd = crate::domain::lifecycle::run::RunEnd<InputError>;
+
+/// The end of a run, for the command to report.
+#[derive(Debug)]
+pub(crate) struct RunResult {
+    pub(crate) end: RunEnd,
+    /// The first phase, in plan order, not completed in the final durable state (the
+    /// stopped one, if a phase stopped); `None` when all are complete or the state was never
+    /// taken over.
+    pub(crate) next_phase: Option<String>,
+}
+
+impl RunResult {
+    /// The invocation's exit code.
+    pub(crate) fn exit(&self) -> crate::domain::exit_code::ExitCode {
+        self.end.exit_code()
+    }
+}
+
+pub(crate) enum RunMsg {
+    /// Something the run loop must hear: a finished step, a due retry.
+    Input(Box<RunInput<InputError>>),
+    /// Admission took the state over: the store runs from now on.
+    StoreStarted(ActorRef<StoreMsg>),
+    /// The execution workspace of the next attempt is resolved and locked.
+    Reserved(Reservation),
+    /// A stopping signal was caught.
+    SignalReceived(i32),
+    /// The attempt supervisor is done.
+    AttemptConcluded(Box<AttemptReport>),
+}
+
+/// A locked execution workspace, held until the attempt that runs in it concludes.
+#[derive(Clone, Debug)]
+pub(crate) struct Reservation {
+    pub(crate) workspace: String,
+    pub(crate) lock: LockId,
+}
+
+impl From<RunInput<InputError>> for RunMsg {
+    fn from(input: RunInput<InputError>) -> Self {
+        Self::Input(Box::new(input))
+    }
+}
+
+impl From<Box<AttemptReport>> for RunMsg {
+    fn from(report: Box<AttemptReport>) -> Self {
+        Self::AttemptConcluded(report)
+    }
+}
+
+/// Lets the attempt supervisor report through a `DerivedActorRef<Box<AttemptReport>>`.
+impl TryFrom<RunMsg> for Box<AttemptReport> {
+    type Error = RunMsg;
+
+    fn try_from(message: RunMsg) -> Result<Self, RunMsg> {
+        match message {
+            RunMsg::AttemptConcluded(report) => Ok(report),
+            other => Err(other),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! How an attempt and a whole run end, as typed values: what an attempt supervisor reports to
+//! the run loop ([`AttemptReport`]), and the end of the run ([`RunEnd`]) with the one
+//! exhaustive mapping to an exit code. The command words a `RunEnd` once every lock is
+//! released (`report::run_end`).
+//!
+//! `RunEnd` is generic over the input error of the layer that checks a run's inputs (`I`),
+//! which the domain only carries: the run loop never looks inside it.
+
+use crate::domain::decision::Decision;
+use crate::domain::exit_code::ExitCode;
+use crate::domain::failure::ExecutionFailure;
+use crate::domain::retry::schedule::ScheduledRetry;
+use crate::domain::selection::Refusal;
+use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
+
+/// What an attempt supervisor tells the run loop when it is done.
+#[derive(Debug)]
+pub struct AttemptReport {
+    pub phase_id: String,
+    pub attempt_id: String,
+    pub end: AttemptEnd,
+}
+
+/// How one attempt ended, as far as the run is concerned.
+#[derive(Debug)]
+pub enum AttemptEnd {
+    /// The outcome is durably committed.
+    Committed {
+        decision: Decision,
+        outcome_path: String,
+        transcript_path: String,
+        /// The next attempt of the phase, when the retry policy scheduled one in the same
+        /// write.
+        retry: Option<ScheduledRetry>,
+    },
+    /// The prepared record could not be written: nothing was launched, nothing changed —
+    /// unless the failed write became visible anyway (`still_active`).
+    NotPrepared {
+        error: StateWriteError,
+        still_active: Option<Box<ActiveAttempt>>,
+    },
+    /// A durable write after preparation failed; the last durable record (prepared or
+    /// running) stays and the attempt is unresolved. `still_active` is that record when the
+    /// state still shows it (`None`: the commit became visible, only its durability failed).
+    Unresolved {
+        decision: Decision,
+        failure: RecordFailure,
+        attempt: Box<ActiveAttempt>,
+        still_active: Option<Box<ActiveAttempt>>,
+    },
+}
+
+/// The durable write that left an attempt unresolved.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFailure {
+    /// The `running` record; `decided` when this failure is also what stopped the attempt
+    /// (its words are then already the decision's summary).
+    #[error("{failure}")]
+    RunningRecord {
+        failure: ExecutionFailure,
+        decided: bool,
+    },
+    #[error("could not write attempt outcome: {0}")]
+    OutcomeWrite(CommitError),
+    #[error("could not record attempt outcome: {0}")]
+    OutcomeRecord(StateWriteError),
+}
+
+/// How a `run` ended, for the command to report. `signal` fields hold the first stopping
+/// signal the run caught: it decides the exit code (128 + signal).
+#[derive(Debug)]
+pub enum RunEnd<I> {
+    /// Every phase is complete.
+    AllComplete,
+    /// `--max-phases` was reached with phases left; `last_completed` completed last.
+    PhaseLimitReached { last_completed: String },
+    /// A committed attempt stopped the run (blocked, needs clarification, or a failure).
+    PhaseStopped {
+        decision: Decision,
+        outcome_path: String,
+        transcript_path: String,
+        signal: Option<i32>,
+        /// The same write scheduled the phase's next attempt (it stays in the state).
+        retry_scheduled: bool,
+    },
+    /// The prepared record was not written; `still_active` when it became visible anyway.
+    NotPrepared {
+        error: StateWriteError,
+        still_active: Option<Box<ActiveAttempt>>,
+        signal: Option<i32>,
+    },
+    /// The outcome was decided but could not be committed; `still_active` is the durable
+    /// active attempt when the failed write left it in place.
+    Unresolved {
+        decision: Decision,
+        failure: RecordFailure,
+        attempt: Box<ActiveAttempt>,
+        still_active: Option<Box<ActiveAttempt>>,
+        signal: Option<i32>,
+    },
+    /// A signal arrived while no attempt was running; `plan_complete` when nothing was left
+    /// to launch.
+    InterruptedBeforeLaunch { signal: i32, plan_complete: bool },
+    /// A signal arrived while the run waited for a scheduled retry of `phase_id`; the
+    /// schedule stays in state for a later run.
+    InterruptedDuringWait { signal: i32, phase_id: String },
+    /// Admission refused the run.
+    Refused {
+        refusal: Refusal,
+        plan_workspace: String,
+        /// A stopped phase's execution workspace, or why it is unavailable.
+        execution_workspace: Option<Result<String, I>>,
+        last_run: Option<Box<LastRun>>,
+    },
+    /// The plan file changed during the run.
+    PlanChanged {
+        path: String,
+        expected: String,
+        actual: String,
+    },
+    /// An input became unusable (lock held, state or plan unreadable, workspace gone).
+    Input(I),
+    /// The accepted plan could not be recorded when no attempt followed.
+    AcceptanceFailed(StateWriteError),
+    /// A bug: an actor failed. `message` is the failure as the actor system reported it.
+    Internal {
+        message: String,
+        attempt_may_be_unresolved: bool,
+    },
+}
+
+impl<I> RunEnd<I> {
+    /// The exit code of the invocation (docs/cli.md): a caught signal decides it wherever
+    /// the run carries one; a refusal, a changed plan or bad input is 5; a committed stop
+    /// maps its status; an unrecorded attempt or an internal failure is 4.
+    pub fn exit_code(&self) -> ExitCode {
+        let or_signal =
+            |signal: Option<i32>, otherwise: ExitCode| signal.map_or(otherwise, ExitCode::Signal);
+        match self {
+            Self::AllComplete | Self::PhaseLimitReached { .. } => ExitCode::Success,
+            Self::PhaseStopped {
+                decision, signal, ..
+            } => or_signal(*signal, ExitCode::for_status(decision.status)),
+            Self::NotPrepared { signal, .. } | Self::Unresolved { signal, .. } => or_signal(
+                *signal,
+                ExitCode::for_status(AttemptStatus::ExecutionIoFailed),
+            ),
+            Self::InterruptedBeforeLaunch { signal, .. }
+            | Self::InterruptedDuringWait { signal, .. } => ExitCode::Signal(*signal),
+            Self::Refused { .. } | Self::PlanChanged { .. } | Self::Input(_) => {
+                ExitCode::InvalidInput
+            }
+            Self::AcceptanceFailed(_) | Self::Internal { .. } => ExitCode::AgentFailed,
+        }
+    }
+
+    /// The signal that ends the run although the committed attempt was not interrupted: it
+    /// arrived after the attempt's outcome was decided (an interrupt before that decides the
+    /// outcome as `interrupted`). The outcome stands as decided.
+    pub fn signal_after_decision(&self) -> Option<i32> {
+        match self {
+            Self::PhaseStopped {
+                decision, signal, ..
+            } => signal.filter(|_| decision.status != AttemptStatus::Interrupted),
+            _ => None,
+        }
+    }
+}

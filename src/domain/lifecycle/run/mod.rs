@@ -1,0 +1,689 @@
+//! The phase loop of one `run` as a pure state machine: one function from (stage, input) to
+//! (stage, effects). The run supervisor feeds it what happened — admission, the plan check,
+//! the workspace reservation, an attempt's end, a signal, a due retry — and carries out the
+//! effects; which phase runs next, when the plan is re-hashed, when the run waits, what a
+//! signal does and how the run ends are decided here and nowhere else (docs/architecture.md
+//! has the table).
+//!
+//! ```text
+//! Admitting ──Admitted──▶ checkpoint ─┬─(first launch)────────────────▶ Reserving ──WorkspaceReserved──▶ Attempting
+//!                              ▲      ├─(later: re-hash)──▶ CheckingPlan ──PlanChecked──┘      │
+//!                              │      ├─(all complete, acceptance due)──▶ Accepting ──▶ Finished
+//!                              │      └─(all complete, phase limit, signal)──────────────────▶ Finished
+//!                              ├──────────────────── phase complete ◀──AttemptConcluded────────┤
+//!                              └──RetryDue── Waiting ◀──────────── retry scheduled ◀────────────┤
+//!                                                                  anything else ──▶ Finished ◀┘
+//! ```
+//!
+//! Rules:
+//! - **Which phase next**: a scheduled retry's phase; else what admission selected (a resumed
+//!   schedule, `--retry-stopped`, the next pending phase); else the first phase, in plan
+//!   order, not completed.
+//! - **Plan re-hash**: the snapshot serves the first launch; before every later launch and
+//!   before reporting completion or the phase limit, the plan file is re-hashed, and an edit
+//!   stops the run (exit 5) with nothing more launched.
+//! - **Phase limit**: `--max-phases N` stops after N phases completed in this invocation, but
+//!   only while phases remain; a run that completes the plan reports completion.
+//! - **Retries**: a committed stop whose write scheduled a retry is waited for and run again
+//!   (nothing else starts a retry); a signal during the wait ends the run at once, with the
+//!   schedule kept in the state for a later run.
+//! - **Signals**: the first one caught decides the exit code (128 + signal). While an attempt
+//!   runs, every signal is forwarded to it (its own machine holds, acts on or notes it); at
+//!   any other time after admission the run launches nothing more and ends at the next point
+//!   it is told anything — the plan check, the reservation, the acceptance write — with
+//!   128 + signal. A signal during admission takes effect at the first checkpoint (a refused
+//!   run or bad input still ends with exit 5: nothing was admitted). A signal that arrives
+//!   after an attempt's outcome was decided never rewrites that outcome
+//!   ([`RunEnd::signal_after_decision`]).
+//! - **Ending**: one `Finish`, after which nothing is done; an internal failure (an actor
+//!   failed) ends the run at once with exit 4.
+
+mod end;
+
+use crate::domain::prompt::{EarlierAttempt, RetryNote};
+use crate::domain::retry::next_step::RetryLedger;
+use crate::domain::retry::schedule::RetrySchedule;
+use crate::domain::selection::{Admission, FirstSelection, Refusal};
+use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
+
+pub use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
+
+/// Where an attempt stands in its phase's retries in this invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptTurn {
+    pub ledger: RetryLedger,
+    /// `None` for a phase's first attempt, whose prompt has no retry section.
+    pub note: Option<RetryNote>,
+}
+
+impl AttemptTurn {
+    pub fn first() -> Self {
+        Self {
+            ledger: RetryLedger::first(),
+            note: None,
+        }
+    }
+}
+
+/// What the run loop is told.
+#[derive(Debug)]
+pub enum RunInput<I> {
+    /// The plan workspace is locked, the state is read and admission let the run in.
+    Admitted(Box<Admitted>),
+    /// Admission refused the run; nothing was written.
+    Refused(Box<RefusedRun<I>>),
+    /// The plan file was re-hashed.
+    PlanChecked(PlanCheck),
+    /// The selected phase's execution workspace is resolved and locked.
+    WorkspaceReserved,
+    /// The attempt supervisor is done.
+    AttemptConcluded(Box<AttemptReport>),
+    /// The scheduled retry's not-before time passed.
+    RetryDue,
+    /// The acceptance of the plan (when no attempt followed) was written, or why not.
+    AcceptanceRecorded(Result<(), StateWriteError>),
+    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) was caught.
+    Signal(i32),
+    /// An input became unusable (a lock held, the state or plan unreadable, a workspace gone).
+    InputFailed(I),
+    /// An actor of the run failed (a bug); `attempt_may_be_unresolved` when it was the
+    /// running attempt's supervisor.
+    ActorFailed {
+        message: String,
+        attempt_may_be_unresolved: bool,
+    },
+}
+
+/// What admission decided, with the state facts the loop keeps.
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    pub admission: Admission,
+    /// `completed_phase_ids` of the state admission read.
+    pub completed_phase_ids: Vec<String>,
+    /// The state's `last_run`: a resumed schedule's stopped attempt.
+    pub last_run: Option<LastRun>,
+}
+
+/// A refused run and what its report shows.
+#[derive(Debug)]
+pub struct RefusedRun<I> {
+    pub refusal: Refusal,
+    pub plan_workspace: String,
+    /// A stopped phase's execution workspace, or why it is unavailable.
+    pub execution_workspace: Option<Result<String, I>>,
+    pub last_run: Option<Box<LastRun>>,
+}
+
+/// What re-hashing the plan file found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanCheck {
+    Unchanged,
+    Changed {
+        path: String,
+        expected: String,
+        actual: String,
+    },
+}
+
+/// What the run supervisor must do; effects are carried out in the order returned.
+#[derive(Debug)]
+pub enum RunEffect<I> {
+    /// Re-hash the plan file; answer with [`RunInput::PlanChecked`].
+    CheckPlan,
+    /// Resolve `phase_id`'s execution workspace and lock it; answer with
+    /// [`RunInput::WorkspaceReserved`] or [`RunInput::InputFailed`].
+    ReserveWorkspace { phase_id: String },
+    /// Start the attempt in the reserved workspace.
+    Launch(Box<LaunchOrder>),
+    /// Forward a signal to the running attempt.
+    ForwardInterrupt(i32),
+    /// The attempt concluded: stop its supervisor and release its workspace lock.
+    ReleaseWorkspace,
+    /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
+    AwaitRetry(Box<RetryWait>),
+    /// The wait for a scheduled retry is over (the attempt is about to be prepared).
+    EndWait { phase_id: String, attempt: u32 },
+    /// Record the plan acceptance on its own; answer with [`RunInput::AcceptanceRecorded`].
+    RecordAcceptance(Box<PlanRecord>),
+    /// Release everything and hand the end to the command.
+    Finish(Box<RunEnd<I>>),
+}
+
+/// Everything an attempt is started with that the loop decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchOrder {
+    pub phase_id: String,
+    /// Resolve the abandoned attempt (as `interrupted`) in the prepared write.
+    pub resolve_abandoned: bool,
+    /// A plan record to accept in the prepared write.
+    pub accept: Option<PlanRecord>,
+    /// Which of the run's agent templates runs (0 is the primary).
+    pub template_index: usize,
+    pub turn: AttemptTurn,
+}
+
+/// A wait for a scheduled attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryWait {
+    pub schedule: RetrySchedule,
+    /// When it is due, exactly.
+    pub due: chrono::DateTime<chrono::Utc>,
+    /// The reset-time phrase of the agent's output the wait is based on, if any.
+    pub reset_phrase: Option<String>,
+    /// The schedule was read from the state (a later run resumes it).
+    pub resumed: bool,
+}
+
+/// Where the run loop is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Locking the plan workspace, reading the state, deciding admission.
+    Admitting,
+    /// The plan file is being re-hashed before acting on `target`.
+    CheckingPlan {
+        target: Target,
+    },
+    /// The phase's execution workspace is being resolved and locked.
+    Reserving {
+        phase_id: String,
+        resolve_abandoned: bool,
+    },
+    /// An attempt of `phase_id` runs.
+    Attempting {
+        phase_id: String,
+    },
+    /// Waiting for the scheduled retry.
+    Waiting,
+    /// The plan acceptance is being written (every phase was already complete).
+    Accepting,
+    Finished,
+}
+
+impl Stage {
+    /// The stage's name, for tracing and the table.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Admitting => "admitting",
+            Self::CheckingPlan { .. } => "checking plan",
+            Self::Reserving { .. } => "reserving",
+            Self::Attempting { .. } => "attempting",
+            Self::Waiting => "waiting",
+            Self::Accepting => "accepting",
+            Self::Finished => "finished",
+        }
+    }
+}
+
+/// What a checkpoint decided, to act on once the plan is checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Launch {
+        phase_id: String,
+        resolve_abandoned: bool,
+    },
+    AllComplete,
+    PhaseLimit {
+        last_completed: String,
+    },
+}
+
+/// The fixed facts of one invocation the loop decides from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRules {
+    /// The plan's phase ids, in plan order.
+    pub phase_ids: Vec<String>,
+    /// `--max-phases` / `max_phases`.
+    pub max_phases: Option<u64>,
+    /// The retry policy's `max_attempts` (n in "attempt k of n").
+    pub max_attempts: u32,
+}
+
+/// The loop's progress through one invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunLoop {
+    rules: RunRules,
+    stage: Stage,
+    /// Phases complete in the durable state, as far as this invocation knows.
+    completed: Vec<String>,
+    completed_this_run: u64,
+    last_completed: Option<String>,
+    launched: bool,
+    first_signal: Option<i32>,
+    /// Admission's selection, consumed by the first checkpoint.
+    first: Option<FirstSelection>,
+    /// A plan record to accept with the first durable write.
+    accept: Option<PlanRecord>,
+    /// The scheduled next attempt of the current phase.
+    pending_retry: Option<RetrySchedule>,
+    /// The current phase's attempts in this invocation, for a retry's prompt.
+    phase_attempts: Vec<EarlierAttempt>,
+}
+
+impl RunLoop {
+    pub fn new(rules: RunRules) -> Self {
+        Self {
+            rules,
+            stage: Stage::Admitting,
+            completed: Vec::new(),
+            completed_this_run: 0,
+            last_completed: None,
+            launched: false,
+            first_signal: None,
+            first: None,
+            accept: None,
+            pending_retry: None,
+            phase_attempts: Vec::new(),
+        }
+    }
+
+    pub fn stage(&self) -> &Stage {
+        &self.stage
+    }
+
+    /// Applies one input and returns the effects to carry out, in order.
+    pub fn handle<I>(&mut self, input: RunInput<I>) -> Vec<RunEffect<I>> {
+        let mut effects = Vec::new();
+        if self.stage != Stage::Finished {
+            self.apply(input, &mut effects);
+        }
+        effects
+    }
+
+    fn apply<I>(&mut self, input: RunInput<I>, effects: &mut Vec<RunEffect<I>>) {
+        match (input, self.stage.clone()) {
+            (RunInput::Admitted(admitted), Stage::Admitting) => self.admitted(*admitted, effects),
+            (RunInput::Refused(refused), Stage::Admitting) => {
+                let RefusedRun {
+                    refusal,
+                    plan_workspace,
+                    execution_workspace,
+                    last_run,
+                } = *refused;
+                self.finish(
+                    RunEnd::Refused {
+                        refusal,
+                        plan_workspace,
+                        execution_workspace,
+                        last_run,
+                    },
+                    effects,
+                );
+            }
+            (RunInput::PlanChecked(check), Stage::CheckingPlan { target }) => {
+                match (check, self.first_signal) {
+                    (_, Some(signal)) => {
+                        self.interrupted(signal, target == Target::AllComplete, effects)
+                    }
+                    (PlanCheck::Unchanged, None) => self.act(target, effects),
+                    (
+                        PlanCheck::Changed {
+                            path,
+                            expected,
+                            actual,
+                        },
+                        None,
+                    ) => self.finish(
+                        RunEnd::PlanChanged {
+                            path,
+                            expected,
+                            actual,
+                        },
+                        effects,
+                    ),
+                }
+            }
+            (
+                RunInput::WorkspaceReserved,
+                Stage::Reserving {
+                    phase_id,
+                    resolve_abandoned,
+                },
+            ) => match self.first_signal {
+                Some(signal) => self.interrupted(signal, false, effects),
+                None => self.launch(phase_id, resolve_abandoned, effects),
+            },
+            (RunInput::AttemptConcluded(report), Stage::Attempting { phase_id })
+                if report.phase_id == phase_id =>
+            {
+                effects.push(RunEffect::ReleaseWorkspace);
+                self.attempt_concluded(*report, effects);
+            }
+            (RunInput::RetryDue, Stage::Waiting) => {
+                if let Some(schedule) = &self.pending_retry {
+                    effects.push(RunEffect::EndWait {
+                        phase_id: schedule.phase_id.clone(),
+                        attempt: schedule.attempt,
+                    });
+                }
+                self.checkpoint(effects);
+            }
+            (RunInput::AcceptanceRecorded(result), Stage::Accepting) => {
+                match (result, self.first_signal) {
+                    (_, Some(signal)) => self.interrupted(signal, true, effects),
+                    (Ok(()), None) => self.finish(RunEnd::AllComplete, effects),
+                    (Err(error), None) => self.finish(RunEnd::AcceptanceFailed(error), effects),
+                }
+            }
+            (RunInput::Signal(signal), stage) => self.signal(signal, stage, effects),
+            (RunInput::InputFailed(error), Stage::Admitting) => {
+                self.finish(RunEnd::Input(error), effects)
+            }
+            // The answer to a plan check or a reservation.
+            (
+                RunInput::InputFailed(error),
+                Stage::CheckingPlan { .. } | Stage::Reserving { .. },
+            ) => match self.first_signal {
+                Some(signal) => self.interrupted(signal, false, effects),
+                None => self.finish(RunEnd::Input(error), effects),
+            },
+            (
+                RunInput::ActorFailed {
+                    message,
+                    attempt_may_be_unresolved,
+                },
+                _,
+            ) => self.finish(
+                RunEnd::Internal {
+                    message,
+                    attempt_may_be_unresolved,
+                },
+                effects,
+            ),
+            // Anything else is stale or out of place (a due retry after the wait ended, a
+            // second report): it changes nothing.
+            _ => {}
+        }
+    }
+
+    fn admitted<I>(&mut self, admitted: Admitted, effects: &mut Vec<RunEffect<I>>) {
+        let Admitted {
+            admission,
+            completed_phase_ids,
+            last_run,
+        } = admitted;
+        self.completed = completed_phase_ids;
+        self.accept = admission.accept;
+        match admission.first {
+            FirstSelection::ResumeSchedule(schedule) => {
+                if let Some(signal) = self.first_signal {
+                    let phase_id = schedule.phase_id.clone();
+                    return self
+                        .finish(RunEnd::InterruptedDuringWait { signal, phase_id }, effects);
+                }
+                // The stopped attempt this schedule follows is the retry's first "earlier
+                // attempt".
+                self.phase_attempts
+                    .extend(last_run.as_ref().map(EarlierAttempt::from));
+                let due = schedule.not_before.as_datetime();
+                self.await_retry(*schedule, due, None, true, effects);
+            }
+            first => {
+                self.first = Some(first);
+                self.checkpoint(effects);
+            }
+        }
+    }
+
+    /// Decides what comes next between attempts: launch a phase, or end the run.
+    fn checkpoint<I>(&mut self, effects: &mut Vec<RunEffect<I>>) {
+        let next = self.next_phase();
+        if let Some(signal) = self.first_signal {
+            return self.interrupted(signal, next.is_none(), effects);
+        }
+        let target = match next {
+            None => Target::AllComplete,
+            Some(_) if self.phase_limit_reached() => Target::PhaseLimit {
+                last_completed: self.last_completed.clone().unwrap_or_default(),
+            },
+            Some((phase_id, resolve_abandoned)) => Target::Launch {
+                phase_id,
+                resolve_abandoned,
+            },
+        };
+        if self.launched {
+            self.stage = Stage::CheckingPlan { target };
+            effects.push(RunEffect::CheckPlan);
+        } else {
+            self.act(target, effects);
+        }
+    }
+
+    /// The phase to run next and whether it resolves an abandoned attempt; `None` when every
+    /// phase is complete.
+    fn next_phase(&mut self) -> Option<(String, bool)> {
+        if let Some(schedule) = &self.pending_retry {
+            return Some((schedule.phase_id.clone(), false));
+        }
+        if let Some(first) = self.first.take() {
+            return match first {
+                FirstSelection::RetryAbandoned(attempt) => Some((attempt.phase.id.clone(), true)),
+                FirstSelection::RetryStopped { phase_id } | FirstSelection::Next { phase_id } => {
+                    Some((phase_id, false))
+                }
+                FirstSelection::ResumeSchedule(schedule) => Some((schedule.phase_id, false)),
+                FirstSelection::AllComplete => None,
+            };
+        }
+        self.rules
+            .phase_ids
+            .iter()
+            .find(|id| !self.completed.contains(id))
+            .map(|id| (id.clone(), false))
+    }
+
+    fn phase_limit_reached(&self) -> bool {
+        self.last_completed.is_some()
+            && self
+                .rules
+                .max_phases
+                .is_some_and(|limit| self.completed_this_run >= limit)
+    }
+
+    fn act<I>(&mut self, target: Target, effects: &mut Vec<RunEffect<I>>) {
+        match target {
+            Target::Launch {
+                phase_id,
+                resolve_abandoned,
+            } => {
+                effects.push(RunEffect::ReserveWorkspace {
+                    phase_id: phase_id.clone(),
+                });
+                self.stage = Stage::Reserving {
+                    phase_id,
+                    resolve_abandoned,
+                };
+            }
+            Target::AllComplete => match self.accept.take() {
+                Some(record) => {
+                    self.stage = Stage::Accepting;
+                    effects.push(RunEffect::RecordAcceptance(Box::new(record)));
+                }
+                None => self.finish(RunEnd::AllComplete, effects),
+            },
+            Target::PhaseLimit { last_completed } => {
+                self.finish(RunEnd::PhaseLimitReached { last_completed }, effects)
+            }
+        }
+    }
+
+    fn launch<I>(
+        &mut self,
+        phase_id: String,
+        resolve_abandoned: bool,
+        effects: &mut Vec<RunEffect<I>>,
+    ) {
+        let (template_index, turn) = match self.pending_retry.take() {
+            Some(schedule) => {
+                let note = RetryNote::following(
+                    &schedule,
+                    self.rules.max_attempts,
+                    self.phase_attempts.clone(),
+                );
+                let turn = AttemptTurn {
+                    ledger: schedule.ledger(),
+                    note: Some(note),
+                };
+                (schedule.template_index, turn)
+            }
+            None => {
+                self.phase_attempts.clear();
+                (0, AttemptTurn::first())
+            }
+        };
+        self.launched = true;
+        self.stage = Stage::Attempting {
+            phase_id: phase_id.clone(),
+        };
+        effects.push(RunEffect::Launch(Box::new(LaunchOrder {
+            phase_id,
+            resolve_abandoned,
+            accept: self.accept.take(),
+            template_index,
+            turn,
+        })));
+    }
+
+    fn attempt_concluded<I>(&mut self, report: AttemptReport, effects: &mut Vec<RunEffect<I>>) {
+        let signal = self.first_signal;
+        match report.end {
+            AttemptEnd::Committed {
+                decision,
+                outcome_path,
+                transcript_path,
+                retry,
+            } => {
+                self.phase_attempts.push(EarlierAttempt {
+                    attempt_id: report.attempt_id,
+                    status: decision.status.to_string(),
+                    summary: decision.summary.clone(),
+                    transcript_path: transcript_path.clone(),
+                });
+                if decision.status == AttemptStatus::PhaseComplete {
+                    if !self.completed.contains(&report.phase_id) {
+                        self.completed.push(report.phase_id.clone());
+                    }
+                    self.completed_this_run += 1;
+                    self.last_completed = Some(report.phase_id);
+                    // A signal caught meanwhile stops the loop at the checkpoint.
+                    return self.checkpoint(effects);
+                }
+                let retry_scheduled = retry.is_some();
+                match retry {
+                    // The schedule is durable: a signal ends the run now, and a later run
+                    // resumes it.
+                    Some(retry) if signal.is_none() => self.await_retry(
+                        retry.schedule,
+                        retry.due,
+                        retry.reset_phrase,
+                        false,
+                        effects,
+                    ),
+                    _ => self.finish(
+                        RunEnd::PhaseStopped {
+                            decision,
+                            outcome_path,
+                            transcript_path,
+                            signal,
+                            retry_scheduled,
+                        },
+                        effects,
+                    ),
+                }
+            }
+            AttemptEnd::NotPrepared {
+                error,
+                still_active,
+            } => self.finish(
+                RunEnd::NotPrepared {
+                    error,
+                    still_active,
+                    signal,
+                },
+                effects,
+            ),
+            AttemptEnd::Unresolved {
+                decision,
+                failure,
+                attempt,
+                still_active,
+            } => self.finish(
+                RunEnd::Unresolved {
+                    decision,
+                    failure,
+                    attempt,
+                    still_active,
+                    signal,
+                },
+                effects,
+            ),
+        }
+    }
+
+    fn await_retry<I>(
+        &mut self,
+        schedule: RetrySchedule,
+        due: chrono::DateTime<chrono::Utc>,
+        reset_phrase: Option<String>,
+        resumed: bool,
+        effects: &mut Vec<RunEffect<I>>,
+    ) {
+        self.stage = Stage::Waiting;
+        self.pending_retry = Some(schedule.clone());
+        effects.push(RunEffect::AwaitRetry(Box::new(RetryWait {
+            schedule,
+            due,
+            reset_phrase,
+            resumed,
+        })));
+    }
+
+    fn signal<I>(&mut self, signal: i32, stage: Stage, effects: &mut Vec<RunEffect<I>>) {
+        let first = *self.first_signal.get_or_insert(signal);
+        match stage {
+            Stage::Attempting { .. } => effects.push(RunEffect::ForwardInterrupt(signal)),
+            Stage::Waiting => {
+                let phase_id = self
+                    .pending_retry
+                    .as_ref()
+                    .map(|schedule| schedule.phase_id.clone())
+                    .unwrap_or_default();
+                self.finish(
+                    RunEnd::InterruptedDuringWait {
+                        signal: first,
+                        phase_id,
+                    },
+                    effects,
+                );
+            }
+            // Held: acted on when the pending step answers (or at the first checkpoint).
+            Stage::Admitting
+            | Stage::CheckingPlan { .. }
+            | Stage::Reserving { .. }
+            | Stage::Accepting
+            | Stage::Finished => {}
+        }
+    }
+
+    fn interrupted<I>(
+        &mut self,
+        signal: i32,
+        plan_complete: bool,
+        effects: &mut Vec<RunEffect<I>>,
+    ) {
+        self.finish(
+            RunEnd::InterruptedBeforeLaunch {
+                signal,
+                plan_complete,
+            },
+            effects,
+        );
+    }
+
+    fn finish<I>(&mut self, end: RunEnd<I>, effects: &mut Vec<RunEffect<I>>) {
+        self.stage = Stage::Finished;
+        effects.push(RunEffect::Finish(Box::new(end)));
+    }
+}
+
+#[cfg(test)]
+mod tests;
