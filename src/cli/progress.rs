@@ -34,6 +34,9 @@ use crate::report::{self, AttemptRow};
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// How often the live status line is recomputed and redrawn.
 const STATUS_LINE_HZ: u8 = 4;
+/// How many lines may wait for the status-line thread (printed above the status line); more
+/// are dropped while a paused terminal holds the thread, so nothing of the run ever waits.
+const STATUS_LINE_QUEUE: usize = 64;
 
 /// Which of the three presentations a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,8 +94,8 @@ pub struct Progress {
     console: Arc<Console>,
     bar: Option<ProgressBar>,
     ledger: Arc<Mutex<Ledger>>,
-    /// The thread that redraws the status line, and the channel that stops it.
-    redrawer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
+    /// The thread that draws the status line and prints the lines above it.
+    redrawer: Mutex<Option<StatusLineThread>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
@@ -133,9 +136,8 @@ impl Progress {
     /// of several attempts; then waits (bounded) until every queued line is on stderr, so the
     /// run's final report comes after them.
     pub fn finish(&self) {
-        if let Some((stop, thread)) = lock(&self.redrawer).take() {
-            drop(stop);
-            let _ = thread.join();
+        if let Some(thread) = lock(&self.redrawer).take() {
+            thread.finish();
         }
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
@@ -162,59 +164,99 @@ impl Progress {
         }
     }
 
-    /// A line on stderr, above the status line if there is one.
+    /// A line on stderr, above the status line if there is one. Never waits for the
+    /// terminal: the status-line thread or the console thread writes it.
     fn say(&self, line: String) {
-        match &self.bar {
-            Some(bar) => bar.println(line),
-            None => {
-                let mut bytes = line.into_bytes();
-                bytes.push(b'\n');
-                let written = self.console.submit(OutputStream::Stderr, Arc::new(bytes));
-                *lock(&self.last_line) = Some(written);
-            }
+        if let Some(thread) = lock(&self.redrawer).as_ref() {
+            return thread.print(line);
+        }
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let written = self.console.submit(OutputStream::Stderr, Arc::new(bytes));
+        *lock(&self.last_line) = Some(written);
+    }
+}
+
+/// The status-line thread: the only code that draws on the terminal for the status line,
+/// including the lines printed above it, so a paused terminal (Ctrl-S) holds this thread
+/// and nothing else.
+struct StatusLineThread {
+    lines: mpsc::SyncSender<String>,
+    /// Closed by the thread when it ends.
+    ended: mpsc::Receiver<()>,
+    thread: JoinHandle<()>,
+}
+
+impl StatusLineThread {
+    /// Queues a line to print above the status line; dropped when the queue is full (the
+    /// terminal does not take output).
+    fn print(&self, line: String) {
+        if let Err(mpsc::TrySendError::Full(_)) = self.lines.try_send(line) {
+            tracing::debug!("progress line dropped: the terminal is not taking output");
+        }
+    }
+
+    /// Lets the thread print what is queued and end; waits for it, bounded (a paused terminal
+    /// keeps it), so the final report comes after its lines.
+    fn finish(self) {
+        drop(self.lines);
+        if self.ended.recv_timeout(DRAIN_LIMIT) != Err(RecvTimeoutError::Timeout) {
+            let _ = self.thread.join();
         }
     }
 }
 
 /// Starts the thread that recomputes the status line [`STATUS_LINE_HZ`] times a second from
-/// the ledger — the elapsed time included, so it advances while the agent prints nothing —
-/// until its channel closes. `None` when no thread can be started: the line is then not shown.
-fn start_redrawer(
-    bar: ProgressBar,
-    ledger: Arc<Mutex<Ledger>>,
-) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
-    let (stop, stopped) = mpsc::channel::<()>();
+/// the ledger — the elapsed time included, so it advances while the agent prints nothing — and
+/// prints the lines queued for above it, until its queue closes. `None` when no thread can be
+/// started: the status line is then not shown.
+fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
+    let (lines, queued) = mpsc::sync_channel::<String>(STATUS_LINE_QUEUE);
+    let (ended_sender, ended) = mpsc::channel::<()>();
     let interval = Duration::from_millis(1000 / u64::from(STATUS_LINE_HZ));
     let thread = std::thread::Builder::new()
         .name("ash-status-line".into())
         .spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                // Computed under the lock, drawn without it: observers never wait on the
-                // terminal.
-                let line = lock(&ledger).current.as_ref().map(|current| {
-                    report::status_line(
-                        &current.phase_id,
-                        current.phase_index,
-                        current.phases,
-                        current.started.elapsed(),
-                        current.output_bytes,
-                        current.last_line.as_deref(),
-                    )
-                });
-                if let Some(line) = line {
-                    // The message first: if the draw rate limit lets only one of the two
-                    // draws through, it is the one with the current line.
-                    bar.set_message(line);
-                    bar.tick();
+            let _ended = ended_sender;
+            loop {
+                match queued.recv_timeout(interval) {
+                    Ok(line) => bar.println(line),
+                    Err(RecvTimeoutError::Timeout) => redraw(&bar, &ledger),
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
         });
     match thread {
-        Ok(thread) => Some((stop, thread)),
+        Ok(thread) => Some(StatusLineThread {
+            lines,
+            ended,
+            thread,
+        }),
         Err(error) => {
             tracing::warn!(%error, "cannot start the status line thread; no status line");
             None
         }
+    }
+}
+
+/// Redraws the status line from the ledger: computed under the lock, drawn without it, so
+/// observers never wait on the terminal.
+fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
+    let line = lock(ledger).current.as_ref().map(|current| {
+        report::status_line(
+            &current.phase_id,
+            current.phase_index,
+            current.phases,
+            current.started.elapsed(),
+            current.output_bytes,
+            current.last_line.as_deref(),
+        )
+    });
+    if let Some(line) = line {
+        // The message first: if the draw rate limit lets only one of the two draws through,
+        // it is the one with the current line.
+        bar.set_message(line);
+        bar.tick();
     }
 }
 

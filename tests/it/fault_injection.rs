@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const PLAN: &str = "plan.md";
 
@@ -729,6 +729,77 @@ fn a_timeout_is_acted_on_while_a_state_write_is_held() {
     assert!(
         terminated < running_durable,
         "the group was stopped only after the held write: {terminated} vs {running_durable}"
+    );
+}
+
+/// The run supervisor never waits on a durable write itself: while the acceptance of an edited,
+/// already complete plan is held in its fsync for 2 s, a SIGTERM is taken at once (logged as
+/// caught before the held write is committed, well inside the hold), and the run ends with
+/// 143 once the write is done, instead of the signal queueing behind the write and being lost.
+#[test]
+fn a_signal_is_acted_on_while_the_run_waits_for_a_durable_write() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    run_bounded(&sandbox, &agent, None, &[]).assert_code(0);
+    let mut plan = plan_with_phases(1);
+    plan.push_str("\nAn edit after the phase completed.\n");
+    sandbox.write(PLAN, plan);
+    let log = sandbox.path("handler.log");
+    let mut extra = vec!["--accept-plan-change"];
+    extra.extend(json_log_args(&log));
+    let mut command = sandbox.quiet_run_command(PLAN, &agent, &extra);
+    command.env("FAILPOINTS", "state-accept-fsync=sleep(2000)");
+    let handler = command.spawn().expect("spawn handler");
+    let state_dir = sandbox.state_dir(PLAN);
+    let write_in_flight = || {
+        fs::read_dir(&state_dir).is_ok_and(|entries| {
+            entries.flatten().any(|entry| {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with(".state.json.") && name.ends_with(".tmp")
+            })
+        })
+    };
+    assert!(
+        wait_until(PATIENCE, write_in_flight),
+        "the acceptance write never started"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(handler.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal the handler");
+    let run = wait_for_exit(handler, PATIENCE);
+    run.assert_code(143);
+    assert_eq!(
+        report_lines(&run.stderr).first().map(String::as_str),
+        Some(
+            "error: interrupted by SIGTERM after the last phase completed; every phase is complete and nothing was left to launch"
+        ),
+        "{}",
+        run.stderr
+    );
+    let state = sandbox.state(PLAN);
+    assert_eq!(
+        state["completed_phase_ids"],
+        json!(["phase-1"]),
+        "{state:#}"
+    );
+    let events = log_events(&log);
+    let received = logged_at(&events, "signal received", None);
+    let caught = logged_at(&events, "signal caught", None);
+    let accepted = logged_at(&events, "state committed", Some(("write", "state-accept")));
+    assert!(
+        caught < accepted,
+        "the signal was taken only after the held write: {caught} vs {accepted}"
+    );
+    // Typically well under a millisecond; the bound is generous for a loaded machine and
+    // still half the hold.
+    let lag = caught - received;
+    assert!(
+        lag < chrono::Duration::milliseconds(1000),
+        "the run supervisor took the signal {lag} after it arrived"
     );
 }
 

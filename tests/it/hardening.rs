@@ -1103,3 +1103,142 @@ fn the_watchdog_outlives_signals_to_the_handlers_group() {
         sandbox.assert_no_survivors();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A paused terminal (Ctrl-S) under `--quiet`
+// ---------------------------------------------------------------------------------------------
+
+/// A pseudo-terminal for the handler's stderr whose output is paused, as after Ctrl-S: writes
+/// to it block until [`PausedTerminal::resume`]. Whatever the handler draws is read into
+/// memory once resumed.
+struct PausedTerminal {
+    master: std::os::fd::OwnedFd,
+    slave: std::os::fd::OwnedFd,
+}
+
+impl PausedTerminal {
+    fn open() -> Self {
+        let pty = nix::pty::openpty(None, None).expect("openpty");
+        let terminal = Self {
+            master: pty.master,
+            slave: pty.slave,
+        };
+        // The user types Ctrl-S: with IXON (a new terminal's default) output stops at once.
+        nix::unistd::write(&terminal.master, b"\x13").expect("type Ctrl-S");
+        terminal
+    }
+
+    fn stderr(&self) -> std::process::Stdio {
+        std::process::Stdio::from(self.slave.try_clone().expect("dup the terminal"))
+    }
+
+    /// Types Ctrl-Q and keeps reading what the handler draws, so it is never held again.
+    fn resume(self) -> std::thread::JoinHandle<Vec<u8>> {
+        nix::unistd::write(&self.master, b"\x11").expect("type Ctrl-Q");
+        drop(self.slave);
+        let mut master = fs::File::from(self.master);
+        std::thread::spawn(move || {
+            let mut screen = Vec::new();
+            // EIO once the handler, the last holder of the terminal, has exited.
+            let _ = std::io::Read::read_to_end(&mut master, &mut screen);
+            screen
+        })
+    }
+}
+
+/// An agent whose first attempt ends without a result block (retried) and whose second
+/// completes, leaving `attempt-N` files behind.
+fn retried_once_agent(sandbox: &Sandbox) -> PathBuf {
+    let counter = at(sandbox, "attempts");
+    agent(
+        sandbox,
+        &format!(
+            "n=$(($(cat {counter} 2>/dev/null || echo 0) + 1))\necho $n > {counter}\ntouch attempt-$n\nif [ $n -ge 2 ]; then echo '<phase-complete>done</phase-complete>'; fi\n"
+        ),
+    )
+}
+
+/// `--quiet` on a paused terminal: the status line and the retry line wait for the terminal,
+/// the run does not — the retry starts, the phase completes and the outcome is committed while
+/// the terminal stays paused; the final report follows once it is resumed.
+#[test]
+fn a_paused_terminal_never_delays_a_retry() {
+    let (sandbox, _) = one_phase("");
+    let agent = retried_once_agent(&sandbox);
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"backoff_seconds": 0}}"#,
+    );
+    let terminal = PausedTerminal::open();
+    let mut child = sandbox
+        .command()
+        .args(["run", "--plan", "plan.md", "--agent-cmd"])
+        .arg(&agent)
+        .args(["--quiet", "--retries", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(terminal.stderr())
+        .spawn()
+        .expect("spawn handler");
+    let completed = wait_until(PATIENCE, || {
+        sandbox.path("attempt-2").exists()
+            && read_state(&sandbox)
+                .is_some_and(|state| state["completed_phase_ids"] == json!(["phase-1"]))
+    });
+    let screen = terminal.resume();
+    let exited = wait_until(HANG_LIMIT, || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+    }
+    let screen = String::from_utf8_lossy(&screen.join().unwrap_or_default()).into_owned();
+    assert!(
+        completed,
+        "the retry did not run while the terminal was paused:\n{screen:?}"
+    );
+    assert!(exited, "the handler did not exit once the terminal resumed");
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{screen:?}");
+    assert!(
+        screen.contains("retrying phase-1 (attempt 2 of 2) after missing-marker"),
+        "the retry line was lost:\n{screen:?}"
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// SIGTERM during a retry wait while the terminal is paused is acted on at once: the run ends
+/// (`run-finished` with 143 in the event stream) before the terminal is resumed.
+#[test]
+fn a_signal_during_a_retry_wait_on_a_paused_terminal_is_acted_on() {
+    let (sandbox, _) = one_phase("");
+    let agent = retried_once_agent(&sandbox);
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"backoff_seconds": 600}}"#,
+    );
+    let terminal = PausedTerminal::open();
+    let child = sandbox
+        .command()
+        .args(["run", "--plan", "plan.md", "--agent-cmd"])
+        .arg(&agent)
+        .args(["--quiet", "--retries", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(terminal.stderr())
+        .spawn()
+        .expect("spawn handler");
+    let events = || {
+        fs::read_to_string(sandbox.state_dir("plan.md").join("events.jsonl")).unwrap_or_default()
+    };
+    let waiting = wait_until(PATIENCE, || events().contains("\"retry-scheduled\""));
+    send(&child, Signal::SIGTERM);
+    let finished = wait_until(PATIENCE, || events().contains("\"run-finished\""));
+    let screen = terminal.resume();
+    let run = wait_for_exit(child, HANG_LIMIT);
+    drop(screen);
+    assert!(waiting, "the retry was never scheduled:\n{}", events());
+    assert!(
+        finished,
+        "the signal was not acted on while the terminal was paused:\n{}",
+        events()
+    );
+    assert!(events().contains("\"exit_code\":143"), "{}", events());
+    run.assert_code(143);
+    sandbox.assert_no_survivors();
+}
