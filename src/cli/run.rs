@@ -1,5 +1,5 @@
 //! `run`: validates every input, hands the invocation to the actor tree
-//! ([`crate::actors::run_supervisor`]) with the run's observers (progress on stderr, the event
+//! ([`crate::actors::run`]) with the run's observers (progress on stderr, the event
 //! stream), then prints how it ended — as lines, or as one JSON object with `--json` — and
 //! returns its exit code.
 
