@@ -11,6 +11,7 @@ use std::io;
 use std::path::Path;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 
 use super::off_runtime;
 use crate::domain::identity::ProcessIdentity;
@@ -64,6 +65,9 @@ pub(crate) struct StateStore;
 pub(crate) struct StoreArgs {
     pub(crate) layout: StateLayout,
     pub(crate) loaded: State,
+    /// The run's span, for what the store does before its first message (ractor runs each
+    /// handler in the span of the message's sender: an attempt's writes are in its span).
+    pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct StoreState {
@@ -82,7 +86,9 @@ impl Actor for StateStore {
         args: StoreArgs,
     ) -> Result<StoreState, ActorProcessingErr> {
         let dir = args.layout.dir.clone();
-        off_runtime(move || remove_stale_temp_files(&dir)).await;
+        off_runtime(move || remove_stale_temp_files(&dir))
+            .instrument(args.span.clone())
+            .await;
         Ok(StoreState {
             layout: args.layout,
             durable: args.loaded,

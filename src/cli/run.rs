@@ -104,15 +104,23 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let progress = Arc::new(Progress::new(mode, console.clone()));
     let observers: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
+    // Every record of the run, the watchdog's start included, is in this span.
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let span = tracing::info_span!(
+        "run",
+        run_id = %run_id,
+        plan = %location.plan_path,
+        workspace = %location.workspace
+    );
     // Before any worker exists: every worker registers its group with it, so a SIGKILLed
     // handler leaves no worker running.
-    match watchdog::start() {
+    span.in_scope(|| match watchdog::start() {
         Ok(pid) => tracing::info!(pid, "watchdog started"),
         Err(error) => tracing::warn!(
             %error,
             "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
         ),
-    }
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
@@ -133,6 +141,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             None,
             RunSupervisor,
             SupervisorArgs {
+                run_id,
+                span,
                 location: Arc::new(location),
                 snapshot: Arc::new(snapshot),
                 settings: Arc::new(settings),

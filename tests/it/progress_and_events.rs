@@ -643,6 +643,106 @@ fn the_json_log_has_structured_fields_and_the_run_and_attempt_ids() {
     }
 }
 
+/// Every record of a run carries the run id, and every record of an attempt's actors — the
+/// group killer's SIGTERM and SIGKILL, the deadline timer, the readers, the marker parser, the
+/// lock release, the watchdog's start — the attempt id too, so a lifecycle race can be read
+/// from the log alone (docs/cli.md, "Logging").
+#[test]
+fn every_record_of_an_attempts_actors_carries_the_run_and_attempt_ids() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\ntrap '' TERM\necho started\nwhile :; do sleep 0.05; done\n",
+    );
+    let log = sandbox.path("handler.log");
+    let run = sandbox.run_plan(
+        PLAN,
+        &agent,
+        &[
+            "--quiet",
+            "--timeout",
+            "1",
+            "--log-level",
+            "debug",
+            "--log-format",
+            "json",
+            "--log-file",
+            log.to_str().unwrap(),
+        ],
+    );
+    run.assert_code(4);
+    sandbox.assert_no_survivors();
+    let lines: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let run_id = events(&sandbox)[0]["run_id"].as_str().unwrap().to_owned();
+    let attempt_id = events(&sandbox)[1]["attempt_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let span_field = |line: &Value, span: &str, field: &str| -> Option<String> {
+        line["spans"]
+            .as_array()?
+            .iter()
+            .find(|candidate| candidate["name"] == span)?
+            .get(field)?
+            .as_str()
+            .map(str::to_owned)
+    };
+    for line in &lines {
+        let target = line["target"].as_str().unwrap_or_default();
+        if !target.starts_with("ai_session_handler::actors")
+            && line["fields"]["message"] != "watchdog started"
+        {
+            continue;
+        }
+        assert_eq!(
+            span_field(line, "run", "run_id").as_deref(),
+            Some(run_id.as_str()),
+            "a record without the run id: {line}"
+        );
+        if target.starts_with("ai_session_handler::actors::attempt") {
+            assert_eq!(
+                span_field(line, "attempt", "attempt_id").as_deref(),
+                Some(attempt_id.as_str()),
+                "an attempt record without the attempt id: {line}"
+            );
+        }
+    }
+    let signalled: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["fields"]["message"] == "signal sent to process group")
+        .collect();
+    let signals: Vec<&str> = signalled
+        .iter()
+        .map(|line| line["fields"]["signal"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(signals, ["SIGTERM", "SIGKILL"], "{signalled:?}");
+    for line in signalled {
+        assert_eq!(
+            span_field(line, "attempt", "attempt_id").as_deref(),
+            Some(attempt_id.as_str()),
+            "{line}"
+        );
+    }
+    for message in [
+        "watchdog started",
+        "lock released",
+        "deadline reached",
+        "pipe EOF",
+    ] {
+        assert!(
+            lines.iter().any(|line| line["fields"]["message"]
+                .as_str()
+                .is_some_and(|text| text.contains(message))),
+            "no {message:?} record in the log"
+        );
+    }
+}
+
 /// The live status line recomputes its elapsed time on its own: an agent that prints nothing
 /// still shows the time moving on (the line is not redrawn only when output arrives).
 #[test]

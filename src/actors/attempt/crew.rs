@@ -50,6 +50,8 @@ pub(crate) struct CrewArgs<'a> {
     pub(crate) attempt_id: String,
     pub(crate) console: Option<Arc<Console>>,
     pub(crate) events: Emitter,
+    /// The attempt's span, which every actor of the crew logs in.
+    pub(crate) span: tracing::Span,
 }
 
 impl Crew {
@@ -68,6 +70,7 @@ impl Crew {
                 worker_started_ticks: args.worker_started_ticks,
                 inherited: args.inherited,
                 supervisor: supervisor.clone(),
+                span: args.span.clone(),
             },
             cell.clone(),
         )
@@ -81,6 +84,7 @@ impl Crew {
                     timeout: settings.timeout_seconds.and_then(limit_duration),
                     idle_timeout: settings.idle_timeout_seconds.and_then(limit_duration),
                     supervisor: supervisor.clone(),
+                    span: args.span.clone(),
                 },
                 cell.clone(),
             )
@@ -89,7 +93,8 @@ impl Crew {
         } else {
             None
         };
-        let (marker, _) = Actor::spawn_linked(None, MarkerParser, (), cell.clone()).await?;
+        let (marker, _) =
+            Actor::spawn_linked(None, MarkerParser, args.span.clone(), cell.clone()).await?;
         let scanner = if settings.stop_patterns.is_empty() {
             None
         } else {
@@ -99,6 +104,7 @@ impl Crew {
                 ScanArgs {
                     patterns: settings.stop_patterns.clone(),
                     supervisor: supervisor.clone(),
+                    span: args.span.clone(),
                 },
                 cell.clone(),
             )
@@ -120,6 +126,7 @@ impl Crew {
                 timer: timer.clone(),
                 supervisor,
                 console_bound: bounded,
+                span: args.span,
             },
             cell,
         )

@@ -28,6 +28,8 @@ pub(crate) struct TimerArgs {
     pub(crate) timeout: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
+    /// The attempt's span: every record of the timer carries the run and attempt ids.
+    pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct TimerState {
@@ -93,6 +95,8 @@ impl Actor for DeadlineTimer {
         if state.fired {
             return Ok(());
         }
+        let span = state.args.span.clone();
+        let _entered = span.enter();
         match message {
             TimerMsg::OutputObserved => state.last_output = Instant::now(),
             TimerMsg::Check => {

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::messages::AttemptMsg;
 use crate::actors::{notify, off_runtime};
@@ -73,6 +74,9 @@ pub(crate) struct KillerArgs {
     /// The handler's children before its first worker started: inherited, never signalled.
     pub(crate) inherited: Arc<ChildSnapshot>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
+    /// The attempt's span: every record of the killer (each SIGTERM and SIGKILL) carries
+    /// the run and attempt ids.
+    pub(crate) span: tracing::Span,
 }
 
 enum Phase {
@@ -96,6 +100,7 @@ pub(crate) struct KillerState {
     report: GroupReport,
     term_sent: bool,
     kill_sent: bool,
+    span: tracing::Span,
 }
 
 impl Actor for GroupKiller {
@@ -117,6 +122,7 @@ impl Actor for GroupKiller {
             report: GroupReport::default(),
             term_sent: false,
             kill_sent: false,
+            span: args.span,
         })
     }
 
@@ -126,46 +132,8 @@ impl Actor for GroupKiller {
         message: KillerMsg,
         state: &mut KillerState,
     ) -> Result<(), ActorProcessingErr> {
-        match (message, &mut state.phase) {
-            (KillerMsg::Terminate, Phase::Idle) => {
-                state.phase = Phase::Escalating(Escalation::terminate());
-                state.escalate(&myself).await;
-            }
-            (KillerMsg::SweepAfterExit, Phase::Idle) => {
-                // The leader is reaped by now, so the cheap probe answers the common case;
-                // /proc is scanned only to name what is left.
-                if !state.group_alive().await {
-                    state.finish(&myself).await;
-                } else {
-                    let leaked = state.live_members().await;
-                    tracing::info!(
-                        pgid = state.pgid,
-                        leaked = ?leaked,
-                        "descendants outlived the worker"
-                    );
-                    state.report.leaked = leaked;
-                    state.phase = Phase::Escalating(Escalation::kill());
-                    state.escalate(&myself).await;
-                }
-            }
-            (KillerMsg::KillNow, Phase::Escalating(escalation)) if !escalation.killing() => {
-                tracing::info!(
-                    pgid = state.pgid,
-                    "second signal: skipping the grace period"
-                );
-                escalation.skip_grace();
-                state.escalate(&myself).await;
-            }
-            (KillerMsg::KillNow, Phase::Idle) => {
-                state.phase = Phase::Escalating(Escalation::kill());
-                state.escalate(&myself).await;
-            }
-            (KillerMsg::Poll, Phase::Escalating(_)) => state.escalate(&myself).await,
-            (KillerMsg::Poll, Phase::Adoptees { .. }) => state.sweep_adoptees(&myself).await,
-            // Requests that arrive in a phase where they change nothing (a second Terminate,
-            // a stale Poll) are no-ops by design.
-            _ => {}
-        }
+        let span = state.span.clone();
+        state.on_message(message, &myself).instrument(span).await;
         Ok(())
     }
 }
@@ -175,6 +143,46 @@ fn schedule_poll(myself: &ActorRef<KillerMsg>, after: Duration) {
 }
 
 impl KillerState {
+    async fn on_message(&mut self, message: KillerMsg, myself: &ActorRef<KillerMsg>) {
+        match (message, &mut self.phase) {
+            (KillerMsg::Terminate, Phase::Idle) => {
+                self.phase = Phase::Escalating(Escalation::terminate());
+                self.escalate(myself).await;
+            }
+            (KillerMsg::SweepAfterExit, Phase::Idle) => {
+                // The leader is reaped by now, so the cheap probe answers the common case;
+                // /proc is scanned only to name what is left.
+                if !self.group_alive().await {
+                    self.finish(myself).await;
+                } else {
+                    let leaked = self.live_members().await;
+                    tracing::info!(
+                        pgid = self.pgid,
+                        leaked = ?leaked,
+                        "descendants outlived the worker"
+                    );
+                    self.report.leaked = leaked;
+                    self.phase = Phase::Escalating(Escalation::kill());
+                    self.escalate(myself).await;
+                }
+            }
+            (KillerMsg::KillNow, Phase::Escalating(escalation)) if !escalation.killing() => {
+                tracing::info!(pgid = self.pgid, "second signal: skipping the grace period");
+                escalation.skip_grace();
+                self.escalate(myself).await;
+            }
+            (KillerMsg::KillNow, Phase::Idle) => {
+                self.phase = Phase::Escalating(Escalation::kill());
+                self.escalate(myself).await;
+            }
+            (KillerMsg::Poll, Phase::Escalating(_)) => self.escalate(myself).await,
+            (KillerMsg::Poll, Phase::Adoptees { .. }) => self.sweep_adoptees(myself).await,
+            // Requests that arrive in a phase where they change nothing (a second Terminate,
+            // a stale Poll) are no-ops by design.
+            _ => {}
+        }
+    }
+
     /// Probes the group and carries out the escalation's next step.
     async fn escalate(&mut self, myself: &ActorRef<KillerMsg>) {
         let alive = self.group_alive().await;

@@ -27,21 +27,25 @@ pub(crate) struct MarkerParser;
 pub(crate) struct MarkerState {
     stdout: Option<StreamFramer>,
     stderr: Option<StreamFramer>,
+    /// The attempt's span: every record of the parser carries the run and attempt ids.
+    span: tracing::Span,
 }
 
 impl Actor for MarkerParser {
     type Msg = MarkerMsg;
     type State = MarkerState;
-    type Arguments = ();
+    /// The attempt's span.
+    type Arguments = tracing::Span;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<MarkerMsg>,
-        _: (),
+        span: tracing::Span,
     ) -> Result<MarkerState, ActorProcessingErr> {
         Ok(MarkerState {
             stdout: Some(StreamFramer::new(OutputStream::Stdout)),
             stderr: Some(StreamFramer::new(OutputStream::Stderr)),
+            span,
         })
     }
 
@@ -51,6 +55,8 @@ impl Actor for MarkerParser {
         message: MarkerMsg,
         state: &mut MarkerState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
+        let _entered = span.enter();
         match message {
             MarkerMsg::Feed {
                 stream,

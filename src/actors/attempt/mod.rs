@@ -433,6 +433,7 @@ impl AttemptState {
             attempt_id: attempt.id.clone(),
             console: self.spec.console.clone(),
             events: self.spec.events.clone(),
+            span: self.spec.span.clone(),
         })
         .await;
         let mut crew = match crew {

@@ -30,12 +30,15 @@ pub(crate) struct StopScanner;
 pub(crate) struct ScanArgs {
     pub(crate) patterns: Arc<StopPatterns>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
+    /// The attempt's span: every record of the scanner carries the run and attempt ids.
+    pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct ScanState {
     scanner: Scanner,
     supervisor: ActorRef<AttemptMsg>,
     matched: Option<StopMatch>,
+    span: tracing::Span,
 }
 
 impl Actor for StopScanner {
@@ -52,6 +55,7 @@ impl Actor for StopScanner {
             scanner: Scanner::new(args.patterns),
             supervisor: args.supervisor,
             matched: None,
+            span: args.span,
         })
     }
 
@@ -61,6 +65,8 @@ impl Actor for StopScanner {
         message: ScanMsg,
         state: &mut ScanState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
+        let _entered = span.enter();
         match message {
             ScanMsg::Feed { bytes, reply } => {
                 if state.matched.is_none()

@@ -27,6 +27,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::deadline_timer::TimerMsg;
 use super::marker_parser::MarkerMsg;
@@ -117,6 +118,8 @@ pub(crate) struct WriterArgs {
     pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
     pub(crate) console_bound: watch::Receiver<bool>,
+    /// The attempt's span: every record of the writer carries the run and attempt ids.
+    pub(crate) span: tracing::Span,
 }
 
 /// The live echo of one stream.
@@ -206,37 +209,42 @@ impl Actor for TranscriptWriter {
         message: WriterMsg,
         state: &mut WriterState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = state.args.span.clone();
+        state.on_message(message, &myself).instrument(span).await;
+        Ok(())
+    }
+}
+
+impl WriterState {
+    async fn on_message(&mut self, message: WriterMsg, myself: &ActorRef<WriterMsg>) {
         match message {
             WriterMsg::Chunk {
                 stream,
                 bytes,
                 reply,
             } => {
-                let bytes = state.take_chunk(stream, bytes, &myself).await;
+                let bytes = self.take_chunk(stream, bytes, myself).await;
                 let _ = reply.send(bytes);
             }
             WriterMsg::Finish { mut trailer, reply } => {
                 // The output held back by the interval, before the attempt's later events.
-                if std::mem::take(&mut state.progress_held) {
-                    state.emit_progress(Instant::now());
+                if std::mem::take(&mut self.progress_held) {
+                    self.emit_progress(Instant::now());
                 }
-                state.flush_live_filters().await;
-                trailer.console_notes = std::mem::take(&mut state.console_notes);
-                let written = state.write_trailer(&trailer).await;
-                let _ = reply.send((written, state.output));
+                self.flush_live_filters().await;
+                trailer.console_notes = std::mem::take(&mut self.console_notes);
+                let written = self.write_trailer(&trailer).await;
+                let _ = reply.send((written, self.output));
             }
-            WriterMsg::HoldElapsed { stream, hold } => state.release_hold(stream, hold).await,
+            WriterMsg::HoldElapsed { stream, hold } => self.release_hold(stream, hold).await,
             WriterMsg::ProgressDue => {
-                if std::mem::take(&mut state.progress_held) {
-                    state.emit_progress(Instant::now());
+                if std::mem::take(&mut self.progress_held) {
+                    self.emit_progress(Instant::now());
                 }
             }
         }
-        Ok(())
     }
-}
 
-impl WriterState {
     async fn take_chunk(
         &mut self,
         stream: OutputStream,

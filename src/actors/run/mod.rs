@@ -40,6 +40,10 @@ use crate::platform::process_group;
 pub(crate) use self::messages::{Reservation, RunEnd, RunMsg, RunResult};
 
 pub(crate) struct RunArgs {
+    pub(crate) run_id: String,
+    /// The run's tracing span (run id, plan, workspace): every actor of the run is started in
+    /// it, so each of their records carries the run id (and an attempt's, its attempt id).
+    pub(crate) span: tracing::Span,
     pub(crate) location: Arc<PlanLocation>,
     pub(crate) snapshot: Arc<PlanSnapshot>,
     pub(crate) settings: Arc<RunSettings>,
@@ -81,23 +85,25 @@ impl Actor for RunSupervisor {
         myself: ActorRef<RunMsg>,
         args: RunArgs,
     ) -> Result<RunState, ActorProcessingErr> {
-        let span = tracing::info_span!(
-            "run",
-            run_id = tracing::field::Empty,
-            plan = %args.location.plan_path,
-            workspace = %args.location.workspace
-        );
+        let span = args.span;
         // Descendants that leave a worker's process group become our children when their
         // parent dies, so the group killer can still find and stop them.
         if let Err(error) = process_group::become_child_subreaper() {
-            tracing::warn!(%error, "cannot become a child subreaper; escaped descendants will not be stopped");
+            tracing::warn!(parent: &span, %error, "cannot become a child subreaper; escaped descendants will not be stopped");
         }
-        let (intake, _) =
-            Actor::spawn_linked(None, SignalIntake, myself.clone(), myself.get_cell()).await?;
-        let (locks, _) = Actor::spawn_linked(None, WorkspaceLocks, (), myself.get_cell()).await?;
+        // Started in the run's span, so their records carry the run id.
+        let (intake, locks) = async {
+            let intake_args = (myself.clone(), span.clone());
+            let (intake, _) =
+                Actor::spawn_linked(None, SignalIntake, intake_args, myself.get_cell()).await?;
+            let (locks, _) =
+                Actor::spawn_linked(None, WorkspaceLocks, span.clone(), myself.get_cell()).await?;
+            Ok::<_, ractor::SpawnErr>((intake, locks))
+        }
+        .instrument(span.clone())
+        .await?;
         let inherited_children = Arc::new(off_runtime(ChildSnapshot::take).await);
-        let run_id = uuid::Uuid::new_v4().to_string();
-        span.record("run_id", run_id.as_str());
+        let run_id = args.run_id;
         let machine = RunLoop::new(RunRules {
             phase_ids: args
                 .snapshot

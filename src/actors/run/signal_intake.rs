@@ -20,6 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook_tokio::{Handle, Signals};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::messages::RunMsg;
 use crate::actors::notify;
@@ -34,6 +35,7 @@ pub(crate) struct SignalIntake;
 pub(crate) struct SignalIntakeState {
     handle: Handle,
     forwarder: JoinHandle<()>,
+    span: tracing::Span,
 }
 
 impl Drop for SignalIntakeState {
@@ -43,31 +45,39 @@ impl Drop for SignalIntakeState {
         self.handle.close();
         self.forwarder.abort();
         signal_disposition::restore_default(&STOPPING_SIGNALS);
-        tracing::debug!("signal intake stopped; the stopping signals have their default action");
+        tracing::debug!(parent: &self.span, "signal intake stopped; the stopping signals have their default action");
     }
 }
 
 impl Actor for SignalIntake {
     type Msg = ();
     type State = SignalIntakeState;
-    type Arguments = ActorRef<RunMsg>;
+    /// Where signals go, and the run's span (every record carries the run id).
+    type Arguments = (ActorRef<RunMsg>, tracing::Span);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<()>,
-        run: ActorRef<RunMsg>,
+        (run, span): (ActorRef<RunMsg>, tracing::Span),
     ) -> Result<SignalIntakeState, ActorProcessingErr> {
         let signals = Signals::new(STOPPING_SIGNALS)?;
         let handle = signals.handle();
-        let forwarder = tokio::spawn(async move {
-            let mut signals = signals;
-            while let Some(signal) = signals.next().await {
-                tracing::info!(signal, "signal received");
-                notify(&run, RunMsg::SignalReceived(signal));
+        let forwarder = tokio::spawn(
+            async move {
+                let mut signals = signals;
+                while let Some(signal) = signals.next().await {
+                    tracing::info!(signal, "signal received");
+                    notify(&run, RunMsg::SignalReceived(signal));
+                }
             }
-        });
-        tracing::debug!("signal intake registered for SIGINT, SIGTERM, SIGHUP and SIGQUIT");
-        Ok(SignalIntakeState { handle, forwarder })
+            .instrument(span.clone()),
+        );
+        tracing::debug!(parent: &span, "signal intake registered for SIGINT, SIGTERM, SIGHUP and SIGQUIT");
+        Ok(SignalIntakeState {
+            handle,
+            forwarder,
+            span,
+        })
     }
 
     async fn post_stop(

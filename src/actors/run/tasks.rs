@@ -136,6 +136,7 @@ async fn admission_steps(
         StoreArgs {
             layout: location.layout.clone(),
             loaded,
+            span: tracing::Span::current(),
         },
         supervisor,
     )

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 
 use crate::actors::off_runtime;
 use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lock_dir};
@@ -33,23 +34,29 @@ struct Held {
     references: usize,
 }
 
-#[derive(Default)]
 pub(crate) struct LocksState {
     held: Vec<Held>,
     next_id: u64,
+    /// The run's span: every lock record carries the run id.
+    span: tracing::Span,
 }
 
 impl Actor for WorkspaceLocks {
     type Msg = LockMsg;
     type State = LocksState;
-    type Arguments = ();
+    /// The run's span.
+    type Arguments = tracing::Span;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<LockMsg>,
-        _: (),
+        span: tracing::Span,
     ) -> Result<LocksState, ActorProcessingErr> {
-        Ok(LocksState::default())
+        Ok(LocksState {
+            held: Vec::new(),
+            next_id: 0,
+            span,
+        })
     }
 
     async fn handle(
@@ -58,11 +65,13 @@ impl Actor for WorkspaceLocks {
         message: LockMsg,
         state: &mut LocksState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
         match message {
             LockMsg::Acquire { dir, scope, reply } => {
-                let _ = reply.send(state.acquire(dir, scope).await);
+                let acquired = state.acquire(dir, scope).instrument(span).await;
+                let _ = reply.send(acquired);
             }
-            LockMsg::Release { id } => state.release(id),
+            LockMsg::Release { id } => span.in_scope(|| state.release(id)),
         }
         Ok(())
     }
@@ -72,8 +81,9 @@ impl Actor for WorkspaceLocks {
         _myself: ActorRef<LockMsg>,
         state: &mut LocksState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
         for held in state.held.drain(..) {
-            tracing::info!(dir = %held.lock.dir.display(), "lock released");
+            tracing::info!(parent: &span, dir = %held.lock.dir.display(), "lock released");
         }
         Ok(())
     }
