@@ -52,7 +52,9 @@ pub(crate) async fn call<M: Message, R: Send + 'static>(
 /// runtime worker thread ever waits on the disk or the kernel. A panic in the work is
 /// re-raised in the caller, where ractor turns it into an actor failure.
 pub(crate) async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(work).await {
+    // The work logs in the caller's span, so its records carry the run and attempt ids.
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(work)).await {
         Ok(value) => value,
         Err(error) => std::panic::resume_unwind(error.into_panic()),
     }

@@ -73,6 +73,8 @@ pub(crate) struct StoreArgs {
 pub(crate) struct StoreState {
     layout: StateLayout,
     durable: State,
+    /// The keyed directories exist (created before this run's first prepared attempt).
+    directories_ready: bool,
 }
 
 impl Actor for StateStore {
@@ -92,6 +94,7 @@ impl Actor for StateStore {
         Ok(StoreState {
             layout: args.layout,
             durable: args.loaded,
+            directories_ready: false,
         })
     }
 
@@ -141,6 +144,26 @@ impl Actor for StateStore {
     }
 }
 
+/// Blocking work a state replacement depends on, done in the same hand-off to the blocking
+/// pool as the replacement: one trip per durable write, not two.
+enum Before {
+    Nothing,
+    /// The keyed directories, before the run's first prepared attempt.
+    Directories(StateLayout),
+    /// The outcome record the new state references, written (and fsynced) first.
+    Outcome {
+        path: String,
+        bytes: Vec<u8>,
+    },
+}
+
+/// Why a replacement did not happen.
+enum WriteFailure {
+    /// The work before it failed; nothing was replaced.
+    Before(io::Error),
+    State(StateWriteError),
+}
+
 impl StoreState {
     async fn prepare(&mut self, preparation: Preparation) -> Result<State, StateWriteError> {
         let Preparation {
@@ -148,14 +171,21 @@ impl StoreState {
             accept,
             resolve_abandoned_at,
         } = preparation;
-        let layout = self.layout.clone();
-        off_runtime(move || ensure_dirs(&layout))
-            .await
-            .map_err(StateWriteError::Directories)?;
-        self.replace("state-prepare", |next| {
-            next.apply_preparation(attempt, accept, resolve_abandoned_at)
-        })
-        .await
+        let before = if self.directories_ready {
+            Before::Nothing
+        } else {
+            Before::Directories(self.layout.clone())
+        };
+        let prepared = self
+            .replace_after(before, "state-prepare", |next| {
+                next.apply_preparation(attempt, accept, resolve_abandoned_at)
+            })
+            .await;
+        match prepared {
+            Ok(state) => Ok(state),
+            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
+            Err(WriteFailure::State(error)) => Err(error),
+        }
     }
 
     /// Applies `transition` to a copy of the durable state, validates it and replaces the
@@ -165,17 +195,70 @@ impl StoreState {
         failpoint_label: &'static str,
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
     ) -> Result<State, StateWriteError> {
-        let mut next = self.durable.clone();
-        transition(&mut next).map_err(StateWriteError::Transition)?;
-        next.validate(&self.layout)
-            .map_err(StateWriteError::Invalid)?;
+        match self
+            .replace_after(Before::Nothing, failpoint_label, transition)
+            .await
+        {
+            Ok(state) => Ok(state),
+            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
+            Err(WriteFailure::State(error)) => Err(error),
+        }
+    }
+
+    /// Does `before`, then replaces the state with the result of `transition`, in one job on
+    /// the blocking pool. A transition that does not apply is reported after `before` is done,
+    /// as if the two were separate writes.
+    async fn replace_after(
+        &mut self,
+        before: Before,
+        failpoint_label: &'static str,
+        transition: impl FnOnce(&mut State) -> Result<(), StateError>,
+    ) -> Result<State, WriteFailure> {
+        let next = {
+            let mut next = self.durable.clone();
+            transition(&mut next)
+                .map_err(StateWriteError::Transition)
+                .and_then(|()| {
+                    next.validate(&self.layout)
+                        .map_err(StateWriteError::Invalid)
+                })
+                .map(|()| next)
+        };
         let path = self.layout.state_path();
-        let bytes = next.to_json().into_bytes();
+        let document = next.as_ref().ok().map(|next| next.to_json().into_bytes());
         let target = path.clone();
+        let outcome_written = match &before {
+            Before::Outcome { path, .. } => Some(path.clone()),
+            _ => None,
+        };
+        let directories = matches!(before, Before::Directories(_));
         let written = off_runtime(move || {
-            durable::replace_atomically(Path::new(&target), &bytes, failpoint_label)
+            match before {
+                Before::Nothing => {}
+                Before::Directories(layout) => {
+                    ensure_dirs(&layout).map_err(WriteFailure::Before)?
+                }
+                Before::Outcome { path, bytes } => {
+                    durable::write_new_durably(Path::new(&path), &bytes, "outcome")
+                        .map_err(WriteFailure::Before)?;
+                }
+            }
+            Ok(document.map(|bytes| {
+                durable::replace_atomically(Path::new(&target), &bytes, failpoint_label)
+            }))
         })
-        .await;
+        .await?;
+        if directories {
+            self.directories_ready = true;
+        }
+        if let Some(path) = outcome_written {
+            tracing::info!(path, "outcome written");
+        }
+        let (next, written) = match (next, written) {
+            (Ok(next), Some(written)) => (next, written),
+            (Err(error), _) => return Err(WriteFailure::State(error)),
+            (Ok(_), None) => unreachable!("a valid state always has a document to write"),
+        };
         match written {
             Ok(()) => {
                 tracing::info!(write = failpoint_label, path, "state committed");
@@ -184,7 +267,10 @@ impl StoreState {
             }
             Err(ReplaceError::NotReplaced(source)) => {
                 tracing::info!(write = failpoint_label, path, error = %source, "state write failed; last durable record kept");
-                Err(StateWriteError::NotReplaced { path, source })
+                Err(WriteFailure::State(StateWriteError::NotReplaced {
+                    path,
+                    source,
+                }))
             }
             Err(ReplaceError::NotDurable(source)) => {
                 // Readers already see the new document, so it is the current state from now
@@ -192,7 +278,10 @@ impl StoreState {
                 // power loss.
                 tracing::info!(write = failpoint_label, path, error = %source, "state replaced but not durable");
                 self.durable = next;
-                Err(StateWriteError::NotDurable { path, source })
+                Err(WriteFailure::State(StateWriteError::NotDurable {
+                    path,
+                    source,
+                }))
             }
         }
     }
@@ -204,21 +293,24 @@ impl StoreState {
     ) -> Result<State, CommitError> {
         outcome.validate().map_err(CommitError::InvalidOutcome)?;
         let path = self.layout.outcome_path(&outcome.attempt_id);
-        let bytes = outcome.to_json().into_bytes();
-        let target = path.clone();
-        off_runtime(move || durable::write_new_durably(Path::new(&target), &bytes, "outcome"))
-            .await
-            .map_err(CommitError::OutcomeWrite)?;
-        tracing::info!(path, status = %outcome.status, "outcome written");
-        self.replace("state-commit", |next| {
-            next.commit(&outcome, &path)?;
-            match schedule {
-                Some(schedule) => next.schedule_retry(schedule),
-                None => Ok(()),
-            }
-        })
-        .await
-        .map_err(CommitError::StateWrite)
+        let before = Before::Outcome {
+            path: path.clone(),
+            bytes: outcome.to_json().into_bytes(),
+        };
+        let committed = self
+            .replace_after(before, "state-commit", |next| {
+                next.commit(&outcome, &path)?;
+                match schedule {
+                    Some(schedule) => next.schedule_retry(schedule),
+                    None => Ok(()),
+                }
+            })
+            .await;
+        match committed {
+            Ok(state) => Ok(state),
+            Err(WriteFailure::Before(error)) => Err(CommitError::OutcomeWrite(error)),
+            Err(WriteFailure::State(error)) => Err(CommitError::StateWrite(error)),
+        }
     }
 }
 

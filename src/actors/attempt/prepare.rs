@@ -193,72 +193,131 @@ impl PreparationTask {
             argv: &argv,
         });
         let prompt = prompt.into_bytes();
-        let artifacts = {
-            let (prompt_path, transcript_path, prompt) = (
-                attempt.prompt_path.clone(),
-                attempt.transcript_path.clone(),
-                prompt.clone(),
-            );
-            off_runtime(move || write_artifacts(&prompt_path, &prompt, &transcript_path, &header))
-                .await
+        // One hand-off to the blocking pool for everything from the first artifact to the
+        // worker's identity: every step waits on the disk, `fork` or `/proc`.
+        let job = StartJob {
+            prompt_path: attempt.prompt_path.clone(),
+            prompt: prompt.clone(),
+            transcript_path: attempt.transcript_path.clone(),
+            header,
+            argv,
+            cwd: attempt.execution_workspace.clone(),
         };
-        let transcript = match artifacts
-            .map_err(SetupError::Artifact)
-            .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
-        {
-            Ok(transcript) => transcript,
-            Err(error) => {
-                return Err(SetupFailure::Setup {
+        match off_runtime(move || job.run()).await {
+            Started::Running(running) => {
+                let Running {
+                    child,
+                    pid,
+                    identity,
+                    transcript,
+                } = *running;
+                Ok(Launch {
                     attempt,
                     phase_attempt,
-                    error,
-                });
+                    child,
+                    pid,
+                    identity,
+                    transcript,
+                    prompt,
+                })
             }
-        };
-        // Everything that can fail for lack of resources is set up before the launch, so a
-        // failure here never leaves a worker without its supervision.
-        let launch_failure = |summary: String, transcript| SetupFailure::Launch {
-            attempt: attempt.clone(),
-            phase_attempt,
-            transcript,
-            summary,
-        };
+            Started::NotSetUp(error) => Err(SetupFailure::Setup {
+                attempt,
+                phase_attempt,
+                error,
+            }),
+            Started::NotLaunched {
+                transcript,
+                summary,
+            } => Err(SetupFailure::Launch {
+                attempt,
+                phase_attempt,
+                transcript,
+                summary,
+            }),
+        }
+    }
+}
 
-        let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
+/// What the start job does, in order: the prompt (exclusively), the transcript with its
+/// header and its thread, the spawn, the worker's identity. Everything that can fail for lack
+/// of resources is set up before the launch, so a failure never leaves a worker without its
+/// supervision.
+struct StartJob {
+    prompt_path: String,
+    prompt: Vec<u8>,
+    transcript_path: String,
+    header: String,
+    argv: Vec<String>,
+    cwd: String,
+}
+
+/// How far the start job got.
+enum Started {
+    Running(Box<Running>),
+    NotSetUp(SetupError),
+    /// The worker could not be started; the transcript is ready for the launch error.
+    NotLaunched {
+        transcript: TranscriptFile,
+        summary: String,
+    },
+}
+
+/// A started worker and its transcript.
+struct Running {
+    child: Child,
+    pid: u32,
+    identity: Option<ProcessIdentity>,
+    transcript: TranscriptFile,
+}
+
+impl StartJob {
+    /// Blocking: runs on the blocking pool (inside the runtime, which the spawn needs).
+    fn run(self) -> Started {
+        let transcript = match write_artifacts(
+            &self.prompt_path,
+            &self.prompt,
+            &self.transcript_path,
+            &self.header,
+        )
+        .map_err(SetupError::Artifact)
+        .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
+        {
+            Ok(transcript) => transcript,
+            Err(error) => return Started::NotSetUp(error),
+        };
+        let child = match spawn::spawn_worker(&self.argv, &self.cwd) {
             Ok(child) => child,
             Err(error) => {
-                let program = argv.first().cloned().unwrap_or_default();
-                let cwd = attempt.execution_workspace.clone();
-                let problem =
-                    off_runtime(move || spawn::launch_problem(&program, &cwd, &error)).await;
-                let summary = format!("could not launch agent command: {problem}");
-                return Err(launch_failure(summary, transcript));
+                let program = self.argv.first().cloned().unwrap_or_default();
+                let problem = spawn::launch_problem(&program, &self.cwd, &error);
+                return Started::NotLaunched {
+                    transcript,
+                    summary: format!("could not launch agent command: {problem}"),
+                };
             }
         };
         let Some(pid) = child.id() else {
             // The child was reaped already; tokio forgets its pid then. Treat like a launch
             // we cannot supervise.
-            return Err(launch_failure(
-                "could not launch agent command: the process vanished at once".into(),
+            return Started::NotLaunched {
                 transcript,
-            ));
+                summary: "could not launch agent command: the process vanished at once".into(),
+            };
         };
-        let identity = match off_runtime(move || proc::identity_of(pid)).await {
+        let identity = match proc::identity_of(pid) {
             Ok(identity) => Some(identity),
             Err(error) => {
                 tracing::warn!(pid, %error, "process identity unavailable");
                 None
             }
         };
-        Ok(Launch {
-            attempt,
-            phase_attempt,
+        Started::Running(Box::new(Running {
             child,
             pid,
             identity,
             transcript,
-            prompt,
-        })
+        }))
     }
 }
 

@@ -34,6 +34,13 @@ struct Held {
     references: usize,
 }
 
+/// What the blocking half of an acquisition found.
+enum Taken {
+    /// The directory (this identity) is locked by this invocation already.
+    AlreadyHeld((u64, u64)),
+    Locked(DirLock),
+}
+
 pub(crate) struct LocksState {
     held: Vec<Held>,
     next_id: u64,
@@ -92,29 +99,41 @@ impl Actor for WorkspaceLocks {
 impl LocksState {
     async fn acquire(&mut self, dir: String, scope: LockScope) -> Result<LockId, LockError> {
         let path = PathBuf::from(&dir);
-        let identity = {
-            let path = path.clone();
-            off_runtime(move || dir_identity(&path)).await
-        }
-        .map_err(|error| LockError::Io {
-            scope,
-            dir: path.clone(),
-            error,
-        })?;
-        if let Some(held) = self
-            .held
-            .iter_mut()
-            .find(|held| held.lock.identity == identity)
-        {
-            held.references += 1;
-            tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
-            return Ok(held.id);
-        }
-        let lock = off_runtime(move || try_lock_dir(&path, scope))
-            .await
-            .inspect_err(|error| {
-                tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
+        let held: Vec<(u64, u64)> = self.held.iter().map(|held| held.lock.identity).collect();
+        // One hand-off: the directory's identity, and the lock only when it is not held yet.
+        let taken = off_runtime(move || {
+            let identity = dir_identity(&path).map_err(|error| LockError::Io {
+                scope,
+                dir: path.clone(),
+                error,
             })?;
+            if held.contains(&identity) {
+                return Ok(Taken::AlreadyHeld(identity));
+            }
+            try_lock_dir(&path, scope).map(Taken::Locked)
+        })
+        .await
+        .inspect_err(|error| {
+            tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
+        })?;
+        let lock = match taken {
+            Taken::AlreadyHeld(identity) => {
+                if let Some(held) = self
+                    .held
+                    .iter_mut()
+                    .find(|held| held.lock.identity == identity)
+                {
+                    held.references += 1;
+                    tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
+                    return Ok(held.id);
+                }
+                // Not reachable: a release is a message of this actor, and none is handled
+                // while this one waits. Taking the lock afresh is the safe answer anyway.
+                let path = PathBuf::from(&dir);
+                off_runtime(move || try_lock_dir(&path, scope)).await?
+            }
+            Taken::Locked(lock) => lock,
+        };
         self.next_id += 1;
         let id = LockId(self.next_id);
         tracing::info!(dir, scope = scope.name(), "lock taken");
