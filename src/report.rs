@@ -17,11 +17,15 @@ use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
-use crate::domain::selection::Refusal;
+use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
-use crate::invocation::InputError;
+use crate::invocation::{InputError, PlanSnapshot};
+use crate::domain::template::shell_join;
 use crate::platform::file_tail;
+use crate::platform::locate::PlanLocation;
+use crate::platform::locks::LockError;
 use crate::units;
 
 /// How many transcript lines a failure report shows.
@@ -91,8 +95,18 @@ impl Output {
     }
 }
 
-/// What `run` prints when it ends.
-pub fn run_end(end: &RunEnd) -> Output {
+/// What `run` prints when it ends: the report of how it ended, then, when the run can be
+/// continued, the `next:` line with the command that does it.
+pub fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
+    let mut output = end_report(end);
+    if let Some(step) = next_step(end, invocation) {
+        output.err_line(step.line());
+    }
+    output
+}
+
+/// The report of how a run ended, without its `next:` line.
+fn end_report(end: &RunEnd) -> Output {
     match end {
         RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
         RunEnd::PhaseLimitReached { last_completed } => {
@@ -204,6 +218,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             plan_workspace,
             execution_workspace,
             last_run,
+            ..
         } => refusal(
             refused,
             &RefusalContext {
@@ -218,9 +233,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             actual,
         } => {
             let mut output = plan_hash_mismatch(path, expected, actual);
-            output.err_line(
-                "recorded outcomes are kept; review the edit, then rerun with --accept-plan-change",
-            );
+            output.err_line("recorded outcomes are kept");
             output
         }
         RunEnd::Input(error) => Output::error(error.to_string()),
@@ -237,6 +250,194 @@ pub fn run_end(end: &RunEnd) -> Output {
             }
             output
         }
+    }
+}
+
+/// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
+/// line"): nothing after a complete plan, a bad input or an interruption with nothing left.
+pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
+    let again = |flags: RecoveryFlags, why: Option<String>| NextStep::run(invocation, flags, why);
+    let as_given = invocation.flags;
+    match end {
+        RunEnd::AllComplete
+        | RunEnd::InterruptedBeforeLaunch {
+            plan_complete: true,
+            ..
+        } => None,
+        RunEnd::PhaseLimitReached { .. }
+        | RunEnd::InterruptedBeforeLaunch {
+            plan_complete: false,
+            ..
+        }
+        | RunEnd::InterruptedDuringWait { .. } => Some(again(RecoveryFlags::default(), None)),
+        RunEnd::PhaseStopped {
+            decision,
+            retry_scheduled: true,
+            ..
+        } if decision.status != AttemptStatus::PhaseComplete => Some(again(
+            RecoveryFlags::default(),
+            Some("to resume the scheduled retry, keep the same retry policy".to_owned()),
+        )),
+        RunEnd::PhaseStopped { decision, .. } => Some(after_status(invocation, decision.status)),
+        RunEnd::NotPrepared {
+            still_active: Some(_),
+            ..
+        }
+        | RunEnd::Unresolved {
+            still_active: Some(_),
+            ..
+        } => Some(again(
+            flags_after_stop(false),
+            Some("inspect the workspace".to_owned()),
+        )),
+        // The commit is visible; only its durability failed.
+        RunEnd::Unresolved { decision, .. } => Some(after_status(invocation, decision.status)),
+        RunEnd::NotPrepared { .. } | RunEnd::AcceptanceFailed(_) => Some(again(
+            as_given,
+            Some("fix what made the state write fail".to_owned()),
+        )),
+        RunEnd::Refused {
+            refusal,
+            lifted_by,
+            ..
+        } => Some(after_refusal(invocation, refusal, *lifted_by)),
+        RunEnd::PlanChanged { .. } => Some(again(
+            RecoveryFlags {
+                accept_plan_change: true,
+                ..as_given
+            },
+            Some("review the edit".to_owned()),
+        )),
+        RunEnd::Input(InputError::Lock(LockError::Contended { holder, .. })) => {
+            let holder = match holder {
+                Some(pid) => format!("the run of handler pid {pid}"),
+                None => "the other run".to_owned(),
+            };
+            let watch = NextStep::command(invocation, "watch", None);
+            Some(again(
+                as_given,
+                Some(format!(
+                    "wait for {holder} to end ({} follows it)",
+                    shell_join(&watch.argv)
+                )),
+            ))
+        }
+        RunEnd::Input(InputError::WorkerAlive { pid, .. }) => Some(again(
+            as_given,
+            Some(format!(
+                "stop worker pid {pid} (or wait for it to exit) and inspect its partial changes"
+            )),
+        )),
+        RunEnd::Input(_) => None,
+        RunEnd::Internal { .. } => Some(NextStep::command(invocation, "status", None)),
+    }
+}
+
+/// The step after an attempt committed with `status` stopped the run.
+fn after_status(invocation: &Invocation, status: AttemptStatus) -> NextStep {
+    let (flags, why) = stop_step(status);
+    NextStep::run(invocation, flags, why.map(str::to_owned))
+}
+
+/// The recovery flags a phase stopped with `status` needs, and what to do first.
+fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
+    match status {
+        AttemptStatus::PhaseComplete => (RecoveryFlags::default(), None),
+        AttemptStatus::Blocked => (flags_after_stop(false), Some("resolve the blocker")),
+        AttemptStatus::NeedsClarification => (
+            flags_after_stop(true),
+            Some("answer in the plan or the repository"),
+        ),
+        AttemptStatus::Interrupted => {
+            (flags_after_stop(false), Some("inspect the partial changes"))
+        }
+        _ => (
+            flags_after_stop(false),
+            Some("inspect the transcript and fix the cause"),
+        ),
+    }
+}
+
+/// The step after admission refused the run: the flags that lift the refusal, or, when none
+/// does, the change to make first.
+fn after_refusal(
+    invocation: &Invocation,
+    refusal: &Refusal,
+    lifted_by: Option<RecoveryFlags>,
+) -> NextStep {
+    let flags = lifted_by.unwrap_or(invocation.flags);
+    match refusal {
+        Refusal::Stopped(stop) => {
+            let (needed, why) = stop_step(stop.reason);
+            let flags = RecoveryFlags {
+                retry_stopped: flags.retry_stopped || needed.retry_stopped,
+                accept_plan_change: flags.accept_plan_change || needed.accept_plan_change,
+            };
+            NextStep::run(invocation, flags, why.map(str::to_owned))
+        }
+        Refusal::UnresolvedAttempt(attempt) => NextStep::run(
+            invocation,
+            flags,
+            Some(format!(
+                "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
+                attempt.id
+            )),
+        ),
+        Refusal::PlanHashMismatch { .. } => NextStep::run(
+            invocation,
+            flags,
+            Some("review the edit (every completed phase id must still exist)".to_owned()),
+        ),
+        Refusal::PlanPathMismatch { stored, .. } => NextStep::run(
+            &Invocation {
+                plan: stored.clone(),
+                ..invocation.clone()
+            },
+            flags,
+            Some(format!(
+                "restore the plan at {stored} (or move its state directory aside to start afresh)"
+            )),
+        ),
+        Refusal::CompletedPhasesMissing { missing, .. } => NextStep::run(
+            invocation,
+            flags,
+            Some(format!(
+                "restore the completed {} in the plan",
+                headings(missing)
+            )),
+        ),
+        Refusal::RetriedPhaseMissing { phase_id, .. } => NextStep::run(
+            invocation,
+            RecoveryFlags {
+                retry_stopped: true,
+                accept_plan_change: true,
+            },
+            Some(format!(
+                "restore the {} in the plan",
+                headings(std::slice::from_ref(phase_id))
+            )),
+        ),
+    }
+}
+
+/// `phase-2 heading`, `phase-1 and phase-2 headings`.
+fn headings(ids: &[String]) -> String {
+    match ids {
+        [one] => format!("{one} heading"),
+        [rest @ .., last] => format!("{} and {last} headings", rest.join(", ")),
+        [] => "phase headings".to_owned(),
+    }
+}
+
+/// `warning: …` lines on stderr for what the plan does not mean to say (docs/plan-format.md).
+pub fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
+    Output {
+        stdout: Vec::new(),
+        stderr: snapshot
+            .warnings
+            .iter()
+            .map(|warning| format!("warning: {warning}"))
+            .collect(),
     }
 }
 
@@ -407,8 +608,17 @@ fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// What `run --json` reports besides the run's result: how it was invoked, and where the plan
+/// and its state are (`None` before the plan was located).
+pub struct RunJsonContext<'a> {
+    pub invocation: Option<&'a Invocation>,
+    pub location: Option<&'a PlanLocation>,
+    pub snapshot: Option<&'a PlanSnapshot>,
+    pub elapsed: std::time::Duration,
+}
+
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duration) -> Value {
+pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_>) -> Value {
     let end = &result.end;
     let last = ledger.attempts.last();
     let phase = ledger
@@ -440,9 +650,12 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         RunEnd::Input(_) => ("invalid-input", None),
         RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
     };
-    let output = run_end(end);
-    // The first line a person would read: the failure, refusal or error (none on success).
-    let message = output.stderr.first().cloned();
+    let body = end_report(end);
+    // The first line a person would read: the result line of a blocked or clarification
+    // stop (on stdout), else the failure, refusal or error (none on success).
+    let message = (result.exit != ExitCode::Success)
+        .then(|| body.stdout.first().or(body.stderr.first()).cloned())
+        .flatten();
     let error = (result.exit == ExitCode::InvalidInput || kind == "error")
         .then(|| message.clone())
         .flatten();
@@ -469,6 +682,17 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         .filter(|row| row.status == AttemptStatus::PhaseComplete)
         .map(|row| row.phase_id.as_str())
         .collect();
+    let next_phase = result.next_phase.as_deref().map(|id| {
+        let title = context
+            .snapshot
+            .and_then(|snapshot| snapshot.plan.phase(id))
+            .map(|phase| phase.title.clone());
+        json!({"id": id, "title": title})
+    });
+    let next = context
+        .invocation
+        .and_then(|invocation| next_step(end, invocation))
+        .map(|step| next_json(&step));
     json!({
         "exit_code": result.exit.code(),
         "result": kind,
@@ -476,21 +700,30 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         "status": last.map(|row| row.status.as_str()),
         "phase": phase,
         "text": text,
-        "message": message.filter(|_| result.exit != ExitCode::Success),
+        "message": message,
         "outcome_path": outcome_path,
         "transcript_path": transcript_path,
         "prompt_path": ledger.last_prompt(),
+        "plan_path": context.location.map(|location| location.plan_path.clone()),
+        "state_path": context.location.map(|location| location.layout.state_path()),
         "phases_completed": completed,
-        "next_phase": result.next_phase,
+        "next_phase": next_phase,
+        "next": next,
         "attempts": ledger.attempts.len(),
-        "duration_ms": millis(elapsed),
+        "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": last.map(|row| row.duration_ms),
         "error": error,
     })
 }
 
-/// `run --json` for a run that never started (invalid input): the same object, mostly empty.
-pub fn run_json_error(exit: ExitCode, message: &str, elapsed: std::time::Duration) -> Value {
+/// `next` in `run --json`: `{argv, flags, why}`.
+fn next_json(step: &NextStep) -> Value {
+    json!({"argv": step.argv, "flags": step.flags, "why": step.why})
+}
+
+/// `run --json` for a run that never started (invalid input, or the run's threads could not
+/// start): the same object, mostly empty; the plan's paths once it was located.
+pub fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Value {
     let kind = if exit == ExitCode::InvalidInput {
         "invalid-input"
     } else {
@@ -508,10 +741,13 @@ pub fn run_json_error(exit: ExitCode, message: &str, elapsed: std::time::Duratio
         "outcome_path": null,
         "transcript_path": null,
         "prompt_path": null,
+        "plan_path": context.location.map(|location| location.plan_path.clone()),
+        "state_path": context.location.map(|location| location.layout.state_path()),
         "phases_completed": [],
         "next_phase": null,
+        "next": null,
         "attempts": 0,
-        "duration_ms": millis(elapsed),
+        "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": null,
         "error": line,
     })
@@ -574,7 +810,6 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
     output
         .stderr
         .extend(transcript_tail(&attempt.transcript_path));
-    output.err_line("inspect the workspace, then rerun with --retry-stopped");
     output
 }
 
@@ -659,23 +894,12 @@ pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
             path,
             expected,
             actual,
-        } => {
-            let mut output = plan_hash_mismatch(path, expected, actual);
-            output.err_line(
-                "to run the edited plan, rerun with --accept-plan-change (completed phase ids must still exist)",
-            );
-            output
-        }
+        } => plan_hash_mismatch(path, expected, actual),
         Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
             "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
         )),
-        Refusal::CompletedPhasesMissing { .. } => Output::error(refusal.to_string()),
-        Refusal::RetriedPhaseMissing { phase_id, .. } => {
-            let mut output = Output::error(refusal.to_string());
-            output.err_line(format!(
-                "restore the {phase_id} heading in the plan to retry it, then rerun with --retry-stopped --accept-plan-change"
-            ));
-            output
+        Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
+            Output::error(refusal.to_string())
         }
     }
 }
@@ -705,7 +929,6 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
             .stderr
             .extend(transcript_tail(&last_run.transcript_path));
     }
-    output.err_line("after inspecting the workspace (and answering any clarification in the plan or repository docs), rerun with --retry-stopped");
     output
 }
 

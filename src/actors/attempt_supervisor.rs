@@ -297,6 +297,10 @@ pub struct AttemptState {
     not_prepared: Option<(String, StoreError)>,
     /// When the attempt started, for its duration.
     started: std::time::Instant,
+    /// The attempt's one duration, measured once when its `finished_at` is taken
+    /// ([`AttemptState::finish_now`], docs/decisions.md): the outcome, `state.json`, the event
+    /// stream, the end line and `run --json` all carry this value.
+    duration_ms: Option<u64>,
     /// What the agent wrote, once the trailer is written.
     output: OutputBytes,
     /// This attempt's number among the phase's attempts in the state.
@@ -323,6 +327,7 @@ impl Actor for AttemptSupervisor {
             committing: None,
             not_prepared: None,
             started: std::time::Instant::now(),
+            duration_ms: None,
             output: OutputBytes::default(),
             phase_attempt: 1,
             tasks: Vec::new(),
@@ -526,13 +531,22 @@ impl AttemptState {
         self.spec.events.emit(attempt_id, event);
     }
 
-    /// Milliseconds since the attempt started.
+    /// The attempt is finished (its worker is gone, or never ran): its `finished_at`, with its
+    /// duration measured at the same moment.
+    fn finish_now(&mut self) -> Timestamp {
+        self.duration_ms = Some(
+            self.started
+                .elapsed()
+                .as_millis()
+                .try_into()
+                .unwrap_or(u64::MAX),
+        );
+        Timestamp::from_datetime(chrono::Utc::now())
+    }
+
+    /// Milliseconds from the attempt's start to its finish ([`AttemptState::finish_now`]).
     fn duration_ms(&self) -> u64 {
-        self.started
-            .elapsed()
-            .as_millis()
-            .try_into()
-            .unwrap_or(u64::MAX)
+        self.duration_ms.unwrap_or_default()
     }
 
     fn tell_killer(&self, message: KillerMsg) {
@@ -830,11 +844,11 @@ impl AttemptState {
     /// The group is gone and both pipes are closed: a task stops the readers, writes the
     /// trailer and gathers the verdicts, then reports back.
     fn start_recording(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
+        let finished_at = self.finish_now();
         let Some(crew) = &self.crew else { return };
         for reader in &crew.readers {
             reader.stop(None);
         }
-        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
         let trailer = Trailer {
             exit: input.exit,
             finished_at: Some(finished_at),
@@ -903,7 +917,7 @@ impl AttemptState {
         launch_error: Option<String>,
         myself: &ActorRef<AttemptMsg>,
     ) {
-        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
+        let finished_at = self.finish_now();
         let note =
             self.unlaunched_transcript
                 .take()
@@ -964,13 +978,7 @@ impl AttemptState {
             },
             exit_code: conclusion.exit.code,
             signal: conclusion.exit.signal,
-            duration_ms: Some(
-                self.started
-                    .elapsed()
-                    .as_millis()
-                    .try_into()
-                    .unwrap_or(u64::MAX),
-            ),
+            duration_ms: Some(self.duration_ms()),
             output_bytes: Some(self.output),
             phase_attempt: Some(self.phase_attempt),
             agent_cmd: Some(
@@ -1240,10 +1248,7 @@ impl PreparationTask {
         })?;
         tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
         let phase_attempt = prepared
-            .committed_outcomes
-            .iter()
-            .filter(|outcome| outcome.phase_id == attempt.phase.id)
-            .count()
+            .finished_attempts_of(&attempt.phase.id)
             .saturating_add(1)
             .try_into()
             .unwrap_or(u32::MAX);

@@ -29,7 +29,9 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::{AfterAttempt, AttemptEnd, Checkpoint, RunLoop, SignalAction};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::schedule::RetrySchedule;
-use crate::domain::selection::{FirstSelection, Refusal, admit, next_pending};
+use crate::domain::selection::{
+    FirstSelection, RecoveryFlags, Refusal, admit, next_pending, way_forward,
+};
 use crate::domain::state::{ActiveAttempt, AttemptStatus, LastRun, PlanRecord, State};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
@@ -90,6 +92,9 @@ pub enum RunEnd {
         /// A stopped phase's execution workspace, or why it is unavailable.
         execution_workspace: Option<Result<String, InputError>>,
         last_run: Option<Box<LastRun>>,
+        /// The recovery flags with which the run would be admitted
+        /// ([`crate::domain::selection::way_forward`]); `None` when no flag lifts the refusal.
+        lifted_by: Option<RecoveryFlags>,
     },
     /// The plan file changed during the run.
     PlanChanged {
@@ -332,7 +337,7 @@ impl RunState {
             Ok(admission) => admission,
             Err(refusal) => {
                 tracing::info!(%refusal, "run refused");
-                let end = self.refused(refusal, &loaded).await;
+                let end = self.refused(refusal, &loaded, schedule_fits, now).await;
                 return self.finish(myself, end, ExitCode::InvalidInput).await;
             }
         };
@@ -767,7 +772,13 @@ impl RunState {
 
     /// The refusal with what its report shows: the stopped phase's execution workspace (as
     /// recorded, else as the plan declares it) and the last run.
-    async fn refused(&self, refusal: Refusal, state: &State) -> RunEnd {
+    async fn refused(
+        &self,
+        refusal: Refusal,
+        state: &State,
+        schedule_fits: bool,
+        now: Timestamp,
+    ) -> RunEnd {
         let execution_workspace = match &refusal {
             Refusal::Stopped(stop) => Some(match &state.last_run {
                 Some(last_run) if last_run.phase_id == stop.phase_id => {
@@ -783,11 +794,15 @@ impl RunState {
             }),
             _ => None,
         };
+        let lifted_by = way_forward(state, &self.snapshot.facts(), schedule_fits, now)
+            .ok()
+            .map(|(flags, _)| flags);
         RunEnd::Refused {
             refusal,
             plan_workspace: self.location.workspace.clone(),
             execution_workspace,
             last_run: state.last_run.clone().map(Box::new),
+            lifted_by,
         }
     }
 

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::config::parse_seconds;
+use crate::domain::recovery::Invocation;
+use crate::domain::selection::RecoveryFlags;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -161,6 +163,54 @@ pub struct LoggingArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+impl RunArgs {
+    /// The invocation as the command that continues it repeats it (`next:`): the plan as
+    /// typed and every option but the recovery flags, values in their shortest exact form.
+    pub fn invocation(&self) -> Invocation {
+        let mut carried = Vec::new();
+        let mut option = |name: &str, value: Option<String>| {
+            carried.push(format!("--{name}"));
+            carried.extend(value);
+        };
+        if let Some(template) = &self.agent_cmd {
+            option("agent-cmd", Some(template.clone()));
+        }
+        if let Some(limit) = self.max_phases {
+            option("max-phases", Some(limit.to_string()));
+        }
+        // `f64`'s `Display` is the shortest text that parses back to the same value.
+        if let Some(seconds) = self.timeout {
+            option("timeout", Some(seconds.to_string()));
+        }
+        if let Some(seconds) = self.idle_timeout {
+            option("idle-timeout", Some(seconds.to_string()));
+        }
+        for pattern in &self.stop_on_regex {
+            option("stop-on-regex", Some(pattern.clone()));
+        }
+        if let Some(retries) = self.retries {
+            option("retries", Some(retries.to_string()));
+        }
+        if self.wait {
+            option("wait", None);
+        }
+        if self.quiet {
+            option("quiet", None);
+        }
+        if self.json {
+            option("json", None);
+        }
+        Invocation {
+            plan: self.plan.to_string_lossy().into_owned(),
+            carried,
+            flags: RecoveryFlags {
+                retry_stopped: self.retry_stopped,
+                accept_plan_change: self.accept_plan_change,
+            },
+        }
+    }
 }
 
 /// Whether the command line asks for `run --json`, read without clap: for a command line clap

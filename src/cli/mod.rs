@@ -45,7 +45,7 @@ pub fn main() -> i32 {
                     // `run --json` promises its caller one object, a usage error included.
                     if args::run_json_requested(std::env::args_os()) {
                         let message = line.strip_prefix("error: ").unwrap_or(&line);
-                        run::print_json_error(ExitCode::InvalidInput, message, started);
+                        run::print_json_error(ExitCode::InvalidInput, message, None, started);
                     }
                     crate::report::Output::default().err_line(line).print();
                     ExitCode::InvalidInput.code()
@@ -57,7 +57,7 @@ pub fn main() -> i32 {
         if let Some(Command::Run(args)) = &cli.command
             && args.json
         {
-            run::print_json_error(ExitCode::InvalidInput, &error.to_string(), started);
+            run::print_json_error(ExitCode::InvalidInput, &error.to_string(), None, started);
         }
         crate::report::Output::error(error.to_string()).print();
         return ExitCode::InvalidInput.code();

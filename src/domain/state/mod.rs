@@ -18,7 +18,7 @@ mod tests;
 
 pub use layout::StateLayout;
 pub use schema::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
     SnapshotRef, State, Stop,
 };
 pub use transitions::ABANDONED_SUMMARY;
