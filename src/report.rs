@@ -521,22 +521,39 @@ pub struct AttemptRow {
     pub prompt_path: Option<String>,
 }
 
-/// `phase-2 (2/5) Second · attempt 1`, or `… · attempt 2 of 3` under a retry policy.
+/// Which attempt an attempt is: its number among its phase's recorded attempts (what `status`
+/// counts), and under a retry policy its number `in_run` of the `of` the policy allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptNumber {
+    pub of_phase: u32,
+    pub in_run: u32,
+    pub of: u32,
+}
+
+/// `phase-2 (2/5) Second · attempt 1`; under a retry policy `… · attempt 2 of 3`, or, when the
+/// phase had attempts before this run, `… · attempt 4 (2 of 3 in this run)`.
 pub fn phase_banner(
     phase_id: &str,
     index: usize,
     phases: usize,
     title: &str,
-    attempt: u32,
-    of: u32,
+    number: AttemptNumber,
 ) -> String {
-    let of = if of > 1 {
-        format!(" of {of}")
-    } else {
-        String::new()
+    let attempt = match number {
+        AttemptNumber { of_phase, of, .. } if of <= 1 => of_phase.to_string(),
+        AttemptNumber {
+            of_phase,
+            in_run,
+            of,
+        } if of_phase == in_run => format!("{in_run} of {of}"),
+        AttemptNumber {
+            of_phase,
+            in_run,
+            of,
+        } => format!("{of_phase} ({in_run} of {of} in this run)"),
     };
     format!(
-        "{phase_id} ({index}/{phases}) {} · attempt {attempt}{of}",
+        "{phase_id} ({index}/{phases}) {} · attempt {attempt}",
         printable(title)
     )
 }
@@ -595,6 +612,34 @@ pub fn status_line(
     if let Some(last) = last_line {
         line.push_str(" · ");
         line.push_str(&printable(last.trim()));
+    }
+    line
+}
+
+/// The sign of life of a silent attempt (without `--quiet`, on a terminal): `phase-2 (2/5)
+/// 41s · 1.2 KiB · no output for 38s`, or with the agent's own latest status in place of the
+/// silence (`… · <status>`) when there is one.
+pub fn sign_of_life(
+    phase_id: &str,
+    index: usize,
+    phases: usize,
+    elapsed: std::time::Duration,
+    bytes: u64,
+    silent_for: std::time::Duration,
+    latest_status: Option<&str>,
+) -> String {
+    let mut line = status_line(phase_id, index, phases, elapsed, bytes, None);
+    line.push_str(" · ");
+    match latest_status {
+        Some(status) => line.push_str(&printable(status.trim())),
+        None => {
+            // Whole seconds: the line is redrawn once a second.
+            let seconds = std::time::Duration::from_secs(silent_for.as_secs());
+            line.push_str(&format!(
+                "no output for {}",
+                units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
+            ));
+        }
     }
     line
 }

@@ -585,6 +585,13 @@ impl RunState {
     }
 
     async fn on_signal(&mut self, signal: i32, myself: &ActorRef<RunMsg>) {
+        // First, so the console stops drawing before the stop's report (docs/cli.md).
+        self.events.emit(
+            None,
+            RunEvent::SignalReceived {
+                signal: crate::domain::decision::signal_name(signal),
+            },
+        );
         match self.run_loop.signal_caught(signal) {
             SignalAction::ForwardToAttempt => {
                 tracing::info!(

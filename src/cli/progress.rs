@@ -4,12 +4,17 @@
 //!   line when it ends (`phase-2 complete in 3m12s · 1.2 MiB output`), the retry and wait
 //!   lines, and after a run of several attempts a short summary table. The lines go through
 //!   the run's console thread, the same one that echoes the agent's output, so a banner is
-//!   always printed before the output of its phase.
+//!   always printed before the output of its phase. On a terminal, an agent silent for
+//!   [`SILENCE_BEFORE_SIGN`] gets a sign of life: one transient line (`phase-2 (2/5) 41s · 1.2
+//!   KiB · no output for 38s`), redrawn every second by a thread of this module through the
+//!   console thread, and erased by the next output ([`report::sign_of_life`] words it; it has
+//!   room for the agent's own latest status).
 //! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the last
 //!   output line, cut to the terminal width), recomputed and redrawn by a thread of its own four
 //!   times a second — so the elapsed time moves on while the agent is silent, and no actor
-//!   ever writes to the terminal for it — and cleared at the end; retry and wait lines are
-//!   printed above it.
+//!   ever writes to the terminal for it — and cleared at the end, or at once when a stopping
+//!   signal arrives (before the stop is reported); the phase end lines, retry and wait lines
+//!   and the summary table are printed above it, so they stay on screen.
 //! - With `--quiet` and stderr not a terminal (nested callers, CI logs): only the retry and
 //!   wait lines, which exist only when a retry policy is on.
 //!
@@ -34,6 +39,11 @@ use crate::report::{self, AttemptRow};
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// How often the live status line is recomputed and redrawn.
 const STATUS_LINE_HZ: u8 = 4;
+/// How long an agent may be silent, without `--quiet` on a terminal, before the sign of life
+/// appears.
+pub const SILENCE_BEFORE_SIGN: Duration = Duration::from_secs(3);
+/// How often the sign of life is redrawn (its times are whole seconds).
+const SIGN_OF_LIFE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Which of the three presentations a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +67,8 @@ struct Current {
     started: Instant,
     output_bytes: u64,
     last_line: Option<String>,
+    /// When the output last grew (the attempt's start before any).
+    last_output: Instant,
 }
 
 /// What the run did, from its events.
@@ -91,14 +103,18 @@ pub struct Progress {
     console: Arc<Console>,
     bar: Option<ProgressBar>,
     ledger: Arc<Mutex<Ledger>>,
-    /// The thread that redraws the status line, and the channel that stops it.
+    /// The thread that redraws the status line, and the channel that stops it (it clears the
+    /// line as it stops).
     redrawer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
+    /// The thread that draws the sign of life, and the channel that stops it.
+    sign_of_life: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
 
 impl Progress {
-    pub fn new(mode: ProgressMode, console: Arc<Console>) -> Self {
+    /// `terminal`: stderr is a terminal (the sign of life is drawn only there).
+    pub fn new(mode: ProgressMode, console: Arc<Console>, terminal: bool) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
             let bar = ProgressBar::with_draw_target(
                 None,
@@ -114,13 +130,30 @@ impl Progress {
         let redrawer = bar
             .as_ref()
             .and_then(|bar| start_redrawer(bar.clone(), ledger.clone()));
+        let sign_of_life = (mode == ProgressMode::Lines && terminal)
+            .then(|| start_sign_of_life(console.clone(), ledger.clone()))
+            .flatten();
         Self {
             mode,
             console,
             bar,
             ledger,
             redrawer: Mutex::new(redrawer),
+            sign_of_life: Mutex::new(sign_of_life),
             last_line: Mutex::new(None),
+        }
+    }
+
+    /// A stopping signal arrived: the live status line is cleared now and drawn no more, and the
+    /// sign of life is erased, so nothing stale stands above the stop's report. Never waits on
+    /// the terminal: the threads that draw do the clearing.
+    fn signal_received(&self) {
+        if let Some((stop, _)) = lock(&self.redrawer).as_ref() {
+            let _ = stop.send(());
+        }
+        if let Some((stop, _)) = lock(&self.sign_of_life).as_ref() {
+            let _ = stop.send(());
+            let _ = self.console.clear_transient();
         }
     }
 
@@ -137,16 +170,23 @@ impl Progress {
             drop(stop);
             let _ = thread.join();
         }
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+        if let Some((stop, thread)) = lock(&self.sign_of_life).take() {
+            drop(stop);
+            let _ = thread.join();
+            // Queued after anything the thread drew; the wait below covers it.
+            *lock(&self.last_line) = Some(self.console.clear_transient());
         }
-        if self.mode == ProgressMode::Lines {
-            let ledger = self.ledger();
-            if ledger.attempts.len() > 1 {
-                for line in report::summary_table(&ledger.attempts) {
+        if self.mode != ProgressMode::Quiet {
+            let rows = self.ledger().attempts.clone();
+            if rows.len() > 1 {
+                // Above the status line, which is cleared next: the table stays on screen.
+                for line in report::summary_table(&rows) {
                     self.say(line);
                 }
             }
+        }
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
         let pending = lock(&self.last_line).take();
         if let Some(mut written) = pending {
@@ -208,11 +248,56 @@ fn start_redrawer(
                     bar.tick();
                 }
             }
+            // Stopped (a stopping signal, or the end of the run): the line goes now.
+            bar.finish_and_clear();
         });
     match thread {
         Ok(thread) => Some((stop, thread)),
         Err(error) => {
             tracing::warn!(%error, "cannot start the status line thread; no status line");
+            None
+        }
+    }
+}
+
+/// Starts the thread that draws the sign of life every [`SIGN_OF_LIFE_INTERVAL`] while the
+/// current attempt has been silent for [`SILENCE_BEFORE_SIGN`] or longer, until its channel
+/// sends or closes. The console thread draws it (only at the start of a terminal line) and
+/// erases it before the next output. `None` when no thread can be started.
+fn start_sign_of_life(
+    console: Arc<Console>,
+    ledger: Arc<Mutex<Ledger>>,
+) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("ash-sign-of-life".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL)
+            {
+                let line = lock(&ledger).current.as_ref().and_then(|current| {
+                    let silent = current.last_output.elapsed();
+                    (silent >= SILENCE_BEFORE_SIGN).then(|| {
+                        report::sign_of_life(
+                            &current.phase_id,
+                            current.phase_index,
+                            current.phases,
+                            current.started.elapsed(),
+                            current.output_bytes,
+                            silent,
+                            None,
+                        )
+                    })
+                });
+                if let Some(line) = line {
+                    // Not waited for: the console thread draws it when it gets to it.
+                    let _ = console.show_transient(line);
+                }
+            }
+        });
+    match thread {
+        Ok(thread) => Some((stop, thread)),
+        Err(error) => {
+            tracing::warn!(%error, "cannot start the sign-of-life thread; none is shown");
             None
         }
     }
@@ -227,20 +312,23 @@ impl RunObserver for Progress {
                 title,
                 phase_index,
                 phases,
+                phase_attempt,
                 attempt,
                 of,
                 prompt_path,
                 ..
             } => {
+                let now = Instant::now();
                 ledger.current = Some(Current {
                     phase_id: phase_id.clone(),
                     title: title.clone(),
                     phase_index: *phase_index,
                     phases: *phases,
                     prompt_path: prompt_path.clone(),
-                    started: Instant::now(),
+                    started: now,
                     output_bytes: 0,
                     last_line: None,
+                    last_output: now,
                 });
                 match self.mode {
                     ProgressMode::Lines => self.say(report::phase_banner(
@@ -248,8 +336,11 @@ impl RunObserver for Progress {
                         *phase_index,
                         *phases,
                         title,
-                        *attempt,
-                        *of,
+                        report::AttemptNumber {
+                            of_phase: *phase_attempt,
+                            in_run: *attempt,
+                            of: *of,
+                        },
                     )),
                     // The status line's own thread draws the new attempt.
                     ProgressMode::StatusLine | ProgressMode::Quiet => {}
@@ -261,7 +352,11 @@ impl RunObserver for Progress {
                 last_line,
             } => {
                 if let Some(current) = ledger.current.as_mut() {
-                    current.output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
+                    let bytes = stdout_bytes.saturating_add(*stderr_bytes);
+                    if bytes > current.output_bytes {
+                        current.last_output = Instant::now();
+                    }
+                    current.output_bytes = bytes;
                     if last_line.is_some() {
                         current.last_line = last_line.clone();
                     }
@@ -279,7 +374,8 @@ impl RunObserver for Progress {
             } => {
                 let current = ledger.current.take();
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
-                if self.mode == ProgressMode::Lines {
+                // Under `--quiet` on a terminal too: above the status line, it stays on screen.
+                if self.mode != ProgressMode::Quiet {
                     self.say(report::phase_ended(
                         phase_id,
                         *status,
@@ -308,6 +404,7 @@ impl RunObserver for Progress {
                     self.say(line);
                 }
             }
+            RunEvent::SignalReceived { .. } => self.signal_received(),
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }

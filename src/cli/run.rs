@@ -108,12 +108,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::AgentFailed;
         }
     };
-    let mode = match (args.quiet, std::io::stderr().is_terminal()) {
+    let terminal = std::io::stderr().is_terminal();
+    let mode = match (args.quiet, terminal) {
         (false, _) => ProgressMode::Lines,
         (true, true) => ProgressMode::StatusLine,
         (true, false) => ProgressMode::Quiet,
     };
-    let progress = Arc::new(Progress::new(mode, console.clone()));
+    let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
     let observers: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
     // Before any worker exists: every worker registers its group with it, so a SIGKILLed
