@@ -18,9 +18,7 @@ use crate::domain::selection::RecoveryFlags;
     long_about = "Run a provider-agnostic AI agent plan to completion.\n\n\
         Each remaining phase of a Markdown plan runs in a fresh agent process started from a \
         command template; its output is streamed live and into a durable transcript, and the \
-        phase ends with exactly one result block that the runner records crash-safely.\n\n\
-        Exit codes: 0 complete or phase limit reached, 2 blocked, 3 needs clarification, \
-        4 agent or execution failure, 5 invalid input or refused run, 130/143 interrupted."
+        phase ends with exactly one result block that the runner records crash-safely."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -146,16 +144,26 @@ pub struct WatchArgs {
     pub json: bool,
 }
 
+/// The logging options: accepted by every command, listed under their own heading
+/// ([`super::help::GLOBAL_HEADING`]).
 #[derive(Debug, Args)]
 pub struct LoggingArgs {
-    /// Log level or filter directives (error, warn, info, debug, trace); overrides RUST_LOG.
-    #[arg(long, global = true, value_name = "LEVEL")]
+    /// Log level or filter directives (off, error, warn, info, debug, trace, or
+    /// target=level); overrides RUST_LOG.
+    #[arg(long, global = true, value_name = "LEVEL", help_heading = "Global options")]
     pub log_level: Option<String>,
     /// Append logs to this file instead of stderr.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
     pub log_file: Option<PathBuf>,
     /// Log line format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = LogFormat::Text,
+        help_heading = "Global options"
+    )]
     pub log_format: LogFormat,
 }
 

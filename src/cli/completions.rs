@@ -10,10 +10,10 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
-use super::args::{Cli, CompletionsArgs};
+use super::args::CompletionsArgs;
+use super::help;
 use crate::domain::exit_code::ExitCode;
 use crate::report::Output;
 
@@ -38,7 +38,7 @@ pub fn run(args: &CompletionsArgs) -> ExitCode {
 /// The completion script for `shell`.
 fn script(shell: Shell) -> Vec<u8> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut script);
+    clap_complete::generate(shell, &mut help::command(), BIN_NAME, &mut script);
     match shell {
         Shell::Bash => repair_bash(&String::from_utf8_lossy(&script)).into_bytes(),
         _ => script,
@@ -113,7 +113,7 @@ mod tests {
     fn the_other_shells_scripts_are_clap_complete_s() {
         for shell in [Shell::Zsh, Shell::Fish, Shell::Elvish, Shell::PowerShell] {
             let mut expected = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut expected);
+            clap_complete::generate(shell, &mut help::command(), BIN_NAME, &mut expected);
             assert_eq!(script(shell), expected, "{shell}");
         }
     }
