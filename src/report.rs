@@ -22,7 +22,6 @@ use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 use crate::invocation::{InputError, PlanSnapshot};
-use crate::domain::template::shell_join;
 use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockError;
@@ -274,10 +273,10 @@ pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
             decision,
             retry_scheduled: true,
             ..
-        } if decision.status != AttemptStatus::PhaseComplete => Some(again(
-            RecoveryFlags::default(),
-            Some("to resume the scheduled retry, keep the same retry policy".to_owned()),
-        )),
+        } if decision.status != AttemptStatus::PhaseComplete => {
+            // The same command: its retry policy resumes the schedule.
+            Some(again(RecoveryFlags::default(), None))
+        }
         RunEnd::PhaseStopped { decision, .. } => Some(after_status(invocation, decision.status)),
         RunEnd::NotPrepared {
             still_active: Some(_),
@@ -297,9 +296,7 @@ pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
             Some("fix what made the state write fail".to_owned()),
         )),
         RunEnd::Refused {
-            refusal,
-            lifted_by,
-            ..
+            refusal, lifted_by, ..
         } => Some(after_refusal(invocation, refusal, *lifted_by)),
         RunEnd::PlanChanged { .. } => Some(again(
             RecoveryFlags {
@@ -309,18 +306,12 @@ pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
             Some("review the edit".to_owned()),
         )),
         RunEnd::Input(InputError::Lock(LockError::Contended { holder, .. })) => {
+            // The holder may be running another plan of the workspace: no `watch` to offer.
             let holder = match holder {
-                Some(pid) => format!("the run of handler pid {pid}"),
-                None => "the other run".to_owned(),
+                Some(pid) => format!("handler pid {pid}"),
+                None => "the other invocation".to_owned(),
             };
-            let watch = NextStep::command(invocation, "watch", None);
-            Some(again(
-                as_given,
-                Some(format!(
-                    "wait for {holder} to end ({} follows it)",
-                    shell_join(&watch.argv)
-                )),
-            ))
+            Some(again(as_given, Some(format!("wait for {holder} to end"))))
         }
         RunEnd::Input(InputError::WorkerAlive { pid, .. }) => Some(again(
             as_given,
@@ -692,6 +683,11 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
         } => ("plan-changed", None),
         RunEnd::Refused { .. } => ("refused", None),
         RunEnd::PlanChanged { .. } => ("plan-changed", None),
+        // Nothing is wrong with the input: another run holds the workspace, or the abandoned
+        // attempt's worker still runs. Both refuse until that ends.
+        RunEnd::Input(
+            InputError::Lock(LockError::Contended { .. }) | InputError::WorkerAlive { .. },
+        ) => ("refused", None),
         RunEnd::Input(_) => ("invalid-input", None),
         RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
     };

@@ -150,10 +150,20 @@ pub struct WatchArgs {
 pub struct LoggingArgs {
     /// Log level or filter directives (off, error, warn, info, debug, trace, or
     /// target=level); overrides RUST_LOG.
-    #[arg(long, global = true, value_name = "LEVEL", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        help_heading = "Global options"
+    )]
     pub log_level: Option<String>,
     /// Append logs to this file instead of stderr.
-    #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
     pub log_file: Option<PathBuf>,
     /// Log line format.
     #[arg(

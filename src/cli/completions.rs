@@ -49,10 +49,7 @@ fn script(shell: Shell) -> Vec<u8> {
 /// loop assigns (the binary name's hyphens as `__`, not as the subcommand separator). A script
 /// that already agrees (a fixed clap_complete) is returned unchanged.
 fn repair_bash(script: &str) -> String {
-    let as_loop_spells_it = format!(
-        "{}{BASH_SUBCOMMAND_SEPARATOR}",
-        BIN_NAME.replace('-', "__")
-    );
+    let as_loop_spells_it = format!("{}{BASH_SUBCOMMAND_SEPARATOR}", BIN_NAME.replace('-', "__"));
     let as_arms_spell_it = format!(
         "{}{BASH_SUBCOMMAND_SEPARATOR}",
         BIN_NAME.replace('-', BASH_SUBCOMMAND_SEPARATOR)

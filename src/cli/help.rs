@@ -91,10 +91,7 @@ fn option_word(arg: &Arg) -> String {
 fn value_name(arg: &Arg) -> String {
     arg.get_value_names()
         .and_then(|names| names.first())
-        .map_or_else(
-            || arg.get_id().as_str().to_uppercase(),
-            ToString::to_string,
-        )
+        .map_or_else(|| arg.get_id().as_str().to_uppercase(), ToString::to_string)
 }
 
 /// One row of an EXIT STATUS section: the code and what it means.
@@ -217,7 +214,7 @@ mod tests {
         let command = command();
         command
             .find_subcommand(name)
-            .and_then(|sub| sub.get_override_usage().map(ToString::to_string))
+            .and_then(|sub| sub.get_overridden_usage().map(ToString::to_string))
             .unwrap()
     }
 

@@ -272,8 +272,7 @@ fn start_sign_of_life(
     let thread = std::thread::Builder::new()
         .name("ash-sign-of-life".into())
         .spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL)
-            {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL) {
                 let line = lock(&ledger).current.as_ref().and_then(|current| {
                     let silent = current.last_output.elapsed();
                     (silent >= SILENCE_BEFORE_SIGN).then(|| {

@@ -14,17 +14,18 @@ use super::args::RunArgs;
 use super::event_stream::EventStream;
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
-use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunSupervisor};
+use crate::actors::run_supervisor::{RunArgs as SupervisorArgs, RunEnd, RunSupervisor};
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
+use crate::domain::selection::next_pending;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot,
+    locate, read_config, read_plan_snapshot, read_state,
 };
 use crate::platform::console::Console;
-use crate::platform::watchdog;
 use crate::platform::locate::PlanLocation;
+use crate::platform::watchdog;
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -84,7 +85,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => {
             let exit = error.exit_code();
-            print_error(args.json, exit, &error.to_string(), located.as_ref(), started);
+            print_error(
+                args.json,
+                exit,
+                &error.to_string(),
+                located.as_ref(),
+                started,
+            );
             return exit;
         }
     };
@@ -174,7 +181,16 @@ pub fn run(args: &RunArgs) -> ExitCode {
     stream.finish();
     watchdog::finish();
     match result {
-        Ok(result) => {
+        Ok(mut result) => {
+            if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
+                // A refused run never took the state over: read it (unchanged) for the phase
+                // a caller continues with.
+                result.next_phase = read_state(&location.layout).ok().and_then(|state| {
+                    let ids: Vec<&str> =
+                        snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
+                    next_pending(&state, &ids).map(str::to_owned)
+                });
+            }
             if args.json {
                 let context = RunJsonContext {
                     invocation: Some(&invocation),

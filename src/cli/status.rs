@@ -547,8 +547,10 @@ pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&s
         "moved" => {
             "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
         }
-        _ => "plan: cannot be read (see the error below); the phases are the ones the state records"
-            .to_owned(),
+        _ => {
+            "plan: cannot be read (see the error below); the phases are the ones the state records"
+                .to_owned()
+        }
     }
 }
 

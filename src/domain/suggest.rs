@@ -13,7 +13,11 @@ pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .iter()
         .map(|candidate| {
             let other = normalized(candidate);
-            (distance(&word, &other), other.len().max(word.len()), *candidate)
+            (
+                distance(&word, &other),
+                other.len().max(word.len()),
+                *candidate,
+            )
         })
         .filter(|(distance, longer, _)| *distance <= (longer / 3).max(1))
         .min_by_key(|(distance, _, _)| *distance)

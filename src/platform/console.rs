@@ -155,7 +155,8 @@ impl Console {
 
     /// Erases the transient line, if one is shown.
     pub fn clear_transient(&self) -> oneshot::Receiver<io::Result<()>> {
-        self.thread.submit(Job::ClearTransient, Arc::new(Vec::new()))
+        self.thread
+            .submit(Job::ClearTransient, Arc::new(Vec::new()))
     }
 }
 

@@ -110,7 +110,10 @@ pub fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> 
             scope,
             dir: dir.to_path_buf(),
             // Read once the lock is known to be held; a holder that just let go reads as none.
-            holder: lock_holder(dir).ok().flatten().and_then(|holder| holder.pid),
+            holder: lock_holder(dir)
+                .ok()
+                .flatten()
+                .and_then(|holder| holder.pid),
         }),
         Err(TryLockError::Error(error)) => Err(io_error(error)),
     }

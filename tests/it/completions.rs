@@ -75,7 +75,15 @@ fn bash_completes_commands_flags_and_flag_values() {
     let commands = complete(root, &bash, "ai-session-handler ");
     assert_offers(
         &commands,
-        &["run", "status", "check", "init", "watch", "completions", "man"],
+        &[
+            "run",
+            "status",
+            "check",
+            "init",
+            "watch",
+            "completions",
+            "man",
+        ],
     );
 
     // The flags of a command: what the bug left empty.
@@ -167,7 +175,11 @@ fn zsh_and_fish_scripts_load_where_those_shells_are_installed() {
     if installed("fish") {
         let fish = script(&sandbox, "fish");
         let output = Command::new("fish")
-            .args(["--no-config", "-c", "source $argv[1]; and complete -C 'ai-session-handler run --log-f'"])
+            .args([
+                "--no-config",
+                "-c",
+                "source $argv[1]; and complete -C 'ai-session-handler run --log-f'",
+            ])
             .arg(&fish)
             .output()
             .expect("run fish");

@@ -164,8 +164,27 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(object["status"], "blocked");
     assert_eq!(object["phase"], json!({"id": "phase-2", "title": "Step 2"}));
     assert_eq!(object["text"], "need an API key");
+    // A nested caller gets the reason as the message, the phase to continue and how.
+    assert_eq!(object["message"], "phase-blocked: need an API key");
     assert_eq!(object["phases_completed"], json!(["phase-1"]));
-    assert_eq!(object["next_phase"], "phase-2");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
+    let agent_path = agent.to_str().unwrap();
+    assert_eq!(
+        object["next"],
+        json!({
+            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--json", "--retry-stopped"],
+            "flags": ["--retry-stopped"],
+            "why": "resolve the blocker",
+        })
+    );
+    assert_eq!(object["plan_path"], sandbox.path(PLAN).to_str().unwrap());
+    assert_eq!(
+        object["state_path"],
+        sandbox.state_path(PLAN).to_str().unwrap()
+    );
     assert_eq!(object["attempts"], 2);
     assert!(Path::new(object["outcome_path"].as_str().unwrap()).is_file());
     assert!(Path::new(object["prompt_path"].as_str().unwrap()).is_file());
@@ -181,6 +200,12 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     let object = result_object(&refused);
     assert_eq!(object["result"], "refused");
     assert_eq!(object["error"], "error: phase phase-2 is stopped: blocked");
+    assert_eq!(object["message"], object["error"]);
+    assert_eq!(object["next"]["flags"], json!(["--retry-stopped"]));
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
 
     set_mode(&sandbox, "phase-2", "clarify");
     let clarify = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
@@ -188,6 +213,18 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     let object = result_object(&clarify);
     assert_eq!(object["result"], "needs-clarification");
     assert_eq!(object["text"], "which database?");
+    assert_eq!(
+        object["message"],
+        "phase-needs-clarification: which database?"
+    );
+    assert_eq!(
+        object["next"]["flags"],
+        json!(["--retry-stopped", "--accept-plan-change"])
+    );
+    assert_eq!(
+        object["next"]["why"],
+        "answer in the plan or the repository"
+    );
 
     set_mode(&sandbox, "phase-2", "fail");
     let failed = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped", "--quiet"]);
@@ -200,6 +237,24 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
         "agent-failed: agent command exited with code 7"
     );
     assert!(object["error"].is_null());
+    assert_eq!(
+        object["next"]["argv"],
+        json!([
+            "ai-session-handler",
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent_path,
+            "--quiet",
+            "--json",
+            "--retry-stopped"
+        ])
+    );
+    assert_eq!(
+        object["next"]["why"],
+        "inspect the transcript and fix the cause"
+    );
 
     set_mode(&sandbox, "phase-2", "complete");
     let complete = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
@@ -209,6 +264,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(object["phases_completed"], json!(["phase-2", "phase-3"]));
     assert!(object["next_phase"].is_null());
     assert!(object["message"].is_null());
+    assert!(object["next"].is_null());
 
     let invalid = sandbox.run(&[
         "run",
@@ -227,6 +283,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
             .unwrap()
             .starts_with("error: --plan missing.md")
     );
+    assert!(object["next"].is_null() && object["plan_path"].is_null());
 }
 
 #[test]
@@ -376,12 +433,15 @@ fn the_event_stream_records_a_timeout_and_an_interruption() {
             "run-started",
             "attempt-prepared",
             "worker-spawned",
+            "signal-received",
             "stop-requested",
             "group-stopped",
             "outcome-committed",
             "run-finished"
         ]
     );
+    assert_eq!(interrupted[3]["signal"], "SIGTERM");
+    assert!(interrupted[3]["attempt_id"].is_null());
     let stop = interrupted
         .iter()
         .find(|event| event["event"] == "stop-requested")
@@ -923,7 +983,11 @@ fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
         "interrupted: handler interrupted while the worker was active (SIGTERM)"
     );
     assert!(object["error"].is_null());
-    assert_eq!(object["next_phase"], "phase-1");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-1", "title": "Step 1"})
+    );
+    assert_eq!(object["next"]["flags"], json!(["--retry-stopped"]));
     sandbox.assert_no_survivors();
 
     // The outcome cannot be written: the attempt stays unresolved (exit 4).
@@ -974,8 +1038,20 @@ fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
     assert_eq!(object["status"], "phase-complete");
     assert_eq!(object["text"], "done phase-1");
     assert_eq!(object["phases_completed"], json!(["phase-1"]));
-    assert_eq!(object["next_phase"], "phase-2");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
     assert!(object["message"].is_null() && object["error"].is_null());
+    // The phase limit was the caller's: the same command runs the next phase.
+    assert_eq!(
+        object["next"],
+        json!({
+            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--max-phases", "1", "--quiet", "--json"],
+            "flags": [],
+            "why": null,
+        })
+    );
 
     // The plan changed since it was accepted: refused (exit 5).
     let mut plan = fs::read_to_string(sandbox.path(PLAN)).unwrap();

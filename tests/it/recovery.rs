@@ -36,7 +36,7 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
     status.assert_code(0);
     assert_has_line(
         &status.stdout,
-        &format!("active/abandoned: phase-1 (running, attempt {id})"),
+        &format!("abandoned: phase-1 (running, attempt {id})"),
     );
     assert_has_line(
         &status.stdout,
@@ -64,6 +64,13 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
         &format!("recorded worker pid: {pid} (process group {pgid})"),
     );
     assert_has_line(&plain.stderr, "retry requires: --retry-stopped");
+    assert_eq!(
+        plain.stderr.lines().last().unwrap(),
+        format!(
+            "next: make sure no worker of attempt {id} is still running (status shows it) and inspect its partial changes, then ai-session-handler run --plan {PLAN} --agent-cmd {} --retry-stopped",
+            agent.display()
+        )
+    );
     assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
 
     set_mode(&sandbox, "phase-1", "complete");
@@ -72,7 +79,9 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
     assert_eq!(
         alive.stderr,
         format!(
-            "error: attempt {id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying\n"
+            "error: attempt {id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying\n\
+             next: stop worker pid {pid} (or wait for it to exit) and inspect its partial changes, then ai-session-handler run --plan {PLAN} --agent-cmd {} --retry-stopped\n",
+            agent.display()
         )
     );
     assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
@@ -691,7 +700,7 @@ fn status_of_a_prepared_attempt_reports_unknown_identity() {
     assert_has_line(
         &status.text,
         &format!(
-            "active/abandoned: phase-1 (prepared, attempt {})",
+            "abandoned: phase-1 (prepared, attempt {})",
             attempt["id"].as_str().unwrap()
         ),
     );
@@ -716,7 +725,7 @@ fn status_of_a_running_attempt_prefers_it_over_the_last_run() {
     let transcript = attempt["transcript_path"].as_str().unwrap();
     for line in [
         format!(
-            "active/abandoned: phase-2 (running, attempt {})",
+            "abandoned: phase-2 (running, attempt {})",
             attempt["id"].as_str().unwrap()
         ),
         format!(
@@ -823,7 +832,7 @@ fn status_of_stopped_phases_names_the_reason_and_its_text() {
         ] {
             assert_has_line(&status.text, &line);
         }
-        assert!(!status.text.contains("active/abandoned"), "{mode}");
+        assert!(!status.text.contains("abandoned: "), "{mode}");
         assert_eq!(status.json["stop"]["reason"], reason, "{mode}");
         assert_eq!(status.json["stop"]["phase_id"], "phase-2", "{mode}");
         assert_eq!(status.json["last_run"]["status"], reason, "{mode}");

@@ -157,10 +157,7 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
     let Some(first) = outline.headings.first() else {
         // A heading that was meant as a phase is the likeliest reason: name it.
         return Err(match near_miss_headings(bytes).first() {
-            Some(miss) => PlanError::at(
-                miss.line,
-                format!("{}; {NO_PHASES}", miss.describe()),
-            ),
+            Some(miss) => PlanError::at(miss.line, format!("{}; {NO_PHASES}", miss.describe())),
             None => PlanError {
                 line: None,
                 message: NO_PHASES.to_owned(),

@@ -18,8 +18,8 @@ mod tests;
 
 pub use layout::StateLayout;
 pub use schema::{
-    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, Stop,
 };
 pub use transitions::ABANDONED_SUMMARY;
 

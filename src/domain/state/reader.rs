@@ -2,8 +2,8 @@
 //! back in the same key order.
 
 use super::{
-    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, StateError, StateLayout, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::retry::schedule::RetrySchedule;
@@ -21,7 +21,8 @@ pub(super) const STATE_KEYS: [&str; 7] = [
 ];
 /// Keys a later version added: absent in older documents, still strict when present.
 pub(super) const OPTIONAL_STATE_KEYS: [&str; 2] = ["retry_schedule", "abandoned_attempts"];
-pub(super) const ABANDONED_KEYS: [&str; 4] = ["attempt_id", "phase_id", "started_at", "resolved_at"];
+pub(super) const ABANDONED_KEYS: [&str; 4] =
+    ["attempt_id", "phase_id", "started_at", "resolved_at"];
 pub(super) const PLAN_KEYS: [&str; 3] = ["path", "sha256", "accepted_at"];
 pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];

@@ -2,8 +2,8 @@
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
 use super::{
-    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, StateError, StateLayout, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;

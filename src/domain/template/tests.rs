@@ -160,10 +160,7 @@ fn the_original_invalid_templates_are_rejected_with_its_messages() {
             "format specification is not allowed in command placeholder: \
                  {workspace:{run_id}}",
         ),
-        (
-            "agent {unknown}",
-            UNKNOWN,
-        ),
+        ("agent {unknown}", UNKNOWN),
         (
             "agent {workspace",
             "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
@@ -294,10 +291,7 @@ fn field_checks_apply_in_the_original_order() {
 
 #[test]
 fn the_first_bad_field_in_reading_order_is_reported() {
-    assert_eq!(
-        error("agent {unknown} {workspace"),
-        UNKNOWN
-    );
+    assert_eq!(error("agent {unknown} {workspace"), UNKNOWN);
     assert_eq!(
         error("agent {workspace {unknown}"),
         "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
