@@ -494,6 +494,44 @@ fn check_prints_the_phase_table_and_changes_nothing() {
     assert!(!sandbox.path("bin/agent.launched").exists());
 }
 
+/// A long execution workspace path widens its column: the path is whole, two spaces from the
+/// title, and every title starts in the same column.
+#[test]
+fn check_s_workspace_column_fits_long_paths() {
+    let sandbox = Sandbox::new();
+    let long = "services/an-execution-workspace-with-a-rather-long-name";
+    sandbox.write(&format!("{long}/AGENTS.md"), "# service\n");
+    let plan = plan_with_phases(2).replacen(
+        "### Workspace\n\n.\n",
+        &format!("### Workspace\n\n{long}\n"),
+        1,
+    );
+    sandbox.write("plan.md", plan);
+    let run = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", "true"]);
+    run.assert_code(0);
+    let full = sandbox.path(long).display().to_string();
+    let table: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("id ") || line.starts_with("phase-"))
+        .collect();
+    assert_eq!(table.len(), 3, "{}", run.stdout);
+    assert!(
+        table[1].contains(&format!(" {full}  Step 1")),
+        "{}",
+        run.stdout
+    );
+    let title_at: Vec<usize> = table
+        .iter()
+        .map(|line| line.rfind("  ").map(|at| at + 2).expect("a title column"))
+        .collect();
+    assert!(
+        title_at.windows(2).all(|pair| pair[0] == pair[1]),
+        "titles are not aligned:\n{}",
+        table.join("\n")
+    );
+}
+
 /// A heading that reads like a phase heading but is not one is ordinary text, as the plan
 /// format says; `check` (like `run`) warns about it, naming the line.
 #[test]
@@ -506,15 +544,27 @@ fn check_warns_about_a_heading_that_is_almost_a_phase() {
     let run = sandbox.run(&["check", "--plan", "plan.md", "--agent-cmd", "true"]);
     run.assert_code(0);
     assert!(run.stdout.contains("check: ok"), "{}", run.stdout);
-    assert!(
-        run.stderr.contains(&format!(
-            "{}:4: '##  Phase 2: B' is not a phase heading",
-            sandbox.path("plan.md").display()
-        )),
-        "{}",
-        run.stderr
+    // A user-facing line, not a log record with a timestamp and module path.
+    let warning = format!(
+        "warning: {}:4: '##  Phase 2: B' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s, 'Phase' capitalized, a title after the colon); its text belongs to what comes before it",
+        sandbox.path("plan.md").display()
     );
+    assert_eq!(run.stderr, format!("{warning}\n"));
     assert!(!run.stderr.contains("phase 3"), "{}", run.stderr);
+    let json = sandbox.run(&[
+        "check",
+        "--plan",
+        "plan.md",
+        "--agent-cmd",
+        "true",
+        "--json",
+    ]);
+    json.assert_code(0);
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        report["warnings"][0],
+        warning.strip_prefix("warning: ").unwrap()
+    );
 }
 
 #[test]

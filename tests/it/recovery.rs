@@ -939,6 +939,60 @@ fn status_of_malformed_state_exits_5_naming_the_key() {
 
 /// Runs the plan until `phase` hangs with a durable `running` record, then SIGKILLs the
 /// handler (not the worker, which lives on in its own session). Returns the state left behind.
+/// An attempt abandoned by a SIGKILLed handler and resolved by `--retry-stopped` still counts:
+/// the retry's banner says attempt 2, `status` counts two attempts for the phase (one without
+/// figures), and the phase row of the abandoned attempt said `abandoned`, not `running`.
+#[test]
+fn an_abandoned_attempt_counts_after_its_retry() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    let state = abandon_running(&sandbox, &agent, "phase-1");
+    kill_worker(&sandbox, &state);
+    let abandoned = status_read_only(&sandbox, 0);
+    assert_eq!(abandoned.json["phases"][0]["status"], "abandoned");
+    let row = abandoned
+        .text
+        .lines()
+        .find(|line| line.starts_with("phase-1  "))
+        .expect("a phase-1 row");
+    assert!(row.starts_with("phase-1  abandoned "), "{row}");
+    let check = sandbox.run(&[
+        "check",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
+    check.assert_code(0);
+    assert!(
+        check
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("phase-1  abandoned ")),
+        "{}",
+        check.stdout
+    );
+
+    set_mode(&sandbox, "phase-1", "complete");
+    let retried = sandbox.run_plan(PLAN, &agent, &["--retry-stopped"]);
+    retried.assert_code(0);
+    assert_has_line(&retried.raw_stderr, "phase-1 (1/1) Step 1 · attempt 2");
+    let status = status_read_only(&sandbox, 0);
+    assert_eq!(status.json["phases"][0]["attempts"], 2);
+    assert_eq!(status.json["totals"]["attempts"], 2);
+    assert_eq!(status.json["totals"]["attempts_without_figures"], 1);
+    let recorded = sandbox.state(PLAN);
+    assert_eq!(
+        recorded["abandoned_attempts"][0]["attempt_id"],
+        state["active_attempt"]["id"]
+    );
+    let outcome = read_json(Path::new(
+        recorded["committed_outcomes"][0]["path"].as_str().unwrap(),
+    ));
+    assert_eq!(outcome["phase_attempt"], 2);
+}
+
 fn abandon_running(sandbox: &Sandbox, agent: &Path, phase: &str) -> Value {
     set_mode(sandbox, phase, "hang");
     let mut handler = sandbox.spawn(&[
