@@ -153,7 +153,7 @@ impl Progress {
         }
         if let Some((stop, _)) = lock(&self.sign_of_life).as_ref() {
             let _ = stop.send(());
-            let _ = self.console.clear_transient();
+            drop(self.console.clear_transient());
         }
     }
 
@@ -289,7 +289,7 @@ fn start_sign_of_life(
                 });
                 if let Some(line) = line {
                     // Not waited for: the console thread draws it when it gets to it.
-                    let _ = console.show_transient(line);
+                    drop(console.show_transient(line));
                 }
             }
         });

@@ -1291,3 +1291,43 @@ fn list_dir(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+// ---- the installed size ----
+
+/// The lines of one `[profile.NAME]` section of the manifest.
+fn profile_section(manifest: &str, name: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .skip_while(|line| line.trim() != format!("[profile.{name}]"))
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .map(|line| line.trim().to_owned())
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect()
+}
+
+/// `cargo install` ships stripped binaries without debug info (182 MB before, about 21 MB
+/// now: docs/architecture.md, "Binary size"); the profiling profile, which the benchmark
+/// script builds, keeps line tables and symbols.
+#[test]
+fn installed_binaries_are_stripped_and_profiling_keeps_line_tables() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifest = fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+    let release = profile_section(&manifest, "release");
+    assert!(release.contains(&"strip = true".to_owned()), "{release:?}");
+    assert!(release.contains(&"debug = false".to_owned()), "{release:?}");
+    let profiling = profile_section(&manifest, "profiling");
+    for line in [
+        "inherits = \"release\"",
+        "debug = \"line-tables-only\"",
+        "strip = false",
+    ] {
+        assert!(
+            profiling.contains(&line.to_owned()),
+            "{line}: {profiling:?}"
+        );
+    }
+    let bench_script = fs::read_to_string(format!("{root}/benches/run.sh")).unwrap();
+    assert!(bench_script.contains("cargo build --profile profiling"));
+    assert!(bench_script.contains("/profiling/ai-session-handler"));
+}

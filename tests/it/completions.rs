@@ -12,26 +12,24 @@ use crate::common::*;
 /// What bash would offer for the command line `line` (the word under the cursor is its last
 /// word, empty after a trailing space), run in `dir`.
 fn complete(dir: &Path, script: &Path, line: &str) -> Vec<String> {
-    let program = format!(
-        r#"
+    let program = r#"
 source "$1"
-spec=$(complete -p ai-session-handler) || {{ echo "no completion registered" >&2; exit 3; }}
+spec=$(complete -p ai-session-handler) || { echo "no completion registered" >&2; exit 3; }
 function=$(printf '%s\n' "$spec" | sed -n 's/.*-F \([^ ]*\).*/\1/p')
 line=$2
 read -r -a COMP_WORDS <<< "$line"
 if [[ $line == *' ' ]]; then COMP_WORDS+=(""); fi
-COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 COMP_LINE=$line
-COMP_POINT=${{#line}}
-cur=${{COMP_WORDS[COMP_CWORD]}}
+COMP_POINT=${#line}
+cur=${COMP_WORDS[COMP_CWORD]}
 prev=""
-if (( COMP_CWORD > 0 )); then prev=${{COMP_WORDS[COMP_CWORD-1]}}; fi
+if (( COMP_CWORD > 0 )); then prev=${COMP_WORDS[COMP_CWORD-1]}; fi
 "$function" ai-session-handler "$cur" "$prev"
-printf '%s\n' "${{COMPREPLY[@]}}"
-"#
-    );
+printf '%s\n' "${COMPREPLY[@]}"
+"#;
     let output = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &program, "bash"])
+        .args(["--norc", "--noprofile", "-c", program, "bash"])
         .arg(script)
         .arg(line)
         .current_dir(dir)

@@ -1158,6 +1158,7 @@ fn the_json_log_writes_pid_lists_as_arrays() {
 // ---- the console on a terminal ----
 
 /// The pid of the sandbox's `run` handler (not its watchdog, not `script`).
+#[cfg(feature = "failpoints")]
 fn handler_under_terminal(sandbox: &Sandbox) -> Option<i32> {
     sandbox.survivors().into_iter().find_map(|pid| {
         let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
