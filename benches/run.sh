@@ -63,9 +63,11 @@ now_us() { local t=${EPOCHREALTIME/./}; printf '%s\n' "$t"; }
 if [[ -n ${BENCH_BIN:-} ]]; then
     BIN=$BENCH_BIN
 else
-    log "building the release binary"
-    (cd "$ROOT" && cargo build --release --locked --quiet --bin ai-session-handler)
-    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/ai-session-handler
+    # The profiling profile: the release build with line tables and symbols, so `perf` can
+    # attribute the cost of a figure (the installed release binaries are stripped).
+    log "building the profiling binary (release with line tables)"
+    (cd "$ROOT" && cargo build --profile profiling --locked --quiet --bin ai-session-handler)
+    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/profiling/ai-session-handler
 fi
 TOOL=$DISK_DIR/benchtool
 rustc -O --edition 2021 -o "$TOOL" "$ROOT/benches/tools/benchtool.rs"

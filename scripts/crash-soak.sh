@@ -1,5 +1,5 @@
 #!/bin/sh
-# SIGKILL soak: runs the crash test (tests/it/crash.rs) for N iterations in a release build.
+# SIGKILL soak: runs the crash test (tests/it/crash.rs) for N iterations in a release build with line tables (the profiling profile).
 #
 #   scripts/crash-soak.sh [N]          N defaults to 500
 #   ASH_CRASH_SEED=123 scripts/crash-soak.sh 200   replay a seed printed by an earlier run
@@ -17,4 +17,4 @@ cd "$(dirname "$0")/.."
 ASH_CRASH_ITERATIONS="$iterations"
 ASH_CRASH_SEED="${ASH_CRASH_SEED:-$(date +%s)}"
 export ASH_CRASH_ITERATIONS ASH_CRASH_SEED
-exec cargo test --release --features failpoints --test it -- --nocapture crash::
+exec cargo test --profile profiling --features failpoints --test it -- --nocapture crash::

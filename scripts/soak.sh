@@ -1,5 +1,5 @@
 #!/bin/sh
-# Attempt soak: runs the ignored soak in tests/it/soak.rs in a release build — ATTEMPTS short
+# Attempt soak: runs the ignored soak in tests/it/soak.rs in a release build with line tables (the profiling profile) — ATTEMPTS short
 # attempts (default 1000) with random exits, result blocks, big outputs, timeouts, pipe
 # holders and signals, checking after every handler exit that no process of the run
 # survives, that the handler's descriptors do not grow and that the state is consistent.
@@ -27,4 +27,4 @@ if [ -n "$seed" ]; then
     ASH_SOAK_SEED="$seed"
     export ASH_SOAK_SEED
 fi
-exec cargo test --release --features failpoints --test it -- --ignored --nocapture soak::soak_random_attempts
+exec cargo test --profile profiling --features failpoints --test it -- --ignored --nocapture soak::soak_random_attempts

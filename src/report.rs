@@ -17,11 +17,14 @@ use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
+use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
-use crate::domain::selection::Refusal;
+use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
-use crate::invocation::InputError;
+use crate::invocation::{InputError, PlanSnapshot};
 use crate::platform::file_tail;
+use crate::platform::locate::PlanLocation;
+use crate::platform::locks::LockError;
 use crate::units;
 
 /// How many transcript lines a failure report shows.
@@ -91,8 +94,18 @@ impl Output {
     }
 }
 
-/// What `run` prints when it ends.
-pub fn run_end(end: &RunEnd) -> Output {
+/// What `run` prints when it ends: the report of how it ended, then, when the run can be
+/// continued, the `next:` line with the command that does it.
+pub fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
+    let mut output = end_report(end);
+    if let Some(step) = next_step(end, invocation) {
+        output.err_line(step.line());
+    }
+    output
+}
+
+/// The report of how a run ended, without its `next:` line.
+fn end_report(end: &RunEnd) -> Output {
     match end {
         RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
         RunEnd::PhaseLimitReached { last_completed } => {
@@ -206,6 +219,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             plan_workspace,
             execution_workspace,
             last_run,
+            ..
         } => refusal(
             refused,
             &RefusalContext {
@@ -220,9 +234,7 @@ pub fn run_end(end: &RunEnd) -> Output {
             actual,
         } => {
             let mut output = plan_hash_mismatch(path, expected, actual);
-            output.err_line(
-                "recorded outcomes are kept; review the edit, then rerun with --accept-plan-change",
-            );
+            output.err_line("recorded outcomes are kept");
             output
         }
         RunEnd::Input(error) => Output::error(error.to_string()),
@@ -239,6 +251,186 @@ pub fn run_end(end: &RunEnd) -> Output {
             }
             output
         }
+    }
+}
+
+/// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
+/// line"): nothing after a complete plan, a bad input or an interruption with nothing left.
+pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
+    let again = |flags: RecoveryFlags, why: Option<String>| NextStep::run(invocation, flags, why);
+    let as_given = invocation.flags;
+    match end {
+        RunEnd::AllComplete
+        | RunEnd::InterruptedBeforeLaunch {
+            plan_complete: true,
+            ..
+        } => None,
+        RunEnd::PhaseLimitReached { .. }
+        | RunEnd::InterruptedBeforeLaunch {
+            plan_complete: false,
+            ..
+        }
+        | RunEnd::InterruptedDuringWait { .. } => Some(again(RecoveryFlags::default(), None)),
+        RunEnd::PhaseStopped {
+            decision,
+            retry_scheduled: true,
+            ..
+        } if decision.status != AttemptStatus::PhaseComplete => {
+            // The same command: its retry policy resumes the schedule.
+            Some(again(RecoveryFlags::default(), None))
+        }
+        RunEnd::PhaseStopped { decision, .. } => Some(after_status(invocation, decision.status)),
+        RunEnd::NotPrepared {
+            still_active: Some(_),
+            ..
+        }
+        | RunEnd::Unresolved {
+            still_active: Some(_),
+            ..
+        } => Some(again(
+            flags_after_stop(false),
+            Some("inspect the workspace".to_owned()),
+        )),
+        // The commit is visible; only its durability failed.
+        RunEnd::Unresolved { decision, .. } => Some(after_status(invocation, decision.status)),
+        RunEnd::NotPrepared { .. } | RunEnd::AcceptanceFailed(_) => Some(again(
+            as_given,
+            Some("fix what made the state write fail".to_owned()),
+        )),
+        RunEnd::Refused {
+            refusal, lifted_by, ..
+        } => Some(after_refusal(invocation, refusal, *lifted_by)),
+        RunEnd::PlanChanged { .. } => Some(again(
+            RecoveryFlags {
+                accept_plan_change: true,
+                ..as_given
+            },
+            Some("review the edit".to_owned()),
+        )),
+        RunEnd::Input(InputError::Lock(LockError::Contended { holder, .. })) => {
+            // The holder may be running another plan of the workspace: no `watch` to offer.
+            let holder = match holder {
+                Some(pid) => format!("handler pid {pid}"),
+                None => "the other invocation".to_owned(),
+            };
+            Some(again(as_given, Some(format!("wait for {holder} to end"))))
+        }
+        RunEnd::Input(InputError::WorkerAlive { pid, .. }) => Some(again(
+            as_given,
+            Some(format!(
+                "stop worker pid {pid} (or wait for it to exit) and inspect its partial changes"
+            )),
+        )),
+        RunEnd::Input(_) => None,
+        RunEnd::Internal { .. } => Some(NextStep::command(invocation, "status", None)),
+    }
+}
+
+/// The step after an attempt committed with `status` stopped the run.
+fn after_status(invocation: &Invocation, status: AttemptStatus) -> NextStep {
+    let (flags, why) = stop_step(status);
+    NextStep::run(invocation, flags, why.map(str::to_owned))
+}
+
+/// The recovery flags a phase stopped with `status` needs, and what to do first.
+fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
+    match status {
+        AttemptStatus::PhaseComplete => (RecoveryFlags::default(), None),
+        AttemptStatus::Blocked => (flags_after_stop(false), Some("resolve the blocker")),
+        AttemptStatus::NeedsClarification => (
+            flags_after_stop(true),
+            Some("answer in the plan or the repository"),
+        ),
+        AttemptStatus::Interrupted => {
+            (flags_after_stop(false), Some("inspect the partial changes"))
+        }
+        _ => (
+            flags_after_stop(false),
+            Some("inspect the transcript and fix the cause"),
+        ),
+    }
+}
+
+/// The step after admission refused the run: the flags that lift the refusal, or, when none
+/// does, the change to make first.
+fn after_refusal(
+    invocation: &Invocation,
+    refusal: &Refusal,
+    lifted_by: Option<RecoveryFlags>,
+) -> NextStep {
+    let flags = lifted_by.unwrap_or(invocation.flags);
+    match refusal {
+        Refusal::Stopped(stop) => {
+            let (needed, why) = stop_step(stop.reason);
+            let flags = RecoveryFlags {
+                retry_stopped: flags.retry_stopped || needed.retry_stopped,
+                accept_plan_change: flags.accept_plan_change || needed.accept_plan_change,
+            };
+            NextStep::run(invocation, flags, why.map(str::to_owned))
+        }
+        Refusal::UnresolvedAttempt(attempt) => NextStep::run(
+            invocation,
+            flags,
+            Some(format!(
+                "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
+                attempt.id
+            )),
+        ),
+        Refusal::PlanHashMismatch { .. } => NextStep::run(
+            invocation,
+            flags,
+            Some("review the edit (every completed phase id must still exist)".to_owned()),
+        ),
+        Refusal::PlanPathMismatch { stored, .. } => NextStep::run(
+            &Invocation {
+                plan: stored.clone(),
+                ..invocation.clone()
+            },
+            flags,
+            Some(format!(
+                "restore the plan at {stored} (or move its state directory aside to start afresh)"
+            )),
+        ),
+        Refusal::CompletedPhasesMissing { missing, .. } => NextStep::run(
+            invocation,
+            flags,
+            Some(format!(
+                "restore the completed {} in the plan",
+                headings(missing)
+            )),
+        ),
+        Refusal::RetriedPhaseMissing { phase_id, .. } => NextStep::run(
+            invocation,
+            RecoveryFlags {
+                retry_stopped: true,
+                accept_plan_change: true,
+            },
+            Some(format!(
+                "restore the {} in the plan",
+                headings(std::slice::from_ref(phase_id))
+            )),
+        ),
+    }
+}
+
+/// `phase-2 heading`, `phase-1 and phase-2 headings`.
+fn headings(ids: &[String]) -> String {
+    match ids {
+        [one] => format!("{one} heading"),
+        [rest @ .., last] => format!("{} and {last} headings", rest.join(", ")),
+        [] => "phase headings".to_owned(),
+    }
+}
+
+/// `warning: …` lines on stderr for what the plan does not mean to say (docs/plan-format.md).
+pub fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
+    Output {
+        stdout: Vec::new(),
+        stderr: snapshot
+            .warnings
+            .iter()
+            .map(|warning| format!("warning: {warning}"))
+            .collect(),
     }
 }
 
@@ -322,22 +514,39 @@ pub struct AttemptRow {
     pub prompt_path: Option<String>,
 }
 
-/// `phase-2 (2/5) Second · attempt 1`, or `… · attempt 2 of 3` under a retry policy.
+/// Which attempt an attempt is: its number among its phase's recorded attempts (what `status`
+/// counts), and under a retry policy its number `in_run` of the `of` the policy allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptNumber {
+    pub of_phase: u32,
+    pub in_run: u32,
+    pub of: u32,
+}
+
+/// `phase-2 (2/5) Second · attempt 1`; under a retry policy `… · attempt 2 of 3`, or, when the
+/// phase had attempts before this run, `… · attempt 4 (2 of 3 in this run)`.
 pub fn phase_banner(
     phase_id: &str,
     index: usize,
     phases: usize,
     title: &str,
-    attempt: u32,
-    of: u32,
+    number: AttemptNumber,
 ) -> String {
-    let of = if of > 1 {
-        format!(" of {of}")
-    } else {
-        String::new()
+    let attempt = match number {
+        AttemptNumber { of_phase, of, .. } if of <= 1 => of_phase.to_string(),
+        AttemptNumber {
+            of_phase,
+            in_run,
+            of,
+        } if of_phase == in_run => format!("{in_run} of {of}"),
+        AttemptNumber {
+            of_phase,
+            in_run,
+            of,
+        } => format!("{of_phase} ({in_run} of {of} in this run)"),
     };
     format!(
-        "{phase_id} ({index}/{phases}) {} · attempt {attempt}{of}",
+        "{phase_id} ({index}/{phases}) {} · attempt {attempt}",
         printable(title)
     )
 }
@@ -400,6 +609,34 @@ pub fn status_line(
     line
 }
 
+/// The sign of life of a silent attempt (without `--quiet`, on a terminal): `phase-2 (2/5)
+/// 41s · 1.2 KiB · no output for 38s`, or with the agent's own latest status in place of the
+/// silence (`… · <status>`) when there is one.
+pub fn sign_of_life(
+    phase_id: &str,
+    index: usize,
+    phases: usize,
+    elapsed: std::time::Duration,
+    bytes: u64,
+    silent_for: std::time::Duration,
+    latest_status: Option<&str>,
+) -> String {
+    let mut line = status_line(phase_id, index, phases, elapsed, bytes, None);
+    line.push_str(" · ");
+    match latest_status {
+        Some(status) => line.push_str(&printable(status.trim())),
+        None => {
+            // Whole seconds: the line is redrawn once a second.
+            let seconds = std::time::Duration::from_secs(silent_for.as_secs());
+            line.push_str(&format!(
+                "no output for {}",
+                units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
+            ));
+        }
+    }
+    line
+}
+
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
 fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     if at.date_naive() == now.date_naive() {
@@ -409,8 +646,17 @@ fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// What `run --json` reports besides the run's result: how it was invoked, and where the plan
+/// and its state are (`None` before the plan was located).
+pub struct RunJsonContext<'a> {
+    pub invocation: Option<&'a Invocation>,
+    pub location: Option<&'a PlanLocation>,
+    pub snapshot: Option<&'a PlanSnapshot>,
+    pub elapsed: std::time::Duration,
+}
+
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duration) -> Value {
+pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_>) -> Value {
     let end = &result.end;
     let last = ledger.attempts.last();
     let phase = ledger
@@ -439,12 +685,20 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         } => ("plan-changed", None),
         RunEnd::Refused { .. } => ("refused", None),
         RunEnd::PlanChanged { .. } => ("plan-changed", None),
+        // Nothing is wrong with the input: another run holds the workspace, or the abandoned
+        // attempt's worker still runs. Both refuse until that ends.
+        RunEnd::Input(
+            InputError::Lock(LockError::Contended { .. }) | InputError::WorkerAlive { .. },
+        ) => ("refused", None),
         RunEnd::Input(_) => ("invalid-input", None),
         RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
     };
-    let output = run_end(end);
-    // The first line a person would read: the failure, refusal or error (none on success).
-    let message = output.stderr.first().cloned();
+    let body = end_report(end);
+    // The first line a person would read: the result line of a blocked or clarification
+    // stop (on stdout), else the failure, refusal or error (none on success).
+    let message = (result.exit() != ExitCode::Success)
+        .then(|| body.stdout.first().or(body.stderr.first()).cloned())
+        .flatten();
     let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
         .then(|| message.clone())
         .flatten();
@@ -471,6 +725,17 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         .filter(|row| row.status == AttemptStatus::PhaseComplete)
         .map(|row| row.phase_id.as_str())
         .collect();
+    let next_phase = result.next_phase.as_deref().map(|id| {
+        let title = context
+            .snapshot
+            .and_then(|snapshot| snapshot.plan.phase(id))
+            .map(|phase| phase.title.clone());
+        json!({"id": id, "title": title})
+    });
+    let next = context
+        .invocation
+        .and_then(|invocation| next_step(end, invocation))
+        .map(|step| next_json(&step));
     json!({
         "exit_code": result.exit().code(),
         "result": kind,
@@ -478,21 +743,30 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
         "status": last.map(|row| row.status.as_str()),
         "phase": phase,
         "text": text,
-        "message": message.filter(|_| result.exit() != ExitCode::Success),
+        "message": message,
         "outcome_path": outcome_path,
         "transcript_path": transcript_path,
         "prompt_path": ledger.last_prompt(),
+        "plan_path": context.location.map(|location| location.plan_path.clone()),
+        "state_path": context.location.map(|location| location.layout.state_path()),
         "phases_completed": completed,
-        "next_phase": result.next_phase,
+        "next_phase": next_phase,
+        "next": next,
         "attempts": ledger.attempts.len(),
-        "duration_ms": millis(elapsed),
+        "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": last.map(|row| row.duration_ms),
         "error": error,
     })
 }
 
-/// `run --json` for a run that never started (invalid input): the same object, mostly empty.
-pub fn run_json_error(exit: ExitCode, message: &str, elapsed: std::time::Duration) -> Value {
+/// `next` in `run --json`: `{argv, flags, why}`.
+fn next_json(step: &NextStep) -> Value {
+    json!({"argv": step.argv, "flags": step.flags, "why": step.why})
+}
+
+/// `run --json` for a run that never started (invalid input, or the run's threads could not
+/// start): the same object, mostly empty; the plan's paths once it was located.
+pub fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Value {
     let kind = if exit == ExitCode::InvalidInput {
         "invalid-input"
     } else {
@@ -510,10 +784,13 @@ pub fn run_json_error(exit: ExitCode, message: &str, elapsed: std::time::Duratio
         "outcome_path": null,
         "transcript_path": null,
         "prompt_path": null,
+        "plan_path": context.location.map(|location| location.plan_path.clone()),
+        "state_path": context.location.map(|location| location.layout.state_path()),
         "phases_completed": [],
         "next_phase": null,
+        "next": null,
         "attempts": 0,
-        "duration_ms": millis(elapsed),
+        "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": null,
         "error": line,
     })
@@ -576,7 +853,6 @@ pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
     output
         .stderr
         .extend(transcript_tail(&attempt.transcript_path));
-    output.err_line("inspect the workspace, then rerun with --retry-stopped");
     output
 }
 
@@ -661,23 +937,12 @@ pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
             path,
             expected,
             actual,
-        } => {
-            let mut output = plan_hash_mismatch(path, expected, actual);
-            output.err_line(
-                "to run the edited plan, rerun with --accept-plan-change (completed phase ids must still exist)",
-            );
-            output
-        }
+        } => plan_hash_mismatch(path, expected, actual),
         Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
             "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
         )),
-        Refusal::CompletedPhasesMissing { .. } => Output::error(refusal.to_string()),
-        Refusal::RetriedPhaseMissing { phase_id, .. } => {
-            let mut output = Output::error(refusal.to_string());
-            output.err_line(format!(
-                "restore the {phase_id} heading in the plan to retry it, then rerun with --retry-stopped --accept-plan-change"
-            ));
-            output
+        Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
+            Output::error(refusal.to_string())
         }
     }
 }
@@ -707,7 +972,6 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
             .stderr
             .extend(transcript_tail(&last_run.transcript_path));
     }
-    output.err_line("after inspecting the workspace (and answering any clarification in the plan or repository docs), rerun with --retry-stopped");
     output
 }
 
@@ -747,6 +1011,127 @@ fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn invocation() -> Invocation {
+        Invocation {
+            plan: "p.md".into(),
+            carried: vec!["--quiet".into()],
+            flags: RecoveryFlags::default(),
+        }
+    }
+
+    #[test]
+    fn banners_number_the_attempt_as_status_counts_it() {
+        let banner = |of_phase, in_run, of| {
+            phase_banner(
+                "phase-2",
+                2,
+                5,
+                "Second",
+                AttemptNumber {
+                    of_phase,
+                    in_run,
+                    of,
+                },
+            )
+        };
+        assert_eq!(banner(1, 1, 1), "phase-2 (2/5) Second · attempt 1");
+        // Attempts before this run count; the run's own counter is 1 without a policy.
+        assert_eq!(banner(3, 1, 1), "phase-2 (2/5) Second · attempt 3");
+        assert_eq!(banner(2, 2, 3), "phase-2 (2/5) Second · attempt 2 of 3");
+        assert_eq!(
+            banner(4, 2, 3),
+            "phase-2 (2/5) Second · attempt 4 (2 of 3 in this run)"
+        );
+    }
+
+    #[test]
+    fn a_sign_of_life_counts_whole_seconds_and_has_room_for_a_status() {
+        use std::time::Duration;
+        let silent = sign_of_life(
+            "phase-1",
+            1,
+            3,
+            Duration::from_millis(41_500),
+            1_258,
+            Duration::from_millis(38_900),
+            None,
+        );
+        assert_eq!(silent, "phase-1 (1/3) 41s · 1.2 KiB · no output for 38s");
+        let with_status = sign_of_life(
+            "phase-1",
+            1,
+            3,
+            Duration::from_secs(5),
+            0,
+            Duration::from_secs(5),
+            Some("  running the tests \u{1b}[31m "),
+        );
+        assert_eq!(
+            with_status,
+            "phase-1 (1/3) 5.0s · 0 B · running the tests \\u{1b}[31m"
+        );
+    }
+
+    #[test]
+    fn a_refusal_no_flag_lifts_says_what_to_change_first() {
+        let step = after_refusal(
+            &invocation(),
+            &Refusal::CompletedPhasesMissing {
+                path: "/p.md".into(),
+                missing: vec!["phase-1".into(), "phase-2".into(), "phase-4".into()],
+            },
+            None,
+        );
+        assert_eq!(
+            step.line(),
+            "next: restore the completed phase-1, phase-2 and phase-4 headings in the plan, then ai-session-handler run --plan p.md --quiet"
+        );
+        let moved = after_refusal(
+            &invocation(),
+            &Refusal::PlanPathMismatch {
+                stored: "/old/p.md".into(),
+                actual: "/new/p.md".into(),
+            },
+            None,
+        );
+        assert_eq!(moved.argv[3], "/old/p.md");
+        assert!(
+            moved
+                .why
+                .unwrap()
+                .starts_with("restore the plan at /old/p.md")
+        );
+        let retried = after_refusal(
+            &invocation(),
+            &Refusal::RetriedPhaseMissing {
+                phase_id: "phase-3".into(),
+                abandoned_attempt: false,
+            },
+            None,
+        );
+        assert_eq!(retried.flags, ["--retry-stopped", "--accept-plan-change"]);
+    }
+
+    #[test]
+    fn a_stopped_clarification_adds_the_acceptance_to_the_flags_that_lift_it() {
+        let stop = Stop {
+            reason: AttemptStatus::NeedsClarification,
+            phase_id: "phase-1".into(),
+            message: None,
+            clarification_request: Some("which?".into()),
+        };
+        let lifted = RecoveryFlags {
+            retry_stopped: true,
+            accept_plan_change: false,
+        };
+        let step = after_refusal(&invocation(), &Refusal::Stopped(stop), Some(lifted));
+        assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
+        assert_eq!(
+            step.why.as_deref(),
+            Some("answer in the plan or the repository")
+        );
+    }
 
     #[test]
     fn tail_of_a_whole_file_is_its_last_forty_lines() {

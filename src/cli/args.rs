@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::config::parse_seconds;
+use crate::domain::recovery::Invocation;
+use crate::domain::selection::RecoveryFlags;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -16,9 +18,7 @@ use crate::domain::config::parse_seconds;
     long_about = "Run a provider-agnostic AI agent plan to completion.\n\n\
         Each remaining phase of a Markdown plan runs in a fresh agent process started from a \
         command template; its output is streamed live and into a durable transcript, and the \
-        phase ends with exactly one result block that the runner records crash-safely.\n\n\
-        Exit codes: 0 complete or phase limit reached, 2 blocked, 3 needs clarification, \
-        4 agent or execution failure, 5 invalid input or refused run, 130/143 interrupted."
+        phase ends with exactly one result block that the runner records crash-safely."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -144,16 +144,36 @@ pub struct WatchArgs {
     pub json: bool,
 }
 
+/// The logging options: accepted by every command, listed under their own heading
+/// ([`super::help::GLOBAL_HEADING`]).
 #[derive(Debug, Args)]
 pub struct LoggingArgs {
-    /// Log level or filter directives (error, warn, info, debug, trace); overrides RUST_LOG.
-    #[arg(long, global = true, value_name = "LEVEL")]
+    /// Log level or filter directives (off, error, warn, info, debug, trace, or
+    /// target=level); overrides RUST_LOG.
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        help_heading = "Global options"
+    )]
     pub log_level: Option<String>,
     /// Append logs to this file instead of stderr.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
     pub log_file: Option<PathBuf>,
     /// Log line format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = LogFormat::Text,
+        help_heading = "Global options"
+    )]
     pub log_format: LogFormat,
 }
 
@@ -161,6 +181,54 @@ pub struct LoggingArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+impl RunArgs {
+    /// The invocation as the command that continues it repeats it (`next:`): the plan as
+    /// typed and every option but the recovery flags, values in their shortest exact form.
+    pub fn invocation(&self) -> Invocation {
+        let mut carried = Vec::new();
+        let mut option = |name: &str, value: Option<String>| {
+            carried.push(format!("--{name}"));
+            carried.extend(value);
+        };
+        if let Some(template) = &self.agent_cmd {
+            option("agent-cmd", Some(template.clone()));
+        }
+        if let Some(limit) = self.max_phases {
+            option("max-phases", Some(limit.to_string()));
+        }
+        // `f64`'s `Display` is the shortest text that parses back to the same value.
+        if let Some(seconds) = self.timeout {
+            option("timeout", Some(seconds.to_string()));
+        }
+        if let Some(seconds) = self.idle_timeout {
+            option("idle-timeout", Some(seconds.to_string()));
+        }
+        for pattern in &self.stop_on_regex {
+            option("stop-on-regex", Some(pattern.clone()));
+        }
+        if let Some(retries) = self.retries {
+            option("retries", Some(retries.to_string()));
+        }
+        if self.wait {
+            option("wait", None);
+        }
+        if self.quiet {
+            option("quiet", None);
+        }
+        if self.json {
+            option("json", None);
+        }
+        Invocation {
+            plan: self.plan.to_string_lossy().into_owned(),
+            carried,
+            flags: RecoveryFlags {
+                retry_stopped: self.retry_stopped,
+                accept_plan_change: self.accept_plan_change,
+            },
+        }
+    }
 }
 
 /// Whether the command line asks for `run --json`, read without clap: for a command line clap

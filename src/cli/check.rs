@@ -33,17 +33,28 @@ pub struct CheckReport {
     pub plan_workspace: Option<String>,
     pub state_path: Option<String>,
     pub agent_cmd: Option<String>,
-    /// The effective retry policy in words (`retry: off (1 attempt)`, …).
+    /// The effective retry policy in words (`off (1 attempt)`, …); the text labels it
+    /// `retry:`.
     pub retry: Option<String>,
-    /// The effective rate-limit policy in words.
+    /// The effective rate-limit policy in words; the text labels it `rate_limit:`.
     pub rate_limit: Option<String>,
     /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
     pub phases: Vec<PhaseRow>,
-    /// `unchanged`, `changed`, `moved` or `not-accepted`.
+    /// `unchanged`, `changed`, `moved` or `not-accepted` (the `status --json` `plan.status`
+    /// values; the text says them as `status` does).
     pub plan_status: Option<&'static str>,
+    /// The accepted plan's hash and the current one, for the text's `plan changed since
+    /// accepted: …` line.
+    #[serde(skip)]
+    pub accepted_sha256: Option<String>,
+    #[serde(skip)]
+    pub current_sha256: Option<String>,
     /// What a plain `run` would require first (`--retry-stopped`), if anything.
     pub notes: Vec<String>,
+    /// What the plan probably does not mean (a heading that is almost a phase heading),
+    /// naming the file and line; not errors.
+    pub warnings: Vec<String>,
     pub errors: Vec<String>,
 }
 
@@ -53,7 +64,8 @@ pub struct PhaseRow {
     pub title: String,
     pub workspace: String,
     pub execution_workspace: Option<String>,
-    /// `done`, `pending`, `stopped`, `unresolved`, or `running` (a run in progress).
+    /// `done`, `pending`, `stopped`, `abandoned`, or `prepared` / `running` (the attempt of
+    /// a run in progress).
     pub status: &'static str,
 }
 
@@ -70,15 +82,16 @@ pub fn run(args: &CheckArgs) -> ExitCode {
     } else {
         render_text(&report).print();
     }
-    let errors = Output {
+    let problems = Output {
         stdout: Vec::new(),
         stderr: report
-            .errors
+            .warnings
             .iter()
-            .map(|error| format!("error: {error}"))
+            .map(|warning| format!("warning: {warning}"))
+            .chain(report.errors.iter().map(|error| format!("error: {error}")))
             .collect(),
     };
-    errors.print();
+    problems.print();
     if report.ok {
         ExitCode::Success
     } else {
@@ -154,6 +167,7 @@ fn build(args: &CheckArgs) -> CheckReport {
             return report;
         }
     };
+    report.warnings = snapshot.warnings.clone();
     let empty = State::default();
     let state_ref = state.as_ref().unwrap_or(&empty);
     for phase in &snapshot.plan.phases {
@@ -178,6 +192,8 @@ fn build(args: &CheckArgs) -> CheckReport {
         }
     }
     if let Some(state) = &state {
+        report.accepted_sha256 = state.plan.as_ref().map(|plan| plan.sha256.clone());
+        report.current_sha256 = Some(snapshot.sha256.clone());
         report.plan_status = Some(match &state.plan {
             None => "not-accepted",
             Some(plan) if plan.path != snapshot.path => {
@@ -284,14 +300,11 @@ fn recovery_problem(
     }
 }
 
-/// `check`'s word for a phase's standing: an active attempt is "running" while a handler holds
-/// the plan-workspace lock, else "unresolved": one `run` must resolve first.
+/// `check`'s word for a phase's standing, the one `status` uses: an active attempt is
+/// `prepared` or `running` while a handler holds the plan-workspace lock, else `abandoned`
+/// (`run --retry-stopped` must resolve it first).
 fn phase_status(state: &State, phase_id: &str, run_in_progress: bool) -> &'static str {
-    match PhaseStanding::of(state, phase_id) {
-        PhaseStanding::Active(_) if run_in_progress => "running",
-        PhaseStanding::Active(_) => "unresolved",
-        standing => standing.as_str(),
-    }
+    super::status::standing_word(PhaseStanding::of(state, phase_id), run_in_progress)
 }
 
 fn render_text(report: &CheckReport) -> Output {
@@ -316,8 +329,11 @@ fn render_text(report: &CheckReport) -> Output {
             .stdout
             .push(format!("fallback agent_cmd {}: {fallback}", index + 1));
     }
-    for policy in [&report.retry, &report.rate_limit].into_iter().flatten() {
-        output.stdout.push(policy.clone());
+    if let Some(retry) = &report.retry {
+        output.stdout.push(format!("retry: {retry}"));
+    }
+    if let Some(rate_limit) = &report.rate_limit {
+        output.stdout.push(format!("rate_limit: {rate_limit}"));
     }
     if !report.phases.is_empty() {
         let id_width = report
@@ -327,22 +343,39 @@ fn render_text(report: &CheckReport) -> Output {
             .max()
             .unwrap_or(2)
             .max(2);
+        let workspace = |row: &PhaseRow| -> String {
+            row.execution_workspace
+                .clone()
+                .unwrap_or_else(|| row.workspace.clone())
+        };
+        // Wide enough for the longest path, so a long one never runs into the title.
+        let workspace_width = report
+            .phases
+            .iter()
+            .map(|row| workspace(row).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max("workspace".len());
         output.stdout.push(format!(
-            "{:<id_width$}  {:<10}  {:<30}  title",
+            "{:<id_width$}  {:<10}  {:<workspace_width$}  title",
             "id", "status", "workspace"
         ));
         for row in &report.phases {
             output.stdout.push(format!(
-                "{:<id_width$}  {:<10}  {:<30}  {}",
+                "{:<id_width$}  {:<10}  {:<workspace_width$}  {}",
                 row.id,
                 row.status,
-                row.execution_workspace.as_deref().unwrap_or(&row.workspace),
+                workspace(row),
                 row.title
             ));
         }
     }
     if let Some(status) = report.plan_status {
-        output.stdout.push(format!("plan: {status}"));
+        output.stdout.push(super::status::plan_line(
+            status,
+            report.accepted_sha256.as_deref(),
+            report.current_sha256.as_deref(),
+        ));
     }
     for note in &report.notes {
         output.stdout.push(format!("note: {note}"));

@@ -6,6 +6,10 @@
 //! kept and written first. Output progress is kept to one line per [`PROGRESS_INTERVAL`]: a
 //! progress event inside the interval is not dropped but deferred to the interval's end (a
 //! later one replaces it), so the stream always ends a burst of output with its last figures.
+//! A deferred line written when its time comes carries that time as its `at` (its figures are
+//! the latest at that time: a newer event would have replaced it), so the `at` of two progress
+//! lines in a row are [`PROGRESS_INTERVAL`] apart; one that another event forces out early
+//! keeps its own time.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -15,7 +19,7 @@ use chrono::{DateTime, Utc};
 
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, ProgressWrite, RunEvent, progress_write};
-use crate::platform::event_log::EventLog;
+use crate::platform::event_log::{DeferredLine, EventLog};
 
 /// How long the end of a run waits for queued events to be written.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -68,7 +72,15 @@ impl RunObserver for EventStream {
                 ProgressWrite::At(due) => {
                     state.progress_slot = Some(due);
                     let wait = (due - record.at).to_std().unwrap_or_default();
-                    self.log.append_at(line, Instant::now() + wait);
+                    let on_time = EventRecord {
+                        at: due,
+                        ..record.clone()
+                    };
+                    self.log.append_at(DeferredLine {
+                        on_time: on_time.to_json_line(),
+                        early: line,
+                        due: Instant::now() + wait,
+                    });
                 }
                 ProgressWrite::Now => {
                     state.progress_slot = Some(record.at);
@@ -76,6 +88,13 @@ impl RunObserver for EventStream {
                 }
             }
             return;
+        }
+        // Another event forces a held progress line out now, at its own time: the next one
+        // keeps the interval from this moment.
+        if let Some(slot) = state.progress_slot
+            && slot > record.at
+        {
+            state.progress_slot = Some(record.at);
         }
         if !state.open {
             let opens = matches!(

@@ -15,6 +15,13 @@ pub fn run() -> ExitCode {
             output
                 .stdout
                 .push(format!("created {}", created.plans_dir.display()));
+            if let Some(problem) = &created.agent_problem {
+                // The example is a starting point: say plainly that it does not run here.
+                output.stdout.push(format!(
+                    "note: the example agent_cmd \"codex exec\" will not run here: {problem}; edit agent_cmd in {} (or pass --agent-cmd to run and check) before the first run",
+                    created.config_path.display()
+                ));
+            }
             output.print();
             ExitCode::Success
         }

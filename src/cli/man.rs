@@ -2,15 +2,23 @@
 //! uses: `ai-session-handler(1)` with the command list, or one command's page
 //! (`ai-session-handler-run(1)`, the names `clap_mangen::generate_to` would give the files).
 //! Printed to stdout; README.md says where to put it.
+//!
+//! The sections are clap_mangen's (NAME, SYNOPSIS, DESCRIPTION, OPTIONS, GLOBAL OPTIONS,
+//! COMMANDS, VERSION) with EXIT STATUS and EXAMPLES of our own after them, for the main page
+//! and `run` ([`super::help::man_sections`]).
 
-use clap::CommandFactory;
+use std::io::Write;
 
-use super::args::{Cli, ManArgs};
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, roman};
+
+use super::args::ManArgs;
+use super::help::{self, Example, ExitRow};
 use crate::domain::exit_code::ExitCode;
 use crate::report::Output;
 
 pub fn run(args: &ManArgs) -> ExitCode {
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = help::command().disable_help_subcommand(true);
     root.build();
     let command = match &args.command {
         None => root,
@@ -30,19 +38,32 @@ pub fn run(args: &ManArgs) -> ExitCode {
             }
         },
     };
-    let mut page = Vec::new();
     // Every page names the package and version (clap_mangen would give a command's page
     // only the command's own name).
     let source = concat!("ai-session-handler ", env!("CARGO_PKG_VERSION"));
-    let rendered = clap_mangen::Man::new(command)
-        .source(source)
-        .render(&mut page)
-        .and_then(|()| {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&page)?;
-            out.flush()
-        });
+    let has_commands = command.get_subcommands().next().is_some();
+    let has_version = command.get_version().is_some();
+    let man = Man::new(command).source(source);
+    let mut page = Vec::new();
+    let rendered = (|| -> std::io::Result<()> {
+        man.render_title(&mut page)?;
+        man.render_name_section(&mut page)?;
+        man.render_synopsis_section(&mut page)?;
+        man.render_description_section(&mut page)?;
+        man.render_options_section(&mut page)?;
+        if has_commands {
+            man.render_subcommands_section(&mut page)?;
+        }
+        if let Some((exit_status, examples)) = help::man_sections(args.command.as_deref()) {
+            render_sections(&exit_status, &examples).to_writer(&mut page)?;
+        }
+        if has_version {
+            man.render_version_section(&mut page)?;
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(&page)?;
+        out.flush()
+    })();
     match rendered {
         Ok(()) => ExitCode::Success,
         Err(error) => {
@@ -50,4 +71,22 @@ pub fn run(args: &ManArgs) -> ExitCode {
             ExitCode::InvalidInput
         }
     }
+}
+
+/// EXIT STATUS as a tagged list, EXAMPLES as described commands.
+fn render_sections(exit_status: &[ExitRow], examples: &[Example]) -> Roff {
+    let mut roff = Roff::default();
+    roff.control("SH", ["EXIT STATUS"]);
+    for row in exit_status {
+        roff.control("TP", []);
+        roff.text([bold(row.code.as_str())]);
+        roff.text([roman(row.meaning)]);
+    }
+    roff.control("SH", ["EXAMPLES"]);
+    for example in examples {
+        roff.control("TP", []);
+        roff.text([roman(example.what)]);
+        roff.text([bold(example.command)]);
+    }
+    roff
 }

@@ -5,6 +5,7 @@ mod args;
 mod check;
 mod completions;
 mod event_stream;
+mod help;
 mod init;
 mod logging;
 mod man;
@@ -16,7 +17,6 @@ mod watch;
 
 use std::time::Instant;
 
-use clap::Parser;
 use clap::error::ErrorKind;
 
 pub use args::{Cli, Command};
@@ -31,7 +31,10 @@ pub fn main() -> i32 {
         return code;
     }
     let started = Instant::now();
-    let cli = match Cli::try_parse() {
+    let parsed = help::command()
+        .try_get_matches()
+        .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             return match error.kind() {
@@ -45,7 +48,7 @@ pub fn main() -> i32 {
                     // `run --json` promises its caller one object, a usage error included.
                     if args::run_json_requested(std::env::args_os()) {
                         let message = line.strip_prefix("error: ").unwrap_or(&line);
-                        run::print_json_error(ExitCode::InvalidInput, message, started);
+                        run::print_json_error(ExitCode::InvalidInput, message, None, started);
                     }
                     crate::report::Output::default().err_line(line).print();
                     ExitCode::InvalidInput.code()
@@ -57,15 +60,14 @@ pub fn main() -> i32 {
         if let Some(Command::Run(args)) = &cli.command
             && args.json
         {
-            run::print_json_error(ExitCode::InvalidInput, &error.to_string(), started);
+            run::print_json_error(ExitCode::InvalidInput, &error.to_string(), None, started);
         }
         crate::report::Output::error(error.to_string()).print();
         return ExitCode::InvalidInput.code();
     }
     let exit = match cli.command {
         None => {
-            use clap::CommandFactory;
-            let _ = Cli::command().print_help();
+            let _ = help::command().print_help();
             ExitCode::Success
         }
         Some(Command::Init) => init::run(),

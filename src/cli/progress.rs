@@ -4,12 +4,17 @@
 //!   line when it ends (`phase-2 complete in 3m12s · 1.2 MiB output`), the retry and wait
 //!   lines, and after a run of several attempts a short summary table. The lines go through
 //!   the run's console thread, the same one that echoes the agent's output, so a banner is
-//!   always printed before the output of its phase.
+//!   always printed before the output of its phase. On a terminal, an agent silent for
+//!   [`SILENCE_BEFORE_SIGN`] gets a sign of life: one transient line (`phase-2 (2/5) 41s · 1.2
+//!   KiB · no output for 38s`), redrawn every second by a thread of this module through the
+//!   console thread, and erased by the next output ([`report::sign_of_life`] words it; it has
+//!   room for the agent's own latest status).
 //! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the last
 //!   output line, cut to the terminal width), recomputed and redrawn by a thread of its own four
 //!   times a second — so the elapsed time moves on while the agent is silent, and no actor
-//!   ever writes to the terminal for it — and cleared at the end; retry and wait lines are
-//!   printed above it.
+//!   ever writes to the terminal for it — and cleared at the end, or at once when a stopping
+//!   signal arrives (before the stop is reported); the phase end lines, retry and wait lines
+//!   and the summary table are printed above it, so they stay on screen.
 //! - With `--quiet` and stderr not a terminal (nested callers, CI logs): only the retry and
 //!   wait lines, which exist only when a retry policy is on.
 //!
@@ -37,6 +42,11 @@ const STATUS_LINE_HZ: u8 = 4;
 /// How many lines may wait for the status-line thread (printed above the status line); more
 /// are dropped while a paused terminal holds the thread, so nothing of the run ever waits.
 const STATUS_LINE_QUEUE: usize = 64;
+/// How long an agent may be silent, without `--quiet` on a terminal, before the sign of life
+/// appears.
+pub const SILENCE_BEFORE_SIGN: Duration = Duration::from_secs(3);
+/// How often the sign of life is redrawn (its times are whole seconds).
+const SIGN_OF_LIFE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Which of the three presentations a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +70,8 @@ struct Current {
     started: Instant,
     output_bytes: u64,
     last_line: Option<String>,
+    /// When the output last grew (the attempt's start before any).
+    last_output: Instant,
 }
 
 /// What the run did, from its events.
@@ -96,12 +108,15 @@ pub struct Progress {
     ledger: Arc<Mutex<Ledger>>,
     /// The thread that draws the status line and prints the lines above it.
     redrawer: Mutex<Option<StatusLineThread>>,
+    /// The thread that draws the sign of life, and the channel that stops it.
+    sign_of_life: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
 
 impl Progress {
-    pub fn new(mode: ProgressMode, console: Arc<Console>) -> Self {
+    /// `terminal`: stderr is a terminal (the sign of life is drawn only there).
+    pub fn new(mode: ProgressMode, console: Arc<Console>, terminal: bool) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
             let bar = ProgressBar::with_draw_target(
                 None,
@@ -117,13 +132,30 @@ impl Progress {
         let redrawer = bar
             .as_ref()
             .and_then(|bar| start_redrawer(bar.clone(), ledger.clone()));
+        let sign_of_life = (mode == ProgressMode::Lines && terminal)
+            .then(|| start_sign_of_life(console.clone(), ledger.clone()))
+            .flatten();
         Self {
             mode,
             console,
             bar,
             ledger,
             redrawer: Mutex::new(redrawer),
+            sign_of_life: Mutex::new(sign_of_life),
             last_line: Mutex::new(None),
+        }
+    }
+
+    /// A stopping signal arrived: the live status line is cleared now and drawn no more, and the
+    /// sign of life is erased, so nothing stale stands above the stop's report. Never waits on
+    /// the terminal: the threads that draw do the clearing.
+    fn signal_received(&self) {
+        if let Some(thread) = lock(&self.redrawer).as_ref() {
+            thread.clear();
+        }
+        if let Some((stop, _)) = lock(&self.sign_of_life).as_ref() {
+            let _ = stop.send(());
+            drop(self.console.clear_transient());
         }
     }
 
@@ -139,16 +171,23 @@ impl Progress {
         if let Some(thread) = lock(&self.redrawer).take() {
             thread.finish();
         }
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+        if let Some((stop, thread)) = lock(&self.sign_of_life).take() {
+            drop(stop);
+            let _ = thread.join();
+            // Queued after anything the thread drew; the wait below covers it.
+            *lock(&self.last_line) = Some(self.console.clear_transient());
         }
-        if self.mode == ProgressMode::Lines {
-            let ledger = self.ledger();
-            if ledger.attempts.len() > 1 {
-                for line in report::summary_table(&ledger.attempts) {
+        if self.mode != ProgressMode::Quiet {
+            let rows = self.ledger().attempts.clone();
+            if rows.len() > 1 {
+                // Above the status line, which is cleared next: the table stays on screen.
+                for line in report::summary_table(&rows) {
                     self.say(line);
                 }
             }
+        }
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
         let pending = lock(&self.last_line).take();
         if let Some(mut written) = pending {
@@ -177,11 +216,19 @@ impl Progress {
     }
 }
 
+/// What the status-line thread is asked to draw.
+enum Drawing {
+    /// A line above the status line.
+    Line(String),
+    /// Erase the status line and draw it no more.
+    Clear,
+}
+
 /// The status-line thread: the only code that draws on the terminal for the status line,
 /// including the lines printed above it, so a paused terminal (Ctrl-S) holds this thread
 /// and nothing else.
 struct StatusLineThread {
-    lines: mpsc::SyncSender<String>,
+    lines: mpsc::SyncSender<Drawing>,
     /// Closed by the thread when it ends.
     ended: mpsc::Receiver<()>,
     thread: JoinHandle<()>,
@@ -191,9 +238,16 @@ impl StatusLineThread {
     /// Queues a line to print above the status line; dropped when the queue is full (the
     /// terminal does not take output).
     fn print(&self, line: String) {
-        if let Err(mpsc::TrySendError::Full(_)) = self.lines.try_send(line) {
+        if let Err(mpsc::TrySendError::Full(_)) = self.lines.try_send(Drawing::Line(line)) {
             tracing::debug!("progress line dropped: the terminal is not taking output");
         }
+    }
+
+    /// Clears the status line for good (a stopping signal arrived); lines still print.
+    fn clear(&self) {
+        // A full queue means a paused terminal: the line is cleared when it resumes and the
+        // queue drains, or at the end.
+        let _ = self.lines.try_send(Drawing::Clear);
     }
 
     /// Lets the thread print what is queued and end; waits for it, bounded (a paused terminal
@@ -211,20 +265,29 @@ impl StatusLineThread {
 /// prints the lines queued for above it, until its queue closes. `None` when no thread can be
 /// started: the status line is then not shown.
 fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
-    let (lines, queued) = mpsc::sync_channel::<String>(STATUS_LINE_QUEUE);
+    let (lines, queued) = mpsc::sync_channel::<Drawing>(STATUS_LINE_QUEUE);
     let (ended_sender, ended) = mpsc::channel::<()>();
     let interval = Duration::from_millis(1000 / u64::from(STATUS_LINE_HZ));
     let thread = std::thread::Builder::new()
         .name("ash-status-line".into())
         .spawn(move || {
             let _ended = ended_sender;
+            let mut cleared = false;
             loop {
                 match queued.recv_timeout(interval) {
-                    Ok(line) => bar.println(line),
-                    Err(RecvTimeoutError::Timeout) => redraw(&bar, &ledger),
+                    Ok(Drawing::Line(line)) => bar.println(line),
+                    Ok(Drawing::Clear) if !cleared => {
+                        cleared = true;
+                        bar.finish_and_clear();
+                    }
+                    Ok(Drawing::Clear) => {}
+                    Err(RecvTimeoutError::Timeout) if !cleared => redraw(&bar, &ledger),
+                    Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
+            // The end of the run: the line goes now.
+            bar.finish_and_clear();
         });
     match thread {
         Ok(thread) => Some(StatusLineThread {
@@ -260,6 +323,48 @@ fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
     }
 }
 
+/// Starts the thread that draws the sign of life every [`SIGN_OF_LIFE_INTERVAL`] while the
+/// current attempt has been silent for [`SILENCE_BEFORE_SIGN`] or longer, until its channel
+/// sends or closes. The console thread draws it (only at the start of a terminal line) and
+/// erases it before the next output. `None` when no thread can be started.
+fn start_sign_of_life(
+    console: Arc<Console>,
+    ledger: Arc<Mutex<Ledger>>,
+) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("ash-sign-of-life".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL) {
+                let line = lock(&ledger).current.as_ref().and_then(|current| {
+                    let silent = current.last_output.elapsed();
+                    (silent >= SILENCE_BEFORE_SIGN).then(|| {
+                        report::sign_of_life(
+                            &current.phase_id,
+                            current.phase_index,
+                            current.phases,
+                            current.started.elapsed(),
+                            current.output_bytes,
+                            silent,
+                            None,
+                        )
+                    })
+                });
+                if let Some(line) = line {
+                    // Not waited for: the console thread draws it when it gets to it.
+                    drop(console.show_transient(line));
+                }
+            }
+        });
+    match thread {
+        Ok(thread) => Some((stop, thread)),
+        Err(error) => {
+            tracing::warn!(%error, "cannot start the sign-of-life thread; none is shown");
+            None
+        }
+    }
+}
+
 impl RunObserver for Progress {
     fn observe(&self, record: &EventRecord) {
         let mut ledger = self.ledger();
@@ -269,20 +374,23 @@ impl RunObserver for Progress {
                 title,
                 phase_index,
                 phases,
+                phase_attempt,
                 attempt,
                 of,
                 prompt_path,
                 ..
             } => {
+                let now = Instant::now();
                 ledger.current = Some(Current {
                     phase_id: phase_id.clone(),
                     title: title.clone(),
                     phase_index: *phase_index,
                     phases: *phases,
                     prompt_path: prompt_path.clone(),
-                    started: Instant::now(),
+                    started: now,
                     output_bytes: 0,
                     last_line: None,
+                    last_output: now,
                 });
                 match self.mode {
                     ProgressMode::Lines => self.say(report::phase_banner(
@@ -290,8 +398,11 @@ impl RunObserver for Progress {
                         *phase_index,
                         *phases,
                         title,
-                        *attempt,
-                        *of,
+                        report::AttemptNumber {
+                            of_phase: *phase_attempt,
+                            in_run: *attempt,
+                            of: *of,
+                        },
                     )),
                     // The status line's own thread draws the new attempt.
                     ProgressMode::StatusLine | ProgressMode::Quiet => {}
@@ -303,7 +414,11 @@ impl RunObserver for Progress {
                 last_line,
             } => {
                 if let Some(current) = ledger.current.as_mut() {
-                    current.output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
+                    let bytes = stdout_bytes.saturating_add(*stderr_bytes);
+                    if bytes > current.output_bytes {
+                        current.last_output = Instant::now();
+                    }
+                    current.output_bytes = bytes;
                     if last_line.is_some() {
                         current.last_line = last_line.clone();
                     }
@@ -321,7 +436,8 @@ impl RunObserver for Progress {
             } => {
                 let current = ledger.current.take();
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
-                if self.mode == ProgressMode::Lines {
+                // Under `--quiet` on a terminal too: above the status line, it stays on screen.
+                if self.mode != ProgressMode::Quiet {
                     self.say(report::phase_ended(
                         phase_id,
                         *status,
@@ -350,6 +466,7 @@ impl RunObserver for Progress {
                     self.say(line);
                 }
             }
+            RunEvent::SignalReceived { .. } => self.signal_received(),
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }

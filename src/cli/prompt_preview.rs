@@ -69,6 +69,7 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
     };
     let settings = effective_settings(&location, &config, &overrides).map_err(text)?;
     let snapshot = read_plan_snapshot(&location).map_err(text)?;
+    crate::report::plan_warnings(&snapshot).print();
     for phase in &snapshot.plan.phases {
         execution_workspace_of(&location, phase).map_err(text)?;
     }

@@ -14,17 +14,19 @@ use super::args::RunArgs;
 use super::event_stream::EventStream;
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
-use crate::actors::run::{RunArgs as SupervisorArgs, RunSupervisor};
+use crate::actors::run::{RunArgs as SupervisorArgs, RunEnd, RunSupervisor};
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
+use crate::domain::selection::next_pending;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot,
+    locate, read_config, read_plan_snapshot, read_state,
 };
 use crate::platform::console::Console;
+use crate::platform::locate::PlanLocation;
 use crate::platform::watchdog;
-use crate::report::{self, Output};
+use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
 /// (a prompt write to a worker that never read it) can still be running then.
@@ -43,8 +45,11 @@ impl RunObserver for Observers {
 
 pub fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
+    let invocation = args.invocation();
+    let mut located = None;
     let prepared = (|| {
         let location = locate(&args.plan)?;
+        located = Some(location.clone());
         let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),
@@ -61,6 +66,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;
+        report::plan_warnings(&snapshot).print();
         // Every phase's workspace, not only the next one: `check` and `run` must agree on
         // what is valid before anything is locked or written.
         for phase in &snapshot.plan.phases {
@@ -79,10 +85,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => {
             let exit = error.exit_code();
-            print_error(args.json, exit, &error.to_string(), started);
+            print_error(
+                args.json,
+                exit,
+                &error.to_string(),
+                located.as_ref(),
+                started,
+            );
             return exit;
         }
     };
+    let (location, snapshot) = (Arc::new(location), Arc::new(snapshot));
     let threads = Console::start(args.json).and_then(|console| {
         let console = Arc::new(console);
         let stream = Arc::new(EventStream::start(&location.layout.dir)?);
@@ -92,16 +105,23 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(threads) => threads,
         Err(error) => {
             let message = format!("cannot start the output threads: {error}");
-            print_error(args.json, ExitCode::AgentFailed, &message, started);
+            print_error(
+                args.json,
+                ExitCode::AgentFailed,
+                &message,
+                Some(&location),
+                started,
+            );
             return ExitCode::AgentFailed;
         }
     };
-    let mode = match (args.quiet, std::io::stderr().is_terminal()) {
+    let terminal = std::io::stderr().is_terminal();
+    let mode = match (args.quiet, terminal) {
         (false, _) => ProgressMode::Lines,
         (true, true) => ProgressMode::StatusLine,
         (true, false) => ProgressMode::Quiet,
     };
-    let progress = Arc::new(Progress::new(mode, console.clone()));
+    let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
     let observers: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
     // Every record of the run, the watchdog's start included, is in this span.
@@ -130,11 +150,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Err(error) => {
             watchdog::finish();
             let message = format!("cannot start the async runtime: {error}");
-            print_error(args.json, ExitCode::AgentFailed, &message, started);
+            print_error(
+                args.json,
+                ExitCode::AgentFailed,
+                &message,
+                Some(&location),
+                started,
+            );
             return ExitCode::AgentFailed;
         }
     };
     let echo = (!args.quiet).then_some(console);
+    let (tree_location, tree_snapshot) = (location.clone(), snapshot.clone());
     let result = runtime.block_on(async move {
         let (done, result) = oneshot::channel();
         let spawned = Actor::spawn(
@@ -143,8 +170,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             SupervisorArgs {
                 run_id,
                 span,
-                location: Arc::new(location),
-                snapshot: Arc::new(snapshot),
+                location: tree_location,
+                snapshot: tree_snapshot,
                 settings: Arc::new(settings),
                 observer: observers,
                 console: echo,
@@ -164,17 +191,38 @@ pub fn run(args: &RunArgs) -> ExitCode {
     stream.finish();
     watchdog::finish();
     match result {
-        Ok(result) => {
+        Ok(mut result) => {
+            if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
+                // A refused run never took the state over: read it (unchanged) for the phase
+                // a caller continues with.
+                result.next_phase = read_state(&location.layout).ok().and_then(|state| {
+                    let ids: Vec<&str> =
+                        snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
+                    next_pending(&state, &ids).map(str::to_owned)
+                });
+            }
             if args.json {
-                let object = report::run_json(&result, &progress.ledger(), started.elapsed());
+                let context = RunJsonContext {
+                    invocation: Some(&invocation),
+                    location: Some(&location),
+                    snapshot: Some(&snapshot),
+                    elapsed: started.elapsed(),
+                };
+                let object = report::run_json(&result, &progress.ledger(), &context);
                 Output::print_json(&object.to_string());
             } else {
-                report::run_end(&result.end).print();
+                report::run_end(&result.end, &invocation).print();
             }
             result.exit()
         }
         Err(message) => {
-            print_error(args.json, ExitCode::AgentFailed, &message, started);
+            print_error(
+                args.json,
+                ExitCode::AgentFailed,
+                &message,
+                Some(&location),
+                started,
+            );
             ExitCode::AgentFailed
         }
     }
@@ -182,14 +230,31 @@ pub fn run(args: &RunArgs) -> ExitCode {
 
 /// An error before or around the run: `error: …` on stderr, and with `--json` also the one
 /// result object on stdout.
-fn print_error(json: bool, exit: ExitCode, message: &str, started: Instant) {
+fn print_error(
+    json: bool,
+    exit: ExitCode,
+    message: &str,
+    location: Option<&PlanLocation>,
+    started: Instant,
+) {
     if json {
-        print_json_error(exit, message, started);
+        print_json_error(exit, message, location, started);
     }
     Output::error(message).print();
 }
 
 /// The `run --json` object of a run that never started: `error` is `error: <message>`.
-pub(super) fn print_json_error(exit: ExitCode, message: &str, started: Instant) {
-    Output::print_json(&report::run_json_error(exit, message, started.elapsed()).to_string());
+pub(super) fn print_json_error(
+    exit: ExitCode,
+    message: &str,
+    location: Option<&PlanLocation>,
+    started: Instant,
+) {
+    let context = RunJsonContext {
+        invocation: None,
+        location,
+        snapshot: None,
+        elapsed: started.elapsed(),
+    };
+    Output::print_json(&report::run_json_error(exit, message, &context).to_string());
 }

@@ -60,11 +60,12 @@ pub struct PhaseRow {
     pub id: String,
     /// `None` when the plan lacks the phase or cannot be read.
     pub title: Option<String>,
-    /// `done`, `pending`, `stopped`, `prepared` or `running`.
+    /// `done`, `pending`, `stopped`, `abandoned`, or `prepared` / `running` (the attempt of a
+    /// run in progress).
     pub status: &'static str,
     /// Why the phase is stopped, when it is.
     pub stop_reason: Option<String>,
-    /// Committed attempts plus the active one.
+    /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u32,
     /// The latest committed attempt; its figures are `null` when it was committed before
     /// they were recorded.
@@ -155,7 +156,16 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         .ok()
         .map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
-    let mut report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
+    if let Ok(snapshot) = &snapshot {
+        crate::report::plan_warnings(snapshot).print();
+    }
+    let mut report = build_report(
+        &location,
+        &state,
+        snapshot.as_ref(),
+        max_attempts,
+        running.is_some(),
+    );
     report.run_in_progress = running.is_some();
     report.handler_pid = running.and_then(|running| running.handler_pid);
     let plan_error = snapshot.err();
@@ -197,6 +207,7 @@ fn build_report(
     state: &State,
     snapshot: Result<&PlanSnapshot, &InputError>,
     max_attempts: Option<u32>,
+    run_in_progress: bool,
 ) -> StatusReport {
     let plan = plan_check(location, state, snapshot);
     let plan_phases: Option<Vec<(&str, &str)>> = snapshot.ok().map(|snapshot| {
@@ -211,7 +222,7 @@ fn build_report(
     let phases = phases
         .into_iter()
         .map(|row| PhaseRow {
-            status: row.standing.as_str(),
+            status: standing_word(row.standing, run_in_progress),
             stop_reason: match row.standing {
                 PhaseStanding::Stopped(reason) => Some(reason.to_string()),
                 _ => None,
@@ -346,6 +357,16 @@ fn build_report(
     }
 }
 
+/// A phase's standing in the words `status` and `check` share: an active attempt is the run's
+/// own (`prepared`, `running`) while a handler holds the plan workspace, else `abandoned` —
+/// no worker of a run of ours runs for it.
+pub(super) fn standing_word(standing: PhaseStanding, run_in_progress: bool) -> &'static str {
+    match standing {
+        PhaseStanding::Active(_) if !run_in_progress => "abandoned",
+        standing => standing.as_str(),
+    }
+}
+
 fn plan_check(
     location: &PlanLocation,
     state: &State,
@@ -395,11 +416,12 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         lines.push(format!("run in progress: {}", running.describe()));
     }
     if let Some(attempt) = &report.active_attempt {
-        // While a handler holds the plan workspace the attempt is its own, running one.
+        // While a handler holds the plan workspace the attempt is its own, running one;
+        // otherwise no run of ours owns it any more.
         let label = if report.run_in_progress {
             "active"
         } else {
-            "active/abandoned"
+            "abandoned"
         };
         lines.push(format!(
             "{label}: {} ({}, attempt {})",
@@ -490,37 +512,57 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             last_run.run_id, last_run.status
         ));
     }
-    lines.push(match report.plan.status {
-        "unchanged" => "plan: matches the accepted snapshot".to_owned(),
-        "not-accepted" => "plan: not accepted yet (no run recorded)".to_owned(),
-        "changed" => format!(
-            "plan changed since accepted: expected {}, actual {}",
-            report.plan.accepted_sha256.as_deref().unwrap_or("none"),
-            report.plan.current_sha256.as_deref().unwrap_or("none")
-        ),
-        "moved" => {
-            "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
-        }
-        _ => "plan: unreadable (see the error below)".to_owned(),
-    });
+    lines.push(plan_line(
+        report.plan.status,
+        report.plan.accepted_sha256.as_deref(),
+        report.plan.current_sha256.as_deref(),
+    ));
     if let ("unreadable", Some(expected), Some(actual)) = (
         report.plan.status,
         &report.plan.accepted_sha256,
         &report.plan.current_sha256,
     ) && expected != actual
     {
-        lines.push(format!(
-            "plan changed since accepted: expected {expected}, actual {actual}"
-        ));
+        lines.push(plan_line("changed", Some(expected), Some(actual)));
     }
-    lines.extend(phase_table(&report.phases));
+    lines.extend(phase_table(
+        &report.phases,
+        report.plan.status == "unreadable",
+    ));
     lines.push(totals_line(&report.totals));
     lines
 }
 
-/// The phase table: the duration and output columns are the latest committed attempt's.
-fn phase_table(rows: &[PhaseRow]) -> Vec<String> {
+/// The `plan:` line for a plan acceptance status (`unchanged`, `changed`, `moved`,
+/// `not-accepted`, `unreadable`), worded the same in `status` and `check`.
+pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&str>) -> String {
+    match status {
+        "unchanged" => "plan: matches the accepted snapshot".to_owned(),
+        "not-accepted" => "plan: not accepted yet (no run recorded)".to_owned(),
+        "changed" => format!(
+            "plan changed since accepted: expected {}, actual {}",
+            accepted.unwrap_or("none"),
+            current.unwrap_or("none")
+        ),
+        "moved" => {
+            "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
+        }
+        _ => {
+            "plan: cannot be read (see the error below); the phases are the ones the state records"
+                .to_owned()
+        }
+    }
+}
+
+/// The phase table: the duration and output columns are the latest committed attempt's. When
+/// the plan cannot be read the titles are unknown, not missing from the plan.
+fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
     const NONE: &str = "–";
+    let untitled = if plan_unreadable {
+        NONE
+    } else {
+        "(not in the plan)"
+    };
     let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|row| {
@@ -536,9 +578,7 @@ fn phase_table(rows: &[PhaseRow]) -> Vec<String> {
                     .map_or_else(|| NONE.to_owned(), units::duration),
                 last.and_then(|last| last.output_bytes)
                     .map_or_else(|| NONE.to_owned(), units::bytes),
-                row.title
-                    .clone()
-                    .unwrap_or_else(|| "(not in the plan)".to_owned()),
+                row.title.clone().unwrap_or_else(|| untitled.to_owned()),
             ]
         })
         .collect();

@@ -172,13 +172,20 @@ impl Watch {
                 run.attempt = Some((phase_id.clone(), index, Instant::now()));
                 run.output_bytes = 0;
                 run.last_line = None;
+                let in_run = number(event, "attempt") as u32;
                 report::phase_banner(
                     &phase_id,
                     index,
                     run.phases,
                     &text(event, "title"),
-                    number(event, "attempt") as u32,
-                    number(event, "of") as u32,
+                    report::AttemptNumber {
+                        // A stream written before `phase_attempt` existed: the run's count.
+                        of_phase: event["phase_attempt"]
+                            .as_u64()
+                            .map_or(in_run, |number| number as u32),
+                        in_run,
+                        of: number(event, "of") as u32,
+                    },
                 )
             }
             "worker-spawned" => format!("worker started: pid {}", number(event, "pid")),

@@ -43,6 +43,9 @@ pub enum RunEvent {
     },
     /// The worker runs, leader of its own process group.
     WorkerSpawned { pid: u32, pgid: u32 },
+    /// The handler caught a stopping signal (`SIGINT`, `SIGTERM`, `SIGHUP`, `SIGQUIT`): the run
+    /// stops (docs/cli.md). Emitted as the signal arrives, before the attempt is stopped.
+    SignalReceived { signal: String },
     /// Output so far (throttled: at most a few per second to observers, fewer in the stream).
     OutputProgress {
         stdout_bytes: u64,

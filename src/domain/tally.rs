@@ -73,7 +73,7 @@ pub struct PhaseTally {
     /// cannot be read).
     pub title: Option<String>,
     pub standing: PhaseStanding,
-    /// Committed attempts of the phase, plus the active one.
+    /// Committed attempts of the phase, its resolved abandoned ones, plus the active one.
     pub attempts: u32,
     /// The phase's latest committed attempt.
     pub last: Option<AttemptFigures>,
@@ -85,14 +85,14 @@ pub struct RunTotals {
     pub phases_done: usize,
     /// Phases in the plan; `None` when the plan cannot be read.
     pub phases_total: Option<usize>,
-    /// Committed attempts plus the active one.
+    /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u64,
     /// Sum of the known durations of committed attempts.
     pub duration_ms: u64,
     /// Sum of the known output sizes of committed attempts.
     pub output_bytes: u64,
-    /// Committed attempts recorded before durations and sizes were (their figures are
-    /// missing from the sums).
+    /// Attempts without figures (missing from the sums): committed before durations and sizes
+    /// were recorded, or abandoned and resolved by `--retry-stopped`.
     pub attempts_without_figures: u64,
 }
 
@@ -137,6 +137,16 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
         totals.output_bytes = totals
             .output_bytes
             .saturating_add(entry.output_bytes.unwrap_or(0));
+    }
+    // An abandoned attempt resolved by `--retry-stopped` ran, but left no figures.
+    for entry in &state.abandoned_attempts {
+        let acc = per_phase.entry(&entry.phase_id).or_insert_with(|| {
+            recorded.push(&entry.phase_id);
+            Acc::default()
+        });
+        acc.attempts = acc.attempts.saturating_add(1);
+        totals.attempts += 1;
+        totals.attempts_without_figures += 1;
     }
     if let Some(attempt) = &state.active_attempt {
         let acc = per_phase.entry(&attempt.phase.id).or_insert_with(|| {

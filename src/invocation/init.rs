@@ -5,14 +5,18 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::domain::config::EXAMPLE_CONFIG;
+use crate::domain::config::{EXAMPLE_AGENT_PROGRAM, EXAMPLE_CONFIG};
 use crate::platform::durable;
 use crate::platform::locate::{HANDLER_DIR, os_message};
+use crate::platform::program::{self, ProgramProblem};
 
 /// What `init` created.
 pub struct Initialized {
     pub config_path: PathBuf,
     pub plans_dir: PathBuf,
+    /// Why the example config's agent command would not start here (no `codex` in `PATH`),
+    /// so `init` can say the config must be edited before `check` and `run` accept it.
+    pub agent_problem: Option<ProgramProblem>,
 }
 
 /// Why `init` created nothing (or not everything).
@@ -49,9 +53,11 @@ pub fn init_current_dir() -> Result<Initialized, InitError> {
     }
     durable::create_dir_all_durably(&plans_dir).map_err(InitError::CreateDirs)?;
     write_config(&config_path)?;
+    let agent_problem = program::resolve(EXAMPLE_AGENT_PROGRAM, &cwd).err();
     Ok(Initialized {
         config_path,
         plans_dir,
+        agent_problem,
     })
 }
 

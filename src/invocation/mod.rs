@@ -61,6 +61,9 @@ pub struct PlanSnapshot {
     /// SHA-256 of the bytes read.
     pub sha256: String,
     pub plan: ParsedPlan,
+    /// Things about the plan worth a `warning:` line that do not make it invalid (a heading
+    /// that is almost a phase heading), each naming the file and line.
+    pub warnings: Vec<String>,
 }
 
 impl PlanSnapshot {
@@ -85,18 +88,24 @@ pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, Input
         path: location.plan_path.clone(),
         error,
     })?;
-    for miss in near_miss_headings(&bytes) {
-        tracing::warn!(
-            "{}:{}: '{}' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s); its text belongs to what comes before it",
-            location.plan_path,
-            miss.line,
-            miss.text.escape_debug()
-        );
-    }
+    // Not an error (such a heading is ordinary text), but rarely what its author meant: the
+    // commands that act on the plan show these as `warning:` lines.
+    let warnings = near_miss_headings(&bytes)
+        .iter()
+        .map(|miss| {
+            format!(
+                "{}:{}: {}; its text belongs to what comes before it",
+                location.plan_path,
+                miss.line,
+                miss.describe()
+            )
+        })
+        .collect();
     Ok(PlanSnapshot {
         path: location.plan_path.clone(),
         sha256: sha256_hex(&bytes),
         plan,
+        warnings,
     })
 }
 

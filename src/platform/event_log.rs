@@ -8,6 +8,8 @@
 //! A line can also be queued for later ([`EventLog::append_at`]): it is written when its time
 //! comes, or at once before any other line, and a later deferred line replaces it. That is how
 //! a throttled stream still gets the last update of a burst without waiting for the next one.
+//! A deferred line comes in two forms, because its text may carry a time: the one written when
+//! its time comes, and the one written early, before the line that forces it out.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -17,11 +19,20 @@ use std::time::{Duration, Instant};
 
 enum Job {
     Line(String),
-    /// A line to write at this time unless another line comes first (then it goes before
-    /// that one) or another deferred line replaces it.
-    Deferred(String, Instant),
+    /// A line to write at `due` (as `on_time`) unless another line comes first (then it goes
+    /// before that one, as `early`) or another deferred line replaces it.
+    Deferred(DeferredLine),
     /// Everything before it is written: reply.
     Drained(mpsc::Sender<()>),
+}
+
+/// A line held back until `due`, in the form for each way it can be written.
+pub struct DeferredLine {
+    /// Written when `due` comes.
+    pub on_time: String,
+    /// Written before another line that comes first (or when the stream ends).
+    pub early: String,
+    pub due: Instant,
 }
 
 /// The appending thread; dropping this lets it end after the queued lines.
@@ -44,10 +55,10 @@ impl EventLog {
         let _ = self.jobs.send(Job::Line(line));
     }
 
-    /// Queues one line to be written at `due`, or earlier, just before the next line queued
-    /// with [`EventLog::append`]; a later call replaces it if it is still waiting.
-    pub fn append_at(&self, line: String, due: Instant) {
-        let _ = self.jobs.send(Job::Deferred(line, due));
+    /// Queues one line to be written at its `due` time, or earlier, just before the next line
+    /// queued with [`EventLog::append`]; a later call replaces it if it is still waiting.
+    pub fn append_at(&self, line: DeferredLine) {
+        let _ = self.jobs.send(Job::Deferred(line));
     }
 
     /// Waits, at most `limit`, until every queued line is written.
@@ -66,11 +77,11 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
         file: None,
         failed: false,
     };
-    let mut deferred: Option<(String, Instant)> = None;
+    let mut deferred: Option<DeferredLine> = None;
     loop {
         let job = match &deferred {
-            Some((_, due)) => {
-                match queue.recv_timeout(due.saturating_duration_since(Instant::now())) {
+            Some(held) => {
+                match queue.recv_timeout(held.due.saturating_duration_since(Instant::now())) {
                     Ok(job) => Some(job),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -83,28 +94,28 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
         };
         match job {
             None => {
-                if let Some((line, _)) = deferred.take() {
-                    writer.write(&line);
+                if let Some(held) = deferred.take() {
+                    writer.write(&held.on_time);
                 }
             }
-            Some(Job::Deferred(line, due)) => deferred = Some((line, due)),
+            Some(Job::Deferred(line)) => deferred = Some(line),
             Some(Job::Line(line)) => {
-                if let Some((earlier, _)) = deferred.take() {
-                    writer.write(&earlier);
+                if let Some(held) = deferred.take() {
+                    writer.write(&held.early);
                 }
                 writer.write(&line);
             }
             Some(Job::Drained(done)) => {
-                if let Some((earlier, _)) = deferred.take() {
-                    writer.write(&earlier);
+                if let Some(held) = deferred.take() {
+                    writer.write(&held.early);
                 }
                 let _ = done.send(());
             }
         }
     }
     // The run is over: a line still waiting is the last word on its subject.
-    if let Some((line, _)) = deferred {
-        writer.write(&line);
+    if let Some(held) = deferred {
+        writer.write(&held.early);
     }
 }
 
@@ -287,19 +298,27 @@ mod tests {
         );
     }
 
+    fn deferred(text: &str, due: Instant) -> DeferredLine {
+        DeferredLine {
+            on_time: format!("{text} (on time)"),
+            early: format!("{text} (early)"),
+            due,
+        }
+    }
+
     #[test]
     fn a_deferred_line_is_replaced_by_a_later_one_and_written_before_the_next_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.jsonl");
         let log = EventLog::start(path.clone(), 1024).unwrap();
         let later = Instant::now() + Duration::from_secs(3600);
-        log.append_at("progress 1".to_owned(), later);
-        log.append_at("progress 2".to_owned(), later);
+        log.append_at(deferred("progress 1", later));
+        log.append_at(deferred("progress 2", later));
         log.append("finished".to_owned());
         log.drain(Duration::from_secs(10));
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "progress 2\nfinished\n"
+            "progress 2 (early)\nfinished\n"
         );
     }
 
@@ -309,10 +328,13 @@ mod tests {
         let path = dir.path().join("events.jsonl");
         let log = EventLog::start(path.clone(), 1024).unwrap();
         log.append("first".to_owned());
-        log.append_at("last of a burst".to_owned(), Instant::now());
-        // No other line follows: the deferred one still arrives, without a drain.
+        log.append_at(deferred("last of a burst", Instant::now()));
+        // No other line follows: the deferred one still arrives, in its on-time form, without
+        // a drain.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::fs::read_to_string(&path).unwrap_or_default() != "first\nlast of a burst\n" {
+        while std::fs::read_to_string(&path).unwrap_or_default()
+            != "first\nlast of a burst (on time)\n"
+        {
             assert!(Instant::now() < deadline, "the deferred line never came");
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -36,8 +36,13 @@ pub struct DirLock {
 /// Why a lock was not taken.
 #[derive(Debug)]
 pub enum LockError {
-    /// Another process holds it.
-    Contended { scope: LockScope, dir: PathBuf },
+    /// Another process holds it: `holder` is its pid, as `/proc/locks` shows it (`None` when
+    /// the lock table cannot be read or the holder is in another pid namespace).
+    Contended {
+        scope: LockScope,
+        dir: PathBuf,
+        holder: Option<u32>,
+    },
     /// The directory could not be opened or locked.
     Io {
         scope: LockScope,
@@ -49,12 +54,18 @@ pub enum LockError {
 impl std::fmt::Display for LockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Contended { scope, dir } => write!(
-                f,
-                "{} {} is already owned by another ai-session-handler invocation",
-                scope.name(),
-                dir.display()
-            ),
+            Self::Contended { scope, dir, holder } => {
+                write!(
+                    f,
+                    "{} {} is already owned by another ai-session-handler invocation",
+                    scope.name(),
+                    dir.display()
+                )?;
+                match holder {
+                    Some(pid) => write!(f, " (handler pid {pid})"),
+                    None => Ok(()),
+                }
+            }
             Self::Io { scope, dir, error } => {
                 write!(
                     f,
@@ -98,6 +109,11 @@ pub fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> 
         Err(TryLockError::WouldBlock) => Err(LockError::Contended {
             scope,
             dir: dir.to_path_buf(),
+            // Read once the lock is known to be held; a holder that just let go reads as none.
+            holder: lock_holder(dir)
+                .ok()
+                .flatten()
+                .and_then(|holder| holder.pid),
         }),
         Err(TryLockError::Error(error)) => Err(io_error(error)),
     }
@@ -246,9 +262,11 @@ mod tests {
         assert!(matches!(error, LockError::Contended { .. }));
         assert!(error.to_string().starts_with("execution workspace "));
         assert!(
-            error
-                .to_string()
-                .ends_with("already owned by another ai-session-handler invocation")
+            error.to_string().ends_with(&format!(
+                "already owned by another ai-session-handler invocation (handler pid {})",
+                std::process::id()
+            )),
+            "{error}"
         );
         drop(held);
         try_lock_dir(dir.path(), LockScope::PlanWorkspace).unwrap();

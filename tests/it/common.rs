@@ -43,7 +43,7 @@ pub struct Run {
 pub fn is_progress_line(line: &str) -> bool {
     static PROGRESS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(concat!(
-            r"^(?:phase-\S+ \(\d+/\d+\) .* · attempt \d+(?: of \d+)?",
+            r"^(?:phase-\S+ \(\d+/\d+\) .* · attempt \d+(?: of \d+| \(\d+ of \d+ in this run\))?",
             r"|phase-\S+ \S+ in [0-9.hms]+ · [0-9.]+ (?:B|KiB|MiB|GiB|TiB) output",
             r"|phase +status +duration +output",
             r"|phase-\S+ +[a-z-]+ +[0-9.hms]+ +[0-9.]+ (?:B|KiB|MiB|GiB|TiB))$"

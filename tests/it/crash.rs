@@ -204,7 +204,7 @@ fn check_invariants(sandbox: &Sandbox, context: &str) -> &'static str {
         };
     }
     let line = format!(
-        "active/abandoned: {} ({}, attempt {})",
+        "abandoned: {} ({}, attempt {})",
         attempt["phase"]["id"].as_str().unwrap(),
         attempt["status"].as_str().unwrap(),
         attempt["id"].as_str().unwrap()

@@ -29,10 +29,16 @@ fn a_failed_prepared_write_launches_nothing_and_changes_nothing() {
         run.assert_code(4);
         assert_eq!(
             report_lines(&run.stderr),
-            [format!(
-                "execution-io-failed: could not prepare attempt state: {}: injected failure at failpoint {failpoint}",
-                sandbox.state_path(PLAN).display()
-            )],
+            [
+                format!(
+                    "execution-io-failed: could not prepare attempt state: {}: injected failure at failpoint {failpoint}",
+                    sandbox.state_path(PLAN).display()
+                ),
+                format!(
+                    "next: fix what made the state write fail, then ai-session-handler run --plan {PLAN} --agent-cmd {} --quiet",
+                    agent.display()
+                )
+            ],
             "{failpoint}"
         );
         assert_eq!(run.stdout, "", "{failpoint}");
@@ -130,7 +136,7 @@ fn a_failed_running_write_keeps_the_prepared_record_and_stops_the_worker() {
         assert_has_line(
             &status.stdout,
             &format!(
-                "active/abandoned: phase-1 (prepared, attempt {})",
+                "abandoned: phase-1 (prepared, attempt {})",
                 attempt["id"].as_str().unwrap()
             ),
         );
@@ -557,10 +563,16 @@ fn assert_unresolved_report(stderr: &str, attempt: &Value) {
             "planned outcome (uncommitted): {}",
             attempt["outcome_path"].as_str().unwrap()
         ),
-        "inspect the workspace, then rerun with --retry-stopped".to_owned(),
     ] {
         assert_has_line(stderr, &line);
     }
+    // The last line is the way on.
+    let last = report_lines(stderr).pop().unwrap_or_default();
+    assert!(
+        last.starts_with("next: inspect the workspace, then ai-session-handler run --plan ")
+            && last.ends_with(" --retry-stopped"),
+        "{stderr}"
+    );
 }
 
 #[track_caller]
@@ -570,7 +582,7 @@ fn assert_status_shows_abandoned(sandbox: &Sandbox, attempt: &Value) {
     assert_has_line(
         &status.stdout,
         &format!(
-            "active/abandoned: {} ({}, attempt {})",
+            "abandoned: {} ({}, attempt {})",
             attempt["phase"]["id"].as_str().unwrap(),
             attempt["status"].as_str().unwrap(),
             attempt["id"].as_str().unwrap()
@@ -849,10 +861,15 @@ fn a_signal_while_the_decided_outcome_is_committed_keeps_it_and_launches_nothing
         run.stderr
     );
     assert_eq!(
-        report.last().map(String::as_str),
-        Some(
-            "interrupted by SIGTERM after the attempt's outcome was decided; the outcome stands as recorded (timeout) and nothing more was launched; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
-        ),
+        report[report.len() - 2..],
+        [
+            "interrupted by SIGTERM after the attempt's outcome was decided; the outcome stands as recorded (timeout) and nothing more was launched; the retry stays scheduled in the state, and a later run with the same retry policy resumes it".to_owned(),
+            // The same policy resumes the schedule: the same command, no recovery flag.
+            format!(
+                "next: ai-session-handler run --plan {PLAN} --agent-cmd {} --timeout 1 --retries 1 --quiet",
+                agent.display()
+            ),
+        ],
         "{}",
         run.stderr
     );

@@ -223,11 +223,12 @@ fn a_missing_transcript_tail_is_one_plain_line() {
         .expect("transcript path")
         .to_owned();
     let lines: Vec<&str> = run.stderr.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", run.stderr);
+    assert_eq!(lines.len(), 5, "{}", run.stderr);
     assert_eq!(
         lines[3],
         format!("transcript tail unavailable: {transcript}: No such file or directory")
     );
+    assert!(lines[4].starts_with("next: "), "{}", run.stderr);
 }
 
 #[test]
@@ -1054,7 +1055,7 @@ fn a_sigkilled_handler_leaves_no_worker_running() {
     status.assert_code(0);
     assert_has_line(
         &status.stdout,
-        &format!("active/abandoned: phase-1 (running, attempt {attempt_id})"),
+        &format!("abandoned: phase-1 (running, attempt {attempt_id})"),
     );
     assert!(
         !status.stdout.contains("run in progress"),

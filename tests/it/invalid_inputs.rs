@@ -47,6 +47,17 @@ fn plan_without_phase_headings() {
     );
 }
 
+/// A plan whose only heading is a near miss names that line: it is why there is no phase.
+#[test]
+fn plan_whose_only_heading_is_a_near_miss_names_that_line() {
+    plan_case(
+        b"# Plan\n\n## phase 1: lower\n\n### Workspace\n\n.\n",
+        &[
+            "plan.md:3: '## phase 1: lower' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s, 'Phase' capitalized, a title after the colon); expected at least one executable phase heading like '## Phase 1: Title'",
+        ],
+    );
+}
+
 #[test]
 fn plan_with_unclosed_backtick_fence_names_the_opening_line() {
     plan_case(
@@ -521,6 +532,17 @@ fn template_unknown_placeholder() {
     flag_template_case(
         "AGENT --run {unknown}",
         &["unsupported command placeholder: {unknown}"],
+    );
+}
+
+/// A misspelt placeholder gets the nearest valid one and the list of all of them.
+#[test]
+fn template_misspelt_placeholder_suggests_the_one_meant() {
+    flag_template_case(
+        "AGENT --prompt {promptfile}",
+        &[
+            "unsupported command placeholder: {promptfile}; did you mean {prompt_file}? (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)",
+        ],
     );
 }
 

@@ -4,6 +4,7 @@
 mod common;
 
 mod cli_basics;
+mod completions;
 mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;

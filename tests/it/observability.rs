@@ -587,6 +587,119 @@ fn check_prompt_for_a_named_phase_and_its_refusals() {
     );
 }
 
+// ---- one duration per attempt ----
+
+/// An attempt has one duration (docs/decisions.md, "One duration per attempt"): the outcome,
+/// `state.json`, `status`, the event stream, the phase's end line and `run --json` all say the
+/// same. The commit is held for 600 ms, so a duration taken after it would differ.
+#[cfg(feature = "failpoints")]
+#[test]
+fn an_attempt_has_one_duration_everywhere() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    let run = Run::from_output(
+        sandbox
+            .command()
+            .args(["run", "--plan", PLAN, "--agent-cmd"])
+            .arg(&agent)
+            .arg("--json")
+            .env("FAILPOINTS", "state-commit-write=sleep(600)")
+            .output()
+            .expect("run handler"),
+    );
+    run.assert_code(0);
+    let outcome = committed_outcome(&sandbox, 0);
+    let duration = outcome["duration_ms"].as_u64().expect("duration_ms");
+    assert_eq!(
+        sandbox.state(PLAN)["committed_outcomes"][0]["duration_ms"].as_u64(),
+        Some(duration)
+    );
+    let committed = fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["event"] == "outcome-committed")
+        .expect("an outcome-committed event");
+    assert_eq!(committed["duration_ms"].as_u64(), Some(duration));
+    let object: Value = serde_json::from_str(run.stdout.trim_end()).unwrap();
+    assert_eq!(object["attempt_duration_ms"].as_u64(), Some(duration));
+    // The end line and the status table word the same milliseconds the same way.
+    let end = run
+        .raw_stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("phase-1 complete in "))
+        .expect("an end line");
+    let shown = end.split(" · ").next().unwrap();
+    assert_eq!(row(&status_text(&sandbox), "phase-1")[3], shown);
+}
+
+// ---- attempt labels ----
+
+/// After a failure and `--retry-stopped`, the banner's attempt number is the phase's second
+/// attempt, as `status` counts it.
+#[test]
+fn the_banner_counts_the_attempts_status_counts() {
+    let (sandbox, agent) = three_phases();
+    set_mode(&sandbox, "phase-1", "fail");
+    sandbox.run_plan(PLAN, &agent, &[]).assert_code(4);
+    set_mode(&sandbox, "phase-1", "complete");
+    let retried = sandbox.run_plan(PLAN, &agent, &["--retry-stopped", "--max-phases", "1"]);
+    retried.assert_code(0);
+    assert_has_line(&retried.raw_stderr, "phase-1 (1/3) Step 1 · attempt 2");
+    assert_eq!(
+        row(&status_text(&sandbox), "phase-1")[..3],
+        ["phase-1", "done", "2"]
+    );
+    // Under a retry policy the run's own count is added when the two differ.
+    set_mode(&sandbox, "phase-2", "fail");
+    sandbox
+        .run_plan(PLAN, &agent, &["--max-phases", "1"])
+        .assert_code(4);
+    set_mode(&sandbox, "phase-2", "complete");
+    let policy = sandbox.run_plan(
+        PLAN,
+        &agent,
+        &["--retry-stopped", "--retries", "1", "--max-phases", "1"],
+    );
+    policy.assert_code(0);
+    assert_has_line(
+        &policy.raw_stderr,
+        "phase-2 (2/3) Step 2 · attempt 2 (1 of 2 in this run)",
+    );
+}
+
+/// A plan that no longer parses does not turn every recorded phase into one "not in the
+/// plan": `status` says the plan cannot be read and shows the recorded phases.
+#[test]
+fn status_of_an_unparseable_plan_shows_the_recorded_phases() {
+    let (sandbox, agent) = three_phases();
+    sandbox
+        .run_plan(PLAN, &agent, &["--max-phases", "2", "--quiet"])
+        .assert_code(0);
+    sandbox.write(PLAN, "# no phases any more\n");
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(5);
+    assert!(
+        !status.stdout.contains("(not in the plan)"),
+        "{}",
+        status.stdout
+    );
+    assert_has_line(
+        &status.stdout,
+        "plan: cannot be read (see the error below); the phases are the ones the state records",
+    );
+    assert_eq!(
+        row(&status.stdout, "phase-1")[..3],
+        ["phase-1", "done", "1"]
+    );
+    assert_eq!(
+        row(&status.stdout, "phase-2")[..3],
+        ["phase-2", "done", "1"]
+    );
+    assert!(status.stderr.starts_with("error: "), "{}", status.stderr);
+}
+
 // ---- completions and man ----
 
 #[test]
@@ -671,11 +784,95 @@ fn man_pages_are_roff_naming_every_command() {
     }
     let run_page = sandbox.run(&["man", "run"]).stdout;
     assert!(run_page.contains("\\-\\-retry\\-stopped"));
+    // The synopsis shows values with --plan first; global options, the exit status (every
+    // code) and examples have sections of their own.
+    assert!(
+        run_page.contains(
+            "\n.SH SYNOPSIS\n\\fBai\\-session\\-handler run\\fR \\-\\-plan <PATH> [\\-\\-agent\\-cmd <TEMPLATE>]"
+        ),
+        "{run_page}"
+    );
+    for page in [&page.stdout, &run_page] {
+        for section in [
+            "\n.SH \"GLOBAL OPTIONS\"\n",
+            "\n.SH \"EXIT STATUS\"\n",
+            "\n.SH EXAMPLES\n",
+        ] {
+            assert!(page.contains(section), "{section:?} missing:\n{page}");
+        }
+        for code in [
+            "\\fB0\\fR",
+            "\\fB2\\fR",
+            "\\fB3\\fR",
+            "\\fB4\\fR",
+            "\\fB5\\fR",
+            "\\fB130/143/129/131\\fR",
+        ] {
+            assert!(page.contains(code), "{code:?} missing:\n{page}");
+        }
+    }
     let unknown = sandbox.run(&["man", "walk"]);
     unknown.assert_code(5);
     assert_has_line(
         &unknown.stderr,
         "error: man: no manual page for 'walk'; commands: run, status, check, init, watch, completions, man",
+    );
+}
+
+/// `run --help` (and the main `--help`) carry the synopsis with values and `--plan` first,
+/// the global options apart, and the EXIT STATUS and EXAMPLES sections; `--log-level` lists
+/// `off`.
+#[test]
+fn help_shows_the_synopsis_global_options_exit_status_and_examples() {
+    let sandbox = Sandbox::new();
+    let help = sandbox.run(&["run", "--help"]);
+    help.assert_code(0);
+    let text = &help.stdout;
+    assert!(
+        text.contains("Usage: ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] [--max-phases <N>]"),
+        "{text}"
+    );
+    let global = text
+        .find("\nGlobal options:\n")
+        .expect("a global options section");
+    let own = text.find("\nOptions:\n").expect("an options section");
+    assert!(own < global, "{text}");
+    assert!(!text[own..global].contains("--log-level"), "{text}");
+    assert!(text[global..].contains("--log-level <LEVEL>"), "{text}");
+    assert!(
+        text.contains("(off, error, warn, info, debug, trace"),
+        "{text}"
+    );
+    let exit = text
+        .find("\nExit status:\n")
+        .expect("an exit status section");
+    for code in ["  0 ", "  2 ", "  3 ", "  4 ", "  5 ", "  130/143/129/131 "] {
+        assert!(text[exit..].contains(code), "{code:?} missing:\n{text}");
+    }
+    assert!(text[exit..].contains("\nExamples:\n"), "{text}");
+    assert!(
+        text.contains("--retry-stopped --accept-plan-change"),
+        "{text}"
+    );
+    let main = sandbox.run(&["--help"]);
+    main.assert_code(0);
+    assert!(
+        main.stdout
+            .contains("Usage: ai-session-handler [GLOBAL OPTIONS] <COMMAND>")
+    );
+    assert!(main.stdout.contains("\nExit status:\n"), "{}", main.stdout);
+    assert!(
+        main.stdout.contains("\nGlobal options:\n"),
+        "{}",
+        main.stdout
+    );
+    let status = sandbox.run(&["status", "--help"]);
+    assert!(
+        status
+            .stdout
+            .contains("Usage: ai-session-handler status --plan <PATH> [--json] [GLOBAL OPTIONS]"),
+        "{}",
+        status.stdout
     );
 }
 

@@ -562,11 +562,15 @@ fn second_handler_on_same_plan_is_refused_while_first_runs() {
     let listing_before = listing(&sandbox.root);
     let second = sandbox.run_plan("plan.md", &contender, &[]);
     second.assert_code(5);
+    // The holder is named, and the way on is to wait for it.
     assert_eq!(
         second.stderr,
         format!(
-            "error: plan workspace {} is already owned by another ai-session-handler invocation\n",
-            sandbox.root.display()
+            "error: plan workspace {} is already owned by another ai-session-handler invocation (handler pid {pid})\n\
+             next: wait for handler pid {pid} to end, then ai-session-handler run --plan plan.md --agent-cmd {}\n",
+            sandbox.root.display(),
+            contender.display(),
+            pid = first.id()
         )
     );
     assert_eq!(second.stdout, "");
@@ -608,8 +612,11 @@ fn second_plan_in_same_plan_workspace_is_refused() {
     assert_eq!(
         second.stderr,
         format!(
-            "error: plan workspace {} is already owned by another ai-session-handler invocation\n",
-            sandbox.root.display()
+            "error: plan workspace {} is already owned by another ai-session-handler invocation (handler pid {pid})\n\
+             next: wait for handler pid {pid} to end, then ai-session-handler run --plan second.md --agent-cmd {}\n",
+            sandbox.root.display(),
+            contender.display(),
+            pid = first.id()
         )
     );
     assert!(!sandbox.path("LAUNCHED2").exists(), "contender launched");
@@ -650,8 +657,11 @@ fn shared_execution_workspace_through_symlink_alias_is_refused() {
     assert_eq!(
         second.stderr,
         format!(
-            "error: execution workspace {} is already owned by another ai-session-handler invocation\n",
-            shared.display()
+            "error: execution workspace {} is already owned by another ai-session-handler invocation (handler pid {pid})\n\
+             next: wait for handler pid {pid} to end, then ai-session-handler run --plan plan.md --agent-cmd {}\n",
+            shared.display(),
+            contender.display(),
+            pid = first.id()
         )
     );
     assert!(

@@ -164,8 +164,27 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(object["status"], "blocked");
     assert_eq!(object["phase"], json!({"id": "phase-2", "title": "Step 2"}));
     assert_eq!(object["text"], "need an API key");
+    // A nested caller gets the reason as the message, the phase to continue and how.
+    assert_eq!(object["message"], "phase-blocked: need an API key");
     assert_eq!(object["phases_completed"], json!(["phase-1"]));
-    assert_eq!(object["next_phase"], "phase-2");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
+    let agent_path = agent.to_str().unwrap();
+    assert_eq!(
+        object["next"],
+        json!({
+            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--json", "--retry-stopped"],
+            "flags": ["--retry-stopped"],
+            "why": "resolve the blocker",
+        })
+    );
+    assert_eq!(object["plan_path"], sandbox.path(PLAN).to_str().unwrap());
+    assert_eq!(
+        object["state_path"],
+        sandbox.state_path(PLAN).to_str().unwrap()
+    );
     assert_eq!(object["attempts"], 2);
     assert!(Path::new(object["outcome_path"].as_str().unwrap()).is_file());
     assert!(Path::new(object["prompt_path"].as_str().unwrap()).is_file());
@@ -181,6 +200,12 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     let object = result_object(&refused);
     assert_eq!(object["result"], "refused");
     assert_eq!(object["error"], "error: phase phase-2 is stopped: blocked");
+    assert_eq!(object["message"], object["error"]);
+    assert_eq!(object["next"]["flags"], json!(["--retry-stopped"]));
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
 
     set_mode(&sandbox, "phase-2", "clarify");
     let clarify = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
@@ -188,6 +213,18 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     let object = result_object(&clarify);
     assert_eq!(object["result"], "needs-clarification");
     assert_eq!(object["text"], "which database?");
+    assert_eq!(
+        object["message"],
+        "phase-needs-clarification: which database?"
+    );
+    assert_eq!(
+        object["next"]["flags"],
+        json!(["--retry-stopped", "--accept-plan-change"])
+    );
+    assert_eq!(
+        object["next"]["why"],
+        "answer in the plan or the repository"
+    );
 
     set_mode(&sandbox, "phase-2", "fail");
     let failed = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped", "--quiet"]);
@@ -200,6 +237,24 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
         "agent-failed: agent command exited with code 7"
     );
     assert!(object["error"].is_null());
+    assert_eq!(
+        object["next"]["argv"],
+        json!([
+            "ai-session-handler",
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent_path,
+            "--quiet",
+            "--json",
+            "--retry-stopped"
+        ])
+    );
+    assert_eq!(
+        object["next"]["why"],
+        "inspect the transcript and fix the cause"
+    );
 
     set_mode(&sandbox, "phase-2", "complete");
     let complete = sandbox.run_plan(PLAN, &agent, &["--json", "--retry-stopped"]);
@@ -209,6 +264,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(object["phases_completed"], json!(["phase-2", "phase-3"]));
     assert!(object["next_phase"].is_null());
     assert!(object["message"].is_null());
+    assert!(object["next"].is_null());
 
     let invalid = sandbox.run(&[
         "run",
@@ -227,6 +283,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
             .unwrap()
             .starts_with("error: --plan missing.md")
     );
+    assert!(object["next"].is_null() && object["plan_path"].is_null());
 }
 
 #[test]
@@ -376,12 +433,15 @@ fn the_event_stream_records_a_timeout_and_an_interruption() {
             "run-started",
             "attempt-prepared",
             "worker-spawned",
+            "signal-received",
             "stop-requested",
             "group-stopped",
             "outcome-committed",
             "run-finished"
         ]
     );
+    assert_eq!(interrupted[3]["signal"], "SIGTERM");
+    assert!(interrupted[3]["attempt_id"].is_null());
     let stop = interrupted
         .iter()
         .find(|event| event["event"] == "stop-requested")
@@ -1023,7 +1083,11 @@ fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
         "interrupted: handler interrupted while the worker was active (SIGTERM)"
     );
     assert!(object["error"].is_null());
-    assert_eq!(object["next_phase"], "phase-1");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-1", "title": "Step 1"})
+    );
+    assert_eq!(object["next"]["flags"], json!(["--retry-stopped"]));
     sandbox.assert_no_survivors();
 
     // The outcome cannot be written: the attempt stays unresolved (exit 4).
@@ -1074,8 +1138,20 @@ fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
     assert_eq!(object["status"], "phase-complete");
     assert_eq!(object["text"], "done phase-1");
     assert_eq!(object["phases_completed"], json!(["phase-1"]));
-    assert_eq!(object["next_phase"], "phase-2");
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
     assert!(object["message"].is_null() && object["error"].is_null());
+    // The phase limit was the caller's: the same command runs the next phase.
+    assert_eq!(
+        object["next"],
+        json!({
+            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--max-phases", "1", "--quiet", "--json"],
+            "flags": [],
+            "why": null,
+        })
+    );
 
     // The plan changed since it was accepted: refused (exit 5).
     let mut plan = fs::read_to_string(sandbox.path(PLAN)).unwrap();
@@ -1177,4 +1253,363 @@ fn the_json_log_writes_pid_lists_as_arrays() {
             }
         }
     }
+}
+
+// ---- the console on a terminal ----
+
+/// The pid of the sandbox's `run` handler (not its watchdog, not `script`).
+#[cfg(feature = "failpoints")]
+fn handler_under_terminal(sandbox: &Sandbox) -> Option<i32> {
+    sandbox.survivors().into_iter().find_map(|pid| {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let words: Vec<&[u8]> = cmdline.split(|byte| *byte == 0).collect();
+        (words.first() == Some(&BIN.as_bytes()) && words.get(1) == Some(&&b"run"[..]))
+            .then_some(pid as i32)
+    })
+}
+
+/// `command` under a pseudo-terminal (`script`), what it draws copied to `screen`.
+fn under_terminal(
+    sandbox: &Sandbox,
+    command: &str,
+    screen: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    let mut terminal = Command::new("script");
+    terminal
+        .args(["-qefc", command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(screen).unwrap())
+        .stderr(Stdio::null());
+    for (key, value) in env {
+        terminal.env(key, value);
+    }
+    terminal.spawn().expect("run script")
+}
+
+fn screen_text(screen: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(screen).unwrap_or_default()).into_owned()
+}
+
+#[track_caller]
+fn wait_terminal(mut terminal: std::process::Child, screen: &Path) -> (bool, String) {
+    let exited = wait_until(PATIENCE, || matches!(terminal.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = terminal.kill();
+    }
+    let text = screen_text(screen);
+    assert!(exited, "the run did not end:\n{text:?}");
+    (terminal.wait().unwrap().success(), text)
+}
+
+/// A stopping signal clears the `--quiet` status line at once: it is not drawn again while the
+/// stop is recorded (held here for 2 s), and the `interrupted:` report follows a cleared line.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_signal_clears_the_quiet_status_line_before_the_report() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\necho working\ntouch STARTED\nexec sleep 600\n",
+    );
+    let screen = sandbox.path("screen.out");
+    let command = format!(
+        "{BIN} run --plan {PLAN} --agent-cmd {} --quiet",
+        agent.display()
+    );
+    let terminal = under_terminal(
+        &sandbox,
+        &command,
+        &screen,
+        &[("FAILPOINTS", "state-commit-write=sleep(2000)")],
+    );
+    assert!(
+        wait_until(PATIENCE, || sandbox.path("STARTED").exists()
+            && screen_text(&screen).contains("phase-1 (1/1) ")),
+        "no status line: {:?}",
+        screen_text(&screen)
+    );
+    let handler = handler_under_terminal(&sandbox).expect("the handler's pid");
+    let drawn_before = screen_text(&screen).len();
+    kill(Pid::from_raw(handler), Signal::SIGTERM).unwrap();
+    let (_, text) = wait_terminal(terminal, &screen);
+    let report = text
+        .find("interrupted: handler interrupted while the worker was active (SIGTERM)")
+        .unwrap_or_else(|| panic!("no interrupted report:\n{text:?}"));
+    // At most the one draw that was under way when the signal came; without the clear on
+    // the signal the line is redrawn four times a second through the 2 s commit.
+    let redraws = text[drawn_before..report].matches("phase-1 (1/1) ").count();
+    assert!(
+        redraws <= 1,
+        "{redraws} draws after the signal:\n{:?}",
+        &text[drawn_before..]
+    );
+    let last_draw = text[..report].rfind("phase-1 (1/1) ").unwrap();
+    assert!(
+        text[last_draw..report].contains("\x1b[2K"),
+        "not cleared:\n{:?}",
+        &text[last_draw..]
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// Without `--quiet`, an agent that has been silent for a few seconds gets a sign of life on a
+/// terminal (one rewritten line with the elapsed and silent times), erased before what follows.
+#[test]
+fn a_silent_agent_gets_a_sign_of_life_on_a_terminal() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\necho started\nwhile [ ! -f GO ]; do sleep 0.05; done\necho finished\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let screen = sandbox.path("screen.out");
+    let command = format!("{BIN} run --plan {PLAN} --agent-cmd {}", agent.display());
+    let terminal = under_terminal(&sandbox, &command, &screen, &[]);
+    let sign = regex::Regex::new(r"phase-1 \(1/1\) \S+ · 8 B · no output for (\d+)\.0s").unwrap();
+    let shown = wait_until(PATIENCE, || {
+        sign.captures_iter(&screen_text(&screen))
+            .filter_map(|found| found[1].parse::<u64>().ok())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            >= 2
+    });
+    sandbox.write("GO", "");
+    let (success, text) = wait_terminal(terminal, &screen);
+    assert!(shown, "no sign of life that moves on:\n{text:?}");
+    assert!(success, "{text:?}");
+    // Erased before the agent's next output, which starts its own line.
+    let last_sign = text.rfind("no output for").unwrap();
+    let finished = text.rfind("finished").unwrap();
+    assert!(last_sign < finished);
+    assert!(
+        text[last_sign..finished].contains("\r\x1b[2K"),
+        "{:?}",
+        &text[last_sign..]
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// Where stderr is not a terminal there is no sign of life: nothing extra in logs.
+#[test]
+fn a_silent_agent_gets_no_sign_of_life_in_a_pipe() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    // Silent for longer than the sign of life waits on a terminal.
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\nsleep 4\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let run = sandbox.run_plan(PLAN, &agent, &[]);
+    run.assert_code(0);
+    assert!(
+        !run.raw_stderr.contains("no output for"),
+        "{}",
+        run.raw_stderr
+    );
+    assert!(!run.raw_stderr.contains('\x1b'), "{:?}", run.raw_stderr);
+}
+
+/// After a `--quiet` run on a terminal the per-phase end lines and the summary table stay on
+/// screen: they are printed above the status line, which alone is cleared.
+#[test]
+fn quiet_on_a_terminal_keeps_the_per_phase_lines() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    let screen = sandbox.path("screen.out");
+    let command = format!(
+        "{BIN} run --plan {PLAN} --agent-cmd {} --quiet",
+        agent.display()
+    );
+    let (success, text) = wait_terminal(under_terminal(&sandbox, &command, &screen, &[]), &screen);
+    assert!(success, "{text:?}");
+    // indicatif prints them as whole terminal lines above the status line (padded to the
+    // width rather than ended by a line break), so its clearing never touches them.
+    for line in [
+        "phase-1 complete in ",
+        "phase-2 complete in ",
+        "phase    status",
+        "phase-1  phase-complete",
+        "phase-2  phase-complete",
+    ] {
+        assert!(text.contains(line), "{line:?} is not on screen:\n{text:?}");
+    }
+    let table = text.find("phase    status").unwrap();
+    let report = text.rfind("runner-complete: all phases complete").unwrap();
+    assert!(table < report);
+}
+
+/// `output-progress` lines in the event stream are 2 s apart (by their `at`), the last one of a
+/// burst (written before the event that ends it) aside.
+#[test]
+fn output_progress_lines_are_two_seconds_apart() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\ni=0\nwhile [ $i -lt 7 ]; do echo \"step $i\"; i=$((i + 1)); sleep 1; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
+    let all: Vec<Value> = fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let at = |event: &Value| {
+        chrono::DateTime::parse_from_rfc3339(event["at"].as_str().unwrap()).unwrap()
+    };
+    let mut checked = 0;
+    for window in all.windows(3) {
+        let [first, second, after] = window else {
+            unreachable!()
+        };
+        if [first, second, after]
+            .iter()
+            .all(|event| event["event"] == "output-progress")
+        {
+            let gap = at(second) - at(first);
+            assert!(
+                gap >= chrono::TimeDelta::seconds(2),
+                "output-progress lines {gap} apart:\n{first}\n{second}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "too few progress lines to compare: {all:#?}");
+}
+
+// ---- run --json on the remaining exit paths ----
+
+/// SIGHUP and SIGQUIT (129, 131), a held lock, a plan edited during the run and a signal during
+/// a retry wait: each ends with the one schema-valid object, the way on in `next`.
+#[test]
+fn run_json_is_schema_valid_on_the_remaining_exit_paths() {
+    for (signal, code) in [(Signal::SIGHUP, 129), (Signal::SIGQUIT, 131)] {
+        let sandbox = Sandbox::new();
+        sandbox.write(PLAN, plan_with_phases(1));
+        let agent = control_agent(&sandbox);
+        set_mode(&sandbox, "phase-1", "hang");
+        let child = sandbox.spawn(&[
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+            "--json",
+            "--quiet",
+        ]);
+        assert!(wait_until(PATIENCE, || sandbox
+            .path("ctl/ready-phase-1")
+            .exists()));
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let run = wait_for_exit(child, PATIENCE);
+        run.assert_code(code);
+        let object = result_object(&run);
+        assert_eq!(object["result"], "interrupted", "{signal}");
+        assert_eq!(
+            object["next"]["flags"],
+            json!(["--retry-stopped"]),
+            "{signal}"
+        );
+        sandbox.assert_no_survivors();
+    }
+
+    // Another run holds the plan workspace: refused, naming the holder.
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "hang");
+    let holder = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || sandbox
+        .path("ctl/ready-phase-1")
+        .exists()));
+    let refused = sandbox.run_plan(PLAN, &agent, &["--json"]);
+    refused.assert_code(5);
+    let object = result_object(&refused);
+    assert_eq!(object["result"], "refused");
+    assert!(
+        object["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("(handler pid {})", holder.id())),
+        "{object:#}"
+    );
+    assert_eq!(
+        object["next"]["why"],
+        format!("wait for handler pid {} to end", holder.id())
+    );
+    kill(Pid::from_raw(holder.id() as i32), Signal::SIGTERM).unwrap();
+    wait_for_exit(holder, PATIENCE).assert_code(143);
+
+    // The plan is edited while the run goes on: the run stops at the next checkpoint.
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let editor = sandbox.script(
+        "editor",
+        &format!(
+            "cat >/dev/null\necho 'An edit.' >> '{}'\necho '<phase-complete>edited</phase-complete>'\n",
+            sandbox.path(PLAN).display()
+        ),
+    );
+    let changed = sandbox.run_plan(PLAN, &editor, &["--json", "--quiet"]);
+    changed.assert_code(5);
+    let object = result_object(&changed);
+    assert_eq!(object["result"], "plan-changed");
+    assert_eq!(object["phases_completed"], json!(["phase-1"]));
+    assert_eq!(
+        object["next_phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
+    assert_eq!(object["next"]["flags"], json!(["--accept-plan-change"]));
+
+    // A signal during a retry wait: the same command with the same policy resumes it.
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"backoff_seconds": 600}}"#,
+    );
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "fail");
+    let agent_path = agent.to_str().unwrap();
+    let waiting = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent_path,
+        "--retries",
+        "1",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(wait_until(PATIENCE, || fs::read_to_string(
+        sandbox.state_dir(PLAN).join("events.jsonl")
+    )
+    .is_ok_and(|stream| stream.contains("\"retry-scheduled\""))));
+    kill(Pid::from_raw(waiting.id() as i32), Signal::SIGINT).unwrap();
+    let run = wait_for_exit(waiting, PATIENCE);
+    run.assert_code(130);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "interrupted");
+    assert_eq!(
+        object["next"],
+        json!({
+            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--retries", "1", "--quiet", "--json"],
+            "flags": [],
+            "why": null,
+        })
+    );
+    sandbox.assert_no_survivors();
 }

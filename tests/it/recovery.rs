@@ -36,7 +36,7 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
     status.assert_code(0);
     assert_has_line(
         &status.stdout,
-        &format!("active/abandoned: phase-1 (running, attempt {id})"),
+        &format!("abandoned: phase-1 (running, attempt {id})"),
     );
     assert_has_line(
         &status.stdout,
@@ -64,6 +64,13 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
         &format!("recorded worker pid: {pid} (process group {pgid})"),
     );
     assert_has_line(&plain.stderr, "retry requires: --retry-stopped");
+    assert_eq!(
+        plain.stderr.lines().last().unwrap(),
+        format!(
+            "next: make sure no worker of attempt {id} is still running (status shows it) and inspect its partial changes, then ai-session-handler run --plan {PLAN} --agent-cmd {} --retry-stopped",
+            agent.display()
+        )
+    );
     assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
 
     set_mode(&sandbox, "phase-1", "complete");
@@ -72,7 +79,9 @@ fn retry_is_refused_while_the_worker_lives_and_allowed_after_it_dies() {
     assert_eq!(
         alive.stderr,
         format!(
-            "error: attempt {id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying\n"
+            "error: attempt {id} worker pid {pid} is still alive; stop it and inspect partial changes before retrying\n\
+             next: stop worker pid {pid} (or wait for it to exit) and inspect its partial changes, then ai-session-handler run --plan {PLAN} --agent-cmd {} --retry-stopped\n",
+            agent.display()
         )
     );
     assert_eq!(sandbox.state_bytes(PLAN).unwrap(), before);
@@ -691,7 +700,7 @@ fn status_of_a_prepared_attempt_reports_unknown_identity() {
     assert_has_line(
         &status.text,
         &format!(
-            "active/abandoned: phase-1 (prepared, attempt {})",
+            "abandoned: phase-1 (prepared, attempt {})",
             attempt["id"].as_str().unwrap()
         ),
     );
@@ -716,7 +725,7 @@ fn status_of_a_running_attempt_prefers_it_over_the_last_run() {
     let transcript = attempt["transcript_path"].as_str().unwrap();
     for line in [
         format!(
-            "active/abandoned: phase-2 (running, attempt {})",
+            "abandoned: phase-2 (running, attempt {})",
             attempt["id"].as_str().unwrap()
         ),
         format!(
@@ -823,7 +832,7 @@ fn status_of_stopped_phases_names_the_reason_and_its_text() {
         ] {
             assert_has_line(&status.text, &line);
         }
-        assert!(!status.text.contains("active/abandoned"), "{mode}");
+        assert!(!status.text.contains("abandoned: "), "{mode}");
         assert_eq!(status.json["stop"]["reason"], reason, "{mode}");
         assert_eq!(status.json["stop"]["phase_id"], "phase-2", "{mode}");
         assert_eq!(status.json["last_run"]["status"], reason, "{mode}");
@@ -930,6 +939,60 @@ fn status_of_malformed_state_exits_5_naming_the_key() {
 
 /// Runs the plan until `phase` hangs with a durable `running` record, then SIGKILLs the
 /// handler (not the worker, which lives on in its own session). Returns the state left behind.
+/// An attempt abandoned by a SIGKILLed handler and resolved by `--retry-stopped` still counts:
+/// the retry's banner says attempt 2, `status` counts two attempts for the phase (one without
+/// figures), and the phase row of the abandoned attempt said `abandoned`, not `running`.
+#[test]
+fn an_abandoned_attempt_counts_after_its_retry() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    let state = abandon_running(&sandbox, &agent, "phase-1");
+    kill_worker(&sandbox, &state);
+    let abandoned = status_read_only(&sandbox, 0);
+    assert_eq!(abandoned.json["phases"][0]["status"], "abandoned");
+    let row = abandoned
+        .text
+        .lines()
+        .find(|line| line.starts_with("phase-1  "))
+        .expect("a phase-1 row");
+    assert!(row.starts_with("phase-1  abandoned "), "{row}");
+    let check = sandbox.run(&[
+        "check",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
+    check.assert_code(0);
+    assert!(
+        check
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("phase-1  abandoned ")),
+        "{}",
+        check.stdout
+    );
+
+    set_mode(&sandbox, "phase-1", "complete");
+    let retried = sandbox.run_plan(PLAN, &agent, &["--retry-stopped"]);
+    retried.assert_code(0);
+    assert_has_line(&retried.raw_stderr, "phase-1 (1/1) Step 1 · attempt 2");
+    let status = status_read_only(&sandbox, 0);
+    assert_eq!(status.json["phases"][0]["attempts"], 2);
+    assert_eq!(status.json["totals"]["attempts"], 2);
+    assert_eq!(status.json["totals"]["attempts_without_figures"], 1);
+    let recorded = sandbox.state(PLAN);
+    assert_eq!(
+        recorded["abandoned_attempts"][0]["attempt_id"],
+        state["active_attempt"]["id"]
+    );
+    let outcome = read_json(Path::new(
+        recorded["committed_outcomes"][0]["path"].as_str().unwrap(),
+    ));
+    assert_eq!(outcome["phase_attempt"], 2);
+}
+
 fn abandon_running(sandbox: &Sandbox, agent: &Path, phase: &str) -> Value {
     set_mode(sandbox, phase, "hang");
     let mut handler = sandbox.spawn(&[

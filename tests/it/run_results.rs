@@ -54,7 +54,14 @@ fn blocked_exits_2_and_prints_the_two_line_reason_once() {
     );
     assert_eq!(run.stdout.matches("Need credentials.").count(), 1);
     assert!(!run.stdout.contains("<phase-"), "{}", run.stdout);
-    assert_eq!(run.stderr, "");
+    // The way on, as the last line: the same command with --retry-stopped.
+    assert_eq!(
+        run.stderr,
+        format!(
+            "next: resolve the blocker, then ai-session-handler run --plan plan.md --agent-cmd {} --retry-stopped\n",
+            agent.display()
+        )
+    );
 
     let state = sandbox.state("plan.md");
     assert_eq!(state["completed_phase_ids"], json!([]));
@@ -92,7 +99,13 @@ fn needs_clarification_exits_3_and_records_the_question() {
         run.stdout,
         "phase-needs-clarification: Which API version?\n"
     );
-    assert_eq!(run.stderr, "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "next: answer in the plan or the repository, then ai-session-handler run --plan plan.md --agent-cmd {} --retry-stopped --accept-plan-change\n",
+            agent.display()
+        )
+    );
     let state = sandbox.state("plan.md");
     assert_eq!(
         state["stop"],
@@ -132,6 +145,10 @@ fn failure_exits_4_with_paths_and_the_transcript_tail() {
         "transcript tail (last 40 lines):".to_owned(),
     ];
     expected.extend(tail.iter().map(|line| (*line).to_owned()));
+    expected.push(format!(
+        "next: inspect the transcript and fix the cause, then ai-session-handler run --plan plan.md --agent-cmd {} --retry-stopped",
+        agent.display()
+    ));
     assert_eq!(run.stderr.lines().collect::<Vec<_>>(), expected);
     // The agent's last lines are in the tail; its early ones are not.
     let stderr_lines: Vec<&str> = run.stderr.lines().collect();
@@ -175,7 +192,13 @@ fn max_phases_1_on_three_phases_runs_exactly_one() {
     ]);
     run.assert_code(0);
     assert_eq!(run.stdout, "phase-complete: phase-1\n");
-    assert_eq!(run.stderr, "");
+    // The command that runs the phases left, quoted to paste.
+    assert_eq!(
+        run.stderr,
+        format!(
+            "next: ai-session-handler run --plan plan.md --agent-cmd '{template}' --max-phases 1\n"
+        )
+    );
     let state = sandbox.state("plan.md");
     assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
     assert!(state["current_phase"].is_null());
@@ -302,7 +325,13 @@ printf '<phase-complete>done</phase-complete>'
     let second = sandbox.run(&retry);
     second.assert_code(0);
     assert_eq!(second.stdout, "phase-complete: phase-3\n");
-    assert_eq!(second.stderr, "");
+    // The flag this run needed is not part of the next one.
+    assert_eq!(
+        second.stderr,
+        format!(
+            "next: ai-session-handler run --plan plan.md --agent-cmd '{template}' --max-phases 2\n"
+        )
+    );
 
     let state = sandbox.state("plan.md");
     assert_eq!(
@@ -1346,8 +1375,12 @@ fn stopped_phase_refuses_plain_run_and_retry_stopped_reruns_it() {
         "{}",
         refused.stderr
     );
-    assert!(
-        lines.last().unwrap().contains("rerun with --retry-stopped"),
+    assert_eq!(
+        lines.last().unwrap(),
+        &format!(
+            "next: resolve the blocker, then ai-session-handler run --plan plan.md --agent-cmd {} --retry-stopped",
+            agent.display()
+        ),
         "{}",
         refused.stderr
     );

@@ -1173,8 +1173,19 @@ impl Soak {
                 format!("status {status}: {summary}"),
             ));
         }
-        if inv.quiet && [0, 2, 3].contains(&code) && !inv.stderr.is_empty() {
-            problems.push(("stderr not empty on a quiet success/stop", String::new()));
+        // A quiet success prints nothing on stderr, or only the `next:` line of a phase limit;
+        // a quiet blocked or clarification stop prints exactly its `next:` line.
+        let only_next_line = inv.stderr.lines().count() == 1 && inv.stderr.starts_with("next: ");
+        let quiet_stderr_ok = match code {
+            0 => inv.stderr.is_empty() || only_next_line,
+            2 | 3 => only_next_line,
+            _ => true,
+        };
+        if inv.quiet && !quiet_stderr_ok {
+            problems.push((
+                "stderr on a quiet success/stop is more than its next: line",
+                String::new(),
+            ));
         }
     }
 

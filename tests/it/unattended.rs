@@ -599,13 +599,14 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
             .stdout,
     )
     .unwrap();
+    // The values, without the text's labels.
     assert_eq!(
         json["retry"],
-        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s"
+        "up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s"
     );
     assert_eq!(
         json["rate_limit"],
-        "rate_limit: 0 patterns and exit 75; up to 3 waits of 300 s by default, at most 21600 s each; 0 fallback agent commands"
+        "0 patterns and exit 75; up to 3 waits of 300 s by default, at most 21600 s each; 0 fallback agent commands"
     );
     assert_eq!(json["fallback_agent_cmds"], json!([]));
     assert!(

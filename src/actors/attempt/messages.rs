@@ -12,7 +12,6 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
-use crate::domain::timestamp::Timestamp;
 
 pub(crate) enum AttemptMsg {
     /// The preparation task finished: the worker runs, or why it does not.
@@ -49,5 +48,4 @@ pub(crate) enum AttemptMsg {
 pub(crate) struct Recorded {
     pub(crate) gathered: Gathered,
     pub(crate) output: OutputBytes,
-    pub(crate) finished_at: Timestamp,
 }

@@ -108,8 +108,12 @@ pub(crate) struct AttemptState {
     not_prepared: Option<(String, StateWriteError)>,
     /// When the attempt started, for its duration.
     started: std::time::Instant,
-    /// What recording found besides the verdicts, once the trailer is written.
-    recorded: Option<(OutputBytes, Timestamp)>,
+    /// When the attempt finished (its worker gone, or never started) and its one duration,
+    /// measured at that moment ([`AttemptState::finish_now`], docs/decisions.md): the
+    /// outcome, `state.json`, the event stream, the end line and `run --json` all carry it.
+    finished: Option<(Timestamp, u64)>,
+    /// What the agent wrote, once the trailer is written.
+    output: OutputBytes,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
     tasks: Vec<JoinHandle<()>>,
@@ -133,7 +137,8 @@ impl Actor for AttemptSupervisor {
             unlaunched_transcript: None,
             not_prepared: None,
             started: std::time::Instant::now(),
-            recorded: None,
+            finished: None,
+            output: OutputBytes::default(),
             phase_attempt: 1,
             tasks: Vec::new(),
         };
@@ -195,7 +200,7 @@ impl Actor for AttemptSupervisor {
                 AttemptMsg::DrainLimitElapsed => Some(AttemptEvent::DrainLimitElapsed),
                 AttemptMsg::Gathered(recorded) => {
                     let recorded = *recorded;
-                    state.recorded = Some((recorded.output, recorded.finished_at));
+                    state.output = recorded.output;
                     // Every actor of the attempt has said what it knows.
                     if let Some(crew) = state.crew.take() {
                         crew.stop();
@@ -322,6 +327,20 @@ impl AttemptState {
                 }
             }
         }
+    }
+
+    /// The attempt is finished (its worker is gone, or never ran): its `finished_at`, with its
+    /// duration measured at the same moment.
+    fn finish_now(&mut self) -> (Timestamp, u64) {
+        let duration_ms = self
+            .started
+            .elapsed()
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX);
+        let finished = (Timestamp::from_datetime(chrono::Utc::now()), duration_ms);
+        self.finished = Some(finished);
+        finished
     }
 
     /// Runs `work` as a task of this attempt, in its span; aborted if the attempt stops first.
@@ -496,11 +515,11 @@ impl AttemptState {
     /// The group is gone and both pipes are closed: a task stops the readers, writes the
     /// trailer and gathers the verdicts, then reports back.
     fn gather(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
+        let (finished_at, _) = self.finish_now();
         let Some(crew) = &self.crew else { return };
         for reader in &crew.readers {
             reader.stop(None);
         }
-        let finished_at = Timestamp::from_datetime(chrono::Utc::now());
         let trailer = Trailer {
             exit: Some(input.exit),
             finished_at: Some(finished_at),
@@ -538,11 +557,7 @@ impl AttemptState {
             };
             notify(
                 &target,
-                AttemptMsg::Gathered(Box::new(messages::Recorded {
-                    gathered,
-                    output,
-                    finished_at,
-                })),
+                AttemptMsg::Gathered(Box::new(messages::Recorded { gathered, output })),
             );
         });
     }
@@ -554,12 +569,11 @@ impl AttemptState {
         let Some(attempt) = self.attempt.clone() else {
             return;
         };
-        let (output, finished_at) = self.recorded.take().unwrap_or_else(|| {
-            (
-                OutputBytes::default(),
-                Timestamp::from_datetime(chrono::Utc::now()),
-            )
-        });
+        let (finished_at, duration_ms) = match self.finished {
+            Some(finished) => finished,
+            None => self.finish_now(),
+        };
+        let output = self.output;
         let launch_note = self
             .unlaunched_transcript
             .take()
@@ -589,13 +603,7 @@ impl AttemptState {
             },
             exit_code: conclusion.exit.code,
             signal: conclusion.exit.signal,
-            duration_ms: Some(
-                self.started
-                    .elapsed()
-                    .as_millis()
-                    .try_into()
-                    .unwrap_or(u64::MAX),
-            ),
+            duration_ms: Some(duration_ms),
             output_bytes: Some(output),
             phase_attempt: Some(self.phase_attempt),
             agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),

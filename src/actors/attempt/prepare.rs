@@ -135,10 +135,7 @@ impl PreparationTask {
         })?;
         tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
         let phase_attempt = prepared
-            .committed_outcomes
-            .iter()
-            .filter(|outcome| outcome.phase_id == attempt.phase.id)
-            .count()
+            .finished_attempts_of(&attempt.phase.id)
             .saturating_add(1)
             .try_into()
             .unwrap_or(u32::MAX);

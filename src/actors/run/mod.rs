@@ -207,6 +207,13 @@ impl RunState {
     async fn feed(&mut self, input: RunInput<InputError>, myself: &ActorRef<RunMsg>) {
         if let RunInput::Signal(signal) = &input {
             tracing::info!(signal, stage = self.machine.stage().name(), "signal caught");
+            // First, so the console stops drawing before the stop's report (docs/cli.md).
+            self.context.events.emit(
+                None,
+                RunEvent::SignalReceived {
+                    signal: crate::domain::decision::signal_name(*signal),
+                },
+            );
         }
         let before = self.machine.stage().name();
         let effects = self.machine.handle(input);

@@ -21,7 +21,7 @@ use crate::actors::state_store::{StateStore, StoreArgs, StoreMsg};
 use crate::actors::{call, notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{Admitted, PlanCheck, RefusedRun, RunInput};
-use crate::domain::selection::{Refusal, admit as admission, next_pending};
+use crate::domain::selection::{Refusal, admit as admission, next_pending, way_forward};
 use crate::domain::state::{PlanRecord, State, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
@@ -119,7 +119,7 @@ async fn admission_steps(
         Ok(admitted) => admitted,
         Err(refusal) => {
             tracing::info!(%refusal, "run refused");
-            return Err(refused(context, refusal, &loaded).await);
+            return Err(refused(context, refusal, &loaded, schedule_fits, now).await);
         }
     };
     if let crate::domain::selection::FirstSelection::RetryAbandoned(attempt) = &admitted.first {
@@ -155,7 +155,13 @@ async fn admission_steps(
 
 /// The refusal with what its report shows: the stopped phase's execution workspace (as
 /// recorded, else as the plan declares it) and the last run.
-async fn refused(context: &RunContext, refusal: Refusal, state: &State) -> RunInput<InputError> {
+async fn refused(
+    context: &RunContext,
+    refusal: Refusal,
+    state: &State,
+    schedule_fits: bool,
+    now: Timestamp,
+) -> RunInput<InputError> {
     let execution_workspace = match &refusal {
         Refusal::Stopped(stop) => Some(match &state.last_run {
             Some(last_run) if last_run.phase_id == stop.phase_id => {
@@ -176,6 +182,9 @@ async fn refused(context: &RunContext, refusal: Refusal, state: &State) -> RunIn
         plan_workspace: context.location.workspace.clone(),
         execution_workspace,
         last_run: state.last_run.clone().map(Box::new),
+        lifted_by: way_forward(state, &context.snapshot.facts(), schedule_fits, now)
+            .ok()
+            .map(|(flags, _)| flags),
     }))
 }
 

@@ -57,6 +57,10 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The example config `init` writes.
+/// The program of [`EXAMPLE_CONFIG`]'s `agent_cmd`, which `init` looks up to say whether the
+/// config runs here as it is.
+pub const EXAMPLE_AGENT_PROGRAM: &str = "codex";
+
 pub const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_phases\": null,\n  \"timeout_seconds\": 3600,\n  \"stop_on_regex\": []\n}\n";
 
 /// The per-attempt timeout when the config file does not mention `timeout_seconds`.

@@ -47,6 +47,13 @@ fn example_config_parses_to_its_documented_values() {
 }
 
 #[test]
+fn the_example_agent_program_is_the_example_config_s() {
+    let agent_cmd = parse(EXAMPLE_CONFIG).unwrap().agent_cmd.unwrap();
+    let template = crate::domain::template::CommandTemplate::parse(&agent_cmd).unwrap();
+    assert_eq!(template.literal_program(), Some(EXAMPLE_AGENT_PROGRAM));
+}
+
+#[test]
 fn every_key_set() {
     let config = parse(
         r#"{"agent_cmd": "agent {prompt_file}", "max_phases": 2, "timeout_seconds": 0.5,

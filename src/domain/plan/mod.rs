@@ -60,6 +60,16 @@ pub(crate) struct NearMissHeading {
     pub(crate) text: String,
 }
 
+impl NearMissHeading {
+    /// `'##  Phase 2: B' is not a phase heading (write exactly '## Phase N: Title': …)`.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "'{}' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s, 'Phase' capitalized, a title after the colon)",
+            self.text.escape_debug()
+        )
+    }
+}
+
 /// The headings outside code fences whose text reads `Phase N:` in any case or spacing but
 /// which are not phase headings. Invalid UTF-8 finds none (parsing reports it).
 pub(crate) fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
@@ -145,9 +155,13 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
     let text = decode(bytes)?;
     let outline = outline(text)?;
     let Some(first) = outline.headings.first() else {
-        return Err(PlanError {
-            line: None,
-            message: NO_PHASES.to_owned(),
+        // A heading that was meant as a phase is the likeliest reason: name it.
+        return Err(match near_miss_headings(bytes).first() {
+            Some(miss) => PlanError::at(miss.line, format!("{}; {NO_PHASES}", miss.describe())),
+            None => PlanError {
+                line: None,
+                message: NO_PHASES.to_owned(),
+            },
         });
     };
     check_numbering(&outline.headings)?;

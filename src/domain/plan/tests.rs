@@ -829,3 +829,22 @@ fn a_byte_order_mark_hides_no_heading_and_no_fence() {
     let ids: Vec<&str> = plan.phases.iter().map(|phase| phase.id.as_str()).collect();
     assert_eq!(ids, ["phase-1"]);
 }
+
+#[test]
+fn a_plan_whose_only_heading_is_a_near_miss_names_that_line() {
+    let error =
+        parse_plan(b"# Plan\n\nIntro.\n\n## phase 1: lower\n### Workspace\n.\n").unwrap_err();
+    assert_eq!(error.line, Some(5));
+    assert!(
+        error.message.starts_with(
+            "'## phase 1: lower' is not a phase heading (write exactly '## Phase N: Title'"
+        ),
+        "{}",
+        error.message
+    );
+    assert!(error.message.ends_with(NO_PHASES), "{}", error.message);
+    // Without a near miss the error is the plain one, with no line.
+    let plain = parse_plan(b"# Plan\n\n## Stage 1: x\n").unwrap_err();
+    assert_eq!(plain.line, None);
+    assert_eq!(plain.message, NO_PHASES);
+}

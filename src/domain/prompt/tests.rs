@@ -76,6 +76,7 @@ fn fixture_state() -> State {
         stop: None,
         last_run: Some(last_run("Completed parser.", Some(&outcome_path))),
         retry_schedule: None,
+        abandoned_attempts: Vec::new(),
     }
 }
 

@@ -108,8 +108,9 @@ impl RateLimitPolicy {
             .collect()
     }
 
-    /// One line for `check`: `rate_limit: 2 patterns; waits off; 1 fallback agent command`,
-    /// or with waits on `… up to 3 waits of 300 s by default, at most 21600 s each …`.
+    /// The policy in words for `check` (which labels it `rate_limit:`): `2 patterns and exit
+    /// 75; waits off; 1 fallback agent command`, or with waits on `… up to 3 waits of 300 s by
+    /// default, at most 21600 s each …`.
     pub fn describe(&self) -> String {
         let waits = if self.waits_enabled() {
             format!(
@@ -123,7 +124,7 @@ impl RateLimitPolicy {
             "waits off".to_owned()
         };
         format!(
-            "rate_limit: {} pattern{} and exit 75; {waits}; {} fallback agent command{}",
+            "{} pattern{} and exit 75; {waits}; {} fallback agent command{}",
             self.patterns.len(),
             plural(self.patterns.len()),
             self.fallback_agent_cmds.len(),
@@ -201,7 +202,7 @@ mod tests {
         );
         assert_eq!(
             default.describe(),
-            "rate_limit: 0 patterns and exit 75; waits off; 0 fallback agent commands"
+            "0 patterns and exit 75; waits off; 0 fallback agent commands"
         );
     }
 
@@ -227,7 +228,7 @@ mod tests {
         assert_eq!(policy.fallback_templates().unwrap().len(), 1);
         assert_eq!(
             policy.describe(),
-            "rate_limit: 2 patterns and exit 75; up to 2 waits of 60 s by default, at most \
+            "2 patterns and exit 75; up to 2 waits of 60 s by default, at most \
              3600.5 s each; 1 fallback agent command"
         );
     }

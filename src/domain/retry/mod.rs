@@ -119,19 +119,19 @@ impl RetryPolicy {
         }
     }
 
-    /// One line for `check`: `retry: up to 3 attempts on agent-failed, …; backoff 30 s
-    /// doubling to 600 s`, or `retry: off (1 attempt)`.
+    /// The policy in words for `check` (which labels it `retry:`): `up to 3 attempts on
+    /// agent-failed, …; backoff 30 s doubling to 600 s`, or `off (1 attempt)`.
     pub fn describe(&self) -> String {
         if self.max_attempts <= 1 || self.on.is_empty() {
             return format!(
-                "retry: off ({} attempt{})",
+                "off ({} attempt{})",
                 self.max_attempts,
                 if self.max_attempts == 1 { "" } else { "s" }
             );
         }
         let on: Vec<&str> = self.on.iter().map(|status| status.as_str()).collect();
         format!(
-            "retry: up to {} attempts on {}; backoff {} s doubling to {} s",
+            "up to {} attempts on {}; backoff {} s doubling to {} s",
             self.max_attempts,
             on.join(", "),
             format_seconds(self.backoff_seconds),
@@ -251,7 +251,7 @@ mod tests {
             (default.backoff_seconds, default.max_backoff_seconds),
             (30.0, 600.0)
         );
-        assert_eq!(default.describe(), "retry: off (1 attempt)");
+        assert_eq!(default.describe(), "off (1 attempt)");
     }
 
     #[test]
@@ -272,7 +272,7 @@ mod tests {
         );
         assert_eq!(
             policy.describe(),
-            "retry: up to 3 attempts on missing-marker, stop-regex; backoff 0.5 s doubling to 4 s"
+            "up to 3 attempts on missing-marker, stop-regex; backoff 0.5 s doubling to 4 s"
         );
     }
 

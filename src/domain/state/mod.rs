@@ -19,8 +19,8 @@ mod tests;
 
 pub use layout::StateLayout;
 pub use schema::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, Stop,
 };
 pub use transitions::ABANDONED_SUMMARY;
 pub use write_error::{CommitError, StateWriteError};

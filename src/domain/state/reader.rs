@@ -2,8 +2,8 @@
 //! back in the same key order.
 
 use super::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, StateError, StateLayout, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::retry::schedule::RetrySchedule;
@@ -20,7 +20,9 @@ pub(super) const STATE_KEYS: [&str; 7] = [
     "last_run",
 ];
 /// Keys a later version added: absent in older documents, still strict when present.
-pub(super) const OPTIONAL_STATE_KEYS: [&str; 1] = ["retry_schedule"];
+pub(super) const OPTIONAL_STATE_KEYS: [&str; 2] = ["retry_schedule", "abandoned_attempts"];
+pub(super) const ABANDONED_KEYS: [&str; 4] =
+    ["attempt_id", "phase_id", "started_at", "resolved_at"];
 pub(super) const PLAN_KEYS: [&str; 3] = ["path", "sha256", "accepted_at"];
 pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
@@ -115,6 +117,27 @@ impl State {
             } else {
                 None
             },
+            abandoned_attempts: if object.has("abandoned_attempts") {
+                object
+                    .object_list("abandoned_attempts")?
+                    .iter()
+                    .map(AbandonedRef::from_object)
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
+
+impl AbandonedRef {
+    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&ABANDONED_KEYS)?;
+        Ok(Self {
+            attempt_id: object.string("attempt_id")?.to_owned(),
+            phase_id: object.string("phase_id")?.to_owned(),
+            started_at: object.timestamp("started_at")?,
+            resolved_at: object.timestamp("resolved_at")?,
         })
     }
 }

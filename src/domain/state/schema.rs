@@ -192,6 +192,18 @@ pub struct LastRun {
     pub summary: String,
 }
 
+/// One entry of `abandoned_attempts`: an attempt whose handler ended without recording its
+/// outcome, resolved as `interrupted` (result unknown) by `--retry-stopped`. It has no outcome
+/// file, so it is not a committed outcome; it is kept so that the phase's attempts are counted
+/// right (`status`, the banner's attempt number) after the retry replaced `last_run`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AbandonedRef {
+    pub attempt_id: String,
+    pub phase_id: String,
+    pub started_at: Timestamp,
+    pub resolved_at: Timestamp,
+}
+
 /// The whole `state.json` document. Field order is the on-disk key order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct State {
@@ -207,4 +219,26 @@ pub struct State {
     /// same document as before).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_schedule: Option<RetrySchedule>,
+    /// Abandoned attempts resolved by `--retry-stopped`, in order (optional key, written only
+    /// once there is one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub abandoned_attempts: Vec<AbandonedRef>,
+}
+
+impl State {
+    /// How many attempts of `phase_id` are recorded as finished: its committed outcomes and
+    /// its resolved abandoned attempts (the active attempt is not counted).
+    pub fn finished_attempts_of(&self, phase_id: &str) -> usize {
+        let committed = self
+            .committed_outcomes
+            .iter()
+            .filter(|entry| entry.phase_id == phase_id)
+            .count();
+        let abandoned = self
+            .abandoned_attempts
+            .iter()
+            .filter(|entry| entry.phase_id == phase_id)
+            .count();
+        committed + abandoned
+    }
 }

@@ -1293,6 +1293,19 @@ fn abandoned_attempt_resolves_as_interrupted_without_a_commit() {
         .unwrap();
     state.validate(&layout()).unwrap();
     assert_eq!(read(&state.to_json()).unwrap(), state);
+    // The abandoned attempt is listed, so the phase's attempts still count it.
+    assert_eq!(
+        state.abandoned_attempts,
+        [AbandonedRef {
+            attempt_id: ID2.into(),
+            phase_id: "phase-2".into(),
+            started_at: at("2026-07-05T12:05:00Z"),
+            resolved_at: at("2026-07-05T13:00:00Z"),
+        }]
+    );
+    assert_eq!(state.finished_attempts_of("phase-2"), 1);
+    assert_eq!(state.finished_attempts_of("phase-1"), 1);
+    assert!(state.to_json().contains("\"abandoned_attempts\": ["));
 
     assert_eq!(
         fresh_state()
@@ -1542,11 +1555,52 @@ fn a_retry_schedule_is_written_after_the_original_keys_and_read_back() {
         keys,
         STATE_KEYS
             .iter()
-            .chain(&OPTIONAL_STATE_KEYS)
+            .chain(&OPTIONAL_STATE_KEYS[..1])
             .copied()
             .collect::<Vec<_>>()
     );
     assert_eq!(State::from_json(text.as_bytes(), &layout()).unwrap(), state);
+}
+
+#[test]
+fn abandoned_attempts_are_optional_strict_and_listed_once() {
+    // Absent (every state written before the key existed): none.
+    let state = running_state();
+    assert!(!state.to_json().contains("abandoned_attempts"));
+    assert!(
+        read(&state.to_json())
+            .unwrap()
+            .abandoned_attempts
+            .is_empty()
+    );
+    let mut resolved = running_state();
+    resolved
+        .resolve_abandoned(at("2026-07-05T13:00:00Z"))
+        .unwrap();
+    resolved
+        .prepare(prepared(ID3, phase(2), "2026-07-05T13:00:00Z"))
+        .unwrap();
+    assert_eq!(
+        read_error(&resolved, insert("/abandoned_attempts/0", "extra")),
+        "unexpected key abandoned_attempts[0].extra"
+    );
+    assert_eq!(
+        read_error(&resolved, remove("/abandoned_attempts/0", "resolved_at")),
+        "missing required key resolved_at (at abandoned_attempts[0].resolved_at)"
+    );
+    assert_eq!(
+        invalid(resolved.clone(), |state| {
+            let twice = state.abandoned_attempts[0].clone();
+            state.abandoned_attempts.push(twice);
+        }),
+        "abandoned_attempts[1].attempt_id is listed twice (an attempt is abandoned or committed, once)"
+    );
+    assert_eq!(
+        invalid(resolved, |state| {
+            state.abandoned_attempts[0].attempt_id = state.committed_outcomes[0].attempt_id.clone();
+        }),
+        "abandoned_attempts[0].attempt_id is listed twice (an attempt is abandoned or committed, once)"
+    );
 }
 
 #[test]

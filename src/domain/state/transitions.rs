@@ -2,8 +2,8 @@
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
 use super::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
-    SnapshotRef, State, StateError, StateLayout, Stop,
+    AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
+    PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
@@ -185,7 +185,8 @@ impl State {
     }
 
     /// Resolves an abandoned active attempt as `interrupted` with unknown result: it becomes
-    /// `last_run` (no outcome path, exit code 4) and is not added to `committed_outcomes`.
+    /// `last_run` (no outcome path, exit code 4) and is not added to `committed_outcomes`; it
+    /// is listed in `abandoned_attempts`, so the phase's attempts still count it.
     ///
     /// `current_phase` is kept, so the state is only valid again once the caller prepares the
     /// retry of that phase; both changes go into the same atomic write.
@@ -196,6 +197,12 @@ impl State {
             ));
         };
         let status = AttemptStatus::Interrupted;
+        self.abandoned_attempts.push(AbandonedRef {
+            attempt_id: attempt.id.clone(),
+            phase_id: attempt.phase.id.clone(),
+            started_at: attempt.started_at,
+            resolved_at: finished_at,
+        });
         self.last_run = Some(LastRun {
             run_id: attempt.id,
             phase_id: attempt.phase.id,

@@ -39,6 +39,7 @@ impl State {
             ));
         }
         self.validate_committed_outcomes(layout)?;
+        self.validate_abandoned_attempts()?;
         if let Some(last_run) = &self.last_run {
             self.validate_last_run(last_run, layout)?;
         }
@@ -187,6 +188,26 @@ impl State {
                 &entry.path,
                 &layout.outcome_path(&entry.attempt_id),
             )?;
+        }
+        Ok(())
+    }
+
+    fn validate_abandoned_attempts(&self) -> Result<(), StateError> {
+        let mut seen = HashSet::new();
+        for (index, entry) in self.abandoned_attempts.iter().enumerate() {
+            let key = |field: &str| format!("abandoned_attempts[{index}].{field}");
+            strict_json::require_attempt_id(&key("attempt_id"), &entry.attempt_id)?;
+            strict_json::require_nonempty(&key("phase_id"), &entry.phase_id)?;
+            let committed = self
+                .committed_outcomes
+                .iter()
+                .any(|outcome| outcome.attempt_id == entry.attempt_id);
+            if !seen.insert(&entry.attempt_id) || committed {
+                return Err(StateError(format!(
+                    "{} is listed twice (an attempt is abandoned or committed, once)",
+                    key("attempt_id")
+                )));
+            }
         }
         Ok(())
     }

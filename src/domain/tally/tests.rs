@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::state::{ActiveAttempt, PhaseRef, SnapshotRef, Stop};
+use crate::domain::state::{AbandonedRef, ActiveAttempt, PhaseRef, SnapshotRef, Stop};
 use crate::domain::timestamp::Timestamp;
 
 fn entry(id: &str, phase: &str, status: AttemptStatus, figures: Option<(u64, u64)>) -> OutcomeRef {
@@ -167,6 +167,33 @@ fn the_active_attempt_counts_and_shows_as_its_recorded_status() {
     assert_eq!(row.last.as_ref().unwrap().attempt_id, "a1");
     assert_eq!(tally.totals.attempts, 2);
     assert_eq!(tally.totals.duration_ms, 9_000);
+}
+
+#[test]
+fn an_abandoned_attempt_counts_without_figures() {
+    let at = Timestamp::parse("2026-07-05T12:00:00Z").unwrap();
+    let state = State {
+        completed_phase_ids: vec!["phase-1".into()],
+        committed_outcomes: vec![entry(
+            "a2",
+            "phase-1",
+            AttemptStatus::PhaseComplete,
+            Some((1_000, 10)),
+        )],
+        abandoned_attempts: vec![AbandonedRef {
+            attempt_id: "a1".into(),
+            phase_id: "phase-1".into(),
+            started_at: at,
+            resolved_at: at,
+        }],
+        ..State::default()
+    };
+    let tally = tally(&state, Some(&PLAN));
+    assert_eq!(tally.phases[0].attempts, 2);
+    assert_eq!(tally.phases[0].last.as_ref().unwrap().attempt_id, "a2");
+    assert_eq!(tally.totals.attempts, 2);
+    assert_eq!(tally.totals.attempts_without_figures, 1);
+    assert_eq!(tally.totals.duration_ms, 1_000);
 }
 
 #[test]

@@ -10,6 +10,8 @@
 
 use std::mem;
 
+use super::suggest;
+
 /// A template that failed validation; the message quotes the offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TemplateError(pub String);
@@ -57,6 +59,15 @@ enum Placeholder {
 }
 
 impl Placeholder {
+    /// Every name, in the order the documentation lists them.
+    const NAMES: [&'static str; 5] = [
+        "prompt_file",
+        "workspace",
+        "run_id",
+        "transcript_file",
+        "state_file",
+    ];
+
     fn from_name(name: &str) -> Option<Self> {
         match name {
             "prompt_file" => Some(Self::PromptFile),
@@ -299,7 +310,19 @@ impl<'a> BraceField<'a> {
             return reject("attribute and index access are not allowed in command placeholder");
         }
         let Some(placeholder) = Placeholder::from_name(self.name) else {
-            return reject("unsupported command placeholder");
+            let known: Vec<String> = Placeholder::NAMES
+                .iter()
+                .map(|name| format!("{{{name}}}"))
+                .collect();
+            let guess = match suggest::nearest(self.name, &Placeholder::NAMES) {
+                Some(name) => format!("; did you mean {{{name}}}?"),
+                None => String::new(),
+            };
+            return Err(TemplateError(format!(
+                "unsupported command placeholder: {{{}}}{guess} (placeholders: {}; write {{{{ and }}}} for literal braces)",
+                self.text,
+                known.join(", ")
+            )));
         };
         if self.has_conversion {
             return reject("conversion is not allowed in command placeholder");

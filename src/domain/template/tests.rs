@@ -160,10 +160,7 @@ fn the_original_invalid_templates_are_rejected_with_its_messages() {
             "format specification is not allowed in command placeholder: \
                  {workspace:{run_id}}",
         ),
-        (
-            "agent {unknown}",
-            "unsupported command placeholder: {unknown}",
-        ),
+        ("agent {unknown}", UNKNOWN),
         (
             "agent {workspace",
             "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
@@ -257,14 +254,17 @@ fn field_checks_apply_in_the_original_order() {
             "attribute and index access are not allowed in command placeholder: {workspace[}]}",
         ),
         // unknown name before conversion and format spec
-        ("a {nope!r}", "unsupported command placeholder: {nope!r}"),
+        (
+            "a {nope!r}",
+            "unsupported command placeholder: {nope!r} (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)",
+        ),
         (
             "a {Workspace}",
-            "unsupported command placeholder: {Workspace}",
+            "unsupported command placeholder: {Workspace}; did you mean {workspace}? (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)",
         ),
         (
             "a '{ workspace}'",
-            "unsupported command placeholder: { workspace}",
+            "unsupported command placeholder: { workspace}; did you mean {workspace}? (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)",
         ),
         // conversion before format spec
         (
@@ -291,10 +291,7 @@ fn field_checks_apply_in_the_original_order() {
 
 #[test]
 fn the_first_bad_field_in_reading_order_is_reported() {
-    assert_eq!(
-        error("agent {unknown} {workspace"),
-        "unsupported command placeholder: {unknown}"
-    );
+    assert_eq!(error("agent {unknown} {workspace"), UNKNOWN);
     assert_eq!(
         error("agent {workspace {unknown}"),
         "invalid command template syntax: expected '}' before end of string in word '{workspace' (a placeholder cannot contain spaces)",
@@ -417,4 +414,17 @@ fn the_program_word_is_literal_unless_a_placeholder_is_in_it() {
     assert_eq!(program("a{{b}}").as_deref(), Some("a{b}"));
     assert_eq!(program("{workspace}/agent"), None);
     assert_eq!(program("run-{run_id}"), None);
+}
+
+/// The error for `{unknown}`: no placeholder is near it, so only the list.
+const UNKNOWN: &str = "unsupported command placeholder: {unknown} (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)";
+
+#[test]
+fn a_misspelt_placeholder_suggests_the_one_meant_and_lists_them_all() {
+    assert_eq!(
+        error("agent --prompt {promptfile}"),
+        "unsupported command placeholder: {promptfile}; did you mean {prompt_file}? (placeholders: {prompt_file}, {workspace}, {run_id}, {transcript_file}, {state_file}; write {{ and }} for literal braces)"
+    );
+    assert!(error("agent {transcript}").contains("did you mean {transcript_file}?"));
+    assert!(!error("agent {file}").contains("did you mean"));
 }

@@ -10,7 +10,7 @@ use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::retry::schedule::ScheduledRetry;
-use crate::domain::selection::Refusal;
+use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
 
 /// What an attempt supervisor tells the run loop when it is done.
@@ -111,6 +111,9 @@ pub enum RunEnd<I> {
         /// A stopped phase's execution workspace, or why it is unavailable.
         execution_workspace: Option<Result<String, I>>,
         last_run: Option<Box<LastRun>>,
+        /// The recovery flags with which the run would be admitted
+        /// ([`crate::domain::selection::way_forward`]); `None` when no flag lifts the refusal.
+        lifted_by: Option<RecoveryFlags>,
     },
     /// The plan file changed during the run.
     PlanChanged {

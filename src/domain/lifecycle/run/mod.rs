@@ -43,7 +43,7 @@ mod end;
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::RetrySchedule;
-use crate::domain::selection::{Admission, FirstSelection, Refusal};
+use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 
 pub use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
@@ -112,6 +112,8 @@ pub struct RefusedRun<I> {
     /// A stopped phase's execution workspace, or why it is unavailable.
     pub execution_workspace: Option<Result<String, I>>,
     pub last_run: Option<Box<LastRun>>,
+    /// The recovery flags with which the run would be admitted; `None` when none lifts it.
+    pub lifted_by: Option<RecoveryFlags>,
 }
 
 /// What re-hashing the plan file found.
@@ -298,6 +300,7 @@ impl RunLoop {
                     plan_workspace,
                     execution_workspace,
                     last_run,
+                    lifted_by,
                 } = *refused;
                 self.finish(
                     RunEnd::Refused {
@@ -305,6 +308,7 @@ impl RunLoop {
                         plan_workspace,
                         execution_workspace,
                         last_run,
+                        lifted_by,
                     },
                     effects,
                 );

@@ -258,6 +258,7 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
                 plan_workspace: "/w".into(),
                 execution_workspace: None,
                 last_run: None,
+                lifted_by: None,
             })),
         ),
         (
@@ -595,6 +596,7 @@ fn a_signal_between_steps_launches_nothing_more() {
                 plan_workspace: "/w".into(),
                 execution_workspace: None,
                 last_run: None,
+                lifted_by: None,
             })),
         ],
     );

@@ -1,0 +1,163 @@
+//! The way forward after a run stops (docs/cli.md, "The `next:` line"): the exact command that
+//! continues, the recovery flags it adds, and what to do before running it. Every stop a person
+//! or a calling agent can continue from ends its report with one `next:` line, and `run --json`
+//! carries the same step as data (`next: {argv, flags, why}`).
+//!
+//! The command is the stopped invocation again — its plan as typed and every option it was
+//! given, so a `--agent-cmd`, `--retries` or `--json` is not lost — with the recovery flags
+//! the situation asks for instead of the ones it was given.
+
+use super::selection::RecoveryFlags;
+use super::template::shell_join;
+
+/// The program a `next:` command names: the name `cargo install` puts on PATH.
+pub const PROGRAM: &str = "ai-session-handler";
+
+/// How the stopped `run` was invoked, as far as the continuing command repeats it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Invocation {
+    /// `--plan` as typed (relative to the caller's directory).
+    pub plan: String,
+    /// The other options, as argv words in a fixed order, without the recovery flags.
+    pub carried: Vec<String>,
+    /// The recovery flags the invocation was given.
+    pub flags: RecoveryFlags,
+}
+
+/// One step that continues a stopped run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextStep {
+    /// The whole command line, program first.
+    pub argv: Vec<String>,
+    /// The recovery flags `argv` holds (`--retry-stopped`, `--accept-plan-change`).
+    pub flags: Vec<&'static str>,
+    /// What to do before running it; `None` when it can be run as it is.
+    pub why: Option<String>,
+}
+
+pub const RETRY_STOPPED: &str = "--retry-stopped";
+pub const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
+
+impl NextStep {
+    /// `run` again with `flags`.
+    pub fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
+        let mut argv = vec![
+            PROGRAM.to_owned(),
+            "run".to_owned(),
+            "--plan".to_owned(),
+            invocation.plan.clone(),
+        ];
+        argv.extend(invocation.carried.iter().cloned());
+        let mut named = Vec::new();
+        if flags.retry_stopped {
+            named.push(RETRY_STOPPED);
+        }
+        if flags.accept_plan_change {
+            named.push(ACCEPT_PLAN_CHANGE);
+        }
+        argv.extend(named.iter().map(|flag| (*flag).to_owned()));
+        Self {
+            argv,
+            flags: named,
+            why,
+        }
+    }
+
+    /// Another command of the program on the same plan (`status`), with no recovery flag.
+    pub fn command(invocation: &Invocation, command: &str, why: Option<String>) -> Self {
+        Self {
+            argv: vec![
+                PROGRAM.to_owned(),
+                command.to_owned(),
+                "--plan".to_owned(),
+                invocation.plan.clone(),
+            ],
+            flags: Vec::new(),
+            why,
+        }
+    }
+
+    /// `next: <why>, then <command>` (or `next: <command>`), the command shell-quoted so it
+    /// can be pasted as it is.
+    pub fn line(&self) -> String {
+        let command = shell_join(&self.argv);
+        match &self.why {
+            Some(why) => format!("next: {why}, then {command}"),
+            None => format!("next: {command}"),
+        }
+    }
+}
+
+/// The recovery flags a phase stopped with `reason` needs: `--retry-stopped`, and for a
+/// clarification also `--accept-plan-change`, since the answer usually goes into the plan (an
+/// unchanged plan makes that flag a no-op).
+pub fn flags_after_stop(clarification: bool) -> RecoveryFlags {
+    RecoveryFlags {
+        retry_stopped: true,
+        accept_plan_change: clarification,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invocation() -> Invocation {
+        Invocation {
+            plan: "docs/plans/x.md".into(),
+            carried: vec!["--agent-cmd".into(), "codex exec".into(), "--json".into()],
+            flags: RecoveryFlags::default(),
+        }
+    }
+
+    #[test]
+    fn a_clarification_continues_with_both_flags_after_the_answer() {
+        let step = NextStep::run(
+            &Invocation {
+                carried: Vec::new(),
+                ..invocation()
+            },
+            flags_after_stop(true),
+            Some("answer in the plan or the repository".into()),
+        );
+        assert_eq!(
+            step.line(),
+            "next: answer in the plan or the repository, then ai-session-handler run --plan docs/plans/x.md --retry-stopped --accept-plan-change"
+        );
+        assert_eq!(step.flags, [RETRY_STOPPED, ACCEPT_PLAN_CHANGE]);
+    }
+
+    #[test]
+    fn the_invocation_options_are_kept_and_quoted() {
+        let step = NextStep::run(&invocation(), flags_after_stop(false), None);
+        assert_eq!(
+            step.argv,
+            [
+                "ai-session-handler",
+                "run",
+                "--plan",
+                "docs/plans/x.md",
+                "--agent-cmd",
+                "codex exec",
+                "--json",
+                "--retry-stopped"
+            ]
+        );
+        assert_eq!(
+            step.line(),
+            "next: ai-session-handler run --plan docs/plans/x.md --agent-cmd 'codex exec' --json --retry-stopped"
+        );
+    }
+
+    #[test]
+    fn a_plain_continuation_has_no_flags() {
+        let step = NextStep::run(&invocation(), RecoveryFlags::default(), None);
+        assert!(step.flags.is_empty());
+        assert_eq!(step.argv.last().map(String::as_str), Some("--json"));
+        let status = NextStep::command(&invocation(), "status", None);
+        assert_eq!(
+            status.argv,
+            ["ai-session-handler", "status", "--plan", "docs/plans/x.md"]
+        );
+    }
+}
