@@ -8,6 +8,8 @@ pub mod descendant_sweep;
 pub mod durable;
 pub mod event_log;
 pub mod file_tail;
+pub mod helper_process;
+pub mod helper_registry;
 pub mod locate;
 pub mod locks;
 pub mod proc;

@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::domain::hooks::{Hook, hooks_from_config};
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::strict_json::parse_document;
@@ -28,6 +29,8 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
+    /// `hooks` (issue 21): commands run at a run's notable moments; none by default.
+    pub hooks: Vec<Hook>,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             idle_timeout_seconds: None,
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
+            hooks: Vec::new(),
         }
     }
 }
@@ -64,7 +68,7 @@ pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 7] = [
+const KNOWN_KEYS: [&str; 8] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
@@ -72,6 +76,7 @@ const KNOWN_KEYS: [&str; 7] = [
     "idle_timeout_seconds",
     "retry",
     "rate_limit",
+    "hooks",
 ];
 
 /// Parses and validates config bytes.
@@ -95,6 +100,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
         },
         retry: RetryPolicy::from_config(object.get("retry"))?,
         rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
+        hooks: hooks_from_config(object.get("hooks"))?,
     })
 }
 

@@ -27,6 +27,7 @@ fn empty_object_is_all_defaults() {
             idle_timeout_seconds: None,
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
+            hooks: Vec::new(),
         }
     );
 }
@@ -101,7 +102,7 @@ fn unknown_key_is_named_with_the_known_keys() {
     assert_eq!(
         error(r#"{"timeout": 5}"#),
         "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, \
-             stop_on_regex, idle_timeout_seconds, retry, rate_limit"
+             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks"
     );
 }
 
@@ -329,7 +330,7 @@ proptest! {
         key in prop_oneof![
             Just("agent_cmd"), Just("max_phases"), Just("timeout_seconds"),
             Just("stop_on_regex"), Just("idle_timeout_seconds"), Just("other"),
-            Just("retry"), Just("rate_limit"),
+            Just("retry"), Just("rate_limit"), Just("hooks"),
         ],
         value in prop_oneof![
             Just("null".to_owned()), Just("true".to_owned()), Just("[1, \"a\"]".to_owned()),
