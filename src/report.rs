@@ -305,6 +305,24 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
     Some(line)
 }
 
+/// The `warning:` line of a failed hook (docs/cli.md, "Notifications"), for a `HookFailed`
+/// event: `warning: hook hooks[0] (run-finished) failed: exited with code 1; output in <log>`.
+pub fn hook_warning(event: &RunEvent) -> Option<String> {
+    let RunEvent::HookFailed {
+        hook,
+        hook_event,
+        reason,
+        log_path,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    Some(format!(
+        "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
+    ))
+}
+
 /// One attempt as a run's ledger keeps it (from the run's events).
 #[derive(Clone, Debug)]
 pub struct AttemptRow {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::config::parse_seconds;
+use crate::domain::hooks::{Hook, parse_hook_flag};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -97,6 +98,9 @@ pub struct RunArgs {
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Also run COMMAND at EVENT (run-finished, phase-stopped, phase-complete, wait-started, wait-finished, interrupted); repeatable.
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    pub hooks: Vec<Hook>,
 }
 
 #[derive(Debug, Args)]
@@ -123,6 +127,9 @@ pub struct CheckArgs {
     /// Check as `run --wait` would: rate-limit waits on (rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Check as `run --hook EVENT=COMMAND` would: list and validate this hook too (repeatable).
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    pub hooks: Vec<Hook>,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,

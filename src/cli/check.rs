@@ -19,8 +19,8 @@ use crate::domain::timestamp::Timestamp;
 use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
-    effective_settings, execution_workspace_of, locate, read_config, read_plan_snapshot,
-    read_state,
+    effective_settings, execution_workspace_of, hook_program_problems, locate, read_config,
+    read_plan_snapshot, read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -39,6 +39,9 @@ pub struct CheckReport {
     pub rate_limit: Option<String>,
     /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
+    /// The hooks a run would have (config `hooks`, then `--hook`), one line each:
+    /// `hooks[0]: run-finished, phase-stopped: notify-send … (timeout 30 s)`.
+    pub hooks: Vec<String>,
     pub phases: Vec<PhaseRow>,
     /// `unchanged`, `changed`, `moved` or `not-accepted`.
     pub plan_status: Option<&'static str>,
@@ -107,6 +110,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                 flags: RecoveryFlags::default(),
                 retries: args.retries,
                 wait: args.wait,
+                hooks: args.hooks.clone(),
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
@@ -118,6 +122,16 @@ fn build(args: &CheckArgs) -> CheckReport {
                         .iter()
                         .map(|template| template.raw().to_owned())
                         .collect();
+                    report.hooks = settings
+                        .hooks
+                        .iter()
+                        .map(|hook| format!("{}: {}", hook.origin, hook.describe()))
+                        .collect();
+                    // Not errors: a hook that cannot run fails with a warning and changes
+                    // nothing, so `run` does not refuse for it either.
+                    report
+                        .notes
+                        .extend(hook_program_problems(&location, &settings.hooks));
                     policy = Some((
                         settings.retry.clone(),
                         settings.rate_limit.clone(),
@@ -318,6 +332,9 @@ fn render_text(report: &CheckReport) -> Output {
     }
     for policy in [&report.retry, &report.rate_limit].into_iter().flatten() {
         output.stdout.push(policy.clone());
+    }
+    for hook in &report.hooks {
+        output.stdout.push(format!("hook {hook}"));
     }
     if !report.phases.is_empty() {
         let id_width = report

@@ -5,6 +5,7 @@ mod args;
 mod check;
 mod completions;
 mod event_stream;
+mod hooks;
 mod init;
 mod logging;
 mod man;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub use error::InputError;
 
 use crate::domain::config::{Config, parse_config};
+use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
@@ -256,6 +257,8 @@ pub struct RunOverrides {
     pub retries: Option<u32>,
     /// `--wait`.
     pub wait: bool,
+    /// `--hook EVENT=COMMAND`, in order: run after the config's hooks.
+    pub hooks: Vec<Hook>,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
@@ -277,6 +280,8 @@ pub struct RunSettings {
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
     pub flags: RecoveryFlags,
+    /// The config's `hooks`, then the `--hook` ones.
+    pub hooks: Vec<Hook>,
 }
 
 impl RunSettings {
@@ -367,5 +372,33 @@ pub fn effective_settings(
             .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
         flags: overrides.flags,
+        hooks: config
+            .hooks
+            .iter()
+            .chain(&overrides.hooks)
+            .cloned()
+            .collect(),
     })
+}
+
+/// Why each hook program would not be found or run by `exec` from the plan workspace (where
+/// hooks run); empty when all would. A hook whose program word holds a placeholder is left to
+/// its run. Not input errors: a hook never changes a run, so `run` goes on and the hook
+/// fails with a warning when it fires; `check` shows these.
+pub fn hook_program_problems(location: &PlanLocation, hooks: &[Hook]) -> Vec<String> {
+    hooks
+        .iter()
+        .filter_map(|hook| {
+            let program = hook.command.literal_program()?;
+            program::resolve(program, Path::new(&location.workspace))
+                .err()
+                .map(|problem| {
+                    format!(
+                        "{}: {}; the hook would fail",
+                        hook.origin,
+                        problem.describe(program::ProgramRole::Hook)
+                    )
+                })
+        })
+        .collect()
 }

@@ -306,7 +306,10 @@ pub fn run_helper(
             unchanged => unchanged,
         };
         let wake_at = match &stage {
+            Stage::Running if exited => Some(now),
             Stage::Running => deadline,
+            // Closed pipes end these waits: look again at once.
+            Stage::AfterExit { .. } | Stage::Draining { .. } if pipes.closed() => Some(now),
             Stage::AfterExit { until } | Stage::Draining { until } => Some(*until),
             Stage::Terminating { .. } | Stage::Killing { .. } => Some(now + POLL_INTERVAL),
         };
