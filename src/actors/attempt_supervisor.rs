@@ -978,6 +978,9 @@ impl AttemptState {
                     .raw()
                     .to_owned(),
             ),
+            // Verification is not run yet (issue 20 wires it into the lifecycle).
+            verification: None,
+            verification_failure: None,
         };
         let policy = self.retry_inputs(conclusion.decision.status, &attempt);
         self.committing = Some(conclusion.decision);

@@ -31,4 +31,5 @@ pub mod tally;
 pub mod template;
 pub mod timestamp;
 pub(crate) mod transcript;
+pub(crate) mod verification;
 pub(crate) mod watchdog;

@@ -23,14 +23,25 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// looked for; [`ProgramProblem::describe`] words it for the program's role.
 #[derive(Debug)]
 pub enum ProgramProblem {
-    PathMissing { program: String, looked_at: PathBuf },
+    PathMissing {
+        program: String,
+        looked_at: PathBuf,
+    },
     NotInPath {
         program: String,
         searched: Vec<PathBuf>,
     },
-    EmptyPath { program: String },
-    NotExecutable { program: String, path: PathBuf },
-    Directory { program: String, path: PathBuf },
+    EmptyPath {
+        program: String,
+    },
+    NotExecutable {
+        program: String,
+        path: PathBuf,
+    },
+    Directory {
+        program: String,
+        path: PathBuf,
+    },
     Unreadable {
         program: String,
         path: PathBuf,
@@ -83,7 +94,10 @@ impl ProgramProblem {
                 )
             }
             Self::NotInPath { program, searched } => {
-                format!("{noun} '{program}' not found in PATH (searched {})", join(searched))
+                format!(
+                    "{noun} '{program}' not found in PATH (searched {})",
+                    join(searched)
+                )
             }
             Self::EmptyPath { program } => {
                 format!("{noun} '{program}' is not in PATH: PATH is empty")

@@ -115,7 +115,10 @@ fn recorded_sandbox() -> (Sandbox, PathBuf) {
     sandbox.write(PLAN, plan_with_phases(2));
     let agent = control_agent(&sandbox);
     let hook = recording_hook(&sandbox);
-    config(&sandbox, json!({"hooks": [{"on": every_event(), "command": hook}]}));
+    config(
+        &sandbox,
+        json!({"hooks": [{"on": every_event(), "command": hook}]}),
+    );
     (sandbox, agent)
 }
 
@@ -141,7 +144,10 @@ fn hook_failures(sandbox: &Sandbox) -> Vec<Value> {
 fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
     assert_eq!(firing.stdin, firing.file, "stdin and {{event_file}} differ");
     assert_eq!(firing.file_mode, "600", "the event file is private");
-    assert!(!firing.file_path.exists(), "the event file is removed afterwards");
+    assert!(
+        !firing.file_path.exists(),
+        "the event file is removed afterwards"
+    );
     assert_eq!(firing.cwd, sandbox.root);
     let object = &firing.stdin;
     let plan = sandbox.path(PLAN).display().to_string();
@@ -184,7 +190,12 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
     assert_eq!(firing.env, expected_env);
     assert_eq!(
         firing.argv[1..],
-        [plan, text(&object["run_id"]), phase_id, text(&object["status"])]
+        [
+            plan,
+            text(&object["run_id"]),
+            phase_id,
+            text(&object["status"])
+        ]
     );
 }
 
@@ -206,7 +217,10 @@ fn a_run_that_completes_a_phase_then_blocks_fires_complete_stopped_and_finished(
     let outcomes = state["committed_outcomes"].as_array().unwrap();
 
     let complete = &fired[0].stdin;
-    assert_eq!(complete["phase"], json!({"id": "phase-1", "title": "Step 1"}));
+    assert_eq!(
+        complete["phase"],
+        json!({"id": "phase-1", "title": "Step 1"})
+    );
     assert_eq!(complete["status"], "phase-complete");
     assert_eq!(complete["message"], "done phase-1");
     assert_eq!(complete["exit_code"], Value::Null);
@@ -217,7 +231,10 @@ fn a_run_that_completes_a_phase_then_blocks_fires_complete_stopped_and_finished(
     assert_eq!(complete["summary"], "done phase-1");
 
     let stopped = &fired[1].stdin;
-    assert_eq!(stopped["phase"], json!({"id": "phase-2", "title": "Step 2"}));
+    assert_eq!(
+        stopped["phase"],
+        json!({"id": "phase-2", "title": "Step 2"})
+    );
     assert_eq!(stopped["status"], "blocked");
     assert_eq!(stopped["exit_code"], 2);
     assert_eq!(stopped["reason"], "need an API key");
@@ -279,9 +296,7 @@ fn a_clarification_stop_carries_the_question_and_the_plan_change_to_accept() {
 fn a_failure_is_phase_stopped_with_its_status_and_a_completed_run_fires_only_run_finished() {
     let (sandbox, agent) = recorded_sandbox();
     set_mode(&sandbox, "phase-1", "fail");
-    sandbox
-        .run_plan(PLAN, &agent, &["--quiet"])
-        .assert_code(4);
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(4);
     let fired = firings(&sandbox);
     let events: Vec<&str> = fired.iter().map(Firing::event).collect();
     assert_eq!(events, ["phase-stopped", "run-finished"]);
@@ -320,7 +335,9 @@ fn a_signal_during_an_attempt_fires_interrupted_and_run_finished_with_the_signal
         "--agent-cmd",
         agent.to_str().unwrap(),
     ]);
-    assert!(wait_until(PATIENCE, || sandbox.path("ctl/ready-phase-1").exists()));
+    assert!(wait_until(PATIENCE, || sandbox
+        .path("ctl/ready-phase-1")
+        .exists()));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let run = wait_for_exit(child, PATIENCE);
     run.assert_code(143);
@@ -372,7 +389,12 @@ fn a_backoff_longer_than_a_minute_fires_wait_started_and_wait_finished() {
     let events: Vec<&str> = fired.iter().map(Firing::event).collect();
     assert_eq!(
         events,
-        ["wait-started", "wait-finished", "phase-complete", "run-finished"]
+        [
+            "wait-started",
+            "wait-finished",
+            "phase-complete",
+            "run-finished"
+        ]
     );
     for firing in &fired {
         assert_well_formed(&sandbox, firing);
@@ -470,7 +492,9 @@ fn a_failing_hook_or_a_missing_program_is_a_warning_and_nothing_else() {
         .collect();
     assert_eq!(warnings.len(), 2, "{}", run.stderr);
     assert!(
-        warnings[0].starts_with("warning: hook hooks[0] (phase-stopped) failed: exited with code 1 after "),
+        warnings[0].starts_with(
+            "warning: hook hooks[0] (phase-stopped) failed: exited with code 1 after "
+        ),
         "{}",
         warnings[0]
     );
@@ -493,7 +517,10 @@ fn a_failing_hook_or_a_missing_program_is_a_warning_and_nothing_else() {
     for key in ["completed_phase_ids", "stop", "current_phase"] {
         assert_eq!(state[key], plain_state[key], "{key}");
     }
-    assert_eq!(state["last_run"]["status"], plain_state["last_run"]["status"]);
+    assert_eq!(
+        state["last_run"]["status"],
+        plain_state["last_run"]["status"]
+    );
     let failures = hook_failures(&other);
     assert_eq!(failures.len(), 2);
     assert_eq!(failures[0]["exit_code"], 1);
@@ -549,7 +576,10 @@ fn sigterm_while_a_run_finished_hook_runs_stops_it_and_keeps_the_decided_exit_co
             "--agent-cmd",
             agent.to_str().unwrap(),
         ]);
-        assert!(wait_until(PATIENCE, || started.exists()), "the hook never ran");
+        assert!(
+            wait_until(PATIENCE, || started.exists()),
+            "the hook never ran"
+        );
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
         // Far less than the hook's 300 s: the signal stopped it.
         let run = wait_for_exit(child, PATIENCE);
@@ -652,7 +682,15 @@ fn check_lists_hooks_and_rejects_unknown_events_and_bad_templates_before_any_sta
         ("run-finished", "expected EVENT=COMMAND (events: "),
     ] {
         for command in ["check", "run"] {
-            let run = sandbox.run(&[command, "--plan", PLAN, "--agent-cmd", agent, "--hook", flag]);
+            let run = sandbox.run(&[
+                command,
+                "--plan",
+                PLAN,
+                "--agent-cmd",
+                agent,
+                "--hook",
+                flag,
+            ]);
             run.assert_code(5);
             assert!(
                 run.stderr.contains(message) && run.stderr.contains("--hook"),
@@ -699,7 +737,14 @@ fn the_readme_notification_examples_work() {
     fs::create_dir_all(&home).unwrap();
     let output = sandbox
         .command()
-        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd", agent.to_str().unwrap()])
+        .args([
+            "run",
+            "--plan",
+            PLAN,
+            "--quiet",
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+        ])
         .env("HOME", &home)
         .output()
         .unwrap();

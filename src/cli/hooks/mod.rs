@@ -278,8 +278,9 @@ impl RunObserver for Hooks {
         facts.status = Some(trigger.status.to_string());
         facts.message = Some(match trigger.event {
             // The line the run prints for the wait, when it has one.
-            HookEvent::WaitStarted => report::event_line(&record.event, chrono::Utc::now())
-                .unwrap_or(trigger.message),
+            HookEvent::WaitStarted => {
+                report::event_line(&record.event, chrono::Utc::now()).unwrap_or(trigger.message)
+            }
             _ => trigger.message,
         });
         self.fire(facts, &record.run_id, record.attempt_id.clone());

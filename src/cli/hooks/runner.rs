@@ -34,8 +34,8 @@ use crate::platform::event_log::EventLog;
 use crate::platform::helper_process::{
     EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
 };
-use crate::platform::process_group::signal_name;
 use crate::platform::proc::ChildSnapshot;
+use crate::platform::process_group::signal_name;
 use crate::report::{self, Output};
 
 /// How much of one hook's output `hooks.log` keeps.
@@ -346,7 +346,8 @@ impl Kept {
     fn push(&mut self, chunk: &[u8]) {
         self.total += chunk.len() as u64;
         let room = OUTPUT_KEPT.saturating_sub(self.bytes.len());
-        self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        self.bytes
+            .extend_from_slice(&chunk[..chunk.len().min(room)]);
     }
 }
 

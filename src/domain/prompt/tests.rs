@@ -23,6 +23,7 @@ fn phase(body: &str) -> Phase {
         end_line: 20,
         workspace: ".".into(),
         workspace_line: 12,
+        verify: Vec::new(),
     }
 }
 
