@@ -101,6 +101,12 @@ pub struct RunArgs {
     /// Also run COMMAND at EVENT (run-finished, phase-stopped, phase-complete, wait-started, wait-finished, interrupted); repeatable.
     #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
     pub hooks: Vec<Hook>,
+    /// Skip the phases' Verify checks for this run (recorded in the outcome as verification: skipped).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Limit on each Verify check in seconds (default: config verify_timeout_seconds, 600).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    pub verify_timeout: Option<f64>,
 }
 
 #[derive(Debug, Args)]

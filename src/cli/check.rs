@@ -20,7 +20,7 @@ use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
     effective_settings, execution_workspace_of, hook_program_problems, locate, read_config,
-    read_plan_snapshot, read_state,
+    read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -58,6 +58,18 @@ pub struct PhaseRow {
     pub execution_workspace: Option<String>,
     /// `done`, `pending`, `stopped`, `unresolved`, or `running` (a run in progress).
     pub status: &'static str,
+    /// The checks of its `Verify` section, in order (issue 20).
+    pub checks: Vec<CheckRow>,
+}
+
+/// One check of a phase's `Verify` section.
+#[derive(Debug, Serialize)]
+pub struct CheckRow {
+    pub index: usize,
+    pub interpreter: &'static str,
+    /// The plan line of the block's opening fence.
+    pub line: usize,
+    pub command_first_line: String,
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
@@ -184,12 +196,25 @@ fn build(args: &CheckArgs) -> CheckReport {
             workspace: phase.workspace.clone(),
             execution_workspace,
             status: phase_status(state_ref, &phase.id, running.is_some()),
+            checks: phase
+                .verify
+                .iter()
+                .map(|check| CheckRow {
+                    index: check.index,
+                    interpreter: check.interpreter.name(),
+                    line: check.line,
+                    command_first_line: check.first_line(),
+                })
+                .collect(),
         });
     }
     if let Some(settings) = &run_settings {
         for problem in agent_program_problems(&location, &snapshot, settings) {
             report.errors.push(problem.to_string());
         }
+    }
+    for problem in verify_interpreter_problems(&location, &snapshot) {
+        report.errors.push(problem.to_string());
     }
     if let Some(state) = &state {
         report.plan_status = Some(match &state.plan {
@@ -356,6 +381,14 @@ fn render_text(report: &CheckReport) -> Output {
                 row.execution_workspace.as_deref().unwrap_or(&row.workspace),
                 row.title
             ));
+        }
+        for row in &report.phases {
+            for check in &row.checks {
+                output.stdout.push(format!(
+                    "verify {} check {} ({}, line {}): {}",
+                    row.id, check.index, check.interpreter, check.line, check.command_first_line
+                ));
+            }
         }
     }
     if let Some(status) = report.plan_status {

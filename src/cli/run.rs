@@ -27,7 +27,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot,
+    locate, read_config, read_plan_snapshot, verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::signal_disposition::{self, CaughtSignals};
@@ -77,6 +77,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             retries: args.retries,
             wait: args.wait,
             hooks: args.hooks.clone(),
+            no_verify: args.no_verify,
+            verify_timeout_seconds: args.verify_timeout,
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;
@@ -85,10 +87,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         for phase in &snapshot.plan.phases {
             execution_workspace_of(&location, phase)?;
         }
-        // A missing agent program is input to fix, not an attempt to record.
+        // A missing agent program is input to fix, not an attempt to record; so is a check's
+        // missing interpreter, unless the checks are skipped.
         if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
             .into_iter()
             .next()
+        {
+            return Err(problem);
+        }
+        if settings.verify
+            && let Some(problem) = verify_interpreter_problems(&location, &snapshot)
+                .into_iter()
+                .next()
         {
             return Err(problem);
         }

@@ -259,6 +259,10 @@ pub struct RunOverrides {
     pub wait: bool,
     /// `--hook EVENT=COMMAND`, in order: run after the config's hooks.
     pub hooks: Vec<Hook>,
+    /// `--no-verify`.
+    pub no_verify: bool,
+    /// `--verify-timeout SECONDS`.
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
@@ -282,6 +286,11 @@ pub struct RunSettings {
     pub flags: RecoveryFlags,
     /// The config's `hooks`, then the `--hook` ones.
     pub hooks: Vec<Hook>,
+    /// Whether the phases' Verify checks run (`--no-verify` turns them off for one run).
+    pub verify: bool,
+    /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
+    /// none.
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 impl RunSettings {
@@ -378,7 +387,46 @@ pub fn effective_settings(
             .chain(&overrides.hooks)
             .cloned()
             .collect(),
+        verify: !overrides.no_verify,
+        verify_timeout_seconds: overrides
+            .verify_timeout_seconds
+            .or(config.verify_timeout_seconds),
     })
+}
+
+/// Why each verify interpreter the plan's checks name would not be found or run by `exec` in
+/// its phase's execution workspace, each program once (at its first check); empty when all
+/// would. `run` refuses on the first unless `--no-verify`, `check` lists them all. Phases
+/// whose workspace does not resolve are skipped: that is its own error.
+pub fn verify_interpreter_problems(
+    location: &PlanLocation,
+    snapshot: &PlanSnapshot,
+) -> Vec<InputError> {
+    let mut seen: Vec<(&str, String)> = Vec::new();
+    let mut problems = Vec::new();
+    for phase in &snapshot.plan.phases {
+        let Ok(workspace) = execution_workspace_of(location, phase) else {
+            continue;
+        };
+        for check in &phase.verify {
+            let program = check.interpreter.program();
+            let key = (program, workspace.clone());
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            if let Err(problem) = program::resolve(program, Path::new(&workspace)) {
+                problems.push(InputError::VerifyInterpreter {
+                    plan: location.plan_path.clone(),
+                    line: check.line,
+                    phase_id: phase.id.clone(),
+                    index: check.index,
+                    problem,
+                });
+            }
+        }
+    }
+    problems
 }
 
 /// Why each hook program would not be found or run by `exec` from the plan workspace (where

@@ -18,6 +18,9 @@ pub mod program;
 pub mod regular_file;
 pub mod signal_disposition;
 pub mod spawn;
+#[cfg(test)]
+mod test_isolation;
 pub mod transcript_file;
+pub mod verify_check;
 pub mod watchdog;
 pub mod write_thread;

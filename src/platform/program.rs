@@ -56,6 +56,8 @@ pub enum ProgramRole {
     Agent,
     /// A hook command, started in the plan workspace.
     Hook,
+    /// The interpreter of a verification check, started in the phase's execution workspace.
+    VerifyInterpreter,
 }
 
 impl ProgramRole {
@@ -63,12 +65,13 @@ impl ProgramRole {
         match self {
             Self::Agent => "agent program",
             Self::Hook => "hook program",
+            Self::VerifyInterpreter => "verify interpreter",
         }
     }
 
     fn relative_to(self) -> &'static str {
         match self {
-            Self::Agent => "the phase's execution workspace",
+            Self::Agent | Self::VerifyInterpreter => "the phase's execution workspace",
             Self::Hook => "the plan workspace",
         }
     }

@@ -281,7 +281,7 @@ fn config_unknown_key_lists_the_known_keys() {
     config_case(
         "{\"agent_cmd\": \"codex exec\", \"timeout\": 5}",
         &[
-            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks",
+            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds",
         ],
     );
 }

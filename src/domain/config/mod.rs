@@ -31,6 +31,9 @@ pub struct Config {
     pub rate_limit: RateLimitPolicy,
     /// `hooks` (issue 21): commands run at a run's notable moments; none by default.
     pub hooks: Vec<Hook>,
+    /// `verify_timeout_seconds` (issue 20): the limit on each verification check; `None`
+    /// (explicit `null`) means none, the default is 600.
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 impl Default for Config {
@@ -44,6 +47,7 @@ impl Default for Config {
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
             hooks: Vec::new(),
+            verify_timeout_seconds: Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
         }
     }
 }
@@ -66,9 +70,12 @@ pub const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_p
 /// The per-attempt timeout when the config file does not mention `timeout_seconds`.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
+/// The per-check limit when the config file does not mention `verify_timeout_seconds`.
+pub const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
+
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 8] = [
+const KNOWN_KEYS: [&str; 9] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
@@ -77,6 +84,7 @@ const KNOWN_KEYS: [&str; 8] = [
     "retry",
     "rate_limit",
     "hooks",
+    "verify_timeout_seconds",
 ];
 
 /// Parses and validates config bytes.
@@ -101,6 +109,10 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
         retry: RetryPolicy::from_config(object.get("retry"))?,
         rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
         hooks: hooks_from_config(object.get("hooks"))?,
+        verify_timeout_seconds: match object.get("verify_timeout_seconds") {
+            None => Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
+            Some(value) => optional_seconds("verify_timeout_seconds", value)?,
+        },
     })
 }
 
@@ -207,8 +219,8 @@ fn max_phases(value: Option<&Value>) -> Result<Option<u64>, ConfigError> {
     }
 }
 
-/// `timeout_seconds` and `idle_timeout_seconds` share their rules; only the default for an
-/// absent key differs, and that is decided by the caller.
+/// `timeout_seconds`, `idle_timeout_seconds` and `verify_timeout_seconds` share their rules;
+/// only the default for an absent key differs, and that is decided by the caller.
 fn optional_seconds(key: &str, value: &Value) -> Result<Option<f64>, ConfigError> {
     let seconds = match value {
         Value::Null => return Ok(None),

@@ -272,6 +272,81 @@ impl FailedCheck {
     }
 }
 
+/// How one check's run ended, as its runner reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOutcome {
+    /// `None` when it was killed.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// It ran past its limit and was stopped.
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// Bytes on both streams.
+    pub output_bytes: u64,
+    /// [`OutputTail::text`] of its output.
+    pub output_tail: String,
+}
+
+impl CheckOutcome {
+    /// A check passes by exiting 0 within its limit; a non-zero exit, a timeout or a signal
+    /// fails it.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The outcome's record of `check`.
+    pub fn record(&self, check: &VerifyCheck) -> CheckRecord {
+        CheckRecord {
+            index: check.index,
+            command_first_line: check.first_line(),
+            exit_code: self.exit_code,
+            duration_ms: self.duration_ms,
+            output_bytes: self.output_bytes,
+        }
+    }
+
+    /// The failure of `check`, when it did not pass.
+    pub fn failure(&self, check: &VerifyCheck) -> Option<FailedCheck> {
+        (!self.passed()).then(|| FailedCheck {
+            index: check.index,
+            command_first_line: check.first_line(),
+            exit_code: self.exit_code,
+            signal: self.signal,
+            timed_out: self.timed_out,
+            output_tail: self.output_tail.clone(),
+        })
+    }
+}
+
+/// Whether the checks after `outcomes` still run: not once one failed (the first failing
+/// check stops the rest), not when all ran.
+pub fn next_check<'a>(
+    checks: &'a [VerifyCheck],
+    outcomes: &[CheckOutcome],
+) -> Option<&'a VerifyCheck> {
+    if outcomes.iter().any(|outcome| !outcome.passed()) {
+        return None;
+    }
+    checks.get(outcomes.len())
+}
+
+/// What the checks that ran, in order, come to: passed when every check passed, failed at the
+/// first failing one (later outcomes, which cannot exist, are ignored). `None` while checks
+/// are still due.
+pub fn verification_of(checks: &[VerifyCheck], outcomes: &[CheckOutcome]) -> Option<Verification> {
+    let mut records = Vec::with_capacity(outcomes.len());
+    for (check, outcome) in checks.iter().zip(outcomes) {
+        records.push(outcome.record(check));
+        if let Some(failure) = outcome.failure(check) {
+            return Some(Verification::Failed {
+                checks: records,
+                failure,
+            });
+        }
+    }
+    (outcomes.len() >= checks.len()).then_some(Verification::Passed(records))
+}
+
 /// What verification came to, as an attempt's outcome records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verification {

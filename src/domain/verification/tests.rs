@@ -209,3 +209,102 @@ proptest! {
         prop_assert_eq!(tail.text(), expected);
     }
 }
+
+fn outcome(exit_code: Option<i32>, timed_out: bool) -> CheckOutcome {
+    CheckOutcome {
+        exit_code,
+        signal: exit_code.is_none().then_some(9),
+        timed_out,
+        duration_ms: 5,
+        output_bytes: 7,
+        output_tail: "last words".into(),
+    }
+}
+
+fn checks(count: usize) -> Vec<VerifyCheck> {
+    (1..=count)
+        .map(|index| VerifyCheck {
+            index,
+            interpreter: Interpreter::Sh,
+            script: format!("check {index}\n"),
+            line: index * 10,
+        })
+        .collect()
+}
+
+#[test]
+fn a_check_passes_only_by_exiting_zero_in_time() {
+    assert!(outcome(Some(0), false).passed());
+    assert!(!outcome(Some(1), false).passed());
+    assert!(!outcome(None, false).passed());
+    assert!(
+        !outcome(Some(0), true).passed(),
+        "a timeout fails even a zero exit"
+    );
+    let check = &checks(1)[0];
+    assert_eq!(
+        outcome(Some(3), false).record(check),
+        CheckRecord {
+            index: 1,
+            command_first_line: "check 1".into(),
+            exit_code: Some(3),
+            duration_ms: 5,
+            output_bytes: 7,
+        }
+    );
+    assert_eq!(outcome(Some(0), false).failure(check), None);
+    assert_eq!(
+        outcome(None, true).failure(check),
+        Some(FailedCheck {
+            index: 1,
+            command_first_line: "check 1".into(),
+            exit_code: None,
+            signal: Some(9),
+            timed_out: true,
+            output_tail: "last words".into(),
+        })
+    );
+}
+
+#[test]
+fn checks_run_in_order_and_the_first_failure_stops_the_rest() {
+    let all = checks(3);
+    assert_eq!(next_check(&all, &[]).map(|check| check.index), Some(1));
+    let passed = outcome(Some(0), false);
+    let failed = outcome(Some(1), false);
+    assert_eq!(
+        next_check(&all, &[passed.clone()]).map(|check| check.index),
+        Some(2)
+    );
+    assert_eq!(next_check(&all, &[passed.clone(), failed.clone()]), None);
+    assert_eq!(
+        verification_of(&all, &[passed.clone()]),
+        None,
+        "checks still due"
+    );
+    match verification_of(&all, &[passed.clone(), failed.clone()]) {
+        Some(Verification::Failed { checks, failure }) => {
+            assert_eq!(checks.len(), 2);
+            assert_eq!(failure.index, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    let three = [passed.clone(), passed.clone(), passed.clone()];
+    assert_eq!(next_check(&all, &three), None);
+    match verification_of(&all, &three) {
+        Some(Verification::Passed(records)) => {
+            assert_eq!(
+                records
+                    .iter()
+                    .map(|record| record.index)
+                    .collect::<Vec<_>>(),
+                [1, 2, 3]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        verification_of(&[], &[]),
+        Some(Verification::Passed(Vec::new()))
+    );
+}

@@ -2,8 +2,7 @@
 //!
 //! A test that sweeps escaped descendants makes the test process a child subreaper and kills
 //! children of it that started after its helper — which, in the shared test process, could be
-//! another test's. Those tests run in a process of their own: the test binary re-executes
-//! itself for that one test ([`isolated`]).
+//! another test's. Those tests run in a process of their own ([`isolated`]).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -11,35 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::*;
-
-/// Set in a re-executed test binary that runs one isolated test.
-const ISOLATED: &str = "AISH_ISOLATED_HELPER_TEST";
-
-/// Runs `body` in a fresh test process (and returns there), or re-executes this test binary
-/// for the test `name` and asserts that it passed.
-fn isolated(name: &str, body: impl FnOnce()) {
-    if std::env::var_os(ISOLATED).is_some() {
-        body();
-        return;
-    }
-    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([name, "--exact", "--test-threads", "1", "--nocapture"])
-        .env(ISOLATED, "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("re-execute the test binary");
-    assert!(
-        output.status.success(),
-        "isolated test {name} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
-        "the isolated run did not run {name}:\n{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-}
+use crate::platform::test_isolation::isolated;
 
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()]
