@@ -15,21 +15,24 @@ pub use error::InputError;
 use crate::domain::config::{Config, parse_config};
 use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
+use crate::domain::outcome::OutcomeRecord;
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
+use crate::domain::state::AttemptStatus;
 use crate::domain::state::{State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
+use crate::domain::verification::FailedCheck;
 use crate::platform::locate::{
     PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
 };
 use crate::platform::regular_file::read_regular_file;
 use crate::platform::{proc, program};
-use limits::{MAX_CONFIG_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
+use limits::{MAX_CONFIG_BYTES, MAX_OUTCOME_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
 /// Resolves `--plan` and its plan workspace.
 pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
@@ -139,6 +142,31 @@ pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
         }
         Err(error) if error.is_not_found() => Ok(State::default()),
         Err(source) => Err(InputError::StateUnreadable { path, source }),
+    }
+}
+
+/// The failed check of `phase_id`'s last attempt, when that attempt is the state's last run
+/// and failed verification: read from its committed outcome record, for the prompt of the
+/// phase's next attempt (docs/worker-protocol.md). `None` otherwise, and when the record
+/// cannot be read (logged: the prompt then goes without the section).
+pub fn last_verification_failure(state: &State, phase_id: &str) -> Option<FailedCheck> {
+    let last_run = state
+        .last_run
+        .as_ref()
+        .filter(|run| run.phase_id == phase_id)
+        .filter(|run| run.status == AttemptStatus::VerificationFailed)?;
+    let path = last_run.outcome_path.as_deref()?;
+    let record = read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string())
+        });
+    match record {
+        Ok(record) => record.verification_failure,
+        Err(error) => {
+            tracing::warn!(path, %error, "cannot read the failed check of the last attempt");
+            None
+        }
     }
 }
 
@@ -290,6 +318,10 @@ pub struct RunSettings {
     pub verify: bool,
     /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
     /// none.
+    #[expect(
+        dead_code,
+        reason = "read by the verification stage of the attempt lifecycle (issue 20)"
+    )]
     pub verify_timeout_seconds: Option<f64>,
 }
 

@@ -19,5 +19,6 @@ mod run_results;
 mod run_smoke;
 mod soak;
 mod unattended;
+mod verification;
 mod wrapper_replay;
 mod wrappers;

@@ -259,16 +259,22 @@ impl FailedCheck {
     /// `verify check 2 (cargo test) exited with code 101`, `… timed out and was stopped`,
     /// `… was killed by SIGKILL`.
     pub fn describe(&self) -> String {
-        let how = match (self.timed_out, self.exit_code, self.signal) {
+        format!(
+            "verify check {} ({}) {}",
+            self.index,
+            self.command_first_line,
+            self.how()
+        )
+    }
+
+    /// How it ended, in the runner's words only: `exited with code 101`.
+    pub fn how(&self) -> String {
+        match (self.timed_out, self.exit_code, self.signal) {
             (true, _, _) => "timed out and was stopped".to_owned(),
             (false, Some(code), _) => format!("exited with code {code}"),
             (false, None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
             (false, None, None) => "ended with an unknown status".to_owned(),
-        };
-        format!(
-            "verify check {} ({}) {how}",
-            self.index, self.command_first_line
-        )
+        }
     }
 }
 
