@@ -135,7 +135,7 @@ impl HookRunner {
             Ok(file) => file,
             Err(error) => {
                 let reason = format!("cannot write its event file: {error}");
-                return self.failed(hook, job, reason, None, Duration::ZERO);
+                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
             }
         };
         let event_path = event_file.path().display().to_string();
@@ -150,7 +150,7 @@ impl HookRunner {
             Ok(file) => file,
             Err(error) => {
                 let reason = format!("cannot open its event file: {error}");
-                return self.failed(hook, job, reason, None, Duration::ZERO);
+                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
             }
         };
         let ended = self.ended.load(Ordering::SeqCst);
@@ -222,17 +222,6 @@ impl HookRunner {
                 duration,
             );
         }
-    }
-
-    fn failed(
-        &self,
-        hook: &Hook,
-        job: &HookJob,
-        reason: String,
-        exit_code: Option<i32>,
-        duration: Duration,
-    ) {
-        self.report(hook, job, reason, exit_code, None, false, duration);
     }
 
     /// One `warning:` line and a `hook-failed` event.

@@ -628,8 +628,18 @@ struct VerifyRecipe {
     deeper: usize,
     crlf: bool,
     commentary: Vec<String>,
-    /// Each check: its opener, interpreter, indentation, content lines, commentary after.
-    checks: Vec<(&'static str, Interpreter, usize, Vec<String>, Vec<String>)>,
+    checks: Vec<CheckRecipe>,
+}
+
+/// A generated check block and the commentary after it.
+#[derive(Clone, Debug)]
+struct CheckRecipe {
+    opener: &'static str,
+    closer: &'static str,
+    interpreter: Interpreter,
+    indent: usize,
+    lines: Vec<String>,
+    after: Vec<String>,
 }
 
 /// Fence openers of check blocks: the text, its interpreter, its indentation, its closer.
@@ -666,9 +676,16 @@ fn verify_recipe() -> impl Strategy<Value = VerifyRecipe> {
         content,
         prop::collection::vec(prop_oneof![text_line(), blank_line()], 0..2),
     )
-        .prop_map(|((opener, interpreter, indent, _), lines, after)| {
-            (opener, interpreter, indent, lines, after)
-        });
+        .prop_map(
+            |((opener, interpreter, indent, closer), lines, after)| CheckRecipe {
+                opener,
+                closer,
+                interpreter,
+                indent,
+                lines,
+                after,
+            },
+        );
     (
         1usize..=2,
         any::<bool>(),
@@ -795,31 +812,26 @@ fn generated_plan() -> impl Strategy<Value = (String, ParsedPlan, Vec<String>)> 
                     for line in &section.commentary {
                         writer.line(line, crlf);
                     }
-                    for (opener, interpreter, indent, lines, after) in &section.checks {
-                        let closer = CHECK_OPENERS
-                            .iter()
-                            .find(|candidate| candidate.0 == *opener)
-                            .map(|candidate| candidate.3)
-                            .unwrap();
-                        let line = writer.line(opener, crlf);
+                    for check in &section.checks {
+                        let line = writer.line(check.opener, crlf);
                         let mut script = String::new();
-                        for content in lines {
+                        for content in &check.lines {
                             writer.line(content, crlf);
                             let removed = content
                                 .bytes()
-                                .take(*indent)
+                                .take(check.indent)
                                 .take_while(|&byte| byte == b' ' || byte == b'\t')
                                 .count();
                             script.push_str(&content[removed..]);
                             script.push('\n');
                         }
-                        writer.line(closer, crlf);
-                        for text in after {
+                        writer.line(check.closer, crlf);
+                        for text in &check.after {
                             writer.line(text, crlf);
                         }
                         verify.push(VerifyCheck {
                             index: verify.len() + 1,
-                            interpreter: *interpreter,
+                            interpreter: check.interpreter,
                             script,
                             line,
                         });

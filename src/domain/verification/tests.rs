@@ -273,12 +273,12 @@ fn checks_run_in_order_and_the_first_failure_stops_the_rest() {
     let passed = outcome(Some(0), false);
     let failed = outcome(Some(1), false);
     assert_eq!(
-        next_check(&all, &[passed.clone()]).map(|check| check.index),
+        next_check(&all, std::slice::from_ref(&passed)).map(|check| check.index),
         Some(2)
     );
     assert_eq!(next_check(&all, &[passed.clone(), failed.clone()]), None);
     assert_eq!(
-        verification_of(&all, &[passed.clone()]),
+        verification_of(&all, std::slice::from_ref(&passed)),
         None,
         "checks still due"
     );
