@@ -201,13 +201,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
             .await
             .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
     });
-    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
-    // The tree stopped its signal intake before it handed the result over, and the intake's
-    // state (which restores the default actions when dropped) is gone with the runtime: with
-    // hooks still to run, the signals are ours from here on.
+    // The tree stopped its signal intake before it handed the result over: with hooks still
+    // to run, the signals are ours from here on. The intake's state, which gives the signals
+    // their default action back when it is dropped, may only go with the runtime, so the
+    // handler is installed again once the runtime is gone.
     let caught = hooks
         .as_ref()
         .map(|_| signal_disposition::catch(&STOP_SIGNALS));
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    if let Some(caught) = &caught {
+        caught.reinstall();
+    }
     let ended = result.map(|result| {
         let lines = report::run_end(&result.end);
         if let Some(hooks) = &hooks {
@@ -237,6 +241,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
         Err(message) => {
             print_error(args.json, ExitCode::AgentFailed, &message, started);
+            // Hooks fired before the failure still run (bounded); no end event can be told.
+            if let (Some(hooks), Some(caught)) = (&hooks, &caught) {
+                hooks.finish(caught);
+            }
             ExitCode::AgentFailed
         }
     };

@@ -38,27 +38,40 @@ pub struct CaughtSignals {
 pub fn catch(signals: &[i32]) -> CaughtSignals {
     FIRST_CAUGHT.store(0, Ordering::SeqCst);
     CAUGHT_COUNT.store(0, Ordering::SeqCst);
-    // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the handler.
-    let counting = SigAction::new(
-        SigHandler::Handler(count_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for &number in signals {
-        let Ok(signal) = Signal::try_from(number) else {
-            continue;
-        };
-        // SAFETY: the handler only touches atomics, which is async-signal-safe.
-        if let Err(error) = unsafe { sigaction(signal, &counting) } {
-            tracing::warn!(signal = number, %error, "cannot catch a signal");
-        }
-    }
-    CaughtSignals {
+    let caught = CaughtSignals {
         signals: signals.to_vec(),
-    }
+    };
+    caught.install();
+    caught
 }
 
 impl CaughtSignals {
+    /// Installs our handler again, keeping what was caught: for when something may have
+    /// given the signals their default action back meanwhile (the run's signal intake does
+    /// when its state is dropped).
+    pub fn reinstall(&self) {
+        self.install();
+    }
+
+    fn install(&self) {
+        // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the
+        // handler.
+        let counting = SigAction::new(
+            SigHandler::Handler(count_signal),
+            SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        for &number in &self.signals {
+            let Ok(signal) = Signal::try_from(number) else {
+                continue;
+            };
+            // SAFETY: the handler only touches atomics, which is async-signal-safe.
+            if let Err(error) = unsafe { sigaction(signal, &counting) } {
+                tracing::warn!(signal = number, %error, "cannot catch a signal");
+            }
+        }
+    }
+
     /// The first signal caught, if any.
     pub fn first(&self) -> Option<i32> {
         match FIRST_CAUGHT.load(Ordering::SeqCst) {
@@ -127,6 +140,12 @@ mod tests {
         nix::sys::signal::raise(Signal::SIGURG).unwrap();
         assert_eq!(caught.first(), Some(urg));
         assert_eq!(caught.count(), 2);
+        // Something else restores the default: reinstalling keeps the count.
+        restore_default(&[urg]);
+        assert!(is_default(urg).unwrap());
+        caught.reinstall();
+        nix::sys::signal::raise(Signal::SIGURG).unwrap();
+        assert_eq!(caught.count(), 3);
         drop(caught);
         assert!(is_default(urg).unwrap());
     }

@@ -763,3 +763,87 @@ fn the_readme_notification_examples_work() {
         );
     }
 }
+
+/// A slow hook runs beside the run, never in its way: while a `phase-complete` hook still
+/// runs, the next phase's attempt is stopped and recorded on SIGTERM as at any time; the end
+/// then waits for the hook (the report is out meanwhile), and a second SIGTERM stops it with
+/// the exit code kept.
+#[test]
+fn a_slow_hook_never_delays_the_runs_signal_handling() {
+    use std::io::Read;
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-2", "hang");
+    let started = sandbox.path("hook-started");
+    let hook = sandbox.script(
+        "slow-hook",
+        &format!(
+            "trap '' TERM\ntouch {}\nexec sleep 600\n",
+            started.display()
+        ),
+    );
+    config(
+        &sandbox,
+        json!({"hooks": [{"on": ["phase-complete"], "command": hook.display().to_string(), "timeout_seconds": 300}]}),
+    );
+    let mut child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--quiet",
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (mut pipe, stderr) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(read) = pipe.read(&mut chunk) {
+                if read == 0 {
+                    break;
+                }
+                stderr
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
+            }
+        })
+    };
+    assert!(wait_until(PATIENCE, || started.exists()
+        && sandbox.path("ctl/ready-phase-2").exists()));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    // The attempt is stopped and recorded, and the report printed, while the hook goes on.
+    let reported = || {
+        stderr
+            .lock()
+            .unwrap()
+            .contains("interrupted: handler interrupted while the worker was active (SIGTERM)")
+    };
+    assert!(
+        wait_until(PATIENCE, reported),
+        "no report: {}",
+        stderr.lock().unwrap()
+    );
+    assert_eq!(sandbox.state(PLAN)["last_run"]["phase_id"], "phase-2");
+    assert_eq!(sandbox.state(PLAN)["last_run"]["status"], "interrupted");
+    assert!(
+        matches!(child.try_wait(), Ok(None)),
+        "the handler waits for its hook"
+    );
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let exited = wait_until(PATIENCE, || matches!(child.try_wait(), Ok(Some(_))));
+    assert!(exited, "the second signal did not end the wait");
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert_eq!(status.code(), Some(143));
+    sandbox.assert_no_survivors();
+    let stderr = stderr.lock().unwrap();
+    assert!(
+        stderr.lines().any(|line| line.starts_with(
+            "warning: hook hooks[0] (phase-complete) failed: stopped because the handler was interrupted"
+        )),
+        "{stderr}"
+    );
+}
