@@ -105,6 +105,13 @@ pub fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
 }
 
 /// The report of how a run ended, without its `next:` line.
+/// The first line a person would read of how a run ended: the result line of a blocked or
+/// clarification stop (on stdout), else the failure, refusal or error.
+pub fn end_message(end: &RunEnd) -> Option<String> {
+    let body = end_report(end);
+    body.stdout.first().or(body.stderr.first()).cloned()
+}
+
 fn end_report(end: &RunEnd) -> Output {
     match end {
         RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
@@ -499,6 +506,24 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
     Some(line)
 }
 
+/// The `warning:` line of a failed hook (docs/cli.md, "Notifications"), for a `HookFailed`
+/// event: `warning: hook hooks[0] (run-finished) failed: exited with code 1; output in <log>`.
+pub fn hook_warning(event: &RunEvent) -> Option<String> {
+    let RunEvent::HookFailed {
+        hook,
+        hook_event,
+        reason,
+        log_path,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    Some(format!(
+        "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
+    ))
+}
+
 /// One attempt as a run's ledger keeps it (from the run's events).
 #[derive(Clone, Debug)]
 pub struct AttemptRow {
@@ -693,11 +718,8 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
         RunEnd::Input(_) => ("invalid-input", None),
         RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
     };
-    let body = end_report(end);
-    // The first line a person would read: the result line of a blocked or clarification
-    // stop (on stdout), else the failure, refusal or error (none on success).
     let message = (result.exit() != ExitCode::Success)
-        .then(|| body.stdout.first().or(body.stderr.first()).cloned())
+        .then(|| end_message(end))
         .flatten();
     let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
         .then(|| message.clone())

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::config::parse_seconds;
+use crate::domain::hooks::{Hook, parse_hook_flag};
 use crate::domain::recovery::Invocation;
 use crate::domain::selection::RecoveryFlags;
 
@@ -97,6 +98,15 @@ pub struct RunArgs {
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Also run COMMAND at EVENT (run-finished, phase-stopped, phase-complete, wait-started, wait-finished, interrupted); repeatable.
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    pub hooks: Vec<Hook>,
+    /// Skip the phases' Verify checks for this run (recorded in the outcome as verification: skipped).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Limit on each Verify check in seconds (default: config verify_timeout_seconds, 600).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    pub verify_timeout: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -123,6 +133,9 @@ pub struct CheckArgs {
     /// Check as `run --wait` would: rate-limit waits on (rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Check as `run --hook EVENT=COMMAND` would: list and validate this hook too (repeatable).
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    pub hooks: Vec<Hook>,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,
@@ -219,6 +232,20 @@ impl RunArgs {
         }
         if self.json {
             option("json", None);
+        }
+        for hook in &self.hooks {
+            for event in &hook.on {
+                option(
+                    "hook",
+                    Some(format!("{}={}", event.as_str(), hook.command.raw())),
+                );
+            }
+        }
+        if self.no_verify {
+            option("no-verify", None);
+        }
+        if let Some(seconds) = self.verify_timeout {
+            option("verify-timeout", Some(seconds.to_string()));
         }
         Invocation {
             plan: self.plan.to_string_lossy().into_owned(),

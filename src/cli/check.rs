@@ -19,8 +19,8 @@ use crate::domain::timestamp::Timestamp;
 use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
     PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
-    effective_settings, execution_workspace_of, locate, read_config, read_plan_snapshot,
-    read_state,
+    effective_settings, execution_workspace_of, hook_program_problems, locate, read_config,
+    read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -40,6 +40,9 @@ pub struct CheckReport {
     pub rate_limit: Option<String>,
     /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
+    /// The hooks a run would have (config `hooks`, then `--hook`), one line each:
+    /// `hooks[0]: run-finished, phase-stopped: notify-send … (timeout 30 s)`.
+    pub hooks: Vec<String>,
     pub phases: Vec<PhaseRow>,
     /// `unchanged`, `changed`, `moved` or `not-accepted` (the `status --json` `plan.status`
     /// values; the text says them as `status` does).
@@ -67,6 +70,18 @@ pub struct PhaseRow {
     /// `done`, `pending`, `stopped`, `abandoned`, or `prepared` / `running` (the attempt of
     /// a run in progress).
     pub status: &'static str,
+    /// The checks of its `Verify` section, in order (issue 20).
+    pub checks: Vec<CheckRow>,
+}
+
+/// One check of a phase's `Verify` section.
+#[derive(Debug, Serialize)]
+pub struct CheckRow {
+    pub index: usize,
+    pub interpreter: &'static str,
+    /// The plan line of the block's opening fence.
+    pub line: usize,
+    pub command_first_line: String,
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
@@ -120,6 +135,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                 flags: RecoveryFlags::default(),
                 retries: args.retries,
                 wait: args.wait,
+                hooks: args.hooks.clone(),
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
@@ -131,6 +147,16 @@ fn build(args: &CheckArgs) -> CheckReport {
                         .iter()
                         .map(|template| template.raw().to_owned())
                         .collect();
+                    report.hooks = settings
+                        .hooks
+                        .iter()
+                        .map(|hook| format!("{}: {}", hook.origin, hook.describe()))
+                        .collect();
+                    // Not errors: a hook that cannot run fails with a warning and changes
+                    // nothing, so `run` does not refuse for it either.
+                    report
+                        .notes
+                        .extend(hook_program_problems(&location, &settings.hooks));
                     policy = Some((
                         settings.retry.clone(),
                         settings.rate_limit.clone(),
@@ -184,12 +210,25 @@ fn build(args: &CheckArgs) -> CheckReport {
             workspace: phase.workspace.clone(),
             execution_workspace,
             status: phase_status(state_ref, &phase.id, running.is_some()),
+            checks: phase
+                .verify
+                .iter()
+                .map(|check| CheckRow {
+                    index: check.index,
+                    interpreter: check.interpreter.name(),
+                    line: check.line,
+                    command_first_line: check.first_line(),
+                })
+                .collect(),
         });
     }
     if let Some(settings) = &run_settings {
         for problem in agent_program_problems(&location, &snapshot, settings) {
             report.errors.push(problem.to_string());
         }
+    }
+    for problem in verify_interpreter_problems(&location, &snapshot) {
+        report.errors.push(problem.to_string());
     }
     if let Some(state) = &state {
         report.accepted_sha256 = state.plan.as_ref().map(|plan| plan.sha256.clone());
@@ -335,6 +374,9 @@ fn render_text(report: &CheckReport) -> Output {
     if let Some(rate_limit) = &report.rate_limit {
         output.stdout.push(format!("rate_limit: {rate_limit}"));
     }
+    for hook in &report.hooks {
+        output.stdout.push(format!("hook {hook}"));
+    }
     if !report.phases.is_empty() {
         let id_width = report
             .phases
@@ -368,6 +410,14 @@ fn render_text(report: &CheckReport) -> Output {
                 workspace(row),
                 row.title
             ));
+        }
+        for row in &report.phases {
+            for check in &row.checks {
+                output.stdout.push(format!(
+                    "verify {} check {} ({}, line {}): {}",
+                    row.id, check.index, check.interpreter, check.line, check.command_first_line
+                ));
+            }
         }
     }
     if let Some(status) = report.plan_status {

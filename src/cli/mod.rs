@@ -6,6 +6,7 @@ mod check;
 mod completions;
 mod event_stream;
 mod help;
+mod hooks;
 mod init;
 mod logging;
 mod man;

@@ -467,6 +467,12 @@ impl RunObserver for Progress {
                 }
             }
             RunEvent::SignalReceived { .. } => self.signal_received(),
+            // In every mode: a notification that failed is news to whoever relies on it.
+            RunEvent::HookFailed { .. } => {
+                if let Some(line) = report::hook_warning(&record.event) {
+                    self.say(line);
+                }
+            }
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }

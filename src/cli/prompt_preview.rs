@@ -15,7 +15,8 @@ use crate::domain::state::SnapshotRef;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     InputError, RunOverrides, abandoned_retry_allowed, agent_program_problems, effective_settings,
-    execution_workspace_of, locate, read_config, read_plan_snapshot, read_state,
+    execution_workspace_of, last_verification_failure, locate, read_config, read_plan_snapshot,
+    read_state, verify_interpreter_problems,
 };
 use crate::report::Output;
 
@@ -75,6 +76,7 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
     }
     if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
         .into_iter()
+        .chain(verify_interpreter_problems(&location, &snapshot))
         .next()
     {
         return Err(problem.to_string());
@@ -161,6 +163,7 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
                 state.last_run.as_ref(),
             )
         });
+    let verification_failure = last_verification_failure(&state, &phase.id);
     let prompt = preview_prompt(
         &PreviewRequest {
             layout: &location.layout,
@@ -176,6 +179,7 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
             accept: admission.accept.clone(),
             resolve_abandoned,
             retry: retry.as_ref(),
+            verification_failure: verification_failure.as_ref(),
         },
         uuid::Uuid::new_v4(),
     )

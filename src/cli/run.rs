@@ -1,7 +1,13 @@
 //! `run`: validates every input, hands the invocation to the actor tree
 //! ([`crate::actors::run`]) with the run's observers (progress on stderr, the event
-//! stream), then prints how it ended — as lines, or as one JSON object with `--json` — and
-//! returns its exit code.
+//! stream, the hooks), then prints how it ended — as lines, or as one JSON object with
+//! `--json` — and returns its exit code.
+//!
+//! With hooks, the end waits for them (docs/cli.md, "Notifications"): the tree's signal intake
+//! is gone by then, so the command catches the stopping signals itself until they have run.
+//! A signal then stops the hooks and the handler exits with the code already decided; the
+//! report is printed from a thread of its own, so a report blocked on a stdout nobody reads
+//! cannot hold the handler either.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -12,6 +18,7 @@ use tokio::sync::oneshot;
 
 use super::args::RunArgs;
 use super::event_stream::EventStream;
+use super::hooks::{HookContext, Hooks};
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
 use crate::actors::run::{RunArgs as SupervisorArgs, RunEnd, RunSupervisor};
@@ -21,16 +28,27 @@ use crate::domain::selection::RecoveryFlags;
 use crate::domain::selection::next_pending;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot, read_state,
+    locate, read_config, read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
+use crate::platform::signal_disposition::{self, CaughtSignals};
 use crate::platform::watchdog;
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
 /// (a prompt write to a worker that never read it) can still be running then.
 const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
+
+/// The signals the run stops on; caught again while the end waits for hooks.
+const STOP_SIGNALS: [i32; 4] = [
+    nix::libc::SIGINT,
+    nix::libc::SIGTERM,
+    nix::libc::SIGHUP,
+    nix::libc::SIGQUIT,
+];
+/// How often the end looks at a report still being printed, for a signal.
+const PRINT_POLL: Duration = Duration::from_millis(10);
 
 /// Hands every event to each observer in turn.
 struct Observers(Vec<Arc<dyn RunObserver>>);
@@ -63,6 +81,9 @@ pub fn run(args: &RunArgs) -> ExitCode {
             },
             retries: args.retries,
             wait: args.wait,
+            hooks: args.hooks.clone(),
+            no_verify: args.no_verify,
+            verify_timeout_seconds: args.verify_timeout,
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;
@@ -72,10 +93,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         for phase in &snapshot.plan.phases {
             execution_workspace_of(&location, phase)?;
         }
-        // A missing agent program is input to fix, not an attempt to record.
+        // A missing agent program is input to fix, not an attempt to record; so is a check's
+        // missing interpreter, unless the checks are skipped.
         if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
             .into_iter()
             .next()
+        {
+            return Err(problem);
+        }
+        if settings.verify
+            && let Some(problem) = verify_interpreter_problems(&location, &snapshot)
+                .into_iter()
+                .next()
         {
             return Err(problem);
         }
@@ -122,7 +151,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         (true, false) => ProgressMode::Quiet,
     };
     let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
-    let observers: Arc<dyn RunObserver> =
+    let reporter: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
     // Every record of the run, the watchdog's start included, is in this span.
     let run_id = uuid::Uuid::new_v4().to_string();
@@ -132,8 +161,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
         plan = %location.plan_path,
         workspace = %location.workspace
     );
-    // Before any worker exists: every worker registers its group with it, so a SIGKILLed
-    // handler leaves no worker running.
+    // Before any worker exists: every worker (and hook) registers its group with it, so a
+    // SIGKILLed handler leaves no worker running.
     span.in_scope(|| match watchdog::start() {
         Ok(pid) => tracing::info!(pid, "watchdog started"),
         Err(error) => tracing::warn!(
@@ -141,6 +170,29 @@ pub fn run(args: &RunArgs) -> ExitCode {
             "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
         ),
     });
+    let titles = snapshot
+        .plan
+        .phases
+        .iter()
+        .map(|phase| (phase.id.clone(), phase.title.clone()))
+        .collect();
+    let hooks = match Hooks::start(
+        settings.hooks.clone(),
+        HookContext::new(&location, titles),
+        reporter.clone(),
+        stream.clone(),
+    ) {
+        Ok(hooks) => hooks.map(Arc::new),
+        Err(error) => {
+            tracing::warn!(%error, "cannot start the hook thread; no hook will run");
+            None
+        }
+    };
+    let mut observed = vec![progress.clone() as Arc<dyn RunObserver>, stream.clone()];
+    if let Some(hooks) = &hooks {
+        observed.push(hooks.clone());
+    }
+    let observers: Arc<dyn RunObserver> = Arc::new(Observers(observed));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
@@ -186,22 +238,42 @@ pub fn run(args: &RunArgs) -> ExitCode {
             .await
             .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
     });
+    // The tree stopped its signal intake before it handed the result over: with hooks still
+    // to run, the signals are ours from here on. The intake's state, which gives the signals
+    // their default action back when it is dropped, may only go with the runtime, so the
+    // handler is installed again once the runtime is gone.
+    let caught = hooks
+        .as_ref()
+        .map(|_| signal_disposition::catch(&STOP_SIGNALS));
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    if let Some(caught) = &caught {
+        caught.reinstall();
+    }
+    let ended = result.map(|mut result| {
+        if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
+            // A refused run never took the state over: read it (unchanged) for the phase a
+            // caller continues with.
+            result.next_phase = read_state(&location.layout).ok().and_then(|state| {
+                let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
+                next_pending(&state, &ids).map(str::to_owned)
+            });
+        }
+        let lines = report::run_end(&result.end, &invocation);
+        if let Some(hooks) = &hooks {
+            let first = report::end_message(&result.end);
+            let next = report::next_step(&result.end, &invocation);
+            hooks.run_ended(&result, first, next.as_ref());
+        }
+        (result, lines)
+    });
     progress.finish();
     stream.finish();
-    watchdog::finish();
-    match result {
-        Ok(mut result) => {
-            if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
-                // A refused run never took the state over: read it (unchanged) for the phase
-                // a caller continues with.
-                result.next_phase = read_state(&location.layout).ok().and_then(|state| {
-                    let ids: Vec<&str> =
-                        snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
-                    next_pending(&state, &ids).map(str::to_owned)
-                });
-            }
-            if args.json {
+    if hooks.is_none() {
+        watchdog::finish();
+    }
+    let exit = match ended {
+        Ok((result, lines)) => {
+            let report = if args.json {
                 let context = RunJsonContext {
                     invocation: Some(&invocation),
                     location: Some(&location),
@@ -209,9 +281,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
                     elapsed: started.elapsed(),
                 };
                 let object = report::run_json(&result, &progress.ledger(), &context);
-                Output::print_json(&object.to_string());
+                Report::Json(object.to_string())
             } else {
-                report::run_end(&result.end, &invocation).print();
+                Report::Lines(lines)
+            };
+            match (&hooks, &caught) {
+                (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
+                _ => report.print(),
             }
             result.exit()
         }
@@ -223,9 +299,58 @@ pub fn run(args: &RunArgs) -> ExitCode {
                 Some(&location),
                 started,
             );
+            // Hooks fired before the failure still run (bounded); no end event can be told.
+            if let (Some(hooks), Some(caught)) = (&hooks, &caught) {
+                hooks.finish(caught);
+            }
             ExitCode::AgentFailed
         }
+    };
+    if hooks.is_some() {
+        // The hooks' `hook-failed` events came after the stream's first drain; the hooks were
+        // registered with the watchdog until they ended.
+        stream.finish();
+        watchdog::finish();
     }
+    drop(caught);
+    exit
+}
+
+/// How a run's end is printed.
+enum Report {
+    Lines(Output),
+    Json(String),
+}
+
+impl Report {
+    fn print(&self) {
+        match self {
+            Self::Lines(output) => output.print(),
+            Self::Json(object) => Output::print_json(object),
+        }
+    }
+}
+
+/// Prints the report on a thread of its own while the hooks run, and waits for both — for
+/// the report only until a signal: a report blocked on a stalled stdout must not keep a
+/// handler asked to stop.
+fn print_while_hooks_run(report: Report, hooks: &Hooks, caught: &CaughtSignals) {
+    let printer = std::thread::Builder::new()
+        .name("ash-report".into())
+        .spawn(move || report.print());
+    hooks.finish(caught);
+    let Ok(printer) = printer else {
+        tracing::warn!("cannot start the report thread; the report is not printed");
+        return;
+    };
+    while !printer.is_finished() {
+        if caught.count() > 0 {
+            tracing::info!("interrupted while the report is printed; exiting without it");
+            return;
+        }
+        std::thread::sleep(PRINT_POLL);
+    }
+    let _ = printer.join();
 }
 
 /// An error before or around the run: `error: …` on stderr, and with `--json` also the one

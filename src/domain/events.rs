@@ -93,6 +93,24 @@ pub enum RunEvent {
     RetryDue { phase_id: String, attempt: u32 },
     /// The run ended with this exit code.
     RunFinished { exit_code: i32 },
+    /// A hook (docs/cli.md, "Notifications") could not be started, exited non-zero, was
+    /// killed, timed out or was stopped by a signal to the handler. It changes nothing else.
+    HookFailed {
+        /// Where the hook was declared: `hooks[0]` or `--hook`.
+        hook: String,
+        /// The hook event it ran for (`run-finished`, …).
+        hook_event: String,
+        /// The hook command as configured.
+        command: String,
+        /// What went wrong, in words (`exited with code 1`, `timed out after 30 s`, …).
+        reason: String,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+        duration_ms: u64,
+        /// The log holding its output.
+        log_path: String,
+    },
 }
 
 impl RunEvent {

@@ -36,11 +36,15 @@ pub struct SweepScope<'a> {
     pub worker_started_ticks: Option<u64>,
     /// Whether a child is one the handler inherited across `exec`.
     pub inherited: &'a dyn Fn(&ProcStat) -> bool,
+    /// Whether a process is one of the handler's helpers (a hook or a verification check,
+    /// or a member of its group): never the worker's, and its own runner reaps it.
+    pub helper: &'a dyn Fn(&ProcStat) -> bool,
 }
 
 /// Judges one of the handler's children.
 pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
-    if child.pid == scope.leader || child.pid == scope.handler {
+    // A helper's zombie is its runner's to reap: reaping it here would steal its exit status.
+    if child.pid == scope.leader || child.pid == scope.handler || (scope.helper)(child) {
         return ChildVerdict::Leave;
     }
     if child.is_defunct() {
@@ -88,7 +92,10 @@ pub fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -
 /// Whether a child of a stopped adoptee (or of a process below one) is stopped too: any live
 /// process but the handler and the leader, which are never below an adoptee anyway.
 pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
-    !process.is_defunct() && process.pid != scope.handler && process.pid != scope.leader
+    !process.is_defunct()
+        && process.pid != scope.handler
+        && process.pid != scope.leader
+        && !(scope.helper)(process)
 }
 
 /// When the sweep passes again. The first pass is quick (the handler's children only); once a
@@ -155,6 +162,7 @@ mod tests {
             leader: 200,
             worker_started_ticks: Some(50),
             inherited,
+            helper: &|_| false,
         }
     }
 
@@ -185,6 +193,35 @@ mod tests {
                 ChildVerdict::Reap,
                 ChildVerdict::Leave
             ]
+        );
+    }
+
+    #[test]
+    fn a_helper_and_its_group_are_left_alone_even_as_zombies() {
+        let never = |_: &ProcStat| false;
+        let helper = |stat: &ProcStat| stat.pgrp == 500;
+        let scope = SweepScope {
+            helper: &helper,
+            ..scope(&never)
+        };
+        let hook = process(500, 100, 70);
+        let hook_zombie = ProcStat { state: 'Z', ..hook };
+        let orphaned_member = ProcStat {
+            pgrp: 500,
+            ..process(501, 100, 71)
+        };
+        for child in [hook, hook_zombie, orphaned_member.clone()] {
+            assert_eq!(
+                judge_child(&scope, &child),
+                ChildVerdict::Leave,
+                "{child:?}"
+            );
+        }
+        assert!(!stops_descendant(&scope, &orphaned_member));
+        assert_eq!(
+            judge_child(&scope, &process(502, 100, 71)),
+            ChildVerdict::Stop,
+            "anything else that started after the worker is still stopped"
         );
     }
 

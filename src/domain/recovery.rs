@@ -77,6 +77,17 @@ impl NextStep {
         }
     }
 
+    /// The command as one line to run from `cwd`, the directory the stopped run was started
+    /// in: `cd <cwd> && <command>`, shell-quoted. Hooks hand it on (`recovery`), so a person
+    /// reading a notification elsewhere can paste it as it is.
+    pub fn run_from(&self, cwd: &str) -> String {
+        format!(
+            "cd {} && {}",
+            shell_join(&[cwd.to_owned()]),
+            shell_join(&self.argv)
+        )
+    }
+
     /// `next: <why>, then <command>` (or `next: <command>`), the command shell-quoted so it
     /// can be pasted as it is.
     pub fn line(&self) -> String {
@@ -101,6 +112,15 @@ pub fn flags_after_stop(clarification: bool) -> RecoveryFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_from_its_directory_is_quoted() {
+        let step = NextStep::run(&invocation(), flags_after_stop(false), None);
+        assert_eq!(
+            step.run_from("/tmp/my dir"),
+            "cd '/tmp/my dir' && ai-session-handler run --plan docs/plans/x.md --agent-cmd 'codex exec' --json --retry-stopped"
+        );
+    }
 
     fn invocation() -> Invocation {
         Invocation {

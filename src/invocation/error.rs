@@ -11,7 +11,7 @@ use crate::domain::stop_regex::StopPatternError;
 use crate::domain::template::TemplateError;
 use crate::platform::locate::{LocateError, WorkspaceProblem};
 use crate::platform::locks::LockError;
-use crate::platform::program::ProgramProblem;
+use crate::platform::program::{ProgramProblem, ProgramRole};
 use crate::platform::regular_file::ReadFileError;
 
 /// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
@@ -41,6 +41,19 @@ pub enum InputError {
     #[error("{origin}: {problem}")]
     AgentProgram {
         origin: String,
+        problem: ProgramProblem,
+    },
+    /// The interpreter a phase's verify check names would not be found or could not run:
+    /// refused before anything is written, like a missing agent program.
+    #[error(
+        "{plan}:{line}: phase {phase_id} verify check {index}: {}",
+        .problem.describe(ProgramRole::VerifyInterpreter)
+    )]
+    VerifyInterpreter {
+        plan: String,
+        line: usize,
+        phase_id: String,
+        index: usize,
         problem: ProgramProblem,
     },
     /// `origin` is `--stop-on-regex` or `<config>: stop_on_regex[i]`.

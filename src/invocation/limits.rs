@@ -8,3 +8,5 @@ pub const MAX_PLAN_BYTES: u64 = 16 * 1024 * 1024;
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// `state.json`: about 300 bytes per committed outcome, so room for 200,000 of them.
 pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
+/// An outcome record: its summary is a result body (at most 16 MiB) or a diagnostic.
+pub const MAX_OUTCOME_BYTES: u64 = 32 * 1024 * 1024;

@@ -13,22 +13,26 @@ use std::sync::Arc;
 pub use error::InputError;
 
 use crate::domain::config::{Config, parse_config};
+use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
+use crate::domain::outcome::OutcomeRecord;
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
+use crate::domain::state::AttemptStatus;
 use crate::domain::state::{State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
+use crate::domain::verification::FailedCheck;
 use crate::platform::locate::{
     PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
 };
 use crate::platform::regular_file::read_regular_file;
 use crate::platform::{proc, program};
-use limits::{MAX_CONFIG_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
+use limits::{MAX_CONFIG_BYTES, MAX_OUTCOME_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
 /// Resolves `--plan` and its plan workspace.
 pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
@@ -150,6 +154,31 @@ pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
     }
 }
 
+/// The failed check of `phase_id`'s last attempt, when that attempt is the state's last run
+/// and failed verification: read from its committed outcome record, for the prompt of the
+/// phase's next attempt (docs/worker-protocol.md). `None` otherwise, and when the record
+/// cannot be read (logged: the prompt then goes without the section).
+pub fn last_verification_failure(state: &State, phase_id: &str) -> Option<FailedCheck> {
+    let last_run = state
+        .last_run
+        .as_ref()
+        .filter(|run| run.phase_id == phase_id)
+        .filter(|run| run.status == AttemptStatus::VerificationFailed)?;
+    let path = last_run.outcome_path.as_deref()?;
+    let record = read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string())
+        });
+    match record {
+        Ok(record) => record.verification_failure,
+        Err(error) => {
+            tracing::warn!(path, %error, "cannot read the failed check of the last attempt");
+            None
+        }
+    }
+}
+
 /// Checks a phase's execution workspace; the error names the plan line to fix.
 pub fn execution_workspace_of(
     location: &PlanLocation,
@@ -265,6 +294,12 @@ pub struct RunOverrides {
     pub retries: Option<u32>,
     /// `--wait`.
     pub wait: bool,
+    /// `--hook EVENT=COMMAND`, in order: run after the config's hooks.
+    pub hooks: Vec<Hook>,
+    /// `--no-verify`.
+    pub no_verify: bool,
+    /// `--verify-timeout SECONDS`.
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
@@ -285,6 +320,17 @@ pub struct RunSettings {
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
     pub flags: RecoveryFlags,
+    /// The config's `hooks`, then the `--hook` ones.
+    pub hooks: Vec<Hook>,
+    /// Whether the phases' Verify checks run (`--no-verify` turns them off for one run).
+    pub verify: bool,
+    /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
+    /// none.
+    #[expect(
+        dead_code,
+        reason = "read by the verification stage of the attempt lifecycle (issue 20)"
+    )]
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 impl RunSettings {
@@ -374,5 +420,72 @@ pub fn effective_settings(
             .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
         flags: overrides.flags,
+        hooks: config
+            .hooks
+            .iter()
+            .chain(&overrides.hooks)
+            .cloned()
+            .collect(),
+        verify: !overrides.no_verify,
+        verify_timeout_seconds: overrides
+            .verify_timeout_seconds
+            .or(config.verify_timeout_seconds),
     })
+}
+
+/// Why each verify interpreter the plan's checks name would not be found or run by `exec` in
+/// its phase's execution workspace, each program once (at its first check); empty when all
+/// would. `run` refuses on the first unless `--no-verify`, `check` lists them all. Phases
+/// whose workspace does not resolve are skipped: that is its own error.
+pub fn verify_interpreter_problems(
+    location: &PlanLocation,
+    snapshot: &PlanSnapshot,
+) -> Vec<InputError> {
+    let mut seen: Vec<(&str, String)> = Vec::new();
+    let mut problems = Vec::new();
+    for phase in &snapshot.plan.phases {
+        let Ok(workspace) = execution_workspace_of(location, phase) else {
+            continue;
+        };
+        for check in &phase.verify {
+            let program = check.interpreter.program();
+            let key = (program, workspace.clone());
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            if let Err(problem) = program::resolve(program, Path::new(&workspace)) {
+                problems.push(InputError::VerifyInterpreter {
+                    plan: location.plan_path.clone(),
+                    line: check.line,
+                    phase_id: phase.id.clone(),
+                    index: check.index,
+                    problem,
+                });
+            }
+        }
+    }
+    problems
+}
+
+/// Why each hook program would not be found or run by `exec` from the plan workspace (where
+/// hooks run); empty when all would. A hook whose program word holds a placeholder is left to
+/// its run. Not input errors: a hook never changes a run, so `run` goes on and the hook
+/// fails with a warning when it fires; `check` shows these.
+pub fn hook_program_problems(location: &PlanLocation, hooks: &[Hook]) -> Vec<String> {
+    hooks
+        .iter()
+        .filter_map(|hook| {
+            let program = hook.command.literal_program()?;
+            program::resolve(program, Path::new(&location.workspace))
+                .err()
+                .map(|problem| {
+                    format!(
+                        "{}: {}; the hook would fail",
+                        hook.origin,
+                        problem.describe(program::ProgramRole::Hook)
+                    )
+                })
+        })
+        .collect()
 }

@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use super::helper_registry;
 use super::proc::{self, ChildSnapshot};
 use super::process_group::{self, SweepSignal};
 use crate::domain::identity::ProcStat;
@@ -21,6 +22,9 @@ use crate::domain::process_tree::{
 /// of processes already stopped, so a lineage cannot fork its way out — then SIGKILLs all of
 /// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
 /// handler's children list, so an attempt without escapees costs no `/proc` scan.
+///
+/// The handler's helpers (hooks, verification checks: [`helper_registry`]) are left alone;
+/// the registry stays locked for the pass, so none can start unregistered meanwhile.
 pub fn sweep_pass(
     leader: u32,
     worker_started_ticks: Option<u64>,
@@ -29,11 +33,14 @@ pub fn sweep_pass(
 ) -> SweepPass {
     let handler = proc::own_pid();
     let is_inherited = |stat: &ProcStat| inherited.contains(stat);
+    let helpers = helper_registry::lock();
+    let is_helper = |stat: &ProcStat| helpers.protects(stat);
     let scope = SweepScope {
         handler,
         leader,
         worker_started_ticks,
         inherited: &is_inherited,
+        helper: &is_helper,
     };
     let mut freezer = Freezer::default();
     let children = proc::own_children().unwrap_or_default();
@@ -62,6 +69,54 @@ pub fn sweep_pass(
             })
             .collect(),
         reaped: freezer.reaped,
+    }
+}
+
+/// How often a blocking sweep passes again.
+const PASS_INTERVAL: Duration = Duration::from_millis(5);
+/// How long a blocking sweep that gives up waits for its last SIGKILLs to take effect.
+const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
+
+/// What a whole sweep stopped.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Escapees killed and gone.
+    pub escaped: Vec<u32>,
+    /// Escapees still alive when the sweep gave up.
+    pub survivors: Vec<u32>,
+}
+
+/// A whole sweep on the calling thread (blocking): passes until
+/// [`SweepRounds`](crate::domain::process_tree::SweepRounds) says nothing is left, or for at
+/// most `limit`, then names what survived. The group killer drives the same passes from its
+/// actor; this is for code that already runs on a thread of its own (a helper's runner).
+pub fn sweep_until_done(
+    leader: u32,
+    started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+    limit: Duration,
+) -> SweepReport {
+    let give_up_at = std::time::Instant::now() + limit;
+    let mut rounds = crate::domain::process_tree::SweepRounds::default();
+    let mut report = SweepReport::default();
+    loop {
+        let pass = sweep_pass(leader, started_ticks, inherited, rounds.thorough());
+        for killed in &pass.stopped {
+            if !report.escaped.contains(&killed.pid) {
+                report.escaped.push(killed.pid);
+            }
+        }
+        if rounds.after_pass(pass.stopped.len(), pass.reaped)
+            == crate::domain::process_tree::SweepNext::Done
+        {
+            return report;
+        }
+        if std::time::Instant::now() >= give_up_at {
+            report.survivors = still_alive(&pass.stopped, SURVIVOR_WAIT);
+            report.escaped.retain(|pid| !report.survivors.contains(pid));
+            return report;
+        }
+        std::thread::sleep(PASS_INTERVAL);
     }
 }
 

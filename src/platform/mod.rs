@@ -8,6 +8,8 @@ pub mod descendant_sweep;
 pub mod durable;
 pub mod event_log;
 pub mod file_tail;
+pub mod helper_process;
+pub mod helper_registry;
 pub mod locate;
 pub mod locks;
 pub mod proc;
@@ -16,6 +18,13 @@ pub mod program;
 pub mod regular_file;
 pub mod signal_disposition;
 pub mod spawn;
+#[cfg(test)]
+mod test_isolation;
 pub mod transcript_file;
+#[expect(
+    dead_code,
+    reason = "the verification stage of the attempt lifecycle runs it (issue 20)"
+)]
+pub mod verify_check;
 pub mod watchdog;
 pub mod write_thread;

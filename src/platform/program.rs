@@ -20,30 +20,28 @@ use super::locate::os_message;
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
 /// Why `exec` would not find the program. The message names the program and where it was
-/// looked for.
-#[derive(Debug, thiserror::Error)]
+/// looked for; [`ProgramProblem::describe`] words it for the program's role.
+#[derive(Debug)]
 pub enum ProgramProblem {
-    #[error(
-        "agent program '{program}' not found: no file at {}{}",
-        .looked_at.display(),
-        relative_note(.program)
-    )]
-    PathMissing { program: String, looked_at: PathBuf },
-    #[error("agent program '{program}' not found in PATH (searched {})", join(.searched))]
+    PathMissing {
+        program: String,
+        looked_at: PathBuf,
+    },
     NotInPath {
         program: String,
         searched: Vec<PathBuf>,
     },
-    #[error("agent program '{program}' is not in PATH: PATH is empty")]
-    EmptyPath { program: String },
-    #[error(
-        "agent program '{program}' at {} is not executable; make it executable (chmod +x) or name another program",
-        .path.display()
-    )]
-    NotExecutable { program: String, path: PathBuf },
-    #[error("agent program '{program}' at {} is a directory, not a program", .path.display())]
-    Directory { program: String, path: PathBuf },
-    #[error("cannot check agent program '{program}' at {}: {}", .path.display(), os_message(.source))]
+    EmptyPath {
+        program: String,
+    },
+    NotExecutable {
+        program: String,
+        path: PathBuf,
+    },
+    Directory {
+        program: String,
+        path: PathBuf,
+    },
     Unreadable {
         program: String,
         path: PathBuf,
@@ -51,11 +49,95 @@ pub enum ProgramProblem {
     },
 }
 
-fn relative_note(program: &str) -> &'static str {
-    if program.starts_with('/') {
-        ""
-    } else {
-        " (a relative program path is resolved against the phase's execution workspace)"
+/// What a program is for, and so where a relative path to it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramRole {
+    /// The agent command, started in the phase's execution workspace.
+    Agent,
+    /// A hook command, started in the plan workspace.
+    Hook,
+    /// The interpreter of a verification check, started in the phase's execution workspace.
+    VerifyInterpreter,
+}
+
+impl ProgramRole {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Agent => "agent program",
+            Self::Hook => "hook program",
+            Self::VerifyInterpreter => "verify interpreter",
+        }
+    }
+
+    fn relative_to(self) -> &'static str {
+        match self {
+            Self::Agent | Self::VerifyInterpreter => "the phase's execution workspace",
+            Self::Hook => "the plan workspace",
+        }
+    }
+}
+
+impl ProgramProblem {
+    /// The message for a program of `role`.
+    pub fn describe(&self, role: ProgramRole) -> String {
+        let noun = role.noun();
+        match self {
+            Self::PathMissing { program, looked_at } => {
+                let note = if program.starts_with('/') {
+                    String::new()
+                } else {
+                    format!(
+                        " (a relative program path is resolved against {})",
+                        role.relative_to()
+                    )
+                };
+                format!(
+                    "{noun} '{program}' not found: no file at {}{note}",
+                    looked_at.display()
+                )
+            }
+            Self::NotInPath { program, searched } => {
+                format!(
+                    "{noun} '{program}' not found in PATH (searched {})",
+                    join(searched)
+                )
+            }
+            Self::EmptyPath { program } => {
+                format!("{noun} '{program}' is not in PATH: PATH is empty")
+            }
+            Self::NotExecutable { program, path } => format!(
+                "{noun} '{program}' at {} is not executable; make it executable (chmod +x) or name another program",
+                path.display()
+            ),
+            Self::Directory { program, path } => format!(
+                "{noun} '{program}' at {} is a directory, not a program",
+                path.display()
+            ),
+            Self::Unreadable {
+                program,
+                path,
+                source,
+            } => format!(
+                "cannot check {noun} '{program}' at {}: {}",
+                path.display(),
+                os_message(source)
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe(ProgramRole::Agent))
+    }
+}
+
+impl std::error::Error for ProgramProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unreadable { source, .. } => Some(source),
+            _ => None,
+        }
     }
 }
 

@@ -1,13 +1,96 @@
 //! Signal dispositions: giving a signal its default action back once nothing of ours handles
-//! it any more.
+//! it any more, and catching signals again, without `signal-hook`, for the last wait of a run.
 //!
 //! `signal-hook` never uninstalls the handler it registered: after its stream is closed a
 //! delivery still runs that handler, which now does nothing, so the signal is silently
 //! ignored. Once a `run` has recorded everything, the handler's only work left is printing its
 //! final report, and a report blocked on a stdout or stderr nobody reads must stay
 //! interruptible like any program's output.
+//!
+//! When hooks still have to run after that ([`catch`]), the command owns the signals itself:
+//! a minimal handler of ours counts them (signal-hook's registry would not reinstall its own
+//! handler after [`restore_default`]), the command stops the hooks when one arrives, and the
+//! exit code stays the one already decided.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+
+/// The first signal caught by [`catch`]'s handler (0: none yet).
+static FIRST_CAUGHT: AtomicI32 = AtomicI32::new(0);
+/// How many signals it caught.
+static CAUGHT_COUNT: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn count_signal(signal: nix::libc::c_int) {
+    // Only atomics: async-signal-safe.
+    let _ = FIRST_CAUGHT.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    CAUGHT_COUNT.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Signals caught by our own handler until this is dropped, which restores their default
+/// action. One at a time per process.
+pub struct CaughtSignals {
+    signals: Vec<i32>,
+}
+
+/// Catches `signals` (numbers that are no signal are skipped) with a handler that only counts
+/// them. Call it only after the run's signal intake is gone.
+pub fn catch(signals: &[i32]) -> CaughtSignals {
+    FIRST_CAUGHT.store(0, Ordering::SeqCst);
+    CAUGHT_COUNT.store(0, Ordering::SeqCst);
+    let caught = CaughtSignals {
+        signals: signals.to_vec(),
+    };
+    caught.install();
+    caught
+}
+
+impl CaughtSignals {
+    /// Installs our handler again, keeping what was caught: for when something may have
+    /// given the signals their default action back meanwhile (the run's signal intake does
+    /// when its state is dropped).
+    pub fn reinstall(&self) {
+        self.install();
+    }
+
+    fn install(&self) {
+        // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the
+        // handler.
+        let counting = SigAction::new(
+            SigHandler::Handler(count_signal),
+            SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        for &number in &self.signals {
+            let Ok(signal) = Signal::try_from(number) else {
+                continue;
+            };
+            // SAFETY: the handler only touches atomics, which is async-signal-safe.
+            if let Err(error) = unsafe { sigaction(signal, &counting) } {
+                tracing::warn!(signal = number, %error, "cannot catch a signal");
+            }
+        }
+    }
+
+    /// The first signal caught, if any.
+    pub fn first(&self) -> Option<i32> {
+        match FIRST_CAUGHT.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
+
+    /// How many signals were caught.
+    pub fn count(&self) -> u32 {
+        CAUGHT_COUNT.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for CaughtSignals {
+    fn drop(&mut self) {
+        restore_default(&self.signals);
+    }
+}
 
 /// Sets the default action (`SIG_DFL`) for each of `signals` (numbers that are no signal are
 /// skipped). A failure is logged and the signal keeps its disposition.
@@ -44,6 +127,27 @@ mod tests {
         // SAFETY: sigaction succeeded, so it filled `current`.
         let current = unsafe { current.assume_init() };
         Ok(current.sa_sigaction == nix::libc::SIG_DFL)
+    }
+
+    #[test]
+    fn caught_signals_are_counted_until_the_default_action_is_back() {
+        // SIGURG: default is "ignore", no other test uses it.
+        let urg = nix::libc::SIGURG;
+        let caught = catch(&[urg]);
+        assert!(!is_default(urg).unwrap());
+        assert_eq!(caught.first(), None);
+        nix::sys::signal::raise(Signal::SIGURG).unwrap();
+        nix::sys::signal::raise(Signal::SIGURG).unwrap();
+        assert_eq!(caught.first(), Some(urg));
+        assert_eq!(caught.count(), 2);
+        // Something else restores the default: reinstalling keeps the count.
+        restore_default(&[urg]);
+        assert!(is_default(urg).unwrap());
+        caught.reinstall();
+        nix::sys::signal::raise(Signal::SIGURG).unwrap();
+        assert_eq!(caught.count(), 3);
+        drop(caught);
+        assert!(is_default(urg).unwrap());
     }
 
     #[test]

@@ -597,10 +597,11 @@ fn check_json_is_one_object_with_the_phase_rows() {
     assert_eq!(
         report["phases"],
         json!([
-            {"id": "phase-1", "title": "Step 1", "workspace": ".", "execution_workspace": root, "status": "pending"},
-            {"id": "phase-2", "title": "Step 2", "workspace": ".", "execution_workspace": root, "status": "pending"},
+            {"id": "phase-1", "title": "Step 1", "workspace": ".", "execution_workspace": root, "status": "pending", "checks": []},
+            {"id": "phase-2", "title": "Step 2", "workspace": ".", "execution_workspace": root, "status": "pending", "checks": []},
         ])
     );
+    assert_eq!(report["hooks"], json!([]));
     assert!(!sandbox.path(".ai-session-handler").exists());
 }
 

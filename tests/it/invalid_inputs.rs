@@ -157,6 +157,65 @@ fn plan_phase_with_wrong_workspace_heading() {
     );
 }
 
+// ---- verify sections (issue 20) -----------------------------------------------------------
+
+/// A one-phase plan whose body ends with `verify`.
+fn verify_plan(verify: &str) -> Vec<u8> {
+    format!("# Plan\n\n## Phase 1: A\n\n### Workspace\n\n.\n\n{verify}").into_bytes()
+}
+
+#[test]
+fn plan_with_two_verify_sections() {
+    plan_case(
+        &verify_plan("### Verify\n```sh\ntrue\n```\n\n#### Verify\n```sh\ntrue\n```\n"),
+        &["plan.md:14: phase 1 has duplicate 'Verify' sections (the first at line 9)"],
+    );
+}
+
+#[test]
+fn plan_with_a_verify_section_without_a_fenced_block() {
+    plan_case(
+        &verify_plan("### Verify\n\nRun the tests by hand.\n\n### Notes\n"),
+        &["plan.md:9: phase 1 '### Verify' section has no fenced code block"],
+    );
+}
+
+#[test]
+fn plan_with_an_empty_verify_block() {
+    plan_case(
+        &verify_plan("### Verify\n\n```sh\n\n```\n"),
+        &["plan.md:11: phase 1 verify block is empty"],
+    );
+}
+
+#[test]
+fn plan_with_an_unclosed_verify_block() {
+    plan_case(
+        &verify_plan("### Verify\n\n```sh\ncargo test\n"),
+        &["plan.md:11: unclosed backtick code fence"],
+    );
+}
+
+#[test]
+fn plan_with_an_unknown_verify_interpreter() {
+    plan_case(
+        &verify_plan("### Verify\n\n```shell\nls\n```\n"),
+        &[
+            "plan.md:11: phase 1 verify block: unknown verify interpreter 'shell' in the fence's info string; use one of sh, bash, dash, zsh, ksh, python3, python, perl, ruby, node, or no info string for /bin/sh -e",
+        ],
+    );
+}
+
+#[test]
+fn plan_with_a_verify_section_no_deeper_than_its_phase() {
+    plan_case(
+        &verify_plan("## Verify\n\n```sh\ntrue\n```\n"),
+        &[
+            "plan.md:9: phase 1 verify section '## Verify' must be at a heading level deeper than its phase heading (e.g. '### Verify')",
+        ],
+    );
+}
+
 #[test]
 fn plan_that_is_not_utf8() {
     plan_case(
@@ -292,7 +351,7 @@ fn config_unknown_key_lists_the_known_keys() {
     config_case(
         "{\"agent_cmd\": \"codex exec\", \"timeout\": 5}",
         &[
-            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit",
+            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds",
         ],
     );
 }

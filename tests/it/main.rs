@@ -9,6 +9,7 @@ mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
 mod hardening;
+mod hooks;
 mod invalid_inputs;
 mod observability;
 mod process_lifecycle;
@@ -19,5 +20,6 @@ mod run_results;
 mod run_smoke;
 mod soak;
 mod unattended;
+mod verification;
 mod wrapper_replay;
 mod wrappers;

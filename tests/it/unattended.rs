@@ -575,7 +575,7 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
     ]);
     check.assert_code(0);
     for line in [
-        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s",
+        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited, verification-failed; backoff 30 s doubling to 30 s",
         "rate_limit: 0 patterns and exit 75; waits off; 0 fallback agent commands",
         &format!(
             "note: phase phase-1 is stopped: missing-marker; a retry is scheduled (attempt 2, not before {not_before}, exponential backoff) and run resumes it"
@@ -602,7 +602,7 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
     // The values, without the text's labels.
     assert_eq!(
         json["retry"],
-        "up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s"
+        "up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited, verification-failed; backoff 30 s doubling to 30 s"
     );
     assert_eq!(
         json["rate_limit"],
@@ -626,7 +626,7 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
     let check = sandbox.run(&["check", "--plan", PLAN, "--agent-cmd", &primary]);
     assert_has_line(
         &check.stdout,
-        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited; backoff 30 s doubling to 30 s",
+        "retry: up to 2 attempts on agent-failed, missing-marker, invalid-marker, multiple-markers, timeout, rate-limited, verification-failed; backoff 30 s doubling to 30 s",
     );
     assert_has_line(
         &check.stdout,

@@ -607,6 +607,9 @@ impl AttemptState {
             output_bytes: Some(output),
             phase_attempt: Some(self.phase_attempt),
             agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
+            // Verification is not run yet (issue 20 wires it into the lifecycle).
+            verification: None,
+            verification_failure: None,
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,

@@ -176,6 +176,8 @@ impl PreparationTask {
             phase: &self.phase,
             state: &prepared,
             retry: self.retry_note.as_ref(),
+            // Verification is not run yet (issue 20 wires it into the lifecycle).
+            verification_failure: None,
         });
         let header = render_header(&TranscriptHeader {
             attempt_id: &attempt.id,

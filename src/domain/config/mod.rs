@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::domain::hooks::{Hook, hooks_from_config};
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::strict_json::parse_document;
@@ -28,6 +29,11 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
+    /// `hooks` (issue 21): commands run at a run's notable moments; none by default.
+    pub hooks: Vec<Hook>,
+    /// `verify_timeout_seconds` (issue 20): the limit on each verification check; `None`
+    /// (explicit `null`) means none, the default is 600.
+    pub verify_timeout_seconds: Option<f64>,
 }
 
 impl Default for Config {
@@ -40,6 +46,8 @@ impl Default for Config {
             idle_timeout_seconds: None,
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
+            hooks: Vec::new(),
+            verify_timeout_seconds: Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
         }
     }
 }
@@ -66,9 +74,12 @@ pub const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_p
 /// The per-attempt timeout when the config file does not mention `timeout_seconds`.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
+/// The per-check limit when the config file does not mention `verify_timeout_seconds`.
+pub const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
+
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 7] = [
+const KNOWN_KEYS: [&str; 9] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
@@ -76,6 +87,8 @@ const KNOWN_KEYS: [&str; 7] = [
     "idle_timeout_seconds",
     "retry",
     "rate_limit",
+    "hooks",
+    "verify_timeout_seconds",
 ];
 
 /// Parses and validates config bytes.
@@ -99,6 +112,11 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
         },
         retry: RetryPolicy::from_config(object.get("retry"))?,
         rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
+        hooks: hooks_from_config(object.get("hooks"))?,
+        verify_timeout_seconds: match object.get("verify_timeout_seconds") {
+            None => Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
+            Some(value) => optional_seconds("verify_timeout_seconds", value)?,
+        },
     })
 }
 
@@ -205,8 +223,8 @@ fn max_phases(value: Option<&Value>) -> Result<Option<u64>, ConfigError> {
     }
 }
 
-/// `timeout_seconds` and `idle_timeout_seconds` share their rules; only the default for an
-/// absent key differs, and that is decided by the caller.
+/// `timeout_seconds`, `idle_timeout_seconds` and `verify_timeout_seconds` share their rules;
+/// only the default for an absent key differs, and that is decided by the caller.
 fn optional_seconds(key: &str, value: &Value) -> Result<Option<f64>, ConfigError> {
     let seconds = match value {
         Value::Null => return Ok(None),

@@ -27,8 +27,34 @@ fn empty_object_is_all_defaults() {
             idle_timeout_seconds: None,
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
+            hooks: Vec::new(),
+            verify_timeout_seconds: Some(600.0),
         }
     );
+}
+
+#[test]
+fn verify_timeout_seconds_defaults_to_600_and_null_means_none() {
+    assert_eq!(parse("{}").unwrap().verify_timeout_seconds, Some(600.0));
+    assert_eq!(
+        parse(r#"{"verify_timeout_seconds": 12.5}"#)
+            .unwrap()
+            .verify_timeout_seconds,
+        Some(12.5)
+    );
+    assert_eq!(
+        parse(r#"{"verify_timeout_seconds": null}"#)
+            .unwrap()
+            .verify_timeout_seconds,
+        None
+    );
+    for bad in ["0", "-1", "\"600\"", "true"] {
+        let message = error(&format!(r#"{{"verify_timeout_seconds": {bad}}}"#));
+        assert!(
+            message.starts_with("expected verify_timeout_seconds to be a"),
+            "{bad}: {message}"
+        );
+    }
 }
 
 #[test]
@@ -108,7 +134,7 @@ fn unknown_key_is_named_with_the_known_keys() {
     assert_eq!(
         error(r#"{"timeout": 5}"#),
         "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, \
-             stop_on_regex, idle_timeout_seconds, retry, rate_limit"
+             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds"
     );
 }
 
@@ -336,7 +362,7 @@ proptest! {
         key in prop_oneof![
             Just("agent_cmd"), Just("max_phases"), Just("timeout_seconds"),
             Just("stop_on_regex"), Just("idle_timeout_seconds"), Just("other"),
-            Just("retry"), Just("rate_limit"),
+            Just("retry"), Just("rate_limit"), Just("hooks"), Just("verify_timeout_seconds"),
         ],
         value in prop_oneof![
             Just("null".to_owned()), Just("true".to_owned()), Just("[1, \"a\"]".to_owned()),

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::state::{AttemptStatus, PhaseRef, SnapshotRef};
 use super::strict_json::{self, Object, StrictError};
 use super::timestamp::Timestamp;
+use super::verification::{FailedCheck, Verification, VerificationRecord};
 
 /// Artifact paths of the attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -49,6 +50,13 @@ pub struct OutcomeRecord {
     /// The agent command template that ran (the primary one or a rate-limit fallback).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) agent_cmd: Option<String>,
+    /// What the phase's checks came to (issue 20): their records, or `"skipped"` under
+    /// `--no-verify`; absent when the phase has no checks or none were due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) verification: Option<VerificationRecord>,
+    /// The check that failed a `verification-failed` attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) verification_failure: Option<FailedCheck>,
 }
 
 /// Output sizes of one attempt, per stream.
@@ -97,8 +105,14 @@ const OUTCOME_KEYS: [&str; 11] = [
     "signal",
 ];
 /// Keys added later, in on-disk order after the original ones; optional on read.
-const OPTIONAL_OUTCOME_KEYS: [&str; 4] =
-    ["duration_ms", "output_bytes", "phase_attempt", "agent_cmd"];
+const OPTIONAL_OUTCOME_KEYS: [&str; 6] = [
+    "duration_ms",
+    "output_bytes",
+    "phase_attempt",
+    "agent_cmd",
+    "verification",
+    "verification_failure",
+];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
 const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
 
@@ -174,7 +188,38 @@ impl OutcomeRecord {
         if let Some(agent_cmd) = &self.agent_cmd {
             strict_json::require_nonempty("agent_cmd", agent_cmd)?;
         }
-        Ok(())
+        self.validate_verification()
+    }
+
+    /// The outcome's verification, when it records one.
+    pub fn verification(&self) -> Option<Verification> {
+        let record = self.verification.as_ref()?;
+        Verification::from_record(record, self.verification_failure.as_ref()).ok()
+    }
+
+    /// A failure goes with `verification-failed` and a list whose last check is the failing
+    /// one, and `verification-failed` always names its failing check.
+    fn validate_verification(&self) -> Result<(), OutcomeError> {
+        if let Some(record) = &self.verification {
+            record.validate().map_err(OutcomeError)?;
+            Verification::from_record(record, self.verification_failure.as_ref())
+                .map_err(OutcomeError)?;
+        } else if self.verification_failure.is_some() {
+            return Err(OutcomeError(
+                "verification_failure requires verification".into(),
+            ));
+        }
+        let failed = self.status == AttemptStatus::VerificationFailed;
+        match (failed, &self.verification_failure) {
+            (true, None) => Err(OutcomeError(
+                "status verification-failed requires verification_failure".into(),
+            )),
+            (false, Some(_)) => Err(OutcomeError(format!(
+                "verification_failure cannot go with status {}",
+                self.status
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
@@ -210,6 +255,12 @@ impl OutcomeRecord {
                 Ok(object.optional_string("agent_cmd")?.map(str::to_owned))
             })?
             .flatten(),
+            verification: optional(object, "verification", |object| {
+                VerificationRecord::from_object(object, "verification")
+            })?,
+            verification_failure: optional(object, "verification_failure", |object| {
+                FailedCheck::from_object(&object.object("verification_failure")?)
+            })?,
         })
     }
 }

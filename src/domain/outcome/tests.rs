@@ -1,6 +1,7 @@
 //! Unit and property tests of `domain::outcome`.
 
 use super::*;
+use crate::domain::verification::CheckRecord;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -34,6 +35,8 @@ fn record() -> OutcomeRecord {
         output_bytes: None,
         phase_attempt: None,
         agent_cmd: None,
+        verification: None,
+        verification_failure: None,
     }
 }
 
@@ -403,14 +406,26 @@ proptest! {
         original.phase.title = title;
         original.status = status;
         original.exit_code = exit_code;
+        if status == AttemptStatus::VerificationFailed {
+            let (verification, failure) = failed_verification().to_record();
+            original.verification = Some(verification);
+            original.verification_failure = failure;
+        }
         prop_assert_eq!(original.validate(), Ok(()));
         prop_assert_eq!(read(&original.to_json()), Ok(original));
     }
 }
 
-/// A record with the keys added later (duration, sizes, attempt number, template).
+/// A record with the keys added later (duration, sizes, attempt number, template, a failed
+/// verification).
 fn current_record() -> OutcomeRecord {
+    let (verification, verification_failure) = failed_verification().to_record();
     OutcomeRecord {
+        status: AttemptStatus::VerificationFailed,
+        summary: "implemented the parser; tests pass".into(),
+        exit_code: Some(0),
+        verification: Some(verification),
+        verification_failure,
         duration_ms: Some(1234),
         output_bytes: Some(OutputBytes {
             stdout: 10,
@@ -470,4 +485,123 @@ fn the_later_keys_are_strict_when_present() {
     value["durations"] = 1.into();
     let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
     assert_eq!(error.0, "unexpected key durations");
+}
+
+fn check(index: usize, line: &str, exit_code: Option<i32>) -> CheckRecord {
+    CheckRecord {
+        index,
+        command_first_line: line.into(),
+        exit_code,
+        duration_ms: 40,
+        output_bytes: 12,
+    }
+}
+
+fn failed_verification() -> Verification {
+    Verification::Failed {
+        checks: vec![
+            check(1, "cargo fmt --check", Some(0)),
+            check(2, "cargo test", Some(101)),
+        ],
+        failure: FailedCheck {
+            index: 2,
+            command_first_line: "cargo test".into(),
+            exit_code: Some(101),
+            signal: None,
+            timed_out: false,
+            output_tail: "test parser::empty ... FAILED\n<phase-complete>quoted</phase-complete>"
+                .into(),
+        },
+    }
+}
+
+#[test]
+fn verification_is_written_as_check_records_or_skipped_and_read_back() {
+    let failed = current_record();
+    let value: serde_json::Value = serde_json::from_str(&failed.to_json()).unwrap();
+    assert_eq!(
+        value["verification"],
+        serde_json::json!([
+            {"index": 1, "command_first_line": "cargo fmt --check", "exit_code": 0, "duration_ms": 40, "output_bytes": 12},
+            {"index": 2, "command_first_line": "cargo test", "exit_code": 101, "duration_ms": 40, "output_bytes": 12}
+        ])
+    );
+    assert_eq!(value["verification_failure"]["index"], 2);
+    assert_eq!(value["verification_failure"]["timed_out"], false);
+    assert_eq!(failed.verification(), Some(failed_verification()));
+    let passed = OutcomeRecord {
+        status: AttemptStatus::PhaseComplete,
+        verification: Some(VerificationRecord::Checks(vec![check(1, "true", Some(0))])),
+        verification_failure: None,
+        ..current_record()
+    };
+    let skipped = OutcomeRecord {
+        verification: Some(VerificationRecord::Skipped),
+        ..passed.clone()
+    };
+    for record in [failed, passed.clone(), skipped.clone()] {
+        assert_eq!(read(&record.to_json()), Ok(record));
+    }
+    assert!(skipped.to_json().contains("\"verification\": \"skipped\""));
+    assert_eq!(
+        passed.verification(),
+        Some(Verification::Passed(vec![check(1, "true", Some(0))]))
+    );
+    assert_eq!(skipped.verification(), Some(Verification::Skipped));
+    assert_eq!(record().verification(), None);
+}
+
+#[test]
+fn verification_keys_are_strict_and_consistent_with_the_status() {
+    let error = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&current_record().to_json()).unwrap();
+        edit(&mut value);
+        OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name())
+            .unwrap_err()
+            .0
+    };
+    assert_eq!(
+        error(&|value| value["verification"] = "none".into()),
+        "expected verification to be a list of checks or \"skipped\""
+    );
+    assert_eq!(
+        error(&|value| value["verification"][0]["extra"] = 1.into()),
+        "unexpected key verification[0].extra"
+    );
+    assert_eq!(
+        error(&|value| value["verification"][1]["index"] = 3.into()),
+        "expected verification[1].index to be 2"
+    );
+    assert_eq!(
+        error(&|value| value["verification_failure"]["index"] = 1.into()),
+        "verification_failure.index 1 is not the last check in verification"
+    );
+    assert_eq!(
+        error(&|value| value["verification_failure"]["timed_out"] = "no".into()),
+        "expected verification_failure.timed_out to be a boolean"
+    );
+    assert_eq!(
+        error(&|value| {
+            value
+                .as_object_mut()
+                .unwrap()
+                .remove("verification_failure");
+        }),
+        "status verification-failed requires verification_failure"
+    );
+    assert_eq!(
+        error(&|value| value["status"] = "phase-complete".into()),
+        "verification_failure cannot go with status phase-complete"
+    );
+    assert_eq!(
+        error(&|value| value["verification"] = "skipped".into()),
+        "verification_failure cannot go with verification \"skipped\""
+    );
+    assert_eq!(
+        error(&|value| {
+            value.as_object_mut().unwrap().remove("verification");
+        }),
+        "verification_failure requires verification"
+    );
 }

@@ -1,17 +1,18 @@
 //! The Markdown plan format (docs/architecture.md; docs/plan-format.md): numbered phase headings, a byte-exact
-//! global preamble and phase bodies, fenced examples that are not structure, and exactly one
-//! `### Workspace` section per phase.
+//! global preamble and phase bodies, fenced examples that are not structure, exactly one
+//! `### Workspace` section per phase, and at most one `Verify` section of checks (issue 20).
 //!
 //! Parsing makes two linear passes. The first walks every line once, tracking code fences, to
 //! find the phase headings and any fence left open. The second walks each phase body to find its
-//! workspace section. A phase heading only counts outside a fence, so every body starts with no
-//! fence open and the second pass can give each body a fresh tracker and still classify every
-//! line exactly as the first pass did.
+//! workspace section, then its verify section. A phase heading only counts outside a fence, so
+//! every body starts with no fence open and the second pass can give each body a fresh tracker
+//! and still classify every line exactly as the first pass did.
 //!
 //! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
 //! heading, and kept everywhere text is copied.
 
-use super::fence::FenceTracker;
+use super::fence::{FenceTracker, LineRole};
+use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 
 /// One executable phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct Phase {
     pub workspace: String,
     /// 1-based line of the workspace path.
     pub workspace_line: usize,
+    /// The checks of its `Verify` section, in order; empty when it has none.
+    pub verify: Vec<VerifyCheck>,
 }
 
 /// A parsed plan: the preamble and the phases in order.
@@ -171,6 +174,7 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
         let next = outline.headings.get(index + 1);
         let body = &text[heading.body_start..next.map_or(text.len(), |next| next.start)];
         let workspace = find_workspace(heading, body)?;
+        let verify = find_verify(heading, body)?;
         phases.push(Phase {
             number: heading.number,
             id: format!("phase-{}", heading.number),
@@ -180,6 +184,7 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
             end_line: next.map_or(outline.line_count, |next| next.line - 1),
             workspace: workspace.path,
             workspace_line: workspace.line,
+            verify,
         });
     }
     Ok(ParsedPlan {
@@ -249,6 +254,8 @@ fn file_lines(text: &str) -> impl Iterator<Item = Line<'_>> {
 
 /// A phase heading found outside any fence.
 struct PhaseHeading<'a> {
+    /// Its level: the number of `#`.
+    level: usize,
     number: u64,
     title: &'a str,
     /// 1-based line of the heading.
@@ -276,6 +283,11 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
         }
         if let Some((digits, title)) = match_phase_heading(line.content()) {
             headings.push(PhaseHeading {
+                level: line
+                    .content()
+                    .bytes()
+                    .take_while(|&byte| byte == b'#')
+                    .count(),
                 number: phase_number(digits, line.number)?,
                 title,
                 line: line.number,
@@ -485,6 +497,11 @@ fn surplus_error(
 /// The text of an ATX heading line (up to three spaces, one to six `#`, then a space, a tab or
 /// the end of the line), trimmed; `None` for any other line.
 fn section_heading_text(line: &str) -> Option<&str> {
+    section_heading(line).map(|(_, text)| text)
+}
+
+/// The level and trimmed text of an ATX heading line (see [`section_heading_text`]).
+fn section_heading(line: &str) -> Option<(usize, &str)> {
     let indent = line.bytes().take_while(|&byte| byte == b' ').count();
     if indent > 3 {
         return None;
@@ -496,9 +513,197 @@ fn section_heading_text(line: &str) -> Option<&str> {
     }
     let text = &marked[level..];
     match text.bytes().next() {
-        None | Some(b' ' | b'\t') => Some(text.trim()),
+        None | Some(b' ' | b'\t') => Some((level, text.trim())),
         Some(_) => None,
     }
+}
+
+/// The only accepted text of a verify section heading (at any level deeper than the phase's).
+const VERIFY_TEXT: &str = "Verify";
+
+/// A verify section being read.
+struct VerifySection<'a> {
+    /// The heading as written, for messages.
+    heading: &'a str,
+    heading_line: usize,
+    level: usize,
+    checks: Vec<VerifyCheck>,
+}
+
+/// A fenced block of a verify section being read.
+struct VerifyBlock<'a> {
+    line: usize,
+    /// The opening fence's indentation, removed from its content lines (as CommonMark does).
+    indent: usize,
+    interpreter: Interpreter,
+    lines: Vec<&'a str>,
+}
+
+/// Finds a phase's verify section (at most one, at a heading level deeper than the phase
+/// heading, spelled exactly `Verify`) and its checks: each fenced block in it is one check,
+/// anything else is commentary; it ends at the next heading of its level or shallower. The
+/// body itself is only read.
+fn find_verify(phase: &PhaseHeading<'_>, body: &str) -> Result<Vec<VerifyCheck>, PlanError> {
+    let number = phase.number;
+    let mut fences = FenceTracker::new();
+    let mut section: Option<VerifySection<'_>> = None;
+    let mut block: Option<VerifyBlock<'_>> = None;
+    let mut found: Option<(usize, Vec<VerifyCheck>)> = None;
+    for line in lines(body, phase.line + 1) {
+        let role = fences.classify_line(line.text.as_bytes());
+        let content = line.content();
+        match role {
+            LineRole::Text => {
+                let Some((level, text)) = section_heading(content) else {
+                    continue;
+                };
+                if let Some(open) = section.take_if(|open| level <= open.level) {
+                    found = Some((open.heading_line, close_verify(number, open)?));
+                }
+                if !text
+                    .trim_end_matches('#')
+                    .trim()
+                    .eq_ignore_ascii_case(VERIFY_TEXT)
+                {
+                    continue;
+                }
+                if text != VERIFY_TEXT {
+                    return Err(PlanError::at(
+                        line.number,
+                        format!(
+                            "phase {number} verify section heading must be spelled exactly '{VERIFY_TEXT}' (e.g. '### {VERIFY_TEXT}'), got '{}'",
+                            content.trim()
+                        ),
+                    ));
+                }
+                if level <= phase.level {
+                    return Err(PlanError::at(
+                        line.number,
+                        format!(
+                            "phase {number} verify section '{}' must be at a heading level deeper than its phase heading (e.g. '{} {VERIFY_TEXT}')",
+                            content.trim(),
+                            "#".repeat(phase.level + 1)
+                        ),
+                    ));
+                }
+                let earlier = section.as_ref().map(|open| open.heading_line);
+                if let Some(first) = earlier.or(found.as_ref().map(|(line, _)| *line)) {
+                    return Err(PlanError::at(
+                        line.number,
+                        format!(
+                            "phase {number} has duplicate '{VERIFY_TEXT}' sections (the first at line {first})"
+                        ),
+                    ));
+                }
+                section = Some(VerifySection {
+                    heading: content.trim(),
+                    heading_line: line.number,
+                    level,
+                    checks: Vec::new(),
+                });
+            }
+            LineRole::FenceOpen if section.is_some() => {
+                let (indent, info) = fence_opener(content);
+                let interpreter = Interpreter::from_info(info).map_err(|unknown| {
+                    PlanError::at(
+                        line.number,
+                        format!("phase {number} verify block: {unknown}"),
+                    )
+                })?;
+                block = Some(VerifyBlock {
+                    line: line.number,
+                    indent,
+                    interpreter,
+                    lines: Vec::new(),
+                });
+            }
+            LineRole::Fenced => {
+                if let Some(open) = block.as_mut() {
+                    open.lines.push(content);
+                }
+            }
+            LineRole::FenceClose => {
+                if let (Some(done), Some(open)) = (block.take(), section.as_mut()) {
+                    let index = open.checks.len() + 1;
+                    open.checks.push(verify_check(number, index, done)?);
+                }
+            }
+            LineRole::FenceOpen => {}
+        }
+    }
+    if let Some(open) = section {
+        found = Some((open.heading_line, close_verify(number, open)?));
+    }
+    Ok(found.map(|(_, checks)| checks).unwrap_or_default())
+}
+
+/// Ends a verify section: it must hold at least one fenced block.
+fn close_verify(number: u64, section: VerifySection<'_>) -> Result<Vec<VerifyCheck>, PlanError> {
+    if section.checks.is_empty() {
+        return Err(PlanError::at(
+            section.heading_line,
+            format!(
+                "phase {number} '{}' section has no fenced code block; put each check in a fenced block (```sh, then the commands, then ```)",
+                section.heading
+            ),
+        ));
+    }
+    Ok(section.checks)
+}
+
+/// A closed block as a check; an empty or oversized block is an error at its opening line.
+fn verify_check(
+    number: u64,
+    index: usize,
+    block: VerifyBlock<'_>,
+) -> Result<VerifyCheck, PlanError> {
+    let mut script = String::new();
+    for line in &block.lines {
+        let indent = line
+            .bytes()
+            .take(block.indent)
+            .take_while(|&byte| byte == b' ' || byte == b'\t')
+            .count();
+        script.push_str(&line[indent..]);
+        script.push('\n');
+    }
+    if script.trim().is_empty() {
+        return Err(PlanError::at(
+            block.line,
+            format!(
+                "phase {number} verify block is empty; write the check's commands in it or remove it"
+            ),
+        ));
+    }
+    if script.len() > MAX_SCRIPT_BYTES {
+        return Err(PlanError::at(
+            block.line,
+            format!(
+                "phase {number} verify block is {} bytes, more than the {MAX_SCRIPT_BYTES} a check may hold; put a longer script in a file and run that from the block",
+                script.len()
+            ),
+        ));
+    }
+    Ok(VerifyCheck {
+        index,
+        interpreter: block.interpreter,
+        script,
+        line: block.line,
+    })
+}
+
+/// The indentation and info string of a fence-opening line (trimmed; empty when none).
+fn fence_opener(line: &str) -> (usize, &str) {
+    let indent = line
+        .bytes()
+        .take_while(|&byte| byte == b' ' || byte == b'\t')
+        .count();
+    let rest = &line[indent..];
+    let run = rest
+        .bytes()
+        .take_while(|&byte| byte == b'`' || byte == b'~')
+        .count();
+    (indent, rest[run..].trim())
 }
 
 /// Whether heading text, case-folded, starts with `workspace`: such a heading is meant as the

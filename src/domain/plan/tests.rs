@@ -1,6 +1,7 @@
 //! Unit and property tests of `domain::plan`.
 
 use super::*;
+use crate::domain::verification::Interpreter;
 use proptest::prelude::*;
 
 fn parse(text: &str) -> ParsedPlan {
@@ -48,6 +49,7 @@ fn parses_phases_with_preamble_fences_and_workspaces() {
                     end_line: 16,
                     workspace: ".".into(),
                     workspace_line: 8,
+                    verify: Vec::new(),
                 },
                 Phase {
                     number: 2,
@@ -58,6 +60,7 @@ fn parses_phases_with_preamble_fences_and_workspaces() {
                     end_line: 23,
                     workspace: "../state-store".into(),
                     workspace_line: 20,
+                    verify: Vec::new(),
                 },
             ],
         }
@@ -615,6 +618,86 @@ struct PhaseRecipe {
     backticked: bool,
     after_path: Vec<(Block, bool)>,
     after: Vec<(Block, bool)>,
+    /// A verify section at the end of the body.
+    verify: Option<VerifyRecipe>,
+}
+
+/// A generated verify section: how much deeper than the phase heading, commentary, checks.
+#[derive(Clone, Debug)]
+struct VerifyRecipe {
+    deeper: usize,
+    crlf: bool,
+    commentary: Vec<String>,
+    checks: Vec<CheckRecipe>,
+}
+
+/// A generated check block and the commentary after it.
+#[derive(Clone, Debug)]
+struct CheckRecipe {
+    opener: &'static str,
+    closer: &'static str,
+    interpreter: Interpreter,
+    indent: usize,
+    lines: Vec<String>,
+    after: Vec<String>,
+}
+
+/// Fence openers of check blocks: the text, its interpreter, its indentation, its closer.
+const CHECK_OPENERS: &[(&str, Interpreter, usize, &str)] = &[
+    ("```", Interpreter::Sh, 0, "```"),
+    ("```sh", Interpreter::Sh, 0, "```"),
+    ("~~~ bash title=x", Interpreter::Bash, 0, "~~~"),
+    ("````python3", Interpreter::Python3, 0, "`````"),
+    ("  ```sh", Interpreter::Sh, 2, "```"),
+    (" ~~~~ perl", Interpreter::Perl, 1, "~~~~"),
+];
+
+fn verify_recipe() -> impl Strategy<Value = VerifyRecipe> {
+    let commentary = prop::collection::vec(prop_oneof![text_line(), blank_line()], 0..3);
+    let content = prop::collection::vec(
+        prop_oneof![text_line(), blank_line(), "  [a-z]{1,6} [a-z]{0,6}"],
+        0..4,
+    )
+    .prop_flat_map(|lines| {
+        // At least one line that is not blank.
+        (
+            "[a-z]{1,8}( [a-z-]{1,6}){0,2}",
+            Just(lines),
+            any::<prop::sample::Index>(),
+        )
+            .prop_map(|(command, mut lines, at)| {
+                let at = at.index(lines.len() + 1);
+                lines.insert(at, command);
+                lines
+            })
+    });
+    let check = (
+        prop::sample::select(CHECK_OPENERS.to_vec()),
+        content,
+        prop::collection::vec(prop_oneof![text_line(), blank_line()], 0..2),
+    )
+        .prop_map(
+            |((opener, interpreter, indent, closer), lines, after)| CheckRecipe {
+                opener,
+                closer,
+                interpreter,
+                indent,
+                lines,
+                after,
+            },
+        );
+    (
+        1usize..=2,
+        any::<bool>(),
+        commentary,
+        prop::collection::vec(check, 1..4),
+    )
+        .prop_map(|(deeper, crlf, commentary, checks)| VerifyRecipe {
+            deeper,
+            crlf,
+            commentary,
+            checks,
+        })
 }
 
 fn phase_recipe() -> impl Strategy<Value = PhaseRecipe> {
@@ -628,6 +711,7 @@ fn phase_recipe() -> impl Strategy<Value = PhaseRecipe> {
         (blocks(block(), 4), blocks(filler(), 3)),
         ("[a-z.][a-z0-9./_-]{0,15}", any::<bool>()),
         (blocks(filler(), 3), blocks(block(), 4)),
+        prop::option::of(verify_recipe()),
     )
         .prop_map(
             |(
@@ -635,6 +719,7 @@ fn phase_recipe() -> impl Strategy<Value = PhaseRecipe> {
                 (before, before_path),
                 (path, backticked),
                 (after_path, after),
+                verify,
             )| {
                 PhaseRecipe {
                     gap,
@@ -647,6 +732,8 @@ fn phase_recipe() -> impl Strategy<Value = PhaseRecipe> {
                     backticked,
                     after_path,
                     after,
+                    // Level 6 phases have no deeper heading level.
+                    verify: verify.filter(|recipe| level + recipe.deeper <= 6),
                 }
             },
         )
@@ -715,6 +802,41 @@ fn generated_plan() -> impl Strategy<Value = (String, ParsedPlan, Vec<String>)> 
                 writer.blocks(&recipe.after_path);
                 writer.line("### Notes", recipe.heading_crlf);
                 writer.blocks(&recipe.after);
+                let mut verify = Vec::new();
+                if let Some(section) = &recipe.verify {
+                    let crlf = section.crlf;
+                    writer.line(
+                        &format!("{} Verify", "#".repeat(recipe.level + section.deeper)),
+                        crlf,
+                    );
+                    for line in &section.commentary {
+                        writer.line(line, crlf);
+                    }
+                    for check in &section.checks {
+                        let line = writer.line(check.opener, crlf);
+                        let mut script = String::new();
+                        for content in &check.lines {
+                            writer.line(content, crlf);
+                            let removed = content
+                                .bytes()
+                                .take(check.indent)
+                                .take_while(|&byte| byte == b' ' || byte == b'\t')
+                                .count();
+                            script.push_str(&content[removed..]);
+                            script.push('\n');
+                        }
+                        writer.line(check.closer, crlf);
+                        for text in &check.after {
+                            writer.line(text, crlf);
+                        }
+                        verify.push(VerifyCheck {
+                            index: verify.len() + 1,
+                            interpreter: check.interpreter,
+                            script,
+                            line,
+                        });
+                    }
+                }
                 if let Some(last) = last_line.as_ref().filter(|_| index + 1 == recipes.len()) {
                     // The plan may end without a newline.
                     writer.text.push_str(last);
@@ -729,6 +851,7 @@ fn generated_plan() -> impl Strategy<Value = (String, ParsedPlan, Vec<String>)> 
                     end_line: writer.next_line - 1,
                     workspace: recipe.path.clone(),
                     workspace_line,
+                    verify,
                 });
             }
             (writer.text, ParsedPlan { preamble, phases }, headings)
@@ -847,4 +970,173 @@ fn a_plan_whose_only_heading_is_a_near_miss_names_that_line() {
     let plain = parse_plan(b"# Plan\n\n## Stage 1: x\n").unwrap_err();
     assert_eq!(plain.line, None);
     assert_eq!(plain.message, NO_PHASES);
+}
+
+// ---- verify sections (issue 20) -------------------------------------------------------------
+
+/// A one-phase plan with `section` after the workspace section.
+fn with_verify(section: &str) -> String {
+    format!("# Plan\n\n## Phase 1: Build\n\n### Workspace\n.\n\n{section}")
+}
+
+#[test]
+fn a_verify_section_holds_one_check_per_fenced_block_and_the_body_is_unchanged() {
+    let section = "### Verify\n\nThe unit tests must pass:\n\n```sh\ncargo test --locked\n```\n\nAnd the linter, with bash:\n\n~~~bash -x\nset -o pipefail\ncargo clippy | tee lint.txt\n~~~\n\n```python3\nimport sys\nsys.exit(0)\n```\n";
+    let text = with_verify(section);
+    let plan = parse(&text);
+    let phase = &plan.phases[0];
+    assert_eq!(phase.body, format!("\n### Workspace\n.\n\n{section}"));
+    assert_eq!(
+        phase.verify,
+        [
+            VerifyCheck {
+                index: 1,
+                interpreter: Interpreter::Sh,
+                script: "cargo test --locked\n".into(),
+                line: 12,
+            },
+            VerifyCheck {
+                index: 2,
+                interpreter: Interpreter::Bash,
+                script: "set -o pipefail\ncargo clippy | tee lint.txt\n".into(),
+                line: 18,
+            },
+            VerifyCheck {
+                index: 3,
+                interpreter: Interpreter::Python3,
+                script: "import sys\nsys.exit(0)\n".into(),
+                line: 23,
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_phase_without_a_verify_section_has_no_checks() {
+    let plan = parse(&format!(
+        "## Phase 1: A\n{WS}### Validation\n```sh\ncargo test\n```\n"
+    ));
+    assert!(plan.phases[0].verify.is_empty());
+}
+
+#[test]
+fn any_level_deeper_than_the_phase_heading_is_a_verify_section() {
+    for (phase_level, verify_level) in [(2, 3), (2, 4), (1, 2), (5, 6)] {
+        let text = format!(
+            "{} Phase 1: A\n{WS}{} Verify\n```\ntrue\n```\n",
+            "#".repeat(phase_level),
+            "#".repeat(verify_level)
+        );
+        assert_eq!(parse(&text).phases[0].verify.len(), 1, "{text}");
+    }
+    assert_eq!(
+        error(&with_verify("## Verify\n```\ntrue\n```\n")),
+        "plan.md:8: phase 1 verify section '## Verify' must be at a heading level deeper than its phase heading (e.g. '### Verify')"
+    );
+}
+
+#[test]
+fn the_section_ends_at_a_heading_of_its_level_and_keeps_deeper_ones_as_commentary() {
+    let text = with_verify(
+        "### Verify\n#### Unit tests\n```sh\ncargo test\n```\n### Notes\n```sh\nnot a check\n```\n",
+    );
+    let plan = parse(&text);
+    assert_eq!(plan.phases[0].verify.len(), 1);
+    assert_eq!(plan.phases[0].verify[0].script, "cargo test\n");
+    // A later phase's own section is its own.
+    let two = format!(
+        "## Phase 1: A\n{WS}### Verify\n```\none\n```\n## Phase 2: B\n{WS}### Verify\n```\ntwo\n```\n"
+    );
+    let plan = parse(&two);
+    assert_eq!(plan.phases[0].verify[0].script, "one\n");
+    assert_eq!(plan.phases[1].verify[0].script, "two\n");
+    assert_eq!(plan.phases[1].verify[0].index, 1);
+}
+
+#[test]
+fn a_verify_heading_inside_a_fence_is_an_example() {
+    let text = with_verify("### Goal\n````markdown\n### Verify\n```sh\nrm -rf /\n```\n````\n");
+    assert!(parse(&text).phases[0].verify.is_empty());
+}
+
+#[test]
+fn every_verify_mistake_names_its_line() {
+    assert_eq!(
+        error(&with_verify(
+            "### Verify\n```\na\n```\n### Verify\n```\nb\n```\n"
+        )),
+        "plan.md:12: phase 1 has duplicate 'Verify' sections (the first at line 8)"
+    );
+    assert_eq!(
+        error(&with_verify(
+            "### Verify\n```\na\n```\n#### Verify\n```\nb\n```\n"
+        )),
+        "plan.md:12: phase 1 has duplicate 'Verify' sections (the first at line 8)"
+    );
+    assert_eq!(
+        error(&with_verify("### Verify\nRun the tests.\n### Goal\nx\n")),
+        "plan.md:8: phase 1 '### Verify' section has no fenced code block; put each check in a fenced block (```sh, then the commands, then ```)"
+    );
+    assert_eq!(
+        error(&with_verify("#### Verify\n")),
+        "plan.md:8: phase 1 '#### Verify' section has no fenced code block; put each check in a fenced block (```sh, then the commands, then ```)"
+    );
+    assert_eq!(
+        error(&with_verify(
+            "### Verify\n```sh\na\n```\n\n```sh\n  \n\n```\n"
+        )),
+        "plan.md:13: phase 1 verify block is empty; write the check's commands in it or remove it"
+    );
+    assert_eq!(
+        error(&with_verify("### Verify\n```sh\n```\n")),
+        "plan.md:9: phase 1 verify block is empty; write the check's commands in it or remove it"
+    );
+    assert_eq!(
+        error(&with_verify("### Verify\n```sh\ncargo test\n")),
+        "plan.md:9: unclosed backtick code fence"
+    );
+    assert_eq!(
+        error(&with_verify("### Verify\n```shell\nls\n```\n")),
+        "plan.md:9: phase 1 verify block: unknown verify interpreter 'shell' in the fence's info string; use one of sh, bash, dash, zsh, ksh, python3, python, perl, ruby, node, or no info string for /bin/sh -e"
+    );
+    for misspelled in ["### verify", "### VERIFY", "### Verify ###"] {
+        assert_eq!(
+            error(&with_verify(&format!("{misspelled}\n```\na\n```\n"))),
+            format!(
+                "plan.md:8: phase 1 verify section heading must be spelled exactly 'Verify' (e.g. '### Verify'), got '{misspelled}'"
+            ),
+        );
+    }
+    let huge = "x".repeat(MAX_SCRIPT_BYTES);
+    assert_eq!(
+        error(&with_verify(&format!("### Verify\n```\n{huge}\n```\n"))),
+        format!(
+            "plan.md:9: phase 1 verify block is {} bytes, more than the {MAX_SCRIPT_BYTES} a check may hold; put a longer script in a file and run that from the block",
+            MAX_SCRIPT_BYTES + 1
+        )
+    );
+}
+
+#[test]
+fn headings_that_only_start_like_verify_are_ordinary_text() {
+    let text = with_verify("### Verification\nRun it by hand.\n### Verify the API\nx\n");
+    assert!(parse(&text).phases[0].verify.is_empty());
+}
+
+#[test]
+fn check_content_loses_the_fence_indentation_and_crlf() {
+    let text = with_verify(
+        "### Verify\r\n  ```python3\r\n  import sys\r\n  if True:\r\n      sys.exit(0)\r\n  ```\r\n",
+    );
+    let check = &parse(&text).phases[0].verify[0];
+    assert_eq!(check.script, "import sys\nif True:\n    sys.exit(0)\n");
+    assert_eq!(check.interpreter, Interpreter::Python3);
+}
+
+#[test]
+fn verify_errors_come_after_the_phases_workspace_errors() {
+    assert_eq!(
+        error("## Phase 1: A\n### Verify\n```shell\nx\n```\n"),
+        "plan.md:1: phase 1 is missing required '### Workspace' section"
+    );
 }

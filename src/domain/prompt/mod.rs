@@ -16,6 +16,7 @@ pub(crate) mod preview;
 use super::plan::Phase;
 use super::retry::schedule::RetrySchedule;
 use super::state::{ActiveAttempt, LastRun, PlanRecord, State, Stop};
+use super::verification::FailedCheck;
 
 /// Everything the prompt shows. Paths are absolute.
 #[derive(Clone, Debug)]
@@ -34,6 +35,9 @@ pub struct PromptContext<'a> {
     /// Set when this phase already had attempts in this run: the prompt then says so and
     /// lists them. A first attempt's prompt has no such section.
     pub retry: Option<&'a RetryNote>,
+    /// Set when the phase's previous attempt reported completion and a check of its `Verify`
+    /// section failed: the prompt says which, with the tail of its output (issue 20).
+    pub verification_failure: Option<&'a FailedCheck>,
 }
 
 /// What a retried attempt is told about the attempts of its phase before it.
@@ -195,8 +199,18 @@ pub fn render_prompt(context: &PromptContext<'_>) -> String {
     push_bullets(&mut prompt, FAILURE_MODES.iter().copied());
     prompt.push('\n');
 
+    if !phase.verify.is_empty() {
+        push_verification(&mut prompt, phase);
+        prompt.push('\n');
+    }
+
     if let Some(retry) = context.retry {
         push_retry(&mut prompt, &phase.id, retry);
+        prompt.push('\n');
+    }
+
+    if let Some(failure) = context.verification_failure {
+        push_verification_failure(&mut prompt, &phase.id, failure);
         prompt.push('\n');
     }
 
@@ -246,6 +260,72 @@ fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
         fields.value(2, "status", &earlier.status);
         fields.value(2, "summary", &earlier.summary);
         fields.value(2, "transcript_path", &earlier.transcript_path);
+    }
+}
+
+/// The VERIFICATION section of a phase with checks: the runner holds the completion to them.
+fn push_verification(out: &mut String, phase: &Phase) {
+    out.push_str("VERIFICATION\n");
+    push_bullets(
+        out,
+        [
+            "After you report `<phase-complete>`, the runner runs the checks of the selected \
+             phase's Verify section (in SELECTED PHASE BODY below), in order, in \
+             execution_workspace_path, and accepts the completion only when every check \
+             passes; the first failing check stops the phase as verification-failed.",
+            "Run the checks yourself and make them pass before reporting completion.",
+        ]
+        .into_iter(),
+    );
+    let mut fields = Fields::new(out);
+    fields.group(0, "checks");
+    for check in &phase.verify {
+        fields.item(
+            1,
+            &format!(
+                "check {} ({}): {}",
+                check.index,
+                check.interpreter.name(),
+                check.first_line()
+            ),
+        );
+    }
+}
+
+/// The VERIFICATION FAILURE section: the previous attempt's completion was not accepted, and
+/// why. The bullets are the runner's own words; the check's first line and the tail of its
+/// output (read from an outcome record) are values after their labels or indented blocks, so
+/// none of their lines starts a line with a result tag.
+fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedCheck) {
+    out.push_str("VERIFICATION FAILURE\n");
+    let what = format!(
+        "The previous attempt of phase {phase_id} reported completion, but verify check {} {}, \
+         so the completion was not accepted.",
+        failure.index,
+        failure.how()
+    );
+    push_bullets(
+        out,
+        [
+            what.as_str(),
+            "Find the cause in the check's output below, fix it in execution_workspace_path, \
+             run the check yourself, and report completion only when every check passes.",
+        ]
+        .into_iter(),
+    );
+    let mut fields = Fields::new(out);
+    fields.value(0, "failed_check", &failure.index.to_string());
+    fields.value(0, "command_first_line", &failure.command_first_line);
+    fields.optional(
+        0,
+        "exit_code",
+        failure.exit_code.map(|code| code.to_string()).as_deref(),
+    );
+    fields.value(0, "timed_out", if failure.timed_out { "yes" } else { "no" });
+    if failure.output_tail.trim().is_empty() {
+        fields.value(0, "output_tail", "none");
+    } else {
+        fields.block(0, "output_tail", &failure.output_tail);
     }
 }
 

@@ -19,6 +19,7 @@ use crate::domain::state::{
     ActiveAttempt, PhaseRef, PlanRecord, SnapshotRef, State, StateError, StateLayout,
 };
 use crate::domain::timestamp::Timestamp;
+use crate::domain::verification::FailedCheck;
 
 /// The placeholder for the attempt id (`run_id`, `active_attempt.id`).
 pub const ATTEMPT_ID: &str = "<attempt-id>";
@@ -51,6 +52,8 @@ pub struct PreviewRequest<'a> {
     /// Whether the prepared write resolves an abandoned attempt first.
     pub resolve_abandoned: bool,
     pub retry: Option<&'a RetryNote>,
+    /// The failed check of the phase's previous attempt, when it failed verification.
+    pub verification_failure: Option<&'a FailedCheck>,
 }
 
 /// The prompt `request`'s attempt would receive, with the launch-time values written as
@@ -91,6 +94,7 @@ pub fn preview_prompt(request: &PreviewRequest<'_>, nonce: Uuid) -> Result<Strin
         phase: request.phase,
         state: &prepared,
         retry: request.retry,
+        verification_failure: request.verification_failure,
     });
     // The paths first: each contains the id.
     let stand_ins = [
@@ -168,6 +172,7 @@ mod tests {
             }),
             resolve_abandoned: false,
             retry: None,
+            verification_failure: None,
         }
     }
 
@@ -223,6 +228,7 @@ mod tests {
             phase: &plan.phases[0],
             state: &prepared,
             retry: None,
+            verification_failure: None,
         });
         let filled = preview
             .replace(PROMPT_PATH, &attempt.prompt_path)

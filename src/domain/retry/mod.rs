@@ -22,11 +22,12 @@ use serde_json::Value;
 use super::config::{ConfigError, Section, format_seconds};
 use super::state::AttemptStatus;
 
-/// The statuses a policy may name in `retry.on`. The others are never retried: `blocked` and
+/// The statuses a policy may name in `retry.on` (`verification-failed` among them: a retry is
+/// told which check failed). The others are never retried: `blocked` and
 /// `needs-clarification` wait for a person, `interrupted` is the user stopping the run,
 /// `launch-failed` is a command that cannot start (retrying changes nothing),
 /// `execution-io-failed` is the handler's own storage failing, and `phase-complete` is done.
-pub const RETRYABLE: [AttemptStatus; 7] = [
+pub const RETRYABLE: [AttemptStatus; 8] = [
     AttemptStatus::AgentFailed,
     AttemptStatus::MissingMarker,
     AttemptStatus::InvalidMarker,
@@ -34,17 +35,21 @@ pub const RETRYABLE: [AttemptStatus; 7] = [
     AttemptStatus::Timeout,
     AttemptStatus::StopRegex,
     AttemptStatus::RateLimited,
+    AttemptStatus::VerificationFailed,
 ];
 
 /// What `retry.on` is when the key is absent: every retryable status except `stop-regex`,
 /// since a stop regex is the user asking for a stop.
-pub const DEFAULT_RETRY_ON: [AttemptStatus; 6] = [
+/// `verification-failed` is in it: the retry's prompt shows the failing check, so the agent
+/// can fix what it reports (issue 20).
+pub const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
     AttemptStatus::AgentFailed,
     AttemptStatus::MissingMarker,
     AttemptStatus::InvalidMarker,
     AttemptStatus::MultipleMarkers,
     AttemptStatus::Timeout,
     AttemptStatus::RateLimited,
+    AttemptStatus::VerificationFailed,
 ];
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 1;
@@ -347,6 +352,12 @@ mod tests {
             vec![AttemptStatus::RateLimited, AttemptStatus::Timeout]
         );
         assert_eq!(
+            parse(r#"{"retry": {"on": ["verification-failed"]}}"#)
+                .unwrap()
+                .on,
+            vec![AttemptStatus::VerificationFailed]
+        );
+        assert_eq!(
             error(r#"{"retry": {"on": "timeout"}}"#),
             "expected retry.on to be a list"
         );
@@ -357,7 +368,7 @@ mod tests {
         assert_eq!(
             error(r#"{"retry": {"on": ["timeout", "time-out"]}}"#),
             "invalid retry.on[1] 'time-out'; retryable statuses: agent-failed, missing-marker, \
-             invalid-marker, multiple-markers, timeout, stop-regex, rate-limited"
+             invalid-marker, multiple-markers, timeout, stop-regex, rate-limited, verification-failed"
         );
         assert_eq!(
             error(r#"{"retry": {"on": ["timeout", "timeout"]}}"#),
@@ -376,7 +387,7 @@ mod tests {
                 format!(
                     "retry.on[0]: {never} is never retried; retryable statuses: agent-failed, \
                      missing-marker, invalid-marker, multiple-markers, timeout, stop-regex, \
-                     rate-limited"
+                     rate-limited, verification-failed"
                 )
             );
         }

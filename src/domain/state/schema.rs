@@ -27,10 +27,13 @@ pub enum AttemptStatus {
     ExecutionIoFailed,
     /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
     RateLimited,
+    /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
+    /// failed (issue 20).
+    VerificationFailed,
 }
 
 impl AttemptStatus {
-    pub const ALL: [AttemptStatus; 13] = [
+    pub const ALL: [AttemptStatus; 14] = [
         Self::PhaseComplete,
         Self::Blocked,
         Self::NeedsClarification,
@@ -44,6 +47,7 @@ impl AttemptStatus {
         Self::Interrupted,
         Self::ExecutionIoFailed,
         Self::RateLimited,
+        Self::VerificationFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +65,7 @@ impl AttemptStatus {
             Self::Interrupted => "interrupted",
             Self::ExecutionIoFailed => "execution-io-failed",
             Self::RateLimited => "rate-limited",
+            Self::VerificationFailed => "verification-failed",
         }
     }
 

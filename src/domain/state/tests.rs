@@ -102,6 +102,8 @@ fn outcome(
         output_bytes: None,
         phase_attempt: None,
         agent_cmd: None,
+        verification: None,
+        verification_failure: None,
     }
 }
 
@@ -1043,7 +1045,7 @@ fn every_status_has_its_handler_exit_code() {
         .iter()
         .map(|s| s.handler_exit_code())
         .collect();
-    assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
+    assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
     for status in AttemptStatus::ALL {
         assert_eq!(AttemptStatus::parse(status.as_str()), Some(status));
         assert_eq!(

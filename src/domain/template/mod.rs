@@ -1,6 +1,11 @@
-//! The agent command template (docs/architecture.md; docs/cli.md): POSIX shell-word splitting first, then
-//! exactly five named placeholders in each word, `{{`/`}}` for literal braces, and every other
-//! brace form rejected with a message quoting the field.
+//! Command templates (docs/architecture.md; docs/cli.md): POSIX shell-word splitting first, then
+//! named placeholders in each word, `{{`/`}}` for literal braces, and every other brace form
+//! rejected with a message quoting the field.
+//!
+//! The machinery is shared by every template the runner runs: the agent command
+//! ([`CommandTemplate`], five placeholders) and the hook commands (`domain::hooks`, their own
+//! names). Each kind names its placeholders through a [`PlaceholderSet`]; splitting, brace
+//! reading and rendering are the same.
 //!
 //! Splitting happens before substitution and the parsed words are kept, so rendering is plain
 //! concatenation: a substituted path with spaces or quotes stays one argv item and is never
@@ -34,23 +39,37 @@ pub struct PlaceholderValues<'a> {
     pub state_file: &'a str,
 }
 
-/// A validated template.
+/// The placeholder names one kind of template may use.
+pub trait PlaceholderSet: Copy + std::fmt::Debug + PartialEq + Eq {
+    /// Every name, in the order the documentation lists them (for the message that lists
+    /// them and suggests the nearest to a misspelt one).
+    const NAMES: &'static [&'static str];
+    /// The placeholder spelled `name` between braces, if this kind has one.
+    fn from_name(name: &str) -> Option<Self>;
+    /// The message for a template that splits into no command (or an empty program).
+    const EMPTY_COMMAND: &'static str;
+}
+
+/// A validated template whose placeholders are of kind `P`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommandTemplate {
+pub struct Template<P> {
     raw: String,
     /// One entry per argv item, each the literal and placeholder pieces of that word.
-    words: Vec<Vec<Segment>>,
+    words: Vec<Vec<Segment<P>>>,
 }
+
+/// The agent command template (`agent_cmd`, `--agent-cmd`, the rate-limit fallbacks).
+pub type CommandTemplate = Template<AgentPlaceholder>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Segment {
+enum Segment<P> {
     Literal(String),
-    Placeholder(Placeholder),
+    Placeholder(P),
 }
 
-/// The only names a template may use.
+/// The only names an agent command template may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Placeholder {
+pub enum AgentPlaceholder {
     PromptFile,
     Workspace,
     RunId,
@@ -58,15 +77,15 @@ enum Placeholder {
     StateFile,
 }
 
-impl Placeholder {
-    /// Every name, in the order the documentation lists them.
-    const NAMES: [&'static str; 5] = [
+impl PlaceholderSet for AgentPlaceholder {
+    const NAMES: &'static [&'static str] = &[
         "prompt_file",
         "workspace",
         "run_id",
         "transcript_file",
         "state_file",
     ];
+    const EMPTY_COMMAND: &'static str = "agent command template produced an empty command";
 
     fn from_name(name: &str) -> Option<Self> {
         match name {
@@ -78,7 +97,9 @@ impl Placeholder {
             _ => None,
         }
     }
+}
 
+impl AgentPlaceholder {
     fn value<'a>(self, values: &PlaceholderValues<'a>) -> &'a str {
         match self {
             Self::PromptFile => values.prompt_file,
@@ -91,13 +112,18 @@ impl Placeholder {
 }
 
 impl CommandTemplate {
+    /// The argv with placeholders substituted; substituted values never split or requote.
+    pub fn render(&self, values: &PlaceholderValues<'_>) -> Vec<String> {
+        self.render_with(|placeholder| placeholder.value(values))
+    }
+}
+
+impl<P: PlaceholderSet> Template<P> {
     pub fn parse(raw: &str) -> Result<Self, TemplateError> {
         let split = shell_words::split(raw)
             .map_err(|error| TemplateError(format!("invalid command template quoting: {error}")))?;
         if split.first().is_none_or(|program| program.is_empty()) {
-            return Err(TemplateError(
-                "agent command template produced an empty command".to_owned(),
-            ));
+            return Err(TemplateError(P::EMPTY_COMMAND.to_owned()));
         }
         let words = split
             .iter()
@@ -123,8 +149,9 @@ impl CommandTemplate {
         }
     }
 
-    /// The argv with placeholders substituted; substituted values never split or requote.
-    pub fn render(&self, values: &PlaceholderValues<'_>) -> Vec<String> {
+    /// The argv with each placeholder replaced by `value(placeholder)`; substituted values
+    /// never split or requote.
+    pub fn render_with<'v>(&self, value: impl Fn(P) -> &'v str) -> Vec<String> {
         self.words
             .iter()
             .map(|segments| {
@@ -132,9 +159,7 @@ impl CommandTemplate {
                 for segment in segments {
                     match segment {
                         Segment::Literal(text) => word.push_str(text),
-                        Segment::Placeholder(placeholder) => {
-                            word.push_str(placeholder.value(values));
-                        }
+                        Segment::Placeholder(placeholder) => word.push_str(value(*placeholder)),
                     }
                 }
                 word
@@ -184,7 +209,7 @@ fn in_word(error: TemplateError, word: &str) -> TemplateError {
 /// Splits one shell word into literal text and placeholders, following `str.format`'s reading
 /// of braces. Brace, bracket, `:` and `!` are ASCII, so every slice taken at them falls on a
 /// character boundary.
-fn parse_word(word: &str) -> Result<Vec<Segment>, TemplateError> {
+fn parse_word<P: PlaceholderSet>(word: &str) -> Result<Vec<Segment<P>>, TemplateError> {
     let mut segments = Vec::new();
     let mut literal = String::new();
     let mut rest = word;
@@ -204,7 +229,7 @@ fn parse_word(word: &str) -> Result<Vec<Segment>, TemplateError> {
             return Err(syntax_error("single '{' encountered in format string"));
         }
         let (field, after_field) = BraceField::split_off(after)?;
-        let placeholder = field.placeholder()?;
+        let placeholder = field.placeholder::<P>()?;
         if !literal.is_empty() {
             segments.push(Segment::Literal(mem::take(&mut literal)));
         }
@@ -301,7 +326,7 @@ impl<'a> BraceField<'a> {
     }
 
     /// Applies the original's checks in its order; the first failing one names the field.
-    fn placeholder(&self) -> Result<Placeholder, TemplateError> {
+    fn placeholder<P: PlaceholderSet>(&self) -> Result<P, TemplateError> {
         let reject = |problem: &str| Err(TemplateError(format!("{problem}: {{{}}}", self.text)));
         if self.name.is_empty() || self.name.bytes().all(|byte| byte.is_ascii_digit()) {
             return reject("positional command placeholder is not allowed");
@@ -309,12 +334,9 @@ impl<'a> BraceField<'a> {
         if self.name.contains(['.', '[', ']']) {
             return reject("attribute and index access are not allowed in command placeholder");
         }
-        let Some(placeholder) = Placeholder::from_name(self.name) else {
-            let known: Vec<String> = Placeholder::NAMES
-                .iter()
-                .map(|name| format!("{{{name}}}"))
-                .collect();
-            let guess = match suggest::nearest(self.name, &Placeholder::NAMES) {
+        let Some(placeholder) = P::from_name(self.name) else {
+            let known: Vec<String> = P::NAMES.iter().map(|name| format!("{{{name}}}")).collect();
+            let guess = match suggest::nearest(self.name, P::NAMES) {
                 Some(name) => format!("; did you mean {{{name}}}?"),
                 None => String::new(),
             };

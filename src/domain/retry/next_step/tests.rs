@@ -195,7 +195,7 @@ fn statuses_missing_from_on_stop() {
         ),
         NextStep::Stop(StopReason::NotInRetryOn)
     );
-    assert_eq!(DEFAULT_RETRY_ON.len(), 6);
+    assert_eq!(DEFAULT_RETRY_ON.len(), 7);
 }
 
 #[test]

@@ -1,0 +1,389 @@
+//! Hooks for `run` (issue 21; docs/cli.md, "Notifications"): one more observer of the run's
+//! events. It maps them to hook events (rules: [`crate::domain::hooks::firing`]) and hands
+//! each firing to a thread of its own ([`runner`]), so no actor ever waits for a hook and a
+//! slow hook never delays the run's signal handling.
+//!
+//! The events of a run's end — `phase-stopped`, `interrupted`, `run-finished` — need how the
+//! run ended (its message, the command that continues it), which only the command knows once
+//! the actor tree has stopped: [`Hooks::run_ended`] fires them. [`Hooks::finish`] then waits
+//! until every hook has run (each bounded by its time limit) while the command owns the
+//! stopping signals: a signal stops the hook running and skips the rest, and the exit code
+//! stays the one already decided.
+//!
+//! A hook failure — it could not start, exited non-zero, was killed, timed out — is one
+//! `warning:` line on stderr and a `hook-failed` event; nothing else about the run changes.
+
+mod runner;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::actors::observer::RunObserver;
+use crate::actors::run::{RunEnd, RunResult};
+use crate::domain::events::{EventRecord, RunEvent};
+use crate::domain::exit_code::ExitCode;
+use crate::domain::hooks::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
+use crate::domain::hooks::{Hook, HookEvent};
+use crate::domain::recovery::NextStep;
+use crate::domain::selection::Refusal;
+use crate::domain::state::AttemptStatus;
+use crate::platform::helper_process::StopSwitch;
+use crate::platform::locate::PlanLocation;
+use crate::platform::proc::ChildSnapshot;
+use crate::platform::signal_disposition::CaughtSignals;
+use crate::report;
+use runner::{HookJob, HookRunner};
+
+/// How long the end of a run waits for the hook thread once a signal stopped its hooks: the
+/// grace period, SIGKILL and a sweep take well under this.
+const STOPPED_HOOKS_LIMIT: Duration = Duration::from_secs(2);
+/// How often the end-of-run wait looks for a caught signal.
+const SIGNAL_POLL: Duration = Duration::from_millis(10);
+
+/// What the hooks need to know about the run besides its events.
+pub struct HookContext {
+    pub plan_path: String,
+    pub state_path: String,
+    /// The plan workspace: where hooks run.
+    pub workspace: String,
+    /// The state directory: `hooks.log` goes there, beside `events.jsonl`.
+    pub state_dir: String,
+    /// Every phase's id and title.
+    pub titles: Vec<(String, String)>,
+    /// The invocation's working directory, where the command that continues the run is run.
+    pub cwd: String,
+}
+
+impl HookContext {
+    pub fn new(location: &PlanLocation, titles: Vec<(String, String)>) -> Self {
+        Self {
+            plan_path: location.plan_path.clone(),
+            state_path: location.layout.state_path(),
+            workspace: location.workspace.clone(),
+            state_dir: location.layout.dir.clone(),
+            titles,
+            cwd: std::env::current_dir()
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_else(|_| ".".to_owned()),
+        }
+    }
+
+    fn title(&self, phase_id: &str) -> String {
+        self.titles
+            .iter()
+            .find(|(id, _)| id == phase_id)
+            .map(|(_, title)| title.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The hooks observer of one `run`.
+pub struct Hooks {
+    hooks: Arc<Vec<Hook>>,
+    context: Arc<HookContext>,
+    jobs: Mutex<Option<mpsc::Sender<HookJob>>>,
+    /// Closed by the hook thread when it has run everything.
+    done: Mutex<Option<mpsc::Receiver<()>>>,
+    stop: StopSwitch,
+    /// The run has ended: failures are printed directly (the progress display is finished).
+    ended: Arc<AtomicBool>,
+    state: Mutex<Seen>,
+}
+
+/// What the observer remembers of the run's events.
+#[derive(Default)]
+struct Seen {
+    trigger: HookTrigger,
+    run_id: Option<String>,
+    /// The last attempt prepared: its phase.
+    last_phase: Option<String>,
+    /// The last committed outcome: its record and status.
+    last_outcome: Option<(Value, AttemptStatus)>,
+    /// The `run-finished` record.
+    finished: Option<Value>,
+}
+
+impl Hooks {
+    /// Starts the hook thread. `reporter` gets `hook-failed` events during the run (progress
+    /// and the event stream); `stream` gets them after it (the event stream only, while the
+    /// warning is printed directly). `None` when there are no hooks.
+    pub fn start(
+        hooks: Vec<Hook>,
+        context: HookContext,
+        reporter: Arc<dyn RunObserver>,
+        stream: Arc<dyn RunObserver>,
+    ) -> std::io::Result<Option<Self>> {
+        if hooks.is_empty() {
+            return Ok(None);
+        }
+        let hooks = Arc::new(hooks);
+        let context = Arc::new(context);
+        let stop = StopSwitch::new()?;
+        let ended = Arc::new(AtomicBool::new(false));
+        let (jobs, queue) = mpsc::channel();
+        let (done_sender, done) = mpsc::channel::<()>();
+        // Taken before any worker exists: the handler's children now (the watchdog, a
+        // shell's background jobs) are never a hook's.
+        let inherited = ChildSnapshot::take();
+        let runner = HookRunner::new(
+            context.clone(),
+            stop.clone(),
+            ended.clone(),
+            inherited,
+            reporter,
+            stream,
+        );
+        std::thread::Builder::new()
+            .name("ash-hooks".into())
+            .spawn(move || {
+                runner.run(queue);
+                drop(done_sender);
+            })?;
+        Ok(Some(Self {
+            hooks,
+            context,
+            jobs: Mutex::new(Some(jobs)),
+            done: Mutex::new(Some(done)),
+            stop,
+            ended,
+            state: Mutex::new(Seen::default()),
+        }))
+    }
+
+    /// The hooks that run at `event`, with what they are told.
+    fn fire(&self, facts: HookFacts, run_id: &str, attempt_id: Option<String>) {
+        let hooks: Vec<Hook> = self
+            .hooks
+            .iter()
+            .filter(|hook| hook.runs_on(facts.event))
+            .cloned()
+            .collect();
+        if hooks.is_empty() {
+            return;
+        }
+        let job = HookJob {
+            hooks,
+            facts,
+            run_id: run_id.to_owned(),
+            attempt_id,
+        };
+        if let Some(jobs) = lock(&self.jobs).as_ref() {
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Fires the events of the run's end: `phase-stopped` when a phase waits for a person,
+    /// `interrupted` on a signal, and `run-finished` always. `message` is the first line the
+    /// run's report shows; `next` the step its `next:` line names, which the hooks get as
+    /// `recovery`, run from the invocation's directory.
+    pub fn run_ended(&self, result: &RunResult, message: Option<String>, next: Option<&NextStep>) {
+        self.ended.store(true, Ordering::SeqCst);
+        let seen = lock(&self.state);
+        let run_id = seen.run_id.clone().unwrap_or_default();
+        let end = EndFacts::of(result, &seen);
+        let finished = seen.finished.clone().unwrap_or_else(|| {
+            serde_json::json!({"run_id": run_id, "event": "run-finished", "exit_code": result.exit().code()})
+        });
+        let recovery = next.map(|step| step.run_from(&self.context.cwd));
+        for event in end_events(&end.facts) {
+            let record = match (event, &seen.last_outcome) {
+                (HookEvent::PhaseStopped, Some((record, _)))
+                    if record["phase_id"].as_str() == end.phase_id.as_deref() =>
+                {
+                    record.clone()
+                }
+                _ => finished.clone(),
+            };
+            let mut facts = HookFacts::new(event, record);
+            facts.phase = end
+                .phase_id
+                .clone()
+                .map(|id| (id.clone(), self.context.title(&id)));
+            facts.status = end.status.map(|status| status.to_string());
+            facts.exit_code = Some(result.exit().code());
+            facts.message = message.clone();
+            facts.question = end.question.clone();
+            facts.reason = end.reason.clone();
+            facts.recovery = recovery.clone();
+            self.fire(facts, &run_id, None);
+        }
+    }
+
+    /// Waits until every queued hook has run, while the caller owns the stopping signals
+    /// (`caught`): the first signal stops the hook that runs (SIGTERM, grace, SIGKILL) and
+    /// skips the rest, a second one skips the grace. Then sweeps what the run's hooks left
+    /// outside their groups.
+    pub fn finish(&self, caught: &CaughtSignals) {
+        lock(&self.jobs).take();
+        let Some(done) = lock(&self.done).take() else {
+            return;
+        };
+        let mut signals_seen = 0;
+        let mut stopped_at = None;
+        loop {
+            match done.recv_timeout(SIGNAL_POLL) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let count = caught.count();
+            if count > signals_seen {
+                for _ in signals_seen..count.min(signals_seen + 2) {
+                    self.stop.stop();
+                }
+                signals_seen = count;
+                stopped_at.get_or_insert_with(std::time::Instant::now);
+                tracing::info!(
+                    signal = caught.first(),
+                    "signal while hooks run: stopping them; the exit code stays"
+                );
+            }
+            if stopped_at.is_some_and(|at| at.elapsed() >= STOPPED_HOOKS_LIMIT) {
+                tracing::warn!("the hooks did not stop in time; leaving them");
+                break;
+            }
+        }
+    }
+}
+
+impl RunObserver for Hooks {
+    fn observe(&self, record: &EventRecord) {
+        let mut seen = lock(&self.state);
+        seen.run_id.get_or_insert_with(|| record.run_id.clone());
+        match &record.event {
+            RunEvent::AttemptPrepared { phase_id, .. } => {
+                seen.last_phase = Some(phase_id.clone());
+            }
+            RunEvent::OutcomeCommitted { status, .. } => {
+                seen.last_outcome = Some((record_value(record), *status));
+            }
+            RunEvent::RunFinished { .. } => seen.finished = Some(record_value(record)),
+            _ => {}
+        }
+        let Some(trigger) = seen.trigger.observe(&record.event) else {
+            return;
+        };
+        drop(seen);
+        let mut facts = HookFacts::new(trigger.event, record_value(record));
+        facts.phase = Some((
+            trigger.phase_id.clone(),
+            self.context.title(&trigger.phase_id),
+        ));
+        facts.status = Some(trigger.status.to_string());
+        facts.message = Some(match trigger.event {
+            // The line the run prints for the wait, when it has one.
+            HookEvent::WaitStarted => {
+                report::event_line(&record.event, chrono::Utc::now()).unwrap_or(trigger.message)
+            }
+            _ => trigger.message,
+        });
+        self.fire(facts, &record.run_id, record.attempt_id.clone());
+    }
+}
+
+/// A record as the JSON object `events.jsonl` holds for it.
+fn record_value(record: &EventRecord) -> Value {
+    serde_json::to_value(record).unwrap_or(Value::Null)
+}
+
+/// How the run ended, for its end events.
+struct EndFacts {
+    facts: RunEndFacts,
+    phase_id: Option<String>,
+    status: Option<AttemptStatus>,
+    question: Option<String>,
+    reason: Option<String>,
+}
+
+impl EndFacts {
+    fn of(result: &RunResult, seen: &Seen) -> Self {
+        let signal = match result.exit() {
+            ExitCode::Signal(signal) => Some(signal),
+            _ => None,
+        };
+        let last_status = seen.last_outcome.as_ref().map(|(_, status)| *status);
+        let mut end = Self {
+            facts: RunEndFacts {
+                status: None,
+                retry_scheduled: false,
+                unresolved: false,
+                signal,
+            },
+            phase_id: seen.last_phase.clone(),
+            status: last_status,
+            question: None,
+            reason: None,
+        };
+        match &result.end {
+            RunEnd::PhaseStopped {
+                decision,
+                retry_scheduled,
+                ..
+            } => {
+                end.facts.status = Some(decision.status);
+                end.facts.retry_scheduled = *retry_scheduled;
+                end.status = Some(decision.status);
+                match decision.status {
+                    AttemptStatus::Blocked => end.reason = Some(decision.summary.clone()),
+                    AttemptStatus::NeedsClarification => {
+                        end.question = Some(decision.summary.clone());
+                    }
+                    _ => {}
+                }
+            }
+            RunEnd::NotPrepared { .. } => {
+                end.facts.unresolved = true;
+                end.phase_id = end.phase_id.or_else(|| result.next_phase.clone());
+            }
+            RunEnd::Unresolved {
+                decision, attempt, ..
+            } => {
+                end.facts.unresolved = true;
+                end.facts.status = Some(decision.status);
+                end.status = Some(decision.status);
+                end.phase_id = Some(attempt.phase.id.clone());
+            }
+            RunEnd::InterruptedDuringWait { phase_id, .. } => {
+                end.phase_id = Some(phase_id.clone());
+            }
+            RunEnd::Refused { refusal, .. } => match refusal {
+                Refusal::Stopped(stop) => {
+                    end.phase_id = Some(stop.phase_id.clone());
+                    end.status = Some(stop.reason);
+                    match stop.reason {
+                        AttemptStatus::Blocked => end.reason = stop.message.clone(),
+                        AttemptStatus::NeedsClarification => {
+                            end.question = stop.clarification_request.clone();
+                        }
+                        _ => {}
+                    }
+                }
+                Refusal::UnresolvedAttempt(attempt) => {
+                    end.phase_id = Some(attempt.phase.id.clone());
+                }
+                Refusal::PlanHashMismatch { .. }
+                | Refusal::PlanPathMismatch { .. }
+                | Refusal::CompletedPhasesMissing { .. }
+                | Refusal::RetriedPhaseMissing { .. } => {}
+            },
+            RunEnd::InterruptedBeforeLaunch { .. }
+            | RunEnd::PhaseLimitReached { .. }
+            | RunEnd::PlanChanged { .. }
+            | RunEnd::AllComplete
+            | RunEnd::Input(_)
+            | RunEnd::AcceptanceFailed(_)
+            | RunEnd::Internal { .. } => {}
+        }
+        end
+    }
+}
+
+/// A poisoned lock only means a hook thread or observer call panicked; the data is usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

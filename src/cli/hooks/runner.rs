@@ -1,0 +1,373 @@
+//! The hook thread: runs each firing's hooks one after another, in the order they fired, as
+//! helper processes ([`crate::platform::helper_process`]) in the plan workspace, and keeps
+//! their output in `hooks.log` beside `events.jsonl` (bounded: at most [`OUTPUT_KEPT`] bytes
+//! of each hook, and the file rotates to `hooks.log.1` at [`LOG_CAP_BYTES`]).
+//!
+//! Each hook gets the event object on stdin and in a private temporary file (`{event_file}`,
+//! mode 0600, removed when the hook has ended), the `AISH_*` environment, and its time limit.
+//! Once the switch is thrown (a signal while the run's end waits for its hooks) the hook that
+//! runs is stopped and the rest are skipped.
+//!
+//! While the run goes on, a worker may be running beside a hook, and the escaped descendants
+//! of the two cannot be told apart; so a hook's own group is stopped at once, but what left
+//! it is swept when the run has ended (a hook that runs then is swept at once).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+
+use super::HookContext;
+use crate::actors::observer::RunObserver;
+use crate::domain::config::format_seconds;
+use crate::domain::events::{EventRecord, RunEvent};
+use crate::domain::hooks::firing::HookFacts;
+use crate::domain::hooks::{Hook, HookValues};
+use crate::domain::template::shell_join;
+use crate::platform::descendant_sweep;
+use crate::platform::event_log::EventLog;
+use crate::platform::helper_process::{
+    EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
+};
+use crate::platform::proc::ChildSnapshot;
+use crate::platform::process_group::signal_name;
+use crate::report::{self, Output};
+
+/// How much of one hook's output `hooks.log` keeps.
+pub const OUTPUT_KEPT: usize = 64 * 1024;
+/// The size at which `hooks.log` rotates to `hooks.log.1`.
+pub const LOG_CAP_BYTES: u64 = 1 << 20;
+/// How long the escaped descendants of the run's hooks are swept at its end.
+const FINAL_SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How long the end of the run waits for the log's last block to be written.
+const LOG_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// One firing: the hooks that run at it and what they are told.
+pub struct HookJob {
+    pub hooks: Vec<Hook>,
+    pub facts: HookFacts,
+    pub run_id: String,
+    pub attempt_id: Option<String>,
+}
+
+pub struct HookRunner {
+    context: Arc<HookContext>,
+    stop: StopSwitch,
+    ended: Arc<AtomicBool>,
+    inherited: ChildSnapshot,
+    reporter: Arc<dyn RunObserver>,
+    stream: Arc<dyn RunObserver>,
+    log_path: String,
+    /// The earliest start of a hook that ran while the run went on: its escapees are swept
+    /// at the end.
+    sweep_from_ticks: Option<u64>,
+}
+
+impl HookRunner {
+    pub fn new(
+        context: Arc<HookContext>,
+        stop: StopSwitch,
+        ended: Arc<AtomicBool>,
+        inherited: ChildSnapshot,
+        reporter: Arc<dyn RunObserver>,
+        stream: Arc<dyn RunObserver>,
+    ) -> Self {
+        let log_path = Path::new(&context.state_dir)
+            .join("hooks.log")
+            .display()
+            .to_string();
+        Self {
+            context,
+            stop,
+            ended,
+            inherited,
+            reporter,
+            stream,
+            log_path,
+            sweep_from_ticks: None,
+        }
+    }
+
+    /// Runs every job until the queue is closed and empty, then sweeps.
+    pub fn run(mut self, queue: Receiver<HookJob>) {
+        let log = match EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES) {
+            Ok(log) => Some(log),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the hook log thread; hook output is dropped");
+                None
+            }
+        };
+        for job in queue {
+            for hook in &job.hooks {
+                if self.stop.throws() > 0 {
+                    tracing::info!(hook = %hook.origin, event = %job.facts.event, "hook skipped: the handler was interrupted");
+                    continue;
+                }
+                self.run_one(hook, &job, log.as_ref());
+            }
+        }
+        if let Some(ticks) = self.sweep_from_ticks {
+            let swept = descendant_sweep::sweep_until_done(
+                0,
+                Some(ticks),
+                &self.inherited,
+                FINAL_SWEEP_LIMIT,
+            );
+            if !swept.escaped.is_empty() || !swept.survivors.is_empty() {
+                tracing::info!(escaped = ?swept.escaped, survivors = ?swept.survivors, "swept what the run's hooks left outside their groups");
+            }
+        }
+        if let Some(log) = log {
+            log.drain(LOG_DRAIN_LIMIT);
+        }
+    }
+
+    fn run_one(&mut self, hook: &Hook, job: &HookJob, log: Option<&EventLog>) {
+        let context = self.context.clone();
+        let payload = job.facts.payload(&context.plan_path, &context.state_path);
+        let started_at = Utc::now();
+        let event_file = match event_file(&payload) {
+            Ok(file) => file,
+            Err(error) => {
+                let reason = format!("cannot write its event file: {error}");
+                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
+            }
+        };
+        let event_path = event_file.path().display().to_string();
+        let argv = hook.command.render(&HookValues {
+            plan: &context.plan_path,
+            run_id: &job.run_id,
+            phase_id: job.facts.phase_id(),
+            status: job.facts.status.as_deref().unwrap_or(""),
+            event_file: &event_path,
+        });
+        let stdin = match File::open(event_file.path()) {
+            Ok(file) => file,
+            Err(error) => {
+                let reason = format!("cannot open its event file: {error}");
+                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
+            }
+        };
+        let ended = self.ended.load(Ordering::SeqCst);
+        let environment = job.facts.environment(&context.plan_path);
+        let mut output = Kept::default();
+        let result = run_helper(
+            HelperCommand {
+                argv: &argv,
+                cwd: Path::new(&context.workspace),
+                // A hook does not speak to systemd for the handler.
+                env_remove: &["NOTIFY_SOCKET"],
+                env_set: &environment,
+                stdin: HelperStdin::File(stdin),
+                time_limit: Some(Duration::from_secs_f64(hook.timeout_seconds)),
+                escapees: if ended {
+                    EscapeeSweep::Now(&self.inherited)
+                } else {
+                    EscapeeSweep::Later
+                },
+            },
+            &mut |_, bytes| output.push(bytes),
+            &self.stop,
+        );
+        drop(event_file);
+        let verdict = match &result {
+            Ok(run) => {
+                if !ended && let Some(ticks) = run.started_ticks {
+                    self.sweep_from_ticks =
+                        Some(self.sweep_from_ticks.map_or(ticks, |from| from.min(ticks)));
+                }
+                describe_run(run, hook)
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Verdict::failed(format!(
+                "program '{}' not found (looked up from {})",
+                argv[0], context.workspace
+            )),
+            Err(error) => Verdict::failed(format!("cannot start '{}': {error}", argv[0])),
+        };
+        if let Some(log) = log {
+            log.append(log_block(
+                started_at,
+                hook,
+                job,
+                &argv,
+                &output,
+                &verdict.description,
+            ));
+        }
+        if verdict.failed {
+            let (exit_code, signal, duration) = match &result {
+                Ok(run) => {
+                    let (code, signal) = match run.exit {
+                        HelperExit::Code(code) => (Some(code), None),
+                        HelperExit::Signal(signal) => (None, Some(signal)),
+                        HelperExit::Unknown => (None, None),
+                    };
+                    (code, signal, run.duration)
+                }
+                Err(_) => (None, None, Duration::ZERO),
+            };
+            let timed_out = result.as_ref().is_ok_and(|run| run.timed_out);
+            self.report(
+                hook,
+                job,
+                verdict.description,
+                exit_code,
+                signal,
+                timed_out,
+                duration,
+            );
+        }
+    }
+
+    /// One `warning:` line and a `hook-failed` event.
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        hook: &Hook,
+        job: &HookJob,
+        reason: String,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+        duration: Duration,
+    ) {
+        let record = EventRecord {
+            at: Utc::now(),
+            run_id: job.run_id.clone(),
+            attempt_id: job.attempt_id.clone(),
+            event: RunEvent::HookFailed {
+                hook: hook.origin.clone(),
+                hook_event: job.facts.event.as_str().to_owned(),
+                command: hook.command.raw().to_owned(),
+                reason,
+                exit_code,
+                signal,
+                timed_out,
+                duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
+                log_path: self.log_path.clone(),
+            },
+        };
+        if self.ended.load(Ordering::SeqCst) {
+            // The progress display is finished: the warning goes straight to stderr.
+            if let Some(line) = report::hook_warning(&record.event) {
+                Output::default().err_line(line).print();
+            }
+            self.stream.observe(&record);
+        } else {
+            self.reporter.observe(&record);
+        }
+    }
+}
+
+/// What became of one hook.
+struct Verdict {
+    failed: bool,
+    description: String,
+}
+
+impl Verdict {
+    fn failed(description: String) -> Self {
+        Self {
+            failed: true,
+            description,
+        }
+    }
+}
+
+fn describe_run(run: &HelperRun, hook: &Hook) -> Verdict {
+    let how = match run.exit {
+        HelperExit::Code(code) => format!("exited with code {code}"),
+        HelperExit::Signal(signal) => format!(
+            "killed by {}",
+            signal_name(signal).map_or_else(|| format!("signal {signal}"), str::to_owned)
+        ),
+        HelperExit::Unknown => "ended with an unknown status".to_owned(),
+    };
+    let mut description = if run.timed_out {
+        format!(
+            "timed out after {} s and was stopped ({how})",
+            format_seconds(hook.timeout_seconds)
+        )
+    } else if run.interrupted {
+        format!("stopped because the handler was interrupted ({how})")
+    } else {
+        how
+    };
+    description.push_str(&format!(" after {} ms", run.duration.as_millis()));
+    if !run.survivors.is_empty() {
+        description.push_str(&format!(
+            "; processes survived SIGKILL: {:?}",
+            run.survivors
+        ));
+    }
+    Verdict {
+        failed: !run.succeeded() || !run.survivors.is_empty(),
+        description,
+    }
+}
+
+/// The event object in a private temporary file (mode 0600), removed when dropped.
+fn event_file(payload: &serde_json::Value) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix("ai-session-handler-hook-")
+        .suffix(".json")
+        .tempfile()?;
+    let mut text = serde_json::to_string(payload).map_err(std::io::Error::other)?;
+    text.push('\n');
+    file.write_all(text.as_bytes())?;
+    file.flush()?;
+    Ok(file)
+}
+
+/// The first [`OUTPUT_KEPT`] bytes of a hook's output, and how many there were.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    total: u64,
+}
+
+impl Kept {
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let room = OUTPUT_KEPT.saturating_sub(self.bytes.len());
+        self.bytes
+            .extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+}
+
+/// One hook's entry in `hooks.log` (written whole, without its final newline).
+fn log_block(
+    started_at: chrono::DateTime<Utc>,
+    hook: &Hook,
+    job: &HookJob,
+    argv: &[String],
+    output: &Kept,
+    verdict: &str,
+) -> String {
+    let mut block = format!(
+        "--- {} {} on {}: {} ---\nargv: {}\n",
+        started_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+        hook.origin,
+        job.facts.event,
+        hook.command.raw(),
+        shell_join(argv)
+    );
+    block.push_str(&String::from_utf8_lossy(&output.bytes));
+    if !output.bytes.is_empty() && !output.bytes.ends_with(b"\n") {
+        block.push('\n');
+    }
+    if output.total > output.bytes.len() as u64 {
+        block.push_str(&format!(
+            "[kept the first {} of {} bytes of output]\n",
+            output.bytes.len(),
+            output.total
+        ));
+    }
+    block.push_str(&format!("--- {verdict} ---"));
+    block
+}

@@ -1,0 +1,218 @@
+//! When a hook fires and what it is told (docs/cli.md, "Notifications").
+//!
+//! During a run, [`HookTrigger`] is fed every run event and answers which hook event, if any,
+//! it is: a committed `phase-complete` is `phase-complete`; a scheduled wait or backoff longer
+//! than [`LONG_WAIT_SECONDS`] is `wait-started`, and the retry that ends it `wait-finished`.
+//! When the run has ended, [`end_events`] maps how it ended to `phase-stopped`, `interrupted`
+//! and `run-finished`, in that order.
+//!
+//! `phase-stopped` is defined by what it is *not*: a phase whose last attempt did not end
+//! `phase-complete` (and was not the user's interrupt), with no retry scheduled, stops the
+//! run until a person acts. So a status added later (a budget or verification stop) is a
+//! `phase-stopped` without any change here.
+//!
+//! What a hook is told ([`HookFacts`]) is one JSON object — the matching `events.jsonl`
+//! record with the hook's event name in `event`, plus the plan and state paths, the phase, the
+//! status, the exit code, a message, the clarification question or blocked reason, and the
+//! command line that continues the run — and the same facts as `AISH_*` environment variables
+//! and template values.
+
+use serde_json::{Map, Value, json};
+
+use super::{HookEvent, LONG_WAIT_SECONDS};
+use crate::domain::events::RunEvent;
+use crate::domain::retry::next_step::StepKind;
+use crate::domain::state::AttemptStatus;
+
+/// Everything one firing of a hook event tells the hook.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookFacts {
+    pub event: HookEvent,
+    /// The matching `events.jsonl` record, as a JSON object.
+    pub record: Value,
+    /// The phase the event is about: id and title.
+    pub phase: Option<(String, String)>,
+    pub status: Option<String>,
+    /// The run's exit code, for the events that end it; `None` mid-run.
+    pub exit_code: Option<i32>,
+    /// One line a person reads first.
+    pub message: Option<String>,
+    /// The clarification question a `needs-clarification` stop asks.
+    pub question: Option<String>,
+    /// The reason a `blocked` stop gives.
+    pub reason: Option<String>,
+    /// The exact command line that continues the run, when one does.
+    pub recovery: Option<String>,
+}
+
+impl HookFacts {
+    /// Facts with only the event and its record; the rest is filled in by the caller.
+    pub fn new(event: HookEvent, record: Value) -> Self {
+        Self {
+            event,
+            record,
+            phase: None,
+            status: None,
+            exit_code: None,
+            message: None,
+            question: None,
+            reason: None,
+            recovery: None,
+        }
+    }
+
+    /// The object on the hook's stdin and in `{event_file}`: the record's keys first, then the
+    /// hook's own (`event` is the hook event's name).
+    pub fn payload(&self, plan_path: &str, state_path: &str) -> Value {
+        let mut object = match &self.record {
+            Value::Object(map) => map.clone(),
+            _ => Map::new(),
+        };
+        let phase = self
+            .phase
+            .as_ref()
+            .map(|(id, title)| json!({"id": id, "title": title}));
+        let own = [
+            ("event", json!(self.event.as_str())),
+            ("plan_path", json!(plan_path)),
+            ("state_path", json!(state_path)),
+            ("phase", phase.unwrap_or(Value::Null)),
+            ("status", json!(self.status)),
+            ("exit_code", json!(self.exit_code)),
+            ("message", json!(self.message)),
+            ("question", json!(self.question)),
+            ("reason", json!(self.reason)),
+            ("recovery", json!(self.recovery)),
+        ];
+        for (key, value) in own {
+            object.insert(key.to_owned(), value);
+        }
+        Value::Object(object)
+    }
+
+    /// `AISH_EVENT`, `AISH_PLAN`, `AISH_PHASE_ID`, `AISH_STATUS`, `AISH_EXIT_CODE`: what is
+    /// absent is the empty string, so a hook can always expand them.
+    pub fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
+        [
+            ("AISH_EVENT", self.event.as_str().to_owned()),
+            ("AISH_PLAN", plan_path.to_owned()),
+            ("AISH_PHASE_ID", self.phase_id().to_owned()),
+            ("AISH_STATUS", self.status.clone().unwrap_or_default()),
+            (
+                "AISH_EXIT_CODE",
+                self.exit_code
+                    .map(|code| code.to_string())
+                    .unwrap_or_default(),
+            ),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+    }
+
+    /// The phase id, or the empty string.
+    pub fn phase_id(&self) -> &str {
+        self.phase.as_ref().map_or("", |(id, _)| id.as_str())
+    }
+}
+
+/// Follows a run's events and says which hook event each one is, if any.
+#[derive(Debug, Default)]
+pub struct HookTrigger {
+    /// The long wait in progress: its phase and the status that led to it.
+    long_wait: Option<(String, AttemptStatus)>,
+}
+
+/// A hook event found in a run event: the event, its phase and status, and the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trigger {
+    pub event: HookEvent,
+    pub phase_id: String,
+    pub status: AttemptStatus,
+    pub message: String,
+}
+
+impl HookTrigger {
+    pub fn observe(&mut self, event: &RunEvent) -> Option<Trigger> {
+        match event {
+            RunEvent::OutcomeCommitted {
+                phase_id,
+                status: AttemptStatus::PhaseComplete,
+                summary,
+                ..
+            } => Some(Trigger {
+                event: HookEvent::PhaseComplete,
+                phase_id: phase_id.clone(),
+                status: AttemptStatus::PhaseComplete,
+                message: summary.clone(),
+            }),
+            RunEvent::RetryScheduled {
+                schedule,
+                delay_seconds,
+                of,
+                ..
+            } if schedule.reason.kind() != StepKind::Switch
+                && *delay_seconds > LONG_WAIT_SECONDS =>
+            {
+                self.long_wait = Some((schedule.phase_id.clone(), schedule.after));
+                Some(Trigger {
+                    event: HookEvent::WaitStarted,
+                    phase_id: schedule.phase_id.clone(),
+                    status: schedule.after,
+                    message: format!(
+                        "{} (attempt {} of {of}) waits {} s after {} ({})",
+                        schedule.phase_id,
+                        schedule.attempt,
+                        delay_seconds.ceil(),
+                        schedule.after,
+                        schedule.reason.describe()
+                    ),
+                })
+            }
+            RunEvent::RetryDue { phase_id, attempt } => {
+                let (waited_phase, status) = self.long_wait.take()?;
+                (waited_phase == *phase_id).then(|| Trigger {
+                    event: HookEvent::WaitFinished,
+                    phase_id: phase_id.clone(),
+                    status,
+                    message: format!("the wait is over: {phase_id} runs again (attempt {attempt})"),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How a run ended, as far as the end events are concerned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunEndFacts {
+    /// The status of the attempt that ended the run (committed, or decided but not recorded).
+    pub status: Option<AttemptStatus>,
+    /// The same write scheduled that phase's next attempt: a later run resumes it.
+    pub retry_scheduled: bool,
+    /// An attempt's outcome could not be recorded (or its prepared record not written): it
+    /// needs a person whatever the worker reported.
+    pub unresolved: bool,
+    /// The caught signal the run ended on.
+    pub signal: Option<i32>,
+}
+
+/// The hook events of a run's end, in firing order: `phase-stopped`, `interrupted`,
+/// `run-finished` (always).
+pub fn end_events(facts: &RunEndFacts) -> Vec<HookEvent> {
+    let stopped_for_a_person = match facts.status {
+        _ if facts.unresolved => true,
+        Some(AttemptStatus::PhaseComplete | AttemptStatus::Interrupted) | None => false,
+        Some(_) => !facts.retry_scheduled,
+    };
+    let interrupted = facts.signal.is_some() || facts.status == Some(AttemptStatus::Interrupted);
+    let mut events = Vec::with_capacity(3);
+    if stopped_for_a_person {
+        events.push(HookEvent::PhaseStopped);
+    }
+    if interrupted {
+        events.push(HookEvent::Interrupted);
+    }
+    events.push(HookEvent::RunFinished);
+    events
+}

@@ -1,0 +1,524 @@
+//! Verification gates (issue 20; docs/plan-format.md, "Verify"): the checks a phase names in
+//! its `### Verify` section, which must pass before its `phase-complete` is accepted, and what
+//! running them produces.
+//!
+//! This module owns:
+//!
+//! - [`VerifyCheck`] and its [`Interpreter`]: one fenced block of the section, run as a script
+//!   by `/bin/sh -e` or by the interpreter its info string names — how that is spelled as an
+//!   argv, and the check's first line as reports show it;
+//! - what a run of the checks produces: a [`CheckRecord`] per check run, the [`FailedCheck`]
+//!   with the tail of its output ([`OutputTail`] keeps it, bounded), and the outcome's
+//!   [`Verification`] — passed with its records, failed, or skipped with `--no-verify` — with
+//!   its JSON form in the outcome record (read strictly, like the rest of it).
+//!
+//! Finding the section in a plan is [`crate::domain::plan`]'s; telling the next attempt which
+//! check failed is [`crate::domain::prompt`]'s; running one check process is
+//! `platform::verify_check`'s.
+
+use serde::Serialize;
+use serde::ser::Serializer;
+use serde_json::Value;
+
+use super::decision::signal_name;
+use super::strict_json::{Object, StrictError};
+
+/// The interpreters an info string may name. An empty info string is `/bin/sh -e`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Interpreter {
+    Sh,
+    Bash,
+    Dash,
+    Zsh,
+    Ksh,
+    Python3,
+    Python,
+    Perl,
+    Ruby,
+    Node,
+}
+
+impl Interpreter {
+    pub const ALL: [Interpreter; 10] = [
+        Self::Sh,
+        Self::Bash,
+        Self::Dash,
+        Self::Zsh,
+        Self::Ksh,
+        Self::Python3,
+        Self::Python,
+        Self::Perl,
+        Self::Ruby,
+        Self::Node,
+    ];
+
+    /// The info-string word naming it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sh => "sh",
+            Self::Bash => "bash",
+            Self::Dash => "dash",
+            Self::Zsh => "zsh",
+            Self::Ksh => "ksh",
+            Self::Python3 => "python3",
+            Self::Python => "python",
+            Self::Perl => "perl",
+            Self::Ruby => "ruby",
+            Self::Node => "node",
+        }
+    }
+
+    /// The interpreter of a fence's info string: its first word, or `sh` when it is empty.
+    pub fn from_info(info: &str) -> Result<Self, UnknownInterpreter> {
+        let word = info.split_whitespace().next().unwrap_or("sh");
+        Self::ALL
+            .into_iter()
+            .find(|interpreter| interpreter.name() == word)
+            .ok_or_else(|| UnknownInterpreter(word.to_owned()))
+    }
+
+    /// The program `exec` runs: `/bin/sh` itself for `sh`, else the name, looked up in `PATH`.
+    pub fn program(self) -> &'static str {
+        match self {
+            Self::Sh => "/bin/sh",
+            other => other.name(),
+        }
+    }
+
+    fn is_shell(self) -> bool {
+        matches!(
+            self,
+            Self::Sh | Self::Bash | Self::Dash | Self::Zsh | Self::Ksh
+        )
+    }
+
+    /// The argv that runs `script` as check `index`: a shell with `-e` (stop at the first
+    /// failing command) and `$0` set to `verify-<index>`, so its messages say which check;
+    /// the other interpreters with their inline-script flag.
+    pub fn argv(self, script: &str, index: usize) -> Vec<String> {
+        let mut argv = vec![self.program().to_owned()];
+        let flags: &[&str] = match self {
+            _ if self.is_shell() => &["-e", "-c"],
+            Self::Python3 | Self::Python => &["-c"],
+            _ => &["-e"],
+        };
+        argv.extend(flags.iter().map(|flag| (*flag).to_owned()));
+        argv.push(script.to_owned());
+        if self.is_shell() {
+            argv.push(format!("verify-{index}"));
+        }
+        argv
+    }
+}
+
+/// An info string naming no interpreter the runner knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownInterpreter(pub String);
+
+impl std::fmt::Display for UnknownInterpreter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known: Vec<&str> = Interpreter::ALL.iter().map(|known| known.name()).collect();
+        write!(
+            f,
+            "unknown verify interpreter '{}' in the fence's info string; use one of {}, or no info string for /bin/sh -e",
+            self.0,
+            known.join(", ")
+        )
+    }
+}
+
+/// The largest script a check block may hold: it is passed as one argument, which Linux
+/// limits to 128 KiB.
+pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
+/// How much of a check's first line reports show.
+const FIRST_LINE_CHARS: usize = 120;
+
+/// One check of a phase's `### Verify` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyCheck {
+    /// 1-based, in section order.
+    pub index: usize,
+    pub interpreter: Interpreter,
+    /// The block's content: its lines with the fence's own indentation removed and line
+    /// endings as `\n`; never blank.
+    pub script: String,
+    /// 1-based plan line of the opening fence.
+    pub line: usize,
+}
+
+impl VerifyCheck {
+    /// Its first non-blank line, trimmed, cut to [`FIRST_LINE_CHARS`] characters (`…` marks
+    /// a cut): what `--- verify N: <first line> ---` and `command_first_line` show.
+    pub fn first_line(&self) -> String {
+        let line = self
+            .script
+            .lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty())
+            .unwrap_or_default();
+        let mut shown: String = line.chars().take(FIRST_LINE_CHARS).collect();
+        if shown.len() < line.len() {
+            shown.push('…');
+        }
+        shown
+    }
+
+    /// The argv that runs it.
+    pub fn argv(&self) -> Vec<String> {
+        self.interpreter.argv(&self.script, self.index)
+    }
+
+    /// The transcript header before its output: `--- verify 2: cargo test ---`.
+    pub fn transcript_header(&self) -> String {
+        format!("--- verify {}: {} ---", self.index, self.first_line())
+    }
+
+    /// `check` lists it as `verify 2 (sh, line 14): cargo test`.
+    pub fn describe(&self) -> String {
+        format!(
+            "verify {} ({}, line {}): {}",
+            self.index,
+            self.interpreter.name(),
+            self.line,
+            self.first_line()
+        )
+    }
+}
+
+/// How many lines of a failed check's output its report and the next prompt show.
+pub const TAIL_LINES: usize = 40;
+/// How many bytes of output [`OutputTail`] keeps to find them in.
+pub const TAIL_BYTES: usize = 16 * 1024;
+
+/// The last [`TAIL_BYTES`] of a check's output (both streams, in arrival order), fed chunk
+/// by chunk; memory does not grow with the output.
+#[derive(Clone, Debug, Default)]
+pub struct OutputTail {
+    kept: Vec<u8>,
+    /// Output was dropped from the front: the first kept line may be partial.
+    cut: bool,
+}
+
+impl OutputTail {
+    pub fn push(&mut self, chunk: &[u8]) {
+        if chunk.len() >= TAIL_BYTES {
+            self.kept.clear();
+            self.kept
+                .extend_from_slice(&chunk[chunk.len() - TAIL_BYTES..]);
+            self.cut = true;
+            return;
+        }
+        let overflow = (self.kept.len() + chunk.len()).saturating_sub(TAIL_BYTES);
+        if overflow > 0 {
+            self.kept.drain(..overflow);
+            self.cut = true;
+        }
+        self.kept.extend_from_slice(chunk);
+    }
+
+    /// The last [`TAIL_LINES`] complete or final lines, as text (invalid UTF-8 replaced),
+    /// without a trailing newline; a line cut at the front of what was kept is left out.
+    pub fn text(&self) -> String {
+        let text = String::from_utf8_lossy(&self.kept);
+        let mut lines: Vec<&str> = text.lines().collect();
+        if self.cut && !lines.is_empty() {
+            lines.remove(0);
+        }
+        let from = lines.len().saturating_sub(TAIL_LINES);
+        lines[from..].join("\n")
+    }
+}
+
+/// One check as the outcome records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckRecord {
+    pub index: usize,
+    pub command_first_line: String,
+    /// `None` when it was killed (a timeout, a signal).
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub output_bytes: u64,
+}
+
+/// The check that failed, with what the next attempt and the report need.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailedCheck {
+    pub index: usize,
+    pub command_first_line: String,
+    pub exit_code: Option<i32>,
+    /// The signal that ended it (after a timeout, the runner's).
+    pub signal: Option<i32>,
+    /// It ran past `verify_timeout_seconds` and was stopped.
+    pub timed_out: bool,
+    /// The last lines of its output ([`OutputTail::text`]); may be empty.
+    pub output_tail: String,
+}
+
+impl FailedCheck {
+    /// `verify check 2 (cargo test) exited with code 101`, `… timed out and was stopped`,
+    /// `… was killed by SIGKILL`.
+    pub fn describe(&self) -> String {
+        format!(
+            "verify check {} ({}) {}",
+            self.index,
+            self.command_first_line,
+            self.how()
+        )
+    }
+
+    /// How it ended, in the runner's words only: `exited with code 101`.
+    pub fn how(&self) -> String {
+        match (self.timed_out, self.exit_code, self.signal) {
+            (true, _, _) => "timed out and was stopped".to_owned(),
+            (false, Some(code), _) => format!("exited with code {code}"),
+            (false, None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
+            (false, None, None) => "ended with an unknown status".to_owned(),
+        }
+    }
+}
+
+/// How one check's run ended, as its runner reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOutcome {
+    /// `None` when it was killed.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// It ran past its limit and was stopped.
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// Bytes on both streams.
+    pub output_bytes: u64,
+    /// [`OutputTail::text`] of its output.
+    pub output_tail: String,
+}
+
+impl CheckOutcome {
+    /// A check passes by exiting 0 within its limit; a non-zero exit, a timeout or a signal
+    /// fails it.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The outcome's record of `check`.
+    pub fn record(&self, check: &VerifyCheck) -> CheckRecord {
+        CheckRecord {
+            index: check.index,
+            command_first_line: check.first_line(),
+            exit_code: self.exit_code,
+            duration_ms: self.duration_ms,
+            output_bytes: self.output_bytes,
+        }
+    }
+
+    /// The failure of `check`, when it did not pass.
+    pub fn failure(&self, check: &VerifyCheck) -> Option<FailedCheck> {
+        (!self.passed()).then(|| FailedCheck {
+            index: check.index,
+            command_first_line: check.first_line(),
+            exit_code: self.exit_code,
+            signal: self.signal,
+            timed_out: self.timed_out,
+            output_tail: self.output_tail.clone(),
+        })
+    }
+}
+
+/// Whether the checks after `outcomes` still run: not once one failed (the first failing
+/// check stops the rest), not when all ran.
+pub fn next_check<'a>(
+    checks: &'a [VerifyCheck],
+    outcomes: &[CheckOutcome],
+) -> Option<&'a VerifyCheck> {
+    if outcomes.iter().any(|outcome| !outcome.passed()) {
+        return None;
+    }
+    checks.get(outcomes.len())
+}
+
+/// What the checks that ran, in order, come to: passed when every check passed, failed at the
+/// first failing one (later outcomes, which cannot exist, are ignored). `None` while checks
+/// are still due.
+pub fn verification_of(checks: &[VerifyCheck], outcomes: &[CheckOutcome]) -> Option<Verification> {
+    let mut records = Vec::with_capacity(outcomes.len());
+    for (check, outcome) in checks.iter().zip(outcomes) {
+        records.push(outcome.record(check));
+        if let Some(failure) = outcome.failure(check) {
+            return Some(Verification::Failed {
+                checks: records,
+                failure,
+            });
+        }
+    }
+    (outcomes.len() >= checks.len()).then_some(Verification::Passed(records))
+}
+
+/// What verification came to, as an attempt's outcome records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verification {
+    /// Every check passed, in order.
+    Passed(Vec<CheckRecord>),
+    /// The checks that ran, the failing one last; the rest did not run.
+    Failed {
+        checks: Vec<CheckRecord>,
+        failure: FailedCheck,
+    },
+    /// `--no-verify`: the phase has checks and none ran.
+    Skipped,
+}
+
+/// The outcome's `verification` key: the records of the checks that ran, or `"skipped"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerificationRecord {
+    Checks(Vec<CheckRecord>),
+    Skipped,
+}
+
+impl Serialize for VerificationRecord {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Checks(checks) => checks.serialize(serializer),
+            Self::Skipped => serializer.serialize_str(SKIPPED),
+        }
+    }
+}
+
+const SKIPPED: &str = "skipped";
+const CHECK_KEYS: [&str; 5] = [
+    "index",
+    "command_first_line",
+    "exit_code",
+    "duration_ms",
+    "output_bytes",
+];
+const FAILED_CHECK_KEYS: [&str; 6] = [
+    "index",
+    "command_first_line",
+    "exit_code",
+    "signal",
+    "timed_out",
+    "output_tail",
+];
+
+impl Verification {
+    /// The outcome keys it is written as: `verification`, and `verification_failure` for a
+    /// failure.
+    pub fn to_record(&self) -> (VerificationRecord, Option<FailedCheck>) {
+        match self {
+            Self::Passed(checks) => (VerificationRecord::Checks(checks.clone()), None),
+            Self::Failed { checks, failure } => (
+                VerificationRecord::Checks(checks.clone()),
+                Some(failure.clone()),
+            ),
+            Self::Skipped => (VerificationRecord::Skipped, None),
+        }
+    }
+
+    /// Reads the two outcome keys back: a failure needs its record list, whose last check is
+    /// the failing one.
+    pub fn from_record(
+        record: &VerificationRecord,
+        failure: Option<&FailedCheck>,
+    ) -> Result<Self, String> {
+        match (record, failure) {
+            (VerificationRecord::Skipped, None) => Ok(Self::Skipped),
+            (VerificationRecord::Skipped, Some(_)) => {
+                Err("verification_failure cannot go with verification \"skipped\"".to_owned())
+            }
+            (VerificationRecord::Checks(checks), None) => Ok(Self::Passed(checks.clone())),
+            (VerificationRecord::Checks(checks), Some(failure)) => {
+                if checks.last().map(|check| check.index) != Some(failure.index) {
+                    return Err(format!(
+                        "verification_failure.index {} is not the last check in verification",
+                        failure.index
+                    ));
+                }
+                Ok(Self::Failed {
+                    checks: checks.clone(),
+                    failure: failure.clone(),
+                })
+            }
+        }
+    }
+}
+
+impl VerificationRecord {
+    /// Reads `verification` from an outcome object: a list of check records, or `"skipped"`.
+    pub(crate) fn from_object(object: &Object<'_>, key: &str) -> Result<Self, StrictError> {
+        match object.value(key)? {
+            Value::String(text) if text == SKIPPED => Ok(Self::Skipped),
+            Value::Array(_) => {
+                let checks = object
+                    .object_list(key)?
+                    .iter()
+                    .map(CheckRecord::from_object)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self::Checks(checks))
+            }
+            _ => Err(StrictError(format!(
+                "expected {} to be a list of checks or \"skipped\"",
+                object.qualified(key)
+            ))),
+        }
+    }
+
+    /// Index rules: 1, 2, 3, … in order, non-empty first lines.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let Self::Checks(checks) = self else {
+            return Ok(());
+        };
+        for (position, check) in checks.iter().enumerate() {
+            if check.index != position + 1 {
+                return Err(format!(
+                    "expected verification[{position}].index to be {}",
+                    position + 1
+                ));
+            }
+            if check.command_first_line.is_empty() {
+                return Err(format!(
+                    "expected verification[{position}].command_first_line to be non-empty"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CheckRecord {
+    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&CHECK_KEYS)?;
+        Ok(Self {
+            index: object.positive_integer("index")?,
+            command_first_line: object.string("command_first_line")?.to_owned(),
+            exit_code: object.optional_integer("exit_code")?,
+            duration_ms: object.integer("duration_ms")?,
+            output_bytes: object.integer("output_bytes")?,
+        })
+    }
+}
+
+impl FailedCheck {
+    pub(crate) fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
+        object.expect_keys(&FAILED_CHECK_KEYS)?;
+        let timed_out = match object.value("timed_out")? {
+            Value::Bool(value) => *value,
+            _ => {
+                return Err(StrictError(format!(
+                    "expected {} to be a boolean",
+                    object.qualified("timed_out")
+                )));
+            }
+        };
+        Ok(Self {
+            index: object.positive_integer("index")?,
+            command_first_line: object.string("command_first_line")?.to_owned(),
+            exit_code: object.optional_integer("exit_code")?,
+            signal: object.optional_integer("signal")?,
+            timed_out,
+            output_tail: object.string("output_tail")?.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
