@@ -13,6 +13,11 @@
 #   scripts/e2e-real-clis.sh --record DIR [CLI/MODE/SCENARIO...]
 #                                            record replay fixtures (tests/fixtures/replay):
 #                                            all of them, or the named ones (codex/json/err529)
+#   scripts/e2e-real-clis.sh --measure [CLI/SCENARIO...]
+#                                            measure the CPU and I/O counters of the wrappers'
+#                                            process trees while the CLIs stream, hang, sleep
+#                                            in a tool or run a busy tool (the calibration of
+#                                            the idle timeout's activity rule, docs/liveness.md)
 #
 # Environment:
 #   E2E_HOME       cache and scratch directory (default ~/.cache/ai-session-handler-e2e):
@@ -569,11 +574,64 @@ record_all() {
     done
 }
 
+# --- measuring activity -----------------------------------------------------------------
+# What the CLIs' processes do while the runner sees no output: the numbers the activity
+# rule's thresholds come from (docs/liveness.md). Each scenario runs a wrapper (no handler)
+# through measure_activity.py, which samples its process tree every 0.1 s and sums the
+# changes per 1 s window over the part of the run the scenario is about.
+
+measure_one() {
+    local cli=$1 scen=$2 skip=$3 span=$4 wrapper out
+    shift 4
+    wrapper=ai-session-handler-$cli-high
+    out=$RUN_DIR/measure/$cli-${scen// /_}
+    if [ "${#MEASURE_ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${MEASURE_ONLY[@]}" | grep -qxF "$cli/${scen%% *}"; then
+        return
+    fi
+    mkdir -p "$RUN_DIR/measure"
+    new_workspace "measure-$cli-${scen%% *}"
+    scenario $scen
+    (cd "$WS" && env "$@" python3 "$here/measure_activity.py" --mock-log "$RUN_DIR/logs/mock-requests.jsonl" \
+        --samples "$out.samples.jsonl" --skip "$skip" --span "$span" --duration $((skip + span + 30)) \
+        -- "$wrapper" >"$out.json") || say "e2e: measuring $cli $scen failed"
+    python3 - "$cli" "$scen" "$out.json" <<'PY'
+import json, sys
+cli, scen, path = sys.argv[1:]
+d = json.load(open(path))
+w = d["windows"]
+def col(key, scale=1.0):
+    if not w:
+        return "-"
+    values = sorted(x[key] / x["seconds"] * scale for x in w)
+    return "%.3g / %.3g / %.3g" % (values[0], values[len(values) // 2], values[-1])
+print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+    cli, scen, len(w), col("sched_ns", 1e-6), col("ticks", 10.0), col("rchar"), col("syscr"),
+    col("vcsw"), col("tcp_rx")))
+PY
+}
+
+measure_all() {
+    echo "CPU in ms per second of wall time (schedstat ns; stat ticks x 10 ms), rchar in bytes/s,"
+    echo "syscr and voluntary context switches per second, TCP bytes received per second:"
+    echo "min / median / max over 1 s windows."
+    echo
+    echo "| CLI | Scenario | Windows | CPU ms/s (schedstat) | CPU ms/s (ticks) | rchar B/s | syscr/s | vcsw/s | TCP rx B/s |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    local cli
+    for cli in claude codex; do
+        measure_one "$cli" "hang secs=40" 3 20
+        measure_one "$cli" "slow interval=0.5 duration=25" 3 18
+        measure_one "$cli" "slow interval=2 duration=25" 3 18
+        measure_one "$cli" "tool_sleep secs=25" 5 15
+        measure_one "$cli" "tool_busy secs=25" 5 15
+    done
+}
+
 # --- main -------------------------------------------------------------------------------
 
 case "${1-}" in
     --list) printf '%s\n' $ALL_CASES; exit 0 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
 esac
 command -v python3 >/dev/null || die "python3 is needed for the mock API"
 install_clis
@@ -590,6 +648,11 @@ if [ "${1-}" = --record ]; then
     for name in "${RECORD_ONLY[@]}"; do
         printf '%s\n' "${RECORDED[@]}" | grep -qxF "$name" || die "no recording $name (see record_all)"
     done
+    exit 0
+fi
+if [ "${1-}" = --measure ]; then
+    MEASURE_ONLY=("${@:2}")
+    measure_all | tee "$RUN_DIR/measure.md"
     exit 0
 fi
 if [ "$#" -eq 0 ]; then set -- $ALL_CASES; fi

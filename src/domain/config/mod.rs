@@ -309,6 +309,34 @@ impl<'a> Section<'a> {
         }
     }
 
+    /// An integer from 1 to `u64::MAX`, when present and not `null`.
+    pub(crate) fn positive_u64(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(number)) if number.is_u64() || number.is_i64() => {
+                match number.as_u64() {
+                    Some(value) if value >= 1 => Ok(Some(value)),
+                    _ => Err(ConfigError(format!(
+                        "expected {} to be at least 1",
+                        self.key(key)
+                    ))),
+                }
+            }
+            Some(_) => Err(ConfigError(format!(
+                "expected {} to be an integer",
+                self.key(key)
+            ))),
+        }
+    }
+
+    /// A finite number greater than 0, when present and not `null`.
+    pub(crate) fn positive_number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
+        if matches!(self.map.get(key), Some(Value::Null)) {
+            return Ok(None);
+        }
+        self.seconds(key, false)
+    }
+
     /// A finite number of seconds, when present: at least 0, or greater than 0 when
     /// `zero_allowed` is false.
     pub(crate) fn seconds(
