@@ -229,6 +229,90 @@ fn excerpt(value: &str) -> String {
     sanitize_status(&text)
 }
 
+/// Bounds the receiver's work under a flood: at most [`PARSE_BURST`] datagrams at once and
+/// [`PARSE_PER_SECOND`] a second are parsed (the rest are read and dropped unparsed, counted
+/// as flooded), and at most [`READ_BURST`] / [`READ_PER_SECOND`] are read at all; beyond that
+/// the receiver pauses, the socket's queue fills, and the flooding sender's own sends fail or
+/// wait. A legitimate agent sends a few a second. Times are offsets from any fixed origin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloodGuard {
+    parse: TokenBucket,
+    read: TokenBucket,
+}
+
+pub const PARSE_BURST: u32 = 1_000;
+pub const PARSE_PER_SECOND: u32 = 500;
+pub const READ_BURST: u32 = 20_000;
+pub const READ_PER_SECOND: u32 = 20_000;
+
+impl Default for FloodGuard {
+    fn default() -> Self {
+        Self {
+            parse: TokenBucket::full(PARSE_BURST, PARSE_PER_SECOND),
+            read: TokenBucket::full(READ_BURST, READ_PER_SECOND),
+        }
+    }
+}
+
+impl FloodGuard {
+    /// Before reading a datagram at `at`: `None` to read it, or how long to pause first.
+    pub fn before_read(&mut self, at: Duration) -> Option<Duration> {
+        if self.read.take(at) {
+            None
+        } else {
+            Some(self.read.time_to_next(at))
+        }
+    }
+
+    /// Whether a datagram just read at `at` may be parsed (else it is dropped as flooded).
+    pub fn may_parse(&mut self, at: Duration) -> bool {
+        self.parse.take(at)
+    }
+}
+
+/// A token bucket: `capacity` tokens, refilled at `per_second`.
+#[derive(Clone, Debug, PartialEq)]
+struct TokenBucket {
+    capacity: f64,
+    per_second: f64,
+    tokens: f64,
+    last: Duration,
+}
+
+impl TokenBucket {
+    fn full(capacity: u32, per_second: u32) -> Self {
+        Self {
+            capacity: f64::from(capacity),
+            per_second: f64::from(per_second),
+            tokens: f64::from(capacity),
+            last: Duration::ZERO,
+        }
+    }
+
+    fn refill(&mut self, at: Duration) {
+        if at > self.last {
+            let earned = (at - self.last).as_secs_f64() * self.per_second;
+            self.tokens = (self.tokens + earned).min(self.capacity);
+            self.last = at;
+        }
+    }
+
+    fn take(&mut self, at: Duration) -> bool {
+        self.refill(at);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn time_to_next(&self, _at: Duration) -> Duration {
+        let missing = (1.0 - self.tokens).max(0.0);
+        Duration::from_secs_f64(missing / self.per_second).max(Duration::from_millis(1))
+    }
+}
+
 /// What became of the datagrams of one attempt: for the transcript trailer and the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NotifyTally {
@@ -477,6 +561,36 @@ mod tests {
             ..NotifyTally::default()
         };
         assert_eq!(only_accepted.describe().as_deref(), Some("3 accepted"));
+    }
+
+    #[test]
+    fn a_flood_is_parsed_within_the_burst_and_then_at_the_rate() {
+        let mut guard = FloodGuard::default();
+        let start = Duration::from_secs(1);
+        let parsed = (0..10_000).filter(|_| {
+            assert_eq!(guard.before_read(start), None);
+            guard.may_parse(start)
+        });
+        assert_eq!(parsed.count(), PARSE_BURST as usize);
+        // A second later another second's worth may be parsed.
+        let later = start + Duration::from_secs(1);
+        let parsed = (0..10_000).filter(|_| guard.may_parse(later)).count();
+        assert_eq!(parsed, PARSE_PER_SECOND as usize);
+    }
+
+    #[test]
+    fn reading_pauses_beyond_the_read_budget() {
+        let mut guard = FloodGuard::default();
+        let at = Duration::from_secs(1);
+        for _ in 0..READ_BURST {
+            assert_eq!(guard.before_read(at), None);
+        }
+        let pause = guard.before_read(at).expect("over the budget");
+        assert!(
+            pause > Duration::ZERO && pause <= Duration::from_millis(1),
+            "{pause:?}"
+        );
+        assert_eq!(guard.before_read(at + Duration::from_millis(1)), None);
     }
 
     proptest! {

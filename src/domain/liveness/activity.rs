@@ -248,6 +248,47 @@ fn received_since(previous: &ActivitySample, current: &ActivitySample, window: D
         .fold(0u64, u64::saturating_add)
 }
 
+/// `utime + stime` and `cutime + cstime` (clock ticks) from the text of `/proc/PID/stat`
+/// (fields 14 to 17, counted after the parenthesised command name, which may hold anything).
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
+    let close = text.rfind(')')?;
+    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
+    // fields[0] is field 3 (state).
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let own = field(14)?.checked_add(field(15)?)?;
+    let children = field(16)?.checked_add(field(17)?)?;
+    Some((own, children))
+}
+
+/// Nanoseconds on CPU from the text of `/proc/PID/task/TID/schedstat` (its first field).
+pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// `rchar + wchar` from the text of `/proc/PID/io`.
+pub fn parse_io_chars(text: &str) -> Option<u64> {
+    let mut read = None;
+    let mut written = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().parse::<u64>().ok();
+        match key {
+            "rchar" => read = value,
+            "wchar" => written = value,
+            _ => {}
+        }
+    }
+    Some(read?.saturating_add(written?))
+}
+
+/// The inode of a socket from the target of a `/proc/PID/fd/N` link (`socket:[12345]`).
+pub fn socket_inode(link: &[u8]) -> Option<u64> {
+    let inode = link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    std::str::from_utf8(inode).ok()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -457,6 +498,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn proc_texts_are_read() {
+        let stat = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
+                    17 5 3 4 20 0 11 0 123456 1000000 2000 18446744073709551615";
+        assert_eq!(parse_stat_cpu_ticks(stat), Some((22, 7)));
+        assert_eq!(parse_stat_cpu_ticks("4242 (x) S 1 2"), None);
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+        assert_eq!(parse_schedstat_ns("123456789 2000 17\n"), Some(123_456_789));
+        assert_eq!(parse_schedstat_ns(""), None);
+        let io = "rchar: 1000\nwchar: 24\nsyscr: 5\nsyscw: 2\nread_bytes: 0\n";
+        assert_eq!(parse_io_chars(io), Some(1024));
+        assert_eq!(parse_io_chars("rchar: 5\n"), None);
+        assert_eq!(socket_inode(b"socket:[987654]"), Some(987_654));
+        assert_eq!(socket_inode(b"pipe:[987654]"), None);
+        assert_eq!(socket_inode(b"/dev/null"), None);
+        assert_eq!(socket_inode(b"socket:[x]"), None);
+    }
+
     fn any_process() -> impl Strategy<Value = ProcessCounters> {
         (
             1u32..6,
@@ -477,6 +536,14 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn proc_parsers_never_panic(text in "(?s).{0,300}") {
+            let _ = parse_stat_cpu_ticks(&text);
+            let _ = parse_schedstat_ns(&text);
+            let _ = parse_io_chars(&text);
+            let _ = socket_inode(text.as_bytes());
+        }
+
         #[test]
         fn never_panics_and_more_work_never_turns_working_into_quiet(
             before in proptest::collection::vec(any_process(), 0..4),

@@ -14,6 +14,7 @@
 
 pub mod activity;
 pub mod idle;
+pub mod membership;
 pub mod socket_diag;
 pub mod status;
 
