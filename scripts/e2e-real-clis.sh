@@ -558,14 +558,16 @@ record_all() {
     chmod +x "$RUN_DIR/save-prompt"
     (cd "$WS" && ai-session-handler run --plan docs/plans/p.md --agent-cmd "$RUN_DIR/save-prompt" --max-phases 1 --quiet >/dev/null)
     for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
-        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2" \
+        "usage usage_in=1234 usage_cached=1000 usage_out=567"; do
         record_one "$dir" codex json "$scen"
     done
     for scen in ok tool_quoted quoted_same err429 "usage_limit reset_in=1200" "tool_sleep secs=2"; do
         record_one "$dir" codex human "$scen"
     done
     for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
-        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2" \
+        "usage usage_in=1234 usage_cached=1000 usage_out=567"; do
         record_one "$dir" claude partial "$scen" $retries
     done
     for scen in ok tool_quoted err401 err429 err529 "usage_limit reset_in=1200" \

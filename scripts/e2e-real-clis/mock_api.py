@@ -36,6 +36,8 @@ serves a whole suite. The file holds a name and optional key=value parameters:
 
 After any scenario, `usage_in=N usage_out=M` sets the token counts each response reports
 (default 10 input, 20 output; `usage_cached=K` of the input served from a cache, default 0).
+Any other name answers like `ok` (`usage usage_in=…` records an `ok` session under its own
+name).
 
 Requests that carry no tools (Claude's side requests such as titles) always get a short
 plain answer, so they never consume a scenario meant for the main conversation.
