@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::domain::budget::{parse_max_cost, parse_max_tokens};
 use crate::domain::config::parse_seconds;
 
 #[derive(Debug, Parser)]
@@ -94,6 +95,12 @@ pub struct RunArgs {
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Stop once this run's attempts used N tokens, input (cached included) plus output (config budget.max_tokens).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    pub max_tokens: Option<u64>,
+    /// Stop once this run's attempts cost USD dollars, as the agents report it (config budget.max_cost_usd).
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    pub max_cost: Option<f64>,
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -123,6 +130,12 @@ pub struct CheckArgs {
     /// Check as `run --wait` would: rate-limit waits on (rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Check as `run --max-tokens N` would: the budget check shows.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    pub max_tokens: Option<u64>,
+    /// Check as `run --max-cost USD` would.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    pub max_cost: Option<f64>,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,

@@ -37,6 +37,8 @@ pub struct CheckReport {
     pub retry: Option<String>,
     /// The effective rate-limit policy in words.
     pub rate_limit: Option<String>,
+    /// The budget caps in words (`budget: no caps`, …).
+    pub budget: Option<String>,
     /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
     pub phases: Vec<PhaseRow>,
@@ -107,6 +109,8 @@ fn build(args: &CheckArgs) -> CheckReport {
                 flags: RecoveryFlags::default(),
                 retries: args.retries,
                 wait: args.wait,
+                max_tokens: args.max_tokens,
+                max_cost_usd: args.max_cost,
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
@@ -114,6 +118,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                     report.agent_cmd = Some(settings.template().raw().to_owned());
                     report.retry = Some(settings.retry.describe());
                     report.rate_limit = Some(settings.rate_limit.describe());
+                    report.budget = Some(settings.budget.describe());
                     report.fallback_agent_cmds = settings.templates[1..]
                         .iter()
                         .map(|template| template.raw().to_owned())
@@ -316,7 +321,10 @@ fn render_text(report: &CheckReport) -> Output {
             .stdout
             .push(format!("fallback agent_cmd {}: {fallback}", index + 1));
     }
-    for policy in [&report.retry, &report.rate_limit].into_iter().flatten() {
+    for policy in [&report.retry, &report.rate_limit, &report.budget]
+        .into_iter()
+        .flatten()
+    {
         output.stdout.push(policy.clone());
     }
     if !report.phases.is_empty() {

@@ -58,6 +58,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             },
             retries: args.retries,
             wait: args.wait,
+            max_tokens: args.max_tokens,
+            max_cost_usd: args.max_cost,
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub use error::InputError;
 
+use crate::domain::budget::BudgetCaps;
 use crate::domain::config::{Config, parse_config};
 use crate::domain::identity::{Liveness, liveness};
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
@@ -256,6 +257,10 @@ pub struct RunOverrides {
     pub retries: Option<u32>,
     /// `--wait`.
     pub wait: bool,
+    /// `--max-tokens N`.
+    pub max_tokens: Option<u64>,
+    /// `--max-cost USD`.
+    pub max_cost_usd: Option<f64>,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
@@ -276,6 +281,8 @@ pub struct RunSettings {
     pub stop_pattern_count: usize,
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
+    /// The budget caps (`--max-tokens`/`--max-cost` over `budget`), for this invocation.
+    pub budget: BudgetCaps,
     pub flags: RecoveryFlags,
 }
 
@@ -366,6 +373,7 @@ pub fn effective_settings(
             .idle_timeout_seconds
             .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
+        budget: BudgetCaps::effective(overrides.max_tokens, overrides.max_cost_usd, &config.budget),
         flags: overrides.flags,
     })
 }

@@ -51,6 +51,8 @@ fn run_help_documents_every_flag() {
             "--quiet",
             "--retry-stopped",
             "--accept-plan-change",
+            "--max-tokens",
+            "--max-cost",
             "--log-level",
             "--log-file",
             "--log-format",
@@ -65,7 +67,16 @@ fn status_help_documents_every_flag() {
 
 #[test]
 fn check_help_documents_every_flag() {
-    assert_flags_documented(&["check", "--help"], &["--plan", "--agent-cmd", "--json"]);
+    assert_flags_documented(
+        &["check", "--help"],
+        &[
+            "--plan",
+            "--agent-cmd",
+            "--max-tokens",
+            "--max-cost",
+            "--json",
+        ],
+    );
 }
 
 #[test]
@@ -438,6 +449,39 @@ fn check_prints_the_phase_table_and_changes_nothing() {
     assert_eq!(tree_snapshot(&sandbox.root), before);
     assert!(!sandbox.path(".ai-session-handler").exists());
     assert!(!sandbox.path("bin/agent.launched").exists());
+}
+
+/// `check` shows the budget caps as `run` with the same flags would use them: the command line
+/// over the config, key by key, each cap naming where it came from (issue 19).
+#[test]
+fn check_shows_the_budget_caps() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let check = |extra: &[&str]| {
+        let mut args = vec!["check", "--plan", "plan.md", "--agent-cmd", "true"];
+        args.extend_from_slice(extra);
+        let run = sandbox.run(&args);
+        run.assert_code(0);
+        run
+    };
+    assert!(check(&[]).stdout.contains("\nbudget: no caps\n"));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"budget": {"max_tokens": 100000, "max_cost_usd": 5}}"#,
+    );
+    assert!(check(&[]).stdout.contains(
+        "\nbudget: at most 100000 tokens, input + output (budget.max_tokens) and $5 \
+             (budget.max_cost_usd) per run\n"
+    ));
+    let run = check(&["--max-tokens", "2000", "--json"]);
+    let report: Value = serde_json::from_str(&run.stdout).expect("check --json parses");
+    assert_eq!(
+        report["budget"],
+        json!(
+            "budget: at most 2000 tokens, input + output (--max-tokens) and $5 \
+             (budget.max_cost_usd) per run"
+        )
+    );
 }
 
 /// A heading that reads like a phase heading but is not one is ordinary text, as the plan

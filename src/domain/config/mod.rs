@@ -3,13 +3,15 @@
 //! command line: `--timeout`/`--idle-timeout` parsing and the `:g`-style rendering used in
 //! timeout messages.
 //!
-//! The nested `retry` and `rate_limit` objects (issue 11) are read by their own modules
-//! ([`crate::domain::retry`], [`crate::domain::rate_limit`]) through `Section`, so their
-//! messages name the dotted key (`unknown key 'retry.max_attempt'`,
-//! `expected rate_limit.max_waits to be an integer`) in the same words as the top level.
+//! The nested `retry`, `rate_limit` (issue 11) and `budget` (issue 19) objects are read by
+//! their own modules ([`crate::domain::retry`], [`crate::domain::rate_limit`],
+//! [`crate::domain::budget`]) through `Section`, so their messages name the dotted key
+//! (`unknown key 'retry.max_attempt'`, `expected rate_limit.max_waits to be an integer`) in the
+//! same words as the top level.
 
 use serde_json::{Map, Value};
 
+use crate::domain::budget::BudgetConfig;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::strict_json::parse_document;
@@ -28,6 +30,8 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
+    /// `budget`; the default caps nothing.
+    pub budget: BudgetConfig,
 }
 
 impl Default for Config {
@@ -40,6 +44,7 @@ impl Default for Config {
             idle_timeout_seconds: None,
             retry: RetryPolicy::default(),
             rate_limit: RateLimitPolicy::default(),
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -64,7 +69,7 @@ pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 7] = [
+const KNOWN_KEYS: [&str; 8] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
@@ -72,6 +77,7 @@ const KNOWN_KEYS: [&str; 7] = [
     "idle_timeout_seconds",
     "retry",
     "rate_limit",
+    "budget",
 ];
 
 /// Parses and validates config bytes.
@@ -95,6 +101,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
         },
         retry: RetryPolicy::from_config(object.get("retry"))?,
         rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
+        budget: BudgetConfig::from_config(object.get("budget"))?,
     })
 }
 
