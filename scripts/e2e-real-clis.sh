@@ -199,16 +199,31 @@ outcome_field() {
     done | tail -n 1
 }
 
+# The value at a dotted path of the last outcome (`usage.input_tokens`), `None` when absent.
+outcome_path_value() {
+    local file
+    for file in "$WS"/.ai-session-handler/plans/*/outcomes/*.json; do
+        [ -f "$file" ] && python3 -c '
+import json, sys
+value = json.load(open(sys.argv[1]))
+for key in sys.argv[2].split("."):
+    value = value.get(key) if isinstance(value, dict) else None
+print(value)' "$file" "$1"
+    done | tail -n 1
+}
+
 # run_handler CASE AGENT SCENARIO [handler args...]: one `run --max-phases 1` in a fresh
-# workspace; sets RC, and the logs CASE.out / CASE.err.
+# workspace; sets RC, ELAPSED (seconds) and the logs CASE.out / CASE.err.
 run_handler() {
     local name=$1 agent=$2
     new_workspace "$name"
     scenario $3
     shift 3
+    local started=$SECONDS
     (cd "$WS" && AISH_E2E_TOKEN=$TOKEN timeout -k 5 240 ai-session-handler run --plan docs/plans/p.md \
         --agent-cmd "$agent" --max-phases 1 "$@" >"$RUN_DIR/logs/$name.out" 2>"$RUN_DIR/logs/$name.err")
     RC=$?
+    ELAPSED=$((SECONDS - started))
     transcript_text >"$RUN_DIR/logs/$name.transcript"
 }
 
@@ -254,6 +269,19 @@ expect_status() {
     local status
     status=$(outcome_field status)
     [ "$status" = "$1" ] || fail "outcome $status, expected $1"
+}
+expect_summary_has() {
+    local summary
+    summary=$(outcome_field summary)
+    case "$summary" in *"$1"*) ;; *) fail "summary '$summary' lacks '$1'" ;; esac
+}
+expect_elapsed_at_most() {
+    [ "$ELAPSED" -le "$1" ] || fail "took ${ELAPSED} s, expected at most $1 s"
+}
+expect_usage() {
+    local value
+    value=$(outcome_path_value "usage.$1")
+    [ "$value" = "$2" ] || fail "usage.$1 is $value, expected $2"
 }
 expect_agent_exit() {
     local code
@@ -355,11 +383,12 @@ case_codex_usage_limit_exits_75() {
     expect_text "hit your usage limit"; expect_text "try again at "
     expect_no_survivors
 }
-case_codex_slow_whole_items() {
-    # Codex prints whole items: a message streamed for 4 s shows up when it is complete,
-    # so an idle timeout shorter than the longest item stops the phase (docs/providers.md).
-    run_handler "$CASE" ai-session-handler-codex-high "slow interval=0.5 duration=4" --idle-timeout 2
-    expect_rc 4; expect_status timeout; expect_no_survivors
+case_codex_slow_stream_beats_idle_timeout() {
+    # Codex prints whole items, so a message streamed for 5 s shows nothing until it is
+    # complete; the tokens arriving on its socket are a sign of life (issue 18, "Activity"),
+    # so a 2 s idle timeout does not stop it.
+    run_handler "$CASE" ai-session-handler-codex-high "slow interval=0.5 duration=5" --idle-timeout 2
+    expect_rc 0; expect_status phase-complete; expect_no_survivors
 }
 case_codex_tool_progress_live() {
     # The command line is shown when the command starts, not when it ends.
@@ -432,6 +461,59 @@ case_claude_slow_stream_beats_idle_timeout() {
     run_handler "$CASE" ai-session-handler-claude-high "slow interval=0.5 duration=5" --idle-timeout 2
     expect_rc 0; expect_status phase-complete
     expect_line "[claude] tick 3"; expect_count 1 "tick 3"
+    expect_no_survivors
+}
+
+# --- liveness and usage (issues 18 and 19) ---
+case_claude_529_storm_beats_idle_timeout() {
+    # Seven retries back off to about 19 s and 32 s, longer than the 10 s idle timeout: each
+    # announced delay extends the idle deadline (EXTEND_TIMEOUT_USEC), so the storm ends in
+    # exit 75, rate-limited, not in a timeout.
+    CLAUDE_CODE_MAX_RETRIES=7 run_handler "$CASE" ai-session-handler-claude-high err529 --idle-timeout 10
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
+    expect_text "retry 7 of 7"; expect_no_survivors
+}
+idle_stop_case() {
+    # A model stream that sends nothing after its first event: the CLI's timers are no sign
+    # of life, so the idle timeout stops it within a few seconds of the limit.
+    run_handler "$CASE" "$1" "hang secs=120" --idle-timeout 5
+    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_elapsed_at_most 20; expect_no_survivors
+}
+case_claude_hung_stream_stopped_by_idle_timeout() { idle_stop_case ai-session-handler-claude-high; }
+case_codex_hung_stream_stopped_by_idle_timeout() { idle_stop_case ai-session-handler-codex-high; }
+busy_tool_case() {
+    # A tool that is silent and CPU-busy for 12 s under a 5 s idle timeout: its CPU is a
+    # sign of life.
+    run_handler "$CASE" "$1" "tool_busy secs=12" --idle-timeout 5
+    expect_rc 0; expect_status phase-complete; expect_no_survivors
+}
+case_claude_busy_tool_beats_idle_timeout() { busy_tool_case ai-session-handler-claude-high; }
+case_codex_busy_tool_beats_idle_timeout() { busy_tool_case ai-session-handler-codex-high; }
+sleeping_tool_case() {
+    # A tool that sleeps is idle, whatever the CLI's polling of it costs.
+    run_handler "$CASE" "$1" "tool_sleep secs=60" --idle-timeout 5
+    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_elapsed_at_most 25; expect_no_survivors
+}
+case_claude_sleeping_tool_stopped_by_idle_timeout() { sleeping_tool_case ai-session-handler-claude-high; }
+case_codex_sleeping_tool_stopped_by_idle_timeout() { sleeping_tool_case ai-session-handler-codex-high; }
+case_claude_usage_recorded() {
+    # The mock reports 1234 input tokens (1000 of them from a cache) and 567 output tokens.
+    run_handler "$CASE" ai-session-handler-claude-high "usage usage_in=1234 usage_cached=1000 usage_out=567"
+    expect_rc 0; expect_status phase-complete
+    expect_usage completeness reported
+    expect_usage input_tokens 1234; expect_usage cached_input_tokens 1000
+    expect_usage output_tokens 567
+    expect_text "[claude] usage: 1234 in (1000 cached), 567 out tokens"
+    expect_no_survivors
+}
+case_codex_usage_recorded() {
+    run_handler "$CASE" ai-session-handler-codex-high "usage usage_in=1234 usage_cached=1000 usage_out=567"
+    expect_rc 0; expect_status phase-complete
+    expect_usage completeness reported
+    expect_usage input_tokens 1234; expect_usage cached_input_tokens 1000
+    expect_usage output_tokens 567; expect_usage cost_usd None
     expect_no_survivors
 }
 
