@@ -23,12 +23,14 @@
 //!   final usage report sent just before the worker exited counts) and returns the tally.
 //!   Nothing it meets fails the attempt: a read error ends the receiving and is logged.
 //!
-//! **Why tokio's `AsyncFd`** rather than a thread of its own: every read is non-blocking, so no
-//! runtime thread ever waits on the socket; readiness wakes the task within microseconds of a
-//! datagram (the sender may exit right after sending, and its credentials are checked against
-//! the process table); stopping is a `select!` on a channel, not a wake-up protocol for a
-//! thread parked in `recvmsg`; and the flood guard's pause is a timer. Each wake reads at most
-//! [`BATCH`] datagrams before yielding, so a flood cannot hog a runtime thread.
+//! **A thread of its own, driving tokio's `AsyncFd`** ([`NotifyReceiver`]): the membership
+//! check reads `/proc` (a few small reads per new sender), which must not happen on the
+//! handler's runtime threads, so the receiver runs on a thread it owns with a current-thread
+//! runtime. Inside it, `AsyncFd` rather than blocking `recvmsg`: readiness wakes the task
+//! within microseconds of a datagram (the sender may exit right after sending, and its
+//! credentials are checked against the process table); stopping is a `select!` on a channel,
+//! not a wake-up protocol for a thread parked in `recvmsg`; and the flood guard's pause is a
+//! timer. Each wake reads at most [`BATCH`] datagrams before yielding.
 //!
 //! **Sending** ([`NotifySender`]): what the wrappers use to speak the protocol. It reads
 //! `NOTIFY_SOCKET` (a path or an `@` abstract name), sends each message as one datagram with
@@ -75,12 +77,14 @@ pub struct Delivery {
 /// The receiving end of one attempt's socket.
 #[derive(Debug)]
 pub struct NotifySocket {
-    fd: AsyncFd<OwnedFd>,
+    fd: OwnedFd,
     name: String,
 }
 
 impl NotifySocket {
-    /// Binds a fresh abstract socket. Needs a tokio runtime with I/O enabled.
+    /// Binds a fresh abstract socket. Datagrams sent to it queue in the kernel until
+    /// [`Self::receive`] reads them, so it can be bound before the worker starts and read once
+    /// the worker's identity (the membership predicate) is known.
     pub fn bind() -> io::Result<Self> {
         let fd = socket::socket(
             AddressFamily::Unix,
@@ -105,9 +109,6 @@ impl NotifySocket {
                 Err(error) => return Err(error.into()),
             }
         };
-        // SAFETY: `fd` is an open socket this value owns alone; `OwnedFd::as_raw_fd` returns
-        // it unchanged until the `AsyncFd` drops it.
-        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
         Ok(Self {
             fd,
             name: format!("@{name}"),
@@ -121,13 +122,24 @@ impl NotifySocket {
 
     /// Receives until `stop` fires (or its sender is dropped), handing every accepted datagram
     /// from a process for which `is_member(pid)` holds to `deliver`; then reads what is still
-    /// queued, closes the socket and returns the tally.
+    /// queued, closes the socket and returns the tally. Runs inside a tokio runtime with I/O
+    /// enabled; `is_member` may read `/proc`, so run it where that may block (see
+    /// [`NotifyReceiver`]).
     pub async fn receive(
         self,
         is_member: impl Fn(u32) -> bool,
         mut deliver: impl FnMut(Delivery),
         mut stop: oneshot::Receiver<()>,
     ) -> NotifyTally {
+        // SAFETY: `self.fd` is an open socket this value owns alone; `OwnedFd::as_raw_fd`
+        // returns it unchanged until the `AsyncFd` drops it.
+        let fd = match unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) } {
+            Ok(fd) => fd,
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch the notification socket; notifications are not read");
+                return NotifyTally::default();
+            }
+        };
         let mut receiver = Receiver {
             buffer: vec![0; MAX_DATAGRAM_BYTES],
             control: nix::cmsg_space!(nix::libc::ucred, [RawFd; MAX_PASSED_FDS]),
@@ -139,7 +151,7 @@ impl NotifySocket {
             let mut ready = tokio::select! {
                 biased;
                 _ = &mut stop => break 'receiving,
-                ready = self.fd.readable() => match ready {
+                ready = fd.readable() => match ready {
                     Ok(ready) => ready,
                     Err(error) => {
                         tracing::warn!(%error, "notification socket failed; notifications are no longer read");
@@ -170,7 +182,7 @@ impl NotifySocket {
         }
         // The worker may have sent its last word just before exiting.
         for _ in 0..DRAIN_LIMIT {
-            match receiver.read_one(self.fd.get_ref(), &is_member, &mut deliver) {
+            match receiver.read_one(fd.get_ref(), &is_member, &mut deliver) {
                 Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) => {
@@ -180,6 +192,68 @@ impl NotifySocket {
             }
         }
         receiver.tally
+    }
+}
+
+/// [`NotifySocket::receive`] on a thread of its own (with a current-thread runtime), so the
+/// membership check's `/proc` reads never run on the handler's runtime threads, and the
+/// deliveries happen on that thread (casting to an actor from there is fine).
+///
+/// For one attempt: bind the socket, start the worker with its `NOTIFY_SOCKET`, learn the
+/// worker's identity, then [`NotifyReceiver::start`] with the membership predicate; what the
+/// worker sent meanwhile waits in the socket. [`NotifyReceiver::finish`] once the worker's
+/// group is gone.
+#[derive(Debug)]
+pub struct NotifyReceiver {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<NotifyTally>>,
+}
+
+impl NotifyReceiver {
+    /// Starts receiving on `socket`.
+    pub fn start(
+        socket: NotifySocket,
+        is_member: impl Fn(u32) -> bool + Send + 'static,
+        deliver: impl FnMut(Delivery) + Send + 'static,
+    ) -> io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("ash-notify".to_owned())
+            .spawn(move || runtime.block_on(socket.receive(is_member, deliver, stopped)))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops receiving, reads what is still queued (a final report sent just before the
+    /// worker exited), closes the socket and returns the tally. Blocks until that is done
+    /// (briefly): call it off the runtime threads.
+    pub fn finish(mut self) -> NotifyTally {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(tally)) => tally,
+            Some(Err(_)) => {
+                tracing::warn!("the notification receiver panicked; its counts are lost");
+                NotifyTally::default()
+            }
+            None => NotifyTally::default(),
+        }
+    }
+}
+
+impl Drop for NotifyReceiver {
+    /// Not finished (an early return): stop the thread; it closes the socket as it ends.
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
@@ -592,6 +666,36 @@ mod tests {
             assert_eq!(tally.accepted, 5);
             assert_eq!(delivered.len(), 5);
         });
+    }
+
+    #[test]
+    fn a_receiver_on_its_own_thread_reads_what_was_sent_before_it_started() {
+        let socket = NotifySocket::bind().expect("bind");
+        let sender = NotifySender::connect(OsStr::new(socket.env_value())).expect("connect");
+        // The worker may notify before its identity is known and the receiver started.
+        sender.send("STATUS=early").unwrap();
+        let delivered = Arc::new(Mutex::new(Vec::new()));
+        let sink = delivered.clone();
+        let receiver = NotifyReceiver::start(socket, own_pid(), move |delivery| {
+            sink.lock().unwrap().push(delivery)
+        })
+        .expect("start");
+        sender.send("STATUS=later").unwrap();
+        let tally = receiver.finish();
+        assert_eq!(tally.accepted, 2);
+        let statuses: Vec<_> = delivered
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|delivery| delivery.notification.status.clone())
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                Some(StatusChange::Set("early".to_owned())),
+                Some(StatusChange::Set("later".to_owned()))
+            ]
+        );
     }
 
     #[test]
