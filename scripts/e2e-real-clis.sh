@@ -18,6 +18,10 @@
 #                                            process trees while the CLIs stream, hang, sleep
 #                                            in a tool or run a busy tool (the calibration of
 #                                            the idle timeout's activity rule, docs/liveness.md)
+#   scripts/e2e-real-clis.sh --probe CLI SCENARIO...
+#                                            run the handler's own activity sampler and rule
+#                                            against a wrapper (claude or codex) in a scenario
+#                                            ("hang secs=60") and print its verdicts
 #
 # Environment:
 #   E2E_HOME       cache and scratch directory (default ~/.cache/ai-session-handler-e2e):
@@ -35,6 +39,11 @@ here=$repo/scripts/e2e-real-clis
 E2E_HOME=${E2E_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/ai-session-handler-e2e}
 CLAUDE_VERSION=2.1.197
 CODEX_VERSION=0.171.0
+
+# The suite swaps HOME and PATH for the CLIs; --probe still needs the caller's cargo.
+CALLER_CARGO=$(command -v cargo || true)
+CALLER_CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
+CALLER_RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "e2e: $*"; exit 2; }
@@ -711,11 +720,28 @@ measure_all() {
     done
 }
 
+# The handler's sampler and rule on a real CLI's process tree: 23 verdicts, 0.5 s apart.
+probe() {
+    local cli=$1 pid
+    shift
+    new_workspace "probe-$cli"
+    scenario "$@"
+    (cd "$WS" && echo "Do the phase." | exec setsid "ai-session-handler-$cli-high" >"$RUN_DIR/logs/probe.out" 2>&1) &
+    pid=$!
+    sleep 4
+    [ -n "$CALLER_CARGO" ] || die "--probe needs cargo"
+    (cd "$repo" && AISH_SAMPLE_PID=$pid CARGO_HOME=$CALLER_CARGO_HOME RUSTUP_HOME=$CALLER_RUSTUP_HOME \
+        "$CALLER_CARGO" test --quiet --features failpoints --lib -- \
+        --ignored --nocapture probe_a_running_process_tree 2>&1) | grep -E "^probe:|nothing to probe|error"
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+
 # --- main -------------------------------------------------------------------------------
 
 case "${1-}" in
     --list) printf '%s\n' $ALL_CASES; exit 0 ;;
-    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 esac
 command -v python3 >/dev/null || die "python3 is needed for the mock API"
 install_clis
@@ -732,6 +758,11 @@ if [ "${1-}" = --record ]; then
     for name in "${RECORD_ONLY[@]}"; do
         printf '%s\n' "${RECORDED[@]}" | grep -qxF "$name" || die "no recording $name (see record_all)"
     done
+    exit 0
+fi
+if [ "${1-}" = --probe ]; then
+    [ "$#" -ge 3 ] || die "usage: $0 --probe claude|codex SCENARIO..."
+    probe "${@:2}"
     exit 0
 fi
 if [ "${1-}" = --measure ]; then

@@ -526,4 +526,43 @@ mod tests {
             ActivityVerdict::Quiet(_)
         ));
     }
+
+    /// Samples the process tree of `AISH_SAMPLE_PID` (a wrapper the real-CLI suite started,
+    /// `scripts/e2e-real-clis.sh --probe`) every 0.5 s for 12 s and prints the rule's verdicts:
+    /// the check that the sampler and the thresholds tell the real CLIs' streaming and busy
+    /// tools from their hangs and sleeping tools (docs/liveness.md). Skipped without it.
+    #[test]
+    #[ignore = "run by scripts/e2e-real-clis.sh --probe against a real CLI"]
+    fn probe_a_running_process_tree() {
+        let Some(pid) = std::env::var("AISH_SAMPLE_PID")
+            .ok()
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            eprintln!("AISH_SAMPLE_PID is not set; nothing to probe");
+            return;
+        };
+        let started = proc::stat(pid)
+            .ok()
+            .flatten()
+            .map(|stat| stat.start_time_ticks);
+        let processes = Arc::new(AttemptProcesses::new(
+            pid,
+            started,
+            Arc::new(ChildSnapshot::default()),
+        ));
+        let mut sampler = ActivitySampler::new(processes, Instant::now());
+        let interval = Duration::from_millis(500);
+        let mut rule = ActivityRule::new(THRESHOLDS, interval);
+        for _ in 0..24 {
+            let sample = sampler.sample();
+            let processes = sample.processes.len();
+            let verdict = match rule.observe(sample) {
+                ActivityVerdict::Baseline => "baseline".to_owned(),
+                ActivityVerdict::Working(evidence) => format!("working: {}", evidence.describe()),
+                ActivityVerdict::Quiet(evidence) => format!("quiet: {}", evidence.describe()),
+            };
+            println!("probe: {processes} processes; {verdict}");
+            std::thread::sleep(interval);
+        }
+    }
 }

@@ -9,6 +9,7 @@ mod crash;
 mod fault_injection;
 mod hardening;
 mod invalid_inputs;
+mod liveness;
 mod observability;
 mod process_lifecycle;
 mod progress_and_events;
