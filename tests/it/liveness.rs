@@ -259,7 +259,8 @@ fn floods_oversized_datagrams_and_garbage_change_nothing() {
          \x20   try:\n\
          \x20       sock.sendto(message, address)\n\
          \x20   except OSError:\n\
-         \x20       pass\n'\n";
+         \x20       pass\n\
+         open(\"flooded\", \"w\").close()\n'\n";
     let run = run_one(
         &sandbox,
         &format!("cat >/dev/null\n{flood}{COMPLETE}"),
@@ -267,12 +268,13 @@ fn floods_oversized_datagrams_and_garbage_change_nothing() {
     );
     run.assert_code(0);
     assert_eq!(outcome(&sandbox)["status"], "phase-complete");
+    assert!(sandbox.path("flooded").exists(), "the flood was not sent");
     // Garbage alone is no sign of life.
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
     let run = run_one(
         &sandbox,
-        "cat >/dev/null\nfor i in 1 2 3 4 5 6 7 8 9 10; do \"$(dirname \"$0\")/notify\" 'not an assignment'; sleep 0.3; done\nexec sleep 30\n",
+        "cat >/dev/null\nfor i in 1 2 3 4 5 6 7 8 9 10; do \"$(dirname \"$0\")/notify\" 'not an assignment' || exit 9; sleep 0.3; done\nexec sleep 30\n",
         &["--idle-timeout", "2"],
     );
     run.assert_code(4);
