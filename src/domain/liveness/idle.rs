@@ -8,6 +8,9 @@
 //!   t + n, as systemd does: an extension never brings the deadline closer, and a later sign
 //!   of life does not cancel it. Only the idle deadline moves; the wall-clock `--timeout` is
 //!   not this rule's and is never extended.
+//! - The `idle-deadline-extended` event is worth publishing when the deadline moved at least
+//!   [`EXTENSION_REPORT_STEP`] beyond the last one published: an agent re-announcing the same
+//!   wait every few milliseconds moves it a little each time, which is not news.
 //! - The **stop message** names how long the attempt was silent by the rule (the limit, or
 //!   the extension that ran out) and the last status with its age:
 //!   `no output, notification or activity for 10 s (idle timeout); last status 'tool: Bash
@@ -23,6 +26,9 @@ use crate::domain::config::format_seconds;
 /// disable the idle timeout for good. (The wall-clock timeout still applies regardless.)
 pub const MAX_EXTENSION: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// An extension is published when it moves the deadline this much beyond the last published.
+pub const EXTENSION_REPORT_STEP: Duration = Duration::from_secs(1);
+
 /// The idle deadline of one attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdleDeadline {
@@ -31,13 +37,18 @@ pub struct IdleDeadline {
     last_kind: Option<SignOfLife>,
     /// The latest extension's end, if it is later than `last_life + limit` was then.
     extended_until: Option<Duration>,
+    /// The deadline of the last `Extension::Moved`.
+    reported_extension: Option<Duration>,
 }
 
 /// What an `EXTEND_TIMEOUT_USEC` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extension {
-    /// The deadline moved later, to this time (the `idle-deadline-extended` event).
+    /// The deadline moved later, to this time: publish the `idle-deadline-extended` event.
     Moved { deadline: Duration },
+    /// It moved later, but by less than [`EXTENSION_REPORT_STEP`] beyond the last one
+    /// published: no event.
+    Nudged { deadline: Duration },
     /// The deadline was already as late or later.
     Unchanged,
 }
@@ -59,6 +70,7 @@ impl IdleDeadline {
             last_life: Duration::ZERO,
             last_kind: None,
             extended_until: None,
+            reported_extension: None,
         }
     }
 
@@ -84,11 +96,18 @@ impl IdleDeadline {
     /// own; record that with [`Self::sign_of_life`] first.
     pub fn extend(&mut self, at: Duration, by: Duration) -> Extension {
         let proposed = at.saturating_add(by.min(MAX_EXTENSION));
-        if proposed > self.deadline() {
-            self.extended_until = Some(proposed);
+        if proposed <= self.deadline() {
+            return Extension::Unchanged;
+        }
+        self.extended_until = Some(proposed);
+        let news = self
+            .reported_extension
+            .is_none_or(|reported| proposed >= reported.saturating_add(EXTENSION_REPORT_STEP));
+        if news {
+            self.reported_extension = Some(proposed);
             Extension::Moved { deadline: proposed }
         } else {
-            Extension::Unchanged
+            Extension::Nudged { deadline: proposed }
         }
     }
 
@@ -225,6 +244,30 @@ mod tests {
         idle.extend(secs(0.1), secs(5.0));
         assert!(matches!(idle.check(secs(4.1)), IdleCheck::Alive { .. }));
         assert_eq!(idle.check(secs(5.1)), IdleCheck::Idle);
+    }
+
+    #[test]
+    fn re_announcing_a_wait_is_published_once_a_second_of_movement() {
+        let mut idle = IdleDeadline::new(secs(2.0));
+        assert_eq!(
+            idle.extend(secs(1.0), secs(10.0)),
+            Extension::Moved {
+                deadline: secs(11.0)
+            }
+        );
+        assert_eq!(
+            idle.extend(secs(1.5), secs(10.0)),
+            Extension::Nudged {
+                deadline: secs(11.5)
+            }
+        );
+        assert_eq!(idle.deadline(), secs(11.5));
+        assert_eq!(
+            idle.extend(secs(2.0), secs(10.0)),
+            Extension::Moved {
+                deadline: secs(12.0)
+            }
+        );
     }
 
     #[test]
