@@ -13,6 +13,15 @@
 #   scripts/e2e-real-clis.sh --record DIR [CLI/MODE/SCENARIO...]
 #                                            record replay fixtures (tests/fixtures/replay):
 #                                            all of them, or the named ones (codex/json/err529)
+#   scripts/e2e-real-clis.sh --measure [CLI/SCENARIO...]
+#                                            measure the CPU and I/O counters of the wrappers'
+#                                            process trees while the CLIs stream, hang, sleep
+#                                            in a tool or run a busy tool (the calibration of
+#                                            the idle timeout's activity rule, docs/liveness.md)
+#   scripts/e2e-real-clis.sh --probe CLI SCENARIO...
+#                                            run the handler's own activity sampler and rule
+#                                            against a wrapper (claude or codex) in a scenario
+#                                            ("hang secs=60") and print its verdicts
 #
 # Environment:
 #   E2E_HOME       cache and scratch directory (default ~/.cache/ai-session-handler-e2e):
@@ -30,6 +39,11 @@ here=$repo/scripts/e2e-real-clis
 E2E_HOME=${E2E_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/ai-session-handler-e2e}
 CLAUDE_VERSION=2.1.197
 CODEX_VERSION=0.171.0
+
+# The suite swaps HOME and PATH for the CLIs; --probe still needs the caller's cargo.
+CALLER_CARGO=$(command -v cargo || true)
+CALLER_CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
+CALLER_RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "e2e: $*"; exit 2; }
@@ -194,16 +208,31 @@ outcome_field() {
     done | tail -n 1
 }
 
+# The value at a dotted path of the last outcome (`usage.input_tokens`), `None` when absent.
+outcome_path_value() {
+    local file
+    for file in "$WS"/.ai-session-handler/plans/*/outcomes/*.json; do
+        [ -f "$file" ] && python3 -c '
+import json, sys
+value = json.load(open(sys.argv[1]))
+for key in sys.argv[2].split("."):
+    value = value.get(key) if isinstance(value, dict) else None
+print(value)' "$file" "$1"
+    done | tail -n 1
+}
+
 # run_handler CASE AGENT SCENARIO [handler args...]: one `run --max-phases 1` in a fresh
-# workspace; sets RC, and the logs CASE.out / CASE.err.
+# workspace; sets RC, ELAPSED (seconds) and the logs CASE.out / CASE.err.
 run_handler() {
     local name=$1 agent=$2
     new_workspace "$name"
     scenario $3
     shift 3
+    local started=$SECONDS
     (cd "$WS" && AISH_E2E_TOKEN=$TOKEN timeout -k 5 240 ai-session-handler run --plan docs/plans/p.md \
         --agent-cmd "$agent" --max-phases 1 "$@" >"$RUN_DIR/logs/$name.out" 2>"$RUN_DIR/logs/$name.err")
     RC=$?
+    ELAPSED=$((SECONDS - started))
     transcript_text >"$RUN_DIR/logs/$name.transcript"
 }
 
@@ -249,6 +278,19 @@ expect_status() {
     local status
     status=$(outcome_field status)
     [ "$status" = "$1" ] || fail "outcome $status, expected $1"
+}
+expect_summary_has() {
+    local summary
+    summary=$(outcome_field summary)
+    case "$summary" in *"$1"*) ;; *) fail "summary '$summary' lacks '$1'" ;; esac
+}
+expect_elapsed_at_most() {
+    [ "$ELAPSED" -le "$1" ] || fail "took ${ELAPSED} s, expected at most $1 s"
+}
+expect_usage() {
+    local value
+    value=$(outcome_path_value "usage.$1")
+    [ "$value" = "$2" ] || fail "usage.$1 is $value, expected $2"
 }
 expect_agent_exit() {
     local code
@@ -350,11 +392,12 @@ case_codex_usage_limit_exits_75() {
     expect_text "hit your usage limit"; expect_text "try again at "
     expect_no_survivors
 }
-case_codex_slow_whole_items() {
-    # Codex prints whole items: a message streamed for 4 s shows up when it is complete,
-    # so an idle timeout shorter than the longest item stops the phase (docs/providers.md).
-    run_handler "$CASE" ai-session-handler-codex-high "slow interval=0.5 duration=4" --idle-timeout 2
-    expect_rc 4; expect_status timeout; expect_no_survivors
+case_codex_slow_stream_beats_idle_timeout() {
+    # Codex prints whole items, so a message streamed for 5 s shows nothing until it is
+    # complete; the tokens arriving on its socket are a sign of life (issue 18, "Activity"),
+    # so a 2 s idle timeout does not stop it.
+    run_handler "$CASE" ai-session-handler-codex-high "slow interval=0.5 duration=5" --idle-timeout 2
+    expect_rc 0; expect_status phase-complete; expect_no_survivors
 }
 case_codex_tool_progress_live() {
     # The command line is shown when the command starts, not when it ends.
@@ -427,6 +470,59 @@ case_claude_slow_stream_beats_idle_timeout() {
     run_handler "$CASE" ai-session-handler-claude-high "slow interval=0.5 duration=5" --idle-timeout 2
     expect_rc 0; expect_status phase-complete
     expect_line "[claude] tick 3"; expect_count 1 "tick 3"
+    expect_no_survivors
+}
+
+# --- liveness and usage (issues 18 and 19) ---
+case_claude_529_storm_beats_idle_timeout() {
+    # Seven retries back off to about 19 s and 32 s, longer than the 10 s idle timeout: each
+    # announced delay extends the idle deadline (EXTEND_TIMEOUT_USEC), so the storm ends in
+    # exit 75, rate-limited, not in a timeout.
+    CLAUDE_CODE_MAX_RETRIES=7 run_handler "$CASE" ai-session-handler-claude-high err529 --idle-timeout 10
+    expect_rc 4; expect_status rate-limited; expect_agent_exit 75
+    expect_text "retry 7 of 7"; expect_no_survivors
+}
+idle_stop_case() {
+    # A model stream that sends nothing after its first event: the CLI's timers are no sign
+    # of life, so the idle timeout stops it within a few seconds of the limit.
+    run_handler "$CASE" "$1" "hang secs=120" --idle-timeout 5
+    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_elapsed_at_most 20; expect_no_survivors
+}
+case_claude_hung_stream_stopped_by_idle_timeout() { idle_stop_case ai-session-handler-claude-high; }
+case_codex_hung_stream_stopped_by_idle_timeout() { idle_stop_case ai-session-handler-codex-high; }
+busy_tool_case() {
+    # A tool that is silent and CPU-busy for 12 s under a 5 s idle timeout: its CPU is a
+    # sign of life.
+    run_handler "$CASE" "$1" "tool_busy secs=12" --idle-timeout 5
+    expect_rc 0; expect_status phase-complete; expect_no_survivors
+}
+case_claude_busy_tool_beats_idle_timeout() { busy_tool_case ai-session-handler-claude-high; }
+case_codex_busy_tool_beats_idle_timeout() { busy_tool_case ai-session-handler-codex-high; }
+sleeping_tool_case() {
+    # A tool that sleeps is idle, whatever the CLI's polling of it costs.
+    run_handler "$CASE" "$1" "tool_sleep secs=60" --idle-timeout 5
+    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_elapsed_at_most 25; expect_no_survivors
+}
+case_claude_sleeping_tool_stopped_by_idle_timeout() { sleeping_tool_case ai-session-handler-claude-high; }
+case_codex_sleeping_tool_stopped_by_idle_timeout() { sleeping_tool_case ai-session-handler-codex-high; }
+case_claude_usage_recorded() {
+    # The mock reports 1234 input tokens (1000 of them from a cache) and 567 output tokens.
+    run_handler "$CASE" ai-session-handler-claude-high "usage usage_in=1234 usage_cached=1000 usage_out=567"
+    expect_rc 0; expect_status phase-complete
+    expect_usage completeness reported
+    expect_usage input_tokens 1234; expect_usage cached_input_tokens 1000
+    expect_usage output_tokens 567
+    expect_text "[claude] usage: 1234 in (1000 cached), 567 out tokens"
+    expect_no_survivors
+}
+case_codex_usage_recorded() {
+    run_handler "$CASE" ai-session-handler-codex-high "usage usage_in=1234 usage_cached=1000 usage_out=567"
+    expect_rc 0; expect_status phase-complete
+    expect_usage completeness reported
+    expect_usage input_tokens 1234; expect_usage cached_input_tokens 1000
+    expect_usage output_tokens 567; expect_usage cost_usd None
     expect_no_survivors
 }
 
@@ -553,14 +649,16 @@ record_all() {
     chmod +x "$RUN_DIR/save-prompt"
     (cd "$WS" && ai-session-handler run --plan docs/plans/p.md --agent-cmd "$RUN_DIR/save-prompt" --max-phases 1 --quiet >/dev/null)
     for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
-        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2" \
+        "usage usage_in=1234 usage_cached=1000 usage_out=567"; do
         record_one "$dir" codex json "$scen"
     done
     for scen in ok tool_quoted quoted_same err429 "usage_limit reset_in=1200" "tool_sleep secs=2"; do
         record_one "$dir" codex human "$scen"
     done
     for scen in ok tool_quoted quoted_same nomarker err401 err429 err529 err500 \
-        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2"; do
+        "usage_limit reset_in=1200" "slow interval=0.2 duration=2" "tool_sleep secs=2" \
+        "usage usage_in=1234 usage_cached=1000 usage_out=567"; do
         record_one "$dir" claude partial "$scen" $retries
     done
     for scen in ok tool_quoted err401 err429 err529 "usage_limit reset_in=1200" \
@@ -569,11 +667,81 @@ record_all() {
     done
 }
 
+# --- measuring activity -----------------------------------------------------------------
+# What the CLIs' processes do while the runner sees no output: the numbers the activity
+# rule's thresholds come from (docs/liveness.md). Each scenario runs a wrapper (no handler)
+# through measure_activity.py, which samples its process tree every 0.1 s and sums the
+# changes per 1 s window over the part of the run the scenario is about.
+
+measure_one() {
+    local cli=$1 scen=$2 skip=$3 span=$4 wrapper out
+    shift 4
+    wrapper=ai-session-handler-$cli-high
+    out=$RUN_DIR/measure/$cli-${scen// /_}
+    if [ "${#MEASURE_ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${MEASURE_ONLY[@]}" | grep -qxF "$cli/${scen%% *}"; then
+        return
+    fi
+    mkdir -p "$RUN_DIR/measure"
+    new_workspace "measure-$cli-${scen%% *}"
+    scenario $scen
+    (cd "$WS" && env "$@" python3 "$here/measure_activity.py" --mock-log "$RUN_DIR/logs/mock-requests.jsonl" \
+        --samples "$out.samples.jsonl" --skip "$skip" --span "$span" --duration $((skip + span + 30)) \
+        -- "$wrapper" >"$out.json") || say "e2e: measuring $cli $scen failed"
+    python3 - "$cli" "$scen" "$out.json" <<'PY'
+import json, sys
+cli, scen, path = sys.argv[1:]
+d = json.load(open(path))
+w = d["windows"]
+def col(key, scale=1.0):
+    if not w:
+        return "-"
+    values = sorted(x[key] / x["seconds"] * scale for x in w)
+    return "%.3g / %.3g / %.3g" % (values[0], values[len(values) // 2], values[-1])
+print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+    cli, scen, len(w), col("sched_ns", 1e-6), col("ticks", 10.0), col("rchar"), col("syscr"),
+    col("vcsw"), col("tcp_rx")))
+PY
+}
+
+measure_all() {
+    echo "CPU in ms per second of wall time (schedstat ns; stat ticks x 10 ms), rchar in bytes/s,"
+    echo "syscr and voluntary context switches per second, TCP bytes received per second:"
+    echo "min / median / max over 1 s windows."
+    echo
+    echo "| CLI | Scenario | Windows | CPU ms/s (schedstat) | CPU ms/s (ticks) | rchar B/s | syscr/s | vcsw/s | TCP rx B/s |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    local cli
+    for cli in claude codex; do
+        measure_one "$cli" "hang secs=40" 3 20
+        measure_one "$cli" "slow interval=0.5 duration=25" 3 18
+        measure_one "$cli" "slow interval=2 duration=25" 3 18
+        measure_one "$cli" "tool_sleep secs=25" 5 15
+        measure_one "$cli" "tool_busy secs=25" 5 15
+    done
+}
+
+# The handler's sampler and rule on a real CLI's process tree: 23 verdicts, 0.5 s apart.
+probe() {
+    local cli=$1 pid
+    shift
+    new_workspace "probe-$cli"
+    scenario "$@"
+    (cd "$WS" && echo "Do the phase." | exec setsid "ai-session-handler-$cli-high" >"$RUN_DIR/logs/probe.out" 2>&1) &
+    pid=$!
+    sleep 4
+    [ -n "$CALLER_CARGO" ] || die "--probe needs cargo"
+    (cd "$repo" && AISH_SAMPLE_PID=$pid CARGO_HOME=$CALLER_CARGO_HOME RUSTUP_HOME=$CALLER_RUSTUP_HOME \
+        "$CALLER_CARGO" test --quiet --features failpoints --lib -- \
+        --ignored --nocapture probe_a_running_process_tree 2>&1) | grep -E "^probe:|nothing to probe|error"
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+
 # --- main -------------------------------------------------------------------------------
 
 case "${1-}" in
     --list) printf '%s\n' $ALL_CASES; exit 0 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 esac
 command -v python3 >/dev/null || die "python3 is needed for the mock API"
 install_clis
@@ -590,6 +758,16 @@ if [ "${1-}" = --record ]; then
     for name in "${RECORD_ONLY[@]}"; do
         printf '%s\n' "${RECORDED[@]}" | grep -qxF "$name" || die "no recording $name (see record_all)"
     done
+    exit 0
+fi
+if [ "${1-}" = --probe ]; then
+    [ "$#" -ge 3 ] || die "usage: $0 --probe claude|codex SCENARIO..."
+    probe "${@:2}"
+    exit 0
+fi
+if [ "${1-}" = --measure ]; then
+    MEASURE_ONLY=("${@:2}")
+    measure_all | tee "$RUN_DIR/measure.md"
     exit 0
 fi
 if [ "$#" -eq 0 ]; then set -- $ALL_CASES; fi

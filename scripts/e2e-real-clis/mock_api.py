@@ -29,6 +29,15 @@ serves a whole suite. The file holds a name and optional key=value parameters:
                              that HTTP error, in the provider's error format
     usage_limit reset_in=N   429 with the provider's "usage limit reached" shape, resetting
                              N seconds from now (default 7200)
+    hang secs=N              the stream's headers and first events, then nothing for N
+                             seconds (default 60): a hung model stream
+    tool_busy secs=N         first turn: a shell tool call that is silent and CPU-busy for N
+                             seconds (default 8), then prints hello; then a block
+
+After any scenario, `usage_in=N usage_out=M` sets the token counts each response reports
+(default 10 input, 20 output; `usage_cached=K` of the input served from a cache, default 0).
+Any other name answers like `ok` (`usage usage_in=…` records an `ok` session under its own
+name).
 
 Requests that carry no tools (Claude's side requests such as titles) always get a short
 plain answer, so they never consume a scenario meant for the main conversation.
@@ -57,6 +66,8 @@ TOOL_FINAL_TEXT = (
     "The command printed hello.\n<phase-complete>\nRan echo; it printed hello.\n</phase-complete>"
 )
 QUOTED_COMMAND = "echo   hello\n&& echo <phase-complete>x</phase-complete>"
+# Silent and CPU-busy for %s seconds, then prints hello (a build or a test suite).
+BUSY_COMMAND = "end=$(( $(date +%%s) + %s )); while [ $(date +%%s) -lt $end ]; do :; done; echo hello"
 SLOW_FINAL = "\n<phase-complete>\nSlow stream finished.\n</phase-complete>"
 
 ARGS = None
@@ -85,6 +96,12 @@ def log(entry):
     entry["t"] = round(time.time(), 3)
     with LOCK, open(ARGS.log, "a") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def token_counts(params):
+    """The (input, cached input, output) tokens a response reports."""
+    return (int(params.get("usage_in", "10")), int(params.get("usage_cached", "0")),
+            int(params.get("usage_out", "20")))
 
 
 def pieces(text, count=4):
@@ -223,12 +240,15 @@ class Handler(BaseHTTPRequestHandler):
             return [("text", QUOTED_SAME_TEXT)]
         if name == "slow":
             return [("slow", params)]
-        if name in ("tool_quoted", "tool_sleep"):
+        if name in ("tool_quoted", "tool_sleep", "tool_busy"):
             if after_tool:
                 return [("text", TOOL_FINAL_TEXT)]
             if name == "tool_quoted":
                 return [("thinking", TOOL_THINKING), ("text", TOOL_INTRO_TEXT),
                         ("shell", QUOTED_COMMAND)]
+            if name == "tool_busy":
+                return [("text", "Running a busy command.\n"),
+                        ("shell", BUSY_COMMAND % params.get("secs", "8"))]
             return [("text", "Running a long command.\n"),
                     ("shell", "sleep %s; echo hello" % params.get("secs", "30"))]
         return [("text", OK_TEXT)]
@@ -259,6 +279,7 @@ class Handler(BaseHTTPRequestHandler):
                 isinstance(part, dict) and part.get("type") == "tool_result" for part in content)
             items = self.turn(name, params, after_tool)
         stop_reason = "tool_use" if any(kind == "shell" for kind, _ in items) else "end_turn"
+        usage_in, usage_cached, usage_out = token_counts(params)
         message_id = next_id("msg")
         model = body.get("model", "claude-mock")
         if not body.get("stream"):
@@ -267,19 +288,23 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"id": message_id, "type": "message", "role": "assistant",
                                  "model": model, "content": [{"type": "text", "text": text}],
                                  "stop_reason": stop_reason, "stop_sequence": None,
-                                 "usage": {"input_tokens": 10, "output_tokens": 10}})
+                                 "usage": {"input_tokens": usage_in, "output_tokens": usage_out}})
             return
         self.start_sse()
         self.sse("message_start", {"type": "message_start", "message": {
             "id": message_id, "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0, "output_tokens": 1}}})
+            "usage": {"input_tokens": usage_in - usage_cached, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": usage_cached, "output_tokens": 1}}})
+        if name == "hang" and body.get("tools"):
+            self.sse("ping", {"type": "ping"})
+            time.sleep(float(params.get("secs", "60")))
+            return
         for index, (kind, payload) in enumerate(items):
             self.anthropic_block(index, kind, payload)
         self.sse("message_delta", {"type": "message_delta",
                                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                                   "usage": {"output_tokens": 20}})
+                                   "usage": {"output_tokens": usage_out}})
         self.sse("message_stop", {"type": "message_stop"})
         self.end_sse()
 
@@ -335,6 +360,9 @@ class Handler(BaseHTTPRequestHandler):
                     "status": "in_progress"}
         event("response.created", {"response": response})
         event("response.in_progress", {"response": response})
+        if name == "hang":
+            time.sleep(float(params.get("secs", "60")))
+            return
         done = []
         for index, (kind, payload) in enumerate(self.turn(name, params, after_tool)):
             if kind in ("text", "slow"):
@@ -344,9 +372,10 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 item = self.openai_shell_call(event, index, payload, tools)
             done.append(item)
-        usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": 30}
+        usage_in, usage_cached, usage_out = token_counts(params)
+        usage = {"input_tokens": usage_in, "input_tokens_details": {"cached_tokens": usage_cached},
+                 "output_tokens": usage_out, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": usage_in + usage_out}
         event("response.completed", {"response": dict(response, status="completed",
                                                        output=done, usage=usage)})
         self.end_sse()

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::domain::budget::{parse_max_cost, parse_max_tokens};
 use crate::domain::config::parse_seconds;
 use crate::domain::hooks::{Hook, parse_hook_flag};
 use crate::domain::recovery::Invocation;
@@ -95,6 +96,12 @@ pub struct RunArgs {
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
     #[arg(long)]
     pub wait: bool,
+    /// Stop once this run's attempts used N tokens, input (cached included) plus output (config budget.max_tokens).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    pub max_tokens: Option<u64>,
+    /// Stop once this run's attempts cost USD dollars, as the agents report it (config budget.max_cost_usd).
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    pub max_cost: Option<f64>,
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -136,6 +143,12 @@ pub struct CheckArgs {
     /// Check as `run --hook EVENT=COMMAND` would: list and validate this hook too (repeatable).
     #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
     pub hooks: Vec<Hook>,
+    /// Check as `run --max-tokens N` would: the budget check shows.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    pub max_tokens: Option<u64>,
+    /// Check as `run --max-cost USD` would.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    pub max_cost: Option<f64>,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,
@@ -223,6 +236,12 @@ impl RunArgs {
         }
         if let Some(retries) = self.retries {
             option("retries", Some(retries.to_string()));
+        }
+        if let Some(tokens) = self.max_tokens {
+            option("max-tokens", Some(tokens.to_string()));
+        }
+        if let Some(usd) = self.max_cost {
+            option("max-cost", Some(usd.to_string()));
         }
         if self.wait {
             option("wait", None);

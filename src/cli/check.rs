@@ -38,6 +38,8 @@ pub struct CheckReport {
     pub retry: Option<String>,
     /// The effective rate-limit policy in words; the text labels it `rate_limit:`.
     pub rate_limit: Option<String>,
+    /// The budget caps in words (`budget: no caps`, …).
+    pub budget: Option<String>,
     /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
     /// The hooks a run would have (config `hooks`, then `--hook`), one line each:
@@ -136,6 +138,8 @@ fn build(args: &CheckArgs) -> CheckReport {
                 retries: args.retries,
                 wait: args.wait,
                 hooks: args.hooks.clone(),
+                max_tokens: args.max_tokens,
+                max_cost_usd: args.max_cost,
                 ..RunOverrides::default()
             };
             match effective_settings(&location, &config, &overrides) {
@@ -143,6 +147,7 @@ fn build(args: &CheckArgs) -> CheckReport {
                     report.agent_cmd = Some(settings.template().raw().to_owned());
                     report.retry = Some(settings.retry.describe());
                     report.rate_limit = Some(settings.rate_limit.describe());
+                    report.budget = Some(settings.budget.describe());
                     report.fallback_agent_cmds = settings.templates[1..]
                         .iter()
                         .map(|template| template.raw().to_owned())
@@ -373,6 +378,9 @@ fn render_text(report: &CheckReport) -> Output {
     }
     if let Some(rate_limit) = &report.rate_limit {
         output.stdout.push(format!("rate_limit: {rate_limit}"));
+    }
+    if let Some(budget) = &report.budget {
+        output.stdout.push(format!("budget: {budget}"));
     }
     for hook in &report.hooks {
         output.stdout.push(format!("hook {hook}"));

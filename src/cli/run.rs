@@ -84,6 +84,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             hooks: args.hooks.clone(),
             no_verify: args.no_verify,
             verify_timeout_seconds: args.verify_timeout,
+            max_tokens: args.max_tokens,
+            max_cost_usd: args.max_cost,
         };
         let settings = effective_settings(&location, &config, &overrides)?;
         let snapshot = read_plan_snapshot(&location)?;

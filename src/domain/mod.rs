@@ -3,6 +3,7 @@
 //! actors stay thin.
 
 pub(crate) mod attempt_id;
+pub mod budget;
 pub(crate) mod config;
 pub(crate) mod decision;
 pub(crate) mod display;
@@ -15,7 +16,9 @@ pub(crate) mod hooks;
 pub mod identity;
 pub(crate) mod launch;
 pub(crate) mod lifecycle;
+pub mod liveness;
 pub mod marker;
+pub mod notify;
 pub mod outcome;
 pub mod output_stream;
 pub mod plan;
@@ -33,6 +36,7 @@ pub(crate) mod suggest;
 pub mod tally;
 pub mod template;
 pub mod timestamp;
+pub mod token_usage;
 pub(crate) mod transcript;
 #[cfg_attr(
     not(test),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub use error::InputError;
 
+use crate::domain::budget::BudgetCaps;
 use crate::domain::config::{Config, parse_config};
 use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
@@ -300,6 +301,10 @@ pub struct RunOverrides {
     pub no_verify: bool,
     /// `--verify-timeout SECONDS`.
     pub verify_timeout_seconds: Option<f64>,
+    /// `--max-tokens N`.
+    pub max_tokens: Option<u64>,
+    /// `--max-cost USD`.
+    pub max_cost_usd: Option<f64>,
 }
 
 /// Effective settings of a `run`, after CLI values override the config.
@@ -319,6 +324,8 @@ pub struct RunSettings {
     pub stop_patterns: Arc<StopPatterns>,
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
+    /// The budget caps (`--max-tokens`/`--max-cost` over `budget`), for this invocation.
+    pub budget: BudgetCaps,
     pub flags: RecoveryFlags,
     /// The config's `hooks`, then the `--hook` ones.
     pub hooks: Vec<Hook>,
@@ -419,6 +426,7 @@ pub fn effective_settings(
             .idle_timeout_seconds
             .or(config.idle_timeout_seconds),
         stop_patterns: Arc::new(stop_patterns),
+        budget: BudgetCaps::effective(overrides.max_tokens, overrides.max_cost_usd, &config.budget),
         flags: overrides.flags,
         hooks: config
             .hooks

@@ -2,6 +2,11 @@
 //! `exec`), all three standard streams piped, the handler's environment inherited, the phase's
 //! execution workspace as working directory. Never through a shell.
 //!
+//! One variable of the environment is never passed on: `NOTIFY_SOCKET`. A handler run by
+//! systemd (a service with `Type=notify`) has the service's socket there, and a worker must
+//! not speak to systemd in the handler's name; the worker gets the attempt's own notification
+//! socket instead, or none ([`spawn_worker_notifying`], docs/worker-protocol.md).
+//!
 //! Why `setsid` rather than `setpgid`: a session leader has no controlling terminal, so a
 //! worker that tries to read `/dev/tty` fails fast (ENXIO) instead of being stopped by SIGTTIN
 //! in a background group; and its pgid equals its pid, so the group can be addressed by the
@@ -17,14 +22,27 @@ use nix::fcntl::{FcntlArg, fcntl};
 use tokio::process::{Child, Command};
 
 use super::locate::os_message;
+use super::notify_socket::NOTIFY_SOCKET;
 use super::watchdog;
 use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
 
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.
 const PIPE_CAPACITY: i32 = 1 << 20;
 
-/// Starts `argv` in `cwd` as the leader of a new session and process group.
+/// Starts `argv` in `cwd` as the leader of a new session and process group, without a
+/// `NOTIFY_SOCKET`.
 pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
+    spawn_worker_notifying(argv, cwd, None)
+}
+
+/// Like [`spawn_worker`], with `NOTIFY_SOCKET` set to `notify_socket` (the attempt's
+/// notification socket, `platform::notify_socket::NotifySocket::env_value`) when given, and
+/// removed otherwise: the handler's own never reaches the worker.
+pub fn spawn_worker_notifying(
+    argv: &[String],
+    cwd: &str,
+    notify_socket: Option<&str>,
+) -> io::Result<Child> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
@@ -37,6 +55,10 @@ pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
         .stderr(Stdio::piped())
         // Last-resort backstop only: the group killer is what stops workers.
         .kill_on_drop(true);
+    match notify_socket {
+        Some(socket) => command.env(NOTIFY_SOCKET, socket),
+        None => command.env_remove(NOTIFY_SOCKET),
+    };
     let watchdog = watchdog::registration_fd();
     // SAFETY: `setsid` and the watchdog registration (`getpid`, one non-blocking `send` from
     // a stack buffer) are async-signal-safe and touch no memory of the parent; they are all

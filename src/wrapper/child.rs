@@ -22,11 +22,15 @@
 //!   killed its launcher and cleaned up before the runner's SIGKILL reaches the group.
 //! - Run by hand rather than by the handler, the wrapper also stops the launcher's leftover
 //!   descendants once the launcher has exited ([`super::descendants`]).
+//! - The launcher never gets `NOTIFY_SOCKET`: the pumps send what the translators learned on
+//!   the wrapper's behalf ([`super::notifier`]), and nothing the provider starts may notify
+//!   the runner in the wrapper's name.
 
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -41,6 +45,8 @@ use tokio::time::Instant;
 
 use super::descendants::{Leftover, Reaper, Supervision};
 use super::diagnostics::StreamTranslator;
+use super::notifier::{Notice, Notifier};
+use crate::platform::notify_socket::NOTIFY_SOCKET;
 
 /// How long a signalled child may take to exit before it is killed: half the runner's 0.5 s,
 /// which leaves the wrapper time to drain and remove its scratch files inside the runner's.
@@ -105,13 +111,14 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 }
 
 /// Runs `launcher` to completion with `prompt` on its stdin, its stdout through `stdout` and
-/// its stderr through `stderr`.
+/// its stderr through `stderr`, sending what they learn through `notifier`.
 pub async fn run<O, E>(
     launcher: &Launcher,
     prompt: Vec<u8>,
     stdout: O,
     stderr: E,
     supervision: Supervision,
+    notifier: Arc<Notifier>,
 ) -> Result<Finished<O, E>, RunError>
 where
     O: StreamTranslator + Send + 'static,
@@ -132,6 +139,7 @@ where
     let mut child = Command::new(launcher.program)
         .args(&launcher.args)
         .envs(launcher.env.iter().map(|(key, value)| (key, value)))
+        .env_remove(NOTIFY_SOCKET)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -155,6 +163,7 @@ where
             label: format!("{} stdout", launcher.program),
             exited: exited.clone(),
             failures: failure_tx.clone(),
+            notifier: notifier.clone(),
         },
         child.stdout.take().expect("stdout is piped"),
         stdout,
@@ -165,6 +174,7 @@ where
             label: format!("{} stderr", launcher.program),
             exited,
             failures: failure_tx,
+            notifier,
         },
         child.stderr.take().expect("stderr is piped"),
         stderr,
@@ -258,9 +268,19 @@ struct Pump {
     /// Becomes true when the child has exited.
     exited: watch::Receiver<bool>,
     failures: mpsc::UnboundedSender<String>,
+    notifier: Arc<Notifier>,
 }
 
 impl Pump {
+    /// Sends what the translator learned.
+    fn notify(&self, translator: &mut impl StreamTranslator, notices: &mut Vec<Notice>) {
+        translator.take_notices(notices);
+        if !notices.is_empty() {
+            self.notifier.send(notices);
+            notices.clear();
+        }
+    }
+
     fn fail(&self, problem: String) {
         // The receiver lives as long as `run`, which outlives every pump.
         let _ = self.failures.send(problem);
@@ -290,6 +310,7 @@ where
     let abandoned = after_exit(pump.exited.clone(), DRAIN_LIMIT);
     tokio::pin!(drained, abandoned);
     let mut held = HeldLine::default();
+    let mut notices = Vec::new();
     loop {
         let flush_at = held.flush_at();
         let read = tokio::select! {
@@ -313,7 +334,10 @@ where
         out.clear();
         match read {
             Ok(0) => break,
-            Ok(len) => translator.translate(&chunk[..len], &mut out),
+            Ok(len) => {
+                translator.translate(&chunk[..len], &mut out);
+                pump.notify(&mut translator, &mut notices);
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => {
                 pump.fail(format!("failed reading {}: {error}", pump.label));
@@ -328,6 +352,7 @@ where
     }
     out.clear();
     translator.finish(&mut out);
+    pump.notify(&mut translator, &mut notices);
     if let Err(error) = write_out(&mut sink, &out).await {
         pump.fail_writing(&error);
     }

@@ -18,6 +18,7 @@
 
 use memchr::memchr;
 
+use super::notifier::Notice;
 use crate::domain::marker::LiveFilter;
 
 /// Turns the bytes a launcher writes on one stream into what the wrapper prints on it.
@@ -32,6 +33,9 @@ pub trait StreamTranslator {
     fn flush_partial_line(&mut self, out: &mut Vec<u8>);
     /// The stream ended: appends whatever is still owed, ending the last line.
     fn finish(&mut self, out: &mut Vec<u8>);
+    /// Moves what the runner should be told, learned since the last call, into `into`
+    /// (statuses, extensions, usage; [`super::notifier`]). Most streams learn nothing.
+    fn take_notices(&mut self, _into: &mut Vec<Notice>) {}
 }
 
 /// A held partial line longer than this is written at once, so memory stays bounded however

@@ -16,6 +16,9 @@
 //!   forwarded and its exit code preserved ([`child`]); run by hand, the wrapper also stops
 //!   what the launcher leaves behind ([`descendants`]).
 //!
+//! - under the runner, what the provider is doing and what it has used is sent on the
+//!   runner's notification socket ([`notifier`]).
+//!
 //! [`session`] ties these together for any [`session::Provider`]; [`usage`] parses the
 //! wrappers' command line.
 
@@ -26,6 +29,7 @@ pub mod descendants;
 pub mod diagnostics;
 pub mod final_result;
 pub mod json_lines;
+pub mod notifier;
 pub mod prompt_echo;
 pub mod rate_limit;
 pub mod session;

@@ -9,6 +9,8 @@
 //! failure of the wrapper's own. The runner treats every nonzero code as `agent-failed`.
 
 use std::io::{self, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
 
 use crate::platform::process_group;
 
@@ -16,6 +18,7 @@ use super::child::{self, Launcher, RunError};
 use super::descendants::{self, Supervision};
 use super::diagnostics::{DiagnosticRenderer, StreamTranslator};
 use super::final_result::{FinalResponse, epilogue};
+use super::notifier::{Notice, Notifier};
 use super::rate_limit::EXIT_TEMPFAIL;
 
 /// The launcher is not on PATH.
@@ -40,6 +43,11 @@ pub trait Provider {
     fn translators(&self, prompt: &[u8]) -> (Self::Stdout, Self::Stderr);
     /// The authoritative final response, once the launcher has exited normally.
     fn final_response(&self, stdout: Self::Stdout, stderr: Self::Stderr) -> FinalResponse;
+    /// What the runner should be told once the launcher has exited by itself (not stopped by
+    /// a signal): a provider whose totals are final only at the end says so here.
+    fn final_notices(&self, _stdout: &Self::Stdout) -> Vec<Notice> {
+        Vec::new()
+    }
 }
 
 /// Runs one session for `provider` and returns the wrapper's exit code.
@@ -69,12 +77,14 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
         }
     };
     let (stdout, stderr) = provider.translators(&prompt);
+    let notifier = Arc::new(Notifier::from_env());
     let finished = runtime.block_on(child::run(
         &launcher,
         prompt,
         stdout,
         stderr,
         Supervision::detect(),
+        notifier.clone(),
     ));
     let finished = match finished {
         Ok(finished) => finished,
@@ -97,6 +107,9 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
         );
         return 128 + signal;
     }
+    if finished.status.signal().is_none() {
+        notifier.send(&provider.final_notices(&finished.stdout));
+    }
     let response = provider.final_response(finished.stdout, finished.stderr);
     let epilogue = epilogue(&response, prefix);
     let written = write_all(&mut io::stdout().lock(), &epilogue.stdout)
@@ -112,7 +125,6 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
 
 /// The launcher's code, unless the provider gave up on a rate limit (and no signal ended it).
 fn exit_code(response: &FinalResponse, status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
     match response {
         FinalResponse::RateLimited(_) if status.signal().is_none() => EXIT_TEMPFAIL,
         _ => child::exit_code(status),

@@ -51,6 +51,8 @@ fn run_help_documents_every_flag() {
             "--quiet",
             "--retry-stopped",
             "--accept-plan-change",
+            "--max-tokens",
+            "--max-cost",
             "--log-level",
             "--log-file",
             "--log-format",
@@ -65,7 +67,16 @@ fn status_help_documents_every_flag() {
 
 #[test]
 fn check_help_documents_every_flag() {
-    assert_flags_documented(&["check", "--help"], &["--plan", "--agent-cmd", "--json"]);
+    assert_flags_documented(
+        &["check", "--help"],
+        &[
+            "--plan",
+            "--agent-cmd",
+            "--max-tokens",
+            "--max-cost",
+            "--json",
+        ],
+    );
 }
 
 #[test]
@@ -529,6 +540,39 @@ fn check_s_workspace_column_fits_long_paths() {
         title_at.windows(2).all(|pair| pair[0] == pair[1]),
         "titles are not aligned:\n{}",
         table.join("\n")
+    );
+}
+
+/// `check` shows the budget caps as `run` with the same flags would use them: the command line
+/// over the config, key by key, each cap naming where it came from (issue 19).
+#[test]
+fn check_shows_the_budget_caps() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let check = |extra: &[&str]| {
+        let mut args = vec!["check", "--plan", "plan.md", "--agent-cmd", "true"];
+        args.extend_from_slice(extra);
+        let run = sandbox.run(&args);
+        run.assert_code(0);
+        run
+    };
+    assert!(check(&[]).stdout.contains("\nbudget: no caps\n"));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"budget": {"max_tokens": 100000, "max_cost_usd": 5}}"#,
+    );
+    assert!(check(&[]).stdout.contains(
+        "\nbudget: at most 100000 tokens, input + output (budget.max_tokens) and $5 \
+             (budget.max_cost_usd) per run\n"
+    ));
+    let run = check(&["--max-tokens", "2000", "--json"]);
+    let report: Value = serde_json::from_str(&run.stdout).expect("check --json parses");
+    assert_eq!(
+        report["budget"],
+        json!(
+            "at most 2000 tokens, input + output (--max-tokens) and $5 \
+             (budget.max_cost_usd) per run"
+        )
     );
 }
 

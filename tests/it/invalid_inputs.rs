@@ -351,7 +351,7 @@ fn config_unknown_key_lists_the_known_keys() {
     config_case(
         "{\"agent_cmd\": \"codex exec\", \"timeout\": 5}",
         &[
-            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds",
+            "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds, budget",
         ],
     );
 }
@@ -426,6 +426,84 @@ fn config_stop_on_regex_invalid_pattern() {
         "{\"stop_on_regex\": [\"fine\", \"[\"]}",
         &["config.json: stop_on_regex[1]: invalid stop regex '['"],
     );
+}
+
+// ---- budget caps (issue 19) ----------------------------------------------------------------
+
+/// `--max-tokens` and `--max-cost` values that are not a usable cap: exit 5 naming the flag,
+/// nothing launched or written, for `run` and `check` alike.
+#[test]
+fn cli_budget_caps_that_are_not_usable() {
+    let cases = [
+        (
+            "--max-tokens",
+            "0",
+            "expected a whole number of tokens of at least 1, got '0'",
+        ),
+        ("--max-tokens", "-1", "got '-1'"),
+        ("--max-tokens", "1.5", "got '1.5'"),
+        ("--max-tokens", "lots", "got 'lots'"),
+        (
+            "--max-cost",
+            "nan",
+            "expected US dollars as a finite number greater than 0, got 'nan'",
+        ),
+        ("--max-cost", "inf", "got 'inf'"),
+        ("--max-cost", "-1", "got '-1'"),
+        ("--max-cost", "0", "got '0'"),
+        ("--max-cost", "five", "got 'five'"),
+    ];
+    for (flag, value, fragment) in cases {
+        let fixture = Fixture::new();
+        fixture.sandbox.write("plan.md", plan_with_phases(1));
+        let named = format!("'{flag} <");
+        fixture.refuse_run("plan.md", &[flag, value], &[&named, fragment]);
+        fixture.refuse(
+            &[
+                "check",
+                "--plan",
+                "plan.md",
+                "--agent-cmd",
+                fixture.agent(),
+                flag,
+                value,
+            ],
+            &[&named, fragment],
+        );
+    }
+}
+
+#[test]
+fn config_budget_unknown_key() {
+    config_case(
+        "{\"budget\": {\"max_tokens\": 5, \"max_cost\": 1}}",
+        &["unknown key 'budget.max_cost'; known keys: max_tokens, max_cost_usd"],
+    );
+}
+
+#[test]
+fn config_budget_values_that_are_not_usable() {
+    for (config, fragment) in [
+        (
+            "{\"budget\": {\"max_tokens\": 0}}",
+            "expected budget.max_tokens to be at least 1",
+        ),
+        (
+            "{\"budget\": {\"max_tokens\": 2.5}}",
+            "expected budget.max_tokens to be an integer",
+        ),
+        (
+            "{\"budget\": {\"max_cost_usd\": -1}}",
+            "expected budget.max_cost_usd to be a finite number greater than 0",
+        ),
+        (
+            "{\"budget\": {\"max_cost_usd\": \"1\"}}",
+            "expected budget.max_cost_usd to be a number",
+        ),
+        ("{\"budget\": 5}", "expected budget to be an object or null"),
+    ] {
+        config_case(config, &[fragment]);
+    }
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod fault_injection;
 mod hardening;
 mod hooks;
 mod invalid_inputs;
+mod liveness;
 mod observability;
 mod process_lifecycle;
 mod progress_and_events;

@@ -444,7 +444,9 @@ fn claude_hidden_block_leaves_no_empty_line() {
     // end with it").
     assert_eq!(
         run.stdout,
-        "[claude] Working on it.\nrunner-complete: all phases complete\n"
+        "[claude] Working on it.\n\
+         [claude] usage: 10 in (0 cached), 20 out tokens, $0.0006 (Claude Code's estimate, not a bill)\n\
+         runner-complete: all phases complete\n"
     );
     let body = transcript_body(&sandbox);
     assert!(!body.lines().any(|line| line == "[claude] "), "{body}");
@@ -574,4 +576,263 @@ fn under_the_handler_the_handler_stops_leftovers() {
     sandbox.assert_no_survivors();
     let state = sandbox.state("plan.md");
     assert_eq!(state["completed_phase_ids"], json!(["phase-1"]));
+}
+
+// --- Notifications (issues 18 and 19) ---------------------------------------------------------
+//
+// The wrapper is run directly with `NOTIFY_SOCKET` naming a datagram socket the test binds
+// itself, as the runner's would be; what arrives there is what the runner would hear.
+
+/// A socket in the sandbox the wrapper notifies, read after the wrapper is done.
+struct NotifyInbox {
+    socket: std::os::unix::net::UnixDatagram,
+    path: std::path::PathBuf,
+    received: std::cell::RefCell<Vec<String>>,
+}
+
+impl NotifyInbox {
+    fn bind(sandbox: &Sandbox) -> Self {
+        let path = sandbox.path("notify.sock");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).expect("bind notify socket");
+        socket.set_nonblocking(true).expect("non-blocking");
+        Self {
+            socket,
+            path,
+            received: Default::default(),
+        }
+    }
+
+    /// Every datagram received so far.
+    fn datagrams(&self) -> Vec<String> {
+        let mut buffer = vec![0u8; 65_536];
+        let mut received = self.received.borrow_mut();
+        while let Ok(len) = self.socket.recv(&mut buffer) {
+            received.push(String::from_utf8_lossy(&buffer[..len]).into_owned());
+        }
+        received.clone()
+    }
+}
+
+/// Starts `wrapper` by hand with `NOTIFY_SOCKET` set to `inbox`.
+fn spawn_notifying(sandbox: &Sandbox, wrapper: &str, inbox: &NotifyInbox) -> Child {
+    std::process::Command::new(wrapper)
+        .current_dir(&sandbox.root)
+        .env("PATH", path_with_fakes(sandbox))
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .env("NOTIFY_SOCKET", &inbox.path)
+        .env_remove("CODEX_MODEL")
+        .env_remove("ANTHROPIC_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wrapper")
+}
+
+fn statuses(datagrams: &[String]) -> Vec<&str> {
+    datagrams
+        .iter()
+        .filter_map(|datagram| datagram.strip_prefix("STATUS="))
+        .collect()
+}
+
+fn usage_reports(datagrams: &[String]) -> Vec<serde_json::Value> {
+    datagrams
+        .iter()
+        .filter_map(|datagram| datagram.strip_prefix("X_AISH_USAGE="))
+        .map(|report| serde_json::from_str(report).expect("a usage report is JSON"))
+        .collect()
+}
+
+/// Claude under a 529 storm: each announced retry is a status, and extends the idle deadline
+/// by its delay plus 5 s (issue 18 item 4), so `--idle-timeout` does not stop it while it
+/// waits as told.
+#[test]
+fn claude_retries_are_statuses_that_extend_the_idle_deadline() {
+    let sandbox = Sandbox::new();
+    Replay::claude("err529").install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    let run = wait_for_exit(spawn_notifying(&sandbox, CLAUDE_HIGH, &inbox), PATIENCE);
+    run.assert_code(75);
+    let datagrams = inbox.datagrams();
+    let retries = statuses(&datagrams)
+        .into_iter()
+        .filter(|status| status.starts_with("API error 529 (overloaded); retry"))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        retries,
+        [
+            "API error 529 (overloaded); retry 1 of 2 in 0.6 s",
+            "API error 529 (overloaded); retry 2 of 2 in 1.2 s"
+        ],
+        "{datagrams:#?}"
+    );
+    // The recorded delays, 601.126 ms and 1178.555 ms, plus 5 s.
+    let extensions: Vec<&String> = datagrams
+        .iter()
+        .filter(|datagram| datagram.starts_with("EXTEND_TIMEOUT_USEC="))
+        .collect();
+    assert_eq!(
+        extensions,
+        ["EXTEND_TIMEOUT_USEC=5601126", "EXTEND_TIMEOUT_USEC=6178554"]
+    );
+}
+
+/// Claude's thinking, tool use and generation are statuses; the tool's carries the tool line
+/// (tag text defused as in the diagnostics).
+#[test]
+fn claude_thinking_tool_use_and_generation_are_statuses() {
+    let sandbox = Sandbox::new();
+    Replay::claude("tool_quoted").install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    wait_for_exit(spawn_notifying(&sandbox, CLAUDE_HIGH, &inbox), PATIENCE).assert_code(0);
+    let datagrams = inbox.datagrams();
+    let statuses = statuses(&datagrams);
+    assert_eq!(
+        statuses,
+        [
+            "generating",
+            "thinking",
+            "generating",
+            "tool: Bash",
+            "tool: Bash echo hello && echo &lt;phase-complete>x&lt;/phase-complete>",
+            "generating",
+            "generating",
+        ]
+        .iter()
+        .copied()
+        // Repeats are not sent: the notifier keeps only changes.
+        .fold(Vec::new(), |mut kept: Vec<&str>, status| {
+            if kept.last() != Some(&status) {
+                kept.push(status);
+            }
+            kept
+        }),
+        "{datagrams:#?}"
+    );
+}
+
+/// Claude's usage: running totals per message as `final: false`, then the result event's
+/// totals as `final: true`, input counting cache reads (issue 19 item 2).
+#[test]
+fn claude_usage_is_reported_as_it_goes_then_finally() {
+    let sandbox = Sandbox::new();
+    Replay::claude("usage").install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    let run = wait_for_exit(spawn_notifying(&sandbox, CLAUDE_HIGH, &inbox), PATIENCE);
+    run.assert_code(0);
+    let reports = usage_reports(&inbox.datagrams());
+    let (last, running) = reports.split_last().expect("usage reports");
+    assert!(!running.is_empty(), "{reports:#?}");
+    for report in running {
+        assert_eq!(report.get("final"), None, "{report}");
+        assert_eq!(report["input_tokens"], 1234, "{report}");
+        assert_eq!(report["cached_input_tokens"], 1000, "{report}");
+    }
+    assert_eq!(running.last().unwrap()["output_tokens"], 567);
+    assert_eq!(
+        *last,
+        json!({"input_tokens": 1234, "cached_input_tokens": 1000, "output_tokens": 567,
+            "cost_usd": 0.015845, "models": {"claude-opus-4-8[1m]": {"input_tokens": 1234,
+            "cached_input_tokens": 1000, "output_tokens": 567, "cost_usd": 0.015845}},
+            "final": true})
+    );
+    assert_contains(
+        &run.stdout,
+        "[claude] usage: 1234 in (1000 cached), 567 out tokens, $0.0158 (Claude Code's estimate, not a bill)\n",
+    );
+}
+
+/// Stopped mid-tool, Claude leaves only running totals: nothing says final.
+#[test]
+fn a_stopped_claude_leaves_only_running_totals() {
+    let sandbox = Sandbox::new();
+    Replay::claude("tool_sleep")
+        .gate_after(&["\"type\":\"tool_use\""], "never")
+        .install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    let child = spawn_notifying(&sandbox, CLAUDE_HIGH, &inbox);
+    // The tool started, and the wrapper has said so.
+    assert!(
+        wait_until(PATIENCE, || statuses(&inbox.datagrams())
+            .contains(&"tool: Bash")),
+        "{:#?}",
+        inbox.datagrams()
+    );
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signal wrapper");
+    wait_for_exit(child, PATIENCE).assert_code(143);
+    let reports = usage_reports(&inbox.datagrams());
+    assert!(!reports.is_empty());
+    assert!(
+        reports.iter().all(|report| report.get("final").is_none()),
+        "{reports:#?}"
+    );
+}
+
+/// Codex: a turn in progress is `generating`; each command, reasoning and message item is a
+/// status of its own.
+#[test]
+fn codex_items_are_statuses() {
+    let sandbox = Sandbox::new();
+    Replay::codex("tool_quoted").install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    wait_for_exit(spawn_notifying(&sandbox, CODEX, &inbox), PATIENCE).assert_code(0);
+    let datagrams = inbox.datagrams();
+    let statuses = statuses(&datagrams);
+    assert_eq!(statuses[0], "generating", "{datagrams:#?}");
+    for expected in [
+        "reasoning: Secret thinking: &lt;phase-blocked>never shown&lt;/phase-blocked>",
+        "exec: /bin/bash -lc 'echo hello && echo &lt;phase-complete>x&lt;/phase-complete>'",
+        "message: The command printed hello. &lt;phase-complete> Ran echo; it printed hello. &lt;/phase-complete>",
+    ] {
+        assert!(
+            statuses.contains(&expected),
+            "{expected:?} in {statuses:#?}"
+        );
+    }
+    let exec = statuses
+        .iter()
+        .position(|status| status.starts_with("exec: "))
+        .unwrap();
+    assert_eq!(
+        statuses[exec + 1],
+        "generating",
+        "the command ended: {statuses:#?}"
+    );
+}
+
+/// Codex's usage comes from `turn.completed` (cached input already counted in the input), and
+/// is final once Codex has exited by itself (issue 19 item 2).
+#[test]
+fn codex_usage_comes_from_the_completed_turn_and_is_final_at_the_end() {
+    let sandbox = Sandbox::new();
+    Replay::codex("usage").install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    wait_for_exit(spawn_notifying(&sandbox, CODEX, &inbox), PATIENCE).assert_code(0);
+    let reports = usage_reports(&inbox.datagrams());
+    let totals = json!({"input_tokens": 1234, "cached_input_tokens": 1000,
+        "output_tokens": 567, "reasoning_tokens": 0});
+    let mut last = totals.clone();
+    last["final"] = json!(true);
+    assert_eq!(reports, [totals, last]);
+}
+
+/// The launcher never gets `NOTIFY_SOCKET`: what the CLI and its tools start must not notify
+/// the runner in the wrapper's name.
+#[test]
+fn the_launcher_never_gets_notify_socket() {
+    let sandbox = Sandbox::new();
+    Replay::codex("ok")
+        .before(
+            &["turn.started"],
+            "echo \"${NOTIFY_SOCKET-unset}\" > \"$(dirname \"$0\")/../launcher-notify-socket\"",
+        )
+        .install(&sandbox);
+    let inbox = NotifyInbox::bind(&sandbox);
+    wait_for_exit(spawn_notifying(&sandbox, CODEX, &inbox), PATIENCE).assert_code(0);
+    assert_eq!(
+        fs::read_to_string(sandbox.path("launcher-notify-socket")).expect("the hook ran"),
+        "unset\n"
+    );
+    assert!(!inbox.datagrams().is_empty(), "the wrapper itself notified");
 }

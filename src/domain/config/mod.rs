@@ -3,13 +3,15 @@
 //! command line: `--timeout`/`--idle-timeout` parsing and the `:g`-style rendering used in
 //! timeout messages.
 //!
-//! The nested `retry` and `rate_limit` objects (issue 11) are read by their own modules
-//! ([`crate::domain::retry`], [`crate::domain::rate_limit`]) through `Section`, so their
-//! messages name the dotted key (`unknown key 'retry.max_attempt'`,
-//! `expected rate_limit.max_waits to be an integer`) in the same words as the top level.
+//! The nested `retry`, `rate_limit` (issue 11) and `budget` (issue 19) objects are read by
+//! their own modules ([`crate::domain::retry`], [`crate::domain::rate_limit`],
+//! [`crate::domain::budget`]) through `Section`, so their messages name the dotted key
+//! (`unknown key 'retry.max_attempt'`, `expected rate_limit.max_waits to be an integer`) in the
+//! same words as the top level.
 
 use serde_json::{Map, Value};
 
+use crate::domain::budget::BudgetConfig;
 use crate::domain::hooks::{Hook, hooks_from_config};
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
@@ -34,6 +36,8 @@ pub struct Config {
     /// `verify_timeout_seconds` (issue 20): the limit on each verification check; `None`
     /// (explicit `null`) means none, the default is 600.
     pub verify_timeout_seconds: Option<f64>,
+    /// `budget`; the default caps nothing.
+    pub budget: BudgetConfig,
 }
 
 impl Default for Config {
@@ -48,6 +52,7 @@ impl Default for Config {
             rate_limit: RateLimitPolicy::default(),
             hooks: Vec::new(),
             verify_timeout_seconds: Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -79,7 +84,7 @@ pub const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
 
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
-const KNOWN_KEYS: [&str; 9] = [
+const KNOWN_KEYS: [&str; 10] = [
     "agent_cmd",
     "max_phases",
     "timeout_seconds",
@@ -89,6 +94,7 @@ const KNOWN_KEYS: [&str; 9] = [
     "rate_limit",
     "hooks",
     "verify_timeout_seconds",
+    "budget",
 ];
 
 /// Parses and validates config bytes.
@@ -117,6 +123,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
             None => Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
             Some(value) => optional_seconds("verify_timeout_seconds", value)?,
         },
+        budget: BudgetConfig::from_config(object.get("budget"))?,
     })
 }
 
@@ -329,6 +336,34 @@ impl<'a> Section<'a> {
                 u32::MAX
             ))),
         }
+    }
+
+    /// An integer from 1 to `u64::MAX`, when present and not `null`.
+    pub(crate) fn positive_u64(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(number)) if number.is_u64() || number.is_i64() => {
+                match number.as_u64() {
+                    Some(value) if value >= 1 => Ok(Some(value)),
+                    _ => Err(ConfigError(format!(
+                        "expected {} to be at least 1",
+                        self.key(key)
+                    ))),
+                }
+            }
+            Some(_) => Err(ConfigError(format!(
+                "expected {} to be an integer",
+                self.key(key)
+            ))),
+        }
+    }
+
+    /// A finite number greater than 0, when present and not `null`.
+    pub(crate) fn positive_number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
+        if matches!(self.map.get(key), Some(Value::Null)) {
+            return Ok(None);
+        }
+        self.seconds(key, false)
     }
 
     /// A finite number of seconds, when present: at least 0, or greater than 0 when

@@ -29,6 +29,7 @@ fn empty_object_is_all_defaults() {
             rate_limit: RateLimitPolicy::default(),
             hooks: Vec::new(),
             verify_timeout_seconds: Some(600.0),
+            budget: crate::domain::budget::BudgetConfig::default(),
         }
     );
 }
@@ -134,7 +135,27 @@ fn unknown_key_is_named_with_the_known_keys() {
     assert_eq!(
         error(r#"{"timeout": 5}"#),
         "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, \
-             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds"
+             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds, budget"
+    );
+}
+
+#[test]
+fn budget_is_read_with_its_dotted_keys() {
+    let config = parse(r#"{"budget": {"max_tokens": 200000, "max_cost_usd": 2.5}}"#).unwrap();
+    assert_eq!(
+        config.budget,
+        crate::domain::budget::BudgetConfig {
+            max_tokens: Some(200_000),
+            max_cost_usd: Some(2.5),
+        }
+    );
+    assert_eq!(
+        error(r#"{"budget": {"max_cost": 1}}"#),
+        "unknown key 'budget.max_cost'; known keys: max_tokens, max_cost_usd"
+    );
+    assert_eq!(
+        error(r#"{"budget": {"max_tokens": 0}}"#),
+        "expected budget.max_tokens to be at least 1"
     );
 }
 

@@ -8,6 +8,7 @@
 //! read: [`stream_json`]. stderr is rendered as plain diagnostics.
 
 pub mod stream_json;
+pub mod tokens;
 
 use std::ffi::OsString;
 

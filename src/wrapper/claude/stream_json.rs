@@ -18,19 +18,36 @@
 //!
 //! The `result` text of the **last** `result` event is the authoritative response, provided
 //! it reports success. A failed result with API status 429 or 529, or usage-limit wording,
-//! is a rate limit ([`rate_limit`]).
+//! is a rate limit ([`rate_limit`]). Its usage is shown as one line, `usage: 20 in (0 cached),
+//! 40 out tokens, $0.0011 (Claude Code's estimate, not a bill)`.
+//!
+//! For the runner's notification socket ([`crate::wrapper::notifier`]) it also learns:
+//!
+//! - statuses: `generating` (a message or text block starts, a tool result came back),
+//!   `thinking` (a thinking block starts), the tool line for each tool use, the retry line for
+//!   each API retry;
+//! - for an announced retry delay, an extension of the idle deadline by the delay plus
+//!   [`RETRY_MARGIN`];
+//! - the usage so far and at the end ([`super::tokens`]).
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use super::LAUNCHER;
 use super::PREFIX;
+use super::tokens::{ClaudeUsage, final_report};
 use crate::wrapper::diagnostics::{DiagnosticStream, StreamTranslator};
 use crate::wrapper::final_result::FinalResponse;
 use crate::wrapper::json_lines::{Line, LineSplitter, MAX_LINE_BYTES};
+use crate::wrapper::notifier::Notice;
 use crate::wrapper::rate_limit;
 use crate::wrapper::summary;
+
+/// Beyond an announced retry delay, how much longer the idle deadline is extended: time for
+/// the retried request to get its first answer.
+pub const RETRY_MARGIN: Duration = Duration::from_secs(5);
 
 /// The model name Claude gives messages it made up itself (errors, interruptions).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
@@ -60,6 +77,8 @@ pub struct StreamJson {
     /// result's own error.
     synthetic: Option<String>,
     result: Option<ResultEvent>,
+    usage: ClaudeUsage,
+    notices: Vec<Notice>,
 }
 
 impl Default for StreamJson {
@@ -78,6 +97,18 @@ impl StreamJson {
             open_text_line: false,
             synthetic: None,
             result: None,
+            usage: ClaudeUsage::default(),
+            notices: Vec::new(),
+        }
+    }
+
+    fn status(&mut self, text: &str) {
+        self.notices.push(Notice::status(text));
+    }
+
+    fn report_running_usage(&mut self) {
+        if let Some(report) = self.usage.running_report() {
+            self.notices.push(Notice::Usage(report));
         }
     }
 
@@ -120,17 +151,48 @@ impl StreamJson {
             }
             Some("assistant") => self.assistant(event, out),
             Some("user") => {
+                let mut results = false;
                 for block in content(event) {
                     if block.get("type").and_then(Value::as_str) == Some("tool_result") {
                         self.text.note(&tool_result_summary(block), out);
+                        results = true;
                     }
+                }
+                if results {
+                    self.status("generating");
                 }
             }
             Some("system") if event.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
                 self.end_text_line(out);
-                self.text.note(&retry_line(event), out);
+                let line = retry_line(event);
+                self.text.note(&line, out);
+                self.status(&line);
+                if let Some(delay) = event
+                    .get("retry_delay_ms")
+                    .and_then(Value::as_f64)
+                    .filter(|delay| delay.is_finite() && *delay >= 0.0)
+                {
+                    let delay =
+                        Duration::try_from_secs_f64(delay / 1000.0).unwrap_or(Duration::MAX);
+                    self.notices
+                        .push(Notice::Extend(delay.saturating_add(RETRY_MARGIN)));
+                }
             }
             Some("result") => {
+                if let Some(report) = final_report(event) {
+                    self.end_text_line(out);
+                    let line = format!(
+                        "usage: {}{}",
+                        report.totals.describe(),
+                        if report.totals.cost_usd.is_some() {
+                            " (Claude Code's estimate, not a bill)"
+                        } else {
+                            ""
+                        }
+                    );
+                    self.text.note(&line, out);
+                    self.notices.push(Notice::Usage(report));
+                }
                 let result = result_event(event);
                 let repeated = result.is_error
                     && self.synthetic.as_deref().map(str::trim)
@@ -148,11 +210,40 @@ impl StreamJson {
     fn stream_event(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
         match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
-                self.streaming_message = event
-                    .get("message")
-                    .and_then(|message| message.get("id"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
+                let message = event.get("message").unwrap_or(&Value::Null);
+                self.streaming_message =
+                    message.get("id").and_then(Value::as_str).map(str::to_owned);
+                self.status("generating");
+                if self.usage.message(message) {
+                    self.report_running_usage();
+                }
+            }
+            Some("content_block_start") => {
+                let block = event.get("content_block").unwrap_or(&Value::Null);
+                match block.get("type").and_then(Value::as_str) {
+                    Some("thinking" | "redacted_thinking") => self.status("thinking"),
+                    Some("text") => self.status("generating"),
+                    Some("tool_use" | "server_tool_use") => {
+                        let name = block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("unknown");
+                        self.status(&format!("tool: {name}"));
+                    }
+                    _ => {}
+                }
+            }
+            Some("message_delta") => {
+                let changed = match (&self.streaming_message, event.get("usage")) {
+                    (Some(id), Some(usage)) => {
+                        let id = id.clone();
+                        self.usage.delta(&id, usage)
+                    }
+                    _ => false,
+                };
+                if changed {
+                    self.report_running_usage();
+                }
             }
             Some("content_block_delta") => {
                 let delta = event.get("delta");
@@ -184,6 +275,9 @@ impl StreamJson {
         };
         let streamed = field("id").is_some_and(|id| self.streamed_text.contains(id));
         let synthetic = field("model") == Some(SYNTHETIC_MODEL);
+        if !synthetic && message.is_some_and(|message| self.usage.message(message)) {
+            self.report_running_usage();
+        }
         for block in content(event) {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") if !streamed => {
@@ -200,7 +294,9 @@ impl StreamJson {
                 }
                 Some("tool_use") => {
                     self.end_text_line(out);
-                    self.text.note(&tool_summary(block), out);
+                    let line = tool_summary(block);
+                    self.text.note(&line, out);
+                    self.status(&line);
                 }
                 _ => {}
             }
@@ -253,6 +349,10 @@ impl StreamTranslator for StreamJson {
         self.show_synthetic(out);
         self.end_text_line(out);
         self.text.finish(out);
+    }
+
+    fn take_notices(&mut self, into: &mut Vec<Notice>) {
+        into.append(&mut self.notices);
     }
 }
 
@@ -743,6 +843,131 @@ mod tests {
         );
     }
 
+    fn notices_of(events: &[Value]) -> (String, Vec<Notice>) {
+        let mut reader = StreamJson::new();
+        let mut out = Vec::new();
+        reader.translate(lines(events).as_bytes(), &mut out);
+        reader.finish(&mut out);
+        let mut notices = Vec::new();
+        reader.take_notices(&mut notices);
+        (String::from_utf8(out).expect("utf-8"), notices)
+    }
+
+    fn statuses(notices: &[Notice]) -> Vec<&str> {
+        notices
+            .iter()
+            .filter_map(|notice| match notice {
+                Notice::Status(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn block_start(kind: &str, extra: Value) -> Value {
+        let mut block = json!({"type": kind});
+        if let (Value::Object(block), Value::Object(extra)) = (&mut block, extra) {
+            block.extend(extra);
+        }
+        json!({"type": "stream_event", "event": {"type": "content_block_start", "index": 0,
+            "content_block": block}})
+    }
+
+    #[test]
+    fn statuses_say_what_the_model_is_doing() {
+        let (_, notices) = notices_of(&[
+            message_start("m1"),
+            block_start("thinking", json!({"thinking": ""})),
+            block_start("text", json!({"text": ""})),
+            block_start("tool_use", json!({"name": "Bash", "input": {}})),
+            assistant(
+                "m1",
+                json!([{"type": "tool_use", "id": "t1", "name": "Bash",
+                    "input": {"command": "cargo   test\n--locked"}}]),
+            ),
+            json!({"type": "user", "message": {"content": [
+                {"type": "tool_result", "content": "ok", "is_error": false}]}}),
+        ]);
+        assert_eq!(
+            statuses(&notices),
+            [
+                "generating",
+                "thinking",
+                "generating",
+                "tool: Bash",
+                "tool: Bash cargo test --locked",
+                "generating"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_announced_retry_extends_the_idle_deadline_by_its_delay_and_a_margin() {
+        let retry = json!({"type": "system", "subtype": "api_retry", "attempt": 6,
+            "max_retries": 10, "retry_delay_ms": 18600.0, "error_status": 529,
+            "error": "overloaded"});
+        let (out, notices) = notices_of(&[retry]);
+        assert_eq!(
+            out,
+            "[claude] API error 529 (overloaded); retry 6 of 10 in 18.6 s\n"
+        );
+        assert_eq!(
+            notices,
+            [
+                Notice::Status("API error 529 (overloaded); retry 6 of 10 in 18.6 s".to_owned()),
+                Notice::Extend(Duration::from_millis(18_600) + RETRY_MARGIN),
+            ]
+        );
+        // Without a delay there is nothing to extend by.
+        let (_, notices) = notices_of(&[json!({"type": "system", "subtype": "api_retry"})]);
+        assert_eq!(notices.len(), 1);
+    }
+
+    #[test]
+    fn usage_is_reported_as_it_goes_and_finally_from_the_result() {
+        use crate::domain::token_usage::TokenCounts;
+        let start = json!({"type": "stream_event", "event": {"type": "message_start",
+            "message": {"id": "m1", "model": "claude-opus", "usage": {"input_tokens": 10,
+                "cache_read_input_tokens": 90, "cache_creation_input_tokens": 0,
+                "output_tokens": 1}}}});
+        let delta = json!({"type": "stream_event", "event": {"type": "message_delta",
+            "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 20}}});
+        let result = json!({"type": "result", "subtype": "success", "is_error": false,
+            "result": "<phase-complete>x</phase-complete>", "total_cost_usd": 0.0125,
+            "usage": {"input_tokens": 10, "cache_read_input_tokens": 90,
+                "cache_creation_input_tokens": 0, "output_tokens": 20},
+            "modelUsage": {"claude-opus": {"inputTokens": 10, "cacheReadInputTokens": 90,
+                "outputTokens": 20, "costUSD": 0.0125}}});
+        let (out, notices) = notices_of(&[start, delta, result]);
+        let reports: Vec<&UsageReport> = notices
+            .iter()
+            .filter_map(|notice| match notice {
+                Notice::Usage(report) => Some(report),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reports.len(), 3, "{notices:?}");
+        assert!(!reports[0].is_final && !reports[1].is_final);
+        assert_eq!(reports[0].totals.output_tokens, Some(1));
+        assert_eq!(reports[1].totals.output_tokens, Some(20));
+        assert_eq!(reports[1].totals.input_tokens, Some(100));
+        assert!(reports[2].is_final);
+        assert_eq!(
+            reports[2].totals,
+            TokenCounts {
+                input_tokens: Some(100),
+                cached_input_tokens: Some(90),
+                output_tokens: Some(20),
+                reasoning_tokens: None,
+                cost_usd: Some(0.0125),
+            }
+        );
+        assert_eq!(
+            out,
+            "[claude] usage: 100 in (90 cached), 20 out tokens, $0.0125 (Claude Code's estimate, not a bill)\n"
+        );
+    }
+
+    use crate::domain::token_usage::report::UsageReport;
     use crate::wrapper::diagnostics::test_support::{json_like_chunks, translate_all};
 
     proptest! {

@@ -15,12 +15,27 @@
 //!
 //! A failed turn (`turn.failed`) is remembered: it means there is no result, and when its
 //! error is a rate limit, usage limit or overload the wrapper exits 75.
+//!
+//! For the runner's notification socket ([`crate::wrapper::notifier`]) it also learns:
+//!
+//! - statuses: `generating` while a turn is in progress (at its start and after each command
+//!   or tool call ends), the `exec: …` line when a command starts, `tool: …` / `web search: …`
+//!   when a tool call starts, `files: …`, `reasoning: …` and `message: …` (the first words)
+//!   when such an item is complete, and each reconnect or error;
+//! - the usage: each `turn.completed` reports its turn's tokens (`input_tokens` with the
+//!   cached ones included, `cached_input_tokens`, `output_tokens`, `reasoning_output_tokens`),
+//!   summed over the turns and sent as a running report; once the launcher has exited by
+//!   itself the same totals are sent as the final one ([`ExecEvents::final_usage`]). Codex
+//!   reports no cost. A killed Codex leaves only what completed turns reported, or nothing.
 
 use serde_json::{Map, Value};
 
 use super::PREFIX;
+use crate::domain::token_usage::TokenCounts;
+use crate::domain::token_usage::report::UsageReport;
 use crate::wrapper::diagnostics::{DiagnosticStream, StreamTranslator};
 use crate::wrapper::json_lines::{Line, LineSplitter, MAX_LINE_BYTES};
+use crate::wrapper::notifier::Notice;
 use crate::wrapper::summary;
 
 /// Incremental reader of `codex exec --json` output.
@@ -32,6 +47,9 @@ pub struct ExecEvents {
     last_error: Option<String>,
     /// The error of a `turn.failed` event, if one came.
     failed_turn: Option<String>,
+    /// What completed turns reported, summed; `None` before the first.
+    usage: Option<TokenCounts>,
+    notices: Vec<Notice>,
 }
 
 /// How a turn failed, as the translator saw it.
@@ -55,7 +73,43 @@ impl ExecEvents {
             text: DiagnosticStream::new(PREFIX),
             last_error: None,
             failed_turn: None,
+            usage: None,
+            notices: Vec::new(),
         }
+    }
+
+    /// The totals of the completed turns as the final report (`final: true`), once the
+    /// launcher has exited by itself; `None` when no turn completed.
+    pub fn final_usage(&self) -> Option<UsageReport> {
+        self.usage.clone().map(|totals| UsageReport {
+            totals,
+            is_final: true,
+            ..UsageReport::default()
+        })
+    }
+
+    fn status(&mut self, text: &str) {
+        self.notices.push(Notice::status(text));
+    }
+
+    fn turn_completed(&mut self, usage: Option<&Value>) {
+        let Some(usage) = usage else {
+            return;
+        };
+        let count = |name: &str| usage.get(name).and_then(Value::as_u64);
+        let turn = TokenCounts {
+            input_tokens: count("input_tokens"),
+            cached_input_tokens: count("cached_input_tokens"),
+            output_tokens: count("output_tokens"),
+            reasoning_tokens: count("reasoning_output_tokens"),
+            cost_usd: None,
+        };
+        let totals = self.usage.take().unwrap_or_default().plus(&turn);
+        self.notices.push(Notice::Usage(UsageReport {
+            totals: totals.clone(),
+            ..UsageReport::default()
+        }));
+        self.usage = Some(totals);
     }
 
     /// The error the last turn failed with, if it failed.
@@ -91,13 +145,17 @@ impl ExecEvents {
         match event.get("type").and_then(Value::as_str) {
             Some("item.started") => self.item_started(item, out),
             Some("item.completed") => self.item_completed(item, out),
+            Some("turn.started") => self.status("generating"),
+            Some("turn.completed") => self.turn_completed(event.get("usage")),
             Some("error") => {
                 let message = event
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                self.text.note(&format!("error: {message}"), out);
+                let note = format!("error: {message}");
+                self.text.note(&note, out);
+                self.status(&summary::one_line(&note));
                 self.last_error = Some(message);
             }
             Some("turn.failed") => {
@@ -120,12 +178,21 @@ impl ExecEvents {
             _ => return,
         };
         self.text.note(&note, out);
+        self.status(&note);
     }
 
     fn item_completed(&mut self, item: &Value, out: &mut Vec<u8>) {
         match kind(item) {
-            "agent_message" => self.show_text("", &string(item, "text"), out),
-            "reasoning" => self.show_text("reasoning: ", &string(item, "text"), out),
+            "agent_message" => {
+                let text = string(item, "text");
+                self.show_text("", &text, out);
+                self.status(&summary::one_line(&format!("message: {text}")));
+            }
+            "reasoning" => {
+                let text = string(item, "text");
+                self.show_text("reasoning: ", &text, out);
+                self.status(&summary::one_line(&format!("reasoning: {text}")));
+            }
             "command_execution" => {
                 let details = match item.get("exit_code").and_then(Value::as_i64) {
                     Some(code) => format!("exit {code}"),
@@ -134,6 +201,7 @@ impl ExecEvents {
                 let output = string(item, "aggregated_output");
                 let note = summary::output("exec result", &[&details], &output);
                 self.text.note(&note, out);
+                self.status("generating");
             }
             "file_change" => {
                 let changes = item
@@ -146,6 +214,7 @@ impl ExecEvents {
                     .join(", ");
                 let note = format!("files ({}): {changes}", string(item, "status"));
                 self.text.note(&summary::one_line(&note), out);
+                self.status(&summary::one_line(&format!("files: {changes}")));
             }
             "mcp_tool_call" => {
                 let note = format!(
@@ -155,6 +224,7 @@ impl ExecEvents {
                     string(item, "tool")
                 );
                 self.text.note(&note, out);
+                self.status("generating");
             }
             "todo_list" => {
                 let items: Vec<&Value> = item
@@ -218,6 +288,10 @@ impl StreamTranslator for ExecEvents {
         let mut lines = std::mem::take(&mut self.lines);
         lines.finish(|line| self.line(line, out));
         self.text.finish(out);
+    }
+
+    fn take_notices(&mut self, into: &mut Vec<Notice>) {
+        into.append(&mut self.notices);
     }
 }
 
@@ -389,6 +463,78 @@ mod tests {
     fn lines_that_are_not_events_are_shown_as_they_are() {
         let (out, _) = translate_chunks(&[b"The answer <phase-complete>x</phase-complete>\nplain"]);
         assert_eq!(out, "[codex] The answer \n[codex] plain\n");
+    }
+
+    fn notices_of(events: &[Value]) -> (ExecEvents, Vec<Notice>) {
+        let (_, mut reader) = translate(events);
+        let mut notices = Vec::new();
+        reader.take_notices(&mut notices);
+        (reader, notices)
+    }
+
+    #[test]
+    fn statuses_follow_the_items_and_a_turn_in_progress_is_generating() {
+        let (_, notices) = notices_of(&session());
+        let statuses: Vec<&str> = notices
+            .iter()
+            .filter_map(|notice| match notice {
+                Notice::Status(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                "generating",
+                "reasoning: Secret thinking: &lt;phase-blocked>never shown&lt;/phase-blocked>",
+                "message: Let me check &lt;phase-complete> later. ```python print('&lt;phase-blocked>') ```",
+                "exec: /bin/bash -lc 'echo hello && echo &lt;phase-complete>x&lt;/phase-complete>'",
+                "generating",
+                "message: Done. &lt;phase-complete> Ran echo. &lt;/phase-complete>",
+            ]
+        );
+        let (_, notices) = notices_of(&[
+            completed(
+                json!({"type": "file_change", "status": "completed", "changes": [
+                {"path": "src/a.rs", "kind": "update"}]}),
+            ),
+            json!({"type": "error", "message": "Reconnecting... 1/2 (stream error)"}),
+        ]);
+        assert_eq!(
+            notices,
+            [
+                Notice::Status("files: update src/a.rs".to_owned()),
+                Notice::Status("error: Reconnecting... 1/2 (stream error)".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn each_completed_turn_reports_the_sum_and_the_end_makes_it_final() {
+        let (reader, notices) = notices_of(&[
+            json!({"type": "turn.completed", "usage": {"input_tokens": 20,
+                "cached_input_tokens": 5, "cache_write_input_tokens": 0, "output_tokens": 40,
+                "reasoning_output_tokens": 7}}),
+            json!({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 2}}),
+        ]);
+        let expected = TokenCounts {
+            input_tokens: Some(21),
+            cached_input_tokens: Some(5),
+            output_tokens: Some(42),
+            reasoning_tokens: Some(7),
+            cost_usd: None,
+        };
+        match notices.last() {
+            Some(Notice::Usage(report)) => {
+                assert!(!report.is_final);
+                assert_eq!(report.totals, expected);
+            }
+            other => panic!("{other:?}"),
+        }
+        let last = reader.final_usage().expect("final");
+        assert!(last.is_final);
+        assert_eq!(last.totals, expected);
+        assert_eq!(ExecEvents::new().final_usage(), None);
     }
 
     use crate::wrapper::diagnostics::test_support::{json_like_chunks, translate_all};

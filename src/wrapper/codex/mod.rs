@@ -25,6 +25,7 @@ use tempfile::TempDir;
 
 use super::child::Launcher;
 use super::final_result::FinalResponse;
+use super::notifier::Notice;
 use super::rate_limit;
 use super::session::{self, Provider};
 use events::ExecEvents;
@@ -87,6 +88,14 @@ impl Provider for Codex {
 
     fn translators(&self, prompt: &[u8]) -> (ExecEvents, CodexStderr) {
         (ExecEvents::new(), CodexStderr::new(prompt))
+    }
+
+    fn final_notices(&self, stdout: &ExecEvents) -> Vec<Notice> {
+        stdout
+            .final_usage()
+            .map(Notice::Usage)
+            .into_iter()
+            .collect()
     }
 
     fn final_response(&self, stdout: ExecEvents, stderr: CodexStderr) -> FinalResponse {

@@ -1,0 +1,547 @@
+//! Budget caps (issue 19): `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
+//! max_cost_usd}` in the config (the command line wins, key by key), for one invocation of
+//! `run`, every attempt and retry included.
+//!
+//! - **Tokens** are `input_tokens + output_tokens` of every attempt, so cached input counts.
+//! - **Reached** means spent ≥ cap. Before each launch a reached cap launches nothing and
+//!   stops the run; during an attempt, when the committed total plus the attempt's latest
+//!   report reaches a cap, the attempt is stopped like a stop-regex match and recorded as
+//!   `budget-exceeded` ([`CapReached::stop_message`] says which cap, the amount spent and how to
+//!   go on).
+//! - An attempt whose usage is unknown adds nothing it could be held to: with a cap set, that
+//!   is said once ([`unenforceable_message`]).
+//!
+//! The value rules (exit 5 before anything is written, naming the flag or key): a token cap is
+//! an integer ≥ 1; a cost cap a finite number > 0. `--max-tokens 0`, negative, fractional or
+//! non-numeric values, `--max-cost nan`, `inf`, `-1` or `0`, and unknown keys in `budget` are
+//! refused.
+
+use serde_json::Value;
+
+use super::config::{ConfigError, Section};
+use super::token_usage::TokenCounts;
+use super::token_usage::format_usd;
+use super::token_usage::summary::UsageSummary;
+
+/// The `budget` keys.
+const KEYS: [&str; 2] = ["max_tokens", "max_cost_usd"];
+
+/// Where a cap was set, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapOrigin {
+    /// `--max-tokens` / `--max-cost`.
+    CommandLine,
+    /// `budget.max_tokens` / `budget.max_cost_usd` in the config file.
+    Config,
+}
+
+/// One cap and where it came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cap<T> {
+    pub limit: T,
+    pub origin: CapOrigin,
+}
+
+/// The `budget` object of the config file, as written.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BudgetConfig {
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+}
+
+impl BudgetConfig {
+    /// Reads `budget` (absent or `null`: no caps).
+    pub fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
+        let Some(section) = Section::read("budget", value, &KEYS)? else {
+            return Ok(Self::default());
+        };
+        Ok(Self {
+            max_tokens: section.positive_u64("max_tokens")?,
+            max_cost_usd: section.positive_number("max_cost_usd")?,
+        })
+    }
+}
+
+/// The effective caps of a `run`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BudgetCaps {
+    pub max_tokens: Option<Cap<u64>>,
+    pub max_cost_usd: Option<Cap<f64>>,
+}
+
+/// The command line's value, else the config's.
+fn cap<T>(command_line: Option<T>, config: Option<T>) -> Option<Cap<T>> {
+    match (command_line, config) {
+        (Some(limit), _) => Some(Cap {
+            limit,
+            origin: CapOrigin::CommandLine,
+        }),
+        (None, Some(limit)) => Some(Cap {
+            limit,
+            origin: CapOrigin::Config,
+        }),
+        (None, None) => None,
+    }
+}
+
+/// Which cap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CapKind {
+    Tokens { limit: u64, spent: u64 },
+    Cost { limit: f64, spent: f64 },
+}
+
+/// A cap that is reached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CapReached {
+    pub kind: CapKind,
+    pub origin: CapOrigin,
+}
+
+/// What the invocation has spent so far, as far as it is known.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spent {
+    /// Input plus output tokens.
+    pub tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Spent {
+    /// The committed attempts of this invocation.
+    pub fn of<'a>(attempts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
+        attempts
+            .into_iter()
+            .fold(Self::default(), |spent, summary| {
+                spent.plus(&summary.counts)
+            })
+    }
+
+    /// With an attempt's (latest) counts added.
+    pub fn plus(self, counts: &TokenCounts) -> Self {
+        Self {
+            tokens: self
+                .tokens
+                .saturating_add(counts.capped_tokens().unwrap_or(0)),
+            cost_usd: self.cost_usd + counts.cost_usd.unwrap_or(0.0),
+        }
+    }
+}
+
+impl BudgetCaps {
+    /// The command line's caps over the config's, key by key.
+    pub fn effective(
+        max_tokens: Option<u64>,
+        max_cost_usd: Option<f64>,
+        config: &BudgetConfig,
+    ) -> Self {
+        Self {
+            max_tokens: cap(max_tokens, config.max_tokens),
+            max_cost_usd: cap(max_cost_usd, config.max_cost_usd),
+        }
+    }
+
+    /// Any cap set.
+    pub fn is_set(&self) -> bool {
+        self.max_tokens.is_some() || self.max_cost_usd.is_some()
+    }
+
+    /// The first cap `spent` has reached (tokens before cost), if any. Before a launch this
+    /// is the committed total; during an attempt, the committed total plus its live report.
+    pub fn reached(&self, spent: Spent) -> Option<CapReached> {
+        if let Some(cap) = self.max_tokens
+            && spent.tokens >= cap.limit
+        {
+            return Some(CapReached {
+                kind: CapKind::Tokens {
+                    limit: cap.limit,
+                    spent: spent.tokens,
+                },
+                origin: cap.origin,
+            });
+        }
+        if let Some(cap) = self.max_cost_usd
+            && spent.cost_usd >= cap.limit
+        {
+            return Some(CapReached {
+                kind: CapKind::Cost {
+                    limit: cap.limit,
+                    spent: spent.cost_usd,
+                },
+                origin: cap.origin,
+            });
+        }
+        None
+    }
+
+    /// The caps in words, for `check` (after `budget: ` in its text): `at most 100000 tokens
+    /// (--max-tokens) and $5 (budget.max_cost_usd) per run`, or `no caps`.
+    pub fn describe(&self) -> String {
+        let mut caps = Vec::new();
+        if let Some(cap) = self.max_tokens {
+            caps.push(format!(
+                "{} tokens, input + output ({})",
+                cap.limit,
+                cap_name(CapField::Tokens, cap.origin)
+            ));
+        }
+        if let Some(cap) = self.max_cost_usd {
+            caps.push(format!(
+                "{} ({})",
+                format_usd(cap.limit),
+                cap_name(CapField::Cost, cap.origin)
+            ));
+        }
+        if caps.is_empty() {
+            "no caps".to_owned()
+        } else {
+            format!("at most {} per run", caps.join(" and "))
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum CapField {
+    Tokens,
+    Cost,
+}
+
+/// `--max-tokens`, `budget.max_cost_usd`, …
+fn cap_name(field: CapField, origin: CapOrigin) -> &'static str {
+    match (field, origin) {
+        (CapField::Tokens, CapOrigin::CommandLine) => "--max-tokens",
+        (CapField::Tokens, CapOrigin::Config) => "budget.max_tokens",
+        (CapField::Cost, CapOrigin::CommandLine) => "--max-cost",
+        (CapField::Cost, CapOrigin::Config) => "budget.max_cost_usd",
+    }
+}
+
+impl CapReached {
+    /// The flag or config key of the cap.
+    pub fn cap_name(&self) -> &'static str {
+        match self.kind {
+            CapKind::Tokens { .. } => cap_name(CapField::Tokens, self.origin),
+            CapKind::Cost { .. } => cap_name(CapField::Cost, self.origin),
+        }
+    }
+
+    /// `1500 tokens (input + output) of 1000 (--max-tokens)`.
+    fn amounts(&self) -> String {
+        match self.kind {
+            CapKind::Tokens { limit, spent } => format!(
+                "{spent} tokens (input + output) spent of {limit} ({})",
+                self.cap_name()
+            ),
+            CapKind::Cost { limit, spent } => format!(
+                "{} spent of {} ({})",
+                format_usd(spent),
+                format_usd(limit),
+                self.cap_name()
+            ),
+        }
+    }
+
+    /// How to go on: a higher cap, with `--retry-stopped`.
+    fn remedy(&self) -> String {
+        let raise = match (self.kind, self.origin) {
+            (CapKind::Tokens { .. }, CapOrigin::CommandLine) => "a higher --max-tokens",
+            (CapKind::Cost { .. }, CapOrigin::CommandLine) => "a higher --max-cost",
+            (CapKind::Tokens { .. }, CapOrigin::Config) => {
+                "a higher --max-tokens (or budget.max_tokens)"
+            }
+            (CapKind::Cost { .. }, CapOrigin::Config) => {
+                "a higher --max-cost (or budget.max_cost_usd)"
+            }
+        };
+        format!("to continue, run again with --retry-stopped and {raise}")
+    }
+
+    /// The summary of an attempt stopped mid-way (`budget-exceeded`).
+    pub fn stop_message(&self) -> String {
+        format!(
+            "budget exceeded: {} in this run; the agent was stopped; {}",
+            self.amounts(),
+            self.remedy()
+        )
+    }
+
+    /// Why nothing more was launched.
+    pub fn launch_refusal(&self, phase_id: &str) -> String {
+        format!(
+            "budget reached: {} in this run; {phase_id} was not launched; {}",
+            self.amounts(),
+            self.remedy()
+        )
+    }
+}
+
+/// Said once per run (on stderr and in the outcome) when a cap is set and an attempt's usage
+/// is unknown: nothing it spent can be counted against the cap.
+pub fn unenforceable_message(caps: &BudgetCaps) -> Option<String> {
+    let mut names = Vec::new();
+    if let Some(cap) = caps.max_tokens {
+        names.push(cap_name(CapField::Tokens, cap.origin));
+    }
+    if let Some(cap) = caps.max_cost_usd {
+        names.push(cap_name(CapField::Cost, cap.origin));
+    }
+    (!names.is_empty()).then(|| {
+        format!(
+            "{} cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted",
+            names.join(" and ")
+        )
+    })
+}
+
+/// `--max-tokens`: an integer ≥ 1 (a clap value parser).
+pub fn parse_max_tokens(text: &str) -> Result<u64, InvalidCap> {
+    match text.trim().parse::<u64>() {
+        Ok(limit) if limit >= 1 => Ok(limit),
+        _ => Err(InvalidCap(format!(
+            "expected a whole number of tokens of at least 1, got '{text}'"
+        ))),
+    }
+}
+
+/// `--max-cost`: US dollars, a finite number > 0 (a clap value parser). A leading `$` is
+/// accepted.
+pub fn parse_max_cost(text: &str) -> Result<f64, InvalidCap> {
+    let number = text.trim();
+    let number = number.strip_prefix('$').unwrap_or(number);
+    match number.parse::<f64>() {
+        Ok(limit) if limit.is_finite() && limit > 0.0 => Ok(limit),
+        _ => Err(InvalidCap(format!(
+            "expected US dollars as a finite number greater than 0, got '{text}'"
+        ))),
+    }
+}
+
+/// A cap value the command line refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidCap(String);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::token_usage::summary::Completeness;
+
+    fn tokens(limit: u64, origin: CapOrigin) -> BudgetCaps {
+        BudgetCaps {
+            max_tokens: Some(Cap { limit, origin }),
+            max_cost_usd: None,
+        }
+    }
+
+    fn spent(tokens: u64, cost_usd: f64) -> Spent {
+        Spent { tokens, cost_usd }
+    }
+
+    #[test]
+    fn the_command_line_wins_key_by_key() {
+        let config = BudgetConfig {
+            max_tokens: Some(100),
+            max_cost_usd: Some(2.0),
+        };
+        let caps = BudgetCaps::effective(Some(50), None, &config);
+        assert_eq!(
+            caps.max_tokens,
+            Some(Cap {
+                limit: 50,
+                origin: CapOrigin::CommandLine
+            })
+        );
+        assert_eq!(
+            caps.max_cost_usd,
+            Some(Cap {
+                limit: 2.0,
+                origin: CapOrigin::Config
+            })
+        );
+        assert!(!BudgetCaps::effective(None, None, &BudgetConfig::default()).is_set());
+    }
+
+    #[test]
+    fn a_cap_is_reached_at_its_limit() {
+        let caps = tokens(1000, CapOrigin::CommandLine);
+        assert_eq!(caps.reached(spent(999, 9.0)), None);
+        let reached = caps.reached(spent(1000, 0.0)).expect("reached");
+        assert_eq!(
+            reached.kind,
+            CapKind::Tokens {
+                limit: 1000,
+                spent: 1000
+            }
+        );
+        let cost = BudgetCaps::effective(None, Some(0.5), &BudgetConfig::default());
+        assert_eq!(cost.reached(spent(u64::MAX, 0.49)), None);
+        assert!(cost.reached(spent(0, 0.5)).is_some());
+        assert_eq!(BudgetCaps::default().reached(spent(u64::MAX, 1e9)), None);
+    }
+
+    #[test]
+    fn tokens_are_checked_before_cost() {
+        let caps = BudgetCaps::effective(Some(10), Some(1.0), &BudgetConfig::default());
+        assert!(matches!(
+            caps.reached(spent(10, 2.0)).map(|reached| reached.kind),
+            Some(CapKind::Tokens { .. })
+        ));
+        assert!(matches!(
+            caps.reached(spent(9, 2.0)).map(|reached| reached.kind),
+            Some(CapKind::Cost { .. })
+        ));
+    }
+
+    #[test]
+    fn spent_counts_input_and_output_of_every_attempt() {
+        let summary = |input, output, cost| UsageSummary {
+            counts: TokenCounts {
+                input_tokens: input,
+                cached_input_tokens: Some(1_000_000),
+                output_tokens: output,
+                reasoning_tokens: Some(1_000_000),
+                cost_usd: cost,
+            },
+            models: Default::default(),
+            completeness: Completeness::Partial,
+        };
+        let attempts = [
+            summary(Some(100), Some(20), Some(0.25)),
+            summary(None, Some(5), None),
+            UsageSummary::unknown(),
+        ];
+        assert_eq!(Spent::of(&attempts), spent(125, 0.25));
+        let live = TokenCounts {
+            input_tokens: Some(10),
+            output_tokens: Some(1),
+            cost_usd: Some(0.5),
+            ..TokenCounts::default()
+        };
+        assert_eq!(Spent::of(&attempts).plus(&live), spent(136, 0.75));
+    }
+
+    #[test]
+    fn messages_name_the_cap_the_amount_and_the_way_on() {
+        let reached = tokens(1000, CapOrigin::CommandLine)
+            .reached(spent(1234, 0.0))
+            .expect("reached");
+        assert_eq!(
+            reached.stop_message(),
+            "budget exceeded: 1234 tokens (input + output) spent of 1000 (--max-tokens) in this \
+             run; the agent was stopped; to continue, run again with --retry-stopped and a \
+             higher --max-tokens"
+        );
+        let reached = BudgetCaps::effective(
+            None,
+            None,
+            &BudgetConfig {
+                max_tokens: None,
+                max_cost_usd: Some(2.0),
+            },
+        )
+        .reached(spent(0, 2.5))
+        .expect("reached");
+        assert_eq!(reached.cap_name(), "budget.max_cost_usd");
+        assert_eq!(
+            reached.launch_refusal("phase-2"),
+            "budget reached: $2.5 spent of $2 (budget.max_cost_usd) in this run; phase-2 was \
+             not launched; to continue, run again with --retry-stopped and a higher \
+             --max-cost (or budget.max_cost_usd)"
+        );
+    }
+
+    #[test]
+    fn check_describes_the_caps() {
+        assert_eq!(BudgetCaps::default().describe(), "no caps");
+        let caps = BudgetCaps::effective(
+            Some(100000),
+            None,
+            &BudgetConfig {
+                max_tokens: None,
+                max_cost_usd: Some(5.0),
+            },
+        );
+        assert_eq!(
+            caps.describe(),
+            "at most 100000 tokens, input + output (--max-tokens) and $5 \
+             (budget.max_cost_usd) per run"
+        );
+    }
+
+    #[test]
+    fn unenforceable_names_the_caps() {
+        assert_eq!(unenforceable_message(&BudgetCaps::default()), None);
+        assert_eq!(
+            unenforceable_message(&tokens(5, CapOrigin::Config)).as_deref(),
+            Some(
+                "budget.max_tokens cannot be enforced for this agent: it reported no usage \
+                 (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted"
+            )
+        );
+    }
+
+    #[test]
+    fn command_line_values_are_checked() {
+        assert_eq!(parse_max_tokens("1"), Ok(1));
+        assert_eq!(parse_max_tokens(" 250000 "), Ok(250_000));
+        for bad in ["0", "-1", "1.5", "abc", "", "1e6", "18446744073709551616"] {
+            let error = parse_max_tokens(bad).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("expected a whole number of tokens of at least 1, got '{bad}'")
+            );
+        }
+        assert_eq!(parse_max_cost("5"), Ok(5.0));
+        assert_eq!(parse_max_cost("$0.25"), Ok(0.25));
+        for bad in [
+            "0", "-1", "nan", "NaN", "inf", "-inf", "infinity", "", "$", "five",
+        ] {
+            assert!(parse_max_cost(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_config_object_is_strict() {
+        let read = |value: Value| BudgetConfig::from_config(Some(&value));
+        assert_eq!(read(json!(null)), Ok(BudgetConfig::default()));
+        assert_eq!(BudgetConfig::from_config(None), Ok(BudgetConfig::default()));
+        assert_eq!(
+            read(json!({"max_tokens": 5000000000u64, "max_cost_usd": 0.5})),
+            Ok(BudgetConfig {
+                max_tokens: Some(5_000_000_000),
+                max_cost_usd: Some(0.5)
+            })
+        );
+        assert_eq!(
+            read(json!({"max_tokens": null, "max_cost_usd": null})),
+            Ok(BudgetConfig::default())
+        );
+        let error = |value: Value| read(value).unwrap_err().0;
+        assert_eq!(
+            error(json!({"max_token": 5})),
+            "unknown key 'budget.max_token'; known keys: max_tokens, max_cost_usd"
+        );
+        assert_eq!(
+            error(json!({"max_tokens": 0})),
+            "expected budget.max_tokens to be at least 1"
+        );
+        assert_eq!(
+            error(json!({"max_tokens": -3})),
+            "expected budget.max_tokens to be at least 1"
+        );
+        assert_eq!(
+            error(json!({"max_tokens": 2.5})),
+            "expected budget.max_tokens to be an integer"
+        );
+        assert_eq!(
+            error(json!({"max_cost_usd": 0})),
+            "expected budget.max_cost_usd to be a finite number greater than 0"
+        );
+        assert_eq!(
+            error(json!({"max_cost_usd": "5"})),
+            "expected budget.max_cost_usd to be a number"
+        );
+        assert_eq!(error(json!([1])), "expected budget to be an object or null");
+    }
+}

@@ -1,0 +1,568 @@
+//! The activity rule: from two samples of an attempt's processes, whether they did visible
+//! work in between (docs/liveness.md has the measurements the thresholds come from).
+//!
+//! Work is any of, over the window between the samples:
+//!
+//! - **CPU** of at least [`Thresholds::cpu_per_second`] per second (all processes together):
+//!   a silent build or test suite. Per thread from `schedstat` (nanoseconds), because the CPU
+//!   of a CLI streaming tokens is a few milliseconds a second; at least the process's
+//!   `utime + stime` change, which keeps the time of threads that ended; plus what reaped
+//!   children used (`cutime + cstime`), which is where the CPU of a build's many short
+//!   compiler processes ends up.
+//! - **I/O** of at least [`Thresholds::chars_per_second`] (`rchar + wchar`): a tool copying or
+//!   scanning files.
+//! - **Bytes received** on the processes' TCP sockets, at least
+//!   [`Thresholds::received_bytes`]: a model streaming into `codex exec --json`, which prints
+//!   nothing until an item is complete. `rchar` does not see these (`recv` is not counted),
+//!   and their CPU is no larger than the CLIs' background timers, so the socket counters
+//!   decide.
+//!
+//! A CLI waiting on a stream that sends nothing receives nothing and uses a few milliseconds
+//! of CPU a second for its timers (Node's, tokio's, Claude Code's polling of a running tool);
+//! a sleeping process uses none: both are idle.
+//!
+//! Samples are taken while the attempt is silent, one [`sample_interval`] apart; the first
+//! after a sign of life is only a baseline ([`ActivityRule::reset`]). A window much longer than
+//! the interval (the sampler was late) is not judged either: counters over a long window
+//! would include work from before the silence.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Counters of one process at one sample.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessCounters {
+    pub pid: u32,
+    /// With the pid, identifies the process across samples (a reused pid is a new process).
+    pub start_time_ticks: u64,
+    /// Nanoseconds on CPU, per thread id (`/proc/PID/task/TID/schedstat`).
+    pub thread_cpu_ns: Vec<(u32, u64)>,
+    /// `utime + stime` in clock ticks: every thread's, ended ones included.
+    pub cpu_ticks: u64,
+    /// `cutime + cstime` in clock ticks: the reaped children's.
+    pub reaped_children_ticks: u64,
+    /// `rchar + wchar` (`/proc/PID/io`).
+    pub chars: u64,
+    /// Inodes of its sockets (`/proc/PID/fd`).
+    pub socket_inodes: Vec<u64>,
+}
+
+/// Counters of one TCP socket (`sock_diag`, [`super::socket_diag`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketCounters {
+    pub inode: u64,
+    pub bytes_received: u64,
+    /// Milliseconds since data last arrived.
+    pub last_data_received_ms: u32,
+}
+
+/// One sample of an attempt's processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActivitySample {
+    /// When, as an offset from the launch.
+    pub at: Duration,
+    pub processes: Vec<ProcessCounters>,
+    /// The TCP sockets of those processes (`None` when they could not be read: no socket
+    /// counters are then judged).
+    pub sockets: Option<Vec<SocketCounters>>,
+    /// The length of a clock tick (`1 / sysconf(_SC_CLK_TCK)`).
+    pub tick: Duration,
+}
+
+/// When work counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    pub cpu_per_second: Duration,
+    pub chars_per_second: u64,
+    pub received_bytes: u64,
+}
+
+/// The calibrated thresholds (docs/liveness.md): 100 ms of CPU a second is three times the
+/// most the CLIs' timers used in any one-second window and a tenth of what a busy tool uses;
+/// 1 MiB/s of I/O is far above the CLIs' own file traffic (under 1 KiB/s); any byte received
+/// means the stream is not hung.
+pub const THRESHOLDS: Thresholds = Thresholds {
+    cpu_per_second: Duration::from_millis(100),
+    chars_per_second: 1024 * 1024,
+    received_bytes: 1,
+};
+
+/// How often to sample while the attempt is silent: a quarter of the idle limit, between
+/// 0.25 s and 1 s, so activity is seen well inside the limit and the cost stays low.
+pub fn sample_interval(idle_limit: Duration) -> Duration {
+    (idle_limit / 4).clamp(Duration::from_millis(250), Duration::from_secs(1))
+}
+
+/// What happened between two samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Evidence {
+    pub window: Duration,
+    pub cpu: Duration,
+    pub chars: u64,
+    pub received_bytes: u64,
+    pub processes: usize,
+}
+
+impl Evidence {
+    /// For logs: `12 ms CPU, 0 B I/O, 431 B received in 0.5 s (3 processes)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ms CPU, {} B I/O, {} B received in {:.1} s ({} processes)",
+            self.cpu.as_millis(),
+            self.chars,
+            self.received_bytes,
+            self.window.as_secs_f64(),
+            self.processes
+        )
+    }
+}
+
+/// The rule's verdict on a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivityVerdict {
+    /// The first sample after a reset, or one too long after the previous: nothing judged.
+    Baseline,
+    /// Visible work: a sign of life at the sample's time.
+    Working(Evidence),
+    /// Nothing that counts.
+    Quiet(Evidence),
+}
+
+/// Judges successive samples of one attempt.
+#[derive(Clone, Debug)]
+pub struct ActivityRule {
+    thresholds: Thresholds,
+    interval: Duration,
+    previous: Option<ActivitySample>,
+}
+
+impl ActivityRule {
+    /// Samples are meant to be `interval` apart ([`sample_interval`]).
+    pub fn new(thresholds: Thresholds, interval: Duration) -> Self {
+        Self {
+            thresholds,
+            interval,
+            previous: None,
+        }
+    }
+
+    /// A sign of life other than activity came: the next sample starts a new window.
+    pub fn reset(&mut self) {
+        self.previous = None;
+    }
+
+    pub fn observe(&mut self, sample: ActivitySample) -> ActivityVerdict {
+        let Some(previous) = self.previous.replace(sample) else {
+            return ActivityVerdict::Baseline;
+        };
+        let current = self.previous.as_ref().expect("just stored");
+        let window = current.at.saturating_sub(previous.at);
+        if window.is_zero() || window > self.interval * 3 {
+            return ActivityVerdict::Baseline;
+        }
+        let evidence = evidence(&previous, current, window);
+        let per_second = |amount: f64| amount / window.as_secs_f64();
+        let working = per_second(evidence.cpu.as_secs_f64())
+            >= self.thresholds.cpu_per_second.as_secs_f64()
+            || per_second(evidence.chars as f64) >= self.thresholds.chars_per_second as f64
+            || evidence.received_bytes >= self.thresholds.received_bytes;
+        if working {
+            ActivityVerdict::Working(evidence)
+        } else {
+            ActivityVerdict::Quiet(evidence)
+        }
+    }
+}
+
+fn evidence(previous: &ActivitySample, current: &ActivitySample, window: Duration) -> Evidence {
+    let before: HashMap<(u32, u64), &ProcessCounters> = previous
+        .processes
+        .iter()
+        .map(|process| ((process.pid, process.start_time_ticks), process))
+        .collect();
+    let tick_ns = u64::try_from(current.tick.as_nanos()).unwrap_or(u64::MAX);
+    let mut cpu_ns: u64 = 0;
+    let mut chars: u64 = 0;
+    for process in &current.processes {
+        let earlier = before
+            .get(&(process.pid, process.start_time_ticks))
+            .copied();
+        let threads = thread_cpu_since(process, earlier);
+        let ticks = process
+            .cpu_ticks
+            .saturating_sub(earlier.map_or(0, |earlier| earlier.cpu_ticks));
+        let reaped = process
+            .reaped_children_ticks
+            .saturating_sub(earlier.map_or(0, |earlier| earlier.reaped_children_ticks));
+        cpu_ns = cpu_ns
+            .saturating_add(threads.max(ticks.saturating_mul(tick_ns)))
+            .saturating_add(reaped.saturating_mul(tick_ns));
+        chars = chars.saturating_add(
+            process
+                .chars
+                .saturating_sub(earlier.map_or(0, |earlier| earlier.chars)),
+        );
+    }
+    Evidence {
+        window,
+        cpu: Duration::from_nanos(cpu_ns),
+        chars,
+        received_bytes: received_since(previous, current, window),
+        processes: current.processes.len(),
+    }
+}
+
+/// CPU of the threads seen now: the change for those seen before, all of it for new ones.
+fn thread_cpu_since(process: &ProcessCounters, earlier: Option<&ProcessCounters>) -> u64 {
+    let before: HashMap<u32, u64> = earlier
+        .map(|earlier| earlier.thread_cpu_ns.iter().copied().collect())
+        .unwrap_or_default();
+    process
+        .thread_cpu_ns
+        .iter()
+        .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Bytes that arrived on the attempt's sockets in the window: the change for sockets seen
+/// before; for new ones (a connection opened meanwhile), what they received if data came
+/// within the window.
+fn received_since(previous: &ActivitySample, current: &ActivitySample, window: Duration) -> u64 {
+    let Some(sockets) = &current.sockets else {
+        return 0;
+    };
+    let before: HashMap<u64, u64> = previous
+        .sockets
+        .iter()
+        .flatten()
+        .map(|socket| (socket.inode, socket.bytes_received))
+        .collect();
+    let window_ms = window.as_millis();
+    sockets
+        .iter()
+        .map(|socket| match before.get(&socket.inode) {
+            Some(earlier) => socket.bytes_received.saturating_sub(*earlier),
+            None if u128::from(socket.last_data_received_ms) <= window_ms => socket.bytes_received,
+            None => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// `utime + stime` and `cutime + cstime` (clock ticks) from the text of `/proc/PID/stat`
+/// (fields 14 to 17, counted after the parenthesised command name, which may hold anything).
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
+    let close = text.rfind(')')?;
+    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
+    // fields[0] is field 3 (state).
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let own = field(14)?.checked_add(field(15)?)?;
+    let children = field(16)?.checked_add(field(17)?)?;
+    Some((own, children))
+}
+
+/// Nanoseconds on CPU from the text of `/proc/PID/task/TID/schedstat` (its first field).
+pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// `rchar + wchar` from the text of `/proc/PID/io`.
+pub fn parse_io_chars(text: &str) -> Option<u64> {
+    let mut read = None;
+    let mut written = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().parse::<u64>().ok();
+        match key {
+            "rchar" => read = value,
+            "wchar" => written = value,
+            _ => {}
+        }
+    }
+    Some(read?.saturating_add(written?))
+}
+
+/// The inode of a socket from the target of a `/proc/PID/fd/N` link (`socket:[12345]`).
+pub fn socket_inode(link: &[u8]) -> Option<u64> {
+    let inode = link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    std::str::from_utf8(inode).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const TICK: Duration = Duration::from_millis(10);
+
+    fn ms(millis: u64) -> Duration {
+        Duration::from_millis(millis)
+    }
+
+    fn process(pid: u32, thread_ns: &[(u32, u64)]) -> ProcessCounters {
+        ProcessCounters {
+            pid,
+            start_time_ticks: 100,
+            thread_cpu_ns: thread_ns.to_vec(),
+            ..ProcessCounters::default()
+        }
+    }
+
+    fn sample(at: u64, processes: Vec<ProcessCounters>) -> ActivitySample {
+        ActivitySample {
+            at: ms(at),
+            processes,
+            sockets: Some(Vec::new()),
+            tick: TICK,
+        }
+    }
+
+    fn rule() -> ActivityRule {
+        ActivityRule::new(THRESHOLDS, ms(500))
+    }
+
+    fn judge(first: ActivitySample, second: ActivitySample) -> ActivityVerdict {
+        let mut rule = rule();
+        assert_eq!(rule.observe(first), ActivityVerdict::Baseline);
+        rule.observe(second)
+    }
+
+    fn working(verdict: ActivityVerdict) -> bool {
+        matches!(verdict, ActivityVerdict::Working(_))
+    }
+
+    #[test]
+    fn the_interval_is_a_quarter_of_the_limit_within_bounds() {
+        assert_eq!(sample_interval(Duration::from_secs(2)), ms(500));
+        assert_eq!(sample_interval(Duration::from_millis(500)), ms(250));
+        assert_eq!(sample_interval(Duration::from_secs(900)), ms(1000));
+    }
+
+    #[test]
+    fn a_busy_tool_is_working_and_a_sleeping_one_is_not() {
+        // 60 ms of CPU in 0.5 s: 120 ms/s.
+        let busy = judge(
+            sample(0, vec![process(1, &[(1, 0)])]),
+            sample(500, vec![process(1, &[(1, 60_000_000)])]),
+        );
+        assert!(working(busy), "{busy:?}");
+        let sleeping = judge(
+            sample(0, vec![process(1, &[(1, 5_000_000)])]),
+            sample(500, vec![process(1, &[(1, 5_000_000)])]),
+        );
+        assert_eq!(
+            sleeping,
+            ActivityVerdict::Quiet(Evidence {
+                window: ms(500),
+                processes: 1,
+                ..Evidence::default()
+            })
+        );
+    }
+
+    #[test]
+    fn timers_of_a_waiting_cli_are_not_work() {
+        // Claude Code polling a running tool used up to 34 ms/s; Codex's timers up to 9 ms/s.
+        let timers = judge(
+            sample(0, vec![process(1, &[(1, 0), (2, 0)])]),
+            sample(1000, vec![process(1, &[(1, 20_000_000), (2, 14_000_000)])]),
+        );
+        assert!(!working(timers), "{timers:?}");
+    }
+
+    #[test]
+    fn bytes_arriving_on_a_socket_are_work() {
+        let socket = |bytes, last| SocketCounters {
+            inode: 7,
+            bytes_received: bytes,
+            last_data_received_ms: last,
+        };
+        let mut first = sample(0, vec![process(1, &[(1, 0)])]);
+        first.sockets = Some(vec![socket(1000, 10)]);
+        let mut streaming = sample(500, vec![process(1, &[(1, 500_000)])]);
+        streaming.sockets = Some(vec![socket(1211, 30)]);
+        let verdict = judge(first.clone(), streaming);
+        assert!(working(verdict));
+        let ActivityVerdict::Working(evidence) = verdict else {
+            unreachable!()
+        };
+        assert_eq!(evidence.received_bytes, 211);
+        let mut hung = sample(500, vec![process(1, &[(1, 500_000)])]);
+        hung.sockets = Some(vec![socket(1000, 510)]);
+        assert!(!working(judge(first.clone(), hung)));
+        // A connection opened in the window counts if data came in the window.
+        let mut new_socket = sample(500, vec![process(1, &[(1, 0)])]);
+        new_socket.sockets = Some(vec![SocketCounters {
+            inode: 8,
+            bytes_received: 90,
+            last_data_received_ms: 100,
+        }]);
+        assert!(working(judge(first.clone(), new_socket.clone())));
+        new_socket.sockets.as_mut().unwrap()[0].last_data_received_ms = 900;
+        assert!(!working(judge(first.clone(), new_socket)));
+        // Unreadable socket counters judge nothing.
+        let mut unknown = sample(500, vec![process(1, &[(1, 0)])]);
+        unknown.sockets = None;
+        assert!(!working(judge(first, unknown)));
+    }
+
+    #[test]
+    fn ended_threads_and_reaped_children_still_count() {
+        // A thread with 80 ms ended: its time is gone from schedstat but not from utime.
+        let mut before = process(1, &[(1, 0), (2, 0)]);
+        before.cpu_ticks = 10;
+        let mut after = process(1, &[(1, 0)]);
+        after.cpu_ticks = 18;
+        assert!(working(judge(
+            sample(0, vec![before.clone()]),
+            sample(500, vec![after])
+        )));
+        // A build's short compilers: reaped, their time in cutime.
+        let mut parent = process(1, &[(1, 0)]);
+        parent.reaped_children_ticks = 6;
+        assert!(working(judge(
+            sample(0, vec![before]),
+            sample(500, vec![parent])
+        )));
+    }
+
+    #[test]
+    fn a_new_process_counts_whole_and_a_reused_pid_is_new() {
+        let first = sample(0, vec![process(1, &[(1, 0)])]);
+        let mut fresh = process(2, &[(2, 60_000_000)]);
+        fresh.start_time_ticks = 500;
+        assert!(working(judge(
+            first.clone(),
+            sample(500, vec![process(1, &[(1, 0)]), fresh])
+        )));
+        let mut reused = process(1, &[(1, 60_000_000)]);
+        reused.start_time_ticks = 999;
+        let mut before = process(1, &[(1, 59_000_000)]);
+        before.start_time_ticks = 100;
+        assert!(working(judge(
+            sample(0, vec![before]),
+            sample(500, vec![reused])
+        )));
+    }
+
+    #[test]
+    fn heavy_io_is_work() {
+        let mut before = process(1, &[(1, 0)]);
+        before.chars = 1_000;
+        let mut after = before.clone();
+        after.chars = 1_000 + 600 * 1024;
+        assert!(working(judge(
+            sample(0, vec![before.clone()]),
+            sample(500, vec![after])
+        )));
+        let mut little = before.clone();
+        little.chars = 1_000 + 500;
+        assert!(!working(judge(
+            sample(0, vec![before]),
+            sample(500, vec![little])
+        )));
+    }
+
+    #[test]
+    fn a_reset_or_a_late_sample_is_only_a_baseline() {
+        let mut rule = rule();
+        assert_eq!(rule.observe(sample(0, vec![])), ActivityVerdict::Baseline);
+        assert!(matches!(
+            rule.observe(sample(500, vec![])),
+            ActivityVerdict::Quiet(_)
+        ));
+        rule.reset();
+        assert_eq!(rule.observe(sample(900, vec![])), ActivityVerdict::Baseline);
+        let busy = vec![process(1, &[(1, u64::MAX / 2)])];
+        assert_eq!(rule.observe(sample(9_000, busy)), ActivityVerdict::Baseline);
+        assert_eq!(
+            rule.observe(sample(9_000, vec![])),
+            ActivityVerdict::Baseline
+        );
+    }
+
+    #[test]
+    fn evidence_reads_for_logs() {
+        let evidence = Evidence {
+            window: ms(500),
+            cpu: ms(12),
+            chars: 0,
+            received_bytes: 431,
+            processes: 3,
+        };
+        assert_eq!(
+            evidence.describe(),
+            "12 ms CPU, 0 B I/O, 431 B received in 0.5 s (3 processes)"
+        );
+    }
+
+    #[test]
+    fn proc_texts_are_read() {
+        let stat = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
+                    17 5 3 4 20 0 11 0 123456 1000000 2000 18446744073709551615";
+        assert_eq!(parse_stat_cpu_ticks(stat), Some((22, 7)));
+        assert_eq!(parse_stat_cpu_ticks("4242 (x) S 1 2"), None);
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+        assert_eq!(parse_schedstat_ns("123456789 2000 17\n"), Some(123_456_789));
+        assert_eq!(parse_schedstat_ns(""), None);
+        let io = "rchar: 1000\nwchar: 24\nsyscr: 5\nsyscw: 2\nread_bytes: 0\n";
+        assert_eq!(parse_io_chars(io), Some(1024));
+        assert_eq!(parse_io_chars("rchar: 5\n"), None);
+        assert_eq!(socket_inode(b"socket:[987654]"), Some(987_654));
+        assert_eq!(socket_inode(b"pipe:[987654]"), None);
+        assert_eq!(socket_inode(b"/dev/null"), None);
+        assert_eq!(socket_inode(b"socket:[x]"), None);
+    }
+
+    fn any_process() -> impl Strategy<Value = ProcessCounters> {
+        (
+            1u32..6,
+            proptest::collection::vec((1u32..5, any::<u64>()), 0..4),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+        )
+            .prop_map(|(pid, threads, cpu_ticks, reaped, chars)| ProcessCounters {
+                pid,
+                start_time_ticks: 1,
+                thread_cpu_ns: threads,
+                cpu_ticks,
+                reaped_children_ticks: reaped,
+                chars,
+                socket_inodes: Vec::new(),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn proc_parsers_never_panic(text in "(?s).{0,300}") {
+            let _ = parse_stat_cpu_ticks(&text);
+            let _ = parse_schedstat_ns(&text);
+            let _ = parse_io_chars(&text);
+            let _ = socket_inode(text.as_bytes());
+        }
+
+        #[test]
+        fn never_panics_and_more_work_never_turns_working_into_quiet(
+            before in proptest::collection::vec(any_process(), 0..4),
+            after in proptest::collection::vec(any_process(), 0..4),
+            window in 1u64..1500,
+            extra in 0u64..1_000_000_000,
+        ) {
+            let verdict = judge(sample(0, before.clone()), sample(window, after.clone()));
+            let mut more = after;
+            if let Some(thread) = more
+                .first_mut()
+                .and_then(|first| first.thread_cpu_ns.first_mut())
+            {
+                thread.1 = thread.1.saturating_add(extra);
+            }
+            let more_verdict = judge(sample(0, before), sample(window, more));
+            if working(verdict) {
+                prop_assert!(working(more_verdict));
+            }
+        }
+    }
+}

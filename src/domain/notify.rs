@@ -1,0 +1,633 @@
+//! sd_notify datagrams from a worker (docs/worker-protocol.md, "Notifications"): what one
+//! datagram says, and the tally of what was accepted and dropped.
+//!
+//! A datagram is newline-separated `KEY=VALUE` assignments, as sd_notify(3) sends them. It is
+//! read as a whole: it must be valid UTF-8, at most [`MAX_DATAGRAM_BYTES`] long, and every
+//! non-empty line must be an assignment with a key of upper-case letters, digits and `_`
+//! (not starting with a digit). Anything else is *dropped*, counted, and is no sign of life:
+//! garbage must not keep a stuck agent alive. A well-formed datagram is *accepted* and is a
+//! sign of life, whatever its keys. Of those keys the runner honours:
+//!
+//! - `STATUS=<text>`: what the agent is doing now. Made one printable line: control and
+//!   bidirectional-formatting characters become spaces, runs of whitespace one space, then it
+//!   is trimmed and cut to [`MAX_STATUS_CHARS`] characters (with `…`). An empty status clears
+//!   the previous one.
+//! - `WATCHDOG=1`: a sign of life and nothing else (every accepted datagram is one).
+//! - `EXTEND_TIMEOUT_USEC=<n>`: the agent will be silent for up to n µs on purpose; the idle
+//!   rule ([`crate::domain::liveness::idle`]) moves its deadline.
+//! - `X_AISH_USAGE=<json object>`: the attempt's cumulative token usage so far
+//!   ([`crate::domain::token_usage::report`]).
+//!
+//! Every other key (`READY`, `BARRIER`, `MAINPID`, `X_…`) is ignored. A known key with a value
+//! that does not parse (`EXTEND_TIMEOUT_USEC=soon`, `X_AISH_USAGE=[1]`) is ignored and counted
+//! as an invalid value; the rest of the datagram still applies. When a key repeats, the last
+//! assignment wins, as in systemd.
+
+use std::time::Duration;
+
+use super::token_usage::report::{UsageReport, UsageReportError, parse_usage_report};
+
+/// Datagrams longer than this are dropped unread (the receiver's buffer is this large and
+/// reads with `MSG_TRUNC`, so it learns the real length). Generous for sd_notify (systemd's own
+/// limit is 4 KiB) and for a usage report naming a few dozen models.
+pub const MAX_DATAGRAM_BYTES: usize = 16 * 1024;
+
+/// A status longer than this many characters is cut (and ends with `…`).
+pub const MAX_STATUS_CHARS: usize = 200;
+
+/// What an accepted datagram asks for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Notification {
+    /// `STATUS=`, when the datagram has one.
+    pub status: Option<StatusChange>,
+    /// `WATCHDOG=1` was sent.
+    pub watchdog: bool,
+    /// `EXTEND_TIMEOUT_USEC=`: how long the agent will be silent on purpose.
+    pub extend_timeout: Option<Duration>,
+    /// `X_AISH_USAGE=`: a usage report, or why it was ignored.
+    pub usage: Option<Result<UsageReport, UsageReportError>>,
+    /// Known keys whose value did not parse (an invalid usage report included).
+    pub invalid_values: Vec<InvalidValue>,
+    /// How many assignments of keys the runner does not honour were ignored.
+    pub ignored_assignments: usize,
+}
+
+/// A `STATUS=` assignment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatusChange {
+    /// The agent is doing this now (one printable line, at most [`MAX_STATUS_CHARS`]).
+    Set(String),
+    /// `STATUS=` with nothing printable: no current status.
+    Cleared,
+}
+
+/// A known key with a value that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidValue {
+    pub key: &'static str,
+    /// Why, for the one warning line: `expected microseconds as a non-negative integer`.
+    pub problem: String,
+}
+
+/// Why a datagram was dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Longer than [`MAX_DATAGRAM_BYTES`]; `len` is its real length.
+    Oversized { len: usize },
+    /// Not valid UTF-8.
+    NotUtf8,
+    /// Nothing but line ends (or nothing at all).
+    Empty,
+    /// Line `line` (1-based) is not a `KEY=VALUE` assignment.
+    Malformed { line: usize },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Oversized { len } => write!(
+                f,
+                "a datagram of {len} bytes is longer than {MAX_DATAGRAM_BYTES}"
+            ),
+            Self::NotUtf8 => f.write_str("a datagram is not valid UTF-8"),
+            Self::Empty => f.write_str("a datagram is empty"),
+            Self::Malformed { line } => {
+                write!(f, "line {line} of a datagram is not a KEY=VALUE assignment")
+            }
+        }
+    }
+}
+
+/// Reads one datagram of `len` bytes, of which `bytes` were received (`len` may be larger
+/// when the datagram did not fit the buffer).
+pub fn parse_datagram(bytes: &[u8], len: usize) -> Result<Notification, Rejection> {
+    if len > MAX_DATAGRAM_BYTES || bytes.len() < len {
+        return Err(Rejection::Oversized { len });
+    }
+    let text = std::str::from_utf8(&bytes[..len]).map_err(|_| Rejection::NotUtf8)?;
+    let mut notification = Notification::default();
+    let mut assignments = 0;
+    for (index, line) in text.split('\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=').filter(|(key, _)| is_key(key)) else {
+            return Err(Rejection::Malformed { line: index + 1 });
+        };
+        assignments += 1;
+        notification.assign(key, value);
+    }
+    if assignments == 0 {
+        return Err(Rejection::Empty);
+    }
+    Ok(notification)
+}
+
+impl Notification {
+    fn assign(&mut self, key: &str, value: &str) {
+        match key {
+            "STATUS" => self.status = Some(status_change(value)),
+            "WATCHDOG" if value == "1" => self.watchdog = true,
+            "EXTEND_TIMEOUT_USEC" => match parse_microseconds(value) {
+                Some(extension) => self.extend_timeout = Some(extension),
+                None => self.invalid(
+                    "EXTEND_TIMEOUT_USEC",
+                    format!(
+                        "expected microseconds as a non-negative integer, got '{}'",
+                        excerpt(value)
+                    ),
+                ),
+            },
+            "X_AISH_USAGE" => {
+                let report = parse_usage_report(value);
+                if let Err(error) = &report {
+                    self.invalid("X_AISH_USAGE", error.to_string());
+                }
+                self.usage = Some(report);
+            }
+            _ => self.ignored_assignments += 1,
+        }
+    }
+
+    fn invalid(&mut self, key: &'static str, problem: String) {
+        self.invalid_values.push(InvalidValue { key, problem });
+    }
+}
+
+/// `[A-Z_][A-Z0-9_]*`: what sd_notify keys look like. Anything else marks garbage.
+fn is_key(key: &str) -> bool {
+    let mut bytes = key.bytes();
+    bytes
+        .next()
+        .is_some_and(|first| first.is_ascii_uppercase() || first == b'_')
+        && bytes.all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_')
+}
+
+/// Decimal microseconds, as systemd parses them (no sign, no unit). Values beyond what a
+/// `Duration` holds saturate: the idle rule caps extensions anyway.
+fn parse_microseconds(value: &str) -> Option<Duration> {
+    if value.is_empty() || !value.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let micros = value.parse::<u64>().unwrap_or(u64::MAX);
+    Some(Duration::from_micros(micros))
+}
+
+/// The status text made one printable, bounded line.
+fn status_change(value: &str) -> StatusChange {
+    let text = sanitize_status(value);
+    if text.is_empty() {
+        StatusChange::Cleared
+    } else {
+        StatusChange::Set(text)
+    }
+}
+
+/// Control and bidirectional-formatting characters become spaces, whitespace runs one space;
+/// trimmed and cut to [`MAX_STATUS_CHARS`] characters.
+pub fn sanitize_status(value: &str) -> String {
+    let mut text = String::with_capacity(value.len().min(MAX_STATUS_CHARS * 4));
+    let mut chars = 0;
+    let mut pending_space = false;
+    for c in value.chars() {
+        let c = if is_unprintable(c) { ' ' } else { c };
+        if c.is_whitespace() {
+            pending_space = !text.is_empty();
+            continue;
+        }
+        if pending_space {
+            text.push(' ');
+            chars += 1;
+            pending_space = false;
+        }
+        text.push(c);
+        chars += 1;
+        if chars > MAX_STATUS_CHARS {
+            break;
+        }
+    }
+    if chars > MAX_STATUS_CHARS {
+        let mut cut: String = text.chars().take(MAX_STATUS_CHARS - 1).collect();
+        cut.truncate(cut.trim_end().len());
+        cut.push('…');
+        return cut;
+    }
+    text
+}
+
+fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// At most 40 characters of a value, for a warning.
+fn excerpt(value: &str) -> String {
+    let mut text: String = value.chars().take(40).collect();
+    if text.len() < value.len() {
+        text.push('…');
+    }
+    sanitize_status(&text)
+}
+
+/// Bounds the receiver's work under a flood: at most [`PARSE_BURST`] datagrams at once and
+/// [`PARSE_PER_SECOND`] a second are parsed (the rest are read and dropped unparsed, counted
+/// as flooded), and at most [`READ_BURST`] / [`READ_PER_SECOND`] are read at all; beyond that
+/// the receiver pauses, the socket's queue fills, and the flooding sender's own sends fail or
+/// wait. A legitimate agent sends a few a second. Times are offsets from any fixed origin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloodGuard {
+    parse: TokenBucket,
+    read: TokenBucket,
+}
+
+pub const PARSE_BURST: u32 = 1_000;
+pub const PARSE_PER_SECOND: u32 = 500;
+pub const READ_BURST: u32 = 20_000;
+pub const READ_PER_SECOND: u32 = 20_000;
+
+impl Default for FloodGuard {
+    fn default() -> Self {
+        Self {
+            parse: TokenBucket::full(PARSE_BURST, PARSE_PER_SECOND),
+            read: TokenBucket::full(READ_BURST, READ_PER_SECOND),
+        }
+    }
+}
+
+impl FloodGuard {
+    /// Before reading a datagram at `at`: `None` to read it, or how long to pause first.
+    pub fn before_read(&mut self, at: Duration) -> Option<Duration> {
+        if self.read.take(at) {
+            None
+        } else {
+            Some(self.read.time_to_next(at))
+        }
+    }
+
+    /// Whether a datagram just read at `at` may be parsed (else it is dropped as flooded).
+    pub fn may_parse(&mut self, at: Duration) -> bool {
+        self.parse.take(at)
+    }
+}
+
+/// A token bucket: `capacity` tokens, refilled at `per_second`.
+#[derive(Clone, Debug, PartialEq)]
+struct TokenBucket {
+    capacity: f64,
+    per_second: f64,
+    tokens: f64,
+    last: Duration,
+}
+
+impl TokenBucket {
+    fn full(capacity: u32, per_second: u32) -> Self {
+        Self {
+            capacity: f64::from(capacity),
+            per_second: f64::from(per_second),
+            tokens: f64::from(capacity),
+            last: Duration::ZERO,
+        }
+    }
+
+    fn refill(&mut self, at: Duration) {
+        if at > self.last {
+            let earned = (at - self.last).as_secs_f64() * self.per_second;
+            self.tokens = (self.tokens + earned).min(self.capacity);
+            self.last = at;
+        }
+    }
+
+    fn take(&mut self, at: Duration) -> bool {
+        self.refill(at);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn time_to_next(&self, _at: Duration) -> Duration {
+        let missing = (1.0 - self.tokens).max(0.0);
+        Duration::from_secs_f64(missing / self.per_second).max(Duration::from_millis(1))
+    }
+}
+
+/// What became of the datagrams of one attempt: for the transcript trailer and the logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotifyTally {
+    /// Accepted: each was a sign of life.
+    pub accepted: u64,
+    /// Sent by a process outside the attempt (or one that could not be identified).
+    pub from_outside: u64,
+    /// Longer than [`MAX_DATAGRAM_BYTES`].
+    pub oversized: u64,
+    /// Not UTF-8, empty, or not `KEY=VALUE` lines.
+    pub malformed: u64,
+    /// Read but not parsed: more than the receiver's rate allows.
+    pub flooded: u64,
+    /// Known keys with values that did not parse (in accepted datagrams).
+    pub invalid_values: u64,
+    /// Descriptors that came with datagrams (`SCM_RIGHTS`), closed at once.
+    pub descriptors_closed: u64,
+}
+
+impl NotifyTally {
+    /// Counts a parsed datagram.
+    pub fn count(&mut self, parsed: &Result<Notification, Rejection>) {
+        match parsed {
+            Ok(notification) => {
+                self.accepted += 1;
+                self.invalid_values += notification.invalid_values.len() as u64;
+            }
+            Err(Rejection::Oversized { .. }) => self.oversized += 1,
+            Err(Rejection::NotUtf8 | Rejection::Empty | Rejection::Malformed { .. }) => {
+                self.malformed += 1;
+            }
+        }
+    }
+
+    /// Datagrams that were not accepted.
+    pub fn dropped(&self) -> u64 {
+        self.from_outside + self.oversized + self.malformed + self.flooded
+    }
+
+    /// One trailer line, or `None` when no datagram arrived:
+    /// `12 accepted; 3 dropped (2 from outside the attempt, 1 malformed)`.
+    pub fn describe(&self) -> Option<String> {
+        if self.accepted == 0 && self.dropped() == 0 && self.descriptors_closed == 0 {
+            return None;
+        }
+        let mut text = format!("{} accepted", self.accepted);
+        if self.invalid_values > 0 {
+            text.push_str(&format!(
+                " ({} with invalid values, ignored)",
+                self.invalid_values
+            ));
+        }
+        let reasons: Vec<String> = [
+            (self.from_outside, "from outside the attempt"),
+            (self.oversized, "oversized"),
+            (self.malformed, "malformed"),
+            (self.flooded, "over the rate limit"),
+        ]
+        .into_iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, why)| format!("{count} {why}"))
+        .collect();
+        if !reasons.is_empty() {
+            text.push_str(&format!(
+                "; {} dropped ({})",
+                self.dropped(),
+                reasons.join(", ")
+            ));
+        }
+        if self.descriptors_closed > 0 {
+            text.push_str(&format!(
+                "; {} passed descriptors closed",
+                self.descriptors_closed
+            ));
+        }
+        Some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Notification, Rejection> {
+        parse_datagram(text.as_bytes(), text.len())
+    }
+
+    fn accepted(text: &str) -> Notification {
+        parse(text).unwrap_or_else(|rejection| panic!("{text:?} rejected: {rejection}"))
+    }
+
+    #[test]
+    fn the_honoured_keys_are_read() {
+        let notification =
+            accepted("STATUS=tool: Bash cargo test\nWATCHDOG=1\nEXTEND_TIMEOUT_USEC=5000000\n");
+        assert_eq!(
+            notification,
+            Notification {
+                status: Some(StatusChange::Set("tool: Bash cargo test".to_owned())),
+                watchdog: true,
+                extend_timeout: Some(Duration::from_secs(5)),
+                ..Notification::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_other_key_is_ignored_but_the_datagram_is_accepted() {
+        let notification = accepted("READY=1\nBARRIER=1\nMAINPID=42\nX_OTHER=x\nWATCHDOG=trigger");
+        assert_eq!(notification.ignored_assignments, 5);
+        assert_eq!(notification.status, None);
+        assert!(!notification.watchdog, "only WATCHDOG=1 is a ping");
+        assert!(notification.invalid_values.is_empty());
+    }
+
+    #[test]
+    fn the_last_assignment_of_a_key_wins() {
+        let notification =
+            accepted("STATUS=first\nSTATUS=second\nEXTEND_TIMEOUT_USEC=1\nEXTEND_TIMEOUT_USEC=2");
+        assert_eq!(
+            notification.status,
+            Some(StatusChange::Set("second".to_owned()))
+        );
+        assert_eq!(notification.extend_timeout, Some(Duration::from_micros(2)));
+    }
+
+    #[test]
+    fn a_status_becomes_one_printable_bounded_line() {
+        let status = |text: &str| accepted(&format!("STATUS={text}")).status;
+        assert_eq!(
+            status("  tool:\tBash \u{1b}[31mls\r  -la  "),
+            Some(StatusChange::Set("tool: Bash [31mls -la".to_owned()))
+        );
+        assert_eq!(
+            status("x\u{202e}y\u{0}z"),
+            Some(StatusChange::Set("x y z".to_owned()))
+        );
+        assert_eq!(status(""), Some(StatusChange::Cleared));
+        assert_eq!(status(" \t "), Some(StatusChange::Cleared));
+        let long = "é".repeat(500);
+        let Some(StatusChange::Set(cut)) = status(&long) else {
+            panic!("no status");
+        };
+        assert_eq!(cut.chars().count(), MAX_STATUS_CHARS);
+        assert!(cut.ends_with("é…"), "{cut}");
+        let exact = "a".repeat(MAX_STATUS_CHARS);
+        assert_eq!(status(&exact), Some(StatusChange::Set(exact.clone())));
+    }
+
+    #[test]
+    fn an_unparsable_extension_is_an_invalid_value_not_a_rejection() {
+        for value in ["", "-5", "5s", "1e6", " 5", "0x10"] {
+            let notification = accepted(&format!("EXTEND_TIMEOUT_USEC={value}\nWATCHDOG=1"));
+            assert_eq!(notification.extend_timeout, None, "{value:?}");
+            assert!(notification.watchdog);
+            assert_eq!(notification.invalid_values.len(), 1, "{value:?}");
+            assert_eq!(notification.invalid_values[0].key, "EXTEND_TIMEOUT_USEC");
+        }
+        assert_eq!(
+            accepted("EXTEND_TIMEOUT_USEC=0").extend_timeout,
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            accepted("EXTEND_TIMEOUT_USEC=99999999999999999999999").extend_timeout,
+            Some(Duration::from_micros(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn a_usage_report_is_parsed_or_counted_invalid() {
+        let notification = accepted("X_AISH_USAGE={\"input_tokens\": 5, \"final\": true}");
+        let report = notification.usage.expect("usage").expect("valid");
+        assert_eq!(report.totals.input_tokens, Some(5));
+        assert!(report.is_final);
+        let notification = accepted("X_AISH_USAGE={broken");
+        assert!(matches!(notification.usage, Some(Err(_))));
+        assert_eq!(notification.invalid_values[0].key, "X_AISH_USAGE");
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        assert_eq!(parse(""), Err(Rejection::Empty));
+        assert_eq!(parse("\n\n"), Err(Rejection::Empty));
+        assert_eq!(parse("hello"), Err(Rejection::Malformed { line: 1 }));
+        assert_eq!(
+            parse("WATCHDOG=1\nstatus=x"),
+            Err(Rejection::Malformed { line: 2 })
+        );
+        assert_eq!(parse("=1"), Err(Rejection::Malformed { line: 1 }));
+        assert_eq!(parse("1KEY=1"), Err(Rejection::Malformed { line: 1 }));
+        assert_eq!(parse("STATUS =x"), Err(Rejection::Malformed { line: 1 }));
+        assert_eq!(parse_datagram(b"STATUS=\xff", 8), Err(Rejection::NotUtf8));
+        assert_eq!(
+            parse_datagram(b"WATCHDOG=1", MAX_DATAGRAM_BYTES + 1),
+            Err(Rejection::Oversized {
+                len: MAX_DATAGRAM_BYTES + 1
+            })
+        );
+        // A length beyond what was received means the buffer truncated the datagram.
+        assert_eq!(
+            parse_datagram(b"WATCHDOG=1", 64),
+            Err(Rejection::Oversized { len: 64 })
+        );
+        let largest = format!("STATUS={}", "x".repeat(MAX_DATAGRAM_BYTES - 7));
+        assert!(parse(&largest).is_ok());
+    }
+
+    #[test]
+    fn a_crlf_line_end_leaves_a_carriage_return_in_the_value() {
+        // systemd splits on \n only; the \r is unprintable and becomes a trimmed space.
+        assert_eq!(
+            accepted("STATUS=working\r\n").status,
+            Some(StatusChange::Set("working".to_owned()))
+        );
+        assert!(
+            !accepted("WATCHDOG=1\r\n").watchdog,
+            "WATCHDOG=1\\r is not WATCHDOG=1"
+        );
+    }
+
+    #[test]
+    fn the_tally_counts_and_describes() {
+        let mut tally = NotifyTally::default();
+        assert_eq!(tally.describe(), None);
+        tally.count(&parse("WATCHDOG=1"));
+        tally.count(&parse("EXTEND_TIMEOUT_USEC=x"));
+        tally.count(&parse("garbage"));
+        tally.count(&parse_datagram(b"", MAX_DATAGRAM_BYTES + 5));
+        tally.from_outside += 2;
+        tally.flooded += 1;
+        tally.descriptors_closed += 1;
+        assert_eq!(tally.accepted, 2);
+        assert_eq!(tally.dropped(), 5);
+        assert_eq!(
+            tally.describe().as_deref(),
+            Some(
+                "2 accepted (1 with invalid values, ignored); 5 dropped (2 from outside the \
+                 attempt, 1 oversized, 1 malformed, 1 over the rate limit); 1 passed \
+                 descriptors closed"
+            )
+        );
+        let only_accepted = NotifyTally {
+            accepted: 3,
+            ..NotifyTally::default()
+        };
+        assert_eq!(only_accepted.describe().as_deref(), Some("3 accepted"));
+    }
+
+    #[test]
+    fn a_flood_is_parsed_within_the_burst_and_then_at_the_rate() {
+        let mut guard = FloodGuard::default();
+        let start = Duration::from_secs(1);
+        let parsed = (0..10_000).filter(|_| {
+            assert_eq!(guard.before_read(start), None);
+            guard.may_parse(start)
+        });
+        assert_eq!(parsed.count(), PARSE_BURST as usize);
+        // A second later another second's worth may be parsed.
+        let later = start + Duration::from_secs(1);
+        let parsed = (0..10_000).filter(|_| guard.may_parse(later)).count();
+        assert_eq!(parsed, PARSE_PER_SECOND as usize);
+    }
+
+    #[test]
+    fn reading_pauses_beyond_the_read_budget() {
+        let mut guard = FloodGuard::default();
+        let at = Duration::from_secs(1);
+        for _ in 0..READ_BURST {
+            assert_eq!(guard.before_read(at), None);
+        }
+        let pause = guard.before_read(at).expect("over the budget");
+        assert!(
+            pause > Duration::ZERO && pause <= Duration::from_millis(1),
+            "{pause:?}"
+        );
+        assert_eq!(guard.before_read(at + Duration::from_millis(1)), None);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_a_status_is_always_printable_and_bounded(
+            bytes in proptest::collection::vec(any::<u8>(), 0..512),
+            claimed in 0usize..(MAX_DATAGRAM_BYTES + 64),
+        ) {
+            let _ = parse_datagram(&bytes, claimed.min(bytes.len()));
+            let _ = parse_datagram(&bytes, claimed);
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                let status = sanitize_status(text);
+                prop_assert!(status.chars().count() <= MAX_STATUS_CHARS);
+                prop_assert!(!status.chars().any(is_unprintable));
+                prop_assert_eq!(status.trim(), status.as_str());
+                prop_assert!(!status.contains("  "));
+            }
+        }
+
+        #[test]
+        fn well_formed_assignments_are_always_accepted(
+            lines in proptest::collection::vec(("[A-Z_][A-Z0-9_]{0,12}", "[^\n]{0,40}"), 1..8),
+        ) {
+            let text: String = lines.iter().map(|(key, value)| format!("{key}={value}\n")).collect();
+            let parsed = parse(&text);
+            prop_assert!(parsed.is_ok(), "{:?}", parsed);
+        }
+
+        #[test]
+        fn a_line_without_an_assignment_rejects_the_datagram(
+            before in proptest::collection::vec("[A-Z]{1,5}=[a-z0-9 ]{0,9}", 0..3),
+            garbage in "[a-z ]{1,20}",
+        ) {
+            let mut lines = before.clone();
+            lines.push(garbage);
+            let text = lines.join("\n");
+            prop_assert_eq!(parse(&text), Err(Rejection::Malformed { line: lines.len() }));
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Token usage and cost (issue 19): what an agent reports ([`report`]), what an attempt's
+//! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]).
+//! The budget caps that act on them are [`crate::domain::budget`].
+//!
+//! Every count is optional: an agent reports what its provider tells it (Codex reports no
+//! cost, Claude no reasoning tokens), and a count nobody reported is `None`, never 0.
+
+pub mod report;
+pub mod summary;
+
+use serde_json::{Map, Value};
+
+/// The names of the counts, in the order they are written.
+pub const COUNT_KEYS: [&str; 5] = [
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+];
+
+/// Token counts and cost, each as reported (or not).
+///
+/// - `input_tokens`: every input token, cached ones included;
+/// - `cached_input_tokens`: the part of the input served from a cache;
+/// - `output_tokens`: every output token, reasoning included;
+/// - `reasoning_tokens`: the part of the output spent on reasoning;
+/// - `cost_usd`: what the agent says the tokens cost (for Claude Code, the CLI's own estimate).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TokenCounts {
+    pub input_tokens: Option<u64>,
+    pub cached_input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+impl TokenCounts {
+    /// Nothing reported at all.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The tokens a `--max-tokens` cap counts: input (cached included) plus output. `None` when
+    /// neither was reported.
+    pub fn capped_tokens(&self) -> Option<u64> {
+        match (self.input_tokens, self.output_tokens) {
+            (None, None) => None,
+            (input, output) => Some(input.unwrap_or(0).saturating_add(output.unwrap_or(0))),
+        }
+    }
+
+    /// Adds `other` count by count: a count either side has is kept (saturating); a count
+    /// neither has stays `None`.
+    pub fn plus(&self, other: &Self) -> Self {
+        fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            }
+        }
+        Self {
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            cached_input_tokens: add(self.cached_input_tokens, other.cached_input_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+            reasoning_tokens: add(self.reasoning_tokens, other.reasoning_tokens),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            },
+        }
+    }
+
+    /// Which counts are present, in [`COUNT_KEYS`] order.
+    fn presence(&self) -> [bool; 5] {
+        [
+            self.input_tokens.is_some(),
+            self.cached_input_tokens.is_some(),
+            self.output_tokens.is_some(),
+            self.reasoning_tokens.is_some(),
+            self.cost_usd.is_some(),
+        ]
+    }
+
+    /// The counts as JSON object members, every key written (`null` when not reported).
+    pub fn write_json(&self, object: &mut Map<String, Value>) {
+        let number = |count: Option<u64>| count.map_or(Value::Null, Value::from);
+        object.insert("input_tokens".into(), number(self.input_tokens));
+        object.insert(
+            "cached_input_tokens".into(),
+            number(self.cached_input_tokens),
+        );
+        object.insert("output_tokens".into(), number(self.output_tokens));
+        object.insert("reasoning_tokens".into(), number(self.reasoning_tokens));
+        object.insert(
+            "cost_usd".into(),
+            self.cost_usd
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::Null, Value::Number),
+        );
+    }
+
+    /// `1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123`; the counts that were
+    /// reported only. Empty when nothing was.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(input) = self.input_tokens {
+            let cached = self
+                .cached_input_tokens
+                .map(|cached| format!(" ({cached} cached)"))
+                .unwrap_or_default();
+            parts.push(format!("{input} in{cached}"));
+        }
+        if let Some(output) = self.output_tokens {
+            let reasoning = self
+                .reasoning_tokens
+                .map(|reasoning| format!(" ({reasoning} reasoning)"))
+                .unwrap_or_default();
+            parts.push(format!("{output} out{reasoning}"));
+        }
+        let mut text = parts.join(", ");
+        if !text.is_empty() {
+            text.push_str(" tokens");
+        }
+        if let Some(cost) = self.cost_usd {
+            if !text.is_empty() {
+                text.push_str(", ");
+            }
+            text.push_str(&format_usd(cost));
+        }
+        text
+    }
+}
+
+/// `$5`, `$0.0011`, `$1.2346`: at most four decimals, trailing zeros dropped.
+pub fn format_usd(amount: f64) -> String {
+    let text = format!("{amount:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("${text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(input: Option<u64>, output: Option<u64>, cost: Option<f64>) -> TokenCounts {
+        TokenCounts {
+            input_tokens: input,
+            output_tokens: output,
+            cost_usd: cost,
+            ..TokenCounts::default()
+        }
+    }
+
+    #[test]
+    fn capped_tokens_are_input_plus_output() {
+        assert_eq!(counts(Some(10), Some(20), None).capped_tokens(), Some(30));
+        assert_eq!(counts(Some(10), None, None).capped_tokens(), Some(10));
+        assert_eq!(counts(None, Some(7), None).capped_tokens(), Some(7));
+        assert_eq!(counts(None, None, Some(1.0)).capped_tokens(), None);
+        assert_eq!(
+            counts(Some(u64::MAX), Some(1), None).capped_tokens(),
+            Some(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn adding_keeps_what_either_side_has() {
+        let a = TokenCounts {
+            input_tokens: Some(10),
+            cached_input_tokens: Some(4),
+            cost_usd: Some(0.5),
+            ..TokenCounts::default()
+        };
+        let b = counts(Some(5), Some(3), None);
+        assert_eq!(
+            a.plus(&b),
+            TokenCounts {
+                input_tokens: Some(15),
+                cached_input_tokens: Some(4),
+                output_tokens: Some(3),
+                reasoning_tokens: None,
+                cost_usd: Some(0.5),
+            }
+        );
+        assert_eq!(
+            TokenCounts::default().plus(&TokenCounts::default()),
+            TokenCounts::default()
+        );
+    }
+
+    #[test]
+    fn json_members_name_every_count() {
+        let mut object = Map::new();
+        counts(Some(1), None, Some(0.25)).write_json(&mut object);
+        assert_eq!(
+            Value::Object(object),
+            serde_json::json!({"input_tokens": 1, "cached_input_tokens": null,
+                "output_tokens": null, "reasoning_tokens": null, "cost_usd": 0.25})
+        );
+    }
+
+    #[test]
+    fn descriptions_name_what_was_reported() {
+        let all = TokenCounts {
+            input_tokens: Some(1234),
+            cached_input_tokens: Some(1000),
+            output_tokens: Some(567),
+            reasoning_tokens: Some(120),
+            cost_usd: Some(0.01234),
+        };
+        assert_eq!(
+            all.describe(),
+            "1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123"
+        );
+        assert_eq!(
+            counts(Some(3), Some(4), None).describe(),
+            "3 in, 4 out tokens"
+        );
+        assert_eq!(counts(None, None, Some(5.0)).describe(), "$5");
+        assert_eq!(TokenCounts::default().describe(), "");
+        assert_eq!(format_usd(0.0011), "$0.0011");
+        assert_eq!(format_usd(1.23456), "$1.2346");
+        assert_eq!(format_usd(0.0), "$0");
+    }
+}

@@ -1,0 +1,548 @@
+//! What an attempt's usage reports add up to, the summary recorded for it, and sums over
+//! attempts, phases and runs.
+//!
+//! - **One attempt** ([`AttemptUsage`]): each report is cumulative, so the last one wins.
+//!   Once a `final` report (the provider's own end-of-session total) has arrived, later
+//!   non-final reports no longer replace it; a later final one does.
+//! - **Its summary** ([`UsageSummary`], the outcome's `usage`): the winning report's counts,
+//!   and `completeness`: `reported` when a final report arrived, `partial` when only non-final
+//!   ones did (the attempt was killed, or the agent never says "final"), `unknown` when none
+//!   did — then every number is `null`, never 0.
+//! - **Sums** ([`UsageSummary::sum`]): count by count. The sum is `unknown` when every part is
+//!   (or there is none), `reported` when every part is reported and each count is reported by
+//!   all parts or by none, and `partial` otherwise: its numbers are then a lower bound (shown
+//!   with `≥`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::TokenCounts;
+use super::report::{UsageReport, UsageReportError};
+use crate::domain::strict_json::StrictError;
+
+/// How much of an attempt's (or a sum's) usage is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completeness {
+    /// The provider's own final total arrived (for a sum: for every part, count by count).
+    Reported,
+    /// Only running totals arrived, or some parts are missing: the numbers are a lower bound.
+    Partial,
+    /// Nothing was reported: the numbers are unknown.
+    Unknown,
+}
+
+impl Completeness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            Self::Partial => "partial",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "reported" => Some(Self::Reported),
+            "partial" => Some(Self::Partial),
+            "unknown" => Some(Self::Unknown),
+            _ => None,
+        }
+    }
+}
+
+/// The usage of the running attempt, report by report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttemptUsage {
+    latest: Option<UsageReport>,
+    final_seen: bool,
+    /// Valid reports received (applied or not).
+    reports: u64,
+    /// Invalid reports received (ignored).
+    invalid: u64,
+}
+
+/// What a valid report did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportEffect {
+    /// It is now the attempt's usage.
+    Applied,
+    /// A final report came earlier; this non-final one changes nothing.
+    IgnoredAfterFinal,
+}
+
+impl AttemptUsage {
+    /// A valid report arrived.
+    pub fn report(&mut self, report: UsageReport) -> ReportEffect {
+        self.reports += 1;
+        if self.final_seen && !report.is_final {
+            return ReportEffect::IgnoredAfterFinal;
+        }
+        self.final_seen |= report.is_final;
+        self.latest = Some(report);
+        ReportEffect::Applied
+    }
+
+    /// An invalid report arrived: it is ignored and counted. Returns the warning for the
+    /// transcript the first time only (one line per attempt, however many follow).
+    pub fn invalid(&mut self, error: &UsageReportError) -> Option<String> {
+        self.invalid += 1;
+        (self.invalid == 1).then(|| {
+            format!(
+                "[runner] ignored an invalid usage report (X_AISH_USAGE): {error}; later invalid reports are only counted"
+            )
+        })
+    }
+
+    /// How many invalid reports were ignored.
+    pub fn invalid_reports(&self) -> u64 {
+        self.invalid
+    }
+
+    /// The attempt's totals so far, for a budget check mid-attempt.
+    pub fn live(&self) -> Option<&TokenCounts> {
+        self.latest.as_ref().map(|report| &report.totals)
+    }
+
+    /// The summary to record.
+    pub fn summary(&self) -> UsageSummary {
+        match &self.latest {
+            None => UsageSummary::unknown(),
+            Some(report) => UsageSummary {
+                counts: report.totals.clone(),
+                models: report.models.clone(),
+                completeness: if self.final_seen {
+                    Completeness::Reported
+                } else {
+                    Completeness::Partial
+                },
+            },
+        }
+    }
+}
+
+/// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
+/// `status --json`, `run --json`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageSummary {
+    /// All `None` when `completeness` is `Unknown`.
+    pub counts: TokenCounts,
+    pub models: BTreeMap<String, TokenCounts>,
+    pub completeness: Completeness,
+}
+
+impl UsageSummary {
+    /// No report: numbers `null`.
+    pub fn unknown() -> Self {
+        Self {
+            counts: TokenCounts::default(),
+            models: BTreeMap::new(),
+            completeness: Completeness::Unknown,
+        }
+    }
+
+    /// Sums `parts` count by count (see the module documentation for completeness).
+    pub fn sum<'a>(parts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
+        let mut counts = TokenCounts::default();
+        let mut models: BTreeMap<String, TokenCounts> = BTreeMap::new();
+        let mut any_known = false;
+        let mut all_reported = true;
+        let mut presence: Option<[bool; 5]> = None;
+        let mut consistent = true;
+        for part in parts {
+            if part.completeness == Completeness::Unknown {
+                all_reported = false;
+                continue;
+            }
+            any_known = true;
+            all_reported &= part.completeness == Completeness::Reported;
+            let present = part.counts.presence();
+            consistent &= presence.is_none_or(|seen| seen == present);
+            presence = Some(present);
+            counts = counts.plus(&part.counts);
+            for (name, model) in &part.models {
+                let merged = models
+                    .get(name)
+                    .map_or_else(|| model.clone(), |sum| sum.plus(model));
+                models.insert(name.clone(), merged);
+            }
+        }
+        if !any_known {
+            return Self::unknown();
+        }
+        Self {
+            counts,
+            models,
+            completeness: if all_reported && consistent {
+                Completeness::Reported
+            } else {
+                Completeness::Partial
+            },
+        }
+    }
+
+    /// `{input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, cost_usd,
+    /// models, completeness}`.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        self.counts.write_json(&mut object);
+        let models: Map<String, Value> = self
+            .models
+            .iter()
+            .map(|(name, counts)| {
+                let mut model = Map::new();
+                counts.write_json(&mut model);
+                (name.clone(), Value::Object(model))
+            })
+            .collect();
+        object.insert("models".into(), Value::Object(models));
+        object.insert(
+            "completeness".into(),
+            Value::String(self.completeness.as_str().to_owned()),
+        );
+        Value::Object(object)
+    }
+
+    /// Reads what [`Self::to_json`] wrote, strictly (every key present, no other key; an
+    /// `unknown` summary with a number is invalid). `key` names the object in messages
+    /// (`committed_outcomes[2].usage`).
+    pub fn from_json(value: &Value, key: &str) -> Result<Self, StrictError> {
+        let object = expect_object(value, key)?;
+        let mut keys: Vec<&str> = super::COUNT_KEYS.to_vec();
+        keys.extend(["models", "completeness"]);
+        expect_exact_keys(object, &keys, key)?;
+        let completeness = match object.get("completeness") {
+            Some(Value::String(text)) => Completeness::parse(text),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            StrictError(format!(
+                "expected {key}.completeness to be reported, partial or unknown"
+            ))
+        })?;
+        let counts = counts_from_json(object, key)?;
+        let models_object = expect_object(&object["models"], &format!("{key}.models"))?;
+        let mut models = BTreeMap::new();
+        for (name, value) in models_object {
+            let label = format!("{key}.models.{name}");
+            let model = expect_object(value, &label)?;
+            expect_exact_keys(model, &super::COUNT_KEYS, &label)?;
+            models.insert(name.clone(), counts_from_json(model, &label)?);
+        }
+        if completeness == Completeness::Unknown && (!counts.is_empty() || !models.is_empty()) {
+            return Err(StrictError(format!(
+                "{key} is unknown but holds numbers; unknown usage has every number null"
+            )));
+        }
+        Ok(Self {
+            counts,
+            models,
+            completeness,
+        })
+    }
+
+    /// For `status`: `1234 in (1000 cached), 567 out tokens, $0.0123`; `≥ …` when partial;
+    /// `?` when unknown.
+    pub fn describe(&self) -> String {
+        match self.completeness {
+            Completeness::Unknown => "?".to_owned(),
+            Completeness::Reported if self.counts.is_empty() => "none reported".to_owned(),
+            Completeness::Reported => self.counts.describe(),
+            Completeness::Partial if self.counts.is_empty() => "≥ 0".to_owned(),
+            Completeness::Partial => format!("≥ {}", self.counts.describe()),
+        }
+    }
+}
+
+fn expect_object<'a>(value: &'a Value, key: &str) -> Result<&'a Map<String, Value>, StrictError> {
+    value
+        .as_object()
+        .ok_or_else(|| StrictError(format!("expected {key} to be an object")))
+}
+
+fn expect_exact_keys(
+    object: &Map<String, Value>,
+    keys: &[&str],
+    key: &str,
+) -> Result<(), StrictError> {
+    if let Some(unexpected) = object.keys().find(|name| !keys.contains(&name.as_str())) {
+        return Err(StrictError(format!("unexpected key {key}.{unexpected}")));
+    }
+    if let Some(missing) = keys.iter().find(|name| !object.contains_key(**name)) {
+        return Err(StrictError(format!(
+            "missing required key {missing} (at {key}.{missing})"
+        )));
+    }
+    Ok(())
+}
+
+fn counts_from_json(object: &Map<String, Value>, key: &str) -> Result<TokenCounts, StrictError> {
+    let count = |name: &str| -> Result<Option<u64>, StrictError> {
+        match &object[name] {
+            Value::Null => Ok(None),
+            value => value.as_u64().map(Some).ok_or_else(|| {
+                StrictError(format!(
+                    "expected {key}.{name} to be a non-negative integer or null"
+                ))
+            }),
+        }
+    };
+    let cost = match &object["cost_usd"] {
+        Value::Null => None,
+        value => Some(
+            value
+                .as_f64()
+                .filter(|cost| cost.is_finite() && *cost >= 0.0)
+                .ok_or_else(|| {
+                    StrictError(format!(
+                        "expected {key}.cost_usd to be a non-negative number or null"
+                    ))
+                })?,
+        ),
+    };
+    Ok(TokenCounts {
+        input_tokens: count("input_tokens")?,
+        cached_input_tokens: count("cached_input_tokens")?,
+        output_tokens: count("output_tokens")?,
+        reasoning_tokens: count("reasoning_tokens")?,
+        cost_usd: cost,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::token_usage::report::parse_usage_report;
+
+    fn report(json: Value) -> UsageReport {
+        parse_usage_report(&json.to_string()).expect("valid report")
+    }
+
+    fn summary(input: u64, output: u64, completeness: Completeness) -> UsageSummary {
+        UsageSummary {
+            counts: TokenCounts {
+                input_tokens: Some(input),
+                output_tokens: Some(output),
+                ..TokenCounts::default()
+            },
+            models: BTreeMap::new(),
+            completeness,
+        }
+    }
+
+    #[test]
+    fn no_report_is_unknown_with_null_numbers() {
+        let usage = AttemptUsage::default();
+        assert_eq!(usage.summary(), UsageSummary::unknown());
+        assert_eq!(usage.live(), None);
+        assert_eq!(
+            UsageSummary::unknown().to_json(),
+            json!({"input_tokens": null, "cached_input_tokens": null, "output_tokens": null,
+                "reasoning_tokens": null, "cost_usd": null, "models": {},
+                "completeness": "unknown"})
+        );
+    }
+
+    #[test]
+    fn the_last_report_wins_and_only_non_final_ones_are_partial() {
+        let mut usage = AttemptUsage::default();
+        usage.report(report(json!({"input_tokens": 10, "output_tokens": 1})));
+        usage.report(report(json!({"input_tokens": 10, "output_tokens": 7})));
+        let partial = usage.summary();
+        assert_eq!(partial.completeness, Completeness::Partial);
+        assert_eq!(partial.counts.output_tokens, Some(7));
+        assert_eq!(usage.live().and_then(|live| live.output_tokens), Some(7));
+    }
+
+    #[test]
+    fn a_final_report_is_reported_and_later_running_totals_do_not_replace_it() {
+        let mut usage = AttemptUsage::default();
+        usage.report(report(json!({"input_tokens": 10})));
+        assert_eq!(
+            usage.report(report(
+                json!({"input_tokens": 20, "cost_usd": 0.1, "final": true})
+            )),
+            ReportEffect::Applied
+        );
+        assert_eq!(
+            usage.report(report(json!({"input_tokens": 5}))),
+            ReportEffect::IgnoredAfterFinal
+        );
+        let summary = usage.summary();
+        assert_eq!(summary.completeness, Completeness::Reported);
+        assert_eq!(summary.counts.input_tokens, Some(20));
+        assert_eq!(
+            usage.report(report(json!({"input_tokens": 30, "final": true}))),
+            ReportEffect::Applied
+        );
+        assert_eq!(usage.summary().counts.input_tokens, Some(30));
+        assert_eq!(
+            usage.summary().counts.cost_usd,
+            None,
+            "the last report wins whole"
+        );
+    }
+
+    #[test]
+    fn invalid_reports_warn_once() {
+        let mut usage = AttemptUsage::default();
+        let error = UsageReportError("expected input_tokens to be …".to_owned());
+        let warning = usage.invalid(&error).expect("first warning");
+        assert_eq!(
+            warning,
+            "[runner] ignored an invalid usage report (X_AISH_USAGE): expected input_tokens to be …; later invalid reports are only counted"
+        );
+        assert_eq!(usage.invalid(&error), None);
+        assert_eq!(usage.invalid_reports(), 2);
+        assert_eq!(usage.summary(), UsageSummary::unknown());
+    }
+
+    #[test]
+    fn sums_propagate_partial_and_unknown() {
+        use Completeness::*;
+        let reported = summary(10, 1, Reported);
+        let partial = summary(5, 2, Partial);
+        let unknown = UsageSummary::unknown();
+        assert_eq!(UsageSummary::sum([]), UsageSummary::unknown());
+        assert_eq!(
+            UsageSummary::sum([&unknown, &unknown]),
+            UsageSummary::unknown()
+        );
+        assert_eq!(
+            UsageSummary::sum([&reported, &reported]),
+            summary(20, 2, Reported)
+        );
+        assert_eq!(
+            UsageSummary::sum([&reported, &partial]),
+            summary(15, 3, Partial)
+        );
+        assert_eq!(
+            UsageSummary::sum([&reported, &unknown]),
+            summary(10, 1, Partial)
+        );
+    }
+
+    #[test]
+    fn a_count_only_some_parts_report_makes_the_sum_partial() {
+        let mut with_cost = summary(10, 1, Completeness::Reported);
+        with_cost.counts.cost_usd = Some(0.5);
+        let without_cost = summary(10, 1, Completeness::Reported);
+        let sum = UsageSummary::sum([&with_cost, &without_cost]);
+        assert_eq!(sum.completeness, Completeness::Partial);
+        assert_eq!(sum.counts.cost_usd, Some(0.5));
+        assert_eq!(
+            UsageSummary::sum([&with_cost, &with_cost]).completeness,
+            Completeness::Reported
+        );
+    }
+
+    #[test]
+    fn sums_merge_models_by_name() {
+        let mut a = summary(10, 1, Completeness::Reported);
+        a.models.insert("opus".into(), a.counts.clone());
+        let mut b = summary(5, 5, Completeness::Reported);
+        b.models.insert("opus".into(), b.counts.clone());
+        b.models.insert("haiku".into(), TokenCounts::default());
+        let sum = UsageSummary::sum([&a, &b]);
+        assert_eq!(sum.models["opus"].input_tokens, Some(15));
+        assert!(sum.models.contains_key("haiku"));
+    }
+
+    #[test]
+    fn descriptions_mark_partial_and_unknown() {
+        assert_eq!(
+            summary(10, 2, Completeness::Reported).describe(),
+            "10 in, 2 out tokens"
+        );
+        assert_eq!(
+            summary(10, 2, Completeness::Partial).describe(),
+            "≥ 10 in, 2 out tokens"
+        );
+        assert_eq!(UsageSummary::unknown().describe(), "?");
+    }
+
+    #[test]
+    fn json_is_read_back_strictly() {
+        let mut full = summary(10, 2, Completeness::Partial);
+        full.counts.cost_usd = Some(0.25);
+        full.models.insert("m".into(), full.counts.clone());
+        for summary in [full, UsageSummary::unknown()] {
+            assert_eq!(
+                UsageSummary::from_json(&summary.to_json(), "usage"),
+                Ok(summary)
+            );
+        }
+        let error = |value: Value| UsageSummary::from_json(&value, "usage").unwrap_err().0;
+        let mut value = UsageSummary::unknown().to_json();
+        value["extra"] = json!(1);
+        assert_eq!(error(value), "unexpected key usage.extra");
+        let mut value = UsageSummary::unknown().to_json();
+        value.as_object_mut().unwrap().remove("cost_usd");
+        assert_eq!(
+            error(value),
+            "missing required key cost_usd (at usage.cost_usd)"
+        );
+        let mut value = UsageSummary::unknown().to_json();
+        value["completeness"] = json!("some");
+        assert_eq!(
+            error(value),
+            "expected usage.completeness to be reported, partial or unknown"
+        );
+        let mut value = UsageSummary::unknown().to_json();
+        value["input_tokens"] = json!(3);
+        assert!(error(value).contains("unknown but holds numbers"));
+        let mut value = summary(1, 1, Completeness::Reported).to_json();
+        value["output_tokens"] = json!(-1);
+        assert_eq!(
+            error(value),
+            "expected usage.output_tokens to be a non-negative integer or null"
+        );
+        assert_eq!(error(json!([])), "expected usage to be an object");
+    }
+
+    fn any_summary() -> impl Strategy<Value = UsageSummary> {
+        let count = || proptest::option::of(0u64..1_000_000);
+        (
+            count(),
+            count(),
+            proptest::sample::select(vec![
+                Completeness::Reported,
+                Completeness::Partial,
+                Completeness::Unknown,
+            ]),
+        )
+            .prop_map(|(input, output, completeness)| {
+                if completeness == Completeness::Unknown {
+                    return UsageSummary::unknown();
+                }
+                UsageSummary {
+                    counts: TokenCounts {
+                        input_tokens: input,
+                        output_tokens: output,
+                        ..TokenCounts::default()
+                    },
+                    models: BTreeMap::new(),
+                    completeness,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn a_sum_is_reported_only_when_every_part_is(parts in proptest::collection::vec(any_summary(), 0..6)) {
+            let sum = UsageSummary::sum(&parts);
+            if sum.completeness == Completeness::Reported {
+                prop_assert!(parts.iter().all(|part| part.completeness == Completeness::Reported));
+            }
+            if parts.iter().all(|part| part.completeness == Completeness::Unknown) {
+                prop_assert_eq!(sum.completeness, Completeness::Unknown);
+            }
+            let input: u64 = parts.iter().filter_map(|part| part.counts.input_tokens).sum();
+            prop_assert_eq!(sum.counts.input_tokens.unwrap_or(0), input);
+            prop_assert_eq!(UsageSummary::from_json(&sum.to_json(), "usage"), Ok(sum));
+        }
+    }
+}

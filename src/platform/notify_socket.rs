@@ -1,0 +1,709 @@
+//! The notification socket, both ends (docs/worker-protocol.md, "Notifications").
+//!
+//! **Receiving** ([`NotifySocket`], one per attempt): an `AF_UNIX` `SOCK_DGRAM` socket bound to
+//! a fresh abstract address, named to the worker in `NOTIFY_SOCKET` as systemd does
+//! (`@ai-session-handler/<pid>/<random>`: the `@` stands for the leading NUL of an abstract
+//! name), so `systemd-notify`, libsystemd's `sd_notify` and every language's helper work
+//! unchanged. Abstract, so nothing is ever left on disk, not even after a crash; the socket is
+//! gone when it is dropped. Close-on-exec, so no worker inherits it.
+//!
+//! - `SO_PASSCRED` is set before the bind, so the kernel attaches each sender's credentials
+//!   (`SCM_CREDENTIALS`, which an unprivileged sender cannot forge); a datagram whose sender
+//!   is not a process of the attempt (the caller's membership predicate) is dropped and
+//!   counted. Anyone on the machine can send to an abstract name; only the attempt's
+//!   processes are heard.
+//! - Descriptors passed along (`SCM_RIGHTS`, such as `systemd-notify`'s `BARRIER=1` pipe) are
+//!   received close-on-exec and closed at once, so `systemd-notify` in its default mode returns
+//!   promptly. The control buffer holds the kernel's maximum of 253 descriptors, so none is
+//!   left in the socket.
+//! - Reads use a fixed buffer of [`MAX_DATAGRAM_BYTES`] and `MSG_TRUNC`, which reports the real
+//!   length, so a larger datagram is known to be oversized. Memory is that buffer; CPU is
+//!   bounded by [`FloodGuard`] (parse a burst, then a rate; pause reading beyond a higher one).
+//! - [`NotifySocket::receive`] runs until told to stop, then reads what is still queued (a
+//!   final usage report sent just before the worker exited counts) and returns the tally.
+//!   Nothing it meets fails the attempt: a read error ends the receiving and is logged.
+//!
+//! **A thread of its own, driving tokio's `AsyncFd`** ([`NotifyReceiver`]): the membership
+//! check reads `/proc` (a few small reads per new sender), which must not happen on the
+//! handler's runtime threads, so the receiver runs on a thread it owns with a current-thread
+//! runtime. Inside it, `AsyncFd` rather than blocking `recvmsg`: readiness wakes the task
+//! within microseconds of a datagram (the sender may exit right after sending, and its
+//! credentials are checked against the process table); stopping is a `select!` on a channel,
+//! not a wake-up protocol for a thread parked in `recvmsg`; and the flood guard's pause is a
+//! timer. Each wake reads at most [`BATCH`] datagrams before yielding.
+//!
+//! **Sending** ([`NotifySender`]): what the wrappers use to speak the protocol. It reads
+//! `NOTIFY_SOCKET` (a path or an `@` abstract name), sends each message as one datagram with
+//! `MSG_DONTWAIT`, and drops it when the receiver's queue is full: a notification must never
+//! block the agent.
+
+use std::ffi::OsStr;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+use nix::sys::socket::{
+    self, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, sockopt,
+};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::domain::notify::{
+    FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
+};
+
+/// The environment variable that names the socket (sd_notify(3)).
+pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
+
+/// Datagrams read per readiness wake-up before the task yields.
+pub const BATCH: usize = 64;
+
+/// At most this many queued datagrams are read when the receiving stops.
+pub const DRAIN_LIMIT: usize = 4_096;
+
+/// The most descriptors one datagram can carry (`SCM_MAX_FD`).
+const MAX_PASSED_FDS: usize = 253;
+
+/// An accepted datagram and who sent it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub pid: u32,
+    pub notification: Notification,
+}
+
+/// The receiving end of one attempt's socket.
+#[derive(Debug)]
+pub struct NotifySocket {
+    fd: OwnedFd,
+    name: String,
+}
+
+impl NotifySocket {
+    /// Binds a fresh abstract socket. Datagrams sent to it queue in the kernel until
+    /// [`Self::receive`] reads them, so it can be bound before the worker starts and read once
+    /// the worker's identity (the membership predicate) is known.
+    pub fn bind() -> io::Result<Self> {
+        let fd = socket::socket(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )?;
+        // Before the bind: a datagram queued without credentials could not be judged.
+        socket::setsockopt(&fd, sockopt::PassCred, &true)?;
+        let mut attempts = 0;
+        let name = loop {
+            let name = format!(
+                "ai-session-handler/{}/{}",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            );
+            let address = UnixAddr::new_abstract(name.as_bytes())?;
+            match socket::bind(fd.as_raw_fd(), &address) {
+                Ok(()) => break name,
+                // A random 128-bit name taken: only conceivable by someone squatting on it.
+                Err(nix::errno::Errno::EADDRINUSE) if attempts < 3 => attempts += 1,
+                Err(error) => return Err(error.into()),
+            }
+        };
+        Ok(Self {
+            fd,
+            name: format!("@{name}"),
+        })
+    }
+
+    /// The worker's `NOTIFY_SOCKET` value.
+    pub fn env_value(&self) -> &str {
+        &self.name
+    }
+
+    /// Receives until `stop` fires (or its sender is dropped), handing every accepted datagram
+    /// from a process for which `is_member(pid)` holds to `deliver`; then reads what is still
+    /// queued, closes the socket and returns the tally. Runs inside a tokio runtime with I/O
+    /// enabled; `is_member` may read `/proc`, so run it where that may block (see
+    /// [`NotifyReceiver`]).
+    pub async fn receive(
+        self,
+        is_member: impl Fn(u32) -> bool,
+        mut deliver: impl FnMut(Delivery),
+        mut stop: oneshot::Receiver<()>,
+    ) -> NotifyTally {
+        // SAFETY: `self.fd` is an open socket this value owns alone; `OwnedFd::as_raw_fd`
+        // returns it unchanged until the `AsyncFd` drops it.
+        let fd = match unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) } {
+            Ok(fd) => fd,
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch the notification socket; notifications are not read");
+                return NotifyTally::default();
+            }
+        };
+        let mut receiver = Receiver {
+            buffer: vec![0; MAX_DATAGRAM_BYTES],
+            control: nix::cmsg_space!(nix::libc::ucred, [RawFd; MAX_PASSED_FDS]),
+            guard: FloodGuard::default(),
+            origin: Instant::now(),
+            tally: NotifyTally::default(),
+        };
+        'receiving: loop {
+            let mut ready = tokio::select! {
+                biased;
+                _ = &mut stop => break 'receiving,
+                ready = fd.readable() => match ready {
+                    Ok(ready) => ready,
+                    Err(error) => {
+                        tracing::warn!(%error, "notification socket failed; notifications are no longer read");
+                        break 'receiving;
+                    }
+                },
+            };
+            for _ in 0..BATCH {
+                if let Some(pause) = receiver.guard.before_read(receiver.elapsed()) {
+                    tokio::select! {
+                        biased;
+                        _ = &mut stop => break 'receiving,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    continue 'receiving;
+                }
+                match ready.try_io(|fd| receiver.read_one(fd.get_ref(), &is_member, &mut deliver)) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "reading the notification socket failed; notifications are no longer read");
+                        break 'receiving;
+                    }
+                    // Drained: wait for the next readiness.
+                    Err(_would_block) => continue 'receiving,
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+        // The worker may have sent its last word just before exiting.
+        for _ in 0..DRAIN_LIMIT {
+            match receiver.read_one(fd.get_ref(), &is_member, &mut deliver) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) => {
+                    tracing::warn!(%error, "reading the notification socket failed while draining");
+                    break;
+                }
+            }
+        }
+        receiver.tally
+    }
+}
+
+/// [`NotifySocket::receive`] on a thread of its own (with a current-thread runtime), so the
+/// membership check's `/proc` reads never run on the handler's runtime threads, and the
+/// deliveries happen on that thread (casting to an actor from there is fine).
+///
+/// For one attempt: bind the socket, start the worker with its `NOTIFY_SOCKET`, learn the
+/// worker's identity, then [`NotifyReceiver::start`] with the membership predicate; what the
+/// worker sent meanwhile waits in the socket. [`NotifyReceiver::finish`] once the worker's
+/// group is gone.
+#[derive(Debug)]
+pub struct NotifyReceiver {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<NotifyTally>>,
+}
+
+impl NotifyReceiver {
+    /// Starts receiving on `socket`.
+    pub fn start(
+        socket: NotifySocket,
+        is_member: impl Fn(u32) -> bool + Send + 'static,
+        deliver: impl FnMut(Delivery) + Send + 'static,
+    ) -> io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("ash-notify".to_owned())
+            .spawn(move || runtime.block_on(socket.receive(is_member, deliver, stopped)))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops receiving, reads what is still queued (a final report sent just before the
+    /// worker exited), closes the socket and returns the tally. Blocks until that is done
+    /// (briefly): call it off the runtime threads.
+    pub fn finish(mut self) -> NotifyTally {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(tally)) => tally,
+            Some(Err(_)) => {
+                tracing::warn!("the notification receiver panicked; its counts are lost");
+                NotifyTally::default()
+            }
+            None => NotifyTally::default(),
+        }
+    }
+}
+
+impl Drop for NotifyReceiver {
+    /// Not finished (an early return): stop the thread; it closes the socket as it ends.
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The receiving loop's buffers and counters.
+struct Receiver {
+    buffer: Vec<u8>,
+    control: Vec<u8>,
+    guard: FloodGuard,
+    origin: Instant,
+    tally: NotifyTally,
+}
+
+impl Receiver {
+    fn elapsed(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    /// Reads one datagram (`WouldBlock` when none is queued), closes what it carried, judges
+    /// its sender and hands it on if accepted.
+    fn read_one(
+        &mut self,
+        fd: &OwnedFd,
+        is_member: &impl Fn(u32) -> bool,
+        deliver: &mut impl FnMut(Delivery),
+    ) -> io::Result<()> {
+        let mut iov = [IoSliceMut::new(&mut self.buffer)];
+        let message = socket::recvmsg::<()>(
+            fd.as_raw_fd(),
+            &mut iov,
+            Some(&mut self.control),
+            MsgFlags::MSG_TRUNC | MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(io::Error::from)?;
+        let len = message.bytes;
+        let mut sender = None;
+        match message.cmsgs() {
+            Ok(cmsgs) => {
+                for cmsg in cmsgs {
+                    match cmsg {
+                        ControlMessageOwned::ScmCredentials(credentials) => {
+                            sender = u32::try_from(credentials.pid()).ok();
+                        }
+                        ControlMessageOwned::ScmRights(fds) => {
+                            for fd in fds {
+                                // SAFETY: the kernel just installed `fd` in our table for us;
+                                // nothing else knows it, so this is its only owner.
+                                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                                self.tally.descriptors_closed += 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // The buffer holds the kernel's maximum; if it still overflowed, the kernel kept
+            // what did not fit and released it.
+            Err(_) => tracing::warn!("a notification's control data was truncated"),
+        }
+        let received = len.min(self.buffer.len());
+        let Some(pid) = sender.filter(|pid| is_member(*pid)) else {
+            self.tally.from_outside += 1;
+            return Ok(());
+        };
+        if !self.guard.may_parse(self.elapsed()) {
+            self.tally.flooded += 1;
+            return Ok(());
+        }
+        let parsed = parse_datagram(&self.buffer[..received], len);
+        self.tally.count(&parsed);
+        match parsed {
+            Ok(notification) => deliver(Delivery { pid, notification }),
+            Err(rejection) => tracing::debug!(pid, %rejection, "notification dropped"),
+        }
+        Ok(())
+    }
+}
+
+/// The sending end: what an agent (a wrapper) uses to notify the runner that started it.
+#[derive(Debug)]
+pub struct NotifySender {
+    fd: OwnedFd,
+    address: UnixAddr,
+}
+
+impl NotifySender {
+    /// From `NOTIFY_SOCKET`, if it is set and names a socket address; `None` otherwise (the
+    /// agent then behaves as without a runner listening).
+    pub fn from_env() -> Option<Self> {
+        let value = std::env::var_os(NOTIFY_SOCKET)?;
+        match Self::connect(&value) {
+            Ok(sender) => Some(sender),
+            Err(error) => {
+                tracing::debug!(%error, "NOTIFY_SOCKET is not usable; not notifying");
+                None
+            }
+        }
+    }
+
+    /// For the address `value` (`@name` abstract, or a path).
+    pub fn connect(value: &OsStr) -> io::Result<Self> {
+        let bytes = value.as_bytes();
+        let address = match bytes.split_first() {
+            Some((b'@', name)) => UnixAddr::new_abstract(name)?,
+            Some((b'/', _)) => UnixAddr::new(bytes)?,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "NOTIFY_SOCKET is neither an absolute path nor an @abstract name",
+                ));
+            }
+        };
+        let fd = socket::socket(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )?;
+        Ok(Self { fd, address })
+    }
+
+    /// Sends `message` (`KEY=VALUE` lines) as one datagram; never blocks. An error means it
+    /// was not delivered (the receiver is gone, or its queue is full).
+    pub fn send(&self, message: &str) -> io::Result<()> {
+        socket::sendmsg(
+            self.fd.as_raw_fd(),
+            &[IoSlice::new(message.as_bytes())],
+            &[],
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            Some(&self.address),
+        )
+        .map(drop)
+        .map_err(io::Error::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixDatagram;
+    use std::process::Command;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::domain::notify::StatusChange;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A socket under test: binds, receives on a task, collects deliveries.
+    struct Harness {
+        name: String,
+        stop: Option<oneshot::Sender<()>>,
+        task: tokio::task::JoinHandle<NotifyTally>,
+        delivered: Arc<Mutex<Vec<Delivery>>>,
+    }
+
+    impl Harness {
+        fn start(is_member: impl Fn(u32) -> bool + Send + 'static) -> Self {
+            let socket = NotifySocket::bind().expect("bind");
+            let name = socket.env_value().to_owned();
+            let delivered = Arc::new(Mutex::new(Vec::new()));
+            let sink = delivered.clone();
+            let (stop, stopped) = oneshot::channel();
+            let task = tokio::spawn(socket.receive(
+                is_member,
+                move |delivery| sink.lock().unwrap().push(delivery),
+                stopped,
+            ));
+            Self {
+                name,
+                stop: Some(stop),
+                task,
+                delivered,
+            }
+        }
+
+        fn sender(&self) -> NotifySender {
+            NotifySender::connect(OsStr::new(&self.name)).expect("connect")
+        }
+
+        async fn wait_for(&self, count: usize) {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while self.delivered.lock().unwrap().len() < count && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+
+        async fn finish(mut self) -> (NotifyTally, Vec<Delivery>) {
+            let _ = self.stop.take().expect("not finished").send(());
+            let tally = self.task.await.expect("receiver task");
+            let delivered = std::mem::take(&mut *self.delivered.lock().unwrap());
+            (tally, delivered)
+        }
+    }
+
+    fn abstract_address(name: &str) -> std::os::unix::net::SocketAddr {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name).expect("address")
+    }
+
+    fn own_pid() -> impl Fn(u32) -> bool + Send + 'static {
+        let me = std::process::id();
+        move |pid| pid == me
+    }
+
+    #[test]
+    fn the_address_is_abstract_and_named_as_systemd_expects() {
+        runtime().block_on(async {
+            let socket = NotifySocket::bind().expect("bind");
+            let name = socket.env_value();
+            assert!(
+                name.starts_with(&format!("@ai-session-handler/{}/", std::process::id())),
+                "{name}"
+            );
+            // Nothing on disk: an abstract name is not a path.
+            assert!(!std::path::Path::new(&name[1..]).exists());
+            // std's own client reaches it by the same name.
+            let client = UnixDatagram::unbound().expect("client");
+            let address = abstract_address(&name[1..]);
+            client.send_to_addr(b"WATCHDOG=1", &address).expect("send");
+        });
+    }
+
+    #[test]
+    fn accepted_datagrams_are_delivered_with_their_sender() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let sender = harness.sender();
+            sender
+                .send("STATUS=tool: Bash cargo test\nWATCHDOG=1")
+                .unwrap();
+            sender.send("EXTEND_TIMEOUT_USEC=5000000").unwrap();
+            harness.wait_for(2).await;
+            let (tally, delivered) = harness.finish().await;
+            assert_eq!(tally.accepted, 2);
+            assert_eq!(delivered[0].pid, std::process::id());
+            assert_eq!(
+                delivered[0].notification.status,
+                Some(StatusChange::Set("tool: Bash cargo test".to_owned()))
+            );
+            assert!(delivered[0].notification.watchdog);
+            assert_eq!(
+                delivered[1].notification.extend_timeout,
+                Some(Duration::from_secs(5))
+            );
+        });
+    }
+
+    #[test]
+    fn senders_outside_the_attempt_are_dropped_and_counted() {
+        runtime().block_on(async {
+            let harness = Harness::start(|_| false);
+            harness.sender().send("WATCHDOG=1").unwrap();
+            // Queued before the stop, so read by the drain at the latest.
+            let (tally, delivered) = harness.finish().await;
+            assert!(delivered.is_empty());
+            assert_eq!(tally.from_outside, 1);
+            assert_eq!(tally.accepted, 0);
+        });
+    }
+
+    #[test]
+    fn garbage_and_oversized_datagrams_change_nothing_but_the_tally() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let sender = harness.sender();
+            sender.send("garbage").unwrap();
+            let huge = format!("STATUS={}", "x".repeat(64 * 1024));
+            // A datagram beyond the default send buffer may be refused by the kernel outright.
+            let _ = sender.send(&huge);
+            sender.send("STATUS=\u{1b}").unwrap();
+            sender.send("WATCHDOG=1").unwrap();
+            harness.wait_for(2).await;
+            let (tally, delivered) = harness.finish().await;
+            assert_eq!(tally.malformed, 1);
+            assert_eq!(tally.accepted, 2);
+            assert!(tally.oversized <= 1);
+            assert_eq!(delivered.len(), 2);
+        });
+    }
+
+    #[test]
+    fn a_datagram_larger_than_the_buffer_is_oversized() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let client = UnixDatagram::unbound().expect("client");
+            socket::setsockopt(&client, sockopt::SndBuf, &(256 * 1024)).expect("sndbuf");
+            let address = abstract_address(&harness.name[1..]);
+            let huge = format!("STATUS={}", "x".repeat(64 * 1024));
+            client
+                .send_to_addr(huge.as_bytes(), &address)
+                .expect("send 64 KiB");
+            client.send_to_addr(b"WATCHDOG=1", &address).expect("send");
+            harness.wait_for(1).await;
+            let (tally, delivered) = harness.finish().await;
+            assert_eq!(tally.oversized, 1);
+            assert_eq!(delivered.len(), 1);
+            assert!(delivered[0].notification.watchdog);
+        });
+    }
+
+    #[test]
+    fn passed_descriptors_are_closed_at_once() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
+            let client = UnixDatagram::unbound().expect("client");
+            let address = UnixAddr::new_abstract(&harness.name.as_bytes()[1..]).unwrap();
+            let fds = [write_end.as_raw_fd()];
+            socket::sendmsg(
+                client.as_raw_fd(),
+                &[IoSlice::new(b"BARRIER=1")],
+                &[socket::ControlMessage::ScmRights(&fds)],
+                MsgFlags::empty(),
+                Some(&address),
+            )
+            .expect("sendmsg");
+            drop(write_end);
+            // Once the receiver closed its copy, the read end sees end of file: what
+            // `systemd-notify` waits for.
+            let closed = tokio::task::spawn_blocking(move || {
+                use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+                let mut fds = [PollFd::new(read_end.as_fd(), PollFlags::POLLIN)];
+                poll(&mut fds, PollTimeout::from(30_000u16)).expect("poll") == 1
+                    && fds[0]
+                        .revents()
+                        .is_some_and(|events| events.contains(PollFlags::POLLHUP))
+            })
+            .await
+            .expect("join");
+            assert!(closed, "the passed descriptor was not closed");
+            let (tally, delivered) = harness.finish().await;
+            assert_eq!(tally.descriptors_closed, 1);
+            assert_eq!(delivered.len(), 1);
+        });
+    }
+
+    #[test]
+    fn systemd_notify_is_heard_and_returns() {
+        if Command::new("systemd-notify")
+            .arg("--help")
+            .output()
+            .is_err()
+        {
+            eprintln!("systemd-notify is not installed; skipped");
+            return;
+        }
+        runtime().block_on(async {
+            // systemd-notify sends with its parent's pid (ours) when it may, else its own.
+            let me = std::process::id();
+            let harness = Harness::start(move |pid| {
+                pid == me
+                    || crate::platform::proc::stat(pid)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|process| process.ppid == me)
+            });
+            let name = harness.name.clone();
+            let status = tokio::task::spawn_blocking(move || {
+                Command::new("systemd-notify")
+                    .arg("--status=compiling")
+                    .env(NOTIFY_SOCKET, name)
+                    .status()
+            });
+            let status = tokio::time::timeout(Duration::from_secs(30), status)
+                .await
+                .expect("systemd-notify returned")
+                .expect("join")
+                .expect("run systemd-notify");
+            assert!(status.success(), "{status}");
+            harness.wait_for(1).await;
+            let (_, delivered) = harness.finish().await;
+            assert!(delivered.iter().any(|delivery| delivery.notification.status
+                == Some(StatusChange::Set("compiling".to_owned()))));
+        });
+    }
+
+    #[test]
+    fn a_burst_is_read_whole_and_parsed_within_the_guard() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let sender = harness.sender();
+            let mut sent = 0;
+            // Send until the queue is full or 10,000 are out, reading meanwhile.
+            for _ in 0..10_000 {
+                while sender.send("WATCHDOG=1").is_err() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                sent += 1;
+            }
+            let (tally, _) = harness.finish().await;
+            assert_eq!(tally.accepted + tally.flooded, sent);
+            assert!(tally.accepted >= u64::from(crate::domain::notify::PARSE_BURST));
+        });
+    }
+
+    #[test]
+    fn queued_datagrams_are_read_when_receiving_stops() {
+        runtime().block_on(async {
+            let harness = Harness::start(own_pid());
+            let sender = harness.sender();
+            for index in 0..5 {
+                sender.send(&format!("STATUS=step {index}")).unwrap();
+            }
+            let (tally, delivered) = harness.finish().await;
+            assert_eq!(tally.accepted, 5);
+            assert_eq!(delivered.len(), 5);
+        });
+    }
+
+    #[test]
+    fn a_receiver_on_its_own_thread_reads_what_was_sent_before_it_started() {
+        let socket = NotifySocket::bind().expect("bind");
+        let sender = NotifySender::connect(OsStr::new(socket.env_value())).expect("connect");
+        // The worker may notify before its identity is known and the receiver started.
+        sender.send("STATUS=early").unwrap();
+        let delivered = Arc::new(Mutex::new(Vec::new()));
+        let sink = delivered.clone();
+        let receiver = NotifyReceiver::start(socket, own_pid(), move |delivery| {
+            sink.lock().unwrap().push(delivery)
+        })
+        .expect("start");
+        sender.send("STATUS=later").unwrap();
+        let tally = receiver.finish();
+        assert_eq!(tally.accepted, 2);
+        let statuses: Vec<_> = delivered
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|delivery| delivery.notification.status.clone())
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                Some(StatusChange::Set("early".to_owned())),
+                Some(StatusChange::Set("later".to_owned()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sender_without_a_receiver_fails_without_blocking() {
+        let sender =
+            NotifySender::connect(OsStr::new("@ai-session-handler/nobody/none")).expect("connect");
+        assert!(sender.send("WATCHDOG=1").is_err());
+        assert!(NotifySender::connect(OsStr::new("relative/path")).is_err());
+        assert!(NotifySender::connect(OsStr::new("")).is_err());
+    }
+}
