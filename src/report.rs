@@ -252,6 +252,9 @@ fn reported_result(status: AttemptStatus) -> String {
 
 /// The progress line for a run event, if it has one (stderr, printed as it happens).
 pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
+    if let RunEvent::WatchdogLost { detail, .. } = event {
+        return Some(format!("warning: {detail}"));
+    }
     let RunEvent::RetryScheduled {
         schedule,
         delay_seconds,

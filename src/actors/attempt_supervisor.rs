@@ -61,12 +61,13 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{
     TRAILER_SEPARATOR, Trailer, TranscriptHeader, render_header, render_trailer,
 };
+use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::{durable, file_tail, spawn};
+use crate::platform::{durable, file_tail, spawn, watchdog};
 
 /// After the leader exits on its own, how long its pipes may stay open before the remaining
 /// group members are killed as leaked descendants.
@@ -196,6 +197,8 @@ pub enum AttemptMsg {
     Gathered(Box<Gathered>),
     /// The commit task finished.
     Committed(Box<Result<Option<ScheduledRetry>, RecordFailure>>),
+    /// The run's watchdog was lost, and replaced or not (platform::watchdog's monitor).
+    WatchdogLost(Box<WatchdogLoss>),
 }
 
 /// A launched worker, handed from the preparation task to the supervisor.
@@ -302,6 +305,12 @@ pub struct AttemptState {
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
     tasks: Vec<JoinHandle<()>>,
+    /// Watchdog losses are told to this attempt while it lives.
+    _watchdog: watchdog::Subscription,
+    /// The watchdog losses during this attempt, for the trailer and the outcome.
+    watchdog_losses: Vec<WatchdogLoss>,
+    /// A loss that stops the attempt, noticed before its worker ran: acted on at launch.
+    deferred_watchdog_stop: Option<String>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -326,6 +335,14 @@ impl Actor for AttemptSupervisor {
             output: OutputBytes::default(),
             phase_attempt: 1,
             tasks: Vec::new(),
+            _watchdog: {
+                let target = myself.clone();
+                watchdog::subscribe(move |loss| {
+                    notify(&target, AttemptMsg::WatchdogLost(Box::new(loss)));
+                })
+            },
+            watchdog_losses: Vec::new(),
+            deferred_watchdog_stop: None,
         };
         let preparation = state.preparation();
         let target = myself.clone();
@@ -398,6 +415,7 @@ impl Actor for AttemptSupervisor {
                     state.on_committed(*result);
                     None
                 }
+                AttemptMsg::WatchdogLost(loss) => state.on_watchdog_lost(*loss),
             };
             if let Some(event) = event {
                 state.feed(event, &myself);
@@ -507,6 +525,32 @@ impl AttemptState {
                 }
             }
         }
+    }
+
+    /// The watchdog was lost: say so (event now, trailer and outcome later) and, when no new
+    /// watchdog took over, stop the attempt — its worker would outlive a SIGKILLed handler.
+    /// The rules are [`WatchdogLoss::reaction`]; the stop is an `execution-io` cause.
+    fn on_watchdog_lost(&mut self, loss: WatchdogLoss) -> Option<AttemptEvent> {
+        tracing::info!(loss = %loss.describe(), "the attempt lost its watchdog");
+        self.emit(RunEvent::watchdog_lost(&loss));
+        let reaction = loss.reaction();
+        self.watchdog_losses.push(loss);
+        match reaction {
+            LossReaction::Continue => None,
+            LossReaction::StopAttempt(message) if self.crew.is_none() => {
+                // No group to stop yet: the machine ignores triggers while preparing.
+                self.deferred_watchdog_stop = Some(message);
+                None
+            }
+            LossReaction::StopAttempt(message) => Some(AttemptEvent::OutputFailed { message }),
+        }
+    }
+
+    fn watchdog_notes(&self) -> Vec<String> {
+        self.watchdog_losses
+            .iter()
+            .map(WatchdogLoss::trailer_line)
+            .collect()
     }
 
     /// A match of the combined pattern set: stop regexes come first, rate-limit patterns after.
@@ -641,6 +685,9 @@ impl AttemptState {
         ));
         // The group exists and the killer knows it: a held signal is acted on now.
         self.feed(AttemptEvent::Launched, myself);
+        if let Some(message) = self.deferred_watchdog_stop.take() {
+            self.feed(AttemptEvent::OutputFailed { message }, myself);
+        }
         self.record_running(&attempt.id, identity, myself);
         self.start_readers(stdout, stderr, myself).await;
         None
@@ -845,6 +892,7 @@ impl AttemptState {
             launch_error: None,
             // The writer adds what happened to the live output.
             console_notes: Vec::new(),
+            watchdog_notes: self.watchdog_notes(),
         };
         let writer = crew.writer.clone();
         let marker = crew.marker.clone();
@@ -912,6 +960,7 @@ impl AttemptState {
                     let trailer = Trailer {
                         finished_at: Some(finished_at),
                         launch_error: Some(summary),
+                        watchdog_notes: self.watchdog_notes(),
                         ..Trailer::default()
                     };
                     (transcript, render_trailer(&trailer, 0, true))
@@ -978,6 +1027,9 @@ impl AttemptState {
                     .raw()
                     .to_owned(),
             ),
+            watchdog_losses: u32::try_from(self.watchdog_losses.len())
+                .ok()
+                .filter(|losses| *losses > 0),
         };
         let policy = self.retry_inputs(conclusion.decision.status, &attempt);
         self.committing = Some(conclusion.decision);
@@ -1329,7 +1381,7 @@ impl PreparationTask {
             summary,
         };
 
-        let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace) {
+        let child = match spawn::spawn_worker(&argv, &attempt.execution_workspace, &attempt.id) {
             Ok(child) => child,
             Err(error) => {
                 let program = argv.first().cloned().unwrap_or_default();

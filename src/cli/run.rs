@@ -4,6 +4,7 @@
 //! returns its exit code.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use crate::invocation::{
     locate, read_config, read_plan_snapshot,
 };
 use crate::platform::console::Console;
-use crate::platform::watchdog;
+use crate::platform::{spawn, watchdog};
 use crate::report::{self, Output};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -83,6 +84,21 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return exit;
         }
     };
+    // The caller's descriptors are not the workers' (issue 23): marked close-on-exec once.
+    spawn::keep_inherited_descriptors_from_workers();
+    // Before any worker exists — every worker registers its group with it, so a SIGKILLed
+    // handler leaves no worker running — and before any thread exists, so that it is a
+    // plain fork rather than a re-execution of this binary.
+    let watchdog_options = watchdog::StartOptions {
+        events_path: Some(Path::new(&location.layout.dir).join("events.jsonl")),
+    };
+    match watchdog::start(watchdog_options) {
+        Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
+        ),
+    }
     let threads = Console::start(args.json).and_then(|console| {
         let console = Arc::new(console);
         let stream = Arc::new(EventStream::start(&location.layout.dir)?);
@@ -91,6 +107,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let (console, stream) = match threads {
         Ok(threads) => threads,
         Err(error) => {
+            watchdog::finish();
             let message = format!("cannot start the output threads: {error}");
             print_error(args.json, ExitCode::AgentFailed, &message, started);
             return ExitCode::AgentFailed;
@@ -104,15 +121,6 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let progress = Arc::new(Progress::new(mode, console.clone()));
     let observers: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
-    // Before any worker exists: every worker registers its group with it, so a SIGKILLed
-    // handler leaves no worker running.
-    match watchdog::start() {
-        Ok(pid) => tracing::info!(pid, "watchdog started"),
-        Err(error) => tracing::warn!(
-            %error,
-            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
-        ),
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")

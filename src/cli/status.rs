@@ -10,7 +10,9 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
-use crate::invocation::probe::{RunInProgress, recorded_worker_alive, run_in_progress};
+use crate::invocation::probe::{
+    RunInProgress, attempt_processes, recorded_worker_alive, run_in_progress,
+};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_config, read_plan_snapshot, read_state,
@@ -104,6 +106,10 @@ pub struct ActiveAttemptReport {
     pub process_group_id: Option<u32>,
     /// Whether the recorded worker is still that live process; `null` without an identity.
     pub worker_alive: Option<bool>,
+    /// Live processes carrying the attempt's id in their environment (the worker and its
+    /// descendants, also those that left its group); `null` while the run is in progress or
+    /// when `/proc` cannot be scanned.
+    pub live_processes: Option<Vec<u32>>,
     pub execution_workspace: String,
     pub prompt_path: String,
     pub transcript_path: String,
@@ -125,6 +131,11 @@ pub struct LastRunReport {
     pub transcript_exists: bool,
     pub outcome_path: Option<String>,
     pub summary: String,
+    /// How often the attempt lost the run's watchdog (killed or stopped); `null` when never.
+    pub watchdog_losses: Option<u64>,
+    /// Live processes carrying the attempt's id in their environment (descendants that
+    /// survived it); `null` when `/proc` cannot be scanned.
+    pub live_processes: Option<Vec<u32>>,
 }
 
 /// Whether the plan bytes still match the accepted snapshot.
@@ -158,6 +169,15 @@ pub fn run(args: &StatusArgs) -> ExitCode {
     let mut report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
     report.run_in_progress = running.is_some();
     report.handler_pid = running.and_then(|running| running.handler_pid);
+    // What may still run of a recorded attempt (not of the attempt a live run is running).
+    if let Some(attempt) = report.active_attempt.as_mut()
+        && !report.run_in_progress
+    {
+        attempt.live_processes = attempt_processes(&attempt.id);
+    }
+    if let Some(last_run) = report.last_run.as_mut() {
+        last_run.live_processes = attempt_processes(&last_run.run_id);
+    }
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -282,6 +302,7 @@ fn build_report(
                 .as_ref()
                 .map(|process| process.process_group_id),
             worker_alive: recorded_worker_alive(attempt),
+            live_processes: None,
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -300,6 +321,13 @@ fn build_report(
         transcript_exists: is_file(&last_run.transcript_path),
         outcome_path: last_run.outcome_path.clone(),
         summary: last_run.summary.clone(),
+        watchdog_losses: state
+            .committed_outcomes
+            .iter()
+            .rev()
+            .find(|entry| entry.attempt_id == last_run.run_id)
+            .and_then(|entry| entry.watchdog_losses),
+        live_processes: None,
     });
     let latest_transcript = match (&state.active_attempt, &state.last_run) {
         (Some(attempt), _) => Some(attempt.transcript_path.clone()),
@@ -415,6 +443,13 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             Some(false) => lines.push("worker process: not running".to_owned()),
             None => {}
         }
+        if let Some(pids) = attempt
+            .live_processes
+            .as_ref()
+            .filter(|pids| !pids.is_empty())
+        {
+            lines.push(still_running_line("attempt", pids));
+        }
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
         lines.push(format!("attempt transcript: {}", attempt.transcript_path));
         if !attempt.transcript_exists {
@@ -489,6 +524,18 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             "last run: {} ({})",
             last_run.run_id, last_run.status
         ));
+        if let Some(losses) = last_run.watchdog_losses {
+            lines.push(format!(
+                "last run watchdog: lost {losses} time(s) during the attempt (its transcript trailer says how, and whether a new one took over)"
+            ));
+        }
+        if let Some(pids) = last_run
+            .live_processes
+            .as_ref()
+            .filter(|pids| !pids.is_empty())
+        {
+            lines.push(still_running_line("last run", pids));
+        }
     }
     lines.push(match report.plan.status {
         "unchanged" => "plan: matches the accepted snapshot".to_owned(),
@@ -516,6 +563,17 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     lines.extend(phase_table(&report.phases));
     lines.push(totals_line(&report.totals));
     lines
+}
+
+/// `attempt processes still running: 2 (pids 40, 41) carry its id …`.
+fn still_running_line(whose: &str, pids: &[u32]) -> String {
+    let listed: Vec<String> = pids.iter().take(20).map(u32::to_string).collect();
+    let more = if pids.len() > 20 { ", …" } else { "" };
+    format!(
+        "{whose} processes still running: {} (pids {}{more}) carry its attempt id; stop them before retrying",
+        pids.len(),
+        listed.join(", ")
+    )
 }
 
 /// The phase table: the duration and output columns are the latest committed attempt's.

@@ -10,6 +10,7 @@ use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::AttemptStatus;
+use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 
 /// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
 /// its fields beside it.
@@ -53,6 +54,18 @@ pub enum RunEvent {
     /// The attempt is being stopped: `cause` is `timeout`, `idle-timeout`, `stop-regex`,
     /// `rate-limited`, `interrupted` or `execution-io`; `detail` says more.
     StopRequested { cause: String, detail: String },
+    /// The run's watchdog was lost (killed or stopped): what happened, and whether a new one
+    /// took over (`replaced_by`) or the attempt is stopped (`error`).
+    WatchdogLost {
+        pid: u32,
+        /// `killed`, `stopped` or `exited`.
+        cause: &'static str,
+        /// The signal that killed or stopped it, or its exit code.
+        code: i32,
+        replaced_by: Option<u32>,
+        error: Option<String>,
+        detail: String,
+    },
     /// The worker's group is empty.
     GroupStopped {
         leaked: Vec<u32>,
@@ -93,6 +106,31 @@ pub enum RunEvent {
 }
 
 impl RunEvent {
+    /// The `WatchdogLost` event for a loss.
+    pub fn watchdog_lost(loss: &WatchdogLoss) -> Self {
+        let (cause, code) = match loss.cause {
+            LossCause::Killed(signal) => ("killed", signal),
+            LossCause::Stopped(signal) => ("stopped", signal),
+            LossCause::Exited(code) => ("exited", code),
+        };
+        let (replaced_by, error) = match &loss.replacement {
+            Replacement::Started(pid) => (Some(*pid), None),
+            Replacement::Failed(error) => (None, Some(error.clone())),
+            Replacement::GaveUp { losses } => (
+                None,
+                Some(format!("lost {losses} times; not replaced again")),
+            ),
+        };
+        Self::WatchdogLost {
+            pid: loss.pid,
+            cause,
+            code,
+            replaced_by,
+            error,
+            detail: loss.describe(),
+        }
+    }
+
     /// The `GroupStopped` event for a killer's report.
     pub fn group_stopped(report: &GroupReport) -> Self {
         Self::GroupStopped {

@@ -18,4 +18,5 @@ pub mod signal_disposition;
 pub mod spawn;
 pub mod transcript_file;
 pub mod watchdog;
+pub(crate) mod watchdog_process;
 pub mod write_thread;

@@ -8,6 +8,7 @@ mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
 mod hardening;
+mod hostile;
 mod invalid_inputs;
 mod observability;
 mod process_lifecycle;

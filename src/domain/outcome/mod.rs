@@ -49,6 +49,10 @@ pub struct OutcomeRecord {
     /// The agent command template that ran (the primary one or a rate-limit fallback).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) agent_cmd: Option<String>,
+    /// How often the run's watchdog was lost (killed, stopped) during the attempt; written
+    /// only when it was (docs/architecture.md, "The watchdog").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) watchdog_losses: Option<u32>,
 }
 
 /// Output sizes of one attempt, per stream.
@@ -97,8 +101,13 @@ const OUTCOME_KEYS: [&str; 11] = [
     "signal",
 ];
 /// Keys added later, in on-disk order after the original ones; optional on read.
-const OPTIONAL_OUTCOME_KEYS: [&str; 4] =
-    ["duration_ms", "output_bytes", "phase_attempt", "agent_cmd"];
+const OPTIONAL_OUTCOME_KEYS: [&str; 5] = [
+    "duration_ms",
+    "output_bytes",
+    "phase_attempt",
+    "agent_cmd",
+    "watchdog_losses",
+];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
 const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
 
@@ -171,6 +180,11 @@ impl OutcomeRecord {
                 "expected phase_attempt to be a positive integer".into(),
             ));
         }
+        if self.watchdog_losses == Some(0) {
+            return Err(OutcomeError(
+                "expected watchdog_losses to be a positive integer".into(),
+            ));
+        }
         if let Some(agent_cmd) = &self.agent_cmd {
             strict_json::require_nonempty("agent_cmd", agent_cmd)?;
         }
@@ -210,6 +224,9 @@ impl OutcomeRecord {
                 Ok(object.optional_string("agent_cmd")?.map(str::to_owned))
             })?
             .flatten(),
+            watchdog_losses: optional(object, "watchdog_losses", |object| {
+                object.integer("watchdog_losses")
+            })?,
         })
     }
 }

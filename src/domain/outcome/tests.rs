@@ -34,6 +34,7 @@ fn record() -> OutcomeRecord {
         output_bytes: None,
         phase_attempt: None,
         agent_cmd: None,
+        watchdog_losses: None,
     }
 }
 
@@ -418,6 +419,7 @@ fn current_record() -> OutcomeRecord {
         }),
         phase_attempt: Some(3),
         agent_cmd: Some("ai-session-handler-claude-high".into()),
+        watchdog_losses: None,
         ..record()
     }
 }

@@ -26,7 +26,8 @@ pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
 pub(super) const OUTCOME_REF_KEYS: [&str; 4] = ["attempt_id", "phase_id", "status", "path"];
 /// Keys of a `committed_outcomes` entry added later, after the original ones.
-pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 2] = ["duration_ms", "output_bytes"];
+pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 3] =
+    ["duration_ms", "output_bytes", "watchdog_losses"];
 pub(super) const ACTIVE_ATTEMPT_KEYS: [&str; 10] = [
     "id",
     "status",
@@ -174,6 +175,7 @@ impl OutcomeRef {
             path: object.string("path")?.to_owned(),
             duration_ms: count("duration_ms")?,
             output_bytes: count("output_bytes")?,
+            watchdog_losses: count("watchdog_losses")?,
         })
     }
 }

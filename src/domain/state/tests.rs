@@ -102,6 +102,7 @@ fn outcome(
         output_bytes: None,
         phase_attempt: None,
         agent_cmd: None,
+        watchdog_losses: None,
     }
 }
 
@@ -1160,6 +1161,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             path: attempt.outcome_path.clone(),
             duration_ms: None,
             output_bytes: None,
+            watchdog_losses: None,
         }]
     );
     assert_eq!(

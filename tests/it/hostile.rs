@@ -1,0 +1,478 @@
+//! The adversarial cases of issue 23 (docs/reliability.md, "Adversarial cases (issue 23)"): an
+//! agent that kills or stops the watchdog, escapees that must not survive a SIGKILLed
+//! handler, a watchdog that must neither block on a full stderr nor write after the prompt,
+//! and `status` saying what of an attempt still runs. Each test failed before its fix.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::common::*;
+
+const PLAN: &str = "plan.md";
+
+fn one_phase() -> Sandbox {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    sandbox
+}
+
+/// An agent script: `body` after reading the prompt.
+fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
+    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
+}
+
+fn at(sandbox: &Sandbox, name: &str) -> String {
+    sandbox.path(name).display().to_string()
+}
+
+fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    sandbox.spawn(&args)
+}
+
+fn read_state(sandbox: &Sandbox) -> Option<Value> {
+    serde_json::from_slice(&sandbox.state_bytes(PLAN)?).ok()
+}
+
+#[track_caller]
+fn wait_running(sandbox: &Sandbox, ready: &str) {
+    assert!(
+        wait_until(PATIENCE, || sandbox.path(ready).exists()),
+        "the agent never became ready"
+    );
+    assert!(
+        wait_until(PATIENCE, || {
+            read_state(sandbox).is_some_and(|state| state["active_attempt"]["status"] == "running")
+        }),
+        "the running attempt was never recorded"
+    );
+}
+
+/// Shell that finds the handler's watchdog the way a hostile agent would — a child of
+/// `$PPID` named `ash-watchdog` (or, before issue 23, with the hidden argument in its
+/// command line) — and sends it `signal`, writing its pid to `victim`.
+fn attack_watchdog(signal: &str, victim: &str) -> String {
+    format!(
+        r#"for p in /proc/[0-9]*; do
+  parent=$(awk '{{print $4}}' "$p/stat" 2>/dev/null)
+  [ "$parent" = "$PPID" ] || continue
+  if [ "$(cat "$p/comm" 2>/dev/null)" = ash-watchdog ] || tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q __ai-session-handler-watchdog; then
+    echo "${{p#/proc/}}" > '{victim}'
+    kill -{signal} "${{p#/proc/}}"
+  fi
+done
+"#
+    )
+}
+
+/// Shell that waits (bounded) until `$PPID` has a watchdog other than the one in `victim`.
+fn await_new_watchdog(victim: &str) -> String {
+    format!(
+        r#"i=0
+while [ $i -lt 600 ]; do
+  for p in /proc/[0-9]*; do
+    [ "${{p#/proc/}}" = "$(cat '{victim}')" ] && continue
+    [ "$(awk '{{print $4}}' "$p/stat" 2>/dev/null)" = "$PPID" ] || continue
+    [ "$(cat "$p/comm" 2>/dev/null)" = ash-watchdog ] && break 2
+  done
+  i=$((i+1)); sleep 0.05
+done
+"#
+    )
+}
+
+fn pid_in(sandbox: &Sandbox, name: &str) -> u32 {
+    fs::read_to_string(sandbox.path(name))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+fn events(sandbox: &Sandbox) -> Vec<Value> {
+    fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn transcript(sandbox: &Sandbox) -> String {
+    let files = sandbox.artifacts(PLAN, "transcripts");
+    assert_eq!(files.len(), 1, "{files:?}");
+    String::from_utf8_lossy(&fs::read(&files[0]).expect("transcript")).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 3: an agent kills (or stops) the watchdog
+// ---------------------------------------------------------------------------------------
+
+/// The agent SIGKILLs the watchdog: the handler notices at once, starts a new one that knows
+/// the worker's group, and says so in the transcript, the event stream, the outcome and
+/// `status`.
+#[test]
+fn a_killed_watchdog_is_replaced_and_the_loss_is_recorded() {
+    let sandbox = one_phase();
+    let victim = at(&sandbox, "victim");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "{}{}echo '<phase-complete>done</phase-complete>'\n",
+            attack_watchdog("KILL", &victim),
+            await_new_watchdog(&victim)
+        ),
+    );
+    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    run.assert_code(0);
+    let lost = pid_in(&sandbox, "victim");
+
+    let trailer = transcript(&sandbox);
+    let line = trailer
+        .lines()
+        .find(|line| line.starts_with("watchdog_lost: "))
+        .unwrap_or_else(|| panic!("no watchdog_lost line in the trailer:\n{trailer}"));
+    assert!(
+        line.starts_with(&format!(
+            "watchdog_lost: the watchdog (pid {lost}) was killed by SIGKILL; a new watchdog (pid "
+        )),
+        "{line}"
+    );
+    let event = events(&sandbox)
+        .into_iter()
+        .find(|event| event["event"] == "watchdog-lost")
+        .expect("a watchdog-lost event");
+    assert_eq!(event["pid"], lost);
+    assert_eq!(event["cause"], "killed");
+    assert_eq!(event["code"], 9);
+    assert!(event["replaced_by"].as_u64().is_some(), "{event}");
+    assert!(event["attempt_id"].is_string(), "{event}");
+
+    let state = sandbox.state(PLAN);
+    assert_eq!(state["committed_outcomes"][0]["watchdog_losses"], 1);
+    let outcome = read_json(&sandbox.artifacts(PLAN, "outcomes")[0]);
+    assert_eq!(outcome["watchdog_losses"], 1);
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        "last run watchdog: lost 1 time(s) during the attempt (its transcript trailer says how, and whether a new one took over)",
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// After the agent killed the watchdog, a SIGKILL of the handler still leaves nothing
+/// running: the replacement stops the worker and its grandchild.
+#[test]
+fn after_the_watchdog_was_killed_a_sigkilled_handler_still_leaves_nothing() {
+    let sandbox = one_phase();
+    let victim = at(&sandbox, "victim");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "{}{}(trap '' TERM; exec sleep 600) >/dev/null 2>&1 &\ntrap '' TERM\ntouch '{}'\nwhile :; do sleep 1; done\n",
+            attack_watchdog("KILL", &victim),
+            await_new_watchdog(&victim),
+            at(&sandbox, "READY")
+        ),
+    );
+    let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
+    wait_running(&sandbox, "READY");
+    handler.kill().expect("SIGKILL the handler");
+    handler.wait().expect("reap the handler");
+    sandbox.assert_no_survivors();
+    // `--retry-stopped` is not refused by a live worker: nothing is left.
+    let done = agent_completing(&sandbox);
+    let retry = sandbox.run_plan(PLAN, &done, &["--quiet", "--retry-stopped"]);
+    retry.assert_code(0);
+}
+
+fn agent_completing(sandbox: &Sandbox) -> PathBuf {
+    sandbox.script(
+        "done-agent",
+        "cat >/dev/null\necho '<phase-complete>done</phase-complete>'\n",
+    )
+}
+
+/// A watchdog stopped with SIGSTOP protects nothing: the handler kills it and starts a new
+/// one, the same as for a killed one.
+#[test]
+fn a_stopped_watchdog_is_killed_and_replaced() {
+    let sandbox = one_phase();
+    let victim = at(&sandbox, "victim");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "{}{}echo '<phase-complete>done</phase-complete>'\n",
+            attack_watchdog("STOP", &victim),
+            await_new_watchdog(&victim)
+        ),
+    );
+    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    run.assert_code(0);
+    let lost = pid_in(&sandbox, "victim");
+    assert!(!alive(lost), "the stopped watchdog {lost} was left behind");
+    let trailer = transcript(&sandbox);
+    assert!(
+        trailer.contains(&format!(
+            "watchdog_lost: the watchdog (pid {lost}) was stopped by SIGSTOP (the handler killed it); a new watchdog (pid "
+        )),
+        "{trailer}"
+    );
+    sandbox.assert_no_survivors();
+}
+
+/// When no new watchdog can be started, the attempt is stopped (nothing would stop its
+/// worker if the handler died now): `execution-io-failed`, saying why.
+#[cfg(feature = "failpoints")]
+#[test]
+fn an_attempt_whose_watchdog_cannot_be_replaced_is_stopped() {
+    let sandbox = one_phase();
+    let victim = at(&sandbox, "victim");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "{}touch '{}'\nwhile :; do sleep 1; done\n",
+            attack_watchdog("KILL", &victim),
+            at(&sandbox, "READY")
+        ),
+    );
+    let output = sandbox
+        .command()
+        .env("FAILPOINTS", "watchdog-replace=return")
+        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd"])
+        .arg(&agent)
+        .output()
+        .expect("run");
+    let run = Run::from_output(output);
+    run.assert_code(4);
+    let lost = pid_in(&sandbox, "victim");
+    let summary = format!(
+        "attempt execution IO failed: no watchdog protects the worker any more: the watchdog (pid {lost}) was killed by SIGKILL; no new watchdog could be started: injected failure at failpoint watchdog-replace"
+    );
+    assert!(
+        run.stderr
+            .lines()
+            .any(|line| line == format!("execution-io-failed: {summary}")),
+        "{}",
+        run.stderr
+    );
+    let state = sandbox.state(PLAN);
+    assert_eq!(state["stop"]["reason"], "execution-io-failed");
+    assert_eq!(state["stop"]["message"], summary.as_str());
+    let event = events(&sandbox)
+        .into_iter()
+        .find(|event| event["event"] == "watchdog-lost")
+        .expect("a watchdog-lost event");
+    assert!(event["replaced_by"].is_null());
+    assert_eq!(
+        event["error"],
+        "injected failure at failpoint watchdog-replace"
+    );
+    assert!(transcript(&sandbox).contains("watchdog_lost: "));
+    sandbox.assert_no_survivors();
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 4: no escapee survives a SIGKILLed handler
+// ---------------------------------------------------------------------------------------
+
+/// Escapees of every kind the handler's own sweep kills on Ctrl-C: a `setsid` child of the
+/// live agent, a double-forked daemon (re-parented to the handler), and one that also
+/// cleared its environment (no token to find it by). After `kill -9` of the handler the
+/// watchdog stops them all.
+#[test]
+fn no_escapee_survives_a_sigkilled_handler() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "setsid sleep 301 &\n( setsid sleep 302 & )\nenv -i setsid sh -c 'echo $$ > {pidfile}; exec sleep 303' &\nwhile [ ! -s '{pidfile}' ]; do sleep 0.01; done\ntouch '{ready}'\nwhile :; do sleep 1; done\n",
+            pidfile = at(&sandbox, "cleared.pid"),
+            ready = at(&sandbox, "READY")
+        ),
+    );
+    let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
+    wait_running(&sandbox, "READY");
+    let cleared = pid_in(&sandbox, "cleared.pid");
+    assert!(alive(cleared));
+    handler.kill().expect("SIGKILL the handler");
+    handler.wait().expect("reap the handler");
+    sandbox.assert_no_survivors();
+    assert!(
+        wait_until(PATIENCE, || !alive(cleared)),
+        "the escapee without the token ({cleared}) survived"
+    );
+    let event = events(&sandbox)
+        .into_iter()
+        .find(|event| event["event"] == "watchdog-stopped")
+        .expect("a watchdog-stopped record");
+    assert_eq!(event["handler_pid"], handler.id());
+    assert!(
+        event["escaped"]
+            .as_array()
+            .is_some_and(|pids| pids.len() >= 3),
+        "{event}"
+    );
+}
+
+/// The watchdog's last word never keeps it alive: with the handler's stderr a full pipe that
+/// nobody reads, it still stops the worker and exits.
+#[test]
+fn the_watchdog_exits_although_its_stderr_is_a_full_pipe() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "head -c 400000 /dev/zero | tr '\\0' x >&2\ntouch '{}'\nwhile :; do sleep 1; done\n",
+            at(&sandbox, "READY")
+        ),
+    );
+    // Not --quiet: the agent's stderr is echoed to the handler's, a pipe the test never
+    // reads, which fills up.
+    let mut handler = spawn_run(&sandbox, &agent, &[]);
+    wait_running(&sandbox, "READY");
+    handler.kill().expect("SIGKILL the handler");
+    let _ = handler.wait();
+    sandbox.assert_no_survivors();
+    drop(handler);
+}
+
+/// On a terminal the watchdog writes nothing: it would land after the shell's prompt, the
+/// handler being dead. What it did is in the event stream (and `status`).
+#[test]
+fn the_watchdog_writes_nothing_on_a_terminal() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "touch '{}'\nwhile :; do sleep 1; done\n",
+            at(&sandbox, "READY")
+        ),
+    );
+    let screen = sandbox.path("screen.out");
+    // The terminal stays open until the test removes `HOLD`, so whatever the watchdog wrote
+    // after the handler's death (the "prompt") is on the screen by then.
+    sandbox.write("HOLD", "");
+    let command = format!(
+        "{BIN} run --plan {PLAN} --agent-cmd {} --quiet; echo PROMPT; while [ -e HOLD ]; do sleep 0.05; done",
+        agent.display()
+    );
+    let mut terminal = Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run script");
+    wait_running(&sandbox, "READY");
+    let handler = read_state(&sandbox).expect("state")["active_attempt"]["process"]["pid"]
+        .as_u64()
+        .and_then(|worker| parent_of(worker as u32))
+        .expect("the worker's parent is the handler");
+    kill(Pid::from_raw(handler as i32), Signal::SIGKILL).expect("SIGKILL the handler");
+    // Nothing of the run is left (the watchdog included) once only the holding shell runs.
+    assert!(
+        wait_until(PATIENCE, || sandbox
+            .survivors()
+            .iter()
+            .all(|pid| !is_watchdog(*pid) && parent_of(*pid) != Some(handler))),
+        "the run's processes did not end"
+    );
+    assert!(
+        wait_until(PATIENCE, || {
+            fs::read(&screen).is_ok_and(|text| String::from_utf8_lossy(&text).contains("PROMPT"))
+        }),
+        "the shell never went on"
+    );
+    fs::remove_file(sandbox.path("HOLD")).unwrap();
+    assert!(
+        wait_until(PATIENCE, || matches!(terminal.try_wait(), Ok(Some(_)))),
+        "script did not end"
+    );
+    sandbox.assert_no_survivors();
+    let text = String::from_utf8_lossy(&fs::read(&screen).unwrap()).into_owned();
+    assert!(text.contains("PROMPT"), "{text:?}");
+    assert!(
+        !text.contains("watchdog"),
+        "the watchdog wrote to the terminal:\n{text:?}"
+    );
+    assert!(
+        events(&sandbox)
+            .iter()
+            .any(|event| event["event"] == "watchdog-stopped"),
+        "no watchdog-stopped record"
+    );
+}
+
+/// When the handler and its watchdog die together (`kill -9` of both), `status` says which
+/// processes of the abandoned attempt still run — the recorded worker and an escapee that
+/// left its group — so they can be stopped before a retry.
+#[test]
+fn status_names_what_of_an_abandoned_attempt_still_runs() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "setsid sh -c 'echo $$ > {pidfile}; exec sleep 301' &\nwhile [ ! -s '{pidfile}' ]; do sleep 0.01; done\ntouch '{ready}'\nexec sleep 600\n",
+            pidfile = at(&sandbox, "escapee.pid"),
+            ready = at(&sandbox, "READY")
+        ),
+    );
+    let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
+    wait_running(&sandbox, "READY");
+    kill_watchdog(&sandbox);
+    handler.kill().expect("SIGKILL the handler");
+    handler.wait().expect("reap the handler");
+    let state = sandbox.state(PLAN);
+    let worker = state["active_attempt"]["process"]["pid"].as_u64().unwrap() as u32;
+    let escapee = pid_in(&sandbox, "escapee.pid");
+    let mut pids = [worker, escapee];
+    pids.sort_unstable();
+
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    assert_has_line(
+        &status.stdout,
+        &format!(
+            "attempt processes still running: 2 (pids {}, {}) carry its attempt id; stop them before retrying",
+            pids[0], pids[1]
+        ),
+    );
+    let json = sandbox.run(&["status", "--plan", PLAN, "--json"]);
+    let report: Value = serde_json::from_str(&json.stdout).expect("status --json");
+    assert_eq!(
+        report["active_attempt"]["live_processes"],
+        serde_json::json!(pids)
+    );
+    for pid in pids {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    sandbox.assert_no_survivors();
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    assert!(
+        !status.stdout.contains("still running: "),
+        "{}",
+        status.stdout
+    );
+}
