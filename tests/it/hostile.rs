@@ -476,3 +476,58 @@ fn status_names_what_of_an_abandoned_attempt_still_runs() {
         status.stdout
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 7: the agent inherits no descriptor of the handler's caller
+// ---------------------------------------------------------------------------------------
+
+/// A caller that leaves descriptors open without close-on-exec (fds 5 and 7 here, as a job
+/// server or a harness would) does not pass them to the agent: it gets stdin, stdout and
+/// stderr, and the script its shell reads.
+#[test]
+fn the_agent_inherits_no_descriptor_of_the_callers() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let sandbox = one_phase();
+    let listing = at(&sandbox, "fds.txt");
+    let agent = agent(
+        &sandbox,
+        &format!("ls -l /proc/$$/fd > '{listing}'\necho '<phase-complete>done</phase-complete>'\n"),
+    );
+    let leaked_a = fs::File::create(sandbox.path("leaked-a")).unwrap();
+    let leaked_b = fs::File::create(sandbox.path("leaked-b")).unwrap();
+    let (a, b) = (leaked_a.as_raw_fd(), leaked_b.as_raw_fd());
+    let mut command = sandbox.command();
+    command
+        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd"])
+        .arg(&agent);
+    // SAFETY: dup2 is async-signal-safe; it leaves the copies without close-on-exec.
+    unsafe {
+        command.pre_exec(move || {
+            for (from, to) in [(a, 5), (b, 7)] {
+                if nix::libc::dup2(from, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let run = Run::from_output(command.output().expect("run"));
+    run.assert_code(0);
+    let fds = fs::read_to_string(&listing).expect("the agent listed its descriptors");
+    assert!(
+        !fds.contains("leaked-a") && !fds.contains("leaked-b"),
+        "the agent inherited the caller's descriptors:\n{fds}"
+    );
+    let numbers: Vec<u32> = fds
+        .lines()
+        .filter_map(|line| line.split(" -> ").next()?.rsplit(' ').next()?.parse().ok())
+        .collect();
+    for number in [5, 7] {
+        assert!(
+            !numbers.contains(&number),
+            "fd {number} reached the agent:\n{fds}"
+        );
+    }
+    drop((leaked_a, leaked_b));
+}
