@@ -198,7 +198,11 @@ impl StoreState {
         transition(&mut next).map_err(StoreError::Transition)?;
         next.validate(&self.layout).map_err(StoreError::Invalid)?;
         let path = self.layout.state_path();
-        let bytes = next.to_json().into_bytes();
+        // Never a document the reader would refuse (issue 23).
+        let bytes = next
+            .to_checked_json()
+            .map_err(StoreError::Invalid)?
+            .into_bytes();
         let target = path.clone();
         let written = off_runtime(move || {
             durable::replace_atomically(Path::new(&target), &bytes, failpoint_label)

@@ -531,3 +531,78 @@ fn the_agent_inherits_no_descriptor_of_the_callers() {
     }
     drop((leaked_a, leaked_b));
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 1: an agent cannot make the plan's state unreadable
+// ---------------------------------------------------------------------------------------
+
+/// A 12 MiB `<phase-blocked>` body of control bytes (JSON escapes each as six) used to make a
+/// 151 MB `state.json` the reader refused: `status`, `check` and every `run` then exited 5.
+/// Now the state holds an excerpt, the outcome the whole text, and everything goes on.
+#[test]
+fn a_huge_result_body_cannot_make_the_state_unreadable() {
+    let sandbox = one_phase();
+    let body_bytes = 12 << 20;
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "if [ -e '{done}' ]; then echo '<phase-complete>done</phase-complete>'; exit 0; fi\ntouch '{done}'\nprintf '<phase-blocked>'\nhead -c {body_bytes} /dev/zero | tr '\\0' '\\001'\nprintf '</phase-blocked>\\n'\n",
+            done = at(&sandbox, "ONCE")
+        ),
+    );
+    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    run.assert_code(2);
+    let size = fs::metadata(sandbox.state_path(PLAN)).unwrap().len();
+    assert!(size < 1 << 20, "state.json is {size} bytes");
+    let state = sandbox.state(PLAN);
+    let message = state["stop"]["message"].as_str().unwrap();
+    let outcome_path = state["last_run"]["outcome_path"].as_str().unwrap();
+    assert!(
+        message.ends_with(&format!(
+            "[… cut at 16384 of {body_bytes} bytes; the full text is in {outcome_path}]"
+        )),
+        "{}",
+        &message[message.len() - 300..]
+    );
+    assert_eq!(state["last_run"]["summary"], message);
+    let outcome = read_json(Path::new(outcome_path));
+    assert_eq!(outcome["summary"].as_str().unwrap().len(), body_bytes);
+
+    sandbox.run(&["status", "--plan", PLAN]).assert_code(0);
+    let agent_arg = agent.to_str().unwrap();
+    sandbox
+        .run(&["check", "--plan", PLAN, "--agent-cmd", agent_arg])
+        .assert_code(0);
+    let retry = sandbox.run_plan(PLAN, &agent, &["--quiet", "--retry-stopped"]);
+    retry.assert_code(0);
+    assert_eq!(retry.stdout, "runner-complete: all phases complete\n");
+}
+
+/// A state an earlier version wrote with such a body (over the old 64 MiB read limit) is
+/// readable, and the next write cuts it down.
+#[test]
+fn a_state_poisoned_by_an_earlier_version_is_readable_and_healed() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "if [ -e '{done}' ]; then echo '<phase-complete>done</phase-complete>'; exit 0; fi\ntouch '{done}'\necho '<phase-blocked>short</phase-blocked>'\n",
+            done = at(&sandbox, "ONCE")
+        ),
+    );
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(2);
+    let mut state = sandbox.state(PLAN);
+    let huge = "\u{1}".repeat(5_800_000);
+    state["stop"]["message"] = huge.clone().into();
+    state["last_run"]["summary"] = huge.into();
+    let text = serde_json::to_string_pretty(&state).unwrap();
+    assert!(text.len() > 64 << 20, "{} bytes", text.len());
+    fs::write(sandbox.state_path(PLAN), text).unwrap();
+
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    let retry = sandbox.run_plan(PLAN, &agent, &["--quiet", "--retry-stopped"]);
+    retry.assert_code(0);
+    let size = fs::metadata(sandbox.state_path(PLAN)).unwrap().len();
+    assert!(size < 1 << 20, "state.json is still {size} bytes");
+}

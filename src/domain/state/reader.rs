@@ -1,6 +1,7 @@
 //! Reading `state.json`: the strict key sets and the object-by-object reader, and writing it
 //! back in the same key order.
 
+use super::excerpt::MAX_STATE_BYTES;
 use super::{
     ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord,
     SnapshotRef, State, StateError, StateLayout, Stop,
@@ -58,11 +59,14 @@ pub(super) const LAST_RUN_KEYS: [&str; 11] = [
 ];
 
 impl State {
-    /// Reads and strictly validates a `state.json` document.
+    /// Reads and strictly validates a `state.json` document. Agent texts a document written
+    /// before issue 23 holds whole are cut to excerpts ([`State::bound_texts`]): what is read
+    /// is what the next write would write.
     pub fn from_json(bytes: &[u8], layout: &StateLayout) -> Result<State, StateError> {
         let document = strict_json::parse_document(bytes)?;
-        let state = State::from_object(&strict_json::root_object(&document)?)?;
+        let mut state = State::from_object(&strict_json::root_object(&document)?)?;
         state.validate(layout)?;
+        state.bound_texts();
         Ok(state)
     }
 
@@ -71,6 +75,19 @@ impl State {
         let mut text = serde_json::to_string_pretty(self).expect("state serializes");
         text.push('\n');
         text
+    }
+
+    /// [`State::to_json`], refused when the document would be over [`MAX_STATE_BYTES`]: the
+    /// runner never writes a state it could not read back.
+    pub fn to_checked_json(&self) -> Result<String, StateError> {
+        let text = self.to_json();
+        if text.len() as u64 > MAX_STATE_BYTES {
+            return Err(StateError(format!(
+                "state.json would be {} bytes, over the {MAX_STATE_BYTES}-byte limit of what is written",
+                text.len()
+            )));
+        }
+        Ok(text)
     }
 }
 
