@@ -21,7 +21,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot,
+    generated_paths_are_real, locate, read_config, read_plan_snapshot,
 };
 use crate::platform::console::Console;
 use crate::platform::{spawn, watchdog};
@@ -46,6 +46,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
     let prepared = (|| {
         let location = locate(&args.plan)?;
+        generated_paths_are_real(&location)?;
         let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),

@@ -9,11 +9,13 @@
 //! comes, or at once before any other line, and a later deferred line replaces it. That is how
 //! a throttled stream still gets the last update of a burst without waiting for the next one.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
+
+use super::no_follow;
 
 enum Job {
     Line(String),
@@ -140,16 +142,16 @@ fn append_line(
         && *written + needed > cap
     {
         *file = None;
-        std::fs::rename(path, rotated(path))?;
+        rotate(path)?;
     }
     if file.is_none() {
-        let opened = OpenOptions::new().create(true).append(true).open(path)?;
+        // Never through a link: a repository could ship `events.jsonl` as one (issue 23).
+        let opened = open_append(path)?;
         let length = opened.metadata()?.len();
         if length > 0 && length + needed > cap {
             drop(opened);
-            std::fs::rename(path, rotated(path))?;
-            let fresh = OpenOptions::new().create(true).append(true).open(path)?;
-            *file = Some((fresh, 0));
+            rotate(path)?;
+            *file = Some((open_append(path)?, 0));
         } else {
             *file = Some((opened, length));
         }
@@ -162,6 +164,23 @@ fn append_line(
         *written += needed;
     }
     Ok(())
+}
+
+/// Opens the stream for appending, creating it, under its directory opened without
+/// following a link, and never through a link itself.
+fn open_append(path: &Path) -> io::Result<File> {
+    let (dir, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir)?;
+    no_follow::open_append_in(&dir, name).map_err(|error| no_follow::refused_link(error, path))
+}
+
+/// Renames the stream to `events.jsonl.1` (replacing the previous one).
+fn rotate(path: &Path) -> io::Result<()> {
+    let (dir, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir)?;
+    let mut rotated_name = name.to_owned();
+    rotated_name.push(".1");
+    no_follow::rename_in(&dir, name, &rotated_name)
 }
 
 /// `events.jsonl.1` beside `events.jsonl`.
@@ -240,6 +259,7 @@ impl Follower {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     #[test]
     fn lines_are_appended_and_the_file_rotates_at_the_cap() {

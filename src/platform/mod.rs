@@ -10,6 +10,7 @@ pub mod event_log;
 pub mod file_tail;
 pub mod locate;
 pub mod locks;
+pub mod no_follow;
 pub mod proc;
 pub mod process_group;
 pub mod program;

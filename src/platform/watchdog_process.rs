@@ -40,6 +40,7 @@ use nix::sys::socket::{MsgFlags, recv};
 use nix::unistd::{getpgrp, getpid, setsid};
 
 use super::descendant_sweep;
+use super::no_follow;
 use super::proc;
 use super::process_group::{self, StopSignal};
 use crate::domain::identity::ProcStat;
@@ -446,11 +447,10 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     });
     let mut text = record.to_string();
     text.push('\n');
-    // Appended as one write, never through a symlink; a missing stream is not created.
-    if let Ok(mut file) = OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
+    // Appended as one write, never through a symbolic link (issue 23).
+    let opened = no_follow::split(path)
+        .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
+    if let Ok(mut file) = opened
         && file.metadata().is_ok_and(|meta| meta.is_file())
     {
         let _ = file.write_all(text.as_bytes());

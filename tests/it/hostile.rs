@@ -606,3 +606,117 @@ fn a_state_poisoned_by_an_earlier_version_is_readable_and_healed() {
     let size = fs::metadata(sandbox.state_path(PLAN)).unwrap().len();
     assert!(size < 1 << 20, "state.json is still {size} bytes");
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 6: no write follows a symbolic link out of the plan workspace
+// ---------------------------------------------------------------------------------------
+
+/// Each generated directory and file shipped as a link (as a cloned repository could) is
+/// refused before anything is written: exit 5, one line naming it, nothing where it points.
+#[test]
+fn a_generated_directory_or_file_that_is_a_link_is_refused() {
+    let probe = one_phase();
+    let key_dir = probe.state_dir(PLAN);
+    let key = key_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let cases: [(&str, bool); 9] = [
+        (".ai-session-handler", true),
+        (".ai-session-handler/plans", true),
+        (&format!(".ai-session-handler/plans/{key}")[..], true),
+        (
+            &format!(".ai-session-handler/plans/{key}/prompts")[..],
+            true,
+        ),
+        (
+            &format!(".ai-session-handler/plans/{key}/transcripts")[..],
+            true,
+        ),
+        (
+            &format!(".ai-session-handler/plans/{key}/outcomes")[..],
+            true,
+        ),
+        (
+            &format!(".ai-session-handler/plans/{key}/events.jsonl")[..],
+            false,
+        ),
+        (
+            &format!(".ai-session-handler/plans/{key}/events.jsonl.1")[..],
+            false,
+        ),
+        (
+            &format!(".ai-session-handler/plans/{key}/state.json")[..],
+            false,
+        ),
+    ]
+    .map(|(path, dir)| (Box::leak(path.to_owned().into_boxed_str()) as &str, dir));
+    for (relative, directory) in cases {
+        let sandbox = one_phase();
+        let agent = agent_completing(&sandbox);
+        let outside = tempfile::tempdir().unwrap();
+        let target = if directory {
+            outside.path().to_path_buf()
+        } else {
+            let file = outside.path().join("elsewhere");
+            fs::write(&file, "").unwrap();
+            file
+        };
+        let link = sandbox.path(relative);
+        fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+        run.assert_code(5);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "error: {}: is a symbolic link; ai-session-handler writes its generated files only into real directories under the plan workspace (remove it, or replace it with a {})\n",
+                link.display(),
+                if directory {
+                    "directory"
+                } else {
+                    "regular file"
+                }
+            ),
+            "{relative}"
+        );
+        let written: Vec<_> = fs::read_dir(outside.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        let expected: Vec<std::ffi::OsString> = if directory {
+            vec![]
+        } else {
+            vec!["elsewhere".into()]
+        };
+        assert_eq!(written, expected, "{relative}: written through the link");
+        if !directory {
+            assert_eq!(fs::read_to_string(&target).unwrap(), "", "{relative}");
+        }
+        assert!(sandbox.artifacts(PLAN, "prompts").is_empty(), "{relative}");
+    }
+}
+
+/// A generated directory an agent replaces with a link mid-run is not written through: the
+/// outcome cannot be written (the attempt stays unresolved, exit 4), and nothing lands where
+/// the link points.
+#[test]
+fn a_generated_directory_replaced_by_a_link_mid_run_is_not_written_through() {
+    let sandbox = one_phase();
+    let outside = tempfile::tempdir().unwrap();
+    let outcomes = sandbox.state_dir(PLAN).join("outcomes");
+    let agent = agent(
+        &sandbox,
+        &format!(
+            "rmdir '{outcomes}' && ln -s '{outside}' '{outcomes}'\necho '<phase-complete>done</phase-complete>'\n",
+            outcomes = outcomes.display(),
+            outside = outside.path().display()
+        ),
+    );
+    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    run.assert_code(4);
+    assert!(
+        run.stderr.contains("a symbolic link is on the way"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert_eq!(sandbox.state(PLAN)["active_attempt"]["status"], "running");
+}
