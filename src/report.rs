@@ -428,6 +428,11 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
             AttemptStatus::Interrupted => ("interrupted", None),
             _ => ("failed", None),
         },
+        // The prepared record was not written: nothing was launched and nothing changed,
+        // unless the failed write became visible anyway (then that attempt is unresolved).
+        RunEnd::NotPrepared {
+            still_active: None, ..
+        } => ("not-prepared", None),
         RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
         RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
             ("interrupted", None)
@@ -456,6 +461,10 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
             ..
         } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
         RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
+        RunEnd::NotPrepared {
+            still_active: Some(active),
+            ..
+        } => (None, Some(active.transcript_path.clone())),
         _ => (
             last.map(|row| row.outcome_path.clone()),
             last.map(|row| row.transcript_path.clone()),
@@ -464,6 +473,10 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, elapsed: std::time::Duratio
     // An attempt whose outcome was not committed is the invocation's last attempt too.
     let attempt_id = match end {
         RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
+        RunEnd::NotPrepared {
+            still_active: Some(active),
+            ..
+        } => Some(active.id.clone()),
         _ => last.and_then(|row| row.attempt_id.clone()),
     };
     let completed: Vec<&str> = ledger

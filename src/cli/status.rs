@@ -93,6 +93,10 @@ pub struct RetryScheduleReport {
     pub reason_text: String,
     /// Which agent template it runs (0 is the primary).
     pub template_index: usize,
+    /// Why no run can resume it with this config (a removed fallback agent, a status taken
+    /// out of `retry.on`; as `check` says, a run then requires `--retry-stopped`); `null` when
+    /// a run with the same flags resumes it, or the config cannot be read.
+    pub does_not_fit: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -162,11 +166,23 @@ pub fn run(args: &StatusArgs) -> ExitCode {
     };
     // Only for "attempt k of n" in a scheduled retry that did not record its n (written before
     // the schedule had `max_attempts`); status reports config errors nowhere else.
-    let max_attempts = read_config(&location)
-        .ok()
-        .map(|config| config.retry.max_attempts);
+    let config = read_config(&location).ok();
+    let max_attempts = config.as_ref().map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
     let mut report = build_report(&location, &state, snapshot.as_ref(), max_attempts);
+    // Whether a run resumes the scheduled retry: the same verdict as `check`'s, against the
+    // config's policy (a removed fallback agent, fewer attempts or waits: it does not).
+    if let (Some(retry), Some(schedule), Some(config)) = (
+        report.retry_schedule.as_mut(),
+        state.retry_schedule.as_ref(),
+        config.as_ref(),
+    ) {
+        let templates = 1 + config.rate_limit.fallback_agent_cmds.len();
+        retry.does_not_fit = schedule
+            .fits_some_run(&config.retry, &config.rate_limit, templates)
+            .err()
+            .map(|why| why.to_string());
+    }
     report.run_in_progress = running.is_some();
     report.handler_pid = running.and_then(|running| running.handler_pid);
     // What may still run of a recorded attempt (not of the attempt a live run is running).
@@ -367,6 +383,7 @@ fn build_report(
                 reason: schedule.reason.as_str().to_owned(),
                 reason_text: schedule.reason.describe().to_owned(),
                 template_index: schedule.template_index,
+                does_not_fit: None,
             }),
         plan,
         phases,
@@ -472,8 +489,14 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         }
         if let Some(retry) = &report.retry_schedule {
             let of = retry.of.map(|of| format!(" of {of}")).unwrap_or_default();
+            let then = match &retry.does_not_fit {
+                None => "a run with the same retry policy resumes it".to_owned(),
+                Some(why) => format!(
+                    "it does not fit the config's retry policy ({why}); run requires --retry-stopped"
+                ),
+            };
             lines.push(format!(
-                "retry scheduled: {} attempt {}{of} not before {} ({}); a run with the same retry policy resumes it",
+                "retry scheduled: {} attempt {}{of} not before {} ({}); {then}",
                 retry.phase_id, retry.attempt, retry.not_before, retry.reason_text
             ));
         }

@@ -65,7 +65,9 @@ fn openat2_no_symlinks(path: &CString) -> io::Result<OwnedFd> {
 /// The fallback: one `openat(O_NOFOLLOW | O_DIRECTORY)` per component.
 fn walk(dir: &Path) -> io::Result<OwnedFd> {
     let mut current: Option<OwnedFd> = None;
+    let mut walked = std::path::PathBuf::new();
     for component in dir.components() {
+        walked.push(component);
         let name: &OsStr = match component {
             Component::RootDir => OsStr::new("/"),
             Component::CurDir => continue,
@@ -80,7 +82,15 @@ fn walk(dir: &Path) -> io::Result<OwnedFd> {
             libc::O_DIRECTORY | libc::O_RDONLY | libc::O_NOFOLLOW,
             0,
         )
-        .map_err(|error| refused_link(error, dir))?;
+        .map_err(|error| {
+            // `O_NOFOLLOW | O_DIRECTORY` on a link says ENOTDIR: name it as the link it is.
+            let link = std::fs::symlink_metadata(&walked).is_ok_and(|meta| meta.is_symlink());
+            if link {
+                refused_link(io::Error::from_raw_os_error(libc::ELOOP), dir)
+            } else {
+                refused_link(error, dir)
+            }
+        })?;
         current = Some(next);
     }
     match current {

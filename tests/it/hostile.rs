@@ -720,3 +720,39 @@ fn a_generated_directory_replaced_by_a_link_mid_run_is_not_written_through() {
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     assert_eq!(sandbox.state(PLAN)["active_attempt"]["status"], "running");
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 8: smaller things a user trips over
+// ---------------------------------------------------------------------------------------
+
+/// `--retries` beyond what can be counted names the range instead of "a non-negative
+/// integer" (which 4294967296 is).
+#[test]
+fn too_many_retries_names_the_maximum() {
+    let sandbox = one_phase();
+    let agent = agent_completing(&sandbox);
+    let run = sandbox.run_plan(PLAN, &agent, &["--retries", "4294967296"]);
+    run.assert_code(5);
+    assert_eq!(
+        run.stderr,
+        "error: invalid value '4294967296' for '--retries <N>': expected a whole number from 0 to 4294967294, got '4294967296'; see --help\n"
+    );
+    assert!(sandbox.state_bytes(PLAN).is_none());
+}
+
+/// A config saved with a UTF-8 byte order mark is read like a plan with one.
+#[test]
+fn a_config_with_a_byte_order_mark_is_read() {
+    let sandbox = one_phase();
+    let agent = agent_completing(&sandbox);
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        format!(
+            "\u{feff}{{\"agent_cmd\": {}}}\n",
+            serde_json::to_string(agent.to_str().unwrap()).unwrap()
+        ),
+    );
+    let run = sandbox.run(&["run", "--plan", PLAN, "--quiet"]);
+    run.assert_code(0);
+    assert_eq!(run.stdout, "runner-complete: all phases complete\n");
+}
