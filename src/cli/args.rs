@@ -262,7 +262,6 @@ mod tests {
         assert!(!requested(&["check", "--json", "run"]));
         assert!(!requested(&["--log-file", "run", "status", "--json"]));
         assert!(!requested(&["run", "--", "--json"]));
-        assert!(!requested(&["run", "--json=yes"]));
         assert!(!requested(&[]));
     }
 }

@@ -756,3 +756,316 @@ fn a_config_with_a_byte_order_mark_is_read() {
     run.assert_code(0);
     assert_eq!(run.stdout, "runner-complete: all phases complete\n");
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 5: `watch` is hardened like `run` and `status`
+// ---------------------------------------------------------------------------------------
+
+fn stream_path(sandbox: &Sandbox) -> PathBuf {
+    sandbox.state_dir(PLAN).join("events.jsonl")
+}
+
+/// An agent that waits for `GO` (after touching `STARTED`), then completes.
+fn go_agent(sandbox: &Sandbox) -> PathBuf {
+    agent(
+        sandbox,
+        "touch STARTED\nwhile [ ! -f GO ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+    )
+}
+
+fn spawn_quiet_run(sandbox: &Sandbox, agent: &Path) -> Child {
+    spawn_run(sandbox, agent, &["--quiet"])
+}
+
+/// `watch` with its stdout in `watch.out` (read while it runs).
+fn spawn_watch(sandbox: &Sandbox) -> (Child, PathBuf) {
+    let screen = sandbox.path("watch.out");
+    let child = sandbox
+        .command()
+        .args(["watch", "--plan", PLAN])
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, screen)
+}
+
+fn screen_has(screen: &Path, text: &str) -> bool {
+    fs::read_to_string(screen).is_ok_and(|shown| shown.contains(text))
+}
+
+/// A FIFO, a sparse giant or a link as `events.jsonl` is refused at once (it used to block in
+/// `open` for ever, or read gigabytes into memory).
+#[test]
+fn watch_refuses_a_fifo_a_giant_or_a_linked_stream_at_once() {
+    let sandbox = one_phase();
+    let dir = sandbox.state_dir(PLAN);
+    fs::create_dir_all(&dir).unwrap();
+    let path = stream_path(&sandbox);
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let run = wait_for_exit(sandbox.spawn(&["watch", "--plan", PLAN]), PATIENCE);
+    run.assert_code(5);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: {}: cannot read the event stream: not a regular file (a FIFO)\n",
+            path.display()
+        )
+    );
+    fs::remove_file(&path).unwrap();
+    fs::File::create(&path).unwrap().set_len(2 << 30).unwrap();
+    let run = wait_for_exit(sandbox.spawn(&["watch", "--plan", PLAN]), PATIENCE);
+    run.assert_code(5);
+    assert!(
+        run.stderr.contains(
+            "cannot read the event stream: 2147483648 bytes is over the 67108864-byte limit"
+        ),
+        "{}",
+        run.stderr
+    );
+    fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let run = wait_for_exit(sandbox.spawn(&["watch", "--plan", PLAN]), PATIENCE);
+    run.assert_code(5);
+    assert!(run.stderr.contains("is a symbolic link"), "{}", run.stderr);
+}
+
+/// 50 MB without a newline before a run: `watch` keeps at most a bounded line in memory and
+/// still follows the run that starts after it (it used to buffer the whole line, and glue the
+/// run's first record onto it).
+#[test]
+fn watch_follows_a_run_after_a_huge_partial_line_with_bounded_memory() {
+    let sandbox = one_phase();
+    fs::create_dir_all(sandbox.state_dir(PLAN)).unwrap();
+    fs::write(stream_path(&sandbox), "x".repeat(50 << 20)).unwrap();
+    let (watch, screen) = spawn_watch(&sandbox);
+    assert!(wait_until(PATIENCE, || screen_has(
+        &screen,
+        "waiting for a run of this plan to start"
+    )));
+    let peak_kib = || -> u64 {
+        fs::read_to_string(format!("/proc/{}/status", watch.id()))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find(|line| line.starts_with("VmHWM:"))
+                    .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    let peak = peak_kib();
+    assert!(peak < 40 << 10, "watch peaked at {peak} KiB");
+    let agent = go_agent(&sandbox);
+    let run = spawn_quiet_run(&sandbox, &agent);
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    watched.assert_code(0);
+    let shown = fs::read_to_string(&screen).unwrap();
+    assert!(shown.contains("\nrun started: "), "{shown}");
+    assert!(shown.ends_with("run finished: exit 0\n"), "{shown}");
+}
+
+/// A run whose handler is dead but whose pid now belongs to another process (pid reuse,
+/// simulated): `watch` does not replay it as in progress, and follows the real next run.
+#[test]
+fn watch_is_not_fooled_by_a_reused_pid() {
+    let sandbox = one_phase();
+    fs::create_dir_all(sandbox.state_dir(PLAN)).unwrap();
+    let mut impostor = Command::new("sleep").arg("600").spawn().unwrap();
+    let dead_run = serde_json::json!({
+        "at": "2026-12-01T12:00:00.000Z", "run_id": "dead-run", "attempt_id": null,
+        "event": "run-started", "pid": impostor.id(), "version": "0.0.0", "args": [],
+        "plan": "/old/plan.md", "phases": 1, "completed": 0
+    });
+    fs::write(stream_path(&sandbox), format!("{dead_run}\n")).unwrap();
+    let (watch, screen) = spawn_watch(&sandbox);
+    assert!(wait_until(PATIENCE, || screen_has(
+        &screen,
+        "waiting for a run of this plan to start"
+    )));
+    let agent = go_agent(&sandbox);
+    let run = spawn_quiet_run(&sandbox, &agent);
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    let _ = impostor.kill();
+    let _ = impostor.wait();
+    watched.assert_code(0);
+    let shown = fs::read_to_string(&screen).unwrap();
+    assert!(!shown.contains("/old/plan.md"), "{shown}");
+    assert!(shown.ends_with("run finished: exit 0\n"), "{shown}");
+}
+
+/// The run-started record of a run in progress is in `events.jsonl.1` (the stream rotated at
+/// 8 MiB): `watch` started then still finds and follows it.
+#[test]
+fn watch_started_after_a_rotation_finds_the_run_in_progress() {
+    let sandbox = one_phase();
+    let agent = go_agent(&sandbox);
+    fs::create_dir_all(sandbox.state_dir(PLAN)).unwrap();
+    // Fill the stream so that the run's first record still fits and its second rotates it.
+    let plan_path = fs::canonicalize(sandbox.path(PLAN)).unwrap();
+    let longest_start = serde_json::json!({
+        "at": "2026-12-01T12:00:00.000Z", "run_id": uuid::Uuid::nil().to_string(),
+        "attempt_id": null, "event": "run-started", "pid": 4_194_304u32,
+        "version": env!("CARGO_PKG_VERSION"),
+        "args": [BIN, "run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap(), "--quiet"],
+        "plan": plan_path, "phases": 1, "completed": 0
+    })
+    .to_string()
+    .len() as u64
+        + 1;
+    let filler_line = "{\"run_id\":\"old\",\"event\":\"filler\"}\n";
+    let room = (8u64 << 20) - longest_start;
+    let mut filler = filler_line.repeat((room / filler_line.len() as u64) as usize);
+    filler.push_str(&"x".repeat((room as usize) - filler.len() - 1));
+    filler.push('\n');
+    fs::write(stream_path(&sandbox), filler).unwrap();
+    let run = spawn_quiet_run(&sandbox, &agent);
+    assert!(wait_until(PATIENCE, || sandbox.path("STARTED").exists()));
+    let rotated = sandbox.state_dir(PLAN).join("events.jsonl.1");
+    assert!(
+        wait_until(PATIENCE, || fs::read_to_string(&rotated)
+            .is_ok_and(|text| text.contains("\"run-started\""))),
+        "the run's start did not end up in the rotated file"
+    );
+    let (watch, screen) = spawn_watch(&sandbox);
+    assert!(
+        wait_until(PATIENCE, || screen_has(&screen, "run started: ")),
+        "watch did not find the run in progress: {:?}",
+        fs::read_to_string(&screen)
+    );
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    watched.assert_code(0);
+    let shown = fs::read_to_string(&screen).unwrap();
+    assert!(shown.ends_with("run finished: exit 0\n"), "{shown}");
+}
+
+/// The stream is deleted or truncated in place (a copy-truncate) while `watch` follows: it
+/// reads on, labels the later phases right and sees the run finish with exit 0 (it used to
+/// say "gone without finishing", exit 4).
+#[test]
+fn watch_survives_a_deleted_or_truncated_stream() {
+    for damage in ["delete", "truncate"] {
+        let sandbox = Sandbox::new();
+        sandbox.write(PLAN, plan_with_phases(2));
+        let agent = agent(
+            &sandbox,
+            "phase=$(ls STARTED-* 2>/dev/null | wc -l)\ntouch STARTED-$phase\nwhile [ ! -f GO-$phase ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+        );
+        let (watch, screen) = spawn_watch(&sandbox);
+        let run = spawn_quiet_run(&sandbox, &agent);
+        assert!(wait_until(PATIENCE, || sandbox.path("STARTED-0").exists()
+            && screen_has(&screen, "phase-1 (1/2) Step 1 · attempt 1")));
+        let path = stream_path(&sandbox);
+        match damage {
+            "delete" => fs::remove_file(&path).unwrap(),
+            _ => fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(0)
+                .unwrap(),
+        }
+        sandbox.write("GO-0", "");
+        assert!(wait_until(PATIENCE, || sandbox.path("STARTED-1").exists()));
+        sandbox.write("GO-1", "");
+        wait_for_exit(run, PATIENCE).assert_code(0);
+        let watched = wait_for_exit(watch, PATIENCE);
+        let shown = fs::read_to_string(&screen).unwrap();
+        watched.assert_code(0);
+        assert!(
+            shown.contains("phase-2 (2/2) Step 2 · attempt 1"),
+            "{damage}: {shown}"
+        );
+        assert!(
+            shown.ends_with("run finished: exit 0\n"),
+            "{damage}: {shown}"
+        );
+    }
+}
+
+/// `watch … | head -1`: the reader goes away; `watch` ends without a panic or a backtrace.
+#[test]
+fn watch_ends_quietly_when_its_reader_goes_away() {
+    use std::io::{BufRead, BufReader};
+    let sandbox = one_phase();
+    let mut watch = sandbox.spawn(&["watch", "--plan", PLAN]);
+    let mut first = String::new();
+    BufReader::new(watch.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "waiting for a run of this plan to start\n");
+    // The reader is gone (dropped above); the next line has nowhere to go.
+    let agent = go_agent(&sandbox);
+    let run = spawn_quiet_run(&sandbox, &agent);
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(0);
+    let watched = wait_for_exit(watch, PATIENCE);
+    assert!(
+        !watched.raw_stderr.contains("panicked"),
+        "{}",
+        watched.raw_stderr
+    );
+    assert_eq!(watched.code, 141, "{}", watched.raw_stderr);
+}
+
+/// Escape sequences in the plan's path (and any text of the stream) reach the terminal
+/// escaped, not as control characters.
+#[test]
+fn watch_escapes_control_characters_from_the_stream() {
+    let sandbox = Sandbox::new();
+    let plan = "pl\u{1b}]0;owned\u{7}an.md";
+    sandbox.write(plan, plan_with_phases(1));
+    let agent = agent_completing(&sandbox);
+    let screen = sandbox.path("watch.out");
+    let watch = sandbox
+        .command()
+        .args(["watch", "--plan", plan])
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(PATIENCE, || screen_has(
+        &screen,
+        "waiting for a run"
+    )));
+    let run = sandbox.run_plan(plan, &agent, &["--quiet"]);
+    run.assert_code(0);
+    wait_for_exit(watch, PATIENCE).assert_code(0);
+    let shown = fs::read_to_string(&screen).unwrap();
+    let started = shown
+        .lines()
+        .find(|line| line.starts_with("run started: "))
+        .unwrap_or_else(|| panic!("{shown:?}"));
+    assert!(
+        !started.contains('\u{1b}') && !started.contains('\u{7}'),
+        "{started:?}"
+    );
+    assert!(started.contains("owned"), "{started:?}");
+}
+
+/// The last line of an attempt's output is its result block: neither the event stream's
+/// progress nor `watch` shows it as the agent's last line (issue 22, item 5).
+#[test]
+fn a_result_block_is_never_shown_as_the_last_line() {
+    let sandbox = one_phase();
+    let agent = agent(
+        &sandbox,
+        "echo 'working on it'\necho '<phase-complete>ok</phase-complete>'\n",
+    );
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
+    let last_lines: Vec<Value> = events(&sandbox)
+        .into_iter()
+        .filter(|event| event["event"] == "output-progress")
+        .map(|event| event["last_line"].clone())
+        .collect();
+    assert!(!last_lines.is_empty());
+    for line in &last_lines {
+        assert_eq!(line, "working on it", "{last_lines:?}");
+    }
+}
