@@ -354,7 +354,7 @@ impl Follower {
 
     fn split(&mut self, mut bytes: &[u8], line: &mut impl FnMut(String)) {
         while let Some(end) = memchr::memchr(b'\n', bytes) {
-            if self.skipping {
+            if self.skipping || self.partial.len() + end > MAX_LINE_BYTES {
                 self.skipping = false;
             } else {
                 self.partial.extend_from_slice(&bytes[..end]);
