@@ -200,7 +200,13 @@ mod tests {
             .env("ASH_PROC_TEST", std::process::id().to_string())
             .spawn()
             .expect("spawn");
-        let found = processes_with_env(std::slice::from_ref(&token)).unwrap();
+        // Until the child has exec'd, its environment is still a copy of ours.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut found = Vec::new();
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            found = processes_with_env(std::slice::from_ref(&token)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(
