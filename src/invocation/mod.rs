@@ -129,8 +129,9 @@ pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
 }
 
 /// Refuses a generated directory (`.ai-session-handler`, `plans`, the keyed directory and its
-/// `prompts`, `transcripts`, `outcomes`) or generated file (`state.json`, `events.jsonl`,
-/// `events.jsonl.1`) that is a symbolic link or not of its kind, before anything is written
+/// `prompts`, `transcripts`, `outcomes`) that is a symbolic link or not a directory, and a
+/// generated file (`state.json`, `events.jsonl`, `events.jsonl.1`) that is a link, before
+/// anything is written
 /// (issue 23: a cloned repository could ship such links). Missing ones are fine: the run
 /// creates them. The writes themselves never follow a link either (`platform::no_follow`).
 pub fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputError> {
@@ -166,9 +167,9 @@ pub fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputErro
             "is a symbolic link"
         } else if directory && !meta.is_dir() {
             "is not a directory"
-        } else if !directory && !meta.is_file() {
-            "is not a regular file"
         } else {
+            // A file that is there but is no regular file (a FIFO) is the reader's to refuse,
+            // with its own words.
             continue;
         };
         return Err(InputError::GeneratedPath {
