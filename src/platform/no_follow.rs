@@ -162,15 +162,21 @@ pub fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     .map(File::from)
 }
 
-/// Opens `name` in `dir` for appending, creating it if missing, never through a link.
+/// Opens `name` in `dir` for appending, creating it if missing, never through a link, and
+/// only if it is a regular file: the open cannot block (`O_NONBLOCK`: a FIFO put there would
+/// block a plain open until a reader came), and anything else is refused.
 pub fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
-    openat(
+    let file = openat(
         dir.as_raw_fd(),
         name,
-        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW,
+        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
         0o644,
     )
-    .map(File::from)
+    .map(File::from)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 /// Renames `from` to `to`, both in `dir` (replacing `to`; a link named `to` is replaced, not
@@ -229,6 +235,7 @@ pub fn sync(dir: &OwnedFd) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn a_link_anywhere_on_the_path_is_refused_by_both_ways() {
@@ -269,6 +276,18 @@ mod tests {
             std::fs::read_to_string(root.join("dir/events.jsonl")).unwrap(),
             "new"
         );
+        nix::unistd::mkfifo(&root.join("dir/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Without a reader the open fails at once (ENXIO) instead of blocking; with one it
+        // is refused as no regular file.
+        assert!(open_append_in(&dir, OsStr::new("fifo")).is_err());
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(root.join("dir/fifo"))
+            .unwrap();
+        let error = open_append_in(&dir, OsStr::new("fifo")).unwrap_err();
+        assert_eq!(error.to_string(), "not a regular file");
+        drop(reader);
         create_dir_in(&dir, OsStr::new("sub")).unwrap();
         assert!(open_dir_in(&dir, OsStr::new("sub")).is_ok());
         remove_in(&dir, OsStr::new("events.jsonl")).unwrap();

@@ -317,7 +317,7 @@ fn look_at_groups(groups: &[u32], escapees: &mut BTreeMap<u32, u64>) -> bool {
     let Ok(table) = proc::process_table() else {
         return false;
     };
-    let members: Vec<u32> = table
+    let members: std::collections::HashSet<u32> = table
         .iter()
         .filter(|process| groups.contains(&process.pgrp) && !process.is_defunct())
         .map(|process| process.pid)
