@@ -618,37 +618,21 @@ fn a_generated_directory_or_file_that_is_a_link_is_refused() {
     let probe = one_phase();
     let key_dir = probe.state_dir(PLAN);
     let key = key_dir.file_name().unwrap().to_str().unwrap().to_owned();
-    let cases: [(&str, bool); 9] = [
-        (".ai-session-handler", true),
-        (".ai-session-handler/plans", true),
-        (&format!(".ai-session-handler/plans/{key}")[..], true),
-        (
-            &format!(".ai-session-handler/plans/{key}/prompts")[..],
-            true,
-        ),
-        (
-            &format!(".ai-session-handler/plans/{key}/transcripts")[..],
-            true,
-        ),
-        (
-            &format!(".ai-session-handler/plans/{key}/outcomes")[..],
-            true,
-        ),
-        (
-            &format!(".ai-session-handler/plans/{key}/events.jsonl")[..],
-            false,
-        ),
-        (
-            &format!(".ai-session-handler/plans/{key}/events.jsonl.1")[..],
-            false,
-        ),
-        (
-            &format!(".ai-session-handler/plans/{key}/state.json")[..],
-            false,
-        ),
+    let keyed = format!(".ai-session-handler/plans/{key}");
+    let cases: Vec<(String, bool)> = [
+        (".ai-session-handler".to_owned(), true),
+        (".ai-session-handler/plans".to_owned(), true),
+        (keyed.clone(), true),
     ]
-    .map(|(path, dir)| (Box::leak(path.to_owned().into_boxed_str()) as &str, dir));
+    .into_iter()
+    .chain(["prompts", "transcripts", "outcomes"].map(|dir| (format!("{keyed}/{dir}"), true)))
+    .chain(
+        ["events.jsonl", "events.jsonl.1", "state.json"]
+            .map(|file| (format!("{keyed}/{file}"), false)),
+    )
+    .collect();
     for (relative, directory) in cases {
+        let relative = relative.as_str();
         let sandbox = one_phase();
         let agent = agent_completing(&sandbox);
         let outside = tempfile::tempdir().unwrap();
