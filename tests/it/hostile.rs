@@ -77,20 +77,54 @@ done
     )
 }
 
-/// Shell that waits (bounded) until `$PPID` has a watchdog other than the one in `victim`.
+/// Shell that waits (30 s at most) until `$PPID` has a watchdog other than the one in
+/// `victim`.
 fn await_new_watchdog(victim: &str) -> String {
     format!(
-        r#"i=0
-while [ $i -lt 600 ]; do
+        r#"give_up=$(( $(date +%s) + 30 ))
+while [ "$(date +%s)" -lt "$give_up" ]; do
   for p in /proc/[0-9]*; do
     [ "${{p#/proc/}}" = "$(cat '{victim}')" ] && continue
     [ "$(awk '{{print $4}}' "$p/stat" 2>/dev/null)" = "$PPID" ] || continue
     [ "$(cat "$p/comm" 2>/dev/null)" = ash-watchdog ] && break 2
   done
-  i=$((i+1)); sleep 0.05
+  sleep 0.05
 done
 "#
     )
+}
+
+/// Runs the handler with its output in files (a watchdog left stopped could hold a pipe open
+/// for ever), waiting for its exit with a deadline.
+fn run_to_files(sandbox: &Sandbox, mut command: Command) -> Run {
+    let (out, err) = (sandbox.path("run.out"), sandbox.path("run.err"));
+    let mut child = command
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("spawn handler");
+    let exited = wait_until(PATIENCE, || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the handler did not exit");
+    }
+    let status = child.wait().unwrap();
+    let stderr = fs::read_to_string(&err).unwrap();
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: fs::read_to_string(&out).unwrap(),
+        stderr: without_progress(&stderr),
+        raw_stderr: stderr,
+    }
+}
+
+fn run_command(sandbox: &Sandbox, agent: &Path) -> Command {
+    let mut command = sandbox.command();
+    command
+        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd"])
+        .arg(agent);
+    command
 }
 
 fn pid_in(sandbox: &Sandbox, name: &str) -> u32 {
@@ -226,7 +260,7 @@ fn a_stopped_watchdog_is_killed_and_replaced() {
             await_new_watchdog(&victim)
         ),
     );
-    let run = sandbox.run_plan(PLAN, &agent, &["--quiet"]);
+    let run = run_to_files(&sandbox, run_command(&sandbox, &agent));
     run.assert_code(0);
     let lost = pid_in(&sandbox, "victim");
     assert!(!alive(lost), "the stopped watchdog {lost} was left behind");
@@ -255,14 +289,9 @@ fn an_attempt_whose_watchdog_cannot_be_replaced_is_stopped() {
             at(&sandbox, "READY")
         ),
     );
-    let output = sandbox
-        .command()
-        .env("FAILPOINTS", "watchdog-replace=return")
-        .args(["run", "--plan", PLAN, "--quiet", "--agent-cmd"])
-        .arg(&agent)
-        .output()
-        .expect("run");
-    let run = Run::from_output(output);
+    let mut command = run_command(&sandbox, &agent);
+    command.env("FAILPOINTS", "watchdog-replace=return");
+    let run = run_to_files(&sandbox, command);
     run.assert_code(4);
     let lost = pid_in(&sandbox, "victim");
     let summary = format!(
