@@ -220,6 +220,40 @@ struct Source {
     file: File,
     inode: (u64, u64),
     position: u64,
+    /// The last bytes read, ending at `position`: if the file no longer holds them there, it
+    /// was truncated in place and written again (a copy-truncate that regrew between looks).
+    seen: Vec<u8>,
+}
+
+/// How many of the last bytes read identify the place in the file.
+const SEEN_BYTES: usize = 64;
+
+impl Source {
+    /// Whether the file was truncated in place since the last read: shorter than what was
+    /// read, or no longer holding the last bytes read where they were.
+    fn truncated(&self) -> io::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        if self.file.metadata()?.len() < self.position {
+            return Ok(true);
+        }
+        if self.seen.is_empty() {
+            return Ok(false);
+        }
+        let mut now = vec![0u8; self.seen.len()];
+        let from = self.position - self.seen.len() as u64;
+        match self.file.read_exact_at(&mut now, from) {
+            Ok(()) => Ok(now != self.seen),
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn note_read(&mut self, bytes: &[u8]) {
+        let keep = bytes.len().min(SEEN_BYTES);
+        let drop = (self.seen.len() + keep).saturating_sub(SEEN_BYTES);
+        self.seen.drain(..drop.min(self.seen.len()));
+        self.seen.extend_from_slice(&bytes[bytes.len() - keep..]);
+    }
 }
 
 /// Reads the lines appended to an event stream with bounded memory, following it across
@@ -290,10 +324,10 @@ impl Follower {
                 self.source = Some(source);
             }
             Some(inode) if inode == source.inode => {
-                let size = source.file.metadata().map_err(FollowError::Io)?.len();
-                if size < source.position {
+                if source.truncated().map_err(FollowError::Io)? {
                     // Truncated in place: what is there now is new.
                     source.position = 0;
+                    source.seen.clear();
                     self.resync();
                 }
                 self.drain(&mut source, &mut push)?;
@@ -348,6 +382,7 @@ impl Follower {
                 Err(error) => return Err(FollowError::Io(error)),
             };
             source.position += read as u64;
+            source.note_read(&chunk[..read]);
             self.split(&chunk[..read], line);
         }
     }
@@ -421,6 +456,7 @@ fn open_stream(path: &Path) -> Result<Source, FollowError> {
         file,
         inode: (meta.dev(), meta.ino()),
         position: 0,
+        seen: Vec::new(),
     })
 }
 
@@ -510,6 +546,16 @@ mod tests {
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(b"fresh\n").unwrap();
         assert_eq!(follower.read_new_lines().unwrap(), ["fresh"]);
+        // Truncated and written past the old length again before the next look.
+        let truncating = OpenOptions::new().write(true).open(&path).unwrap();
+        truncating.set_len(0).unwrap();
+        drop(truncating);
+        let mut again = OpenOptions::new().append(true).open(&path).unwrap();
+        again.write_all(b"first after\nsecond after\n").unwrap();
+        assert_eq!(
+            follower.read_new_lines().unwrap(),
+            ["first after", "second after"]
+        );
         // A torn line at the end of a rotated file is not glued to the new file's first.
         file.write_all(b"cut").unwrap();
         std::fs::rename(&path, rotated(&path)).unwrap();
