@@ -461,7 +461,7 @@ impl RunObserver for Progress {
                     prompt_path: current.map(|current| current.prompt_path),
                 });
             }
-            RunEvent::RetryScheduled { .. } => {
+            RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
                 if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
                     self.say(line);
                 }

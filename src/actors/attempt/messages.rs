@@ -12,6 +12,7 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
+use crate::domain::watchdog::WatchdogLoss;
 
 pub(crate) enum AttemptMsg {
     /// The preparation task finished: the worker runs, or why it does not.
@@ -42,6 +43,8 @@ pub(crate) enum AttemptMsg {
     DrainLimitElapsed,
     /// The recording task wrote the trailer and gathered the verdicts.
     Gathered(Box<Recorded>),
+    /// The run's watchdog was lost, and replaced or not (`platform::watchdog`'s monitor).
+    WatchdogLost(Box<WatchdogLoss>),
 }
 
 /// What the recording task found, and what the outcome record needs besides.

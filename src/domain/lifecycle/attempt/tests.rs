@@ -158,6 +158,12 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             },
         ),
         ("Launched", AttemptEvent::Launched),
+        (
+            "Unprotected",
+            AttemptEvent::Unprotected {
+                detail: "no watchdog".into(),
+            },
+        ),
         ("RunningRecorded", AttemptEvent::RunningRecorded),
         (
             "RunningRecordFailed",
@@ -816,6 +822,9 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
             summary: "l".into()
         }),
         4 => Just(AttemptEvent::Launched),
+        1 => Just(AttemptEvent::Unprotected {
+            detail: "w".into()
+        }),
         2 => Just(AttemptEvent::RunningRecorded),
         1 => Just(AttemptEvent::RunningRecordFailed {
             detail: "r".into()
