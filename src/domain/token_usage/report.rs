@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{COUNT_KEYS, TokenCounts};
-use crate::domain::notify::sanitize_status;
+use crate::domain::status_text::sanitize_status;
 use crate::domain::strict_json::parse_document;
 
 /// How many unknown key names a report keeps for the note (the count is exact).
