@@ -36,6 +36,7 @@ pub mod proc;
 pub mod process_group;
 pub mod program;
 pub mod regular_file;
+pub(crate) mod session_spawn;
 pub mod signal_disposition;
 pub mod spawn;
 #[cfg(test)]
@@ -48,4 +49,5 @@ pub mod transcript_file;
 pub mod verify_check;
 pub mod watchdog;
 pub(crate) mod watchdog_process;
+pub mod worker_child;
 pub mod write_thread;

@@ -112,6 +112,11 @@ pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// SIGKILLs the process behind `pidfd` (a reused pid is never hit).
+pub(crate) fn kill_by_pidfd(pidfd: &OwnedFd) -> bool {
+    pidfd_send_signal(pidfd, Signal::SIGKILL)
+}
+
 fn pidfd_send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
     // SAFETY: pidfd_send_signal(fd, sig, NULL, 0): a descriptor we own, a signal number, no
     // siginfo pointer.

@@ -1,9 +1,14 @@
-//! Launching a worker: its own session and process group (`setsid` in the child before
-//! `exec`), all three standard streams piped and no other descriptor (everything above stderr
-//! is close-on-exec, the caller's inherited ones included), the handler's environment
-//! inherited plus the attempt id in `AI_SESSION_HANDLER_ATTEMPT_ID`, the phase's execution
-//! workspace as working directory, registered with the watchdog before `exec`. Never through
-//! a shell.
+//! Launching a worker: its own session and process group, all three standard streams piped
+//! and no other descriptor (everything above stderr is close-on-exec, the caller's inherited
+//! ones included), the handler's environment inherited plus the attempt id in
+//! `AI_SESSION_HANDLER_ATTEMPT_ID`, the phase's execution workspace as working directory, the
+//! watchdog told before the worker can run. Never through a shell.
+//!
+//! Two ways, one result ([`WorkerChild`]): `posix_spawn` ([`super::session_spawn`]: nothing
+//! of the handler is copied, about a millisecond less per phase), and `fork` + `exec` with
+//! `setsid` and the watchdog registration between them — where this system's glibc or kernel
+//! lacks what the first needs, and for a program without a `#!` line, which only `execvp`
+//! runs (with `/bin/sh`).
 //!
 //! One variable of the environment is never passed on: `NOTIFY_SOCKET`. A handler run by
 //! systemd (a service with `Type=notify`) has the service's socket there, and a worker must
@@ -15,19 +20,24 @@
 //! in a background group; and its pgid equals its pid, so the group can be addressed by the
 //! pgid saved at launch even after the leader exits.
 
+use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
-use tokio::process::{Child, Command};
 
 use super::locate::os_message;
 use super::notify_socket::NOTIFY_SOCKET;
+use super::process_group;
+use super::session_spawn::{self, Spawned, env_entry};
 use super::watchdog;
+use super::worker_child::{ParentEnds, WorkerChild};
 use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
 use crate::domain::watchdog::ATTEMPT_ENV;
 
@@ -36,8 +46,9 @@ const PIPE_CAPACITY: i32 = 1 << 20;
 
 /// Starts `argv` in `cwd` as the leader of a new session and process group, for attempt
 /// `attempt_id` (its processes carry it in [`ATTEMPT_ENV`], so the watchdog and `status`
-/// find those that leave the group), without a `NOTIFY_SOCKET`.
-pub fn spawn_worker(argv: &[String], cwd: &str, attempt_id: &str) -> io::Result<Child> {
+/// find those that leave the group), without a `NOTIFY_SOCKET`. Call inside the runtime (the
+/// pipes are registered with its reactor), off its worker threads (it waits for `exec`).
+pub fn spawn_worker(argv: &[String], cwd: &str, attempt_id: &str) -> io::Result<WorkerChild> {
     spawn_worker_notifying(argv, cwd, attempt_id, None)
 }
 
@@ -49,10 +60,63 @@ pub fn spawn_worker_notifying(
     cwd: &str,
     attempt_id: &str,
     notify_socket: Option<&str>,
-) -> io::Result<Child> {
+) -> io::Result<WorkerChild> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    // From here until `watching`, a handler that dies leaves the watchdog the attempt's
+    // token to find the worker by.
+    watchdog::expect(attempt_id);
+    let env = worker_environment(attempt_id, notify_socket);
+    let started = match session_spawn::spawn(program, args, cwd, &env) {
+        Spawned::Running { pid, pidfd, ends } => Ok((pid, pidfd, ends)),
+        Spawned::Failed(error) => Err(error),
+        Spawned::Unsupported => fork_worker(program, args, cwd, attempt_id, notify_socket),
+    };
+    let (pid, pidfd, ends) = match started {
+        Ok(started) => started,
+        Err(error) => {
+            watchdog::unexpect(attempt_id);
+            return Err(error);
+        }
+    };
+    // A handler killed here leaves a worker the watchdog knows by its token only (the
+    // hostile tests stop the handler at this point).
+    fail::fail_point!("worker-spawned");
+    watchdog::watching(pid, attempt_id);
+    // Best effort: the default 64 KiB pipe works, just with more wake-ups.
+    for pipe in [&ends.stdout, &ends.stderr] {
+        let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
+    }
+    WorkerChild::new(pid, pidfd, ends).inspect_err(|_| {
+        // Nothing could supervise it: stop it before reporting the failure.
+        let _ = process_group::signal_group(pid, process_group::StopSignal::Kill);
+    })
+}
+
+/// The worker's environment: the handler's, without its `NOTIFY_SOCKET`, plus the attempt id
+/// and the attempt's own notification socket.
+fn worker_environment(attempt_id: &str, notify_socket: Option<&str>) -> Vec<CString> {
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter(|(key, _)| key != ATTEMPT_ENV && key != NOTIFY_SOCKET)
+        .filter_map(|(key, value)| env_entry(&key, &value))
+        .collect();
+    env.extend(env_entry(OsStr::new(ATTEMPT_ENV), OsStr::new(attempt_id)));
+    if let Some(socket) = notify_socket {
+        env.extend(env_entry(OsStr::new(NOTIFY_SOCKET), OsStr::new(socket)));
+    }
+    env
+}
+
+/// The fork path: `setsid`, the watchdog registration and `close_range` between `fork` and
+/// `exec`, through `std::process` (whose `execvp` runs a script without `#!` with /bin/sh).
+fn fork_worker(
+    program: &str,
+    args: &[String],
+    cwd: &str,
+    attempt_id: &str,
+    notify_socket: Option<&str>,
+) -> io::Result<(u32, OwnedFd, ParentEnds)> {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -60,9 +124,7 @@ pub fn spawn_worker_notifying(
         .env(ATTEMPT_ENV, attempt_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Last-resort backstop only: the group killer is what stops workers.
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     match notify_socket {
         Some(socket) => command.env(NOTIFY_SOCKET, socket),
         None => command.env_remove(NOTIFY_SOCKET),
@@ -74,8 +136,7 @@ pub fn spawn_worker_notifying(
     // SAFETY: `setsid`, the watchdog registration (`getpid`, one non-blocking `send` from a
     // stack buffer, reading the attempt id allocated before the fork) and `close_range` are
     // async-signal-safe and touch no memory of the parent; they are all that runs between
-    // fork and exec. (std already resets the signal mask and SIGPIPE.) Registering here,
-    // before `exec`, leaves no moment in which the worker runs unknown to the watchdog.
+    // fork and exec. (std already resets the signal mask and SIGPIPE.)
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
@@ -88,18 +149,26 @@ pub fn spawn_worker_notifying(
     }
     let spawned = command.spawn();
     drop(registration);
-    let child = spawned?;
-    if let Some(pid) = child.id() {
-        watchdog::watching(pid, attempt_id);
-    }
-    // Best effort: the default 64 KiB pipe works, just with more wake-ups.
-    if let Some(pipe) = &child.stdout {
-        let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
-    }
-    if let Some(pipe) = &child.stderr {
-        let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
-    }
-    Ok(child)
+    let mut child = spawned?;
+    let pid = child.id();
+    let ends = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+        (Some(stdin), Some(stdout), Some(stderr)) => ParentEnds {
+            stdin: stdin.into(),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        },
+        _ => unreachable!("all three streams are piped"),
+    };
+    let Some(pidfd) = process_group::pidfd_open(pid) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(io::Error::other(
+            "cannot open a pidfd for the worker (Linux 5.3 or later is needed)",
+        ));
+    };
+    // The pidfd reaps it from now on; a std `Child` does nothing when dropped.
+    drop(child);
+    Ok((pid, pidfd, ends))
 }
 
 /// Marks every descriptor from `first` up close-on-exec (`close_range` with

@@ -8,11 +8,14 @@
 //!   loop — no `exec` of the 50 MB binary, so it costs a fraction of a millisecond. Should a
 //!   thread exist already (a `fork` of a multi-threaded process may only `exec`), and for
 //!   every replacement, it re-executes `/proc/self/exe` with a hidden first argument instead.
-//! - **Registration.** Every worker sends `watch <pgid> <attempt id>` from its forked child
-//!   before `exec`, on a duplicate of the socket taken for that spawn (so a replacement of the
-//!   socket meanwhile cannot make the number name something else); once the spawn returned,
-//!   the handler records the group and sends the same registration itself, which is what a
-//!   replacement is told again. `release <pgid>` follows once the group is stopped.
+//! - **Registration.** Before a worker's spawn the handler announces its attempt ([`expect`]:
+//!   `expect <attempt id>`); once the spawn returned it records the group and sends `watch
+//!   <pgid> <attempt id>` ([`watching`]), or withdraws the announcement ([`unexpect`]).
+//!   Announcements and groups are what a replacement is told again. A helper (hook, check),
+//!   started by `fork`, also sends `watch` from its child before `exec`, on a duplicate of the
+//!   socket taken for that spawn ([`registration`], [`register_self`]: a replacement of the
+//!   socket meanwhile cannot make the number name something else). `release <pgid>` follows
+//!   once the group is stopped.
 //! - **Loss.** A monitor thread waits for the watchdog with `waitid` (exit *or* stop): the
 //!   moment it dies or is stopped (then it is killed), the loss is noticed, a new watchdog is
 //!   started and told every group still watched — at most [`REPLACEMENT_LIMIT`] times a run —
@@ -23,7 +26,7 @@
 //!
 //! [`REPLACEMENT_LIMIT`]: crate::domain::watchdog::REPLACEMENT_LIMIT
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -80,6 +83,8 @@ struct HandlerSide {
     config: Option<WatchdogConfig>,
     /// Groups registered and not released, with their attempt ids.
     watched: BTreeMap<u32, String>,
+    /// Attempts whose worker is being spawned ([`expect`]).
+    expected: BTreeSet<String>,
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
     finishing: bool,
@@ -294,6 +299,9 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     let (socket, pid) = exec_watchdog(&config)?;
     registry.spare_watchdog(pid, started_ticks(pid));
     drop(registry);
+    for attempt in &side.expected {
+        send(&socket, WatchdogMessage::Expect { attempt });
+    }
     for (pgid, attempt) in &side.watched {
         send(
             &socket,
@@ -363,12 +371,36 @@ pub fn register_self(fd: RawFd, attempt: &str) {
     }
 }
 
+/// Announces, just before its spawn, that a worker of `attempt` is about to start: should
+/// the handler die before [`watching`], the watchdog finds the worker by the attempt's token,
+/// which its environment carries from `exec` on.
+pub fn expect(attempt: &str) {
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    side.expected.insert(attempt.to_owned());
+    if let Some(socket) = &side.socket {
+        send(socket, WatchdogMessage::Expect { attempt });
+    }
+}
+
+/// Withdraws [`expect`]: the spawn failed, nothing carries the token.
+pub fn unexpect(attempt: &str) {
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    if side.expected.remove(attempt)
+        && let Some(socket) = &side.socket
+    {
+        send(socket, WatchdogMessage::Unexpect { attempt });
+    }
+}
+
 /// Records, once its spawn returned, that the worker group `pgid` of `attempt` is watched,
-/// and tells the current watchdog again (a replacement started during the spawn missed the
-/// worker's own registration).
+/// and tells the current watchdog (a helper's own registration from its child may have gone
+/// to a watchdog replaced meanwhile). It ends [`expect`]'s announcement.
 pub fn watching(pgid: u32, attempt: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
+    side.expected.remove(attempt);
     side.watched.insert(pgid, attempt.to_owned());
     if let Some(socket) = &side.socket {
         send(socket, WatchdogMessage::Watch { pgid, attempt });

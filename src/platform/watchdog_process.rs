@@ -223,7 +223,7 @@ fn life(config: &WatchdogConfig) -> i32 {
                     if let Some(message) = WatchdogMessage::parse(&packet[..length]) {
                         let leader_started = match message {
                             WatchdogMessage::Watch { pgid, .. } => started_ticks(pgid),
-                            WatchdogMessage::Release(_) => None,
+                            _ => None,
                         };
                         registry.apply(message, leader_started);
                     }

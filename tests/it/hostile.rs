@@ -363,6 +363,38 @@ fn no_escapee_survives_a_sigkilled_handler() {
     );
 }
 
+/// A handler killed after the worker started but before it told the watchdog the worker's
+/// group still leaves nothing: the watchdog was told the attempt before the spawn and finds
+/// the worker by the token it carries.
+#[test]
+fn a_handler_killed_right_after_the_spawn_leaves_no_worker() {
+    let sandbox = one_phase();
+    // It does not wait for its prompt: the handler writes that only after the registration.
+    let agent = sandbox.script(
+        "agent",
+        &format!(
+            "echo $$ > '{pidfile}.new'\nmv '{pidfile}.new' '{pidfile}'\nwhile :; do sleep 1; done\n",
+            pidfile = at(&sandbox, "worker.pid")
+        ),
+    );
+    let mut command = run_command(&sandbox, &agent);
+    // The handler stops for a minute between the spawn and the registration of the group.
+    command.env("FAILPOINTS", "worker-spawned=sleep(60000)");
+    let mut handler = command.spawn().expect("start the handler");
+    assert!(
+        wait_until(PATIENCE, || sandbox.path("worker.pid").exists()),
+        "the worker never started"
+    );
+    let worker = pid_in(&sandbox, "worker.pid");
+    handler.kill().expect("SIGKILL the handler");
+    handler.wait().expect("reap the handler");
+    assert!(
+        wait_until(PATIENCE, || !alive(worker)),
+        "the worker ({worker}) survived its handler"
+    );
+    sandbox.assert_no_survivors();
+}
+
 /// The watchdog's last word never keeps it alive: with the handler's stderr a full pipe that
 /// nobody reads, it still stops the worker and exits.
 #[test]

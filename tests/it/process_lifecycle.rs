@@ -1126,6 +1126,63 @@ fn worker_runs_in_own_session_and_group_with_identity_recorded() {
     sandbox.assert_no_survivors();
 }
 
+/// Workers start with an empty signal mask and SIGPIPE at its default, whichever way they are
+/// started (the handler itself blocks and ignores signals a worker must not inherit).
+#[test]
+fn worker_starts_with_no_blocked_or_ignored_pipe_signal() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let masks = sandbox.path("masks");
+    let agent = sandbox.script(
+        "agent",
+        &format!(
+            // The masks the worker got, read by grep as the worker itself (a shell waiting for a
+            // child blocks signals for a moment, so the shell's own would be racy).
+            "cat >/dev/null\necho '<phase-complete>done</phase-complete>'\n\
+             exec grep -E '^Sig(Blk|Ign):' /proc/self/status > '{masks}'\n",
+            masks = masks.display(),
+        ),
+    );
+    sandbox
+        .run_plan("plan.md", &agent, &["--quiet"])
+        .assert_code(0);
+    let masks = fs::read_to_string(&masks).expect("masks");
+    let mask = |name: &str| {
+        let line = masks
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {masks}"));
+        u64::from_str_radix(line[name.len()..].trim(), 16).expect("hex mask")
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{masks}");
+    let sigpipe = 1u64 << (Signal::SIGPIPE as u32 - 1);
+    assert_eq!(mask("SigIgn:") & sigpipe, 0, "SIGPIPE ignored: {masks}");
+    sandbox.assert_no_survivors();
+}
+
+/// A script without a `#!` line runs under `/bin/sh`, as `execvp` runs it.
+#[test]
+fn a_worker_script_without_an_interpreter_line_runs_under_sh() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(2));
+    let agent = sandbox.write(
+        "bin/agent",
+        "cat >/dev/null\necho \"<phase-complete>ran as $0</phase-complete>\"\n",
+    );
+    fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    sandbox
+        .run_plan("plan.md", &agent, &["--quiet"])
+        .assert_code(0);
+    let state = sandbox.state("plan.md");
+    assert_eq!(
+        state["completed_phase_ids"].as_array().map(Vec::len),
+        Some(2),
+        "{state}"
+    );
+    sandbox.assert_no_survivors();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef, SpawnErr};
 use tokio::io::AsyncRead;
-use tokio::process::{ChildStderr, ChildStdout};
+use tokio::net::unix::pipe;
 
 use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
@@ -146,8 +146,8 @@ impl Crew {
     /// not (the attempt is then stopped as an execution failure).
     pub(crate) async fn start_readers(
         &mut self,
-        stdout: Option<ChildStdout>,
-        stderr: Option<ChildStderr>,
+        stdout: Option<pipe::Receiver>,
+        stderr: Option<pipe::Receiver>,
         supervisor: &ActorRef<AttemptMsg>,
         span: &tracing::Span,
     ) -> Vec<ExecutionFailure> {

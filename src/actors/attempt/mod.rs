@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin};
+use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -62,6 +62,7 @@ use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::worker_child::WorkerChild;
 use crate::platform::{process_group, watchdog};
 
 pub(crate) use self::messages::AttemptMsg;
@@ -673,26 +674,19 @@ impl AttemptState {
 /// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin
 /// must not stall anything: this runs on its own and is abandoned at cleanup. A closed pipe
 /// (EPIPE) just means the worker did not want it.
-async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
+async fn write_prompt(mut stdin: pipe::Sender, prompt: Vec<u8>) {
     let _ = stdin.write_all(&prompt).await;
     let _ = stdin.shutdown().await;
 }
 
-async fn wait_for_exit(child: &mut Child) -> ChildExit {
-    use std::os::unix::process::ExitStatusExt;
-    match child.wait().await {
-        Ok(status) => ChildExit {
-            code: status.code(),
-            signal: status.signal(),
-        },
-        Err(error) => {
-            tracing::error!(%error, "waiting for the worker failed");
-            ChildExit {
-                code: None,
-                signal: None,
-            }
+async fn wait_for_exit(child: &mut WorkerChild) -> ChildExit {
+    child.wait().await.unwrap_or_else(|error| {
+        tracing::error!(%error, "waiting for the worker failed");
+        ChildExit {
+            code: None,
+            signal: None,
         }
-    }
+    })
 }
 
 fn effect_name(effect: &AttemptEffect) -> &'static str {

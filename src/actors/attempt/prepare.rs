@@ -9,8 +9,6 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio::process::Child;
-
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::{Preparation, StoreMsg};
 use crate::actors::{call, off_runtime};
@@ -29,13 +27,14 @@ use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc;
 use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::worker_child::WorkerChild;
 use crate::platform::{durable, spawn};
 
 /// A launched worker, handed from the preparation task to the supervisor.
 pub(crate) struct Launch {
     pub(crate) attempt: ActiveAttempt,
     pub(crate) phase_attempt: u32,
-    pub(crate) child: Child,
+    pub(crate) child: WorkerChild,
     pub(crate) pid: u32,
     pub(crate) identity: Option<ProcessIdentity>,
     pub(crate) transcript: TranscriptFile,
@@ -266,7 +265,7 @@ enum Started {
 
 /// A started worker and its transcript.
 struct Running {
-    child: Child,
+    child: WorkerChild,
     pid: u32,
     identity: Option<ProcessIdentity>,
     transcript: TranscriptFile,
@@ -298,14 +297,7 @@ impl StartJob {
                 };
             }
         };
-        let Some(pid) = child.id() else {
-            // The child was reaped already; tokio forgets its pid then. Treat like a launch
-            // we cannot supervise.
-            return Started::NotLaunched {
-                transcript,
-                summary: "could not launch agent command: the process vanished at once".into(),
-            };
-        };
+        let pid = child.id();
         let identity = match proc::identity_of(pid) {
             Ok(identity) => Some(identity),
             Err(error) => {
