@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
+use crate::domain::verification::Verification;
 use crate::platform::console::Console;
 use crate::report::{self, AttemptRow};
 
@@ -433,6 +434,8 @@ impl RunObserver for Progress {
                 stderr_bytes,
                 outcome_path,
                 transcript_path,
+                verification,
+                verification_failure,
             } => {
                 let current = ledger.current.take();
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
@@ -459,7 +462,24 @@ impl RunObserver for Progress {
                     outcome_path: outcome_path.clone(),
                     transcript_path: transcript_path.clone(),
                     prompt_path: current.map(|current| current.prompt_path),
+                    verification: verification.as_ref().and_then(|record| {
+                        Verification::read(*status, record, verification_failure.as_ref()).ok()
+                    }),
                 });
+            }
+            // The check's header and output reach the console through the attempt's writer;
+            // the status line names the check instead of the agent's last line.
+            RunEvent::VerifyStarted {
+                index,
+                of,
+                command_first_line,
+                ..
+            } => {
+                if let Some(current) = ledger.current.as_mut() {
+                    current.last_line =
+                        Some(format!("verify {index} of {of}: {command_first_line}"));
+                    current.last_output = Instant::now();
+                }
             }
             RunEvent::RetryScheduled { .. } => {
                 if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
@@ -478,6 +498,7 @@ impl RunObserver for Progress {
             | RunEvent::StopRequested { .. }
             | RunEvent::GroupStopped { .. }
             | RunEvent::RetryDue { .. }
+            | RunEvent::VerifyFinished { .. }
             | RunEvent::RunFinished { .. } => {}
         }
     }

@@ -138,10 +138,16 @@ impl State {
             self.stop = None;
         } else {
             let clarifying = outcome.status == AttemptStatus::NeedsClarification;
+            // A failed check is why a completion stopped; the agent's summary stays in the
+            // outcome and `last_run`.
+            let message = match &outcome.verification_failure {
+                Some(failure) => failure.describe(),
+                None => outcome.summary.clone(),
+            };
             self.stop = Some(Stop {
                 reason: outcome.status,
                 phase_id: phase.id.clone(),
-                message: (!clarifying).then(|| outcome.summary.clone()),
+                message: (!clarifying).then_some(message),
                 clarification_request: clarifying.then(|| outcome.summary.clone()),
             });
             self.current_phase = Some(phase.clone());
