@@ -462,6 +462,9 @@ fn reported_result(status: AttemptStatus) -> String {
 
 /// The progress line for a run event, if it has one (stderr, printed as it happens).
 pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
+    if let RunEvent::WatchdogLost { detail, .. } = event {
+        return Some(format!("warning: {detail}"));
+    }
     let RunEvent::RetryScheduled {
         schedule,
         delay_seconds,
@@ -709,6 +712,11 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
             AttemptStatus::Interrupted => ("interrupted", None),
             _ => ("failed", None),
         },
+        // The prepared record was not written: nothing was launched and nothing changed,
+        // unless the failed write became visible anyway (then that attempt is unresolved).
+        RunEnd::NotPrepared {
+            still_active: None, ..
+        } => ("not-prepared", None),
         RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
         RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
             ("interrupted", None)
@@ -742,6 +750,10 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
             ..
         } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
         RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
+        RunEnd::NotPrepared {
+            still_active: Some(active),
+            ..
+        } => (None, Some(active.transcript_path.clone())),
         _ => (
             last.map(|row| row.outcome_path.clone()),
             last.map(|row| row.transcript_path.clone()),
@@ -750,6 +762,10 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
     // An attempt whose outcome was not committed is the invocation's last attempt too.
     let attempt_id = match end {
         RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
+        RunEnd::NotPrepared {
+            still_active: Some(active),
+            ..
+        } => Some(active.id.clone()),
         _ => last.and_then(|row| row.attempt_id.clone()),
     };
     let completed: Vec<&str> = ledger

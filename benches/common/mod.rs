@@ -204,6 +204,7 @@ pub fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
             // Every entry a current runner commits carries both.
             duration_ms: Some(90_000 + index as u64),
             output_bytes: Some(250_000 + index as u64),
+            watchdog_losses: None,
         });
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),

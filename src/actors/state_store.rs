@@ -225,7 +225,14 @@ impl StoreState {
                 .map(|()| next)
         };
         let path = self.layout.state_path();
-        let document = next.as_ref().ok().map(|next| next.to_json().into_bytes());
+        // Never a document the reader would refuse (issue 23).
+        let (next, document) = match next.and_then(|next| {
+            let json = next.to_checked_json().map_err(StateWriteError::Invalid)?;
+            Ok((next, json))
+        }) {
+            Ok((next, json)) => (Ok(next), Some(json.into_bytes())),
+            Err(error) => (Err(error), None),
+        };
         let target = path.clone();
         let outcome_written = match &before {
             Before::Outcome { path, .. } => Some(path.clone()),

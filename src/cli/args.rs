@@ -294,10 +294,11 @@ pub fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
             break;
         }
     }
+    // `--json=yes` is a usage error too, but its caller plainly wants the object.
     command.as_deref() == Some(OsStr::new("run"))
         && args
             .take_while(|arg| arg != "--")
-            .any(|arg| arg == "--json")
+            .any(|arg| arg == "--json" || arg.as_encoded_bytes().starts_with(b"--json="))
 }
 
 /// `--max-phases`: a positive integer.
@@ -308,16 +309,21 @@ fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
     }
 }
 
-/// `--retries`: a non-negative integer.
+/// The most `--retries`: one attempt more must still be counted (`retry.max_attempts` is
+/// 32-bit).
+const MAX_RETRIES: u32 = u32::MAX - 1;
+
+/// `--retries`: a whole number from 0 to [`MAX_RETRIES`].
 fn parse_retries(text: &str) -> Result<u32, InvalidRetries> {
-    text.trim()
-        .parse::<u32>()
-        .map_err(|_| InvalidRetries(text.to_owned()))
+    match text.trim().parse::<u32>() {
+        Ok(retries) if retries <= MAX_RETRIES => Ok(retries),
+        _ => Err(InvalidRetries(text.to_owned())),
+    }
 }
 
-/// A `--retries` value that is not a non-negative integer.
+/// A `--retries` value that is not a whole number in range.
 #[derive(Debug, thiserror::Error)]
-#[error("expected a non-negative integer, got '{0}'")]
+#[error("expected a whole number from 0 to {MAX_RETRIES}, got '{0}'")]
 struct InvalidRetries(String);
 
 /// A `--max-phases` value that is not a positive integer.
@@ -338,6 +344,18 @@ mod tests {
     }
 
     #[test]
+    fn retries_are_whole_numbers_up_to_one_less_than_the_attempt_counter() {
+        assert_eq!(parse_retries("0").unwrap(), 0);
+        assert_eq!(parse_retries(" 4294967294 ").unwrap(), 4_294_967_294);
+        for bad in ["4294967295", "4294967296", "-1", "1.5", "x", ""] {
+            assert_eq!(
+                parse_retries(bad).unwrap_err().to_string(),
+                format!("expected a whole number from 0 to 4294967294, got '{bad}'")
+            );
+        }
+    }
+
+    #[test]
     fn run_json_is_recognised_in_a_command_line_clap_rejects() {
         assert!(requested(&["run", "--json", "--max-phases", "0"]));
         assert!(requested(&["run", "--plan", "p.md", "--bogus", "--json"]));
@@ -351,12 +369,13 @@ mod tests {
             "p",
             "--json"
         ]));
+        assert!(requested(&["run", "--json=yes", "--plan", "p.md"]));
         assert!(!requested(&["run", "--plan", "p.md"]));
+        assert!(!requested(&["run", "--jsonx"]));
         assert!(!requested(&["status", "--json"]));
         assert!(!requested(&["check", "--json", "run"]));
         assert!(!requested(&["--log-file", "run", "status", "--json"]));
         assert!(!requested(&["run", "--", "--json"]));
-        assert!(!requested(&["run", "--json=yes"]));
         assert!(!requested(&[]));
     }
 }

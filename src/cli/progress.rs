@@ -481,7 +481,7 @@ impl RunObserver for Progress {
                     current.last_output = Instant::now();
                 }
             }
-            RunEvent::RetryScheduled { .. } => {
+            RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
                 if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
                     self.say(line);
                 }

@@ -10,6 +10,7 @@
 //! cannot hold the handler either.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,12 +29,13 @@ use crate::domain::selection::RecoveryFlags;
 use crate::domain::selection::next_pending;
 use crate::invocation::{
     InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    locate, read_config, read_plan_snapshot, read_state, verify_interpreter_problems,
+    generated_paths_are_real, locate, read_config, read_plan_snapshot, read_state,
+    verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::signal_disposition::{self, CaughtSignals};
-use crate::platform::watchdog;
+use crate::platform::{spawn, watchdog};
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -68,6 +70,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let prepared = (|| {
         let location = locate(&args.plan)?;
         located = Some(location.clone());
+        generated_paths_are_real(&location)?;
         let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),
@@ -127,6 +130,29 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
     };
     let (location, snapshot) = (Arc::new(location), Arc::new(snapshot));
+    // The caller's descriptors are not the workers' (issue 23): marked close-on-exec once.
+    spawn::keep_inherited_descriptors_from_workers();
+    // Every record of the run, the watchdog's start included, is in this span.
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let span = tracing::info_span!(
+        "run",
+        run_id = %run_id,
+        plan = %location.plan_path,
+        workspace = %location.workspace
+    );
+    // Before any worker exists — every worker (and hook) registers its group with it, so a
+    // SIGKILLed handler leaves no worker running — and before any thread exists, so that it
+    // is a plain fork rather than a re-execution of this binary.
+    let watchdog_options = watchdog::StartOptions {
+        events_path: Some(Path::new(&location.layout.dir).join("events.jsonl")),
+    };
+    span.in_scope(|| match watchdog::start(watchdog_options) {
+        Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
+        ),
+    });
     let threads = Console::start(args.json).and_then(|console| {
         let console = Arc::new(console);
         let stream = Arc::new(EventStream::start(&location.layout.dir)?);
@@ -135,6 +161,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let (console, stream) = match threads {
         Ok(threads) => threads,
         Err(error) => {
+            watchdog::finish();
             let message = format!("cannot start the output threads: {error}");
             print_error(
                 args.json,
@@ -155,23 +182,6 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
     let reporter: Arc<dyn RunObserver> =
         Arc::new(Observers(vec![progress.clone(), stream.clone()]));
-    // Every record of the run, the watchdog's start included, is in this span.
-    let run_id = uuid::Uuid::new_v4().to_string();
-    let span = tracing::info_span!(
-        "run",
-        run_id = %run_id,
-        plan = %location.plan_path,
-        workspace = %location.workspace
-    );
-    // Before any worker exists: every worker (and hook) registers its group with it, so a
-    // SIGKILLed handler leaves no worker running.
-    span.in_scope(|| match watchdog::start() {
-        Ok(pid) => tracing::info!(pid, "watchdog started"),
-        Err(error) => tracing::warn!(
-            %error,
-            "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
-        ),
-    });
     let titles = snapshot
         .plan
         .phases

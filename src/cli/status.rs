@@ -11,7 +11,9 @@ use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
 use crate::domain::verification::{VerificationReport, VerificationResult};
-use crate::invocation::probe::{RunInProgress, recorded_worker_alive, run_in_progress};
+use crate::invocation::probe::{
+    RunInProgress, attempt_processes, recorded_worker_alive, run_in_progress,
+};
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_config, read_outcome, read_plan_snapshot, read_state,
@@ -96,6 +98,10 @@ pub struct RetryScheduleReport {
     pub reason_text: String,
     /// Which agent template it runs (0 is the primary).
     pub template_index: usize,
+    /// Why no run can resume it with this config (a removed fallback agent, a status taken
+    /// out of `retry.on`; as `check` says, a run then requires `--retry-stopped`); `null` when
+    /// a run with the same flags resumes it, or the config cannot be read.
+    pub does_not_fit: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -109,6 +115,10 @@ pub struct ActiveAttemptReport {
     pub process_group_id: Option<u32>,
     /// Whether the recorded worker is still that live process; `null` without an identity.
     pub worker_alive: Option<bool>,
+    /// Live processes carrying the attempt's id in their environment (the worker and its
+    /// descendants, also those that left its group); `null` while the run is in progress or
+    /// when `/proc` cannot be scanned.
+    pub live_processes: Option<Vec<u32>>,
     pub execution_workspace: String,
     pub prompt_path: String,
     pub transcript_path: String,
@@ -130,6 +140,11 @@ pub struct LastRunReport {
     pub transcript_exists: bool,
     pub outcome_path: Option<String>,
     pub summary: String,
+    /// How often the attempt lost the run's watchdog (killed or stopped); `null` when never.
+    pub watchdog_losses: Option<u64>,
+    /// Live processes carrying the attempt's id in their environment (descendants that
+    /// survived it); `null` when `/proc` cannot be scanned.
+    pub live_processes: Option<Vec<u32>>,
 }
 
 /// Whether the plan bytes still match the accepted snapshot.
@@ -156,9 +171,8 @@ pub fn run(args: &StatusArgs) -> ExitCode {
     };
     // Only for "attempt k of n" in a scheduled retry that did not record its n (written before
     // the schedule had `max_attempts`); status reports config errors nowhere else.
-    let max_attempts = read_config(&location)
-        .ok()
-        .map(|config| config.retry.max_attempts);
+    let config = read_config(&location).ok();
+    let max_attempts = config.as_ref().map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
     if let Ok(snapshot) = &snapshot {
         crate::report::plan_warnings(snapshot).print();
@@ -170,8 +184,30 @@ pub fn run(args: &StatusArgs) -> ExitCode {
         max_attempts,
         running.is_some(),
     );
+    // Whether a run resumes the scheduled retry: the same verdict as `check`'s, against the
+    // config's policy (a removed fallback agent, fewer attempts or waits: it does not).
+    if let (Some(retry), Some(schedule), Some(config)) = (
+        report.retry_schedule.as_mut(),
+        state.retry_schedule.as_ref(),
+        config.as_ref(),
+    ) {
+        let templates = 1 + config.rate_limit.fallback_agent_cmds.len();
+        retry.does_not_fit = schedule
+            .fits_some_run(&config.retry, &config.rate_limit, templates)
+            .err()
+            .map(|why| why.to_string());
+    }
     report.run_in_progress = running.is_some();
     report.handler_pid = running.and_then(|running| running.handler_pid);
+    // What may still run of a recorded attempt (not of the attempt a live run is running).
+    if let Some(attempt) = report.active_attempt.as_mut()
+        && !report.run_in_progress
+    {
+        attempt.live_processes = attempt_processes(&attempt.id);
+    }
+    if let Some(last_run) = report.last_run.as_mut() {
+        last_run.live_processes = attempt_processes(&last_run.run_id);
+    }
     let plan_error = snapshot.err();
     if args.json {
         match serde_json::to_string_pretty(&report) {
@@ -298,6 +334,7 @@ fn build_report(
                 .as_ref()
                 .map(|process| process.process_group_id),
             worker_alive: recorded_worker_alive(attempt),
+            live_processes: None,
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -316,6 +353,13 @@ fn build_report(
         transcript_exists: is_file(&last_run.transcript_path),
         outcome_path: last_run.outcome_path.clone(),
         summary: last_run.summary.clone(),
+        watchdog_losses: state
+            .committed_outcomes
+            .iter()
+            .rev()
+            .find(|entry| entry.attempt_id == last_run.run_id)
+            .and_then(|entry| entry.watchdog_losses),
+        live_processes: None,
     });
     let latest_transcript = match (&state.active_attempt, &state.last_run) {
         (Some(attempt), _) => Some(attempt.transcript_path.clone()),
@@ -355,6 +399,7 @@ fn build_report(
                 reason: schedule.reason.as_str().to_owned(),
                 reason_text: schedule.reason.describe().to_owned(),
                 template_index: schedule.template_index,
+                does_not_fit: None,
             }),
         plan,
         phases,
@@ -471,6 +516,13 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             Some(false) => lines.push("worker process: not running".to_owned()),
             None => {}
         }
+        if let Some(pids) = attempt
+            .live_processes
+            .as_ref()
+            .filter(|pids| !pids.is_empty())
+        {
+            lines.push(still_running_line("attempt", pids));
+        }
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
         lines.push(format!("attempt transcript: {}", attempt.transcript_path));
         if !attempt.transcript_exists {
@@ -493,8 +545,14 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         }
         if let Some(retry) = &report.retry_schedule {
             let of = retry.of.map(|of| format!(" of {of}")).unwrap_or_default();
+            let then = match &retry.does_not_fit {
+                None => "a run with the same retry policy resumes it".to_owned(),
+                Some(why) => format!(
+                    "it does not fit the config's retry policy ({why}); run requires --retry-stopped"
+                ),
+            };
             lines.push(format!(
-                "retry scheduled: {} attempt {}{of} not before {} ({}); a run with the same retry policy resumes it",
+                "retry scheduled: {} attempt {}{of} not before {} ({}); {then}",
                 retry.phase_id, retry.attempt, retry.not_before, retry.reason_text
             ));
         }
@@ -545,6 +603,18 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             "last run: {} ({})",
             last_run.run_id, last_run.status
         ));
+        if let Some(losses) = last_run.watchdog_losses {
+            lines.push(format!(
+                "last run watchdog: lost {losses} time(s) during the attempt (its transcript trailer says how, and whether a new one took over)"
+            ));
+        }
+        if let Some(pids) = last_run
+            .live_processes
+            .as_ref()
+            .filter(|pids| !pids.is_empty())
+        {
+            lines.push(still_running_line("last run", pids));
+        }
     }
     lines.push(plan_line(
         report.plan.status,
@@ -566,6 +636,17 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     lines.extend(verification_lines(&report.phases));
     lines.push(totals_line(&report.totals));
     lines
+}
+
+/// `attempt processes still running: 2 (pids 40, 41) carry its id …`.
+fn still_running_line(whose: &str, pids: &[u32]) -> String {
+    let listed: Vec<String> = pids.iter().take(20).map(u32::to_string).collect();
+    let more = if pids.len() > 20 { ", …" } else { "" };
+    format!(
+        "{whose} processes still running: {} (pids {}{more}) carry its attempt id; stop them before retrying",
+        pids.len(),
+        listed.join(", ")
+    )
 }
 
 /// The `plan:` line for a plan acceptance status (`unchanged`, `changed`, `moved`,

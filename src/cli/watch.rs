@@ -1,21 +1,32 @@
 //! `watch`: follows the event stream of a run started elsewhere and shows where it is. Read
 //! only: it takes no lock and writes nothing, so it never gets in a run's way.
 //!
-//! Which run: the one in progress when `watch` starts (its `run-started` has no `run-finished`
-//! and its handler is alive), else the next one to start. It ends when that run finishes, when
-//! its handler is gone without finishing, or on Ctrl-C. With `--json` the followed run's event
+//! Which run: the one in progress when `watch` starts — the handler holding the plan
+//! workspace's lock is that run's (the probe `status` uses; a pid alone could be reused) —
+//! found by its `run-started` in the stream or, when that was rotated away, by the run id of
+//! its latest records; else the next one to start. It ends when that run finishes, when its
+//! handler is gone without finishing, or on Ctrl-C. With `--json` the followed run's event
 //! lines are passed through as they are.
+//!
+//! The stream is read with bounded memory ([`Follower`]): a special file, a link or a file far
+//! larger than the runner writes is refused, a line too long to be the runner's is skipped,
+//! and rotations, copy-truncates and deletions are followed by inode. Every text from the
+//! stream is made printable before it reaches the terminal, and a closed stdout (`watch … |
+//! head -1`) ends the watch quietly.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::args::WatchArgs;
+use crate::domain::display::printable;
 use crate::domain::exit_code::ExitCode;
 use crate::invocation::{InputError, locate_for_report};
-use crate::platform::event_log::Follower;
+use crate::platform::event_log::{FollowError, Follower};
+use crate::platform::locate::PlanLocation;
+use crate::platform::locks::lock_holder;
 use crate::platform::proc;
 use crate::report::{self, Output};
 
@@ -26,56 +37,246 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 /// How long an attempt may go without a line on the screen before its status line is shown
 /// again: a silent agent writes no output progress, and the elapsed time should still move.
 const HEARTBEAT: Duration = Duration::from_secs(5);
+/// After the handler let go of the plan workspace, how long its last records (`run-finished`
+/// is queued before the lock is released, and written by a thread of its own) may take to
+/// reach the stream before the run counts as gone without finishing.
+const LAST_WORDS: Duration = Duration::from_secs(3);
+
+/// Stdout was closed (`watch … | head -1`): nobody reads any more.
+struct StdoutClosed;
 
 pub fn run(args: &WatchArgs) -> ExitCode {
     let location = match locate_for_report(&args.plan) {
         Ok(location) => location,
         Err(error) => return fail(&error),
     };
+    // Ended as SIGPIPE would end it, without a panic or a backtrace.
+    watch(args.json, &location).unwrap_or(ExitCode::Signal(nix::libc::SIGPIPE))
+}
+
+fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> {
     let path = PathBuf::from(&location.layout.dir).join("events.jsonl");
-    let mut follower = Follower::new(path);
+    let mut follower = Follower::new(path.clone());
     let mut watch = Watch::default();
-    // What is already in the stream decides whether a run is in progress.
-    match follower.read_new_lines() {
-        Ok(lines) => watch.catch_up(&lines),
-        Err(error) => return fail_io(&location.layout.dir, &error),
+    // What is already in the stream, and who holds the lock, decide whether a run is in
+    // progress.
+    let mut history = History::default();
+    if let Err(error) = follower.catch_up(|line| history.read(line)) {
+        return Ok(fail_stream(&path, &error));
     }
-    if watch.replay.is_empty() {
-        say(args.json, "waiting for a run of this plan to start");
+    let holder = workspace_holder(location, &history);
+    let replay = history.in_progress(holder);
+    match &replay {
+        None => say(json, "waiting for a run of this plan to start")?,
+        Some(found) if found.started.is_none() => say(
+            json,
+            &format!(
+                "following the run in progress (handler pid {}); its start is no longer in the event stream",
+                holder
+                    .flatten()
+                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
+            ),
+        )?,
+        Some(_) => {}
     }
-    for line in watch.replay.drain(..).collect::<Vec<_>>() {
-        if let Some(end) = watch.show(args.json, &line) {
-            return end;
+    if let Some(found) = replay {
+        watch.followed = Some(found.followed(holder.flatten()));
+        for line in found.lines {
+            if let Some(end) = watch.show(json, &line)? {
+                return Ok(end);
+            }
         }
     }
     let mut last_check = Instant::now();
+    let mut released_at: Option<Instant> = None;
     loop {
         std::thread::sleep(POLL);
         let lines = match follower.read_new_lines() {
             Ok(lines) => lines,
-            Err(error) => return fail_io(&location.layout.dir, &error),
+            Err(error) => return Ok(fail_stream(&path, &error)),
         };
         let quiet = lines.is_empty();
         for line in lines {
-            if let Some(end) = watch.show(args.json, &line) {
-                return end;
+            if let Some(end) = watch.show(json, &line)? {
+                return Ok(end);
             }
         }
-        if quiet && !args.json {
-            watch.heartbeat();
+        if quiet && !json {
+            watch.heartbeat()?;
         }
         if quiet && last_check.elapsed() >= LIVENESS_CHECK {
             last_check = Instant::now();
-            if let Some(pid) = watch.followed.as_ref().map(|run| run.pid)
-                && !handler_alive(pid)
-            {
-                say(
-                    args.json,
-                    &format!("the run's handler (pid {pid}) is gone without finishing"),
-                );
-                return ExitCode::AgentFailed;
+            let Some(run) = watch.followed.as_ref() else {
+                continue;
+            };
+            if handler_runs(location, run.pid) {
+                released_at = None;
+                continue;
+            }
+            // Its last records may still be on their way.
+            let since = *released_at.get_or_insert_with(Instant::now);
+            if since.elapsed() < LAST_WORDS {
+                continue;
+            }
+            let mut line = format!(
+                "the run's handler (pid {}) is gone without finishing",
+                run.pid
+                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
+            );
+            if let Some(stopped) = &watch.watchdog_stopped {
+                line.push_str("; ");
+                line.push_str(stopped);
+            }
+            say(json, &line)?;
+            return Ok(ExitCode::AgentFailed);
+        }
+    }
+}
+
+/// The run to follow that the stream already holds, read line by line at the start: only the
+/// latest run's lines are kept, and of its output progress only the latest (memory does not
+/// grow with the stream).
+#[derive(Default)]
+struct History {
+    /// The latest `run-started`'s run, with its lines.
+    latest: Option<Found>,
+    /// The run id of the latest record of any run, with its lines since that run's first
+    /// record seen (for a run whose `run-started` was rotated away).
+    unstarted: Option<Found>,
+}
+
+/// One run's lines in the stream.
+struct Found {
+    run_id: String,
+    started: Option<Value>,
+    finished: bool,
+    lines: Vec<String>,
+    /// Where the latest output-progress line sits in `lines`.
+    progress_at: Option<usize>,
+}
+
+impl Found {
+    fn new(run_id: String, started: Option<Value>) -> Self {
+        Self {
+            run_id,
+            started,
+            finished: false,
+            lines: Vec::new(),
+            progress_at: None,
+        }
+    }
+
+    fn push(&mut self, kind: &str, line: String) {
+        if kind == "output-progress" {
+            // Only the latest figures matter for a replay.
+            if let Some(at) = self.progress_at {
+                self.lines.remove(at);
+            }
+            self.progress_at = Some(self.lines.len());
+        }
+        self.lines.push(line);
+        if kind == "run-finished" {
+            self.finished = true;
+        }
+    }
+
+    /// The run as followed; its handler is the lock holder when `run-started` is gone.
+    fn followed(&self, holder: Option<u32>) -> Followed {
+        match &self.started {
+            Some(event) => started(event),
+            None => Followed {
+                run_id: self.run_id.clone(),
+                pid: holder,
+                phases: 0,
+                attempt: None,
+                output_bytes: 0,
+                last_line: None,
+            },
+        }
+    }
+}
+
+impl History {
+    fn read(&mut self, line: String) {
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            return;
+        };
+        let kind = kind(&event).to_owned();
+        let Some(run_id) = event["run_id"].as_str().map(str::to_owned) else {
+            return;
+        };
+        if kind == "run-started" {
+            let mut found = Found::new(run_id, Some(event));
+            found.push(&kind, line);
+            self.latest = Some(found);
+            self.unstarted = None;
+            return;
+        }
+        match self.latest.as_mut() {
+            Some(found) if found.run_id == run_id => found.push(&kind, line),
+            _ => {
+                let unstarted = self
+                    .unstarted
+                    .get_or_insert_with(|| Found::new(run_id.clone(), None));
+                if unstarted.run_id != run_id {
+                    *unstarted = Found::new(run_id, None);
+                }
+                unstarted.push(&kind, line);
             }
         }
+    }
+
+    /// The pid of the latest `run-started`.
+    fn latest_started_pid(&self) -> Option<u32> {
+        let event = self.latest.as_ref()?.started.as_ref()?;
+        Some(number(event, "pid") as u32)
+    }
+
+    /// The run in progress, given the pid holding the plan workspace (`None`: no run). A run
+    /// whose `run-started` names that pid and that has not finished is it; without one, the
+    /// latest records' run is (its start was rotated away).
+    fn in_progress(self, holder: Option<Option<u32>>) -> Option<Found> {
+        let holder = holder?;
+        if let Some(found) = self.latest.filter(|found| !found.finished) {
+            let pid = found
+                .started
+                .as_ref()
+                .map(|event| number(event, "pid") as u32);
+            if holder.is_none() || pid == holder {
+                return Some(found);
+            }
+        }
+        self.unstarted.filter(|found| !found.finished)
+    }
+}
+
+/// The pid holding the plan workspace's lock: `None` when no run holds it, `Some(None)` when
+/// one does whose pid is not visible from here. When the lock table cannot be read, the
+/// latest started run's handler counts if its pid is alive (as before the lock probe).
+fn workspace_holder(location: &PlanLocation, history: &History) -> Option<Option<u32>> {
+    match lock_holder(Path::new(&location.workspace)) {
+        Ok(holder) => holder.map(|holder| holder.pid),
+        Err(error) => {
+            tracing::debug!(%error, "cannot read the lock table");
+            history
+                .latest_started_pid()
+                .filter(|pid| pid_alive(*pid))
+                .map(Some)
+        }
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    matches!(proc::stat(pid), Ok(Some(stat)) if !stat.is_defunct())
+}
+
+/// Whether the followed run's handler still runs: it holds the plan workspace's lock (a
+/// reused pid holds no lock). When the lock table cannot be read, its pid is looked at.
+fn handler_runs(location: &PlanLocation, pid: Option<u32>) -> bool {
+    match lock_holder(Path::new(&location.workspace)) {
+        Ok(Some(holder)) => holder.pid.is_none() || pid.is_none() || holder.pid == pid,
+        Ok(None) => false,
+        Err(_) => pid.is_some_and(pid_alive),
     }
 }
 
@@ -83,7 +284,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
 #[derive(Clone, Debug)]
 struct Followed {
     run_id: String,
-    pid: u32,
+    /// Its handler's pid; `None` when its start was not seen and the lock table hid it.
+    pid: Option<u32>,
     phases: usize,
     /// The attempt in progress: its banner fields and when it started (as observed).
     attempt: Option<(String, usize, Instant)>,
@@ -95,65 +297,64 @@ struct Followed {
 #[derive(Default)]
 struct Watch {
     followed: Option<Followed>,
-    /// The followed run's lines already in the stream when `watch` started.
-    replay: Vec<String>,
     /// When the last line was shown (text mode).
     last_shown: Option<Instant>,
+    /// What the followed run's watchdog said it stopped, once its handler was gone.
+    watchdog_stopped: Option<String>,
 }
 
 impl Watch {
-    /// Reads what the stream held when `watch` started: a run in progress is followed from
-    /// its start (its lines are shown first); a finished one is history.
-    fn catch_up(&mut self, lines: &[String]) {
-        let mut current: Option<(Followed, Vec<String>)> = None;
-        for line in lines {
-            let Ok(event) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            match kind(&event) {
-                "run-started" => current = Some((started(&event), vec![line.clone()])),
-                "run-finished" => {
-                    if current
-                        .as_ref()
-                        .is_some_and(|(run, _)| run.run_id == text(&event, "run_id"))
-                    {
-                        current = None;
-                    }
-                }
-                _ => {
-                    if let Some((run, held)) = current.as_mut()
-                        && run.run_id == text(&event, "run_id")
-                    {
-                        held.push(line.clone());
-                    }
-                }
-            }
-        }
-        if let Some((run, held)) = current
-            && handler_alive(run.pid)
-        {
-            self.replay = held;
-        }
-    }
-
     /// Shows one line of the stream; `Some` ends the watch.
-    fn show(&mut self, json: bool, line: &str) -> Option<ExitCode> {
-        let event: Value = serde_json::from_str(line).ok()?;
+    fn show(&mut self, json: bool, line: &str) -> Result<Option<ExitCode>, StdoutClosed> {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            return Ok(None);
+        };
+        if kind(&event) == "watchdog-stopped" {
+            self.note_watchdog(&event);
+            if json && self.watchdog_is_ours(&event) {
+                print_json(line)?;
+            }
+            return Ok(None);
+        }
         let run_id = text(&event, "run_id");
         match (&self.followed, kind(&event)) {
             (None, "run-started") => self.followed = Some(started(&event)),
             (Some(run), _) if run.run_id == run_id => {}
             // Another run's line (an earlier one's tail, or a refused contender's).
-            _ => return None,
+            _ => return Ok(None),
         }
         if json {
             // Printable even if the stream was written by a version that did not escape.
-            Output::print_json(line);
+            print_json(line)?;
         } else if let Some(text) = self.render(&event) {
-            say(false, &text);
+            say(false, &text)?;
             self.last_shown = Some(Instant::now());
         }
-        (kind(&event) == "run-finished").then_some(ExitCode::Success)
+        Ok((kind(&event) == "run-finished").then_some(ExitCode::Success))
+    }
+
+    fn watchdog_is_ours(&self, event: &Value) -> bool {
+        let pid = event["handler_pid"].as_u64().map(|pid| pid as u32);
+        self.followed
+            .as_ref()
+            .is_some_and(|run| run.pid.is_some() && run.pid == pid)
+    }
+
+    /// A `watchdog-stopped` record of the followed run's handler: kept for the last line.
+    fn note_watchdog(&mut self, event: &Value) {
+        if !self.watchdog_is_ours(event) {
+            return;
+        }
+        let count = |key: &str| event[key].as_array().map_or(0, Vec::len);
+        self.watchdog_stopped = Some(format!(
+            "its watchdog stopped {} process group(s) and killed {} escaped descendant(s){}",
+            count("groups"),
+            count("escaped"),
+            match count("survivors") {
+                0 => String::new(),
+                alive => format!("; {alive} still alive after SIGKILL"),
+            }
+        ));
     }
 
     fn render(&mut self, event: &Value) -> Option<String> {
@@ -169,6 +370,9 @@ impl Watch {
             "attempt-prepared" => {
                 let phase_id = text(event, "phase_id");
                 let index = number(event, "phase_index") as usize;
+                if run.phases == 0 {
+                    run.phases = number(event, "phases") as usize;
+                }
                 run.attempt = Some((phase_id.clone(), index, Instant::now()));
                 run.output_bytes = 0;
                 run.last_line = None;
@@ -192,7 +396,13 @@ impl Watch {
             "output-progress" => {
                 run.output_bytes =
                     number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes"));
-                run.last_line = event["last_line"].as_str().map(str::to_owned);
+                // A result block is never shown as the last line (live output hides it; a
+                // stream written before the runner dropped it may still carry one).
+                if let Some(line) = event["last_line"].as_str()
+                    && !crate::domain::marker::mentions_result_tag(line.as_bytes())
+                {
+                    run.last_line = Some(line.to_owned());
+                }
                 run.status_line()?
             }
             "stop-requested" => format!(
@@ -200,6 +410,7 @@ impl Watch {
                 text(event, "cause"),
                 text(event, "detail")
             ),
+            "watchdog-lost" => format!("warning: {}", text(event, "detail")),
             "group-stopped" => {
                 let leftovers: Vec<String> = ["leaked", "escaped", "survivors"]
                     .iter()
@@ -237,25 +448,53 @@ impl Watch {
                 text(event, "phase_id"),
                 number(event, "attempt")
             ),
+            "verify-started" => format!(
+                "{} verify {} of {}: {}",
+                text(event, "phase_id"),
+                number(event, "index"),
+                number(event, "of"),
+                text(event, "command_first_line")
+            ),
+            "verify-finished" => {
+                let how = if event["stopped"].as_bool() == Some(true) {
+                    "stopped by the handler".to_owned()
+                } else if event["timed_out"].as_bool() == Some(true) {
+                    "timed out".to_owned()
+                } else {
+                    match event["exit_code"].as_i64() {
+                        Some(code) => format!("exited with code {code}"),
+                        None => "was killed".to_owned(),
+                    }
+                };
+                let verdict = if event["passed"].as_bool() == Some(true) {
+                    "passed"
+                } else {
+                    "failed"
+                };
+                format!(
+                    "{} verify {} {verdict}: {how}",
+                    text(event, "phase_id"),
+                    number(event, "index")
+                )
+            }
             "run-finished" => format!("run finished: exit {}", number(event, "exit_code")),
             _ => return None,
         })
     }
-}
 
-impl Watch {
     /// Shows the attempt's status line again when nothing was shown for [`HEARTBEAT`].
-    fn heartbeat(&mut self) {
+    fn heartbeat(&mut self) -> Result<(), StdoutClosed> {
         if self
             .last_shown
             .is_some_and(|shown| shown.elapsed() < HEARTBEAT)
         {
-            return;
+            return Ok(());
         }
         if let Some(line) = self.followed.as_ref().and_then(Followed::status_line) {
-            say(false, &line);
+            say(false, &line)?;
             self.last_shown = Some(Instant::now());
         }
+        Ok(())
     }
 }
 
@@ -277,7 +516,7 @@ impl Followed {
 fn started(event: &Value) -> Followed {
     Followed {
         run_id: text(event, "run_id"),
-        pid: number(event, "pid") as u32,
+        pid: Some(number(event, "pid") as u32),
         phases: number(event, "phases") as usize,
         attempt: None,
         output_bytes: 0,
@@ -289,27 +528,36 @@ fn kind(event: &Value) -> &str {
     event["event"].as_str().unwrap_or_default()
 }
 
+/// A text field of an event, made printable: the stream decodes to the agent's and the
+/// plan's exact text, escape sequences included.
 fn text(event: &Value, key: &str) -> String {
-    event[key].as_str().unwrap_or_default().to_owned()
+    printable(event[key].as_str().unwrap_or_default()).into_owned()
 }
 
 fn number(event: &Value, key: &str) -> u64 {
     event[key].as_u64().unwrap_or_default()
 }
 
-/// Whether the handler `pid` still exists (and is not a zombie).
-fn handler_alive(pid: u32) -> bool {
-    matches!(proc::stat(pid), Ok(Some(stat)) if !stat.is_defunct())
+/// A line for the person watching (on stderr with `--json`, which keeps stdout for events).
+/// A closed stdout (`watch … | head -1`) ends the watch, as SIGPIPE would.
+fn say(json: bool, line: &str) -> Result<(), StdoutClosed> {
+    if json {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "{line}");
+        return Ok(());
+    }
+    write_stdout(line)
 }
 
-/// A line for the person watching (on stderr with `--json`, which keeps stdout for events).
-fn say(json: bool, line: &str) {
-    if json {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-    }
+fn print_json(line: &str) -> Result<(), StdoutClosed> {
+    write_stdout(&crate::domain::display::printable_json(line))
+}
+
+fn write_stdout(line: &str) -> Result<(), StdoutClosed> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|_| StdoutClosed)
 }
 
 fn fail(error: &InputError) -> ExitCode {
@@ -317,9 +565,10 @@ fn fail(error: &InputError) -> ExitCode {
     error.exit_code()
 }
 
-fn fail_io(dir: &str, error: &std::io::Error) -> ExitCode {
+fn fail_stream(path: &Path, error: &FollowError) -> ExitCode {
     Output::error(format!(
-        "{dir}/events.jsonl: cannot read the event stream: {error}"
+        "{}: cannot read the event stream: {error}",
+        path.display()
     ))
     .print();
     ExitCode::InvalidInput

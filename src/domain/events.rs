@@ -9,8 +9,9 @@ use serde::{Serialize, Serializer};
 use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
-use super::state::AttemptStatus;
+use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
 use super::verification::{FailedCheck, VerificationRecord};
+use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 
 /// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
 /// its fields beside it.
@@ -57,6 +58,18 @@ pub enum RunEvent {
     /// The attempt is being stopped: `cause` is `timeout`, `idle-timeout`, `stop-regex`,
     /// `rate-limited`, `interrupted` or `execution-io`; `detail` says more.
     StopRequested { cause: String, detail: String },
+    /// The run's watchdog was lost (killed or stopped): what happened, and whether a new one
+    /// took over (`replaced_by`) or the attempt is stopped (`error`).
+    WatchdogLost {
+        pid: u32,
+        /// `killed`, `stopped` or `exited`.
+        cause: &'static str,
+        /// The signal that killed or stopped it, or its exit code.
+        code: i32,
+        replaced_by: Option<u32>,
+        error: Option<String>,
+        detail: String,
+    },
     /// The worker's group is empty.
     GroupStopped {
         leaked: Vec<u32>,
@@ -147,6 +160,31 @@ pub enum RunEvent {
 }
 
 impl RunEvent {
+    /// The `WatchdogLost` event for a loss.
+    pub fn watchdog_lost(loss: &WatchdogLoss) -> Self {
+        let (cause, code) = match loss.cause {
+            LossCause::Killed(signal) => ("killed", signal),
+            LossCause::Stopped(signal) => ("stopped", signal),
+            LossCause::Exited(code) => ("exited", code),
+        };
+        let (replaced_by, error) = match &loss.replacement {
+            Replacement::Started(pid) => (Some(*pid), None),
+            Replacement::Failed(error) => (None, Some(error.clone())),
+            Replacement::GaveUp { losses } => (
+                None,
+                Some(format!("lost {losses} times; not replaced again")),
+            ),
+        };
+        Self::WatchdogLost {
+            pid: loss.pid,
+            cause,
+            code,
+            replaced_by,
+            error,
+            detail: loss.describe(),
+        }
+    }
+
     /// The `GroupStopped` event for a killer's report.
     pub fn group_stopped(report: &GroupReport) -> Self {
         Self::GroupStopped {
@@ -174,6 +212,25 @@ impl EventRecord {
     /// disturb a terminal showing the stream (DEL, C1 controls, bidirectional overrides, `<`)
     /// are JSON escapes, so the line still decodes to the exact text.
     pub fn to_json_line(&self) -> String {
+        // The stream carries an excerpt of a long summary, like `state.json`: the outcome
+        // file has it whole, and a line of megabytes helps no one following the stream.
+        if let RunEvent::OutcomeCommitted {
+            summary,
+            outcome_path,
+            ..
+        } = &self.event
+            && summary.len() > STATE_TEXT_LIMIT
+        {
+            let mut bounded = self.clone();
+            if let RunEvent::OutcomeCommitted { summary: kept, .. } = &mut bounded.event {
+                *kept = excerpt(summary, Some(outcome_path));
+            }
+            return bounded.json_line();
+        }
+        self.json_line()
+    }
+
+    fn json_line(&self) -> String {
         // Every field serializes (no maps with non-string keys, no floats that are NaN: the
         // delay is a measured duration), so this cannot fail; keep a line rather than panic.
         let json = serde_json::to_string(self).unwrap_or_else(|error| {
@@ -232,6 +289,38 @@ mod tests {
             record.to_json_line(),
             r#"{"at":"2026-12-01T12:00:00.123Z","run_id":"run-1","attempt_id":"20261201T120000Z-phase-1-x","event":"worker-spawned","pid":42,"pgid":42}"#
         );
+    }
+
+    #[test]
+    fn a_long_summary_is_an_excerpt_in_the_stream() {
+        let record = |summary: String| EventRecord {
+            at: Utc::now(),
+            run_id: "r".into(),
+            attempt_id: None,
+            event: RunEvent::OutcomeCommitted {
+                phase_id: "phase-1".into(),
+                status: AttemptStatus::Blocked,
+                duration_ms: 1,
+                summary,
+                stdout_bytes: 0,
+                stderr_bytes: 0,
+                outcome_path: "/k/outcomes/a.json".into(),
+                transcript_path: "/k/transcripts/a.txt".into(),
+                verification: None,
+                verification_failure: None,
+            },
+        };
+        let line = record("\u{1}".repeat(1 << 20)).to_json_line();
+        assert!(line.len() < 7 * STATE_TEXT_LIMIT, "{} bytes", line.len());
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert!(
+            value["summary"]
+                .as_str()
+                .unwrap()
+                .ends_with("the full text is in /k/outcomes/a.json]")
+        );
+        let short = record("need a key".into()).to_json_line();
+        assert!(short.contains(r#""summary":"need a key""#), "{short}");
     }
 
     #[test]

@@ -31,14 +31,18 @@ pub enum ExecutionFailure {
     Trailer { detail: String },
     /// An actor of the attempt failed (a bug); the attempt is still stopped and recorded.
     ActorFailed { detail: String },
+    /// The run's watchdog was lost and no new one took over: nothing would stop the worker
+    /// if the handler died now.
+    Unprotected { detail: String },
 }
 
 impl fmt::Display for ExecutionFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Setup { detail } | Self::Output { detail } | Self::Trailer { detail } => {
-                f.write_str(detail)
-            }
+            Self::Setup { detail }
+            | Self::Output { detail }
+            | Self::Trailer { detail }
+            | Self::Unprotected { detail } => f.write_str(detail),
             Self::RunningRecord { detail } => {
                 write!(f, "could not record running attempt: {detail}")
             }

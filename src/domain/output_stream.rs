@@ -1,4 +1,6 @@
-//! Which of the child's two output streams bytes came from.
+//! Which of the child's two output streams bytes came from, and the last line they held.
+
+use super::marker::mentions_result_tag;
 
 /// Which child stream bytes came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,7 +20,9 @@ impl OutputStream {
 
 /// The most recent complete line the agent printed on either stream, for a live status line:
 /// kept per stream (the two pipes interleave at any byte), cut to its last [`LastLine::MAX`]
-/// bytes, so memory does not depend on how long a line is.
+/// bytes, so memory does not depend on how long a line is. A line that holds a result tag is
+/// never it (live output hides the result block; `watch` and the status line must not show
+/// it either): the line before it stays.
 #[derive(Clone, Debug, Default)]
 pub struct LastLine {
     /// Bytes after the last line end, per stream (stdout, stderr).
@@ -32,24 +36,33 @@ impl LastLine {
 
     pub fn feed(&mut self, stream: OutputStream, chunk: &[u8]) {
         let partial = &mut self.partial[stream as usize];
-        match memchr::memrchr(b'\n', chunk) {
-            None => push_capped(partial, chunk),
-            Some(end) => {
-                let start = memchr::memrchr(b'\n', &chunk[..end]).map_or(0, |at| at + 1);
-                if start == 0 {
-                    push_capped(partial, &chunk[..end]);
-                    self.line = std::mem::take(partial);
-                } else {
-                    self.line.clear();
-                    push_capped(&mut self.line, &chunk[start..end]);
-                }
-                partial.clear();
-                push_capped(partial, &chunk[end + 1..]);
-                if self.line.last() == Some(&b'\r') {
-                    self.line.pop();
-                }
+        let Some(last_end) = memchr::memrchr(b'\n', chunk) else {
+            push_capped(partial, chunk);
+            return;
+        };
+        // The chunk's complete lines, last first, until one holds no result tag.
+        let mut end = last_end;
+        loop {
+            let start = memchr::memrchr(b'\n', &chunk[..end]).map_or(0, |at| at + 1);
+            let mut line = Vec::new();
+            if start == 0 {
+                line.extend_from_slice(partial);
             }
+            push_capped(&mut line, &chunk[start..end]);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if !mentions_result_tag(&line) {
+                self.line = line;
+                break;
+            }
+            if start == 0 {
+                break;
+            }
+            end = start - 1;
         }
+        partial.clear();
+        push_capped(partial, &chunk[last_end + 1..]);
     }
 
     /// The last complete line, lossily decoded, if there was one.
@@ -95,6 +108,25 @@ mod tests {
             Some("out line".into())
         );
         assert_eq!(fed(&[(Stdout, "a\nb\nc\n")]), Some("c".into()));
+    }
+
+    #[test]
+    fn a_result_block_is_never_the_last_line() {
+        use OutputStream::Stdout;
+        assert_eq!(
+            fed(&[(Stdout, "working\n<phase-complete>ok</phase-complete>\n")]),
+            Some("working".into())
+        );
+        assert_eq!(
+            fed(&[
+                (Stdout, "step 3\n"),
+                (Stdout, "<phase-blocked>\nneed a key\n"),
+                (Stdout, "</phase-blocked>\n")
+            ]),
+            Some("need a key".into())
+        );
+        assert_eq!(fed(&[(Stdout, "< /phase-complete >\n")]), None);
+        assert_eq!(fed(&[(Stdout, "a < b\n")]), Some("a < b".into()));
     }
 
     #[test]

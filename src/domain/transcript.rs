@@ -29,6 +29,8 @@ pub struct Trailer {
     /// What happened to the live output (a viewer gone, a console dropped), as whole
     /// `live_output_…: …` lines.
     pub console_notes: Vec<String>,
+    /// Each loss of the run's watchdog during the attempt, as a whole `watchdog_lost: …` line.
+    pub watchdog_notes: Vec<String>,
 }
 
 /// What the transcript header shows.
@@ -107,7 +109,7 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
             join_pids(&trailer.survivors)
         ));
     }
-    for note in &trailer.console_notes {
+    for note in trailer.console_notes.iter().chain(&trailer.watchdog_notes) {
         text.push_str(note);
         text.push('\n');
     }

@@ -84,6 +84,16 @@ pub enum InputError {
     /// A stopped phase's workspace cannot be shown: the phase left the plan.
     #[error("phase {0} is not in the plan")]
     PhaseNotInPlan(String),
+    /// A generated directory or file of the plan workspace is a symbolic link (or not what
+    /// it should be): nothing is written through it.
+    #[error(
+        "{path}: {what}; ai-session-handler writes its generated files only into real directories under the plan workspace (remove it, or replace it with a {expected})"
+    )]
+    GeneratedPath {
+        path: String,
+        what: &'static str,
+        expected: &'static str,
+    },
     #[error("{path}: {error}")]
     State { path: String, error: StateError },
     #[error("{path}: cannot read state: {source}")]

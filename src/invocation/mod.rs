@@ -142,6 +142,59 @@ pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
     }
 }
 
+/// Refuses a generated directory (`.ai-session-handler`, `plans`, the keyed directory and its
+/// `prompts`, `transcripts`, `outcomes`) that is a symbolic link or not a directory, and a
+/// generated file (`state.json`, `events.jsonl`, `events.jsonl.1`) that is a link, before
+/// anything is written
+/// (issue 23: a cloned repository could ship such links). Missing ones are fine: the run
+/// creates them. The writes themselves never follow a link either (`platform::no_follow`).
+pub fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputError> {
+    let layout = &location.layout;
+    let root = format!("{}/.ai-session-handler", location.workspace);
+    let dirs = [
+        root.clone(),
+        format!("{root}/plans"),
+        layout.dir.clone(),
+        layout.prompts_dir(),
+        layout.transcripts_dir(),
+        layout.outcomes_dir(),
+    ];
+    let files = [
+        layout.state_path(),
+        format!("{}/events.jsonl", layout.dir),
+        format!("{}/events.jsonl.1", layout.dir),
+    ];
+    let kinds = dirs
+        .into_iter()
+        .map(|path| (path, true))
+        .chain(files.into_iter().map(|path| (path, false)));
+    for (path, directory) in kinds {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let expected = if directory {
+            "directory"
+        } else {
+            "regular file"
+        };
+        let what = if meta.file_type().is_symlink() {
+            "is a symbolic link"
+        } else if directory && !meta.is_dir() {
+            "is not a directory"
+        } else {
+            // A file that is there but is no regular file (a FIFO) is the reader's to refuse,
+            // with its own words.
+            continue;
+        };
+        return Err(InputError::GeneratedPath {
+            path,
+            what,
+            expected,
+        });
+    }
+    Ok(())
+}
+
 /// Reads `state.json` strictly (a missing file is the empty state). `run` reads it once at
 /// start, before the state store takes ownership; `status` and `check` read it to report.
 pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::domain::identity::{Liveness, liveness};
 use crate::domain::state::ActiveAttempt;
+use crate::domain::watchdog::ATTEMPT_ENV;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::lock_holder;
 use crate::platform::proc;
@@ -39,6 +40,21 @@ impl RunInProgress {
             None => "a handler holds the plan workspace lock".to_owned(),
         }
     }
+}
+
+/// The live processes that carry `attempt_id` in their environment (every worker does, and
+/// its descendants inherit it, also those that left the worker's group): what may still run
+/// of that attempt. `None` when `/proc` cannot be scanned. Read-only. A process that cleared
+/// its environment cannot be found this way.
+pub fn attempt_processes(attempt_id: &str) -> Option<Vec<u32>> {
+    let wanted = [format!("{ATTEMPT_ENV}={attempt_id}")];
+    let mut pids: Vec<u32> = proc::processes_with_env(&wanted)
+        .ok()?
+        .iter()
+        .map(|process| process.pid)
+        .collect();
+    pids.sort_unstable();
+    Some(pids)
 }
 
 /// Whether the worker recorded for `attempt` is still the same live process (same pid,

@@ -120,6 +120,44 @@ pub fn sweep_until_done(
     }
 }
 
+/// Freezes `roots` — processes that are *not* our children, as a scan saw them — with their
+/// whole lineages, then SIGKILLs all of it, every signal through a pidfd checked against the
+/// start time seen (so a reused pid is never hit); returns what it stopped. `keep_off` (the
+/// caller itself) is never stopped. This is the watchdog's sweep, once the handler is gone and
+/// its orphans belong to init (blocking).
+pub fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
+    let never = |_: &ProcStat| false;
+    let scope = SweepScope {
+        handler: keep_off,
+        leader: 0,
+        worker_started_ticks: None,
+        inherited: &never,
+        helper: &never,
+    };
+    let mut freezer = Freezer::default();
+    let level = roots
+        .iter()
+        .filter(|root| root.pid != keep_off && root.pid > 1 && freezer.seen.insert(root.pid))
+        .map(|root| Target {
+            pid: root.pid,
+            start_time_ticks: root.start_time_ticks,
+            adoptee: false,
+        })
+        .collect();
+    freezer.freeze(&scope, level);
+    for target in &freezer.frozen {
+        target.signal(SweepSignal::Kill);
+    }
+    freezer
+        .frozen
+        .iter()
+        .map(|target| Killed {
+            pid: target.pid,
+            start_time_ticks: target.start_time_ticks,
+        })
+        .collect()
+}
+
 /// Which of `killed` (SIGKILLed by the last pass of a sweep that gives up) still live,
 /// waiting at most `wait` for them to die (blocking): a SIGKILL takes effect asynchronously,
 /// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
@@ -188,7 +226,9 @@ impl Freezer {
     fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {
         let mut level = Vec::new();
         for child in children {
-            if !self.seen.insert(child.pid) {
+            // The handler's watchdogs are its children too (a replacement starts after the
+            // worker), and a dead one is for the watchdog monitor to reap: never an escapee.
+            if !self.seen.insert(child.pid) || super::watchdog::is_own_watchdog(&child) {
                 continue;
             }
             match judge_child(scope, &child) {
@@ -208,6 +248,11 @@ impl Freezer {
                 ChildVerdict::Leave => {}
             }
         }
+        self.freeze(scope, level);
+    }
+
+    /// Stops `level` and everything below it, level by level.
+    fn freeze(&mut self, scope: &SweepScope<'_>, mut level: Vec<Target>) {
         // Each level is stopped before its children are read: a stopped process cannot fork,
         // so only a fork that completed between the read and the stop can get one level
         // further, and the next level catches it.

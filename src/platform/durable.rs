@@ -8,13 +8,19 @@
 //! - [`write_new_durably`]: an outcome record — exclusive create, write, fsync, directory fsync.
 //! - [`write_new`]: a prompt or transcript — exclusive create and write, no fsync.
 //!
+//! Every write goes under a directory opened without following a symbolic link, and never
+//! through a link itself ([`no_follow`], issue 23).
+//!
 //! Every step is a named failpoint (`fail` crate, compiled in only with the `failpoints`
 //! feature) so tests can prove that a failed write leaves the last durable record in place.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use super::no_follow;
 
 /// Makes the failpoint `name` return an injected I/O error when configured.
 macro_rules! failpoint {
@@ -47,81 +53,77 @@ impl std::fmt::Display for ReplaceError {
 
 /// Replaces `target` with `bytes` atomically and durably. `failpoint_label` distinguishes the
 /// caller's writes in failpoint names (`<label>-write`, `<label>-fsync`, `<label>-rename`,
-/// `<label>-dir-fsync`).
+/// `<label>-dir-fsync`). The directory is opened without following a link, and the temp file
+/// is created and renamed under it ([`no_follow`]).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn replace_atomically(
     target: &Path,
     bytes: &[u8],
     failpoint_label: &str,
 ) -> Result<(), ReplaceError> {
-    let dir = parent_dir(target).map_err(ReplaceError::NotReplaced)?;
-    let file_name = target.file_name().ok_or_else(|| {
-        ReplaceError::NotReplaced(io::Error::other(format!(
-            "{} has no file name",
-            target.display()
-        )))
-    })?;
-    let temp_path = dir.join(format!(
+    let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
+    let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
+    let temp_name = OsString::from(format!(
         ".{}.{}.tmp",
         file_name.to_string_lossy(),
         uuid::Uuid::new_v4().simple()
     ));
-    if let Err(error) = write_and_rename(&temp_path, target, bytes, failpoint_label) {
+    if let Err(error) = write_and_rename(&dir, &temp_name, file_name, bytes, failpoint_label) {
         // The temp file is ours and unreferenced; leaving it would only confuse a reader.
-        let _ = fs::remove_file(&temp_path);
+        let _ = no_follow::remove_in(&dir, &temp_name);
         return Err(ReplaceError::NotReplaced(error));
     }
-    sync_dir_labelled(dir, failpoint_label).map_err(ReplaceError::NotDurable)
+    sync_dir_labelled(&dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
 }
 
-/// Writes and fsyncs the temp file, then renames it over the target.
+/// Writes and fsyncs the temp file, then renames it over the target (both in `dir`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn write_and_rename(
-    temp_path: &Path,
-    target: &Path,
+    dir: &OwnedFd,
+    temp_name: &OsStr,
+    target_name: &OsStr,
     bytes: &[u8],
     failpoint_label: &str,
 ) -> io::Result<()> {
-    let mut temp = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(temp_path)?;
+    let mut temp = no_follow::create_new_in(dir, temp_name)?;
     failpoint!(format!("{failpoint_label}-write").as_str());
     temp.write_all(bytes)?;
     failpoint!(format!("{failpoint_label}-fsync").as_str());
     temp.sync_all()?;
     drop(temp);
     failpoint!(format!("{failpoint_label}-rename").as_str());
-    fs::rename(temp_path, target)
+    no_follow::rename_in(dir, temp_name, target_name)
 }
 
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-fn sync_dir_labelled(dir: &Path, failpoint_label: &str) -> io::Result<()> {
+fn sync_dir_labelled(dir: &OwnedFd, dir_path: &Path, failpoint_label: &str) -> io::Result<()> {
     failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
-    sync_dir(dir)
+    no_follow::sync(dir).map_err(|error| with_path(error, dir_path))
 }
 
-/// Creates `path` exclusively. An existing file is reported, never touched.
+/// Creates `path` exclusively, never through a link. An existing file is reported, never
+/// touched.
 pub fn create_new(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(path)
-        .map_err(|error| {
-            if error.kind() == io::ErrorKind::AlreadyExists {
-                io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{}: attempt artifact already exists; refusing to overwrite it",
-                        path.display()
-                    ),
-                )
-            } else {
-                with_path(error, path)
-            }
-        })
+    let (dir_path, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir_path)?;
+    create_in(&dir, name, path)
+}
+
+/// Creates `name` (which is `path`) exclusively in `dir`.
+fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
+    no_follow::create_new_in(dir, name).map_err(|error| {
+        if error.kind() == io::ErrorKind::AlreadyExists {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{}: attempt artifact already exists; refusing to overwrite it",
+                    path.display()
+                ),
+            )
+        } else {
+            with_path(error, path)
+        }
+    })
 }
 
 /// Creates `path` exclusively with `bytes`, without forcing it to disk: for artifacts whose
@@ -138,17 +140,19 @@ pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result
 /// Creates `path` exclusively with `bytes`, then fsyncs the file and its directory.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn write_new_durably(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
-    let mut file = create_new(path)?;
+    let (dir_path, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir_path)?;
+    let mut file = create_in(&dir, name, path)?;
     // The failpoint sits where a full disk strikes: after the file exists.
     if let Err(error) = write_step(&mut file, bytes, failpoint_label) {
         // A partly written record (a full disk) is evidence of nothing and would only be
         // mistaken for one: the file is ours, created a moment ago, so it goes.
-        let _ = fs::remove_file(path);
+        let _ = no_follow::remove_in(&dir, name);
         return Err(with_path(error, path));
     }
     fsync_step(&file, failpoint_label).map_err(|e| with_path(e, path))?;
     failpoint!(format!("{failpoint_label}-dir-fsync").as_str());
-    sync_dir(parent_dir(path)?)
+    no_follow::sync(&dir).map_err(|error| with_path(error, dir_path))
 }
 
 /// The write of [`write_new_durably`], behind its failpoint.
@@ -166,40 +170,35 @@ fn fsync_step(file: &File, failpoint_label: &str) -> io::Result<()> {
 }
 
 /// Creates `dir` and its parents, then fsyncs each directory whose entry set changed, so the
-/// artifact directories survive a power loss together with the files put in them.
+/// artifact directories survive a power loss together with the files put in them. Every
+/// directory is opened without following a link: an existing link on the way is refused.
 pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
-    let mut missing: Vec<PathBuf> = Vec::new();
-    let mut cursor = Some(dir);
-    while let Some(path) = cursor {
-        if path.is_dir() {
-            break;
+    let mut missing: Vec<&OsStr> = Vec::new();
+    let mut cursor = dir;
+    let mut base = loop {
+        match no_follow::open_dir(cursor) {
+            Ok(fd) => break fd,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                let (parent, name) = no_follow::split(cursor)?;
+                missing.push(name);
+                cursor = parent;
+            }
+            Err(error) => return Err(error),
         }
-        missing.push(path.to_path_buf());
-        cursor = path.parent();
-    }
-    for path in missing.iter().rev() {
-        match fs::create_dir(path) {
-            Ok(()) => {}
-            // Created meanwhile by someone else: fine, if it is a directory.
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
-            Err(error) => return Err(with_path(error, path)),
+    };
+    let mut made = cursor.to_path_buf();
+    for name in missing.iter().rev() {
+        made.push(name);
+        match no_follow::create_dir_in(&base, name) {
+            Ok(()) => no_follow::sync(&base).map_err(|error| with_path(error, &made))?,
+            // Created meanwhile by someone else: fine, if it is a directory (opened below).
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(with_path(error, &made)),
         }
-        sync_dir(parent_dir(path)?)?;
+        base = no_follow::open_dir_in(&base, name)
+            .map_err(|error| no_follow::refused_link(error, &made))?;
     }
     Ok(())
-}
-
-/// Fsyncs a directory so renames and creations inside it are durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|error| with_path(error, dir))
-}
-
-fn parent_dir(path: &Path) -> io::Result<&Path> {
-    path.parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .ok_or_else(|| io::Error::other(format!("{} has no parent directory", path.display())))
 }
 
 /// Prefixes an OS error with the path it concerns, keeping its kind.
@@ -210,6 +209,7 @@ pub fn with_path(error: io::Error, path: &Path) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn replace_creates_and_overwrites_without_leftovers() {
@@ -252,5 +252,45 @@ mod tests {
         create_dir_all_durably(&nested).unwrap();
         assert!(nested.is_dir());
         create_dir_all_durably(&nested).unwrap();
+    }
+
+    #[test]
+    fn nothing_is_written_through_a_linked_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(root.path()).unwrap();
+        let outside = root.join("outside");
+        fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
+        let refused = |error: io::Error| {
+            assert!(
+                error.to_string().contains("a symbolic link is on the way"),
+                "{error}"
+            );
+        };
+        refused(create_dir_all_durably(&root.join("linked/a/b")).unwrap_err());
+        refused(create_new(&root.join("linked/p.txt")).unwrap_err());
+        refused(write_new_durably(&root.join("linked/o.json"), b"x", "test").unwrap_err());
+        match replace_atomically(&root.join("linked/state.json"), b"x", "test") {
+            Err(ReplaceError::NotReplaced(error)) => refused(error),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "written outside"
+        );
+    }
+
+    #[test]
+    fn a_linked_target_is_replaced_not_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("elsewhere.json");
+        fs::write(&outside, "keep").unwrap();
+        let target = root.path().join("state.json");
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        replace_atomically(&target, b"new", "test").unwrap();
+        assert_eq!(fs::read_to_string(&outside).unwrap(), "keep");
+        assert!(!fs::symlink_metadata(&target).unwrap().is_symlink());
+        assert!(create_new(&root.path().join("state.json")).is_err());
     }
 }

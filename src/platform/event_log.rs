@@ -11,11 +11,13 @@
 //! A deferred line comes in two forms, because its text may carry a time: the one written when
 //! its time comes, and the one written early, before the line that forces it out.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
+
+use super::no_follow;
 
 enum Job {
     Line(String),
@@ -151,16 +153,16 @@ fn append_line(
         && *written + needed > cap
     {
         *file = None;
-        std::fs::rename(path, rotated(path))?;
+        rotate(path)?;
     }
     if file.is_none() {
-        let opened = OpenOptions::new().create(true).append(true).open(path)?;
+        // Never through a link: a repository could ship `events.jsonl` as one (issue 23).
+        let opened = open_append(path)?;
         let length = opened.metadata()?.len();
         if length > 0 && length + needed > cap {
             drop(opened);
-            std::fs::rename(path, rotated(path))?;
-            let fresh = OpenOptions::new().create(true).append(true).open(path)?;
-            *file = Some((fresh, 0));
+            rotate(path)?;
+            *file = Some((open_append(path)?, 0));
         } else {
             *file = Some((opened, length));
         }
@@ -175,6 +177,23 @@ fn append_line(
     Ok(())
 }
 
+/// Opens the stream for appending, creating it, under its directory opened without
+/// following a link, and never through a link itself.
+fn open_append(path: &Path) -> io::Result<File> {
+    let (dir, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir)?;
+    no_follow::open_append_in(&dir, name).map_err(|error| no_follow::refused_link(error, path))
+}
+
+/// Renames the stream to `events.jsonl.1` (replacing the previous one).
+fn rotate(path: &Path) -> io::Result<()> {
+    let (dir, name) = no_follow::split(path)?;
+    let dir = no_follow::open_dir(dir)?;
+    let mut rotated_name = name.to_owned();
+    rotated_name.push(".1");
+    no_follow::rename_in(&dir, name, &rotated_name)
+}
+
 /// `events.jsonl.1` beside `events.jsonl`.
 pub fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -182,75 +201,280 @@ pub fn rotated(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Reads the lines appended to an event stream, following it across rotations: the file may
-/// not exist yet, grow, or be renamed away and started anew.
+/// The largest event stream `watch` reads: the runner rotates at 8 MiB (one line more at
+/// most), so anything much larger is not a stream it wrote.
+pub const MAX_STREAM_BYTES: u64 = 64 << 20;
+/// The longest line kept: longer ones (no runner line is; the summaries are excerpts) are
+/// skipped up to the next newline, so memory does not grow with a line.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// How much is read at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Why the stream cannot be followed.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("{0}")]
+    Io(io::Error),
+    #[error("is a symbolic link; the event stream is read only from a regular file")]
+    Link,
+    #[error("not a regular file ({kind})")]
+    NotRegular { kind: &'static str },
+    #[error(
+        "{size} bytes is over the {MAX_STREAM_BYTES}-byte limit (the runner rotates the stream at 8 MiB; this file is not its)"
+    )]
+    TooLarge { size: u64 },
+}
+
+/// One file of the stream being read: where, and which file (a rotation renames it, a
+/// deletion unlinks it, and the descriptor still reads it).
+struct Source {
+    file: File,
+    inode: (u64, u64),
+    position: u64,
+    /// The last bytes read, ending at `position`: if the file no longer holds them there, it
+    /// was truncated in place and written again (a copy-truncate that regrew between looks).
+    seen: Vec<u8>,
+}
+
+/// How many of the last bytes read identify the place in the file.
+const SEEN_BYTES: usize = 64;
+
+impl Source {
+    /// Whether the file was truncated in place since the last read: shorter than what was
+    /// read, or no longer holding the last bytes read where they were.
+    fn truncated(&self) -> io::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        if self.file.metadata()?.len() < self.position {
+            return Ok(true);
+        }
+        if self.seen.is_empty() {
+            return Ok(false);
+        }
+        let mut now = vec![0u8; self.seen.len()];
+        let from = self.position - self.seen.len() as u64;
+        match self.file.read_exact_at(&mut now, from) {
+            Ok(()) => Ok(now != self.seen),
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn note_read(&mut self, bytes: &[u8]) {
+        let keep = bytes.len().min(SEEN_BYTES);
+        let drop = (self.seen.len() + keep).saturating_sub(SEEN_BYTES);
+        self.seen.drain(..drop.min(self.seen.len()));
+        self.seen.extend_from_slice(&bytes[bytes.len() - keep..]);
+    }
+}
+
+/// Reads the lines appended to an event stream with bounded memory, following it across
+/// rotations by inode: the file may not exist yet, grow, be renamed to `events.jsonl.1` and
+/// started anew (twice between two looks: the middle file is read from `events.jsonl.1`),
+/// be truncated in place (a copy-truncate: read again from the start), or be deleted (its
+/// writer may still append to it: it is read on). Special files, links and oversized files
+/// are refused, a line longer than [`MAX_LINE_BYTES`] is skipped, and a partial line left at
+/// the end of a file that is left behind is dropped, never glued to the next file's first.
 pub struct Follower {
     path: PathBuf,
-    file: Option<(File, u64)>,
+    source: Option<Source>,
     /// Bytes of a line not terminated yet.
     partial: Vec<u8>,
+    /// Inside a line too long to keep: everything up to the next newline is dropped.
+    skipping: bool,
 }
 
 impl Follower {
     pub fn new(path: PathBuf) -> Self {
         Self {
             path,
-            file: None,
+            source: None,
             partial: Vec::new(),
+            skipping: false,
         }
     }
 
-    /// Whole lines appended since the last call (possibly none), oldest first.
-    pub fn read_new_lines(&mut self) -> io::Result<Vec<String>> {
-        use std::io::{Read, Seek, SeekFrom};
-        use std::os::unix::fs::MetadataExt;
-        let current = match std::fs::metadata(&self.path) {
-            Ok(meta) => Some(meta.ino()),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-            Err(error) => return Err(error),
-        };
-        let rotated = match (&self.file, current) {
-            (Some((_, inode)), Some(now)) => *inode != now,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let mut bytes = Vec::new();
-        if rotated {
-            // Finish the old file first (it is `events.jsonl.1` now), then start the new one.
-            if let Some((mut file, _)) = self.file.take() {
-                file.read_to_end(&mut bytes)?;
-            }
-        }
-        if self.file.is_none()
-            && let Some(inode) = current
+    /// Everything the stream holds now — the rotated file's lines, then the current file's —
+    /// handed to `line` one at a time, oldest first; afterwards [`Follower::read_new_lines`]
+    /// goes on from the end.
+    pub fn catch_up(&mut self, mut line: impl FnMut(String)) -> Result<(), FollowError> {
+        let rotated_path = rotated(&self.path);
+        let current = inode_of(&self.path)?;
+        if let Some(rotated_inode) = inode_of(&rotated_path)?
+            && Some(rotated_inode) != current
         {
-            match File::open(&self.path) {
-                Ok(mut file) => {
-                    file.seek(SeekFrom::Start(0))?;
-                    self.file = Some((file, inode));
+            let mut rotated_source = open_stream(&rotated_path)?;
+            self.drain(&mut rotated_source, &mut line)?;
+            self.resync();
+        }
+        if current.is_some() {
+            let mut source = open_stream(&self.path)?;
+            self.drain(&mut source, &mut line)?;
+            self.source = Some(source);
+        }
+        Ok(())
+    }
+
+    /// Whole lines appended since the last call (possibly none), oldest first.
+    pub fn read_new_lines(&mut self) -> Result<Vec<String>, FollowError> {
+        let mut lines = Vec::new();
+        let mut push = |line| lines.push(line);
+        let now = inode_of(&self.path)?;
+        let Some(mut source) = self.source.take() else {
+            if now.is_some() {
+                let mut source = open_stream(&self.path)?;
+                self.drain(&mut source, &mut push)?;
+                self.source = Some(source);
+            }
+            return Ok(lines);
+        };
+        match now {
+            // Deleted (its writer may still append to it), or between a rotation's rename
+            // and the new file's creation: read on.
+            None => {
+                self.drain(&mut source, &mut push)?;
+                self.source = Some(source);
+            }
+            Some(inode) if inode == source.inode => {
+                if source.truncated().map_err(FollowError::Io)? {
+                    // Truncated in place: what is there now is new.
+                    source.position = 0;
+                    source.seen.clear();
+                    self.resync();
                 }
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-                Err(error) => return Err(error),
+                self.drain(&mut source, &mut push)?;
+                self.source = Some(source);
+            }
+            Some(new_inode) => {
+                // Rotated (or replaced): finish the old file, then any file that came and
+                // went between two looks (now `events.jsonl.1`), then the new one.
+                self.drain(&mut source, &mut push)?;
+                self.resync();
+                let rotated_path = rotated(&self.path);
+                if let Some(middle) = inode_of(&rotated_path)?
+                    && middle != source.inode
+                    && middle != new_inode
+                {
+                    let mut middle_source = open_stream(&rotated_path)?;
+                    self.drain(&mut middle_source, &mut push)?;
+                    self.resync();
+                }
+                let mut fresh = open_stream(&self.path)?;
+                self.drain(&mut fresh, &mut push)?;
+                self.source = Some(fresh);
             }
         }
-        if let Some((file, _)) = self.file.as_mut() {
-            file.read_to_end(&mut bytes)?;
-        }
-        self.partial.extend_from_slice(&bytes);
-        let Some(end) = self.partial.iter().rposition(|&byte| byte == b'\n') else {
-            return Ok(Vec::new());
-        };
-        let complete: Vec<u8> = self.partial.drain(..=end).collect();
-        Ok(String::from_utf8_lossy(&complete)
-            .lines()
-            .map(str::to_owned)
-            .collect())
+        Ok(lines)
     }
+
+    /// Forgets a partial line: a file left behind ended in a torn line (its writer died
+    /// mid-write, or it was truncated), and what is read next starts a line of its own.
+    fn resync(&mut self) {
+        self.partial.clear();
+        self.skipping = false;
+    }
+
+    /// Reads `source` to its end, handing every complete line to `line`.
+    fn drain(
+        &mut self,
+        source: &mut Source,
+        line: &mut impl FnMut(String),
+    ) -> Result<(), FollowError> {
+        use std::io::{Read, Seek, SeekFrom};
+        source
+            .file
+            .seek(SeekFrom::Start(source.position))
+            .map_err(FollowError::Io)?;
+        let mut chunk = vec![0u8; READ_CHUNK];
+        loop {
+            let read = match source.file.read(&mut chunk) {
+                Ok(0) => return Ok(()),
+                Ok(read) => read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(FollowError::Io(error)),
+            };
+            source.position += read as u64;
+            source.note_read(&chunk[..read]);
+            self.split(&chunk[..read], line);
+        }
+    }
+
+    fn split(&mut self, mut bytes: &[u8], line: &mut impl FnMut(String)) {
+        while let Some(end) = memchr::memchr(b'\n', bytes) {
+            if self.skipping || self.partial.len() + end > MAX_LINE_BYTES {
+                self.skipping = false;
+            } else {
+                self.partial.extend_from_slice(&bytes[..end]);
+                line(String::from_utf8_lossy(&self.partial).into_owned());
+            }
+            self.partial.clear();
+            bytes = &bytes[end + 1..];
+        }
+        if self.skipping {
+            return;
+        }
+        if self.partial.len() + bytes.len() > MAX_LINE_BYTES {
+            self.partial.clear();
+            self.skipping = true;
+        } else {
+            self.partial.extend_from_slice(bytes);
+        }
+    }
+}
+
+/// The (device, inode) of the file at `path` itself, never through a link; `None` when there
+/// is none.
+fn inode_of(path: &Path) -> Result<Option<(u64, u64)>, FollowError> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => Ok(Some((meta.dev(), meta.ino()))),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(FollowError::Io(error)),
+    }
+}
+
+/// Opens a stream file without blocking (a FIFO would block a plain `open` for ever), never
+/// through a link, and refuses anything but a regular file of a plausible size.
+fn open_stream(path: &Path) -> Result<Source, FollowError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(|error| {
+            if error.raw_os_error() == Some(nix::libc::ELOOP) {
+                FollowError::Link
+            } else {
+                FollowError::Io(error)
+            }
+        })?;
+    let meta = file.metadata().map_err(FollowError::Io)?;
+    if !meta.is_file() {
+        let kind = if meta.file_type().is_fifo() {
+            "a FIFO"
+        } else if meta.file_type().is_socket() {
+            "a socket"
+        } else if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
+            "a device"
+        } else {
+            "a directory"
+        };
+        return Err(FollowError::NotRegular { kind });
+    }
+    if meta.len() > MAX_STREAM_BYTES {
+        return Err(FollowError::TooLarge { size: meta.len() });
+    }
+    Ok(Source {
+        file,
+        inode: (meta.dev(), meta.ino()),
+        position: 0,
+        seen: Vec::new(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     #[test]
     fn lines_are_appended_and_the_file_rotates_at_the_cap() {
@@ -282,6 +506,122 @@ mod tests {
         std::fs::write(&path, "three\n").unwrap();
         assert_eq!(follower.read_new_lines().unwrap(), ["two", "three"]);
         assert!(follower.read_new_lines().unwrap().is_empty());
+    }
+
+    fn caught_up(follower: &mut Follower) -> Vec<String> {
+        let mut lines = Vec::new();
+        follower.catch_up(|line| lines.push(line)).unwrap();
+        lines
+    }
+
+    #[test]
+    fn catching_up_reads_the_rotated_file_first_then_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(rotated(&path), "one\ntwo\n").unwrap();
+        std::fs::write(&path, "three\n").unwrap();
+        let mut follower = Follower::new(path.clone());
+        assert_eq!(caught_up(&mut follower), ["one", "two", "three"]);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"four\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["four"]);
+    }
+
+    #[test]
+    fn two_rotations_between_looks_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, "a1\n").unwrap();
+        let mut follower = Follower::new(path.clone());
+        assert_eq!(caught_up(&mut follower), ["a1"]);
+        let mut first = OpenOptions::new().append(true).open(&path).unwrap();
+        first.write_all(b"a2\n").unwrap();
+        std::fs::rename(&path, rotated(&path)).unwrap();
+        std::fs::write(&path, "b1\nb2\n").unwrap();
+        std::fs::rename(&path, rotated(&path)).unwrap();
+        std::fs::write(&path, "c1\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["a2", "b1", "b2", "c1"]);
+    }
+
+    #[test]
+    fn a_copy_truncate_is_read_again_from_the_start_and_no_line_is_glued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, "one\ntorn").unwrap();
+        let mut follower = Follower::new(path.clone());
+        assert_eq!(caught_up(&mut follower), ["one"]);
+        // Truncated in place, then a fresh record: no "tornfresh".
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(0).unwrap();
+        drop(file);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"fresh\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["fresh"]);
+        // Truncated and written past the old length again before the next look.
+        let truncating = OpenOptions::new().write(true).open(&path).unwrap();
+        truncating.set_len(0).unwrap();
+        drop(truncating);
+        let mut again = OpenOptions::new().append(true).open(&path).unwrap();
+        again.write_all(b"first after\nsecond after\n").unwrap();
+        assert_eq!(
+            follower.read_new_lines().unwrap(),
+            ["first after", "second after"]
+        );
+        // A torn line at the end of a rotated file is not glued to the new file's first.
+        file.write_all(b"cut").unwrap();
+        std::fs::rename(&path, rotated(&path)).unwrap();
+        std::fs::write(&path, "next\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["next"]);
+    }
+
+    #[test]
+    fn a_deleted_file_is_read_on_while_its_writer_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, "one\n").unwrap();
+        let mut writer = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut follower = Follower::new(path.clone());
+        assert_eq!(caught_up(&mut follower), ["one"]);
+        std::fs::remove_file(&path).unwrap();
+        writer.write_all(b"run-finished\n").unwrap();
+        assert_eq!(follower.read_new_lines().unwrap(), ["run-finished"]);
+    }
+
+    #[test]
+    fn a_line_too_long_to_keep_is_skipped_to_the_next_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut text = "x".repeat(MAX_LINE_BYTES + 10);
+        text.push_str("\nafter\n");
+        std::fs::write(&path, text).unwrap();
+        let mut follower = Follower::new(path.clone());
+        assert_eq!(caught_up(&mut follower), ["after"]);
+    }
+
+    #[test]
+    fn special_files_links_and_giant_files_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut follower = Follower::new(path.clone());
+        let error = follower.catch_up(|_| {}).unwrap_err();
+        assert_eq!(error.to_string(), "not a regular file (a FIFO)");
+        std::fs::remove_file(&path).unwrap();
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_STREAM_BYTES + 1).unwrap();
+        let error = Follower::new(path.clone()).catch_up(|_| {}).unwrap_err();
+        assert!(
+            error.to_string().starts_with("67108865 bytes is over"),
+            "{error}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(dir.path().join("elsewhere"), "x\n").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &path).unwrap();
+        let error = Follower::new(path.clone()).catch_up(|_| {}).unwrap_err();
+        assert!(
+            error.to_string().starts_with("is a symbolic link"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -37,8 +37,9 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::descendant_sweep::{self, SweepReport};
 use super::proc::{self, ChildSnapshot};
 use super::process_group::{self, StopSignal};
-use super::{helper_registry, watchdog};
+use super::{helper_registry, spawn, watchdog};
 use crate::domain::output_stream::OutputStream;
+use crate::domain::watchdog::ATTEMPT_ENV;
 
 /// Between SIGTERM and SIGKILL, as for a worker.
 pub const TERMINATE_GRACE: Duration = Duration::from_millis(500);
@@ -370,20 +371,33 @@ fn spawn(command: &HelperCommand<'_>) -> io::Result<Child> {
         process.env_remove(name);
     }
     process.envs(command.env_set.iter().map(|(name, value)| (name, value)));
-    let watchdog = watchdog::registration_fd();
-    // SAFETY: `setsid` and the watchdog registration (`getpid`, one non-blocking `send` from
-    // a stack buffer) are async-signal-safe and touch no memory of the parent, as for a
-    // worker (platform::spawn).
+    // A token of its own, as a worker's attempt id: the watchdog finds the helper's escaped
+    // descendants by it after a SIGKILLed handler.
+    let token = format!("helper-{}", uuid::Uuid::new_v4().simple());
+    process.env(ATTEMPT_ENV, &token);
+    // A duplicate of the watchdog socket, held until the spawn is over.
+    let registration = watchdog::registration();
+    let registration_fd = registration.as_ref().map(watchdog::Registration::raw);
+    let registered = token.clone();
+    // SAFETY: `setsid`, the watchdog registration (`getpid`, one non-blocking `send` from a
+    // stack buffer, reading the token allocated before the fork) and `close_range` are
+    // async-signal-safe and touch no memory of the parent, as for a worker (platform::spawn).
     unsafe {
         process.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
-            if let Some(fd) = watchdog {
-                watchdog::register_self(fd);
+            if let Some(fd) = registration_fd {
+                watchdog::register_self(fd, &registered);
             }
+            spawn::close_on_exec_from(3);
             Ok(())
         });
     }
-    helper_registry::spawn(&mut process)
+    let spawned = helper_registry::spawn(&mut process);
+    drop(registration);
+    if let Ok(child) = &spawned {
+        watchdog::watching(child.id(), &token);
+    }
+    spawned
 }
 
 fn try_wait(child: &mut Child) -> Option<std::process::ExitStatus> {

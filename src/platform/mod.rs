@@ -23,6 +23,7 @@ pub mod helper_process;
 pub mod helper_registry;
 pub mod locate;
 pub mod locks;
+pub mod no_follow;
 #[cfg_attr(
     not(test),
     expect(
@@ -42,4 +43,5 @@ mod test_isolation;
 pub mod transcript_file;
 pub mod verify_check;
 pub mod watchdog;
+pub(crate) mod watchdog_process;
 pub mod write_thread;

@@ -130,6 +130,43 @@ pub fn process_table() -> io::Result<Vec<ProcStat>> {
     processes_where(|_| true)
 }
 
+/// Every live (non-zombie) process whose environment holds one of `assignments` exactly
+/// (`NAME=value`), with its stat line. Processes whose environment cannot be read (another
+/// user's, a non-dumpable one) are skipped.
+pub fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcStat>> {
+    let own = own_pid();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        // The start time first: if the pid is reused before the environment is read, the
+        // later pidfd check against this start time refuses the new process.
+        let Ok(Some(stat)) = stat(pid) else { continue };
+        if stat.is_defunct() {
+            continue;
+        }
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if environ
+            .split(|byte| *byte == 0)
+            .any(|entry| assignments.iter().any(|wanted| entry == wanted.as_bytes()))
+        {
+            found.push(stat);
+        }
+    }
+    Ok(found)
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
     processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
@@ -153,6 +190,34 @@ mod tests {
         let name = command_name(std::process::id()).expect("own comm");
         assert!(!name.is_empty() && !name.ends_with('\n'), "{name:?}");
         assert_eq!(command_name(4_294_967_000), None);
+    }
+
+    #[test]
+    fn finds_a_child_by_an_environment_entry() {
+        let token = format!("ASH_PROC_TEST={}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("ASH_PROC_TEST", std::process::id().to_string())
+            .spawn()
+            .expect("spawn");
+        // Until the child has exec'd, its environment is still a copy of ours.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut found = Vec::new();
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            found = processes_with_env(std::slice::from_ref(&token)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            found.iter().map(|stat| stat.pid).collect::<Vec<_>>(),
+            [child.id()]
+        );
+        assert!(
+            processes_with_env(&["ASH_PROC_TEST=nobody".to_owned()])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

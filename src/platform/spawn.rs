@@ -1,6 +1,9 @@
 //! Launching a worker: its own session and process group (`setsid` in the child before
-//! `exec`), all three standard streams piped, the handler's environment inherited, the phase's
-//! execution workspace as working directory. Never through a shell.
+//! `exec`), all three standard streams piped and no other descriptor (everything above stderr
+//! is close-on-exec, the caller's inherited ones included), the handler's environment
+//! inherited plus the attempt id in `AI_SESSION_HANDLER_ATTEMPT_ID`, the phase's execution
+//! workspace as working directory, registered with the watchdog before `exec`. Never through
+//! a shell.
 //!
 //! One variable of the environment is never passed on: `NOTIFY_SOCKET`. A handler run by
 //! systemd (a service with `Type=notify`) has the service's socket there, and a worker must
@@ -19,20 +22,23 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::fcntl::{FcntlArg, fcntl};
+use nix::libc;
 use tokio::process::{Child, Command};
 
 use super::locate::os_message;
 use super::notify_socket::NOTIFY_SOCKET;
 use super::watchdog;
 use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
+use crate::domain::watchdog::ATTEMPT_ENV;
 
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.
 const PIPE_CAPACITY: i32 = 1 << 20;
 
-/// Starts `argv` in `cwd` as the leader of a new session and process group, without a
-/// `NOTIFY_SOCKET`.
-pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
-    spawn_worker_notifying(argv, cwd, None)
+/// Starts `argv` in `cwd` as the leader of a new session and process group, for attempt
+/// `attempt_id` (its processes carry it in [`ATTEMPT_ENV`], so the watchdog and `status`
+/// find those that leave the group), without a `NOTIFY_SOCKET`.
+pub fn spawn_worker(argv: &[String], cwd: &str, attempt_id: &str) -> io::Result<Child> {
+    spawn_worker_notifying(argv, cwd, attempt_id, None)
 }
 
 /// Like [`spawn_worker`], with `NOTIFY_SOCKET` set to `notify_socket` (the attempt's
@@ -41,6 +47,7 @@ pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
 pub fn spawn_worker_notifying(
     argv: &[String],
     cwd: &str,
+    attempt_id: &str,
     notify_socket: Option<&str>,
 ) -> io::Result<Child> {
     let (program, args) = argv
@@ -50,6 +57,7 @@ pub fn spawn_worker_notifying(
     command
         .args(args)
         .current_dir(cwd)
+        .env(ATTEMPT_ENV, attempt_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -59,22 +67,31 @@ pub fn spawn_worker_notifying(
         Some(socket) => command.env(NOTIFY_SOCKET, socket),
         None => command.env_remove(NOTIFY_SOCKET),
     };
-    let watchdog = watchdog::registration_fd();
-    // SAFETY: `setsid` and the watchdog registration (`getpid`, one non-blocking `send` from
-    // a stack buffer) are async-signal-safe and touch no memory of the parent; they are all
-    // that runs between fork and exec. (std already resets the signal mask and SIGPIPE.)
-    // Registering here, before `exec`, leaves no moment in which the worker runs unknown to
-    // the watchdog.
+    // A duplicate of the watchdog socket, held until the spawn is over.
+    let registration = watchdog::registration();
+    let registration_fd = registration.as_ref().map(watchdog::Registration::raw);
+    let attempt = attempt_id.to_owned();
+    // SAFETY: `setsid`, the watchdog registration (`getpid`, one non-blocking `send` from a
+    // stack buffer, reading the attempt id allocated before the fork) and `close_range` are
+    // async-signal-safe and touch no memory of the parent; they are all that runs between
+    // fork and exec. (std already resets the signal mask and SIGPIPE.) Registering here,
+    // before `exec`, leaves no moment in which the worker runs unknown to the watchdog.
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
-            if let Some(fd) = watchdog {
-                watchdog::register_self(fd);
+            if let Some(fd) = registration_fd {
+                watchdog::register_self(fd, &attempt);
             }
+            close_on_exec_from(3);
             Ok(())
         });
     }
-    let child = command.spawn()?;
+    let spawned = command.spawn();
+    drop(registration);
+    let child = spawned?;
+    if let Some(pid) = child.id() {
+        watchdog::watching(pid, attempt_id);
+    }
     // Best effort: the default 64 KiB pipe works, just with more wake-ups.
     if let Some(pipe) = &child.stdout {
         let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
@@ -83,6 +100,51 @@ pub fn spawn_worker_notifying(
         let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
     }
     Ok(child)
+}
+
+/// Marks every descriptor from `first` up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`, Linux 5.11): a worker gets its three standard streams and nothing
+/// else — not the descriptors its caller left open without close-on-exec. Async-signal-safe;
+/// on an older kernel it does nothing, and [`keep_inherited_descriptors_from_workers`] has
+/// already marked the inherited ones.
+pub(crate) fn close_on_exec_from(first: i32) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range(first, ~0, CLOSE_RANGE_CLOEXEC) takes plain integers.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        );
+    }
+}
+
+/// Marks every descriptor the handler inherited above stderr close-on-exec, once at the start
+/// of `run`: the caller's open descriptors (a job server's pipes, a test harness's files) are
+/// not the worker's, and SPEC's worker protocol passes only the three standard streams. The
+/// handler's own descriptors are close-on-exec already.
+pub fn keep_inherited_descriptors_from_workers() {
+    close_on_exec_from(3);
+    // Before Linux 5.11 close_range knows no CLOSE_RANGE_CLOEXEC: mark what is open.
+    let open: Vec<i32> = fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .filter(|fd| *fd > 2)
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one fails with EBADF.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// How much of a program file is read to find its `#!` line (the kernel reads at most 256).

@@ -1,74 +1,188 @@
-//! The per-run watchdog process: what stops a worker when the handler itself is killed
-//! (SIGKILL, the OOM killer) and can stop nothing (docs/architecture.md, "The watchdog"; the
-//! rules are [`crate::domain::watchdog`]).
+//! The handler's side of the per-run watchdog: the process that stops a worker when the
+//! handler itself is killed (SIGKILL, the OOM killer) and can stop nothing
+//! (docs/architecture.md, "The watchdog"; the rules are [`crate::domain::watchdog`], the
+//! watchdog's own life is [`super::watchdog_process`]).
 //!
-//! `run` re-executes its own binary (`/proc/self/exe`, so the watchdog is always the same
-//! build, wherever it is installed) with a hidden first argument. The watchdog:
+//! - **Start.** `run` starts the watchdog before any thread exists, by a plain `fork`: the
+//!   child is a single-threaded copy of the handler that goes straight into the watchdog's
+//!   loop — no `exec` of the 50 MB binary, so it costs a fraction of a millisecond. Should a
+//!   thread exist already (a `fork` of a multi-threaded process may only `exec`), and for
+//!   every replacement, it re-executes `/proc/self/exe` with a hidden first argument instead.
+//! - **Registration.** Every worker sends `watch <pgid> <attempt id>` from its forked child
+//!   before `exec`, on a duplicate of the socket taken for that spawn (so a replacement of the
+//!   socket meanwhile cannot make the number name something else); once the spawn returned,
+//!   the handler records the group and sends the same registration itself, which is what a
+//!   replacement is told again. `release <pgid>` follows once the group is stopped.
+//! - **Loss.** A monitor thread waits for the watchdog with `waitid` (exit *or* stop): the
+//!   moment it dies or is stopped (then it is killed), the loss is noticed, a new watchdog is
+//!   started and told every group still watched — at most [`REPLACEMENT_LIMIT`] times a run —
+//!   and the loss is handed to the subscriber (the running attempt), or kept for the next one.
+//! - **Finish.** At the end of `run` the handler closes its end of the socket; the watchdog
+//!   then stops whatever was not released (nothing, normally) and exits, and the handler
+//!   waits for that (bounded), so no process of the run outlives it.
 //!
-//! - reads a `SOCK_SEQPACKET` socket on its stdin whose other end only the handler holds
-//!   (close-on-exec, so no worker keeps it): every worker sends `watch <pgid>` from its forked
-//!   child *before* `exec`, and the handler sends `release <pgid>` once it stopped the group;
-//! - starts its own session (`setsid` before `exec`) and ignores SIGINT, SIGTERM, SIGHUP,
-//!   SIGQUIT and the terminal stop signals, so a Ctrl-C, a hangup or a `kill` aimed at the
-//!   handler's process group never reaches it;
-//! - forgets a watched group as soon as it no longer exists (checked twice a second), so a
-//!   reused pgid is never signalled;
-//! - on end of file — the handler is gone, however it went — stops every group not released:
-//!   SIGTERM, a 0.5 s grace, then SIGKILL while members remain (2 s at most), never its own
-//!   group or the handler's, and exits. On a normal exit nothing is left to stop and it exits
-//!   at once; the handler waits for it.
+//! [`REPLACEMENT_LIMIT`]: crate::domain::watchdog::REPLACEMENT_LIMIT
 
+use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::libc;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigHandler, Signal, signal};
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, recv, socketpair};
-use nix::unistd::{getpgrp, getpid, getppid, setsid};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
 
-use super::proc;
 use super::process_group;
-use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
-use crate::domain::watchdog::{MAX_MESSAGE, Registry, WatchdogMessage};
+use super::watchdog_process::{self, WatchdogConfig};
+use crate::domain::identity::ProcStat;
+use crate::domain::watchdog::{
+    LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
+};
 
-/// The hidden first argument that makes the binary a watchdog.
-pub const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
+pub use super::watchdog_process::{WATCHDOG_NAME, main_if_watchdog};
 
-/// How often the watchdog forgets groups that are gone.
-const PRUNE_INTERVAL: u16 = 500;
 /// How long the handler waits for the watchdog to exit at the end of a run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
-/// The handler's side: its end of the socket and the watchdog process.
-struct Watchdog {
-    socket: OwnedFd,
-    child: Child,
+/// What the run tells the watchdog when it starts it.
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// The run's event stream (`events.jsonl`): the watchdog appends one record there when it
+    /// had to stop something, so `watch` and a later reader learn what happened.
+    pub events_path: Option<PathBuf>,
 }
 
-/// The watchdog of this `run` invocation, if it started.
-static WATCHDOG: Mutex<Option<Watchdog>> = Mutex::new(None);
+/// How the watchdog was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartedBy {
+    /// A `fork` of the still single-threaded handler.
+    Fork,
+    /// A re-execution of the handler's binary.
+    Exec,
+}
 
-/// Starts the watchdog. Call once, before any worker is spawned.
-pub fn start() -> io::Result<u32> {
-    let (ours, theirs) = socketpair(
+/// Receives the losses of the watchdog (the running attempt).
+type Listener = Arc<dyn Fn(WatchdogLoss) + Send + Sync>;
+
+/// The handler's view of its watchdog.
+#[derive(Default)]
+struct HandlerSide {
+    /// Our end of the current watchdog's socket.
+    socket: Option<OwnedFd>,
+    /// The current watchdog's pid.
+    pid: Option<u32>,
+    /// Every watchdog this handler started, with its start time: never mistaken for a
+    /// worker's escapee.
+    started: Vec<(u32, Option<u64>)>,
+    config: Option<WatchdogConfig>,
+    /// Groups registered and not released, with their attempt ids.
+    watched: BTreeMap<u32, String>,
+    budget: LossBudget,
+    /// `finish` closed the socket: the watchdog's exit is expected.
+    finishing: bool,
+    /// The watchdog exited after `finish` (or none is left to wait for).
+    exited: bool,
+    /// No monitor thread runs: `finish` reaps the watchdog itself.
+    unmonitored: bool,
+    listener: Option<(u64, Listener)>,
+    next_subscription: u64,
+    /// Losses no subscriber heard yet (the next attempt is told).
+    pending: Vec<WatchdogLoss>,
+}
+
+static SIDE: Mutex<Option<HandlerSide>> = Mutex::new(None);
+static EXITED: Condvar = Condvar::new();
+
+fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
+    SIDE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts the watchdog. Call once, before any worker is spawned — and, to get the cheap
+/// start, before any thread is started.
+pub fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
+    let config = WatchdogConfig {
+        handler_pid: getpid().as_raw() as u32,
+        handler_pgid: getpgrp().as_raw() as u32,
+        events_path: options.events_path,
+    };
+    let (pid, socket, how) = if single_threaded() {
+        let (socket, pid) = fork_watchdog(&config)?;
+        (pid, socket, StartedBy::Fork)
+    } else {
+        let (socket, pid) = exec_watchdog(&config)?;
+        (pid, socket, StartedBy::Exec)
+    };
+    *lock() = Some(HandlerSide {
+        socket: Some(socket),
+        pid: Some(pid),
+        started: vec![(pid, started_ticks(pid))],
+        config: Some(config),
+        ..HandlerSide::default()
+    });
+    if let Err(error) = std::thread::Builder::new()
+        .name("ash-watchdog-monitor".into())
+        .spawn(move || monitor(pid))
+    {
+        // Without a monitor a loss goes unnoticed, but the watchdog itself works; `finish`
+        // then waits for it on its own.
+        tracing::warn!(%error, "cannot start the watchdog monitor; a lost watchdog would go unnoticed");
+        if let Some(side) = lock().as_mut() {
+            side.unmonitored = true;
+        }
+    }
+    Ok((pid, how))
+}
+
+/// Whether this process has one thread only (a `fork` is then safe to continue without
+/// `exec`).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
+}
+
+/// A socket pair for one watchdog: (ours, theirs), both close-on-exec.
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
         None,
         SockFlag::SOCK_CLOEXEC,
     )
-    .map_err(io::Error::from)?;
-    let handler_pgid = getpgrp().as_raw();
+    .map_err(io::Error::from)
+}
+
+/// Forks the watchdog off the single-threaded handler; the child never returns.
+fn fork_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
+    let (ours, theirs) = socket_pair()?;
+    // Anything buffered would otherwise be written twice, once by each process.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: the process has a single thread (checked by the caller), so the child is a
+    // complete copy in which every lock is free; it runs the watchdog's loop and ends with
+    // `_exit`, never returning into the handler's code.
+    match unsafe { fork() }.map_err(io::Error::from)? {
+        ForkResult::Child => {
+            drop(ours);
+            watchdog_process::run_forked(theirs, config)
+        }
+        ForkResult::Parent { child } => Ok((ours, child.as_raw() as u32)),
+    }
+}
+
+/// Starts the watchdog by re-executing this binary (any number of threads).
+fn exec_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
+    let (ours, theirs) = socket_pair()?;
     let mut command = Command::new("/proc/self/exe");
     command
-        .arg0("ai-session-handler-watchdog")
-        .arg(WATCHDOG_ARG)
-        .arg(handler_pgid.to_string())
+        .arg0(WATCHDOG_NAME)
+        .args(config.to_args())
         .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
@@ -77,32 +191,166 @@ pub fn start() -> io::Result<u32> {
         command.pre_exec(|| setsid().map(drop).map_err(io::Error::from));
     }
     let child = command.spawn()?;
-    let pid = child.id();
-    *lock() = Some(Watchdog {
-        socket: ours,
-        child,
-    });
+    // The monitor thread waits for it by pid; the `Child` handle is not needed.
+    Ok((ours, child.id()))
+}
+
+/// Waits for the watchdog `pid` to exit or stop, and handles each loss until the run ends or
+/// no watchdog is left.
+fn monitor(mut pid: u32) {
+    loop {
+        let lost = wait_lost(pid);
+        let mut guard = lock();
+        let Some(side) = guard.as_mut() else { return };
+        let Some(cause) = lost.filter(|_| !side.finishing) else {
+            // The expected exit after `finish`, or nothing left to wait for.
+            side.exited = true;
+            side.pid = None;
+            EXITED.notify_all();
+            return;
+        };
+        let replacement = if side.budget.replace_after_loss() {
+            match replace(side) {
+                Ok(new_pid) => Replacement::Started(new_pid),
+                Err(error) => Replacement::Failed(error.to_string()),
+            }
+        } else {
+            Replacement::GaveUp {
+                losses: side.budget.losses(),
+            }
+        };
+        if !matches!(replacement, Replacement::Started(_)) {
+            // Nothing watches the workers any more; `finish` has nothing to wait for.
+            side.socket = None;
+            side.pid = None;
+            side.exited = true;
+        }
+        let signal = match cause {
+            LossCause::Killed(signal) | LossCause::Stopped(signal) => {
+                process_group::signal_name(signal)
+            }
+            LossCause::Exited(_) => None,
+        };
+        let loss = WatchdogLoss {
+            pid,
+            cause,
+            replacement: replacement.clone(),
+            signal_name: signal,
+        };
+        tracing::info!(loss = %loss.describe(), "watchdog lost");
+        match &side.listener {
+            Some((_, listener)) => {
+                let listener = listener.clone();
+                drop(guard);
+                listener(loss);
+            }
+            None => {
+                side.pending.push(loss);
+                drop(guard);
+            }
+        }
+        match replacement {
+            Replacement::Started(new_pid) => pid = new_pid,
+            Replacement::Failed(_) | Replacement::GaveUp { .. } => return,
+        }
+    }
+}
+
+/// Blocks until the watchdog `pid` (our child) exits or is stopped; a stopped one is killed
+/// and reaped. `None` when there is nothing to wait for.
+fn wait_lost(pid: u32) -> Option<LossCause> {
+    let target = Pid::from_raw(pid as i32);
+    loop {
+        match waitid(
+            Id::Pid(target),
+            WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED,
+        ) {
+            Ok(WaitStatus::Exited(_, code)) => return Some(LossCause::Exited(code)),
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                return Some(LossCause::Killed(signal as i32));
+            }
+            Ok(WaitStatus::Stopped(_, signal)) => {
+                // A stopped watchdog protects nothing; it is our child, unreaped, so its pid
+                // is still its own.
+                let _ = kill(target, Signal::SIGKILL);
+                let _ = waitid(Id::Pid(target), WaitPidFlag::WEXITED);
+                return Some(LossCause::Stopped(signal as i32));
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Starts a new watchdog and tells it every group still watched.
+fn replace(side: &mut HandlerSide) -> io::Result<u32> {
+    fail::fail_point!("watchdog-replace", |_| Err(io::Error::other(
+        "injected failure at failpoint watchdog-replace"
+    )));
+    let config = side
+        .config
+        .clone()
+        .ok_or_else(|| io::Error::other("the watchdog was never configured"))?;
+    let (socket, pid) = exec_watchdog(&config)?;
+    for (pgid, attempt) in &side.watched {
+        send(
+            &socket,
+            WatchdogMessage::Watch {
+                pgid: *pgid,
+                attempt,
+            },
+        );
+    }
+    side.socket = Some(socket);
+    side.pid = Some(pid);
+    side.started.push((pid, started_ticks(pid)));
     Ok(pid)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Watchdog>> {
-    WATCHDOG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The descriptor a worker registers through, to be captured before `fork`.
-pub fn registration_fd() -> Option<RawFd> {
-    lock().as_ref().map(|watchdog| watchdog.socket.as_raw_fd())
-}
-
-/// Registers the calling process's group with the watchdog. Runs in a forked worker between
-/// `fork` and `exec` (after `setsid`), so it only makes async-signal-safe calls: `getpid` and
-/// one non-blocking `send` of a message formatted on the stack. A watchdog that is gone or
-/// full is ignored: the launch goes on without it.
-pub fn register_self(fd: RawFd) {
+fn send(socket: &OwnedFd, message: WatchdogMessage<'_>) {
     let mut buffer = [0u8; MAX_MESSAGE];
-    let length = WatchdogMessage::Watch(getpid().as_raw() as u32).encode(&mut buffer);
+    let length = message.encode(&mut buffer);
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    if let Err(error) = nix::sys::socket::send(socket.as_raw_fd(), &buffer[..length], flags) {
+        tracing::warn!(%error, ?message, "could not tell the watchdog");
+    }
+}
+
+/// A duplicate of the watchdog socket for one spawn, to be captured before `fork`: its
+/// number names that socket until the spawn is over, whatever happens to the watchdog.
+pub struct Registration(OwnedFd);
+
+impl Registration {
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// The registration descriptor for the next spawn, when a watchdog runs.
+pub fn registration() -> Option<Registration> {
+    let guard = lock();
+    let socket = guard.as_ref()?.socket.as_ref()?;
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new descriptor or -1.
+    let fd = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some(Registration(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Registers the calling process's group and attempt with the watchdog. Runs in a forked
+/// worker between `fork` and `exec` (after `setsid`), so it only makes async-signal-safe
+/// calls: `getpid` and one non-blocking `send` of a message formatted on the stack. A
+/// watchdog that is gone or full is ignored: the launch goes on (the handler registers the
+/// group again once the spawn returned).
+pub fn register_self(fd: RawFd, attempt: &str) {
+    let mut buffer = [0u8; MAX_MESSAGE];
+    let length = WatchdogMessage::Watch {
+        pgid: getpid().as_raw() as u32,
+        attempt,
+    }
+    .encode(&mut buffer);
     // SAFETY: `send` reads `length` initialized bytes of a live stack buffer.
     unsafe {
         libc::send(
@@ -114,19 +362,80 @@ pub fn register_self(fd: RawFd) {
     }
 }
 
+/// Records, once its spawn returned, that the worker group `pgid` of `attempt` is watched,
+/// and tells the current watchdog again (a replacement started during the spawn missed the
+/// worker's own registration).
+pub fn watching(pgid: u32, attempt: &str) {
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    side.watched.insert(pgid, attempt.to_owned());
+    if let Some(socket) = &side.socket {
+        send(socket, WatchdogMessage::Watch { pgid, attempt });
+    }
+}
+
 /// Tells the watchdog the handler stopped group `pgid` itself.
 pub fn release(pgid: u32) {
-    let guard = lock();
-    let Some(watchdog) = guard.as_ref() else {
-        return;
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    side.watched.remove(&pgid);
+    if let Some(socket) = &side.socket {
+        send(socket, WatchdogMessage::Release(pgid));
+    }
+}
+
+/// Whether `process` is a watchdog this handler started (the escaped-descendant sweep never
+/// touches one): same pid and start time, so a reused pid is not one.
+pub fn is_own_watchdog(process: &ProcStat) -> bool {
+    lock().as_ref().is_some_and(|side| {
+        side.started.iter().any(|(pid, started)| {
+            *pid == process.pid && started.is_none_or(|ticks| ticks == process.start_time_ticks)
+        })
+    })
+}
+
+fn started_ticks(pid: u32) -> Option<u64> {
+    super::proc::stat(pid)
+        .ok()
+        .flatten()
+        .map(|stat| stat.start_time_ticks)
+}
+
+/// Hands every later loss of the watchdog to `listener` — and, at once, the losses no one
+/// heard yet — until the returned subscription is dropped. A new subscription replaces the
+/// previous one.
+pub fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Subscription {
+    let listener: Listener = Arc::new(listener);
+    let (id, pending) = {
+        let mut guard = lock();
+        let Some(side) = guard.as_mut() else {
+            return Subscription(None);
+        };
+        side.next_subscription += 1;
+        let id = side.next_subscription;
+        side.listener = Some((id, listener.clone()));
+        (id, std::mem::take(&mut side.pending))
     };
-    let mut buffer = [0u8; MAX_MESSAGE];
-    let length = WatchdogMessage::Release(pgid).encode(&mut buffer);
-    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    if let Err(error) =
-        nix::sys::socket::send(watchdog.socket.as_raw_fd(), &buffer[..length], flags)
-    {
-        tracing::warn!(%error, pgid, "could not release a process group with the watchdog");
+    for loss in pending {
+        listener(loss);
+    }
+    Subscription(Some(id))
+}
+
+/// Ends a [`subscribe`] when dropped.
+pub struct Subscription(Option<u64>);
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(id) = self.0 else { return };
+        if let Some(side) = lock().as_mut()
+            && side
+                .listener
+                .as_ref()
+                .is_some_and(|(current, _)| *current == id)
+        {
+            side.listener = None;
+        }
     }
 }
 
@@ -134,133 +443,36 @@ pub fn release(pgid: u32) {
 /// whatever was not released and exits — and waits for it (bounded), so no process of the
 /// run outlives the handler.
 pub fn finish() {
-    let Some(Watchdog { socket, mut child }) = lock().take() else {
-        return;
-    };
-    drop(socket);
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    side.finishing = true;
+    side.socket = None;
+    let Some(pid) = side.pid else { return };
     let deadline = Instant::now() + EXIT_WAIT;
-    // The watchdog exits within microseconds of the end of file; a pidfd wakes us the moment
-    // it does, where a sleep between polls would add its whole period to every run.
-    let pidfd = process_group::pidfd_open(child.id());
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return,
-            Ok(None) if Instant::now() >= deadline => {
-                tracing::warn!(pid = child.id(), "the watchdog did not exit; leaving it");
-                return;
+    if side.unmonitored {
+        drop(guard);
+        let target = Pid::from_raw(pid as i32);
+        while Instant::now() < deadline {
+            match waitid(Id::Pid(target), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                _ => return,
             }
-            Ok(None) => match &pidfd {
-                Some(pidfd) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
-                    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-                    let _ = poll(&mut fds, timeout);
-                }
-                None => std::thread::sleep(Duration::from_millis(1)),
-            },
         }
+        tracing::warn!(pid, "the watchdog did not exit; leaving it");
+        return;
     }
-}
-
-/// If this process was started as the watchdog (`<exe> __ai-session-handler-watchdog
-/// <handler pgid>`), runs it and returns its exit code.
-pub fn main_if_watchdog() -> Option<i32> {
-    let mut args = std::env::args_os().skip(1);
-    if args.next()? != WATCHDOG_ARG {
-        return None;
-    }
-    let handler_pgid = args
-        .next()
-        .and_then(|arg| arg.to_str()?.parse::<u32>().ok())
-        .unwrap_or(0);
-    Some(watch(handler_pgid))
-}
-
-/// The watchdog's life: read messages until the handler is gone, then stop what is left.
-fn watch(handler_pgid: u32) -> i32 {
-    for stopping in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGPIPE,
-        Signal::SIGTSTP,
-        Signal::SIGTTIN,
-        Signal::SIGTTOU,
-    ] {
-        // SAFETY: installing SIG_IGN runs no handler code.
-        unsafe {
-            let _ = signal(stopping, SigHandler::SigIgn);
+    while !guard.as_ref().is_none_or(|side| side.exited) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let pid = guard.as_ref().and_then(|side| side.pid);
+            tracing::warn!(?pid, "the watchdog did not exit; leaving it");
+            return;
         }
-    }
-    let handler_pid = getppid().as_raw();
-    let mut registry = Registry::new(getpgrp().as_raw() as u32, handler_pgid);
-    // SAFETY: fd 0 is the socket the handler passed as stdin; it stays open for the whole
-    // process life and nothing else closes it.
-    let socket = unsafe { BorrowedFd::borrow_raw(0) };
-    let mut packet = [0u8; 64];
-    loop {
-        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(PRUNE_INTERVAL)) {
-            Ok(0) => registry.forget_gone(process_group::group_exists),
-            Ok(_) => match recv(socket.as_raw_fd(), &mut packet, MsgFlags::empty()) {
-                // End of file: the handler is gone.
-                Ok(0) => break,
-                Ok(length) => {
-                    if let Some(message) = WatchdogMessage::parse(&packet[..length]) {
-                        registry.apply(message);
-                    }
-                }
-                Err(Errno::EINTR | Errno::EAGAIN) => {}
-                Err(_) => break,
-            },
-            Err(Errno::EINTR) => {}
-            Err(_) => break,
-        }
-    }
-    registry.forget_gone(process_group::group_exists);
-    let groups = registry.unreleased();
-    if groups.is_empty() {
-        return 0;
-    }
-    stop_groups(&groups);
-    let listed: Vec<String> = groups.iter().map(u32::to_string).collect();
-    eprintln!(
-        "[ai-session-handler watchdog] the handler (pid {handler_pid}) ended without stopping worker process group {}; stopped it",
-        listed.join(", ")
-    );
-    0
-}
-
-/// Stops each group as the group killer does ([`Escalation`]: SIGTERM, the grace period, then
-/// SIGKILL while any member lives, bounded), all of them at once.
-fn stop_groups(groups: &[u32]) {
-    let alive = |pgid: u32| {
-        process_group::group_exists(pgid)
-            && proc::live_group_members(pgid).is_ok_and(|members| !members.is_empty())
-    };
-    let mut stopping: Vec<(u32, Escalation)> = groups
-        .iter()
-        .map(|pgid| (*pgid, Escalation::terminate()))
-        .collect();
-    while !stopping.is_empty() {
-        let now = Instant::now();
-        let mut next_check = CHECK_INTERVAL;
-        stopping.retain_mut(
-            |(pgid, escalation)| match escalation.step(now, alive(*pgid)) {
-                KillStep::Send(signal) => {
-                    let _ = process_group::signal_group(*pgid, signal);
-                    true
-                }
-                KillStep::CheckAfter(after) => {
-                    next_check = next_check.min(after);
-                    true
-                }
-                KillStep::Emptied | KillStep::GaveUp => false,
-            },
-        );
-        if !stopping.is_empty() {
-            std::thread::sleep(next_check);
-        }
+        guard = EXITED
+            .wait_timeout(guard, left)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
     }
 }

@@ -227,29 +227,47 @@ impl Drop for Sandbox {
     }
 }
 
-/// SIGKILLs the watchdog of the sandbox's running handler (found by its token and its hidden
-/// argument) and waits until it is gone: then nothing stops a worker once its handler is
-/// SIGKILLed too.
+/// Whether `pid` is a handler's watchdog (its process name is `ash-watchdog`).
+pub fn is_watchdog(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|name| name.trim_end() == "ash-watchdog")
+}
+
+/// The sandbox's live watchdogs.
+pub fn watchdogs(sandbox: &Sandbox) -> Vec<u32> {
+    sandbox
+        .survivors()
+        .into_iter()
+        .filter(|pid| is_watchdog(*pid))
+        .collect()
+}
+
+/// The parent pid of a process (`/proc/<pid>/stat` field 4).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// Takes the sandbox's running handler out of the picture together with its watchdog, as a
+/// `kill -9` of both would: the handler is stopped first (SIGSTOP, so it cannot replace its
+/// watchdog), then the watchdog is SIGKILLed; the caller SIGKILLs the (stopped) handler.
+/// Nothing then stops the worker.
 pub fn kill_watchdog(sandbox: &Sandbox) {
-    let watchdogs = || -> Vec<u32> {
-        sandbox
-            .survivors()
-            .into_iter()
-            .filter(|pid| {
-                fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                    String::from_utf8_lossy(&cmdline).contains("__ai-session-handler-watchdog")
-                })
-            })
-            .collect()
-    };
-    for pid in watchdogs() {
+    for pid in watchdogs(sandbox) {
+        if let Some(handler) = parent_of(pid) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(handler as i32),
+                nix::sys::signal::Signal::SIGSTOP,
+            );
+        }
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
     assert!(
-        wait_until(PATIENCE, || watchdogs().is_empty()),
+        wait_until(PATIENCE, || watchdogs(sandbox).is_empty()),
         "the watchdog survived SIGKILL"
     );
 }

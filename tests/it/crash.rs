@@ -324,13 +324,10 @@ fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
 
 /// Whether a process of the run other than the watchdog is alive (right after the kill).
 fn workers_alive(sandbox: &Sandbox) -> bool {
-    sandbox.survivors().into_iter().any(|pid| {
-        fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|cmdline| {
-                !String::from_utf8_lossy(&cmdline).contains("__ai-session-handler-watchdog")
-            })
-            .unwrap_or(false)
-    })
+    sandbox
+        .survivors()
+        .into_iter()
+        .any(|pid| fs::metadata(format!("/proc/{pid}")).is_ok() && !is_watchdog(pid))
 }
 
 /// Polls every millisecond (the kill point needs finer steps than `wait_until`), giving up

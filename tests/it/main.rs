@@ -10,6 +10,7 @@ mod crash;
 mod fault_injection;
 mod hardening;
 mod hooks;
+mod hostile;
 mod invalid_inputs;
 mod liveness;
 mod observability;

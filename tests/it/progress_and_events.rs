@@ -1613,3 +1613,47 @@ fn run_json_is_schema_valid_on_the_remaining_exit_paths() {
     );
     sandbox.assert_no_survivors();
 }
+
+/// `run --json` when the prepared record cannot be written says so: nothing was launched and
+/// nothing is unresolved (issue 23; it said `unresolved` with no attempt).
+#[cfg(feature = "failpoints")]
+#[test]
+fn run_json_says_not_prepared_when_the_prepared_write_fails() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    let run = Run::from_output(
+        sandbox
+            .quiet_run_command(PLAN, &agent, &["--json"])
+            .env("FAILPOINTS", "state-prepare-write=return")
+            .output()
+            .unwrap(),
+    );
+    run.assert_code(4);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "not-prepared");
+    assert!(object["attempt_id"].is_null());
+    assert!(
+        object["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("execution-io-failed: could not prepare attempt state: "),
+        "{object:#}"
+    );
+    assert!(sandbox.state_bytes(PLAN).is_none());
+}
+
+/// `run --json=yes` is a usage error, and its caller still gets the one object.
+#[test]
+fn run_json_with_a_value_still_prints_the_object() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let run = sandbox.run(&["run", "--json=yes", "--plan", PLAN]);
+    run.assert_code(5);
+    let object = result_object(&run);
+    assert_eq!(object["result"], "invalid-input");
+    assert!(
+        object["error"].as_str().unwrap().contains("--json"),
+        "{object:#}"
+    );
+}

@@ -547,7 +547,8 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
             "not_before": not_before,
             "reason": "backoff",
             "reason_text": "exponential backoff",
-            "template_index": 0
+            "template_index": 0,
+            "does_not_fit": null
         })
     );
 
@@ -658,5 +659,79 @@ fn status_and_check_show_a_scheduled_retry_and_the_effective_policy() {
         &format!(
             "retry scheduled: phase-1 attempt 2 of 3 not before {not_before} (exponential backoff); a run with the same retry policy resumes it"
         ),
+    );
+}
+
+/// A scheduled retry that runs a fallback agent the config no longer has: `status` must not
+/// promise that a run resumes it; it says what `check` says (issue 23).
+#[test]
+fn status_says_a_schedule_for_a_removed_fallback_agent_does_not_fit() {
+    let sandbox = Sandbox::new();
+    let (mut child, agent) = start_waiting_run(&sandbox);
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    // As if the scheduled attempt were the fallback agent's, with the fallback configured.
+    let mut state = sandbox.state(PLAN);
+    state["retry_schedule"]["template_index"] = 1.into();
+    fs::write(
+        sandbox.state_path(PLAN),
+        serde_json::to_string_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    let fallback = agent_cmd(&agent, "fallback");
+    config(
+        &sandbox,
+        json!({"retry": {"backoff_seconds": 30, "max_backoff_seconds": 30},
+               "rate_limit": {"fallback_agent_cmds": [fallback]}}),
+    );
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("retry scheduled: ")
+                && line.ends_with("; a run with the same retry policy resumes it")),
+        "{}",
+        status.stdout
+    );
+    // The fallback is removed from the config.
+    config(
+        &sandbox,
+        json!({"retry": {"backoff_seconds": 30, "max_backoff_seconds": 30}}),
+    );
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    status.assert_code(0);
+    let line = status
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("retry scheduled: "))
+        .expect("the schedule is shown");
+    assert!(
+        line.ends_with(
+            "; it does not fit the config's retry policy (agent template 1 is not configured (1 template)); run requires --retry-stopped"
+        ),
+        "{line}"
+    );
+    let json: Value =
+        serde_json::from_str(&sandbox.run(&["status", "--plan", PLAN, "--json"]).stdout).unwrap();
+    assert_eq!(
+        json["retry_schedule"]["does_not_fit"],
+        "agent template 1 is not configured (1 template)"
+    );
+    let primary = agent_cmd(&agent, "primary");
+    let check = sandbox.run(&[
+        "check",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        &primary,
+        "--retries",
+        "1",
+    ]);
+    assert!(
+        check.stdout.contains("its scheduled retry does not fit the retry policy (agent template 1 is not configured (1 template)); run requires --retry-stopped"),
+        "{}",
+        check.stdout
     );
 }

@@ -844,3 +844,44 @@ fn run_json_says_what_the_last_attempts_checks_came_to() {
     assert_eq!(object["verification"]["result"], "not-configured");
     assert_eq!(object["verification"]["configured"], 0);
 }
+
+#[test]
+fn watch_shows_each_check_and_how_it_ended() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        PLAN,
+        verified_plan(&format!("{}{}", sh("true\n"), sh("test -f fixed\n"))),
+    );
+    let agent = sandbox.script(
+        "agent",
+        "cat >/dev/null\ntouch STARTED\nwhile [ ! -f GO ]; do sleep 0.05; done\necho '<phase-complete>done</phase-complete>'\n",
+    );
+    let agent_arg = agent.display().to_string();
+    let run = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", &agent_arg, "--quiet"]);
+    assert!(wait_until(PATIENCE, || sandbox.path("STARTED").exists()));
+    let screen = sandbox.path("watch.out");
+    let watch = sandbox
+        .command()
+        .args(["watch", "--plan", PLAN])
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(PATIENCE, || fs::read_to_string(&screen)
+            .is_ok_and(|text| text.contains("worker started: pid "))),
+        "watch did not catch up with the run"
+    );
+    sandbox.write("GO", "");
+    wait_for_exit(run, PATIENCE).assert_code(4);
+    wait_for_exit(watch, PATIENCE).assert_code(0);
+    assert_has_lines(
+        &fs::read_to_string(&screen).unwrap(),
+        &[
+            "phase-1 verify 1 of 2: true",
+            "phase-1 verify 1 passed: exited with code 0",
+            "phase-1 verify 2 of 2: test -f fixed",
+            "phase-1 verify 2 failed: exited with code 1",
+        ],
+    );
+}

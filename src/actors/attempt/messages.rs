@@ -13,6 +13,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::verification::{CheckOutcome, VerifyCheck};
+use crate::domain::watchdog::WatchdogLoss;
 
 pub(crate) enum AttemptMsg {
     /// The preparation task finished: the worker runs, or why it does not.
@@ -45,6 +46,8 @@ pub(crate) enum AttemptMsg {
     Gathered(Box<Recorded>),
     /// The Verify check job finished a check (issue 20).
     CheckEnded(Box<EndedCheck>),
+    /// The run's watchdog was lost, and replaced or not (`platform::watchdog`'s monitor).
+    WatchdogLost(Box<WatchdogLoss>),
 }
 
 /// How a Verify check's run ended, as its job reports it.

@@ -60,13 +60,14 @@ use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{Trailer, render_trailer};
 use crate::domain::verification::{CheckOutcome, Verification, VerifyCheck, VerifyPlan};
+use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::process_group;
 use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::{process_group, watchdog};
 
 pub(crate) use self::messages::AttemptMsg;
 
@@ -124,6 +125,10 @@ pub(crate) struct AttemptState {
     /// The running Verify check's stop switch.
     check_stop: Option<StopSwitch>,
     tasks: Vec<JoinHandle<()>>,
+    /// Watchdog losses are told to this attempt while it lives.
+    _watchdog: watchdog::Subscription,
+    /// The watchdog losses during this attempt, for the trailer and the outcome.
+    watchdog_losses: Vec<WatchdogLoss>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -150,6 +155,13 @@ impl Actor for AttemptSupervisor {
             phase_attempt: 1,
             check_stop: None,
             tasks: Vec::new(),
+            _watchdog: {
+                let target = myself.clone();
+                watchdog::subscribe(move |loss| {
+                    notify(&target, AttemptMsg::WatchdogLost(Box::new(loss)));
+                })
+            },
+            watchdog_losses: Vec::new(),
         };
         let preparation = state.preparation();
         state.spawn(async move {
@@ -213,6 +225,7 @@ impl Actor for AttemptSupervisor {
                     Some(AttemptEvent::Gathered(recorded.gathered))
                 }
                 AttemptMsg::CheckEnded(ended) => Some(state.check_ended(*ended)),
+                AttemptMsg::WatchdogLost(loss) => state.on_watchdog_lost(*loss),
             };
             if let Some(event) = event {
                 state.feed(event, &myself);
@@ -458,6 +471,26 @@ impl AttemptState {
         finished
     }
 
+    /// The watchdog was lost: say so (event now, trailer and outcome later); when no new
+    /// watchdog took over, the machine stops the attempt ([`WatchdogLoss::reaction`]).
+    fn on_watchdog_lost(&mut self, loss: WatchdogLoss) -> Option<AttemptEvent> {
+        tracing::info!(loss = %loss.describe(), "the attempt lost its watchdog");
+        self.emit(RunEvent::watchdog_lost(&loss));
+        let reaction = loss.reaction();
+        self.watchdog_losses.push(loss);
+        match reaction {
+            LossReaction::Continue => None,
+            LossReaction::StopAttempt(detail) => Some(AttemptEvent::Unprotected { detail }),
+        }
+    }
+
+    fn watchdog_notes(&self) -> Vec<String> {
+        self.watchdog_losses
+            .iter()
+            .map(WatchdogLoss::trailer_line)
+            .collect()
+    }
+
     /// Runs `work` as a task of this attempt, in its span; aborted if the attempt stops first.
     fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
         let span = self.spec.span.clone();
@@ -646,6 +679,7 @@ impl AttemptState {
             launch_error: None,
             // The writer adds what happened to the live output.
             console_notes: Vec::new(),
+            watchdog_notes: self.watchdog_notes(),
         };
         let (writer, marker, scanner) = (
             crew.writer.clone(),
@@ -698,6 +732,7 @@ impl AttemptState {
                 let trailer = Trailer {
                     finished_at: Some(finished_at),
                     launch_error: Some(summary),
+                    watchdog_notes: self.watchdog_notes(),
                     ..Trailer::default()
                 };
                 (transcript, render_trailer(&trailer, 0, true))
@@ -731,6 +766,9 @@ impl AttemptState {
             agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
             verification,
             verification_failure,
+            watchdog_losses: u32::try_from(self.watchdog_losses.len())
+                .ok()
+                .filter(|losses| *losses > 0),
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,

@@ -198,6 +198,7 @@ impl PreparationTask {
         // One hand-off to the blocking pool for everything from the first artifact to the
         // worker's identity: every step waits on the disk, `fork` or `/proc`.
         let job = StartJob {
+            attempt_id: attempt.id.clone(),
             prompt_path: attempt.prompt_path.clone(),
             prompt: prompt.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -246,6 +247,7 @@ impl PreparationTask {
 /// of resources is set up before the launch, so a failure never leaves a worker without its
 /// supervision.
 struct StartJob {
+    attempt_id: String,
     prompt_path: String,
     prompt: Vec<u8>,
     transcript_path: String,
@@ -288,7 +290,7 @@ impl StartJob {
             Ok(transcript) => transcript,
             Err(error) => return Started::NotSetUp(error),
         };
-        let child = match spawn::spawn_worker(&self.argv, &self.cwd) {
+        let child = match spawn::spawn_worker(&self.argv, &self.cwd, &self.attempt_id) {
             Ok(child) => child,
             Err(error) => {
                 let program = self.argv.first().cloned().unwrap_or_default();

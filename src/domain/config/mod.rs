@@ -97,8 +97,12 @@ const KNOWN_KEYS: [&str; 10] = [
     "budget",
 ];
 
-/// Parses and validates config bytes.
+/// The UTF-8 byte order mark some editors put first; plans accept it, and so does the config.
+const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
+
+/// Parses and validates config bytes (a leading byte order mark is skipped).
 pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
+    let bytes = bytes.strip_prefix(BYTE_ORDER_MARK).unwrap_or(bytes);
     let value = parse_document(bytes).map_err(|error| ConfigError(error.0))?;
     let Value::Object(object) = value else {
         return Err(invalid("expected config to be an object"));

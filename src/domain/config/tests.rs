@@ -114,7 +114,15 @@ fn invalid_json_names_line_and_column() {
     assert!(error("").starts_with("invalid JSON at line 1, column 1: "));
     assert!(error("{} {}").starts_with("invalid JSON at line 1, column 4: "));
     assert!(error("{\"timeout_seconds\": NaN}").starts_with("invalid JSON at line 1, "));
-    assert!(error("\u{feff}{}").starts_with("invalid JSON at line 1, "));
+    // A byte order mark is skipped (an editor's), but only one, and only first.
+    assert_eq!(
+        parse_config("\u{feff}{\"max_phases\": 2}".as_bytes())
+            .unwrap()
+            .max_phases,
+        Some(2)
+    );
+    assert!(error("\u{feff}\u{feff}{}").starts_with("invalid JSON at line 1, "));
+    assert!(error(" \u{feff}{}").starts_with("invalid JSON at line 1, "));
     assert!(
         parse_config(b"{\"agent_cmd\": \"\xff\"}")
             .unwrap_err()

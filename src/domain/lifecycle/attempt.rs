@@ -15,7 +15,9 @@
 //!
 //! Rules:
 //! - **Signal deferral**: an interrupt that arrives while preparing is held until the worker
-//!   is launched (its process group is then ours to stop) and replayed as a trigger.
+//!   is launched (its process group is then ours to stop) and replayed as a trigger; so is the
+//!   loss of the run's watchdog with no new one to take over (the attempt is then stopped: its
+//!   worker would outlive a SIGKILLed handler).
 //! - **Cause precedence**: in `Running` the first trigger (timeout, idle timeout, stop regex,
 //!   rate-limit pattern, interrupt, an output or state-write failure) becomes the cause and starts
 //!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
@@ -42,9 +44,10 @@
 //!   `phase-complete` (with the checks' records); the first failing one stops the rest and
 //!   makes it `verification-failed`, keeping the agent's summary. No other decision runs a
 //!   check (a blocked or failed attempt, an interrupted one). An interrupt while a check
-//!   runs stops it (a second skips its grace period) and decides `interrupted`; so does a
-//!   failure to record its output (`execution-io-failed`). With `--no-verify` the completion
-//!   is accepted and the outcome says the checks were skipped.
+//!   runs stops it (a second skips its grace period) and decides `interrupted`; a failure to
+//!   record its output, or the loss of the watchdog with none taking over, stops it too
+//!   (`execution-io-failed`). With `--no-verify` the completion is accepted and the outcome
+//!   says the checks were skipped.
 
 use super::GroupReport;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
@@ -98,6 +101,11 @@ pub enum AttemptEvent {
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
+    },
+    /// The run's watchdog was lost and no new one took over (`detail` says how): the worker
+    /// would outlive a SIGKILLed handler, so the attempt is stopped as soon as it has one.
+    Unprotected {
+        detail: String,
     },
     /// The attempt's machinery failed while the worker ran: the transcript could not be
     /// written, a reader could not start, an attempt actor failed.
@@ -234,7 +242,10 @@ const UNKNOWN_EXIT: ChildExit = ChildExit {
 pub enum Stage {
     /// Recording the prepared attempt, writing the prompt and transcript header, spawning,
     /// recording it running. Interrupts are held until the group exists.
-    Preparing { deferred: Vec<i32> },
+    Preparing {
+        deferred: Vec<i32>,
+        unprotected: Option<String>,
+    },
     /// The worker runs; the first trigger decides the cause.
     Running,
     /// The leader exited on its own; waiting for both pipes to close or the leak grace,
@@ -332,6 +343,7 @@ impl AttemptLifecycle {
         Self {
             stage: Stage::Preparing {
                 deferred: Vec::new(),
+                unprotected: None,
             },
             cause: None,
             interrupts: 0,
@@ -376,24 +388,33 @@ impl AttemptLifecycle {
                 }
             }
             AttemptEvent::SetupFailed { detail } => {
-                if let Stage::Preparing { deferred } = &self.stage {
+                if let Stage::Preparing { deferred, .. } = &self.stage {
                     let deferred = deferred.clone();
                     self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Setup { detail }));
                     self.conclude_without_worker(deferred, None, effects);
                 }
             }
             AttemptEvent::LaunchFailed { summary } => {
-                if let Stage::Preparing { deferred } = &self.stage {
+                if let Stage::Preparing { deferred, .. } = &self.stage {
                     let deferred = deferred.clone();
                     self.conclude_without_worker(deferred, Some(summary), effects);
                 }
             }
             AttemptEvent::Launched => {
-                if let Stage::Preparing { deferred } = &mut self.stage {
+                if let Stage::Preparing {
+                    deferred,
+                    unprotected,
+                } = &mut self.stage
+                {
                     let deferred = std::mem::take(deferred);
+                    let unprotected = unprotected.take();
                     self.stage = Stage::Running;
                     for signal in deferred {
                         self.interrupt(signal, effects);
+                    }
+                    if let Some(detail) = unprotected {
+                        let failure = ExecutionFailure::Unprotected { detail };
+                        self.trigger(StopCause::ExecutionIo(failure), effects);
                     }
                 }
             }
@@ -442,9 +463,25 @@ impl AttemptLifecycle {
                 _ => self.trigger(StopCause::ExecutionIo(failure), effects),
             },
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
-                Stage::Preparing { deferred } => deferred.push(signal),
+                Stage::Preparing { deferred, .. } => deferred.push(signal),
                 Stage::Verifying { .. } => self.interrupt_check(signal, effects),
                 _ => self.interrupt(signal, effects),
+            },
+            AttemptEvent::Unprotected { detail } => match &mut self.stage {
+                Stage::Preparing { unprotected, .. } => {
+                    unprotected.get_or_insert(detail);
+                }
+                // A running check would outlive a SIGKILLed handler just as a worker would.
+                Stage::Verifying { .. } => {
+                    self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Unprotected {
+                        detail,
+                    }));
+                    self.stop_check(effects);
+                }
+                _ => self.trigger(
+                    StopCause::ExecutionIo(ExecutionFailure::Unprotected { detail }),
+                    effects,
+                ),
             },
             AttemptEvent::GroupEmptied(group) => {
                 let exit = match &self.stage {

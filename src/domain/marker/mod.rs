@@ -48,4 +48,4 @@ pub use framing::{
     validate_streams,
 };
 pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
-pub use tags::{ResultKind, defuse_tags};
+pub use tags::{ResultKind, defuse_tags, mentions_result_tag};

@@ -284,6 +284,12 @@ pub fn defuse_tags(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether `bytes` hold anything that reads as the start of a result tag, exact or malformed
+/// (see [`defuse_tags`]): a line that does is the result block, which live output hides.
+pub fn mentions_result_tag(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'<', bytes).any(|at| could_begin_tag(&bytes[at + 1..]))
+}
+
 /// Whether the bytes after a `<` read as the start of a tag name (see [`defuse_tags`]).
 fn could_begin_tag(after: &[u8]) -> bool {
     let skip_spaces =

@@ -57,6 +57,10 @@ pub struct OutcomeRecord {
     /// The check that failed a `verification-failed` attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) verification_failure: Option<FailedCheck>,
+    /// How often the run's watchdog was lost (killed, stopped) during the attempt; written
+    /// only when it was (docs/architecture.md, "The watchdog").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) watchdog_losses: Option<u32>,
 }
 
 /// Output sizes of one attempt, per stream.
@@ -105,13 +109,14 @@ const OUTCOME_KEYS: [&str; 11] = [
     "signal",
 ];
 /// Keys added later, in on-disk order after the original ones; optional on read.
-const OPTIONAL_OUTCOME_KEYS: [&str; 6] = [
+const OPTIONAL_OUTCOME_KEYS: [&str; 7] = [
     "duration_ms",
     "output_bytes",
     "phase_attempt",
     "agent_cmd",
     "verification",
     "verification_failure",
+    "watchdog_losses",
 ];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
 const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
@@ -183,6 +188,11 @@ impl OutcomeRecord {
         if self.phase_attempt == Some(0) {
             return Err(OutcomeError(
                 "expected phase_attempt to be a positive integer".into(),
+            ));
+        }
+        if self.watchdog_losses == Some(0) {
+            return Err(OutcomeError(
+                "expected watchdog_losses to be a positive integer".into(),
             ));
         }
         if let Some(agent_cmd) = &self.agent_cmd {
@@ -261,6 +271,9 @@ impl OutcomeRecord {
             })?,
             verification_failure: optional(object, "verification_failure", |object| {
                 FailedCheck::from_object(&object.object("verification_failure")?)
+            })?,
+            watchdog_losses: optional(object, "watchdog_losses", |object| {
+                object.integer("watchdog_losses")
             })?,
         })
     }

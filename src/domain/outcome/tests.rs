@@ -37,6 +37,7 @@ fn record() -> OutcomeRecord {
         agent_cmd: None,
         verification: None,
         verification_failure: None,
+        watchdog_losses: None,
     }
 }
 
@@ -433,6 +434,7 @@ fn current_record() -> OutcomeRecord {
         }),
         phase_attempt: Some(3),
         agent_cmd: Some("ai-session-handler-claude-high".into()),
+        watchdog_losses: Some(1),
         ..record()
     }
 }
@@ -481,6 +483,23 @@ fn the_later_keys_are_strict_when_present() {
     value["phase_attempt"] = 0.into();
     let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
     assert_eq!(error.0, "expected phase_attempt to be a positive integer");
+    for (bad, expected) in [
+        (
+            serde_json::json!(0),
+            "expected watchdog_losses to be a positive integer",
+        ),
+        (
+            serde_json::Value::Null,
+            "expected watchdog_losses to be an integer",
+        ),
+    ] {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&current_record().to_json()).unwrap();
+        value["watchdog_losses"] = bad;
+        let error =
+            OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();
+        assert!(error.0.starts_with(expected), "{}", error.0);
+    }
     let mut value: serde_json::Value = serde_json::from_str(&current_record().to_json()).unwrap();
     value["durations"] = 1.into();
     let error = OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name()).unwrap_err();

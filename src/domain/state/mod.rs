@@ -7,6 +7,7 @@
 //! coexist, artifact paths are the keyed directory's paths for the attempt id, …) are checked
 //! on read and before every write.
 
+mod excerpt;
 mod layout;
 mod reader;
 mod schema;
@@ -17,6 +18,7 @@ mod write_error;
 #[cfg(test)]
 mod tests;
 
+pub use excerpt::{MAX_STATE_BYTES, STATE_TEXT_LIMIT, excerpt};
 pub use layout::StateLayout;
 pub use schema::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,

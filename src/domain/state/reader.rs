@@ -1,6 +1,7 @@
 //! Reading `state.json`: the strict key sets and the object-by-object reader, and writing it
 //! back in the same key order.
 
+use super::excerpt::MAX_STATE_BYTES;
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
     PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
@@ -28,7 +29,8 @@ pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
 pub(super) const OUTCOME_REF_KEYS: [&str; 4] = ["attempt_id", "phase_id", "status", "path"];
 /// Keys of a `committed_outcomes` entry added later, after the original ones.
-pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 2] = ["duration_ms", "output_bytes"];
+pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 3] =
+    ["duration_ms", "output_bytes", "watchdog_losses"];
 pub(super) const ACTIVE_ATTEMPT_KEYS: [&str; 10] = [
     "id",
     "status",
@@ -59,11 +61,14 @@ pub(super) const LAST_RUN_KEYS: [&str; 11] = [
 ];
 
 impl State {
-    /// Reads and strictly validates a `state.json` document.
+    /// Reads and strictly validates a `state.json` document. Agent texts a document written
+    /// before issue 23 holds whole are cut to excerpts ([`State::bound_texts`]): what is read
+    /// is what the next write would write.
     pub fn from_json(bytes: &[u8], layout: &StateLayout) -> Result<State, StateError> {
         let document = strict_json::parse_document(bytes)?;
-        let state = State::from_object(&strict_json::root_object(&document)?)?;
+        let mut state = State::from_object(&strict_json::root_object(&document)?)?;
         state.validate(layout)?;
+        state.bound_texts();
         Ok(state)
     }
 
@@ -72,6 +77,19 @@ impl State {
         let mut text = serde_json::to_string_pretty(self).expect("state serializes");
         text.push('\n');
         text
+    }
+
+    /// [`State::to_json`], refused when the document would be over [`MAX_STATE_BYTES`]: the
+    /// runner never writes a state it could not read back.
+    pub fn to_checked_json(&self) -> Result<String, StateError> {
+        let text = self.to_json();
+        if text.len() as u64 > MAX_STATE_BYTES {
+            return Err(StateError(format!(
+                "state.json would be {} bytes, over the {MAX_STATE_BYTES}-byte limit of what is written",
+                text.len()
+            )));
+        }
+        Ok(text)
     }
 }
 
@@ -197,6 +215,7 @@ impl OutcomeRef {
             path: object.string("path")?.to_owned(),
             duration_ms: count("duration_ms")?,
             output_bytes: count("output_bytes")?,
+            watchdog_losses: count("watchdog_losses")?,
         })
     }
 }

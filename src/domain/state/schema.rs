@@ -151,6 +151,9 @@ pub struct OutcomeRef {
     /// The outcome's `output_bytes`, both streams together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_bytes: Option<u64>,
+    /// The outcome's `watchdog_losses`, when the attempt lost its watchdog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watchdog_losses: Option<u64>,
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.

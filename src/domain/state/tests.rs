@@ -104,6 +104,7 @@ fn outcome(
         agent_cmd: None,
         verification: None,
         verification_failure: None,
+        watchdog_losses: None,
     }
 }
 
@@ -1162,6 +1163,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             path: attempt.outcome_path.clone(),
             duration_ms: None,
             output_bytes: None,
+            watchdog_losses: None,
         }]
     );
     assert_eq!(
@@ -1720,13 +1722,14 @@ fn a_commit_copies_the_outcomes_duration_and_total_output_into_its_entry() {
         stdout: 1_000,
         stderr: 24,
     });
+    record.watchdog_losses = Some(2);
     let path = attempt.outcome_path.clone();
     state.prepare(attempt).unwrap();
     state.commit(&record, &path).unwrap();
     let entry = &state.committed_outcomes[0];
     assert_eq!(
-        (entry.duration_ms, entry.output_bytes),
-        (Some(118_250), Some(1_024))
+        (entry.duration_ms, entry.output_bytes, entry.watchdog_losses),
+        (Some(118_250), Some(1_024), Some(2))
     );
 
     let value = serde_json::to_value(&state).unwrap();
@@ -1791,4 +1794,71 @@ fn figures_are_strict_when_present() {
     with_both.committed_outcomes[0].duration_ms = Some(5);
     with_both.committed_outcomes[0].output_bytes = Some(0);
     assert_eq!(read(&with_both.to_json()).unwrap(), with_both);
+}
+
+// Bounded texts (issue 23): an agent's text is held as an excerpt, whatever its size, and no
+// state over the write limit is produced.
+
+#[test]
+fn a_huge_result_body_is_held_once_in_full_in_the_outcome_and_as_an_excerpt_in_the_state() {
+    let body = "\u{1}".repeat(12 << 20);
+    for status in [AttemptStatus::Blocked, AttemptStatus::NeedsClarification] {
+        let mut state = fresh_state();
+        let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+        let path = attempt.outcome_path.clone();
+        run_attempt(&mut state, attempt, status, &body);
+        let stop = state.stop.as_ref().unwrap();
+        let kept = stop
+            .message
+            .as_ref()
+            .or(stop.clarification_request.as_ref())
+            .unwrap();
+        assert!(kept.starts_with(&body[..STATE_TEXT_LIMIT]));
+        assert!(kept.ends_with(&format!("the full text is in {path}]")));
+        assert_eq!(&state.last_run.as_ref().unwrap().summary, kept);
+        let text = state.to_checked_json().unwrap();
+        assert!(text.len() < 300 * 1024, "{} bytes", text.len());
+        // It reads back as written.
+        assert_eq!(read(&text).unwrap(), state);
+    }
+}
+
+#[test]
+fn a_state_written_with_whole_texts_reads_back_bounded() {
+    let mut state = fresh_state();
+    let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+    run_attempt(&mut state, attempt, AttemptStatus::Blocked, "short");
+    let huge = "x".repeat(1 << 20);
+    // As an earlier version wrote it: the whole text, twice.
+    state.stop.as_mut().unwrap().message = Some(huge.clone());
+    state.last_run.as_mut().unwrap().summary = huge.clone();
+    let legacy = state.to_json();
+    let read_back = read(&legacy).unwrap();
+    let message = read_back.stop.as_ref().unwrap().message.clone().unwrap();
+    assert!(message.len() < STATE_TEXT_LIMIT + 1024);
+    assert!(message.starts_with(&huge[..STATE_TEXT_LIMIT]));
+    assert_eq!(read_back.last_run.as_ref().unwrap().summary, message);
+    // A current state is left exactly as it is.
+    let current = clarification_state();
+    assert_eq!(read(&current.to_json()).unwrap(), current);
+}
+
+#[test]
+fn no_state_over_the_write_limit_is_serialized() {
+    let mut state = fresh_state();
+    let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+    run_attempt(&mut state, attempt, AttemptStatus::PhaseComplete, "done");
+    // A history too long to write (a title is plan text, not bounded by the excerpt).
+    state.current_phase = None;
+    state.committed_outcomes[0].phase_id = "phase-1".into();
+    let padding = "t".repeat((MAX_STATE_BYTES as usize) + 1);
+    state.plan.as_mut().unwrap().path = format!("/{padding}");
+    let error = state.to_checked_json().unwrap_err().0;
+    assert!(
+        error.starts_with("state.json would be ")
+            && error.ends_with(&format!(
+                "bytes, over the {MAX_STATE_BYTES}-byte limit of what is written"
+            )),
+        "{error}"
+    );
 }

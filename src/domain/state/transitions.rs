@@ -1,6 +1,7 @@
 //! The pure transitions of the attempt lifecycle on the durable state: prepare, mark running,
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
+use super::excerpt::{excerpt, is_bounded};
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
     PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
@@ -131,6 +132,8 @@ impl State {
         }
         let phase = attempt.phase.clone();
         self.active_attempt = None;
+        // The outcome keeps the whole text; the state a bounded excerpt of it.
+        let summary = excerpt(&outcome.summary, Some(outcome_path));
 
         if outcome.status == AttemptStatus::PhaseComplete {
             self.completed_phase_ids.push(phase.id.clone());
@@ -142,13 +145,13 @@ impl State {
             // outcome and `last_run`.
             let message = match &outcome.verification_failure {
                 Some(failure) => failure.describe(),
-                None => outcome.summary.clone(),
+                None => summary.clone(),
             };
             self.stop = Some(Stop {
                 reason: outcome.status,
                 phase_id: phase.id.clone(),
                 message: (!clarifying).then_some(message),
-                clarification_request: clarifying.then(|| outcome.summary.clone()),
+                clarification_request: clarifying.then(|| summary.clone()),
             });
             self.current_phase = Some(phase.clone());
         }
@@ -159,6 +162,7 @@ impl State {
             path: outcome_path.to_owned(),
             duration_ms: outcome.duration_ms,
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
+            watchdog_losses: outcome.watchdog_losses.map(u64::from),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),
@@ -171,9 +175,31 @@ impl State {
             prompt_path: outcome.artifacts.prompt_path.clone(),
             transcript_path: outcome.artifacts.transcript_path.clone(),
             outcome_path: Some(outcome_path.to_owned()),
-            summary: outcome.summary.clone(),
+            summary,
         });
         Ok(())
+    }
+
+    /// Cuts the agent texts a state written before issue 23 may hold whole (megabytes, twice)
+    /// down to the excerpts a commit writes now, so that the next write of a state read from
+    /// disk is bounded whatever transition it makes. Changes nothing in a current state.
+    pub fn bound_texts(&mut self) {
+        let full_text_at = self
+            .last_run
+            .as_ref()
+            .and_then(|last_run| last_run.outcome_path.clone());
+        let bound = |text: &mut String| {
+            if !is_bounded(text) {
+                *text = excerpt(text, full_text_at.as_deref());
+            }
+        };
+        if let Some(stop) = self.stop.as_mut() {
+            stop.message.as_mut().map(bound);
+            stop.clarification_request.as_mut().map(bound);
+        }
+        if let Some(last_run) = self.last_run.as_mut() {
+            bound(&mut last_run.summary);
+        }
     }
 
     /// Records the retry a policy scheduled after the attempt that just stopped its phase.

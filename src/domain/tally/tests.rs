@@ -10,6 +10,7 @@ fn entry(id: &str, phase: &str, status: AttemptStatus, figures: Option<(u64, u64
         path: format!("/k/outcomes/{id}.json"),
         duration_ms: figures.map(|(duration, _)| duration),
         output_bytes: figures.map(|(_, bytes)| bytes),
+        watchdog_losses: None,
     }
 }
 

@@ -215,6 +215,12 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             },
         ),
         ("Launched", AttemptEvent::Launched),
+        (
+            "Unprotected",
+            AttemptEvent::Unprotected {
+                detail: "no watchdog".into(),
+            },
+        ),
         ("RunningRecorded", AttemptEvent::RunningRecorded),
         (
             "RunningRecordFailed",
@@ -1107,12 +1113,33 @@ fn an_output_failure_during_a_check_stops_it_and_decides_unless_a_signal_does() 
 }
 
 #[test]
+fn losing_the_watchdog_during_a_check_stops_it() {
+    let (mut lifecycle, _) = verifying(2);
+    assert_eq!(
+        lifecycle.handle(AttemptEvent::Unprotected {
+            detail: "no watchdog".into()
+        }),
+        [AttemptEffect::StopCheck]
+    );
+    let effects = lifecycle.handle(check_ended(None));
+    let conclusion = committed(&effects);
+    assert_eq!(conclusion.decision.status, AttemptStatus::ExecutionIoFailed);
+    assert!(matches!(
+        conclusion.verification,
+        Some(Verification::Stopped(_))
+    ));
+}
+
+#[test]
 fn the_workers_events_change_nothing_while_a_check_runs() {
     let (verifying, _) = verifying(2);
     for (name, event) in events() {
         if matches!(
             event,
-            AttemptEvent::Interrupt { .. } | AttemptEvent::Failed(_) | AttemptEvent::CheckEnded(_)
+            AttemptEvent::Interrupt { .. }
+                | AttemptEvent::Failed(_)
+                | AttemptEvent::Unprotected { .. }
+                | AttemptEvent::CheckEnded(_)
         ) {
             continue;
         }
@@ -1140,6 +1167,9 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
             summary: "l".into()
         }),
         4 => Just(AttemptEvent::Launched),
+        1 => Just(AttemptEvent::Unprotected {
+            detail: "w".into()
+        }),
         2 => Just(AttemptEvent::RunningRecorded),
         1 => Just(AttemptEvent::RunningRecordFailed {
             detail: "r".into()

@@ -172,6 +172,26 @@ impl RetrySchedule {
     /// Whether the effective policy still allows this schedule (a rerun may have changed the
     /// config or flags): `Err` says what no longer fits, and the runner then treats the phase
     /// as stopped, as without a policy.
+    /// Whether *some* run of a config with these policies can resume the schedule: a run's
+    /// flags can raise the attempts (`--retries N`) and the waits (`--wait`), but nothing
+    /// brings back a removed fallback agent or a status taken out of `retry.on`.
+    pub fn fits_some_run(
+        &self,
+        retry: &RetryPolicy,
+        rate_limit: &RateLimitPolicy,
+        template_count: usize,
+    ) -> Result<(), ScheduleMismatch> {
+        let retry = RetryPolicy {
+            max_attempts: u32::MAX,
+            ..retry.clone()
+        };
+        let rate_limit = RateLimitPolicy {
+            max_waits: u32::MAX,
+            ..rate_limit.clone()
+        };
+        self.fits(&retry, &rate_limit, template_count)
+    }
+
     pub fn fits(
         &self,
         retry: &RetryPolicy,

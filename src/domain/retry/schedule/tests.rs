@@ -365,6 +365,41 @@ fn fits_reports_a_tighter_policy() {
     );
 }
 
+#[test]
+fn only_what_no_flag_can_raise_keeps_every_run_from_resuming_a_schedule() {
+    let mut schedule = switch();
+    schedule.attempt = 3;
+    schedule.waits_used = 2;
+    schedule.reason = RetryReason::Backoff;
+    schedule.after = AttemptStatus::Timeout;
+    let tight = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    // Too few attempts and waits: `--retries` and `--wait` fix those.
+    assert_eq!(
+        schedule.fits_some_run(&tight, &RateLimitPolicy::default(), 2),
+        Ok(())
+    );
+    // A removed fallback agent, or a status no longer retried: nothing does.
+    assert_eq!(
+        schedule
+            .fits_some_run(&tight, &RateLimitPolicy::default(), 1)
+            .map_err(|error| error.to_string()),
+        Err("agent template 1 is not configured (1 template)".to_owned())
+    );
+    let not_on = RetryPolicy {
+        on: vec![],
+        ..tight
+    };
+    assert_eq!(
+        schedule
+            .fits_some_run(&not_on, &RateLimitPolicy::default(), 2)
+            .map_err(|error| error.to_string()),
+        Err("timeout is not in retry.on".to_owned())
+    );
+}
+
 proptest! {
     #[test]
     fn from_json_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {

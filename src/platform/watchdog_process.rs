@@ -1,0 +1,521 @@
+//! The watchdog's own life (docs/architecture.md, "The watchdog"; the handler's side is
+//! [`super::watchdog`], the rules [`crate::domain::watchdog`]).
+//!
+//! It runs as a process of its own — forked off the handler before any thread existed, or
+//! re-executed as `/proc/self/exe __ai-session-handler-watchdog …` — in a session of its own,
+//! deaf to SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and the terminal stop signals, and named
+//! `ash-watchdog` (`/proc/<pid>/comm`). It holds only the socket (as stdin), `/dev/null` as
+//! stdout, and the handler's stderr unless that is a terminal: it writes only after the
+//! handler is gone, which on a terminal would land after the shell's prompt.
+//!
+//! While the handler lives it reads registrations and releases, forgets groups that no longer
+//! exist, and — while any group is watched — notes the handler's children that could be a
+//! worker's escapee (orphans re-parented to the handler, a child subreaper), because once the
+//! handler is dead they belong to init. On end of file with groups not released it:
+//!
+//! 1. notes every escapee it can name: those children, each child of a group member that is
+//!    in another group, and every process carrying an unreleased attempt's token;
+//! 2. stops the groups — SIGTERM, a grace, SIGKILL rounds — noting new escapees on every
+//!    look, while their parents still live;
+//! 3. freezes and kills every noted escapee with its whole lineage (through pidfds checked
+//!    against the start time it noted, so a reused pid is never hit), looking for the tokens
+//!    again until two passes in a row find nothing (5 s at most);
+//! 4. says what it did: one line on stderr, written without ever blocking, and one
+//!    `watchdog-stopped` record appended to the run's `events.jsonl`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::libc;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::sys::socket::{MsgFlags, recv};
+use nix::unistd::{getpgrp, getpid, setsid};
+
+use super::descendant_sweep;
+use super::no_follow;
+use super::proc;
+use super::process_group;
+use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
+use crate::domain::identity::ProcStat;
+use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
+use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
+
+/// The hidden first argument that makes the binary a (replacement) watchdog.
+pub const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
+/// The watchdog's process name (`/proc/<pid>/comm`, what `ps -e` and `pstree` show).
+pub const WATCHDOG_NAME: &str = "ash-watchdog";
+
+/// How often, with nothing watched, the watchdog looks at its registry.
+const IDLE_INTERVAL: Duration = Duration::from_millis(500);
+/// How often, while a group is watched, it forgets gone groups and notes the handler's
+/// children: an orphaned escapee is missed only if the handler dies within this long of its
+/// adoption and it also cleared its environment.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How long escapees are swept once the groups are stopped.
+const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How long the last SIGKILLs may take before what still lives is reported as surviving.
+const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
+
+/// What a watchdog needs to know about its handler.
+#[derive(Clone, Debug)]
+pub(crate) struct WatchdogConfig {
+    pub handler_pid: u32,
+    pub handler_pgid: u32,
+    pub events_path: Option<PathBuf>,
+}
+
+impl WatchdogConfig {
+    /// The arguments of a re-executed watchdog.
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            WATCHDOG_ARG.into(),
+            self.handler_pid.to_string().into(),
+            self.handler_pgid.to_string().into(),
+        ];
+        if let Some(path) = &self.events_path {
+            args.push(path.clone().into_os_string());
+        }
+        args
+    }
+
+    fn from_args(mut args: impl Iterator<Item = OsString>) -> Option<Self> {
+        let mut number = || args.next()?.to_str()?.parse::<u32>().ok();
+        let handler_pid = number()?;
+        let handler_pgid = number()?;
+        Some(Self {
+            handler_pid,
+            handler_pgid,
+            events_path: args.next().map(PathBuf::from),
+        })
+    }
+}
+
+/// The forked watchdog: runs its life and exits, never returning into the handler's code.
+pub(crate) fn run_forked(socket: OwnedFd, config: &WatchdogConfig) -> ! {
+    let _ = setsid();
+    let code = match adopt_descriptors(Some(socket)) {
+        Ok(()) => life(config),
+        Err(_) => 1,
+    };
+    // `_exit`: no exit handlers, no flush of buffers copied from the handler.
+    // SAFETY: ends this process; nothing runs after it.
+    unsafe { libc::_exit(code) }
+}
+
+/// If this process was started as a watchdog (`<exe> __ai-session-handler-watchdog <handler
+/// pid> <handler pgid> [<events path>]`), runs it and returns its exit code.
+pub fn main_if_watchdog() -> Option<i32> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != WATCHDOG_ARG {
+        return None;
+    }
+    let Some(config) = WatchdogConfig::from_args(args) else {
+        return Some(2);
+    };
+    if adopt_descriptors(None).is_err() {
+        return Some(1);
+    }
+    Some(life(&config))
+}
+
+/// Leaves the watchdog holding only what it needs: the socket as stdin (`socket`, or stdin
+/// already), `/dev/null` as stdout, stderr unless it is a terminal (then `/dev/null` too),
+/// nothing else.
+fn adopt_descriptors(socket: Option<OwnedFd>) -> io::Result<()> {
+    let null = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    if let Some(socket) = socket {
+        let raw = socket.into_raw_fd();
+        if raw != 0 {
+            dup_onto(raw, 0)?;
+        }
+    }
+    dup_onto(null.as_raw_fd(), 1)?;
+    // SAFETY: isatty only inspects descriptor 2.
+    if unsafe { libc::isatty(2) } == 1 {
+        dup_onto(null.as_raw_fd(), 2)?;
+    }
+    drop(null);
+    close_from(3);
+    Ok(())
+}
+
+fn dup_onto(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 of descriptors this process owns.
+    if unsafe { libc::dup2(from, to) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Closes every descriptor from `first` up.
+fn close_from(first: RawFd) {
+    // SAFETY: close_range(first, ~0, 0) takes plain integers.
+    let closed = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) };
+    if closed == 0 {
+        return;
+    }
+    // Before Linux 5.9: close what `/proc/self/fd` lists.
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open.into_iter().filter(|fd| *fd >= first) {
+        // SAFETY: closing a descriptor number; one that is not open fails with EBADF.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The watchdog's life: read messages until the handler is gone, then stop what is left.
+fn life(config: &WatchdogConfig) -> i32 {
+    for stopping in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGPIPE,
+        Signal::SIGTSTP,
+        Signal::SIGTTIN,
+        Signal::SIGTTOU,
+    ] {
+        // SAFETY: installing SIG_IGN runs no handler code.
+        unsafe {
+            let _ = signal(stopping, SigHandler::SigIgn);
+        }
+    }
+    let _ = nix::sys::prctl::set_name(c"ash-watchdog");
+    let own_pid = getpid().as_raw() as u32;
+    let mut registry = Registry::new(getpgrp().as_raw() as u32, config.handler_pgid);
+    // SAFETY: fd 0 is the socket (adopt_descriptors); it stays open for the whole process
+    // life and nothing else closes it.
+    let socket = unsafe { BorrowedFd::borrow_raw(0) };
+    let mut packet = [0u8; 512];
+    let mut looked = Instant::now();
+    loop {
+        let interval = if registry.is_watching() {
+            WATCH_INTERVAL
+        } else {
+            IDLE_INTERVAL
+        };
+        let wait = interval.saturating_sub(looked.elapsed());
+        let timeout = PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) | Err(Errno::EINTR) => {}
+            Ok(_) => match recv(socket.as_raw_fd(), &mut packet, MsgFlags::empty()) {
+                // End of file: the handler is gone.
+                Ok(0) => break,
+                Ok(length) => {
+                    if let Some(message) = WatchdogMessage::parse(&packet[..length]) {
+                        let leader_started = match message {
+                            WatchdogMessage::Watch { pgid, .. } => started_ticks(pgid),
+                            WatchdogMessage::Release(_) => None,
+                        };
+                        registry.apply(message, leader_started);
+                    }
+                }
+                Err(Errno::EINTR | Errno::EAGAIN) => {}
+                Err(_) => break,
+            },
+            Err(_) => break,
+        }
+        if looked.elapsed() >= interval {
+            look_around(&mut registry, config.handler_pid, own_pid);
+            looked = Instant::now();
+        }
+    }
+    registry.forget_gone(process_group::group_exists);
+    if !registry.is_watching() {
+        return 0;
+    }
+    let report = stop_everything(&mut registry, own_pid);
+    if !report.is_empty() {
+        tell(config, &registry, &report);
+    }
+    0
+}
+
+/// A process's start time, when it exists.
+fn started_ticks(pid: u32) -> Option<u64> {
+    stat_of(pid).map(|stat| stat.start_time_ticks)
+}
+
+fn stat_of(pid: u32) -> Option<ProcStat> {
+    proc::stat(pid).ok().flatten()
+}
+
+/// The periodic look: forget gone groups; while watching, note the handler's children that
+/// could be escapees and drop noted ones that are gone.
+fn look_around(registry: &mut Registry, handler_pid: u32, own_pid: u32) {
+    registry.forget_gone(process_group::group_exists);
+    if !registry.is_watching() {
+        return;
+    }
+    for child in proc::children_of(handler_pid) {
+        if let Some(stat) = stat_of(child) {
+            registry.note_handler_child(&stat, own_pid);
+        }
+    }
+    registry.prune_adoptees(stat_of);
+}
+
+/// The handler is gone with groups not released: stop them and every escapee.
+fn stop_everything(registry: &mut Registry, own_pid: u32) -> StopReport {
+    registry.prune_adoptees(stat_of);
+    let mut groups = registry.unreleased();
+    let signalled = groups.clone();
+    let tokens: Vec<String> = registry
+        .tokens()
+        .into_iter()
+        .map(|token| format!("{ATTEMPT_ENV}={token}"))
+        .collect();
+    // Escapees by (pid → start time), noted before anything is signalled.
+    let mut escapees: BTreeMap<u32, u64> = registry.adoptees().into_iter().collect();
+    note_token_carriers(&tokens, own_pid, &groups, &mut escapees);
+    look_at_groups(&signalled, &mut escapees);
+    escalate(&mut groups, || look_at_groups(&signalled, &mut escapees));
+    let killed = sweep_escapees(escapees, &tokens, own_pid);
+    let mut survivors = descendant_sweep::still_alive(&killed, SURVIVOR_WAIT);
+    for pgid in &signalled {
+        if process_group::group_exists(*pgid)
+            && let Ok(members) = proc::live_group_members(*pgid)
+        {
+            survivors.extend(members.iter().map(|member| member.pid));
+        }
+    }
+    survivors.sort_unstable();
+    survivors.dedup();
+    let escaped = killed
+        .iter()
+        .map(|process| process.pid)
+        .filter(|pid| !survivors.contains(pid))
+        .collect();
+    StopReport {
+        groups: signalled,
+        escaped,
+        survivors,
+    }
+}
+
+/// One look at the process table: notes every child of a live group member that is in no
+/// watched group (it left the group while its parent still lives), and says whether any
+/// group member lives.
+fn look_at_groups(groups: &[u32], escapees: &mut BTreeMap<u32, u64>) -> bool {
+    let Ok(table) = proc::process_table() else {
+        return false;
+    };
+    let members: std::collections::HashSet<u32> = table
+        .iter()
+        .filter(|process| groups.contains(&process.pgrp) && !process.is_defunct())
+        .map(|process| process.pid)
+        .collect();
+    for process in &table {
+        if members.contains(&process.ppid)
+            && !groups.contains(&process.pgrp)
+            && !process.is_defunct()
+        {
+            escapees
+                .entry(process.pid)
+                .or_insert(process.start_time_ticks);
+        }
+    }
+    !members.is_empty()
+}
+
+/// Notes every live process carrying one of `tokens` that is not in a watched group (those
+/// are stopped with their group) and is not the watchdog.
+fn note_token_carriers(
+    tokens: &[String],
+    own_pid: u32,
+    groups: &[u32],
+    escapees: &mut BTreeMap<u32, u64>,
+) {
+    if tokens.is_empty() {
+        return;
+    }
+    for process in proc::processes_with_env(tokens).unwrap_or_default() {
+        if process.pid != own_pid && !groups.contains(&process.pgrp) {
+            escapees
+                .entry(process.pid)
+                .or_insert(process.start_time_ticks);
+        }
+    }
+}
+
+/// The watchdog's kill escalation, the group killer's own ([`Escalation`]: SIGTERM, the grace
+/// period, then SIGKILL while any member lives, bounded), for all its groups at once. `look`
+/// runs on every poll and says whether a member lives. A group that no longer exists is
+/// dropped at once, so a reused pgid is never signalled.
+fn escalate(groups: &mut Vec<u32>, mut look: impl FnMut() -> bool) {
+    let mut escalation = Escalation::terminate();
+    loop {
+        groups.retain(|pgid| process_group::group_exists(*pgid));
+        let alive = !groups.is_empty() && look();
+        match escalation.step(Instant::now(), alive) {
+            KillStep::Send(signal) => {
+                for pgid in groups.iter() {
+                    let _ = process_group::signal_group(*pgid, signal);
+                }
+                std::thread::sleep(CHECK_INTERVAL);
+            }
+            KillStep::CheckAfter(after) => std::thread::sleep(after),
+            KillStep::Emptied | KillStep::GaveUp => return,
+        }
+    }
+}
+
+/// Freezes and kills the noted escapees with their lineages, pass after pass, looking for
+/// the tokens again each time, until two passes in a row find nothing or [`SWEEP_LIMIT`].
+fn sweep_escapees(
+    mut escapees: BTreeMap<u32, u64>,
+    tokens: &[String],
+    own_pid: u32,
+) -> Vec<Killed> {
+    let deadline = Instant::now() + SWEEP_LIMIT;
+    let mut rounds = SweepRounds::default();
+    let mut killed: Vec<Killed> = Vec::new();
+    loop {
+        let roots: Vec<Killed> = std::mem::take(&mut escapees)
+            .into_iter()
+            .map(|(pid, start_time_ticks)| Killed {
+                pid,
+                start_time_ticks,
+            })
+            .filter(|root| !killed.contains(root))
+            .collect();
+        let new: Vec<Killed> = descendant_sweep::freeze_and_kill(&roots, own_pid)
+            .into_iter()
+            .filter(|process| !killed.contains(process))
+            .collect();
+        let found = new.len();
+        killed.extend(new);
+        if rounds.after_pass(found, 0) == SweepNext::Done || Instant::now() >= deadline {
+            return killed;
+        }
+        // A SIGKILL takes effect asynchronously: a killed process still shows its
+        // environment for a moment.
+        std::thread::sleep(Duration::from_millis(5));
+        note_token_carriers(tokens, own_pid, &[], &mut escapees);
+        escapees.retain(|pid, started| {
+            !killed.contains(&Killed {
+                pid: *pid,
+                start_time_ticks: *started,
+            })
+        });
+    }
+}
+
+/// Says what the watchdog did: one line on stderr (never blocking, never on a terminal — see
+/// the module doc) and one record in the run's event stream.
+fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
+    let mut line = report.message(config.handler_pid);
+    line.push('\n');
+    write_without_blocking(2, line.as_bytes());
+    let Some(path) = &config.events_path else {
+        return;
+    };
+    let record = serde_json::json!({
+        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "run_id": null,
+        "attempt_id": registry.tokens().first(),
+        "event": "watchdog-stopped",
+        "handler_pid": config.handler_pid,
+        "groups": report.groups,
+        "escaped": report.escaped,
+        "survivors": report.survivors,
+    });
+    let mut text = record.to_string();
+    text.push('\n');
+    // Appended as one write, never through a symbolic link (issue 23).
+    let opened = no_follow::split(path)
+        .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
+    if let Ok(mut file) = opened
+        && file.metadata().is_ok_and(|meta| meta.is_file())
+    {
+        let _ = file.write_all(text.as_bytes());
+    }
+}
+
+/// One write of `bytes` to descriptor `fd` that never blocks: through a new, non-blocking
+/// open file description of the same pipe or file (`/proc/self/fd/N`), or a non-blocking
+/// `send` on a socket. What does not fit is dropped: a full pipe nobody reads must not keep
+/// the watchdog alive.
+fn write_without_blocking(fd: RawFd, bytes: &[u8]) {
+    let reopened = OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{fd}"));
+    match reopened {
+        Ok(mut file) => {
+            let _ = file.write(bytes);
+        }
+        // A socket cannot be reopened.
+        Err(_) => {
+            // SAFETY: send reads `bytes.len()` initialized bytes; a non-socket fails ENOTSOCK.
+            unsafe {
+                libc::send(
+                    fd,
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_re_executed_watchdog_reads_back_its_arguments() {
+        let config = WatchdogConfig {
+            handler_pid: 42,
+            handler_pgid: 40,
+            events_path: Some(PathBuf::from("/state/events.jsonl")),
+        };
+        let args = config.to_args();
+        assert_eq!(args[0], WATCHDOG_ARG);
+        let back = WatchdogConfig::from_args(args.into_iter().skip(1)).expect("parses");
+        assert_eq!((back.handler_pid, back.handler_pgid), (42, 40));
+        assert_eq!(back.events_path, config.events_path);
+        assert!(WatchdogConfig::from_args(["x".into()].into_iter()).is_none());
+    }
+
+    #[test]
+    fn a_write_to_a_full_pipe_returns_at_once() {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        // Fill the pipe (non-blocking), then write once more through the helper.
+        nix::fcntl::fcntl(
+            &write,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .expect("non-blocking");
+        let chunk = [b'x'; 4096];
+        while nix::unistd::write(&write, &chunk).is_ok() {}
+        nix::fcntl::fcntl(
+            &write,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+        )
+        .expect("blocking again");
+        // The descriptor itself is blocking now: only a new non-blocking description keeps
+        // this from hanging.
+        write_without_blocking(write.as_raw_fd(), b"one more line\n");
+        drop(read);
+    }
+}
