@@ -73,6 +73,9 @@ struct Current {
     last_line: Option<String>,
     /// When the output last grew (the attempt's start before any).
     last_output: Instant,
+    /// A Verify check runs: its header and output are on the console, and its silence is not
+    /// the agent's, so no sign of life is drawn.
+    verifying: bool,
 }
 
 /// What the run did, from its events.
@@ -339,7 +342,7 @@ fn start_sign_of_life(
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL) {
                 let line = lock(&ledger).current.as_ref().and_then(|current| {
                     let silent = current.last_output.elapsed();
-                    (silent >= SILENCE_BEFORE_SIGN).then(|| {
+                    (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
                         report::sign_of_life(
                             &current.phase_id,
                             current.phase_index,
@@ -392,6 +395,7 @@ impl RunObserver for Progress {
                     output_bytes: 0,
                     last_line: None,
                     last_output: now,
+                    verifying: false,
                 });
                 match self.mode {
                     ProgressMode::Lines => self.say(report::phase_banner(
@@ -479,6 +483,7 @@ impl RunObserver for Progress {
                     current.last_line =
                         Some(format!("verify {index} of {of}: {command_first_line}"));
                     current.last_output = Instant::now();
+                    current.verifying = true;
                 }
             }
             RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {

@@ -682,6 +682,10 @@ fn sigterm_during_a_check_interrupts_the_run_with_143() {
         .collect();
     assert_eq!(stops.len(), 1, "{stops:?}");
     assert_eq!(stops[0]["cause"], "interrupted");
+    assert_eq!(
+        stops[0]["detail"],
+        "handler interrupted while a verify check ran (SIGTERM)"
+    );
 }
 
 #[test]

@@ -59,7 +59,9 @@ use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{Trailer, render_trailer};
-use crate::domain::verification::{CheckOutcome, Verification, VerifyCheck, VerifyPlan};
+use crate::domain::verification::{
+    CheckOutcome, Verification, VerifyCheck, VerifyPlan, stop_detail,
+};
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
@@ -333,7 +335,7 @@ impl AttemptState {
             AttemptEffect::RunCheck(check) => self.run_check(check, myself),
             AttemptEffect::StopCheck => {
                 if let Some(cause) = self.lifecycle.cause() {
-                    let (kind, detail) = (cause.kind(), cause.describe());
+                    let (kind, detail) = (cause.kind(), stop_detail(cause));
                     tracing::info!(cause = kind, detail, "stopping the verify check");
                     self.emit(RunEvent::StopRequested {
                         cause: kind.to_owned(),

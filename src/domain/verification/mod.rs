@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde::ser::Serializer;
 use serde_json::Value;
 
-use super::decision::signal_name;
+use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
 use super::strict_json::{Object, StrictError};
 
@@ -392,6 +392,18 @@ pub fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summary: &str
         check.first_line(),
         signal_name(signal)
     )
+}
+
+/// Why a running check is being stopped, for the `stop-requested` event: the stop cause in
+/// words, with a signal said as the handler's interruption of the check.
+pub fn stop_detail(cause: &StopCause) -> String {
+    match cause {
+        StopCause::Interrupted { signal, .. } => format!(
+            "handler interrupted while a verify check ran ({})",
+            signal_name(*signal)
+        ),
+        other => other.describe(),
+    }
 }
 
 /// Whether the checks after `outcomes` still run: not once one failed (the first failing
