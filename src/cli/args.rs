@@ -152,8 +152,11 @@ pub struct CheckArgs {
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
     pub json: bool,
-    /// Print the prompt the next attempt would receive instead of the table (launch-time values as <placeholders>).
-    #[arg(long)]
+    // The help text is given as a string: rustdoc would read `<placeholders>` as an HTML tag.
+    #[arg(
+        long,
+        help = "Print the prompt the next attempt would receive instead of the table (launch-time values as <placeholders>)"
+    )]
     pub prompt: bool,
     /// With --prompt: the prompt this phase would receive if it ran next.
     #[arg(long, value_name = "ID", requires = "prompt")]

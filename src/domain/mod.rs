@@ -30,6 +30,7 @@ pub(crate) mod recovery;
 pub(crate) mod retry;
 pub(crate) mod selection;
 pub mod state;
+pub(crate) mod status_text;
 pub mod stop_regex;
 pub(crate) mod strict_json;
 pub(crate) mod suggest;

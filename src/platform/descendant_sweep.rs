@@ -23,7 +23,8 @@ use crate::domain::process_tree::{
 /// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
 /// handler's children list, so an attempt without escapees costs no `/proc` scan.
 ///
-/// The handler's helpers (hooks, verification checks: [`helper_registry`]) are left alone;
+/// The handler's helpers (hooks, verification checks, its watchdogs: [`helper_registry`]) are
+/// left alone;
 /// the registry stays locked for the pass, so none can start unregistered meanwhile.
 pub fn sweep_pass(
     leader: u32,
@@ -226,9 +227,9 @@ impl Freezer {
     fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {
         let mut level = Vec::new();
         for child in children {
-            // The handler's watchdogs are its children too (a replacement starts after the
-            // worker), and a dead one is for the watchdog monitor to reap: never an escapee.
-            if !self.seen.insert(child.pid) || super::watchdog::is_own_watchdog(&child) {
+            // The handler's watchdogs are its children too, spared by the helper registry
+            // (`judge_child` leaves them).
+            if !self.seen.insert(child.pid) {
                 continue;
             }
             match judge_child(scope, &child) {

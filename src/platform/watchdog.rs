@@ -41,7 +41,6 @@ use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
 
 use super::process_group;
 use super::watchdog_process::{self, WatchdogConfig};
-use crate::domain::identity::ProcStat;
 use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
 };
@@ -78,9 +77,6 @@ struct HandlerSide {
     socket: Option<OwnedFd>,
     /// The current watchdog's pid.
     pid: Option<u32>,
-    /// Every watchdog this handler started, with its start time: never mistaken for a
-    /// worker's escapee.
-    started: Vec<(u32, Option<u64>)>,
     config: Option<WatchdogConfig>,
     /// Groups registered and not released, with their attempt ids.
     watched: BTreeMap<u32, String>,
@@ -119,10 +115,11 @@ pub fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         let (socket, pid) = exec_watchdog(&config)?;
         (pid, socket, StartedBy::Exec)
     };
+    // Never mistaken for a worker's escapee (nor counted as the worker's activity).
+    super::helper_registry::spare_watchdog(pid, started_ticks(pid));
     *lock() = Some(HandlerSide {
         socket: Some(socket),
         pid: Some(pid),
-        started: vec![(pid, started_ticks(pid))],
         config: Some(config),
         ..HandlerSide::default()
     });
@@ -291,7 +288,12 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
         .config
         .clone()
         .ok_or_else(|| io::Error::other("the watchdog was never configured"))?;
+    // Under the registry's lock from the fork on: a sweep meanwhile would take the new
+    // watchdog, a child that started after the worker, for an escapee.
+    let mut registry = super::helper_registry::lock();
     let (socket, pid) = exec_watchdog(&config)?;
+    registry.spare_watchdog(pid, started_ticks(pid));
+    drop(registry);
     for (pgid, attempt) in &side.watched {
         send(
             &socket,
@@ -303,7 +305,6 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     }
     side.socket = Some(socket);
     side.pid = Some(pid);
-    side.started.push((pid, started_ticks(pid)));
     Ok(pid)
 }
 
@@ -382,16 +383,6 @@ pub fn release(pgid: u32) {
     if let Some(socket) = &side.socket {
         send(socket, WatchdogMessage::Release(pgid));
     }
-}
-
-/// Whether `process` is a watchdog this handler started (the escaped-descendant sweep never
-/// touches one): same pid and start time, so a reused pid is not one.
-pub fn is_own_watchdog(process: &ProcStat) -> bool {
-    lock().as_ref().is_some_and(|side| {
-        side.started.iter().any(|(pid, started)| {
-            *pid == process.pid && started.is_none_or(|ticks| ticks == process.start_time_ticks)
-        })
-    })
 }
 
 fn started_ticks(pid: u32) -> Option<u64> {

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::domain::marker::defuse_tags;
-use crate::domain::notify::sanitize_status;
+use crate::domain::status_text::sanitize_status;
 use crate::domain::token_usage::report::UsageReport;
 use crate::platform::notify_socket::NotifySender;
 
