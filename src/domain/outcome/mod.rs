@@ -202,7 +202,7 @@ impl OutcomeRecord {
     }
 
     /// The outcome's verification, when it records one (checks recorded under another status
-    /// than `phase-complete` and without a failure were stopped: [`Verification::read`]).
+    /// than `phase-complete` and without a failure were stopped: `Verification::read`).
     pub fn verification(&self) -> Option<Verification> {
         let record = self.verification.as_ref()?;
         Verification::read(self.status, record, self.verification_failure.as_ref()).ok()
