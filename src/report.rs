@@ -21,6 +21,7 @@ use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
+use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::invocation::{InputError, PlanSnapshot};
 use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
@@ -123,13 +124,17 @@ fn end_report(end: &RunEnd) -> Output {
             outcome_path,
             transcript_path,
             retry_scheduled,
+            failed_check,
             ..
         } => {
-            let mut output = match decision.status {
-                AttemptStatus::Blocked | AttemptStatus::NeedsClarification => {
+            let mut output = match (decision.status, failed_check) {
+                (AttemptStatus::Blocked | AttemptStatus::NeedsClarification, _) => {
                     Output::stdout(result_line(decision.status, &decision.summary))
                 }
-                status => failure(
+                (AttemptStatus::VerificationFailed, Some(failed)) => {
+                    verification_failure(&decision.summary, failed, outcome_path, transcript_path)
+                }
+                (status, _) => failure(
                     status,
                     &decision.summary,
                     Some(outcome_path),
@@ -351,6 +356,10 @@ fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
         AttemptStatus::Interrupted => {
             (flags_after_stop(false), Some("inspect the partial changes"))
         }
+        AttemptStatus::VerificationFailed => (
+            flags_after_stop(false),
+            Some("inspect the failed check's output (the next attempt is shown it too)"),
+        ),
         _ => (
             flags_after_stop(false),
             Some("inspect the transcript and fix the cause"),
@@ -540,6 +549,8 @@ pub struct AttemptRow {
     pub outcome_path: String,
     pub transcript_path: String,
     pub prompt_path: Option<String>,
+    /// What the phase's checks came to, when the outcome records it.
+    pub verification: Option<Verification>,
 }
 
 /// Which attempt an attempt is: its number among its phase's recorded attempts (what `status`
@@ -793,6 +804,13 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
         "attempts": ledger.attempts.len(),
         "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": last.map(|row| row.duration_ms),
+        "verification": last.map(|row| {
+            let configured = context
+                .snapshot
+                .and_then(|snapshot| snapshot.plan.phase(&row.phase_id))
+                .map(|phase| phase.verify.len());
+            VerificationReport::of(configured, row.verification.clone())
+        }),
         "error": error,
     })
 }
@@ -830,6 +848,7 @@ pub fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_
         "attempts": 0,
         "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": null,
+        "verification": null,
         "error": line,
     })
 }
@@ -859,6 +878,38 @@ pub fn failure(
         outcome_path,
         transcript_path,
     )
+}
+
+/// A completion a Verify check failed: the check and how it ended, the agent's summary, where
+/// to look, and the check's own output tail (docs/plan-format.md, "Verify").
+fn verification_failure(
+    summary: &str,
+    failed: &FailedCheck,
+    outcome_path: &str,
+    transcript_path: &str,
+) -> Output {
+    let mut output = Output::default();
+    output.err_line(format!(
+        "{}: {}",
+        AttemptStatus::VerificationFailed,
+        failed.describe()
+    ));
+    output.err_line(format!("the agent had reported phase-complete: {summary}"));
+    output.err_line(format!("outcome: {outcome_path}"));
+    output.err_line(format!("transcript: {transcript_path}"));
+    let lines: Vec<&str> = failed.output_tail.lines().collect();
+    if lines.is_empty() {
+        output.err_line(format!("verify check {} printed nothing", failed.index));
+    } else {
+        output.err_line(format!(
+            "verify check {} output (last {} line{}):",
+            failed.index,
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" }
+        ));
+        output.stderr.extend(lines.into_iter().map(str::to_owned));
+    }
+    output
 }
 
 /// A first line, then the outcome and transcript paths and the transcript tail.

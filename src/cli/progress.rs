@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
+use crate::domain::verification::Verification;
 use crate::platform::console::Console;
 use crate::report::{self, AttemptRow};
 
@@ -72,6 +73,9 @@ struct Current {
     last_line: Option<String>,
     /// When the output last grew (the attempt's start before any).
     last_output: Instant,
+    /// A Verify check runs: its header and output are on the console, and its silence is not
+    /// the agent's, so no sign of life is drawn.
+    verifying: bool,
 }
 
 /// What the run did, from its events.
@@ -338,7 +342,7 @@ fn start_sign_of_life(
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL) {
                 let line = lock(&ledger).current.as_ref().and_then(|current| {
                     let silent = current.last_output.elapsed();
-                    (silent >= SILENCE_BEFORE_SIGN).then(|| {
+                    (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
                         report::sign_of_life(
                             &current.phase_id,
                             current.phase_index,
@@ -391,6 +395,7 @@ impl RunObserver for Progress {
                     output_bytes: 0,
                     last_line: None,
                     last_output: now,
+                    verifying: false,
                 });
                 match self.mode {
                     ProgressMode::Lines => self.say(report::phase_banner(
@@ -433,6 +438,8 @@ impl RunObserver for Progress {
                 stderr_bytes,
                 outcome_path,
                 transcript_path,
+                verification,
+                verification_failure,
             } => {
                 let current = ledger.current.take();
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
@@ -459,7 +466,25 @@ impl RunObserver for Progress {
                     outcome_path: outcome_path.clone(),
                     transcript_path: transcript_path.clone(),
                     prompt_path: current.map(|current| current.prompt_path),
+                    verification: verification.as_ref().and_then(|record| {
+                        Verification::read(*status, record, verification_failure.as_ref()).ok()
+                    }),
                 });
+            }
+            // The check's header and output reach the console through the attempt's writer;
+            // the status line names the check instead of the agent's last line.
+            RunEvent::VerifyStarted {
+                index,
+                of,
+                command_first_line,
+                ..
+            } => {
+                if let Some(current) = ledger.current.as_mut() {
+                    current.last_line =
+                        Some(format!("verify {index} of {of}: {command_first_line}"));
+                    current.last_output = Instant::now();
+                    current.verifying = true;
+                }
             }
             RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
                 if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
@@ -478,6 +503,7 @@ impl RunObserver for Progress {
             | RunEvent::StopRequested { .. }
             | RunEvent::GroupStopped { .. }
             | RunEvent::RetryDue { .. }
+            | RunEvent::VerifyFinished { .. }
             | RunEvent::RunFinished { .. } => {}
         }
     }

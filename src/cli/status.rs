@@ -10,12 +10,13 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
+use crate::domain::verification::{VerificationReport, VerificationResult};
 use crate::invocation::probe::{
     RunInProgress, attempt_processes, recorded_worker_alive, run_in_progress,
 };
 use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
-    locate_for_report, read_config, read_plan_snapshot, read_state,
+    locate_for_report, read_config, read_outcome, read_plan_snapshot, read_state,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
@@ -72,6 +73,9 @@ pub struct PhaseRow {
     /// The latest committed attempt; its figures are `null` when it was committed before
     /// they were recorded.
     pub last_attempt: Option<AttemptFigures>,
+    /// Whether the phase's Verify checks passed, failed (which check), were skipped, or are
+    /// not configured, as its latest committed attempt recorded them (issue 20).
+    pub verification: VerificationReport,
 }
 
 /// A scheduled retry or rate-limit wait, as `status` shows it.
@@ -258,6 +262,7 @@ fn build_report(
     let phases = phases
         .into_iter()
         .map(|row| PhaseRow {
+            verification: phase_verification(state, snapshot, &row.id),
             status: standing_word(row.standing, run_in_progress),
             stop_reason: match row.standing {
                 PhaseStanding::Stopped(reason) => Some(reason.to_string()),
@@ -399,6 +404,35 @@ fn build_report(
         plan,
         phases,
         totals,
+    }
+}
+
+/// What `phase_id`'s latest committed attempt says about its Verify checks: its outcome record
+/// is read only when the plan gives the phase checks (or cannot say).
+fn phase_verification(
+    state: &State,
+    snapshot: Result<&PlanSnapshot, &InputError>,
+    phase_id: &str,
+) -> VerificationReport {
+    let configured = snapshot
+        .ok()
+        .and_then(|snapshot| snapshot.plan.phase(phase_id))
+        .map(|phase| phase.verify.len());
+    let latest = state
+        .committed_outcomes
+        .iter()
+        .rev()
+        .find(|outcome| outcome.phase_id == phase_id);
+    match latest {
+        Some(_) if configured == Some(0) => VerificationReport::of(configured, None),
+        Some(latest) => match read_outcome(&latest.path) {
+            Ok(record) => VerificationReport::of(configured, record.verification()),
+            Err(error) => {
+                tracing::warn!(path = %latest.path, %error, "cannot read the outcome's verification");
+                VerificationReport::unknown(configured)
+            }
+        },
+        None => VerificationReport::of(configured, None),
     }
 }
 
@@ -599,6 +633,7 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         &report.phases,
         report.plan.status == "unreadable",
     ));
+    lines.extend(verification_lines(&report.phases));
     lines.push(totals_line(&report.totals));
     lines
 }
@@ -681,6 +716,23 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
             line.push_str(&row[5]);
             line
         })
+        .collect()
+}
+
+/// `verify phase-2: failed: verify check 1 (cargo test) exited with code 101`, one line per
+/// phase, when any phase has checks or recorded a verification; a plan without checks gets
+/// none.
+fn verification_lines(rows: &[PhaseRow]) -> Vec<String> {
+    let any = rows.iter().any(|row| {
+        row.verification.configured.is_some_and(|count| count > 0)
+            || !row.verification.checks.is_empty()
+            || row.verification.result == VerificationResult::Skipped
+    });
+    if !any {
+        return Vec::new();
+    }
+    rows.iter()
+        .map(|row| format!("verify {}: {}", row.id, row.verification.describe()))
         .collect()
 }
 

@@ -448,6 +448,35 @@ impl Watch {
                 text(event, "phase_id"),
                 number(event, "attempt")
             ),
+            "verify-started" => format!(
+                "{} verify {} of {}: {}",
+                text(event, "phase_id"),
+                number(event, "index"),
+                number(event, "of"),
+                text(event, "command_first_line")
+            ),
+            "verify-finished" => {
+                let how = if event["stopped"].as_bool() == Some(true) {
+                    "stopped by the handler".to_owned()
+                } else if event["timed_out"].as_bool() == Some(true) {
+                    "timed out".to_owned()
+                } else {
+                    match event["exit_code"].as_i64() {
+                        Some(code) => format!("exited with code {code}"),
+                        None => "was killed".to_owned(),
+                    }
+                };
+                let verdict = if event["passed"].as_bool() == Some(true) {
+                    "passed"
+                } else {
+                    "failed"
+                };
+                format!(
+                    "{} verify {} {verdict}: {how}",
+                    text(event, "phase_id"),
+                    number(event, "index")
+                )
+            }
             "run-finished" => format!("run finished: exit {}", number(event, "exit_code")),
             _ => return None,
         })

@@ -10,6 +10,7 @@ use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
+use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 
 /// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
@@ -85,6 +86,38 @@ pub enum RunEvent {
         stderr_bytes: u64,
         outcome_path: String,
         transcript_path: String,
+        /// What the phase's Verify checks came to, as the outcome records it (a list of check
+        /// records, or `"skipped"`); absent when none was due.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        verification: Option<VerificationRecord>,
+        /// The check that failed a `verification-failed` attempt.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        verification_failure: Option<FailedCheck>,
+    },
+    /// A Verify check (issue 20) starts: the agent reported completion and the phase's checks
+    /// run, in order, until one fails.
+    VerifyStarted {
+        phase_id: String,
+        /// 1-based, in the Verify section's order.
+        index: usize,
+        /// How many checks the phase has.
+        of: usize,
+        command_first_line: String,
+    },
+    /// A Verify check ended: `passed` when it exited 0 within its limit and was not stopped.
+    VerifyFinished {
+        phase_id: String,
+        index: usize,
+        command_first_line: String,
+        passed: bool,
+        /// `None` when it was killed or could not be started.
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+        /// The handler stopped it (a signal, or its output could not be recorded).
+        stopped: bool,
+        duration_ms: u64,
+        output_bytes: u64,
     },
     /// The retry policy scheduled the next attempt of a phase (after a backoff, a rate-limit
     /// wait or at once with a fallback agent), durably, with the outcome that led to it.
@@ -273,6 +306,8 @@ mod tests {
                 stderr_bytes: 0,
                 outcome_path: "/k/outcomes/a.json".into(),
                 transcript_path: "/k/transcripts/a.txt".into(),
+                verification: None,
+                verification_failure: None,
             },
         };
         let line = record("\u{1}".repeat(1 << 20)).to_json_line();

@@ -39,12 +39,5 @@ pub mod template;
 pub mod timestamp;
 pub mod token_usage;
 pub(crate) mod transcript;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the check outcomes and output tail are used once the verification stage is wired into the attempt lifecycle (issue 20)"
-    )
-)]
 pub(crate) mod verification;
 pub(crate) mod watchdog;

@@ -1,10 +1,15 @@
 //! The transcript's runner-written parts: the header before the child's output and the
-//! trailer after it (see docs/state-and-recovery.md for the layout). The bytes between them are
-//! the child's, verbatim.
+//! trailer after it, then, when the phase's Verify checks run, each check's header and the
+//! footer after its output (see docs/state-and-recovery.md for the layout). The bytes between
+//! them are the child's (or the check's), verbatim.
 
 use super::decision::ChildExit;
 use super::template::shell_join;
 use super::timestamp::Timestamp;
+use super::verification::CheckOutcome;
+#[cfg(doc)]
+use super::verification::VerifyCheck;
+use crate::units;
 
 /// What the transcript trailer records.
 #[derive(Clone, Debug, Default)]
@@ -118,6 +123,71 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
     text
 }
 
+/// What the transcript says after one verification check's output (issue 20): how it ended
+/// and what its cleanup found. The check's output sits between its
+/// `--- verify N: <first line> ---` header ([`VerifyCheck::transcript_header`]) and this.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckFooter {
+    pub index: usize,
+    pub outcome: CheckOutcome,
+    /// Why it could not be started, when it could not.
+    pub start_error: Option<String>,
+    /// The handler was interrupted (or could not record the output) and stopped it.
+    pub stopped: bool,
+    /// Members of its group left after it exited (killed).
+    pub leaked: Vec<u32>,
+    /// Descendants that had left its group (killed).
+    pub escaped: Vec<u32>,
+    /// Processes alive after every SIGKILL.
+    pub survivors: Vec<u32>,
+    /// A pipe held by a process outside its group was closed unread.
+    pub pipes_abandoned: bool,
+}
+
+/// The line that ends a check's part of the transcript — `--- verify 2 failed: exited with
+/// code 101 after 1.2s, 345 B output ---` — on a line of its own, then what its cleanup
+/// killed or left, one `key: value` line each, as in the worker's trailer.
+pub fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool) -> String {
+    let mut text = String::new();
+    if !ends_with_newline {
+        text.push('\n');
+    }
+    let outcome = &footer.outcome;
+    let verdict = if footer.stopped {
+        "stopped by the handler"
+    } else if outcome.passed() {
+        "passed"
+    } else {
+        "failed"
+    };
+    let how = match &footer.start_error {
+        Some(error) => format!("could not be started: {error}"),
+        None => format!(
+            "{} after {}, {} output",
+            outcome.how(),
+            units::duration(outcome.duration_ms),
+            units::bytes(outcome.output_bytes)
+        ),
+    };
+    text.push_str(&format!(
+        "--- verify {} {verdict}: {how} ---\n",
+        footer.index
+    ));
+    for (key, pids) in [
+        ("leaked_descendants_killed", &footer.leaked),
+        ("escaped_descendants_killed", &footer.escaped),
+        ("processes_surviving_sigkill", &footer.survivors),
+    ] {
+        if !pids.is_empty() {
+            text.push_str(&format!("{key}: {}\n", join_pids(pids)));
+        }
+    }
+    if footer.pipes_abandoned {
+        text.push_str("pipes_held_open: a process outside the check's group kept its output pipes open; they were closed\n");
+    }
+    text
+}
+
 fn optional(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "none".to_owned(), |value| value.to_string())
 }
@@ -149,6 +219,63 @@ mod tests {
         assert!(text.starts_with("1, 2, 3, "), "{text}");
         assert!(text.ends_with("99, 100 (and 3 more)"), "{text}");
         assert_eq!(join_pids(&[7, 8]), "7, 8");
+    }
+
+    #[test]
+    fn a_check_footer_says_how_it_ended_on_a_line_of_its_own() {
+        let outcome = |exit_code, signal, timed_out| CheckOutcome {
+            exit_code,
+            signal,
+            timed_out,
+            duration_ms: 1_234,
+            output_bytes: 345,
+            output_tail: String::new(),
+        };
+        let footer = |outcome| CheckFooter {
+            index: 2,
+            outcome,
+            start_error: None,
+            stopped: false,
+            leaked: Vec::new(),
+            escaped: Vec::new(),
+            survivors: Vec::new(),
+            pipes_abandoned: false,
+        };
+        assert_eq!(
+            render_check_footer(&footer(outcome(Some(0), None, false)), true),
+            "--- verify 2 passed: exited with code 0 after 1.2s, 345 B output ---\n"
+        );
+        assert_eq!(
+            render_check_footer(&footer(outcome(Some(101), None, false)), false),
+            "\n--- verify 2 failed: exited with code 101 after 1.2s, 345 B output ---\n"
+        );
+        let timed_out = CheckFooter {
+            escaped: vec![41, 42],
+            pipes_abandoned: true,
+            ..footer(outcome(None, Some(9), true))
+        };
+        assert_eq!(
+            render_check_footer(&timed_out, true),
+            "--- verify 2 failed: timed out and was stopped after 1.2s, 345 B output ---\n\
+             escaped_descendants_killed: 41, 42\n\
+             pipes_held_open: a process outside the check's group kept its output pipes open; they were closed\n"
+        );
+        let stopped = CheckFooter {
+            stopped: true,
+            ..footer(outcome(None, Some(15), false))
+        };
+        assert_eq!(
+            render_check_footer(&stopped, true),
+            "--- verify 2 stopped by the handler: was killed by SIGTERM after 1.2s, 345 B output ---\n"
+        );
+        let unstarted = CheckFooter {
+            start_error: Some("python3: No such file or directory".into()),
+            ..footer(CheckOutcome::unstarted("x".into()))
+        };
+        assert_eq!(
+            render_check_footer(&unstarted, true),
+            "--- verify 2 failed: could not be started: python3: No such file or directory ---\n"
+        );
     }
 
     #[test]

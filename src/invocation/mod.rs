@@ -24,7 +24,7 @@ use crate::domain::retry::RetryPolicy;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
 use crate::domain::state::ActiveAttempt;
 use crate::domain::state::AttemptStatus;
-use crate::domain::state::{State, StateLayout};
+use crate::domain::state::{LastRun, State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
 use crate::domain::verification::FailedCheck;
@@ -216,21 +216,33 @@ pub fn last_verification_failure(state: &State, phase_id: &str) -> Option<Failed
     let last_run = state
         .last_run
         .as_ref()
-        .filter(|run| run.phase_id == phase_id)
-        .filter(|run| run.status == AttemptStatus::VerificationFailed)?;
+        .filter(|run| run.phase_id == phase_id)?;
+    verification_failure_of(last_run)
+}
+
+/// The failed check of `last_run`, when it is `verification-failed`: read from its outcome
+/// record (`run` reads it at admission, off the runtime threads, for the retry's prompt).
+/// `None` otherwise, and when the record cannot be read (logged).
+pub fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck> {
+    if last_run.status != AttemptStatus::VerificationFailed {
+        return None;
+    }
     let path = last_run.outcome_path.as_deref()?;
-    let record = read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
-        .map_err(|error| error.to_string())
-        .and_then(|bytes| {
-            OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string())
-        });
-    match record {
+    match read_outcome(path) {
         Ok(record) => record.verification_failure,
         Err(error) => {
             tracing::warn!(path, %error, "cannot read the failed check of the last attempt");
             None
         }
     }
+}
+
+/// Reads and strictly validates the outcome record at `path`; the error says why it cannot
+/// be used.
+pub fn read_outcome(path: &str) -> Result<OutcomeRecord, String> {
+    read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string()))
 }
 
 /// Checks a phase's execution workspace; the error names the plan line to fix.
@@ -386,10 +398,6 @@ pub struct RunSettings {
     pub verify: bool,
     /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
     /// none.
-    #[expect(
-        dead_code,
-        reason = "read by the verification stage of the attempt lifecycle (issue 20)"
-    )]
     pub verify_timeout_seconds: Option<f64>,
 }
 

@@ -42,10 +42,6 @@ pub mod spawn;
 #[cfg(test)]
 mod test_isolation;
 pub mod transcript_file;
-#[expect(
-    dead_code,
-    reason = "the verification stage of the attempt lifecycle runs it (issue 20)"
-)]
 pub mod verify_check;
 pub mod watchdog;
 pub(crate) mod watchdog_process;

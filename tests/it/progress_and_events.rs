@@ -32,7 +32,7 @@ fn kinds(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn schema() -> jsonschema::Validator {
+pub(crate) fn schema() -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(
         &fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -46,7 +46,7 @@ fn schema() -> jsonschema::Validator {
 
 /// Parses `run --json` output: exactly one object, valid against the published schema.
 #[track_caller]
-fn result_object(run: &Run) -> Value {
+pub(crate) fn result_object(run: &Run) -> Value {
     let value: Value = serde_json::from_str(run.stdout.trim_end())
         .unwrap_or_else(|error| panic!("stdout is not one JSON object ({error}):\n{}", run.stdout));
     let errors: Vec<String> = schema()

@@ -125,6 +125,8 @@ impl CommitJob {
         };
         let schedule = retry.as_ref().map(|retry| retry.schedule.clone());
         let duration_ms = self.outcome.duration_ms.unwrap_or_default();
+        let verification = self.outcome.verification.clone();
+        let failed_check = self.outcome.verification_failure.clone();
         let committed = call(&self.reporting.store, |reply| StoreMsg::Commit {
             outcome: Box::new(self.outcome),
             schedule,
@@ -157,6 +159,8 @@ impl CommitJob {
                 stderr_bytes: self.output.stderr,
                 outcome_path: attempt.outcome_path.clone(),
                 transcript_path: attempt.transcript_path.clone(),
+                verification,
+                verification_failure: failed_check.clone(),
             },
         );
         self.reporting.send(
@@ -166,6 +170,7 @@ impl CommitJob {
                 outcome_path: attempt.outcome_path,
                 transcript_path: attempt.transcript_path,
                 retry,
+                failed_check: failed_check.map(Box::new),
             },
         );
     }

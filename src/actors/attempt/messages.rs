@@ -1,4 +1,4 @@
-//! What the attempt supervisor is told: by its preparation and recording tasks, by its
+//! What the attempt supervisor is told: by its preparation, recording and check tasks, by its
 //! children (pipe readers, stop scanner, deadline timer, transcript writer, group killer), by
 //! its own timers, and by the run supervisor (an interrupt). Children import this file, never
 //! the supervisor's.
@@ -12,6 +12,7 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
+use crate::domain::verification::{CheckOutcome, VerifyCheck};
 use crate::domain::watchdog::WatchdogLoss;
 
 pub(crate) enum AttemptMsg {
@@ -43,8 +44,18 @@ pub(crate) enum AttemptMsg {
     DrainLimitElapsed,
     /// The recording task wrote the trailer and gathered the verdicts.
     Gathered(Box<Recorded>),
+    /// The Verify check job finished a check (issue 20).
+    CheckEnded(Box<EndedCheck>),
     /// The run's watchdog was lost, and replaced or not (`platform::watchdog`'s monitor).
     WatchdogLost(Box<WatchdogLoss>),
+}
+
+/// How a Verify check's run ended, as its job reports it.
+pub(crate) struct EndedCheck {
+    pub(crate) check: VerifyCheck,
+    pub(crate) outcome: CheckOutcome,
+    /// It was stopped by the handler (the attempt's stop switch).
+    pub(crate) stopped: bool,
 }
 
 /// What the recording task found, and what the outcome record needs besides.

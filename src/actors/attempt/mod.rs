@@ -5,10 +5,11 @@
 //! events and machine effects into actions.
 //!
 //! Its handlers never wait on a disk, a store write or another actor's reply: preparation
-//! ([`prepare`]), the `running` record, recording and the commit ([`commit`]) run as tasks
-//! that report back with a message (or, at the end, report to the run). So a timeout, a
-//! stop-regex match or a signal is handled at once whatever the disk is doing, and a signal
-//! during preparation is held by the machine until the group exists.
+//! ([`prepare`]), the `running` record, recording, each Verify check ([`verify`]) and the
+//! commit ([`commit`]) run as tasks that report back with a message (or, at the end, report
+//! to the run). So a timeout, a stop-regex match or a signal is handled at once whatever the
+//! disk is doing, and a signal during preparation is held by the machine until the group
+//! exists.
 
 mod commit;
 mod crew;
@@ -20,6 +21,7 @@ mod pipe_reader;
 mod prepare;
 mod stop_scanner;
 mod transcript_writer;
+mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,9 +40,10 @@ use self::pipe_reader::ReaderMsg;
 use self::prepare::{Launch, PreparationTask, SetupFailure};
 use self::stop_scanner::ScanMsg;
 use self::transcript_writer::{OutputError, WriterMsg};
+use self::verify::CheckJob;
 use super::observer::Emitter;
 use super::state_store::StoreMsg;
-use super::{call, notify};
+use super::{call, notify, off_runtime};
 use crate::domain::decision::ChildExit;
 use crate::domain::escalation::StopSignal;
 use crate::domain::events::RunEvent;
@@ -56,9 +59,13 @@ use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{Trailer, render_trailer};
+use crate::domain::verification::{
+    CheckOutcome, Verification, VerifyCheck, VerifyPlan, stop_detail,
+};
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
+use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::transcript_file::TranscriptFile;
@@ -118,6 +125,8 @@ pub(crate) struct AttemptState {
     output: OutputBytes,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
+    /// The running Verify check's stop switch.
+    check_stop: Option<StopSwitch>,
     tasks: Vec<JoinHandle<()>>,
     /// Watchdog losses are told to this attempt while it lives.
     _watchdog: watchdog::Subscription,
@@ -135,9 +144,10 @@ impl Actor for AttemptSupervisor {
         myself: ActorRef<AttemptMsg>,
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
+        let verify = VerifyPlan::for_phase(&spec.phase.verify, spec.settings.verify);
         let mut state = AttemptState {
             spec,
-            lifecycle: AttemptLifecycle::new(),
+            lifecycle: AttemptLifecycle::verified_by(verify),
             attempt: None,
             crew: None,
             unlaunched_transcript: None,
@@ -146,6 +156,7 @@ impl Actor for AttemptSupervisor {
             finished: None,
             output: OutputBytes::default(),
             phase_attempt: 1,
+            check_stop: None,
             tasks: Vec::new(),
             _watchdog: {
                 let target = myself.clone();
@@ -214,12 +225,9 @@ impl Actor for AttemptSupervisor {
                 AttemptMsg::Gathered(recorded) => {
                     let recorded = *recorded;
                     state.output = recorded.output;
-                    // Every actor of the attempt has said what it knows.
-                    if let Some(crew) = state.crew.take() {
-                        crew.stop();
-                    }
                     Some(AttemptEvent::Gathered(recorded.gathered))
                 }
+                AttemptMsg::CheckEnded(ended) => Some(state.check_ended(*ended)),
                 AttemptMsg::WatchdogLost(loss) => state.on_watchdog_lost(*loss),
             };
             if let Some(event) = event {
@@ -256,6 +264,12 @@ impl Actor for AttemptSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         for task in state.tasks.drain(..) {
             task.abort();
+        }
+        // A check still running (the run is ending on a failure) is killed at once: its job
+        // runs on the blocking pool, where no abort reaches it.
+        if let Some(stop) = state.check_stop.take() {
+            stop.stop();
+            stop.stop();
         }
         if let Some(crew) = state.crew.take() {
             crew.stop();
@@ -319,12 +333,36 @@ impl AttemptState {
                 }
             }
             AttemptEffect::Gather(input) => self.gather(input, myself),
-            AttemptEffect::Commit(conclusion) => self.commit(conclusion),
+            AttemptEffect::RunCheck(check) => self.run_check(check, myself),
+            AttemptEffect::StopCheck => {
+                if let Some(cause) = self.lifecycle.cause() {
+                    let (kind, detail) = (cause.kind(), stop_detail(cause));
+                    tracing::info!(cause = kind, detail, "stopping the verify check");
+                    self.emit(RunEvent::StopRequested {
+                        cause: kind.to_owned(),
+                        detail,
+                    });
+                }
+                if let Some(stop) = &self.check_stop {
+                    stop.stop();
+                }
+            }
+            // The switch's second throw skips the grace period.
+            AttemptEffect::KillCheckNow => {
+                if let Some(stop) = &self.check_stop {
+                    stop.stop();
+                }
+            }
+            AttemptEffect::Commit(conclusion) => {
+                self.stop_crew();
+                self.commit(conclusion);
+            }
             AttemptEffect::LeaveUnresolved {
                 conclusion,
                 failure,
                 decided,
             } => {
+                self.stop_crew();
                 tracing::info!(status = %conclusion.decision.status, "outcome decided");
                 tracing::info!(%failure, "outcome not committed after an earlier state write failure");
                 let Some(attempt) = self.attempt.clone() else {
@@ -341,6 +379,85 @@ impl AttemptState {
                 }
             }
         }
+    }
+
+    /// The attempt is concluded: every actor of it has said what it knows.
+    fn stop_crew(&mut self) {
+        if let Some(crew) = self.crew.take() {
+            crew.stop();
+        }
+    }
+
+    /// Runs one Verify check as a blocking job; it reports back with
+    /// [`AttemptMsg::CheckEnded`].
+    fn run_check(&mut self, check: VerifyCheck, myself: &ActorRef<AttemptMsg>) {
+        let count = self.spec.phase.verify.len();
+        tracing::info!(index = check.index, of = count, first_line = %check.first_line(), "verify check starting");
+        self.emit(RunEvent::VerifyStarted {
+            phase_id: self.spec.phase.id.clone(),
+            index: check.index,
+            of: count,
+            command_first_line: check.first_line(),
+        });
+        let writer = self.crew.as_ref().map(|crew| crew.writer.clone());
+        let (stop, writer) = match (StopSwitch::new(), writer) {
+            (Ok(stop), Some(writer)) => (stop, writer),
+            (stop, _) => {
+                let reason = match stop {
+                    Err(error) => format!("cannot create its stop switch: {error}"),
+                    Ok(_) => "the attempt's transcript writer is gone".to_owned(),
+                };
+                let outcome =
+                    CheckOutcome::unstarted(format!("could not start the check: {reason}"));
+                let ended = messages::EndedCheck {
+                    check,
+                    outcome,
+                    stopped: false,
+                };
+                return notify(myself, AttemptMsg::CheckEnded(Box::new(ended)));
+            }
+        };
+        self.check_stop = Some(stop.clone());
+        let settings = &self.spec.settings;
+        let job = CheckJob {
+            check,
+            cwd: self.spec.execution_workspace.clone().into(),
+            time_limit: settings
+                .verify_timeout_seconds
+                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
+            inherited: self.spec.inherited_children.clone(),
+            writer,
+            stop,
+        };
+        let target = myself.clone();
+        self.spawn(async move {
+            let ended = off_runtime(move || job.run()).await;
+            notify(&target, AttemptMsg::CheckEnded(Box::new(ended)));
+        });
+    }
+
+    /// A check ended: the attempt's end moves to now, and observers hear how it went.
+    fn check_ended(&mut self, ended: messages::EndedCheck) -> AttemptEvent {
+        self.check_stop = None;
+        self.finish_now();
+        let messages::EndedCheck {
+            check,
+            outcome,
+            stopped,
+        } = ended;
+        self.emit(RunEvent::VerifyFinished {
+            phase_id: self.spec.phase.id.clone(),
+            index: check.index,
+            command_first_line: check.first_line(),
+            passed: outcome.passed() && !stopped,
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            stopped,
+            duration_ms: outcome.duration_ms,
+            output_bytes: outcome.output_bytes,
+        });
+        AttemptEvent::CheckEnded(outcome)
     }
 
     /// The attempt is finished (its worker is gone, or never ran): its `finished_at`, with its
@@ -417,6 +534,7 @@ impl AttemptState {
             resolve_abandoned: order.resolve_abandoned,
             template_index: order.template_index,
             retry_note: order.turn.note.clone(),
+            verification_failure: order.turn.verification_failure.clone(),
             attempt_number: order.turn.ledger.attempt,
             phase_index: self.spec.phase_index,
             events: self.spec.events.clone(),
@@ -624,6 +742,12 @@ impl AttemptState {
             });
         let settings = &self.spec.settings;
         let order = &self.spec.order;
+        let (verification, verification_failure) = conclusion
+            .verification
+            .as_ref()
+            .map(Verification::to_record)
+            .unzip();
+        let verification_failure = verification_failure.flatten();
         let outcome = OutcomeRecord {
             attempt_id: attempt.id.clone(),
             plan: attempt.snapshot.clone(),
@@ -643,9 +767,8 @@ impl AttemptState {
             output_bytes: Some(output),
             phase_attempt: Some(self.phase_attempt),
             agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
-            // Verification is not run yet (issue 20 wires it into the lifecycle).
-            verification: None,
-            verification_failure: None,
+            verification,
+            verification_failure,
             watchdog_losses: u32::try_from(self.watchdog_losses.len())
                 .ok()
                 .filter(|losses| *losses > 0),
@@ -703,5 +826,8 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::Commit(_) => "commit",
         AttemptEffect::LeaveUnresolved { .. } => "leave-unresolved",
         AttemptEffect::ConcludeNotPrepared => "conclude-not-prepared",
+        AttemptEffect::RunCheck(_) => "run-check",
+        AttemptEffect::StopCheck => "stop-check",
+        AttemptEffect::KillCheckNow => "kill-check-now",
     }
 }

@@ -23,6 +23,7 @@ use crate::domain::state::{
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
+use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc;
@@ -86,6 +87,9 @@ pub(crate) struct PreparationTask {
     pub(crate) resolve_abandoned: bool,
     pub(crate) template_index: usize,
     pub(crate) retry_note: Option<RetryNote>,
+    /// The phase's previous attempt reported completion and this check failed it: the
+    /// prompt says so (issue 20).
+    pub(crate) verification_failure: Option<FailedCheck>,
     pub(crate) attempt_number: u32,
     pub(crate) phase_index: usize,
     pub(crate) events: Emitter,
@@ -175,8 +179,7 @@ impl PreparationTask {
             phase: &self.phase,
             state: &prepared,
             retry: self.retry_note.as_ref(),
-            // Verification is not run yet (issue 20 wires it into the lifecycle).
-            verification_failure: None,
+            verification_failure: self.verification_failure.as_ref(),
         });
         let header = render_header(&TranscriptHeader {
             attempt_id: &attempt.id,

@@ -19,6 +19,14 @@
 //!   [`LIVE_HOLD_LIMIT`].
 //!
 //! Each of these is noted in the transcript trailer (`live_output_*` lines).
+//!
+//! After the trailer, the attempt's Verify checks (issue 20) write through it too
+//! ([`WriterMsg::Verify`]): each check's header, its output as it arrives and its footer go
+//! into the transcript and, verbatim, to the console's stderr. None of it reaches the marker
+//! parser, the stop scanner, the live filter or the deadline timer — they judge the agent's
+//! output only — and the console stays bounded, so a paused terminal cannot make a check run
+//! into its time limit. What happens to the live output meanwhile is noted in the next
+//! check's footer.
 
 use std::io;
 use std::sync::Arc;
@@ -40,7 +48,7 @@ use crate::domain::failure::ExecutionFailure;
 use crate::domain::marker::{LIVE_HOLD_LIMIT, LiveFilter};
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
-use crate::domain::transcript::{Trailer, render_trailer};
+use crate::domain::transcript::{CheckFooter, Trailer, render_check_footer, render_trailer};
 use crate::platform::console::Console;
 use crate::platform::transcript_file::TranscriptFile;
 
@@ -88,6 +96,21 @@ pub(crate) enum WriterMsg {
     HoldElapsed { stream: OutputStream, hold: u64 },
     /// The progress interval that held output back has ended: report it now.
     ProgressDue,
+    /// Part of a Verify check's record, after the trailer; the reply comes once it is in
+    /// the transcript and on the console (backpressure for the check's output).
+    Verify {
+        part: VerifyOutput,
+        reply: RpcReplyPort<()>,
+    },
+}
+
+/// What a Verify check adds to the transcript, in order: its header, its output (both
+/// streams, in arrival order), its footer.
+pub(crate) enum VerifyOutput {
+    /// `--- verify N: <first line> ---`, without its line end.
+    Header(String),
+    Output(Vec<u8>),
+    Footer(Box<CheckFooter>),
 }
 
 /// Why output could not be recorded or shown.
@@ -163,6 +186,8 @@ pub(crate) struct WriterState {
     last_progress_event: Option<Instant>,
     /// Output arrived since the last progress event; a [`WriterMsg::ProgressDue`] is on its way.
     progress_held: bool,
+    /// The running Verify check's output so far ended a line (or there is none yet).
+    check_ends_with_newline: bool,
 }
 
 /// How a console write ended.
@@ -200,6 +225,7 @@ impl Actor for TranscriptWriter {
             last_line: LastLine::default(),
             last_progress_event: None,
             progress_held: false,
+            check_ends_with_newline: true,
         })
     }
 
@@ -242,6 +268,66 @@ impl WriterState {
                     self.emit_progress(Instant::now());
                 }
             }
+            WriterMsg::Verify { part, reply } => {
+                self.take_verify_output(part).await;
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    /// Records a part of a Verify check's run: into the transcript as it is, and verbatim on
+    /// the console's stderr (stdout stays the caller's; a check's output is shown, never
+    /// filtered). A transcript write that fails is the attempt's output failure, as for the
+    /// agent's output.
+    async fn take_verify_output(&mut self, part: VerifyOutput) {
+        let bytes = match part {
+            VerifyOutput::Header(header) => {
+                self.check_ends_with_newline = true;
+                format!("{header}\n").into_bytes()
+            }
+            VerifyOutput::Output(bytes) => {
+                if let Some(&last) = bytes.last() {
+                    self.check_ends_with_newline = last == b'\n';
+                }
+                bytes
+            }
+            VerifyOutput::Footer(footer) => {
+                let mut text = render_check_footer(&footer, self.check_ends_with_newline);
+                // What happened to the live output since the trailer (or the last footer).
+                for note in std::mem::take(&mut self.console_notes) {
+                    text.push_str(&note);
+                    text.push('\n');
+                }
+                text.into_bytes()
+            }
+        };
+        if bytes.is_empty() {
+            return;
+        }
+        let chunk = Arc::new(bytes);
+        let recorded =
+            (!self.transcript_failed).then(|| self.args.transcript.append(chunk.clone()));
+        let echo = match &self.console {
+            Some(console) if !self.stderr.stopped => Some(Echo {
+                written: console.submit(OutputStream::Stderr, chunk.clone()),
+                copy: None,
+            }),
+            _ => None,
+        };
+        if let Some(recorded) = recorded {
+            let result = recorded
+                .await
+                .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
+            if let Err(source) = result {
+                self.transcript_failed = true;
+                self.fail(OutputError::Transcript {
+                    path: self.args.transcript_path.clone(),
+                    source,
+                });
+            }
+        }
+        if let Some(echo) = echo {
+            self.finish_echo(OutputStream::Stderr, echo).await;
         }
     }
 

@@ -2,7 +2,8 @@
 //! supervisor's handlers never wait on a lock, a durable write, a file read or a hash: a
 //! signal is acted on at once whatever the disk is doing.
 //!
-//! - [`admit`]: lock the plan workspace, read the state, decide admission, start the store;
+//! - [`admit`]: lock the plan workspace, read the state (and the failed check of a last run
+//!   that failed verification), decide admission, start the store;
 //! - [`check_plan`]: re-hash the plan file;
 //! - [`reserve`]: resolve a phase's execution workspace and lock it;
 //! - [`record_acceptance`]: write the plan acceptance when no attempt followed;
@@ -22,11 +23,11 @@ use crate::actors::{call, notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{Admitted, PlanCheck, RefusedRun, RunInput};
 use crate::domain::selection::{Refusal, admit as admission, next_pending, way_forward};
-use crate::domain::state::{PlanRecord, State, StateWriteError};
+use crate::domain::state::{AttemptStatus, PlanRecord, State, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     InputError, PlanSnapshot, RunSettings, abandoned_retry_allowed, current_plan_hash,
-    execution_workspace_of, read_state,
+    execution_workspace_of, read_state, verification_failure_of,
 };
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockScope;
@@ -130,6 +131,14 @@ async fn admission_steps(
     }
     let completed_phase_ids = loaded.completed_phase_ids.clone();
     let last_run = loaded.last_run.clone();
+    // A retry of a phase whose completion failed a check is told which (one small read, only
+    // after such a stop).
+    let verification_failure = match last_run.clone() {
+        Some(run) if run.status == AttemptStatus::VerificationFailed => {
+            off_runtime(move || verification_failure_of(&run)).await
+        }
+        _ => None,
+    };
     let store = Actor::spawn_linked(
         None,
         StateStore,
@@ -150,6 +159,7 @@ async fn admission_steps(
         admission: admitted,
         completed_phase_ids,
         last_run,
+        verification_failure,
     })))
 }
 

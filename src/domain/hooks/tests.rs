@@ -220,6 +220,8 @@ fn committed(phase: &str, status: AttemptStatus) -> RunEvent {
         stderr_bytes: 0,
         outcome_path: "/o".to_owned(),
         transcript_path: "/t".to_owned(),
+        verification: None,
+        verification_failure: None,
     }
 }
 

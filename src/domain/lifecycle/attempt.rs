@@ -6,8 +6,9 @@
 //!
 //! ```text
 //! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──Gathered──▶ Done
-//!     │                     │                                               ▲
-//!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘
+//!     │                     │                                               ▲                          │              ▲
+//!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘      │              │
+//!     │                                                   phase-complete, checks due ──▶ Verifying ──CheckEnded (last, failed, or stopped)
 //!     └──SetupFailed / LaunchFailed──▶ Done (no worker; outcome decided at once)
 //!     └──PreparedRecordFailed──▶ Done (nothing written)
 //! ```
@@ -37,6 +38,16 @@
 //!   before: first a trailer that could not be written, then a pattern matched at the real end
 //!   of input. The wall-clock deadline wins a tie with the idle deadline. After a failed state
 //!   write nothing more is written: the decided outcome is reported, not committed.
+//! - **Verification gates** (issue 20): a decision of `phase-complete` is the agent's claim;
+//!   when the phase has Verify checks (and `--no-verify` is not given) the machine runs them
+//!   one at a time, in order, before it concludes (`Verifying`). Every check passing keeps
+//!   `phase-complete` (with the checks' records); the first failing one stops the rest and
+//!   makes it `verification-failed`, keeping the agent's summary. No other decision runs a
+//!   check (a blocked or failed attempt, an interrupted one). An interrupt while a check
+//!   runs stops it (a second skips its grace period) and decides `interrupted`; a failure to
+//!   record its output, or the loss of the watchdog with none taking over, stops it too
+//!   (`execution-io-failed`). With `--no-verify` the completion is accepted and the outcome
+//!   says the checks were skipped.
 
 use super::GroupReport;
 use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
@@ -45,6 +56,10 @@ use crate::domain::marker::MarkerVerdict;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::AttemptStatus;
 use crate::domain::stop_regex::{PatternKind, StopMatch};
+use crate::domain::verification::{
+    CheckOutcome, Verification, VerifyCheck, VerifyPlan, interrupted_summary, next_check,
+    verification_of,
+};
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,6 +116,8 @@ pub enum AttemptEvent {
     DrainLimitElapsed,
     /// Recording: the trailer is written (or failed) and the verdicts are in.
     Gathered(Gathered),
+    /// The check being run ended (passed, failed, timed out, stopped, or could not start).
+    CheckEnded(CheckOutcome),
 }
 
 /// What recording found once the worker's output ended.
@@ -152,6 +169,13 @@ pub enum AttemptEffect {
     },
     /// Report that nothing was written (the prepared record failed).
     ConcludeNotPrepared,
+    /// Run this Verify check in the execution workspace (its header and output into the
+    /// transcript and the console) and report how it ended as [`AttemptEvent::CheckEnded`].
+    RunCheck(VerifyCheck),
+    /// Stop the running check: SIGTERM to its group, the grace period, then SIGKILL.
+    StopCheck,
+    /// A second interrupt: skip what is left of the check's grace period.
+    KillCheckNow,
 }
 
 /// What the transcript trailer needs from the worker's end.
@@ -173,6 +197,9 @@ pub struct Conclusion {
     pub exit: ChildExit,
     /// Why the worker could not be started, for the transcript of a worker that never ran.
     pub launch_error: Option<String>,
+    /// What the phase's checks came to, when the decision was held to them (or they were
+    /// skipped with `--no-verify`); `None` when none was due.
+    pub verification: Option<Verification>,
 }
 
 /// Which of the two pipes are still open.
@@ -238,6 +265,16 @@ pub enum Stage {
     },
     /// The worker's output ended: trailer and verdicts are being gathered.
     Recording { exit: ChildExit },
+    /// The agent reported completion: the phase's checks run one at a time; `decision` is
+    /// the completion they are held to, `outcomes` how the checks so far ended (the last one
+    /// is running).
+    Verifying {
+        exit: ChildExit,
+        decision: Decision,
+        outcomes: Vec<CheckOutcome>,
+        /// The running check was asked to stop.
+        stop_requested: bool,
+    },
     /// The outcome is decided (or nothing was prepared).
     Done,
 }
@@ -252,6 +289,7 @@ impl Stage {
             Self::Stopping { .. } => "stopping",
             Self::Draining { .. } => "draining",
             Self::Recording { .. } => "recording",
+            Self::Verifying { .. } => "verifying",
             Self::Done => "done",
         }
     }
@@ -284,6 +322,8 @@ pub struct AttemptLifecycle {
     running_record_settled: bool,
     /// The failure of a state write after preparation; nothing more is written.
     unresolved: Option<ExecutionFailure>,
+    /// The checks a completion is held to.
+    verify: VerifyPlan,
 }
 
 impl Default for AttemptLifecycle {
@@ -293,7 +333,13 @@ impl Default for AttemptLifecycle {
 }
 
 impl AttemptLifecycle {
+    /// An attempt of a phase without checks.
     pub fn new() -> Self {
+        Self::verified_by(VerifyPlan::None)
+    }
+
+    /// An attempt whose completion is held to `verify`.
+    pub fn verified_by(verify: VerifyPlan) -> Self {
         Self {
             stage: Stage::Preparing {
                 deferred: Vec::new(),
@@ -305,6 +351,7 @@ impl AttemptLifecycle {
             open: OpenStreams::BOTH,
             running_record_settled: false,
             unresolved: None,
+            verify,
         }
     }
 
@@ -406,14 +453,30 @@ impl AttemptLifecycle {
                 };
                 self.trigger(cause, effects);
             }
-            AttemptEvent::Failed(failure) => self.trigger(StopCause::ExecutionIo(failure), effects),
+            AttemptEvent::Failed(failure) => match self.stage {
+                // The check's output cannot be recorded: the verdict would rest on a record
+                // with a hole, so the check is stopped and the failure decides.
+                Stage::Verifying { .. } => {
+                    self.note_cause(StopCause::ExecutionIo(failure));
+                    self.stop_check(effects);
+                }
+                _ => self.trigger(StopCause::ExecutionIo(failure), effects),
+            },
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
                 Stage::Preparing { deferred, .. } => deferred.push(signal),
+                Stage::Verifying { .. } => self.interrupt_check(signal, effects),
                 _ => self.interrupt(signal, effects),
             },
             AttemptEvent::Unprotected { detail } => match &mut self.stage {
                 Stage::Preparing { unprotected, .. } => {
                     unprotected.get_or_insert(detail);
+                }
+                // A running check would outlive a SIGKILLed handler just as a worker would.
+                Stage::Verifying { .. } => {
+                    self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Unprotected {
+                        detail,
+                    }));
+                    self.stop_check(effects);
                 }
                 _ => self.trigger(
                     StopCause::ExecutionIo(ExecutionFailure::Unprotected { detail }),
@@ -467,6 +530,19 @@ impl AttemptLifecycle {
                     self.gathered(exit, gathered, effects);
                 }
             }
+            AttemptEvent::CheckEnded(outcome) => {
+                if let Stage::Verifying {
+                    exit,
+                    decision,
+                    outcomes,
+                    ..
+                } = &mut self.stage
+                {
+                    outcomes.push(outcome);
+                    let (exit, decision, outcomes) = (*exit, decision.clone(), outcomes.clone());
+                    self.check_ended(exit, decision, outcomes, effects);
+                }
+            }
         }
     }
 
@@ -502,7 +578,10 @@ impl AttemptLifecycle {
     fn worker_launched(&self) -> bool {
         !matches!(
             self.stage,
-            Stage::Preparing { .. } | Stage::Recording { .. } | Stage::Done
+            Stage::Preparing { .. }
+                | Stage::Recording { .. }
+                | Stage::Verifying { .. }
+                | Stage::Done
         )
     }
 
@@ -596,7 +675,110 @@ impl AttemptLifecycle {
             self.note_cause(pattern_cause(found));
         }
         let decision = decide(self.cause.as_ref(), exit, gathered.verdict);
-        self.conclude(decision, exit, None, effects);
+        self.verify_or_conclude(decision, exit, effects);
+    }
+
+    /// A completion is held to the phase's checks: the first one runs now. Any other
+    /// decision, or a completion whose outcome cannot be committed, concludes at once.
+    fn verify_or_conclude(
+        &mut self,
+        decision: Decision,
+        exit: ChildExit,
+        effects: &mut Vec<AttemptEffect>,
+    ) {
+        let completed = decision.status == AttemptStatus::PhaseComplete;
+        let verification = match &self.verify {
+            VerifyPlan::Run(checks) if completed && self.unresolved.is_none() => {
+                if let Some(first) = checks.first() {
+                    effects.push(AttemptEffect::RunCheck(first.clone()));
+                    self.stage = Stage::Verifying {
+                        exit,
+                        decision,
+                        outcomes: Vec::new(),
+                        stop_requested: false,
+                    };
+                    return;
+                }
+                None
+            }
+            VerifyPlan::Skip if completed => Some(Verification::Skipped),
+            _ => None,
+        };
+        self.conclude(decision, exit, None, verification, effects);
+    }
+
+    /// A check ended: a stop decided by a signal (or by an output failure) concludes with
+    /// the checks that ran; else the next check runs, or the verdict concludes: every check
+    /// passed keeps the completion, the first failure makes it `verification-failed` with
+    /// the agent's summary kept.
+    fn check_ended(
+        &mut self,
+        exit: ChildExit,
+        decision: Decision,
+        outcomes: Vec<CheckOutcome>,
+        effects: &mut Vec<AttemptEffect>,
+    ) {
+        let checks = self.verify.checks().to_vec();
+        if let Some(cause) = self.cause.clone() {
+            let records = checks
+                .iter()
+                .zip(&outcomes)
+                .map(|(check, outcome)| outcome.record(check))
+                .collect();
+            let decision = match (&cause, checks.get(outcomes.len().saturating_sub(1))) {
+                (StopCause::Interrupted { signal, .. }, Some(check)) => Decision {
+                    status: AttemptStatus::Interrupted,
+                    summary: interrupted_summary(*signal, check, &decision.summary),
+                },
+                _ => decide(Some(&cause), exit, MarkerVerdict::Missing(String::new())),
+            };
+            let verification = Some(Verification::Stopped(records));
+            return self.conclude(decision, exit, None, verification, effects);
+        }
+        if let Some(next) = next_check(&checks, &outcomes) {
+            effects.push(AttemptEffect::RunCheck(next.clone()));
+            if let Stage::Verifying { stop_requested, .. } = &mut self.stage {
+                *stop_requested = false;
+            }
+            return;
+        }
+        let verification = verification_of(&checks, &outcomes);
+        let decision = match &verification {
+            Some(Verification::Failed { .. }) => Decision {
+                status: AttemptStatus::VerificationFailed,
+                summary: decision.summary,
+            },
+            _ => decision,
+        };
+        self.conclude(decision, exit, None, verification, effects);
+    }
+
+    /// An interrupt while a check runs decides the outcome (keeping an earlier cause in its
+    /// record) and stops the check; a second one skips its grace period.
+    fn interrupt_check(&mut self, signal: i32, effects: &mut Vec<AttemptEffect>) {
+        self.interrupts += 1;
+        self.cause = Some(match self.cause.take() {
+            Some(earlier @ StopCause::Interrupted { .. }) => earlier,
+            earlier => StopCause::Interrupted {
+                signal,
+                during: earlier.map(Box::new),
+            },
+        });
+        self.stop_check(effects);
+    }
+
+    /// Asks the running check to stop once; a second interrupt then skips its grace period.
+    fn stop_check(&mut self, effects: &mut Vec<AttemptEffect>) {
+        let Stage::Verifying { stop_requested, .. } = &mut self.stage else {
+            return;
+        };
+        if !*stop_requested {
+            *stop_requested = true;
+            effects.push(AttemptEffect::StopCheck);
+        } else if self.interrupts > 1 && !self.kill_now_sent {
+            self.kill_now_sent = true;
+            effects.push(AttemptEffect::KillCheckNow);
+        }
     }
 
     /// The worker never ran: a held interrupt still decides the outcome (the handler exits
@@ -622,7 +804,7 @@ impl AttemptLifecycle {
                 MarkerVerdict::Missing(String::new()),
             ),
         };
-        self.conclude(decision, UNKNOWN_EXIT, launch_error, effects);
+        self.conclude(decision, UNKNOWN_EXIT, launch_error, None, effects);
     }
 
     /// The attempt is done: commit the outcome, or — after a failed state write — leave it
@@ -632,6 +814,7 @@ impl AttemptLifecycle {
         decision: Decision,
         exit: ChildExit,
         launch_error: Option<String>,
+        verification: Option<Verification>,
         effects: &mut Vec<AttemptEffect>,
     ) {
         self.stage = Stage::Done;
@@ -639,6 +822,7 @@ impl AttemptLifecycle {
             decision,
             exit,
             launch_error,
+            verification,
         };
         match self.unresolved.take() {
             Some(failure) => {

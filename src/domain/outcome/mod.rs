@@ -201,10 +201,11 @@ impl OutcomeRecord {
         self.validate_verification()
     }
 
-    /// The outcome's verification, when it records one.
+    /// The outcome's verification, when it records one (checks recorded under another status
+    /// than `phase-complete` and without a failure were stopped: `Verification::read`).
     pub fn verification(&self) -> Option<Verification> {
         let record = self.verification.as_ref()?;
-        Verification::from_record(record, self.verification_failure.as_ref()).ok()
+        Verification::read(self.status, record, self.verification_failure.as_ref()).ok()
     }
 
     /// A failure goes with `verification-failed` and a list whose last check is the failing

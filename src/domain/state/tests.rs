@@ -1186,6 +1186,49 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
 }
 
 #[test]
+fn a_failed_check_is_the_stop_message_and_the_agents_summary_stays_the_last_runs() {
+    use crate::domain::verification::{CheckRecord, FailedCheck, VerificationRecord};
+    let mut state = fresh_state();
+    let attempt = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
+    let mut record = outcome(
+        &attempt,
+        AttemptStatus::VerificationFailed,
+        "implemented the parser",
+        "2026-07-05T12:03:00Z",
+    );
+    record.verification = Some(VerificationRecord::Checks(vec![CheckRecord {
+        index: 1,
+        command_first_line: "cargo test".into(),
+        exit_code: Some(101),
+        duration_ms: 5,
+        output_bytes: 9,
+    }]));
+    record.verification_failure = Some(FailedCheck {
+        index: 1,
+        command_first_line: "cargo test".into(),
+        exit_code: Some(101),
+        signal: None,
+        timed_out: false,
+        output_tail: "test parse ... FAILED".into(),
+    });
+    record.validate().unwrap();
+    state.prepare(attempt.clone()).unwrap();
+    state.commit(&record, &attempt.outcome_path).unwrap();
+    state.validate(&layout()).unwrap();
+    let stop = state.stop.as_ref().unwrap();
+    assert_eq!(stop.reason, AttemptStatus::VerificationFailed);
+    assert_eq!(
+        stop.message.as_deref(),
+        Some("verify check 1 (cargo test) exited with code 101")
+    );
+    assert_eq!(
+        state.last_run.as_ref().unwrap().summary,
+        "implemented the parser"
+    );
+    assert_eq!(state.last_run.as_ref().unwrap().exit_code, 4);
+}
+
+#[test]
 fn non_completion_stops_the_phase() {
     for status in AttemptStatus::ALL {
         if status == AttemptStatus::PhaseComplete {

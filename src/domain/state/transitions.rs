@@ -141,10 +141,16 @@ impl State {
             self.stop = None;
         } else {
             let clarifying = outcome.status == AttemptStatus::NeedsClarification;
+            // A failed check is why a completion stopped; the agent's summary stays in the
+            // outcome and `last_run`.
+            let message = match &outcome.verification_failure {
+                Some(failure) => failure.describe(),
+                None => summary.clone(),
+            };
             self.stop = Some(Stop {
                 reason: outcome.status,
                 phase_id: phase.id.clone(),
-                message: (!clarifying).then(|| summary.clone()),
+                message: (!clarifying).then_some(message),
                 clarification_request: clarifying.then(|| summary.clone()),
             });
             self.current_phase = Some(phase.clone());

@@ -20,7 +20,8 @@ use serde::Serialize;
 use serde::ser::Serializer;
 use serde_json::Value;
 
-use super::decision::signal_name;
+use super::decision::{StopCause, signal_name};
+use super::state::AttemptStatus;
 use super::strict_json::{Object, StrictError};
 
 /// The interpreters an info string may name. An empty info string is `/bin/sh -e`.
@@ -269,12 +270,7 @@ impl FailedCheck {
 
     /// How it ended, in the runner's words only: `exited with code 101`.
     pub fn how(&self) -> String {
-        match (self.timed_out, self.exit_code, self.signal) {
-            (true, _, _) => "timed out and was stopped".to_owned(),
-            (false, Some(code), _) => format!("exited with code {code}"),
-            (false, None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
-            (false, None, None) => "ended with an unknown status".to_owned(),
-        }
+        ended_how(self.timed_out, self.exit_code, self.signal)
     }
 }
 
@@ -300,6 +296,20 @@ impl CheckOutcome {
         self.exit_code == Some(0) && !self.timed_out
     }
 
+    /// A check that could not be started (its interpreter vanished since the run was
+    /// checked, the system is out of processes): it fails, and `reason` is all the output it
+    /// has, so the report and the next prompt say why.
+    pub fn unstarted(reason: String) -> Self {
+        Self {
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            duration_ms: 0,
+            output_bytes: 0,
+            output_tail: reason,
+        }
+    }
+
     /// The outcome's record of `check`.
     pub fn record(&self, check: &VerifyCheck) -> CheckRecord {
         CheckRecord {
@@ -321,6 +331,78 @@ impl CheckOutcome {
             timed_out: self.timed_out,
             output_tail: self.output_tail.clone(),
         })
+    }
+}
+
+impl CheckOutcome {
+    /// How it ended, in the runner's words: `exited with code 101`, `timed out and was
+    /// stopped`, `was killed by SIGKILL`.
+    pub fn how(&self) -> String {
+        ended_how(self.timed_out, self.exit_code, self.signal)
+    }
+}
+
+fn ended_how(timed_out: bool, exit_code: Option<i32>, signal: Option<i32>) -> String {
+    match (timed_out, exit_code, signal) {
+        (true, _, _) => "timed out and was stopped".to_owned(),
+        (false, Some(code), _) => format!("exited with code {code}"),
+        (false, None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
+        (false, None, None) => "ended with an unknown status".to_owned(),
+    }
+}
+
+/// Which checks an attempt is held to, fixed when it starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum VerifyPlan {
+    /// The phase names no check.
+    #[default]
+    None,
+    /// `--no-verify`: the phase has checks and none runs (the outcome says `skipped`).
+    Skip,
+    /// The phase's checks, in section order; never empty.
+    Run(Vec<VerifyCheck>),
+}
+
+impl VerifyPlan {
+    /// The plan for a phase with `checks`, under `--no-verify` when `verify` is false.
+    pub fn for_phase(checks: &[VerifyCheck], verify: bool) -> Self {
+        match (checks.is_empty(), verify) {
+            (true, _) => Self::None,
+            (false, false) => Self::Skip,
+            (false, true) => Self::Run(checks.to_vec()),
+        }
+    }
+
+    /// The checks to run (none when skipped or not configured).
+    pub fn checks(&self) -> &[VerifyCheck] {
+        match self {
+            Self::Run(checks) => checks,
+            Self::None | Self::Skip => &[],
+        }
+    }
+}
+
+/// The summary of an attempt whose completion was being verified when the handler was
+/// interrupted: which check it stopped, the signal, and the agent's own summary, kept for
+/// the next attempt.
+pub fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summary: &str) -> String {
+    format!(
+        "handler interrupted while verify check {} ({}) ran ({}); the agent had reported phase-complete: {agent_summary}",
+        check.index,
+        check.first_line(),
+        signal_name(signal)
+    )
+}
+
+/// Why a running check is being stopped, for the `stop-requested` event: the stop cause in
+/// words, with a signal said as the handler's interruption of the check.
+pub fn stop_detail(cause: &StopCause) -> String {
+    match cause {
+        StopCause::Interrupted { signal, .. } => format!(
+            "handler interrupted while a verify check ran ({})",
+            signal_name(*signal)
+        ),
+        other => other.describe(),
     }
 }
 
@@ -365,6 +447,10 @@ pub enum Verification {
     },
     /// `--no-verify`: the phase has checks and none ran.
     Skipped,
+    /// The checks that ran until the attempt was stopped (interrupted, or their output could
+    /// not be recorded), the stopped one last: no verdict. Written like a list of passes;
+    /// read back as this from an outcome whose status is not `phase-complete`.
+    Stopped(Vec<CheckRecord>),
 }
 
 /// The outcome's `verification` key: the records of the checks that ran, or `"skipped"`.
@@ -411,7 +497,21 @@ impl Verification {
                 Some(failure.clone()),
             ),
             Self::Skipped => (VerificationRecord::Skipped, None),
+            Self::Stopped(checks) => (VerificationRecord::Checks(checks.clone()), None),
         }
+    }
+
+    /// Reads the two outcome keys of an outcome with `status`: a list without a failure is
+    /// a pass only when the completion was accepted, else the checks were stopped.
+    pub fn read(
+        status: AttemptStatus,
+        record: &VerificationRecord,
+        failure: Option<&FailedCheck>,
+    ) -> Result<Self, String> {
+        Ok(match Self::from_record(record, failure)? {
+            Self::Passed(checks) if status != AttemptStatus::PhaseComplete => Self::Stopped(checks),
+            verification => verification,
+        })
     }
 
     /// Reads the two outcome keys back: a failure needs its record list, whose last check is
@@ -519,6 +619,10 @@ impl FailedCheck {
         })
     }
 }
+
+mod standing;
+
+pub use standing::{VerificationReport, VerificationResult};
 
 #[cfg(test)]
 mod tests;

@@ -308,3 +308,55 @@ fn checks_run_in_order_and_the_first_failure_stops_the_rest() {
         Some(Verification::Passed(Vec::new()))
     );
 }
+
+#[test]
+fn a_stopped_check_says_why_and_an_interrupted_attempt_keeps_the_agents_summary() {
+    use crate::domain::decision::StopCause;
+    use crate::domain::failure::ExecutionFailure;
+    let interrupted = StopCause::Interrupted {
+        signal: 15,
+        during: None,
+    };
+    assert_eq!(
+        stop_detail(&interrupted),
+        "handler interrupted while a verify check ran (SIGTERM)"
+    );
+    let failed = StopCause::ExecutionIo(ExecutionFailure::Output {
+        detail: "/t.txt: disk full".into(),
+    });
+    assert_eq!(
+        stop_detail(&failed),
+        "attempt execution IO failed: /t.txt: disk full"
+    );
+    assert_eq!(
+        interrupted_summary(2, &checks(1)[0], "parser done"),
+        "handler interrupted while verify check 1 (check 1) ran (SIGINT); the agent had reported phase-complete: parser done"
+    );
+}
+
+#[test]
+fn a_phase_is_held_to_its_checks_unless_they_are_skipped() {
+    assert_eq!(VerifyPlan::for_phase(&[], true), VerifyPlan::None);
+    assert_eq!(VerifyPlan::for_phase(&[], false), VerifyPlan::None);
+    assert_eq!(VerifyPlan::for_phase(&checks(2), false), VerifyPlan::Skip);
+    assert_eq!(
+        VerifyPlan::for_phase(&checks(2), true),
+        VerifyPlan::Run(checks(2))
+    );
+    assert!(VerifyPlan::Skip.checks().is_empty());
+}
+
+#[test]
+fn recorded_checks_without_a_verdict_read_back_as_stopped() {
+    let record = VerificationRecord::Checks(vec![outcome(None, false).record(&checks(1)[0])]);
+    assert!(matches!(
+        Verification::read(AttemptStatus::PhaseComplete, &record, None),
+        Ok(Verification::Passed(_))
+    ));
+    assert!(matches!(
+        Verification::read(AttemptStatus::Interrupted, &record, None),
+        Ok(Verification::Stopped(_))
+    ));
+    let stopped = Verification::Stopped(vec![outcome(None, false).record(&checks(1)[0])]);
+    assert_eq!(stopped.to_record(), (record, None));
+}

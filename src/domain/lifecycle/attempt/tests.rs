@@ -7,6 +7,7 @@ use super::*;
 use crate::domain::decision::Decision;
 use crate::domain::marker::{ResultBlock, ResultKind};
 use crate::domain::stop_regex::{PatternKind, StopMatch};
+use crate::domain::verification::{CheckRecord, FailedCheck, Interpreter};
 
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
@@ -21,11 +22,69 @@ fn complete_verdict() -> MarkerVerdict {
 }
 
 fn after(events: impl IntoIterator<Item = AttemptEvent>) -> AttemptLifecycle {
-    let mut lifecycle = AttemptLifecycle::new();
+    after_in(AttemptLifecycle::new(), events)
+}
+
+fn after_in(
+    mut lifecycle: AttemptLifecycle,
+    events: impl IntoIterator<Item = AttemptEvent>,
+) -> AttemptLifecycle {
     for event in events {
         lifecycle.handle(event);
     }
     lifecycle
+}
+
+/// `count` Verify checks: `check 1`, `check 2`, …
+fn checks(count: usize) -> Vec<VerifyCheck> {
+    (1..=count)
+        .map(|index| VerifyCheck {
+            index,
+            interpreter: Interpreter::Sh,
+            script: format!("check {index}\n"),
+            line: 10 * index,
+        })
+        .collect()
+}
+
+/// An attempt of a phase with `count` checks.
+fn with_checks(count: usize) -> AttemptLifecycle {
+    AttemptLifecycle::verified_by(VerifyPlan::Run(checks(count)))
+}
+
+/// How a check ended: exit `code`, or killed by `signal` when `code` is `None`.
+fn check_outcome(code: Option<i32>) -> CheckOutcome {
+    CheckOutcome {
+        exit_code: code,
+        signal: code.is_none().then_some(15),
+        timed_out: false,
+        duration_ms: 3,
+        output_bytes: 4,
+        output_tail: "tail".into(),
+    }
+}
+
+fn check_ended(code: Option<i32>) -> AttemptEvent {
+    AttemptEvent::CheckEnded(check_outcome(code))
+}
+
+/// A normal exit with both pipes closed and the group swept: the attempt is recording.
+fn to_recording() -> [AttemptEvent; 6] {
+    [
+        AttemptEvent::Launched,
+        AttemptEvent::RunningRecorded,
+        AttemptEvent::LeaderExited(COMPLETE),
+        ended(OutputStream::Stdout),
+        ended(OutputStream::Stderr),
+        emptied(),
+    ]
+}
+
+fn blocked_verdict() -> MarkerVerdict {
+    MarkerVerdict::Result(ResultBlock {
+        kind: ResultKind::Blocked,
+        text: "need keys".into(),
+    })
 }
 
 fn ended(stream: OutputStream) -> AttemptEvent {
@@ -88,15 +147,17 @@ fn emptied() -> AttemptEvent {
     AttemptEvent::GroupEmptied(GroupReport::default())
 }
 
-/// One instance of every stage, reached through the events that lead there.
+/// One instance of every stage, reached through the events that lead there; the phase has
+/// two Verify checks.
 fn stages() -> Vec<(&'static str, AttemptLifecycle)> {
+    let at = |events: &[AttemptEvent]| after_in(with_checks(2), events.iter().cloned());
     vec![
-        ("Preparing", AttemptLifecycle::new()),
+        ("Preparing", with_checks(2)),
         // The running record is still being written here; in the later stages it is durable.
-        ("Running", after([AttemptEvent::Launched])),
+        ("Running", at(&[AttemptEvent::Launched])),
         (
             "Sweeping",
-            after([
+            at(&[
                 AttemptEvent::Launched,
                 AttemptEvent::RunningRecorded,
                 AttemptEvent::RunningRecorded,
@@ -105,7 +166,7 @@ fn stages() -> Vec<(&'static str, AttemptLifecycle)> {
         ),
         (
             "Stopping",
-            after([
+            at(&[
                 AttemptEvent::Launched,
                 AttemptEvent::RunningRecorded,
                 AttemptEvent::RunningRecorded,
@@ -114,7 +175,7 @@ fn stages() -> Vec<(&'static str, AttemptLifecycle)> {
         ),
         (
             "Draining",
-            after([
+            at(&[
                 AttemptEvent::Launched,
                 AttemptEvent::RunningRecorded,
                 AttemptEvent::RunningRecorded,
@@ -122,19 +183,15 @@ fn stages() -> Vec<(&'static str, AttemptLifecycle)> {
                 emptied(),
             ]),
         ),
-        (
-            "Recording",
-            after([
-                AttemptEvent::Launched,
-                AttemptEvent::RunningRecorded,
-                AttemptEvent::LeaderExited(COMPLETE),
-                ended(OutputStream::Stdout),
-                ended(OutputStream::Stderr),
-                emptied(),
-            ]),
-        ),
+        ("Recording", at(&to_recording())),
+        // The first check runs.
+        ("Verifying", {
+            let mut verifying = at(&to_recording());
+            verifying.handle(gathered(complete_verdict()));
+            verifying
+        }),
         ("Done", {
-            let mut done = after([AttemptEvent::PreparedRecordFailed]);
+            let mut done = at(&[AttemptEvent::PreparedRecordFailed]);
             done.handle(AttemptEvent::Launched);
             done
         }),
@@ -224,6 +281,9 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
                 verdict: complete_verdict(),
             }),
         ),
+        ("Gathered(blocked)", gathered(blocked_verdict())),
+        ("CheckEnded(passed)", check_ended(Some(0))),
+        ("CheckEnded(failed)", check_ended(Some(1))),
     ]
 }
 
@@ -241,6 +301,9 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::Commit(_) => "commit",
         AttemptEffect::LeaveUnresolved { .. } => "leave unresolved",
         AttemptEffect::ConcludeNotPrepared => "conclude: not prepared",
+        AttemptEffect::RunCheck(_) => "run check",
+        AttemptEffect::StopCheck => "stop check",
+        AttemptEffect::KillCheckNow => "kill check now",
     }
 }
 
@@ -316,6 +379,7 @@ fn every_stage_instance_is_the_stage_it_claims() {
             "stopping",
             "draining",
             "recording",
+            "verifying",
             "done"
         ]
     );
@@ -508,6 +572,7 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
             },
             exit: COMPLETE,
             launch_error: None,
+            verification: None,
         })]
     );
     assert!(lifecycle.is_done());
@@ -804,6 +869,286 @@ fn nothing_happens_once_done() {
     }
 }
 
+/// The records `count` checks that ended with [`check_outcome`] leave.
+fn records(codes: &[Option<i32>]) -> Vec<CheckRecord> {
+    codes
+        .iter()
+        .enumerate()
+        .map(|(at, code)| CheckRecord {
+            index: at + 1,
+            command_first_line: format!("check {}", at + 1),
+            exit_code: *code,
+            duration_ms: 3,
+            output_bytes: 4,
+        })
+        .collect()
+}
+
+/// An attempt of a phase with `count` checks whose worker reported completion: check 1 runs.
+fn verifying(count: usize) -> (AttemptLifecycle, Vec<AttemptEffect>) {
+    let mut lifecycle = after_in(with_checks(count), to_recording());
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    (lifecycle, effects)
+}
+
+#[test]
+fn a_completion_is_held_to_the_checks_in_order_and_accepted_when_all_pass() {
+    let (mut lifecycle, effects) = verifying(2);
+    assert_eq!(effects, [AttemptEffect::RunCheck(checks(2)[0].clone())]);
+    assert_eq!(lifecycle.stage().name(), "verifying");
+    assert_eq!(
+        lifecycle.handle(check_ended(Some(0))),
+        [AttemptEffect::RunCheck(checks(2)[1].clone())]
+    );
+    let effects = lifecycle.handle(check_ended(Some(0)));
+    assert_eq!(
+        effects,
+        [AttemptEffect::Commit(Conclusion {
+            decision: Decision {
+                status: AttemptStatus::PhaseComplete,
+                summary: "done".into()
+            },
+            exit: COMPLETE,
+            launch_error: None,
+            verification: Some(Verification::Passed(records(&[Some(0), Some(0)]))),
+        })]
+    );
+    assert!(lifecycle.is_done());
+    assert!(lifecycle.handle(check_ended(Some(0))).is_empty());
+}
+
+#[test]
+fn the_first_failing_check_stops_the_rest_and_the_agents_summary_is_kept() {
+    let (mut lifecycle, _) = verifying(3);
+    lifecycle.handle(check_ended(Some(0)));
+    let effects = lifecycle.handle(check_ended(Some(101)));
+    let conclusion = committed(&effects);
+    assert_eq!(effects.len(), 1, "no third check: {effects:?}");
+    assert_eq!(
+        conclusion.decision,
+        Decision {
+            status: AttemptStatus::VerificationFailed,
+            summary: "done".into()
+        }
+    );
+    assert_eq!(
+        conclusion.verification,
+        Some(Verification::Failed {
+            checks: records(&[Some(0), Some(101)]),
+            failure: FailedCheck {
+                index: 2,
+                command_first_line: "check 2".into(),
+                exit_code: Some(101),
+                signal: None,
+                timed_out: false,
+                output_tail: "tail".into(),
+            },
+        })
+    );
+}
+
+#[test]
+fn a_check_that_cannot_start_fails_verification_saying_why() {
+    let (mut lifecycle, _) = verifying(1);
+    let effects = lifecycle.handle(AttemptEvent::CheckEnded(CheckOutcome::unstarted(
+        "could not start the check: python3: No such file or directory".into(),
+    )));
+    let conclusion = committed(&effects);
+    assert_eq!(
+        conclusion.decision.status,
+        AttemptStatus::VerificationFailed
+    );
+    let Some(Verification::Failed { failure, .. }) = &conclusion.verification else {
+        panic!("not failed: {conclusion:?}");
+    };
+    assert_eq!(failure.exit_code, None);
+    assert!(failure.output_tail.contains("No such file"), "{failure:?}");
+}
+
+#[test]
+fn no_other_decision_runs_a_check() {
+    let no_check = |events: Vec<AttemptEvent>, status: AttemptStatus| {
+        let mut lifecycle = with_checks(2);
+        let mut issued = Vec::new();
+        for event in events {
+            issued.extend(lifecycle.handle(event));
+        }
+        assert!(
+            !issued
+                .iter()
+                .any(|effect| matches!(effect, AttemptEffect::RunCheck(_))),
+            "a check ran for {status}: {issued:?}"
+        );
+        let conclusion = committed(&issued);
+        assert_eq!(conclusion.decision.status, status);
+        assert_eq!(conclusion.verification, None);
+    };
+    let recorded = |verdict: MarkerVerdict| {
+        let mut events = to_recording().to_vec();
+        events.push(gathered(verdict));
+        events
+    };
+    no_check(recorded(blocked_verdict()), AttemptStatus::Blocked);
+    no_check(
+        recorded(MarkerVerdict::Result(ResultBlock {
+            kind: ResultKind::NeedsClarification,
+            text: "which?".into(),
+        })),
+        AttemptStatus::NeedsClarification,
+    );
+    no_check(
+        recorded(MarkerVerdict::Missing(String::new())),
+        AttemptStatus::MissingMarker,
+    );
+    // A completion printed by a worker that then failed, or was interrupted while recording.
+    no_check(
+        vec![
+            AttemptEvent::Launched,
+            AttemptEvent::RunningRecorded,
+            AttemptEvent::LeaderExited(ChildExit {
+                code: Some(1),
+                signal: None,
+            }),
+            ended(OutputStream::Stdout),
+            ended(OutputStream::Stderr),
+            emptied(),
+            gathered(complete_verdict()),
+        ],
+        AttemptStatus::AgentFailed,
+    );
+    let mut interrupted = to_recording().to_vec();
+    interrupted.extend([interrupt(15), gathered(complete_verdict())]);
+    no_check(interrupted, AttemptStatus::Interrupted);
+    // A final stop-regex match found while recording.
+    let mut matched_at_end = to_recording().to_vec();
+    matched_at_end.push(AttemptEvent::Gathered(Gathered {
+        trailer_error: None,
+        final_match: Some(matched(PatternKind::StopRegex, "done$")),
+        verdict: complete_verdict(),
+    }));
+    no_check(matched_at_end, AttemptStatus::StopRegex);
+}
+
+#[test]
+fn no_verify_accepts_a_completion_as_skipped_and_records_nothing_else() {
+    let skip = || {
+        after_in(
+            AttemptLifecycle::verified_by(VerifyPlan::Skip),
+            to_recording(),
+        )
+    };
+    let effects = skip().handle(gathered(complete_verdict()));
+    let conclusion = committed(&effects);
+    assert_eq!(conclusion.decision.status, AttemptStatus::PhaseComplete);
+    assert_eq!(conclusion.verification, Some(Verification::Skipped));
+    let effects = skip().handle(gathered(blocked_verdict()));
+    assert_eq!(committed(&effects).verification, None);
+    // A phase without checks records no verification at all.
+    let effects = after(to_recording()).handle(gathered(complete_verdict()));
+    assert_eq!(committed(&effects).verification, None);
+}
+
+#[test]
+fn an_interrupt_during_a_check_stops_it_and_decides_interrupted() {
+    let (mut lifecycle, _) = verifying(2);
+    assert_eq!(lifecycle.handle(interrupt(15)), [AttemptEffect::StopCheck]);
+    assert_eq!(
+        lifecycle.handle(interrupt(2)),
+        [AttemptEffect::KillCheckNow]
+    );
+    assert!(lifecycle.handle(interrupt(2)).is_empty(), "asked once each");
+    // Even a check that passed before its stop took effect decides nothing: no next check.
+    let effects = lifecycle.handle(check_ended(Some(0)));
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    let conclusion = committed(&effects);
+    assert_eq!(
+        conclusion.decision,
+        Decision {
+            status: AttemptStatus::Interrupted,
+            summary: "handler interrupted while verify check 1 (check 1) ran (SIGTERM); the agent had reported phase-complete: done".into()
+        }
+    );
+    assert_eq!(
+        conclusion.verification,
+        Some(Verification::Stopped(records(&[Some(0)])))
+    );
+}
+
+#[test]
+fn an_output_failure_during_a_check_stops_it_and_decides_unless_a_signal_does() {
+    let failure = || {
+        AttemptEvent::Failed(ExecutionFailure::Output {
+            detail: "/t.txt: disk full".into(),
+        })
+    };
+    let (mut lifecycle, _) = verifying(2);
+    assert_eq!(lifecycle.handle(failure()), [AttemptEffect::StopCheck]);
+    let effects = lifecycle.handle(check_ended(None));
+    let conclusion = committed(&effects);
+    assert_eq!(conclusion.decision.status, AttemptStatus::ExecutionIoFailed);
+    assert_eq!(
+        conclusion.decision.summary,
+        "attempt execution IO failed: /t.txt: disk full"
+    );
+    assert_eq!(
+        conclusion.verification,
+        Some(Verification::Stopped(records(&[None])))
+    );
+
+    let (mut lifecycle, _) = verifying(2);
+    lifecycle.handle(failure());
+    assert!(
+        lifecycle.handle(interrupt(2)).is_empty(),
+        "one signal does not skip the grace period"
+    );
+    assert_eq!(
+        lifecycle.handle(interrupt(2)),
+        [AttemptEffect::KillCheckNow]
+    );
+    let effects = lifecycle.handle(check_ended(None));
+    assert_eq!(
+        committed(&effects).decision.status,
+        AttemptStatus::Interrupted
+    );
+}
+
+#[test]
+fn losing_the_watchdog_during_a_check_stops_it() {
+    let (mut lifecycle, _) = verifying(2);
+    assert_eq!(
+        lifecycle.handle(AttemptEvent::Unprotected {
+            detail: "no watchdog".into()
+        }),
+        [AttemptEffect::StopCheck]
+    );
+    let effects = lifecycle.handle(check_ended(None));
+    let conclusion = committed(&effects);
+    assert_eq!(conclusion.decision.status, AttemptStatus::ExecutionIoFailed);
+    assert!(matches!(
+        conclusion.verification,
+        Some(Verification::Stopped(_))
+    ));
+}
+
+#[test]
+fn the_workers_events_change_nothing_while_a_check_runs() {
+    let (verifying, _) = verifying(2);
+    for (name, event) in events() {
+        if matches!(
+            event,
+            AttemptEvent::Interrupt { .. }
+                | AttemptEvent::Failed(_)
+                | AttemptEvent::Unprotected { .. }
+                | AttemptEvent::CheckEnded(_)
+        ) {
+            continue;
+        }
+        let mut lifecycle = verifying.clone();
+        assert!(lifecycle.handle(event).is_empty(), "{name}");
+        assert_eq!(lifecycle, verifying, "{name}");
+    }
+}
+
 fn any_verdict() -> impl Strategy<Value = MarkerVerdict> {
     prop_oneof![
         Just(complete_verdict()),
@@ -864,6 +1209,16 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
                     verdict,
                 })
             }),
+        4 => prop::option::of(0..3i32).prop_map(check_ended),
+    ]
+}
+
+/// A phase's checks as a run may hold an attempt to them.
+fn any_verify_plan() -> impl Strategy<Value = VerifyPlan> {
+    prop_oneof![
+        Just(VerifyPlan::None),
+        Just(VerifyPlan::Skip),
+        (1..4usize).prop_map(|count| VerifyPlan::Run(checks(count))),
     ]
 }
 
@@ -879,7 +1234,11 @@ fn order_rank(effect: &AttemptEffect) -> Option<u8> {
         AttemptEffect::Commit(_)
         | AttemptEffect::LeaveUnresolved { .. }
         | AttemptEffect::ConcludeNotPrepared => Some(6),
-        AttemptEffect::KillNow | AttemptEffect::StartLeakGrace => None,
+        AttemptEffect::KillNow
+        | AttemptEffect::StartLeakGrace
+        | AttemptEffect::RunCheck(_)
+        | AttemptEffect::StopCheck
+        | AttemptEffect::KillCheckNow => None,
     }
 }
 
@@ -902,9 +1261,10 @@ proptest! {
     /// failed running record always leaves the attempt unresolved; no event sequence panics.
     #[test]
     fn random_event_sequences_keep_every_rule(
+        plan in any_verify_plan(),
         events in prop::collection::vec(any_event(), 0..40),
     ) {
-        let mut lifecycle = AttemptLifecycle::new();
+        let mut lifecycle = AttemptLifecycle::verified_by(plan.clone());
         let mut issued: Vec<AttemptEffect> = Vec::new();
         let mut first_interrupt = None;
         // The first report of the running record while the worker runs settles it.
@@ -952,10 +1312,69 @@ proptest! {
         if let (Some(conclusion), Some(signal)) = (conclusion, first_interrupt) {
             prop_assert_eq!(conclusion.decision.status, AttemptStatus::Interrupted);
             let named = crate::domain::decision::signal_name(signal);
+            let summary = &conclusion.decision.summary;
             prop_assert!(
-                conclusion.decision.summary.starts_with(&format!("handler interrupted while the worker was active ({named})")),
-                "the first signal names the interruption: {}", conclusion.decision.summary
+                summary.starts_with(&format!("handler interrupted while the worker was active ({named})"))
+                    || summary.starts_with("handler interrupted while verify check ")
+                        && summary.contains(&format!(" ran ({named})")),
+                "the first signal names the interruption: {}", summary
             );
+        }
+        // Checks run only between the gathering and the conclusion, in order, each once, and
+        // only for the checks the plan names.
+        let position = |wanted: fn(&AttemptEffect) -> bool| issued.iter().position(wanted);
+        let gather_at = position(|effect| matches!(effect, AttemptEffect::Gather(_)));
+        let end_at = position(|effect| order_rank(effect) == Some(6));
+        let run: Vec<(usize, usize)> = issued
+            .iter()
+            .enumerate()
+            .filter_map(|(at, effect)| match effect {
+                AttemptEffect::RunCheck(check) => Some((at, check.index)),
+                _ => None,
+            })
+            .collect();
+        let indexes: Vec<usize> = run.iter().map(|(_, index)| *index).collect();
+        prop_assert_eq!(&indexes, &(1..=run.len()).collect::<Vec<_>>(), "checks out of order: {:?}", issued);
+        prop_assert!(run.len() <= plan.checks().len(), "more checks than the plan names: {:?}", issued);
+        for (at, _) in &run {
+            prop_assert!(gather_at.is_some_and(|gather| gather < *at), "a check before the gathering: {:?}", issued);
+            prop_assert!(end_at.is_none_or(|end| *at < end), "a check after the conclusion: {:?}", issued);
+        }
+        for effect in [AttemptEffect::StopCheck, AttemptEffect::KillCheckNow] {
+            let count = issued.iter().filter(|issued| **issued == effect).count();
+            prop_assert!(count <= 1, "{:?} twice: {:?}", effect, issued);
+            prop_assert!(count == 0 || !run.is_empty(), "{:?} without a check: {:?}", effect, issued);
+        }
+        if let Some(conclusion) = conclusion {
+            let status = conclusion.decision.status;
+            match (&plan, status, &conclusion.verification) {
+                // A completion is accepted only once every check passed (or they were skipped).
+                (VerifyPlan::Run(checks), AttemptStatus::PhaseComplete, Some(Verification::Passed(records))) => {
+                    prop_assert_eq!(records.len(), checks.len());
+                }
+                (VerifyPlan::Skip, AttemptStatus::PhaseComplete, Some(Verification::Skipped)) => {}
+                (VerifyPlan::None, AttemptStatus::PhaseComplete, None) => {}
+                (_, AttemptStatus::PhaseComplete, verification) => {
+                    prop_assert!(false, "completion accepted with {:?} under {:?}", verification, plan);
+                }
+                (VerifyPlan::Run(_), AttemptStatus::VerificationFailed, Some(Verification::Failed { .. })) => {}
+                (_, AttemptStatus::VerificationFailed, _) => {
+                    prop_assert!(false, "verification-failed without a failed check: {:?}", conclusion);
+                }
+                _ => {}
+            }
+            if !run.is_empty() {
+                prop_assert!(
+                    matches!(
+                        status,
+                        AttemptStatus::PhaseComplete
+                            | AttemptStatus::VerificationFailed
+                            | AttemptStatus::Interrupted
+                            | AttemptStatus::ExecutionIoFailed
+                    ),
+                    "a check ran for an attempt that ended {}", status
+                );
+            }
         }
         if running_record == Some(false) {
             prop_assert!(
@@ -1014,5 +1433,71 @@ proptest! {
         issued.extend(lifecycle.handle(gathered(complete_verdict())));
         prop_assert!(lifecycle.is_done());
         prop_assert_eq!(issued.iter().filter(|effect| conclusion_of(effect).is_some()).count(), 1);
+    }
+
+    /// A completion held to its checks concludes exactly once however they end, with the
+    /// verdict of the first failing check, or accepted when all pass; a signal or an output
+    /// failure while a check runs stops it, and the next check never starts.
+    #[test]
+    fn a_verified_completion_always_concludes_with_the_checks_verdict(
+        count in 1..4usize,
+        ends in prop::collection::vec((prop::option::of(0..3i32), 0..6u8), 1..4),
+    ) {
+        let (mut lifecycle, mut issued) = verifying(count);
+        let (mut interrupted, mut output_failed) = (false, false);
+        let mut ran = Vec::new();
+        for (code, disturbance) in ends {
+            if lifecycle.is_done() {
+                break;
+            }
+            match disturbance {
+                0 => {
+                    issued.extend(lifecycle.handle(interrupt(15)));
+                    interrupted = true;
+                }
+                1 => {
+                    issued.extend(lifecycle.handle(AttemptEvent::Failed(ExecutionFailure::Output {
+                        detail: "o".into(),
+                    })));
+                    output_failed = true;
+                }
+                _ => {}
+            }
+            ran.push(code);
+            issued.extend(lifecycle.handle(check_ended(code)));
+        }
+        let runs = issued.iter().filter(|effect| matches!(effect, AttemptEffect::RunCheck(_))).count();
+        prop_assert_eq!(runs, ran.len() + usize::from(!lifecycle.is_done()));
+        let ends = issued.iter().filter(|effect| conclusion_of(effect).is_some()).count();
+        if !lifecycle.is_done() {
+            prop_assert_eq!(ends, 0);
+            prop_assert!(!interrupted && !output_failed && ran.iter().all(|code| *code == Some(0)));
+            return Ok(());
+        }
+        prop_assert_eq!(ends, 1);
+        let conclusion = issued.iter().find_map(conclusion_of).unwrap();
+        let expected = if interrupted {
+            AttemptStatus::Interrupted
+        } else if output_failed {
+            AttemptStatus::ExecutionIoFailed
+        } else if ran.iter().all(|code| *code == Some(0)) {
+            AttemptStatus::PhaseComplete
+        } else {
+            AttemptStatus::VerificationFailed
+        };
+        prop_assert_eq!(conclusion.decision.status, expected);
+        if expected == AttemptStatus::VerificationFailed {
+            let failed_at = ran.iter().position(|code| *code != Some(0)).unwrap() + 1;
+            prop_assert_eq!(ran.len(), failed_at, "checks ran after the first failure");
+            let is_failed = matches!(
+                &conclusion.verification,
+                Some(Verification::Failed { failure, .. }) if failure.index == failed_at
+            );
+            prop_assert!(is_failed, "{:?}", conclusion);
+            prop_assert_eq!(&conclusion.decision.summary, "done");
+        }
+        if expected == AttemptStatus::PhaseComplete {
+            prop_assert_eq!(ran.len(), count);
+        }
     }
 }

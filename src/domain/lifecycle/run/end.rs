@@ -12,6 +12,7 @@ use crate::domain::failure::ExecutionFailure;
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
+use crate::domain::verification::FailedCheck;
 
 /// What an attempt supervisor tells the run loop when it is done.
 #[derive(Debug)]
@@ -32,6 +33,9 @@ pub enum AttemptEnd {
         /// The next attempt of the phase, when the retry policy scheduled one in the same
         /// write.
         retry: Option<ScheduledRetry>,
+        /// The Verify check that failed a `verification-failed` attempt (issue 20): the report
+        /// names it, and the phase's next attempt in this run is told about it.
+        failed_check: Option<Box<FailedCheck>>,
     },
     /// The prepared record could not be written: nothing was launched, nothing changed —
     /// unless the failed write became visible anyway (`still_active`).
@@ -82,6 +86,8 @@ pub enum RunEnd<I> {
         signal: Option<i32>,
         /// The same write scheduled the phase's next attempt (it stays in the state).
         retry_scheduled: bool,
+        /// The Verify check that failed a `verification-failed` attempt.
+        failed_check: Option<Box<FailedCheck>>,
     },
     /// The prepared record was not written; `still_active` when it became visible anyway.
     NotPrepared {

@@ -27,6 +27,11 @@
 //! - **Retries**: a committed stop whose write scheduled a retry is waited for and run again
 //!   (nothing else starts a retry); a signal during the wait ends the run at once, with the
 //!   schedule kept in the state for a later run.
+//! - **A failed check is told to the next attempt** (issue 20): the phase's next attempt after
+//!   a `verification-failed` one — a retry in this run, `--retry-stopped`, or a later run
+//!   resuming the schedule — gets the failed check in its turn, for its prompt; any other
+//!   attempt in between clears it. An abandoned attempt resolved by `--retry-stopped` came
+//!   after it, so its retry is not told.
 //! - **Signals**: the first one caught decides the exit code (128 + signal). While an attempt
 //!   runs, every signal is forwarded to it (its own machine holds, acts on or notes it); at
 //!   any other time after admission the run launches nothing more and ends at the next point
@@ -45,6 +50,7 @@ use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
+use crate::domain::verification::FailedCheck;
 
 pub use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
 
@@ -54,6 +60,9 @@ pub struct AttemptTurn {
     pub ledger: RetryLedger,
     /// `None` for a phase's first attempt, whose prompt has no retry section.
     pub note: Option<RetryNote>,
+    /// The check that failed the phase's previous attempt, for the prompt's VERIFICATION
+    /// FAILURE section.
+    pub verification_failure: Option<FailedCheck>,
 }
 
 impl AttemptTurn {
@@ -61,6 +70,7 @@ impl AttemptTurn {
         Self {
             ledger: RetryLedger::first(),
             note: None,
+            verification_failure: None,
         }
     }
 }
@@ -102,6 +112,9 @@ pub struct Admitted {
     pub completed_phase_ids: Vec<String>,
     /// The state's `last_run`: a resumed schedule's stopped attempt.
     pub last_run: Option<LastRun>,
+    /// The check that failed `last_run`, when it is `verification-failed` (read from its
+    /// outcome record).
+    pub verification_failure: Option<FailedCheck>,
 }
 
 /// A refused run and what its report shows.
@@ -259,6 +272,9 @@ pub struct RunLoop {
     pending_retry: Option<RetrySchedule>,
     /// The current phase's attempts in this invocation, for a retry's prompt.
     phase_attempts: Vec<EarlierAttempt>,
+    /// The check that failed the last attempt, and its phase: the next attempt of that phase
+    /// is told.
+    failed_check: Option<(String, FailedCheck)>,
 }
 
 impl RunLoop {
@@ -275,6 +291,7 @@ impl RunLoop {
             accept: None,
             pending_retry: None,
             phase_attempts: Vec::new(),
+            failed_check: None,
         }
     }
 
@@ -404,9 +421,24 @@ impl RunLoop {
             admission,
             completed_phase_ids,
             last_run,
+            verification_failure,
         } = admitted;
         self.completed = completed_phase_ids;
         self.accept = admission.accept;
+        // The stopped attempt a retry follows is the state's last run; an abandoned attempt's
+        // retry follows the abandoned attempt, not the failed check.
+        let retried = match &admission.first {
+            FirstSelection::RetryStopped { phase_id } => Some(phase_id.clone()),
+            FirstSelection::ResumeSchedule(schedule) => Some(schedule.phase_id.clone()),
+            _ => None,
+        };
+        self.failed_check = retried
+            .filter(|phase_id| {
+                last_run
+                    .as_ref()
+                    .is_some_and(|run| &run.phase_id == phase_id)
+            })
+            .zip(verification_failure);
         match admission.first {
             FirstSelection::ResumeSchedule(schedule) => {
                 if let Some(signal) = self.first_signal {
@@ -526,6 +558,7 @@ impl RunLoop {
                 let turn = AttemptTurn {
                     ledger: schedule.ledger(),
                     note: Some(note),
+                    verification_failure: None,
                 };
                 (schedule.template_index, turn)
             }
@@ -533,6 +566,14 @@ impl RunLoop {
                 self.phase_attempts.clear();
                 (0, AttemptTurn::first())
             }
+        };
+        let turn = AttemptTurn {
+            verification_failure: self
+                .failed_check
+                .take()
+                .filter(|(failed_phase, _)| *failed_phase == phase_id)
+                .map(|(_, failure)| failure),
+            ..turn
         };
         self.launched = true;
         self.stage = Stage::Attempting {
@@ -555,7 +596,11 @@ impl RunLoop {
                 outcome_path,
                 transcript_path,
                 retry,
+                failed_check,
             } => {
+                self.failed_check = failed_check
+                    .as_deref()
+                    .map(|failure| (report.phase_id.clone(), failure.clone()));
                 self.phase_attempts.push(EarlierAttempt {
                     attempt_id: report.attempt_id,
                     status: decision.status.to_string(),
@@ -589,6 +634,7 @@ impl RunLoop {
                             transcript_path,
                             signal,
                             retry_scheduled,
+                            failed_check,
                         },
                         effects,
                     ),

@@ -11,6 +11,7 @@ use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, SnapshotRef};
 use crate::domain::timestamp::Timestamp;
+use crate::domain::verification::FailedCheck;
 
 /// The input error the tests carry through the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +47,7 @@ fn admitted(first: FirstSelection, accept: bool) -> RunInput<BadInput> {
         },
         completed_phase_ids: Vec::new(),
         last_run: None,
+        verification_failure: None,
     }))
 }
 
@@ -109,6 +111,20 @@ enum Ending {
     Retried,
     NotPrepared,
     Unresolved,
+    /// A completion a check failed, with a retry scheduled.
+    CheckFailed,
+}
+
+/// The check that failed an attempt.
+fn failed_check(index: usize) -> FailedCheck {
+    FailedCheck {
+        index,
+        command_first_line: "cargo test".into(),
+        exit_code: Some(101),
+        signal: None,
+        timed_out: false,
+        output_tail: "test failed".into(),
+    }
 }
 
 fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
@@ -117,6 +133,7 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
         outcome_path: "/w/o".into(),
         transcript_path: "/w/t".into(),
         retry,
+        failed_check: None,
     };
     let end = match ending {
         Ending::Complete => committed(AttemptStatus::PhaseComplete, None),
@@ -139,6 +156,20 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
             failure: RecordFailure::OutcomeRecord(StateWriteError::Stopped),
             attempt: Box::new(attempt(phase_id)),
             still_active: None,
+        },
+        Ending::CheckFailed => AttemptEnd::Committed {
+            decision: decision(AttemptStatus::VerificationFailed),
+            outcome_path: "/w/o".into(),
+            transcript_path: "/w/t".into(),
+            retry: Some(ScheduledRetry {
+                schedule: RetrySchedule {
+                    after: AttemptStatus::VerificationFailed,
+                    ..schedule(phase_id, 2)
+                },
+                due: at().as_datetime(),
+                reset_phrase: None,
+            }),
+            failed_check: Some(Box::new(failed_check(1))),
         },
     };
     RunInput::AttemptConcluded(Box::new(AttemptReport {
@@ -294,6 +325,10 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
             "AttemptConcluded(unresolved)",
             concluded("phase-1", Ending::Unresolved),
         ),
+        (
+            "AttemptConcluded(verification failed, retry scheduled)",
+            concluded("phase-1", Ending::CheckFailed),
+        ),
         ("RetryDue", RunInput::RetryDue),
         (
             "AcceptanceRecorded(ok)",
@@ -417,6 +452,7 @@ fn completion_is_reported_after_a_plan_check() {
         },
         completed_phase_ids: vec!["phase-1".into()],
         last_run: None,
+        verification_failure: None,
     })));
     machine.handle::<BadInput>(RunInput::WorkspaceReserved);
     let effects = machine.handle(concluded("phase-2", Ending::Complete));
@@ -550,6 +586,7 @@ fn an_interrupted_outcome_is_not_a_signal_after_the_decision() {
             outcome_path: "/o".into(),
             transcript_path: "/t".into(),
             retry: None,
+            failed_check: None,
         },
     })));
     let end = finish(&effects).unwrap();
@@ -726,6 +763,7 @@ fn a_resumed_schedule_is_awaited_first_with_the_stopped_attempt_as_its_history()
             outcome_path: Some("/w/o".into()),
             summary: "no marker".into(),
         }),
+        verification_failure: None,
     })));
     let [RunEffect::AwaitRetry(wait)] = effects.as_slice() else {
         panic!("no wait: {effects:?}");
@@ -878,7 +916,8 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
                 Ending::Failed,
                 Ending::NotPrepared,
                 Ending::Unresolved,
-            ][usize::from(choice) % 9];
+                Ending::CheckFailed,
+            ][usize::from(choice) % 10];
             concluded(&order.phase_id, ending)
         }
         RunEffect::AwaitRetry(_) => RunInput::RetryDue,
@@ -891,6 +930,129 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
         | RunEffect::EndWait { .. }
         | RunEffect::Finish(_) => return None,
     })
+}
+
+/// The launch order among `effects`.
+fn launch_order(effects: &Effects) -> &LaunchOrder {
+    effects
+        .iter()
+        .find_map(|effect| match effect {
+            RunEffect::Launch(order) => Some(order.as_ref()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no launch in {effects:?}"))
+}
+
+#[test]
+fn a_retry_after_a_failed_check_is_told_which_and_the_attempt_after_it_is_not() {
+    let (mut machine, _) = run(
+        rules(None),
+        [
+            next("phase-1"),
+            RunInput::WorkspaceReserved,
+            concluded("phase-1", Ending::CheckFailed),
+            RunInput::RetryDue,
+            RunInput::PlanChecked(PlanCheck::Unchanged),
+        ],
+    );
+    let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
+    let order = launch_order(&effects);
+    assert_eq!(order.turn.verification_failure, Some(failed_check(1)));
+    assert!(order.turn.note.is_some(), "a retry");
+    // That retry failed otherwise: its own retry is not told about the old check.
+    for input in [
+        concluded("phase-1", Ending::Retried),
+        RunInput::RetryDue,
+        RunInput::PlanChecked(PlanCheck::Unchanged),
+    ] {
+        machine.handle::<BadInput>(input);
+    }
+    let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
+    assert_eq!(launch_order(&effects).turn.verification_failure, None);
+}
+
+#[test]
+fn a_stopped_phase_retried_later_is_told_its_failed_check() {
+    let last_run = |phase_id: &str| LastRun {
+        run_id: "earlier".into(),
+        phase_id: phase_id.into(),
+        status: AttemptStatus::VerificationFailed,
+        started_at: at(),
+        finished_at: at(),
+        exit_code: 4,
+        execution_workspace: "/w".into(),
+        prompt_path: "/w/p".into(),
+        transcript_path: "/w/t".into(),
+        outcome_path: Some("/w/o".into()),
+        summary: "done".into(),
+    };
+    let told = |first: FirstSelection, last: &str| {
+        let (_, effects) = run(
+            rules(None),
+            [
+                RunInput::Admitted(Box::new(Admitted {
+                    admission: Admission {
+                        accept: None,
+                        first,
+                    },
+                    completed_phase_ids: Vec::new(),
+                    last_run: Some(last_run(last)),
+                    verification_failure: Some(failed_check(2)),
+                })),
+                RunInput::RetryDue,
+                RunInput::WorkspaceReserved,
+            ],
+        );
+        launch_order(&effects).turn.verification_failure.clone()
+    };
+    let retry_stopped = || FirstSelection::RetryStopped {
+        phase_id: "phase-1".into(),
+    };
+    assert_eq!(told(retry_stopped(), "phase-1"), Some(failed_check(2)));
+    assert_eq!(
+        told(
+            FirstSelection::ResumeSchedule(Box::new(schedule("phase-1", 2))),
+            "phase-1"
+        ),
+        Some(failed_check(2))
+    );
+    // Another phase's failure, or an abandoned attempt in between, is not this attempt's.
+    assert_eq!(told(retry_stopped(), "phase-2"), None);
+    assert_eq!(
+        told(
+            FirstSelection::RetryAbandoned(Box::new(attempt("phase-1"))),
+            "phase-1"
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_failed_check_stops_the_run_with_exit_4_and_names_the_check() {
+    let (_, effects) = run(
+        rules(None),
+        [
+            next("phase-1"),
+            RunInput::WorkspaceReserved,
+            RunInput::AttemptConcluded(Box::new(AttemptReport {
+                phase_id: "phase-1".into(),
+                attempt_id: "a".into(),
+                end: AttemptEnd::Committed {
+                    decision: decision(AttemptStatus::VerificationFailed),
+                    outcome_path: "/o".into(),
+                    transcript_path: "/t".into(),
+                    retry: None,
+                    failed_check: Some(Box::new(failed_check(1))),
+                },
+            })),
+        ],
+    );
+    let end = finish(&effects).unwrap();
+    assert_eq!(end.exit_code(), ExitCode::AgentFailed);
+    assert!(matches!(
+        end,
+        RunEnd::PhaseStopped { failed_check: Some(check), .. } if check.index == 1
+    ));
 }
 
 fn stray(choice: u8) -> RunInput<BadInput> {
@@ -927,6 +1089,7 @@ proptest! {
         let mut retries_scheduled = 0usize;
         let mut launched: Vec<String> = Vec::new();
         let mut last_retry_for: Option<String> = None;
+        let mut last_failed_check_for: Option<String> = None;
         let admission = admitted(first, accept);
         let mut queue: Vec<RunInput<BadInput>> = vec![admission];
         let mut steps = steps.into_iter();
@@ -964,6 +1127,10 @@ proptest! {
                 _ => false,
             };
             if concluded_in_attempt && let RunInput::AttemptConcluded(report) = &input {
+                last_failed_check_for = match &report.end {
+                    AttemptEnd::Committed { failed_check: Some(_), .. } => Some(report.phase_id.clone()),
+                    _ => None,
+                };
                 last_retry_for = match &report.end {
                     AttemptEnd::Committed { retry: Some(_), .. } => {
                         retries_scheduled += 1;
@@ -984,6 +1151,12 @@ proptest! {
                     RunEffect::Launch(order) => {
                         prop_assert!(first_signal.is_none() || !admitted_before, "launched after a signal: {all:?}");
                         prop_assert!(!plan_changed, "launched after a plan change: {all:?}");
+                        // A failed check is told to exactly the phase's next attempt.
+                        prop_assert_eq!(
+                            order.turn.verification_failure.is_some(),
+                            last_failed_check_for.as_deref() == Some(order.phase_id.as_str()),
+                            "a failed check told to the wrong attempt: {:?}", all
+                        );
                         if launched.contains(&order.phase_id) && order.turn.note.is_some() {
                             prop_assert_eq!(last_retry_for.as_deref(), Some(order.phase_id.as_str()), "a retry nobody scheduled: {:?}", all);
                         }
