@@ -10,7 +10,7 @@
 //!
 //! - `STATUS=<text>`: what the agent is doing now. Made one printable line: control and
 //!   bidirectional-formatting characters become spaces, runs of whitespace one space, then it
-//!   is trimmed and cut to [`MAX_STATUS_CHARS`](super::status_text::MAX_STATUS_CHARS) characters (with `…`). An empty status clears
+//!   is trimmed and cut to `MAX_STATUS_CHARS` characters (with `…`). An empty status clears
 //!   the previous one.
 //! - `WATCHDOG=1`: a sign of life and nothing else (every accepted datagram is one).
 //! - `EXTEND_TIMEOUT_USEC=<n>`: the agent will be silent for up to n µs on purpose; the idle
@@ -53,7 +53,7 @@ pub struct Notification {
 /// A `STATUS=` assignment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StatusChange {
-    /// The agent is doing this now (one printable line, at most [`MAX_STATUS_CHARS`](super::status_text::MAX_STATUS_CHARS)).
+    /// The agent is doing this now (one printable line, at most `MAX_STATUS_CHARS`).
     Set(String),
     /// `STATUS=` with nothing printable: no current status.
     Cleared,
