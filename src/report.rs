@@ -11,7 +11,6 @@ use crate::cli::Ledger;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::domain::config::format_seconds;
 use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
@@ -19,6 +18,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
+use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::budget::{parse_max_cost, parse_max_tokens};
-use crate::domain::config::parse_seconds;
 use crate::domain::hooks::{Hook, parse_hook_flag};
 use crate::domain::recovery::Invocation;
+use crate::domain::seconds::parse_seconds;
 use crate::domain::selection::RecoveryFlags;
 
 #[derive(Debug, Parser)]

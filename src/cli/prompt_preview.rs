@@ -10,8 +10,8 @@ use super::args::CheckArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::prompt::RetryNote;
 use crate::domain::prompt::preview::{PreviewRequest, preview_prompt};
-use crate::domain::selection::{FirstSelection, RecoveryFlags, way_forward};
-use crate::domain::state::SnapshotRef;
+use crate::domain::selection::{FirstSelection, RecoveryFlags, Refusal, way_forward};
+use crate::domain::state::{SnapshotRef, StateError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
     InputError, RunOverrides, abandoned_retry_allowed, agent_program_problems, effective_settings,
@@ -24,6 +24,22 @@ use crate::report::Output;
 struct Preview {
     prompt: String,
     notes: Vec<String>,
+}
+
+/// Why there is no prompt to show: what `run` would refuse, for the same reason and in the
+/// same words.
+#[derive(Debug, thiserror::Error)]
+enum PreviewError {
+    /// The plan, config, state or a flag is not usable.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The state admits no run, not even with the recovery flags.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The preparation `run` would write does not apply to the state at `path` (applied to
+    /// a copy here; nothing is written).
+    #[error("{path}: {error}")]
+    Preparation { path: String, error: StateError },
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
@@ -51,37 +67,36 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                 }
             }
         }
-        Err(message) => {
-            Output::error(message).print();
+        Err(error) => {
+            Output::error(error.to_string()).print();
             ExitCode::InvalidInput
         }
     }
 }
 
-fn preview(args: &CheckArgs) -> Result<Preview, String> {
-    let text = |error: InputError| error.to_string();
-    let location = locate(&args.plan).map_err(text)?;
-    let config = read_config(&location).map_err(text)?;
+fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
+    let location = locate(&args.plan)?;
+    let config = read_config(&location)?;
     let overrides = RunOverrides {
         agent_cmd: args.agent_cmd.clone(),
         retries: args.retries,
         wait: args.wait,
         ..RunOverrides::default()
     };
-    let settings = effective_settings(&location, &config, &overrides).map_err(text)?;
-    let snapshot = read_plan_snapshot(&location).map_err(text)?;
+    let settings = effective_settings(&location, &config, &overrides)?;
+    let snapshot = read_plan_snapshot(&location)?;
     crate::report::plan_warnings(&snapshot).print();
     for phase in &snapshot.plan.phases {
-        execution_workspace_of(&location, phase).map_err(text)?;
+        execution_workspace_of(&location, phase)?;
     }
     if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
         .into_iter()
         .chain(verify_interpreter_problems(&location, &snapshot))
         .next()
     {
-        return Err(problem.to_string());
+        return Err(problem.into());
     }
-    let state = read_state(&location.layout).map_err(text)?;
+    let state = read_state(&location.layout)?;
 
     let schedule_fits = state.retry_schedule.as_ref().is_some_and(|schedule| {
         schedule
@@ -94,11 +109,11 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
     });
     let now = Timestamp::from_datetime(chrono::Utc::now());
     let (flags, admission) = way_forward(&state, &snapshot.facts(), schedule_fits, now)
-        .map_err(|refusal| refusal.to_string())?;
+        .map_err(PreviewError::Refused)?;
     let mut notes = Vec::new();
     let (next, resolve_abandoned, resumed) = match &admission.first {
         FirstSelection::RetryAbandoned(attempt) => {
-            abandoned_retry_allowed(&location, &snapshot, attempt).map_err(text)?;
+            abandoned_retry_allowed(&location, &snapshot, attempt)?;
             (Some(attempt.phase.id.as_str()), true, None)
         }
         FirstSelection::RetryStopped { phase_id } | FirstSelection::Next { phase_id } => {
@@ -126,10 +141,10 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
                     phase_id: named.clone(),
                     known: snapshot.plan.phases.iter().map(|p| p.id.clone()).collect(),
                 }
-                .to_string());
+                .into());
             };
             if state.completed_phase_ids.contains(&phase.id) {
-                return Err(InputError::PhaseComplete(phase.id.clone()).to_string());
+                return Err(InputError::PhaseComplete(phase.id.clone()).into());
             }
             if next != Some(named.as_str()) {
                 notes.push(format!(
@@ -151,8 +166,8 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
     let phase = snapshot
         .plan
         .phase(phase_id)
-        .ok_or_else(|| InputError::PhaseMissing(phase_id.to_owned()).to_string())?;
-    let execution_workspace = execution_workspace_of(&location, phase).map_err(text)?;
+        .ok_or_else(|| InputError::PhaseMissing(phase_id.to_owned()))?;
+    let execution_workspace = execution_workspace_of(&location, phase)?;
     // A resumed schedule's retry section belongs to the phase it resumes.
     let retry = resumed
         .filter(|schedule| schedule.phase_id == phase.id)
@@ -183,7 +198,10 @@ fn preview(args: &CheckArgs) -> Result<Preview, String> {
         },
         uuid::Uuid::new_v4(),
     )
-    .map_err(|error| format!("{}: {error}", location.layout.state_path()))?;
+    .map_err(|error| PreviewError::Preparation {
+        path: location.layout.state_path(),
+        error,
+    })?;
     Ok(Preview { prompt, notes })
 }
 

@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use super::config::{ConfigError, Section};
+use super::config::section::{ConfigError, Section};
 use super::token_usage::TokenCounts;
 use super::token_usage::format_usd;
 use super::token_usage::summary::UsageSummary;
@@ -517,7 +517,7 @@ mod tests {
             read(json!({"max_tokens": null, "max_cost_usd": null})),
             Ok(BudgetConfig::default())
         );
-        let error = |value: Value| read(value).unwrap_err().0;
+        let error = |value: Value| read(value).unwrap_err().to_string();
         assert_eq!(
             error(json!({"max_token": 5})),
             "unknown key 'budget.max_token'; known keys: max_tokens, max_cost_usd"

@@ -13,9 +13,9 @@
 //! means `rate-limited` rather than `agent-failed`. Because it is a nonzero exit, it beats a
 //! result block printed before it.
 
-use super::config::format_seconds;
 use super::failure::ExecutionFailure;
 use super::marker::{MarkerVerdict, ResultKind};
+use super::seconds::format_seconds;
 use super::state::AttemptStatus;
 
 /// Why the supervisor ended an attempt before the child finished on its own (or, for a stop

@@ -28,6 +28,7 @@ pub(crate) mod prompt;
 pub(crate) mod rate_limit;
 pub(crate) mod recovery;
 pub(crate) mod retry;
+pub(crate) mod seconds;
 pub(crate) mod selection;
 pub mod state;
 pub(crate) mod status_text;

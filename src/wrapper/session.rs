@@ -38,7 +38,7 @@ pub trait Provider {
     type Stderr: StreamTranslator + Send + 'static;
 
     /// The command to run; an error is reported as a wrapper failure.
-    fn launcher(&mut self) -> Result<Launcher, String>;
+    fn launcher(&mut self) -> Result<Launcher, LauncherError>;
     /// The translators for one run; `prompt` is what the launcher gets on stdin.
     fn translators(&self, prompt: &[u8]) -> (Self::Stdout, Self::Stderr);
     /// The authoritative final response, once the launcher has exited normally.
@@ -48,6 +48,14 @@ pub trait Provider {
     fn final_notices(&self, _stdout: &Self::Stdout) -> Vec<Notice> {
         Vec::new()
     }
+}
+
+/// Why a provider could not set up its launcher (exit [`EXIT_WRAPPER_FAILED`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LauncherError {
+    /// The private directory the launcher writes its answer into.
+    #[error("failed to create a temporary directory: {0}")]
+    Scratch(io::Error),
 }
 
 /// Runs one session for `provider` and returns the wrapper's exit code.
@@ -62,7 +70,7 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
     }
     let launcher = match provider.launcher() {
         Ok(launcher) => launcher,
-        Err(message) => return fail(prefix, &message),
+        Err(error) => return fail(prefix, &error.to_string()),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -24,10 +24,10 @@ use chrono::{SecondsFormat, Utc};
 
 use super::HookContext;
 use crate::actors::observer::RunObserver;
-use crate::domain::config::format_seconds;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::hooks::firing::HookFacts;
 use crate::domain::hooks::{Hook, HookValues};
+use crate::domain::seconds::format_seconds;
 use crate::domain::template::shell_join;
 use crate::platform::descendant_sweep;
 use crate::platform::event_log::EventLog;

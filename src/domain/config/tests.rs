@@ -10,7 +10,7 @@ fn parse(text: &str) -> Result<Config, ConfigError> {
 fn error(text: &str) -> String {
     match parse(text) {
         Ok(config) => panic!("expected an error for {text}, got {config:?}"),
-        Err(ConfigError(message)) => message,
+        Err(error) => error.to_string(),
     }
 }
 
@@ -126,7 +126,7 @@ fn invalid_json_names_line_and_column() {
     assert!(
         parse_config(b"{\"agent_cmd\": \"\xff\"}")
             .unwrap_err()
-            .0
+            .to_string()
             .starts_with("invalid JSON at line 1, ")
     );
 }
@@ -332,54 +332,6 @@ fn duplicate_keys_are_an_error() {
     );
 }
 
-#[test]
-fn parse_seconds_accepts_finite_positive_numbers() {
-    assert_eq!(parse_seconds("1"), Ok(1.0));
-    assert_eq!(parse_seconds("0.1"), Ok(0.1));
-    assert_eq!(parse_seconds("1e3"), Ok(1000.0));
-    assert_eq!(parse_seconds(" 2.5 "), Ok(2.5));
-    for bad in [
-        "0", "-1", "nan", "NaN", "inf", "-inf", "", "ten", "1_000", "0x10",
-    ] {
-        assert_eq!(
-            parse_seconds(bad).map_err(|error| error.to_string()),
-            Err(format!(
-                "expected a finite number of seconds greater than 0, got '{bad}'"
-            )),
-            "{bad}"
-        );
-    }
-}
-
-#[test]
-fn format_seconds_matches_python_g() {
-    let cases = [
-        (1.0, "1"),
-        (0.1, "0.1"),
-        (2.5, "2.5"),
-        (3600.0, "3600"),
-        (0.25, "0.25"),
-        (100.0, "100"),
-        (123456.0, "123456"),
-        (1234567.0, "1.23457e+06"),
-        (1e6, "1e+06"),
-        (999999.4, "999999"),
-        (999999.5, "1e+06"),
-        (0.0001, "0.0001"),
-        (0.00001, "1e-05"),
-        (1.5e-7, "1.5e-07"),
-        (1e100, "1e+100"),
-        (1.0 / 3.0, "0.333333"),
-        (0.0, "0"),
-        (-2.5, "-2.5"),
-        (f64::INFINITY, "inf"),
-        (f64::NAN, "nan"),
-    ];
-    for (seconds, expected) in cases {
-        assert_eq!(format_seconds(seconds), expected, "{seconds:?}");
-    }
-}
-
 proptest! {
     #[test]
     fn parse_config_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
@@ -424,19 +376,5 @@ proptest! {
         ],
     ) {
         let _ = parse(&format!("{{\"{section}\": {{\"{key}\": {value}}}}}"));
-    }
-
-    #[test]
-    fn parse_seconds_never_panics_and_only_accepts_valid_durations(text in ".{0,12}") {
-        if let Ok(seconds) = parse_seconds(&text) {
-            prop_assert!(seconds.is_finite() && seconds > 0.0);
-        }
-    }
-
-    #[test]
-    fn format_seconds_round_trips_to_six_significant_digits(seconds in 1e-9f64..1e12) {
-        let text = format_seconds(seconds);
-        let reparsed: f64 = text.parse().unwrap();
-        prop_assert!(((reparsed - seconds) / seconds).abs() <= 5e-6, "{} -> {}", seconds, text);
     }
 }

@@ -8,80 +8,16 @@
 //! machinery, with its own placeholders. When a hook fires and what it is told is
 //! [`firing`]; running it is the command layer's (`cli::hooks`).
 
+pub mod event;
 pub mod firing;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::config::{ConfigError, format_seconds};
+pub use event::{HookEvent, UnknownHookEvent};
+
+use super::config::section::{ConfigError, Expected, Reason, reject_unknown_keys};
+use super::seconds::format_seconds;
 use super::template::{PlaceholderSet, Template, TemplateError};
-
-/// The moments a hook can be run at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum HookEvent {
-    /// Every end of a `run` invocation, with its exit code.
-    RunFinished,
-    /// The run stopped at a phase and will not continue without a person: blocked, needs
-    /// clarification, any failure (every status but `phase-complete` and `interrupted`), or an
-    /// attempt that could not be recorded.
-    PhaseStopped,
-    /// A phase's `phase-complete` was committed.
-    PhaseComplete,
-    /// A rate-limit wait or retry backoff longer than [`LONG_WAIT_SECONDS`] began.
-    WaitStarted,
-    /// Such a wait ended: the phase runs again.
-    WaitFinished,
-    /// The run ended on a caught signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
-    Interrupted,
-}
-
-impl HookEvent {
-    pub const ALL: [HookEvent; 6] = [
-        Self::RunFinished,
-        Self::PhaseStopped,
-        Self::PhaseComplete,
-        Self::WaitStarted,
-        Self::WaitFinished,
-        Self::Interrupted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RunFinished => "run-finished",
-            Self::PhaseStopped => "phase-stopped",
-            Self::PhaseComplete => "phase-complete",
-            Self::WaitStarted => "wait-started",
-            Self::WaitFinished => "wait-finished",
-            Self::Interrupted => "interrupted",
-        }
-    }
-
-    /// The event spelled `name`, or an error listing the known names.
-    pub fn parse(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|event| event.as_str() == name)
-            .ok_or_else(|| {
-                format!(
-                    "unknown hook event '{name}'; known events: {}",
-                    known_event_names()
-                )
-            })
-    }
-}
-
-impl std::fmt::Display for HookEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-fn known_event_names() -> String {
-    HookEvent::ALL
-        .iter()
-        .map(|event| event.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 /// Waits and backoffs at most this long fire no `wait-started`/`wait-finished`: a person need
 /// not hear about a pause they would not have noticed.
@@ -185,7 +121,7 @@ pub fn hooks_from_config(value: Option<&Value>) -> Result<Vec<Hook>, ConfigError
     let items = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
-        Some(_) => return Err(ConfigError("expected hooks to be a list".to_owned())),
+        Some(_) => return Err(ConfigError::wrong("hooks", Expected::List)),
     };
     items
         .iter()
@@ -196,44 +132,58 @@ pub fn hooks_from_config(value: Option<&Value>) -> Result<Vec<Hook>, ConfigError
 
 fn hook_entry(name: &str, item: &Value) -> Result<Hook, ConfigError> {
     let Value::Object(map) = item else {
-        return Err(ConfigError(format!("expected {name} to be an object")));
+        return Err(ConfigError::wrong(name, Expected::Object));
     };
-    reject_unknown(name, map)?;
+    // Like the top level: the alphabetically first unknown key is named, with the known ones.
+    reject_unknown_keys(map, &format!("{name}."), &HOOK_KEYS)?;
     let on = match map.get("on") {
-        None => return Err(ConfigError(format!("missing required key '{name}.on'"))),
+        None => {
+            return Err(ConfigError::MissingKey {
+                key: format!("{name}.on"),
+            });
+        }
         Some(Value::Array(events)) if !events.is_empty() => events,
         Some(_) => {
-            return Err(ConfigError(format!(
-                "expected {name}.on to be a non-empty list of events ({})",
-                known_event_names()
-            )));
+            return Err(ConfigError::wrong(
+                format!("{name}.on"),
+                Expected::NonEmptyListOf {
+                    items: "events",
+                    known: &HookEvent::NAMES,
+                },
+            ));
         }
     };
     let mut events = Vec::with_capacity(on.len());
     for (index, event) in on.iter().enumerate() {
+        let key = || format!("{name}.on[{index}]");
         let Value::String(text) = event else {
-            return Err(ConfigError(format!(
-                "expected {name}.on[{index}] to be a string"
-            )));
+            return Err(ConfigError::wrong(key(), Expected::String));
         };
-        let event = HookEvent::parse(text)
-            .map_err(|message| ConfigError(format!("{name}.on[{index}]: {message}")))?;
+        let event = HookEvent::parse(text).map_err(|error| ConfigError::Invalid {
+            key: key(),
+            reason: Reason::UnknownEvent(error),
+        })?;
         if !events.contains(&event) {
             events.push(event);
         }
     }
     let command = match map.get("command") {
         None => {
-            return Err(ConfigError(format!(
-                "missing required key '{name}.command'"
-            )));
+            return Err(ConfigError::MissingKey {
+                key: format!("{name}.command"),
+            });
         }
-        Some(Value::String(raw)) => HookTemplate::parse(raw)
-            .map_err(|TemplateError(message)| ConfigError(format!("{name}.command: {message}")))?,
+        Some(Value::String(raw)) => {
+            HookTemplate::parse(raw).map_err(|error| ConfigError::Invalid {
+                key: format!("{name}.command"),
+                reason: Reason::Template(error),
+            })?
+        }
         Some(_) => {
-            return Err(ConfigError(format!(
-                "expected {name}.command to be a string"
-            )));
+            return Err(ConfigError::wrong(
+                format!("{name}.command"),
+                Expected::String,
+            ));
         }
     };
     let timeout_seconds = match map.get("timeout_seconds") {
@@ -253,39 +203,20 @@ fn hook_entry(name: &str, item: &Value) -> Result<Hook, ConfigError> {
 }
 
 fn timeout_error(name: &str) -> ConfigError {
-    ConfigError(format!(
-        "expected {name}.timeout_seconds to be a finite number greater than 0"
-    ))
-}
-
-/// Like the top level: the alphabetically first unknown key is named, with the known ones.
-fn reject_unknown(name: &str, map: &Map<String, Value>) -> Result<(), ConfigError> {
-    match map
-        .keys()
-        .filter(|key| !HOOK_KEYS.contains(&key.as_str()))
-        .min()
-    {
-        None => Ok(()),
-        Some(key) => Err(ConfigError(format!(
-            "unknown key '{name}.{key}'; known keys: {}",
-            HOOK_KEYS.join(", ")
-        ))),
-    }
+    ConfigError::wrong(format!("{name}.timeout_seconds"), Expected::FiniteAboveZero)
 }
 
 /// Parses a `--hook EVENT=COMMAND` value (a clap value parser): one event, then the command
 /// template, which keeps every later `=`. The time limit is the default.
 pub fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
     let Some((event, command)) = text.split_once('=') else {
-        return Err(InvalidHookFlag(format!(
-            "expected EVENT=COMMAND (events: {}), got '{text}'",
-            known_event_names()
-        )));
+        return Err(InvalidHookFlag::NotEventEqualsCommand {
+            text: text.to_owned(),
+        });
     };
-    let event = HookEvent::parse(event.trim()).map_err(InvalidHookFlag)?;
-    let command = HookTemplate::parse(command).map_err(|TemplateError(message)| {
-        InvalidHookFlag(format!("hook command for {event}: {message}"))
-    })?;
+    let event = HookEvent::parse(event.trim())?;
+    let command =
+        HookTemplate::parse(command).map_err(|error| InvalidHookFlag::Command { event, error })?;
     Ok(Hook {
         on: vec![event],
         command,
@@ -296,8 +227,20 @@ pub fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
 
 /// A `--hook` value that is not `EVENT=COMMAND` with a known event and a valid command.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct InvalidHookFlag(pub String);
+pub enum InvalidHookFlag {
+    #[error(
+        "expected EVENT=COMMAND (events: {}), got '{text}'",
+        HookEvent::NAMES.join(", ")
+    )]
+    NotEventEqualsCommand { text: String },
+    #[error(transparent)]
+    Event(#[from] UnknownHookEvent),
+    #[error("hook command for {event}: {error}")]
+    Command {
+        event: HookEvent,
+        error: TemplateError,
+    },
+}
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 fn hooks(text: &str) -> Result<Vec<Hook>, String> {
     let value: Value = serde_json::from_str(text).unwrap();
-    hooks_from_config(Some(&value)).map_err(|ConfigError(message)| message)
+    hooks_from_config(Some(&value)).map_err(|error| error.to_string())
 }
 
 fn error(text: &str) -> String {
@@ -29,7 +29,7 @@ fn event_names_round_trip_and_unknown_ones_list_the_known() {
         assert_eq!(HookEvent::parse(event.as_str()), Ok(event));
     }
     assert_eq!(
-        HookEvent::parse("phase-done").unwrap_err(),
+        HookEvent::parse("phase-done").unwrap_err().to_string(),
         "unknown hook event 'phase-done'; known events: run-finished, phase-stopped, phase-complete, wait-started, wait-finished, interrupted"
     );
 }
@@ -130,21 +130,23 @@ fn the_flag_is_one_event_then_the_whole_command() {
     assert!(
         parse_hook_flag("notify-send x")
             .unwrap_err()
-            .0
+            .to_string()
             .starts_with("expected EVENT=COMMAND (events: run-finished, ")
     );
     assert!(
         parse_hook_flag("finished=x")
             .unwrap_err()
-            .0
+            .to_string()
             .starts_with("unknown hook event 'finished'")
     );
     assert_eq!(
-        parse_hook_flag("run-finished=x {workspace}").unwrap_err().0,
+        parse_hook_flag("run-finished=x {workspace}")
+            .unwrap_err()
+            .to_string(),
         "hook command for run-finished: unsupported command placeholder: {workspace} (placeholders: {plan}, {run_id}, {phase_id}, {status}, {event_file}; write {{ and }} for literal braces)"
     );
     assert_eq!(
-        parse_hook_flag("run-finished=").unwrap_err().0,
+        parse_hook_flag("run-finished=").unwrap_err().to_string(),
         "hook command for run-finished: hook command produced an empty command"
     );
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use super::SignOfLife;
 use super::status::{LatestStatus, format_age};
-use crate::domain::config::format_seconds;
+use crate::domain::seconds::format_seconds;
 
 /// An extension longer than this is cut to it: a report of "silent for a year" must not
 /// disable the idle timeout for good. (The wall-clock timeout still applies regardless.)

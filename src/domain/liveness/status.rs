@@ -105,7 +105,7 @@ pub fn format_age(age: Duration) -> String {
     let seconds = age.as_secs_f64();
     if seconds < 10.0 {
         let tenths = (seconds * 10.0).round() / 10.0;
-        return format!("{} s", crate::domain::config::format_seconds(tenths));
+        return format!("{} s", crate::domain::seconds::format_seconds(tenths));
     }
     let whole = age.as_secs() + u64::from(age.subsec_millis() >= 500);
     if whole < 120 {

@@ -20,8 +20,8 @@ pub mod reset_time;
 use regex::Regex;
 use serde_json::Value;
 
-use super::config::{ConfigError, Section, format_seconds};
-use super::stop_regex::describe_regex_error;
+use super::config::section::{ConfigError, Reason, Section};
+use super::seconds::format_seconds;
 use super::template::CommandTemplate;
 
 pub const DEFAULT_MAX_WAITS: u32 = 0;
@@ -101,8 +101,9 @@ impl RateLimitPolicy {
             .iter()
             .enumerate()
             .map(|(index, raw)| {
-                CommandTemplate::parse(raw).map_err(|error| {
-                    ConfigError(format!("rate_limit.fallback_agent_cmds[{index}]: {error}"))
+                CommandTemplate::parse(raw).map_err(|error| ConfigError::Invalid {
+                    key: format!("rate_limit.fallback_agent_cmds[{index}]"),
+                    reason: Reason::Template(error),
                 })
             })
             .collect()
@@ -142,10 +143,13 @@ impl RateLimitPolicy {
             // Compiled here only to report a bad pattern up front, in the words used for
             // stop regexes; the runner compiles them again for scanning.
             if let Err(error) = Regex::new(pattern) {
-                return Err(ConfigError(format!(
-                    "rate_limit.patterns[{index}]: invalid rate-limit regex '{pattern}': {}",
-                    describe_regex_error(&error)
-                )));
+                return Err(ConfigError::Invalid {
+                    key: format!("rate_limit.patterns[{index}]"),
+                    reason: Reason::RateLimitRegex {
+                        pattern: pattern.clone(),
+                        error,
+                    },
+                });
             }
         }
         let policy = Self {
@@ -178,7 +182,7 @@ mod tests {
     fn parse(text: &str) -> Result<RateLimitPolicy, String> {
         parse_config(text.as_bytes())
             .map(|config| config.rate_limit)
-            .map_err(|error| error.0)
+            .map_err(|error| error.to_string())
     }
 
     fn error(text: &str) -> String {

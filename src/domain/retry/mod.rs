@@ -19,7 +19,8 @@ pub mod schedule;
 
 use serde_json::Value;
 
-use super::config::{ConfigError, Section, format_seconds};
+use super::config::section::{ConfigError, Expected, Reason, Section};
+use super::seconds::format_seconds;
 use super::state::AttemptStatus;
 
 /// The statuses a policy may name in `retry.on` (`verification-failed` among them: a retry is
@@ -166,10 +167,13 @@ impl RetryPolicy {
             (Some(backoff), None) => (backoff, DEFAULT_MAX_BACKOFF_SECONDS.max(backoff)),
             (None, Some(cap)) => (DEFAULT_BACKOFF_SECONDS.min(cap), cap),
             (Some(backoff), Some(cap)) if cap < backoff => {
-                return Err(ConfigError(format!(
-                    "expected retry.max_backoff_seconds to be at least retry.backoff_seconds ({})",
-                    format_seconds(backoff)
-                )));
+                return Err(ConfigError::wrong(
+                    section.key("max_backoff_seconds"),
+                    Expected::AtLeastSecondsOf {
+                        key: "retry.backoff_seconds",
+                        seconds: backoff,
+                    },
+                ));
             }
             (Some(backoff), Some(cap)) => (backoff, cap),
         };
@@ -183,34 +187,36 @@ impl RetryPolicy {
 }
 
 fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
-    let retryable = || {
-        RETRYABLE
-            .iter()
-            .map(|status| status.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let retryable = || RETRYABLE.iter().map(|status| status.as_str()).collect();
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
         let key = format!("{}[{index}]", section.key("on"));
         let status = match AttemptStatus::parse(name) {
             Some(status) if is_retryable(status) => status,
             Some(status) => {
-                return Err(ConfigError(format!(
-                    "{key}: {status} is never retried; retryable statuses: {}",
-                    retryable()
-                )));
+                return Err(ConfigError::Invalid {
+                    key,
+                    reason: Reason::NeverRetried {
+                        status: status.as_str(),
+                        retryable: retryable(),
+                    },
+                });
             }
             None => {
-                return Err(ConfigError(format!(
-                    "invalid {key} '{}'; retryable statuses: {}",
-                    name.escape_debug(),
-                    retryable()
-                )));
+                return Err(ConfigError::UnknownStatus {
+                    key,
+                    name: name.clone(),
+                    retryable: retryable(),
+                });
             }
         };
         if on.contains(&status) {
-            return Err(ConfigError(format!("{key}: {status} is listed twice")));
+            return Err(ConfigError::Invalid {
+                key,
+                reason: Reason::ListedTwice {
+                    status: status.as_str(),
+                },
+            });
         }
         on.push(status);
     }

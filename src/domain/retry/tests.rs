@@ -7,7 +7,7 @@ use proptest::prelude::*;
 fn parse(text: &str) -> Result<RetryPolicy, String> {
     parse_config(text.as_bytes())
         .map(|config| config.retry)
-        .map_err(|error| error.0)
+        .map_err(|error| error.to_string())
 }
 
 fn error(text: &str) -> String {

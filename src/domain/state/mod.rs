@@ -7,6 +7,7 @@
 //! coexist, artifact paths are the keyed directory's paths for the attempt id, …) are checked
 //! on read and before every write.
 
+mod error;
 mod excerpt;
 mod layout;
 mod reader;
@@ -18,6 +19,7 @@ mod write_error;
 #[cfg(test)]
 mod tests;
 
+pub use error::{Invariant, Refusal, StateError, Transition};
 pub use excerpt::{MAX_STATE_BYTES, STATE_TEXT_LIMIT, excerpt};
 pub use layout::StateLayout;
 pub use schema::{
@@ -26,24 +28,3 @@ pub use schema::{
 };
 pub use transitions::ABANDONED_SUMMARY;
 pub use write_error::{CommitError, StateWriteError};
-
-use super::strict_json::StrictError;
-
-/// A state document that breaks the schema or an invariant. The message names the key and
-/// does not include the file path (the caller prefixes it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StateError(pub String);
-
-impl std::fmt::Display for StateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StateError {}
-
-impl From<StrictError> for StateError {
-    fn from(error: StrictError) -> Self {
-        Self(error.0)
-    }
-}

@@ -84,10 +84,7 @@ impl State {
     pub fn to_checked_json(&self) -> Result<String, StateError> {
         let text = self.to_json();
         if text.len() as u64 > MAX_STATE_BYTES {
-            return Err(StateError(format!(
-                "state.json would be {} bytes, over the {MAX_STATE_BYTES}-byte limit of what is written",
-                text.len()
-            )));
+            return Err(StateError::TooLarge { bytes: text.len() });
         }
         Ok(text)
     }

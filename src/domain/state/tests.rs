@@ -158,7 +158,7 @@ fn read(text: &str) -> Result<State, StateError> {
 fn read_error(state: &State, edit: impl FnOnce(&mut Value)) -> String {
     let mut value = serde_json::to_value(state).unwrap();
     edit(&mut value);
-    read(&value.to_string()).unwrap_err().0
+    read(&value.to_string()).unwrap_err().to_string()
 }
 
 fn at_pointer<'a>(value: &'a mut Value, pointer: &str) -> &'a mut Value {
@@ -192,8 +192,8 @@ fn remove(pointer: &'static str, key: &'static str) -> impl FnOnce(&mut Value) {
 /// must give the same message.
 fn invalid(mut state: State, edit: impl FnOnce(&mut State)) -> String {
     edit(&mut state);
-    let message = state.validate(&layout()).unwrap_err().0;
-    assert_eq!(read(&state.to_json()).unwrap_err().0, message);
+    let message = state.validate(&layout()).unwrap_err().to_string();
+    assert_eq!(read(&state.to_json()).unwrap_err().to_string(), message);
     message
 }
 
@@ -213,7 +213,7 @@ fn the_empty_state_writes_every_key_and_round_trips() {
         state
     );
     assert_eq!(
-        State::from_json(b"[]", &layout()).unwrap_err().0,
+        State::from_json(b"[]", &layout()).unwrap_err().to_string(),
         "expected $ to be an object"
     );
 }
@@ -340,23 +340,31 @@ fn key_constants_match_the_serialized_order() {
 #[test]
 fn invalid_json_names_line_and_column() {
     assert_eq!(
-        read("{\n  \"plan\": x\n}").unwrap_err().0,
+        read("{\n  \"plan\": x\n}").unwrap_err().to_string(),
         "invalid JSON at line 2, column 11: expected value"
     );
     assert_eq!(
-        read("{").unwrap_err().0,
+        read("{").unwrap_err().to_string(),
         "invalid JSON at line 1, column 2: EOF while parsing an object"
     );
     assert_eq!(
-        State::from_json(b"\xff", &layout()).unwrap_err().0,
+        State::from_json(b"\xff", &layout())
+            .unwrap_err()
+            .to_string(),
         "invalid JSON at line 1, column 1: expected value"
     );
 }
 
 #[test]
 fn top_level_must_be_an_object() {
-    assert_eq!(read("[]").unwrap_err().0, "expected $ to be an object");
-    assert_eq!(read("null").unwrap_err().0, "expected $ to be an object");
+    assert_eq!(
+        read("[]").unwrap_err().to_string(),
+        "expected $ to be an object"
+    );
+    assert_eq!(
+        read("null").unwrap_err().to_string(),
+        "expected $ to be an object"
+    );
 }
 
 #[test]
@@ -859,7 +867,7 @@ fn active_attempt_invariants() {
     for (edit, message) in cases {
         let mut state = running.clone();
         edit(&mut state);
-        assert_eq!(state.validate(&layout()).unwrap_err().0, message);
+        assert_eq!(state.validate(&layout()).unwrap_err().to_string(), message);
         // Reading rejects a zero identity field structurally, naming the bare key and
         // then where it is.
         let on_read = if message.contains("positive integer") {
@@ -874,7 +882,7 @@ fn active_attempt_invariants() {
         } else {
             message
         };
-        assert_eq!(read(&state.to_json()).unwrap_err().0, on_read);
+        assert_eq!(read(&state.to_json()).unwrap_err().to_string(), on_read);
     }
     // A running attempt whose identity could not be read is valid.
     let mut state = running.clone();
@@ -923,7 +931,7 @@ fn stop_invariants() {
     let mut completed = state;
     stop(&mut completed).reason = AttemptStatus::PhaseComplete;
     assert_eq!(
-        completed.validate(&layout()).unwrap_err().0,
+        completed.validate(&layout()).unwrap_err().to_string(),
         "invalid reason 'phase-complete' (at stop.reason)"
     );
 }
@@ -1084,7 +1092,7 @@ fn prepare_refuses_to_replace_an_active_attempt_or_a_launched_one() {
         state
             .prepare(prepared(ID3, phase(2), "2026-07-05T12:10:00Z"))
             .unwrap_err()
-            .0,
+            .to_string(),
         format!("cannot prepare attempt {ID3}: attempt {ID2} is still active")
     );
     assert_eq!(state, before);
@@ -1092,7 +1100,7 @@ fn prepare_refuses_to_replace_an_active_attempt_or_a_launched_one() {
     let mut launched = prepared(ID1, phase(1), "2026-07-05T12:01:02Z");
     launched.process = Some(identity());
     assert_eq!(
-        state.prepare(launched.clone()).unwrap_err().0,
+        state.prepare(launched.clone()).unwrap_err().to_string(),
         format!("cannot prepare attempt {ID1}: a new attempt must be prepared with no process")
     );
     launched.process = None;
@@ -1115,7 +1123,10 @@ fn mark_running_records_the_identity() {
     );
     state.validate(&layout()).unwrap();
     assert_eq!(
-        state.mark_running(ID1, Some(identity())).unwrap_err().0,
+        state
+            .mark_running(ID1, Some(identity()))
+            .unwrap_err()
+            .to_string(),
         format!("cannot mark attempt {ID1} running: it is already running")
     );
 }
@@ -1124,14 +1135,14 @@ fn mark_running_records_the_identity() {
 fn mark_running_needs_the_matching_active_attempt() {
     let mut state = fresh_state();
     assert_eq!(
-        state.mark_running(ID1, None).unwrap_err().0,
+        state.mark_running(ID1, None).unwrap_err().to_string(),
         format!("cannot mark attempt {ID1} running: there is no active attempt")
     );
     state
         .prepare(prepared(ID1, phase(1), "2026-07-05T12:01:02Z"))
         .unwrap();
     assert_eq!(
-        state.mark_running(ID2, None).unwrap_err().0,
+        state.mark_running(ID2, None).unwrap_err().to_string(),
         format!("cannot mark attempt {ID2} running: the active attempt is {ID1}")
     );
 }
@@ -1269,14 +1280,20 @@ fn commit_needs_the_matching_active_attempt() {
         "2026-07-05T12:03:00Z",
     );
     assert_eq!(
-        state.commit(&record, &attempt.outcome_path).unwrap_err().0,
+        state
+            .commit(&record, &attempt.outcome_path)
+            .unwrap_err()
+            .to_string(),
         format!("cannot commit attempt {ID1}: there is no active attempt")
     );
     state
         .prepare(prepared(ID2, phase(2), "2026-07-05T12:01:02Z"))
         .unwrap();
     assert_eq!(
-        state.commit(&record, &attempt.outcome_path).unwrap_err().0,
+        state
+            .commit(&record, &attempt.outcome_path)
+            .unwrap_err()
+            .to_string(),
         format!("cannot commit attempt {ID1}: the active attempt is {ID2}")
     );
 
@@ -1289,13 +1306,16 @@ fn commit_needs_the_matching_active_attempt() {
         state
             .commit(&other_phase, &attempt.outcome_path)
             .unwrap_err()
-            .0,
+            .to_string(),
         format!(
             "cannot commit attempt {ID1}: the outcome is for phase phase-2, the attempt for phase phase-1"
         )
     );
     assert_eq!(
-        state.commit(&record, "/tmp/x.json").unwrap_err().0,
+        state
+            .commit(&record, "/tmp/x.json")
+            .unwrap_err()
+            .to_string(),
         format!(
             "cannot commit attempt {ID1}: outcome path /tmp/x.json is not the planned {}",
             attempt.outcome_path
@@ -1332,7 +1352,7 @@ fn abandoned_attempt_resolves_as_interrupted_without_a_commit() {
     );
     // Alone this is not a state to write; with the retry prepared it is.
     assert_eq!(
-        state.validate(&layout()).unwrap_err().0,
+        state.validate(&layout()).unwrap_err().to_string(),
         "current_phase requires active_attempt or stop"
     );
     state
@@ -1358,7 +1378,7 @@ fn abandoned_attempt_resolves_as_interrupted_without_a_commit() {
         fresh_state()
             .resolve_abandoned(at("2026-07-05T13:00:00Z"))
             .unwrap_err()
-            .0,
+            .to_string(),
         "cannot resolve an abandoned attempt: there is no active attempt"
     );
 }
@@ -1370,7 +1390,7 @@ fn snapshot_hash_mismatch_is_refused_before_writing() {
     attempt.snapshot.sha256 = OTHER_SHA.into();
     state.prepare(attempt).unwrap();
     assert_eq!(
-        state.validate(&layout()).unwrap_err().0,
+        state.validate(&layout()).unwrap_err().to_string(),
         "active_attempt.snapshot.sha256 must match plan.sha256"
     );
 }
@@ -1662,7 +1682,7 @@ fn a_retry_schedule_must_continue_the_stop_of_its_phase() {
     state.stop = None;
     state.current_phase = None;
     assert_eq!(
-        state.validate(&layout()).unwrap_err().0,
+        state.validate(&layout()).unwrap_err().to_string(),
         "retry_schedule requires a stop of its phase with its status (stop.phase_id, stop.reason)"
     );
     let mut value: Value = serde_json::from_str(&scheduled_state().to_json()).unwrap();
@@ -1670,7 +1690,7 @@ fn a_retry_schedule_must_continue_the_stop_of_its_phase() {
     assert_eq!(
         State::from_json(value.to_string().as_bytes(), &layout())
             .unwrap_err()
-            .0,
+            .to_string(),
         "unexpected key retry_schedule.extra"
     );
     let mut stopped = clarification_state();
@@ -1853,7 +1873,7 @@ fn no_state_over_the_write_limit_is_serialized() {
     state.committed_outcomes[0].phase_id = "phase-1".into();
     let padding = "t".repeat((MAX_STATE_BYTES as usize) + 1);
     state.plan.as_mut().unwrap().path = format!("/{padding}");
-    let error = state.to_checked_json().unwrap_err().0;
+    let error = state.to_checked_json().unwrap_err().to_string();
     assert!(
         error.starts_with("state.json would be ")
             && error.ends_with(&format!(

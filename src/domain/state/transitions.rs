@@ -6,6 +6,7 @@ use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
     PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
+use super::{Refusal, Transition};
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
 use crate::domain::retry::schedule::RetrySchedule;
@@ -67,16 +68,22 @@ impl State {
     /// still active: that one must be committed or resolved first.
     pub fn prepare(&mut self, attempt: ActiveAttempt) -> Result<(), StateError> {
         if let Some(active) = &self.active_attempt {
-            return Err(StateError(format!(
-                "cannot prepare attempt {}: attempt {} is still active",
-                attempt.id, active.id
-            )));
+            return Err(StateError::Refused {
+                transition: Transition::Prepare {
+                    attempt_id: attempt.id,
+                },
+                refusal: Refusal::StillActive {
+                    active: active.id.clone(),
+                },
+            });
         }
         if attempt.status != ActiveStatus::Prepared || attempt.process.is_some() {
-            return Err(StateError(format!(
-                "cannot prepare attempt {}: a new attempt must be prepared with no process",
-                attempt.id
-            )));
+            return Err(StateError::Refused {
+                transition: Transition::Prepare {
+                    attempt_id: attempt.id,
+                },
+                refusal: Refusal::PreparedWithProcess,
+            });
         }
         self.current_phase = Some(attempt.phase.clone());
         self.stop = None;
@@ -94,12 +101,15 @@ impl State {
         attempt_id: &str,
         identity: Option<ProcessIdentity>,
     ) -> Result<(), StateError> {
-        let attempt =
-            self.active_attempt_mut(attempt_id, &format!("mark attempt {attempt_id} running"))?;
+        let running = || Transition::MarkRunning {
+            attempt_id: attempt_id.to_owned(),
+        };
+        let attempt = self.active_attempt_mut(attempt_id, running)?;
         if attempt.status != ActiveStatus::Prepared {
-            return Err(StateError(format!(
-                "cannot mark attempt {attempt_id} running: it is already running"
-            )));
+            return Err(StateError::Refused {
+                transition: running(),
+                refusal: Refusal::AlreadyRunning,
+            });
         }
         attempt.status = ActiveStatus::Running;
         attempt.process = identity;
@@ -114,21 +124,27 @@ impl State {
         outcome: &OutcomeRecord,
         outcome_path: &str,
     ) -> Result<(), StateError> {
-        let attempt = self.active_attempt_mut(
-            &outcome.attempt_id,
-            &format!("commit attempt {}", outcome.attempt_id),
-        )?;
+        let committing = || Transition::Commit {
+            attempt_id: outcome.attempt_id.clone(),
+        };
+        let attempt = self.active_attempt_mut(&outcome.attempt_id, committing)?;
         if outcome.phase.id != attempt.phase.id {
-            return Err(StateError(format!(
-                "cannot commit attempt {}: the outcome is for phase {}, the attempt for phase {}",
-                outcome.attempt_id, outcome.phase.id, attempt.phase.id
-            )));
+            return Err(StateError::Refused {
+                transition: committing(),
+                refusal: Refusal::OtherPhase {
+                    outcome_phase: outcome.phase.id.clone(),
+                    attempt_phase: attempt.phase.id.clone(),
+                },
+            });
         }
         if outcome_path != attempt.outcome_path {
-            return Err(StateError(format!(
-                "cannot commit attempt {}: outcome path {outcome_path} is not the planned {}",
-                outcome.attempt_id, attempt.outcome_path
-            )));
+            return Err(StateError::Refused {
+                transition: committing(),
+                refusal: Refusal::OtherOutcomePath {
+                    path: outcome_path.to_owned(),
+                    planned: attempt.outcome_path.clone(),
+                },
+            });
         }
         let phase = attempt.phase.clone();
         self.active_attempt = None;
@@ -209,10 +225,12 @@ impl State {
                 self.retry_schedule = Some(schedule);
                 Ok(())
             }
-            _ => Err(StateError(format!(
-                "cannot schedule a retry of {}: the phase is not stopped",
-                schedule.phase_id
-            ))),
+            _ => Err(StateError::Refused {
+                transition: Transition::ScheduleRetry {
+                    phase_id: schedule.phase_id,
+                },
+                refusal: Refusal::PhaseNotStopped,
+            }),
         }
     }
 
@@ -224,9 +242,10 @@ impl State {
     /// retry of that phase; both changes go into the same atomic write.
     pub fn resolve_abandoned(&mut self, finished_at: Timestamp) -> Result<(), StateError> {
         let Some(attempt) = self.active_attempt.take() else {
-            return Err(StateError(
-                "cannot resolve an abandoned attempt: there is no active attempt".into(),
-            ));
+            return Err(StateError::Refused {
+                transition: Transition::ResolveAbandoned,
+                refusal: Refusal::NoActiveAttempt,
+            });
         };
         let status = AttemptStatus::Interrupted;
         self.abandoned_attempts.push(AbandonedRef {
@@ -251,23 +270,27 @@ impl State {
         Ok(())
     }
 
-    /// The active attempt, which must be `attempt_id`; `action` completes "cannot …" in the
-    /// error (a transition applied to the wrong attempt is a caller bug, reported, not a panic).
+    /// The active attempt, which must be `attempt_id`; `transition` names what is refused
+    /// otherwise (a transition applied to the wrong attempt is a caller bug, reported, not a
+    /// panic).
     fn active_attempt_mut(
         &mut self,
         attempt_id: &str,
-        action: &str,
+        transition: impl FnOnce() -> Transition,
     ) -> Result<&mut ActiveAttempt, StateError> {
         let Some(attempt) = self.active_attempt.as_mut() else {
-            return Err(StateError(format!(
-                "cannot {action}: there is no active attempt"
-            )));
+            return Err(StateError::Refused {
+                transition: transition(),
+                refusal: Refusal::NoActiveAttempt,
+            });
         };
         if attempt.id != attempt_id {
-            return Err(StateError(format!(
-                "cannot {action}: the active attempt is {}",
-                attempt.id
-            )));
+            return Err(StateError::Refused {
+                transition: transition(),
+                refusal: Refusal::OtherAttemptActive {
+                    active: attempt.id.clone(),
+                },
+            });
         }
         Ok(attempt)
     }

@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 
 use super::{
-    ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, State, StateError, StateLayout, Stop,
+    ActiveAttempt, ActiveStatus, AttemptStatus, Invariant, LastRun, State, StateError, StateLayout,
+    Stop,
 };
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::strict_json;
@@ -23,9 +24,7 @@ impl State {
             strict_json::require_sha256_digest("plan.sha256", &plan.sha256)?;
         }
         if self.active_attempt.is_some() && self.stop.is_some() {
-            return Err(StateError(
-                "active_attempt and stop cannot both be set".into(),
-            ));
+            return Err(Invariant::ActiveAndStopped.into());
         }
         if let Some(attempt) = &self.active_attempt {
             self.validate_active_attempt(attempt, layout)?;
@@ -34,9 +33,7 @@ impl State {
             self.validate_stop(stop)?;
         }
         if self.current_phase.is_some() && self.active_attempt.is_none() && self.stop.is_none() {
-            return Err(StateError(
-                "current_phase requires active_attempt or stop".into(),
-            ));
+            return Err(Invariant::PhaseWithoutAttemptOrStop.into());
         }
         self.validate_committed_outcomes(layout)?;
         self.validate_abandoned_attempts()?;
@@ -51,9 +48,7 @@ impl State {
                 stop.phase_id == schedule.phase_id && stop.reason == schedule.after
             });
             if !continues_stop {
-                return Err(StateError(
-                    "retry_schedule requires a stop of its phase with its status (stop.phase_id, stop.reason)".into(),
-                ));
+                return Err(Invariant::ScheduleWithoutItsStop.into());
             }
         }
         Ok(())
@@ -62,12 +57,10 @@ impl State {
     fn validate_completed_phase_ids(&self) -> Result<(), StateError> {
         let mut seen = HashSet::new();
         if !self.completed_phase_ids.iter().all(|id| seen.insert(id)) {
-            return Err(StateError("completed_phase_ids contains duplicates".into()));
+            return Err(Invariant::DuplicateCompletedPhase.into());
         }
         if self.completed_phase_ids.iter().any(String::is_empty) {
-            return Err(StateError(
-                "completed_phase_ids cannot contain an empty id".into(),
-            ));
+            return Err(Invariant::EmptyCompletedPhase.into());
         }
         Ok(())
     }
@@ -82,30 +75,22 @@ impl State {
         layout: &StateLayout,
     ) -> Result<(), StateError> {
         let Some(plan) = &self.plan else {
-            return Err(StateError("active_attempt requires plan".into()));
+            return Err(Invariant::AttemptWithoutPlan.into());
         };
         strict_json::require_attempt_id("active_attempt.id", &attempt.id)?;
         attempt.phase.validate("active_attempt.phase")?;
         if self.current_phase.as_ref() != Some(&attempt.phase) {
-            return Err(StateError(
-                "current_phase must match active_attempt.phase".into(),
-            ));
+            return Err(Invariant::AttemptPhaseNotCurrent.into());
         }
         if self.is_completed(&attempt.phase.id) {
-            return Err(StateError(
-                "active_attempt phase is already completed".into(),
-            ));
+            return Err(Invariant::AttemptPhaseCompleted.into());
         }
         if attempt.snapshot.path != plan.path {
-            return Err(StateError(
-                "active_attempt.snapshot.path must match plan.path".into(),
-            ));
+            return Err(Invariant::SnapshotPathNotPlan.into());
         }
         // plan.sha256 is already known to be a digest, so equality also proves the format.
         if attempt.snapshot.sha256 != plan.sha256 {
-            return Err(StateError(
-                "active_attempt.snapshot.sha256 must match plan.sha256".into(),
-            ));
+            return Err(Invariant::SnapshotDigestNotPlan.into());
         }
         strict_json::require_absolute_path(
             "active_attempt.execution_workspace",
@@ -127,9 +112,7 @@ impl State {
             &layout.outcome_path(&attempt.id),
         )?;
         match (&attempt.process, attempt.status) {
-            (Some(_), ActiveStatus::Prepared) => Err(StateError(
-                "prepared active_attempt.process must be null".into(),
-            )),
+            (Some(_), ActiveStatus::Prepared) => Err(Invariant::PreparedWithProcess.into()),
             (Some(process), ActiveStatus::Running) => validate_process(process),
             (None, _) => Ok(()),
         }
@@ -139,16 +122,14 @@ impl State {
         // Unreachable from a parsed file (the reader rejects it as `invalid reason`), but a
         // completed phase is never "stopped", so guard the in-memory value too.
         if stop.reason == AttemptStatus::PhaseComplete {
-            return Err(StateError(
-                "invalid reason 'phase-complete' (at stop.reason)".into(),
-            ));
+            return Err(Invariant::StoppedAsComplete.into());
         }
         strict_json::require_nonempty("stop.phase_id", &stop.phase_id)?;
         if self.current_phase.as_ref().map(|phase| &phase.id) != Some(&stop.phase_id) {
-            return Err(StateError("current_phase must match stop.phase_id".into()));
+            return Err(Invariant::StopPhaseNotCurrent.into());
         }
         if self.is_completed(&stop.phase_id) {
-            return Err(StateError("stopped phase is already completed".into()));
+            return Err(Invariant::StoppedPhaseCompleted.into());
         }
         let has_clarification = stop
             .clarification_request
@@ -156,14 +137,10 @@ impl State {
             .is_some_and(|text| !text.is_empty());
         if stop.reason == AttemptStatus::NeedsClarification {
             if !has_clarification {
-                return Err(StateError(
-                    "needs-clarification stop requires clarification_request".into(),
-                ));
+                return Err(Invariant::ClarificationMissing.into());
             }
         } else if stop.clarification_request.is_some() {
-            return Err(StateError(
-                "stop.clarification_request requires needs-clarification reason".into(),
-            ));
+            return Err(Invariant::ClarificationWithoutReason.into());
         }
         Ok(())
     }
@@ -175,9 +152,7 @@ impl State {
             .iter()
             .all(|entry| seen.insert(&entry.attempt_id))
         {
-            return Err(StateError(
-                "committed_outcomes contains duplicate attempt ids".into(),
-            ));
+            return Err(Invariant::DuplicateCommittedOutcome.into());
         }
         for (index, entry) in self.committed_outcomes.iter().enumerate() {
             let key = |field: &str| format!("committed_outcomes[{index}].{field}");
@@ -203,10 +178,10 @@ impl State {
                 .iter()
                 .any(|outcome| outcome.attempt_id == entry.attempt_id);
             if !seen.insert(&entry.attempt_id) || committed {
-                return Err(StateError(format!(
-                    "{} is listed twice (an attempt is abandoned or committed, once)",
-                    key("attempt_id")
-                )));
+                return Err(Invariant::AttemptListedTwice {
+                    key: key("attempt_id"),
+                }
+                .into());
             }
         }
         Ok(())
@@ -241,22 +216,18 @@ impl State {
             )?,
             None if last_run.status == AttemptStatus::Interrupted => {}
             None => {
-                return Err(StateError(
-                    "only an interrupted recovery may omit last_run.outcome_path".into(),
-                ));
+                return Err(Invariant::OutcomePathOmitted.into());
             }
         }
         if last_run.exit_code != last_run.status.handler_exit_code() {
-            return Err(StateError(format!(
-                "last_run.exit_code does not match status '{}'",
-                last_run.status
-            )));
+            return Err(Invariant::ExitCodeNotStatus {
+                status: last_run.status,
+            }
+            .into());
         }
         if last_run.status == AttemptStatus::PhaseComplete && !self.is_completed(&last_run.phase_id)
         {
-            return Err(StateError(
-                "completed last_run.phase_id is not in completed_phase_ids".into(),
-            ));
+            return Err(Invariant::CompletedRunNotCompleted.into());
         }
         if let Some(outcome_path) = &last_run.outcome_path {
             let matches_latest = self.committed_outcomes.last().is_some_and(|entry| {
@@ -266,9 +237,7 @@ impl State {
                     && &entry.path == outcome_path
             });
             if !matches_latest {
-                return Err(StateError(
-                    "last_run outcome must be the latest committed_outcomes entry".into(),
-                ));
+                return Err(Invariant::LastRunNotLatestOutcome.into());
             }
         }
         Ok(())
@@ -279,7 +248,11 @@ impl State {
 /// exactly the derived path.
 fn require_artifact_path(key: &str, actual: &str, expected: &str) -> Result<(), StateError> {
     if actual != expected {
-        return Err(StateError(format!("expected {key} to be {expected}")));
+        return Err(Invariant::ArtifactPath {
+            key: key.to_owned(),
+            expected: expected.to_owned(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -291,9 +264,7 @@ fn validate_process(process: &ProcessIdentity) -> Result<(), StateError> {
         ("start_time_ticks", process.start_time_ticks),
     ];
     if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
-        return Err(StateError(format!(
-            "expected active_attempt.process.{key} to be a positive integer"
-        )));
+        return Err(Invariant::ProcessFieldZero { key }.into());
     }
     strict_json::require_nonempty("active_attempt.process.boot_id", &process.boot_id)?;
     Ok(())

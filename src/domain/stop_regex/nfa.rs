@@ -22,6 +22,7 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::util::look::UnicodeWordBoundaryError;
 use regex_automata::util::syntax;
 
 use super::LowestMatch;
@@ -33,6 +34,17 @@ const LOOK_REACH: usize = 4;
 
 /// The most bytes a tail holds: the look-behind of the next position, and the pending ones.
 const TAIL_CAPACITY: usize = 2 * LOOK_REACH - 1;
+
+/// Why the NFA path could not be built; the message is regex-automata's.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NfaBuildError {
+    /// The Thompson compiler refused the patterns (boxed: the error is large, and rare).
+    #[error(transparent)]
+    Compile(Box<thompson::BuildError>),
+    /// A Unicode `\b` with the word tables compiled out of regex-automata.
+    #[error(transparent)]
+    WordTables(#[from] UnicodeWordBoundaryError),
+}
 
 /// The compiled NFA path, shared by every scanner of an invocation.
 pub(super) struct StreamingNfa {
@@ -63,12 +75,12 @@ impl fmt::Debug for StreamingNfa {
 impl StreamingNfa {
     /// Compiles `patterns[i]` for every `i` in `pattern_indices` into one NFA; each scanner
     /// may cache `cache_budget` bytes of its states. Fails only on a pattern `regex` itself
-    /// rejects (the caller compiled each with `regex` first), with the builder's message.
+    /// rejects (the caller compiled each with `regex` first).
     pub(super) fn build(
         patterns: &[String],
         pattern_indices: Vec<usize>,
         cache_budget: usize,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, NfaBuildError> {
         let selected: Vec<&str> = pattern_indices
             .iter()
             .filter_map(|&index| patterns.get(index).map(String::as_str))
@@ -84,12 +96,10 @@ impl StreamingNfa {
                     .which_captures(WhichCaptures::None),
             )
             .build_many(&selected)
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| NfaBuildError::Compile(Box::new(error)))?;
         // `LookMatcher` panics on a Unicode `\b` if the word tables were compiled out; they are
         // in (regex-automata's default features), and this keeps it a refusal if that changes.
-        nfa.look_set_any()
-            .available()
-            .map_err(|error| error.to_string())?;
+        nfa.look_set_any().available()?;
         Ok(Self {
             literals: LiteralStarts::new(&selected, &syntax),
             always_anchored: nfa.is_always_start_anchored(),

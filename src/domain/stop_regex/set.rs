@@ -199,7 +199,7 @@ fn build_nfa(
     indices: Vec<usize>,
     cache_budget: usize,
 ) -> Result<StreamingNfa, StopPatternError> {
-    StreamingNfa::build(patterns, indices.clone(), cache_budget).map_err(|message| {
+    StreamingNfa::build(patterns, indices.clone(), cache_budget).map_err(|error| {
         let culprit = indices
             .iter()
             .copied()
@@ -209,7 +209,7 @@ fn build_nfa(
         StopPatternError {
             index: culprit,
             pattern: patterns.get(culprit).cloned().unwrap_or_default(),
-            message,
+            message: error.to_string(),
         }
     })
 }

@@ -13,21 +13,13 @@
 //! validated with `string.Formatter().parse`), so the same brace forms are accepted and
 //! rejected, with the field echoed back as written.
 
+mod error;
+
 use std::mem;
 
+pub use error::{BraceSyntax, TemplateError};
+
 use super::suggest;
-
-/// A template that failed validation; the message quotes the offending field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TemplateError(pub String);
-
-impl std::fmt::Display for TemplateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for TemplateError {}
 
 /// The values substituted into a template.
 #[derive(Clone, Debug)]
@@ -120,14 +112,13 @@ impl CommandTemplate {
 
 impl<P: PlaceholderSet> Template<P> {
     pub fn parse(raw: &str) -> Result<Self, TemplateError> {
-        let split = shell_words::split(raw)
-            .map_err(|error| TemplateError(format!("invalid command template quoting: {error}")))?;
+        let split = shell_words::split(raw).map_err(TemplateError::Quoting)?;
         if split.first().is_none_or(|program| program.is_empty()) {
-            return Err(TemplateError(P::EMPTY_COMMAND.to_owned()));
+            return Err(TemplateError::EmptyCommand(P::EMPTY_COMMAND));
         }
         let words = split
             .iter()
-            .map(|word| parse_word(word).map_err(|error| in_word(error, word)))
+            .map(|word| parse_word(word))
             .collect::<Result<_, _>>()?;
         Ok(Self {
             raw: raw.to_owned(),
@@ -188,28 +179,14 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-fn syntax_error(detail: &str) -> TemplateError {
-    TemplateError(format!("invalid command template syntax: {detail}"))
-}
-
-/// Names the shell word a brace syntax error was found in: the template is split into words
-/// before placeholders are read, so `{workspace }` fails as the word `{workspace`.
-fn in_word(error: TemplateError, word: &str) -> TemplateError {
-    if !error.0.starts_with("invalid command template syntax: ") {
-        return error;
-    }
-    let hint = if word.contains('{') && !word.contains('}') || word == "}" {
-        " (a placeholder cannot contain spaces)"
-    } else {
-        ""
-    };
-    TemplateError(format!("{} in word '{word}'{hint}", error.0))
-}
-
 /// Splits one shell word into literal text and placeholders, following `str.format`'s reading
 /// of braces. Brace, bracket, `:` and `!` are ASCII, so every slice taken at them falls on a
 /// character boundary.
 fn parse_word<P: PlaceholderSet>(word: &str) -> Result<Vec<Segment<P>>, TemplateError> {
+    let syntax_error = |problem| TemplateError::Syntax {
+        problem,
+        word: word.to_owned(),
+    };
     let mut segments = Vec::new();
     let mut literal = String::new();
     let mut rest = word;
@@ -223,12 +200,12 @@ fn parse_word<P: PlaceholderSet>(word: &str) -> Result<Vec<Segment<P>>, Template
             continue;
         }
         if brace == "}" {
-            return Err(syntax_error("single '}' encountered in format string"));
+            return Err(syntax_error(BraceSyntax::SingleClose));
         }
         if after.is_empty() {
-            return Err(syntax_error("single '{' encountered in format string"));
+            return Err(syntax_error(BraceSyntax::SingleOpen));
         }
-        let (field, after_field) = BraceField::split_off(after)?;
+        let (field, after_field) = BraceField::split_off(after).map_err(syntax_error)?;
         let placeholder = field.placeholder::<P>()?;
         if !literal.is_empty() {
             segments.push(Segment::Literal(mem::take(&mut literal)));
@@ -258,16 +235,16 @@ impl<'a> BraceField<'a> {
     /// Reads the field that starts just after an opening `{` and returns it with the text
     /// after its closing `}`. Mirrors CPython's `parse_field`: `[` skips to the next `]`, a
     /// format spec may nest braces, and the first unbalanced `}` closes the field.
-    fn split_off(input: &'a str) -> Result<(Self, &'a str), TemplateError> {
+    fn split_off(input: &'a str) -> Result<(Self, &'a str), BraceSyntax> {
         let bytes = input.as_bytes();
         let mut at = 0;
         let terminator = loop {
             match bytes.get(at) {
-                None => return Err(syntax_error("expected '}' before end of string")),
-                Some(b'{') => return Err(syntax_error("unexpected '{' in field name")),
+                None => return Err(BraceSyntax::UnclosedField),
+                Some(b'{') => return Err(BraceSyntax::OpenInFieldName),
                 Some(b'[') => match input[at + 1..].find(']') {
                     Some(offset) => at += offset + 2,
-                    None => return Err(syntax_error("expected '}' before end of string")),
+                    None => return Err(BraceSyntax::UnclosedField),
                 },
                 Some(&byte @ (b'}' | b':' | b'!')) => break byte,
                 Some(_) => at += 1,
@@ -285,9 +262,7 @@ impl<'a> BraceField<'a> {
             b'}' => return Ok((field, &input[at + 1..])),
             b'!' => {
                 let Some(conversion) = input[at + 1..].chars().next() else {
-                    return Err(syntax_error(
-                        "end of string while looking for conversion specifier",
-                    ));
+                    return Err(BraceSyntax::NoConversion);
                 };
                 field.has_conversion = true;
                 let after_conversion = at + 1 + conversion.len_utf8();
@@ -298,10 +273,8 @@ impl<'a> BraceField<'a> {
                     }
                     Some(b':') => spec_start = after_conversion + 1,
                     // CPython goes on to look for the spec's closing brace, which is missing.
-                    None => return Err(syntax_error("unmatched '{' in format spec")),
-                    Some(_) => {
-                        return Err(syntax_error("expected ':' after conversion specifier"));
-                    }
+                    None => return Err(BraceSyntax::UnclosedFormatSpec),
+                    Some(_) => return Err(BraceSyntax::NoColonAfterConversion),
                 }
             }
             _ => {}
@@ -322,35 +295,30 @@ impl<'a> BraceField<'a> {
                 _ => {}
             }
         }
-        Err(syntax_error("unmatched '{' in format spec"))
+        Err(BraceSyntax::UnclosedFormatSpec)
     }
 
     /// Applies the original's checks in its order; the first failing one names the field.
     fn placeholder<P: PlaceholderSet>(&self) -> Result<P, TemplateError> {
-        let reject = |problem: &str| Err(TemplateError(format!("{problem}: {{{}}}", self.text)));
+        let field = || self.text.to_owned();
         if self.name.is_empty() || self.name.bytes().all(|byte| byte.is_ascii_digit()) {
-            return reject("positional command placeholder is not allowed");
+            return Err(TemplateError::Positional { field: field() });
         }
         if self.name.contains(['.', '[', ']']) {
-            return reject("attribute and index access are not allowed in command placeholder");
+            return Err(TemplateError::AttributeOrIndex { field: field() });
         }
         let Some(placeholder) = P::from_name(self.name) else {
-            let known: Vec<String> = P::NAMES.iter().map(|name| format!("{{{name}}}")).collect();
-            let guess = match suggest::nearest(self.name, P::NAMES) {
-                Some(name) => format!("; did you mean {{{name}}}?"),
-                None => String::new(),
-            };
-            return Err(TemplateError(format!(
-                "unsupported command placeholder: {{{}}}{guess} (placeholders: {}; write {{{{ and }}}} for literal braces)",
-                self.text,
-                known.join(", ")
-            )));
+            return Err(TemplateError::UnknownPlaceholder {
+                field: field(),
+                suggestion: suggest::nearest(self.name, P::NAMES),
+                known: P::NAMES,
+            });
         };
         if self.has_conversion {
-            return reject("conversion is not allowed in command placeholder");
+            return Err(TemplateError::Conversion { field: field() });
         }
         if self.has_format_spec {
-            return reject("format specification is not allowed in command placeholder");
+            return Err(TemplateError::FormatSpec { field: field() });
         }
         Ok(placeholder)
     }

@@ -18,7 +18,7 @@ fn render(template: &str, values: &PlaceholderValues<'_>) -> Vec<String> {
 fn error(template: &str) -> String {
     match CommandTemplate::parse(template) {
         Ok(parsed) => panic!("expected {template:?} to be rejected, got {parsed:?}"),
-        Err(TemplateError(message)) => message,
+        Err(error) => error.to_string(),
     }
 }
 
@@ -384,7 +384,7 @@ proptest! {
             match CommandTemplate::parse(&raw) {
                 Ok(template) => prop_assert_eq!(template.render(&VALUES), words),
                 Err(error) => prop_assert_eq!(
-                    error.0, "agent command template produced an empty command"
+                    error.to_string(), "agent command template produced an empty command"
                 ),
             }
         }

@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use super::child::Launcher;
 use super::diagnostics::DiagnosticStream;
 use super::final_result::FinalResponse;
-use super::session::{self, Provider};
+use super::session::{self, LauncherError, Provider};
 use stream_json::StreamJson;
 
 pub const LAUNCHER: &str = "claude-lean";
@@ -53,7 +53,7 @@ impl Provider for Claude {
     type Stdout = StreamJson;
     type Stderr = DiagnosticStream;
 
-    fn launcher(&mut self) -> Result<Launcher, String> {
+    fn launcher(&mut self) -> Result<Launcher, LauncherError> {
         Ok(claude_launcher(self.effort, self.model.as_deref()))
     }
 

@@ -27,7 +27,7 @@ use super::child::Launcher;
 use super::final_result::FinalResponse;
 use super::notifier::Notice;
 use super::rate_limit;
-use super::session::{self, Provider};
+use super::session::{self, LauncherError, Provider};
 use events::ExecEvents;
 use stderr::CodexStderr;
 
@@ -55,18 +55,29 @@ impl Codex {
     }
 
     /// The final message file's text, or why there is none.
-    fn final_message(&self) -> Result<Vec<u8>, String> {
+    fn final_message(&self) -> Result<Vec<u8>, NoFinalMessage> {
         let Some(scratch) = &self.scratch else {
-            return Err(format!("{LAUNCHER} was not run"));
+            return Err(NoFinalMessage::NotRun);
         };
         match fs::read(Self::final_message_path(scratch)) {
             Ok(text) => Ok(text),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => Err(format!(
-                "{LAUNCHER} wrote no final message (--output-last-message)"
-            )),
-            Err(error) => Err(format!("failed to read the final message: {error}")),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                Err(NoFinalMessage::NotWritten)
+            }
+            Err(error) => Err(NoFinalMessage::Unreadable(error)),
         }
     }
+}
+
+/// Why there is no final message to report.
+#[derive(Debug, thiserror::Error)]
+enum NoFinalMessage {
+    #[error("{LAUNCHER} was not run")]
+    NotRun,
+    #[error("{LAUNCHER} wrote no final message (--output-last-message)")]
+    NotWritten,
+    #[error("failed to read the final message: {0}")]
+    Unreadable(io::Error),
 }
 
 impl Provider for Codex {
@@ -74,13 +85,13 @@ impl Provider for Codex {
     type Stdout = ExecEvents;
     type Stderr = CodexStderr;
 
-    fn launcher(&mut self) -> Result<Launcher, String> {
+    fn launcher(&mut self) -> Result<Launcher, LauncherError> {
         // Private: the final message is the agent's whole answer.
         let scratch = tempfile::Builder::new()
             .prefix("ai-session-handler-codex-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
-            .map_err(|error| format!("failed to create a temporary directory: {error}"))?;
+            .map_err(LauncherError::Scratch)?;
         let final_message = Self::final_message_path(&scratch);
         self.scratch = Some(scratch);
         Ok(codex_launcher(self.model.as_deref(), final_message))
@@ -125,7 +136,7 @@ impl Provider for Codex {
         }
         match message {
             Ok(text) => FinalResponse::Text(text),
-            Err(reason) => FinalResponse::Unavailable(reason),
+            Err(reason) => FinalResponse::Unavailable(reason.to_string()),
         }
     }
 }
