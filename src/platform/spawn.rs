@@ -29,15 +29,10 @@ use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interp
 /// Pipe capacity requested for the worker's output pipes: fewer, larger reads.
 const PIPE_CAPACITY: i32 = 1 << 20;
 
-/// Starts `argv` in `cwd` as the leader of a new session and process group, without a
-/// `NOTIFY_SOCKET`.
-pub fn spawn_worker(argv: &[String], cwd: &str) -> io::Result<Child> {
-    spawn_worker_notifying(argv, cwd, None)
-}
-
-/// Like [`spawn_worker`], with `NOTIFY_SOCKET` set to `notify_socket` (the attempt's
-/// notification socket, `platform::notify_socket::NotifySocket::env_value`) when given, and
-/// removed otherwise: the handler's own never reaches the worker.
+/// Starts `argv` in `cwd` as the leader of a new session and process group, with
+/// `NOTIFY_SOCKET` set to `notify_socket` (the attempt's notification socket,
+/// `platform::notify_socket::NotifySocket::env_value`) when given, and removed otherwise: the
+/// handler's own never reaches the worker.
 pub fn spawn_worker_notifying(
     argv: &[String],
     cwd: &str,

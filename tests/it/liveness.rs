@@ -1,13 +1,7 @@
 //! Liveness and usage (issues 18 and 19), black-box: the real handler with fake agents that
-//! notify with `systemd-notify` and with raw datagrams from Python.
-//!
-//! What the handler does today is tested here directly: a worker never inherits the
-//! handler's own `NOTIFY_SOCKET`. The other tests state what the issues ask of the runner once
-//! its side (the socket per attempt, the idle rule with activity, usage in the outcome, the
-//! budget caps) is wired into the attempt actors; they are `#[ignore]`d until then — run them
-//! with `cargo test --features failpoints --test it liveness -- --include-ignored` — and the
-//! integration un-ignores them. Each fails against the handler of today for the reason the
-//! issue describes (an idle kill, no usage key, no `budget-exceeded`).
+//! notify with `systemd-notify` and with raw datagrams from Python — signs of life
+//! (notifications, activity) against the idle timeout, statuses, usage reports in the outcome
+//! and the state, and the budget caps.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
@@ -56,7 +50,7 @@ fn transcript(sandbox: &Sandbox) -> String {
 
 const COMPLETE: &str = "echo '<phase-complete>done</phase-complete>'\n";
 
-// --- what the handler does today -----------------------------------------------------------
+// --- the handler's own socket ----------------------------------------------------------------
 
 /// Under systemd the handler has its service's `NOTIFY_SOCKET`; a worker must never get it,
 /// nor reach that socket by it (issue 18 item 1).
@@ -101,7 +95,6 @@ fn the_handlers_own_notify_socket_never_reaches_the_worker() {
 // --- issue 18: signs of life -----------------------------------------------------------------
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn watchdog_pings_keep_a_silent_agent_alive() {
     for ping in [
         "systemd-notify WATCHDOG=1",
@@ -123,7 +116,6 @@ fn watchdog_pings_keep_a_silent_agent_alive() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn an_announced_silence_is_not_idle() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -139,7 +131,6 @@ fn an_announced_silence_is_not_idle() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_silence_longer_than_announced_is_stopped_when_the_extension_ends() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -164,7 +155,6 @@ fn a_silence_longer_than_announced_is_stopped_when_the_extension_ends() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_silent_cpu_busy_agent_is_alive() {
     let sandbox = Sandbox::new();
     let run = run_one(
@@ -179,7 +169,6 @@ fn a_silent_cpu_busy_agent_is_alive() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_sleeping_agent_is_stopped_with_the_new_message_and_its_last_status() {
     let sandbox = Sandbox::new();
     let run = run_one(
@@ -201,7 +190,6 @@ fn a_sleeping_agent_is_stopped_with_the_new_message_and_its_last_status() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn notifications_from_outside_the_attempt_are_ignored() {
     let sandbox = Sandbox::new();
     let address_file = sandbox.path("address");
@@ -245,7 +233,6 @@ fn notifications_from_outside_the_attempt_are_ignored() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn floods_oversized_datagrams_and_garbage_change_nothing() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -282,7 +269,6 @@ fn floods_oversized_datagrams_and_garbage_change_nothing() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn each_attempt_has_its_own_socket_and_it_is_gone_afterwards() {
     let sandbox = Sandbox::new();
     sandbox.write("plan.md", plan_with_phases(2));
@@ -324,7 +310,6 @@ fn usage_of(sandbox: &Sandbox) -> Value {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_final_usage_report_is_recorded_in_the_outcome_and_the_state() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -348,7 +333,6 @@ fn a_final_usage_report_is_recorded_in_the_outcome_and_the_state() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_killed_attempt_with_running_reports_only_is_partial_and_a_silent_one_unknown() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -377,7 +361,6 @@ fn a_killed_attempt_with_running_reports_only_is_partial_and_a_silent_one_unknow
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn invalid_usage_reports_are_ignored_with_one_warning() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -402,7 +385,6 @@ fn invalid_usage_reports_are_ignored_with_one_warning() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_budget_crossed_mid_attempt_stops_it_as_budget_exceeded() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -422,7 +404,6 @@ fn a_budget_crossed_mid_attempt_stops_it_as_budget_exceeded() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_budget_already_spent_launches_nothing_more() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);

@@ -16,6 +16,7 @@ mod deadline_timer;
 mod group_killer;
 mod marker_parser;
 mod messages;
+mod notifications;
 mod pipe_reader;
 mod prepare;
 mod stop_scanner;
@@ -40,8 +41,8 @@ use self::stop_scanner::ScanMsg;
 use self::transcript_writer::{OutputError, WriterMsg};
 use super::observer::Emitter;
 use super::state_store::StoreMsg;
-use super::{call, notify};
-use crate::domain::decision::ChildExit;
+use super::{call, notify, off_runtime};
+use crate::domain::decision::{ChildExit, IdleStop};
 use crate::domain::escalation::StopSignal;
 use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
@@ -51,6 +52,7 @@ use crate::domain::lifecycle::attempt::{
 };
 use crate::domain::lifecycle::run::{AttemptReport, LaunchOrder, RecordFailure};
 use crate::domain::marker::MarkerVerdict;
+use crate::domain::notify::NotifyTally;
 use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
 use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
@@ -116,6 +118,8 @@ pub(crate) struct AttemptState {
     output: OutputBytes,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
+    /// What became of the worker's notifications, once the socket is drained.
+    notify_tally: Option<NotifyTally>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -129,9 +133,10 @@ impl Actor for AttemptSupervisor {
         myself: ActorRef<AttemptMsg>,
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
+        let lifecycle = AttemptLifecycle::with_budget(spec.settings.budget, spec.order.spent_before);
         let mut state = AttemptState {
             spec,
-            lifecycle: AttemptLifecycle::new(),
+            lifecycle,
             attempt: None,
             crew: None,
             unlaunched_transcript: None,
@@ -140,6 +145,7 @@ impl Actor for AttemptSupervisor {
             finished: None,
             output: OutputBytes::default(),
             phase_attempt: 1,
+            notify_tally: None,
             tasks: Vec::new(),
         };
         let preparation = state.preparation();
@@ -181,8 +187,34 @@ impl Actor for AttemptSupervisor {
                     let settings = &state.spec.settings;
                     Some(AttemptEvent::DeadlinesPassed {
                         timeout: settings.timeout_seconds.filter(|_| wall_clock),
-                        idle: settings.idle_timeout_seconds.filter(|_| idle),
+                        idle: settings
+                            .idle_timeout_seconds
+                            .zip(idle)
+                            .map(|(seconds, summary)| IdleStop { seconds, summary }),
                     })
+                }
+                AttemptMsg::UsageReported(report) => match *report {
+                    Ok(report) => {
+                        tracing::info!(
+                            input_tokens = report.totals.input_tokens,
+                            output_tokens = report.totals.output_tokens,
+                            cost_usd = report.totals.cost_usd,
+                            is_final = report.is_final,
+                            "usage reported"
+                        );
+                        Some(AttemptEvent::UsageReported(report))
+                    }
+                    Err(error) => {
+                        tracing::info!(%error, "invalid usage report ignored");
+                        Some(AttemptEvent::UsageRejected(error))
+                    }
+                },
+                AttemptMsg::NotificationsDrained(tally) => {
+                    if let Some(counts) = tally.describe() {
+                        tracing::info!(notifications = %counts, "notification socket closed");
+                    }
+                    state.notify_tally = Some(tally);
+                    Some(AttemptEvent::NotificationsDrained)
                 }
                 AttemptMsg::Interrupt(signal) => Some(AttemptEvent::Interrupt { signal }),
                 AttemptMsg::Failed(failure) => Some(AttemptEvent::Failed(failure)),
@@ -295,6 +327,26 @@ impl AttemptState {
             }
             AttemptEffect::StartDrainLimit => {
                 myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+            }
+            AttemptEffect::DrainNotifications => {
+                let receiver = self
+                    .crew
+                    .as_mut()
+                    .and_then(|crew| crew.notifications.take());
+                match receiver {
+                    Some(receiver) => {
+                        let target = myself.clone();
+                        self.spawn(async move {
+                            // Every report read by now was cast before this message.
+                            let tally = off_runtime(move || receiver.finish()).await;
+                            notify(&target, AttemptMsg::NotificationsDrained(tally));
+                        });
+                    }
+                    None => notify(
+                        myself,
+                        AttemptMsg::NotificationsDrained(NotifyTally::default()),
+                    ),
+                }
             }
             AttemptEffect::CloseReaders => {
                 tracing::info!("pipes still open after the group emptied; closing our read ends");
@@ -433,7 +485,10 @@ impl AttemptState {
             identity,
             transcript,
             prompt,
+            notify_socket,
         } = launch;
+        // The clocks count from here: the worker has just been started.
+        let launched = std::time::Instant::now();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
             Some(&attempt.id),
@@ -447,6 +502,8 @@ impl AttemptState {
             pgid: pid,
             worker_started_ticks: identity.as_ref().map(|identity| identity.start_time_ticks),
             inherited: self.spec.inherited_children.clone(),
+            launched,
+            notify_socket,
             transcript,
             transcript_path: attempt.transcript_path.clone(),
             attempt_id: attempt.id.clone(),
@@ -530,6 +587,8 @@ impl AttemptState {
             launch_error: None,
             // The writer adds what happened to the live output.
             console_notes: Vec::new(),
+            notes: input.notes,
+            notifications: self.notify_tally.and_then(|tally| tally.describe()),
         };
         let (writer, marker, scanner) = (
             crew.writer.clone(),
@@ -610,6 +669,8 @@ impl AttemptState {
             // Verification is not run yet (issue 20 wires it into the lifecycle).
             verification: None,
             verification_failure: None,
+            usage: Some(conclusion.usage.clone()),
+            budget_note: conclusion.budget_note.clone(),
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,
@@ -627,6 +688,8 @@ impl AttemptState {
             launch_note,
             retry,
             output,
+            usage: conclusion.usage,
+            budget_note: conclusion.budget_note,
         };
         self.spawn(job.run());
     }
@@ -666,6 +729,7 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::StartLeakGrace => "start-leak-grace",
         AttemptEffect::SweepAfterExit => "sweep-after-exit",
         AttemptEffect::StartDrainLimit => "start-drain-limit",
+        AttemptEffect::DrainNotifications => "drain-notifications",
         AttemptEffect::CloseReaders => "close-readers",
         AttemptEffect::Gather(_) => "gather",
         AttemptEffect::Commit(_) => "commit",

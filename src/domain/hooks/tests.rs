@@ -220,6 +220,7 @@ fn committed(phase: &str, status: AttemptStatus) -> RunEvent {
         stderr_bytes: 0,
         outcome_path: "/o".to_owned(),
         transcript_path: "/t".to_owned(),
+        usage: crate::domain::token_usage::summary::UsageSummary::unknown(),
     }
 }
 

@@ -35,14 +35,27 @@
 //!   before: first a trailer that could not be written, then a pattern matched at the real end
 //!   of input. The wall-clock deadline wins a tie with the idle deadline. After a failed state
 //!   write nothing more is written: the decided outcome is reported, not committed.
+//! - **Usage and budget**: the attempt's usage is folded from its reports (`X_AISH_USAGE`, the
+//!   last one wins, a final one is not replaced by a running one). While the worker runs, a
+//!   running report that brings the invocation's committed usage plus this attempt's to a
+//!   budget cap is a trigger like a stop-regex match (`budget-exceeded`); a final report does
+//!   not stop the attempt (its spending is over, and stopping it would only throw its result
+//!   away: the cap stops the run before the next launch instead), nor does a report once the
+//!   worker is already ending.
+//! - **The last word counts**: once the group is empty the notification socket is drained
+//!   (what the worker's processes sent just before they exited is read) before recording
+//!   starts, so a final usage report is in the outcome. The drain limit bounds that wait too.
 
 use super::GroupReport;
-use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
+use crate::domain::budget::{BudgetCaps, Spent, unenforceable_message};
+use crate::domain::decision::{ChildExit, Decision, IdleStop, StopCause, decide};
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::AttemptStatus;
 use crate::domain::stop_regex::{PatternKind, StopMatch};
+use crate::domain::token_usage::report::{UsageReport, UsageReportError};
+use crate::domain::token_usage::summary::{AttemptUsage, Completeness, ReportEffect, UsageSummary};
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,11 +89,18 @@ pub enum AttemptEvent {
     },
     /// A stop regex or a rate-limit pattern matched the combined output.
     PatternMatched(StopMatch),
-    /// The deadline timer found these limits (in seconds) passed at the same check.
+    /// The deadline timer found these limits passed at the same check: the wall-clock one
+    /// (in seconds), the idle one (with its stop message).
     DeadlinesPassed {
         timeout: Option<f64>,
-        idle: Option<f64>,
+        idle: Option<IdleStop>,
     },
+    /// A valid usage report (`X_AISH_USAGE`) from a process of the attempt.
+    UsageReported(UsageReport),
+    /// An invalid one: ignored and counted, never a failure.
+    UsageRejected(UsageReportError),
+    /// The notification socket was read to its end and closed, after the group emptied.
+    NotificationsDrained,
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
@@ -127,6 +147,9 @@ pub enum AttemptEffect {
     SweepAfterExit,
     /// The group is empty: bound the wait for EOF.
     StartDrainLimit,
+    /// The group is empty: read what is still queued on the notification socket, close it,
+    /// and report [`AttemptEvent::NotificationsDrained`] (at once when there is none).
+    DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
     /// Stop the readers, write the trailer, gather the marker verdict and the final pattern
@@ -156,6 +179,8 @@ pub struct RecordingInput {
     pub group: GroupReport,
     /// Our read ends were closed while something outside the group still held a pipe.
     pub pipes_held_open: bool,
+    /// The runner's own lines about the attempt (an invalid usage report's warning).
+    pub notes: Vec<String>,
 }
 
 /// The attempt's decided outcome.
@@ -166,6 +191,11 @@ pub struct Conclusion {
     pub exit: ChildExit,
     /// Why the worker could not be started, for the transcript of a worker that never ran.
     pub launch_error: Option<String>,
+    /// What the attempt's usage reports came to (`unknown` without a worker).
+    pub usage: UsageSummary,
+    /// With a budget cap set and a worker that reported no usage: the cap could not be
+    /// enforced for it ([`unenforceable_message`]).
+    pub budget_note: Option<String>,
 }
 
 /// Which of the two pipes are still open.
@@ -274,6 +304,15 @@ pub struct AttemptLifecycle {
     running_record_settled: bool,
     /// The failure of a state write after preparation; nothing more is written.
     unresolved: Option<ExecutionFailure>,
+    /// What the usage reports add up to.
+    usage: AttemptUsage,
+    /// The invocation's caps, and what its attempts committed before this one spent.
+    budget: BudgetCaps,
+    spent_before: Spent,
+    /// The warning about the first invalid usage report, for the transcript.
+    usage_warning: Option<String>,
+    /// The notification socket has been drained; recording waits for it.
+    notifications_drained: bool,
 }
 
 impl Default for AttemptLifecycle {
@@ -283,7 +322,14 @@ impl Default for AttemptLifecycle {
 }
 
 impl AttemptLifecycle {
+    /// An attempt with no budget cap.
     pub fn new() -> Self {
+        Self::with_budget(BudgetCaps::default(), Spent::default())
+    }
+
+    /// An attempt of an invocation with these caps, whose committed attempts spent
+    /// `spent_before`.
+    pub fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
         Self {
             stage: Stage::Preparing {
                 deferred: Vec::new(),
@@ -294,6 +340,11 @@ impl AttemptLifecycle {
             open: OpenStreams::BOTH,
             running_record_settled: false,
             unresolved: None,
+            usage: AttemptUsage::default(),
+            budget,
+            spent_before,
+            usage_warning: None,
+            notifications_drained: false,
         }
     }
 
@@ -381,10 +432,28 @@ impl AttemptLifecycle {
                 // attempt, and its message is the stronger statement.
                 let cause = match (timeout, idle) {
                     (Some(seconds), _) => StopCause::Timeout { seconds },
-                    (None, Some(seconds)) => StopCause::IdleTimeout { seconds },
+                    (None, Some(idle)) => StopCause::IdleTimeout(idle),
                     (None, None) => return,
                 };
                 self.trigger(cause, effects);
+            }
+            // Reports come from the worker's processes: only while they may live.
+            AttemptEvent::UsageReported(report) => {
+                if self.worker_launched() {
+                    self.usage_reported(report, effects);
+                }
+            }
+            AttemptEvent::UsageRejected(error) => {
+                if self.worker_launched()
+                    && let Some(warning) = self.usage.invalid(&error)
+                {
+                    self.usage_warning = Some(warning);
+                }
+            }
+            AttemptEvent::NotificationsDrained => {
+                if matches!(self.stage, Stage::Draining { .. }) {
+                    self.notifications_drained = true;
+                }
             }
             AttemptEvent::Failed(failure) => self.trigger(StopCause::ExecutionIo(failure), effects),
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
@@ -410,6 +479,7 @@ impl AttemptLifecycle {
                     pipes_held_open: false,
                 };
                 effects.push(AttemptEffect::StartDrainLimit);
+                effects.push(AttemptEffect::DrainNotifications);
             }
             AttemptEvent::LeakGraceElapsed => {
                 if let Stage::Sweeping { grace_elapsed, .. } = &mut self.stage {
@@ -431,6 +501,8 @@ impl AttemptLifecycle {
                     // No status can come any more: the leader is stuck (uninterruptible
                     // sleep); it is recorded as unknown.
                     exit.get_or_insert(UNKNOWN_EXIT);
+                    // A drain that did not end within the limit is not waited for either.
+                    self.notifications_drained = true;
                 }
             }
             AttemptEvent::Gathered(gathered) => {
@@ -456,11 +528,15 @@ impl AttemptLifecycle {
                 exit: Some(exit),
                 group,
                 pipes_held_open,
-            } if self.open.all_closed() && self.running_record_settled => {
+            } if self.open.all_closed()
+                && self.running_record_settled
+                && self.notifications_drained =>
+            {
                 let input = RecordingInput {
                     exit: *exit,
                     group: std::mem::take(group),
                     pipes_held_open: *pipes_held_open,
+                    notes: self.usage_warning.iter().cloned().collect(),
                 };
                 self.stage = Stage::Recording { exit: *exit };
                 effects.push(AttemptEffect::Gather(input));
@@ -567,7 +643,26 @@ impl AttemptLifecycle {
             self.note_cause(pattern_cause(found));
         }
         let decision = decide(self.cause.as_ref(), exit, gathered.verdict);
-        self.conclude(decision, exit, None, effects);
+        self.conclude(decision, exit, None, true, effects);
+    }
+
+    /// A valid report is folded in; while the worker runs, a running one that reaches a cap
+    /// stops the attempt.
+    fn usage_reported(&mut self, report: UsageReport, effects: &mut Vec<AttemptEffect>) {
+        let running = !report.is_final;
+        if self.usage.report(report) != ReportEffect::Applied
+            || !running
+            || self.stage != Stage::Running
+        {
+            return;
+        }
+        let spent = match self.usage.live() {
+            Some(live) => self.spent_before.plus(live),
+            None => return,
+        };
+        if let Some(reached) = self.budget.reached(spent) {
+            self.trigger(StopCause::BudgetExceeded(reached), effects);
+        }
     }
 
     /// The worker never ran: a held interrupt still decides the outcome (the handler exits
@@ -593,7 +688,7 @@ impl AttemptLifecycle {
                 MarkerVerdict::Missing(String::new()),
             ),
         };
-        self.conclude(decision, UNKNOWN_EXIT, launch_error, effects);
+        self.conclude(decision, UNKNOWN_EXIT, launch_error, false, effects);
     }
 
     /// The attempt is done: commit the outcome, or — after a failed state write — leave it
@@ -603,13 +698,21 @@ impl AttemptLifecycle {
         decision: Decision,
         exit: ChildExit,
         launch_error: Option<String>,
+        worker_ran: bool,
         effects: &mut Vec<AttemptEffect>,
     ) {
         self.stage = Stage::Done;
+        let usage = self.usage.summary();
+        // A worker that never ran spent nothing: there is nothing the cap missed.
+        let budget_note = (worker_ran && usage.completeness == Completeness::Unknown)
+            .then(|| unenforceable_message(&self.budget))
+            .flatten();
         let conclusion = Conclusion {
             decision,
             exit,
             launch_error,
+            usage,
+            budget_note,
         };
         match self.unresolved.take() {
             Some(failure) => {

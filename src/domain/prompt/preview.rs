@@ -306,6 +306,7 @@ mod tests {
                 path: layout.outcome_path(failed),
                 duration_ms: Some(1),
                 output_bytes: Some(1),
+                usage: None,
             }],
             current_phase: Some(PhaseRef {
                 id: "phase-2".into(),

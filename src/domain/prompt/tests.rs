@@ -52,6 +52,7 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
         path: path.into(),
         duration_ms: None,
         output_bytes: None,
+        usage: None,
     }
 }
 

@@ -153,6 +153,7 @@ impl State {
             path: outcome_path.to_owned(),
             duration_ms: outcome.duration_ms,
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
+            usage: outcome.usage.clone(),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),

@@ -5,12 +5,15 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::budget::BudgetConfig;
 use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, SnapshotRef};
 use crate::domain::timestamp::Timestamp;
+use crate::domain::token_usage::TokenCounts;
+use crate::domain::token_usage::summary::{Completeness, UsageSummary};
 
 /// The input error the tests carry through the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +26,24 @@ fn rules(max_phases: Option<u64>) -> RunRules {
         phase_ids: vec!["phase-1".into(), "phase-2".into()],
         max_phases,
         max_attempts: 3,
+        budget: caps(),
+    }
+}
+
+/// `--max-tokens 1000`.
+fn caps() -> BudgetCaps {
+    BudgetCaps::effective(Some(1000), None, &BudgetConfig::default())
+}
+
+/// A reported usage of `tokens` input tokens.
+fn spent(tokens: u64) -> UsageSummary {
+    UsageSummary {
+        counts: TokenCounts {
+            input_tokens: Some(tokens),
+            ..TokenCounts::default()
+        },
+        models: Default::default(),
+        completeness: Completeness::Reported,
     }
 }
 
@@ -109,27 +130,32 @@ enum Ending {
     Retried,
     NotPrepared,
     Unresolved,
+    /// A retry was scheduled, but the attempt spent the whole budget (1000 tokens).
+    RetriedOverBudget,
+    /// Complete, with no usage reported: the budget cannot be enforced for its agent.
+    CompleteUnreported,
 }
 
 fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
-    let committed = |status, retry| AttemptEnd::Committed {
+    let spending = |status, retry, usage, budget_note| AttemptEnd::Committed {
         decision: decision(status),
         outcome_path: "/w/o".into(),
         transcript_path: "/w/t".into(),
         retry,
+        usage,
+        budget_note,
+    };
+    let committed = |status, retry| spending(status, retry, spent(10), None);
+    let retry = || ScheduledRetry {
+        schedule: schedule(phase_id, 2),
+        due: at().as_datetime(),
+        reset_phrase: None,
     };
     let end = match ending {
         Ending::Complete => committed(AttemptStatus::PhaseComplete, None),
         Ending::Blocked => committed(AttemptStatus::Blocked, None),
         Ending::Failed => committed(AttemptStatus::AgentFailed, None),
-        Ending::Retried => committed(
-            AttemptStatus::MissingMarker,
-            Some(ScheduledRetry {
-                schedule: schedule(phase_id, 2),
-                due: at().as_datetime(),
-                reset_phrase: None,
-            }),
-        ),
+        Ending::Retried => committed(AttemptStatus::MissingMarker, Some(retry())),
         Ending::NotPrepared => AttemptEnd::NotPrepared {
             error: StateWriteError::Stopped,
             still_active: None,
@@ -140,6 +166,18 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
             attempt: Box::new(attempt(phase_id)),
             still_active: None,
         },
+        Ending::RetriedOverBudget => spending(
+            AttemptStatus::MissingMarker,
+            Some(retry()),
+            spent(1000),
+            None,
+        ),
+        Ending::CompleteUnreported => spending(
+            AttemptStatus::PhaseComplete,
+            None,
+            UsageSummary::unknown(),
+            Some("--max-tokens cannot be enforced".into()),
+        ),
     };
     RunInput::AttemptConcluded(Box::new(AttemptReport {
         phase_id: phase_id.into(),
@@ -168,6 +206,7 @@ fn effect_name(effect: &RunEffect<BadInput>) -> String {
         RunEffect::ForwardInterrupt(_) => "forward interrupt".into(),
         RunEffect::ReleaseWorkspace => "release workspace".into(),
         RunEffect::AwaitRetry(_) => "await retry".into(),
+        RunEffect::WarnBudgetUnenforceable(_) => "warn: budget unenforceable".into(),
         RunEffect::EndWait { .. } => "end wait".into(),
         RunEffect::RecordAcceptance(_) => "record acceptance".into(),
         RunEffect::Finish(end) => format!("finish: {} ({})", end_name(end), end.exit_code().code()),
@@ -183,6 +222,7 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::Unresolved { .. } => "unresolved",
         RunEnd::InterruptedBeforeLaunch { .. } => "interrupted",
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
+        RunEnd::BudgetReached { .. } => "budget reached",
         RunEnd::Refused { .. } => "refused",
         RunEnd::PlanChanged { .. } => "plan changed",
         RunEnd::Input(_) => "input failed",
@@ -293,6 +333,14 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
         (
             "AttemptConcluded(unresolved)",
             concluded("phase-1", Ending::Unresolved),
+        ),
+        (
+            "AttemptConcluded(retry scheduled, budget spent)",
+            concluded("phase-1", Ending::RetriedOverBudget),
+        ),
+        (
+            "AttemptConcluded(complete, no usage reported)",
+            concluded("phase-1", Ending::CompleteUnreported),
         ),
         ("RetryDue", RunInput::RetryDue),
         (
@@ -550,6 +598,8 @@ fn an_interrupted_outcome_is_not_a_signal_after_the_decision() {
             outcome_path: "/o".into(),
             transcript_path: "/t".into(),
             retry: None,
+            usage: UsageSummary::unknown(),
+            budget_note: None,
         },
     })));
     let end = finish(&effects).unwrap();
@@ -878,7 +928,9 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
                 Ending::Failed,
                 Ending::NotPrepared,
                 Ending::Unresolved,
-            ][usize::from(choice) % 9];
+                Ending::RetriedOverBudget,
+                Ending::CompleteUnreported,
+            ][usize::from(choice) % 11];
             concluded(&order.phase_id, ending)
         }
         RunEffect::AwaitRetry(_) => RunInput::RetryDue,
@@ -887,6 +939,7 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
             _ => RunInput::AcceptanceRecorded(Ok(())),
         },
         RunEffect::ForwardInterrupt(_)
+        | RunEffect::WarnBudgetUnenforceable(_)
         | RunEffect::ReleaseWorkspace
         | RunEffect::EndWait { .. }
         | RunEffect::Finish(_) => return None,
@@ -983,6 +1036,7 @@ proptest! {
                 match &effect {
                     RunEffect::Launch(order) => {
                         prop_assert!(first_signal.is_none() || !admitted_before, "launched after a signal: {all:?}");
+                        prop_assert!(caps().reached(order.spent_before).is_none(), "launched with the budget spent: {all:?}");
                         prop_assert!(!plan_changed, "launched after a plan change: {all:?}");
                         if launched.contains(&order.phase_id) && order.turn.note.is_some() {
                             prop_assert_eq!(last_retry_for.as_deref(), Some(order.phase_id.as_str()), "a retry nobody scheduled: {:?}", all);
