@@ -721,7 +721,10 @@ pub fn status_with_age(text: &str, age: std::time::Duration) -> String {
 pub fn status_change(phase_id: &str, text: Option<&str>) -> String {
     format!(
         "{phase_id} · {}",
-        text.map_or_else(|| "(no status)".to_owned(), |text| printable(text.trim()).into_owned())
+        text.map_or_else(
+            || "(no status)".to_owned(),
+            |text| printable(text.trim()).into_owned()
+        )
     )
 }
 

@@ -391,7 +391,9 @@ fn streamed_activity(location: &PlanLocation, attempt_id: &str) -> Option<Activi
             continue;
         };
         match latest_activity(&String::from_utf8_lossy(&bytes), attempt_id) {
-            StreamedActivity::Status { text, since } => return Some(ActivityReport { text, since }),
+            StreamedActivity::Status { text, since } => {
+                return Some(ActivityReport { text, since });
+            }
             StreamedActivity::NoStatus => return None,
             StreamedActivity::NotFound => {}
         }
@@ -590,7 +592,11 @@ fn render_text(report: &StatusReport) -> Vec<String> {
 fn clock_of(rfc3339: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(rfc3339).map_or_else(
         |_| rfc3339.to_owned(),
-        |at| at.with_timezone(&chrono::Utc).format("%H:%M:%S").to_string(),
+        |at| {
+            at.with_timezone(&chrono::Utc)
+                .format("%H:%M:%S")
+                .to_string()
+        },
     )
 }
 

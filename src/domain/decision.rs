@@ -265,8 +265,7 @@ mod tests {
             (
                 StopCause::IdleTimeout(IdleStop {
                     seconds: 0.5,
-                    summary: "no output, notification or activity for 0.5 s (idle timeout)"
-                        .into(),
+                    summary: "no output, notification or activity for 0.5 s (idle timeout)".into(),
                 }),
                 AttemptStatus::Timeout,
                 "no output, notification or activity for 0.5 s (idle timeout)",

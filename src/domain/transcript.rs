@@ -190,7 +190,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("\noutput_bytes: 4\nnotifications: 3 accepted; 1 dropped (1 malformed)\n"),
+            text.contains(
+                "\noutput_bytes: 4\nnotifications: 3 accepted; 1 dropped (1 malformed)\n"
+            ),
             "{text}"
         );
         let quiet = render_trailer(&Trailer::default(), 4, true);

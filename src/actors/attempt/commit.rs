@@ -172,7 +172,7 @@ impl CommitJob {
                 outcome_path: attempt.outcome_path,
                 transcript_path: attempt.transcript_path,
                 retry,
-                usage: self.usage,
+                usage: Box::new(self.usage),
                 budget_note: self.budget_note,
             },
         );

@@ -101,7 +101,8 @@ impl Crew {
                 timeout: settings.timeout_seconds.and_then(limit_duration),
                 idle_timeout,
                 launched: args.launched,
-                sampler: idle_timeout.map(|_| ActivitySampler::new(processes.clone(), args.launched)),
+                sampler: idle_timeout
+                    .map(|_| ActivitySampler::new(processes.clone(), args.launched)),
                 supervisor: supervisor.clone(),
                 events: args.events.clone(),
                 attempt_id: args.attempt_id.clone(),

@@ -133,7 +133,8 @@ impl Actor for AttemptSupervisor {
         myself: ActorRef<AttemptMsg>,
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
-        let lifecycle = AttemptLifecycle::with_budget(spec.settings.budget, spec.order.spent_before);
+        let lifecycle =
+            AttemptLifecycle::with_budget(spec.settings.budget, spec.order.spent_before);
         let mut state = AttemptState {
             spec,
             lifecycle,

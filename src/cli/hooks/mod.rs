@@ -348,7 +348,8 @@ impl EndFacts {
             }
             // A reached budget stopped no phase (the next one was not launched): only
             // `run-finished` (exit 4) tells of it.
-            RunEnd::InterruptedDuringWait { phase_id, .. } | RunEnd::BudgetReached { phase_id, .. } => {
+            RunEnd::InterruptedDuringWait { phase_id, .. }
+            | RunEnd::BudgetReached { phase_id, .. } => {
                 end.phase_id = Some(phase_id.clone());
             }
             RunEnd::Refused { refusal, .. } => match refusal {

@@ -300,7 +300,11 @@ mod tests {
     fn without_limits_nothing_is_armed() {
         let (mut clock, effects) = AttemptClock::start(None, None, THRESHOLDS);
         assert!(effects.is_empty());
-        assert!(clock.handle(ClockInput::Output { at: secs(1.0) }).is_empty());
+        assert!(
+            clock
+                .handle(ClockInput::Output { at: secs(1.0) })
+                .is_empty()
+        );
         assert!(woke(&mut clock, 100.0).is_empty());
     }
 
@@ -325,7 +329,11 @@ mod tests {
         let (mut clock, effects) = AttemptClock::start(None, Some(secs(2.0)), THRESHOLDS);
         // The first sample is due a sample interval after the launch.
         assert_eq!(effects, [ClockEffect::WakeAt(secs(0.5))]);
-        assert!(clock.handle(ClockInput::Output { at: secs(0.4) }).is_empty());
+        assert!(
+            clock
+                .handle(ClockInput::Output { at: secs(0.4) })
+                .is_empty()
+        );
         // The sample moved to 0.9: the wake at 0.5 samples nothing and arms 0.9.
         assert_eq!(woke(&mut clock, 0.5), [ClockEffect::WakeAt(secs(0.9))]);
     }
@@ -380,7 +388,10 @@ mod tests {
     #[test]
     fn one_sample_at_a_time() {
         let (mut clock, _) = AttemptClock::start(None, Some(secs(4.0)), THRESHOLDS);
-        assert_eq!(woke(&mut clock, 1.0), [ClockEffect::Sample, ClockEffect::WakeAt(secs(4.0))]);
+        assert_eq!(
+            woke(&mut clock, 1.0),
+            [ClockEffect::Sample, ClockEffect::WakeAt(secs(4.0))]
+        );
         // The sample is late: later wake-ups ask for no second one.
         assert!(!woke(&mut clock, 2.0).contains(&ClockEffect::Sample));
         // Once it is in, the next is an interval after it.

@@ -1763,7 +1763,10 @@ fn figures_are_strict_when_present() {
 #[test]
 fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
     let state = clarification_state();
-    assert!(!state.to_json().contains("usage"), "older entries have none");
+    assert!(
+        !state.to_json().contains("usage"),
+        "older entries have none"
+    );
     let mut with_usage = state.clone();
     with_usage.committed_outcomes[0].usage =
         Some(crate::domain::token_usage::summary::UsageSummary::unknown());
@@ -1777,7 +1780,8 @@ fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
         read_error(&state, edit(json!({"completeness": "reported"}))),
         "missing required key input_tokens (at committed_outcomes[0].usage.input_tokens)"
     );
-    let mut unknown_key = serde_json::to_value(with_usage.committed_outcomes[0].usage.clone()).unwrap();
+    let mut unknown_key =
+        serde_json::to_value(with_usage.committed_outcomes[0].usage.clone()).unwrap();
     unknown_key["tokens"] = json!(1);
     assert_eq!(
         read_error(&state, edit(unknown_key)),

@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::domain::budget::{BudgetConfig, CapKind};
 use crate::domain::decision::Decision;
-use crate::domain::token_usage::report::parse_usage_report;
 use crate::domain::marker::{ResultBlock, ResultKind};
 use crate::domain::stop_regex::{PatternKind, StopMatch};
+use crate::domain::token_usage::report::parse_usage_report;
 
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
@@ -79,7 +79,10 @@ fn budgeted(spent: u64) -> AttemptLifecycle {
     )
 }
 
-fn feed(mut lifecycle: AttemptLifecycle, events: impl IntoIterator<Item = AttemptEvent>) -> AttemptLifecycle {
+fn feed(
+    mut lifecycle: AttemptLifecycle,
+    events: impl IntoIterator<Item = AttemptEvent>,
+) -> AttemptLifecycle {
     for event in events {
         lifecycle.handle(event);
     }
@@ -391,7 +394,10 @@ fn the_wall_clock_deadline_wins_a_tie_with_the_idle_deadline() {
     );
     let mut lifecycle = after([AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
     lifecycle.handle(idle_deadline());
-    assert_eq!(lifecycle.cause(), Some(&StopCause::IdleTimeout(idle_stop())));
+    assert_eq!(
+        lifecycle.cause(),
+        Some(&StopCause::IdleTimeout(idle_stop()))
+    );
     let mut lifecycle = after([AttemptEvent::Launched]);
     assert!(
         lifecycle
@@ -856,7 +862,10 @@ fn nothing_happens_once_done() {
 #[test]
 fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
     // 30 tokens spent by earlier attempts of the invocation, cap 100.
-    let mut lifecycle = feed(budgeted(30), [AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
+    let mut lifecycle = feed(
+        budgeted(30),
+        [AttemptEvent::Launched, AttemptEvent::RunningRecorded],
+    );
     assert!(lifecycle.handle(usage(69, false)).is_empty(), "99 < 100");
     assert_eq!(
         lifecycle.handle(usage(70, false)),
@@ -951,7 +960,10 @@ fn the_usage_is_concluded_and_an_unenforceable_cap_noted() {
     );
     assert!(silent.budget_note.is_some());
     // No cap, no note; a worker that never ran spent nothing the cap missed.
-    assert_eq!(run_to_the_end(AttemptLifecycle::new(), Vec::new()).budget_note, None);
+    assert_eq!(
+        run_to_the_end(AttemptLifecycle::new(), Vec::new()).budget_note,
+        None
+    );
     let mut lifecycle = budgeted(0);
     let effects = lifecycle.handle(AttemptEvent::LaunchFailed {
         summary: "could not launch".into(),
@@ -987,9 +999,8 @@ fn recording_waits_for_the_notification_drain_and_carries_the_one_usage_warning(
     };
     assert_eq!(input.notes.len(), 1, "{:?}", input.notes);
     assert!(
-        input.notes[0].starts_with(
-            "[runner] ignored an invalid usage report (X_AISH_USAGE): first"
-        ),
+        input.notes[0]
+            .starts_with("[runner] ignored an invalid usage report (X_AISH_USAGE): first"),
         "{:?}",
         input.notes
     );

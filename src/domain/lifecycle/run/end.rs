@@ -35,7 +35,7 @@ pub enum AttemptEnd {
         /// write.
         retry: Option<ScheduledRetry>,
         /// What the attempt's usage reports came to: counted against the budget caps.
-        usage: UsageSummary,
+        usage: Box<UsageSummary>,
         /// A cap is set and the attempt reported no usage: the cap could not be enforced.
         budget_note: Option<String>,
     },

@@ -625,7 +625,9 @@ impl RunLoop {
                 match retry {
                     // No use waiting for a retry the budget cannot pay for: the run ends now,
                     // with the schedule durable for a later run.
-                    Some(retry) if signal.is_none() && self.rules.budget.reached(self.spent).is_some() => {
+                    Some(retry)
+                        if signal.is_none() && self.rules.budget.reached(self.spent).is_some() =>
+                    {
                         self.pending_retry = Some(retry.schedule);
                         self.budget_reached(&report.phase_id, effects);
                     }

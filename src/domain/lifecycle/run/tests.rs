@@ -142,7 +142,7 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
         outcome_path: "/w/o".into(),
         transcript_path: "/w/t".into(),
         retry,
-        usage,
+        usage: Box::new(usage),
         budget_note,
     };
     let committed = |status, retry| spending(status, retry, spent(10), None);
@@ -598,7 +598,7 @@ fn an_interrupted_outcome_is_not_a_signal_after_the_decision() {
             outcome_path: "/o".into(),
             transcript_path: "/t".into(),
             retry: None,
-            usage: UsageSummary::unknown(),
+            usage: Box::new(UsageSummary::unknown()),
             budget_note: None,
         },
     })));
