@@ -5,7 +5,7 @@
 //! table).
 //!
 //! ```text
-//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──Gathered──▶ Done
+//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit + drained──▶ Recording ──Gathered──▶ Done
 //!     │                     │                                               ▲
 //!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘
 //!     └──SetupFailed / LaunchFailed──▶ Done (no worker; outcome decided at once)
@@ -16,7 +16,8 @@
 //! - **Signal deferral**: an interrupt that arrives while preparing is held until the worker
 //!   is launched (its process group is then ours to stop) and replayed as a trigger.
 //! - **Cause precedence**: in `Running` the first trigger (timeout, idle timeout, stop regex,
-//!   rate-limit pattern, interrupt, an output or state-write failure) becomes the cause and starts
+//!   rate-limit pattern, interrupt, an output or state-write failure, a reached budget cap)
+//!   becomes the cause and starts
 //!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
 //!   later trigger is noted only if nothing decided the outcome yet; an interrupt always
 //!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
@@ -27,8 +28,9 @@
 //!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
 //!   does. Backpressure from the console holds only while the worker runs.
 //! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
-//!   after a normal exit) → close our read ends if a pipe is still held after the drain limit
-//!   → gather → commit (or leave unresolved). Each is issued at most once; nothing is issued
+//!   after a normal exit) → drain limit and drain the notification socket → close our read
+//!   ends if a pipe is still held after the drain limit → gather → commit (or leave
+//!   unresolved). Each is issued at most once; nothing is issued
 //!   once the attempt is done.
 //! - **Deciding**: a stop cause wins, then a nonzero exit, then the framing verdict
 //!   ([`crate::domain::decision::decide`]). What recording finds decides only if nothing did
