@@ -888,3 +888,43 @@ fn a_terminal_shows_the_status_on_the_status_line_a_dim_line_and_the_sign_of_lif
         sandbox.assert_no_survivors();
     }
 }
+
+/// The worker's own last word: a final report sent by the leader right before it exits counts
+/// (the leader is known to the attempt even once it is gone, and the socket is read to its end
+/// before the outcome is decided). The failpoint holds the receiver for 1 s before its first
+/// read, so a worker that is quicker than that has exited and been reaped before its datagram
+/// is read: only the drain at the stop reads it, and only the remembered leader passes the
+/// membership check (without either the usage is `unknown` and nothing is accepted). A worker
+/// slower than that is read by the receiving loop, and the test still holds; the hold stays
+/// well inside the attempt's 2 s drain limit, past which the drain is not waited for.
+#[test]
+fn a_final_report_sent_just_before_the_exit_counts() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.write(
+        "bin/agent",
+        "#!/usr/bin/env python3\n\
+         import os, socket, sys\n\
+         sys.stdin.read()\n\
+         print('<phase-complete>done</phase-complete>', flush=True)\n\
+         address = '\\0' + os.environ['NOTIFY_SOCKET'][1:]\n\
+         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         sock.sendto(b'X_AISH_USAGE={\"output_tokens\": 42, \"final\": true}', address)\n\
+         os._exit(0)\n",
+    );
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = sandbox
+        .quiet_run_command("plan.md", &agent, &[])
+        .env("FAILPOINTS", "notify-receive=1*sleep(1000)")
+        .output()
+        .expect("run handler");
+    Run::from_output(output).assert_code(0);
+    let usage = usage_of(&sandbox);
+    assert_eq!(usage["output_tokens"], 42, "{usage}");
+    assert_eq!(usage["completeness"], "reported");
+    assert!(
+        transcript(&sandbox).contains("\nnotifications: 1 accepted\n"),
+        "{}",
+        transcript(&sandbox)
+    );
+}
