@@ -7,10 +7,10 @@
 //! hand, nobody would: so then the wrapper does the same itself. It registers as a child
 //! subreaper before the launch, so that a descendant orphaned by the launcher's exit becomes
 //! its child; once the launcher has exited it runs the same escaped-descendant sweep as the
-//! handler's group killer ([`descendant_sweep`]): it freezes every such child that started
+//! handler's group killer (`platform::descendant_sweep`): it freezes every such child that started
 //! after the launcher together with its lineage, kills them, reaps adopted zombies by pid
 //! (never `waitpid(-1)`, which would steal tokio's child), and passes again until
-//! [`SweepRounds`] says nothing is left.
+//! `SweepRounds` says nothing is left.
 //!
 //! "Under the handler" is recognised by the process relation the handler sets up: it starts
 //! every worker as the leader of a new session (`setsid`), which a shell never does for a
@@ -108,7 +108,7 @@ impl Reaper {
     }
 
     /// Kills every adopted descendant of the launcher, lineage by lineage, until the sweep
-    /// finds nothing more (or gives up after [`SWEEP_LIMIT`]); returns what it stopped. Call
+    /// finds nothing more (or gives up after `SWEEP_LIMIT`); returns what it stopped. Call
     /// after the launcher has exited.
     pub async fn sweep(&self) -> Vec<Leftover> {
         let mut stopped: Vec<Leftover> = Vec::new();

@@ -1,7 +1,7 @@
 //! The wrappers' command line: parsing, and usage errors as one diagnostic line.
 //!
 //! A wrapper's stderr is read by the runner as diagnostics, line by line, so a usage error is
-//! folded into one line by the shared leaf [`crate::usage`] and rendered like every other
+//! folded into one line by the shared leaf `crate::usage` and rendered like every other
 //! message of the wrapper (prefixed, `<` escaped). `--help` and `--version` print as usual.
 
 use std::io::{self, Write};

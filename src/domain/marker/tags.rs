@@ -76,7 +76,7 @@ pub(super) fn is_space(byte: u8) -> bool {
 ///
 /// Every other `<` would be read as ordinary text, so skipping it changes nothing: each `<`
 /// starts a reading of its own, and no reading in progress before `from` can still reach a
-/// name (the caller has read those, see [`StreamFramer::feed_with`]).
+/// name (the caller has read those, see `StreamFramer::feed_with`).
 pub(super) fn next_tag_start(chunk: &[u8], from: usize) -> Option<usize> {
     // Plain output has no `<` at all; one byte search settles it.
     let from = from + memchr(b'<', &chunk[from..])?;

@@ -41,7 +41,7 @@ pub struct UsageReport {
     pub models: BTreeMap<String, TokenCounts>,
     /// `final: true`: the provider's own end-of-session total.
     pub is_final: bool,
-    /// Keys that mean nothing here, ignored (at most [`NOTED_UNKNOWN_KEYS`] names, dotted for
+    /// Keys that mean nothing here, ignored (at most `NOTED_UNKNOWN_KEYS` names, dotted for
     /// keys inside `models`).
     pub unknown_keys: Vec<String>,
     /// How many unknown keys there were in all.
