@@ -481,12 +481,15 @@ case_claude_529_storm_beats_idle_timeout() {
     CLAUDE_CODE_MAX_RETRIES=7 run_handler "$CASE" ai-session-handler-claude-high err529 --idle-timeout 10
     expect_rc 4; expect_status rate-limited; expect_agent_exit 75
     expect_text "retry 7 of 7"; expect_no_survivors
+    grep -qF '"event":"idle-deadline-extended"' "$WS"/.ai-session-handler/plans/*/events.jsonl \
+        || fail "no idle-deadline-extended event"
 }
 idle_stop_case() {
     # A model stream that sends nothing after its first event: the CLI's timers are no sign
     # of life, so the idle timeout stops it within a few seconds of the limit.
     run_handler "$CASE" "$1" "hang secs=120" --idle-timeout 5
-    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_rc 4; expect_status timeout
+    expect_summary_has "no output, notification or activity for 5 s (idle timeout); last status 'generating' "
     expect_elapsed_at_most 20; expect_no_survivors
 }
 case_claude_hung_stream_stopped_by_idle_timeout() { idle_stop_case ai-session-handler-claude-high; }
@@ -502,7 +505,8 @@ case_codex_busy_tool_beats_idle_timeout() { busy_tool_case ai-session-handler-co
 sleeping_tool_case() {
     # A tool that sleeps is idle, whatever the CLI's polling of it costs.
     run_handler "$CASE" "$1" "tool_sleep secs=60" --idle-timeout 5
-    expect_rc 4; expect_status timeout; expect_summary_has "idle timeout"
+    expect_rc 4; expect_status timeout
+    expect_summary_has "no output, notification or activity for 5 s (idle timeout); last status '"
     expect_elapsed_at_most 25; expect_no_survivors
 }
 case_claude_sleeping_tool_stopped_by_idle_timeout() { sleeping_tool_case ai-session-handler-claude-high; }

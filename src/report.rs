@@ -22,6 +22,7 @@ use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
+use crate::domain::token_usage::summary::UsageSummary;
 use crate::invocation::{InputError, PlanSnapshot};
 use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
@@ -226,6 +227,22 @@ fn end_report(end: &RunEnd) -> Output {
             "interrupted by {} while waiting to run {phase_id} again; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
             signal_name(*signal)
         )),
+        RunEnd::BudgetReached {
+            reached,
+            phase_id,
+            retry_scheduled,
+        } => {
+            let mut line = reached.launch_refusal(phase_id);
+            if *retry_scheduled {
+                line.push_str(
+                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
+                );
+            }
+            Output {
+                stdout: Vec::new(),
+                stderr: vec![line],
+            }
+        }
         RunEnd::Refused {
             refusal: refused,
             plan_workspace,
@@ -282,7 +299,8 @@ pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
             plan_complete: false,
             ..
         }
-        | RunEnd::InterruptedDuringWait { .. } => Some(again(RecoveryFlags::default(), None)),
+        | RunEnd::InterruptedDuringWait { .. }
+        | RunEnd::BudgetReached { .. } => Some(again(RecoveryFlags::default(), None)),
         RunEnd::PhaseStopped {
             decision,
             retry_scheduled: true,
@@ -359,6 +377,10 @@ fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
         AttemptStatus::VerificationFailed => (
             flags_after_stop(false),
             Some("inspect the failed check's output (the next attempt is shown it too)"),
+        ),
+        AttemptStatus::BudgetExceeded => (
+            flags_after_stop(false),
+            Some("raise the budget cap the phase ran out of"),
         ),
         _ => (
             flags_after_stop(false),
@@ -551,6 +573,8 @@ pub struct AttemptRow {
     pub prompt_path: Option<String>,
     /// What the phase's checks came to, when the outcome records it.
     pub verification: Option<Verification>,
+    /// What the attempt's usage reports came to.
+    pub usage: UsageSummary,
 }
 
 /// Which attempt an attempt is: its number among its phase's recorded attempts (what `status`
@@ -590,17 +614,29 @@ pub fn phase_banner(
     )
 }
 
-/// `phase-2 complete in 3m12s · 1.2 MiB output`, or `phase-2 timeout in 2.0s · 12 B output`.
-pub fn phase_ended(phase_id: &str, status: AttemptStatus, duration_ms: u64, bytes: u64) -> String {
+/// `phase-2 complete in 3m12s · 1.2 MiB output`, or `phase-2 timeout in 2.0s · 12 B output`;
+/// with the attempt's usage when it reported some (`… · 1801 tokens, $0.25`).
+pub fn phase_ended(
+    phase_id: &str,
+    status: AttemptStatus,
+    duration_ms: u64,
+    bytes: u64,
+    usage: Option<&UsageSummary>,
+) -> String {
     let ended = match status {
         AttemptStatus::PhaseComplete => "complete".to_owned(),
         other => other.to_string(),
     };
-    format!(
+    let mut line = format!(
         "{phase_id} {ended} in {} · {} output",
         units::duration(duration_ms),
         units::bytes(bytes)
-    )
+    );
+    if let Some(brief) = usage.and_then(UsageSummary::brief) {
+        line.push_str(" · ");
+        line.push_str(&brief);
+    }
+    line
 }
 
 /// The summary after a run of several attempts: one row per attempt.
@@ -627,13 +663,16 @@ pub fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
     lines
 }
 
-/// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`.
+/// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`, with the
+/// agent's latest status and its age before the last line when it has one (`… · tool: Bash
+/// cargo test (12s) · <last output line>`).
 pub fn status_line(
     phase_id: &str,
     index: usize,
     phases: usize,
     elapsed: std::time::Duration,
     bytes: u64,
+    status: Option<(&str, std::time::Duration)>,
     last_line: Option<&str>,
 ) -> String {
     let mut line = format!(
@@ -641,6 +680,10 @@ pub fn status_line(
         units::duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
         units::bytes(bytes)
     );
+    if let Some((text, age)) = status {
+        line.push_str(" · ");
+        line.push_str(&status_with_age(text, age));
+    }
     if let Some(last) = last_line {
         line.push_str(" · ");
         line.push_str(&printable(last.trim()));
@@ -660,7 +703,7 @@ pub fn sign_of_life(
     silent_for: std::time::Duration,
     latest_status: Option<&str>,
 ) -> String {
-    let mut line = status_line(phase_id, index, phases, elapsed, bytes, None);
+    let mut line = status_line(phase_id, index, phases, elapsed, bytes, None, None);
     line.push_str(" · ");
     match latest_status {
         Some(status) => line.push_str(&printable(status.trim())),
@@ -674,6 +717,29 @@ pub fn sign_of_life(
         }
     }
     line
+}
+
+/// `tool: Bash cargo test (12s)`: a status and how long ago it was set, in whole seconds (the
+/// lines that show it are redrawn once a second).
+pub fn status_with_age(text: &str, age: std::time::Duration) -> String {
+    let seconds = std::time::Duration::from_secs(age.as_secs());
+    format!(
+        "{} ({})",
+        printable(text.trim()),
+        units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
+    )
+}
+
+/// The dim line the console shows when the agent's status changes (without `--quiet`):
+/// `phase-2 · tool: Bash cargo test`, or `phase-2 · (no status)` when it was cleared.
+pub fn status_change(phase_id: &str, text: Option<&str>) -> String {
+    format!(
+        "{phase_id} · {}",
+        text.map_or_else(
+            || "(no status)".to_owned(),
+            |text| printable(text.trim()).into_owned()
+        )
+    )
 }
 
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
@@ -721,6 +787,7 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
         RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
             ("interrupted", None)
         }
+        RunEnd::BudgetReached { .. } => ("budget-reached", None),
         // An edited plan is one situation whether it is found at the start or during the
         // run: the caller's way out is `--accept-plan-change` either way.
         RunEnd::Refused {
@@ -811,7 +878,27 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
                 .map(|phase| phase.verify.len());
             VerificationReport::of(configured, row.verification.clone())
         }),
+        "usage": usage_json(&ledger.attempts),
         "error": error,
+    })
+}
+
+/// `usage` in `run --json`: this invocation's total and each committed attempt's.
+fn usage_json(rows: &[AttemptRow]) -> Value {
+    let attempts: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "attempt_id": row.attempt_id,
+                "phase_id": row.phase_id,
+                "status": row.status.as_str(),
+                "usage": row.usage.to_json(),
+            })
+        })
+        .collect();
+    json!({
+        "total": UsageSummary::sum(rows.iter().map(|row| &row.usage)).to_json(),
+        "attempts": attempts,
     })
 }
 
@@ -849,6 +936,7 @@ pub fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_
         "duration_ms": millis(context.elapsed),
         "attempt_duration_ms": null,
         "verification": null,
+        "usage": usage_json(&[]),
         "error": line,
     })
 }

@@ -164,8 +164,26 @@ use ai_session_handler::domain::state::{
     AttemptStatus, LastRun, OutcomeRef, PhaseRef, PlanRecord, State, StateLayout, Stop,
 };
 use ai_session_handler::domain::timestamp::Timestamp;
+use ai_session_handler::domain::token_usage::TokenCounts;
+use ai_session_handler::domain::token_usage::summary::{Completeness, UsageSummary};
 
 pub const STATE_DIR: &str = "/ws/.ai-session-handler/plans/0123456789abcdef";
+
+/// A reported usage with every count and one model, as a Claude attempt records it.
+fn usage(seed: u64) -> UsageSummary {
+    let counts = TokenCounts {
+        input_tokens: Some(120_000 + seed),
+        cached_input_tokens: Some(100_000),
+        output_tokens: Some(8_000 + seed),
+        reasoning_tokens: Some(2_000),
+        cost_usd: Some(0.25),
+    };
+    UsageSummary {
+        models: [("claude-sonnet-4-5".to_owned(), counts.clone())].into(),
+        counts,
+        completeness: Completeness::Reported,
+    }
+}
 
 /// A valid state after `outcomes` committed attempts over `phases` phases: every phase but the
 /// last failed a few times before completing; the last phase is stopped as `blocked`.
@@ -201,10 +219,11 @@ pub fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
             phase_id: phase_id.clone(),
             status,
             path: layout.outcome_path(&attempt_id),
-            // Every entry a current runner commits carries both.
+            // Every entry a current runner commits carries these.
             duration_ms: Some(90_000 + index as u64),
             output_bytes: Some(250_000 + index as u64),
             watchdog_losses: None,
+            usage: Some(usage(index as u64)),
         });
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),

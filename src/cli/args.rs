@@ -75,7 +75,8 @@ pub struct RunArgs {
     /// Per-attempt wall-clock limit in seconds (default: config timeout_seconds, 3600).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub timeout: Option<f64>,
-    /// Stop an attempt after this many seconds without output on either stream.
+    /// Stop an attempt after this many seconds without a sign of life: output, a notification
+    /// (NOTIFY_SOCKET) or visible work of its processes.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub idle_timeout: Option<f64>,
     /// Stop the agent when its combined output matches this regex (repeatable).

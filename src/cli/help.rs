@@ -127,7 +127,7 @@ pub fn run_exit_status() -> Vec<ExitRow> {
         },
         ExitRow {
             code: code(ExitCode::AgentFailed),
-            meaning: "agent failure: nonzero exit, timeout, stop regex, result block, launch, I/O",
+            meaning: "agent failure: nonzero exit, timeout, stop regex, budget cap, result block, launch, I/O",
         },
         ExitRow {
             code: code(ExitCode::InvalidInput),

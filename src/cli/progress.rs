@@ -7,16 +7,22 @@
 //!   always printed before the output of its phase. On a terminal, an agent silent for
 //!   [`SILENCE_BEFORE_SIGN`] gets a sign of life: one transient line (`phase-2 (2/5) 41s · 1.2
 //!   KiB · no output for 38s`), redrawn every second by a thread of this module through the
-//!   console thread, and erased by the next output ([`report::sign_of_life`] words it; it has
-//!   room for the agent's own latest status).
-//! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the last
-//!   output line, cut to the terminal width), recomputed and redrawn by a thread of its own four
+//!   console thread, and erased by the next output ([`report::sign_of_life`] words it, with
+//!   the agent's own latest status in place of the silence when it has one). On a terminal,
+//!   each published change of the agent's status (`STATUS=`, at most one a second) is a dim
+//!   line of its own (`phase-2 · tool: Bash cargo test`).
+//! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the
+//!   agent's latest status and its age, the last output line, cut to the terminal width),
+//!   recomputed and redrawn by a thread of its own four
 //!   times a second — so the elapsed time moves on while the agent is silent, and no actor
 //!   ever writes to the terminal for it — and cleared at the end, or at once when a stopping
 //!   signal arrives (before the stop is reported); the phase end lines, retry and wait lines
 //!   and the summary table are printed above it, so they stay on screen.
 //! - With `--quiet` and stderr not a terminal (nested callers, CI logs): only the retry and
 //!   wait lines, which exist only when a retry policy is on.
+//!
+//! In every mode: a failed hook's warning, and the one warning that a budget cap cannot be
+//! enforced for an agent that reports no usage.
 //!
 //! Every mode also keeps the run's ledger (the attempts and how they ended) for the summary
 //! table and `run --json`.
@@ -26,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::oneshot;
 
@@ -76,6 +83,18 @@ struct Current {
     /// A Verify check runs: its header and output are on the console, and its silence is not
     /// the agent's, so no sign of life is drawn.
     verifying: bool,
+    /// The agent's latest status and when it was set.
+    status: Option<(String, DateTime<Utc>)>,
+}
+
+impl Current {
+    /// The latest status and its age now.
+    fn status(&self) -> Option<(&str, Duration)> {
+        self.status.as_ref().map(|(text, since)| {
+            let age = (Utc::now() - *since).to_std().unwrap_or_default();
+            (text.as_str(), age)
+        })
+    }
 }
 
 /// What the run did, from its events.
@@ -107,6 +126,8 @@ impl Ledger {
 /// The stderr progress observer.
 pub struct Progress {
     mode: ProgressMode,
+    /// stderr is a terminal.
+    terminal: bool,
     console: Arc<Console>,
     bar: Option<ProgressBar>,
     ledger: Arc<Mutex<Ledger>>,
@@ -141,6 +162,7 @@ impl Progress {
             .flatten();
         Self {
             mode,
+            terminal,
             console,
             bar,
             ledger,
@@ -316,6 +338,7 @@ fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
             current.phases,
             current.started.elapsed(),
             current.output_bytes,
+            current.status(),
             current.last_line.as_deref(),
         )
     });
@@ -343,6 +366,9 @@ fn start_sign_of_life(
                 let line = lock(&ledger).current.as_ref().and_then(|current| {
                     let silent = current.last_output.elapsed();
                     (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
+                        let status = current
+                            .status()
+                            .map(|(text, age)| report::status_with_age(text, age));
                         report::sign_of_life(
                             &current.phase_id,
                             current.phase_index,
@@ -350,7 +376,7 @@ fn start_sign_of_life(
                             current.started.elapsed(),
                             current.output_bytes,
                             silent,
-                            None,
+                            status.as_deref(),
                         )
                     })
                 });
@@ -396,6 +422,7 @@ impl RunObserver for Progress {
                     last_line: None,
                     last_output: now,
                     verifying: false,
+                    status: None,
                 });
                 match self.mode {
                     ProgressMode::Lines => self.say(report::phase_banner(
@@ -440,6 +467,7 @@ impl RunObserver for Progress {
                 transcript_path,
                 verification,
                 verification_failure,
+                usage,
             } => {
                 let current = ledger.current.take();
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
@@ -450,6 +478,7 @@ impl RunObserver for Progress {
                         *status,
                         *duration_ms,
                         output_bytes,
+                        Some(usage),
                     ));
                 }
                 ledger.attempts.push(AttemptRow {
@@ -469,6 +498,7 @@ impl RunObserver for Progress {
                     verification: verification.as_ref().and_then(|record| {
                         Verification::read(*status, record, verification_failure.as_ref()).ok()
                     }),
+                    usage: usage.clone(),
                 });
             }
             // The check's header and output reach the console through the attempt's writer;
@@ -486,6 +516,26 @@ impl RunObserver for Progress {
                     current.verifying = true;
                 }
             }
+            RunEvent::Activity { text, since } => {
+                let Some(current) = ledger.current.as_mut() else {
+                    return;
+                };
+                current.status = text.clone().map(|text| {
+                    let since = since
+                        .as_deref()
+                        .and_then(|since| DateTime::parse_from_rfc3339(since).ok())
+                        .map_or(record.at, |since| since.with_timezone(&Utc));
+                    (text, since)
+                });
+                if self.mode == ProgressMode::Lines && self.terminal {
+                    let line = report::status_change(&current.phase_id, text.as_deref());
+                    // Dim: the agent's words about itself, beside its own output.
+                    drop(self.console.note(format!("\x1b[2m{line}\x1b[0m")));
+                }
+            }
+            RunEvent::BudgetUnenforceable { message } => {
+                self.say(format!("warning: {message}"));
+            }
             RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
                 if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
                     self.say(line);
@@ -501,6 +551,7 @@ impl RunObserver for Progress {
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }
+            | RunEvent::IdleDeadlineExtended { .. }
             | RunEvent::GroupStopped { .. }
             | RunEvent::RetryDue { .. }
             | RunEvent::VerifyFinished { .. }

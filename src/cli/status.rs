@@ -2,14 +2,21 @@
 //! writes nothing, whatever it finds: a changed plan is one line of the report, an unresolved
 //! attempt is shown in preference to the last run, and a missing transcript is reported at its
 //! own path — never replaced by an earlier phase's artifacts.
+//!
+//! The active attempt's latest status (`activity`) is not in the state — a status never causes
+//! a durable write — so it is read from the end of the plan's event stream (`events.jsonl`,
+//! then its rotated predecessor), where the run published it.
 
 use serde::Serialize;
 
 use super::args::StatusArgs;
+use super::event_stream::STREAM_CAP_BYTES;
+use crate::domain::events::{StreamedActivity, latest_activity};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
+use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{VerificationReport, VerificationResult};
 use crate::invocation::probe::{
     RunInProgress, attempt_processes, recorded_worker_alive, run_in_progress,
@@ -18,6 +25,8 @@ use crate::invocation::{
     InputError, PlanSnapshot, current_plan_hash, execution_workspace_of, is_file,
     locate_for_report, read_config, read_outcome, read_plan_snapshot, read_state,
 };
+use crate::platform::event_log;
+use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
 use crate::units;
@@ -71,11 +80,13 @@ pub struct PhaseRow {
     /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u32,
     /// The latest committed attempt; its figures are `null` when it was committed before
-    /// they were recorded.
+    /// they were recorded (its usage `unknown`).
     pub last_attempt: Option<AttemptFigures>,
     /// Whether the phase's Verify checks passed, failed (which check), were skipped, or are
     /// not configured, as its latest committed attempt recorded them (issue 20).
     pub verification: VerificationReport,
+    /// The usage of all its committed and abandoned attempts.
+    pub usage: UsageSummary,
 }
 
 /// A scheduled retry or rate-limit wait, as `status` shows it.
@@ -126,6 +137,17 @@ pub struct ActiveAttemptReport {
     /// The planned outcome path; never committed while the attempt is active.
     pub outcome_path: String,
     pub outcome_committed: bool,
+    /// What the agent last said it is doing (`STATUS=`), from the event stream; `null` when
+    /// it said nothing (or cleared it).
+    pub activity: Option<ActivityReport>,
+}
+
+/// The agent's latest status.
+#[derive(Debug, Serialize)]
+pub struct ActivityReport {
+    pub text: String,
+    /// When it was set (RFC 3339, UTC).
+    pub since: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -272,6 +294,7 @@ fn build_report(
             title: row.title,
             attempts: row.attempts,
             last_attempt: row.last,
+            usage: row.usage,
         })
         .collect();
     let next_phase = snapshot.ok().and_then(|snapshot| {
@@ -341,6 +364,7 @@ fn build_report(
             transcript_exists: is_file(&attempt.transcript_path),
             outcome_path: attempt.outcome_path.clone(),
             outcome_committed: false,
+            activity: streamed_activity(location, &attempt.id),
         });
     let last_run = state.last_run.as_ref().map(|last_run| LastRunReport {
         run_id: last_run.run_id.clone(),
@@ -436,6 +460,26 @@ fn phase_verification(
     }
 }
 
+/// The attempt's latest status in the plan's event stream: the current file, then the
+/// rotated one if the attempt is not in the current one. Unreadable streams say nothing.
+fn streamed_activity(location: &PlanLocation, attempt_id: &str) -> Option<ActivityReport> {
+    let current = std::path::PathBuf::from(&location.layout.dir).join("events.jsonl");
+    for path in [event_log::rotated(&current), current].into_iter().rev() {
+        // A line is at most the cap; the file a little over it at most.
+        let Ok((bytes, _)) = file_tail::read_end(&path, STREAM_CAP_BYTES * 2) else {
+            continue;
+        };
+        match latest_activity(&String::from_utf8_lossy(&bytes), attempt_id) {
+            StreamedActivity::Status { text, since } => {
+                return Some(ActivityReport { text, since });
+            }
+            StreamedActivity::NoStatus => return None,
+            StreamedActivity::NotFound => {}
+        }
+    }
+    None
+}
+
 /// A phase's standing in the words `status` and `check` share: an active attempt is the run's
 /// own (`prepared`, `running`) while a handler holds the plan workspace, else `abandoned` —
 /// no worker of a run of ours runs for it.
@@ -522,6 +566,13 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             .filter(|pids| !pids.is_empty())
         {
             lines.push(still_running_line("attempt", pids));
+        }
+        if let Some(activity) = &attempt.activity {
+            lines.push(format!(
+                "activity: {} (since {})",
+                activity.text,
+                clock_of(&activity.since)
+            ));
         }
         lines.push(format!("attempt prompt: {}", attempt.prompt_path));
         lines.push(format!("attempt transcript: {}", attempt.transcript_path));
@@ -635,6 +686,9 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     ));
     lines.extend(verification_lines(&report.phases));
     lines.push(totals_line(&report.totals));
+    if report.totals.attempts > 0 {
+        lines.push(format!("usage: {}", report.totals.usage.describe()));
+    }
     lines
 }
 
@@ -646,6 +700,19 @@ fn still_running_line(whose: &str, pids: &[u32]) -> String {
         "{whose} processes still running: {} (pids {}{more}) carry its attempt id; stop them before retrying",
         pids.len(),
         listed.join(", ")
+    )
+}
+
+/// `12:03:04` (UTC, as every time `status` prints) of an RFC 3339 time; the text itself when
+/// it does not parse.
+fn clock_of(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339).map_or_else(
+        |_| rfc3339.to_owned(),
+        |at| {
+            at.with_timezone(&chrono::Utc)
+                .format("%H:%M:%S")
+                .to_string()
+        },
     )
 }
 
@@ -670,8 +737,10 @@ pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&s
     }
 }
 
-/// The phase table: the duration and output columns are the latest committed attempt's. When
-/// the plan cannot be read the titles are unknown, not missing from the plan.
+/// The phase table: the duration and output columns are the latest committed attempt's; the
+/// tokens and cost columns too, followed by all attempts' sum when the phase had several
+/// (`1200 (all 3600)`), `≥` for a lower bound and `?` for unknown. When the plan cannot be read
+/// the titles are unknown, not missing from the plan.
 fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
     const NONE: &str = "–";
     let untitled = if plan_unreadable {
@@ -679,7 +748,15 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
     } else {
         "(not in the plan)"
     };
-    let cells: Vec<[String; 6]> = rows
+    // The latest attempt's cell, then every attempt's when there were several.
+    let usage_cell = |row: &PhaseRow, text: fn(&UsageSummary) -> String| match &row.last_attempt {
+        None => NONE.to_owned(),
+        Some(last) if row.attempts > 1 => {
+            format!("{} (all {})", text(&last.usage), text(&row.usage))
+        }
+        Some(last) => text(&last.usage),
+    };
+    let cells: Vec<[String; 8]> = rows
         .iter()
         .map(|row| {
             let last = row.last_attempt.as_ref();
@@ -694,12 +771,17 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
                     .map_or_else(|| NONE.to_owned(), units::duration),
                 last.and_then(|last| last.output_bytes)
                     .map_or_else(|| NONE.to_owned(), units::bytes),
+                usage_cell(row, UsageSummary::tokens_text),
+                usage_cell(row, UsageSummary::cost_text),
                 row.title.clone().unwrap_or_else(|| untitled.to_owned()),
             ]
         })
         .collect();
-    let header = ["phase", "status", "attempts", "duration", "output", "title"].map(str::to_owned);
-    let mut widths = [0usize; 5];
+    let header = [
+        "phase", "status", "attempts", "duration", "output", "tokens", "cost", "title",
+    ]
+    .map(str::to_owned);
+    let mut widths = [0usize; 7];
     for row in std::iter::once(&header).chain(&cells) {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -713,7 +795,7 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
                 line.push_str(cell);
                 line.extend(std::iter::repeat_n(' ', width - cell.chars().count() + 2));
             }
-            line.push_str(&row[5]);
+            line.push_str(&row[7]);
             line
         })
         .collect()
@@ -736,7 +818,7 @@ fn verification_lines(rows: &[PhaseRow]) -> Vec<String> {
         .collect()
 }
 
-/// `totals: 1/3 phases done · 3 attempts · 3m13s · 1.2 MiB output`.
+/// `totals: 1/3 phases done · 3 attempts · 3m13s · 1.2 MiB output · tokens 5403 · cost $0.05`.
 fn totals_line(totals: &RunTotals) -> String {
     let phases = match totals.phases_total {
         Some(total) => format!("{}/{total} phases done", totals.phases_done),
@@ -757,6 +839,13 @@ fn totals_line(totals: &RunTotals) -> String {
         count => line.push_str(&format!(
             " ({count} attempts recorded without duration and size)"
         )),
+    }
+    if totals.attempts > 0 {
+        line.push_str(&format!(
+            " · tokens {} · cost {}",
+            totals.usage.tokens_text(),
+            totals.usage.cost_text()
+        ));
     }
     line
 }

@@ -6,7 +6,9 @@
 //! found by its `run-started` in the stream or, when that was rotated away, by the run id of
 //! its latest records; else the next one to start. It ends when that run finishes, when its
 //! handler is gone without finishing, or on Ctrl-C. With `--json` the followed run's event
-//! lines are passed through as they are.
+//! lines are passed through as they are (the agent's `activity` and `idle-deadline-extended`
+//! among them); the text shows the agent's latest status on its own line when it changes and
+//! in the status line with its age, and each attempt's tokens and cost when it ends.
 //!
 //! The stream is read with bounded memory ([`Follower`]): a special file, a link or a file far
 //! larger than the runner writes is refused, a line too long to be the runner's is skipped,
@@ -18,11 +20,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::args::WatchArgs;
 use crate::domain::display::printable;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::token_usage::summary::UsageSummary;
 use crate::invocation::{InputError, locate_for_report};
 use crate::platform::event_log::{FollowError, Follower};
 use crate::platform::locate::PlanLocation;
@@ -191,6 +195,7 @@ impl Found {
                 attempt: None,
                 output_bytes: 0,
                 last_line: None,
+                status: None,
             },
         }
     }
@@ -292,6 +297,8 @@ struct Followed {
     /// The attempt's output so far and its last line, from its latest output progress.
     output_bytes: u64,
     last_line: Option<String>,
+    /// The agent's latest status and when it was set, from its latest `activity`.
+    status: Option<(String, DateTime<Utc>)>,
 }
 
 #[derive(Default)]
@@ -376,6 +383,7 @@ impl Watch {
                 run.attempt = Some((phase_id.clone(), index, Instant::now()));
                 run.output_bytes = 0;
                 run.last_line = None;
+                run.status = None;
                 let in_run = number(event, "attempt") as u32;
                 report::phase_banner(
                     &phase_id,
@@ -405,6 +413,24 @@ impl Watch {
                 }
                 run.status_line()?
             }
+            "activity" => {
+                let status = event["text"].as_str().map(str::to_owned);
+                let since = event["since"]
+                    .as_str()
+                    .and_then(|since| DateTime::parse_from_rfc3339(since).ok())
+                    .map_or_else(Utc::now, |since| since.with_timezone(&Utc));
+                run.status = status.clone().map(|text| (text, since));
+                let phase_id = run.attempt.as_ref().map_or("", |(id, _, _)| id.as_str());
+                report::status_change(phase_id, status.as_deref())
+            }
+            "idle-deadline-extended" => format!(
+                "the agent announced a silence: idle deadline extended by {} s, until {}",
+                crate::domain::seconds::format_seconds(
+                    (event["seconds"].as_f64().unwrap_or_default() * 10.0).round() / 10.0
+                ),
+                text(event, "until")
+            ),
+            "budget-unenforceable" => format!("warning: {}", text(event, "message")),
             "stop-requested" => format!(
                 "stopping the attempt: {} ({})",
                 text(event, "cause"),
@@ -429,11 +455,14 @@ impl Watch {
                 let status = event["status"]
                     .as_str()
                     .and_then(crate::domain::state::AttemptStatus::parse)?;
+                // A stream written before usage was recorded has none.
+                let usage = UsageSummary::from_json(&event["usage"], "usage").ok();
                 report::phase_ended(
                     &text(event, "phase_id"),
                     status,
                     number(event, "duration_ms"),
                     number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes")),
+                    usage.as_ref(),
                 )
             }
             "retry-scheduled" => format!(
@@ -508,6 +537,12 @@ impl Followed {
             self.phases,
             since.elapsed(),
             self.output_bytes,
+            self.status.as_ref().map(|(text, since)| {
+                (
+                    text.as_str(),
+                    (Utc::now() - *since).to_std().unwrap_or_default(),
+                )
+            }),
             self.last_line.as_deref(),
         ))
     }
@@ -521,6 +556,7 @@ fn started(event: &Value) -> Followed {
         attempt: None,
         output_bytes: 0,
         last_line: None,
+        status: None,
     }
 }
 

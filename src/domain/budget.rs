@@ -69,6 +69,10 @@ pub struct BudgetCaps {
     pub max_cost_usd: Option<Cap<f64>>,
 }
 
+// A cost cap is a finite number > 0 (never NaN), so equality is an equivalence and the run
+// loop's rules, which hold the caps, keep their `Eq`.
+impl Eq for BudgetCaps {}
+
 /// The command line's value, else the config's.
 fn cap<T>(command_line: Option<T>, config: Option<T>) -> Option<Cap<T>> {
     match (command_line, config) {
@@ -105,6 +109,9 @@ pub struct Spent {
     pub tokens: u64,
     pub cost_usd: f64,
 }
+
+// A sum of non-negative reported costs is never NaN.
+impl Eq for Spent {}
 
 impl Spent {
     /// The committed attempts of this invocation.
@@ -240,9 +247,17 @@ impl CapReached {
         }
     }
 
-    /// How to go on: a higher cap, with `--retry-stopped`.
+    /// How to go on after a stopped attempt: a higher cap, with `--retry-stopped`.
     fn remedy(&self) -> String {
-        let raise = match (self.kind, self.origin) {
+        format!(
+            "to continue, run again with --retry-stopped and {}",
+            self.higher_cap()
+        )
+    }
+
+    /// `a higher --max-tokens`, `a higher --max-cost (or budget.max_cost_usd)`.
+    fn higher_cap(&self) -> &'static str {
+        match (self.kind, self.origin) {
             (CapKind::Tokens { .. }, CapOrigin::CommandLine) => "a higher --max-tokens",
             (CapKind::Cost { .. }, CapOrigin::CommandLine) => "a higher --max-cost",
             (CapKind::Tokens { .. }, CapOrigin::Config) => {
@@ -251,8 +266,7 @@ impl CapReached {
             (CapKind::Cost { .. }, CapOrigin::Config) => {
                 "a higher --max-cost (or budget.max_cost_usd)"
             }
-        };
-        format!("to continue, run again with --retry-stopped and {raise}")
+        }
     }
 
     /// The summary of an attempt stopped mid-way (`budget-exceeded`).
@@ -264,12 +278,13 @@ impl CapReached {
         )
     }
 
-    /// Why nothing more was launched.
+    /// Why nothing more was launched. Nothing was stopped, so no recovery flag is needed:
+    /// the caps count one invocation, and the next one starts from nothing.
     pub fn launch_refusal(&self, phase_id: &str) -> String {
         format!(
-            "budget reached: {} in this run; {phase_id} was not launched; {}",
+            "budget reached: {} in this run; {phase_id} was not launched; the caps count one run, so running again continues (with {} to spend more in one run)",
             self.amounts(),
-            self.remedy()
+            self.higher_cap()
         )
     }
 }
@@ -446,8 +461,8 @@ mod tests {
         assert_eq!(
             reached.launch_refusal("phase-2"),
             "budget reached: $2.5 spent of $2 (budget.max_cost_usd) in this run; phase-2 was \
-             not launched; to continue, run again with --retry-stopped and a higher \
-             --max-cost (or budget.max_cost_usd)"
+             not launched; the caps count one run, so running again continues (with a higher \
+             --max-cost (or budget.max_cost_usd) to spend more in one run)"
         );
     }
 

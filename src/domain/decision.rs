@@ -13,6 +13,7 @@
 //! means `rate-limited` rather than `agent-failed`. Because it is a nonzero exit, it beats a
 //! result block printed before it.
 
+use super::budget::CapReached;
 use super::failure::ExecutionFailure;
 use super::marker::{MarkerVerdict, ResultKind};
 use super::seconds::format_seconds;
@@ -24,8 +25,9 @@ use super::state::AttemptStatus;
 pub enum StopCause {
     /// The wall-clock `--timeout` expired.
     Timeout { seconds: f64 },
-    /// No output on either stream for `--idle-timeout` seconds.
-    IdleTimeout { seconds: f64 },
+    /// No sign of life (output, an accepted notification, activity) for `--idle-timeout`
+    /// seconds, or longer when the agent extended the idle deadline.
+    IdleTimeout(IdleStop),
     /// A stop regex matched the combined output.
     StopRegex { pattern: String },
     /// A `rate_limit.patterns` regex matched the combined output: the provider refused for now.
@@ -41,11 +43,22 @@ pub enum StopCause {
     /// The attempt's own machinery failed: reading a pipe, writing the transcript, recording
     /// the running attempt, an attempt actor.
     ExecutionIo(ExecutionFailure),
+    /// The committed usage of the invocation plus the attempt's latest usage report reached a
+    /// budget cap (`--max-tokens`, `--max-cost`, config `budget`).
+    BudgetExceeded(CapReached),
+}
+
+/// How an idle timeout stopped an attempt: the limit, and the summary that names the silence
+/// and the agent's last status ([`crate::domain::liveness::idle::IdleDeadline::stop_message`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdleStop {
+    pub seconds: f64,
+    pub summary: String,
 }
 
 impl StopCause {
     /// The cause's kind, for events and logs: `timeout`, `idle-timeout`, `stop-regex`,
-    /// `rate-limited`, `interrupted`, `execution-io`.
+    /// `rate-limited`, `interrupted`, `execution-io`, `budget-exceeded`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Timeout { .. } => "timeout",
@@ -54,6 +67,7 @@ impl StopCause {
             Self::RateLimited { .. } => "rate-limited",
             Self::Interrupted { .. } => "interrupted",
             Self::ExecutionIo(_) => "execution-io",
+            Self::BudgetExceeded(_) => "budget-exceeded",
         }
     }
 
@@ -146,13 +160,7 @@ fn decide_stop(cause: &StopCause) -> Decision {
                 format_seconds(*seconds)
             ),
         ),
-        StopCause::IdleTimeout { seconds } => (
-            AttemptStatus::Timeout,
-            format!(
-                "agent command produced no output for {} seconds (idle timeout)",
-                format_seconds(*seconds)
-            ),
-        ),
+        StopCause::IdleTimeout(idle) => (AttemptStatus::Timeout, idle.summary.clone()),
         StopCause::StopRegex { pattern } => (
             AttemptStatus::StopRegex,
             format!("output matched stop regex: {pattern}"),
@@ -179,6 +187,9 @@ fn decide_stop(cause: &StopCause) -> Decision {
             AttemptStatus::ExecutionIoFailed,
             format!("attempt execution IO failed: {failure}"),
         ),
+        StopCause::BudgetExceeded(reached) => {
+            (AttemptStatus::BudgetExceeded, reached.stop_message())
+        }
     };
     Decision { status, summary }
 }
@@ -252,9 +263,23 @@ mod tests {
                 "agent command timed out after 1 seconds",
             ),
             (
-                StopCause::IdleTimeout { seconds: 0.5 },
+                StopCause::IdleTimeout(IdleStop {
+                    seconds: 0.5,
+                    summary: "no output, notification or activity for 0.5 s (idle timeout)".into(),
+                }),
                 AttemptStatus::Timeout,
-                "agent command produced no output for 0.5 seconds (idle timeout)",
+                "no output, notification or activity for 0.5 s (idle timeout)",
+            ),
+            (
+                StopCause::BudgetExceeded(CapReached {
+                    kind: crate::domain::budget::CapKind::Tokens {
+                        limit: 100,
+                        spent: 150,
+                    },
+                    origin: crate::domain::budget::CapOrigin::CommandLine,
+                }),
+                AttemptStatus::BudgetExceeded,
+                "budget exceeded: 150 tokens (input + output) spent of 100 (--max-tokens) in this run; the agent was stopped; to continue, run again with --retry-stopped and a higher --max-tokens",
             ),
             (
                 StopCause::StopRegex {

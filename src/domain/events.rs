@@ -12,6 +12,7 @@ use super::retry::schedule::RetrySchedule;
 use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
 use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
+use super::token_usage::summary::UsageSummary;
 
 /// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
 /// its fields beside it.
@@ -55,8 +56,19 @@ pub enum RunEvent {
         /// The last complete line the agent printed, cut to a few hundred bytes.
         last_line: Option<String>,
     },
+    /// What the agent says it is doing (`STATUS=` on its notification socket), rate-limited
+    /// to one a second (the last word of a burst is never lost). `text` is `None` when the
+    /// agent cleared its status; `since` is when the text was first set (RFC 3339, UTC).
+    Activity {
+        text: Option<String>,
+        since: Option<String>,
+    },
+    /// The agent announced a silence (`EXTEND_TIMEOUT_USEC`): the idle deadline is now
+    /// `until` (RFC 3339, UTC), `seconds` from now. Published when it moved at least a second
+    /// beyond the last one published. The wall-clock `--timeout` is never extended.
+    IdleDeadlineExtended { until: String, seconds: f64 },
     /// The attempt is being stopped: `cause` is `timeout`, `idle-timeout`, `stop-regex`,
-    /// `rate-limited`, `interrupted` or `execution-io`; `detail` says more.
+    /// `rate-limited`, `interrupted`, `execution-io` or `budget-exceeded`; `detail` says more.
     StopRequested { cause: String, detail: String },
     /// The run's watchdog was lost (killed or stopped): what happened, and whether a new one
     /// took over (`replaced_by`) or the attempt is stopped (`error`).
@@ -70,6 +82,9 @@ pub enum RunEvent {
         error: Option<String>,
         detail: String,
     },
+    /// A budget cap is set, but an attempt reported no usage: the cap cannot be enforced for
+    /// its agent. Emitted once per run.
+    BudgetUnenforceable { message: String },
     /// The worker's group is empty.
     GroupStopped {
         leaked: Vec<u32>,
@@ -86,6 +101,8 @@ pub enum RunEvent {
         stderr_bytes: u64,
         outcome_path: String,
         transcript_path: String,
+        /// What the attempt's usage reports came to (docs/worker-protocol.md).
+        usage: UsageSummary,
         /// What the phase's Verify checks came to, as the outcome records it (a list of check
         /// records, or `"skipped"`); absent when none was due.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -267,6 +284,48 @@ pub fn progress_write(
     }
 }
 
+/// The agent's latest status as the event stream last published it (`status` reads it there,
+/// since a status is never written to `state.json`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamedActivity {
+    /// The latest `activity` of the attempt: its text and since when (RFC 3339).
+    Status { text: String, since: String },
+    /// The attempt has no status: it never set one, or cleared it.
+    NoStatus,
+    /// The attempt is not in this part of the stream (look in the earlier file).
+    NotFound,
+}
+
+/// Finds the latest `activity` event of `attempt_id` in `stream` (event-stream lines, oldest
+/// first), reading from the end and stopping at the attempt's `attempt-prepared`.
+pub fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
+    for line in stream.rsplit('\n') {
+        if !line.contains(attempt_id) {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if event["attempt_id"].as_str() != Some(attempt_id) {
+            continue;
+        }
+        match event["event"].as_str() {
+            Some("activity") => {
+                return match (event["text"].as_str(), event["since"].as_str()) {
+                    (Some(text), Some(since)) => StreamedActivity::Status {
+                        text: text.to_owned(),
+                        since: since.to_owned(),
+                    },
+                    _ => StreamedActivity::NoStatus,
+                };
+            }
+            Some("attempt-prepared") => return StreamedActivity::NoStatus,
+            _ => {}
+        }
+    }
+    StreamedActivity::NotFound
+}
+
 fn rfc3339_millis<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Millis, true))
 }
@@ -306,6 +365,7 @@ mod tests {
                 stderr_bytes: 0,
                 outcome_path: "/k/outcomes/a.json".into(),
                 transcript_path: "/k/transcripts/a.txt".into(),
+                usage: UsageSummary::unknown(),
                 verification: None,
                 verification_failure: None,
             },
@@ -339,6 +399,56 @@ mod tests {
         assert_eq!(value["event"], "group-stopped");
         assert_eq!(value["leaked"], serde_json::json!([1, 2]));
         assert!(value["attempt_id"].is_null());
+    }
+
+    #[test]
+    fn the_latest_activity_of_the_attempt_is_found_from_the_end() {
+        let line = |attempt: &str, event: RunEvent| {
+            EventRecord {
+                at: Utc::now(),
+                run_id: "r".into(),
+                attempt_id: Some(attempt.into()),
+                event,
+            }
+            .to_json_line()
+        };
+        let activity = |text: Option<&str>| RunEvent::Activity {
+            text: text.map(str::to_owned),
+            since: text.map(|_| "2026-12-01T12:00:00.000Z".to_owned()),
+        };
+        let prepared = RunEvent::AttemptPrepared {
+            phase_id: "phase-1".into(),
+            title: "One".into(),
+            phase_index: 1,
+            phases: 1,
+            phase_attempt: 1,
+            attempt: 1,
+            of: 1,
+            agent_cmd: "agent".into(),
+            prompt_path: "/p".into(),
+            transcript_path: "/t".into(),
+        };
+        let stream = [
+            line("a-1", activity(Some("old attempt"))),
+            line("a-2", prepared.clone()),
+            line("a-2", activity(Some("thinking"))),
+            line("a-2", activity(Some("tool: Bash <cargo test>"))),
+            line("a-3", activity(Some("another attempt"))),
+            "not json".to_owned(),
+        ]
+        .join("\n");
+        assert_eq!(
+            latest_activity(&stream, "a-2"),
+            StreamedActivity::Status {
+                text: "tool: Bash <cargo test>".into(),
+                since: "2026-12-01T12:00:00.000Z".into()
+            }
+        );
+        let cleared = format!("{stream}\n{}", line("a-2", activity(None)));
+        assert_eq!(latest_activity(&cleared, "a-2"), StreamedActivity::NoStatus);
+        assert_eq!(latest_activity(&stream, "a-9"), StreamedActivity::NotFound);
+        let silent = format!("{stream}\n{}", line("a-4", prepared.clone()));
+        assert_eq!(latest_activity(&silent, "a-4"), StreamedActivity::NoStatus);
     }
 
     #[test]

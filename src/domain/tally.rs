@@ -1,18 +1,22 @@
 //! The per-phase table and run totals that `status` shows (docs/cli.md): for each phase its
-//! standing, how many attempts it took, and the duration and output size of its latest
-//! committed attempt; for the whole plan, phases done, attempts, time and output.
+//! standing, how many attempts it took, the duration and output size of its latest committed
+//! attempt, and the tokens and cost of that attempt and of all its attempts; for the whole
+//! plan, phases done, attempts, time, output, tokens and cost.
 //!
 //! Everything is tallied from `state.json` alone — the `duration_ms` and `output_bytes` that
 //! each `committed_outcomes` entry carries since they were added — so `status` never opens
 //! one outcome file per attempt (target ≤ 20 ms at 1,000 committed outcomes, docs/benchmarks.md). Entries
 //! committed before those keys existed count as attempts but add nothing to the sums; the
-//! totals say how many such entries there were.
+//! totals say how many such entries there were. Usage is summed the same way
+//! ([`UsageSummary::sum`]): an entry without `usage` (committed before it was recorded) and an
+//! abandoned attempt are `unknown`, which makes a sum a lower bound (`≥`) or unknown (`?`).
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
 use super::state::{ActiveStatus, AttemptStatus, OutcomeRef, State};
+use super::token_usage::summary::UsageSummary;
 
 /// Where a phase stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +67,8 @@ pub struct AttemptFigures {
     pub duration_ms: Option<u64>,
     /// Both streams together; `None` for an entry committed before sizes were recorded.
     pub output_bytes: Option<u64>,
+    /// Its usage; `unknown` for an entry committed before usage was recorded.
+    pub usage: UsageSummary,
 }
 
 /// One row of the table.
@@ -77,10 +83,12 @@ pub struct PhaseTally {
     pub attempts: u32,
     /// The phase's latest committed attempt.
     pub last: Option<AttemptFigures>,
+    /// The usage of all its committed and abandoned attempts.
+    pub usage: UsageSummary,
 }
 
 /// The totals over every recorded attempt.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RunTotals {
     pub phases_done: usize,
     /// Phases in the plan; `None` when the plan cannot be read.
@@ -94,6 +102,22 @@ pub struct RunTotals {
     /// Attempts without figures (missing from the sums): committed before durations and sizes
     /// were recorded, or abandoned and resolved by `--retry-stopped`.
     pub attempts_without_figures: u64,
+    /// The usage of every committed and abandoned attempt.
+    pub usage: UsageSummary,
+}
+
+impl Default for RunTotals {
+    fn default() -> Self {
+        Self {
+            phases_done: 0,
+            phases_total: None,
+            attempts: 0,
+            duration_ms: 0,
+            output_bytes: 0,
+            attempts_without_figures: 0,
+            usage: UsageSummary::unknown(),
+        }
+    }
 }
 
 /// The table and its totals.
@@ -112,7 +136,10 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
     struct Acc<'a> {
         attempts: u32,
         last: Option<&'a OutcomeRef>,
+        usage: Vec<UsageSummary>,
     }
+    let usage_of = |entry: &OutcomeRef| entry.usage.clone().unwrap_or_else(UsageSummary::unknown);
+    let mut all_usage = Vec::new();
     let mut per_phase: HashMap<&str, Acc<'_>> = HashMap::new();
     // Phase ids in first-recorded order, for the rows the plan does not give.
     let mut recorded: Vec<&str> = Vec::new();
@@ -127,6 +154,8 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
         });
         acc.attempts = acc.attempts.saturating_add(1);
         acc.last = Some(entry);
+        acc.usage.push(usage_of(entry));
+        all_usage.push(usage_of(entry));
         totals.attempts += 1;
         if entry.duration_ms.is_none() || entry.output_bytes.is_none() {
             totals.attempts_without_figures += 1;
@@ -145,9 +174,12 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
             Acc::default()
         });
         acc.attempts = acc.attempts.saturating_add(1);
+        acc.usage.push(UsageSummary::unknown());
+        all_usage.push(UsageSummary::unknown());
         totals.attempts += 1;
         totals.attempts_without_figures += 1;
     }
+    totals.usage = UsageSummary::sum(&all_usage);
     if let Some(attempt) = &state.active_attempt {
         let acc = per_phase.entry(&attempt.phase.id).or_insert_with(|| {
             recorded.push(&attempt.phase.id);
@@ -179,7 +211,9 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
             status: entry.status,
             duration_ms: entry.duration_ms,
             output_bytes: entry.output_bytes,
+            usage: usage_of(entry),
         }),
+        usage: UsageSummary::sum(acc.map_or(&[][..], |acc| &acc.usage[..])),
     };
     let plan_phases = plan_phases.unwrap_or_default();
     let mut phases: Vec<PhaseTally> = plan_phases

@@ -31,6 +31,12 @@ pub struct Trailer {
     pub console_notes: Vec<String>,
     /// Each loss of the run's watchdog during the attempt, as a whole `watchdog_lost: …` line.
     pub watchdog_notes: Vec<String>,
+    /// The runner's own lines about the attempt (`[runner] ignored an invalid usage report
+    /// …`), written just before the trailer separator.
+    pub notes: Vec<String>,
+    /// What became of the worker's notification datagrams
+    /// ([`crate::domain::notify::NotifyTally::describe`]); `None` when none arrived.
+    pub notifications: Option<String>,
 }
 
 /// What the transcript header shows.
@@ -87,10 +93,17 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
         // The trailer always starts on its own line.
         text.push('\n');
     }
+    for note in &trailer.notes {
+        text.push_str(note);
+        text.push('\n');
+    }
     text.push_str(&TRAILER_SEPARATOR[1..]);
     text.push_str(&format!("exit_code: {}\n", optional(exit_code)));
     text.push_str(&format!("signal: {}\n", optional(signal)));
     text.push_str(&format!("output_bytes: {bytes_seen}\n"));
+    if let Some(notifications) = &trailer.notifications {
+        text.push_str(&format!("notifications: {notifications}\n"));
+    }
     if !trailer.leaked.is_empty() {
         text.push_str(&format!(
             "leaked_descendants_killed: {}\n",
@@ -289,5 +302,29 @@ mod tests {
             text.contains("\nlive_output_stopped: stdout: Broken pipe\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn runner_notes_precede_the_separator_and_notifications_are_counted_after_it() {
+        let trailer = Trailer {
+            notes: vec!["[runner] ignored an invalid usage report (X_AISH_USAGE): x".to_owned()],
+            notifications: Some("3 accepted; 1 dropped (1 malformed)".to_owned()),
+            ..Trailer::default()
+        };
+        let text = render_trailer(&trailer, 4, false);
+        assert!(
+            text.starts_with(
+                "\n[runner] ignored an invalid usage report (X_AISH_USAGE): x\n--- runner trailer ---\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\noutput_bytes: 4\nnotifications: 3 accepted; 1 dropped (1 malformed)\n"
+            ),
+            "{text}"
+        );
+        let quiet = render_trailer(&Trailer::default(), 4, true);
+        assert!(!quiet.contains("notifications:"), "{quiet}");
     }
 }

@@ -10,7 +10,10 @@
 //! The transient line is written by the same thread as the output, so the two never
 //! interleave: it is drawn only where the terminal's cursor is at the start of a line (never
 //! over a line the agent has not finished), cut to the terminal's width so it never wraps,
-//! and erased (`\r`, erase line) before anything else is written to the terminal.
+//! and erased (`\r`, erase line) before anything else is written to the terminal. A *note*
+//! (the agent's status changing) is a whole line for a person at the terminal: it starts on
+//! a line of its own, after the agent's unfinished line if there is one, and is not written
+//! when stderr is not a terminal.
 
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
@@ -34,6 +37,8 @@ enum Job {
     ShowTransient,
     /// Erase the transient line if it is shown.
     ClearTransient,
+    /// A whole line on a terminal's stderr (the job's bytes, ending with a line break).
+    Note,
 }
 
 /// The handler's stdout and stderr, each written and flushed as a whole buffer, and the
@@ -94,6 +99,17 @@ impl Sink<Job> for HandlerStreams {
                 write_to(OutputStream::Stderr, &drawn)
             }
             Job::ClearTransient => self.erase_transient(),
+            Job::Note => {
+                if !self.stderr_terminal {
+                    return Ok(());
+                }
+                self.erase_transient()?;
+                if !self.at_line_start {
+                    write_to(OutputStream::Stderr, b"\n")?;
+                }
+                self.at_line_start = bytes.last() == Some(&b'\n');
+                write_to(OutputStream::Stderr, bytes)
+            }
         }
     }
 }
@@ -151,6 +167,14 @@ impl Console {
     pub fn show_transient(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ShowTransient, Arc::new(line.into_bytes()))
+    }
+
+    /// Writes `line` (with its line break) on stderr when it is a terminal, on a line of its
+    /// own; nothing otherwise.
+    pub fn note(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        self.thread.submit(Job::Note, Arc::new(bytes))
     }
 
     /// Erases the transient line, if one is shown.

@@ -3,16 +3,6 @@
 //! discovery, spawning, signalling, and the threads that do blocking writes. Decisions stay in
 //! `domain`; this layer only touches the operating system and reports what it found.
 
-// The receiving end of liveness (issue 18) is wired into the attempt actors by the
-// integration; until then its items are unused. The expectation fails the build once they
-// are used, so it cannot outlive its reason.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "called by the attempt actors once issue 18 is integrated; remove then"
-    )
-)]
 pub mod activity_sampler;
 pub mod console;
 pub mod descendant_sweep;
@@ -24,13 +14,6 @@ pub mod helper_registry;
 pub mod locate;
 pub mod locks;
 pub mod no_follow;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the receiving socket is called by the attempt actors once issue 18 is integrated; remove then"
-    )
-)]
 pub mod notify_socket;
 pub mod proc;
 pub mod process_group;

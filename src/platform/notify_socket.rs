@@ -147,6 +147,9 @@ impl NotifySocket {
             origin: Instant::now(),
             tally: NotifyTally::default(),
         };
+        // Lets tests hold the receiver before its first read (`notify-receive=1*sleep(1000)`):
+        // a worker that notifies and exits meanwhile is heard only through the drain below.
+        fail::fail_point!("notify-receive");
         'receiving: loop {
             let mut ready = tokio::select! {
                 biased;

@@ -13,7 +13,7 @@
 //! One variable of the environment is never passed on: `NOTIFY_SOCKET`. A handler run by
 //! systemd (a service with `Type=notify`) has the service's socket there, and a worker must
 //! not speak to systemd in the handler's name; the worker gets the attempt's own notification
-//! socket instead, or none ([`spawn_worker_notifying`], docs/worker-protocol.md).
+//! socket instead, or none ([`spawn_worker`], docs/worker-protocol.md).
 //!
 //! Why `setsid` rather than `setpgid`: a session leader has no controlling terminal, so a
 //! worker that tries to read `/dev/tty` fails fast (ENXIO) instead of being stopped by SIGTTIN
@@ -46,16 +46,12 @@ const PIPE_CAPACITY: i32 = 1 << 20;
 
 /// Starts `argv` in `cwd` as the leader of a new session and process group, for attempt
 /// `attempt_id` (its processes carry it in [`ATTEMPT_ENV`], so the watchdog and `status`
-/// find those that leave the group), without a `NOTIFY_SOCKET`. Call inside the runtime (the
-/// pipes are registered with its reactor), off its worker threads (it waits for `exec`).
-pub fn spawn_worker(argv: &[String], cwd: &str, attempt_id: &str) -> io::Result<WorkerChild> {
-    spawn_worker_notifying(argv, cwd, attempt_id, None)
-}
-
-/// Like [`spawn_worker`], with `NOTIFY_SOCKET` set to `notify_socket` (the attempt's
-/// notification socket, `platform::notify_socket::NotifySocket::env_value`) when given, and
-/// removed otherwise: the handler's own never reaches the worker.
-pub fn spawn_worker_notifying(
+/// find those that leave the group), with `NOTIFY_SOCKET` set to `notify_socket` (the
+/// attempt's notification socket, `platform::notify_socket::NotifySocket::env_value`) when
+/// given, and removed otherwise: the handler's own never reaches the worker. Call inside the
+/// runtime (the pipes are registered with its reactor), off its worker threads (it waits for
+/// `exec`).
+pub fn spawn_worker(
     argv: &[String],
     cwd: &str,
     attempt_id: &str,

@@ -1,13 +1,7 @@
 //! Liveness and usage (issues 18 and 19), black-box: the real handler with fake agents that
-//! notify with `systemd-notify` and with raw datagrams from Python.
-//!
-//! What the handler does today is tested here directly: a worker never inherits the
-//! handler's own `NOTIFY_SOCKET`. The other tests state what the issues ask of the runner once
-//! its side (the socket per attempt, the idle rule with activity, usage in the outcome, the
-//! budget caps) is wired into the attempt actors; they are `#[ignore]`d until then — run them
-//! with `cargo test --features failpoints --test it liveness -- --include-ignored` — and the
-//! integration un-ignores them. Each fails against the handler of today for the reason the
-//! issue describes (an idle kill, no usage key, no `budget-exceeded`).
+//! notify with `systemd-notify` and with raw datagrams from Python — signs of life
+//! (notifications, activity) against the idle timeout, statuses, usage reports in the outcome
+//! and the state, and the budget caps.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
@@ -56,7 +50,7 @@ fn transcript(sandbox: &Sandbox) -> String {
 
 const COMPLETE: &str = "echo '<phase-complete>done</phase-complete>'\n";
 
-// --- what the handler does today -----------------------------------------------------------
+// --- the handler's own socket ----------------------------------------------------------------
 
 /// Under systemd the handler has its service's `NOTIFY_SOCKET`; a worker must never get it,
 /// nor reach that socket by it (issue 18 item 1).
@@ -101,7 +95,6 @@ fn the_handlers_own_notify_socket_never_reaches_the_worker() {
 // --- issue 18: signs of life -----------------------------------------------------------------
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn watchdog_pings_keep_a_silent_agent_alive() {
     for ping in [
         "systemd-notify WATCHDOG=1",
@@ -123,7 +116,6 @@ fn watchdog_pings_keep_a_silent_agent_alive() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn an_announced_silence_is_not_idle() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -136,10 +128,17 @@ fn an_announced_silence_is_not_idle() {
     );
     run.assert_code(0);
     assert_eq!(outcome(&sandbox)["status"], "phase-complete");
+    // The event stream says so, once.
+    let events = events(&sandbox);
+    let extended = of_kind(&events, "idle-deadline-extended");
+    assert_eq!(extended.len(), 1, "{events:#?}");
+    let seconds = extended[0]["seconds"].as_f64().expect("seconds");
+    assert!((4.5..=5.0).contains(&seconds), "{seconds}");
+    chrono::DateTime::parse_from_rfc3339(extended[0]["until"].as_str().expect("until"))
+        .expect("RFC 3339");
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_silence_longer_than_announced_is_stopped_when_the_extension_ends() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -164,7 +163,6 @@ fn a_silence_longer_than_announced_is_stopped_when_the_extension_ends() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_silent_cpu_busy_agent_is_alive() {
     let sandbox = Sandbox::new();
     let run = run_one(
@@ -179,7 +177,6 @@ fn a_silent_cpu_busy_agent_is_alive() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_sleeping_agent_is_stopped_with_the_new_message_and_its_last_status() {
     let sandbox = Sandbox::new();
     let run = run_one(
@@ -201,7 +198,6 @@ fn a_sleeping_agent_is_stopped_with_the_new_message_and_its_last_status() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn notifications_from_outside_the_attempt_are_ignored() {
     let sandbox = Sandbox::new();
     let address_file = sandbox.path("address");
@@ -245,7 +241,6 @@ fn notifications_from_outside_the_attempt_are_ignored() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn floods_oversized_datagrams_and_garbage_change_nothing() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -282,7 +277,6 @@ fn floods_oversized_datagrams_and_garbage_change_nothing() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn each_attempt_has_its_own_socket_and_it_is_gone_afterwards() {
     let sandbox = Sandbox::new();
     sandbox.write("plan.md", plan_with_phases(2));
@@ -324,7 +318,6 @@ fn usage_of(sandbox: &Sandbox) -> Value {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_final_usage_report_is_recorded_in_the_outcome_and_the_state() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -348,7 +341,6 @@ fn a_final_usage_report_is_recorded_in_the_outcome_and_the_state() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_killed_attempt_with_running_reports_only_is_partial_and_a_silent_one_unknown() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -377,7 +369,6 @@ fn a_killed_attempt_with_running_reports_only_is_partial_and_a_silent_one_unknow
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn invalid_usage_reports_are_ignored_with_one_warning() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -402,7 +393,6 @@ fn invalid_usage_reports_are_ignored_with_one_warning() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_budget_crossed_mid_attempt_stops_it_as_budget_exceeded() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
@@ -412,8 +402,22 @@ fn a_budget_crossed_mid_attempt_stops_it_as_budget_exceeded() {
         &["--max-tokens", "120"],
     );
     run.assert_code(4);
+    assert!(
+        run.stderr
+            .lines()
+            .last()
+            .is_some_and(|next| next.starts_with("next: raise the budget cap the phase ran out of, then ai-session-handler run --plan plan.md ")
+                && next.ends_with(" --retry-stopped")),
+        "{}",
+        run.stderr
+    );
     let outcome = outcome(&sandbox);
     assert_eq!(outcome["status"], "budget-exceeded");
+    assert_eq!(outcome["usage"]["completeness"], "partial");
+    assert_eq!(
+        sandbox.state("plan.md")["stop"]["reason"],
+        "budget-exceeded"
+    );
     let summary = outcome["summary"].as_str().expect("summary");
     for fragment in ["--max-tokens", "150 tokens", "--retry-stopped"] {
         assert!(summary.contains(fragment), "{fragment:?} in {summary}");
@@ -422,11 +426,10 @@ fn a_budget_crossed_mid_attempt_stops_it_as_budget_exceeded() {
 }
 
 #[test]
-#[ignore = "needs the runner's side of issue 18/19 wired into the attempt actors"]
 fn a_budget_already_spent_launches_nothing_more() {
     let sandbox = Sandbox::new();
     notify_script(&sandbox);
-    sandbox.write("plan.md", plan_with_phases(2));
+    sandbox.write("plan.md", plan_with_phases(3));
     let launches = sandbox.path("launches");
     let agent = sandbox.script(
         "agent",
@@ -436,7 +439,10 @@ fn a_budget_already_spent_launches_nothing_more() {
         ),
     );
     let run = sandbox.run_plan("plan.md", &agent, &["--quiet", "--max-tokens", "120"]);
-    assert_ne!(run.code, 0, "{run:?}");
+    // The first attempt's report was final: its spending was over, so it was not stopped;
+    // the cap stopped the run before the next launch, with the exit code of a budget stop.
+    run.assert_code(4);
+    assert_eq!(outcome(&sandbox)["status"], "phase-complete");
     assert_eq!(
         std::fs::read_to_string(&launches)
             .expect("launches")
@@ -446,4 +452,479 @@ fn a_budget_already_spent_launches_nothing_more() {
         "the second phase was launched"
     );
     assert!(run.stderr.contains("budget reached"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "budget reached: 150 tokens (input + output) spent of 120 (--max-tokens) in this run; phase-2 was not launched"
+        ),
+        "{}",
+        run.stderr
+    );
+    // Nothing was stopped: the same command continues (each run has its own budget).
+    let next = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        next.starts_with("next: ai-session-handler run --plan plan.md ")
+            && next.contains("--max-tokens 120")
+            && !next.contains("--retry-stopped"),
+        "{next}"
+    );
+    let state = sandbox.state("plan.md");
+    assert_eq!(state["completed_phase_ids"], serde_json::json!(["phase-1"]));
+    assert!(state["stop"].is_null(), "{state:#}");
+    // The next run has a budget of its own: phase-2 runs, and the cap stops the run before
+    // phase-3. A `--json` caller is told so as `budget-reached`.
+    let run = sandbox.run_plan(
+        "plan.md",
+        &agent,
+        &["--quiet", "--max-tokens", "120", "--json"],
+    );
+    run.assert_code(4);
+    let result = schema_valid(&run);
+    assert_eq!(result["result"], "budget-reached", "{result:#}");
+    assert_eq!(result["status"], "phase-complete");
+    assert_eq!(result["phases_completed"], serde_json::json!(["phase-2"]));
+    assert_eq!(result["next_phase"]["id"], "phase-3");
+    assert_eq!(result["usage"]["total"]["input_tokens"], 100);
+    assert!(
+        result["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("budget reached: ")),
+        "{result:#}"
+    );
+}
+
+/// `run --json` output: one object, valid against docs/run-result.schema.json.
+#[track_caller]
+fn schema_valid(run: &Run) -> Value {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/run-result.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let value: Value = serde_json::from_str(run.stdout.trim_end()).expect("one JSON object");
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .expect("a valid schema")
+        .iter_errors(&value)
+        .map(|error| error.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{value:#}\nviolates the schema: {errors:?}"
+    );
+    value
+}
+
+#[test]
+fn budget_exceeded_is_never_retried() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"max_attempts": 2, "on": ["timeout", "budget-exceeded"]}}"#,
+    );
+    let agent = sandbox.script("agent", &format!("cat >/dev/null\n{COMPLETE}"));
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(5);
+    assert!(
+        run.stderr
+            .contains("retry.on[1]: budget-exceeded is never retried"),
+        "{}",
+        run.stderr
+    );
+    assert!(!sandbox.state_path("plan.md").exists());
+}
+
+// --- issue 18: visible everywhere -------------------------------------------------------------
+
+/// The plan's event stream, parsed.
+fn events(sandbox: &Sandbox) -> Vec<Value> {
+    std::fs::read_to_string(sandbox.state_dir("plan.md").join("events.jsonl"))
+        .expect("event stream")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one object per line"))
+        .collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|event| event["event"] == kind)
+        .collect()
+}
+
+/// A burst of statuses is published rate-limited (the first at once, the last word of the
+/// burst a second later); the latest is in `status` (text and JSON, read from the event
+/// stream, never from `state.json`), in `watch` (text and `--json`) and in the JSON log.
+#[test]
+fn the_latest_status_is_in_the_event_stream_status_watch_and_the_log() {
+    let sandbox = Sandbox::new();
+    notify_script(&sandbox);
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script(
+        "agent",
+        &format!(
+            "cat >/dev/null\n\"$(dirname \"$0\")/notify\" STATUS=thinking STATUS=generating 'STATUS=tool: Bash cargo test'\n\
+             touch READY\nwhile [ ! -f GO ]; do sleep 0.05; done\n{COMPLETE}"
+        ),
+    );
+    let watch_text = sandbox
+        .command()
+        .args(["watch", "--plan", "plan.md"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    let watch_json = sandbox
+        .command()
+        .args(["watch", "--plan", "plan.md", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch --json");
+    let log = sandbox.path("handler.log");
+    let handler = sandbox
+        .quiet_run_command(
+            "plan.md",
+            &agent,
+            &[
+                "--log-level",
+                "info",
+                "--log-format",
+                "json",
+                "--log-file",
+                log.to_str().unwrap(),
+            ],
+        )
+        .spawn()
+        .expect("run");
+    let events_path = sandbox.state_dir("plan.md").join("events.jsonl");
+    assert!(
+        wait_until(PATIENCE, || std::fs::read_to_string(&events_path)
+            .is_ok_and(|text| text.contains("tool: Bash cargo test"))),
+        "the last status was never published"
+    );
+    let status = sandbox.run(&["status", "--plan", "plan.md", "--json"]);
+    status.assert_code(0);
+    let json: Value = serde_json::from_str(&status.stdout).expect("status --json");
+    let activity = &json["active_attempt"]["activity"];
+    assert_eq!(activity["text"], "tool: Bash cargo test", "{json:#}");
+    let since = activity["since"].as_str().expect("since");
+    let since = chrono::DateTime::parse_from_rfc3339(since).expect("RFC 3339");
+    let text = sandbox.run(&["status", "--plan", "plan.md"]);
+    assert_has_line(
+        &text.stdout,
+        &format!(
+            "activity: tool: Bash cargo test (since {})",
+            since.with_timezone(&chrono::Utc).format("%H:%M:%S")
+        ),
+    );
+    let state = String::from_utf8(sandbox.state_bytes("plan.md").unwrap()).unwrap();
+    assert!(
+        !state.contains("cargo test"),
+        "a status is never durable: {state}"
+    );
+    sandbox.write("GO", "");
+    let run = Run::from_output(handler.wait_with_output().expect("run output"));
+    run.assert_code(0);
+
+    let events = events(&sandbox);
+    let published: Vec<&str> = of_kind(&events, "activity")
+        .iter()
+        .map(|event| event["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        published,
+        ["thinking", "tool: Bash cargo test"],
+        "{events:#?}"
+    );
+    let watched = wait_for_exit(watch_text, PATIENCE);
+    watched.assert_code(0);
+    assert!(
+        watched.stdout.contains("phase-1 · tool: Bash cargo test"),
+        "{}",
+        watched.stdout
+    );
+    let watched = wait_for_exit(watch_json, PATIENCE);
+    watched.assert_code(0);
+    let passed: Vec<Value> = watched
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("event lines"))
+        .collect();
+    assert_eq!(of_kind(&passed, "activity").len(), 2, "{}", watched.stdout);
+    let log = std::fs::read_to_string(&log).expect("log");
+    let statuses: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("JSON log"))
+        .filter(|line| line["fields"]["message"] == "agent status")
+        .collect();
+    assert_eq!(
+        statuses.last().map(|line| line["fields"]["status"].clone()),
+        Some(Value::from("tool: Bash cargo test")),
+        "{log}"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|line| line["spans"].to_string().contains("attempt")),
+        "logged in the attempt's span: {statuses:?}"
+    );
+}
+
+// --- issue 19: usage everywhere ---------------------------------------------------------------
+
+/// An agent that reports `input = 100 × n`, `output = 10 × n`, `cost = $0.01 × n` for phase n as
+/// its final usage — except the first attempt of phase 2, which reports running totals of 50
+/// input tokens and fails (the retry policy runs it again at once).
+fn usage_agent(sandbox: &Sandbox) -> PathBuf {
+    notify_script(sandbox);
+    sandbox.script(
+        "agent",
+        "prompt=$(cat)\n\
+         phase=$(printf '%s\\n' \"$prompt\" | sed -n 's/^- selected_phase_id: phase-//p')\n\
+         n=\"$(dirname \"$0\")/notify\"\n\
+         if [ \"$phase\" = 2 ] && [ ! -f failed-once ]; then\n\
+           touch failed-once\n\
+           \"$n\" 'X_AISH_USAGE={\"input_tokens\": 50}'\n\
+           exit 1\n\
+         fi\n\
+         \"$n\" \"X_AISH_USAGE={\\\"input_tokens\\\": $((phase * 100)), \\\"output_tokens\\\": $((phase * 10)), \\\"cost_usd\\\": 0.0$phase, \\\"model\\\": \\\"m\\\", \\\"final\\\": true}\"\n\
+         echo \"<phase-complete>done $phase</phase-complete>\"\n",
+    )
+}
+
+/// The usage of a finished three-phase run (one phase retried) at a glance: per phase (its
+/// latest attempt and all its attempts) and for the run in `status`, the same in `status
+/// --json`, `run --json` (this run's total and each attempt's) and the event stream.
+#[test]
+fn usage_is_in_status_run_json_and_the_event_stream() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(3));
+    sandbox.write(
+        ".ai-session-handler/config.json",
+        r#"{"retry": {"max_attempts": 2, "backoff_seconds": 0}}"#,
+    );
+    let agent = usage_agent(&sandbox);
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet", "--json"]);
+    run.assert_code(0);
+    let result: Value = serde_json::from_str(run.stdout.trim_end()).expect("run --json");
+    let total = &result["usage"]["total"];
+    // 50 (the failed attempt) + 100 + 200 + 300 input, 60 output, $0.06.
+    assert_eq!(total["input_tokens"], 650, "{result:#}");
+    assert_eq!(total["output_tokens"], 60);
+    assert!((total["cost_usd"].as_f64().unwrap() - 0.06).abs() < 1e-9);
+    assert_eq!(
+        total["completeness"], "partial",
+        "the failed attempt's is partial"
+    );
+    let attempts = result["usage"]["attempts"].as_array().expect("attempts");
+    let per_attempt: Vec<(String, Value, Value)> = attempts
+        .iter()
+        .map(|attempt| {
+            (
+                attempt["phase_id"].as_str().unwrap().to_owned(),
+                attempt["usage"]["input_tokens"].clone(),
+                attempt["usage"]["completeness"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_attempt,
+        [
+            (
+                "phase-1".to_owned(),
+                Value::from(100),
+                Value::from("reported")
+            ),
+            (
+                "phase-2".to_owned(),
+                Value::from(50),
+                Value::from("partial")
+            ),
+            (
+                "phase-2".to_owned(),
+                Value::from(200),
+                Value::from("reported")
+            ),
+            (
+                "phase-3".to_owned(),
+                Value::from(300),
+                Value::from("reported")
+            ),
+        ]
+    );
+    assert_eq!(attempts[0]["usage"]["models"]["m"]["output_tokens"], 10);
+
+    let text = sandbox.run(&["status", "--plan", "plan.md"]);
+    text.assert_code(0);
+    let row = |phase: &str| -> Vec<String> {
+        let line = text
+            .stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{phase}  ")))
+            .unwrap_or_else(|| panic!("no row for {phase}:\n{}", text.stdout));
+        line.split("  ")
+            .map(str::trim)
+            .filter(|cell| !cell.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(row("phase-1")[5..7], ["110", "$0.01"]);
+    assert_eq!(
+        row("phase-2")[5..7],
+        ["220 (all ≥ 270)", "$0.02 (all ≥ $0.02)"]
+    );
+    assert_eq!(row("phase-3")[5..7], ["330", "$0.03"]);
+    let totals = text
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("totals: "))
+        .expect("totals");
+    assert!(
+        totals.ends_with(" output · tokens ≥ 710 · cost ≥ $0.06"),
+        "{totals}"
+    );
+    assert_has_line(&text.stdout, "usage: ≥ 650 in, 60 out tokens, $0.06");
+    let status = sandbox.run(&["status", "--plan", "plan.md", "--json"]);
+    let json: Value = serde_json::from_str(&status.stdout).expect("status --json");
+    assert_eq!(json["phases"][1]["usage"]["input_tokens"], 250);
+    assert_eq!(
+        json["phases"][1]["last_attempt"]["usage"]["input_tokens"],
+        200
+    );
+    assert_eq!(json["totals"]["usage"], *total);
+
+    let committed: Vec<Value> = of_kind(&events(&sandbox), "outcome-committed")
+        .into_iter()
+        .map(|event| event["usage"]["input_tokens"].clone())
+        .collect();
+    assert_eq!(committed, [100, 50, 200, 300].map(Value::from));
+}
+
+/// With a cap set, an agent that reports no usage is warned about once (on stderr and in the
+/// event stream), and each of its outcomes says the cap could not be enforced.
+#[test]
+fn a_cap_an_agent_cannot_be_held_to_is_said_once() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(2));
+    let agent = sandbox.script("agent", &format!("cat >/dev/null\n{COMPLETE}"));
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet", "--max-cost", "5"]);
+    run.assert_code(0);
+    let warning = "warning: --max-cost cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted";
+    assert_eq!(run.stderr.matches(warning).count(), 1, "{}", run.stderr);
+    assert_eq!(of_kind(&events(&sandbox), "budget-unenforceable").len(), 1);
+    for path in sandbox.artifacts("plan.md", "outcomes") {
+        assert_eq!(
+            read_json(&path)["budget_note"],
+            "--max-cost cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted"
+        );
+    }
+    // Without a cap: neither.
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.script("agent", &format!("cat >/dev/null\n{COMPLETE}"));
+    let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
+    run.assert_code(0);
+    assert!(!run.stderr.contains("cannot be enforced"), "{}", run.stderr);
+    assert_eq!(outcome(&sandbox).get("budget_note"), None);
+}
+
+/// `command` under a pseudo-terminal (`script`), what it draws copied to `screen`.
+fn under_terminal(
+    sandbox: &Sandbox,
+    command: &str,
+    screen: &std::path::Path,
+) -> std::process::Child {
+    std::process::Command::new("script")
+        .args(["-qefc", command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(screen).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run script")
+}
+
+fn screen_text(screen: &std::path::Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(screen).unwrap_or_default()).into_owned()
+}
+
+/// On a terminal the latest status is on the `--quiet` status line with its age; without
+/// `--quiet` each change is a dim line of its own, and the sign of life of a silent agent shows
+/// the status in place of the silence.
+#[test]
+fn a_terminal_shows_the_status_on_the_status_line_a_dim_line_and_the_sign_of_life() {
+    let status_line =
+        regex::Regex::new(r"phase-1 \(1/1\) \S+ · \S+ B · tool: Bash cargo test \(\d+s\)").unwrap();
+    for quiet in [true, false] {
+        let sandbox = Sandbox::new();
+        notify_script(&sandbox);
+        sandbox.write("plan.md", plan_with_phases(1));
+        let agent = sandbox.script(
+            "agent",
+            &format!(
+                "cat >/dev/null\necho started\n\"$(dirname \"$0\")/notify\" 'STATUS=tool: Bash cargo test'\n\
+                 while [ ! -f GO ]; do sleep 0.05; done\n{COMPLETE}"
+            ),
+        );
+        let screen = sandbox.path("screen.out");
+        let command = format!(
+            "{BIN} run --plan plan.md --agent-cmd {}{}",
+            agent.display(),
+            if quiet { " --quiet" } else { "" }
+        );
+        let mut terminal = under_terminal(&sandbox, &command, &screen);
+        let shown = wait_until(PATIENCE, || status_line.is_match(&screen_text(&screen)));
+        sandbox.write("GO", "");
+        let ended = wait_until(PATIENCE, || matches!(terminal.try_wait(), Ok(Some(_))));
+        let text = screen_text(&screen);
+        assert!(ended, "the run did not end:\n{text:?}");
+        assert!(shown, "quiet {quiet}: no status with its age:\n{text:?}");
+        let dim = "\x1b[2mphase-1 · tool: Bash cargo test\x1b[0m";
+        assert_eq!(text.contains(dim), !quiet, "quiet {quiet}:\n{text:?}");
+        sandbox.assert_no_survivors();
+    }
+}
+
+/// The worker's own last word: a final report sent by the leader right before it exits counts
+/// (the leader is known to the attempt even once it is gone, and the socket is read to its end
+/// before the outcome is decided). The failpoint holds the receiver for 1 s before its first
+/// read, so a worker that is quicker than that has exited and been reaped before its datagram
+/// is read: only the drain at the stop reads it, and only the remembered leader passes the
+/// membership check (without either the usage is `unknown` and nothing is accepted). A worker
+/// slower than that is read by the receiving loop, and the test still holds; the hold stays
+/// well inside the attempt's 2 s drain limit, past which the drain is not waited for.
+#[test]
+fn a_final_report_sent_just_before_the_exit_counts() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plan.md", plan_with_phases(1));
+    let agent = sandbox.write(
+        "bin/agent",
+        "#!/usr/bin/env python3\n\
+         import os, socket, sys\n\
+         sys.stdin.read()\n\
+         print('<phase-complete>done</phase-complete>', flush=True)\n\
+         address = '\\0' + os.environ['NOTIFY_SOCKET'][1:]\n\
+         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         sock.sendto(b'X_AISH_USAGE={\"output_tokens\": 42, \"final\": true}', address)\n\
+         os._exit(0)\n",
+    );
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = sandbox
+        .quiet_run_command("plan.md", &agent, &[])
+        .env("FAILPOINTS", "notify-receive=1*sleep(1000)")
+        .output()
+        .expect("run handler");
+    Run::from_output(output).assert_code(0);
+    let usage = usage_of(&sandbox);
+    assert_eq!(usage["output_tokens"], 42, "{usage}");
+    assert_eq!(usage["completeness"], "reported");
+    assert!(
+        transcript(&sandbox).contains("\nnotifications: 1 accepted\n"),
+        "{}",
+        transcript(&sandbox)
+    );
 }

@@ -70,10 +70,13 @@ fn status_shows_the_phase_table_and_totals_as_a_plan_progresses() {
 
     // Fresh: every phase pending, nothing tallied.
     let text = status_text(&sandbox);
-    assert_has_line(&text, "phase    status   attempts  duration  output  title");
+    assert_has_line(
+        &text,
+        "phase    status   attempts  duration  output  tokens  cost  title",
+    );
     assert_eq!(
         row(&text, "phase-1"),
-        ["phase-1", "pending", "0", "–", "–", "Step 1"]
+        ["phase-1", "pending", "0", "–", "–", "–", "–", "Step 1"]
     );
     assert_eq!(
         totals_line(&text),
@@ -227,6 +230,7 @@ fn entries_committed_before_the_figures_existed_show_dashes_and_null() {
     let entry = state["committed_outcomes"][0].as_object_mut().unwrap();
     entry.remove("duration_ms");
     entry.remove("output_bytes");
+    entry.remove("usage");
     fs::write(
         sandbox.state_path(PLAN),
         serde_json::to_string_pretty(&state).unwrap(),
@@ -250,13 +254,20 @@ fn entries_committed_before_the_figures_existed_show_dashes_and_null() {
     assert_eq!(json["totals"]["duration_ms"], second["duration_ms"]);
     assert_eq!(json["totals"]["output_bytes"], second["output_bytes"]);
     let text = status_text(&sandbox);
+    // Its usage is unknown, and so the sum's.
     assert_eq!(
         row(&text, "phase-1"),
-        ["phase-1", "done", "1", "–", "–", "Step 1"]
+        ["phase-1", "done", "1", "–", "–", "?", "?", "Step 1"]
     );
     assert!(
-        totals_line(&text).ends_with(" output (1 attempt recorded without duration and size)"),
+        totals_line(&text).ends_with(
+            " output (1 attempt recorded without duration and size) · tokens ? · cost ?"
+        ),
         "{text}"
+    );
+    assert_eq!(
+        json["phases"][0]["last_attempt"]["usage"]["completeness"],
+        "unknown"
     );
     // The older file is still valid input for everything else.
     sandbox

@@ -105,7 +105,7 @@ fn idle_timeout_stops_silent_worker() {
     assert!(first.contains("idle timeout"), "{}", run.stderr);
     assert_eq!(
         first,
-        "timeout: agent command produced no output for 1 seconds (idle timeout)"
+        "timeout: no output, notification or activity for 1 s (idle timeout)"
     );
     sandbox.assert_no_survivors();
     assert_eq!(sandbox.state("plan.md")["stop"]["reason"], "timeout");
@@ -151,7 +151,7 @@ fn config_idle_timeout_seconds_stops_silent_worker() {
     run.assert_code(4);
     assert_err_line(
         &run,
-        "timeout: agent command produced no output for 1 seconds (idle timeout)",
+        "timeout: no output, notification or activity for 1 s (idle timeout)",
     );
     sandbox.assert_no_survivors();
     assert_eq!(sandbox.state("plan.md")["stop"]["reason"], "timeout");

@@ -1099,6 +1099,7 @@ fn three_phases_record_consistent_state_and_artifacts() {
                 "path": outcome_path.display().to_string(),
                 "duration_ms": recorded["duration_ms"],
                 "output_bytes": output["stdout"].as_u64().unwrap() + output["stderr"].as_u64().unwrap(),
+                "usage": recorded["usage"],
             })
         );
         assert!(prompt_path.is_file() && transcript_path.is_file());
@@ -1121,8 +1122,15 @@ fn three_phases_record_consistent_state_and_artifacts() {
                 "duration_ms",
                 "output_bytes",
                 "phase_attempt",
-                "agent_cmd"
+                "agent_cmd",
+                "usage"
             ]
+        );
+        // The agent reports no usage: unknown, every number null (never 0).
+        assert_eq!(
+            outcome["usage"],
+            json!({"input_tokens": null, "cached_input_tokens": null, "output_tokens": null,
+                "reasoning_tokens": null, "cost_usd": null, "models": {}, "completeness": "unknown"})
         );
         assert_eq!(outcome["attempt_id"], id);
         assert_eq!(

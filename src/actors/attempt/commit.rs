@@ -22,6 +22,7 @@ use crate::domain::retry::is_retryable;
 use crate::domain::retry::next_step::{FinishedAttempt, NextStep, RetryLedger, next_step};
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
+use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::transcript::TRAILER_SEPARATOR;
 use crate::invocation::RunSettings;
 use crate::platform::file_tail;
@@ -104,6 +105,10 @@ pub(crate) struct CommitJob {
     /// What the retry policy decides from, when the status may be retried.
     pub(crate) retry: Option<RetryInputs>,
     pub(crate) output: OutputBytes,
+    /// What the attempt's usage reports came to.
+    pub(crate) usage: UsageSummary,
+    /// The budget cap could not be enforced for this attempt's agent.
+    pub(crate) budget_note: Option<String>,
 }
 
 impl CommitJob {
@@ -161,6 +166,7 @@ impl CommitJob {
                 transcript_path: attempt.transcript_path.clone(),
                 verification,
                 verification_failure: failed_check.clone(),
+                usage: self.usage.clone(),
             },
         );
         self.reporting.send(
@@ -171,6 +177,8 @@ impl CommitJob {
                 transcript_path: attempt.transcript_path,
                 retry,
                 failed_check: failed_check.map(Box::new),
+                usage: Box::new(self.usage),
+                budget_note: self.budget_note,
             },
         );
     }

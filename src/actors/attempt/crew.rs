@@ -1,9 +1,10 @@
 //! The actors an attempt runs once its worker is launched — group killer, deadline timer,
 //! marker parser, stop scanner, transcript writer and one pipe reader per stream — started
-//! linked to the attempt supervisor, and stopped together once the outcome is decided.
+//! linked to the attempt supervisor, with the notification receiver beside them, and stopped
+//! together once the outcome is decided.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorRef, SpawnErr};
 use tokio::io::AsyncRead;
@@ -13,6 +14,7 @@ use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
 use super::marker_parser::{MarkerMsg, MarkerParser};
 use super::messages::AttemptMsg;
+use super::notifications;
 use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
 use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
 use super::transcript_writer::{ConsoleBound, TranscriptWriter, WriterArgs, WriterMsg};
@@ -20,7 +22,9 @@ use crate::actors::observer::Emitter;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::output_stream::OutputStream;
 use crate::invocation::RunSettings;
+use crate::platform::activity_sampler::{ActivitySampler, AttemptProcesses};
 use crate::platform::console::Console;
+use crate::platform::notify_socket::{NotifyReceiver, NotifySocket};
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::transcript_file::TranscriptFile;
 
@@ -34,6 +38,8 @@ pub(crate) struct Crew {
     pub(crate) readers: Vec<ActorRef<ReaderMsg>>,
     /// Bounds the live console once the worker is being stopped or has exited.
     pub(crate) console_bound: ConsoleBound,
+    /// The thread reading the worker's notifications, until the socket is drained.
+    pub(crate) notifications: Option<NotifyReceiver>,
 }
 
 /// What the crew is started for.
@@ -45,6 +51,10 @@ pub(crate) struct CrewArgs<'a> {
     /// The worker's start time, to tell its descendants from children the handler inherited.
     pub(crate) worker_started_ticks: Option<u64>,
     pub(crate) inherited: Arc<ChildSnapshot>,
+    /// When the worker was started: the clocks count from here.
+    pub(crate) launched: Instant,
+    /// The socket the worker's `NOTIFY_SOCKET` names, if it has one.
+    pub(crate) notify_socket: Option<NotifySocket>,
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
     pub(crate) attempt_id: String,
@@ -55,13 +65,20 @@ pub(crate) struct CrewArgs<'a> {
 }
 
 impl Crew {
-    /// Starts every actor but the readers ([`Crew::start_readers`] follows the launch).
-    /// Spawning can only fail on a panic inside `pre_start` (none of them does I/O or takes an
-    /// OS resource there), so a failure is a bug, returned as such.
+    /// Starts every actor but the readers ([`Crew::start_readers`] follows the launch), and
+    /// the notification receiver. Spawning can only fail on a panic inside `pre_start` (none
+    /// of them does I/O or takes an OS resource there), so a failure is a bug, returned as
+    /// such.
     pub(crate) async fn start(args: CrewArgs<'_>) -> Result<Self, SpawnErr> {
         let cell = args.supervisor.get_cell();
         let supervisor = args.supervisor.clone();
         let settings = args.settings;
+        // Who belongs to the attempt: the notifications' senders and the sampled processes.
+        let processes = Arc::new(AttemptProcesses::new(
+            args.pgid,
+            args.worker_started_ticks,
+            args.inherited.clone(),
+        ));
         let (killer, _) = Actor::spawn_linked(
             None,
             GroupKiller,
@@ -75,24 +92,28 @@ impl Crew {
             cell.clone(),
         )
         .await?;
-        let timer = if settings.timeout_seconds.is_some() || settings.idle_timeout_seconds.is_some()
-        {
-            let (timer, _) = Actor::spawn_linked(
-                None,
-                DeadlineTimer,
-                TimerArgs {
-                    timeout: settings.timeout_seconds.and_then(limit_duration),
-                    idle_timeout: settings.idle_timeout_seconds.and_then(limit_duration),
-                    supervisor: supervisor.clone(),
-                    span: args.span.clone(),
-                },
-                cell.clone(),
-            )
-            .await?;
-            Some(timer)
-        } else {
-            None
-        };
+        // Always: besides the deadlines it keeps the agent's latest status.
+        let idle_timeout = settings.idle_timeout_seconds.and_then(limit_duration);
+        let (timer, _) = Actor::spawn_linked(
+            None,
+            DeadlineTimer,
+            TimerArgs {
+                timeout: settings.timeout_seconds.and_then(limit_duration),
+                idle_timeout,
+                launched: args.launched,
+                sampler: idle_timeout
+                    .map(|_| ActivitySampler::new(processes.clone(), args.launched)),
+                supervisor: supervisor.clone(),
+                events: args.events.clone(),
+                attempt_id: args.attempt_id.clone(),
+                span: args.span.clone(),
+            },
+            cell.clone(),
+        )
+        .await?;
+        let notifications = args.notify_socket.and_then(|socket| {
+            notifications::start(socket, processes, timer.clone(), supervisor.clone())
+        });
         let (marker, _) =
             Actor::spawn_linked(None, MarkerParser, args.span.clone(), cell.clone()).await?;
         let scanner = if settings.stop_patterns.is_empty() {
@@ -123,7 +144,9 @@ impl Crew {
                 attempt_id: args.attempt_id,
                 marker: marker.clone(),
                 scanner: scanner.clone(),
-                timer: timer.clone(),
+                // Output is a sign of life only to an idle limit: without one, the hot path
+                // sends the timer nothing.
+                timer: idle_timeout.map(|_| timer.clone()),
                 supervisor,
                 console_bound: bounded,
                 span: args.span,
@@ -135,10 +158,11 @@ impl Crew {
             writer,
             marker,
             scanner,
-            timer,
+            timer: Some(timer),
             killer,
             readers: Vec::new(),
             console_bound,
+            notifications,
         })
     }
 

@@ -1,25 +1,44 @@
-//! DeadlineTimer: owns the attempt's two clocks — the wall-clock `--timeout` measured from
-//! launch, and the `--idle-timeout` measured from the last output on either stream.
+//! DeadlineTimer: owns the attempt's clocks — the wall-clock `--timeout` measured from launch,
+//! the `--idle-timeout` measured from the last sign of life (output, an accepted notification,
+//! visible activity), the activity sampler, and the agent's latest status — and steps the
+//! domain's machine for them ([`crate::domain::liveness::clock::AttemptClock`]); every rule is
+//! there, this actor only executes its effects.
 //!
-//! Output notifications only move a timestamp; the timer wakes itself at the earliest pending
-//! deadline and re-arms if output moved the idle deadline meanwhile. It reports which
-//! deadlines have passed; which one stops the attempt is the attempt lifecycle's rule. Sustained output
-//! therefore costs one cheap message per notification and can never postpone the wall-clock
-//! deadline.
+//! Output notices only move a timestamp (no wake-up is armed for them); the timer wakes itself
+//! at the earliest pending time and re-arms if a deadline moved meanwhile. A sample of the
+//! processes (`/proc`, `sock_diag`) runs on the blocking pool, one at a time, the sampler
+//! travelling with it and back. The timer reports which deadlines passed; which one stops the
+//! attempt is the attempt lifecycle's rule. So sustained output costs one cheap message per
+//! (coalesced) notice and can never postpone the wall-clock deadline.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use chrono::{SecondsFormat, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::messages::AttemptMsg;
-use crate::actors::notify;
+use crate::actors::observer::Emitter;
+use crate::actors::{notify, off_runtime};
+use crate::domain::events::RunEvent;
+use crate::domain::liveness::activity::{ActivitySample, THRESHOLDS};
+use crate::domain::liveness::clock::{AttemptClock, ClockEffect, ClockInput};
+use crate::domain::notify::StatusChange;
+use crate::platform::activity_sampler::ActivitySampler;
 
 pub(crate) enum TimerMsg {
     /// Some output arrived on either stream.
     OutputObserved,
+    /// An accepted notification arrived at `at`: what of it concerns the clocks.
+    Notified {
+        at: Instant,
+        status: Option<StatusChange>,
+        extend: Option<Duration>,
+    },
     /// Self-scheduled wake-up.
     Check,
+    /// A sample of the attempt's processes, and the sampler back.
+    Sampled(Box<(ActivitySampler, ActivitySample)>),
 }
 
 pub(crate) struct DeadlineTimer;
@@ -27,42 +46,27 @@ pub(crate) struct DeadlineTimer;
 pub(crate) struct TimerArgs {
     pub(crate) timeout: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
+    /// When the worker was launched: the clocks' origin (the sampler's too).
+    pub(crate) launched: Instant,
+    /// Samples the attempt's processes; `None` when their identity is unknown.
+    pub(crate) sampler: Option<ActivitySampler>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
+    /// Where statuses and extensions go, as events of `attempt_id`.
+    pub(crate) events: Emitter,
+    pub(crate) attempt_id: String,
     /// The attempt's span: every record of the timer carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct TimerState {
-    args: TimerArgs,
-    started: Instant,
-    last_output: Instant,
-    fired: bool,
-}
-
-impl TimerState {
-    fn wall_deadline(&self) -> Option<Instant> {
-        self.args
-            .timeout
-            .and_then(|timeout| self.started.checked_add(timeout))
-    }
-
-    fn idle_deadline(&self) -> Option<Instant> {
-        self.args
-            .idle_timeout
-            .and_then(|idle| self.last_output.checked_add(idle))
-    }
-
-    fn arm(&self, myself: &ActorRef<TimerMsg>) {
-        let next = match (self.wall_deadline(), self.idle_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(at) = next {
-            myself.send_after(at.saturating_duration_since(Instant::now()), || {
-                TimerMsg::Check
-            });
-        }
-    }
+    clock: AttemptClock,
+    launched: Instant,
+    /// Home between samples; away while one is taken.
+    sampler: Option<ActivitySampler>,
+    supervisor: ActorRef<AttemptMsg>,
+    events: Emitter,
+    attempt_id: String,
+    span: tracing::Span,
 }
 
 impl Actor for DeadlineTimer {
@@ -75,14 +79,17 @@ impl Actor for DeadlineTimer {
         myself: ActorRef<TimerMsg>,
         args: TimerArgs,
     ) -> Result<TimerState, ActorProcessingErr> {
-        let now = Instant::now();
-        let state = TimerState {
-            args,
-            started: now,
-            last_output: now,
-            fired: false,
+        let (clock, effects) = AttemptClock::start(args.timeout, args.idle_timeout, THRESHOLDS);
+        let mut state = TimerState {
+            clock,
+            launched: args.launched,
+            sampler: args.sampler,
+            supervisor: args.supervisor,
+            events: args.events,
+            attempt_id: args.attempt_id,
+            span: args.span,
         };
-        state.arm(&myself);
+        state.execute(effects, &myself);
         Ok(state)
     }
 
@@ -92,36 +99,111 @@ impl Actor for DeadlineTimer {
         message: TimerMsg,
         state: &mut TimerState,
     ) -> Result<(), ActorProcessingErr> {
-        if state.fired {
-            return Ok(());
+        let input = match message {
+            TimerMsg::OutputObserved => ClockInput::Output { at: state.now() },
+            TimerMsg::Notified { at, status, extend } => ClockInput::Notified {
+                at: at.saturating_duration_since(state.launched),
+                status,
+                extend,
+            },
+            TimerMsg::Check => ClockInput::Woke { at: state.now() },
+            TimerMsg::Sampled(sampled) => {
+                let (sampler, sample) = *sampled;
+                state.sampler = Some(sampler);
+                ClockInput::Sampled(sample)
+            }
+        };
+        let effects = state.clock.handle(input);
+        if !effects.is_empty() {
+            state.execute(effects, &myself);
         }
-        let span = state.args.span.clone();
-        let _entered = span.enter();
-        match message {
-            TimerMsg::OutputObserved => state.last_output = Instant::now(),
-            TimerMsg::Check => {
-                let now = Instant::now();
-                let wall_clock = state.wall_deadline().is_some_and(|at| now >= at);
-                let idle = state.idle_deadline().is_some_and(|at| now >= at);
-                if wall_clock || idle {
+        Ok(())
+    }
+}
+
+impl TimerState {
+    /// Now, as the clocks count: since the launch.
+    fn now(&self) -> Duration {
+        self.launched.elapsed()
+    }
+
+    fn execute(&mut self, effects: Vec<ClockEffect>, myself: &ActorRef<TimerMsg>) {
+        let _entered = self.span.clone().entered();
+        for effect in effects {
+            match effect {
+                ClockEffect::WakeAt(at) => {
+                    let wait = at.saturating_sub(self.now());
+                    myself.send_after(wait, || TimerMsg::Check);
+                }
+                ClockEffect::Sample => self.sample(myself),
+                ClockEffect::Publish { text, since } => {
+                    tracing::info!(status = text.as_deref().unwrap_or(""), "agent status");
+                    let since = since.map(|since| self.wall_time(since));
+                    self.emit(RunEvent::Activity { text, since });
+                }
+                ClockEffect::Extended { at, deadline } => {
+                    let seconds = deadline.saturating_sub(at).as_secs_f64();
+                    tracing::info!(
+                        seconds,
+                        "idle deadline extended by the agent (EXTEND_TIMEOUT_USEC)"
+                    );
+                    let until = self.wall_time(deadline);
+                    self.emit(RunEvent::IdleDeadlineExtended { until, seconds });
+                }
+                ClockEffect::Working(evidence) => {
+                    tracing::debug!(evidence = %evidence.describe(), "activity: a sign of life");
+                }
+                ClockEffect::Passed { wall_clock, idle } => {
                     // Both may have passed at the same check; the attempt lifecycle decides
                     // which one stops the attempt.
-                    state.fired = true;
                     if wall_clock {
                         tracing::info!("wall-clock deadline reached");
                     }
-                    if idle {
-                        tracing::info!("idle deadline reached");
+                    if let Some(message) = &idle {
+                        tracing::info!(message = %message, "idle deadline reached");
                     }
                     notify(
-                        &state.args.supervisor,
+                        &self.supervisor,
                         AttemptMsg::DeadlinesPassed { wall_clock, idle },
                     );
-                } else {
-                    state.arm(&myself);
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Takes one sample on the blocking pool; the sampler comes back with it.
+    fn sample(&mut self, myself: &ActorRef<TimerMsg>) {
+        let Some(mut sampler) = self.sampler.take() else {
+            // No sampler (the worker's identity is unknown): the clock waits for a sample that
+            // never comes, so it asks for none again, and activity keeps nothing alive.
+            return;
+        };
+        let target = myself.clone();
+        tokio::spawn(
+            async move {
+                let sampled = off_runtime(move || {
+                    let sample = sampler.sample();
+                    (sampler, sample)
+                })
+                .await;
+                notify(&target, TimerMsg::Sampled(Box::new(sampled)));
+            }
+            .instrument(self.span.clone()),
+        );
+    }
+
+    /// The wall-clock time of an offset from the launch, RFC 3339 in UTC with milliseconds.
+    fn wall_time(&self, offset: Duration) -> String {
+        let now = self.now();
+        let at = if offset >= now {
+            Utc::now() + chrono::TimeDelta::from_std(offset - now).unwrap_or_default()
+        } else {
+            Utc::now() - chrono::TimeDelta::from_std(now - offset).unwrap_or_default()
+        };
+        at.to_rfc3339_opts(SecondsFormat::Millis, true)
+    }
+
+    fn emit(&self, event: RunEvent) {
+        self.events.emit(Some(&self.attempt_id), event);
     }
 }

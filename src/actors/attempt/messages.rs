@@ -1,19 +1,21 @@
 //! What the attempt supervisor is told: by its preparation, recording and check tasks, by its
 //! children (pipe readers, stop scanner, deadline timer, transcript writer, group killer), by
-//! its own timers, and by the run supervisor (an interrupt). Children import this file, never
-//! the supervisor's.
+//! the notification receiver's thread (usage reports), by its own timers, and by the run
+//! supervisor (an interrupt). Children import this file, never the supervisor's.
 
 use super::prepare::{Launch, SetupFailure};
 use crate::domain::decision::ChildExit;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::lifecycle::GroupReport;
 use crate::domain::lifecycle::attempt::Gathered;
+use crate::domain::notify::NotifyTally;
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::verification::{CheckOutcome, VerifyCheck};
 use crate::domain::watchdog::WatchdogLoss;
+use crate::domain::token_usage::report::{UsageReport, UsageReportError};
 
 pub(crate) enum AttemptMsg {
     /// The preparation task finished: the worker runs, or why it does not.
@@ -29,11 +31,16 @@ pub(crate) enum AttemptMsg {
     },
     /// A stop regex or rate-limit pattern matched.
     StopMatched(StopMatch),
-    /// These deadlines passed at the timer's last check.
+    /// These deadlines passed at the timer's last check: the wall clock, and the idle one
+    /// with its stop message.
     DeadlinesPassed {
         wall_clock: bool,
-        idle: bool,
+        idle: Option<String>,
     },
+    /// A usage report (`X_AISH_USAGE`) from a process of the attempt, or why it was ignored.
+    UsageReported(Box<Result<UsageReport, UsageReportError>>),
+    /// The notification socket was drained and closed: what became of its datagrams.
+    NotificationsDrained(NotifyTally),
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) forwarded by the run supervisor.
     Interrupt(i32),
     /// The transcript could not be written, or the like: the attempt's machinery failed.

@@ -17,6 +17,7 @@ mod deadline_timer;
 mod group_killer;
 mod marker_parser;
 mod messages;
+mod notifications;
 mod pipe_reader;
 mod prepare;
 mod stop_scanner;
@@ -44,7 +45,7 @@ use self::verify::CheckJob;
 use super::observer::Emitter;
 use super::state_store::StoreMsg;
 use super::{call, notify, off_runtime};
-use crate::domain::decision::ChildExit;
+use crate::domain::decision::{ChildExit, IdleStop};
 use crate::domain::escalation::StopSignal;
 use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
@@ -54,6 +55,7 @@ use crate::domain::lifecycle::attempt::{
 };
 use crate::domain::lifecycle::run::{AttemptReport, LaunchOrder, RecordFailure};
 use crate::domain::marker::MarkerVerdict;
+use crate::domain::notify::NotifyTally;
 use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
 use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
@@ -127,6 +129,8 @@ pub(crate) struct AttemptState {
     phase_attempt: u32,
     /// The running Verify check's stop switch.
     check_stop: Option<StopSwitch>,
+    /// What became of the worker's notifications, once the socket is drained.
+    notify_tally: Option<NotifyTally>,
     tasks: Vec<JoinHandle<()>>,
     /// Watchdog losses are told to this attempt while it lives.
     _watchdog: watchdog::Subscription,
@@ -145,9 +149,14 @@ impl Actor for AttemptSupervisor {
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
         let verify = VerifyPlan::for_phase(&spec.phase.verify, spec.settings.verify);
+        let lifecycle = AttemptLifecycle::configured(
+            verify,
+            spec.settings.budget,
+            spec.order.spent_before,
+        );
         let mut state = AttemptState {
             spec,
-            lifecycle: AttemptLifecycle::verified_by(verify),
+            lifecycle,
             attempt: None,
             crew: None,
             unlaunched_transcript: None,
@@ -157,6 +166,7 @@ impl Actor for AttemptSupervisor {
             output: OutputBytes::default(),
             phase_attempt: 1,
             check_stop: None,
+            notify_tally: None,
             tasks: Vec::new(),
             _watchdog: {
                 let target = myself.clone();
@@ -205,8 +215,34 @@ impl Actor for AttemptSupervisor {
                     let settings = &state.spec.settings;
                     Some(AttemptEvent::DeadlinesPassed {
                         timeout: settings.timeout_seconds.filter(|_| wall_clock),
-                        idle: settings.idle_timeout_seconds.filter(|_| idle),
+                        idle: settings
+                            .idle_timeout_seconds
+                            .zip(idle)
+                            .map(|(seconds, summary)| IdleStop { seconds, summary }),
                     })
+                }
+                AttemptMsg::UsageReported(report) => match *report {
+                    Ok(report) => {
+                        tracing::info!(
+                            input_tokens = report.totals.input_tokens,
+                            output_tokens = report.totals.output_tokens,
+                            cost_usd = report.totals.cost_usd,
+                            is_final = report.is_final,
+                            "usage reported"
+                        );
+                        Some(AttemptEvent::UsageReported(report))
+                    }
+                    Err(error) => {
+                        tracing::info!(%error, "invalid usage report ignored");
+                        Some(AttemptEvent::UsageRejected(error))
+                    }
+                },
+                AttemptMsg::NotificationsDrained(tally) => {
+                    if let Some(counts) = tally.describe() {
+                        tracing::info!(notifications = %counts, "notification socket closed");
+                    }
+                    state.notify_tally = Some(tally);
+                    Some(AttemptEvent::NotificationsDrained)
                 }
                 AttemptMsg::Interrupt(signal) => Some(AttemptEvent::Interrupt { signal }),
                 AttemptMsg::Failed(failure) => Some(AttemptEvent::Failed(failure)),
@@ -323,6 +359,26 @@ impl AttemptState {
             }
             AttemptEffect::StartDrainLimit => {
                 myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+            }
+            AttemptEffect::DrainNotifications => {
+                let receiver = self
+                    .crew
+                    .as_mut()
+                    .and_then(|crew| crew.notifications.take());
+                match receiver {
+                    Some(receiver) => {
+                        let target = myself.clone();
+                        self.spawn(async move {
+                            // Every report read by now was cast before this message.
+                            let tally = off_runtime(move || receiver.finish()).await;
+                            notify(&target, AttemptMsg::NotificationsDrained(tally));
+                        });
+                    }
+                    None => notify(
+                        myself,
+                        AttemptMsg::NotificationsDrained(NotifyTally::default()),
+                    ),
+                }
             }
             AttemptEffect::CloseReaders => {
                 tracing::info!("pipes still open after the group emptied; closing our read ends");
@@ -585,7 +641,10 @@ impl AttemptState {
             identity,
             transcript,
             prompt,
+            notify_socket,
         } = launch;
+        // The clocks count from here: the worker has just been started.
+        let launched = std::time::Instant::now();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
             Some(&attempt.id),
@@ -599,6 +658,8 @@ impl AttemptState {
             pgid: pid,
             worker_started_ticks: identity.as_ref().map(|identity| identity.start_time_ticks),
             inherited: self.spec.inherited_children.clone(),
+            launched,
+            notify_socket,
             transcript,
             transcript_path: attempt.transcript_path.clone(),
             attempt_id: attempt.id.clone(),
@@ -683,6 +744,8 @@ impl AttemptState {
             // The writer adds what happened to the live output.
             console_notes: Vec::new(),
             watchdog_notes: self.watchdog_notes(),
+            notes: input.notes,
+            notifications: self.notify_tally.and_then(|tally| tally.describe()),
         };
         let (writer, marker, scanner) = (
             crew.writer.clone(),
@@ -772,6 +835,8 @@ impl AttemptState {
             watchdog_losses: u32::try_from(self.watchdog_losses.len())
                 .ok()
                 .filter(|losses| *losses > 0),
+            usage: Some(conclusion.usage.clone()),
+            budget_note: conclusion.budget_note.clone(),
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,
@@ -789,6 +854,8 @@ impl AttemptState {
             launch_note,
             retry,
             output,
+            usage: conclusion.usage,
+            budget_note: conclusion.budget_note,
         };
         self.spawn(job.run());
     }
@@ -821,6 +888,7 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::StartLeakGrace => "start-leak-grace",
         AttemptEffect::SweepAfterExit => "sweep-after-exit",
         AttemptEffect::StartDrainLimit => "start-drain-limit",
+        AttemptEffect::DrainNotifications => "drain-notifications",
         AttemptEffect::CloseReaders => "close-readers",
         AttemptEffect::Gather(_) => "gather",
         AttemptEffect::Commit(_) => "commit",

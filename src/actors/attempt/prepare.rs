@@ -1,8 +1,9 @@
 //! The preparation of one attempt, run as a task beside the attempt supervisor so that no
 //! disk, store write or spawn ever waits inside its handlers: the prepared record, the
-//! prompt, the transcript header, the transcript thread, the spawn in a new session and
-//! process group, and the worker's `/proc` identity. It hands back a [`Launch`] or says why
-//! nothing runs ([`SetupFailure`]).
+//! prompt, the transcript header, the transcript thread, the attempt's notification socket,
+//! the spawn in a new session and process group (with `NOTIFY_SOCKET` naming that socket), and
+//! the worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs
+//! ([`SetupFailure`]).
 
 use std::fs::File;
 use std::io;
@@ -26,6 +27,7 @@ use crate::domain::transcript::{TranscriptHeader, render_header};
 use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::locate::PlanLocation;
+use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
 use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::worker_child::WorkerChild;
@@ -40,6 +42,9 @@ pub(crate) struct Launch {
     pub(crate) identity: Option<ProcessIdentity>,
     pub(crate) transcript: TranscriptFile,
     pub(crate) prompt: Vec<u8>,
+    /// The socket the worker's `NOTIFY_SOCKET` names; `None` when it could not be bound
+    /// (the worker then runs without one).
+    pub(crate) notify_socket: Option<NotifySocket>,
 }
 
 /// Why the preparation task launched nothing.
@@ -212,6 +217,7 @@ impl PreparationTask {
                     pid,
                     identity,
                     transcript,
+                    notify_socket,
                 } = *running;
                 Ok(Launch {
                     attempt,
@@ -221,6 +227,7 @@ impl PreparationTask {
                     identity,
                     transcript,
                     prompt,
+                    notify_socket,
                 })
             }
             Started::NotSetUp(error) => Err(SetupFailure::Setup {
@@ -242,7 +249,7 @@ impl PreparationTask {
 }
 
 /// What the start job does, in order: the prompt (exclusively), the transcript with its
-/// header and its thread, the spawn, the worker's identity. Everything that can fail for lack
+/// header and its thread, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
 /// of resources is set up before the launch, so a failure never leaves a worker without its
 /// supervision.
 struct StartJob {
@@ -272,6 +279,7 @@ struct Running {
     pid: u32,
     identity: Option<ProcessIdentity>,
     transcript: TranscriptFile,
+    notify_socket: Option<NotifySocket>,
 }
 
 impl StartJob {
@@ -289,7 +297,21 @@ impl StartJob {
             Ok(transcript) => transcript,
             Err(error) => return Started::NotSetUp(error),
         };
-        let child = match spawn::spawn_worker(&self.argv, &self.cwd, &self.attempt_id) {
+        // Bound before the spawn, so whatever the worker sends before it is read waits in the
+        // socket. Without one the worker runs as before notifications existed.
+        let notify_socket = match NotifySocket::bind() {
+            Ok(socket) => Some(socket),
+            Err(error) => {
+                tracing::warn!(%error, "cannot bind the notification socket; the worker runs without NOTIFY_SOCKET");
+                None
+            }
+        };
+        let child = match spawn::spawn_worker(
+            &self.argv,
+            &self.cwd,
+            &self.attempt_id,
+            notify_socket.as_ref().map(NotifySocket::env_value),
+        ) {
             Ok(child) => child,
             Err(error) => {
                 let program = self.argv.first().cloned().unwrap_or_default();
@@ -313,6 +335,7 @@ impl StartJob {
             pid,
             identity,
             transcript,
+            notify_socket,
         }))
     }
 }

@@ -114,6 +114,7 @@ impl Actor for RunSupervisor {
                 .collect(),
             max_phases: args.settings.max_phases,
             max_attempts: args.settings.retry.max_attempts,
+            budget: args.settings.budget,
         });
         let context = RunContext {
             run: myself.clone(),
@@ -253,6 +254,12 @@ impl RunState {
                 self.release_reservation();
             }
             RunEffect::AwaitRetry(wait) => self.await_retry(*wait, myself),
+            RunEffect::WarnBudgetUnenforceable(message) => {
+                tracing::warn!(%message, "budget cap not enforceable");
+                self.context
+                    .events
+                    .emit(None, RunEvent::BudgetUnenforceable { message });
+            }
             RunEffect::EndWait { phase_id, attempt } => {
                 self.context
                     .events

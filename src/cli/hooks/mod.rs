@@ -346,7 +346,10 @@ impl EndFacts {
                 end.status = Some(decision.status);
                 end.phase_id = Some(attempt.phase.id.clone());
             }
-            RunEnd::InterruptedDuringWait { phase_id, .. } => {
+            // A reached budget stopped no phase (the next one was not launched): only
+            // `run-finished` (exit 4) tells of it.
+            RunEnd::InterruptedDuringWait { phase_id, .. }
+            | RunEnd::BudgetReached { phase_id, .. } => {
                 end.phase_id = Some(phase_id.clone());
             }
             RunEnd::Refused { refusal, .. } => match refusal {

@@ -224,6 +224,7 @@ fn committed(phase: &str, status: AttemptStatus) -> RunEvent {
         transcript_path: "/t".to_owned(),
         verification: None,
         verification_failure: None,
+        usage: crate::domain::token_usage::summary::UsageSummary::unknown(),
     }
 }
 

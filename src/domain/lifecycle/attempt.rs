@@ -5,7 +5,7 @@
 //! table).
 //!
 //! ```text
-//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit──▶ Recording ──Gathered──▶ Done
+//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit + drained──▶ Recording ──Gathered──▶ Done
 //!     │                     │                                               ▲                          │              ▲
 //!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘      │              │
 //!     │                                                   phase-complete, checks due ──▶ Verifying ──CheckEnded (last, failed, or stopped)
@@ -19,7 +19,8 @@
 //!   loss of the run's watchdog with no new one to take over (the attempt is then stopped: its
 //!   worker would outlive a SIGKILLed handler).
 //! - **Cause precedence**: in `Running` the first trigger (timeout, idle timeout, stop regex,
-//!   rate-limit pattern, interrupt, an output or state-write failure) becomes the cause and starts
+//!   rate-limit pattern, interrupt, an output or state-write failure, a reached budget cap)
+//!   becomes the cause and starts
 //!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
 //!   later trigger is noted only if nothing decided the outcome yet; an interrupt always
 //!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
@@ -30,8 +31,9 @@
 //!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
 //!   does. Backpressure from the console holds only while the worker runs.
 //! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
-//!   after a normal exit) → close our read ends if a pipe is still held after the drain limit
-//!   → gather → commit (or leave unresolved). Each is issued at most once; nothing is issued
+//!   after a normal exit) → drain limit and drain the notification socket → close our read
+//!   ends if a pipe is still held after the drain limit → gather → commit (or leave
+//!   unresolved). Each is issued at most once; nothing is issued
 //!   once the attempt is done.
 //! - **Deciding**: a stop cause wins, then a nonzero exit, then the framing verdict
 //!   ([`crate::domain::decision::decide`]). What recording finds decides only if nothing did
@@ -48,9 +50,20 @@
 //!   record its output, or the loss of the watchdog with none taking over, stops it too
 //!   (`execution-io-failed`). With `--no-verify` the completion is accepted and the outcome
 //!   says the checks were skipped.
+//! - **Usage and budget**: the attempt's usage is folded from its reports (`X_AISH_USAGE`, the
+//!   last one wins, a final one is not replaced by a running one). While the worker runs, a
+//!   running report that brings the invocation's committed usage plus this attempt's to a
+//!   budget cap is a trigger like a stop-regex match (`budget-exceeded`); a final report does
+//!   not stop the attempt (its spending is over, and stopping it would only throw its result
+//!   away: the cap stops the run before the next launch instead), nor does a report once the
+//!   worker is already ending.
+//! - **The last word counts**: once the group is empty the notification socket is drained
+//!   (what the worker's processes sent just before they exited is read) before recording
+//!   starts, so a final usage report is in the outcome. The drain limit bounds that wait too.
 
 use super::GroupReport;
-use crate::domain::decision::{ChildExit, Decision, StopCause, decide};
+use crate::domain::budget::{BudgetCaps, Spent, unenforceable_message};
+use crate::domain::decision::{ChildExit, Decision, IdleStop, StopCause, decide};
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::output_stream::OutputStream;
@@ -60,6 +73,8 @@ use crate::domain::verification::{
     CheckOutcome, Verification, VerifyCheck, VerifyPlan, interrupted_summary, next_check,
     verification_of,
 };
+use crate::domain::token_usage::report::{UsageReport, UsageReportError};
+use crate::domain::token_usage::summary::{AttemptUsage, Completeness, ReportEffect, UsageSummary};
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,11 +108,18 @@ pub enum AttemptEvent {
     },
     /// A stop regex or a rate-limit pattern matched the combined output.
     PatternMatched(StopMatch),
-    /// The deadline timer found these limits (in seconds) passed at the same check.
+    /// The deadline timer found these limits passed at the same check: the wall-clock one
+    /// (in seconds), the idle one (with its stop message).
     DeadlinesPassed {
         timeout: Option<f64>,
-        idle: Option<f64>,
+        idle: Option<IdleStop>,
     },
+    /// A valid usage report (`X_AISH_USAGE`) from a process of the attempt.
+    UsageReported(UsageReport),
+    /// An invalid one: ignored and counted, never a failure.
+    UsageRejected(UsageReportError),
+    /// The notification socket was read to its end and closed, after the group emptied.
+    NotificationsDrained,
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
     Interrupt {
         signal: i32,
@@ -151,6 +173,9 @@ pub enum AttemptEffect {
     SweepAfterExit,
     /// The group is empty: bound the wait for EOF.
     StartDrainLimit,
+    /// The group is empty: read what is still queued on the notification socket, close it,
+    /// and report [`AttemptEvent::NotificationsDrained`] (at once when there is none).
+    DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
     /// Stop the readers, write the trailer, gather the marker verdict and the final pattern
@@ -187,6 +212,8 @@ pub struct RecordingInput {
     pub group: GroupReport,
     /// Our read ends were closed while something outside the group still held a pipe.
     pub pipes_held_open: bool,
+    /// The runner's own lines about the attempt (an invalid usage report's warning).
+    pub notes: Vec<String>,
 }
 
 /// The attempt's decided outcome.
@@ -200,6 +227,11 @@ pub struct Conclusion {
     /// What the phase's checks came to, when the decision was held to them (or they were
     /// skipped with `--no-verify`); `None` when none was due.
     pub verification: Option<Verification>,
+    /// What the attempt's usage reports came to (`unknown` without a worker).
+    pub usage: UsageSummary,
+    /// With a budget cap set and a worker that reported no usage: the cap could not be
+    /// enforced for it ([`unenforceable_message`]).
+    pub budget_note: Option<String>,
 }
 
 /// Which of the two pipes are still open.
@@ -324,6 +356,15 @@ pub struct AttemptLifecycle {
     unresolved: Option<ExecutionFailure>,
     /// The checks a completion is held to.
     verify: VerifyPlan,
+    /// What the usage reports add up to.
+    usage: AttemptUsage,
+    /// The invocation's caps, and what its attempts committed before this one spent.
+    budget: BudgetCaps,
+    spent_before: Spent,
+    /// The warning about the first invalid usage report, for the transcript.
+    usage_warning: Option<String>,
+    /// The notification socket has been drained; recording waits for it.
+    notifications_drained: bool,
 }
 
 impl Default for AttemptLifecycle {
@@ -333,13 +374,27 @@ impl Default for AttemptLifecycle {
 }
 
 impl AttemptLifecycle {
-    /// An attempt of a phase without checks.
+    /// An attempt of a phase without checks, with no budget cap.
     pub fn new() -> Self {
-        Self::verified_by(VerifyPlan::None)
+        Self::configured(VerifyPlan::None, BudgetCaps::default(), Spent::default())
     }
 
-    /// An attempt whose completion is held to `verify`.
+    /// An attempt whose completion is held to `verify`, with no budget cap.
+    #[cfg(test)]
     pub fn verified_by(verify: VerifyPlan) -> Self {
+        Self::configured(verify, BudgetCaps::default(), Spent::default())
+    }
+
+    /// An attempt of a phase without checks, of an invocation with these caps, whose
+    /// committed attempts spent `spent_before`.
+    #[cfg(test)]
+    pub fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
+        Self::configured(VerifyPlan::None, budget, spent_before)
+    }
+
+    /// An attempt whose completion is held to `verify`, of an invocation with these caps,
+    /// whose committed attempts spent `spent_before`.
+    pub fn configured(verify: VerifyPlan, budget: BudgetCaps, spent_before: Spent) -> Self {
         Self {
             stage: Stage::Preparing {
                 deferred: Vec::new(),
@@ -352,6 +407,11 @@ impl AttemptLifecycle {
             running_record_settled: false,
             unresolved: None,
             verify,
+            usage: AttemptUsage::default(),
+            budget,
+            spent_before,
+            usage_warning: None,
+            notifications_drained: false,
         }
     }
 
@@ -448,10 +508,28 @@ impl AttemptLifecycle {
                 // attempt, and its message is the stronger statement.
                 let cause = match (timeout, idle) {
                     (Some(seconds), _) => StopCause::Timeout { seconds },
-                    (None, Some(seconds)) => StopCause::IdleTimeout { seconds },
+                    (None, Some(idle)) => StopCause::IdleTimeout(idle),
                     (None, None) => return,
                 };
                 self.trigger(cause, effects);
+            }
+            // Reports come from the worker's processes: only while they may live.
+            AttemptEvent::UsageReported(report) => {
+                if self.worker_launched() {
+                    self.usage_reported(report, effects);
+                }
+            }
+            AttemptEvent::UsageRejected(error) => {
+                if self.worker_launched()
+                    && let Some(warning) = self.usage.invalid(&error)
+                {
+                    self.usage_warning = Some(warning);
+                }
+            }
+            AttemptEvent::NotificationsDrained => {
+                if matches!(self.stage, Stage::Draining { .. }) {
+                    self.notifications_drained = true;
+                }
             }
             AttemptEvent::Failed(failure) => match self.stage {
                 // The check's output cannot be recorded: the verdict would rest on a record
@@ -502,6 +580,7 @@ impl AttemptLifecycle {
                     pipes_held_open: false,
                 };
                 effects.push(AttemptEffect::StartDrainLimit);
+                effects.push(AttemptEffect::DrainNotifications);
             }
             AttemptEvent::LeakGraceElapsed => {
                 if let Stage::Sweeping { grace_elapsed, .. } = &mut self.stage {
@@ -523,6 +602,8 @@ impl AttemptLifecycle {
                     // No status can come any more: the leader is stuck (uninterruptible
                     // sleep); it is recorded as unknown.
                     exit.get_or_insert(UNKNOWN_EXIT);
+                    // A drain that did not end within the limit is not waited for either.
+                    self.notifications_drained = true;
                 }
             }
             AttemptEvent::Gathered(gathered) => {
@@ -561,11 +642,15 @@ impl AttemptLifecycle {
                 exit: Some(exit),
                 group,
                 pipes_held_open,
-            } if self.open.all_closed() && self.running_record_settled => {
+            } if self.open.all_closed()
+                && self.running_record_settled
+                && self.notifications_drained =>
+            {
                 let input = RecordingInput {
                     exit: *exit,
                     group: std::mem::take(group),
                     pipes_held_open: *pipes_held_open,
+                    notes: self.usage_warning.iter().cloned().collect(),
                 };
                 self.stage = Stage::Recording { exit: *exit };
                 effects.push(AttemptEffect::Gather(input));
@@ -704,7 +789,7 @@ impl AttemptLifecycle {
             VerifyPlan::Skip if completed => Some(Verification::Skipped),
             _ => None,
         };
-        self.conclude(decision, exit, None, verification, effects);
+        self.conclude(decision, exit, None, verification, true, effects);
     }
 
     /// A check ended: a stop decided by a signal (or by an output failure) concludes with
@@ -733,7 +818,7 @@ impl AttemptLifecycle {
                 _ => decide(Some(&cause), exit, MarkerVerdict::Missing(String::new())),
             };
             let verification = Some(Verification::Stopped(records));
-            return self.conclude(decision, exit, None, verification, effects);
+            return self.conclude(decision, exit, None, verification, true, effects);
         }
         if let Some(next) = next_check(&checks, &outcomes) {
             effects.push(AttemptEffect::RunCheck(next.clone()));
@@ -750,7 +835,7 @@ impl AttemptLifecycle {
             },
             _ => decision,
         };
-        self.conclude(decision, exit, None, verification, effects);
+        self.conclude(decision, exit, None, verification, true, effects);
     }
 
     /// An interrupt while a check runs decides the outcome (keeping an earlier cause in its
@@ -781,6 +866,25 @@ impl AttemptLifecycle {
         }
     }
 
+    /// A valid report is folded in; while the worker runs, a running one that reaches a cap
+    /// stops the attempt.
+    fn usage_reported(&mut self, report: UsageReport, effects: &mut Vec<AttemptEffect>) {
+        let running = !report.is_final;
+        if self.usage.report(report) != ReportEffect::Applied
+            || !running
+            || self.stage != Stage::Running
+        {
+            return;
+        }
+        let spent = match self.usage.live() {
+            Some(live) => self.spent_before.plus(live),
+            None => return,
+        };
+        if let Some(reached) = self.budget.reached(spent) {
+            self.trigger(StopCause::BudgetExceeded(reached), effects);
+        }
+    }
+
     /// The worker never ran: a held interrupt still decides the outcome (the handler exits
     /// 128 + signal), then a setup failure, then the launch error.
     fn conclude_without_worker(
@@ -804,7 +908,7 @@ impl AttemptLifecycle {
                 MarkerVerdict::Missing(String::new()),
             ),
         };
-        self.conclude(decision, UNKNOWN_EXIT, launch_error, None, effects);
+        self.conclude(decision, UNKNOWN_EXIT, launch_error, None, false, effects);
     }
 
     /// The attempt is done: commit the outcome, or — after a failed state write — leave it
@@ -815,14 +919,22 @@ impl AttemptLifecycle {
         exit: ChildExit,
         launch_error: Option<String>,
         verification: Option<Verification>,
+        worker_ran: bool,
         effects: &mut Vec<AttemptEffect>,
     ) {
         self.stage = Stage::Done;
+        let usage = self.usage.summary();
+        // A worker that never ran spent nothing: there is nothing the cap missed.
+        let budget_note = (worker_ran && usage.completeness == Completeness::Unknown)
+            .then(|| unenforceable_message(&self.budget))
+            .flatten();
         let conclusion = Conclusion {
             decision,
             exit,
             launch_error,
             verification,
+            usage,
+            budget_note,
         };
         match self.unresolved.take() {
             Some(failure) => {

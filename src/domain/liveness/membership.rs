@@ -5,7 +5,7 @@
 //! descendant of either — also one that left the group (`setsid`: both real CLIs start their
 //! tools in sessions of their own) and, when its parent died, was adopted by the handler (a
 //! child subreaper): then it is one of the handler's children that the escaped-descendant
-//! sweep would stop (`judge_child` says `Stop`). Other children of the handler (the
+//! sweep would stop (`process_tree::judge_child` says `Stop`). Other children of the handler (the
 //! watchdog, children inherited across `exec`) and everything else do not.
 //!
 //! A sender may exit before its datagram is read (and its pid may then be reused): the

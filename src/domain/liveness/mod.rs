@@ -9,10 +9,12 @@
 //!
 //! The idle timeout stops an attempt after `--idle-timeout` seconds without one ([`idle`]);
 //! `EXTEND_TIMEOUT_USEC` moves that deadline. What the agent says it is doing (`STATUS=`),
-//! and when to publish it, is [`status`]. docs/liveness.md has the rules and the measurements
-//! behind the activity thresholds.
+//! and when to publish it, is [`status`]. The deadline timer of a running attempt steps all of
+//! them, with the wall-clock `--timeout`, as one machine ([`clock`]). docs/liveness.md has the
+//! rules and the measurements behind the activity thresholds.
 
 pub mod activity;
+pub mod clock;
 pub mod idle;
 pub mod membership;
 pub mod socket_diag;

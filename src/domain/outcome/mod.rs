@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::state::{AttemptStatus, PhaseRef, SnapshotRef};
 use super::strict_json::{self, Object, StrictError};
 use super::timestamp::Timestamp;
+use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, Verification, VerificationRecord};
 
 /// Artifact paths of the attempt.
@@ -61,6 +62,14 @@ pub struct OutcomeRecord {
     /// only when it was (docs/architecture.md, "The watchdog").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) watchdog_losses: Option<u32>,
+    /// What the attempt's usage reports came to (issue 19): always written now; `unknown`
+    /// (every number `null`) when the agent reported none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) usage: Option<UsageSummary>,
+    /// With a budget cap set and no usage reported: that the cap could not be enforced for
+    /// this agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) budget_note: Option<String>,
 }
 
 /// Output sizes of one attempt, per stream.
@@ -109,7 +118,7 @@ const OUTCOME_KEYS: [&str; 11] = [
     "signal",
 ];
 /// Keys added later, in on-disk order after the original ones; optional on read.
-const OPTIONAL_OUTCOME_KEYS: [&str; 7] = [
+const OPTIONAL_OUTCOME_KEYS: [&str; 9] = [
     "duration_ms",
     "output_bytes",
     "phase_attempt",
@@ -117,6 +126,8 @@ const OPTIONAL_OUTCOME_KEYS: [&str; 7] = [
     "verification",
     "verification_failure",
     "watchdog_losses",
+    "usage",
+    "budget_note",
 ];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
 const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
@@ -198,6 +209,9 @@ impl OutcomeRecord {
         if let Some(agent_cmd) = &self.agent_cmd {
             strict_json::require_nonempty("agent_cmd", agent_cmd)?;
         }
+        if let Some(note) = &self.budget_note {
+            strict_json::require_nonempty("budget_note", note)?;
+        }
         self.validate_verification()
     }
 
@@ -274,6 +288,12 @@ impl OutcomeRecord {
             })?,
             watchdog_losses: optional(object, "watchdog_losses", |object| {
                 object.integer("watchdog_losses")
+            })?,
+            usage: optional(object, "usage", |object| {
+                UsageSummary::from_json(object.value("usage")?, &object.qualified("usage"))
+            })?,
+            budget_note: optional(object, "budget_note", |object| {
+                Ok(object.string("budget_note")?.to_owned())
             })?,
         })
     }

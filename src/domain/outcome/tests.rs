@@ -38,6 +38,8 @@ fn record() -> OutcomeRecord {
         verification: None,
         verification_failure: None,
         watchdog_losses: None,
+        usage: None,
+        budget_note: None,
     }
 }
 
@@ -435,6 +437,17 @@ fn current_record() -> OutcomeRecord {
         phase_attempt: Some(3),
         agent_cmd: Some("ai-session-handler-claude-high".into()),
         watchdog_losses: Some(1),
+        usage: Some(
+            UsageSummary::from_json(
+                &json!({"input_tokens": 10, "cached_input_tokens": null, "output_tokens": 2,
+                    "reasoning_tokens": null, "cost_usd": null, "completeness": "partial",
+                    "models": {"m": {"input_tokens": 10, "cached_input_tokens": null,
+                        "output_tokens": 2, "reasoning_tokens": null, "cost_usd": null}}}),
+                "usage",
+            )
+            .unwrap(),
+        ),
+        budget_note: Some("--max-cost cannot be enforced for this agent".into()),
         ..record()
     }
 }
@@ -622,5 +635,35 @@ fn verification_keys_are_strict_and_consistent_with_the_status() {
             value.as_object_mut().unwrap().remove("verification");
         }),
         "verification_failure requires verification"
+    );
+}
+
+#[test]
+fn usage_is_read_strictly_and_a_budget_note_is_never_empty() {
+    let text = current_record().to_json();
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        edit(&mut value);
+        OutcomeRecord::from_json(value.to_string().as_bytes(), &file_name())
+            .map(|_| ())
+            .map_err(|error| error.0)
+    };
+    assert_eq!(
+        with(&|value| value["usage"]["bogus"] = json!(1)),
+        Err("unexpected key usage.bogus".to_owned())
+    );
+    assert_eq!(
+        with(&|value| {
+            value["usage"]["completeness"] = json!("unknown");
+        }),
+        Err("usage is unknown but holds numbers; unknown usage has every number null".to_owned())
+    );
+    assert_eq!(
+        with(&|value| value["usage"]["input_tokens"] = json!(-1)),
+        Err("expected usage.input_tokens to be a non-negative integer or null".to_owned())
+    );
+    assert_eq!(
+        with(&|value| value["budget_note"] = json!("")),
+        Err("expected budget_note to be nonempty".to_owned())
     );
 }

@@ -307,6 +307,7 @@ mod tests {
                 duration_ms: Some(1),
                 output_bytes: Some(1),
                 watchdog_losses: None,
+                usage: None,
             }],
             current_phase: Some(PhaseRef {
                 id: "phase-2".into(),

@@ -53,6 +53,7 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
         duration_ms: None,
         output_bytes: None,
         watchdog_losses: None,
+        usage: None,
     }
 }
 

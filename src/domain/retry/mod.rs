@@ -27,7 +27,9 @@ use super::state::AttemptStatus;
 /// told which check failed). The others are never retried: `blocked` and
 /// `needs-clarification` wait for a person, `interrupted` is the user stopping the run,
 /// `launch-failed` is a command that cannot start (retrying changes nothing),
-/// `execution-io-failed` is the handler's own storage failing, and `phase-complete` is done.
+/// `execution-io-failed` is the handler's own storage failing, `budget-exceeded` would only
+/// meet the same spent budget before the retry's launch (the caps count the whole invocation),
+/// and `phase-complete` is done.
 pub const RETRYABLE: [AttemptStatus; 8] = [
     AttemptStatus::AgentFailed,
     AttemptStatus::MissingMarker,

@@ -9,6 +9,7 @@ use super::{
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::strict_json::{self, Object, StrictError};
+use crate::domain::token_usage::summary::UsageSummary;
 
 // Key sets, in on-disk order (the serde derives above write the same order; a test checks).
 pub(super) const STATE_KEYS: [&str; 7] = [
@@ -29,8 +30,8 @@ pub(super) const PHASE_KEYS: [&str; 2] = ["id", "title"];
 pub(super) const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
 pub(super) const OUTCOME_REF_KEYS: [&str; 4] = ["attempt_id", "phase_id", "status", "path"];
 /// Keys of a `committed_outcomes` entry added later, after the original ones.
-pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 3] =
-    ["duration_ms", "output_bytes", "watchdog_losses"];
+pub(super) const OPTIONAL_OUTCOME_REF_KEYS: [&str; 4] =
+    ["duration_ms", "output_bytes", "watchdog_losses", "usage"];
 pub(super) const ACTIVE_ATTEMPT_KEYS: [&str; 10] = [
     "id",
     "status",
@@ -213,6 +214,14 @@ impl OutcomeRef {
             duration_ms: count("duration_ms")?,
             output_bytes: count("output_bytes")?,
             watchdog_losses: count("watchdog_losses")?,
+            usage: if object.has("usage") {
+                Some(UsageSummary::from_json(
+                    object.value("usage")?,
+                    &object.qualified("usage"),
+                )?)
+            } else {
+                None
+            },
         })
     }
 }

@@ -7,6 +7,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::timestamp::Timestamp;
+use crate::domain::token_usage::summary::UsageSummary;
 
 /// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
 /// (except `phase-complete`) `stop.reason`.
@@ -30,10 +31,13 @@ pub enum AttemptStatus {
     /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
     /// failed (issue 20).
     VerificationFailed,
+    /// A budget cap (`--max-tokens`, `--max-cost`, config `budget`) was crossed while the
+    /// attempt ran: it was stopped like a stop-regex match (issue 19).
+    BudgetExceeded,
 }
 
 impl AttemptStatus {
-    pub const ALL: [AttemptStatus; 14] = [
+    pub const ALL: [AttemptStatus; 15] = [
         Self::PhaseComplete,
         Self::Blocked,
         Self::NeedsClarification,
@@ -48,6 +52,7 @@ impl AttemptStatus {
         Self::ExecutionIoFailed,
         Self::RateLimited,
         Self::VerificationFailed,
+        Self::BudgetExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +71,7 @@ impl AttemptStatus {
             Self::ExecutionIoFailed => "execution-io-failed",
             Self::RateLimited => "rate-limited",
             Self::VerificationFailed => "verification-failed",
+            Self::BudgetExceeded => "budget-exceeded",
         }
     }
 
@@ -154,6 +160,10 @@ pub struct OutcomeRef {
     /// The outcome's `watchdog_losses`, when the attempt lost its watchdog.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watchdog_losses: Option<u64>,
+    /// The outcome's `usage` (issue 19), so `status` sums tokens and cost without opening
+    /// outcome files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageSummary>,
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.

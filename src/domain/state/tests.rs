@@ -105,6 +105,8 @@ fn outcome(
         verification: None,
         verification_failure: None,
         watchdog_losses: None,
+        usage: None,
+        budget_note: None,
     }
 }
 
@@ -1054,7 +1056,7 @@ fn every_status_has_its_handler_exit_code() {
         .iter()
         .map(|s| s.handler_exit_code())
         .collect();
-    assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
+    assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
     for status in AttemptStatus::ALL {
         assert_eq!(AttemptStatus::parse(status.as_str()), Some(status));
         assert_eq!(
@@ -1175,6 +1177,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             duration_ms: None,
             output_bytes: None,
             watchdog_losses: None,
+            usage: None,
         }]
     );
     assert_eq!(
@@ -1743,13 +1746,20 @@ fn a_commit_copies_the_outcomes_duration_and_total_output_into_its_entry() {
         stderr: 24,
     });
     record.watchdog_losses = Some(2);
+    let usage = crate::domain::token_usage::summary::UsageSummary::from_json(
+        &json!({"input_tokens": 1234, "cached_input_tokens": 1000, "output_tokens": 567,
+            "reasoning_tokens": null, "cost_usd": 0.25, "models": {}, "completeness": "reported"}),
+        "usage",
+    )
+    .unwrap();
+    record.usage = Some(usage.clone());
     let path = attempt.outcome_path.clone();
     state.prepare(attempt).unwrap();
     state.commit(&record, &path).unwrap();
     let entry = &state.committed_outcomes[0];
     assert_eq!(
-        (entry.duration_ms, entry.output_bytes, entry.watchdog_losses),
-        (Some(118_250), Some(1_024), Some(2))
+        (entry.duration_ms, entry.output_bytes, entry.watchdog_losses, entry.usage.as_ref()),
+        (Some(118_250), Some(1_024), Some(2), Some(&usage))
     );
 
     let value = serde_json::to_value(&state).unwrap();
@@ -1880,5 +1890,34 @@ fn no_state_over_the_write_limit_is_serialized() {
                 "bytes, over the {MAX_STATE_BYTES}-byte limit of what is written"
             )),
         "{error}"
+    );
+}
+
+#[test]
+fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
+    let state = clarification_state();
+    assert!(
+        !state.to_json().contains("usage"),
+        "older entries have none"
+    );
+    let mut with_usage = state.clone();
+    with_usage.committed_outcomes[0].usage =
+        Some(crate::domain::token_usage::summary::UsageSummary::unknown());
+    let text = with_usage.to_json();
+    assert!(text.contains("\"completeness\": \"unknown\""), "{text}");
+    assert_eq!(read(&text).unwrap(), with_usage);
+    let edit = |value: Value| {
+        move |document: &mut Value| document["committed_outcomes"][0]["usage"] = value
+    };
+    assert_eq!(
+        read_error(&state, edit(json!({"completeness": "reported"}))),
+        "missing required key input_tokens (at committed_outcomes[0].usage.input_tokens)"
+    );
+    let mut unknown_key =
+        serde_json::to_value(with_usage.committed_outcomes[0].usage.clone()).unwrap();
+    unknown_key["tokens"] = json!(1);
+    assert_eq!(
+        read_error(&state, edit(unknown_key)),
+        "unexpected key committed_outcomes[0].usage.tokens"
     );
 }

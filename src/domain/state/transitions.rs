@@ -179,6 +179,7 @@ impl State {
             duration_ms: outcome.duration_ms,
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
             watchdog_losses: outcome.watchdog_losses.map(u64::from),
+            usage: outcome.usage.clone(),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),

@@ -11,6 +11,7 @@ fn entry(id: &str, phase: &str, status: AttemptStatus, figures: Option<(u64, u64
         duration_ms: figures.map(|(duration, _)| duration),
         output_bytes: figures.map(|(_, bytes)| bytes),
         watchdog_losses: None,
+        usage: None,
     }
 }
 
@@ -84,6 +85,7 @@ fn the_last_committed_attempt_of_a_phase_gives_its_figures_and_totals_sum_all() 
             status: AttemptStatus::PhaseComplete,
             duration_ms: Some(2_000),
             output_bytes: Some(20),
+            usage: UsageSummary::unknown(),
         })
     );
     assert_eq!(
@@ -101,6 +103,7 @@ fn the_last_committed_attempt_of_a_phase_gives_its_figures_and_totals_sum_all() 
             duration_ms: 3_500,
             output_bytes: 35,
             attempts_without_figures: 0,
+            usage: UsageSummary::unknown(),
         }
     );
 }

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::TokenCounts;
 use super::report::{UsageReport, UsageReportError};
+use super::{TokenCounts, format_usd};
 use crate::domain::strict_json::StrictError;
 
 /// How much of an attempt's (or a sum's) usage is known.
@@ -122,7 +122,7 @@ impl AttemptUsage {
 }
 
 /// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
-/// `status --json`, `run --json`).
+/// `status --json`, `run --json`, the event stream).
 #[derive(Clone, Debug, PartialEq)]
 pub struct UsageSummary {
     /// All `None` when `completeness` is `Unknown`.
@@ -130,6 +130,18 @@ pub struct UsageSummary {
     pub models: BTreeMap<String, TokenCounts>,
     pub completeness: Completeness,
 }
+
+/// Written as [`UsageSummary::to_json`] writes it.
+impl serde::Serialize for UsageSummary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
+// A cost is never NaN: JSON has no NaN, reports and recorded summaries refuse negative or
+// non-finite costs, and a sum of non-negative numbers is never NaN. So equality is an
+// equivalence, and the documents that hold a summary keep their `Eq`.
+impl Eq for UsageSummary {}
 
 impl UsageSummary {
     /// No report: numbers `null`.
@@ -239,6 +251,49 @@ impl UsageSummary {
             models,
             completeness,
         })
+    }
+
+    /// Input plus output tokens, for a table cell: `1801`, `≥ 110` when partial, `?` when
+    /// unknown, `–` when the agent reported no token count.
+    pub fn tokens_text(&self) -> String {
+        match (self.completeness, self.counts.capped_tokens()) {
+            (Completeness::Unknown, _) => "?".to_owned(),
+            (_, None) => "–".to_owned(),
+            (Completeness::Reported, Some(tokens)) => tokens.to_string(),
+            (Completeness::Partial, Some(tokens)) => format!("≥ {tokens}"),
+        }
+    }
+
+    /// The cost, for a table cell: `$0.25`, `≥ $0.25` when partial, `?` when unknown, `–`
+    /// when the agent reported no cost (Codex reports none).
+    pub fn cost_text(&self) -> String {
+        match (self.completeness, self.counts.cost_usd) {
+            (Completeness::Unknown, _) => "?".to_owned(),
+            (_, None) => "–".to_owned(),
+            (Completeness::Reported, Some(cost)) => format_usd(cost),
+            (Completeness::Partial, Some(cost)) => format!("≥ {}", format_usd(cost)),
+        }
+    }
+
+    /// For an attempt's end line: `1801 tokens, $0.25`, `≥ 110 tokens`; `None` when unknown
+    /// or nothing was counted.
+    pub fn brief(&self) -> Option<String> {
+        if self.completeness == Completeness::Unknown {
+            return None;
+        }
+        let prefix = if self.completeness == Completeness::Partial {
+            "≥ "
+        } else {
+            ""
+        };
+        let mut parts = Vec::new();
+        if let Some(tokens) = self.counts.capped_tokens() {
+            parts.push(format!("{prefix}{tokens} tokens"));
+        }
+        if let Some(cost) = self.counts.cost_usd {
+            parts.push(format!("{prefix}{}", format_usd(cost)));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// For `status`: `1234 in (1000 cached), 567 out tokens, $0.0123`; `≥ …` when partial;
@@ -462,6 +517,37 @@ mod tests {
             "≥ 10 in, 2 out tokens"
         );
         assert_eq!(UsageSummary::unknown().describe(), "?");
+    }
+
+    #[test]
+    fn table_cells_and_end_lines_are_short() {
+        let mut reported = summary(1500, 301, Completeness::Reported);
+        assert_eq!(reported.tokens_text(), "1801");
+        assert_eq!(reported.cost_text(), "–", "Codex reports no cost");
+        assert_eq!(reported.brief().as_deref(), Some("1801 tokens"));
+        reported.counts.cost_usd = Some(0.25);
+        assert_eq!(reported.cost_text(), "$0.25");
+        assert_eq!(reported.brief().as_deref(), Some("1801 tokens, $0.25"));
+        let mut partial = summary(100, 10, Completeness::Partial);
+        partial.counts.cost_usd = Some(0.01);
+        assert_eq!(partial.tokens_text(), "≥ 110");
+        assert_eq!(partial.cost_text(), "≥ $0.01");
+        assert_eq!(partial.brief().as_deref(), Some("≥ 110 tokens, ≥ $0.01"));
+        let unknown = UsageSummary::unknown();
+        assert_eq!(
+            (unknown.tokens_text(), unknown.cost_text(), unknown.brief()),
+            ("?".to_owned(), "?".to_owned(), None)
+        );
+        let cost_only = UsageSummary {
+            counts: TokenCounts {
+                cost_usd: Some(1.0),
+                ..TokenCounts::default()
+            },
+            models: BTreeMap::new(),
+            completeness: Completeness::Reported,
+        };
+        assert_eq!(cost_only.tokens_text(), "–");
+        assert_eq!(cost_only.brief().as_deref(), Some("$1"));
     }
 
     #[test]

@@ -4,10 +4,12 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::budget::{BudgetConfig, CapKind};
 use crate::domain::decision::Decision;
 use crate::domain::marker::{ResultBlock, ResultKind};
 use crate::domain::stop_regex::{PatternKind, StopMatch};
 use crate::domain::verification::{CheckRecord, FailedCheck, Interpreter};
+use crate::domain::token_usage::report::parse_usage_report;
 
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
@@ -69,7 +71,7 @@ fn check_ended(code: Option<i32>) -> AttemptEvent {
 }
 
 /// A normal exit with both pipes closed and the group swept: the attempt is recording.
-fn to_recording() -> [AttemptEvent; 6] {
+fn to_recording() -> [AttemptEvent; 7] {
     [
         AttemptEvent::Launched,
         AttemptEvent::RunningRecorded,
@@ -77,6 +79,7 @@ fn to_recording() -> [AttemptEvent; 6] {
         ended(OutputStream::Stdout),
         ended(OutputStream::Stderr),
         emptied(),
+        AttemptEvent::NotificationsDrained,
     ]
 }
 
@@ -105,11 +108,46 @@ fn deadline() -> AttemptEvent {
     }
 }
 
+fn idle_stop() -> IdleStop {
+    IdleStop {
+        seconds: 2.0,
+        summary: "no output, notification or activity for 2 s (idle timeout)".into(),
+    }
+}
+
 fn idle_deadline() -> AttemptEvent {
     AttemptEvent::DeadlinesPassed {
         timeout: None,
-        idle: Some(2.0),
+        idle: Some(idle_stop()),
     }
+}
+
+/// A usage report of `tokens` input tokens.
+fn usage(tokens: u64, is_final: bool) -> AttemptEvent {
+    let report = parse_usage_report(&format!(
+        "{{\"input_tokens\": {tokens}, \"final\": {is_final}}}"
+    ))
+    .expect("valid report");
+    AttemptEvent::UsageReported(report)
+}
+
+/// An invocation with `--max-tokens 100` that has spent `spent` tokens before this attempt.
+fn cap_100_tokens() -> BudgetCaps {
+    BudgetCaps::effective(Some(100), None, &BudgetConfig::default())
+}
+
+fn verified_and_budgeted() -> AttemptLifecycle {
+    AttemptLifecycle::configured(VerifyPlan::Run(checks(2)), cap_100_tokens(), Spent::default())
+}
+
+fn budgeted(spent: u64) -> AttemptLifecycle {
+    AttemptLifecycle::with_budget(
+        cap_100_tokens(),
+        Spent {
+            tokens: spent,
+            cost_usd: 0.0,
+        },
+    )
 }
 
 fn matched(kind: PatternKind, pattern: &str) -> StopMatch {
@@ -148,11 +186,11 @@ fn emptied() -> AttemptEvent {
 }
 
 /// One instance of every stage, reached through the events that lead there; the phase has
-/// two Verify checks.
+/// two Verify checks, the invocation `--max-tokens 100` and nothing spent before.
 fn stages() -> Vec<(&'static str, AttemptLifecycle)> {
-    let at = |events: &[AttemptEvent]| after_in(with_checks(2), events.iter().cloned());
+    let at = |events: &[AttemptEvent]| after_in(verified_and_budgeted(), events.iter().cloned());
     vec![
-        ("Preparing", with_checks(2)),
+        ("Preparing", verified_and_budgeted()),
         // The running record is still being written here; in the later stages it is durable.
         ("Running", at(&[AttemptEvent::Launched])),
         (
@@ -251,9 +289,16 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             "DeadlinesPassed(both)",
             AttemptEvent::DeadlinesPassed {
                 timeout: Some(1.0),
-                idle: Some(2.0),
+                idle: Some(idle_stop()),
             },
         ),
+        ("UsageReported(running, cap reached)", usage(150, false)),
+        ("UsageReported(final, cap reached)", usage(150, true)),
+        (
+            "UsageRejected",
+            AttemptEvent::UsageRejected(UsageReportError("not JSON".into())),
+        ),
+        ("NotificationsDrained", AttemptEvent::NotificationsDrained),
         ("Interrupt", interrupt(2)),
         (
             "Failed(output)",
@@ -296,6 +341,7 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::StartLeakGrace => "start leak grace",
         AttemptEffect::SweepAfterExit => "sweep after exit",
         AttemptEffect::StartDrainLimit => "start drain limit",
+        AttemptEffect::DrainNotifications => "drain notifications",
         AttemptEffect::CloseReaders => "close readers",
         AttemptEffect::Gather(_) => "gather",
         AttemptEffect::Commit(_) => "commit",
@@ -315,6 +361,7 @@ fn cause_name(cause: Option<&StopCause>) -> String {
         Some(StopCause::StopRegex { .. }) => "stop regex".into(),
         Some(StopCause::RateLimited { .. }) => "rate limited".into(),
         Some(StopCause::ExecutionIo(_)) => "execution io".into(),
+        Some(StopCause::BudgetExceeded(_)) => "budget exceeded".into(),
         Some(StopCause::Interrupted { during: None, .. }) => "interrupted".into(),
         Some(StopCause::Interrupted {
             during: Some(earlier),
@@ -408,7 +455,7 @@ fn the_wall_clock_deadline_wins_a_tie_with_the_idle_deadline() {
     let mut lifecycle = after([AttemptEvent::Launched, AttemptEvent::RunningRecorded]);
     lifecycle.handle(AttemptEvent::DeadlinesPassed {
         timeout: Some(5.0),
-        idle: Some(2.0),
+        idle: Some(idle_stop()),
     });
     assert_eq!(
         lifecycle.cause(),
@@ -418,7 +465,7 @@ fn the_wall_clock_deadline_wins_a_tie_with_the_idle_deadline() {
     lifecycle.handle(idle_deadline());
     assert_eq!(
         lifecycle.cause(),
-        Some(&StopCause::IdleTimeout { seconds: 2.0 })
+        Some(&StopCause::IdleTimeout(idle_stop()))
     );
     let mut lifecycle = after([AttemptEvent::Launched]);
     assert!(
@@ -555,12 +602,17 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
         lifecycle.handle(emptied()),
         [
             AttemptEffect::StartDrainLimit,
-            AttemptEffect::Gather(RecordingInput {
-                exit: COMPLETE,
-                group: GroupReport::default(),
-                pipes_held_open: false
-            })
+            AttemptEffect::DrainNotifications
         ]
+    );
+    assert_eq!(
+        lifecycle.handle(AttemptEvent::NotificationsDrained),
+        [AttemptEffect::Gather(RecordingInput {
+            exit: COMPLETE,
+            group: GroupReport::default(),
+            pipes_held_open: false,
+            notes: Vec::new(),
+        })]
     );
     let effects = lifecycle.handle(gathered(complete_verdict()));
     assert_eq!(
@@ -573,6 +625,8 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
             exit: COMPLETE,
             launch_error: None,
             verification: None,
+            usage: UsageSummary::unknown(),
+            budget_note: None,
         })]
     );
     assert!(lifecycle.is_done());
@@ -610,7 +664,8 @@ fn pipes_still_held_after_the_drain_limit_are_closed() {
             AttemptEffect::Gather(RecordingInput {
                 exit: COMPLETE,
                 group: GroupReport::default(),
-                pipes_held_open: true
+                pipes_held_open: true,
+                notes: Vec::new(),
             })
         ]
     );
@@ -648,6 +703,7 @@ fn recording_waits_for_the_running_record() {
         ended(OutputStream::Stdout),
         ended(OutputStream::Stderr),
         emptied(),
+        AttemptEvent::NotificationsDrained,
     ]);
     assert_eq!(lifecycle.stage().name(), "draining");
     assert!(matches!(
@@ -677,6 +733,7 @@ fn a_failed_running_record_stops_the_worker_and_leaves_the_attempt_unresolved() 
         ]
     );
     lifecycle.handle(emptied());
+    lifecycle.handle(AttemptEvent::NotificationsDrained);
     lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE));
     lifecycle.handle(ended(OutputStream::Stdout));
     let effects = lifecycle.handle(ended(OutputStream::Stderr));
@@ -714,6 +771,7 @@ fn a_failed_running_record_after_another_cause_did_not_decide() {
     });
     for event in [
         emptied(),
+        AttemptEvent::NotificationsDrained,
         AttemptEvent::LeaderExited(COMPLETE),
         ended(OutputStream::Stdout),
         ended(OutputStream::Stderr),
@@ -796,6 +854,7 @@ fn while_recording_only_an_interrupt_or_a_recording_finding_decides() {
             ended(OutputStream::Stdout),
             ended(OutputStream::Stderr),
             emptied(),
+            AttemptEvent::NotificationsDrained,
         ])
     };
     let mut lifecycle = recording();
@@ -835,6 +894,7 @@ fn a_trailer_failure_beats_a_final_pattern_match() {
         ended(OutputStream::Stdout),
         ended(OutputStream::Stderr),
         emptied(),
+        AttemptEvent::NotificationsDrained,
     ]);
     let mut lifecycle = recording.clone();
     let effects = lifecycle.handle(AttemptEvent::Gathered(Gathered {
@@ -911,6 +971,8 @@ fn a_completion_is_held_to_the_checks_in_order_and_accepted_when_all_pass() {
             exit: COMPLETE,
             launch_error: None,
             verification: Some(Verification::Passed(records(&[Some(0), Some(0)]))),
+            usage: UsageSummary::unknown(),
+            budget_note: None,
         })]
     );
     assert!(lifecycle.is_done());
@@ -1012,6 +1074,7 @@ fn no_other_decision_runs_a_check() {
             ended(OutputStream::Stdout),
             ended(OutputStream::Stderr),
             emptied(),
+            AttemptEvent::NotificationsDrained,
             gathered(complete_verdict()),
         ],
         AttemptStatus::AgentFailed,
@@ -1149,6 +1212,170 @@ fn the_workers_events_change_nothing_while_a_check_runs() {
     }
 }
 
+#[test]
+fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
+    // 30 tokens spent by earlier attempts of the invocation, cap 100.
+    let mut lifecycle = after_in(
+        budgeted(30),
+        [AttemptEvent::Launched, AttemptEvent::RunningRecorded],
+    );
+    assert!(lifecycle.handle(usage(69, false)).is_empty(), "99 < 100");
+    assert_eq!(
+        lifecycle.handle(usage(70, false)),
+        [
+            AttemptEffect::CancelTimers,
+            AttemptEffect::BoundConsole,
+            AttemptEffect::TerminateGroup
+        ]
+    );
+    let Some(StopCause::BudgetExceeded(reached)) = lifecycle.cause() else {
+        panic!("{:?}", lifecycle.cause());
+    };
+    assert_eq!(
+        reached.kind,
+        CapKind::Tokens {
+            limit: 100,
+            spent: 100
+        }
+    );
+    let lifecycle = after_in(
+        lifecycle,
+        [
+            emptied(),
+            AttemptEvent::NotificationsDrained,
+            AttemptEvent::LeaderExited(COMPLETE),
+            ended(OutputStream::Stdout),
+            ended(OutputStream::Stderr),
+        ],
+    );
+    let mut lifecycle = lifecycle;
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    let conclusion = committed(&effects);
+    assert_eq!(conclusion.decision.status, AttemptStatus::BudgetExceeded);
+    assert!(
+        conclusion.decision.summary.starts_with(
+            "budget exceeded: 100 tokens (input + output) spent of 100 (--max-tokens) in this run"
+        ),
+        "{}",
+        conclusion.decision.summary
+    );
+    assert_eq!(conclusion.usage.counts.input_tokens, Some(70));
+    assert_eq!(conclusion.usage.completeness, Completeness::Partial);
+}
+
+#[test]
+fn a_final_report_or_one_after_the_worker_ended_stops_nothing() {
+    let mut lifecycle = after_in(budgeted(0), [AttemptEvent::Launched]);
+    assert!(lifecycle.handle(usage(500, true)).is_empty());
+    assert_eq!(lifecycle.stage().name(), "running");
+    assert_eq!(lifecycle.cause(), None);
+    // A running straggler after the final one changes nothing either.
+    assert!(lifecycle.handle(usage(900, false)).is_empty());
+    let mut lifecycle = after_in(
+        budgeted(0),
+        [AttemptEvent::Launched, AttemptEvent::LeaderExited(COMPLETE)],
+    );
+    assert!(lifecycle.handle(usage(500, false)).is_empty());
+    assert_eq!(lifecycle.cause(), None);
+    // Without a cap nothing is ever stopped.
+    let mut lifecycle = after([AttemptEvent::Launched]);
+    assert!(lifecycle.handle(usage(u64::MAX, false)).is_empty());
+}
+
+#[test]
+fn the_usage_is_concluded_and_an_unenforceable_cap_noted() {
+    let run_to_the_end = |lifecycle: AttemptLifecycle, reports: Vec<AttemptEvent>| {
+        let mut lifecycle = after_in(
+            lifecycle,
+            [AttemptEvent::Launched, AttemptEvent::RunningRecorded]
+                .into_iter()
+                .chain(reports)
+                .chain([
+                    AttemptEvent::LeaderExited(COMPLETE),
+                    ended(OutputStream::Stdout),
+                    ended(OutputStream::Stderr),
+                    emptied(),
+                    AttemptEvent::NotificationsDrained,
+                ]),
+        );
+        let effects = lifecycle.handle(gathered(complete_verdict()));
+        committed(&effects).clone()
+    };
+    let reported = run_to_the_end(budgeted(0), vec![usage(10, false), usage(40, true)]);
+    assert_eq!(reported.usage.completeness, Completeness::Reported);
+    assert_eq!(reported.usage.counts.input_tokens, Some(40));
+    assert_eq!(reported.budget_note, None);
+    let silent = run_to_the_end(budgeted(0), Vec::new());
+    assert_eq!(silent.usage, UsageSummary::unknown());
+    assert_eq!(
+        silent.budget_note,
+        crate::domain::budget::unenforceable_message(&budgeted(0).budget)
+    );
+    assert!(silent.budget_note.is_some());
+    // No cap, no note; a worker that never ran spent nothing the cap missed.
+    assert_eq!(
+        run_to_the_end(AttemptLifecycle::new(), Vec::new()).budget_note,
+        None
+    );
+    let mut lifecycle = budgeted(0);
+    let effects = lifecycle.handle(AttemptEvent::LaunchFailed {
+        summary: "could not launch".into(),
+    });
+    assert_eq!(committed(&effects).budget_note, None);
+}
+
+#[test]
+fn recording_waits_for_the_notification_drain_and_carries_the_one_usage_warning() {
+    let mut lifecycle = after([
+        AttemptEvent::Launched,
+        AttemptEvent::RunningRecorded,
+        AttemptEvent::UsageRejected(UsageReportError("first".into())),
+        AttemptEvent::UsageRejected(UsageReportError("second".into())),
+        AttemptEvent::LeaderExited(COMPLETE),
+        ended(OutputStream::Stdout),
+        ended(OutputStream::Stderr),
+        AttemptEvent::LeakGraceElapsed,
+    ]);
+    assert_eq!(
+        lifecycle.handle(emptied()),
+        [
+            AttemptEffect::StartDrainLimit,
+            AttemptEffect::DrainNotifications
+        ]
+    );
+    assert_eq!(lifecycle.stage().name(), "draining");
+    // A final report read by the drain still counts.
+    assert!(lifecycle.handle(usage(7, true)).is_empty());
+    let effects = lifecycle.handle(AttemptEvent::NotificationsDrained);
+    let [AttemptEffect::Gather(input)] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(input.notes.len(), 1, "{:?}", input.notes);
+    assert!(
+        input.notes[0]
+            .starts_with("[runner] ignored an invalid usage report (X_AISH_USAGE): first"),
+        "{:?}",
+        input.notes
+    );
+    let effects = lifecycle.handle(gathered(complete_verdict()));
+    assert_eq!(committed(&effects).usage.counts.input_tokens, Some(7));
+    // A drain that never reports is bounded by the drain limit.
+    let mut lifecycle = after([
+        AttemptEvent::Launched,
+        AttemptEvent::RunningRecorded,
+        deadline(),
+        emptied(),
+        AttemptEvent::LeaderExited(COMPLETE),
+        ended(OutputStream::Stdout),
+        ended(OutputStream::Stderr),
+    ]);
+    assert_eq!(lifecycle.stage().name(), "draining");
+    assert!(matches!(
+        lifecycle.handle(AttemptEvent::DrainLimitElapsed).as_slice(),
+        [AttemptEffect::Gather(_)]
+    ));
+}
+
 fn any_verdict() -> impl Strategy<Value = MarkerVerdict> {
     prop_oneof![
         Just(complete_verdict()),
@@ -1188,8 +1415,11 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
         }),
         1 => Just(pattern(PatternKind::StopRegex, "p")),
         1 => Just(pattern(PatternKind::RateLimit, "r")),
-        2 => (prop::option::of(Just(1.0)), prop::option::of(Just(2.0)))
+        2 => (prop::option::of(Just(1.0)), prop::option::of(Just(idle_stop())))
             .prop_map(|(timeout, idle)| AttemptEvent::DeadlinesPassed { timeout, idle }),
+        2 => (0..200u64, any::<bool>()).prop_map(|(tokens, is_final)| usage(tokens, is_final)),
+        1 => Just(AttemptEvent::UsageRejected(UsageReportError("x".into()))),
+        2 => Just(AttemptEvent::NotificationsDrained),
         3 => prop::sample::select(vec![2, 15]).prop_map(|signal| AttemptEvent::Interrupt { signal }),
         1 => Just(AttemptEvent::Failed(ExecutionFailure::Output {
             detail: "o".into()
@@ -1229,11 +1459,12 @@ fn order_rank(effect: &AttemptEffect) -> Option<u8> {
         AttemptEffect::BoundConsole => Some(1),
         AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit => Some(2),
         AttemptEffect::StartDrainLimit => Some(3),
-        AttemptEffect::CloseReaders => Some(4),
-        AttemptEffect::Gather(_) => Some(5),
+        AttemptEffect::DrainNotifications => Some(4),
+        AttemptEffect::CloseReaders => Some(5),
+        AttemptEffect::Gather(_) => Some(6),
         AttemptEffect::Commit(_)
         | AttemptEffect::LeaveUnresolved { .. }
-        | AttemptEffect::ConcludeNotPrepared => Some(6),
+        | AttemptEffect::ConcludeNotPrepared => Some(7),
         AttemptEffect::KillNow
         | AttemptEffect::StartLeakGrace
         | AttemptEffect::RunCheck(_)
@@ -1264,7 +1495,7 @@ proptest! {
         plan in any_verify_plan(),
         events in prop::collection::vec(any_event(), 0..40),
     ) {
-        let mut lifecycle = AttemptLifecycle::verified_by(plan.clone());
+        let mut lifecycle = AttemptLifecycle::configured(plan.clone(), cap_100_tokens(), Spent::default());
         let mut issued: Vec<AttemptEffect> = Vec::new();
         let mut first_interrupt = None;
         // The first report of the running record while the worker runs settles it.
@@ -1296,15 +1527,16 @@ proptest! {
             AttemptEffect::KillNow,
             AttemptEffect::StartLeakGrace,
             AttemptEffect::StartDrainLimit,
+            AttemptEffect::DrainNotifications,
             AttemptEffect::CloseReaders,
         ] {
             prop_assert!(issued.iter().filter(|effect| **effect == once).count() <= 1, "{once:?} twice in {issued:?}");
         }
         let stops = issued.iter().filter(|effect| matches!(effect, AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit)).count();
         prop_assert!(stops <= 1, "the group is stopped once: {issued:?}");
-        let gathers = issued.iter().filter(|effect| order_rank(effect) == Some(5)).count();
+        let gathers = issued.iter().filter(|effect| order_rank(effect) == Some(6)).count();
         prop_assert!(gathers <= 1, "one gathering: {issued:?}");
-        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(6)).count();
+        let ends = issued.iter().filter(|effect| order_rank(effect) == Some(7)).count();
         prop_assert!(ends <= 1, "one conclusion: {issued:?}");
         let ranks: Vec<u8> = issued.iter().filter_map(order_rank).collect();
         prop_assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]), "cleanup out of order: {issued:?}");
@@ -1420,11 +1652,17 @@ proptest! {
                 _ => AttemptEvent::LeakGraceElapsed,
             };
             issued.extend(lifecycle.handle(event));
-            // The killer answers every stop request once the group is empty.
+            // The killer answers every stop request once the group is empty, and the drain
+            // of the notification socket reports.
             if issued.iter().any(|effect| matches!(effect, AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit))
                 && matches!(lifecycle.stage(), Stage::Stopping { .. } | Stage::Sweeping { sweep_requested: true, .. })
             {
-                issued.extend(lifecycle.handle(emptied()));
+                let effects = lifecycle.handle(emptied());
+                let drain = effects.contains(&AttemptEffect::DrainNotifications);
+                issued.extend(effects);
+                if drain {
+                    issued.extend(lifecycle.handle(AttemptEvent::NotificationsDrained));
+                }
             }
         }
         issued.extend(lifecycle.handle(AttemptEvent::DrainLimitElapsed));

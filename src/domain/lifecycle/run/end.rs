@@ -6,6 +6,7 @@
 //! `RunEnd` is generic over the input error of the layer that checks a run's inputs (`I`),
 //! which the domain only carries: the run loop never looks inside it.
 
+use crate::domain::budget::CapReached;
 use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::failure::ExecutionFailure;
@@ -13,6 +14,7 @@ use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
 use crate::domain::verification::FailedCheck;
+use crate::domain::token_usage::summary::UsageSummary;
 
 /// What an attempt supervisor tells the run loop when it is done.
 #[derive(Debug)]
@@ -36,6 +38,10 @@ pub enum AttemptEnd {
         /// The Verify check that failed a `verification-failed` attempt (issue 20): the report
         /// names it, and the phase's next attempt in this run is told about it.
         failed_check: Option<Box<FailedCheck>>,
+        /// What the attempt's usage reports came to: counted against the budget caps.
+        usage: Box<UsageSummary>,
+        /// A cap is set and the attempt reported no usage: the cap could not be enforced.
+        budget_note: Option<String>,
     },
     /// The prepared record could not be written: nothing was launched, nothing changed —
     /// unless the failed write became visible anyway (`still_active`).
@@ -110,6 +116,14 @@ pub enum RunEnd<I> {
     /// A signal arrived while the run waited for a scheduled retry of `phase_id`; the
     /// schedule stays in state for a later run.
     InterruptedDuringWait { signal: i32, phase_id: String },
+    /// A budget cap was reached before `phase_id` could be launched: nothing more was
+    /// launched. `retry_scheduled` when that launch was a scheduled retry (the schedule stays
+    /// in state).
+    BudgetReached {
+        reached: CapReached,
+        phase_id: String,
+        retry_scheduled: bool,
+    },
     /// Admission refused the run.
     Refused {
         refusal: Refusal,
@@ -141,7 +155,8 @@ pub enum RunEnd<I> {
 impl<I> RunEnd<I> {
     /// The exit code of the invocation (docs/cli.md): a caught signal decides it wherever
     /// the run carries one; a refusal, a changed plan or bad input is 5; a committed stop
-    /// maps its status; an unrecorded attempt or an internal failure is 4.
+    /// maps its status; a reached budget is what a `budget-exceeded` attempt is (4); an
+    /// unrecorded attempt or an internal failure is 4.
     pub fn exit_code(&self) -> ExitCode {
         let or_signal =
             |signal: Option<i32>, otherwise: ExitCode| signal.map_or(otherwise, ExitCode::Signal);
@@ -156,6 +171,7 @@ impl<I> RunEnd<I> {
             ),
             Self::InterruptedBeforeLaunch { signal, .. }
             | Self::InterruptedDuringWait { signal, .. } => ExitCode::Signal(*signal),
+            Self::BudgetReached { .. } => ExitCode::for_status(AttemptStatus::BudgetExceeded),
             Self::Refused { .. } | Self::PlanChanged { .. } | Self::Input(_) => {
                 ExitCode::InvalidInput
             }

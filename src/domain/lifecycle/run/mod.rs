@@ -40,11 +40,18 @@
 //!   run or bad input still ends with exit 5: nothing was admitted). A signal that arrives
 //!   after an attempt's outcome was decided never rewrites that outcome
 //!   ([`RunEnd::signal_after_decision`]).
+//! - **Budget** (`--max-tokens`, `--max-cost`, config `budget`): what this invocation's
+//!   committed attempts spent is counted from their usage; before each launch (and before
+//!   waiting for a scheduled retry) a reached cap launches nothing more and ends the run
+//!   (exit 4, what a `budget-exceeded` attempt ends it with). The attempt is told what was
+//!   spent before it, so its own lifecycle stops it when its reports reach a cap. With a cap
+//!   set, the first attempt whose agent reported no usage is warned about, once.
 //! - **Ending**: one `Finish`, after which nothing is done; an internal failure (an actor
 //!   failed) ends the run at once with exit 4.
 
 mod end;
 
+use crate::domain::budget::{BudgetCaps, Spent};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::RetrySchedule;
@@ -156,6 +163,9 @@ pub enum RunEffect<I> {
     ReleaseWorkspace,
     /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
     AwaitRetry(Box<RetryWait>),
+    /// Say once (on stderr and in the event stream) that a budget cap cannot be enforced for
+    /// an agent that reports no usage.
+    WarnBudgetUnenforceable(String),
     /// The wait for a scheduled retry is over (the attempt is about to be prepared).
     EndWait { phase_id: String, attempt: u32 },
     /// Record the plan acceptance on its own; answer with [`RunInput::AcceptanceRecorded`].
@@ -175,6 +185,9 @@ pub struct LaunchOrder {
     /// Which of the run's agent templates runs (0 is the primary).
     pub template_index: usize,
     pub turn: AttemptTurn,
+    /// What this invocation's committed attempts spent before this one (the budget caps
+    /// count it).
+    pub spent_before: Spent,
 }
 
 /// A wait for a scheduled attempt.
@@ -251,6 +264,8 @@ pub struct RunRules {
     pub max_phases: Option<u64>,
     /// The retry policy's `max_attempts` (n in "attempt k of n").
     pub max_attempts: u32,
+    /// The budget caps of the invocation.
+    pub budget: BudgetCaps,
 }
 
 /// The loop's progress through one invocation.
@@ -275,6 +290,10 @@ pub struct RunLoop {
     /// The check that failed the last attempt, and its phase: the next attempt of that phase
     /// is told.
     failed_check: Option<(String, FailedCheck)>,
+    /// What this invocation's committed attempts spent.
+    spent: Spent,
+    /// The budget cap's unenforceability was said.
+    unenforceable_said: bool,
 }
 
 impl RunLoop {
@@ -292,6 +311,8 @@ impl RunLoop {
             pending_retry: None,
             phase_attempts: Vec::new(),
             failed_check: None,
+            spent: Spent::default(),
+            unenforceable_said: false,
         }
     }
 
@@ -521,6 +542,9 @@ impl RunLoop {
                 phase_id,
                 resolve_abandoned,
             } => {
+                if self.budget_reached(&phase_id, effects) {
+                    return;
+                }
                 effects.push(RunEffect::ReserveWorkspace {
                     phase_id: phase_id.clone(),
                 });
@@ -585,7 +609,25 @@ impl RunLoop {
             accept: self.accept.take(),
             template_index,
             turn,
+            spent_before: self.spent,
         })));
+    }
+
+    /// Ends the run when a budget cap is reached before `phase_id` is launched.
+    fn budget_reached<I>(&mut self, phase_id: &str, effects: &mut Vec<RunEffect<I>>) -> bool {
+        let Some(reached) = self.rules.budget.reached(self.spent) else {
+            return false;
+        };
+        let retry_scheduled = self.pending_retry.is_some();
+        self.finish(
+            RunEnd::BudgetReached {
+                reached,
+                phase_id: phase_id.to_owned(),
+                retry_scheduled,
+            },
+            effects,
+        );
+        true
     }
 
     fn attempt_concluded<I>(&mut self, report: AttemptReport, effects: &mut Vec<RunEffect<I>>) {
@@ -597,10 +639,18 @@ impl RunLoop {
                 transcript_path,
                 retry,
                 failed_check,
+                usage,
+                budget_note,
             } => {
                 self.failed_check = failed_check
                     .as_deref()
                     .map(|failure| (report.phase_id.clone(), failure.clone()));
+                self.spent = self.spent.plus(&usage.counts);
+                if let Some(note) = budget_note
+                    && !std::mem::replace(&mut self.unenforceable_said, true)
+                {
+                    effects.push(RunEffect::WarnBudgetUnenforceable(note));
+                }
                 self.phase_attempts.push(EarlierAttempt {
                     attempt_id: report.attempt_id,
                     status: decision.status.to_string(),
@@ -618,6 +668,14 @@ impl RunLoop {
                 }
                 let retry_scheduled = retry.is_some();
                 match retry {
+                    // No use waiting for a retry the budget cannot pay for: the run ends now,
+                    // with the schedule durable for a later run.
+                    Some(retry)
+                        if signal.is_none() && self.rules.budget.reached(self.spent).is_some() =>
+                    {
+                        self.pending_retry = Some(retry.schedule);
+                        self.budget_reached(&report.phase_id, effects);
+                    }
                     // The schedule is durable: a signal ends the run now, and a later run
                     // resumes it.
                     Some(retry) if signal.is_none() => self.await_retry(

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::budget::BudgetConfig;
 use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::retry::next_step::RetryReason;
@@ -12,6 +13,8 @@ use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, SnapshotRef};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::FailedCheck;
+use crate::domain::token_usage::TokenCounts;
+use crate::domain::token_usage::summary::{Completeness, UsageSummary};
 
 /// The input error the tests carry through the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +27,24 @@ fn rules(max_phases: Option<u64>) -> RunRules {
         phase_ids: vec!["phase-1".into(), "phase-2".into()],
         max_phases,
         max_attempts: 3,
+        budget: caps(),
+    }
+}
+
+/// `--max-tokens 1000`.
+fn caps() -> BudgetCaps {
+    BudgetCaps::effective(Some(1000), None, &BudgetConfig::default())
+}
+
+/// A reported usage of `tokens` input tokens.
+fn spent(tokens: u64) -> UsageSummary {
+    UsageSummary {
+        counts: TokenCounts {
+            input_tokens: Some(tokens),
+            ..TokenCounts::default()
+        },
+        models: Default::default(),
+        completeness: Completeness::Reported,
     }
 }
 
@@ -113,6 +134,10 @@ enum Ending {
     Unresolved,
     /// A completion a check failed, with a retry scheduled.
     CheckFailed,
+    /// A retry was scheduled, but the attempt spent the whole budget (1000 tokens).
+    RetriedOverBudget,
+    /// Complete, with no usage reported: the budget cannot be enforced for its agent.
+    CompleteUnreported,
 }
 
 /// The check that failed an attempt.
@@ -128,25 +153,26 @@ fn failed_check(index: usize) -> FailedCheck {
 }
 
 fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
-    let committed = |status, retry| AttemptEnd::Committed {
+    let spending = |status, retry, usage, budget_note| AttemptEnd::Committed {
         decision: decision(status),
         outcome_path: "/w/o".into(),
         transcript_path: "/w/t".into(),
         retry,
         failed_check: None,
+        usage: Box::new(usage),
+        budget_note,
+    };
+    let committed = |status, retry| spending(status, retry, spent(10), None);
+    let retry = || ScheduledRetry {
+        schedule: schedule(phase_id, 2),
+        due: at().as_datetime(),
+        reset_phrase: None,
     };
     let end = match ending {
         Ending::Complete => committed(AttemptStatus::PhaseComplete, None),
         Ending::Blocked => committed(AttemptStatus::Blocked, None),
         Ending::Failed => committed(AttemptStatus::AgentFailed, None),
-        Ending::Retried => committed(
-            AttemptStatus::MissingMarker,
-            Some(ScheduledRetry {
-                schedule: schedule(phase_id, 2),
-                due: at().as_datetime(),
-                reset_phrase: None,
-            }),
-        ),
+        Ending::Retried => committed(AttemptStatus::MissingMarker, Some(retry())),
         Ending::NotPrepared => AttemptEnd::NotPrepared {
             error: StateWriteError::Stopped,
             still_active: None,
@@ -169,8 +195,22 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
                 due: at().as_datetime(),
                 reset_phrase: None,
             }),
+            usage: Box::new(spent(10)),
+            budget_note: None,
             failed_check: Some(Box::new(failed_check(1))),
         },
+        Ending::RetriedOverBudget => spending(
+            AttemptStatus::MissingMarker,
+            Some(retry()),
+            spent(1000),
+            None,
+        ),
+        Ending::CompleteUnreported => spending(
+            AttemptStatus::PhaseComplete,
+            None,
+            UsageSummary::unknown(),
+            Some("--max-tokens cannot be enforced".into()),
+        ),
     };
     RunInput::AttemptConcluded(Box::new(AttemptReport {
         phase_id: phase_id.into(),
@@ -199,6 +239,7 @@ fn effect_name(effect: &RunEffect<BadInput>) -> String {
         RunEffect::ForwardInterrupt(_) => "forward interrupt".into(),
         RunEffect::ReleaseWorkspace => "release workspace".into(),
         RunEffect::AwaitRetry(_) => "await retry".into(),
+        RunEffect::WarnBudgetUnenforceable(_) => "warn: budget unenforceable".into(),
         RunEffect::EndWait { .. } => "end wait".into(),
         RunEffect::RecordAcceptance(_) => "record acceptance".into(),
         RunEffect::Finish(end) => format!("finish: {} ({})", end_name(end), end.exit_code().code()),
@@ -214,6 +255,7 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::Unresolved { .. } => "unresolved",
         RunEnd::InterruptedBeforeLaunch { .. } => "interrupted",
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
+        RunEnd::BudgetReached { .. } => "budget reached",
         RunEnd::Refused { .. } => "refused",
         RunEnd::PlanChanged { .. } => "plan changed",
         RunEnd::Input(_) => "input failed",
@@ -328,6 +370,14 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
         (
             "AttemptConcluded(verification failed, retry scheduled)",
             concluded("phase-1", Ending::CheckFailed),
+        ),
+        (
+            "AttemptConcluded(retry scheduled, budget spent)",
+            concluded("phase-1", Ending::RetriedOverBudget),
+        ),
+        (
+            "AttemptConcluded(complete, no usage reported)",
+            concluded("phase-1", Ending::CompleteUnreported),
         ),
         ("RetryDue", RunInput::RetryDue),
         (
@@ -587,6 +637,8 @@ fn an_interrupted_outcome_is_not_a_signal_after_the_decision() {
             transcript_path: "/t".into(),
             retry: None,
             failed_check: None,
+            usage: Box::new(UsageSummary::unknown()),
+            budget_note: None,
         },
     })));
     let end = finish(&effects).unwrap();
@@ -917,7 +969,9 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
                 Ending::NotPrepared,
                 Ending::Unresolved,
                 Ending::CheckFailed,
-            ][usize::from(choice) % 10];
+                Ending::RetriedOverBudget,
+                Ending::CompleteUnreported,
+            ][usize::from(choice) % 12];
             concluded(&order.phase_id, ending)
         }
         RunEffect::AwaitRetry(_) => RunInput::RetryDue,
@@ -926,6 +980,7 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
             _ => RunInput::AcceptanceRecorded(Ok(())),
         },
         RunEffect::ForwardInterrupt(_)
+        | RunEffect::WarnBudgetUnenforceable(_)
         | RunEffect::ReleaseWorkspace
         | RunEffect::EndWait { .. }
         | RunEffect::Finish(_) => return None,
@@ -1043,6 +1098,8 @@ fn a_failed_check_stops_the_run_with_exit_4_and_names_the_check() {
                     transcript_path: "/t".into(),
                     retry: None,
                     failed_check: Some(Box::new(failed_check(1))),
+                    usage: Box::new(UsageSummary::unknown()),
+                    budget_note: None,
                 },
             })),
         ],
@@ -1150,6 +1207,7 @@ proptest! {
                 match &effect {
                     RunEffect::Launch(order) => {
                         prop_assert!(first_signal.is_none() || !admitted_before, "launched after a signal: {all:?}");
+                        prop_assert!(caps().reached(order.spent_before).is_none(), "launched with the budget spent: {all:?}");
                         prop_assert!(!plan_changed, "launched after a plan change: {all:?}");
                         // A failed check is told to exactly the phase's next attempt.
                         prop_assert_eq!(
