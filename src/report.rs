@@ -7,7 +7,6 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::actors::run::{RunEnd, RunResult};
-use crate::cli::Ledger;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -21,8 +20,8 @@ use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
-use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::domain::token_usage::summary::UsageSummary;
+use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::invocation::{InputError, PlanSnapshot};
 use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
@@ -760,12 +759,28 @@ pub struct RunJsonContext<'a> {
     pub elapsed: std::time::Duration,
 }
 
+/// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
+/// events).
+pub struct LedgerView<'a> {
+    /// The attempts that ended, in order.
+    pub attempts: &'a [AttemptRow],
+    /// The phase of the attempt running or last run: its id and title.
+    pub last_phase: Option<(String, String)>,
+    /// The prompt of the attempt running or last prepared.
+    pub last_prompt: Option<String>,
+}
+
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_>) -> Value {
+pub fn run_json(
+    result: &RunResult,
+    ledger: &LedgerView<'_>,
+    context: &RunJsonContext<'_>,
+) -> Value {
     let end = &result.end;
     let last = ledger.attempts.last();
     let phase = ledger
-        .last_phase()
+        .last_phase
+        .clone()
         .map(|(id, title)| json!({"id": id, "title": title}));
     let (kind, text) = match end {
         RunEnd::AllComplete => ("complete", last.map(|row| row.summary.clone())),
@@ -862,7 +877,7 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
         "message": message,
         "outcome_path": outcome_path,
         "transcript_path": transcript_path,
-        "prompt_path": ledger.last_prompt(),
+        "prompt_path": ledger.last_prompt.clone(),
         "plan_path": context.location.map(|location| location.plan_path.clone()),
         "state_path": context.location.map(|location| location.layout.state_path()),
         "phases_completed": completed,
@@ -878,7 +893,7 @@ pub fn run_json(result: &RunResult, ledger: &Ledger, context: &RunJsonContext<'_
                 .map(|phase| phase.verify.len());
             VerificationReport::of(configured, row.verification.clone())
         }),
-        "usage": usage_json(&ledger.attempts),
+        "usage": usage_json(ledger.attempts),
         "error": error,
     })
 }

@@ -21,7 +21,6 @@ use std::time::Instant;
 use clap::error::ErrorKind;
 
 pub use args::{Cli, Command};
-pub(crate) use progress::Ledger;
 
 use crate::domain::exit_code::ExitCode;
 

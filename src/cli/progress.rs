@@ -114,6 +114,15 @@ impl Ledger {
         }
     }
 
+    /// What `run --json` reads of it.
+    pub fn view(&self) -> report::LedgerView<'_> {
+        report::LedgerView {
+            attempts: &self.attempts,
+            last_phase: self.last_phase(),
+            last_prompt: self.last_prompt(),
+        }
+    }
+
     /// The prompt of the attempt running or last prepared.
     pub fn last_prompt(&self) -> Option<String> {
         self.current

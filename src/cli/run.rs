@@ -292,7 +292,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
                     snapshot: Some(&snapshot),
                     elapsed: started.elapsed(),
                 };
-                let object = report::run_json(&result, &progress.ledger(), &context);
+                let object = report::run_json(&result, &progress.ledger().view(), &context);
                 Report::Json(object.to_string())
             } else {
                 Report::Lines(lines)

@@ -10,9 +10,9 @@ use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
+use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
-use super::token_usage::summary::UsageSummary;
 
 /// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
 /// its fields beside it.

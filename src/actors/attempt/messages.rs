@@ -13,9 +13,9 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::StateWriteError;
 use crate::domain::stop_regex::StopMatch;
+use crate::domain::token_usage::report::{UsageReport, UsageReportError};
 use crate::domain::verification::{CheckOutcome, VerifyCheck};
 use crate::domain::watchdog::WatchdogLoss;
-use crate::domain::token_usage::report::{UsageReport, UsageReportError};
 
 pub(crate) enum AttemptMsg {
     /// The preparation task finished: the worker runs, or why it does not.

@@ -149,11 +149,8 @@ impl Actor for AttemptSupervisor {
         spec: AttemptSpec,
     ) -> Result<AttemptState, ActorProcessingErr> {
         let verify = VerifyPlan::for_phase(&spec.phase.verify, spec.settings.verify);
-        let lifecycle = AttemptLifecycle::configured(
-            verify,
-            spec.settings.budget,
-            spec.order.spent_before,
-        );
+        let lifecycle =
+            AttemptLifecycle::configured(verify, spec.settings.budget, spec.order.spent_before);
         let mut state = AttemptState {
             spec,
             lifecycle,

@@ -69,12 +69,12 @@ use crate::domain::marker::MarkerVerdict;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::state::AttemptStatus;
 use crate::domain::stop_regex::{PatternKind, StopMatch};
+use crate::domain::token_usage::report::{UsageReport, UsageReportError};
+use crate::domain::token_usage::summary::{AttemptUsage, Completeness, ReportEffect, UsageSummary};
 use crate::domain::verification::{
     CheckOutcome, Verification, VerifyCheck, VerifyPlan, interrupted_summary, next_check,
     verification_of,
 };
-use crate::domain::token_usage::report::{UsageReport, UsageReportError};
-use crate::domain::token_usage::summary::{AttemptUsage, Completeness, ReportEffect, UsageSummary};
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]

@@ -1758,7 +1758,12 @@ fn a_commit_copies_the_outcomes_duration_and_total_output_into_its_entry() {
     state.commit(&record, &path).unwrap();
     let entry = &state.committed_outcomes[0];
     assert_eq!(
-        (entry.duration_ms, entry.output_bytes, entry.watchdog_losses, entry.usage.as_ref()),
+        (
+            entry.duration_ms,
+            entry.output_bytes,
+            entry.watchdog_losses,
+            entry.usage.as_ref()
+        ),
         (Some(118_250), Some(1_024), Some(2), Some(&usage))
     );
 

@@ -8,8 +8,8 @@ use crate::domain::budget::{BudgetConfig, CapKind};
 use crate::domain::decision::Decision;
 use crate::domain::marker::{ResultBlock, ResultKind};
 use crate::domain::stop_regex::{PatternKind, StopMatch};
-use crate::domain::verification::{CheckRecord, FailedCheck, Interpreter};
 use crate::domain::token_usage::report::parse_usage_report;
+use crate::domain::verification::{CheckRecord, FailedCheck, Interpreter};
 
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
@@ -137,7 +137,11 @@ fn cap_100_tokens() -> BudgetCaps {
 }
 
 fn verified_and_budgeted() -> AttemptLifecycle {
-    AttemptLifecycle::configured(VerifyPlan::Run(checks(2)), cap_100_tokens(), Spent::default())
+    AttemptLifecycle::configured(
+        VerifyPlan::Run(checks(2)),
+        cap_100_tokens(),
+        Spent::default(),
+    )
 }
 
 fn budgeted(spent: u64) -> AttemptLifecycle {

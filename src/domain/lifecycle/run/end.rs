@@ -13,8 +13,8 @@ use crate::domain::failure::ExecutionFailure;
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
-use crate::domain::verification::FailedCheck;
 use crate::domain::token_usage::summary::UsageSummary;
+use crate::domain::verification::FailedCheck;
 
 /// What an attempt supervisor tells the run loop when it is done.
 #[derive(Debug)]

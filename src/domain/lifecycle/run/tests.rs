@@ -12,9 +12,9 @@ use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, SnapshotRef};
 use crate::domain::timestamp::Timestamp;
-use crate::domain::verification::FailedCheck;
 use crate::domain::token_usage::TokenCounts;
 use crate::domain::token_usage::summary::{Completeness, UsageSummary};
+use crate::domain::verification::FailedCheck;
 
 /// The input error the tests carry through the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
