@@ -564,6 +564,7 @@ impl RunObserver for Progress {
             | RunEvent::GroupStopped { .. }
             | RunEvent::RetryDue { .. }
             | RunEvent::VerifyFinished { .. }
+            | RunEvent::Usage { .. }
             | RunEvent::RunFinished { .. } => {}
         }
     }

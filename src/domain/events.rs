@@ -85,6 +85,13 @@ pub enum RunEvent {
     /// A budget cap is set, but an attempt reported no usage: the cap cannot be enforced for
     /// its agent. Emitted once per run.
     BudgetUnenforceable { message: String },
+    /// A usage report changed the running attempt's usage (docs/worker-protocol.md): the
+    /// attempt's usage so far, at most one a second (`token_usage::publication`); the
+    /// attempt's final usage is on its `outcome-committed`.
+    Usage {
+        phase_id: String,
+        usage: UsageSummary,
+    },
     /// The worker's group is empty.
     GroupStopped {
         leaked: Vec<u32>,

@@ -928,3 +928,46 @@ fn a_final_report_sent_just_before_the_exit_counts() {
         transcript(&sandbox)
     );
 }
+
+/// A running attempt's usage is streamed as `usage` events, at most one a second: a report
+/// right after a published one is not written (the next one, or the outcome, carries it), and
+/// the attempt's final usage is on its `outcome-committed`.
+#[test]
+fn running_usage_is_streamed_at_most_once_a_second() {
+    let sandbox = Sandbox::new();
+    notify_script(&sandbox);
+    run_one(
+        &sandbox,
+        &format!(
+            "cat >/dev/null\nn=\"$(dirname \"$0\")/notify\"\n\
+             \"$n\" 'X_AISH_USAGE={{\"input_tokens\": 10}}'\n\
+             sleep 2.5\n\
+             \"$n\" 'X_AISH_USAGE={{\"input_tokens\": 30, \"output_tokens\": 5}}' 'X_AISH_USAGE={{\"input_tokens\": 40, \"output_tokens\": 6}}'\n\
+             {COMPLETE}"
+        ),
+        &[],
+    )
+    .assert_code(0);
+    let events = events(&sandbox);
+    let streamed: Vec<(u64, &str)> = of_kind(&events, "usage")
+        .iter()
+        .map(|event| {
+            assert_eq!(event["phase_id"], "phase-1", "{event}");
+            assert!(event["attempt_id"].is_string(), "{event}");
+            (
+                event["usage"]["input_tokens"]
+                    .as_u64()
+                    .expect("input tokens"),
+                event["usage"]["completeness"]
+                    .as_str()
+                    .expect("completeness"),
+            )
+        })
+        .collect();
+    assert_eq!(streamed, [(10, "partial"), (30, "partial")]);
+    let committed = of_kind(&events, "outcome-committed");
+    assert_eq!(committed.len(), 1);
+    assert_eq!(committed[0]["usage"]["input_tokens"], 40);
+    assert_eq!(committed[0]["usage"]["output_tokens"], 6);
+    sandbox.assert_no_survivors();
+}

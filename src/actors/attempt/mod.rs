@@ -60,6 +60,7 @@ use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
 use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
+use crate::domain::token_usage::publication::UsagePublication;
 use crate::domain::transcript::{Trailer, render_trailer};
 use crate::domain::verification::{
     CheckOutcome, Verification, VerifyCheck, VerifyPlan, stop_detail,
@@ -131,6 +132,8 @@ pub(crate) struct AttemptState {
     check_stop: Option<StopSwitch>,
     /// What became of the worker's notifications, once the socket is drained.
     notify_tally: Option<NotifyTally>,
+    /// When the running usage was last streamed.
+    usage_publication: UsagePublication,
     tasks: Vec<JoinHandle<()>>,
     /// Watchdog losses are told to this attempt while it lives.
     _watchdog: watchdog::Subscription,
@@ -164,6 +167,7 @@ impl Actor for AttemptSupervisor {
             phase_attempt: 1,
             check_stop: None,
             notify_tally: None,
+            usage_publication: UsagePublication::default(),
             tasks: Vec::new(),
             _watchdog: {
                 let target = myself.clone();
@@ -386,6 +390,14 @@ impl AttemptState {
                 }
             }
             AttemptEffect::Gather(input) => self.gather(input, myself),
+            AttemptEffect::PublishUsage(usage) => {
+                if self.usage_publication.changed(self.started.elapsed()) {
+                    self.emit(RunEvent::Usage {
+                        phase_id: self.spec.phase.id.clone(),
+                        usage,
+                    });
+                }
+            }
             AttemptEffect::RunCheck(check) => self.run_check(check, myself),
             AttemptEffect::StopCheck => {
                 if let Some(cause) = self.lifecycle.cause() {
@@ -894,5 +906,6 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::RunCheck(_) => "run-check",
         AttemptEffect::StopCheck => "stop-check",
         AttemptEffect::KillCheckNow => "kill-check-now",
+        AttemptEffect::PublishUsage(_) => "publish-usage",
     }
 }

@@ -201,6 +201,9 @@ pub enum AttemptEffect {
     StopCheck,
     /// A second interrupt: skip what is left of the check's grace period.
     KillCheckNow,
+    /// A usage report changed the attempt's usage while its worker may run: stream it (a
+    /// `usage` event, rate-limited by `token_usage::publication`).
+    PublishUsage(UsageSummary),
 }
 
 /// What the transcript trailer needs from the worker's end.
@@ -866,14 +869,15 @@ impl AttemptLifecycle {
         }
     }
 
-    /// A valid report is folded in; while the worker runs, a running one that reaches a cap
-    /// stops the attempt.
+    /// A valid report is folded in and, when it changed the usage, streamed; while the worker
+    /// runs, a running one that reaches a cap stops the attempt.
     fn usage_reported(&mut self, report: UsageReport, effects: &mut Vec<AttemptEffect>) {
         let running = !report.is_final;
-        if self.usage.report(report) != ReportEffect::Applied
-            || !running
-            || self.stage != Stage::Running
-        {
+        if self.usage.report(report) != ReportEffect::Applied {
+            return;
+        }
+        effects.push(AttemptEffect::PublishUsage(self.usage.summary()));
+        if !running || self.stage != Stage::Running {
             return;
         }
         let spent = match self.usage.live() {

@@ -1,10 +1,12 @@
 //! Token usage and cost (issue 19): what an agent reports ([`report`]), what an attempt's
-//! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]).
+//! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]),
+//! and how often a running attempt's usage is streamed ([`publication`]).
 //! The budget caps that act on them are [`crate::domain::budget`].
 //!
 //! Every count is optional: an agent reports what its provider tells it (Codex reports no
 //! cost, Claude no reasoning tokens), and a count nobody reported is `None`, never 0.
 
+pub mod publication;
 pub mod report;
 pub mod summary;
 

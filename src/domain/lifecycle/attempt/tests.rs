@@ -354,6 +354,7 @@ fn effect_name(effect: &AttemptEffect) -> &'static str {
         AttemptEffect::RunCheck(_) => "run check",
         AttemptEffect::StopCheck => "stop check",
         AttemptEffect::KillCheckNow => "kill check now",
+        AttemptEffect::PublishUsage(_) => "publish usage",
     }
 }
 
@@ -1216,6 +1217,11 @@ fn the_workers_events_change_nothing_while_a_check_runs() {
     }
 }
 
+/// A report that changed the usage and did nothing else: it is streamed, nothing is stopped.
+fn only_publishes(effects: &[AttemptEffect]) -> bool {
+    matches!(effects, [AttemptEffect::PublishUsage(_)])
+}
+
 #[test]
 fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
     // 30 tokens spent by earlier attempts of the invocation, cap 100.
@@ -1223,9 +1229,17 @@ fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
         budgeted(30),
         [AttemptEvent::Launched, AttemptEvent::RunningRecorded],
     );
-    assert!(lifecycle.handle(usage(69, false)).is_empty(), "99 < 100");
+    assert!(
+        only_publishes(&lifecycle.handle(usage(69, false))),
+        "99 < 100"
+    );
+    let effects = lifecycle.handle(usage(70, false));
+    assert!(
+        matches!(&effects[0], AttemptEffect::PublishUsage(usage) if usage.counts.input_tokens == Some(70)),
+        "{effects:?}"
+    );
     assert_eq!(
-        lifecycle.handle(usage(70, false)),
+        effects[1..],
         [
             AttemptEffect::CancelTimers,
             AttemptEffect::BoundConsole,
@@ -1270,7 +1284,7 @@ fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
 #[test]
 fn a_final_report_or_one_after_the_worker_ended_stops_nothing() {
     let mut lifecycle = after_in(budgeted(0), [AttemptEvent::Launched]);
-    assert!(lifecycle.handle(usage(500, true)).is_empty());
+    assert!(only_publishes(&lifecycle.handle(usage(500, true))));
     assert_eq!(lifecycle.stage().name(), "running");
     assert_eq!(lifecycle.cause(), None);
     // A running straggler after the final one changes nothing either.
@@ -1279,11 +1293,11 @@ fn a_final_report_or_one_after_the_worker_ended_stops_nothing() {
         budgeted(0),
         [AttemptEvent::Launched, AttemptEvent::LeaderExited(COMPLETE)],
     );
-    assert!(lifecycle.handle(usage(500, false)).is_empty());
+    assert!(only_publishes(&lifecycle.handle(usage(500, false))));
     assert_eq!(lifecycle.cause(), None);
     // Without a cap nothing is ever stopped.
     let mut lifecycle = after([AttemptEvent::Launched]);
-    assert!(lifecycle.handle(usage(u64::MAX, false)).is_empty());
+    assert!(only_publishes(&lifecycle.handle(usage(u64::MAX, false))));
 }
 
 #[test]
@@ -1349,7 +1363,7 @@ fn recording_waits_for_the_notification_drain_and_carries_the_one_usage_warning(
     );
     assert_eq!(lifecycle.stage().name(), "draining");
     // A final report read by the drain still counts.
-    assert!(lifecycle.handle(usage(7, true)).is_empty());
+    assert!(only_publishes(&lifecycle.handle(usage(7, true))));
     let effects = lifecycle.handle(AttemptEvent::NotificationsDrained);
     let [AttemptEffect::Gather(input)] = effects.as_slice() else {
         panic!("{effects:?}");
@@ -1473,7 +1487,8 @@ fn order_rank(effect: &AttemptEffect) -> Option<u8> {
         | AttemptEffect::StartLeakGrace
         | AttemptEffect::RunCheck(_)
         | AttemptEffect::StopCheck
-        | AttemptEffect::KillCheckNow => None,
+        | AttemptEffect::KillCheckNow
+        | AttemptEffect::PublishUsage(_) => None,
     }
 }
 
