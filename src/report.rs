@@ -29,17 +29,17 @@ use crate::platform::locks::LockError;
 use crate::units;
 
 /// How many transcript lines a failure report shows.
-pub const TAIL_LINES: usize = 40;
+pub(crate) const TAIL_LINES: usize = 40;
 
 /// Lines for stdout and stderr.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Output {
+pub(crate) struct Output {
     pub stdout: Vec<String>,
     pub stderr: Vec<String>,
 }
 
 impl Output {
-    pub fn stdout(line: impl Into<String>) -> Self {
+    pub(crate) fn stdout(line: impl Into<String>) -> Self {
         Self {
             stdout: vec![line.into()],
             stderr: Vec::new(),
@@ -47,14 +47,14 @@ impl Output {
     }
 
     /// `error: <message>` on stderr: the form of every input error.
-    pub fn error(message: impl AsRef<str>) -> Self {
+    pub(crate) fn error(message: impl AsRef<str>) -> Self {
         Self {
             stdout: Vec::new(),
             stderr: vec![format!("error: {}", message.as_ref())],
         }
     }
 
-    pub fn err_line(&mut self, line: impl Into<String>) -> &mut Self {
+    pub(crate) fn err_line(&mut self, line: impl Into<String>) -> &mut Self {
         self.stderr.push(line.into());
         self
     }
@@ -63,7 +63,7 @@ impl Output {
     /// ([`printable`]: no control character, no live result tag). A stream with nothing to
     /// print is not touched at all: it may be a console that stopped reading. Write errors are
     /// ignored: there is nowhere left to report them.
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         if !self.stdout.is_empty() {
             let mut out = std::io::stdout().lock();
             for line in &self.stdout {
@@ -81,7 +81,7 @@ impl Output {
     }
 
     /// A JSON document on stdout, with the same characters written as JSON escapes.
-    pub fn print_json(json: &str) {
+    pub(crate) fn print_json(json: &str) {
         Self::stdout(printable_json(json)).print_raw();
     }
 
@@ -97,7 +97,7 @@ impl Output {
 
 /// What `run` prints when it ends: the report of how it ended, then, when the run can be
 /// continued, the `next:` line with the command that does it.
-pub fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
+pub(crate) fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
     let mut output = end_report(end);
     if let Some(step) = next_step(end, invocation) {
         output.err_line(step.line());
@@ -108,7 +108,7 @@ pub fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
 /// The report of how a run ended, without its `next:` line.
 /// The first line a person would read of how a run ended: the result line of a blocked or
 /// clarification stop (on stdout), else the failure, refusal or error.
-pub fn end_message(end: &RunEnd) -> Option<String> {
+pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
     let body = end_report(end);
     body.stdout.first().or(body.stderr.first()).cloned()
 }
@@ -284,7 +284,7 @@ fn end_report(end: &RunEnd) -> Output {
 
 /// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
 /// line"): nothing after a complete plan, a bad input or an interruption with nothing left.
-pub fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
+pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
     let again = |flags: RecoveryFlags, why: Option<String>| NextStep::run(invocation, flags, why);
     let as_given = invocation.flags;
     match end {
@@ -460,7 +460,7 @@ fn headings(ids: &[String]) -> String {
 }
 
 /// `warning: …` lines on stderr for what the plan does not mean to say (docs/plan-format.md).
-pub fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
+pub(crate) fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
     Output {
         stdout: Vec::new(),
         stderr: snapshot
@@ -482,7 +482,7 @@ fn reported_result(status: AttemptStatus) -> String {
 }
 
 /// The progress line for a run event, if it has one (stderr, printed as it happens).
-pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
+pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
     if let RunEvent::WatchdogLost { detail, .. } = event {
         return Some(format!("warning: {detail}"));
     }
@@ -541,7 +541,7 @@ pub fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
 
 /// The `warning:` line of a failed hook (docs/cli.md, "Notifications"), for a `HookFailed`
 /// event: `warning: hook hooks[0] (run-finished) failed: exited with code 1; output in <log>`.
-pub fn hook_warning(event: &RunEvent) -> Option<String> {
+pub(crate) fn hook_warning(event: &RunEvent) -> Option<String> {
     let RunEvent::HookFailed {
         hook,
         hook_event,
@@ -559,7 +559,7 @@ pub fn hook_warning(event: &RunEvent) -> Option<String> {
 
 /// One attempt as a run's ledger keeps it (from the run's events).
 #[derive(Clone, Debug)]
-pub struct AttemptRow {
+pub(crate) struct AttemptRow {
     pub attempt_id: Option<String>,
     pub phase_id: String,
     pub title: String,
@@ -579,7 +579,7 @@ pub struct AttemptRow {
 /// Which attempt an attempt is: its number among its phase's recorded attempts (what `status`
 /// counts), and under a retry policy its number `in_run` of the `of` the policy allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttemptNumber {
+pub(crate) struct AttemptNumber {
     pub of_phase: u32,
     pub in_run: u32,
     pub of: u32,
@@ -587,7 +587,7 @@ pub struct AttemptNumber {
 
 /// `phase-2 (2/5) Second · attempt 1`; under a retry policy `… · attempt 2 of 3`, or, when the
 /// phase had attempts before this run, `… · attempt 4 (2 of 3 in this run)`.
-pub fn phase_banner(
+pub(crate) fn phase_banner(
     phase_id: &str,
     index: usize,
     phases: usize,
@@ -615,7 +615,7 @@ pub fn phase_banner(
 
 /// `phase-2 complete in 3m12s · 1.2 MiB output`, or `phase-2 timeout in 2.0s · 12 B output`;
 /// with the attempt's usage when it reported some (`… · 1801 tokens, $0.25`).
-pub fn phase_ended(
+pub(crate) fn phase_ended(
     phase_id: &str,
     status: AttemptStatus,
     duration_ms: u64,
@@ -639,7 +639,7 @@ pub fn phase_ended(
 }
 
 /// The summary after a run of several attempts: one row per attempt.
-pub fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
+pub(crate) fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
     let width = rows
         .iter()
         .map(|row| row.phase_id.len())
@@ -665,7 +665,7 @@ pub fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
 /// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`, with the
 /// agent's latest status and its age before the last line when it has one (`… · tool: Bash
 /// cargo test (12s) · <last output line>`).
-pub fn status_line(
+pub(crate) fn status_line(
     phase_id: &str,
     index: usize,
     phases: usize,
@@ -693,7 +693,7 @@ pub fn status_line(
 /// The sign of life of a silent attempt (without `--quiet`, on a terminal): `phase-2 (2/5)
 /// 41s · 1.2 KiB · no output for 38s`, or with the agent's own latest status in place of the
 /// silence (`… · <status>`) when there is one.
-pub fn sign_of_life(
+pub(crate) fn sign_of_life(
     phase_id: &str,
     index: usize,
     phases: usize,
@@ -720,7 +720,7 @@ pub fn sign_of_life(
 
 /// `tool: Bash cargo test (12s)`: a status and how long ago it was set, in whole seconds (the
 /// lines that show it are redrawn once a second).
-pub fn status_with_age(text: &str, age: std::time::Duration) -> String {
+pub(crate) fn status_with_age(text: &str, age: std::time::Duration) -> String {
     let seconds = std::time::Duration::from_secs(age.as_secs());
     format!(
         "{} ({})",
@@ -731,7 +731,7 @@ pub fn status_with_age(text: &str, age: std::time::Duration) -> String {
 
 /// The dim line the console shows when the agent's status changes (without `--quiet`):
 /// `phase-2 · tool: Bash cargo test`, or `phase-2 · (no status)` when it was cleared.
-pub fn status_change(phase_id: &str, text: Option<&str>) -> String {
+pub(crate) fn status_change(phase_id: &str, text: Option<&str>) -> String {
     format!(
         "{phase_id} · {}",
         text.map_or_else(
@@ -752,7 +752,7 @@ fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
 
 /// What `run --json` reports besides the run's result: how it was invoked, and where the plan
 /// and its state are (`None` before the plan was located).
-pub struct RunJsonContext<'a> {
+pub(crate) struct RunJsonContext<'a> {
     pub invocation: Option<&'a Invocation>,
     pub location: Option<&'a PlanLocation>,
     pub snapshot: Option<&'a PlanSnapshot>,
@@ -761,7 +761,7 @@ pub struct RunJsonContext<'a> {
 
 /// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
 /// events).
-pub struct LedgerView<'a> {
+pub(crate) struct LedgerView<'a> {
     /// The attempts that ended, in order.
     pub attempts: &'a [AttemptRow],
     /// The phase of the attempt running or last run: its id and title.
@@ -771,7 +771,7 @@ pub struct LedgerView<'a> {
 }
 
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-pub fn run_json(
+pub(crate) fn run_json(
     result: &RunResult,
     ledger: &LedgerView<'_>,
     context: &RunJsonContext<'_>,
@@ -924,7 +924,7 @@ fn next_json(step: &NextStep) -> Value {
 
 /// `run --json` for a run that never started (invalid input, or the run's threads could not
 /// start): the same object, mostly empty; the plan's paths once it was located.
-pub fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Value {
+pub(crate) fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Value {
     let kind = if exit == ExitCode::InvalidInput {
         "invalid-input"
     } else {
@@ -961,7 +961,7 @@ fn millis(elapsed: std::time::Duration) -> u64 {
 }
 
 /// The final line of a successful or stopped run.
-pub fn result_line(status: AttemptStatus, summary: &str) -> String {
+pub(crate) fn result_line(status: AttemptStatus, summary: &str) -> String {
     match status {
         AttemptStatus::Blocked => format!("phase-blocked: {summary}"),
         AttemptStatus::NeedsClarification => format!("phase-needs-clarification: {summary}"),
@@ -970,7 +970,7 @@ pub fn result_line(status: AttemptStatus, summary: &str) -> String {
 }
 
 /// A failed attempt: `<status>: <message>`, then where to look.
-pub fn failure(
+pub(crate) fn failure(
     status: AttemptStatus,
     summary: &str,
     outcome_path: Option<&str>,
@@ -1016,7 +1016,11 @@ fn verification_failure(
 }
 
 /// A first line, then the outcome and transcript paths and the transcript tail.
-pub fn details(first_line: String, outcome_path: Option<&str>, transcript_path: &str) -> Output {
+pub(crate) fn details(
+    first_line: String,
+    outcome_path: Option<&str>,
+    transcript_path: &str,
+) -> Output {
     let mut output = Output::default();
     output.err_line(first_line);
     if let Some(path) = outcome_path {
@@ -1028,7 +1032,7 @@ pub fn details(first_line: String, outcome_path: Option<&str>, transcript_path: 
 }
 
 /// An attempt whose outcome could not be committed: it stays the active attempt.
-pub fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
+pub(crate) fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
     let mut output = Output::default();
     output.err_line(first_line);
     output.err_line(format!(
@@ -1055,7 +1059,7 @@ const TAIL_BYTES: u64 = 1024 * 1024;
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
 /// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`. A transcript that
 /// cannot be read is one line saying why.
-pub fn transcript_tail(path: &str) -> Vec<String> {
+pub(crate) fn transcript_tail(path: &str) -> Vec<String> {
     match file_tail::read_end(Path::new(path), TAIL_BYTES) {
         Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
         Err(error) => vec![format!(
@@ -1104,7 +1108,7 @@ fn last_run_lines(last_run: &LastRun) -> Vec<String> {
 }
 
 /// The three-line plan hash mismatch report.
-pub fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+pub(crate) fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
     let mut output = Output::default();
     output.err_line(format!("plan hash mismatch: {path}"));
     output.err_line(format!("expected: {expected}"));
@@ -1113,7 +1117,7 @@ pub fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
 }
 
 /// Context a refusal report may show beyond the refusal itself.
-pub struct RefusalContext<'a> {
+pub(crate) struct RefusalContext<'a> {
     pub plan_workspace: &'a str,
     /// The execution workspace of a stopped phase, or why it is unavailable.
     pub execution_workspace: Option<&'a Result<String, InputError>>,
@@ -1121,7 +1125,7 @@ pub struct RefusalContext<'a> {
 }
 
 /// Explains a refused `run` and the exact way forward.
-pub fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
+pub(crate) fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
     match refusal {
         Refusal::Stopped(stop) => stopped(stop, context),
         Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),

@@ -7,7 +7,7 @@
 
 /// Folds clap's rendered usage error into one line:
 /// `error: unexpected argument '--plann' found; tip: a similar argument exists: '--plan'; see 'ai-session-handler run --help'`.
-pub fn one_line(rendered: &str) -> String {
+pub(crate) fn one_line(rendered: &str) -> String {
     let mut problem = String::new();
     let mut tips = Vec::new();
     let mut command = None;

@@ -5,14 +5,14 @@
 #![allow(dead_code)] // each bench uses a different subset
 
 /// xorshift64*: enough randomness for realistic line lengths, no extra dependency.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -21,7 +21,7 @@ impl Rng {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    pub fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         self.next() % bound
     }
 }
@@ -71,13 +71,13 @@ const PROSE: &[&str] = &[
 /// At least `len` bytes of agent-like output: lines of 1..200 bytes made of log words, markup (`<`
 /// followed by `p`, `/`, letters: the framer's slow paths), non-ASCII text, closed code fences,
 /// the occasional 64 KiB line, and no result tag.
-pub fn agent_output(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn agent_output(len: usize, seed: u64) -> Vec<u8> {
     output_from(WORDS, len, seed)
 }
 
 /// Like [`agent_output`] but plain log text: no `<` at all, so it measures the per-line cost
 /// (fence tracking) without the per-`<` cost (tag candidates).
-pub fn plain_output(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn plain_output(len: usize, seed: u64) -> Vec<u8> {
     output_from(PLAIN_WORDS, len, seed)
 }
 
@@ -128,7 +128,7 @@ fn output_from(words: &[&str], len: usize, seed: u64) -> Vec<u8> {
 
 /// A plan of roughly `target_len` bytes with `phases` phases: a preamble, and per phase the
 /// canonical sections, prose, lists, and fenced examples that contain phase-like headings.
-pub fn plan(phases: usize, target_len: usize) -> Vec<u8> {
+pub(crate) fn plan(phases: usize, target_len: usize) -> Vec<u8> {
     let mut rng = Rng::new(7);
     let per_phase = target_len / phases;
     let mut out = String::with_capacity(target_len + 4096);
@@ -167,7 +167,7 @@ use ai_session_handler::domain::timestamp::Timestamp;
 use ai_session_handler::domain::token_usage::TokenCounts;
 use ai_session_handler::domain::token_usage::summary::{Completeness, UsageSummary};
 
-pub const STATE_DIR: &str = "/ws/.ai-session-handler/plans/0123456789abcdef";
+pub(crate) const STATE_DIR: &str = "/ws/.ai-session-handler/plans/0123456789abcdef";
 
 /// A reported usage with every count and one model, as a Claude attempt records it.
 fn usage(seed: u64) -> UsageSummary {
@@ -187,7 +187,7 @@ fn usage(seed: u64) -> UsageSummary {
 
 /// A valid state after `outcomes` committed attempts over `phases` phases: every phase but the
 /// last failed a few times before completing; the last phase is stopped as `blocked`.
-pub fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
+pub(crate) fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
     let layout = StateLayout {
         dir: STATE_DIR.to_owned(),
     };

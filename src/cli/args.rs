@@ -285,7 +285,7 @@ impl RunArgs {
 /// rejects, so that the usage error reaches a `run --json` caller as the one JSON object it
 /// reads (docs/cli.md). The command is the first word that is neither an option nor the value
 /// of a global option; `--json` may appear anywhere after it, before a `--`.
-pub fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
+pub(super) fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
     const GLOBAL_WITH_VALUE: [&str; 3] = ["--log-level", "--log-file", "--log-format"];
     let mut args = args.into_iter().skip(1);
     let mut command = None;

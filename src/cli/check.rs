@@ -27,7 +27,7 @@ use crate::report::Output;
 
 /// The `check --json` document (schema: docs/cli.md).
 #[derive(Debug, Default, Serialize)]
-pub struct CheckReport {
+pub(super) struct CheckReport {
     pub ok: bool,
     pub plan_path: Option<String>,
     pub plan_workspace: Option<String>,
@@ -64,7 +64,7 @@ pub struct CheckReport {
 }
 
 #[derive(Debug, Serialize)]
-pub struct PhaseRow {
+pub(super) struct PhaseRow {
     pub id: String,
     pub title: String,
     pub workspace: String,
@@ -78,7 +78,7 @@ pub struct PhaseRow {
 
 /// One check of a phase's `Verify` section.
 #[derive(Debug, Serialize)]
-pub struct CheckRow {
+pub(super) struct CheckRow {
     pub index: usize,
     pub interpreter: &'static str,
     /// The plan line of the block's opening fence.
@@ -86,7 +86,7 @@ pub struct CheckRow {
     pub command_first_line: String,
 }
 
-pub fn run(args: &CheckArgs) -> ExitCode {
+pub(super) fn run(args: &CheckArgs) -> ExitCode {
     if args.prompt {
         return super::prompt_preview::run(args);
     }

@@ -23,7 +23,7 @@ const BIN_NAME: &str = "ai-session-handler";
 /// What clap_complete's bash generator joins subcommand names with.
 const BASH_SUBCOMMAND_SEPARATOR: &str = "__subcmd__";
 
-pub fn run(args: &CompletionsArgs) -> ExitCode {
+pub(super) fn run(args: &CompletionsArgs) -> ExitCode {
     let script = script(args.shell);
     let mut out = std::io::stdout().lock();
     match out.write_all(&script).and_then(|()| out.flush()) {

@@ -26,10 +26,10 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// The stream keeps at most one output-progress line per this interval.
 const PROGRESS_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 /// The size at which the stream rotates (to `events.jsonl.1`).
-pub const STREAM_CAP_BYTES: u64 = 8 << 20;
+pub(super) const STREAM_CAP_BYTES: u64 = 8 << 20;
 
 /// The event-stream observer.
-pub struct EventStream {
+pub(super) struct EventStream {
     log: EventLog,
     state: Mutex<StreamState>,
 }
@@ -45,7 +45,7 @@ struct StreamState {
 
 impl EventStream {
     /// The stream for a run whose state directory is `dir`.
-    pub fn start(dir: &str) -> std::io::Result<Self> {
+    pub(super) fn start(dir: &str) -> std::io::Result<Self> {
         Ok(Self {
             log: EventLog::start(PathBuf::from(dir).join("events.jsonl"), STREAM_CAP_BYTES)?,
             state: Mutex::new(StreamState::default()),
@@ -53,7 +53,7 @@ impl EventStream {
     }
 
     /// Waits (bounded) until every event is written.
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         self.log.drain(DRAIN_LIMIT);
     }
 }

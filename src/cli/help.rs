@@ -12,13 +12,13 @@ use super::args::Cli;
 use crate::domain::exit_code::ExitCode;
 
 /// The help heading of the logging options, which every command accepts.
-pub const GLOBAL_HEADING: &str = "Global options";
+pub(super) const GLOBAL_HEADING: &str = "Global options";
 
 /// The program's name as installed.
 const PROGRAM: &str = "ai-session-handler";
 
 /// The command-line definition with synopses and the extra help sections applied.
-pub fn command() -> Command {
+pub(super) fn command() -> Command {
     let mut root = Cli::command();
     let names: Vec<String> = root
         .get_subcommands()
@@ -41,7 +41,7 @@ pub fn command() -> Command {
 
 /// `ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] … [GLOBAL OPTIONS]`: the
 /// required options first, then the others in their order, positionals last.
-pub fn synopsis(name: &str, command: &Command) -> String {
+pub(super) fn synopsis(name: &str, command: &Command) -> String {
     let own: Vec<&Arg> = command
         .get_arguments()
         .filter(|arg| {
@@ -95,19 +95,19 @@ fn value_name(arg: &Arg) -> String {
 }
 
 /// One row of an EXIT STATUS section: the code and what it means.
-pub struct ExitRow {
+pub(super) struct ExitRow {
     pub code: String,
     pub meaning: &'static str,
 }
 
 /// One example: what it does and the command.
-pub struct Example {
+pub(super) struct Example {
     pub what: &'static str,
     pub command: &'static str,
 }
 
 /// Every exit code `run` can end with (the other commands use 0 and 5).
-pub fn run_exit_status() -> Vec<ExitRow> {
+pub(super) fn run_exit_status() -> Vec<ExitRow> {
     let code = |exit: ExitCode| exit.code().to_string();
     let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
         .map(|signal| code(ExitCode::Signal(signal)))
@@ -140,7 +140,7 @@ pub fn run_exit_status() -> Vec<ExitRow> {
     ]
 }
 
-pub fn run_examples() -> Vec<Example> {
+pub(super) fn run_examples() -> Vec<Example> {
     vec![
         Example {
             what: "Run every remaining phase with Codex",
@@ -198,7 +198,7 @@ fn sections_text(exit_status: &[ExitRow], examples: &[Example]) -> String {
 
 /// The EXIT STATUS and EXAMPLES sections of a manual page, or `None` for a command without
 /// them.
-pub fn man_sections(command: Option<&str>) -> Option<(Vec<ExitRow>, Vec<Example>)> {
+pub(super) fn man_sections(command: Option<&str>) -> Option<(Vec<ExitRow>, Vec<Example>)> {
     match command {
         None => Some((run_exit_status(), main_examples())),
         Some("run") => Some((run_exit_status(), run_examples())),

@@ -5,7 +5,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::invocation::init::init_current_dir;
 use crate::report::Output;
 
-pub fn run() -> ExitCode {
+pub(super) fn run() -> ExitCode {
     match init_current_dir() {
         Ok(created) => {
             let mut output = Output::default();

@@ -31,7 +31,7 @@ use crate::platform::regular_file;
 
 /// Why logging could not be set up as asked.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LoggingError {
+pub(super) enum LoggingError {
     #[error(
         "--log-level {directives}: unknown level '{directive}'; use {} or target=level directives",
         LEVELS.join(", ")
@@ -73,7 +73,7 @@ fn check_directives(directives: &str) -> Result<(), LoggingError> {
 
 /// Installs the global subscriber for the process lifetime (writes are unbuffered, so there
 /// is nothing to flush at exit).
-pub fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
+pub(super) fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
     let filter = match &args.log_level {
         Some(level) => {
             check_directives(level)?;

@@ -17,7 +17,7 @@ use super::help::{self, Example, ExitRow};
 use crate::domain::exit_code::ExitCode;
 use crate::report::Output;
 
-pub fn run(args: &ManArgs) -> ExitCode {
+pub(super) fn run(args: &ManArgs) -> ExitCode {
     let mut root = help::command().disable_help_subcommand(true);
     root.build();
     let command = match &args.command {

@@ -52,13 +52,13 @@ const STATUS_LINE_HZ: u8 = 4;
 const STATUS_LINE_QUEUE: usize = 64;
 /// How long an agent may be silent, without `--quiet` on a terminal, before the sign of life
 /// appears.
-pub const SILENCE_BEFORE_SIGN: Duration = Duration::from_secs(3);
+pub(super) const SILENCE_BEFORE_SIGN: Duration = Duration::from_secs(3);
 /// How often the sign of life is redrawn (its times are whole seconds).
 const SIGN_OF_LIFE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Which of the three presentations a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressMode {
+pub(super) enum ProgressMode {
     /// Banners, end lines, retry lines and the summary table.
     Lines,
     /// The live status line (`--quiet` on a terminal).
@@ -99,14 +99,14 @@ impl Current {
 
 /// What the run did, from its events.
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub(super) struct Ledger {
     pub attempts: Vec<AttemptRow>,
     current: Option<Current>,
 }
 
 impl Ledger {
     /// The phase of the attempt running or last run, with its title.
-    pub fn last_phase(&self) -> Option<(String, String)> {
+    pub(super) fn last_phase(&self) -> Option<(String, String)> {
         match (&self.current, self.attempts.last()) {
             (Some(current), _) => Some((current.phase_id.clone(), current.title.clone())),
             (None, Some(row)) => Some((row.phase_id.clone(), row.title.clone())),
@@ -115,7 +115,7 @@ impl Ledger {
     }
 
     /// What `run --json` reads of it.
-    pub fn view(&self) -> report::LedgerView<'_> {
+    pub(super) fn view(&self) -> report::LedgerView<'_> {
         report::LedgerView {
             attempts: &self.attempts,
             last_phase: self.last_phase(),
@@ -124,7 +124,7 @@ impl Ledger {
     }
 
     /// The prompt of the attempt running or last prepared.
-    pub fn last_prompt(&self) -> Option<String> {
+    pub(super) fn last_prompt(&self) -> Option<String> {
         self.current
             .as_ref()
             .map(|current| current.prompt_path.clone())
@@ -133,7 +133,7 @@ impl Ledger {
 }
 
 /// The stderr progress observer.
-pub struct Progress {
+pub(super) struct Progress {
     mode: ProgressMode,
     /// stderr is a terminal.
     terminal: bool,
@@ -150,7 +150,7 @@ pub struct Progress {
 
 impl Progress {
     /// `terminal`: stderr is a terminal (the sign of life is drawn only there).
-    pub fn new(mode: ProgressMode, console: Arc<Console>, terminal: bool) -> Self {
+    pub(super) fn new(mode: ProgressMode, console: Arc<Console>, terminal: bool) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
             let bar = ProgressBar::with_draw_target(
                 None,
@@ -195,14 +195,14 @@ impl Progress {
     }
 
     /// The run's ledger so far.
-    pub fn ledger(&self) -> MutexGuard<'_, Ledger> {
+    pub(super) fn ledger(&self) -> MutexGuard<'_, Ledger> {
         lock(&self.ledger)
     }
 
     /// Ends the presentation: clears the status line, or prints the summary table after a run
     /// of several attempts; then waits (bounded) until every queued line is on stderr, so the
     /// run's final report comes after them.
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         if let Some(thread) = lock(&self.redrawer).take() {
             thread.finish();
         }

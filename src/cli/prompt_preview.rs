@@ -42,7 +42,7 @@ enum PreviewError {
     Preparation { path: String, error: StateError },
 }
 
-pub fn run(args: &CheckArgs) -> ExitCode {
+pub(super) fn run(args: &CheckArgs) -> ExitCode {
     match preview(args) {
         Ok(preview) => {
             let mut out = std::io::stdout().lock();

@@ -63,7 +63,7 @@ impl RunObserver for Observers {
     }
 }
 
-pub fn run(args: &RunArgs) -> ExitCode {
+pub(super) fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
     let invocation = args.invocation();
     let mut located = None;

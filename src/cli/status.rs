@@ -33,7 +33,7 @@ use crate::units;
 
 /// The status report; `--json` prints it as is (schema: docs/cli.md).
 #[derive(Debug, Serialize)]
-pub struct StatusReport {
+pub(super) struct StatusReport {
     pub plan_path: String,
     pub plan_workspace: String,
     pub state_path: String,
@@ -68,7 +68,7 @@ pub struct StatusReport {
 
 /// One row of the phase table.
 #[derive(Debug, Serialize)]
-pub struct PhaseRow {
+pub(super) struct PhaseRow {
     pub id: String,
     /// `None` when the plan lacks the phase or cannot be read.
     pub title: Option<String>,
@@ -91,7 +91,7 @@ pub struct PhaseRow {
 
 /// A scheduled retry or rate-limit wait, as `status` shows it.
 #[derive(Debug, Serialize)]
-pub struct RetryScheduleReport {
+pub(super) struct RetryScheduleReport {
     pub phase_id: String,
     /// The status of the attempt that led to it.
     pub after: String,
@@ -116,7 +116,7 @@ pub struct RetryScheduleReport {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ActiveAttemptReport {
+pub(super) struct ActiveAttemptReport {
     pub id: String,
     pub status: &'static str,
     pub phase_id: String,
@@ -144,14 +144,14 @@ pub struct ActiveAttemptReport {
 
 /// The agent's latest status.
 #[derive(Debug, Serialize)]
-pub struct ActivityReport {
+pub(super) struct ActivityReport {
     pub text: String,
     /// When it was set (RFC 3339, UTC).
     pub since: String,
 }
 
 #[derive(Debug, Serialize)]
-pub struct LastRunReport {
+pub(super) struct LastRunReport {
     pub run_id: String,
     pub phase_id: String,
     pub status: String,
@@ -171,7 +171,7 @@ pub struct LastRunReport {
 
 /// Whether the plan bytes still match the accepted snapshot.
 #[derive(Debug, Serialize)]
-pub struct PlanCheck {
+pub(super) struct PlanCheck {
     /// `unchanged`, `changed`, `not-accepted`, `moved` or `unreadable`.
     pub status: &'static str,
     pub accepted_sha256: Option<String>,
@@ -179,7 +179,7 @@ pub struct PlanCheck {
     pub error: Option<String>,
 }
 
-pub fn run(args: &StatusArgs) -> ExitCode {
+pub(super) fn run(args: &StatusArgs) -> ExitCode {
     // A deleted plan file whose state exists still has that state reported (then the
     // error); without recorded state there is nothing to report.
     let location = match locate_for_report(&args.plan) {

@@ -49,7 +49,7 @@ const LAST_WORDS: Duration = Duration::from_secs(3);
 /// Stdout was closed (`watch … | head -1`): nobody reads any more.
 struct StdoutClosed;
 
-pub fn run(args: &WatchArgs) -> ExitCode {
+pub(super) fn run(args: &WatchArgs) -> ExitCode {
     let location = match locate_for_report(&args.plan) {
         Ok(location) => location,
         Err(error) => return fail(&error),

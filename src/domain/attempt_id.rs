@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::timestamp::Timestamp;
 
 /// Builds the id from its parts; the caller supplies the clock and the randomness.
-pub fn attempt_id(started_at: Timestamp, phase_id: &str, uuid: Uuid) -> String {
+pub(crate) fn attempt_id(started_at: Timestamp, phase_id: &str, uuid: Uuid) -> String {
     format!(
         "{}-{}-{}",
         started_at.compact(),
@@ -18,7 +18,7 @@ pub fn attempt_id(started_at: Timestamp, phase_id: &str, uuid: Uuid) -> String {
 
 /// True when `id` is safe to use as a file stem: non-empty, no path separators, no leading dot.
 /// Attempt ids read back from state are checked with this before any path is built from them.
-pub fn is_safe_file_stem(id: &str) -> bool {
+pub(crate) fn is_safe_file_stem(id: &str) -> bool {
     !id.is_empty()
         && !id.starts_with('.')
         && id

@@ -22,7 +22,7 @@ use super::state::AttemptStatus;
 /// Why the supervisor ended an attempt before the child finished on its own (or, for a stop
 /// regex found in the final drain, after).
 #[derive(Clone, Debug, PartialEq)]
-pub enum StopCause {
+pub(crate) enum StopCause {
     /// The wall-clock `--timeout` expired.
     Timeout { seconds: f64 },
     /// No sign of life (output, an accepted notification, activity) for `--idle-timeout`
@@ -51,7 +51,7 @@ pub enum StopCause {
 /// How an idle timeout stopped an attempt: the limit, and the summary that names the silence
 /// and the agent's last status ([`crate::domain::liveness::idle::IdleDeadline::stop_message`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct IdleStop {
+pub(crate) struct IdleStop {
     pub seconds: f64,
     pub summary: String,
 }
@@ -59,7 +59,7 @@ pub struct IdleStop {
 impl StopCause {
     /// The cause's kind, for events and logs: `timeout`, `idle-timeout`, `stop-regex`,
     /// `rate-limited`, `interrupted`, `execution-io`, `budget-exceeded`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Timeout { .. } => "timeout",
             Self::IdleTimeout { .. } => "idle-timeout",
@@ -72,20 +72,20 @@ impl StopCause {
     }
 
     /// The cause in words: the summary an outcome decided by it records.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         decide_stop(self).summary
     }
 }
 
 /// How the child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChildExit {
+pub(crate) struct ChildExit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
 }
 
 impl ChildExit {
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.code == Some(0)
     }
 }
@@ -93,7 +93,7 @@ impl ChildExit {
 /// `EX_TEMPFAIL` from sysexits.h: "temporary failure, try again later". An agent (or a shipped
 /// wrapper) exits with it when the provider rate-limited it, so the attempt is recorded as
 /// `rate-limited` instead of `agent-failed`.
-pub const EX_TEMPFAIL: i32 = 75;
+pub(crate) const EX_TEMPFAIL: i32 = 75;
 
 /// The decided outcome: its status and the summary recorded with it (the result body for
 /// result blocks, otherwise the runner's one-line diagnostic).
@@ -104,7 +104,11 @@ pub struct Decision {
 }
 
 /// Applies the precedence rules.
-pub fn decide(cause: Option<&StopCause>, exit: ChildExit, verdict: MarkerVerdict) -> Decision {
+pub(crate) fn decide(
+    cause: Option<&StopCause>,
+    exit: ChildExit,
+    verdict: MarkerVerdict,
+) -> Decision {
     if let Some(cause) = cause {
         return decide_stop(cause);
     }
@@ -195,7 +199,7 @@ fn decide_stop(cause: &StopCause) -> Decision {
 }
 
 /// `SIGINT`, `SIGTERM`, … for the signals the handler deals with; `signal N` otherwise.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     match signal {
         1 => "SIGHUP".to_owned(),
         2 => "SIGINT".to_owned(),

@@ -15,7 +15,7 @@ use super::marker::defuse_tags;
 
 /// `text` ready to print: control characters escaped (a line break, a tab and the `\r` of a
 /// `\r\n` kept), bidirectional overrides escaped, result tags defused.
-pub fn printable(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     let escaped = escape_controls(text);
     match defuse_tags(&escaped) {
         Cow::Borrowed(_) => escaped,
@@ -27,7 +27,7 @@ pub fn printable(text: &str) -> Cow<'_, str> {
 /// escapes (`\u003c` for `<`, `\u007f`…`\u009f`, the bidirectional overrides). Strings never
 /// hold a raw control character once serialized, and outside strings JSON holds none of these
 /// characters but its whitespace, so the replacement never changes the document's meaning.
-pub fn printable_json(json: &str) -> Cow<'_, str> {
+pub(crate) fn printable_json(json: &str) -> Cow<'_, str> {
     let escape = |c: char| c == '<' || (needs_escape(c) && !matches!(c, '\n' | '\t' | '\r'));
     if !json.chars().any(escape) {
         return Cow::Borrowed(json);

@@ -8,21 +8,21 @@
 use std::time::{Duration, Instant};
 
 /// How long a group gets between SIGTERM and SIGKILL.
-pub const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 /// How often the group is probed while waiting, and SIGKILL re-sent while killing.
-pub const CHECK_INTERVAL: Duration = Duration::from_millis(5);
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 /// How long SIGKILL is re-sent before the members still alive are reported as survivors.
-pub const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
 
 /// The signals a group is stopped with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopSignal {
+pub(crate) enum StopSignal {
     Terminate,
     Kill,
 }
 
 impl StopSignal {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Terminate => "SIGTERM",
             Self::Kill => "SIGKILL",
@@ -32,7 +32,7 @@ impl StopSignal {
 
 /// What to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KillStep {
+pub(crate) enum KillStep {
     /// Send this signal to the group, then probe again after [`CHECK_INTERVAL`].
     Send(StopSignal),
     /// Nothing to send yet: probe again after this long.
@@ -57,27 +57,27 @@ enum Stage {
 
 /// One group's way from its first signal to empty (or given up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Escalation {
+pub(crate) struct Escalation {
     stage: Stage,
 }
 
 impl Escalation {
     /// SIGTERM first, SIGKILL after the grace period.
-    pub fn terminate() -> Self {
+    pub(crate) fn terminate() -> Self {
         Self {
             stage: Stage::Start { terminate: true },
         }
     }
 
     /// SIGKILL at once: what is left of a group whose leader exited on its own leaked.
-    pub fn kill() -> Self {
+    pub(crate) fn kill() -> Self {
         Self {
             stage: Stage::Start { terminate: false },
         }
     }
 
     /// A second signal: skip what is left of the grace period (SIGKILL at the next step).
-    pub fn skip_grace(&mut self) {
+    pub(crate) fn skip_grace(&mut self) {
         match self.stage {
             Stage::Start { .. } => self.stage = Stage::Start { terminate: false },
             Stage::Grace { .. } => self.stage = Stage::Start { terminate: false },
@@ -86,7 +86,7 @@ impl Escalation {
     }
 
     /// Whether SIGKILL has been sent (or is next).
-    pub fn killing(&self) -> bool {
+    pub(crate) fn killing(&self) -> bool {
         matches!(
             self.stage,
             Stage::Start { terminate: false } | Stage::Killing { .. }
@@ -94,7 +94,7 @@ impl Escalation {
     }
 
     /// The next step at `now`, given whether the group still has a live member.
-    pub fn step(&mut self, now: Instant, alive: bool) -> KillStep {
+    pub(crate) fn step(&mut self, now: Instant, alive: bool) -> KillStep {
         if self.stage == Stage::Over {
             return KillStep::Emptied;
         }

@@ -18,7 +18,7 @@ use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 /// its fields beside it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
-pub enum RunEvent {
+pub(crate) enum RunEvent {
     /// The handler started a run of this plan.
     RunStarted {
         pid: u32,
@@ -185,7 +185,7 @@ pub enum RunEvent {
 
 impl RunEvent {
     /// The `WatchdogLost` event for a loss.
-    pub fn watchdog_lost(loss: &WatchdogLoss) -> Self {
+    pub(crate) fn watchdog_lost(loss: &WatchdogLoss) -> Self {
         let (cause, code) = match loss.cause {
             LossCause::Killed(signal) => ("killed", signal),
             LossCause::Stopped(signal) => ("stopped", signal),
@@ -210,7 +210,7 @@ impl RunEvent {
     }
 
     /// The `GroupStopped` event for a killer's report.
-    pub fn group_stopped(report: &GroupReport) -> Self {
+    pub(crate) fn group_stopped(report: &GroupReport) -> Self {
         Self::GroupStopped {
             leaked: report.leaked.clone(),
             escaped: report.escaped.clone(),
@@ -221,7 +221,7 @@ impl RunEvent {
 
 /// An event with when it happened and which run and attempt it belongs to.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EventRecord {
+pub(crate) struct EventRecord {
     /// RFC 3339 in UTC with milliseconds.
     #[serde(serialize_with = "rfc3339_millis")]
     pub at: DateTime<Utc>,
@@ -235,7 +235,7 @@ impl EventRecord {
     /// One line of the event stream (no newline), printable: the characters that could
     /// disturb a terminal showing the stream (DEL, C1 controls, bidirectional overrides, `<`)
     /// are JSON escapes, so the line still decodes to the exact text.
-    pub fn to_json_line(&self) -> String {
+    pub(crate) fn to_json_line(&self) -> String {
         // The stream carries an excerpt of a long summary, like `state.json`: the outcome
         // file has it whole, and a line of megabytes helps no one following the stream.
         if let RunEvent::OutcomeCommitted {
@@ -270,7 +270,7 @@ impl EventRecord {
 /// When a stream that keeps at most one output-progress line per interval writes the one that
 /// arrives `at`, given its `slot`: when its last progress line was written, or is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressWrite {
+pub(crate) enum ProgressWrite {
     /// Write it now; it becomes the slot.
     Now,
     /// Hold it until this time (or until another line is written first), replacing any held
@@ -278,7 +278,7 @@ pub enum ProgressWrite {
     At(DateTime<Utc>),
 }
 
-pub fn progress_write(
+pub(crate) fn progress_write(
     slot: Option<DateTime<Utc>>,
     at: DateTime<Utc>,
     interval: chrono::TimeDelta,
@@ -294,7 +294,7 @@ pub fn progress_write(
 /// The agent's latest status as the event stream last published it (`status` reads it there,
 /// since a status is never written to `state.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StreamedActivity {
+pub(crate) enum StreamedActivity {
     /// The latest `activity` of the attempt: its text and since when (RFC 3339).
     Status { text: String, since: String },
     /// The attempt has no status: it never set one, or cleared it.
@@ -305,7 +305,7 @@ pub enum StreamedActivity {
 
 /// Finds the latest `activity` event of `attempt_id` in `stream` (event-stream lines, oldest
 /// first), reading from the end and stopping at the attempt's `attempt-prepared`.
-pub fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
+pub(crate) fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
     for line in stream.rsplit('\n') {
         if !line.contains(attempt_id) {
             continue;

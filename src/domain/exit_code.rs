@@ -5,7 +5,7 @@ use super::state::AttemptStatus;
 
 /// How an invocation ends, as the calling shell or agent sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExitCode {
+pub(crate) enum ExitCode {
     /// Every phase is complete, the phase limit was reached, or a read-only command succeeded.
     Success,
     /// A phase reported `phase-blocked`.
@@ -22,7 +22,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// The process exit status.
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         match self {
             Self::Success => 0,
             Self::Blocked => 2,
@@ -34,7 +34,7 @@ impl ExitCode {
     }
 
     /// The exit code a committed attempt status leads to (`last_run.exit_code`).
-    pub fn for_status(status: AttemptStatus) -> Self {
+    pub(crate) fn for_status(status: AttemptStatus) -> Self {
         match status {
             AttemptStatus::PhaseComplete => Self::Success,
             AttemptStatus::Blocked => Self::Blocked,

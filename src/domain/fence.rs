@@ -21,7 +21,7 @@ use memchr::{memchr_iter, memmem, memrchr};
 
 /// The character a fence is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FenceChar {
+pub(crate) enum FenceChar {
     Backtick,
     Tilde,
 }
@@ -43,7 +43,7 @@ impl FenceChar {
     }
 
     /// The word used in user-facing messages (`unclosed backtick code fence`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Backtick => "backtick",
             Self::Tilde => "tilde",
@@ -53,7 +53,7 @@ impl FenceChar {
 
 /// A fence that has been opened and not yet closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpenFence {
+pub(crate) struct OpenFence {
     pub ch: FenceChar,
     /// Length of the opening run; the closer must be at least this long.
     pub len: usize,
@@ -63,7 +63,7 @@ pub struct OpenFence {
 
 /// What a complete line turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineRole {
+pub(crate) enum LineRole {
     /// Ordinary text outside any fence.
     Text,
     /// The line opened a fence.
@@ -77,7 +77,7 @@ pub enum LineRole {
 impl LineRole {
     /// True for lines that plan structure and result tags must ignore: fence delimiters and
     /// everything between them.
-    pub fn is_fenced(self) -> bool {
+    pub(crate) fn is_fenced(self) -> bool {
         !matches!(self, Self::Text)
     }
 }
@@ -147,7 +147,7 @@ fn fence_line_start(bytes: &[u8], run: usize) -> Option<usize> {
 
 /// Incremental fence state over a byte stream.
 #[derive(Clone, Debug)]
-pub struct FenceTracker {
+pub(crate) struct FenceTracker {
     open: Option<OpenFence>,
     scan: LineScan,
     /// 1-based number of the line currently being fed.
@@ -161,7 +161,7 @@ impl Default for FenceTracker {
 }
 
 impl FenceTracker {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             open: None,
             scan: LineScan::Indent(0),
@@ -170,28 +170,28 @@ impl FenceTracker {
     }
 
     /// True when the line currently being fed started inside an open fence.
-    pub fn in_fence(&self) -> bool {
+    pub(crate) fn in_fence(&self) -> bool {
         self.open.is_some()
     }
 
     /// The fence open at the start of the current line, if any.
-    pub fn open_fence(&self) -> Option<OpenFence> {
+    pub(crate) fn open_fence(&self) -> Option<OpenFence> {
         self.open
     }
 
     /// 1-based number of the line currently being fed.
     #[cfg(test)]
-    pub fn line(&self) -> usize {
+    pub(crate) fn line(&self) -> usize {
         self.line
     }
 
     /// True when nothing but indentation has been fed on the current line.
-    pub fn at_line_start(&self) -> bool {
+    pub(crate) fn at_line_start(&self) -> bool {
         matches!(self.scan, LineScan::Indent(0))
     }
 
     /// Feeds one complete line (without its `\n`) and reports what it was.
-    pub fn classify_line(&mut self, line: &[u8]) -> LineRole {
+    pub(crate) fn classify_line(&mut self, line: &[u8]) -> LineRole {
         debug_assert!(!line.contains(&b'\n'));
         self.feed_within_line(line);
         self.end_line()
@@ -204,7 +204,7 @@ impl FenceTracker {
     /// read byte by byte only while it may still be a fence line, and the tracker jumps from
     /// there to the next line that may be one, counting the lines in between. That keeps
     /// output of many short lines, or with inline code, as cheap to track as long lines.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let mut runs = [FenceRuns::new(&BACKTICK_RUN), FenceRuns::new(&TILDE_RUN)];
         let mut at = 0;
         while at < bytes.len() {
@@ -265,7 +265,7 @@ impl FenceTracker {
 
     /// Ends the input: classifies a final line that had no `\n` and returns the fence still
     /// open, if any.
-    pub fn finish(&mut self) -> Option<OpenFence> {
+    pub(crate) fn finish(&mut self) -> Option<OpenFence> {
         if !self.at_line_start() {
             self.end_line();
         }

@@ -7,7 +7,7 @@
 
 /// What is known about the program that could not be executed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProgramFacts {
+pub(crate) struct ProgramFacts {
     /// `argv[0]` as the template rendered it.
     pub program: String,
     /// The OS error of the launch, without its `(os error N)` suffix.
@@ -24,7 +24,7 @@ pub struct ProgramFacts {
 
 /// Why the launch failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LaunchProblem {
+pub(crate) enum LaunchProblem {
     #[error("{program}: is a directory, not an executable")]
     IsADirectory { program: String },
     #[error(
@@ -40,7 +40,7 @@ pub enum LaunchProblem {
 
 /// The interpreter a script's `#!` line names: the first word after `#!` (the kernel's rule:
 /// leading blanks skipped, the path ends at a blank or the line end).
-pub fn shebang_interpreter(head: &[u8]) -> Option<String> {
+pub(crate) fn shebang_interpreter(head: &[u8]) -> Option<String> {
     let line = head.strip_prefix(b"#!")?;
     let line = &line[..memchr::memchr(b'\n', line).unwrap_or(line.len())];
     let start = line
@@ -55,7 +55,7 @@ pub fn shebang_interpreter(head: &[u8]) -> Option<String> {
 }
 
 /// Decides what to tell the user about a failed launch.
-pub fn explain(facts: &ProgramFacts) -> LaunchProblem {
+pub(crate) fn explain(facts: &ProgramFacts) -> LaunchProblem {
     let program = facts.program.clone();
     if facts.is_directory {
         return LaunchProblem::IsADirectory { program };

@@ -16,7 +16,7 @@ use super::identity::ProcStat;
 
 /// What the sweep does with one of the handler's children.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChildVerdict {
+pub(crate) enum ChildVerdict {
     /// A zombie: reap it by pid.
     Reap,
     /// An adoptee: stop it and its lineage.
@@ -42,7 +42,7 @@ pub struct SweepScope<'a> {
 }
 
 /// Judges one of the handler's children.
-pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
+pub(crate) fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
     // A helper's zombie is its runner's to reap: reaping it here would steal its exit status.
     if child.pid == scope.leader || child.pid == scope.handler || (scope.helper)(child) {
         return ChildVerdict::Leave;
@@ -64,7 +64,7 @@ pub fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
 
 /// A process the sweep SIGKILLed, as the sweep saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Killed {
+pub(crate) struct Killed {
     pub pid: u32,
     pub start_time_ticks: u64,
 }
@@ -73,7 +73,7 @@ pub struct Killed {
 /// nothing). A zombie is dead — it runs nothing and holds no pipe, it only waits to be
 /// reaped — and a process with another start time is a new one that reused the pid: the
 /// killed one is gone.
-pub fn survived(killed: &Killed, now: Option<&ProcStat>) -> bool {
+pub(crate) fn survived(killed: &Killed, now: Option<&ProcStat>) -> bool {
     now.is_some_and(|process| {
         process.start_time_ticks == killed.start_time_ticks && !process.is_defunct()
     })
@@ -81,7 +81,7 @@ pub fn survived(killed: &Killed, now: Option<&ProcStat>) -> bool {
 
 /// The pids of `killed` that still live, looked up with `stat_of`: what a sweep that gives up
 /// reports as surviving SIGKILL.
-pub fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -> Vec<u32> {
+pub(crate) fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -> Vec<u32> {
     killed
         .iter()
         .filter(|process| survived(process, stat_of(process.pid).as_ref()))
@@ -91,7 +91,7 @@ pub fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -
 
 /// Whether a child of a stopped adoptee (or of a process below one) is stopped too: any live
 /// process but the handler and the leader, which are never below an adoptee anyway.
-pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
+pub(crate) fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
     !process.is_defunct()
         && process.pid != scope.handler
         && process.pid != scope.leader
@@ -104,14 +104,14 @@ pub fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bool {
 /// lineage caught mid-fork can show up one pass late. A sweep that never found anything ends
 /// after its first pass. The caller bounds the whole sweep in time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SweepRounds {
+pub(crate) struct SweepRounds {
     thorough: bool,
     quiet_passes: u8,
 }
 
 /// What follows a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SweepNext {
+pub(crate) enum SweepNext {
     Done,
     /// Pass again (thoroughly, or not).
     Again {
@@ -121,13 +121,13 @@ pub enum SweepNext {
 
 impl SweepRounds {
     /// Whether the next pass is thorough.
-    pub fn thorough(&self) -> bool {
+    pub(crate) fn thorough(&self) -> bool {
         self.thorough
     }
 
     /// Records a pass that stopped `stopped` live escapees and reaped `reaped` zombies that had
     /// left the group.
-    pub fn after_pass(&mut self, stopped: usize, reaped: usize) -> SweepNext {
+    pub(crate) fn after_pass(&mut self, stopped: usize, reaped: usize) -> SweepNext {
         if stopped > 0 || reaped > 0 {
             self.thorough = true;
             self.quiet_passes = 0;

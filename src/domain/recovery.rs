@@ -11,7 +11,7 @@ use super::selection::RecoveryFlags;
 use super::template::shell_join;
 
 /// The program a `next:` command names: the name `cargo install` puts on PATH.
-pub const PROGRAM: &str = "ai-session-handler";
+pub(crate) const PROGRAM: &str = "ai-session-handler";
 
 /// How the stopped `run` was invoked, as far as the continuing command repeats it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct Invocation {
 
 /// One step that continues a stopped run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NextStep {
+pub(crate) struct NextStep {
     /// The whole command line, program first.
     pub argv: Vec<String>,
     /// The recovery flags `argv` holds (`--retry-stopped`, `--accept-plan-change`).
@@ -35,12 +35,12 @@ pub struct NextStep {
     pub why: Option<String>,
 }
 
-pub const RETRY_STOPPED: &str = "--retry-stopped";
-pub const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
+pub(crate) const RETRY_STOPPED: &str = "--retry-stopped";
+pub(crate) const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
 
 impl NextStep {
     /// `run` again with `flags`.
-    pub fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
+    pub(crate) fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
         let mut argv = vec![
             PROGRAM.to_owned(),
             "run".to_owned(),
@@ -64,7 +64,7 @@ impl NextStep {
     }
 
     /// Another command of the program on the same plan (`status`), with no recovery flag.
-    pub fn command(invocation: &Invocation, command: &str, why: Option<String>) -> Self {
+    pub(crate) fn command(invocation: &Invocation, command: &str, why: Option<String>) -> Self {
         Self {
             argv: vec![
                 PROGRAM.to_owned(),
@@ -80,7 +80,7 @@ impl NextStep {
     /// The command as one line to run from `cwd`, the directory the stopped run was started
     /// in: `cd <cwd> && <command>`, shell-quoted. Hooks hand it on (`recovery`), so a person
     /// reading a notification elsewhere can paste it as it is.
-    pub fn run_from(&self, cwd: &str) -> String {
+    pub(crate) fn run_from(&self, cwd: &str) -> String {
         format!(
             "cd {} && {}",
             shell_join(&[cwd.to_owned()]),
@@ -90,7 +90,7 @@ impl NextStep {
 
     /// `next: <why>, then <command>` (or `next: <command>`), the command shell-quoted so it
     /// can be pasted as it is.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let command = shell_join(&self.argv);
         match &self.why {
             Some(why) => format!("next: {why}, then {command}"),
@@ -102,7 +102,7 @@ impl NextStep {
 /// The recovery flags a phase stopped with `reason` needs: `--retry-stopped`, and for a
 /// clarification also `--accept-plan-change`, since the answer usually goes into the plan (an
 /// unchanged plan makes that flag a no-op).
-pub fn flags_after_stop(clarification: bool) -> RecoveryFlags {
+pub(crate) fn flags_after_stop(clarification: bool) -> RecoveryFlags {
     RecoveryFlags {
         retry_stopped: true,
         accept_plan_change: clarification,

@@ -8,7 +8,7 @@
 
 /// Parses a `--timeout`/`--idle-timeout` value (a clap value parser): a finite number of
 /// seconds greater than 0. Surrounding whitespace is accepted, as Python's `float()` did.
-pub fn parse_seconds(text: &str) -> Result<f64, InvalidSeconds> {
+pub(crate) fn parse_seconds(text: &str) -> Result<f64, InvalidSeconds> {
     match text.trim().parse::<f64>() {
         Ok(seconds) if is_valid_duration(seconds) => Ok(seconds),
         _ => Err(InvalidSeconds(text.to_owned())),
@@ -18,7 +18,7 @@ pub fn parse_seconds(text: &str) -> Result<f64, InvalidSeconds> {
 /// A `--timeout`/`--idle-timeout` value that is not a finite number of seconds above 0.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("expected a finite number of seconds greater than 0, got '{0}'")]
-pub struct InvalidSeconds(pub String);
+pub(crate) struct InvalidSeconds(pub String);
 
 /// A duration the runner can wait for: finite and greater than 0 (the rule of the flags and
 /// of the config's `*_seconds` keys alike).
@@ -30,7 +30,7 @@ pub(crate) fn is_valid_duration(seconds: f64) -> bool {
 /// (`agent command timed out after <t> seconds`) is part of the observable contract: six
 /// significant digits, no trailing zeros, scientific notation below 1e-4 and from 1e6 on
 /// (`1`, `0.1`, `2.5`, `3600`, `1e+06`, `1e-05`).
-pub fn format_seconds(seconds: f64) -> String {
+pub(crate) fn format_seconds(seconds: f64) -> String {
     const SIGNIFICANT_DIGITS: i32 = 6;
     if seconds.is_nan() {
         return "nan".to_owned();

@@ -4,11 +4,11 @@
 //! is bounded so one chatty agent cannot flood a status display.
 
 /// A status longer than this many characters is cut (and ends with `…`).
-pub const MAX_STATUS_CHARS: usize = 200;
+pub(crate) const MAX_STATUS_CHARS: usize = 200;
 
 /// Control and bidirectional-formatting characters become spaces, whitespace runs one space;
 /// trimmed and cut to [`MAX_STATUS_CHARS`] characters.
-pub fn sanitize_status(value: &str) -> String {
+pub(crate) fn sanitize_status(value: &str) -> String {
     let mut text = String::with_capacity(value.len().min(MAX_STATUS_CHARS * 4));
     let mut chars = 0;
     let mut pending_space = false;

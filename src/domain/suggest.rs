@@ -7,7 +7,7 @@
 //! edit): `promptfile` and `prompt_file` are the same name, `{file}` is nothing like any.
 
 /// The candidate nearest to `word`, if one is near enough; the first of equally near ones.
-pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let word = normalized(word);
     candidates
         .iter()

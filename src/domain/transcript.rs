@@ -13,7 +13,7 @@ use crate::units;
 
 /// What the transcript trailer records.
 #[derive(Clone, Debug, Default)]
-pub struct Trailer {
+pub(crate) struct Trailer {
     pub exit: Option<ChildExit>,
     pub finished_at: Option<Timestamp>,
     /// Descendants still alive after the leader exited (killed by the sweep).
@@ -40,7 +40,7 @@ pub struct Trailer {
 }
 
 /// What the transcript header shows.
-pub struct TranscriptHeader<'a> {
+pub(crate) struct TranscriptHeader<'a> {
     pub attempt_id: &'a str,
     pub phase_id: &'a str,
     pub phase_title: &'a str,
@@ -54,7 +54,7 @@ pub struct TranscriptHeader<'a> {
 }
 
 /// The runner-written lines before the child's output, ending with the `---` separator.
-pub fn render_header(header: &TranscriptHeader<'_>) -> String {
+pub(crate) fn render_header(header: &TranscriptHeader<'_>) -> String {
     format!(
         "run_id: {}\nphase: {} {}\nplan: {}\nstate: {}\nplan_workspace_path: {}\nexecution_workspace_path: {}\nstarted_at: {}\nagent_cmd: {}\nargv: {}\n---\n",
         header.attempt_id,
@@ -71,10 +71,14 @@ pub fn render_header(header: &TranscriptHeader<'_>) -> String {
 }
 
 /// The line that starts the trailer, on a line of its own.
-pub const TRAILER_SEPARATOR: &str = "\n--- runner trailer ---\n";
+pub(crate) const TRAILER_SEPARATOR: &str = "\n--- runner trailer ---\n";
 
 /// The runner-written lines after the child's output.
-pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: bool) -> String {
+pub(crate) fn render_trailer(
+    trailer: &Trailer,
+    bytes_seen: u64,
+    ends_with_newline: bool,
+) -> String {
     let mut text = String::new();
     let exit_code = trailer.exit.and_then(|exit| exit.code);
     let signal = trailer.exit.and_then(|exit| exit.signal);
@@ -140,7 +144,7 @@ pub fn render_trailer(trailer: &Trailer, bytes_seen: u64, ends_with_newline: boo
 /// and what its cleanup found. The check's output sits between its
 /// `--- verify N: <first line> ---` header ([`VerifyCheck::transcript_header`]) and this.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckFooter {
+pub(crate) struct CheckFooter {
     pub index: usize,
     pub outcome: CheckOutcome,
     /// Why it could not be started, when it could not.
@@ -160,7 +164,7 @@ pub struct CheckFooter {
 /// The line that ends a check's part of the transcript — `--- verify 2 failed: exited with
 /// code 101 after 1.2s, 345 B output ---` — on a line of its own, then what its cleanup
 /// killed or left, one `key: value` line each, as in the worker's trailer.
-pub fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool) -> String {
+pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool) -> String {
     let mut text = String::new();
     if !ends_with_newline {
         text.push('\n');

@@ -29,11 +29,11 @@ use super::identity::ProcStat;
 
 /// The environment variable every worker gets: its attempt id. Descendants inherit it, so a
 /// process that left the worker's group is still found by it (docs/worker-protocol.md).
-pub const ATTEMPT_ENV: &str = "AI_SESSION_HANDLER_ATTEMPT_ID";
+pub(crate) const ATTEMPT_ENV: &str = "AI_SESSION_HANDLER_ATTEMPT_ID";
 
 /// One message on the watchdog socket (one packet each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WatchdogMessage<'a> {
+pub(crate) enum WatchdogMessage<'a> {
     /// A worker's process group (its leader's pid) exists and is the handler's to stop;
     /// `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
     Watch { pgid: u32, attempt: &'a str },
@@ -48,14 +48,14 @@ pub enum WatchdogMessage<'a> {
 
 /// The longest message: `watch `, a 10-digit pid, a space and an attempt id of up to 200
 /// bytes (a timestamp, the phase id and a UUID).
-pub const MAX_MESSAGE: usize = 224;
+pub(crate) const MAX_MESSAGE: usize = 224;
 
 impl WatchdogMessage<'_> {
     /// Writes the message into `buffer` without allocating — a worker sends it between
     /// `fork` and `exec`, where only async-signal-safe work is allowed — and returns its
     /// length. An attempt id that does not fit, or is not a safe file stem, is left out: the
     /// group is still watched, only the token search is lost.
-    pub fn encode(self, buffer: &mut [u8; MAX_MESSAGE]) -> usize {
+    pub(crate) fn encode(self, buffer: &mut [u8; MAX_MESSAGE]) -> usize {
         let (word, number, attempt): (&[u8], Option<u32>, &str) = match self {
             Self::Watch { pgid, attempt } => (b"watch", Some(pgid), attempt),
             Self::Release(pgid) => (b"release", Some(pgid), ""),
@@ -98,7 +98,7 @@ impl WatchdogMessage<'_> {
 
 impl<'a> WatchdogMessage<'a> {
     /// Reads one packet; anything else is ignored by the watchdog.
-    pub fn parse(packet: &'a [u8]) -> Option<Self> {
+    pub(crate) fn parse(packet: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(packet).ok()?;
         let mut words = text.split(' ');
         let word = words.next()?;
@@ -138,7 +138,7 @@ fn is_token_byte(byte: u8) -> bool {
 
 /// One registered group.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Watched {
+pub(crate) struct Watched {
     /// The attempt token of its processes; `None` when the registration carried none.
     pub attempt: Option<String>,
     /// The leader's start time, read when the registration arrived; `None` if it was gone.
@@ -150,7 +150,7 @@ pub struct Watched {
 
 /// The process groups the watchdog would stop now, and the escapees it noted.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Registry {
+pub(crate) struct Registry {
     watched: BTreeMap<u32, Watched>,
     /// Groups the watchdog must never signal: its own and the handler's.
     never: [u32; 2],
@@ -162,13 +162,13 @@ pub struct Registry {
 
 /// The most announced attempts the registry keeps (the handler starts one worker at a time;
 /// this only bounds a confused sender).
-pub const EXPECTED_LIMIT: usize = 64;
+pub(crate) const EXPECTED_LIMIT: usize = 64;
 
 /// The most adoptees the registry keeps (a fork bomb must not grow the watchdog without end).
-pub const ADOPTEE_LIMIT: usize = 10_000;
+pub(crate) const ADOPTEE_LIMIT: usize = 10_000;
 
 impl Registry {
-    pub fn new(own_pgid: u32, handler_pgid: u32) -> Self {
+    pub(crate) fn new(own_pgid: u32, handler_pgid: u32) -> Self {
         Self {
             watched: BTreeMap::new(),
             never: [own_pgid, handler_pgid],
@@ -179,7 +179,11 @@ impl Registry {
 
     /// Applies a message; `leader_started_ticks` is what `/proc` shows for the group's leader
     /// now (read by the caller only for a `watch`).
-    pub fn apply(&mut self, message: WatchdogMessage<'_>, leader_started_ticks: Option<u64>) {
+    pub(crate) fn apply(
+        &mut self,
+        message: WatchdogMessage<'_>,
+        leader_started_ticks: Option<u64>,
+    ) {
         match message {
             // pgid 0 and 1 (and our own groups) are never a worker's: refuse to record them.
             WatchdogMessage::Watch { pgid, attempt } if pgid > 1 && !self.never.contains(&pgid) => {
@@ -218,7 +222,7 @@ impl Registry {
 
     /// Marks the groups that no longer exist: a pgid that is gone could later be reused by an
     /// unrelated group, which must never be signalled.
-    pub fn forget_gone(&mut self, exists: impl Fn(u32) -> bool) {
+    pub(crate) fn forget_gone(&mut self, exists: impl Fn(u32) -> bool) {
         for (pgid, watched) in &mut self.watched {
             if !watched.gone && !exists(*pgid) {
                 watched.gone = true;
@@ -227,12 +231,12 @@ impl Registry {
     }
 
     /// Whether any group is registered and not released, or a worker is being started.
-    pub fn is_watching(&self) -> bool {
+    pub(crate) fn is_watching(&self) -> bool {
         !self.watched.is_empty() || !self.expected.is_empty()
     }
 
     /// The groups to signal once the handler is gone: unreleased and still existing.
-    pub fn unreleased(&self) -> Vec<u32> {
+    pub(crate) fn unreleased(&self) -> Vec<u32> {
         self.watched
             .iter()
             .filter(|(_, watched)| !watched.gone)
@@ -242,7 +246,7 @@ impl Registry {
 
     /// The attempt tokens of every unreleased group, gone or not, and of every worker being
     /// started.
-    pub fn tokens(&self) -> Vec<String> {
+    pub(crate) fn tokens(&self) -> Vec<String> {
         let tokens: BTreeSet<&String> = self
             .watched
             .values()
@@ -254,7 +258,7 @@ impl Registry {
 
     /// Notes one of the handler's children, as `/proc` shows it, if it could be an escapee of
     /// a watched worker ([`could_be_escapee`]).
-    pub fn note_handler_child(&mut self, child: &ProcStat, own_pid: u32) {
+    pub(crate) fn note_handler_child(&mut self, child: &ProcStat, own_pid: u32) {
         if self.adoptees.len() >= ADOPTEE_LIMIT || self.adoptees.contains_key(&child.pid) {
             return;
         }
@@ -264,14 +268,14 @@ impl Registry {
     }
 
     /// Drops noted adoptees that are gone (`now` is what `/proc` shows for a pid).
-    pub fn prune_adoptees(&mut self, now: impl Fn(u32) -> Option<ProcStat>) {
+    pub(crate) fn prune_adoptees(&mut self, now: impl Fn(u32) -> Option<ProcStat>) {
         self.adoptees.retain(|pid, started| {
             now(*pid).is_some_and(|stat| stat.start_time_ticks == *started && !stat.is_defunct())
         });
     }
 
     /// The noted adoptees: (pid, start time).
-    pub fn adoptees(&self) -> Vec<(u32, u64)> {
+    pub(crate) fn adoptees(&self) -> Vec<(u32, u64)> {
         self.adoptees
             .iter()
             .map(|(pid, started)| (*pid, *started))
@@ -283,7 +287,11 @@ impl Registry {
 /// watchdog itself, not a group's leader (the handler reaps those), and started no earlier
 /// than the earliest watched leader — a child that started in an earlier clock tick was the
 /// handler's before any worker (inherited across `exec`, or a watchdog).
-pub fn could_be_escapee(child: &ProcStat, own_pid: u32, watched: &BTreeMap<u32, Watched>) -> bool {
+pub(crate) fn could_be_escapee(
+    child: &ProcStat,
+    own_pid: u32,
+    watched: &BTreeMap<u32, Watched>,
+) -> bool {
     if child.is_defunct() || child.pid == own_pid || watched.contains_key(&child.pid) {
         return false;
     }
@@ -296,7 +304,7 @@ pub fn could_be_escapee(child: &ProcStat, own_pid: u32, watched: &BTreeMap<u32, 
 
 /// How the handler's watchdog process was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LossCause {
+pub(crate) enum LossCause {
     /// It exited on its own (only end of file makes it exit, so something broke it).
     Exited(i32),
     /// A signal killed it (an agent's `kill -9`).
@@ -308,7 +316,7 @@ pub enum LossCause {
 
 /// What the handler did about a lost watchdog.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Replacement {
+pub(crate) enum Replacement {
     /// A new watchdog runs (its pid) and knows every group the handler still watches.
     Started(u32),
     /// No new watchdog could be started.
@@ -319,7 +327,7 @@ pub enum Replacement {
 
 /// One loss of the watchdog, as the handler noticed and handled it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WatchdogLoss {
+pub(crate) struct WatchdogLoss {
     /// The lost watchdog's pid.
     pub pid: u32,
     pub cause: LossCause,
@@ -330,7 +338,7 @@ pub struct WatchdogLoss {
 
 /// What the running attempt does about a loss.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LossReaction {
+pub(crate) enum LossReaction {
     /// A new watchdog protects the rest of the attempt: go on, and say so.
     Continue,
     /// Nothing would stop the worker if the handler died now: stop the attempt, with this
@@ -340,7 +348,7 @@ pub enum LossReaction {
 
 impl WatchdogLoss {
     /// What the running attempt does about it.
-    pub fn reaction(&self) -> LossReaction {
+    pub(crate) fn reaction(&self) -> LossReaction {
         match &self.replacement {
             Replacement::Started(_) => LossReaction::Continue,
             Replacement::Failed(_) | Replacement::GaveUp { .. } => {
@@ -353,7 +361,7 @@ impl WatchdogLoss {
     }
 
     /// `the watchdog (pid 12) was killed by SIGKILL; a new watchdog (pid 40) took over`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let signal = |number: i32| {
             self.signal_name
                 .map_or_else(|| format!("signal {number}"), str::to_owned)
@@ -376,36 +384,36 @@ impl WatchdogLoss {
     }
 
     /// The transcript trailer line.
-    pub fn trailer_line(&self) -> String {
+    pub(crate) fn trailer_line(&self) -> String {
         format!("watchdog_lost: {}", self.describe())
     }
 }
 
 /// How many times a run replaces a lost watchdog. An agent that keeps killing it is hostile
 /// (each replacement re-executes the handler's binary): past this, the attempt is stopped.
-pub const REPLACEMENT_LIMIT: u32 = 3;
+pub(crate) const REPLACEMENT_LIMIT: u32 = 3;
 
 /// Counts a run's watchdog losses and says whether to replace the next one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LossBudget {
+pub(crate) struct LossBudget {
     losses: u32,
 }
 
 impl LossBudget {
     /// Records a loss; `true` when a new watchdog should be started.
-    pub fn replace_after_loss(&mut self) -> bool {
+    pub(crate) fn replace_after_loss(&mut self) -> bool {
         self.losses = self.losses.saturating_add(1);
         self.losses <= REPLACEMENT_LIMIT
     }
 
-    pub fn losses(&self) -> u32 {
+    pub(crate) fn losses(&self) -> u32 {
         self.losses
     }
 }
 
 /// What the watchdog did once the handler was gone, for its report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StopReport {
+pub(crate) struct StopReport {
     /// The unreleased groups it signalled.
     pub groups: Vec<u32>,
     /// Escaped descendants it killed (gone afterwards).
@@ -416,12 +424,12 @@ pub struct StopReport {
 
 impl StopReport {
     /// Whether there is anything to say.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.groups.is_empty() && self.escaped.is_empty() && self.survivors.is_empty()
     }
 
     /// The one line the watchdog writes (on a stderr that is not a terminal).
-    pub fn message(&self, handler_pid: u32) -> String {
+    pub(crate) fn message(&self, handler_pid: u32) -> String {
         let list = |pids: &[u32]| {
             pids.iter()
                 .take(20)

@@ -16,7 +16,7 @@ use crate::platform::regular_file::ReadFileError;
 
 /// A command's input (plan, config, template, workspace, stored state, lock) is not usable.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error(transparent)]
     Locate(#[from] LocateError),
     #[error("{path}: cannot read plan: {source}")]
@@ -119,7 +119,7 @@ pub enum InputError {
 }
 
 impl InputError {
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         ExitCode::InvalidInput
     }
 }

@@ -11,7 +11,7 @@ use crate::platform::locate::{HANDLER_DIR, os_message};
 use crate::platform::program::{self, ProgramProblem};
 
 /// What `init` created.
-pub struct Initialized {
+pub(crate) struct Initialized {
     pub config_path: PathBuf,
     pub plans_dir: PathBuf,
     /// Why the example config's agent command would not start here (no `codex` in `PATH`),
@@ -21,7 +21,7 @@ pub struct Initialized {
 
 /// Why `init` created nothing (or not everything).
 #[derive(Debug, thiserror::Error)]
-pub enum InitError {
+pub(crate) enum InitError {
     #[error("cannot read the current directory: {}", os_message(.0))]
     NoCurrentDir(io::Error),
     #[error("{}: config already exists; edit it or remove it first", .0.display())]
@@ -37,7 +37,7 @@ pub enum InitError {
 }
 
 /// Initializes the current directory as a plan workspace.
-pub fn init_current_dir() -> Result<Initialized, InitError> {
+pub(crate) fn init_current_dir() -> Result<Initialized, InitError> {
     let cwd = std::env::current_dir().map_err(InitError::NoCurrentDir)?;
     let handler_dir = cwd.join(HANDLER_DIR);
     let config_path = handler_dir.join("config.json");

@@ -3,14 +3,14 @@
 //! and `status` share these loaders so they can never disagree about what is valid.
 
 mod error;
-pub mod init;
+pub(crate) mod init;
 mod limits;
-pub mod probe;
+pub(crate) mod probe;
 
 use std::path::Path;
 use std::sync::Arc;
 
-pub use error::InputError;
+pub(crate) use error::InputError;
 
 use crate::domain::budget::BudgetCaps;
 use crate::domain::config::{Config, parse_config};
@@ -36,13 +36,13 @@ use crate::platform::{proc, program};
 use limits::{MAX_CONFIG_BYTES, MAX_OUTCOME_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
 /// Resolves `--plan` and its plan workspace.
-pub fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
+pub(crate) fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
     Ok(locate_plan(plan_arg)?)
 }
 
 /// Like [`locate`], but a plan file that is gone is still located where it was when state is
 /// recorded for it, so that `status` can report that state (and then the error).
-pub fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputError> {
+pub(crate) fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputError> {
     match locate_plan(plan_arg) {
         Ok(location) => Ok(location),
         Err(error) => match locate_plan_even_if_gone(plan_arg) {
@@ -53,14 +53,14 @@ pub fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputError> {
 }
 
 /// Whether `path` names a regular file (after symlinks).
-pub fn is_file(path: &str) -> bool {
+pub(crate) fn is_file(path: &str) -> bool {
     Path::new(path).is_file()
 }
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
 /// invocation runs from.
 #[derive(Clone, Debug)]
-pub struct PlanSnapshot {
+pub(crate) struct PlanSnapshot {
     /// Canonical absolute plan path.
     pub path: String,
     /// SHA-256 of the bytes read.
@@ -72,7 +72,7 @@ pub struct PlanSnapshot {
 }
 
 impl PlanSnapshot {
-    pub fn facts(&self) -> PlanFacts<'_> {
+    pub(crate) fn facts(&self) -> PlanFacts<'_> {
         PlanFacts {
             path: &self.path,
             sha256: &self.sha256,
@@ -87,7 +87,7 @@ impl PlanSnapshot {
 }
 
 /// Reads and parses the plan once.
-pub fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, InputError> {
+pub(crate) fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, InputError> {
     let bytes = read_plan_bytes(location)?;
     let plan = parse_plan(&bytes).map_err(|error| InputError::Plan {
         path: location.plan_path.clone(),
@@ -123,12 +123,12 @@ fn read_plan_bytes(location: &PlanLocation) -> Result<Vec<u8>, InputError> {
 }
 
 /// Hashes the plan file as it is now (the checkpoint before each later launch).
-pub fn current_plan_hash(location: &PlanLocation) -> Result<String, InputError> {
+pub(crate) fn current_plan_hash(location: &PlanLocation) -> Result<String, InputError> {
     read_plan_bytes(location).map(|bytes| sha256_hex(&bytes))
 }
 
 /// Reads the plan workspace's config; a missing file means defaults.
-pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
+pub(crate) fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
     match read_regular_file(Path::new(&location.config_path), MAX_CONFIG_BYTES) {
         Ok(bytes) => parse_config(&bytes).map_err(|error| InputError::Config {
             path: location.config_path.clone(),
@@ -148,7 +148,7 @@ pub fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
 /// anything is written
 /// (issue 23: a cloned repository could ship such links). Missing ones are fine: the run
 /// creates them. The writes themselves never follow a link either (`platform::no_follow`).
-pub fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputError> {
+pub(crate) fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputError> {
     let layout = &location.layout;
     let root = format!("{}/.ai-session-handler", location.workspace);
     let dirs = [
@@ -197,7 +197,7 @@ pub fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputErro
 
 /// Reads `state.json` strictly (a missing file is the empty state). `run` reads it once at
 /// start, before the state store takes ownership; `status` and `check` read it to report.
-pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
+pub(crate) fn read_state(layout: &StateLayout) -> Result<State, InputError> {
     let path = layout.state_path();
     match read_regular_file(Path::new(&path), MAX_STATE_BYTES) {
         Ok(bytes) => {
@@ -212,7 +212,7 @@ pub fn read_state(layout: &StateLayout) -> Result<State, InputError> {
 /// and failed verification: read from its committed outcome record, for the prompt of the
 /// phase's next attempt (docs/worker-protocol.md). `None` otherwise, and when the record
 /// cannot be read (logged: the prompt then goes without the section).
-pub fn last_verification_failure(state: &State, phase_id: &str) -> Option<FailedCheck> {
+pub(crate) fn last_verification_failure(state: &State, phase_id: &str) -> Option<FailedCheck> {
     let last_run = state
         .last_run
         .as_ref()
@@ -223,7 +223,7 @@ pub fn last_verification_failure(state: &State, phase_id: &str) -> Option<Failed
 /// The failed check of `last_run`, when it is `verification-failed`: read from its outcome
 /// record (`run` reads it at admission, off the runtime threads, for the retry's prompt).
 /// `None` otherwise, and when the record cannot be read (logged).
-pub fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck> {
+pub(crate) fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck> {
     if last_run.status != AttemptStatus::VerificationFailed {
         return None;
     }
@@ -239,14 +239,14 @@ pub fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck> {
 
 /// Reads and strictly validates the outcome record at `path`; the error says why it cannot
 /// be used.
-pub fn read_outcome(path: &str) -> Result<OutcomeRecord, String> {
+pub(crate) fn read_outcome(path: &str) -> Result<OutcomeRecord, String> {
     read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
         .map_err(|error| error.to_string())
         .and_then(|bytes| OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string()))
 }
 
 /// Checks a phase's execution workspace; the error names the plan line to fix.
-pub fn execution_workspace_of(
+pub(crate) fn execution_workspace_of(
     location: &PlanLocation,
     phase: &Phase,
 ) -> Result<String, InputError> {
@@ -266,7 +266,7 @@ pub fn execution_workspace_of(
 /// (same pid, boot and start time, not a zombie). A prepared attempt without identity is the
 /// operator's call: the runner neither guesses nor signals. `run` refuses on an error; `check`
 /// reports it, so the two never disagree.
-pub fn abandoned_retry_allowed(
+pub(crate) fn abandoned_retry_allowed(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
     attempt: &ActiveAttempt,
@@ -309,7 +309,7 @@ pub fn abandoned_retry_allowed(
 /// is left to the launch; a relative program path (`./agent`) means the same without one,
 /// since the worker starts in the execution workspace. Phases whose workspace does not
 /// resolve are skipped here: that is reported as its own error.
-pub fn agent_program_problems(
+pub(crate) fn agent_program_problems(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
     settings: &RunSettings,
@@ -349,7 +349,7 @@ pub fn agent_program_problems(
 
 /// The command-line values of `run` that override or extend the config.
 #[derive(Clone, Debug, Default)]
-pub struct RunOverrides {
+pub(crate) struct RunOverrides {
     pub agent_cmd: Option<String>,
     pub max_phases: Option<u64>,
     pub timeout_seconds: Option<f64>,
@@ -374,7 +374,7 @@ pub struct RunOverrides {
 
 /// Effective settings of a `run`, after CLI values override the config.
 #[derive(Clone, Debug)]
-pub struct RunSettings {
+pub(crate) struct RunSettings {
     /// The primary agent template (`--agent-cmd` or `agent_cmd`), then the rate-limit
     /// fallbacks in order; never empty.
     pub templates: Vec<CommandTemplate>,
@@ -403,14 +403,14 @@ pub struct RunSettings {
 
 impl RunSettings {
     /// The primary agent template.
-    pub fn template(&self) -> &CommandTemplate {
+    pub(crate) fn template(&self) -> &CommandTemplate {
         &self.templates[0]
     }
 }
 
 /// Merges CLI values over the config and validates the template and stop patterns; patterns
 /// the streaming DFA cannot take are logged as warnings.
-pub fn effective_settings(
+pub(crate) fn effective_settings(
     location: &PlanLocation,
     config: &Config,
     overrides: &RunOverrides,
@@ -506,7 +506,7 @@ pub fn effective_settings(
 /// its phase's execution workspace, each program once (at its first check); empty when all
 /// would. `run` refuses on the first unless `--no-verify`, `check` lists them all. Phases
 /// whose workspace does not resolve are skipped: that is its own error.
-pub fn verify_interpreter_problems(
+pub(crate) fn verify_interpreter_problems(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
 ) -> Vec<InputError> {
@@ -541,7 +541,7 @@ pub fn verify_interpreter_problems(
 /// hooks run); empty when all would. A hook whose program word holds a placeholder is left to
 /// its run. Not input errors: a hook never changes a run, so `run` goes on and the hook
 /// fails with a warning when it fires; `check` shows these.
-pub fn hook_program_problems(location: &PlanLocation, hooks: &[Hook]) -> Vec<String> {
+pub(crate) fn hook_program_problems(location: &PlanLocation, hooks: &[Hook]) -> Vec<String> {
     hooks
         .iter()
         .filter_map(|hook| {

@@ -13,14 +13,14 @@ use crate::platform::proc;
 
 /// A handler holds the plan-workspace lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunInProgress {
+pub(crate) struct RunInProgress {
     /// The handler's pid, when it is visible from here.
     pub handler_pid: Option<u32>,
 }
 
 /// The run holding `location`'s plan workspace, if any. The lock is looked up, never taken;
 /// when the lock table cannot be read the answer is "none", as before this probe existed.
-pub fn run_in_progress(location: &PlanLocation) -> Option<RunInProgress> {
+pub(crate) fn run_in_progress(location: &PlanLocation) -> Option<RunInProgress> {
     match lock_holder(Path::new(&location.workspace)) {
         Ok(holder) => holder.map(|holder| RunInProgress {
             handler_pid: holder.pid,
@@ -34,7 +34,7 @@ pub fn run_in_progress(location: &PlanLocation) -> Option<RunInProgress> {
 
 impl RunInProgress {
     /// `handler pid N holds the plan workspace lock`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.handler_pid {
             Some(pid) => format!("handler pid {pid} holds the plan workspace lock"),
             None => "a handler holds the plan workspace lock".to_owned(),
@@ -46,7 +46,7 @@ impl RunInProgress {
 /// its descendants inherit it, also those that left the worker's group): what may still run
 /// of that attempt. `None` when `/proc` cannot be scanned. Read-only. A process that cleared
 /// its environment cannot be found this way.
-pub fn attempt_processes(attempt_id: &str) -> Option<Vec<u32>> {
+pub(crate) fn attempt_processes(attempt_id: &str) -> Option<Vec<u32>> {
     let wanted = [format!("{ATTEMPT_ENV}={attempt_id}")];
     let mut pids: Vec<u32> = proc::processes_with_env(&wanted)
         .ok()?
@@ -60,7 +60,7 @@ pub fn attempt_processes(attempt_id: &str) -> Option<Vec<u32>> {
 /// Whether the worker recorded for `attempt` is still the same live process (same pid,
 /// group, boot and start time, not a zombie); `None` without a recorded identity or when
 /// `/proc` cannot tell. Read-only: the process is never signalled.
-pub fn recorded_worker_alive(attempt: &ActiveAttempt) -> Option<bool> {
+pub(crate) fn recorded_worker_alive(attempt: &ActiveAttempt) -> Option<bool> {
     let identity = attempt.process.as_ref()?;
     let boot_id = proc::boot_id().ok()?;
     let observed = proc::stat(identity.pid).ok()?;

@@ -42,7 +42,7 @@ use crate::domain::liveness::socket_diag::{DumpError, DumpProgress, dump_request
 use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child};
 
 /// At most this many processes are sampled (a fork bomb must not make sampling unbounded).
-pub const MAX_PROCESSES: usize = 1_024;
+pub(crate) const MAX_PROCESSES: usize = 1_024;
 
 /// How many members are remembered (for senders that exit before their datagram is read).
 const REMEMBERED: usize = 4_096;
@@ -52,7 +52,7 @@ const DIAG_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The processes of one attempt.
 #[derive(Debug)]
-pub struct AttemptProcesses {
+pub(crate) struct AttemptProcesses {
     leader: u32,
     worker_started_ticks: Option<u64>,
     handler: u32,
@@ -84,7 +84,7 @@ impl AttemptProcesses {
     /// The attempt whose worker leads group `leader` (started at `worker_started_ticks`, its
     /// `/proc` start time), in a handler that had the children `inherited` before its first
     /// worker (the watchdog among them).
-    pub fn new(
+    pub(crate) fn new(
         leader: u32,
         worker_started_ticks: Option<u64>,
         inherited: Arc<ChildSnapshot>,
@@ -146,7 +146,7 @@ impl AttemptProcesses {
     }
 
     /// Whether `pid` (a notification's sender) belongs to the attempt (a few `/proc` reads).
-    pub fn is_member(&self, pid: u32) -> bool {
+    pub(crate) fn is_member(&self, pid: u32) -> bool {
         let verdict = self.with_scope(|scope| {
             belongs(
                 pid,
@@ -207,7 +207,7 @@ impl AttemptProcesses {
 
 /// Samples one attempt's processes.
 #[derive(Debug)]
-pub struct ActivitySampler {
+pub(crate) struct ActivitySampler {
     processes: Arc<AttemptProcesses>,
     launched: Instant,
     tick: Duration,
@@ -219,7 +219,7 @@ pub struct ActivitySampler {
 
 impl ActivitySampler {
     /// `launched` is the launch time the samples' offsets count from.
-    pub fn new(processes: Arc<AttemptProcesses>, launched: Instant) -> Self {
+    pub(crate) fn new(processes: Arc<AttemptProcesses>, launched: Instant) -> Self {
         let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
             .ok()
             .flatten()
@@ -236,7 +236,7 @@ impl ActivitySampler {
     }
 
     /// One sample (blocking).
-    pub fn sample(&mut self) -> ActivitySample {
+    pub(crate) fn sample(&mut self) -> ActivitySample {
         let at = self.launched.elapsed();
         let processes: Vec<ProcessCounters> = self
             .processes

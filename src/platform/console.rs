@@ -115,7 +115,7 @@ impl Sink<Job> for HandlerStreams {
 }
 
 /// The console thread; dropping this lets the thread end.
-pub struct Console {
+pub(crate) struct Console {
     thread: WriteThread<Job>,
     stdout_inline: bool,
     stderr_inline: bool,
@@ -125,7 +125,7 @@ pub struct Console {
 }
 
 impl Console {
-    pub fn start(stdout_to_stderr: bool) -> io::Result<Self> {
+    pub(crate) fn start(stdout_to_stderr: bool) -> io::Result<Self> {
         let streams = HandlerStreams {
             stdout_terminal: io::stdout().is_terminal(),
             stderr_terminal: io::stderr().is_terminal(),
@@ -141,7 +141,7 @@ impl Console {
     }
 
     /// Queues `bytes` for `stream`; the receiver yields the result once they are written.
-    pub fn submit(
+    pub(crate) fn submit(
         &self,
         stream: OutputStream,
         bytes: Arc<Vec<u8>>,
@@ -164,21 +164,21 @@ impl Console {
 
     /// Draws `line` as the transient line on stderr, replacing the one shown, when stderr is
     /// a terminal whose cursor is at the start of a line; the next output erases it.
-    pub fn show_transient(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn show_transient(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ShowTransient, Arc::new(line.into_bytes()))
     }
 
     /// Writes `line` (with its line break) on stderr when it is a terminal, on a line of its
     /// own; nothing otherwise.
-    pub fn note(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn note(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         self.thread.submit(Job::Note, Arc::new(bytes))
     }
 
     /// Erases the transient line, if one is shown.
-    pub fn clear_transient(&self) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn clear_transient(&self) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ClearTransient, Arc::new(Vec::new()))
     }

@@ -26,7 +26,7 @@ use crate::domain::process_tree::{
 /// The handler's helpers (hooks, verification checks, its watchdogs: [`helper_registry`]) are
 /// left alone;
 /// the registry stays locked for the pass, so none can start unregistered meanwhile.
-pub fn sweep_pass(
+pub(crate) fn sweep_pass(
     leader: u32,
     worker_started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
@@ -80,7 +80,7 @@ const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// What a whole sweep stopped.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct SweepReport {
+pub(crate) struct SweepReport {
     /// Escapees killed and gone.
     pub escaped: Vec<u32>,
     /// Escapees still alive when the sweep gave up.
@@ -91,7 +91,7 @@ pub struct SweepReport {
 /// [`SweepRounds`](crate::domain::process_tree::SweepRounds) says nothing is left, or for at
 /// most `limit`, then names what survived. The group killer drives the same passes from its
 /// actor; this is for code that already runs on a thread of its own (a helper's runner).
-pub fn sweep_until_done(
+pub(crate) fn sweep_until_done(
     leader: u32,
     started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
@@ -126,7 +126,7 @@ pub fn sweep_until_done(
 /// start time seen (so a reused pid is never hit); returns what it stopped. `keep_off` (the
 /// caller itself) is never stopped. This is the watchdog's sweep, once the handler is gone and
 /// its orphans belong to init (blocking).
-pub fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
+pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
     let never = |_: &ProcStat| false;
     let scope = SweepScope {
         handler: keep_off,
@@ -163,7 +163,7 @@ pub fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
 /// waiting at most `wait` for them to die (blocking): a SIGKILL takes effect asynchronously,
 /// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
 /// dead ([`survivors`]).
-pub fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
+pub(crate) fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
     let deadline = std::time::Instant::now() + wait;
     loop {
         let alive = survivors(killed, stat_of);
@@ -176,7 +176,7 @@ pub fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
 
 /// What one sweep pass did.
 #[derive(Default)]
-pub struct SweepPass {
+pub(crate) struct SweepPass {
     /// Live escapees stopped and killed.
     pub stopped: Vec<Killed>,
     /// Zombies reaped that had left the worker's group: the sweep goes on even when nothing

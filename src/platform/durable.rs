@@ -34,7 +34,7 @@ macro_rules! failpoint {
 
 /// Why an atomic replacement failed, and whether readers can already see the new content.
 #[derive(Debug)]
-pub enum ReplaceError {
+pub(crate) enum ReplaceError {
     /// Nothing changed: the target still holds its previous content.
     NotReplaced(io::Error),
     /// The rename happened, so readers see the new content, but the directory fsync failed:
@@ -56,7 +56,7 @@ impl std::fmt::Display for ReplaceError {
 /// `<label>-dir-fsync`). The directory is opened without following a link, and the temp file
 /// is created and renamed under it ([`no_follow`]).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-pub fn replace_atomically(
+pub(crate) fn replace_atomically(
     target: &Path,
     bytes: &[u8],
     failpoint_label: &str,
@@ -103,7 +103,7 @@ fn sync_dir_labelled(dir: &OwnedFd, dir_path: &Path, failpoint_label: &str) -> i
 
 /// Creates `path` exclusively, never through a link. An existing file is reported, never
 /// touched.
-pub fn create_new(path: &Path) -> io::Result<File> {
+pub(crate) fn create_new(path: &Path) -> io::Result<File> {
     let (dir_path, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir_path)?;
     create_in(&dir, name, path)
@@ -130,7 +130,7 @@ fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
 /// loss in a power failure costs evidence, not correctness (prompts, transcripts). They reach
 /// the page cache before the worker starts, so they survive a crash of the handler itself.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<File> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<File> {
     failpoint!(format!("{failpoint_label}-write").as_str());
     let mut file = create_new(path)?;
     file.write_all(bytes).map_err(|e| with_path(e, path))?;
@@ -139,7 +139,11 @@ pub fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result
 
 /// Creates `path` exclusively with `bytes`, then fsyncs the file and its directory.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-pub fn write_new_durably(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
+pub(crate) fn write_new_durably(
+    path: &Path,
+    bytes: &[u8],
+    failpoint_label: &str,
+) -> io::Result<()> {
     let (dir_path, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir_path)?;
     let mut file = create_in(&dir, name, path)?;
@@ -172,7 +176,7 @@ fn fsync_step(file: &File, failpoint_label: &str) -> io::Result<()> {
 /// Creates `dir` and its parents, then fsyncs each directory whose entry set changed, so the
 /// artifact directories survive a power loss together with the files put in them. Every
 /// directory is opened without following a link: an existing link on the way is refused.
-pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     let mut missing: Vec<&OsStr> = Vec::new();
     let mut cursor = dir;
     let mut base = loop {
@@ -202,7 +206,7 @@ pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
 }
 
 /// Prefixes an OS error with the path it concerns, keeping its kind.
-pub fn with_path(error: io::Error, path: &Path) -> io::Error {
+pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 

@@ -29,7 +29,7 @@ enum Job {
 }
 
 /// A line held back until `due`, in the form for each way it can be written.
-pub struct DeferredLine {
+pub(crate) struct DeferredLine {
     /// Written when `due` comes.
     pub on_time: String,
     /// Written before another line that comes first (or when the stream ends).
@@ -38,13 +38,13 @@ pub struct DeferredLine {
 }
 
 /// The appending thread; dropping this lets it end after the queued lines.
-pub struct EventLog {
+pub(crate) struct EventLog {
     jobs: Sender<Job>,
 }
 
 impl EventLog {
     /// Starts the thread for `path` (opened on the first line) with a size cap in bytes.
-    pub fn start(path: PathBuf, cap: u64) -> io::Result<Self> {
+    pub(crate) fn start(path: PathBuf, cap: u64) -> io::Result<Self> {
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("ash-events".into())
@@ -53,18 +53,18 @@ impl EventLog {
     }
 
     /// Queues one line (without its newline).
-    pub fn append(&self, line: String) {
+    pub(crate) fn append(&self, line: String) {
         let _ = self.jobs.send(Job::Line(line));
     }
 
     /// Queues one line to be written at its `due` time, or earlier, just before the next line
     /// queued with [`EventLog::append`]; a later call replaces it if it is still waiting.
-    pub fn append_at(&self, line: DeferredLine) {
+    pub(crate) fn append_at(&self, line: DeferredLine) {
         let _ = self.jobs.send(Job::Deferred(line));
     }
 
     /// Waits, at most `limit`, until every queued line is written.
-    pub fn drain(&self, limit: Duration) {
+    pub(crate) fn drain(&self, limit: Duration) {
         let (done, drained) = mpsc::channel();
         if self.jobs.send(Job::Drained(done)).is_ok() {
             let _ = drained.recv_timeout(limit);
@@ -195,7 +195,7 @@ fn rotate(path: &Path) -> io::Result<()> {
 }
 
 /// `events.jsonl.1` beside `events.jsonl`.
-pub fn rotated(path: &Path) -> PathBuf {
+pub(crate) fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".1");
     PathBuf::from(name)
@@ -203,16 +203,16 @@ pub fn rotated(path: &Path) -> PathBuf {
 
 /// The largest event stream `watch` reads: the runner rotates at 8 MiB (one line more at
 /// most), so anything much larger is not a stream it wrote.
-pub const MAX_STREAM_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_STREAM_BYTES: u64 = 64 << 20;
 /// The longest line kept: longer ones (no runner line is; the summaries are excerpts) are
 /// skipped up to the next newline, so memory does not grow with a line.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 /// How much is read at a time.
 const READ_CHUNK: usize = 64 << 10;
 
 /// Why the stream cannot be followed.
 #[derive(Debug, thiserror::Error)]
-pub enum FollowError {
+pub(crate) enum FollowError {
     #[error("{0}")]
     Io(io::Error),
     #[error("is a symbolic link; the event stream is read only from a regular file")]
@@ -274,7 +274,7 @@ impl Source {
 /// writer may still append to it: it is read on). Special files, links and oversized files
 /// are refused, a line longer than [`MAX_LINE_BYTES`] is skipped, and a partial line left at
 /// the end of a file that is left behind is dropped, never glued to the next file's first.
-pub struct Follower {
+pub(crate) struct Follower {
     path: PathBuf,
     source: Option<Source>,
     /// Bytes of a line not terminated yet.
@@ -284,7 +284,7 @@ pub struct Follower {
 }
 
 impl Follower {
-    pub fn new(path: PathBuf) -> Self {
+    pub(crate) fn new(path: PathBuf) -> Self {
         Self {
             path,
             source: None,
@@ -296,7 +296,7 @@ impl Follower {
     /// Everything the stream holds now — the rotated file's lines, then the current file's —
     /// handed to `line` one at a time, oldest first; afterwards [`Follower::read_new_lines`]
     /// goes on from the end.
-    pub fn catch_up(&mut self, mut line: impl FnMut(String)) -> Result<(), FollowError> {
+    pub(crate) fn catch_up(&mut self, mut line: impl FnMut(String)) -> Result<(), FollowError> {
         let rotated_path = rotated(&self.path);
         let current = inode_of(&self.path)?;
         if let Some(rotated_inode) = inode_of(&rotated_path)?
@@ -315,7 +315,7 @@ impl Follower {
     }
 
     /// Whole lines appended since the last call (possibly none), oldest first.
-    pub fn read_new_lines(&mut self) -> Result<Vec<String>, FollowError> {
+    pub(crate) fn read_new_lines(&mut self) -> Result<Vec<String>, FollowError> {
         let mut lines = Vec::new();
         let mut push = |line| lines.push(line);
         let now = inode_of(&self.path)?;

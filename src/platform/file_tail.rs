@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Reads at most the last `limit` bytes of a regular file; `true` when that is the whole file.
 /// The open never blocks (a transcript replaced by a FIFO is refused, not waited on).
-pub fn read_end(path: &Path, limit: u64) -> io::Result<(Vec<u8>, bool)> {
+pub(crate) fn read_end(path: &Path, limit: u64) -> io::Result<(Vec<u8>, bool)> {
     let mut file = File::options()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)

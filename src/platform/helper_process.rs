@@ -42,7 +42,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::watchdog::ATTEMPT_ENV;
 
 /// Between SIGTERM and SIGKILL, as for a worker.
-pub const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 /// How long SIGKILL is re-sent while members remain.
 const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
 /// After the leader exits on its own: how long the pipes may take to close before what is
@@ -59,13 +59,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(5);
 const CHUNK: usize = 64 * 1024;
 
 /// What the helper reads on stdin.
-pub enum HelperStdin {
+pub(crate) enum HelperStdin {
     Null,
     File(File),
 }
 
 /// When a helper's escaped descendants are swept.
-pub enum EscapeeSweep<'a> {
+pub(crate) enum EscapeeSweep<'a> {
     /// Once its group is empty; children of the handler in this snapshot (inherited across
     /// `exec`, the watchdog) are never touched.
     Now(&'a ChildSnapshot),
@@ -76,7 +76,7 @@ pub enum EscapeeSweep<'a> {
 }
 
 /// How to run one helper.
-pub struct HelperCommand<'a> {
+pub(crate) struct HelperCommand<'a> {
     /// Program and arguments; the program is looked up as `execvp` does, from `cwd`.
     pub argv: &'a [String],
     pub cwd: &'a Path,
@@ -92,7 +92,7 @@ pub struct HelperCommand<'a> {
 
 /// How the helper's leader ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HelperExit {
+pub(crate) enum HelperExit {
     Code(i32),
     Signal(i32),
     /// Its status could not be collected (it survived every SIGKILL, or the wait failed).
@@ -101,7 +101,7 @@ pub enum HelperExit {
 
 /// What running a helper came to.
 #[derive(Debug)]
-pub struct HelperRun {
+pub(crate) struct HelperRun {
     pub exit: HelperExit,
     /// The time limit ran out and the helper was stopped.
     pub timed_out: bool,
@@ -124,7 +124,7 @@ pub struct HelperRun {
 
 impl HelperRun {
     /// True when the helper exited 0 by itself.
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         self.exit == HelperExit::Code(0) && !self.timed_out && !self.interrupted
     }
 }
@@ -133,7 +133,7 @@ impl HelperRun {
 /// start more): the first throw is SIGTERM with the grace period, the second SIGKILL at once.
 /// It stays thrown. Cheap to clone.
 #[derive(Clone)]
-pub struct StopSwitch(Arc<SwitchInner>);
+pub(crate) struct StopSwitch(Arc<SwitchInner>);
 
 struct SwitchInner {
     throws: AtomicU8,
@@ -143,7 +143,7 @@ struct SwitchInner {
 }
 
 impl StopSwitch {
-    pub fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         let (wake_read, wake_write) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(io::Error::from)?;
         Ok(Self(Arc::new(SwitchInner {
@@ -154,7 +154,7 @@ impl StopSwitch {
     }
 
     /// Throws the switch (again).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let _ = self
             .0
             .throws
@@ -166,7 +166,7 @@ impl StopSwitch {
     }
 
     /// How often it was thrown.
-    pub fn throws(&self) -> u8 {
+    pub(crate) fn throws(&self) -> u8 {
         self.0.throws.load(Ordering::SeqCst)
     }
 
@@ -203,7 +203,7 @@ enum Stage {
 
 /// Runs the helper to its end (blocking) and reports how it went. `Err` only when it could
 /// not be started (a missing program is `NotFound`); the caller words that.
-pub fn run_helper(
+pub(crate) fn run_helper(
     command: HelperCommand<'_>,
     sink: &mut dyn FnMut(OutputStream, &[u8]),
     stop: &StopSwitch,

@@ -39,10 +39,10 @@ static SPARED: Mutex<Spared> = Mutex::new(Spared {
 
 /// The registry, locked: while it is held no helper starts, so a sweep's view of the
 /// handler's children cannot include an unregistered one.
-pub struct Registry(MutexGuard<'static, Spared>);
+pub(crate) struct Registry(MutexGuard<'static, Spared>);
 
 /// Locks the registry (blocking: call it off the runtime threads).
-pub fn lock() -> Registry {
+pub(crate) fn lock() -> Registry {
     Registry(
         SPARED
             .lock()
@@ -54,7 +54,7 @@ impl Registry {
     /// Whether the sweep must leave `process` alone: a registered helper, a member of a
     /// registered helper's group (its own cleanup stops those), or one of the handler's
     /// watchdogs.
-    pub fn protects(&self, process: &ProcStat) -> bool {
+    pub(crate) fn protects(&self, process: &ProcStat) -> bool {
         let spared = &self.0;
         spared.helpers.contains(&process.pid)
             || spared.helpers.contains(&process.pgrp)
@@ -64,13 +64,13 @@ impl Registry {
     }
 
     /// [`spare_watchdog`] for a caller that holds the lock already (from before the fork).
-    pub fn spare_watchdog(&mut self, pid: u32, started_ticks: Option<u64>) {
+    pub(crate) fn spare_watchdog(&mut self, pid: u32, started_ticks: Option<u64>) {
         self.0.watchdogs.push((pid, started_ticks));
     }
 }
 
 /// Spawns `command` (which must start its own process group) and registers it in one step.
-pub fn spawn(command: &mut Command) -> io::Result<Child> {
+pub(crate) fn spawn(command: &mut Command) -> io::Result<Child> {
     let mut registry = lock();
     let child = command.spawn()?;
     registry.0.helpers.push(child.id());
@@ -78,13 +78,13 @@ pub fn spawn(command: &mut Command) -> io::Result<Child> {
 }
 
 /// Forgets helper `pid`: call once it is reaped and its group is empty.
-pub fn forget(pid: u32) {
+pub(crate) fn forget(pid: u32) {
     lock().0.helpers.retain(|registered| *registered != pid);
 }
 
 /// Spares watchdog `pid`, started at `started_ticks`, from every sweep for the rest of the
 /// handler's life (a watchdog's pid is never forgotten: the start time tells a reuse apart).
-pub fn spare_watchdog(pid: u32, started_ticks: Option<u64>) {
+pub(crate) fn spare_watchdog(pid: u32, started_ticks: Option<u64>) {
     lock().spare_watchdog(pid, started_ticks);
 }
 

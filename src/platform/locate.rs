@@ -12,13 +12,13 @@ use crate::domain::plan_key::plan_key;
 use crate::domain::state::StateLayout;
 
 /// Directory (under the plan workspace) that holds config and per-plan state.
-pub const HANDLER_DIR: &str = ".ai-session-handler";
+pub(crate) const HANDLER_DIR: &str = ".ai-session-handler";
 /// Markers that make a directory a plan workspace.
 const WORKSPACE_MARKERS: [&str; 3] = [HANDLER_DIR, ".git", "AGENTS.md"];
 
 /// Where a plan and everything derived from its identity lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlanLocation {
+pub(crate) struct PlanLocation {
     /// Canonical absolute plan path.
     pub plan_path: String,
     /// Canonical plan workspace.
@@ -35,7 +35,7 @@ pub struct PlanLocation {
 
 /// Why `--plan` does not lead to a plan in a plan workspace.
 #[derive(Debug, thiserror::Error)]
-pub enum LocateError {
+pub(crate) enum LocateError {
     #[error("--plan {}: cannot open plan: {}", .plan.display(), os_message(.source))]
     CannotOpen { plan: PathBuf, source: io::Error },
     #[error("--plan {}: is a directory; expected a Markdown plan file", .0.display())]
@@ -51,7 +51,7 @@ pub enum LocateError {
 }
 
 /// Resolves `--plan` (relative to the current directory) and discovers its workspace.
-pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
+pub(crate) fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
     let canonical =
         std::fs::canonicalize(plan_arg).map_err(|error| cannot_open(plan_arg, error))?;
     locate_canonical(canonical)
@@ -60,7 +60,7 @@ pub fn locate_plan(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
 /// Like [`locate_plan`], but a plan file that no longer exists in an existing directory is
 /// located where it was (its directory canonical, its name as given), so that `status` can
 /// still report the state recorded for it. A dangling symlink is located as the link itself.
-pub fn locate_plan_even_if_gone(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
+pub(crate) fn locate_plan_even_if_gone(plan_arg: &Path) -> Result<PlanLocation, LocateError> {
     match std::fs::canonicalize(plan_arg) {
         Ok(canonical) => locate_canonical(canonical),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -133,7 +133,7 @@ fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, LocateError> {
 
 /// What is wrong with a declared execution workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WorkspaceProblem {
+pub(crate) enum WorkspaceProblem {
     NotADirectory { resolved: String },
     NoAgentsFile { resolved: String },
     NotUtf8 { resolved: String },
@@ -141,7 +141,7 @@ pub enum WorkspaceProblem {
 
 impl WorkspaceProblem {
     /// The message tail after `phase <id> workspace '<value>' `.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Self::NotADirectory { resolved } => {
                 format!("resolves to {resolved}, which is not an existing directory")
@@ -158,7 +158,7 @@ impl WorkspaceProblem {
 
 /// Resolves a phase's declared (relative) workspace against the plan workspace and checks it
 /// is an existing directory with `AGENTS.md` at its root. Returns the canonical path.
-pub fn resolve_execution_workspace(
+pub(crate) fn resolve_execution_workspace(
     plan_workspace: &str,
     declared: &str,
 ) -> Result<String, WorkspaceProblem> {
@@ -206,7 +206,7 @@ fn utf8(path: &Path) -> Result<String, LocateError> {
 }
 
 /// An OS error's message without Rust's `(os error N)` suffix.
-pub fn os_message(error: &io::Error) -> String {
+pub(crate) fn os_message(error: &io::Error) -> String {
     let text = error.to_string();
     match text.rfind(" (os error ") {
         Some(index) => text[..index].to_owned(),

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 
 /// Which workspace a lock protects; used in contention messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockScope {
+pub(crate) enum LockScope {
     PlanWorkspace,
     ExecutionWorkspace,
 }
 
 impl LockScope {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::PlanWorkspace => "plan workspace",
             Self::ExecutionWorkspace => "execution workspace",
@@ -26,7 +26,7 @@ impl LockScope {
 
 /// A held lock. Dropping it closes the descriptor, which releases the lock.
 #[derive(Debug)]
-pub struct DirLock {
+pub(crate) struct DirLock {
     _handle: File,
     pub dir: PathBuf,
     /// `(device, inode)`: aliases of one directory share it.
@@ -35,7 +35,7 @@ pub struct DirLock {
 
 /// Why a lock was not taken.
 #[derive(Debug)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another process holds it: `holder` is its pid, as `/proc/locks` shows it (`None` when
     /// the lock table cannot be read or the holder is in another pid namespace).
     Contended {
@@ -81,13 +81,13 @@ impl std::fmt::Display for LockError {
 impl std::error::Error for LockError {}
 
 /// The `(device, inode)` identity of a directory.
-pub fn dir_identity(dir: &Path) -> io::Result<(u64, u64)> {
+pub(crate) fn dir_identity(dir: &Path) -> io::Result<(u64, u64)> {
     let meta = std::fs::metadata(dir)?;
     Ok((meta.dev(), meta.ino()))
 }
 
 /// Takes the lock on `dir` without waiting.
-pub fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> {
+pub(crate) fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> {
     let io_error = |error| LockError::Io {
         scope,
         dir: dir.to_path_buf(),
@@ -121,7 +121,7 @@ pub fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> 
 
 /// Who holds the lock on a directory, as far as `/proc/locks` tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LockHolder {
+pub(crate) struct LockHolder {
     /// The holder's pid; `None` when it is in another pid namespace.
     pub pid: Option<u32>,
 }
@@ -129,7 +129,7 @@ pub struct LockHolder {
 /// Whether some process holds the exclusive `flock` that `run` takes on `dir`, read from
 /// `/proc/locks` — never by taking the lock, even briefly: `status` and `check` take no locks,
 /// and a probe that did could make a `run` starting at that moment fail with contention.
-pub fn lock_holder(dir: &Path) -> io::Result<Option<LockHolder>> {
+pub(crate) fn lock_holder(dir: &Path) -> io::Result<Option<LockHolder>> {
     let meta = std::fs::metadata(dir)?;
     let (major, minor) = (
         nix::sys::stat::major(meta.dev()),

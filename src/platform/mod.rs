@@ -3,30 +3,30 @@
 //! discovery, spawning, signalling, and the threads that do blocking writes. Decisions stay in
 //! `domain`; this layer only touches the operating system and reports what it found.
 
-pub mod activity_sampler;
-pub mod console;
-pub mod descendant_sweep;
-pub mod durable;
-pub mod event_log;
-pub mod file_tail;
-pub mod helper_process;
-pub mod helper_registry;
-pub mod locate;
-pub mod locks;
-pub mod no_follow;
-pub mod notify_socket;
-pub mod proc;
-pub mod process_group;
-pub mod program;
-pub mod regular_file;
+pub(crate) mod activity_sampler;
+pub(crate) mod console;
+pub(crate) mod descendant_sweep;
+pub(crate) mod durable;
+pub(crate) mod event_log;
+pub(crate) mod file_tail;
+pub(crate) mod helper_process;
+pub(crate) mod helper_registry;
+pub(crate) mod locate;
+pub(crate) mod locks;
+pub(crate) mod no_follow;
+pub(crate) mod notify_socket;
+pub(crate) mod proc;
+pub(crate) mod process_group;
+pub(crate) mod program;
+pub(crate) mod regular_file;
 pub(crate) mod session_spawn;
-pub mod signal_disposition;
-pub mod spawn;
+pub(crate) mod signal_disposition;
+pub(crate) mod spawn;
 #[cfg(test)]
 mod test_isolation;
-pub mod transcript_file;
-pub mod verify_check;
-pub mod watchdog;
+pub(crate) mod transcript_file;
+pub(crate) mod verify_check;
+pub(crate) mod watchdog;
 pub(crate) mod watchdog_process;
-pub mod worker_child;
-pub mod write_thread;
+pub(crate) mod worker_child;
+pub(crate) mod write_thread;

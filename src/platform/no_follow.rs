@@ -20,7 +20,7 @@ use std::path::{Component, Path};
 use nix::libc;
 
 /// Opens directory `dir`, refusing a symbolic link anywhere on its path.
-pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
     let c_path = c_string(dir.as_os_str())?;
     match openat2_no_symlinks(&c_path) {
         Ok(fd) => Ok(fd),
@@ -128,7 +128,7 @@ fn c_string(text: &OsStr) -> io::Result<CString> {
 
 /// `ELOOP` (a link met where none may be) as a message naming the path; other errors keep
 /// their kind, prefixed with the path.
-pub fn refused_link(error: io::Error, path: &Path) -> io::Error {
+pub(crate) fn refused_link(error: io::Error, path: &Path) -> io::Error {
     if error.raw_os_error() == Some(libc::ELOOP) {
         return io::Error::other(format!(
             "{}: a symbolic link is on the way; generated files are never written through one (replace the link with a directory)",
@@ -139,7 +139,7 @@ pub fn refused_link(error: io::Error, path: &Path) -> io::Error {
 }
 
 /// The directory and the last component of `path`.
-pub fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
+pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     let parent = path
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
@@ -152,7 +152,7 @@ pub fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
 
 /// Creates `name` in `dir` exclusively (`O_EXCL`: an existing file — or link — is never
 /// touched), for writing.
-pub fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
+pub(crate) fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     openat(
         dir.as_raw_fd(),
         name,
@@ -165,7 +165,7 @@ pub fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
 /// Opens `name` in `dir` for appending, creating it if missing, never through a link, and
 /// only if it is a regular file: the open cannot block (`O_NONBLOCK`: a FIFO put there would
 /// block a plain open until a reader came), and anything else is refused.
-pub fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
+pub(crate) fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     let file = openat(
         dir.as_raw_fd(),
         name,
@@ -181,7 +181,7 @@ pub fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
 
 /// Renames `from` to `to`, both in `dir` (replacing `to`; a link named `to` is replaced, not
 /// followed).
-pub fn rename_in(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
+pub(crate) fn rename_in(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
     let (from, to) = (c_string(from)?, c_string(to)?);
     // SAFETY: renameat reads two NUL-terminated names relative to a descriptor we own.
     let result =
@@ -193,7 +193,7 @@ pub fn rename_in(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
 }
 
 /// Removes file `name` from `dir`.
-pub fn remove_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
+pub(crate) fn remove_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     let name = c_string(name)?;
     // SAFETY: unlinkat reads a NUL-terminated name relative to a descriptor we own.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } < 0 {
@@ -203,7 +203,7 @@ pub fn remove_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
 }
 
 /// Creates directory `name` in `dir` (`EEXIST` when something is there).
-pub fn create_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
+pub(crate) fn create_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     let name = c_string(name)?;
     // SAFETY: mkdirat reads a NUL-terminated name relative to a descriptor we own.
     if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } < 0 {
@@ -213,7 +213,7 @@ pub fn create_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
 }
 
 /// Opens directory `name` in `dir`, refusing a link.
-pub fn open_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     openat(
         dir.as_raw_fd(),
         name,
@@ -223,7 +223,7 @@ pub fn open_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
 }
 
 /// Flushes a directory's entries to disk.
-pub fn sync(dir: &OwnedFd) -> io::Result<()> {
+pub(crate) fn sync(dir: &OwnedFd) -> io::Result<()> {
     // SAFETY: fsync of a descriptor we own.
     if unsafe { libc::fsync(dir.as_raw_fd()) } < 0 {
         return Err(io::Error::last_os_error());

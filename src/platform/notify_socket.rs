@@ -56,27 +56,27 @@ use crate::domain::notify::{
 };
 
 /// The environment variable that names the socket (sd_notify(3)).
-pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
+pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 
 /// Datagrams read per readiness wake-up before the task yields.
-pub const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 64;
 
 /// At most this many queued datagrams are read when the receiving stops.
-pub const DRAIN_LIMIT: usize = 4_096;
+pub(crate) const DRAIN_LIMIT: usize = 4_096;
 
 /// The most descriptors one datagram can carry (`SCM_MAX_FD`).
 const MAX_PASSED_FDS: usize = 253;
 
 /// An accepted datagram and who sent it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub pid: u32,
     pub notification: Notification,
 }
 
 /// The receiving end of one attempt's socket.
 #[derive(Debug)]
-pub struct NotifySocket {
+pub(crate) struct NotifySocket {
     fd: OwnedFd,
     name: String,
 }
@@ -85,7 +85,7 @@ impl NotifySocket {
     /// Binds a fresh abstract socket. Datagrams sent to it queue in the kernel until
     /// [`Self::receive`] reads them, so it can be bound before the worker starts and read once
     /// the worker's identity (the membership predicate) is known.
-    pub fn bind() -> io::Result<Self> {
+    pub(crate) fn bind() -> io::Result<Self> {
         let fd = socket::socket(
             AddressFamily::Unix,
             SockType::Datagram,
@@ -116,7 +116,7 @@ impl NotifySocket {
     }
 
     /// The worker's `NOTIFY_SOCKET` value.
-    pub fn env_value(&self) -> &str {
+    pub(crate) fn env_value(&self) -> &str {
         &self.name
     }
 
@@ -125,7 +125,7 @@ impl NotifySocket {
     /// queued, closes the socket and returns the tally. Runs inside a tokio runtime with I/O
     /// enabled; `is_member` may read `/proc`, so run it where that may block (see
     /// [`NotifyReceiver`]).
-    pub async fn receive(
+    pub(crate) async fn receive(
         self,
         is_member: impl Fn(u32) -> bool,
         mut deliver: impl FnMut(Delivery),
@@ -207,14 +207,14 @@ impl NotifySocket {
 /// worker sent meanwhile waits in the socket. [`NotifyReceiver::finish`] once the worker's
 /// group is gone.
 #[derive(Debug)]
-pub struct NotifyReceiver {
+pub(crate) struct NotifyReceiver {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<NotifyTally>>,
 }
 
 impl NotifyReceiver {
     /// Starts receiving on `socket`.
-    pub fn start(
+    pub(crate) fn start(
         socket: NotifySocket,
         is_member: impl Fn(u32) -> bool + Send + 'static,
         deliver: impl FnMut(Delivery) + Send + 'static,
@@ -236,7 +236,7 @@ impl NotifyReceiver {
     /// Stops receiving, reads what is still queued (a final report sent just before the
     /// worker exited), closes the socket and returns the tally. Blocks until that is done
     /// (briefly): call it off the runtime threads.
-    pub fn finish(mut self) -> NotifyTally {
+    pub(crate) fn finish(mut self) -> NotifyTally {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -336,7 +336,7 @@ impl Receiver {
 
 /// The sending end: what an agent (a wrapper) uses to notify the runner that started it.
 #[derive(Debug)]
-pub struct NotifySender {
+pub(crate) struct NotifySender {
     fd: OwnedFd,
     address: UnixAddr,
 }
@@ -344,7 +344,7 @@ pub struct NotifySender {
 impl NotifySender {
     /// From `NOTIFY_SOCKET`, if it is set and names a socket address; `None` otherwise (the
     /// agent then behaves as without a runner listening).
-    pub fn from_env() -> Option<Self> {
+    pub(crate) fn from_env() -> Option<Self> {
         let value = std::env::var_os(NOTIFY_SOCKET)?;
         match Self::connect(&value) {
             Ok(sender) => Some(sender),
@@ -356,7 +356,7 @@ impl NotifySender {
     }
 
     /// For the address `value` (`@name` abstract, or a path).
-    pub fn connect(value: &OsStr) -> io::Result<Self> {
+    pub(crate) fn connect(value: &OsStr) -> io::Result<Self> {
         let bytes = value.as_bytes();
         let address = match bytes.split_first() {
             Some((b'@', name)) => UnixAddr::new_abstract(name)?,
@@ -379,7 +379,7 @@ impl NotifySender {
 
     /// Sends `message` (`KEY=VALUE` lines) as one datagram; never blocks. An error means it
     /// was not delivered (the receiver is gone, or its queue is full).
-    pub fn send(&self, message: &str) -> io::Result<()> {
+    pub(crate) fn send(&self, message: &str) -> io::Result<()> {
         socket::sendmsg(
             self.fd.as_raw_fd(),
             &[IoSlice::new(message.as_bytes())],

@@ -10,12 +10,12 @@ use crate::domain::identity::{ProcStat, ProcessIdentity, parse_proc_stat};
 const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The running kernel's boot id, trimmed.
-pub fn boot_id() -> io::Result<String> {
+pub(crate) fn boot_id() -> io::Result<String> {
     Ok(fs::read_to_string(BOOT_ID_PATH)?.trim().to_owned())
 }
 
 /// `/proc/<pid>/stat` of one process; `Ok(None)` when no such process exists.
-pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
+pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(text) => Ok(parse_proc_stat(&text)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -26,14 +26,14 @@ pub fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
 }
 
 /// The command name of a process (`/proc/<pid>/comm`), for messages; `None` when it is gone.
-pub fn command_name(pid: u32) -> Option<String> {
+pub(crate) fn command_name(pid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|name| name.trim_end().to_owned())
 }
 
 /// The identity of a just-launched child (a session leader, so its pgid is its pid).
-pub fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
+pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
     let stat = stat(pid)?.ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, format!("/proc/{pid}/stat is gone"))
     })?;
@@ -67,19 +67,19 @@ fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<Pr
 }
 
 /// The handler's own pid.
-pub fn own_pid() -> u32 {
+pub(crate) fn own_pid() -> u32 {
     std::process::id()
 }
 
 /// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
 /// registered as a child subreaper these include every orphaned descendant of its workers.
-pub fn own_children() -> io::Result<Vec<u32>> {
+pub(crate) fn own_children() -> io::Result<Vec<u32>> {
     children_in("/proc/self/task")
 }
 
 /// The children of process `pid` (a few small reads, no scan of `/proc`). Reliable for a
 /// stopped process, which cannot fork meanwhile.
-pub fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     children_in(&format!("/proc/{pid}/task")).unwrap_or_default()
 }
 
@@ -104,10 +104,10 @@ fn children_in(tasks: &str) -> io::Result<Vec<u32>> {
 /// worker starts, it names the children the handler inherited across `exec` (a shell's
 /// background jobs): never the worker's, so never signalled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChildSnapshot(Vec<(u32, u64)>);
+pub(crate) struct ChildSnapshot(Vec<(u32, u64)>);
 
 impl ChildSnapshot {
-    pub fn take() -> Self {
+    pub(crate) fn take() -> Self {
         let children = own_children().unwrap_or_default();
         Self(
             children
@@ -120,20 +120,20 @@ impl ChildSnapshot {
 
     /// Whether `child` is one of the snapshot's (same pid and start time, so a reused pid
     /// does not match).
-    pub fn contains(&self, child: &ProcStat) -> bool {
+    pub(crate) fn contains(&self, child: &ProcStat) -> bool {
         self.0.contains(&(child.pid, child.start_time_ticks))
     }
 }
 
 /// Every process's stat line (the escaped-descendant sweep walks parent links through it).
-pub fn process_table() -> io::Result<Vec<ProcStat>> {
+pub(crate) fn process_table() -> io::Result<Vec<ProcStat>> {
     processes_where(|_| true)
 }
 
 /// Every live (non-zombie) process whose environment holds one of `assignments` exactly
 /// (`NAME=value`), with its stat line. Processes whose environment cannot be read (another
 /// user's, a non-dumpable one) are skipped.
-pub fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcStat>> {
+pub(crate) fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcStat>> {
     let own = own_pid();
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
@@ -168,7 +168,7 @@ pub fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcStat>> {
 }
 
 /// Live (non-zombie) members of process group `pgid`.
-pub fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
+pub(crate) fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
     processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
 }
 

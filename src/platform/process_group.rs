@@ -14,7 +14,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
 
-pub use crate::domain::escalation::StopSignal;
+pub(crate) use crate::domain::escalation::StopSignal;
 
 fn as_nix(signal: StopSignal) -> Signal {
     match signal {
@@ -25,7 +25,7 @@ fn as_nix(signal: StopSignal) -> Signal {
 
 /// Why a group was not signalled.
 #[derive(Debug, thiserror::Error)]
-pub enum GroupSignalError {
+pub(crate) enum GroupSignalError {
     #[error(
         "refusing to signal process group {0}: it is the handler's own group or not a worker's"
     )]
@@ -39,7 +39,7 @@ pub enum GroupSignalError {
 }
 
 /// Signals every member of the worker group `pgid`. An empty group is not an error.
-pub fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalError> {
+pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalError> {
     let own_group = getpgrp().as_raw() as u32;
     if pgid <= 1 || pgid == own_group {
         return Err(GroupSignalError::NotAWorkerGroup(pgid));
@@ -56,20 +56,20 @@ pub fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalErro
 
 /// Whether the kernel still knows any process (zombies included) in group `pgid`: the cheap
 /// probe, one syscall, before a `/proc` scan says which members are alive.
-pub fn group_exists(pgid: u32) -> bool {
+pub(crate) fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None) != Err(Errno::ESRCH)
 }
 
 /// Signals one of our own children (an adopted descendant): its pid cannot be reused while
 /// it is unreaped.
-pub fn signal_child(pid: u32, signal: SweepSignal) {
+pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
     let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
 }
 
 /// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage (a stopped process
 /// cannot fork), then SIGKILL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SweepSignal {
+pub(crate) enum SweepSignal {
     Stop,
     Kill,
 }
@@ -88,7 +88,7 @@ impl SweepSignal {
 /// start time is checked against the one seen in the scan (a reused pid has a later one), and
 /// the signal goes through the pidfd, which names that process only. Returns false when the
 /// process is gone, is not the one scanned, or pidfds are unavailable (Linux < 5.3).
-pub fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -> bool {
+pub(crate) fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -> bool {
     let Some(pidfd) = pidfd_open(pid) else {
         return false;
     };
@@ -134,31 +134,31 @@ fn pidfd_send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
 
 /// Reaps one of our own children if it has exited; never `waitpid(-1)`, which would steal the
 /// children tokio waits for.
-pub fn reap_child(pid: u32) {
+pub(crate) fn reap_child(pid: u32) {
     let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
 }
 
 /// Registers the handler as a child subreaper: descendants that leave a worker's group are
 /// re-parented to the handler, not to init, when their parent dies.
-pub fn become_child_subreaper() -> io::Result<()> {
+pub(crate) fn become_child_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }
 
 /// Whether this process leads its own session: the handler starts every worker that way
 /// (`setsid`), a shell never does for a command it runs.
-pub fn leads_own_session() -> bool {
+pub(crate) fn leads_own_session() -> bool {
     getsid(None).is_ok_and(|session| session == getpid())
 }
 
 /// Forwards signal number `signal` (SIGINT, SIGTERM) to our child `pid`. The caller
 /// guarantees the child is not reaped yet, so the pid cannot have been reused.
-pub fn forward_signal(pid: u32, signal: i32) {
+pub(crate) fn forward_signal(pid: u32, signal: i32) {
     if let (Ok(pid), Ok(signal)) = (i32::try_from(pid), Signal::try_from(signal)) {
         let _ = kill(Pid::from_raw(pid), signal);
     }
 }
 
 /// `SIGINT`, `SIGTERM`, … for a signal number the platform knows.
-pub fn signal_name(signal: i32) -> Option<&'static str> {
+pub(crate) fn signal_name(signal: i32) -> Option<&'static str> {
     Signal::try_from(signal).ok().map(Signal::as_str)
 }

@@ -22,7 +22,7 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// Why `exec` would not find the program. The message names the program and where it was
 /// looked for; [`ProgramProblem::describe`] words it for the program's role.
 #[derive(Debug)]
-pub enum ProgramProblem {
+pub(crate) enum ProgramProblem {
     PathMissing {
         program: String,
         looked_at: PathBuf,
@@ -51,7 +51,7 @@ pub enum ProgramProblem {
 
 /// What a program is for, and so where a relative path to it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgramRole {
+pub(crate) enum ProgramRole {
     /// The agent command, started in the phase's execution workspace.
     Agent,
     /// A hook command, started in the plan workspace.
@@ -79,7 +79,7 @@ impl ProgramRole {
 
 impl ProgramProblem {
     /// The message for a program of `role`.
-    pub fn describe(&self, role: ProgramRole) -> String {
+    pub(crate) fn describe(&self, role: ProgramRole) -> String {
         let noun = role.noun();
         match self {
             Self::PathMissing { program, looked_at } => {
@@ -150,13 +150,13 @@ fn join(dirs: &[PathBuf]) -> String {
 
 /// Whether resolving `program` depends on the worker's working directory: a relative path,
 /// or a bare name while `PATH` holds a relative (or empty, meaning current) directory.
-pub fn depends_on_cwd(program: &str) -> bool {
+pub(crate) fn depends_on_cwd(program: &str) -> bool {
     depends_on_cwd_with(program, std::env::var_os("PATH").as_deref())
 }
 
 /// Resolves `program` as `exec` would for a worker started in `cwd`, with the handler's
 /// `PATH`; returns the file that would run.
-pub fn resolve(program: &str, cwd: &Path) -> Result<PathBuf, ProgramProblem> {
+pub(crate) fn resolve(program: &str, cwd: &Path) -> Result<PathBuf, ProgramProblem> {
     resolve_with(program, cwd, std::env::var_os("PATH").as_deref())
 }
 

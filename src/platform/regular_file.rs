@@ -20,7 +20,7 @@ use super::locate::os_message;
 
 /// Why a file was not read (or opened).
 #[derive(Debug, thiserror::Error)]
-pub enum ReadFileError {
+pub(crate) enum ReadFileError {
     #[error("{}", os_message(.0))]
     Io(io::Error),
     #[error("not a regular file ({kind})")]
@@ -31,14 +31,14 @@ pub enum ReadFileError {
 
 impl ReadFileError {
     /// The file does not exist (a missing config or state means defaults).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Self::Io(error) if error.kind() == io::ErrorKind::NotFound)
     }
 }
 
 /// Reads the whole of the regular file `path`, refusing special files and files over `limit`
 /// bytes without blocking and without reading more than `limit + 1` bytes.
-pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFileError> {
+pub(crate) fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFileError> {
     check_regular(&std::fs::metadata(path).map_err(ReadFileError::Io)?, limit)?;
     let file = OpenOptions::new()
         .read(true)
@@ -61,7 +61,7 @@ pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFileErr
 
 /// Opens `path` for appending, creating it if needed: a regular file, or the null device.
 /// Anything else — a FIFO, a terminal — could block every write the handler logs.
-pub fn open_for_append(path: &Path) -> Result<File, ReadFileError> {
+pub(crate) fn open_for_append(path: &Path) -> Result<File, ReadFileError> {
     let acceptable = |metadata: &Metadata| {
         if metadata.is_file() || is_null_device(metadata) {
             Ok(())

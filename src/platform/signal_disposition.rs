@@ -29,13 +29,13 @@ extern "C" fn count_signal(signal: nix::libc::c_int) {
 
 /// Signals caught by our own handler until this is dropped, which restores their default
 /// action. One at a time per process.
-pub struct CaughtSignals {
+pub(crate) struct CaughtSignals {
     signals: Vec<i32>,
 }
 
 /// Catches `signals` (numbers that are no signal are skipped) with a handler that only counts
 /// them. Call it only after the run's signal intake is gone.
-pub fn catch(signals: &[i32]) -> CaughtSignals {
+pub(crate) fn catch(signals: &[i32]) -> CaughtSignals {
     FIRST_CAUGHT.store(0, Ordering::SeqCst);
     CAUGHT_COUNT.store(0, Ordering::SeqCst);
     let caught = CaughtSignals {
@@ -49,7 +49,7 @@ impl CaughtSignals {
     /// Installs our handler again, keeping what was caught: for when something may have
     /// given the signals their default action back meanwhile (the run's signal intake does
     /// when its state is dropped).
-    pub fn reinstall(&self) {
+    pub(crate) fn reinstall(&self) {
         self.install();
     }
 
@@ -73,7 +73,7 @@ impl CaughtSignals {
     }
 
     /// The first signal caught, if any.
-    pub fn first(&self) -> Option<i32> {
+    pub(crate) fn first(&self) -> Option<i32> {
         match FIRST_CAUGHT.load(Ordering::SeqCst) {
             0 => None,
             signal => Some(signal),
@@ -81,7 +81,7 @@ impl CaughtSignals {
     }
 
     /// How many signals were caught.
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         CAUGHT_COUNT.load(Ordering::SeqCst)
     }
 }
@@ -97,7 +97,7 @@ impl Drop for CaughtSignals {
 ///
 /// Call it only when nothing in this process will register these signals with `signal-hook`
 /// again: its registry still believes its handler is installed and would not reinstall it.
-pub fn restore_default(signals: &[i32]) {
+pub(crate) fn restore_default(signals: &[i32]) {
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     for &number in signals {
         let Ok(signal) = Signal::try_from(number) else {

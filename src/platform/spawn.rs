@@ -51,7 +51,7 @@ const PIPE_CAPACITY: i32 = 1 << 20;
 /// given, and removed otherwise: the handler's own never reaches the worker. Call inside the
 /// runtime (the pipes are registered with its reactor), off its worker threads (it waits for
 /// `exec`).
-pub fn spawn_worker(
+pub(crate) fn spawn_worker(
     argv: &[String],
     cwd: &str,
     attempt_id: &str,
@@ -189,7 +189,7 @@ pub(crate) fn close_on_exec_from(first: i32) {
 /// of `run`: the caller's open descriptors (a job server's pipes, a test harness's files) are
 /// not the worker's, and SPEC's worker protocol passes only the three standard streams. The
 /// handler's own descriptors are close-on-exec already.
-pub fn keep_inherited_descriptors_from_workers() {
+pub(crate) fn keep_inherited_descriptors_from_workers() {
     close_on_exec_from(3);
     // Before Linux 5.11 close_range knows no CLOSE_RANGE_CLOEXEC: mark what is open.
     let open: Vec<i32> = fs::read_dir("/proc/self/fd")
@@ -218,7 +218,7 @@ const SHEBANG_BYTES: u64 = 256;
 /// Looks at the program a failed launch tried to run (`error` is the launch's error) and
 /// explains the failure: a directory, a script whose interpreter is missing, or the OS error.
 /// Blocking file reads: call it off the runtime threads.
-pub fn launch_problem(program: &str, cwd: &str, error: &io::Error) -> LaunchProblem {
+pub(crate) fn launch_problem(program: &str, cwd: &str, error: &io::Error) -> LaunchProblem {
     let resolved = resolve_program(program, Path::new(cwd));
     let metadata = resolved.as_deref().and_then(|path| fs::metadata(path).ok());
     let head = match (&resolved, &metadata) {

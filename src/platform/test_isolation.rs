@@ -9,7 +9,7 @@ const ISOLATED: &str = "AISH_ISOLATED_TEST";
 
 /// Runs `body` when this is the re-executed process, else re-executes this test binary for
 /// the test `name` (its full path) alone and asserts that it ran and passed.
-pub fn isolated(name: &str, body: impl FnOnce()) {
+pub(super) fn isolated(name: &str, body: impl FnOnce()) {
     if std::env::var_os(ISOLATED).is_some() {
         body();
         return;

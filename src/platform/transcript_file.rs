@@ -25,16 +25,16 @@ impl Sink<()> for Appender {
 }
 
 /// A transcript open for appending.
-pub struct TranscriptFile(WriteThread<()>);
+pub(crate) struct TranscriptFile(WriteThread<()>);
 
 impl TranscriptFile {
     /// Takes over `file` (already holding the header).
-    pub fn start(file: File) -> io::Result<Self> {
+    pub(crate) fn start(file: File) -> io::Result<Self> {
         WriteThread::start("ash-transcript", Appender(file)).map(Self)
     }
 
     /// Appends `bytes`; the receiver yields the result once they are written.
-    pub fn append(&self, bytes: Arc<Vec<u8>>) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn append(&self, bytes: Arc<Vec<u8>>) -> oneshot::Receiver<io::Result<()>> {
         self.0.submit((), bytes)
     }
 }

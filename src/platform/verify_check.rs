@@ -24,7 +24,7 @@ use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
 
 /// What running one check came to.
 #[derive(Debug)]
-pub struct CheckRun {
+pub(crate) struct CheckRun {
     /// How it ended, with its duration, size and output tail.
     pub outcome: CheckOutcome,
     /// The stop switch was thrown while it ran: the attempt was interrupted, whatever the
@@ -41,7 +41,7 @@ pub struct CheckRun {
 }
 
 /// Where and how a check runs.
-pub struct CheckSetting<'a> {
+pub(crate) struct CheckSetting<'a> {
     /// The phase's execution workspace.
     pub cwd: &'a Path,
     /// Variables set over the handler's environment (the attempt's).
@@ -54,7 +54,7 @@ pub struct CheckSetting<'a> {
 
 /// Runs `check` to its end. `Err` only when it could not be started (a missing interpreter
 /// is `NotFound`).
-pub fn run_check(
+pub(crate) fn run_check(
     check: &VerifyCheck,
     setting: &CheckSetting<'_>,
     sink: &mut dyn FnMut(OutputStream, &[u8]),

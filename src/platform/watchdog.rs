@@ -48,14 +48,14 @@ use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
 };
 
-pub use super::watchdog_process::{WATCHDOG_NAME, main_if_watchdog};
+pub(crate) use super::watchdog_process::{WATCHDOG_NAME, main_if_watchdog};
 
 /// How long the handler waits for the watchdog to exit at the end of a run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// What the run tells the watchdog when it starts it.
 #[derive(Clone, Debug, Default)]
-pub struct StartOptions {
+pub(crate) struct StartOptions {
     /// The run's event stream (`events.jsonl`): the watchdog appends one record there when it
     /// had to stop something, so `watch` and a later reader learn what happened.
     pub events_path: Option<PathBuf>,
@@ -63,7 +63,7 @@ pub struct StartOptions {
 
 /// How the watchdog was started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartedBy {
+pub(crate) enum StartedBy {
     /// A `fork` of the still single-threaded handler.
     Fork,
     /// A re-execution of the handler's binary.
@@ -107,7 +107,7 @@ fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
 
 /// Starts the watchdog. Call once, before any worker is spawned — and, to get the cheap
 /// start, before any thread is started.
-pub fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
+pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
     let config = WatchdogConfig {
         handler_pid: getpid().as_raw() as u32,
         handler_pgid: getpgrp().as_raw() as u32,
@@ -327,16 +327,16 @@ fn send(socket: &OwnedFd, message: WatchdogMessage<'_>) {
 
 /// A duplicate of the watchdog socket for one spawn, to be captured before `fork`: its
 /// number names that socket until the spawn is over, whatever happens to the watchdog.
-pub struct Registration(OwnedFd);
+pub(crate) struct Registration(OwnedFd);
 
 impl Registration {
-    pub fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// The registration descriptor for the next spawn, when a watchdog runs.
-pub fn registration() -> Option<Registration> {
+pub(crate) fn registration() -> Option<Registration> {
     let guard = lock();
     let socket = guard.as_ref()?.socket.as_ref()?;
     // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new descriptor or -1.
@@ -353,7 +353,7 @@ pub fn registration() -> Option<Registration> {
 /// calls: `getpid` and one non-blocking `send` of a message formatted on the stack. A
 /// watchdog that is gone or full is ignored: the launch goes on (the handler registers the
 /// group again once the spawn returned).
-pub fn register_self(fd: RawFd, attempt: &str) {
+pub(crate) fn register_self(fd: RawFd, attempt: &str) {
     let mut buffer = [0u8; MAX_MESSAGE];
     let length = WatchdogMessage::Watch {
         pgid: getpid().as_raw() as u32,
@@ -374,7 +374,7 @@ pub fn register_self(fd: RawFd, attempt: &str) {
 /// Announces, just before its spawn, that a worker of `attempt` is about to start: should
 /// the handler die before [`watching`], the watchdog finds the worker by the attempt's token,
 /// which its environment carries from `exec` on.
-pub fn expect(attempt: &str) {
+pub(crate) fn expect(attempt: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
     side.expected.insert(attempt.to_owned());
@@ -384,7 +384,7 @@ pub fn expect(attempt: &str) {
 }
 
 /// Withdraws [`expect`]: the spawn failed, nothing carries the token.
-pub fn unexpect(attempt: &str) {
+pub(crate) fn unexpect(attempt: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
     if side.expected.remove(attempt)
@@ -397,7 +397,7 @@ pub fn unexpect(attempt: &str) {
 /// Records, once its spawn returned, that the worker group `pgid` of `attempt` is watched,
 /// and tells the current watchdog (a helper's own registration from its child may have gone
 /// to a watchdog replaced meanwhile). It ends [`expect`]'s announcement.
-pub fn watching(pgid: u32, attempt: &str) {
+pub(crate) fn watching(pgid: u32, attempt: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
     side.expected.remove(attempt);
@@ -408,7 +408,7 @@ pub fn watching(pgid: u32, attempt: &str) {
 }
 
 /// Tells the watchdog the handler stopped group `pgid` itself.
-pub fn release(pgid: u32) {
+pub(crate) fn release(pgid: u32) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
     side.watched.remove(&pgid);
@@ -427,7 +427,7 @@ fn started_ticks(pid: u32) -> Option<u64> {
 /// Hands every later loss of the watchdog to `listener` — and, at once, the losses no one
 /// heard yet — until the returned subscription is dropped. A new subscription replaces the
 /// previous one.
-pub fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Subscription {
+pub(crate) fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Subscription {
     let listener: Listener = Arc::new(listener);
     let (id, pending) = {
         let mut guard = lock();
@@ -446,7 +446,7 @@ pub fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Sub
 }
 
 /// Ends a [`subscribe`] when dropped.
-pub struct Subscription(Option<u64>);
+pub(crate) struct Subscription(Option<u64>);
 
 impl Drop for Subscription {
     fn drop(&mut self) {
@@ -465,7 +465,7 @@ impl Drop for Subscription {
 /// Ends the watchdog at the end of `run`: closes our end of the socket — it then stops
 /// whatever was not released and exits — and waits for it (bounded), so no process of the
 /// run outlives the handler.
-pub fn finish() {
+pub(crate) fn finish() {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
     side.finishing = true;

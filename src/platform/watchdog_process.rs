@@ -49,9 +49,9 @@ use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
 use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
 
 /// The hidden first argument that makes the binary a (replacement) watchdog.
-pub const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
+pub(crate) const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
 /// The watchdog's process name (`/proc/<pid>/comm`, what `ps -e` and `pstree` show).
-pub const WATCHDOG_NAME: &str = "ash-watchdog";
+pub(crate) const WATCHDOG_NAME: &str = "ash-watchdog";
 
 /// How often, with nothing watched, the watchdog looks at its registry.
 const IDLE_INTERVAL: Duration = Duration::from_millis(500);
@@ -112,7 +112,7 @@ pub(crate) fn run_forked(socket: OwnedFd, config: &WatchdogConfig) -> ! {
 
 /// If this process was started as a watchdog (`<exe> __ai-session-handler-watchdog <handler
 /// pid> <handler pgid> [<events path>]`), runs it and returns its exit code.
-pub fn main_if_watchdog() -> Option<i32> {
+pub(crate) fn main_if_watchdog() -> Option<i32> {
     let mut args = std::env::args_os().skip(1);
     if args.next()? != WATCHDOG_ARG {
         return None;

@@ -21,7 +21,7 @@ use crate::domain::decision::ChildExit;
 
 /// A started worker: the leader of its own session and process group.
 #[derive(Debug)]
-pub struct WorkerChild {
+pub(crate) struct WorkerChild {
     pid: u32,
     /// `None` once dropped into the reaping thread.
     pidfd: Option<AsyncFd<OwnedFd>>,
@@ -60,12 +60,12 @@ impl WorkerChild {
     }
 
     /// The worker's pid, which is also its process group and session id.
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.pid
     }
 
     /// Waits until the worker exits and reaps it; later calls return the same exit.
-    pub async fn wait(&mut self) -> io::Result<ChildExit> {
+    pub(crate) async fn wait(&mut self) -> io::Result<ChildExit> {
         if let Some(exit) = self.exit {
             return Ok(exit);
         }

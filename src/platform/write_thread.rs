@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 /// Where a job's bytes go; `T` tells the sink which of its targets (e.g. stdout or stderr).
-pub trait Sink<T>: Send + 'static {
+pub(crate) trait Sink<T>: Send + 'static {
     fn write(&mut self, target: T, bytes: &[u8]) -> io::Result<()>;
 }
 
@@ -29,14 +29,14 @@ struct Job<T> {
 
 /// The thread and its queue; dropping this closes the queue and lets the thread end. It is
 /// not joined: a thread blocked on a sink that never drains must not hold up the handler.
-pub struct WriteThread<T> {
+pub(crate) struct WriteThread<T> {
     jobs: Sender<Job<T>>,
     _thread: JoinHandle<()>,
 }
 
 impl<T: Send + 'static> WriteThread<T> {
     /// Starts a thread named `name` that owns `sink`.
-    pub fn start(name: &str, mut sink: impl Sink<T>) -> io::Result<Self> {
+    pub(crate) fn start(name: &str, mut sink: impl Sink<T>) -> io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job<T>>();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
@@ -54,7 +54,11 @@ impl<T: Send + 'static> WriteThread<T> {
     }
 
     /// Queues `bytes` for `target`; the receiver yields the result once they are written.
-    pub fn submit(&self, target: T, bytes: Arc<Vec<u8>>) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn submit(
+        &self,
+        target: T,
+        bytes: Arc<Vec<u8>>,
+    ) -> oneshot::Receiver<io::Result<()>> {
         let (done, written) = oneshot::channel();
         if let Err(mpsc::SendError(job)) = self.jobs.send(Job {
             target,

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// Generous deadline for conditions on a loaded 2-core machine.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_ai-session-handler");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ai-session-handler");
 
 /// A temporary plan workspace (it holds `AGENTS.md`, so it is also a valid execution
 /// workspace).
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
     pub token: String,
@@ -29,7 +29,7 @@ pub struct Sandbox {
 
 /// What a finished handler did.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     pub code: i32,
     pub stdout: String,
     /// Stderr without the runner's progress lines (phase banners, phase end lines, the summary
@@ -40,7 +40,7 @@ pub struct Run {
 }
 
 /// Whether `line` is one of the runner's progress lines (see `Run::stderr`).
-pub fn is_progress_line(line: &str) -> bool {
+pub(crate) fn is_progress_line(line: &str) -> bool {
     static PROGRESS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(concat!(
             r"^(?:phase-\S+ \(\d+/\d+\) .* · attempt \d+(?: of \d+| \(\d+ of \d+ in this run\))?",
@@ -54,14 +54,14 @@ pub fn is_progress_line(line: &str) -> bool {
 }
 
 /// `text` without the runner's progress lines.
-pub fn without_progress(text: &str) -> String {
+pub(crate) fn without_progress(text: &str) -> String {
     text.split_inclusive('\n')
         .filter(|line| !is_progress_line(line.trim_end_matches(['\n', '\r'])))
         .collect()
 }
 
 impl Run {
-    pub fn from_output(output: Output) -> Self {
+    pub(crate) fn from_output(output: Output) -> Self {
         use std::os::unix::process::ExitStatusExt;
         Run {
             code: output
@@ -75,7 +75,7 @@ impl Run {
     }
 
     #[track_caller]
-    pub fn assert_code(&self, code: i32) -> &Self {
+    pub(crate) fn assert_code(&self, code: i32) -> &Self {
         assert_eq!(
             self.code, code,
             "unexpected exit code\n--- stdout ---\n{}\n--- stderr ---\n{}",
@@ -92,7 +92,7 @@ impl Default for Sandbox {
 }
 
 impl Sandbox {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("ash-test-")
             .tempdir()
@@ -106,11 +106,11 @@ impl Sandbox {
         }
     }
 
-    pub fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
 
-    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+    pub(crate) fn write(&self, relative: &str, contents: impl AsRef<[u8]>) -> PathBuf {
         let path = self.path(relative);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).expect("parent dirs");
@@ -120,14 +120,14 @@ impl Sandbox {
     }
 
     /// Writes an executable `#!/bin/sh` script and returns its absolute path.
-    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+    pub(crate) fn script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.write(&format!("bin/{name}"), format!("#!/bin/sh\n{body}"));
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
         path
     }
 
     /// The binary with the sandbox as working directory and the survivor token set.
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut command = Command::new(BIN);
         command
             .current_dir(&self.root)
@@ -137,13 +137,13 @@ impl Sandbox {
         command
     }
 
-    pub fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         let output = self.command().args(args).output().expect("run handler");
         Run::from_output(output)
     }
 
     /// Starts the handler without waiting (for signal and concurrency tests).
-    pub fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.command()
             .args(args)
             .stdout(Stdio::piped())
@@ -153,7 +153,7 @@ impl Sandbox {
     }
 
     /// `run --plan <plan> --agent-cmd <agent> --quiet <extra…>`, output piped, not started.
-    pub fn quiet_run_command(&self, plan: &str, agent: &Path, extra: &[&str]) -> Command {
+    pub(crate) fn quiet_run_command(&self, plan: &str, agent: &Path, extra: &[&str]) -> Command {
         let mut command = self.command();
         command
             .args(["run", "--plan", plan, "--agent-cmd"])
@@ -166,7 +166,7 @@ impl Sandbox {
     }
 
     /// `run --plan <plan> --agent-cmd <agent> <extra…>`.
-    pub fn run_plan(&self, plan: &str, agent: &Path, extra: &[&str]) -> Run {
+    pub(crate) fn run_plan(&self, plan: &str, agent: &Path, extra: &[&str]) -> Run {
         let agent = agent.to_str().expect("utf-8 agent path");
         let mut args = vec!["run", "--plan", plan, "--agent-cmd", agent];
         args.extend_from_slice(extra);
@@ -174,26 +174,26 @@ impl Sandbox {
     }
 
     /// The keyed state directory of a plan given relative to the sandbox root.
-    pub fn state_dir(&self, plan: &str) -> PathBuf {
+    pub(crate) fn state_dir(&self, plan: &str) -> PathBuf {
         let key = ai_session_handler::domain::plan_key::plan_key(plan.split('/'));
         self.root.join(".ai-session-handler/plans").join(key)
     }
 
-    pub fn state_path(&self, plan: &str) -> PathBuf {
+    pub(crate) fn state_path(&self, plan: &str) -> PathBuf {
         self.state_dir(plan).join("state.json")
     }
 
-    pub fn state(&self, plan: &str) -> Value {
+    pub(crate) fn state(&self, plan: &str) -> Value {
         let bytes = fs::read(self.state_path(plan)).expect("state.json exists");
         serde_json::from_slice(&bytes).expect("state.json parses")
     }
 
-    pub fn state_bytes(&self, plan: &str) -> Option<Vec<u8>> {
+    pub(crate) fn state_bytes(&self, plan: &str) -> Option<Vec<u8>> {
         fs::read(self.state_path(plan)).ok()
     }
 
     /// Files in one artifact directory (`prompts`, `transcripts`, `outcomes`), sorted.
-    pub fn artifacts(&self, plan: &str, kind: &str) -> Vec<PathBuf> {
+    pub(crate) fn artifacts(&self, plan: &str, kind: &str) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = match fs::read_dir(self.state_dir(plan).join(kind)) {
             Ok(entries) => entries.map(|entry| entry.expect("entry").path()).collect(),
             Err(_) => Vec::new(),
@@ -203,13 +203,13 @@ impl Sandbox {
     }
 
     /// Pids of live processes carrying this sandbox's token (the handler's descendants).
-    pub fn survivors(&self) -> Vec<u32> {
+    pub(crate) fn survivors(&self) -> Vec<u32> {
         processes_with_env(&format!("ASH_TEST_TOKEN={}", self.token))
     }
 
     /// Waits until no process carries the token; panics with the survivors otherwise.
     #[track_caller]
-    pub fn assert_no_survivors(&self) {
+    pub(crate) fn assert_no_survivors(&self) {
         let found = wait_until(PATIENCE, || self.survivors().is_empty());
         assert!(found, "processes survived: {:?}", self.survivors());
     }
@@ -228,13 +228,13 @@ impl Drop for Sandbox {
 }
 
 /// Whether `pid` is a handler's watchdog (its process name is `ash-watchdog`).
-pub fn is_watchdog(pid: u32) -> bool {
+pub(crate) fn is_watchdog(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .is_ok_and(|name| name.trim_end() == "ash-watchdog")
 }
 
 /// The sandbox's live watchdogs.
-pub fn watchdogs(sandbox: &Sandbox) -> Vec<u32> {
+pub(crate) fn watchdogs(sandbox: &Sandbox) -> Vec<u32> {
     sandbox
         .survivors()
         .into_iter()
@@ -243,7 +243,7 @@ pub fn watchdogs(sandbox: &Sandbox) -> Vec<u32> {
 }
 
 /// The parent pid of a process (`/proc/<pid>/stat` field 4).
-pub fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
@@ -253,7 +253,7 @@ pub fn parent_of(pid: u32) -> Option<u32> {
 /// `kill -9` of both would: the handler is stopped first (SIGSTOP, so it cannot replace its
 /// watchdog), then the watchdog is SIGKILLed; the caller SIGKILLs the (stopped) handler.
 /// Nothing then stops the worker.
-pub fn kill_watchdog(sandbox: &Sandbox) {
+pub(crate) fn kill_watchdog(sandbox: &Sandbox) {
     for pid in watchdogs(sandbox) {
         if let Some(handler) = parent_of(pid) {
             let _ = nix::sys::signal::kill(
@@ -273,7 +273,7 @@ pub fn kill_watchdog(sandbox: &Sandbox) {
 }
 
 /// A plan with `count` phases, each with workspace `.`.
-pub fn plan_with_phases(count: usize) -> String {
+pub(crate) fn plan_with_phases(count: usize) -> String {
     let mut plan = String::from("# Test plan\n\nGlobal intent.\n\n");
     for number in 1..=count {
         plan.push_str(&format!(
@@ -284,7 +284,7 @@ pub fn plan_with_phases(count: usize) -> String {
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if condition() {
@@ -298,7 +298,7 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
 }
 
 /// Waits for a spawned handler to exit (bounded); returns its result.
-pub fn wait_for_exit(mut child: Child, timeout: Duration) -> Run {
+pub(crate) fn wait_for_exit(mut child: Child, timeout: Duration) -> Run {
     let exited = wait_until(timeout, || matches!(child.try_wait(), Ok(Some(_))));
     if !exited {
         let _ = child.kill();
@@ -308,7 +308,7 @@ pub fn wait_for_exit(mut child: Child, timeout: Duration) -> Run {
 }
 
 /// Pids of live (non-zombie) processes whose environment contains `needle` exactly.
-pub fn processes_with_env(needle: &str) -> Vec<u32> {
+pub(crate) fn processes_with_env(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = fs::read_dir("/proc") else {
         return found;
@@ -349,7 +349,7 @@ pub fn processes_with_env(needle: &str) -> Vec<u32> {
 
 /// Every path under `root` (relative) with its bytes; directories map to `<dir>` and symlinks
 /// to `<link> target`, so any creation, removal or rewrite shows as a difference.
-pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for entry in fs::read_dir(dir).expect("read dir") {
             let path = entry.expect("entry").path();
@@ -379,20 +379,20 @@ pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// `events.jsonl` or its rotated `events.jsonl.1` in a keyed state directory.
-pub fn is_event_stream(path: &Path) -> bool {
+pub(crate) fn is_event_stream(path: &Path) -> bool {
     path.file_name()
         .and_then(|name| name.to_str())
         .is_some_and(|name| name == "events.jsonl" || name == "events.jsonl.1")
 }
 
 /// Parses a JSON file, panicking with its path when it is missing or malformed.
-pub fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     let bytes = fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     serde_json::from_slice(&bytes).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
 /// A numeric environment variable (soak and crash-test knobs); `None` when unset.
-pub fn env_number(name: &str) -> Option<u64> {
+pub(crate) fn env_number(name: &str) -> Option<u64> {
     let text = std::env::var(name).ok()?;
     Some(
         text.parse()
@@ -405,7 +405,7 @@ pub fn env_number(name: &str) -> Option<u64> {
 /// id to `ctl/launches`. `hang` touches `ctl/ready-<phase-id>` and then sleeps as the same
 /// process (so the recorded pid is the sleeper); `clarify` completes once the prompt carries a
 /// line starting with `ANSWER: `.
-pub fn control_agent(sandbox: &Sandbox) -> PathBuf {
+pub(crate) fn control_agent(sandbox: &Sandbox) -> PathBuf {
     let ctl = sandbox.path("ctl");
     fs::create_dir_all(&ctl).unwrap();
     let ctl = ctl.display();
@@ -437,12 +437,12 @@ esac
 }
 
 /// Sets the control agent's mode for `phase` (see [`control_agent`]).
-pub fn set_mode(sandbox: &Sandbox, phase: &str, mode: &str) {
+pub(crate) fn set_mode(sandbox: &Sandbox, phase: &str, mode: &str) {
     sandbox.write(&format!("ctl/{phase}"), mode);
 }
 
 /// Phase ids of every launch so far, in order.
-pub fn launches(sandbox: &Sandbox) -> Vec<String> {
+pub(crate) fn launches(sandbox: &Sandbox) -> Vec<String> {
     fs::read_to_string(sandbox.path("ctl/launches"))
         .unwrap_or_default()
         .lines()
@@ -452,7 +452,7 @@ pub fn launches(sandbox: &Sandbox) -> Vec<String> {
 
 /// `lines` appear in `text` as consecutive whole lines.
 #[track_caller]
-pub fn assert_has_lines(text: &str, lines: &[&str]) {
+pub(crate) fn assert_has_lines(text: &str, lines: &[&str]) {
     let all: Vec<&str> = text.lines().collect();
     assert!(
         all.windows(lines.len()).any(|window| window == lines),
@@ -461,7 +461,7 @@ pub fn assert_has_lines(text: &str, lines: &[&str]) {
 }
 
 #[track_caller]
-pub fn assert_has_line(text: &str, line: &str) {
+pub(crate) fn assert_has_line(text: &str, line: &str) {
     assert!(
         text.lines().any(|candidate| candidate == line),
         "missing line {line:?} in:\n{text}"
@@ -469,10 +469,10 @@ pub fn assert_has_line(text: &str, line: &str) {
 }
 
 /// SplitMix64: a tiny seeded generator, so a failing crash or soak iteration can be replayed.
-pub struct SplitMix64(pub u64);
+pub(crate) struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -480,7 +480,7 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    pub fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         self.next() % bound
     }
 }

@@ -33,20 +33,20 @@ fn fixtures_dir() -> PathBuf {
 
 /// Which pipe a chunk was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pipe {
+pub(crate) enum Pipe {
     Stdout,
     Stderr,
 }
 
 /// Part of a recorded chunk: bytes, or the prompt the launcher was given (Codex echoes it).
 #[derive(Clone, Debug)]
-pub enum Part {
+pub(crate) enum Part {
     Bytes(Vec<u8>),
     Prompt,
 }
 
 #[derive(Clone, Debug)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     pub delay: Duration,
     pub pipe: Pipe,
     pub parts: Vec<Part>,
@@ -67,7 +67,7 @@ impl Chunk {
 
 /// One recorded run of a CLI.
 #[derive(Clone, Debug)]
-pub struct Recording {
+pub(crate) struct Recording {
     pub name: String,
     pub chunks: Vec<Chunk>,
     /// The exit code, or `None` when a signal ended the run.
@@ -79,7 +79,7 @@ pub struct Recording {
 
 impl Recording {
     /// Loads `tests/fixtures/replay/<relative>.json`, e.g. `codex/json/ok`.
-    pub fn load(relative: &str) -> Self {
+    pub(crate) fn load(relative: &str) -> Self {
         let path = fixtures_dir().join(format!("{relative}.json"));
         let text =
             fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
@@ -120,7 +120,7 @@ impl Recording {
     }
 
     /// Index of the first chunk whose text contains `needle`.
-    pub fn find(&self, needle: &str) -> Option<usize> {
+    pub(crate) fn find(&self, needle: &str) -> Option<usize> {
         self.chunks
             .iter()
             .position(|chunk| chunk.text().contains(needle))
@@ -202,7 +202,7 @@ impl Steering {
 
 /// A fake launcher built from recordings; install it into a sandbox's `bin/`.
 #[derive(Clone, Debug)]
-pub struct Replay {
+pub(crate) struct Replay {
     launcher: &'static str,
     /// The argument whose presence selects `current` rather than `legacy`.
     selector: &'static str,
@@ -218,13 +218,13 @@ pub struct Replay {
 
 impl Replay {
     /// `codex-lean`: `codex/json/<scenario>` for `exec --json`, else `codex/human/<scenario>`.
-    pub fn codex(scenario: &str) -> Self {
+    pub(crate) fn codex(scenario: &str) -> Self {
         Self::new("codex-lean", "--json", "codex", ["json", "human"], scenario)
     }
 
     /// `claude-lean`: `claude/partial/<scenario>` with `--include-partial-messages`, else
     /// `claude/whole/<scenario>`.
-    pub fn claude(scenario: &str) -> Self {
+    pub(crate) fn claude(scenario: &str) -> Self {
         Self::new(
             "claude-lean",
             "--include-partial-messages",
@@ -259,14 +259,14 @@ impl Replay {
     }
 
     /// Replays the legacy recording whatever the arguments (a launcher that ignores them).
-    pub fn ignoring_arguments(mut self) -> Self {
+    pub(crate) fn ignoring_arguments(mut self) -> Self {
         assert!(self.legacy.is_some(), "no legacy recording to replay");
         self.ignore_arguments = true;
         self
     }
 
     /// Runs `command` (shell) before the first chunk containing any of `needles`.
-    pub fn before(mut self, needles: &[&str], command: &str) -> Self {
+    pub(crate) fn before(mut self, needles: &[&str], command: &str) -> Self {
         self.steering.push(Steering::Before {
             needles: needles.iter().map(|needle| needle.to_string()).collect(),
             command: command.to_owned(),
@@ -276,7 +276,7 @@ impl Replay {
 
     /// Holds the replay after the first chunk containing any of `needles` until
     /// [`Replay::open_gate`] is called with `name`.
-    pub fn gate_after(mut self, needles: &[&str], name: &str) -> Self {
+    pub(crate) fn gate_after(mut self, needles: &[&str], name: &str) -> Self {
         self.steering.push(Steering::GateAfter {
             needles: needles.iter().map(|needle| needle.to_string()).collect(),
             name: name.to_owned(),
@@ -287,7 +287,7 @@ impl Replay {
     /// Holds the replay at gate `name` at the moment the first chunk containing `needle` was
     /// read in the current-arguments recording, in whichever recording is replayed: what a
     /// wrapper showed by then is what it showed while the CLI was still at work.
-    pub fn gate_at_time_of(mut self, needle: &str, name: &str) -> Self {
+    pub(crate) fn gate_at_time_of(mut self, needle: &str, name: &str) -> Self {
         let recording = self
             .current
             .as_ref()
@@ -310,7 +310,12 @@ impl Replay {
     /// then writes the stdout chunks among the zero-delay chunks that follow before their
     /// stderr chunks, holding at gate `second` in between. Chunks read 0 ms apart from two
     /// pipes may reach a reader in either order; this picks the order that matters.
-    pub fn stdout_first_after(mut self, needles: &[&str], first: &str, second: &str) -> Self {
+    pub(crate) fn stdout_first_after(
+        mut self,
+        needles: &[&str],
+        first: &str,
+        second: &str,
+    ) -> Self {
         self.steering.push(Steering::StdoutFirst {
             needles: needles.iter().map(|needle| needle.to_string()).collect(),
             gates: (first.to_owned(), second.to_owned()),
@@ -319,12 +324,12 @@ impl Replay {
     }
 
     /// Lets a replay held at gate `name` go on.
-    pub fn open_gate(sandbox: &Sandbox, name: &str) {
+    pub(crate) fn open_gate(sandbox: &Sandbox, name: &str) {
         sandbox.write(&format!("replay/gate-{name}"), "");
     }
 
     /// Writes the fake launcher (and its chunk files) into the sandbox's `bin/`.
-    pub fn install(&self, sandbox: &Sandbox) {
+    pub(crate) fn install(&self, sandbox: &Sandbox) {
         let dir = sandbox.path("replay");
         fs::create_dir_all(&dir).expect("replay dir");
         let mut dispatch = format!(

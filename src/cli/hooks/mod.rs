@@ -45,7 +45,7 @@ const STOPPED_HOOKS_LIMIT: Duration = Duration::from_secs(2);
 const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
 /// What the hooks need to know about the run besides its events.
-pub struct HookContext {
+pub(super) struct HookContext {
     pub plan_path: String,
     pub state_path: String,
     /// The plan workspace: where hooks run.
@@ -59,7 +59,7 @@ pub struct HookContext {
 }
 
 impl HookContext {
-    pub fn new(location: &PlanLocation, titles: Vec<(String, String)>) -> Self {
+    pub(super) fn new(location: &PlanLocation, titles: Vec<(String, String)>) -> Self {
         Self {
             plan_path: location.plan_path.clone(),
             state_path: location.layout.state_path(),
@@ -82,7 +82,7 @@ impl HookContext {
 }
 
 /// The hooks observer of one `run`.
-pub struct Hooks {
+pub(super) struct Hooks {
     hooks: Arc<Vec<Hook>>,
     context: Arc<HookContext>,
     jobs: Mutex<Option<mpsc::Sender<HookJob>>>,
@@ -111,7 +111,7 @@ impl Hooks {
     /// Starts the hook thread. `reporter` gets `hook-failed` events during the run (progress
     /// and the event stream); `stream` gets them after it (the event stream only, while the
     /// warning is printed directly). `None` when there are no hooks.
-    pub fn start(
+    pub(super) fn start(
         hooks: Vec<Hook>,
         context: HookContext,
         reporter: Arc<dyn RunObserver>,
@@ -180,7 +180,12 @@ impl Hooks {
     /// `interrupted` on a signal, and `run-finished` always. `message` is the first line the
     /// run's report shows; `next` the step its `next:` line names, which the hooks get as
     /// `recovery`, run from the invocation's directory.
-    pub fn run_ended(&self, result: &RunResult, message: Option<String>, next: Option<&NextStep>) {
+    pub(super) fn run_ended(
+        &self,
+        result: &RunResult,
+        message: Option<String>,
+        next: Option<&NextStep>,
+    ) {
         self.ended.store(true, Ordering::SeqCst);
         let seen = lock(&self.state);
         let run_id = seen.run_id.clone().unwrap_or_default();
@@ -217,7 +222,7 @@ impl Hooks {
     /// (`caught`): the first signal stops the hook that runs (SIGTERM, grace, SIGKILL) and
     /// skips the rest, a second one skips the grace. Then sweeps what the run's hooks left
     /// outside their groups.
-    pub fn finish(&self, caught: &CaughtSignals) {
+    pub(super) fn finish(&self, caught: &CaughtSignals) {
         lock(&self.jobs).take();
         let Some(done) = lock(&self.done).take() else {
             return;

@@ -39,23 +39,23 @@ use crate::platform::process_group::signal_name;
 use crate::report::{self, Output};
 
 /// How much of one hook's output `hooks.log` keeps.
-pub const OUTPUT_KEPT: usize = 64 * 1024;
+pub(super) const OUTPUT_KEPT: usize = 64 * 1024;
 /// The size at which `hooks.log` rotates to `hooks.log.1`.
-pub const LOG_CAP_BYTES: u64 = 1 << 20;
+pub(super) const LOG_CAP_BYTES: u64 = 1 << 20;
 /// How long the escaped descendants of the run's hooks are swept at its end.
 const FINAL_SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// How long the end of the run waits for the log's last block to be written.
 const LOG_DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// One firing: the hooks that run at it and what they are told.
-pub struct HookJob {
+pub(super) struct HookJob {
     pub hooks: Vec<Hook>,
     pub facts: HookFacts,
     pub run_id: String,
     pub attempt_id: Option<String>,
 }
 
-pub struct HookRunner {
+pub(super) struct HookRunner {
     context: Arc<HookContext>,
     stop: StopSwitch,
     ended: Arc<AtomicBool>,
@@ -69,7 +69,7 @@ pub struct HookRunner {
 }
 
 impl HookRunner {
-    pub fn new(
+    pub(super) fn new(
         context: Arc<HookContext>,
         stop: StopSwitch,
         ended: Arc<AtomicBool>,
@@ -94,7 +94,7 @@ impl HookRunner {
     }
 
     /// Runs every job until the queue is closed and empty, then sweeps.
-    pub fn run(mut self, queue: Receiver<HookJob>) {
+    pub(super) fn run(mut self, queue: Receiver<HookJob>) {
         let log = match EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES) {
             Ok(log) => Some(log),
             Err(error) => {

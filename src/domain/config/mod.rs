@@ -8,7 +8,7 @@
 //! `expected rate_limit.max_waits to be an integer`) in the same words as the top level. Those
 //! modules import [`section`] and not this file, which imports them.
 
-pub mod section;
+pub(crate) mod section;
 
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ use section::{ConfigError, Expected, reject_unknown_keys};
 
 /// Effective config-file values. A missing file is `Config::default()`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     pub agent_cmd: Option<String>,
     /// `None` runs to completion.
     pub max_phases: Option<u64>,
@@ -63,15 +63,15 @@ impl Default for Config {
 /// The example config `init` writes.
 /// The program of [`EXAMPLE_CONFIG`]'s `agent_cmd`, which `init` looks up to say whether the
 /// config runs here as it is.
-pub const EXAMPLE_AGENT_PROGRAM: &str = "codex";
+pub(crate) const EXAMPLE_AGENT_PROGRAM: &str = "codex";
 
-pub const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_phases\": null,\n  \"timeout_seconds\": 3600,\n  \"stop_on_regex\": []\n}\n";
+pub(crate) const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_phases\": null,\n  \"timeout_seconds\": 3600,\n  \"stop_on_regex\": []\n}\n";
 
 /// The per-attempt timeout when the config file does not mention `timeout_seconds`.
-pub const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
 /// The per-check limit when the config file does not mention `verify_timeout_seconds`.
-pub const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
+pub(crate) const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
 
 /// Every key the config file may hold, in the order they are validated and listed in the
 /// unknown-key message.
@@ -92,7 +92,7 @@ const KNOWN_KEYS: [&str; 10] = [
 const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
 
 /// Parses and validates config bytes (a leading byte order mark is skipped).
-pub fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
+pub(crate) fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let bytes = bytes.strip_prefix(BYTE_ORDER_MARK).unwrap_or(bytes);
     let value = parse_document(bytes).map_err(ConfigError::Syntax)?;
     let Value::Object(object) = value else {

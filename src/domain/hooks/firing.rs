@@ -26,7 +26,7 @@ use crate::domain::state::AttemptStatus;
 
 /// Everything one firing of a hook event tells the hook.
 #[derive(Clone, Debug, PartialEq)]
-pub struct HookFacts {
+pub(crate) struct HookFacts {
     pub event: HookEvent,
     /// The matching `events.jsonl` record, as a JSON object.
     pub record: Value,
@@ -47,7 +47,7 @@ pub struct HookFacts {
 
 impl HookFacts {
     /// Facts with only the event and its record; the rest is filled in by the caller.
-    pub fn new(event: HookEvent, record: Value) -> Self {
+    pub(crate) fn new(event: HookEvent, record: Value) -> Self {
         Self {
             event,
             record,
@@ -63,7 +63,7 @@ impl HookFacts {
 
     /// The object on the hook's stdin and in `{event_file}`: the record's keys first, then the
     /// hook's own (`event` is the hook event's name).
-    pub fn payload(&self, plan_path: &str, state_path: &str) -> Value {
+    pub(crate) fn payload(&self, plan_path: &str, state_path: &str) -> Value {
         let mut object = match &self.record {
             Value::Object(map) => map.clone(),
             _ => Map::new(),
@@ -92,7 +92,7 @@ impl HookFacts {
 
     /// `AISH_EVENT`, `AISH_PLAN`, `AISH_PHASE_ID`, `AISH_STATUS`, `AISH_EXIT_CODE`: what is
     /// absent is the empty string, so a hook can always expand them.
-    pub fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
+    pub(crate) fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
         [
             ("AISH_EVENT", self.event.as_str().to_owned()),
             ("AISH_PLAN", plan_path.to_owned()),
@@ -111,21 +111,21 @@ impl HookFacts {
     }
 
     /// The phase id, or the empty string.
-    pub fn phase_id(&self) -> &str {
+    pub(crate) fn phase_id(&self) -> &str {
         self.phase.as_ref().map_or("", |(id, _)| id.as_str())
     }
 }
 
 /// Follows a run's events and says which hook event each one is, if any.
 #[derive(Debug, Default)]
-pub struct HookTrigger {
+pub(crate) struct HookTrigger {
     /// The long wait in progress: its phase and the status that led to it.
     long_wait: Option<(String, AttemptStatus)>,
 }
 
 /// A hook event found in a run event: the event, its phase and status, and the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Trigger {
+pub(crate) struct Trigger {
     pub event: HookEvent,
     pub phase_id: String,
     pub status: AttemptStatus,
@@ -133,7 +133,7 @@ pub struct Trigger {
 }
 
 impl HookTrigger {
-    pub fn observe(&mut self, event: &RunEvent) -> Option<Trigger> {
+    pub(crate) fn observe(&mut self, event: &RunEvent) -> Option<Trigger> {
         match event {
             RunEvent::OutcomeCommitted {
                 phase_id,
@@ -185,7 +185,7 @@ impl HookTrigger {
 
 /// How a run ended, as far as the end events are concerned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RunEndFacts {
+pub(crate) struct RunEndFacts {
     /// The status of the attempt that ended the run (committed, or decided but not recorded).
     pub status: Option<AttemptStatus>,
     /// The same write scheduled that phase's next attempt: a later run resumes it.
@@ -199,7 +199,7 @@ pub struct RunEndFacts {
 
 /// The hook events of a run's end, in firing order: `phase-stopped`, `interrupted`,
 /// `run-finished` (always).
-pub fn end_events(facts: &RunEndFacts) -> Vec<HookEvent> {
+pub(crate) fn end_events(facts: &RunEndFacts) -> Vec<HookEvent> {
     let stopped_for_a_person = match facts.status {
         _ if facts.unresolved => true,
         Some(AttemptStatus::PhaseComplete | AttemptStatus::Interrupted) | None => false,

@@ -8,12 +8,12 @@
 //! machinery, with its own placeholders. When a hook fires and what it is told is
 //! [`firing`]; running it is the command layer's (`cli::hooks`).
 
-pub mod event;
-pub mod firing;
+pub(crate) mod event;
+pub(crate) mod firing;
 
 use serde_json::Value;
 
-pub use event::{HookEvent, UnknownHookEvent};
+pub(crate) use event::{HookEvent, UnknownHookEvent};
 
 use super::config::section::{ConfigError, Expected, Reason, reject_unknown_keys};
 use super::seconds::format_seconds;
@@ -21,10 +21,10 @@ use super::template::{PlaceholderSet, Template, TemplateError};
 
 /// Waits and backoffs at most this long fire no `wait-started`/`wait-finished`: a person need
 /// not hear about a pause they would not have noticed.
-pub const LONG_WAIT_SECONDS: f64 = 60.0;
+pub(crate) const LONG_WAIT_SECONDS: f64 = 60.0;
 
 /// A hook's time limit when its config entry (or `--hook`) gives none.
-pub const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
+pub(crate) const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
 
 /// The names a hook command may use between braces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl PlaceholderSet for HookPlaceholder {
 }
 
 /// A validated hook command.
-pub type HookTemplate = Template<HookPlaceholder>;
+pub(crate) type HookTemplate = Template<HookPlaceholder>;
 
 /// The values substituted into a hook command.
 #[derive(Clone, Debug)]
@@ -117,7 +117,7 @@ const HOOK_KEYS: [&str; 3] = ["on", "command", "timeout_seconds"];
 
 /// Reads the `hooks` config key: a list of `{on, command, timeout_seconds}` objects. Absent or
 /// `null` is no hooks. Every message names the entry (`hooks[1].on[0]`).
-pub fn hooks_from_config(value: Option<&Value>) -> Result<Vec<Hook>, ConfigError> {
+pub(crate) fn hooks_from_config(value: Option<&Value>) -> Result<Vec<Hook>, ConfigError> {
     let items = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
@@ -208,7 +208,7 @@ fn timeout_error(name: &str) -> ConfigError {
 
 /// Parses a `--hook EVENT=COMMAND` value (a clap value parser): one event, then the command
 /// template, which keeps every later `=`. The time limit is the default.
-pub fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
+pub(crate) fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
     let Some((event, command)) = text.split_once('=') else {
         return Err(InvalidHookFlag::NotEventEqualsCommand {
             text: text.to_owned(),
@@ -227,7 +227,7 @@ pub fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
 
 /// A `--hook` value that is not `EVENT=COMMAND` with a known event and a valid command.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidHookFlag {
+pub(crate) enum InvalidHookFlag {
     #[error(
         "expected EVENT=COMMAND (events: {}), got '{text}'",
         HookEvent::NAMES.join(", ")

@@ -78,7 +78,7 @@ use crate::domain::verification::{
 
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
-pub enum AttemptEvent {
+pub(crate) enum AttemptEvent {
     /// The prepared record could not be written: nothing was launched, nothing changed.
     PreparedRecordFailed,
     /// The prompt, the transcript header or the transcript thread could not be set up; the
@@ -144,7 +144,7 @@ pub enum AttemptEvent {
 
 /// What recording found once the worker's output ended.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// Why the transcript trailer could not be written, if it could not.
     pub trailer_error: Option<String>,
     /// A pattern that matched at the real end of input (`$`, `\z`, a trailing `\b`).
@@ -155,7 +155,7 @@ pub struct Gathered {
 
 /// What the supervisor must do; effects are executed in the order returned.
 #[derive(Clone, Debug, PartialEq)]
-pub enum AttemptEffect {
+pub(crate) enum AttemptEffect {
     /// Stop the wall-clock and idle deadlines.
     CancelTimers,
     /// The worker is being stopped or has exited: from now on the live console may hold
@@ -208,7 +208,7 @@ pub enum AttemptEffect {
 
 /// What the transcript trailer needs from the worker's end.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RecordingInput {
+pub(crate) struct RecordingInput {
     /// The leader's status; unknown (`None` fields) when it never arrived (a leader stuck in
     /// an uninterruptible sleep survives SIGKILL).
     pub exit: ChildExit,
@@ -221,7 +221,7 @@ pub struct RecordingInput {
 
 /// The attempt's decided outcome.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Conclusion {
+pub(crate) struct Conclusion {
     pub decision: Decision,
     /// The leader's status (unknown without a worker).
     pub exit: ChildExit,
@@ -274,7 +274,7 @@ const UNKNOWN_EXIT: ChildExit = ChildExit {
 
 /// Where the attempt is; each stage carries what only it needs.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Recording the prepared attempt, writing the prompt and transcript header, spawning,
     /// recording it running. Interrupts are held until the group exists.
     Preparing {
@@ -316,7 +316,7 @@ pub enum Stage {
 
 impl Stage {
     /// The stage's name, for tracing and the lifecycle table.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::Preparing { .. } => "preparing",
             Self::Running => "running",
@@ -345,7 +345,7 @@ impl Stage {
 
 /// One attempt's lifecycle.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AttemptLifecycle {
+pub(crate) struct AttemptLifecycle {
     stage: Stage,
     /// What stopped the attempt early (or was found while recording); decides the outcome.
     cause: Option<StopCause>,
@@ -378,26 +378,26 @@ impl Default for AttemptLifecycle {
 
 impl AttemptLifecycle {
     /// An attempt of a phase without checks, with no budget cap.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::configured(VerifyPlan::None, BudgetCaps::default(), Spent::default())
     }
 
     /// An attempt whose completion is held to `verify`, with no budget cap.
     #[cfg(test)]
-    pub fn verified_by(verify: VerifyPlan) -> Self {
+    pub(crate) fn verified_by(verify: VerifyPlan) -> Self {
         Self::configured(verify, BudgetCaps::default(), Spent::default())
     }
 
     /// An attempt of a phase without checks, of an invocation with these caps, whose
     /// committed attempts spent `spent_before`.
     #[cfg(test)]
-    pub fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
+    pub(crate) fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
         Self::configured(VerifyPlan::None, budget, spent_before)
     }
 
     /// An attempt whose completion is held to `verify`, of an invocation with these caps,
     /// whose committed attempts spent `spent_before`.
-    pub fn configured(verify: VerifyPlan, budget: BudgetCaps, spent_before: Spent) -> Self {
+    pub(crate) fn configured(verify: VerifyPlan, budget: BudgetCaps, spent_before: Spent) -> Self {
         Self {
             stage: Stage::Preparing {
                 deferred: Vec::new(),
@@ -418,21 +418,21 @@ impl AttemptLifecycle {
         }
     }
 
-    pub fn stage(&self) -> &Stage {
+    pub(crate) fn stage(&self) -> &Stage {
         &self.stage
     }
 
-    pub fn cause(&self) -> Option<&StopCause> {
+    pub(crate) fn cause(&self) -> Option<&StopCause> {
         self.cause.as_ref()
     }
 
     #[cfg(test)]
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.stage == Stage::Done
     }
 
     /// Applies one event and returns the effects to execute, in order.
-    pub fn handle(&mut self, event: AttemptEvent) -> Vec<AttemptEffect> {
+    pub(crate) fn handle(&mut self, event: AttemptEvent) -> Vec<AttemptEffect> {
         let mut effects = Vec::new();
         self.apply(event, &mut effects);
         self.advance(&mut effects);

@@ -4,12 +4,12 @@
 //! attempt ends ([`run::AttemptReport`]) is what the first tells the second; how the run ends
 //! ([`run::RunEnd`]) is what the second tells the command.
 
-pub mod attempt;
-pub mod run;
+pub(crate) mod attempt;
+pub(crate) mod run;
 
 /// What the group killer found and did, reported once the worker's group is empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupReport {
+pub(crate) struct GroupReport {
     /// Pids still alive in the group after the leader had exited on its own (killed).
     pub leaked: Vec<u32>,
     /// Descendants that had left the group and were found, adopted, after it emptied (killed).

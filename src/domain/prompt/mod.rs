@@ -20,7 +20,7 @@ use super::verification::FailedCheck;
 
 /// Everything the prompt shows. Paths are absolute.
 #[derive(Clone, Debug)]
-pub struct PromptContext<'a> {
+pub(crate) struct PromptContext<'a> {
     pub plan_workspace_path: &'a str,
     pub execution_workspace_path: &'a str,
     pub plan_path: &'a str,
@@ -42,7 +42,7 @@ pub struct PromptContext<'a> {
 
 /// What a retried attempt is told about the attempts of its phase before it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryNote {
+pub(crate) struct RetryNote {
     /// This attempt's number among the counted attempts of the phase (k in "attempt k of n").
     pub attempt: u32,
     /// The most counted attempts the retry policy allows (n).
@@ -56,7 +56,11 @@ pub struct RetryNote {
 impl RetryNote {
     /// The note of the attempt `schedule` runs after `earlier` (oldest first) in this run;
     /// `of` is the run's `retry.max_attempts`.
-    pub fn following(schedule: &RetrySchedule, of: u32, earlier: Vec<EarlierAttempt>) -> Self {
+    pub(crate) fn following(
+        schedule: &RetrySchedule,
+        of: u32,
+        earlier: Vec<EarlierAttempt>,
+    ) -> Self {
         Self {
             attempt: schedule.attempt,
             of,
@@ -68,7 +72,7 @@ impl RetryNote {
     /// The note of the attempt a later run makes when it resumes `schedule` from the state:
     /// the stopped attempt the schedule follows (the state's `last_run`) is its one earlier
     /// attempt in that run; `of` is the run's `retry.max_attempts`.
-    pub fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
+    pub(crate) fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
         let earlier = last_run.map(EarlierAttempt::from).into_iter().collect();
         Self::following(schedule, of, earlier)
     }
@@ -76,7 +80,7 @@ impl RetryNote {
 
 /// One earlier attempt of the phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EarlierAttempt {
+pub(crate) struct EarlierAttempt {
     pub attempt_id: String,
     pub status: String,
     pub summary: String,
@@ -159,7 +163,7 @@ const MARKER_GRAMMAR: &str = "\
 ";
 
 /// Renders the prompt text (ends with a newline).
-pub fn render_prompt(context: &PromptContext<'_>) -> String {
+pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
     let phase = context.phase;
     let mut prompt = String::with_capacity(16 * 1024 + context.preamble.len() + phase.body.len());
     prompt.push_str(TITLE);

@@ -22,22 +22,22 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::FailedCheck;
 
 /// The placeholder for the attempt id (`run_id`, `active_attempt.id`).
-pub const ATTEMPT_ID: &str = "<attempt-id>";
+pub(crate) const ATTEMPT_ID: &str = "<attempt-id>";
 /// The placeholder for `prompts/<attempt-id>.txt`.
-pub const PROMPT_PATH: &str = "<prompt-path>";
+pub(crate) const PROMPT_PATH: &str = "<prompt-path>";
 /// The placeholder for `transcripts/<attempt-id>.txt`.
-pub const TRANSCRIPT_PATH: &str = "<transcript-path>";
+pub(crate) const TRANSCRIPT_PATH: &str = "<transcript-path>";
 /// The placeholder for `outcomes/<attempt-id>.json`.
-pub const OUTCOME_PATH: &str = "<outcome-path>";
+pub(crate) const OUTCOME_PATH: &str = "<outcome-path>";
 /// The placeholder for the attempt's start time (also an abandoned attempt's finish time,
 /// which the same write records).
-pub const STARTED_AT: &str = "<started-at>";
+pub(crate) const STARTED_AT: &str = "<started-at>";
 /// The placeholder for the time of a plan acceptance made by the same write.
-pub const ACCEPTED_AT: &str = "<accepted-at>";
+pub(crate) const ACCEPTED_AT: &str = "<accepted-at>";
 
 /// The attempt to preview and the state it would be prepared from.
 #[derive(Clone, Debug)]
-pub struct PreviewRequest<'a> {
+pub(crate) struct PreviewRequest<'a> {
     pub layout: &'a StateLayout,
     pub plan_workspace_path: &'a str,
     /// The plan snapshot the attempt runs against (canonical path, hash).
@@ -58,7 +58,10 @@ pub struct PreviewRequest<'a> {
 
 /// The prompt `request`'s attempt would receive, with the launch-time values written as
 /// placeholders. `nonce` must be random (a UUID v4): the stand-ins are derived from it.
-pub fn preview_prompt(request: &PreviewRequest<'_>, nonce: Uuid) -> Result<String, StateError> {
+pub(crate) fn preview_prompt(
+    request: &PreviewRequest<'_>,
+    nonce: Uuid,
+) -> Result<String, StateError> {
     let (started_at, accepted_at) = stand_in_times(nonce);
     let id = attempt_id(started_at, &request.phase.id, nonce);
     let attempt = ActiveAttempt::prepared(

@@ -15,7 +15,7 @@
 //! | `max_wait_seconds` | finite > 0 | 21600 (6 h) | the cap on any one wait |
 //! | `fallback_agent_cmds` | list of templates | `[]` | agent commands to switch to, in order, when the current one is rate-limited |
 
-pub mod reset_time;
+pub(crate) mod reset_time;
 
 use regex::Regex;
 use serde_json::Value;
@@ -24,12 +24,12 @@ use super::config::section::{ConfigError, Reason, Section};
 use super::seconds::format_seconds;
 use super::template::CommandTemplate;
 
-pub const DEFAULT_MAX_WAITS: u32 = 0;
+pub(crate) const DEFAULT_MAX_WAITS: u32 = 0;
 /// `max_waits` under `--wait` when the config leaves waits off: three waits of up to
 /// `max_wait_seconds` (6 h by default) cover a night of 5-hour usage windows.
-pub const WAIT_FLAG_MAX_WAITS: u32 = 3;
-pub const DEFAULT_WAIT_SECONDS: f64 = 300.0;
-pub const DEFAULT_MAX_WAIT_SECONDS: f64 = 21_600.0;
+pub(crate) const WAIT_FLAG_MAX_WAITS: u32 = 3;
+pub(crate) const DEFAULT_WAIT_SECONDS: f64 = 300.0;
+pub(crate) const DEFAULT_MAX_WAIT_SECONDS: f64 = 21_600.0;
 
 /// The `rate_limit` keys, in validation order.
 const KEYS: [&str; 5] = [

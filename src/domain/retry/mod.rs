@@ -14,8 +14,8 @@
 //!
 //! `--retries N` sets `max_attempts` to N + 1 ([`RetryPolicy::with_retries`]).
 
-pub mod next_step;
-pub mod schedule;
+pub(crate) mod next_step;
+pub(crate) mod schedule;
 
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ use super::state::AttemptStatus;
 /// `execution-io-failed` is the handler's own storage failing, `budget-exceeded` would only
 /// meet the same spent budget before the retry's launch (the caps count the whole invocation),
 /// and `phase-complete` is done.
-pub const RETRYABLE: [AttemptStatus; 8] = [
+pub(crate) const RETRYABLE: [AttemptStatus; 8] = [
     AttemptStatus::AgentFailed,
     AttemptStatus::MissingMarker,
     AttemptStatus::InvalidMarker,
@@ -45,7 +45,7 @@ pub const RETRYABLE: [AttemptStatus; 8] = [
 /// since a stop regex is the user asking for a stop.
 /// `verification-failed` is in it: the retry's prompt shows the failing check, so the agent
 /// can fix what it reports (issue 20).
-pub const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
+pub(crate) const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
     AttemptStatus::AgentFailed,
     AttemptStatus::MissingMarker,
     AttemptStatus::InvalidMarker,
@@ -55,9 +55,9 @@ pub const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
     AttemptStatus::VerificationFailed,
 ];
 
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 1;
-pub const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
-pub const DEFAULT_MAX_BACKOFF_SECONDS: f64 = 600.0;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 1;
+pub(crate) const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
+pub(crate) const DEFAULT_MAX_BACKOFF_SECONDS: f64 = 600.0;
 
 /// The `retry` keys, in validation order.
 const KEYS: [&str; 4] = [
@@ -68,7 +68,7 @@ const KEYS: [&str; 4] = [
 ];
 
 /// True when `status` may ever be retried (it is in [`RETRYABLE`]).
-pub fn is_retryable(status: AttemptStatus) -> bool {
+pub(crate) fn is_retryable(status: AttemptStatus) -> bool {
     RETRYABLE.contains(&status)
 }
 

@@ -8,7 +8,7 @@ use super::timestamp::Timestamp;
 
 /// The facts about the invocation's plan snapshot that admission needs.
 #[derive(Clone, Debug)]
-pub struct PlanFacts<'a> {
+pub(crate) struct PlanFacts<'a> {
     /// Canonical absolute plan path.
     pub path: &'a str,
     /// SHA-256 of the snapshot bytes.
@@ -26,7 +26,7 @@ pub struct RecoveryFlags {
 
 /// Why an invocation may not start. Each variant carries what the message must name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// An attempt is unresolved and `--retry-stopped` was not given.
     UnresolvedAttempt(Box<ActiveAttempt>),
     /// A phase is stopped and `--retry-stopped` was not given.
@@ -50,7 +50,7 @@ pub enum Refusal {
 
 /// What the first attempt of the invocation is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FirstSelection {
+pub(crate) enum FirstSelection {
     /// `--retry-stopped` with an unresolved attempt: resolve it as interrupted (after the
     /// caller's liveness check) and rerun its phase.
     RetryAbandoned(Box<ActiveAttempt>),
@@ -68,7 +68,7 @@ pub enum FirstSelection {
 
 /// A successful admission.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Admission {
+pub(crate) struct Admission {
     /// `Some` when the plan record must be (re)written: first acceptance or an accepted change.
     pub accept: Option<PlanRecord>,
     pub first: FirstSelection,
@@ -86,7 +86,7 @@ pub struct Admission {
 /// A stop that carries a retry schedule is resumed without `--retry-stopped` when
 /// `schedule_fits` (the caller checked it against the run's retry and rate-limit policy);
 /// with `--retry-stopped` the phase runs at once, as for any stop.
-pub fn admit(
+pub(crate) fn admit(
     state: &State,
     plan: &PlanFacts<'_>,
     flags: RecoveryFlags,
@@ -132,7 +132,7 @@ pub fn admit(
 /// a stop or an unresolved attempt, `--accept-plan-change` for edited plan bytes), returned
 /// with those flags. Refusals no flag lifts (a moved plan, completed phases gone from an
 /// edited plan, a retried phase gone) stay refusals. `check --prompt` previews this run.
-pub fn way_forward(
+pub(crate) fn way_forward(
     state: &State,
     plan: &PlanFacts<'_>,
     schedule_fits: bool,
@@ -217,7 +217,7 @@ fn require_in_plan(
 }
 
 /// The first phase in plan order that is not completed.
-pub fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&'a str> {
     phase_ids
         .iter()
         .copied()

@@ -40,7 +40,7 @@ pub fn excerpt(text: &str, full_text_at: Option<&str>) -> String {
 }
 
 /// Whether `text` is already what [`excerpt`] keeps (short, or an excerpt itself).
-pub fn is_bounded(text: &str) -> bool {
+pub(super) fn is_bounded(text: &str) -> bool {
     text.len() <= STATE_TEXT_LIMIT + EXCERPT_NOTE_ROOM
 }
 

@@ -29,7 +29,7 @@ impl std::error::Error for StrictError {}
 
 /// Describes a JSON syntax error in `bytes` the way users read it:
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
-pub fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String {
+pub(crate) fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String {
     let message = error.to_string();
     // serde_json appends " at line L column C"; drop it, we lead with the position instead.
     let detail = match message.rfind(" at line ") {
@@ -54,7 +54,7 @@ pub fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String 
 /// Parses a whole document, reporting syntax errors with [`describe_syntax_error`]. A key
 /// that appears twice in one object is an error too (`duplicate key 'stop'`): serde_json
 /// would keep the second silently, so the document would not mean what it shows first.
-pub fn parse_document(bytes: &[u8]) -> Result<Value, StrictError> {
+pub(crate) fn parse_document(bytes: &[u8]) -> Result<Value, StrictError> {
     serde_json::from_slice::<UniqueKeys>(bytes)
         .map(|document| document.0)
         .map_err(|error| StrictError(describe_syntax_error(&error, bytes)))
@@ -134,7 +134,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
 }
 
 /// The top-level value as an object (`expected $ to be an object` otherwise).
-pub fn root_object(value: &Value) -> Result<Object<'_>, StrictError> {
+pub(crate) fn root_object(value: &Value) -> Result<Object<'_>, StrictError> {
     match value {
         Value::Object(map) => Ok(Object {
             map,
@@ -345,7 +345,7 @@ impl<'a> Object<'a> {
 // run after reading, when the value's position is no longer at hand.
 
 /// `expected <key> to be nonempty`.
-pub fn require_nonempty(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_nonempty(key: &str, value: &str) -> Result<(), StrictError> {
     if value.is_empty() {
         return Err(StrictError(format!("expected {key} to be nonempty")));
     }
@@ -353,7 +353,7 @@ pub fn require_nonempty(key: &str, value: &str) -> Result<(), StrictError> {
 }
 
 /// `expected <key> to be an absolute path`.
-pub fn require_absolute_path(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_absolute_path(key: &str, value: &str) -> Result<(), StrictError> {
     if !value.starts_with('/') {
         return Err(StrictError(format!(
             "expected {key} to be an absolute path"
@@ -363,7 +363,7 @@ pub fn require_absolute_path(key: &str, value: &str) -> Result<(), StrictError> 
 }
 
 /// `expected <key> to be a lowercase SHA-256 digest`.
-pub fn require_sha256_digest(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_sha256_digest(key: &str, value: &str) -> Result<(), StrictError> {
     if !is_sha256_hex(value) {
         return Err(StrictError(format!(
             "expected {key} to be a lowercase SHA-256 digest"
@@ -374,7 +374,7 @@ pub fn require_sha256_digest(key: &str, value: &str) -> Result<(), StrictError> 
 
 /// A non-empty attempt id that is safe to build file paths from, since artifact paths are
 /// derived from ids read back from disk.
-pub fn require_attempt_id(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_attempt_id(key: &str, value: &str) -> Result<(), StrictError> {
     require_nonempty(key, value)?;
     if !is_safe_file_stem(value) {
         return Err(StrictError(format!(

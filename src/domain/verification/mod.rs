@@ -130,7 +130,7 @@ impl std::fmt::Display for UnknownInterpreter {
 
 /// The largest script a check block may hold: it is passed as one argument, which Linux
 /// limits to 128 KiB.
-pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_SCRIPT_BYTES: usize = 64 * 1024;
 
 /// How much of a check's first line reports show.
 const FIRST_LINE_CHARS: usize = 120;
@@ -188,21 +188,21 @@ impl VerifyCheck {
 }
 
 /// How many lines of a failed check's output its report and the next prompt show.
-pub const TAIL_LINES: usize = 40;
+pub(crate) const TAIL_LINES: usize = 40;
 /// How many bytes of output [`OutputTail`] keeps to find them in.
-pub const TAIL_BYTES: usize = 16 * 1024;
+pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 
 /// The last [`TAIL_BYTES`] of a check's output (both streams, in arrival order), fed chunk
 /// by chunk; memory does not grow with the output.
 #[derive(Clone, Debug, Default)]
-pub struct OutputTail {
+pub(crate) struct OutputTail {
     kept: Vec<u8>,
     /// Output was dropped from the front: the first kept line may be partial.
     cut: bool,
 }
 
 impl OutputTail {
-    pub fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         if chunk.len() >= TAIL_BYTES {
             self.kept.clear();
             self.kept
@@ -220,7 +220,7 @@ impl OutputTail {
 
     /// The last [`TAIL_LINES`] complete or final lines, as text (invalid UTF-8 replaced),
     /// without a trailing newline; a line cut at the front of what was kept is left out.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let text = String::from_utf8_lossy(&self.kept);
         let mut lines: Vec<&str> = text.lines().collect();
         if self.cut && !lines.is_empty() {
@@ -276,7 +276,7 @@ impl FailedCheck {
 
 /// How one check's run ended, as its runner reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckOutcome {
+pub(crate) struct CheckOutcome {
     /// `None` when it was killed.
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -292,14 +292,14 @@ pub struct CheckOutcome {
 impl CheckOutcome {
     /// A check passes by exiting 0 within its limit; a non-zero exit, a timeout or a signal
     /// fails it.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
 
     /// A check that could not be started (its interpreter vanished since the run was
     /// checked, the system is out of processes): it fails, and `reason` is all the output it
     /// has, so the report and the next prompt say why.
-    pub fn unstarted(reason: String) -> Self {
+    pub(crate) fn unstarted(reason: String) -> Self {
         Self {
             exit_code: None,
             signal: None,
@@ -311,7 +311,7 @@ impl CheckOutcome {
     }
 
     /// The outcome's record of `check`.
-    pub fn record(&self, check: &VerifyCheck) -> CheckRecord {
+    pub(crate) fn record(&self, check: &VerifyCheck) -> CheckRecord {
         CheckRecord {
             index: check.index,
             command_first_line: check.first_line(),
@@ -322,7 +322,7 @@ impl CheckOutcome {
     }
 
     /// The failure of `check`, when it did not pass.
-    pub fn failure(&self, check: &VerifyCheck) -> Option<FailedCheck> {
+    pub(crate) fn failure(&self, check: &VerifyCheck) -> Option<FailedCheck> {
         (!self.passed()).then(|| FailedCheck {
             index: check.index,
             command_first_line: check.first_line(),
@@ -337,7 +337,7 @@ impl CheckOutcome {
 impl CheckOutcome {
     /// How it ended, in the runner's words: `exited with code 101`, `timed out and was
     /// stopped`, `was killed by SIGKILL`.
-    pub fn how(&self) -> String {
+    pub(crate) fn how(&self) -> String {
         ended_how(self.timed_out, self.exit_code, self.signal)
     }
 }
@@ -353,7 +353,7 @@ fn ended_how(timed_out: bool, exit_code: Option<i32>, signal: Option<i32>) -> St
 
 /// Which checks an attempt is held to, fixed when it starts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum VerifyPlan {
+pub(crate) enum VerifyPlan {
     /// The phase names no check.
     #[default]
     None,
@@ -365,7 +365,7 @@ pub enum VerifyPlan {
 
 impl VerifyPlan {
     /// The plan for a phase with `checks`, under `--no-verify` when `verify` is false.
-    pub fn for_phase(checks: &[VerifyCheck], verify: bool) -> Self {
+    pub(crate) fn for_phase(checks: &[VerifyCheck], verify: bool) -> Self {
         match (checks.is_empty(), verify) {
             (true, _) => Self::None,
             (false, false) => Self::Skip,
@@ -374,7 +374,7 @@ impl VerifyPlan {
     }
 
     /// The checks to run (none when skipped or not configured).
-    pub fn checks(&self) -> &[VerifyCheck] {
+    pub(crate) fn checks(&self) -> &[VerifyCheck] {
         match self {
             Self::Run(checks) => checks,
             Self::None | Self::Skip => &[],
@@ -385,7 +385,7 @@ impl VerifyPlan {
 /// The summary of an attempt whose completion was being verified when the handler was
 /// interrupted: which check it stopped, the signal, and the agent's own summary, kept for
 /// the next attempt.
-pub fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summary: &str) -> String {
+pub(crate) fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summary: &str) -> String {
     format!(
         "handler interrupted while verify check {} ({}) ran ({}); the agent had reported phase-complete: {agent_summary}",
         check.index,
@@ -396,7 +396,7 @@ pub fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summary: &str
 
 /// Why a running check is being stopped, for the `stop-requested` event: the stop cause in
 /// words, with a signal said as the handler's interruption of the check.
-pub fn stop_detail(cause: &StopCause) -> String {
+pub(crate) fn stop_detail(cause: &StopCause) -> String {
     match cause {
         StopCause::Interrupted { signal, .. } => format!(
             "handler interrupted while a verify check ran ({})",
@@ -408,7 +408,7 @@ pub fn stop_detail(cause: &StopCause) -> String {
 
 /// Whether the checks after `outcomes` still run: not once one failed (the first failing
 /// check stops the rest), not when all ran.
-pub fn next_check<'a>(
+pub(crate) fn next_check<'a>(
     checks: &'a [VerifyCheck],
     outcomes: &[CheckOutcome],
 ) -> Option<&'a VerifyCheck> {
@@ -421,7 +421,10 @@ pub fn next_check<'a>(
 /// What the checks that ran, in order, come to: passed when every check passed, failed at the
 /// first failing one (later outcomes, which cannot exist, are ignored). `None` while checks
 /// are still due.
-pub fn verification_of(checks: &[VerifyCheck], outcomes: &[CheckOutcome]) -> Option<Verification> {
+pub(crate) fn verification_of(
+    checks: &[VerifyCheck],
+    outcomes: &[CheckOutcome],
+) -> Option<Verification> {
     let mut records = Vec::with_capacity(outcomes.len());
     for (check, outcome) in checks.iter().zip(outcomes) {
         records.push(outcome.record(check));
@@ -622,7 +625,7 @@ impl FailedCheck {
 
 mod standing;
 
-pub use standing::{VerificationReport, VerificationResult};
+pub(crate) use standing::{VerificationReport, VerificationResult};
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use super::{CheckRecord, FailedCheck, Verification};
 /// The verdict in one word (the `result` of the JSON forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum VerificationResult {
+pub(crate) enum VerificationResult {
     /// Every check passed: the completion was accepted.
     Passed,
     /// A check failed: the attempt is `verification-failed`.
@@ -31,7 +31,7 @@ pub enum VerificationResult {
 
 /// A phase's verification as `status --json` and `run --json` report it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct VerificationReport {
+pub(crate) struct VerificationReport {
     pub result: VerificationResult,
     /// How many checks the plan's Verify section names; `None` when the plan is unreadable.
     pub configured: Option<usize>,
@@ -45,7 +45,7 @@ impl VerificationReport {
     /// The report for a phase with `configured` checks (`None`: the plan is unreadable) whose
     /// latest committed attempt recorded `verification` (`None` when no attempt was committed
     /// or it recorded none; read with [`Verification::read`]).
-    pub fn of(configured: Option<usize>, latest: Option<Verification>) -> Self {
+    pub(crate) fn of(configured: Option<usize>, latest: Option<Verification>) -> Self {
         let report = |result, checks, failed_check| Self {
             result,
             configured,
@@ -73,7 +73,7 @@ impl VerificationReport {
     }
 
     /// The report when the latest outcome record cannot be read.
-    pub fn unknown(configured: Option<usize>) -> Self {
+    pub(crate) fn unknown(configured: Option<usize>) -> Self {
         Self {
             result: VerificationResult::Unknown,
             configured,
@@ -85,7 +85,7 @@ impl VerificationReport {
     /// In words, for `status`: `passed (2 checks)`, `failed: verify check 2 (cargo test)
     /// exited with code 101`, `skipped (--no-verify)`, `stopped during verify check 1`,
     /// `not run (1 check)`, `not configured`, `unknown`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let count = |count: usize| match count {
             1 => "1 check".to_owned(),
             count => format!("{count} checks"),

@@ -79,7 +79,7 @@ pub enum RecordFailure {
 /// How a `run` ended, for the command to report. `signal` fields hold the first stopping
 /// signal the run caught: it decides the exit code (128 + signal).
 #[derive(Debug)]
-pub enum RunEnd<I> {
+pub(crate) enum RunEnd<I> {
     /// Every phase is complete.
     AllComplete,
     /// `--max-phases` was reached with phases left; `last_completed` completed last.
@@ -157,7 +157,7 @@ impl<I> RunEnd<I> {
     /// the run carries one; a refusal, a changed plan or bad input is 5; a committed stop
     /// maps its status; a reached budget is what a `budget-exceeded` attempt is (4); an
     /// unrecorded attempt or an internal failure is 4.
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         let or_signal =
             |signal: Option<i32>, otherwise: ExitCode| signal.map_or(otherwise, ExitCode::Signal);
         match self {
@@ -182,7 +182,7 @@ impl<I> RunEnd<I> {
     /// The signal that ends the run although the committed attempt was not interrupted: it
     /// arrived after the attempt's outcome was decided (an interrupt before that decides the
     /// outcome as `interrupted`). The outcome stands as decided.
-    pub fn signal_after_decision(&self) -> Option<i32> {
+    pub(crate) fn signal_after_decision(&self) -> Option<i32> {
         match self {
             Self::PhaseStopped {
                 decision, signal, ..

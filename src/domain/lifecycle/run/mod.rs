@@ -59,11 +59,11 @@ use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 use crate::domain::verification::FailedCheck;
 
-pub use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
+pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
 
 /// Where an attempt stands in its phase's retries in this invocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttemptTurn {
+pub(crate) struct AttemptTurn {
     pub ledger: RetryLedger,
     /// `None` for a phase's first attempt, whose prompt has no retry section.
     pub note: Option<RetryNote>,
@@ -73,7 +73,7 @@ pub struct AttemptTurn {
 }
 
 impl AttemptTurn {
-    pub fn first() -> Self {
+    pub(crate) fn first() -> Self {
         Self {
             ledger: RetryLedger::first(),
             note: None,
@@ -84,7 +84,7 @@ impl AttemptTurn {
 
 /// What the run loop is told.
 #[derive(Debug)]
-pub enum RunInput<I> {
+pub(crate) enum RunInput<I> {
     /// The plan workspace is locked, the state is read and admission let the run in.
     Admitted(Box<Admitted>),
     /// Admission refused the run; nothing was written.
@@ -113,7 +113,7 @@ pub enum RunInput<I> {
 
 /// What admission decided, with the state facts the loop keeps.
 #[derive(Clone, Debug)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     pub admission: Admission,
     /// `completed_phase_ids` of the state admission read.
     pub completed_phase_ids: Vec<String>,
@@ -126,7 +126,7 @@ pub struct Admitted {
 
 /// A refused run and what its report shows.
 #[derive(Debug)]
-pub struct RefusedRun<I> {
+pub(crate) struct RefusedRun<I> {
     pub refusal: Refusal,
     pub plan_workspace: String,
     /// A stopped phase's execution workspace, or why it is unavailable.
@@ -138,7 +138,7 @@ pub struct RefusedRun<I> {
 
 /// What re-hashing the plan file found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PlanCheck {
+pub(crate) enum PlanCheck {
     Unchanged,
     Changed {
         path: String,
@@ -149,7 +149,7 @@ pub enum PlanCheck {
 
 /// What the run supervisor must do; effects are carried out in the order returned.
 #[derive(Debug)]
-pub enum RunEffect<I> {
+pub(crate) enum RunEffect<I> {
     /// Re-hash the plan file; answer with [`RunInput::PlanChecked`].
     CheckPlan,
     /// Resolve `phase_id`'s execution workspace and lock it; answer with
@@ -176,7 +176,7 @@ pub enum RunEffect<I> {
 
 /// Everything an attempt is started with that the loop decides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LaunchOrder {
+pub(crate) struct LaunchOrder {
     pub phase_id: String,
     /// Resolve the abandoned attempt (as `interrupted`) in the prepared write.
     pub resolve_abandoned: bool,
@@ -192,7 +192,7 @@ pub struct LaunchOrder {
 
 /// A wait for a scheduled attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryWait {
+pub(crate) struct RetryWait {
     pub schedule: RetrySchedule,
     /// When it is due, exactly.
     pub due: chrono::DateTime<chrono::Utc>,
@@ -204,7 +204,7 @@ pub struct RetryWait {
 
 /// Where the run loop is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Locking the plan workspace, reading the state, deciding admission.
     Admitting,
     /// The plan file is being re-hashed before acting on `target`.
@@ -229,7 +229,7 @@ pub enum Stage {
 
 impl Stage {
     /// The stage's name, for tracing and the table.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::Admitting => "admitting",
             Self::CheckingPlan { .. } => "checking plan",
@@ -244,7 +244,7 @@ impl Stage {
 
 /// What a checkpoint decided, to act on once the plan is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     Launch {
         phase_id: String,
         resolve_abandoned: bool,
@@ -257,7 +257,7 @@ pub enum Target {
 
 /// The fixed facts of one invocation the loop decides from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunRules {
+pub(crate) struct RunRules {
     /// The plan's phase ids, in plan order.
     pub phase_ids: Vec<String>,
     /// `--max-phases` / `max_phases`.
@@ -270,7 +270,7 @@ pub struct RunRules {
 
 /// The loop's progress through one invocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunLoop {
+pub(crate) struct RunLoop {
     rules: RunRules,
     stage: Stage,
     /// Phases complete in the durable state, as far as this invocation knows.
@@ -297,7 +297,7 @@ pub struct RunLoop {
 }
 
 impl RunLoop {
-    pub fn new(rules: RunRules) -> Self {
+    pub(crate) fn new(rules: RunRules) -> Self {
         Self {
             rules,
             stage: Stage::Admitting,
@@ -316,12 +316,12 @@ impl RunLoop {
         }
     }
 
-    pub fn stage(&self) -> &Stage {
+    pub(crate) fn stage(&self) -> &Stage {
         &self.stage
     }
 
     /// Applies one input and returns the effects to carry out, in order.
-    pub fn handle<I>(&mut self, input: RunInput<I>) -> Vec<RunEffect<I>> {
+    pub(crate) fn handle<I>(&mut self, input: RunInput<I>) -> Vec<RunEffect<I>> {
         let mut effects = Vec::new();
         if self.stage != Stage::Finished {
             self.apply(input, &mut effects);

@@ -75,21 +75,25 @@ pub enum ResetKind {
 
 /// How far in the past a reset time may lie and still be reported (as past). Further back is a
 /// misread or stale value.
-pub const PAST_HORIZON: TimeDelta = TimeDelta::days(1);
+pub(crate) const PAST_HORIZON: TimeDelta = TimeDelta::days(1);
 
 /// How far ahead a reset time may lie. Monthly quotas reset within 31 days; anything later is
 /// a misread number, not a time worth planning a wait around.
-pub const FUTURE_HORIZON: TimeDelta = TimeDelta::days(31);
+pub(crate) const FUTURE_HORIZON: TimeDelta = TimeDelta::days(31);
 
 /// A time of day that passed less than this long ago is today's, not tomorrow's.
-pub const CLOCK_GRACE: TimeDelta = TimeDelta::hours(1);
+pub(crate) const CLOCK_GRACE: TimeDelta = TimeDelta::hours(1);
 
 /// The longest [`ResetHint::phrase`], in characters.
-pub const MAX_PHRASE_CHARS: usize = 160;
+pub(crate) const MAX_PHRASE_CHARS: usize = 160;
 
 /// The most relevant reset time in `text`: the last plausible one (see the module doc).
 /// `now` is the current time; `local` is the zone for times printed without one.
-pub fn find_reset<Z: TimeZone>(text: &str, now: DateTime<Utc>, local: &Z) -> Option<ResetHint> {
+pub(crate) fn find_reset<Z: TimeZone>(
+    text: &str,
+    now: DateTime<Utc>,
+    local: &Z,
+) -> Option<ResetHint> {
     let patterns = PATTERNS.as_ref()?;
     let earliest = now.checked_sub_signed(PAST_HORIZON)?;
     let latest = now.checked_add_signed(FUTURE_HORIZON)?;
@@ -260,7 +264,7 @@ fn usage_epoch<Z: TimeZone>(
 /// Seconds in a duration made of number–unit segments (`2 hours 13 minutes`, `6m0s`,
 /// `an hour`). `None` unless every segment has a known unit, or when the total is beyond
 /// [`FUTURE_HORIZON`].
-pub fn duration_seconds(text: &str) -> Option<f64> {
+pub(crate) fn duration_seconds(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut segments = 0;
     let mut rest = text.trim();

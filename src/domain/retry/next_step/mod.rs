@@ -45,11 +45,11 @@ use crate::domain::timestamp::Timestamp;
 
 /// The longest single delay the policy schedules. Config values are finite but unbounded;
 /// beyond a year a delay is a typo, and the date must stay one a timestamp can hold.
-pub const MAX_DELAY: TimeDelta = TimeDelta::days(366);
+pub(crate) const MAX_DELAY: TimeDelta = TimeDelta::days(366);
 
 /// How an attempt ended, as far as the policy cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FinishedAttempt {
+pub(crate) struct FinishedAttempt {
     pub status: AttemptStatus,
     /// Which agent template ran: 0 is the primary (`agent_cmd`/`--agent-cmd`), `i + 1` is
     /// `rate_limit.fallback_agent_cmds[i]`.
@@ -234,7 +234,7 @@ pub enum NextStep {
 
 /// Applies the rules of the module doc. `template_count` is the number of agent templates
 /// (1 + fallbacks; 0 is read as 1); a `template_index` out of range is read as the last one.
-pub fn next_step(
+pub(crate) fn next_step(
     finished: &FinishedAttempt,
     ledger: &RetryLedger,
     retry: &RetryPolicy,
@@ -393,7 +393,7 @@ fn later(now: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
 
 /// Rounds up to the whole second, the precision timestamps are stored with, so that a time
 /// read back is never earlier than the one decided.
-pub fn ceil_to_second(at: DateTime<Utc>) -> Timestamp {
+pub(crate) fn ceil_to_second(at: DateTime<Utc>) -> Timestamp {
     let floor = at.trunc_subsecs(0);
     let ceil = if floor < at {
         floor

@@ -114,7 +114,7 @@ pub struct RetrySchedule {
 }
 
 /// The schedule's required keys, in on-disk order.
-pub const SCHEDULE_KEYS: [&str; 8] = [
+pub(crate) const SCHEDULE_KEYS: [&str; 8] = [
     "phase_id",
     "after",
     "attempt",
@@ -127,10 +127,10 @@ pub const SCHEDULE_KEYS: [&str; 8] = [
 
 /// Keys added later (absent from older states), strict when present; written after
 /// `attempt`.
-pub const OPTIONAL_SCHEDULE_KEYS: [&str; 1] = ["max_attempts"];
+pub(crate) const OPTIONAL_SCHEDULE_KEYS: [&str; 1] = ["max_attempts"];
 
 /// The keys of one `rate_limited` entry, in on-disk order.
-pub const RATE_LIMITED_KEYS: [&str; 3] = ["template_index", "until", "reason"];
+pub(crate) const RATE_LIMITED_KEYS: [&str; 3] = ["template_index", "until", "reason"];
 
 impl RetrySchedule {
     /// The schedule for `step` after a `phase_id` attempt that ended `after`; `None` for a
