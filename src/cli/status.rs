@@ -225,10 +225,10 @@ pub(super) fn run(args: &StatusArgs) -> ExitCode {
     if let Some(attempt) = report.active_attempt.as_mut()
         && !report.run_in_progress
     {
-        attempt.live_processes = attempt_processes(&attempt.id);
+        attempt.live_processes = attempt_processes(&attempt.id, &attempt.started_at);
     }
     if let Some(last_run) = report.last_run.as_mut() {
-        last_run.live_processes = attempt_processes(&last_run.run_id);
+        last_run.live_processes = attempt_processes(&last_run.run_id, &last_run.started_at);
     }
     let plan_error = snapshot.err();
     if args.json {

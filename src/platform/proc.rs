@@ -14,6 +14,24 @@ pub(crate) fn boot_id() -> io::Result<String> {
     Ok(fs::read_to_string(BOOT_ID_PATH)?.trim().to_owned())
 }
 
+/// When the kernel booted, in seconds since the epoch (`btime` in `/proc/stat`).
+pub(crate) fn boot_time() -> io::Result<u64> {
+    fs::read_to_string("/proc/stat")?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime ")?.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no btime line in /proc/stat"))
+}
+
+/// Clock ticks per second: the unit of a process's start time in `/proc/<pid>/stat`.
+pub(crate) fn ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|ticks| u64::try_from(ticks).ok())
+        .filter(|ticks| *ticks > 0)
+        .unwrap_or(100)
+}
+
 /// `/proc/<pid>/stat` of one process; `Ok(None)` when no such process exists.
 pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -133,7 +151,12 @@ pub(crate) fn process_table() -> io::Result<Vec<ProcStat>> {
 /// Every live (non-zombie) process whose environment holds one of `assignments` exactly
 /// (`NAME=value`), with its stat line. Processes whose environment cannot be read (another
 /// user's, a non-dumpable one) are skipped.
-pub(crate) fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcStat>> {
+/// Processes that started before `started_from_ticks` (clock ticks since boot, as in
+/// `/proc/<pid>/stat`) are passed over without reading their environment: 0 reads every one.
+pub(crate) fn processes_with_env(
+    assignments: &[String],
+    started_from_ticks: u64,
+) -> io::Result<Vec<ProcStat>> {
     let own = own_pid();
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
@@ -151,7 +174,7 @@ pub(crate) fn processes_with_env(assignments: &[String]) -> io::Result<Vec<ProcS
         // The start time first: if the pid is reused before the environment is read, the
         // later pidfd check against this start time refuses the new process.
         let Ok(Some(stat)) = stat(pid) else { continue };
-        if stat.is_defunct() {
+        if stat.is_defunct() || stat.start_time_ticks < started_from_ticks {
             continue;
         }
         let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
@@ -204,7 +227,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let mut found = Vec::new();
         while found.is_empty() && std::time::Instant::now() < deadline {
-            found = processes_with_env(std::slice::from_ref(&token)).unwrap();
+            found = processes_with_env(std::slice::from_ref(&token), 0).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let _ = child.kill();
@@ -214,7 +237,7 @@ mod tests {
             [child.id()]
         );
         assert!(
-            processes_with_env(&["ASH_PROC_TEST=nobody".to_owned()])
+            processes_with_env(&["ASH_PROC_TEST=nobody".to_owned()], 0)
                 .unwrap()
                 .is_empty()
         );

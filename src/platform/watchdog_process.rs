@@ -347,7 +347,7 @@ fn note_token_carriers(
     if tokens.is_empty() {
         return;
     }
-    for process in proc::processes_with_env(tokens).unwrap_or_default() {
+    for process in proc::processes_with_env(tokens, 0).unwrap_or_default() {
         if process.pid != own_pid && !groups.contains(&process.pgrp) {
             escapees
                 .entry(process.pid)
