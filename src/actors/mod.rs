@@ -14,7 +14,9 @@
 //!     ├── DeadlineTimer         wall-clock and idle deadlines
 //!     ├── GroupKiller           TERM → grace → KILL by saved pgid; leak sweep
 //!     ├── PipeReader(stdout)
-//!     └── PipeReader(stderr)
+//!     ├── PipeReader(stderr)
+//!     ├── notification receiver thread   the attempt's NOTIFY_SOCKET (attempt/notifications.rs)
+//!     └── Verify check job      one check at a time, after a completion (attempt/verify.rs)
 //! ```
 //!
 //! Each actor owns exactly one resource and is the only code that touches it. Message enums

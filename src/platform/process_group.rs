@@ -1,4 +1,6 @@
-//! Signalling and reaping: the only place that calls `kill`, `killpg`, `waitpid` and `prctl`.
+//! Signalling and reaping of process groups and adopted children: `killpg`, the subreaper
+//! `prctl`, pidfds and the escapee kills. (A worker's leader is reaped by its pidfd in
+//! `worker_child`; the watchdog and `session_spawn` signal the processes they own.)
 //!
 //! A worker's group is addressed only by the pgid saved at launch, never our own group and
 //! never pgid 0 or 1. Single processes are signalled only when they are our own children

@@ -8,9 +8,9 @@
 //! (as `std::process` does).
 //!
 //! What it cannot do is run code of ours in the child, so the watchdog is told before the
-//! spawn instead (`watchdog::expect`, docs/architecture.md). Where glibc or the kernel lacks
-//! a piece (no `addchdir_np`, no `SETSID`, no pidfds), [`Spawned::Unsupported`] sends the
-//! caller to the fork path, once and for all.
+//! spawn instead (`watchdog::expect`, docs/architecture.md). Where glibc lacks a piece (no
+//! `addchdir_np`, no `SETSID`), [`Spawned::Unsupported`] sends the caller to the fork path,
+//! once and for all. Both paths need a pidfd (Linux 5.3) to wait for the worker.
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -187,14 +187,16 @@ pub(crate) fn spawn(program: &str, args: &[String], cwd: &str, env: &[CString]) 
     }
     let pid = pid as u32;
     let Some(pidfd) = process_group::pidfd_open(pid) else {
-        // Nothing could wait for this worker safely: stop it, and take the fork path from now
-        // on (tokio's own child handling has no pidfd need).
+        // Nothing could wait for this worker without risking a reused pid: stop it. The fork
+        // path needs a pidfd as much, so this is a launch failure either way.
         // SAFETY: kill and waitpid on the child we just started, which nothing else reaps.
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
             libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
         }
-        return unsupported("pidfd_open failed");
+        return Spawned::Failed(io::Error::other(
+            "cannot open a pidfd for the worker (Linux 5.3 or later is needed)",
+        ));
     };
     Spawned::Running {
         pid,
