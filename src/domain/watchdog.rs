@@ -235,6 +235,13 @@ impl Registry {
         !self.watched.is_empty() || !self.expected.is_empty()
     }
 
+    /// Whether a worker was being started (announced, its group not yet registered): one
+    /// that had not reached its `exec` still has the handler's environment, so its token
+    /// shows only a moment later.
+    pub(crate) fn awaits_a_spawn(&self) -> bool {
+        !self.expected.is_empty()
+    }
+
     /// The groups to signal once the handler is gone: unreleased and still existing.
     pub(crate) fn unreleased(&self) -> Vec<u32> {
         self.watched

@@ -42,20 +42,20 @@ pub(crate) enum Spawned {
 /// Set once a spawn found a missing piece: every later spawn takes the fork path at once.
 static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
+/// A glibc symbol looked up at run time, null when this glibc lacks it.
+fn glibc_symbol(name: &std::ffi::CStr) -> *mut libc::c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
 type AddChdir =
     unsafe extern "C" fn(*mut libc::posix_spawn_file_actions_t, *const libc::c_char) -> libc::c_int;
 
-/// `posix_spawn_file_actions_addchdir_np`, when this glibc has it.
+/// `posix_spawn_file_actions_addchdir_np` (glibc 2.29), when this glibc has it.
 fn add_chdir() -> Option<AddChdir> {
     static ADD_CHDIR: OnceLock<Option<AddChdir>> = OnceLock::new();
     *ADD_CHDIR.get_or_init(|| {
-        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
-        let symbol = unsafe {
-            libc::dlsym(
-                libc::RTLD_DEFAULT,
-                c"posix_spawn_file_actions_addchdir_np".as_ptr(),
-            )
-        };
+        let symbol = glibc_symbol(c"posix_spawn_file_actions_addchdir_np");
         // SAFETY: the symbol, when present, is glibc's function of exactly this signature.
         (!symbol.is_null())
             .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, AddChdir>(symbol) })
@@ -69,13 +69,7 @@ type AddClosefrom =
 fn add_closefrom() -> Option<AddClosefrom> {
     static ADD_CLOSEFROM: OnceLock<Option<AddClosefrom>> = OnceLock::new();
     *ADD_CLOSEFROM.get_or_init(|| {
-        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
-        let symbol = unsafe {
-            libc::dlsym(
-                libc::RTLD_DEFAULT,
-                c"posix_spawn_file_actions_addclosefrom_np".as_ptr(),
-            )
-        };
+        let symbol = glibc_symbol(c"posix_spawn_file_actions_addclosefrom_np");
         // SAFETY: the symbol, when present, is glibc's function of exactly this signature.
         (!symbol.is_null())
             .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, AddClosefrom>(symbol) })

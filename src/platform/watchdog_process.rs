@@ -61,6 +61,11 @@ const IDLE_INTERVAL: Duration = Duration::from_millis(500);
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// How long escapees are swept once the groups are stopped.
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How long, when the handler died while starting a worker, the watchdog keeps looking for
+/// that worker's token: until the worker's `exec` its environment is still the handler's.
+const LATE_SPAWN_WAIT: Duration = Duration::from_secs(2);
+/// How often it looks meanwhile.
+const LATE_SPAWN_INTERVAL: Duration = Duration::from_millis(20);
 /// How long the last SIGKILLs may take before what still lives is reported as surviving.
 const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
@@ -288,7 +293,10 @@ fn stop_everything(registry: &mut Registry, own_pid: u32) -> StopReport {
     note_token_carriers(&tokens, own_pid, &groups, &mut escapees);
     look_at_groups(&signalled, &mut escapees);
     escalate(&mut groups, || look_at_groups(&signalled, &mut escapees));
-    let killed = sweep_escapees(escapees, &tokens, own_pid);
+    let mut killed = sweep_escapees(escapees, &tokens, own_pid);
+    if registry.awaits_a_spawn() {
+        sweep_late_spawns(&tokens, own_pid, &mut killed);
+    }
     let mut survivors = descendant_sweep::still_alive(&killed, SURVIVOR_WAIT);
     for pgid in &signalled {
         if process_group::group_exists(*pgid)
@@ -419,6 +427,33 @@ fn sweep_escapees(
     }
 }
 
+/// The handler died during a spawn (`posix_spawn` returns only once the worker `exec`ed, so
+/// a worker may be between its start and its `exec`, still showing the handler's
+/// environment): looks for the announced tokens every [`LATE_SPAWN_INTERVAL`] for
+/// [`LATE_SPAWN_WAIT`], and sweeps whatever carries one. A worker stuck before its `exec` for
+/// longer than that is missed.
+fn sweep_late_spawns(tokens: &[String], own_pid: u32, killed: &mut Vec<Killed>) {
+    let deadline = Instant::now() + LATE_SPAWN_WAIT;
+    while Instant::now() < deadline {
+        std::thread::sleep(LATE_SPAWN_INTERVAL);
+        let mut found = BTreeMap::new();
+        note_token_carriers(tokens, own_pid, &[], &mut found);
+        found.retain(|pid, started| {
+            !killed.contains(&Killed {
+                pid: *pid,
+                start_time_ticks: *started,
+            })
+        });
+        if !found.is_empty() {
+            for process in sweep_escapees(found, tokens, own_pid) {
+                if !killed.contains(&process) {
+                    killed.push(process);
+                }
+            }
+        }
+    }
+}
+
 /// Says what the watchdog did: one line on stderr (never blocking, never on a terminal — see
 /// the module doc) and one record in the run's event stream.
 fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
@@ -481,6 +516,41 @@ fn write_without_blocking(fd: RawFd, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::watchdog::WatchdogMessage;
+
+    /// The handler died during a spawn: the worker shows its token only once it `exec`s, a
+    /// moment after the handler's death (here 300 ms), and is still found and killed.
+    #[test]
+    fn a_worker_that_execs_after_the_handler_died_mid_spawn_is_killed() {
+        let token = format!("late-spawn-{}", std::process::id());
+        let mut registry = Registry::new(0, 0);
+        registry.apply(WatchdogMessage::Expect { attempt: &token }, None);
+        let late = {
+            let token = token.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                std::process::Command::new("sleep")
+                    .arg("60")
+                    .env(ATTEMPT_ENV, &token)
+                    .spawn()
+                    .expect("spawn")
+            })
+        };
+        let started = Instant::now();
+        let report = stop_everything(&mut registry, std::process::id());
+        let mut worker = late.join().expect("spawner");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let escaped = report.escaped == [worker.id()];
+        if !escaped {
+            let _ = worker.kill();
+        }
+        let status = worker.wait().expect("reap");
+        assert!(escaped, "{report:?}");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(nix::libc::SIGKILL)
+        );
+    }
 
     #[test]
     fn a_re_executed_watchdog_reads_back_its_arguments() {

@@ -315,19 +315,24 @@ impl WriterState {
             _ => None,
         };
         if let Some(recorded) = recorded {
-            let result = recorded
-                .await
-                .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
-            if let Err(source) = result {
-                self.transcript_failed = true;
-                self.fail(OutputError::Transcript {
-                    path: self.args.transcript_path.clone(),
-                    source,
-                });
-            }
+            self.settle_append(recorded).await;
         }
         if let Some(echo) = echo {
             self.finish_echo(OutputStream::Stderr, echo).await;
+        }
+    }
+
+    /// Waits for a transcript append; a failed one stops the transcript and fails the output.
+    async fn settle_append(&mut self, recorded: oneshot::Receiver<io::Result<()>>) {
+        let result = recorded
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
+        if let Err(source) = result {
+            self.transcript_failed = true;
+            self.fail(OutputError::Transcript {
+                path: self.args.transcript_path.clone(),
+                source,
+            });
         }
     }
 
@@ -374,16 +379,7 @@ impl WriterState {
             let _ = scanned.await;
         }
         if let Some(recorded) = recorded {
-            let result = recorded
-                .await
-                .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
-            if let Err(source) = result {
-                self.transcript_failed = true;
-                self.fail(OutputError::Transcript {
-                    path: self.args.transcript_path.clone(),
-                    source,
-                });
-            }
+            self.settle_append(recorded).await;
         }
         if let Some(echoed) = echoed {
             self.finish_echo(stream, echoed).await;

@@ -65,6 +65,7 @@ fn an_expected_attempt_is_searched_for_until_its_group_is_watched_or_it_is_withd
     registry.apply(WatchdogMessage::Expect { attempt: "a-1" }, None);
     // The handler died between the spawn and the registration: the token finds the worker.
     assert!(registry.is_watching());
+    assert!(registry.awaits_a_spawn());
     assert_eq!(registry.tokens(), ["a-1"]);
     assert!(registry.unreleased().is_empty());
     registry.apply(
@@ -75,6 +76,10 @@ fn an_expected_attempt_is_searched_for_until_its_group_is_watched_or_it_is_withd
         Some(50),
     );
     assert_eq!(registry.tokens(), ["a-1"]);
+    assert!(
+        !registry.awaits_a_spawn(),
+        "the spawn is over once its group is watched"
+    );
     registry.apply(WatchdogMessage::Release(100), None);
     assert!(!registry.is_watching(), "the watch ended the announcement");
     assert!(registry.tokens().is_empty());
@@ -82,6 +87,7 @@ fn an_expected_attempt_is_searched_for_until_its_group_is_watched_or_it_is_withd
     registry.apply(WatchdogMessage::Expect { attempt: "a-2" }, None);
     registry.apply(WatchdogMessage::Unexpect { attempt: "a-2" }, None);
     assert!(!registry.is_watching(), "a failed spawn withdraws it");
+    assert!(!registry.awaits_a_spawn());
     for index in 0..EXPECTED_LIMIT + 10 {
         let attempt = format!("a-{index}");
         registry.apply(WatchdogMessage::Expect { attempt: &attempt }, None);
