@@ -128,7 +128,12 @@ impl Sandbox {
 
     /// The binary with the sandbox as working directory and the survivor token set.
     pub(crate) fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
+        self.command_for(BIN)
+    }
+
+    /// `program` with the sandbox as working directory and the survivor token set.
+    pub(crate) fn command_for(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
         command
             .current_dir(&self.root)
             .env("ASH_TEST_TOKEN", &self.token)

@@ -105,3 +105,62 @@ fn live_output_to_regular_files_is_filtered_the_same() {
         "err line\n"
     );
 }
+
+/// The README's first command after the install: the bundled demo (`examples/run-demo.sh`,
+/// the installed binary on `PATH`) runs the three-phase plan with the demo agent to the end,
+/// its Verify check included, and `status` shows each phase's tokens and the run's total.
+#[test]
+fn the_bundled_demo_runs_to_the_end_and_shows_its_usage() {
+    let sandbox = Sandbox::new();
+    let bin_dir = std::path::Path::new(BIN)
+        .parent()
+        .expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::fs::create_dir(sandbox.path("tmp")).expect("tmp");
+    let output = sandbox
+        .command_for(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/run-demo.sh"))
+        .env("PATH", path)
+        .env("TMPDIR", sandbox.path("tmp"))
+        .output()
+        .expect("run the demo");
+    let run = Run::from_output(output);
+    run.assert_code(0);
+    assert!(
+        run.stdout.contains("runner-complete: all phases complete"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.raw_stderr.contains("--- verify 1: "),
+        "the Verify check of phase 1 ran: {}",
+        run.raw_stderr
+    );
+    let table = |phase: &str| {
+        run.stdout
+            .lines()
+            .find(|line| line.starts_with(phase) && line.contains(" done "))
+            .unwrap_or_else(|| panic!("no row of {phase} in {}", run.stdout))
+            .to_owned()
+    };
+    for phase in ["phase-1", "phase-2", "phase-3"] {
+        assert!(table(phase).contains(" 1350 "), "{}", table(phase));
+    }
+    assert!(
+        run.stdout
+            .contains("totals: 3/3 phases done · 3 attempts · ")
+            && run.stdout.contains(" · tokens 4050 · cost –"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("usage: 3600 in (2400 cached), 450 out tokens"),
+        "{}",
+        run.stdout
+    );
+    sandbox.assert_no_survivors();
+}
