@@ -24,6 +24,8 @@ pub(crate) mod signal_disposition;
 pub(crate) mod spawn;
 #[cfg(test)]
 mod test_isolation;
+#[cfg(test)]
+mod test_processes;
 pub(crate) mod transcript_file;
 pub(crate) mod verify_check;
 pub(crate) mod watchdog;

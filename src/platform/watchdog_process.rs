@@ -429,8 +429,8 @@ fn sweep_escapees(
 
 /// The handler died during a spawn (`posix_spawn` returns only once the worker `exec`ed, so
 /// a worker may be between its start and its `exec`, still showing the handler's
-/// environment): looks for the announced tokens every [`LATE_SPAWN_INTERVAL`] for
-/// [`LATE_SPAWN_WAIT`], and sweeps whatever carries one. A worker stuck before its `exec` for
+/// environment): looks for the announced tokens every [`LATE_SPAWN_INTERVAL`] for up to
+/// [`LATE_SPAWN_WAIT`], and sweeps what carries one once it shows. A worker stuck before its `exec` for
 /// longer than that is missed.
 fn sweep_late_spawns(tokens: &[String], own_pid: u32, killed: &mut Vec<Killed>) {
     let deadline = Instant::now() + LATE_SPAWN_WAIT;
@@ -450,6 +450,8 @@ fn sweep_late_spawns(tokens: &[String], own_pid: u32, killed: &mut Vec<Killed>) 
                     killed.push(process);
                 }
             }
+            // The handler starts one worker at a time: that was it, with its lineage.
+            return;
         }
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::platform::test_isolation::isolated;
+use crate::platform::test_processes::{alive, pid_in};
 
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()]
@@ -49,33 +50,6 @@ fn run(
         stop,
     );
     (result, output)
-}
-
-/// Whether `pid` is alive (not gone, not a zombie).
-fn alive(pid: u32) -> bool {
-    proc::stat(pid)
-        .ok()
-        .flatten()
-        .is_some_and(|stat| !stat.is_defunct())
-}
-
-/// The pid a test script wrote to `path`, once it is there.
-fn pid_in(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn wait_until_gone(pid: u32) -> bool {

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::domain::verification::Interpreter;
-use crate::platform::proc;
 use crate::platform::process_group;
 use crate::platform::test_isolation::isolated;
+use crate::platform::test_processes::{alive, pid_in};
 
 fn check(interpreter: Interpreter, script: &str) -> VerifyCheck {
     VerifyCheck {
@@ -55,31 +55,6 @@ fn run_one(
     )
     .expect("the check starts");
     (run, seen)
-}
-
-fn alive(pid: u32) -> bool {
-    proc::stat(pid)
-        .ok()
-        .flatten()
-        .is_some_and(|stat| !stat.is_defunct())
-}
-
-fn pid_in(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
