@@ -170,7 +170,7 @@ impl AttemptProcesses {
         let children = if self.handler == 0 {
             Vec::new()
         } else {
-            proc::own_children().unwrap_or_default()
+            proc::adopted_children().unwrap_or_default()
         };
         let adoptees: Vec<u32> = children
             .into_iter()

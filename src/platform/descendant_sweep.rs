@@ -21,7 +21,8 @@ use crate::domain::process_tree::{
 /// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
 /// of processes already stopped, so a lineage cannot fork its way out — then SIGKILLs all of
 /// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
-/// handler's children list, so an attempt without escapees costs no `/proc` scan.
+/// children list where adoptees land ([`proc::adopted_children`]), so an attempt without
+/// escapees costs one small read, no `/proc` scan.
 ///
 /// The handler's helpers (hooks, verification checks, its watchdogs: [`helper_registry`]) are
 /// left alone;
@@ -44,7 +45,7 @@ pub(crate) fn sweep_pass(
         helper: &is_helper,
     };
     let mut freezer = Freezer::default();
-    let children = proc::own_children().unwrap_or_default();
+    let children = proc::adopted_children().unwrap_or_default();
     freezer.adopt(&scope, children.into_iter().filter_map(stat_of));
     // A reaped zombie is an escapee that existed: under churn the children list can miss its
     // live relatives (it is not reliable while children are added and removed), so look at

@@ -25,8 +25,8 @@
 //!
 //! **A thread of its own, driving tokio's `AsyncFd`** ([`NotifyReceiver`]): the membership
 //! check reads `/proc` (a few small reads per new sender), which must not happen on the
-//! handler's runtime threads, so the receiver runs on a thread it owns with a current-thread
-//! runtime. Inside it, `AsyncFd` rather than blocking `recvmsg`: readiness wakes the task
+//! handler's runtime threads, so each attempt's receiver is a task on the notification thread
+//! (one per process, with a current-thread runtime). Inside it, `AsyncFd` rather than blocking `recvmsg`: readiness wakes the task
 //! within microseconds of a datagram (the sender may exit right after sending, and its
 //! credentials are checked against the process table); stopping is a `select!` on a channel,
 //! not a wake-up protocol for a thread parked in `recvmsg`; and the flood guard's pause is a
@@ -51,6 +51,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::started_once::StartedOnce;
 use crate::domain::notify::{
     FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
 };
@@ -198,9 +199,12 @@ impl NotifySocket {
     }
 }
 
-/// [`NotifySocket::receive`] on a thread of its own (with a current-thread runtime), so the
-/// membership check's `/proc` reads never run on the handler's runtime threads, and the
-/// deliveries happen on that thread (casting to an actor from there is fine).
+/// [`NotifySocket::receive`] as a task on the notification thread: one thread per process,
+/// started on first use, driving a current-thread runtime, so the membership check's `/proc`
+/// reads never run on the handler's runtime threads, and the deliveries happen on that thread
+/// (casting to an actor from there is fine). Attempts run one after another, so the thread
+/// serves one receiver at a time; a thread and a runtime per attempt cost a phase more than
+/// its whole notification traffic usually does.
 ///
 /// For one attempt: bind the socket, start the worker with its `NOTIFY_SOCKET`, learn the
 /// worker's identity, then [`NotifyReceiver::start`] with the membership predicate; what the
@@ -209,7 +213,7 @@ impl NotifySocket {
 #[derive(Debug)]
 pub(crate) struct NotifyReceiver {
     stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<NotifyTally>>,
+    task: Option<tokio::task::JoinHandle<NotifyTally>>,
 }
 
 impl NotifyReceiver {
@@ -219,45 +223,59 @@ impl NotifyReceiver {
         is_member: impl Fn(u32) -> bool + Send + 'static,
         deliver: impl FnMut(Delivery) + Send + 'static,
     ) -> io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()?;
+        let runtime = receiving_runtime()?;
         let (stop, stopped) = oneshot::channel();
-        let thread = std::thread::Builder::new()
-            .name("ash-notify".to_owned())
-            .spawn(move || runtime.block_on(socket.receive(is_member, deliver, stopped)))?;
+        let task = runtime.spawn(socket.receive(is_member, deliver, stopped));
         Ok(Self {
             stop: Some(stop),
-            thread: Some(thread),
+            task: Some(task),
         })
     }
 
     /// Stops receiving, reads what is still queued (a final report sent just before the
-    /// worker exited), closes the socket and returns the tally. Blocks until that is done
-    /// (briefly): call it off the runtime threads.
-    pub(crate) fn finish(mut self) -> NotifyTally {
+    /// worker exited), closes the socket and returns the tally.
+    pub(crate) async fn finish(mut self) -> NotifyTally {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        match self.thread.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(tally)) => tally,
-            Some(Err(_)) => {
-                tracing::warn!("the notification receiver panicked; its counts are lost");
+        let Some(task) = self.task.take() else {
+            return NotifyTally::default();
+        };
+        match task.await {
+            Ok(tally) => tally,
+            Err(error) => {
+                tracing::warn!(%error, "the notification receiver failed; its counts are lost");
                 NotifyTally::default()
             }
-            None => NotifyTally::default(),
         }
     }
 }
 
 impl Drop for NotifyReceiver {
-    /// Not finished (an early return): stop the thread; it closes the socket as it ends.
+    /// Not finished (an early return): stop the task; it closes the socket as it ends.
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
     }
+}
+
+/// The notification thread's runtime, started on first use and kept for the life of the
+/// process (the thread parks in `epoll_wait` between attempts). A failure to start it is
+/// remembered: every later attempt runs without notifications too, as the first did.
+fn receiving_runtime() -> io::Result<&'static tokio::runtime::Handle> {
+    static RUNTIME: StartedOnce<tokio::runtime::Handle> = StartedOnce::new();
+    RUNTIME.get_or_start(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("ash-notify".to_owned())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))?;
+        Ok(handle)
+    })
 }
 
 /// The receiving loop's buffers and counters.

@@ -371,7 +371,7 @@ impl AttemptState {
                         let target = myself.clone();
                         self.spawn(async move {
                             // Every report read by now was cast before this message.
-                            let tally = off_runtime(move || receiver.finish()).await;
+                            let tally = receiver.finish().await;
                             notify(&target, AttemptMsg::NotificationsDrained(tally));
                         });
                     }

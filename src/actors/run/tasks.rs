@@ -9,6 +9,7 @@
 //! - [`record_acceptance`]: write the plan acceptance when no attempt followed;
 //! - [`finish`]: drain the store and the locks, stop the signal intake, hand over the result.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ use crate::invocation::{
     execution_workspace_of, read_state, verification_failure_of,
 };
 use crate::platform::locate::PlanLocation;
-use crate::platform::locks::LockScope;
+use crate::platform::locks::{LockScope, dir_identity};
 
 /// How long the signal intake may take to stop when the run ends (it only closes its
 /// registration; its state is dropped, with the same effect, if it does not answer).
@@ -52,8 +53,20 @@ impl RunContext {
         notify(&self.run, RunMsg::from(input));
     }
 
-    async fn lock(&self, dir: String, scope: LockScope) -> Result<LockId, RunInput<InputError>> {
-        match call(&self.locks, |reply| LockMsg::Acquire { dir, scope, reply }).await {
+    async fn lock(
+        &self,
+        dir: String,
+        scope: LockScope,
+        identity: Option<(u64, u64)>,
+    ) -> Result<LockId, RunInput<InputError>> {
+        match call(&self.locks, |reply| LockMsg::Acquire {
+            dir,
+            scope,
+            identity,
+            reply,
+        })
+        .await
+        {
             Some(Ok(lock)) => Ok(lock),
             Some(Err(error)) => Err(RunInput::InputFailed(InputError::Lock(error))),
             None => Err(RunInput::ActorFailed {
@@ -79,7 +92,7 @@ async fn admission_steps(
 ) -> Result<RunInput<InputError>, RunInput<InputError>> {
     let location = &context.location;
     context
-        .lock(location.workspace.clone(), LockScope::PlanWorkspace)
+        .lock(location.workspace.clone(), LockScope::PlanWorkspace, None)
         .await?;
     let layout = location.layout.clone();
     let loaded = off_runtime(move || read_state(&layout))
@@ -219,18 +232,25 @@ pub(super) async fn check_plan(context: RunContext) {
     context.tell(input);
 }
 
-/// Resolves the phase's execution workspace and locks it for the attempt.
+/// Resolves the phase's execution workspace and locks it for the attempt. The directory's
+/// identity is read in the same hand-off as the resolution, so the lock owner reuses a lock
+/// it holds on it without one of its own.
 pub(super) async fn reserve(context: RunContext, phase_id: String) {
     let reserved = async {
         let Some(phase) = context.snapshot.plan.phase(&phase_id).cloned() else {
             return Err(RunInput::InputFailed(InputError::PhaseMissing(phase_id)));
         };
         let location = context.location.clone();
-        let workspace = off_runtime(move || execution_workspace_of(&location, &phase))
-            .await
-            .map_err(RunInput::InputFailed)?;
+        let (workspace, identity) = off_runtime(move || {
+            let workspace = execution_workspace_of(&location, &phase)?;
+            // Unreadable: the lock owner reads it again and reports why.
+            let identity = dir_identity(Path::new(&workspace)).ok();
+            Ok((workspace, identity))
+        })
+        .await
+        .map_err(RunInput::InputFailed)?;
         let lock = context
-            .lock(workspace.clone(), LockScope::ExecutionWorkspace)
+            .lock(workspace.clone(), LockScope::ExecutionWorkspace, identity)
             .await?;
         Ok(Reservation { workspace, lock })
     };

@@ -17,9 +17,13 @@ pub(crate) struct LockId(u64);
 
 pub(crate) enum LockMsg {
     /// Take the lock on `dir` now or fail; the error names the scope and directory.
+    /// `identity` is the directory's (device, inode) when the caller already read it off the
+    /// runtime: a lock this invocation holds on it is then reused without a hand-off to the
+    /// blocking pool (every phase in the same workspace, the common case).
     Acquire {
         dir: String,
         scope: LockScope,
+        identity: Option<(u64, u64)>,
         reply: RpcReplyPort<Result<LockId, LockError>>,
     },
     /// Give back one reference; the lock is released with the last one.
@@ -74,8 +78,19 @@ impl Actor for WorkspaceLocks {
     ) -> Result<(), ActorProcessingErr> {
         let span = state.span.clone();
         match message {
-            LockMsg::Acquire { dir, scope, reply } => {
-                let acquired = state.acquire(dir, scope).instrument(span).await;
+            LockMsg::Acquire {
+                dir,
+                scope,
+                identity,
+                reply,
+            } => {
+                let acquired = match identity.and_then(|identity| state.reuse(identity)) {
+                    Some(id) => {
+                        tracing::debug!(parent: &span, dir, scope = scope.name(), "lock already held; reused");
+                        Ok(id)
+                    }
+                    None => state.acquire(dir, scope).instrument(span).await,
+                };
                 let _ = reply.send(acquired);
             }
             LockMsg::Release { id } => span.in_scope(|| state.release(id)),
@@ -97,6 +112,16 @@ impl Actor for WorkspaceLocks {
 }
 
 impl LocksState {
+    /// One more reference to the held lock on the directory with `identity`, if any.
+    fn reuse(&mut self, identity: (u64, u64)) -> Option<LockId> {
+        let held = self
+            .held
+            .iter_mut()
+            .find(|held| held.lock.identity == identity)?;
+        held.references += 1;
+        Some(held.id)
+    }
+
     async fn acquire(&mut self, dir: String, scope: LockScope) -> Result<LockId, LockError> {
         let path = PathBuf::from(&dir);
         let held: Vec<(u64, u64)> = self.held.iter().map(|held| held.lock.identity).collect();
@@ -118,14 +143,9 @@ impl LocksState {
         })?;
         let lock = match taken {
             Taken::AlreadyHeld(identity) => {
-                if let Some(held) = self
-                    .held
-                    .iter_mut()
-                    .find(|held| held.lock.identity == identity)
-                {
-                    held.references += 1;
+                if let Some(id) = self.reuse(identity) {
                     tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
-                    return Ok(held.id);
+                    return Ok(id);
                 }
                 // Not reachable: a release is a message of this actor, and none is handled
                 // while this one waits. Taking the lock afresh is the safe answer anyway.

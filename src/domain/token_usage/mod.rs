@@ -102,6 +102,19 @@ impl TokenCounts {
         );
     }
 
+    /// The members [`Self::write_json`] writes, in its order, straight to a serializer.
+    /// A cost that is not finite has no JSON number and is written `null`, as there.
+    pub(crate) fn serialize_entries<M: serde::ser::SerializeMap>(
+        &self,
+        object: &mut M,
+    ) -> Result<(), M::Error> {
+        object.serialize_entry("input_tokens", &self.input_tokens)?;
+        object.serialize_entry("cached_input_tokens", &self.cached_input_tokens)?;
+        object.serialize_entry("output_tokens", &self.output_tokens)?;
+        object.serialize_entry("reasoning_tokens", &self.reasoning_tokens)?;
+        object.serialize_entry("cost_usd", &self.cost_usd.filter(|cost| cost.is_finite()))
+    }
+
     /// `1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123`; the counts that were
     /// reported only. Empty when nothing was.
     pub fn describe(&self) -> String {

@@ -131,10 +131,43 @@ pub struct UsageSummary {
     pub completeness: Completeness,
 }
 
-/// Written as [`UsageSummary::to_json`] writes it.
+/// Written as [`UsageSummary::to_json`] writes it, key for key, but straight to the
+/// serializer: every state write serializes one summary per committed outcome, and building a
+/// [`Value`] for each (an ordered map and a string per key) cost more than the rest of the
+/// document.
 impl serde::Serialize for UsageSummary {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.to_json().serialize(serializer)
+        use serde::ser::SerializeMap;
+        let mut object = serializer.serialize_map(Some(super::COUNT_KEYS.len() + 2))?;
+        self.counts.serialize_entries(&mut object)?;
+        object.serialize_entry("models", &ModelsJson(&self.models))?;
+        object.serialize_entry("completeness", self.completeness.as_str())?;
+        object.end()
+    }
+}
+
+/// The `models` object of a summary, as [`UsageSummary::to_json`] writes it.
+struct ModelsJson<'a>(&'a BTreeMap<String, TokenCounts>);
+
+impl serde::Serialize for ModelsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(
+            self.0
+                .iter()
+                .map(|(name, counts)| (name, CountsJson(counts))),
+        )
+    }
+}
+
+/// One model's counts, as [`TokenCounts::write_json`] writes them.
+struct CountsJson<'a>(&'a TokenCounts);
+
+impl serde::Serialize for CountsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut object = serializer.serialize_map(Some(super::COUNT_KEYS.len()))?;
+        self.0.serialize_entries(&mut object)?;
+        object.end()
     }
 }
 

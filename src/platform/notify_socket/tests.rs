@@ -290,7 +290,10 @@ fn a_receiver_on_its_own_thread_reads_what_was_sent_before_it_started() {
     })
     .expect("start");
     sender.send("STATUS=later").unwrap();
-    let tally = receiver.finish();
+    let tally = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(receiver.finish());
     assert_eq!(tally.accepted, 2);
     let statuses: Vec<_> = delivered
         .lock()

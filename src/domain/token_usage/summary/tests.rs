@@ -265,4 +265,30 @@ proptest! {
         prop_assert_eq!(sum.counts.input_tokens.unwrap_or(0), input);
         prop_assert_eq!(UsageSummary::from_json(&sum.to_json(), "usage"), Ok(sum));
     }
+
+    #[test]
+    fn serializing_writes_the_document_to_json_builds(
+        parts in proptest::collection::vec(any_summary(), 0..6),
+        cost in proptest::option::of(prop_oneof![0.0..1e6f64, Just(f64::NAN), Just(f64::INFINITY), Just(1e-300)]),
+        cached in proptest::option::of(any::<u64>()),
+        models in proptest::collection::btree_map("[a-z\\-\"]{0,8}", (proptest::option::of(any::<u64>()), proptest::option::of(0.0..10.0f64)), 0..3),
+    ) {
+        let mut summary = UsageSummary::sum(&parts);
+        summary.counts.cost_usd = cost;
+        summary.counts.cached_input_tokens = cached;
+        summary.models = models
+            .into_iter()
+            .map(|(name, (output, cost))| {
+                (name, TokenCounts { output_tokens: output, cost_usd: cost, ..TokenCounts::default() })
+            })
+            .collect();
+        prop_assert_eq!(
+            serde_json::to_string(&summary).expect("serializes"),
+            serde_json::to_string(&summary.to_json()).expect("serializes")
+        );
+        prop_assert_eq!(
+            serde_json::to_string_pretty(&summary).expect("serializes"),
+            serde_json::to_string_pretty(&summary.to_json()).expect("serializes")
+        );
+    }
 }
