@@ -56,7 +56,7 @@ pub(crate) enum StoreMsg {
     Commit {
         outcome: Box<OutcomeRecord>,
         schedule: Option<RetrySchedule>,
-        reply: RpcReplyPort<Result<State, CommitError>>,
+        reply: RpcReplyPort<Result<(), CommitError>>,
     },
 }
 
@@ -115,7 +115,7 @@ impl Actor for StateStore {
                         Ok(())
                     })
                     .await;
-                let _ = reply.send(result.map(drop));
+                let _ = reply.send(result);
             }
             StoreMsg::Prepare { preparation, reply } => {
                 let _ = reply.send(state.prepare(*preparation).await);
@@ -130,7 +130,7 @@ impl Actor for StateStore {
                         next.mark_running(&attempt_id, identity)
                     })
                     .await;
-                let _ = reply.send(result.map(drop));
+                let _ = reply.send(result);
             }
             StoreMsg::Commit {
                 outcome,
@@ -182,7 +182,8 @@ impl StoreState {
             })
             .await;
         match prepared {
-            Ok(state) => Ok(state),
+            // The prompt is rendered from it.
+            Ok(()) => Ok(self.durable.clone()),
             Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
             Err(WriteFailure::State(error)) => Err(error),
         }
@@ -194,12 +195,12 @@ impl StoreState {
         &mut self,
         failpoint_label: &'static str,
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
-    ) -> Result<State, StateWriteError> {
+    ) -> Result<(), StateWriteError> {
         match self
             .replace_after(Before::Nothing, failpoint_label, transition)
             .await
         {
-            Ok(state) => Ok(state),
+            Ok(()) => Ok(()),
             Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
             Err(WriteFailure::State(error)) => Err(error),
         }
@@ -213,7 +214,7 @@ impl StoreState {
         before: Before,
         failpoint_label: &'static str,
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
-    ) -> Result<State, WriteFailure> {
+    ) -> Result<(), WriteFailure> {
         let next = {
             let mut next = self.durable.clone();
             transition(&mut next)
@@ -270,7 +271,7 @@ impl StoreState {
             Ok(()) => {
                 tracing::info!(write = failpoint_label, path, "state committed");
                 self.durable = next;
-                Ok(self.durable.clone())
+                Ok(())
             }
             Err(ReplaceError::NotReplaced(source)) => {
                 tracing::info!(write = failpoint_label, path, error = %source, "state write failed; last durable record kept");
@@ -297,7 +298,7 @@ impl StoreState {
         &mut self,
         outcome: OutcomeRecord,
         schedule: Option<RetrySchedule>,
-    ) -> Result<State, CommitError> {
+    ) -> Result<(), CommitError> {
         outcome.validate().map_err(CommitError::InvalidOutcome)?;
         let path = self.layout.outcome_path(&outcome.attempt_id);
         let before = Before::Outcome {
@@ -314,7 +315,7 @@ impl StoreState {
             })
             .await;
         match committed {
-            Ok(state) => Ok(state),
+            Ok(()) => Ok(()),
             Err(WriteFailure::Before(error)) => Err(CommitError::OutcomeWrite(error)),
             Err(WriteFailure::State(error)) => Err(CommitError::StateWrite(error)),
         }

@@ -756,6 +756,7 @@ impl AttemptState {
             notes: input.notes,
             notifications: self.notify_tally.and_then(|tally| tally.describe()),
         };
+        let settled = !input.pipes_held_open;
         let (writer, marker, scanner) = (
             crew.writer.clone(),
             crew.marker.clone(),
@@ -763,17 +764,37 @@ impl AttemptState {
         );
         let target = myself.clone();
         self.spawn(async move {
-            let (trailer, output) = call(&writer, |reply| WriterMsg::Finish { trailer, reply })
-                .await
-                .unwrap_or((Err(OutputError::WriterStopped), OutputBytes::default()));
-            let verdict = call(&marker, |reply| MarkerMsg::Finish { reply })
-                .await
-                .unwrap_or_else(|| MarkerVerdict::Invalid("marker parser stopped".into()));
-            let final_match = match &scanner {
-                Some(scanner) => call(scanner, |reply| ScanMsg::Finish { reply })
+            let finish_writer = async {
+                call(&writer, |reply| WriterMsg::Finish { trailer, reply })
                     .await
-                    .flatten(),
-                None => None,
+                    .unwrap_or((Err(OutputError::WriterStopped), OutputBytes::default()))
+            };
+            let verdicts = async {
+                tokio::join!(
+                    async {
+                        call(&marker, |reply| MarkerMsg::Finish { reply })
+                            .await
+                            .unwrap_or_else(|| {
+                                MarkerVerdict::Invalid("marker parser stopped".into())
+                            })
+                    },
+                    async {
+                        match &scanner {
+                            Some(scanner) => call(scanner, |reply| ScanMsg::Finish { reply })
+                                .await
+                                .flatten(),
+                            None => None,
+                        }
+                    },
+                )
+            };
+            // Every reader saw its end of file only after the parser and the scanner had its
+            // last chunk, so all three finish at once. Readers closed by force may have left a
+            // chunk in the writer's mailbox: the writer finishes first, after feeding it.
+            let ((trailer, output), (verdict, final_match)) = if settled {
+                tokio::join!(finish_writer, verdicts)
+            } else {
+                (finish_writer.await, verdicts.await)
             };
             let gathered = Gathered {
                 trailer_error: trailer.err().map(|error| error.to_string()),

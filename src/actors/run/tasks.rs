@@ -16,13 +16,14 @@ use std::time::Duration;
 use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::oneshot;
 
-use super::messages::{Reservation, RunMsg, RunResult};
+use super::messages::{Reservation, Resolution, RunMsg, RunResult};
 use super::workspace_locks::{LockId, LockMsg};
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::{StateStore, StoreArgs, StoreMsg};
 use crate::actors::{call, notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{Admitted, PlanCheck, RefusedRun, RunInput};
+use crate::domain::plan::Phase;
 use crate::domain::selection::{Refusal, admit as admission, next_pending, way_forward};
 use crate::domain::state::{AttemptStatus, PlanRecord, State, StateWriteError};
 use crate::domain::timestamp::Timestamp;
@@ -211,10 +212,25 @@ async fn refused(
     }))
 }
 
-/// Re-hashes the plan file: a change since the snapshot stops the invocation.
-pub(super) async fn check_plan(context: RunContext) {
+/// Re-hashes the plan file: a change since the snapshot stops the invocation. When the check
+/// is for launching `next` (a phase), the same hand-off resolves that phase's execution
+/// workspace, told to the supervisor before the check's result; the reservation that follows
+/// an unchanged plan then needs no hand-off of its own.
+pub(super) async fn check_plan(context: RunContext, next: Option<Phase>) {
     let location = context.location.clone();
-    let input = match off_runtime(move || current_plan_hash(&location)).await {
+    let (hashed, resolution) = off_runtime(move || {
+        let hashed = current_plan_hash(&location);
+        let resolution = next.map(|phase| Resolution {
+            resolved: resolve(&location, &phase),
+            phase_id: phase.id,
+        });
+        (hashed, resolution)
+    })
+    .await;
+    if let Some(resolution) = resolution {
+        notify(&context.run, RunMsg::WorkspaceResolved(resolution));
+    }
+    let input = match hashed {
         Ok(actual) if actual == context.snapshot.sha256 => {
             RunInput::PlanChecked(PlanCheck::Unchanged)
         }
@@ -232,22 +248,32 @@ pub(super) async fn check_plan(context: RunContext) {
     context.tell(input);
 }
 
-/// Resolves the phase's execution workspace and locks it for the attempt. The directory's
-/// identity is read in the same hand-off as the resolution, so the lock owner reuses a lock
-/// it holds on it without one of its own.
-pub(super) async fn reserve(context: RunContext, phase_id: String) {
+/// Blocking: the phase's execution workspace and the directory's identity (unreadable: the
+/// lock owner reads it again and reports why).
+fn resolve(
+    location: &PlanLocation,
+    phase: &Phase,
+) -> Result<(String, Option<(u64, u64)>), InputError> {
+    let workspace = execution_workspace_of(location, phase)?;
+    let identity = dir_identity(Path::new(&workspace)).ok();
+    Ok((workspace, identity))
+}
+
+/// Locks the phase's execution workspace for the attempt, resolving it first unless the plan
+/// check already did (`resolved`). The directory's identity comes with the resolution, so the
+/// lock owner reuses a lock it holds on it without a hand-off of its own.
+pub(super) async fn reserve(context: RunContext, phase_id: String, resolved: Option<Resolution>) {
     let reserved = async {
-        let Some(phase) = context.snapshot.plan.phase(&phase_id).cloned() else {
-            return Err(RunInput::InputFailed(InputError::PhaseMissing(phase_id)));
-        };
-        let location = context.location.clone();
-        let (workspace, identity) = off_runtime(move || {
-            let workspace = execution_workspace_of(&location, &phase)?;
-            // Unreadable: the lock owner reads it again and reports why.
-            let identity = dir_identity(Path::new(&workspace)).ok();
-            Ok((workspace, identity))
-        })
-        .await
+        let (workspace, identity) = match resolved {
+            Some(resolution) => resolution.resolved,
+            None => {
+                let Some(phase) = context.snapshot.plan.phase(&phase_id).cloned() else {
+                    return Err(RunInput::InputFailed(InputError::PhaseMissing(phase_id)));
+                };
+                let location = context.location.clone();
+                off_runtime(move || resolve(&location, &phase)).await
+            }
+        }
         .map_err(RunInput::InputFailed)?;
         let lock = context
             .lock(workspace.clone(), LockScope::ExecutionWorkspace, identity)
