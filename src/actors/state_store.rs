@@ -4,8 +4,8 @@
 //! [`crate::domain::state`] to a copy, validates it, and replaces the file atomically; only
 //! when the write succeeded does the copy become the current state. A failed write therefore
 //! leaves both the file and the store's view at the last durable record, which is what
-//! docs/state-and-recovery.md promises. The writes themselves (fsync, rename) run on tokio's
-//! blocking pool, never on a runtime worker thread.
+//! docs/state-and-recovery.md promises. The writes themselves (fsync, rename) run off the
+//! runtime ([`off_runtime`]), never on a runtime worker thread.
 
 use std::io;
 use std::path::Path;
@@ -207,7 +207,7 @@ impl StoreState {
     }
 
     /// Does `before`, then replaces the state with the result of `transition`, in one job on
-    /// the blocking pool. A transition that does not apply is reported after `before` is done,
+    /// one [`off_runtime`] call. A transition that does not apply is reported after `before` is done,
     /// as if the two were separate writes.
     async fn replace_after(
         &mut self,

@@ -6,7 +6,7 @@
 //!
 //! Output notices only move a timestamp (no wake-up is armed for them); the timer wakes itself
 //! at the earliest pending time and re-arms if a deadline moved meanwhile. A sample of the
-//! processes (`/proc`, `sock_diag`) runs on the blocking pool, one at a time, the sampler
+//! processes (`/proc`, `sock_diag`) runs off the runtime, one at a time, the sampler
 //! travelling with it and back. The timer reports which deadlines passed; which one stops the
 //! attempt is the attempt lifecycle's rule. So sustained output costs one cheap message per
 //! (coalesced) notice and can never postpone the wall-clock deadline.
@@ -171,7 +171,7 @@ impl TimerState {
         }
     }
 
-    /// Takes one sample on the blocking pool; the sampler comes back with it.
+    /// Takes one sample off the runtime, in a task; the sampler comes back with it.
     fn sample(&mut self, myself: &ActorRef<TimerMsg>) {
         let Some(mut sampler) = self.sampler.take() else {
             // No sampler (the worker's identity is unknown): the clock waits for a sample that

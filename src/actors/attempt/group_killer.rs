@@ -26,7 +26,7 @@
 //! reported as surviving. The report names as killed only what is gone.
 //!
 //! The killer polls with self-scheduled messages instead of sleeping inside a handler, so
-//! `KillNow` is handled promptly, and every `/proc` scan runs on the blocking pool. "Empty"
+//! `KillNow` is handled promptly, and every `/proc` scan runs off the runtime. "Empty"
 //! means no *live* member: zombies waiting for a parent to reap them run nothing and hold no
 //! pipe.
 

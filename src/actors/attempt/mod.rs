@@ -303,7 +303,7 @@ impl Actor for AttemptSupervisor {
             task.abort();
         }
         // A check still running (the run is ending on a failure) is killed at once: its job
-        // runs on the blocking pool, where no abort reaches it.
+        // runs off the runtime, where no abort reaches it.
         if let Some(stop) = state.check_stop.take() {
             stop.stop();
             stop.stop();

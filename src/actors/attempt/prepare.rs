@@ -199,8 +199,8 @@ impl PreparationTask {
             argv: &argv,
         });
         let prompt = prompt.into_bytes();
-        // One hand-off to the blocking pool for everything from the first artifact to the
-        // worker's identity: every step waits on the disk, `fork` or `/proc`.
+        // One blocking call off the runtime for everything from the first artifact to the
+        // worker's identity: every step waits on the disk, the spawn or `/proc`.
         let job = StartJob {
             attempt_id: attempt.id.clone(),
             prompt_path: attempt.prompt_path.clone(),
@@ -283,7 +283,8 @@ struct Running {
 }
 
 impl StartJob {
-    /// Blocking: runs on the blocking pool (inside the runtime, which the spawn needs).
+    /// Blocking: runs off the runtime (`off_runtime`, inside its context, which the spawn
+    /// needs).
     fn run(self) -> Started {
         let transcript = match write_artifacts(
             &self.prompt_path,

@@ -19,7 +19,7 @@ use crate::platform::helper_process::StopSwitch;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::verify_check::{CheckSetting, run_check};
 
-/// Everything one check's run needs, owned, so it can run on the blocking pool.
+/// Everything one check's run needs, owned, so it can run off the runtime.
 pub(crate) struct CheckJob {
     pub(crate) check: VerifyCheck,
     /// The phase's execution workspace.
@@ -32,7 +32,8 @@ pub(crate) struct CheckJob {
 }
 
 impl CheckJob {
-    /// Runs the check to its end (blocking: on the blocking pool, never a runtime thread).
+    /// Runs the check to its end (blocking: off the runtime, never on a runtime worker
+    /// thread).
     pub(crate) fn run(self) -> EndedCheck {
         let writer = &self.writer;
         record(writer, VerifyOutput::Header(self.check.transcript_header()));

@@ -18,8 +18,8 @@ pub(crate) struct LockId(u64);
 pub(crate) enum LockMsg {
     /// Take the lock on `dir` now or fail; the error names the scope and directory.
     /// `identity` is the directory's (device, inode) when the caller already read it off the
-    /// runtime: a lock this invocation holds on it is then reused without a hand-off to the
-    /// blocking pool (every phase in the same workspace, the common case).
+    /// runtime: a lock this invocation holds on it is then reused without a blocking call of
+    /// its own (every phase in the same workspace, the common case).
     Acquire {
         dir: String,
         scope: LockScope,
