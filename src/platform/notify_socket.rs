@@ -261,8 +261,8 @@ impl Drop for NotifyReceiver {
 }
 
 /// The notification thread's runtime, started on first use and kept for the life of the
-/// process (the thread parks in `epoll_wait` between attempts). A failure to start it is
-/// remembered: every later attempt runs without notifications too, as the first did.
+/// process (the thread parks in `epoll_wait` between attempts). An attempt that cannot start
+/// it runs without notifications (logged); the next one tries again.
 fn receiving_runtime() -> io::Result<&'static tokio::runtime::Handle> {
     static RUNTIME: StartedOnce<tokio::runtime::Handle> = StartedOnce::new();
     RUNTIME.get_or_start(|| {

@@ -28,8 +28,8 @@ impl Sink<Arc<File>> for Appender {
     }
 }
 
-/// The transcript thread, started on first use and kept for the life of the process. A
-/// failure to start it is remembered, so every later attempt fails its setup the same way.
+/// The transcript thread, started on first use and kept for the life of the process (an
+/// attempt that cannot start it fails its setup; the next one tries again).
 fn transcript_thread() -> io::Result<&'static WriteThread<Arc<File>>> {
     static THREAD: StartedOnce<WriteThread<Arc<File>>> = StartedOnce::new();
     THREAD.get_or_start(|| WriteThread::start("ash-transcript", Appender))
