@@ -206,36 +206,21 @@ pub(crate) fn processes_with_env(
     started_from_ticks: u64,
 ) -> io::Result<Vec<ProcStat>> {
     let own = own_pid();
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == own {
-            continue;
-        }
-        // The start time first: if the pid is reused before the environment is read, the
-        // later pidfd check against this start time refuses the new process.
-        let Ok(Some(stat)) = stat(pid) else { continue };
-        if stat.is_defunct() || stat.start_time_ticks < started_from_ticks {
-            continue;
-        }
-        let Ok(environ) = read_proc_bytes(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if environ
-            .split(|byte| *byte == 0)
-            .any(|entry| assignments.iter().any(|wanted| entry == wanted.as_bytes()))
-        {
-            found.push(stat);
-        }
-    }
-    Ok(found)
+    // The start time first: if the pid is reused before the environment is read, the later
+    // pidfd check against this start time refuses the new process.
+    let candidates = processes_where(|stat| {
+        stat.pid != own && !stat.is_defunct() && stat.start_time_ticks >= started_from_ticks
+    })?;
+    Ok(candidates
+        .into_iter()
+        .filter(|stat| {
+            read_proc_bytes(format!("/proc/{}/environ", stat.pid)).is_ok_and(|environ| {
+                environ
+                    .split(|byte| *byte == 0)
+                    .any(|entry| assignments.iter().any(|wanted| entry == wanted.as_bytes()))
+            })
+        })
+        .collect())
 }
 
 /// Live (non-zombie) members of process group `pgid`.

@@ -37,6 +37,16 @@ pub struct TokenCounts {
     pub cost_usd: Option<f64>,
 }
 
+/// The counts as a JSON object, every key written (`null` when not reported).
+impl serde::Serialize for TokenCounts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut object = serializer.serialize_map(Some(COUNT_KEYS.len()))?;
+        self.serialize_entries(&mut object)?;
+        object.end()
+    }
+}
+
 impl TokenCounts {
     /// Nothing reported at all.
     pub fn is_empty(&self) -> bool {
@@ -84,26 +94,18 @@ impl TokenCounts {
         ]
     }
 
-    /// The counts as JSON object members, every key written (`null` when not reported).
+    /// The counts as JSON object members, every key written (`null` when not reported), as
+    /// the [`serde::Serialize`] impl writes them.
     pub fn write_json(&self, object: &mut Map<String, Value>) {
-        let number = |count: Option<u64>| count.map_or(Value::Null, Value::from);
-        object.insert("input_tokens".into(), number(self.input_tokens));
-        object.insert(
-            "cached_input_tokens".into(),
-            number(self.cached_input_tokens),
-        );
-        object.insert("output_tokens".into(), number(self.output_tokens));
-        object.insert("reasoning_tokens".into(), number(self.reasoning_tokens));
-        object.insert(
-            "cost_usd".into(),
-            self.cost_usd
-                .and_then(serde_json::Number::from_f64)
-                .map_or(Value::Null, Value::Number),
-        );
+        // Numbers, `null`s and fixed keys: nothing here can fail to serialize.
+        if let Ok(Value::Object(members)) = serde_json::to_value(self) {
+            object.extend(members);
+        }
     }
 
-    /// The members [`Self::write_json`] writes, in its order, straight to a serializer.
-    /// A cost that is not finite has no JSON number and is written `null`, as there.
+    /// The five members, in [`COUNT_KEYS`] order, into an object being serialized (also a
+    /// summary's, which adds its own members after them). A cost that is not finite has no
+    /// JSON number and is written `null`.
     pub(crate) fn serialize_entries<M: serde::ser::SerializeMap>(
         &self,
         object: &mut M,

@@ -131,42 +131,16 @@ pub struct UsageSummary {
     pub completeness: Completeness,
 }
 
-/// Written as [`UsageSummary::to_json`] writes it, key for key, but straight to the
-/// serializer: every state write serializes one summary per committed outcome, and building a
-/// [`Value`] for each (an ordered map and a string per key) cost more than the rest of the
-/// document.
+/// The members of [`UsageSummary::to_json`], written straight to the serializer: every state
+/// write serializes one summary per committed outcome, and building a [`Value`] for each (an
+/// ordered map and a string per key) cost more than the rest of the document.
 impl serde::Serialize for UsageSummary {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut object = serializer.serialize_map(Some(super::COUNT_KEYS.len() + 2))?;
         self.counts.serialize_entries(&mut object)?;
-        object.serialize_entry("models", &ModelsJson(&self.models))?;
+        object.serialize_entry("models", &self.models)?;
         object.serialize_entry("completeness", self.completeness.as_str())?;
-        object.end()
-    }
-}
-
-/// The `models` object of a summary, as [`UsageSummary::to_json`] writes it.
-struct ModelsJson<'a>(&'a BTreeMap<String, TokenCounts>);
-
-impl serde::Serialize for ModelsJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(
-            self.0
-                .iter()
-                .map(|(name, counts)| (name, CountsJson(counts))),
-        )
-    }
-}
-
-/// One model's counts, as [`TokenCounts::write_json`] writes them.
-struct CountsJson<'a>(&'a TokenCounts);
-
-impl serde::Serialize for CountsJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut object = serializer.serialize_map(Some(super::COUNT_KEYS.len()))?;
-        self.0.serialize_entries(&mut object)?;
         object.end()
     }
 }
@@ -229,23 +203,8 @@ impl UsageSummary {
     /// `{input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, cost_usd,
     /// models, completeness}`.
     pub fn to_json(&self) -> Value {
-        let mut object = Map::new();
-        self.counts.write_json(&mut object);
-        let models: Map<String, Value> = self
-            .models
-            .iter()
-            .map(|(name, counts)| {
-                let mut model = Map::new();
-                counts.write_json(&mut model);
-                (name.clone(), Value::Object(model))
-            })
-            .collect();
-        object.insert("models".into(), Value::Object(models));
-        object.insert(
-            "completeness".into(),
-            Value::String(self.completeness.as_str().to_owned()),
-        );
-        Value::Object(object)
+        // Numbers, strings and fixed keys: nothing here can fail to serialize.
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// Reads what [`Self::to_json`] wrote, strictly (every key present, no other key; an
