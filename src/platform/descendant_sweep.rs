@@ -74,6 +74,43 @@ pub(crate) fn sweep_pass(
     }
 }
 
+/// The most adopted children [`nothing_adopted`] looks at: beyond that the look is a `/proc`
+/// walk of its own, for the blocking pass.
+const QUICK_LOOK_CHILDREN: usize = 4;
+
+/// Whether a quick [`sweep_pass`] would find nothing, answered without blocking: the children
+/// list where adoptees land holds only processes the sweep leaves (the handler's watchdogs,
+/// children it inherited, processes older than the worker). Two small `/proc` reads and no
+/// lock waited for, so it runs on the caller's thread and spares the common attempt — no
+/// escapee — its trip off the runtime. `None` when it cannot tell at once (the helper registry
+/// is held by a helper being started, or there are many children): the caller runs the pass.
+pub(crate) fn nothing_adopted(
+    leader: u32,
+    worker_started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+) -> Option<bool> {
+    let children = proc::adopted_children().ok()?;
+    if children.len() > QUICK_LOOK_CHILDREN {
+        return None;
+    }
+    let helpers = helper_registry::try_lock()?;
+    let is_inherited = |stat: &ProcStat| inherited.contains(stat);
+    let is_helper = |stat: &ProcStat| helpers.protects(stat);
+    let scope = SweepScope {
+        handler: proc::own_pid(),
+        leader,
+        worker_started_ticks,
+        inherited: &is_inherited,
+        helper: &is_helper,
+    };
+    Some(
+        children
+            .into_iter()
+            .filter_map(stat_of)
+            .all(|child| judge_child(&scope, &child) == ChildVerdict::Leave),
+    )
+}
+
 /// How often a blocking sweep passes again.
 const PASS_INTERVAL: Duration = Duration::from_millis(5);
 /// How long a blocking sweep that gives up waits for its last SIGKILLs to take effect.
@@ -300,9 +337,57 @@ impl Freezer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::process_group;
+    use crate::platform::test_isolation::isolated;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use std::process::Command;
+    use std::time::Instant;
+
+    /// The quick look says "nothing" only while no adoptee is there: an orphan re-parented to
+    /// the handler (a child subreaper) is a reason for the pass, what the handler had before
+    /// the worker started is not.
+    #[test]
+    fn the_quick_look_finds_nothing_until_an_orphan_is_adopted() {
+        isolated(
+            "platform::descendant_sweep::tests::the_quick_look_finds_nothing_until_an_orphan_is_adopted",
+            || {
+                process_group::become_child_subreaper().unwrap();
+                let inherited = ChildSnapshot::take();
+                // No worker started yet: nothing the handler has is an adoptee.
+                assert_eq!(nothing_adopted(1, None, &inherited), Some(true));
+                let dir = tempfile::tempdir().unwrap();
+                let pidfile = dir.path().join("orphan.pid");
+                let status = Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "sh -c 'echo $$ > {}; exec sleep 600' </dev/null >/dev/null 2>&1 &",
+                        pidfile.display()
+                    ))
+                    .status()
+                    .expect("run the shell that leaves an orphan");
+                assert!(status.success());
+                let deadline = Instant::now() + Duration::from_secs(30);
+                let orphan = loop {
+                    let pid = std::fs::read_to_string(&pidfile)
+                        .ok()
+                        .and_then(|text| text.trim().parse::<u32>().ok());
+                    if let Some(pid) = pid
+                        && proc::adopted_children().unwrap().contains(&pid)
+                    {
+                        break pid;
+                    }
+                    assert!(Instant::now() < deadline, "the orphan was never adopted");
+                    std::thread::sleep(Duration::from_millis(10));
+                };
+                // A worker that started at tick 0: the orphan started after it.
+                assert_eq!(nothing_adopted(1, Some(0), &inherited), Some(false));
+                kill(Pid::from_raw(orphan as i32), Signal::SIGKILL).expect("kill the orphan");
+                let _ = nix::sys::wait::waitpid(Pid::from_raw(orphan as i32), None);
+                assert_eq!(nothing_adopted(1, Some(0), &inherited), Some(true));
+            },
+        );
+    }
 
     fn killed(child: &std::process::Child) -> Killed {
         let stat = stat_of(child.id()).expect("child stat");

@@ -266,10 +266,19 @@ impl KillerState {
         let worker_started_ticks = self.worker_started_ticks;
         let inherited = self.inherited.clone();
         let thorough = rounds.thorough();
-        let pass = off_runtime(move || {
-            descendant_sweep::sweep_pass(leader, worker_started_ticks, &inherited, thorough)
-        })
-        .await;
+        // An attempt without escapees — nearly every one — is told so by a look that does not
+        // block; anything else is a pass off the runtime.
+        let nothing_to_sweep = !thorough
+            && descendant_sweep::nothing_adopted(leader, worker_started_ticks, &inherited)
+                == Some(true);
+        let pass = if nothing_to_sweep {
+            descendant_sweep::SweepPass::default()
+        } else {
+            off_runtime(move || {
+                descendant_sweep::sweep_pass(leader, worker_started_ticks, &inherited, thorough)
+            })
+            .await
+        };
         let known: HashSet<u32> = self.report.escaped.iter().copied().collect();
         let new: Vec<u32> = pass
             .stopped

@@ -20,6 +20,11 @@ use crate::domain::output_stream::OutputStream;
 /// Largest chunk handed on at once: the pipe's capacity. Each chunk costs several
 /// cross-thread hand-offs, so a fast producer's output travels in few, large chunks.
 pub(crate) const CHUNK_SIZE: usize = 1024 * 1024;
+/// The buffer a stream starts with. Most streams of a short attempt carry a few lines; a
+/// chunk-sized buffer for each would be a fresh mapping of its own, and its unmapping a TLB
+/// shootdown across the handler's threads, for every stream of every attempt. A stream whose
+/// chunk fills this buffer gets a chunk-sized one from then on.
+const FIRST_BUFFER: usize = 64 * 1024;
 /// A chunk is topped up from the pipe only while at least this much room is left.
 const MIN_TOP_UP: usize = 16 * 1024;
 
@@ -100,7 +105,8 @@ async fn read_loop(args: ReaderArgs) {
         supervisor,
         span: _,
     } = args;
-    let mut buffer = Vec::with_capacity(CHUNK_SIZE);
+    let mut buffer = Vec::with_capacity(FIRST_BUFFER);
+    let mut limit = FIRST_BUFFER;
     let mut at_eof = false;
     let error = loop {
         if at_eof {
@@ -115,7 +121,7 @@ async fn read_loop(args: ReaderArgs) {
         }
         // Take whatever else is already in the pipe, without waiting: a fast producer then
         // costs one hand-off per full chunk instead of one per write it made.
-        while buffer.len() + MIN_TOP_UP <= CHUNK_SIZE {
+        while buffer.len() + MIN_TOP_UP <= limit {
             match pipe.read_buf(&mut buffer).now_or_never() {
                 Some(Ok(0)) => {
                     at_eof = true;
@@ -125,6 +131,7 @@ async fn read_loop(args: ReaderArgs) {
                 Some(Err(_)) | None => break,
             }
         }
+        limit = next_limit(buffer.len(), limit);
         let chunk = std::mem::take(&mut buffer);
         match writer
             .call(
@@ -145,10 +152,41 @@ async fn read_loop(args: ReaderArgs) {
                 ));
             }
         }
-        if buffer.capacity() < CHUNK_SIZE {
-            buffer.reserve(CHUNK_SIZE);
+        if buffer.capacity() < limit {
+            buffer.reserve(limit);
         }
     };
     tracing::info!(stream = stream.name(), error = error.as_deref(), "pipe EOF");
     notify(&supervisor, AttemptMsg::StreamEnded { stream, error });
+}
+
+/// The buffer size for the next chunk: a chunk that left too little room to top it up came
+/// from a fast producer, whose output travels in full-sized chunks from then on.
+fn next_limit(chunk_len: usize, limit: usize) -> usize {
+    if chunk_len + MIN_TOP_UP > limit {
+        CHUNK_SIZE
+    } else {
+        limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_grows_to_full_chunks_once_a_chunk_fills_its_buffer() {
+        assert_eq!(next_limit(36, FIRST_BUFFER), FIRST_BUFFER, "a few lines");
+        assert_eq!(
+            next_limit(FIRST_BUFFER - MIN_TOP_UP, FIRST_BUFFER),
+            FIRST_BUFFER,
+            "room left for a top-up"
+        );
+        assert_eq!(
+            next_limit(FIRST_BUFFER - MIN_TOP_UP + 1, FIRST_BUFFER),
+            CHUNK_SIZE
+        );
+        assert_eq!(next_limit(FIRST_BUFFER, FIRST_BUFFER), CHUNK_SIZE);
+        assert_eq!(next_limit(10, CHUNK_SIZE), CHUNK_SIZE, "never shrinks back");
+    }
 }
