@@ -64,6 +64,17 @@ fn state_json(c: &mut Criterion) {
             state.to_json()
         })
     });
+    // The three parts of a state write's CPU: the copy the transition is applied to, the
+    // invariants, the document.
+    group.bench_function("copy/1000_outcomes", |b| {
+        b.iter(|| black_box(&state).clone())
+    });
+    group.bench_function("validate/1000_outcomes", |b| {
+        b.iter(|| black_box(&state).validate(&layout).expect("valid"))
+    });
+    group.bench_function("write/1000_outcomes", |b| {
+        b.iter(|| black_box(&state).to_json())
+    });
     // What `status` does with the state besides printing: read it, then tally the phase table
     // and the run totals against the plan's 200 phases.
     let names: Vec<(String, String)> = (1..=STATE_PHASES)

@@ -9,6 +9,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
@@ -33,8 +34,8 @@ pub(crate) struct Preparation {
 }
 
 pub(crate) enum StoreMsg {
-    /// The last durable state.
-    Current { reply: RpcReplyPort<State> },
+    /// The last durable state (shared, not copied: a snapshot the store never changes).
+    Current { reply: RpcReplyPort<Arc<State>> },
     /// Record a plan acceptance on its own (used when no attempt follows).
     AcceptPlan {
         record: PlanRecord,
@@ -43,7 +44,7 @@ pub(crate) enum StoreMsg {
     /// Record a prepared attempt; replies with the state now durable.
     Prepare {
         preparation: Box<Preparation>,
-        reply: RpcReplyPort<Result<State, StateWriteError>>,
+        reply: RpcReplyPort<Result<Arc<State>, StateWriteError>>,
     },
     /// Record that the prepared attempt is running, with its identity when known.
     MarkRunning {
@@ -72,7 +73,9 @@ pub(crate) struct StoreArgs {
 
 pub(crate) struct StoreState {
     layout: StateLayout,
-    durable: State,
+    /// Shared with what replies hand out: a write builds the next state beside it and
+    /// replaces it, so a reply is a reference count, not a copy of every committed outcome.
+    durable: Arc<State>,
     /// The keyed directories exist (created before this run's first prepared attempt).
     directories_ready: bool,
 }
@@ -93,7 +96,7 @@ impl Actor for StateStore {
             .await;
         Ok(StoreState {
             layout: args.layout,
-            durable: args.loaded,
+            durable: Arc::new(args.loaded),
             directories_ready: false,
         })
     }
@@ -106,7 +109,7 @@ impl Actor for StateStore {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             StoreMsg::Current { reply } => {
-                let _ = reply.send(state.durable.clone());
+                let _ = reply.send(Arc::clone(&state.durable));
             }
             StoreMsg::AcceptPlan { record, reply } => {
                 let result = state
@@ -165,7 +168,7 @@ enum WriteFailure {
 }
 
 impl StoreState {
-    async fn prepare(&mut self, preparation: Preparation) -> Result<State, StateWriteError> {
+    async fn prepare(&mut self, preparation: Preparation) -> Result<Arc<State>, StateWriteError> {
         let Preparation {
             attempt,
             accept,
@@ -183,7 +186,7 @@ impl StoreState {
             .await;
         match prepared {
             // The prompt is rendered from it.
-            Ok(()) => Ok(self.durable.clone()),
+            Ok(()) => Ok(Arc::clone(&self.durable)),
             Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
             Err(WriteFailure::State(error)) => Err(error),
         }
@@ -216,7 +219,7 @@ impl StoreState {
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
     ) -> Result<(), WriteFailure> {
         let next = {
-            let mut next = self.durable.clone();
+            let mut next = State::clone(&self.durable);
             transition(&mut next)
                 .map_err(StateWriteError::Transition)
                 .and_then(|()| {
@@ -270,7 +273,7 @@ impl StoreState {
         match written {
             Ok(()) => {
                 tracing::info!(write = failpoint_label, path, "state committed");
-                self.durable = next;
+                self.durable = Arc::new(next);
                 Ok(())
             }
             Err(ReplaceError::NotReplaced(source)) => {
@@ -285,7 +288,7 @@ impl StoreState {
                 // on; the caller still reports the failure, because it may not survive a
                 // power loss.
                 tracing::info!(write = failpoint_label, path, error = %source, "state replaced but not durable");
-                self.durable = next;
+                self.durable = Arc::new(next);
                 Err(WriteFailure::State(StateWriteError::NotDurable {
                     path,
                     source,

@@ -55,7 +55,7 @@ impl Reporting {
     async fn still_active(&self, attempt_id: &str) -> Option<Box<ActiveAttempt>> {
         call(&self.store, |reply| StoreMsg::Current { reply })
             .await
-            .and_then(|state| state.active_attempt)
+            .and_then(|state| state.active_attempt.clone())
             .filter(|active| active.id == attempt_id)
             .map(Box::new)
     }

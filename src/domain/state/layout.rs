@@ -30,4 +30,13 @@ impl StateLayout {
     pub fn outcome_path(&self, attempt_id: &str) -> String {
         format!("{}/outcomes/{attempt_id}.json", self.dir)
     }
+
+    /// Whether `path` is [`StateLayout::outcome_path`] of `attempt_id`, without building it:
+    /// every state write checks this for every committed outcome.
+    pub fn is_outcome_path(&self, path: &str, attempt_id: &str) -> bool {
+        path.strip_prefix(self.dir.as_str())
+            .and_then(|rest| rest.strip_prefix("/outcomes/"))
+            .and_then(|rest| rest.strip_prefix(attempt_id))
+            .is_some_and(|rest| rest == ".json")
+    }
 }

@@ -1926,3 +1926,24 @@ fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
         "unexpected key committed_outcomes[0].usage.tokens"
     );
 }
+
+#[test]
+fn an_outcome_path_is_recognised_exactly_as_the_layout_derives_it() {
+    let layout = layout();
+    let id = "20260705T120102Z-phase-1-abc";
+    assert!(layout.is_outcome_path(&layout.outcome_path(id), id));
+    for other in [
+        format!("{}/outcomes/{id}.json.tmp", layout.dir),
+        format!("{}/outcomes/{id}x.json", layout.dir),
+        format!("{}/transcripts/{id}.json", layout.dir),
+        format!(
+            "{}/outcomes/{id}.json",
+            layout.dir.trim_end_matches(char::is_alphanumeric)
+        ),
+        format!("{}//outcomes/{id}.json", layout.dir),
+        format!("{}/outcomes/.json", layout.dir),
+        String::new(),
+    ] {
+        assert!(!layout.is_outcome_path(&other, id), "{other}");
+    }
+}

@@ -155,14 +155,21 @@ impl State {
             return Err(Invariant::DuplicateCommittedOutcome.into());
         }
         for (index, entry) in self.committed_outcomes.iter().enumerate() {
-            let key = |field: &str| format!("committed_outcomes[{index}].{field}");
-            strict_json::require_attempt_id(&key("attempt_id"), &entry.attempt_id)?;
-            strict_json::require_nonempty(&key("phase_id"), &entry.phase_id)?;
-            require_artifact_path(
-                &key("path"),
-                &entry.path,
-                &layout.outcome_path(&entry.attempt_id),
+            strict_json::require_attempt_id(
+                format_args!("committed_outcomes[{index}].attempt_id"),
+                &entry.attempt_id,
             )?;
+            strict_json::require_nonempty(
+                format_args!("committed_outcomes[{index}].phase_id"),
+                &entry.phase_id,
+            )?;
+            if !layout.is_outcome_path(&entry.path, &entry.attempt_id) {
+                require_artifact_path(
+                    &format!("committed_outcomes[{index}].path"),
+                    &entry.path,
+                    &layout.outcome_path(&entry.attempt_id),
+                )?;
+            }
         }
         Ok(())
     }
@@ -171,8 +178,14 @@ impl State {
         let mut seen = HashSet::new();
         for (index, entry) in self.abandoned_attempts.iter().enumerate() {
             let key = |field: &str| format!("abandoned_attempts[{index}].{field}");
-            strict_json::require_attempt_id(&key("attempt_id"), &entry.attempt_id)?;
-            strict_json::require_nonempty(&key("phase_id"), &entry.phase_id)?;
+            strict_json::require_attempt_id(
+                format_args!("abandoned_attempts[{index}].attempt_id"),
+                &entry.attempt_id,
+            )?;
+            strict_json::require_nonempty(
+                format_args!("abandoned_attempts[{index}].phase_id"),
+                &entry.phase_id,
+            )?;
             let committed = self
                 .committed_outcomes
                 .iter()

@@ -342,10 +342,15 @@ impl<'a> Object<'a> {
 }
 
 // Rules for values that already have the right type. They name the dotted key, because they
-// run after reading, when the value's position is no longer at hand.
+// run after reading, when the value's position is no longer at hand. The key is anything that
+// displays (`format_args!` for an indexed one): it is written out only for an error, since
+// every state write checks every committed outcome.
 
 /// `expected <key> to be nonempty`.
-pub(crate) fn require_nonempty(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_nonempty(
+    key: impl std::fmt::Display,
+    value: &str,
+) -> Result<(), StrictError> {
     if value.is_empty() {
         return Err(StrictError(format!("expected {key} to be nonempty")));
     }
@@ -353,7 +358,10 @@ pub(crate) fn require_nonempty(key: &str, value: &str) -> Result<(), StrictError
 }
 
 /// `expected <key> to be an absolute path`.
-pub(crate) fn require_absolute_path(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_absolute_path(
+    key: impl std::fmt::Display,
+    value: &str,
+) -> Result<(), StrictError> {
     if !value.starts_with('/') {
         return Err(StrictError(format!(
             "expected {key} to be an absolute path"
@@ -363,7 +371,10 @@ pub(crate) fn require_absolute_path(key: &str, value: &str) -> Result<(), Strict
 }
 
 /// `expected <key> to be a lowercase SHA-256 digest`.
-pub(crate) fn require_sha256_digest(key: &str, value: &str) -> Result<(), StrictError> {
+pub(crate) fn require_sha256_digest(
+    key: impl std::fmt::Display,
+    value: &str,
+) -> Result<(), StrictError> {
     if !is_sha256_hex(value) {
         return Err(StrictError(format!(
             "expected {key} to be a lowercase SHA-256 digest"
@@ -374,8 +385,11 @@ pub(crate) fn require_sha256_digest(key: &str, value: &str) -> Result<(), Strict
 
 /// A non-empty attempt id that is safe to build file paths from, since artifact paths are
 /// derived from ids read back from disk.
-pub(crate) fn require_attempt_id(key: &str, value: &str) -> Result<(), StrictError> {
-    require_nonempty(key, value)?;
+pub(crate) fn require_attempt_id(
+    key: impl std::fmt::Display,
+    value: &str,
+) -> Result<(), StrictError> {
+    require_nonempty(&key, value)?;
     if !is_safe_file_stem(value) {
         return Err(StrictError(format!(
             "expected {key} to be a safe file name (ASCII letters, digits, '-', '_' and '.', \
