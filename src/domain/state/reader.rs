@@ -180,8 +180,8 @@ impl PhaseRef {
 
     /// Both fields non-empty; `key` is where this phase sits (`current_phase`).
     pub(crate) fn validate(&self, key: &str) -> Result<(), StrictError> {
-        strict_json::require_nonempty(&format!("{key}.id"), &self.id)?;
-        strict_json::require_nonempty(&format!("{key}.title"), &self.title)
+        strict_json::require_nonempty(format_args!("{key}.id"), &self.id)?;
+        strict_json::require_nonempty(format_args!("{key}.title"), &self.title)
     }
 }
 

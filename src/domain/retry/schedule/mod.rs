@@ -283,7 +283,7 @@ impl RetrySchedule {
             }
         };
         let fail = |message: String| Err(StrictError(message));
-        strict_json::require_nonempty(&at("phase_id"), &self.phase_id)?;
+        strict_json::require_nonempty(at("phase_id"), &self.phase_id)?;
         if !is_retryable(self.after) {
             return fail(format!("invalid {} '{}'", at("after"), self.after));
         }
