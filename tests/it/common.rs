@@ -489,3 +489,55 @@ impl SplitMix64 {
         self.next() % bound
     }
 }
+
+/// An agent script (`bin/agent`) that reads its prompt from stdin, then runs `body`.
+pub(crate) fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
+    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
+}
+
+/// `sandbox`'s path of `name` as text, for agent scripts.
+pub(crate) fn at(sandbox: &Sandbox, name: &str) -> String {
+    sandbox.path(name).display().to_string()
+}
+
+/// Sends `signal` to the handler `child` alone (not to its process group).
+pub(crate) fn send_signal(child: &Child, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+        .expect("signal the handler");
+}
+
+/// Waits until the agent created `ready` and the state of `plan` records its attempt as
+/// running. Every look at the state must parse: a reader never sees a torn file.
+#[track_caller]
+pub(crate) fn wait_running(sandbox: &Sandbox, plan: &str, ready: &str) {
+    assert!(
+        wait_until(PATIENCE, || sandbox.path(ready).exists()),
+        "the agent never became ready"
+    );
+    assert!(
+        wait_until(PATIENCE, || {
+            sandbox.state_bytes(plan).is_some_and(|bytes| {
+                let state: Value = serde_json::from_slice(&bytes).expect("state.json parses");
+                state["active_attempt"]["status"] == "running"
+            })
+        }),
+        "the running attempt was never recorded"
+    );
+}
+
+/// The event stream of `plan`, parsed: it must exist and hold one JSON object per line.
+pub(crate) fn event_stream(sandbox: &Sandbox, plan: &str) -> Vec<Value> {
+    fs::read_to_string(sandbox.state_dir(plan).join("events.jsonl"))
+        .expect("event stream")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect()
+}
+
+/// [`event_stream`] without the output-progress records, whose number depends on timing.
+pub(crate) fn events_without_progress(sandbox: &Sandbox, plan: &str) -> Vec<Value> {
+    event_stream(sandbox, plan)
+        .into_iter()
+        .filter(|event| event["event"] != "output-progress")
+        .collect()
+}

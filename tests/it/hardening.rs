@@ -27,16 +27,6 @@ fn one_phase(body: &str) -> (Sandbox, PathBuf) {
     (sandbox, agent)
 }
 
-/// An agent script: `body` after `cat >/dev/null` (the prompt is read first).
-fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
-    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
-}
-
-/// `sandbox`'s path of `name`, for agent scripts.
-fn at(sandbox: &Sandbox, name: &str) -> String {
-    sandbox.path(name).display().to_string()
-}
-
 fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
     let mut args = vec![
         "run",
@@ -49,27 +39,9 @@ fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
     sandbox.spawn(&args)
 }
 
-fn send(child: &Child, signal: Signal) {
-    kill(Pid::from_raw(child.id() as i32), signal).expect("signal the handler");
-}
-
 fn read_state(sandbox: &Sandbox) -> Option<Value> {
     let bytes = sandbox.state_bytes("plan.md")?;
     Some(serde_json::from_slice(&bytes).expect("state.json parses"))
-}
-
-#[track_caller]
-fn wait_running(sandbox: &Sandbox, ready: &str) {
-    assert!(
-        wait_until(PATIENCE, || sandbox.path(ready).exists()),
-        "agent never became ready"
-    );
-    assert!(
-        wait_until(PATIENCE, || {
-            read_state(sandbox).is_some_and(|state| state["active_attempt"]["status"] == "running")
-        }),
-        "running attempt never recorded"
-    );
 }
 
 fn only(files: Vec<std::path::PathBuf>) -> std::path::PathBuf {
@@ -157,8 +129,8 @@ fn hangup_like_signal_mid_run(signal: Signal, code: i32, name: &str) {
         ),
     );
     let child = spawn_run(&sandbox, &agent, &[]);
-    wait_running(&sandbox, "READY");
-    send(&child, signal);
+    wait_running(&sandbox, "plan.md", "READY");
+    send_signal(&child, signal);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(code);
     assert_has_line(
@@ -191,7 +163,7 @@ fn a_signal_after_the_last_commit_does_not_speak_of_a_next_phase() {
             .is_empty()),
         "outcome never written"
     );
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(143);
     assert_eq!(
@@ -594,7 +566,7 @@ fn status_and_check_during_a_healthy_run_say_a_run_is_in_progress() {
         ),
     );
     let child = spawn_run(&sandbox, &agent, &["--quiet"]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, "plan.md", "READY");
     let state = read_state(&sandbox).expect("state");
     let attempt = &state["active_attempt"];
     let (attempt_id, worker) = (
@@ -638,7 +610,7 @@ fn status_and_check_during_a_healthy_run_say_a_run_is_in_progress() {
     assert!(!check.stdout.contains("abandoned"), "{}", check.stdout);
     assert!(!check.stderr.contains("still alive"), "{}", check.stderr);
 
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     wait_for_exit(child, HANG_LIMIT).assert_code(143);
     sandbox.assert_no_survivors();
     // Afterwards nothing holds the workspace: status reports the state alone.
@@ -760,13 +732,13 @@ fn a_signal_during_a_console_stall_is_acted_on() {
     let agent = chatty_agent(&sandbox);
     let mut reader = StalledReader::start();
     let child = spawn_into(&sandbox, &agent, reader.stdin(), &[]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, "plan.md", "READY");
     // The first chunk reaches the transcript while its echo is stuck.
     assert!(
         wait_until(PATIENCE, || transcript(&sandbox).contains("chatter")),
         "no output reached the transcript"
     );
-    send(&child, Signal::SIGINT);
+    send_signal(&child, Signal::SIGINT);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(130);
     assert!(
@@ -829,7 +801,7 @@ fn a_final_report_blocked_on_a_full_stdout_ends_at_sigterm() {
             && blocked_in_pipe_write(pid)
     });
     assert!(blocked, "the handler never blocked in its final report");
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let exited = wait_until(HANG_LIMIT, || matches!(child.try_wait(), Ok(Some(_))));
     if !exited {
         let _ = child.kill();
@@ -1038,7 +1010,7 @@ fn a_sigkilled_handler_leaves_no_worker_running() {
     let (sandbox, _) = one_phase("");
     let agent = stubborn_first_time_agent(&sandbox);
     let mut child = spawn_run(&sandbox, &agent, &["--quiet"]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, "plan.md", "READY");
     let state = read_state(&sandbox).expect("state");
     let attempt_id = state["active_attempt"]["id"]
         .as_str()
@@ -1096,7 +1068,7 @@ fn the_watchdog_outlives_signals_to_the_handlers_group() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn handler");
-        wait_running(&sandbox, "READY");
+        wait_running(&sandbox, "plan.md", "READY");
         let group = Pid::from_raw(child.id() as i32);
         nix::sys::signal::killpg(group, group_signal).expect("signal the handler's group");
         child.kill().expect("SIGKILL the handler");
@@ -1228,7 +1200,7 @@ fn a_signal_during_a_retry_wait_on_a_paused_terminal_is_acted_on() {
         fs::read_to_string(sandbox.state_dir("plan.md").join("events.jsonl")).unwrap_or_default()
     };
     let waiting = wait_until(PATIENCE, || events().contains("\"retry-scheduled\""));
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let finished = wait_until(PATIENCE, || events().contains("\"run-finished\""));
     let screen = terminal.resume();
     let run = wait_for_exit(child, HANG_LIMIT);

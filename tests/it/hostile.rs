@@ -21,15 +21,6 @@ fn one_phase() -> Sandbox {
     sandbox
 }
 
-/// An agent script: `body` after reading the prompt.
-fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
-    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
-}
-
-fn at(sandbox: &Sandbox, name: &str) -> String {
-    sandbox.path(name).display().to_string()
-}
-
 fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
     let mut args = vec![
         "run",
@@ -44,20 +35,6 @@ fn spawn_run(sandbox: &Sandbox, agent: &Path, extra: &[&str]) -> Child {
 
 fn read_state(sandbox: &Sandbox) -> Option<Value> {
     serde_json::from_slice(&sandbox.state_bytes(PLAN)?).ok()
-}
-
-#[track_caller]
-fn wait_running(sandbox: &Sandbox, ready: &str) {
-    assert!(
-        wait_until(PATIENCE, || sandbox.path(ready).exists()),
-        "the agent never became ready"
-    );
-    assert!(
-        wait_until(PATIENCE, || {
-            read_state(sandbox).is_some_and(|state| state["active_attempt"]["status"] == "running")
-        }),
-        "the running attempt was never recorded"
-    );
 }
 
 /// Shell that finds the handler's watchdog the way a hostile agent would — a child of
@@ -229,7 +206,7 @@ fn after_the_watchdog_was_killed_a_sigkilled_handler_still_leaves_nothing() {
         ),
     );
     let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, PLAN, "READY");
     handler.kill().expect("SIGKILL the handler");
     handler.wait().expect("reap the handler");
     sandbox.assert_no_survivors();
@@ -340,7 +317,7 @@ fn no_escapee_survives_a_sigkilled_handler() {
         ),
     );
     let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, PLAN, "READY");
     let cleared = pid_in(&sandbox, "cleared.pid");
     assert!(alive(cleared));
     handler.kill().expect("SIGKILL the handler");
@@ -410,7 +387,7 @@ fn the_watchdog_exits_although_its_stderr_is_a_full_pipe() {
     // Not --quiet: the agent's stderr is echoed to the handler's, a pipe the test never
     // reads, which fills up.
     let mut handler = spawn_run(&sandbox, &agent, &[]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, PLAN, "READY");
     handler.kill().expect("SIGKILL the handler");
     let _ = handler.wait();
     sandbox.assert_no_survivors();
@@ -446,7 +423,7 @@ fn the_watchdog_writes_nothing_on_a_terminal() {
         .stderr(Stdio::null())
         .spawn()
         .expect("run script");
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, PLAN, "READY");
     let handler = read_state(&sandbox).expect("state")["active_attempt"]["process"]["pid"]
         .as_u64()
         .and_then(|worker| parent_of(worker as u32))
@@ -501,7 +478,7 @@ fn status_names_what_of_an_abandoned_attempt_still_runs() {
         ),
     );
     let mut handler = spawn_run(&sandbox, &agent, &["--quiet"]);
-    wait_running(&sandbox, "READY");
+    wait_running(&sandbox, PLAN, "READY");
     kill_watchdog(&sandbox);
     handler.kill().expect("SIGKILL the handler");
     handler.wait().expect("reap the handler");

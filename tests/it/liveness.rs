@@ -129,7 +129,7 @@ fn an_announced_silence_is_not_idle() {
     run.assert_code(0);
     assert_eq!(outcome(&sandbox)["status"], "phase-complete");
     // The event stream says so, once.
-    let events = events(&sandbox);
+    let events = event_stream(&sandbox, "plan.md");
     let extended = of_kind(&events, "idle-deadline-extended");
     assert_eq!(extended.len(), 1, "{events:#?}");
     let seconds = extended[0]["seconds"].as_f64().expect("seconds");
@@ -538,15 +538,6 @@ fn budget_exceeded_is_never_retried() {
 
 // --- issue 18: visible everywhere -------------------------------------------------------------
 
-/// The plan's event stream, parsed.
-fn events(sandbox: &Sandbox) -> Vec<Value> {
-    std::fs::read_to_string(sandbox.state_dir("plan.md").join("events.jsonl"))
-        .expect("event stream")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one object per line"))
-        .collect()
-}
-
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events
         .iter()
@@ -629,7 +620,7 @@ fn the_latest_status_is_in_the_event_stream_status_watch_and_the_log() {
     let run = Run::from_output(handler.wait_with_output().expect("run output"));
     run.assert_code(0);
 
-    let events = events(&sandbox);
+    let events = event_stream(&sandbox, "plan.md");
     let published: Vec<&str> = of_kind(&events, "activity")
         .iter()
         .map(|event| event["text"].as_str().unwrap())
@@ -796,7 +787,7 @@ fn usage_is_in_status_run_json_and_the_event_stream() {
     );
     assert_eq!(json["totals"]["usage"], *total);
 
-    let committed: Vec<Value> = of_kind(&events(&sandbox), "outcome-committed")
+    let committed: Vec<Value> = of_kind(&event_stream(&sandbox, "plan.md"), "outcome-committed")
         .into_iter()
         .map(|event| event["usage"]["input_tokens"].clone())
         .collect();
@@ -814,7 +805,10 @@ fn a_cap_an_agent_cannot_be_held_to_is_said_once() {
     run.assert_code(0);
     let warning = "warning: --max-cost cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted";
     assert_eq!(run.stderr.matches(warning).count(), 1, "{}", run.stderr);
-    assert_eq!(of_kind(&events(&sandbox), "budget-unenforceable").len(), 1);
+    assert_eq!(
+        of_kind(&event_stream(&sandbox, "plan.md"), "budget-unenforceable").len(),
+        1
+    );
     for path in sandbox.artifacts("plan.md", "outcomes") {
         assert_eq!(
             read_json(&path)["budget_note"],
@@ -948,7 +942,7 @@ fn running_usage_is_streamed_at_most_once_a_second() {
         &[],
     )
     .assert_code(0);
-    let events = events(&sandbox);
+    let events = event_stream(&sandbox, "plan.md");
     let streamed: Vec<(u64, &str)> = of_kind(&events, "usage")
         .iter()
         .map(|event| {

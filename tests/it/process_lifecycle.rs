@@ -743,7 +743,7 @@ fn signal_mid_run(signal: Signal, code: i32, name: &str) {
     );
     let child = spawn_plan(&sandbox, "plan.md", &agent, &[]);
     wait_ready_and_running(&sandbox, "plan.md", "READY");
-    send(&child, signal);
+    send_signal(&child, signal);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(code);
     assert_err_line(
@@ -789,7 +789,7 @@ fn signal_at_launch(signal: Signal, code: i32) {
                     .is_some_and(|state| !state["active_attempt"].is_null())
         });
         assert!(seen, "no attempt was ever prepared");
-        send(&child, signal);
+        send_signal(&child, signal);
         let run = wait_for_exit(child, HANG_LIMIT);
         run.assert_code(code);
         sandbox.assert_no_survivors();
@@ -817,7 +817,7 @@ fn signal_before_the_attempt_never_leaves_a_worker_or_completion() {
                 let seen = poll_tight(PATIENCE, || sandbox.state_dir("plan.md").exists());
                 assert!(seen, "state directory never created");
             }
-            send(&child, signal);
+            send_signal(&child, signal);
             let run = wait_for_exit(child, HANG_LIMIT);
             run.assert_code(code);
             sandbox.assert_no_survivors();
@@ -849,9 +849,9 @@ fn sigterm_then_sigint_during_cleanup_after_complete_block() {
         "agent never got to exit"
     );
     // SIGINT only once the handler has taken SIGTERM: the first signal decides the code.
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     wait_signals_received(&log, 1);
-    send(&child, Signal::SIGINT);
+    send_signal(&child, Signal::SIGINT);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(143);
     sandbox.assert_no_survivors();
@@ -922,7 +922,7 @@ while :; do sleep 1; done
             .is_ok_and(|text| text.contains("stopping the attempt"))),
         "the timeout never fired"
     );
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(143);
     sandbox.assert_no_survivors();
@@ -961,9 +961,9 @@ fn two_signals_in_a_row_end_a_term_ignoring_worker_promptly() {
     let child = spawn_plan(&sandbox, "plan.md", &agent, &log_args(&log));
     wait_ready_and_running(&sandbox, "plan.md", "READY");
     let started = Instant::now();
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     wait_signals_received(&log, 1);
-    send(&child, Signal::SIGINT);
+    send_signal(&child, Signal::SIGINT);
     let run = wait_for_exit(child, HANG_LIMIT);
     assert!(started.elapsed() < HANG_LIMIT);
     run.assert_code(143);
@@ -1050,7 +1050,7 @@ fn signal_during_commit_completes_phase_and_launches_nothing_more() {
             .is_empty()),
         "phase 1 outcome never written"
     );
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let run = wait_for_exit(child, HANG_LIMIT);
     run.assert_code(143);
     assert_err_line(
@@ -1264,10 +1264,6 @@ fn wait_signals_received(log: &Path, count: usize) {
         fs::read_to_string(log).is_ok_and(|text| text.matches("signal received").count() >= count)
     });
     assert!(seen, "handler never logged {count} received signal(s)");
-}
-
-fn send(child: &Child, signal: Signal) {
-    kill(Pid::from_raw(child.id() as i32), signal).expect("signal the handler");
 }
 
 /// After a signal near launch: the state parses, nothing completed, no attempt left active,

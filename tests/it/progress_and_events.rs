@@ -14,17 +14,6 @@ use crate::common::*;
 
 const PLAN: &str = "plan.md";
 
-/// The events of the plan's stream, parsed, in order, without output progress (whose count
-/// depends on timing).
-fn events(sandbox: &Sandbox) -> Vec<Value> {
-    fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
-        .expect("event stream")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("one JSON object per line"))
-        .filter(|event| event["event"] != "output-progress")
-        .collect()
-}
-
 fn kinds(events: &[Value]) -> Vec<String> {
     events
         .iter()
@@ -329,7 +318,7 @@ fn the_event_stream_records_a_completed_attempt_in_order() {
     let handler = sandbox.spawn(&args);
     let handler_pid = handler.id();
     wait_for_exit(handler, PATIENCE).assert_code(0);
-    let events = events(&sandbox);
+    let events = events_without_progress(&sandbox, PLAN);
     assert_eq!(
         kinds(&events),
         [
@@ -380,7 +369,7 @@ fn the_event_stream_records_a_timeout_and_an_interruption() {
     sandbox
         .run_plan(PLAN, &agent, &["--quiet", "--timeout", "1"])
         .assert_code(4);
-    let timed_out = events(&sandbox);
+    let timed_out = events_without_progress(&sandbox, PLAN);
     assert_eq!(
         kinds(&timed_out),
         [
@@ -417,7 +406,7 @@ fn the_event_stream_records_a_timeout_and_an_interruption() {
     };
     assert!(launched(2));
     assert!(wait_until(PATIENCE, || {
-        kinds(&events(&sandbox))
+        kinds(&events_without_progress(&sandbox, PLAN))
             .iter()
             .filter(|kind| *kind == "worker-spawned")
             .count()
@@ -425,7 +414,7 @@ fn the_event_stream_records_a_timeout_and_an_interruption() {
     }));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     wait_for_exit(child, PATIENCE).assert_code(143);
-    let all = events(&sandbox);
+    let all = events_without_progress(&sandbox, PLAN);
     let interrupted = &all[timed_out.len()..];
     assert_eq!(
         kinds(interrupted),
@@ -466,7 +455,7 @@ fn the_event_stream_records_a_retried_attempt() {
     sandbox
         .run_plan(PLAN, &agent, &["--quiet", "--retries", "1"])
         .assert_code(0);
-    let events = events(&sandbox);
+    let events = events_without_progress(&sandbox, PLAN);
     assert_eq!(
         kinds(&events),
         [
@@ -678,8 +667,11 @@ fn the_json_log_has_structured_fields_and_the_run_and_attempt_ids() {
         .find(|line| line["fields"]["message"] == "marker verdict")
         .expect("a verdict event");
     assert_eq!(verdict["fields"]["verdict"], "missing");
-    let run_id = events(&sandbox)[0]["run_id"].as_str().unwrap().to_owned();
-    let attempt_id = events(&sandbox)[1]["attempt_id"]
+    let run_id = events_without_progress(&sandbox, PLAN)[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let attempt_id = events_without_progress(&sandbox, PLAN)[1]["attempt_id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -738,8 +730,11 @@ fn every_record_of_an_attempts_actors_carries_the_run_and_attempt_ids() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    let run_id = events(&sandbox)[0]["run_id"].as_str().unwrap().to_owned();
-    let attempt_id = events(&sandbox)[1]["attempt_id"]
+    let run_id = events_without_progress(&sandbox, PLAN)[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let attempt_id = events_without_progress(&sandbox, PLAN)[1]["attempt_id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -1208,7 +1203,7 @@ fn the_json_log_writes_pid_lists_as_arrays() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
         .collect();
-    let events = events(&sandbox);
+    let events = events_without_progress(&sandbox, PLAN);
     let run_id = events[0]["run_id"].clone();
     let attempt_id = events[1]["attempt_id"].clone();
     let stopped = lines

@@ -1419,11 +1419,6 @@ fn stopped_phase_refuses_plain_run_and_retry_stopped_reruns_it() {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// A fake agent that drains its prompt from stdin, then runs `body`.
-fn agent(sandbox: &Sandbox, body: &str) -> PathBuf {
-    sandbox.script("agent", &format!("cat >/dev/null\n{body}"))
-}
-
 /// One single-phase run of a fake agent with `body`.
 fn run_one_phase(body: &str) -> (Sandbox, Run) {
     run_one_phase_with(body, &[])

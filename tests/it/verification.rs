@@ -9,10 +9,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -290,16 +288,6 @@ fn transcript_of(outcome: &Value) -> String {
     fs::read_to_string(outcome["artifacts"]["transcript_path"].as_str().unwrap()).unwrap()
 }
 
-/// The plan's events, without output progress.
-fn events(sandbox: &Sandbox) -> Vec<Value> {
-    fs::read_to_string(sandbox.state_dir(PLAN).join("events.jsonl"))
-        .expect("event stream")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .filter(|event| event["event"] != "output-progress")
-        .collect()
-}
-
 fn status_text(sandbox: &Sandbox) -> String {
     let status = sandbox.run(&["status", "--plan", PLAN]);
     status.assert_code(0);
@@ -404,7 +392,7 @@ fn a_passing_check_completes_the_phase_and_only_the_agents_output_is_judged() {
     }
     assert!(transcript.ends_with(" output ---\n"), "{transcript}");
 
-    let events = events(&sandbox);
+    let events = events_without_progress(&sandbox, PLAN);
     let started = events
         .iter()
         .position(|event| event["event"] == "verify-started")
@@ -627,11 +615,6 @@ fn a_check_that_runs_too_long_is_stopped_with_everything_it_started() {
     );
 }
 
-/// Signals the handler (only it: a check leads a session of its own).
-fn send(child: &Child, signal: Signal) {
-    kill(Pid::from_raw(child.id() as i32), signal).expect("signal the handler");
-}
-
 #[test]
 fn sigterm_during_a_check_interrupts_the_run_with_143() {
     let sandbox = Sandbox::new();
@@ -650,7 +633,7 @@ fn sigterm_during_a_check_interrupts_the_run_with_143() {
         wait_until(PATIENCE, || ready.exists()),
         "the check never started"
     );
-    send(&child, Signal::SIGTERM);
+    send_signal(&child, Signal::SIGTERM);
     let run = wait_for_exit(child, PATIENCE);
     run.assert_code(143);
     assert_has_line(
@@ -676,7 +659,7 @@ fn sigterm_during_a_check_interrupts_the_run_with_143() {
         &status_text(&sandbox),
         "verify phase-1: stopped during verify check 1 ((trap '' TERM; while :; do sleep 1; done) &)",
     );
-    let stops: Vec<Value> = events(&sandbox)
+    let stops: Vec<Value> = events_without_progress(&sandbox, PLAN)
         .into_iter()
         .filter(|event| event["event"] == "stop-requested")
         .collect();
@@ -757,7 +740,7 @@ fn no_verify_skips_the_checks_and_records_them_as_skipped() {
             .is_none()
     );
     assert!(
-        !events(&sandbox)
+        !events_without_progress(&sandbox, PLAN)
             .iter()
             .any(|event| event["event"] == "verify-started")
     );
