@@ -214,17 +214,19 @@ pub(crate) fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
         if status == AttemptStatus::PhaseComplete {
             state.completed_phase_ids.push(phase_id.clone());
         }
-        state.committed_outcomes.push(OutcomeRef {
-            attempt_id: attempt_id.clone(),
-            phase_id: phase_id.clone(),
-            status,
-            path: layout.outcome_path(&attempt_id),
-            // Every entry a current runner commits carries these.
-            duration_ms: Some(90_000 + index as u64),
-            output_bytes: Some(250_000 + index as u64),
-            watchdog_losses: None,
-            usage: Some(usage(index as u64)),
-        });
+        state
+            .committed_outcomes
+            .push(std::sync::Arc::new(OutcomeRef {
+                attempt_id: attempt_id.clone(),
+                phase_id: phase_id.clone(),
+                status,
+                path: layout.outcome_path(&attempt_id),
+                // Every entry a current runner commits carries these.
+                duration_ms: Some(90_000 + index as u64),
+                output_bytes: Some(250_000 + index as u64),
+                watchdog_losses: None,
+                usage: Some(usage(index as u64)),
+            }));
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),
             phase_id: phase_id.clone(),

@@ -1,6 +1,8 @@
 //! Reading `state.json`: the strict key sets and the object-by-object reader, and writing it
 //! back in the same key order.
 
+use std::sync::Arc;
+
 use super::excerpt::MAX_STATE_BYTES;
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
@@ -107,7 +109,7 @@ impl State {
             committed_outcomes: object
                 .object_list("committed_outcomes")?
                 .iter()
-                .map(OutcomeRef::from_object)
+                .map(|entry| OutcomeRef::from_object(entry).map(Arc::new))
                 .collect::<Result<_, _>>()?,
             current_phase: object
                 .optional_object("current_phase")?

@@ -1,6 +1,8 @@
 //! The `state.json` document as types: statuses, records and the whole `State`. Field order
 //! is the on-disk key order.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::domain::exit_code::ExitCode;
@@ -227,7 +229,9 @@ pub struct AbandonedRef {
 pub struct State {
     pub plan: Option<PlanRecord>,
     pub completed_phase_ids: Vec<String>,
-    pub committed_outcomes: Vec<OutcomeRef>,
+    /// Shared: a committed entry never changes, and every state write starts from a copy of
+    /// the last state, so a copy shares the entries instead of duplicating every one.
+    pub committed_outcomes: Vec<Arc<OutcomeRef>>,
     pub current_phase: Option<PhaseRef>,
     pub active_attempt: Option<ActiveAttempt>,
     pub stop: Option<Stop>,

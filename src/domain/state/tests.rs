@@ -950,7 +950,7 @@ fn current_phase_needs_a_reason() {
 fn committed_outcomes_invariants() {
     let state = clarification_state();
     fn entry(s: &mut State) -> &mut OutcomeRef {
-        &mut s.committed_outcomes[0]
+        std::sync::Arc::make_mut(&mut s.committed_outcomes[0])
     }
     assert_eq!(
         invalid(state.clone(), |s| {
@@ -1037,11 +1037,16 @@ fn last_run_invariants() {
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
         (
-            Box::new(|s| s.committed_outcomes[1].status = AttemptStatus::Blocked),
+            Box::new(|s| {
+                std::sync::Arc::make_mut(&mut s.committed_outcomes[1]).status =
+                    AttemptStatus::Blocked
+            }),
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
         (
-            Box::new(|s| s.committed_outcomes[1].phase_id = "phase-3".into()),
+            Box::new(|s| {
+                std::sync::Arc::make_mut(&mut s.committed_outcomes[1]).phase_id = "phase-3".into()
+            }),
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
     ];
@@ -1169,7 +1174,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
     assert_eq!(state.completed_phase_ids, ["phase-1"]);
     assert_eq!(
         state.committed_outcomes,
-        [OutcomeRef {
+        [std::sync::Arc::new(OutcomeRef {
             attempt_id: ID1.into(),
             phase_id: "phase-1".into(),
             status: AttemptStatus::PhaseComplete,
@@ -1178,7 +1183,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             output_bytes: None,
             watchdog_losses: None,
             usage: None,
-        }]
+        })]
     );
     assert_eq!(
         state.last_run,
@@ -1826,8 +1831,8 @@ fn figures_are_strict_when_present() {
         "unexpected key committed_outcomes[0].phase_attempt"
     );
     let mut with_both = state.clone();
-    with_both.committed_outcomes[0].duration_ms = Some(5);
-    with_both.committed_outcomes[0].output_bytes = Some(0);
+    std::sync::Arc::make_mut(&mut with_both.committed_outcomes[0]).duration_ms = Some(5);
+    std::sync::Arc::make_mut(&mut with_both.committed_outcomes[0]).output_bytes = Some(0);
     assert_eq!(read(&with_both.to_json()).unwrap(), with_both);
 }
 
@@ -1885,7 +1890,7 @@ fn no_state_over_the_write_limit_is_serialized() {
     run_attempt(&mut state, attempt, AttemptStatus::PhaseComplete, "done");
     // A history too long to write (a title is plan text, not bounded by the excerpt).
     state.current_phase = None;
-    state.committed_outcomes[0].phase_id = "phase-1".into();
+    std::sync::Arc::make_mut(&mut state.committed_outcomes[0]).phase_id = "phase-1".into();
     let padding = "t".repeat((MAX_STATE_BYTES as usize) + 1);
     state.plan.as_mut().unwrap().path = format!("/{padding}");
     let error = state.to_checked_json().unwrap_err().to_string();
@@ -1906,7 +1911,7 @@ fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
         "older entries have none"
     );
     let mut with_usage = state.clone();
-    with_usage.committed_outcomes[0].usage =
+    std::sync::Arc::make_mut(&mut with_usage.committed_outcomes[0]).usage =
         Some(crate::domain::token_usage::summary::UsageSummary::unknown());
     let text = with_usage.to_json();
     assert!(text.contains("\"completeness\": \"unknown\""), "{text}");

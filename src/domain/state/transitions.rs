@@ -1,6 +1,8 @@
 //! The pure transitions of the attempt lifecycle on the durable state: prepare, mark running,
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
+use std::sync::Arc;
+
 use super::excerpt::{excerpt, is_bounded};
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
@@ -171,7 +173,7 @@ impl State {
             });
             self.current_phase = Some(phase.clone());
         }
-        self.committed_outcomes.push(OutcomeRef {
+        self.committed_outcomes.push(Arc::new(OutcomeRef {
             attempt_id: outcome.attempt_id.clone(),
             phase_id: phase.id.clone(),
             status: outcome.status,
@@ -180,7 +182,7 @@ impl State {
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
             watchdog_losses: outcome.watchdog_losses.map(u64::from),
             usage: outcome.usage.clone(),
-        });
+        }));
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),
             phase_id: phase.id,
