@@ -7,6 +7,7 @@
 //! coexist, artifact paths are the keyed directory's paths for the attempt id, …) are checked
 //! on read and before every write.
 
+mod document;
 mod error;
 mod excerpt;
 mod layout;
@@ -19,6 +20,7 @@ mod write_error;
 #[cfg(test)]
 mod tests;
 
+pub use document::RenderedOutcomes;
 pub use error::{Invariant, Refusal, StateError, Transition};
 pub use excerpt::{MAX_STATE_BYTES, STATE_TEXT_LIMIT, excerpt};
 pub use layout::StateLayout;

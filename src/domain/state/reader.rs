@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use super::excerpt::MAX_STATE_BYTES;
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
     PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
@@ -73,23 +72,6 @@ impl State {
         state.validate(layout)?;
         state.bound_texts();
         Ok(state)
-    }
-
-    /// Serializes with 2-space indentation and a trailing newline, keys in schema order.
-    pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).expect("state serializes");
-        text.push('\n');
-        text
-    }
-
-    /// [`State::to_json`], refused when the document would be over [`MAX_STATE_BYTES`]: the
-    /// runner never writes a state it could not read back.
-    pub fn to_checked_json(&self) -> Result<String, StateError> {
-        let text = self.to_json();
-        if text.len() as u64 > MAX_STATE_BYTES {
-            return Err(StateError::TooLarge { bytes: text.len() });
-        }
-        Ok(text)
     }
 }
 

@@ -224,8 +224,9 @@ pub struct AbandonedRef {
     pub resolved_at: Timestamp,
 }
 
-/// The whole `state.json` document. Field order is the on-disk key order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// The whole `state.json` document. Field order is the on-disk key order (written by
+/// `document.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct State {
     pub plan: Option<PlanRecord>,
     pub completed_phase_ids: Vec<String>,
@@ -239,11 +240,9 @@ pub struct State {
     /// The next attempt of the stopped phase that a retry policy scheduled (optional key,
     /// added with unattended runs; written only when set, so runs without a policy write the
     /// same document as before).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_schedule: Option<RetrySchedule>,
     /// Abandoned attempts resolved by `--retry-stopped`, in order (optional key, written only
     /// once there is one).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub abandoned_attempts: Vec<AbandonedRef>,
 }
 

@@ -1582,6 +1582,50 @@ proptest! {
             prop_assert_eq!(read(&state.to_json()), Ok(state));
         }
     }
+
+    /// One writer's kept entry texts, carried through a whole run (as the store carries
+    /// them), never change a byte of what it writes.
+    #[test]
+    fn kept_entry_texts_write_the_same_document(steps in prop::collection::vec(step(), 0..24)) {
+        let mut rendered = RenderedOutcomes::default();
+        for state in written_states(&steps) {
+            prop_assert_eq!(state.to_checked_json_reusing(&mut rendered), state.to_checked_json());
+        }
+    }
+}
+
+/// A kept text stands only for the very entry it was rendered from: an entry changed in
+/// place is a new allocation and is rendered again, as are entries of another state, and
+/// fewer entries drop the rest.
+#[test]
+fn kept_entry_texts_are_used_only_for_their_own_entries() {
+    let mut rendered = RenderedOutcomes::default();
+    let state = clarification_state();
+    assert_eq!(state.committed_outcomes.len(), 2);
+    assert_eq!(
+        state.to_checked_json_reusing(&mut rendered),
+        state.to_checked_json()
+    );
+    let mut changed = state.clone();
+    std::sync::Arc::make_mut(&mut changed.committed_outcomes[0]).duration_ms = Some(7);
+    let text = changed.to_checked_json_reusing(&mut rendered).unwrap();
+    assert!(text.contains("\"duration_ms\": 7"), "{text}");
+    assert_eq!(Ok(text), changed.to_checked_json());
+    let mut fewer = changed.clone();
+    fewer.committed_outcomes.truncate(1);
+    assert_eq!(
+        fewer.to_checked_json_reusing(&mut rendered),
+        fewer.to_checked_json()
+    );
+    let other = scheduled_state();
+    assert_eq!(
+        other.to_checked_json_reusing(&mut rendered),
+        other.to_checked_json()
+    );
+    assert_eq!(
+        state.to_checked_json_reusing(&mut rendered),
+        state.to_checked_json()
+    );
 }
 
 /// Phase 1 completed, phase 2 stopped by a missing marker with a retry scheduled after it.
