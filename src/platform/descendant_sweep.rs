@@ -80,9 +80,9 @@ const QUICK_LOOK_CHILDREN: usize = 4;
 
 /// Whether a quick [`sweep_pass`] would find nothing, answered without blocking: the children
 /// list where adoptees land holds only processes the sweep leaves (the handler's watchdogs,
-/// children it inherited, processes older than the worker). Two small `/proc` reads and no
-/// lock waited for, so it runs on the caller's thread and spares the common attempt — no
-/// escapee — its trip off the runtime. `None` when it cannot tell at once (the helper registry
+/// children it inherited, processes older than the worker). One children list, a `stat` per
+/// child (four at most), all procfs, and no lock waited for, so it runs on the caller's
+/// thread and spares the common attempt — no escapee — its trip off the runtime. `None` when it cannot tell at once (the helper registry
 /// is held by a helper being started, or there are many children): the caller runs the pass.
 pub(crate) fn nothing_adopted(
     leader: u32,

@@ -164,11 +164,11 @@ impl State {
                 &entry.phase_id,
             )?;
             if !layout.is_outcome_path(&entry.path, &entry.attempt_id) {
-                require_artifact_path(
-                    &format!("committed_outcomes[{index}].path"),
-                    &entry.path,
-                    &layout.outcome_path(&entry.attempt_id),
-                )?;
+                return Err(Invariant::ArtifactPath {
+                    key: format!("committed_outcomes[{index}].path"),
+                    expected: layout.outcome_path(&entry.attempt_id),
+                }
+                .into());
             }
         }
         Ok(())
