@@ -127,15 +127,15 @@ fn end_report(end: &RunEnd) -> Output {
             failed_check,
             ..
         } => {
-            let mut output = match (decision.status, failed_check) {
-                (AttemptStatus::Blocked | AttemptStatus::NeedsClarification, _) => {
-                    Output::stdout(result_line(decision.status, &decision.summary))
-                }
-                (AttemptStatus::VerificationFailed, Some(failed)) => {
+            // A result the worker reported is the run's result, on stdout; a failure is
+            // reported on stderr, with the failed check when there is one.
+            let mut output = match (decision.status.result_tag(), failed_check) {
+                (Some(_), _) => Output::stdout(result_line(decision.status, &decision.summary)),
+                (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
                 }
-                (status, _) => failure(
-                    status,
+                (None, None) => failure(
+                    decision.status,
                     &decision.summary,
                     Some(outcome_path),
                     transcript_path,
@@ -180,7 +180,7 @@ fn end_report(end: &RunEnd) -> Output {
             still_active,
             ..
         } => {
-            let first_line = if ExitCode::for_status(decision.status) == ExitCode::AgentFailed {
+            let first_line = if decision.status.exit_code() == ExitCode::AgentFailed {
                 match failure {
                     // The failure is what decided the status: say it once.
                     RecordFailure::RunningRecord { decided: true, .. } => {
@@ -194,7 +194,7 @@ fn end_report(end: &RunEnd) -> Output {
                 format!(
                     "{}: {failure}; the worker had reported {}",
                     AttemptStatus::ExecutionIoFailed,
-                    reported_result(decision.status)
+                    reported_as(decision.status)
                 )
             };
             match still_active {
@@ -363,28 +363,9 @@ fn after_status(invocation: &Invocation, status: AttemptStatus) -> NextStep {
 
 /// The recovery flags a phase stopped with `status` needs, and what to do first.
 fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
-    match status {
-        AttemptStatus::PhaseComplete => (RecoveryFlags::default(), None),
-        AttemptStatus::Blocked => (flags_after_stop(false), Some("resolve the blocker")),
-        AttemptStatus::NeedsClarification => (
-            flags_after_stop(true),
-            Some("answer in the plan or the repository"),
-        ),
-        AttemptStatus::Interrupted => {
-            (flags_after_stop(false), Some("inspect the partial changes"))
-        }
-        AttemptStatus::VerificationFailed => (
-            flags_after_stop(false),
-            Some("inspect the failed check's output (the next attempt is shown it too)"),
-        ),
-        AttemptStatus::BudgetExceeded => (
-            flags_after_stop(false),
-            Some("raise the budget cap the phase ran out of"),
-        ),
-        _ => (
-            flags_after_stop(false),
-            Some("inspect the transcript and fix the cause"),
-        ),
+    match status.recovery() {
+        None => (RecoveryFlags::default(), None),
+        Some((first, edits_plan)) => (flags_after_stop(edits_plan), Some(first)),
     }
 }
 
@@ -471,14 +452,9 @@ pub(crate) fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
     }
 }
 
-/// How a worker reported `status`: the name of its result tag.
-fn reported_result(status: AttemptStatus) -> String {
-    match status {
-        AttemptStatus::PhaseComplete => "phase-complete".to_owned(),
-        AttemptStatus::Blocked => "phase-blocked".to_owned(),
-        AttemptStatus::NeedsClarification => "phase-needs-clarification".to_owned(),
-        other => other.to_string(),
-    }
+/// How a result line names `status`: the worker's result tag, else the status.
+fn reported_as(status: AttemptStatus) -> &'static str {
+    status.result_tag().unwrap_or(status.as_str())
 }
 
 /// The progress line for a run event, if it has one (stderr, printed as it happens).
@@ -622,9 +598,10 @@ pub(crate) fn phase_ended(
     bytes: u64,
     usage: Option<&UsageSummary>,
 ) -> String {
-    let ended = match status {
-        AttemptStatus::PhaseComplete => "complete".to_owned(),
-        other => other.to_string(),
+    let ended = if status == AttemptStatus::PhaseComplete {
+        "complete"
+    } else {
+        status.as_str()
     };
     let mut line = format!(
         "{phase_id} {ended} in {} · {} output",
@@ -785,14 +762,14 @@ pub(crate) fn run_json(
     let (kind, text) = match end {
         RunEnd::AllComplete => ("complete", last.map(|row| row.summary.clone())),
         RunEnd::PhaseLimitReached { .. } => ("phase-limit", last.map(|row| row.summary.clone())),
-        RunEnd::PhaseStopped { decision, .. } => match decision.status {
-            AttemptStatus::Blocked => ("blocked", Some(decision.summary.clone())),
-            AttemptStatus::NeedsClarification => {
-                ("needs-clarification", Some(decision.summary.clone()))
-            }
-            AttemptStatus::Interrupted => ("interrupted", None),
-            _ => ("failed", None),
-        },
+        // The text of a result the worker reported.
+        RunEnd::PhaseStopped { decision, .. } => (
+            decision.status.run_result(),
+            decision
+                .status
+                .result_tag()
+                .map(|_| decision.summary.clone()),
+        ),
         // The prepared record was not written: nothing was launched and nothing changed,
         // unless the failed write became visible anyway (then that attempt is unresolved).
         RunEnd::NotPrepared {
@@ -907,12 +884,12 @@ fn usage_json(rows: &[AttemptRow]) -> Value {
                 "attempt_id": row.attempt_id,
                 "phase_id": row.phase_id,
                 "status": row.status.as_str(),
-                "usage": row.usage.to_json(),
+                "usage": row.usage,
             })
         })
         .collect();
     json!({
-        "total": UsageSummary::sum(rows.iter().map(|row| &row.usage)).to_json(),
+        "total": UsageSummary::sum(rows.iter().map(|row| &row.usage)),
         "attempts": attempts,
     })
 }
@@ -962,11 +939,7 @@ fn millis(elapsed: std::time::Duration) -> u64 {
 
 /// The final line of a successful or stopped run.
 pub(crate) fn result_line(status: AttemptStatus, summary: &str) -> String {
-    match status {
-        AttemptStatus::Blocked => format!("phase-blocked: {summary}"),
-        AttemptStatus::NeedsClarification => format!("phase-needs-clarification: {summary}"),
-        other => format!("{other}: {summary}"),
-    }
+    format!("{}: {summary}", reported_as(status))
 }
 
 /// A failed attempt: `<status>: <message>`, then where to look.

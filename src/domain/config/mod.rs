@@ -94,7 +94,8 @@ const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
 /// Parses and validates config bytes (a leading byte order mark is skipped).
 pub(crate) fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let bytes = bytes.strip_prefix(BYTE_ORDER_MARK).unwrap_or(bytes);
-    let value = parse_document(bytes).map_err(ConfigError::Syntax)?;
+    let value = parse_document(bytes)
+        .map_err(|message| ConfigError::Syntax(crate::domain::strict_json::StrictError(message)))?;
     let Value::Object(object) = value else {
         return Err(ConfigError::wrong("config", Expected::Object));
     };

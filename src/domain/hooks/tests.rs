@@ -10,6 +10,7 @@ use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use serde_json::json;
+use strum::IntoEnumIterator;
 
 fn hooks(text: &str) -> Result<Vec<Hook>, String> {
     let value: Value = serde_json::from_str(text).unwrap();
@@ -237,7 +238,7 @@ fn a_committed_completion_fires_phase_complete_and_nothing_else_does() {
     assert_eq!(fired.event, HookEvent::PhaseComplete);
     assert_eq!(fired.phase_id, "phase-1");
     assert_eq!(fired.message, "did it");
-    for status in AttemptStatus::ALL {
+    for status in AttemptStatus::iter() {
         if status != AttemptStatus::PhaseComplete {
             assert_eq!(
                 trigger.observe(&committed("phase-1", status)),
@@ -316,7 +317,7 @@ fn only_waits_longer_than_a_minute_fire_and_their_retry_ends_them() {
 
 #[test]
 fn every_stop_but_completion_and_interruption_is_phase_stopped_unless_a_retry_follows() {
-    for status in AttemptStatus::ALL {
+    for status in AttemptStatus::iter() {
         let facts = RunEndFacts {
             status: Some(status),
             ..RunEndFacts::default()

@@ -8,7 +8,7 @@
 //! | Key | Type | Default | Meaning |
 //! |---|---|---|---|
 //! | `max_attempts` | integer ≥ 1 | 1 | attempts of one phase per invocation, the first included; 1 retries nothing |
-//! | `on` | list of statuses | [`DEFAULT_RETRY_ON`] | the statuses retried; each must be in [`RETRYABLE`] |
+//! | `on` | list of statuses | [`AttemptStatus::is_retried_by_default`] | the statuses retried; each must be [`AttemptStatus::is_retryable`] |
 //! | `backoff_seconds` | finite ≥ 0 | min(30, `max_backoff_seconds`) | the wait before the first retry; doubles per retry |
 //! | `max_backoff_seconds` | finite ≥ `backoff_seconds` | max(600, `backoff_seconds`) | the cap on that wait |
 //!
@@ -21,39 +21,9 @@ use serde_json::Value;
 
 use super::config::section::{ConfigError, Expected, Reason, Section};
 use super::seconds::format_seconds;
+use strum::IntoEnumIterator;
+
 use super::state::AttemptStatus;
-
-/// The statuses a policy may name in `retry.on` (`verification-failed` among them: a retry is
-/// told which check failed). The others are never retried: `blocked` and
-/// `needs-clarification` wait for a person, `interrupted` is the user stopping the run,
-/// `launch-failed` is a command that cannot start (retrying changes nothing),
-/// `execution-io-failed` is the handler's own storage failing, `budget-exceeded` would only
-/// meet the same spent budget before the retry's launch (the caps count the whole invocation),
-/// and `phase-complete` is done.
-pub(crate) const RETRYABLE: [AttemptStatus; 8] = [
-    AttemptStatus::AgentFailed,
-    AttemptStatus::MissingMarker,
-    AttemptStatus::InvalidMarker,
-    AttemptStatus::MultipleMarkers,
-    AttemptStatus::Timeout,
-    AttemptStatus::StopRegex,
-    AttemptStatus::RateLimited,
-    AttemptStatus::VerificationFailed,
-];
-
-/// What `retry.on` is when the key is absent: every retryable status except `stop-regex`,
-/// since a stop regex is the user asking for a stop.
-/// `verification-failed` is in it: the retry's prompt shows the failing check, so the agent
-/// can fix what it reports (issue 20).
-pub(crate) const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
-    AttemptStatus::AgentFailed,
-    AttemptStatus::MissingMarker,
-    AttemptStatus::InvalidMarker,
-    AttemptStatus::MultipleMarkers,
-    AttemptStatus::Timeout,
-    AttemptStatus::RateLimited,
-    AttemptStatus::VerificationFailed,
-];
 
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 1;
 pub(crate) const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
@@ -67,9 +37,9 @@ const KEYS: [&str; 4] = [
     "max_backoff_seconds",
 ];
 
-/// True when `status` may ever be retried (it is in [`RETRYABLE`]).
-pub(crate) fn is_retryable(status: AttemptStatus) -> bool {
-    RETRYABLE.contains(&status)
+/// The statuses `retry.on` may name, in their order.
+pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
+    AttemptStatus::iter().filter(|status| status.is_retryable())
 }
 
 /// The effective `retry` policy.
@@ -78,7 +48,7 @@ pub struct RetryPolicy {
     /// Attempts of one phase per invocation, the first included (≥ 1). Waits for a rate limit
     /// and switches to a fallback template run the same attempt again and do not count.
     pub max_attempts: u32,
-    /// The statuses retried, in the order given, each once; all in [`RETRYABLE`].
+    /// The statuses retried, in the order given, each once; all retryable.
     pub on: Vec<AttemptStatus>,
     /// The wait before retry 1, doubled for each later retry (finite, ≥ 0).
     pub backoff_seconds: f64,
@@ -90,7 +60,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
-            on: DEFAULT_RETRY_ON.to_vec(),
+            on: default_retry_on(),
             backoff_seconds: DEFAULT_BACKOFF_SECONDS,
             max_backoff_seconds: DEFAULT_MAX_BACKOFF_SECONDS,
         }
@@ -108,7 +78,7 @@ impl RetryPolicy {
 
     /// True when a `status` attempt may be followed by a retry (attempts permitting).
     pub fn retries_on(&self, status: AttemptStatus) -> bool {
-        is_retryable(status) && self.on.contains(&status)
+        status.is_retryable() && self.on.contains(&status)
     }
 
     /// The wait before retry number `retry` (1 for the first retry):
@@ -156,7 +126,7 @@ impl RetryPolicy {
             .integer("max_attempts", 1)?
             .unwrap_or(DEFAULT_MAX_ATTEMPTS);
         let on = match section.strings("on")? {
-            None => DEFAULT_RETRY_ON.to_vec(),
+            None => default_retry_on(),
             Some(names) => retry_on(&section, &names)?,
         };
         // A default never conflicts with a value the user wrote: setting only a long backoff
@@ -189,12 +159,12 @@ impl RetryPolicy {
 }
 
 fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
-    let retryable = || RETRYABLE.iter().map(|status| status.as_str()).collect();
+    let retryable = || retryable_statuses().map(AttemptStatus::as_str).collect();
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
         let key = format!("{}[{index}]", section.key("on"));
-        let status = match AttemptStatus::parse(name) {
-            Some(status) if is_retryable(status) => status,
+        let status = match name.parse::<AttemptStatus>().ok() {
+            Some(status) if status.is_retryable() => status,
             Some(status) => {
                 return Err(ConfigError::Invalid {
                     key,
@@ -223,6 +193,13 @@ fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus
         on.push(status);
     }
     Ok(on)
+}
+
+/// What `retry.on` is when the key is absent.
+pub(crate) fn default_retry_on() -> Vec<AttemptStatus> {
+    AttemptStatus::iter()
+        .filter(|status| status.is_retried_by_default())
+        .collect()
 }
 
 fn finite_or_zero(seconds: f64) -> f64 {
