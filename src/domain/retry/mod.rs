@@ -17,25 +17,31 @@
 pub(crate) mod next_step;
 pub(crate) mod schedule;
 
-use serde_json::Value;
-
-use super::config::section::{ConfigError, Expected, Reason, Section};
-use super::seconds::format_seconds;
+use serde::Deserialize;
 use strum::IntoEnumIterator;
 
+use super::config::rules::{ConfigError, Expected, Reason, integer_at_least, seconds_or_zero};
+use super::seconds::format_seconds;
 use super::state::AttemptStatus;
+use super::strict_json::present;
 
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 1;
 pub(crate) const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
 pub(crate) const DEFAULT_MAX_BACKOFF_SECONDS: f64 = 600.0;
 
-/// The `retry` keys, in validation order.
-const KEYS: [&str; 4] = [
-    "max_attempts",
-    "on",
-    "backoff_seconds",
-    "max_backoff_seconds",
-];
+/// `retry` as written in the config file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryConfig {
+    #[serde(default, deserialize_with = "integer_at_least::<_, 1>")]
+    max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    on: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "seconds_or_zero")]
+    backoff_seconds: Option<f64>,
+    #[serde(default, deserialize_with = "seconds_or_zero")]
+    max_backoff_seconds: Option<f64>,
+}
 
 /// The statuses `retry.on` may name, in their order.
 pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
@@ -117,40 +123,32 @@ impl RetryPolicy {
         )
     }
 
-    /// Reads the `retry` object (absent or `null`: the defaults).
-    pub(crate) fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
-        let Some(section) = Section::read("retry", value, &KEYS)? else {
-            return Ok(Self::default());
-        };
-        let max_attempts = section
-            .integer("max_attempts", 1)?
-            .unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        let on = match section.strings("on")? {
+    /// The policy the config's `retry` object sets.
+    pub(crate) fn from_config(config: RetryConfig) -> Result<Self, ConfigError> {
+        let on = match config.on {
             None => default_retry_on(),
-            Some(names) => retry_on(&section, &names)?,
+            Some(names) => retry_on(&names)?,
         };
         // A default never conflicts with a value the user wrote: setting only a long backoff
         // raises the default cap, setting only a low cap lowers the default backoff.
-        let (backoff_seconds, max_backoff_seconds) = match (
-            section.seconds("backoff_seconds", true)?,
-            section.seconds("max_backoff_seconds", true)?,
-        ) {
-            (None, None) => (DEFAULT_BACKOFF_SECONDS, DEFAULT_MAX_BACKOFF_SECONDS),
-            (Some(backoff), None) => (backoff, DEFAULT_MAX_BACKOFF_SECONDS.max(backoff)),
-            (None, Some(cap)) => (DEFAULT_BACKOFF_SECONDS.min(cap), cap),
-            (Some(backoff), Some(cap)) if cap < backoff => {
-                return Err(ConfigError::wrong(
-                    section.key("max_backoff_seconds"),
-                    Expected::AtLeastSecondsOf {
-                        key: "retry.backoff_seconds",
-                        seconds: backoff,
-                    },
-                ));
-            }
-            (Some(backoff), Some(cap)) => (backoff, cap),
-        };
+        let (backoff_seconds, max_backoff_seconds) =
+            match (config.backoff_seconds, config.max_backoff_seconds) {
+                (None, None) => (DEFAULT_BACKOFF_SECONDS, DEFAULT_MAX_BACKOFF_SECONDS),
+                (Some(backoff), None) => (backoff, DEFAULT_MAX_BACKOFF_SECONDS.max(backoff)),
+                (None, Some(cap)) => (DEFAULT_BACKOFF_SECONDS.min(cap), cap),
+                (Some(backoff), Some(cap)) if cap < backoff => {
+                    return Err(ConfigError::wrong(
+                        "retry.max_backoff_seconds",
+                        Expected::AtLeastSecondsOf {
+                            key: "retry.backoff_seconds",
+                            seconds: backoff,
+                        },
+                    ));
+                }
+                (Some(backoff), Some(cap)) => (backoff, cap),
+            };
         Ok(Self {
-            max_attempts,
+            max_attempts: config.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
             on,
             backoff_seconds,
             max_backoff_seconds,
@@ -158,11 +156,11 @@ impl RetryPolicy {
     }
 }
 
-fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
+fn retry_on(names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
     let retryable = || retryable_statuses().map(AttemptStatus::as_str).collect();
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
-        let key = format!("{}[{index}]", section.key("on"));
+        let key = format!("retry.on[{index}]");
         let status = match name.parse::<AttemptStatus>().ok() {
             Some(status) if status.is_retryable() => status,
             Some(status) => {
