@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::domain::hooks::event::UnknownHookEvent;
 use crate::domain::seconds::{format_seconds, is_valid_duration};
 use crate::domain::stop_regex::describe_regex_error;
-use crate::domain::strict_json::{self, Kind, ReadError};
+use crate::domain::strict_json::{Kind, ReadError};
 use crate::domain::template::TemplateError;
 
 /// A config error; the message names the key (the caller prefixes the file path).
@@ -99,8 +99,7 @@ impl From<ReadError> for ConfigError {
             },
             Kind::WrongType { expected, or_null } => Self::WrongValue {
                 key: key(None),
-                // A list's `null` is its default, never worth naming.
-                expected: expected.words(*or_null && *expected != strict_json::Expected::List),
+                expected: expected.words(*or_null),
             },
             Kind::UnknownVariant(value) => Self::UnknownValue {
                 key: key(None),

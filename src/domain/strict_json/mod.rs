@@ -101,7 +101,7 @@ pub(crate) enum Expected {
 }
 
 impl Expected {
-    /// `an integer or null that fits in 32 bits`.
+    /// `an integer or null that fits in 32 bits` (a list is never said to be `or null`).
     pub(crate) fn words(&self, or_null: bool) -> String {
         let null = if or_null { " or null" } else { "" };
         match self {
@@ -112,33 +112,36 @@ impl Expected {
             }
             Self::Number => format!("a number{null}"),
             Self::Boolean => format!("a boolean{null}"),
-            Self::List => format!("a list{null}"),
+            Self::List => "a list".to_owned(),
             Self::Object => format!("an object{null}"),
             Self::Described(words) => words.clone(),
         }
     }
 }
 
-impl Mismatch {
-    /// The dotted path of `extra` inside the value at the path: `plan.version`,
-    /// `committed_outcomes[0].extra`; `$` for the document itself.
-    pub(crate) fn qualified(&self, extra: Option<&str>) -> String {
-        let mut text = String::new();
-        for segment in &self.path {
-            match segment {
-                Segment::Key(key) if text.is_empty() => text.push_str(key),
-                Segment::Key(key) => {
-                    text.push('.');
-                    text.push_str(key);
-                }
-                Segment::Index(index) => text.push_str(&format!("[{index}]")),
-            }
+/// `committed_outcomes[0].status`.
+fn dotted(segments: &[Segment]) -> String {
+    let mut text = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Key(key) if text.is_empty() => text.push_str(key),
+            Segment::Key(key) => text.push_str(&format!(".{key}")),
+            Segment::Index(index) => text.push_str(&format!("[{index}]")),
         }
-        if let Some(extra) = extra {
+    }
+    text
+}
+
+impl Mismatch {
+    /// The dotted path of `key` inside the value at the path (`plan.version`), or of the value
+    /// itself; `$` for the document.
+    pub(crate) fn qualified(&self, key: Option<&str>) -> String {
+        let mut text = dotted(&self.path);
+        if let Some(key) = key {
             if !text.is_empty() {
                 text.push('.');
             }
-            text.push_str(extra);
+            text.push_str(key);
         }
         if text.is_empty() {
             "$".to_owned()
@@ -150,24 +153,18 @@ impl Mismatch {
     /// The value's key inside its object (`pid`, `completed_phase_ids[0]`), and ` (at <dotted
     /// path>)` when that object is not the document.
     fn bare_and_at(&self) -> (String, String) {
-        let key_at = self
+        match self
             .path
             .iter()
-            .rposition(|segment| matches!(segment, Segment::Key(_)));
-        let Some(key_at) = key_at else {
-            return (self.qualified(None), String::new());
-        };
-        let bare = Mismatch {
-            path: self.path[key_at..].to_vec(),
-            kind: self.kind.clone(),
+            .rposition(|segment| matches!(segment, Segment::Key(_)))
+        {
+            Some(0) => (dotted(&self.path), String::new()),
+            Some(key_at) => (
+                dotted(&self.path[key_at..]),
+                format!(" (at {})", dotted(&self.path)),
+            ),
+            None => (self.qualified(None), String::new()),
         }
-        .qualified(None);
-        let at = if key_at == 0 {
-            String::new()
-        } else {
-            format!(" (at {})", self.qualified(None))
-        };
-        (bare, at)
     }
 }
 
@@ -180,14 +177,14 @@ impl fmt::Display for Mismatch {
                 "unexpected key {}",
                 self.qualified(Some(key)).escape_debug()
             ),
-            Kind::MissingKey(key) => {
-                let at = if self.path.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (at {})", self.qualified(Some(key)))
-                };
-                write!(f, "missing required key {key}{at}")
+            Kind::MissingKey(key) if self.path.is_empty() => {
+                write!(f, "missing required key {key}")
             }
+            Kind::MissingKey(key) => write!(
+                f,
+                "missing required key {key} (at {})",
+                self.qualified(Some(key))
+            ),
             Kind::WrongType {
                 expected: expected @ (Expected::Object | Expected::Boolean),
                 ..
@@ -197,13 +194,6 @@ impl fmt::Display for Mismatch {
                 self.qualified(None),
                 expected.words(false)
             ),
-            Kind::WrongType {
-                expected: expected @ Expected::List,
-                ..
-            } => {
-                let (bare, at) = self.bare_and_at();
-                write!(f, "expected {bare} to be {}{at}", expected.words(false))
-            }
             Kind::WrongType { expected, or_null } => {
                 let (bare, at) = self.bare_and_at();
                 write!(f, "expected {bare} to be {}{at}", expected.words(*or_null))
@@ -733,7 +723,7 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.value {
-            Value::String(name) => visitor.visit_enum(UnitVariant(name)),
+            Value::String(name) => visitor.visit_enum(BorrowedStrDeserializer::new(name)),
             _ => Err(self.wrong(Expected::String)),
         }
     }
@@ -800,43 +790,6 @@ impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
         let path = Path::Key(&self.path, key);
         seed.deserialize(Reader::new(value, path))
             .map_err(|error| error.at(&path))
-    }
-}
-
-/// A string naming a unit variant.
-struct UnitVariant<'de>(&'de str);
-
-impl<'de> de::EnumAccess<'de> for UnitVariant<'de> {
-    type Error = Error;
-    type Variant = Self;
-
-    fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, Self), Error> {
-        let name = BorrowedStrDeserializer::<Error>::new(self.0);
-        Ok((seed.deserialize(name)?, self))
-    }
-}
-
-impl<'de> de::VariantAccess<'de> for UnitVariant<'de> {
-    type Error = Error;
-
-    fn unit_variant(self) -> Result<(), Error> {
-        Ok(())
-    }
-
-    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, _: T) -> Result<T::Value, Error> {
-        Err(Error::wrong_type(Expected::Object, false))
-    }
-
-    fn tuple_variant<V: Visitor<'de>>(self, _: usize, _: V) -> Result<V::Value, Error> {
-        Err(Error::wrong_type(Expected::Object, false))
-    }
-
-    fn struct_variant<V: Visitor<'de>>(
-        self,
-        _: &'static [&'static str],
-        _: V,
-    ) -> Result<V::Value, Error> {
-        Err(Error::wrong_type(Expected::Object, false))
     }
 }
 

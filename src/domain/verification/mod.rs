@@ -19,13 +19,27 @@
 use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
+use strum::VariantNames;
 
 use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
 use super::strict_json::positive;
 
-/// The interpreters an info string may name. An empty info string is `/bin/sh -e`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The interpreters an info string may name, by that name (`python3`). An empty info string
+/// is `/bin/sh -e`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Interpreter {
     Sh,
     Bash,
@@ -40,42 +54,16 @@ pub enum Interpreter {
 }
 
 impl Interpreter {
-    pub const ALL: [Interpreter; 10] = [
-        Self::Sh,
-        Self::Bash,
-        Self::Dash,
-        Self::Zsh,
-        Self::Ksh,
-        Self::Python3,
-        Self::Python,
-        Self::Perl,
-        Self::Ruby,
-        Self::Node,
-    ];
-
     /// The info-string word naming it.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Sh => "sh",
-            Self::Bash => "bash",
-            Self::Dash => "dash",
-            Self::Zsh => "zsh",
-            Self::Ksh => "ksh",
-            Self::Python3 => "python3",
-            Self::Python => "python",
-            Self::Perl => "perl",
-            Self::Ruby => "ruby",
-            Self::Node => "node",
-        }
+        self.into()
     }
 
     /// The interpreter of a fence's info string: its first word, or `sh` when it is empty.
     pub fn from_info(info: &str) -> Result<Self, UnknownInterpreter> {
         let word = info.split_whitespace().next().unwrap_or("sh");
-        Self::ALL
-            .into_iter()
-            .find(|interpreter| interpreter.name() == word)
-            .ok_or_else(|| UnknownInterpreter(word.to_owned()))
+        word.parse()
+            .map_err(|_| UnknownInterpreter(word.to_owned()))
     }
 
     /// The program `exec` runs: `/bin/sh` itself for `sh`, else the name, looked up in `PATH`.
@@ -118,12 +106,11 @@ pub struct UnknownInterpreter(pub String);
 
 impl std::fmt::Display for UnknownInterpreter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let known: Vec<&str> = Interpreter::ALL.iter().map(|known| known.name()).collect();
         write!(
             f,
             "unknown verify interpreter '{}' in the fence's info string; use one of {}, or no info string for /bin/sh -e",
             self.0,
-            known.join(", ")
+            Interpreter::VARIANTS.join(", ")
         )
     }
 }
