@@ -29,7 +29,8 @@ pub(crate) const LONG_WAIT_SECONDS: f64 = 60.0;
 pub(crate) const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
 
 /// The names a hook command may use between braces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum HookPlaceholder {
     /// The canonical plan path.
     Plan,
@@ -43,19 +44,7 @@ pub enum HookPlaceholder {
 }
 
 impl PlaceholderSet for HookPlaceholder {
-    const NAMES: &'static [&'static str] = &["plan", "run_id", "phase_id", "status", "event_file"];
     const EMPTY_COMMAND: &'static str = "hook command produced an empty command";
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "plan" => Some(Self::Plan),
-            "run_id" => Some(Self::RunId),
-            "phase_id" => Some(Self::PhaseId),
-            "status" => Some(Self::Status),
-            "event_file" => Some(Self::EventFile),
-            _ => None,
-        }
-    }
 }
 
 /// A validated hook command.
