@@ -432,22 +432,13 @@ enum Path<'p> {
 
 impl Path<'_> {
     fn segments(&self) -> Vec<Segment> {
-        let mut segments = Vec::new();
-        let mut path = self;
-        loop {
-            match path {
-                Path::Root => break,
-                Path::Key(parent, key) => {
-                    segments.push(Segment::Key((*key).to_owned()));
-                    path = parent;
-                }
-                Path::Index(parent, index) => {
-                    segments.push(Segment::Index(*index));
-                    path = parent;
-                }
-            }
-        }
-        segments.reverse();
+        let (parent, segment) = match self {
+            Path::Root => return Vec::new(),
+            Path::Key(parent, key) => (parent, Segment::Key((*key).to_owned())),
+            Path::Index(parent, index) => (parent, Segment::Index(*index)),
+        };
+        let mut segments = parent.segments();
+        segments.push(segment);
         segments
     }
 }
@@ -593,19 +584,8 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
                 (None, None, value) => visitor.visit_f64(value.unwrap_or(f64::NAN)),
             },
             Value::String(text) => visitor.visit_borrowed_str(text),
-            Value::Array(items) => visitor.visit_seq(Items {
-                items: items.iter(),
-                index: 0,
-                path: self.path,
-            }),
-            Value::Object(map) => visitor.visit_map(Entries {
-                entries: map
-                    .iter()
-                    .map(|(key, value)| (key.as_str(), value))
-                    .collect(),
-                next: 0,
-                path: self.path,
-            }),
+            Value::Array(_) => self.deserialize_seq(visitor),
+            Value::Object(_) => self.deserialize_map(visitor),
         }
     }
 
