@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::exit_code::ExitCode;
+use super::hooks::event::HookEvent;
 
 /// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
 /// (except `phase-complete`) `stop.reason`.
@@ -146,6 +147,28 @@ impl AttemptStatus {
             | Self::LaunchFailed
             | Self::ExecutionIoFailed
             | Self::BudgetExceeded => false,
+        }
+    }
+
+    /// The hook event its commit fires, if any (a stop fires `phase-stopped` when the run
+    /// ends: [`AttemptStatus::waits_for_a_person`]).
+    pub(crate) fn committed_hook(self) -> Option<HookEvent> {
+        match self {
+            Self::PhaseComplete => Some(HookEvent::PhaseComplete),
+            Self::Blocked
+            | Self::NeedsClarification
+            | Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::Interrupted
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => None,
         }
     }
 

@@ -136,13 +136,13 @@ impl HookTrigger {
         match event {
             RunEvent::OutcomeCommitted {
                 phase_id,
-                status: AttemptStatus::PhaseComplete,
+                status,
                 summary,
                 ..
-            } => Some(Trigger {
-                event: HookEvent::PhaseComplete,
+            } => status.committed_hook().map(|event| Trigger {
+                event,
                 phase_id: phase_id.clone(),
-                status: AttemptStatus::PhaseComplete,
+                status: *status,
                 message: summary.clone(),
             }),
             RunEvent::RetryScheduled {

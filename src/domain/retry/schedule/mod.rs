@@ -250,20 +250,6 @@ impl RetrySchedule {
         Ok(())
     }
 
-    /// The schedule as a standalone JSON document: 2-space indentation, trailing newline.
-    pub fn to_json(&self) -> String {
-        // A `Value` renders infallibly; `{:#}` is serde_json's pretty form.
-        let value = serde_json::to_value(self).unwrap_or_default();
-        format!("{value:#}\n")
-    }
-
-    /// Reads and validates a standalone schedule document (what [`Self::to_json`] writes).
-    pub fn from_json(bytes: &[u8]) -> Result<Self, StrictError> {
-        let schedule: Self = strict_json::from_slice(bytes)?;
-        schedule.validate("")?;
-        Ok(schedule)
-    }
-
     /// The invariants of a schedule the policy can produce; `key` is where it sits
     /// (`retry_schedule`, or empty for a standalone document). Run on read and before writes.
     pub fn validate(&self, key: &str) -> Result<(), StrictError> {
