@@ -84,7 +84,7 @@ pub(super) struct PhaseRow {
     /// they were recorded (its usage `unknown`).
     pub last_attempt: Option<AttemptFigures>,
     /// Whether the phase's Verify checks passed, failed (which check), were skipped, or are
-    /// not configured, as its latest committed attempt recorded them (issue 20).
+    /// not configured, as its latest committed attempt recorded them.
     pub verification: VerificationReport,
     /// The usage of all its committed and abandoned attempts.
     pub usage: UsageSummary,

@@ -1,4 +1,4 @@
-//! Budget caps (issue 19): `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
+//! Budget caps: `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
 //! max_cost_usd}` in the config (the command line wins, key by key), for one invocation of
 //! `run`, every attempt and retry included.
 //!

@@ -35,9 +35,9 @@ pub(crate) struct Config {
     pub retry: RetryPolicy,
     /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
-    /// `hooks` (issue 21): commands run at a run's notable moments; none by default.
+    /// `hooks`: commands run at a run's notable moments; none by default.
     pub hooks: Vec<Hook>,
-    /// `verify_timeout_seconds` (issue 20): the limit on each verification check; `None`
+    /// `verify_timeout_seconds`: the limit on each verification check; `None`
     /// (explicit `null`) means none, the default is 600.
     pub verify_timeout_seconds: Option<f64>,
     /// `budget`; the default caps nothing.

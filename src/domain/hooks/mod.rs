@@ -1,4 +1,4 @@
-//! Hooks (issue 21; docs/cli.md, "Notifications"): the user's commands run at the moments of a
+//! Hooks (docs/cli.md, "Notifications"): the user's commands run at the moments of a
 //! run that matter to a person — it finished, a phase stopped for them, a phase completed, a
 //! long wait started or ended, the run was interrupted.
 //!

@@ -1,4 +1,4 @@
-//! Provider rate limits (issue 11): the `rate_limit` config object and, in [`reset_time`], the
+//! Provider rate limits: the `rate_limit` config object and, in [`reset_time`], the
 //! parser that finds when a limit resets in an agent's output.
 //!
 //! Detection is not here: a `rate_limit.patterns` match is a stop cause and exit 75 an exit

@@ -1,5 +1,5 @@
-//! Opt-in retries of a failed phase (issue 11): the `retry` config object, which statuses may
-//! ever be retried, and the exponential backoff. What to do after an attempt — retry, switch
+//! Opt-in retries of a failed phase: the `retry` config object and the exponential backoff
+//! (which statuses may ever be retried is [`AttemptStatus::is_retryable`]). What to do after an attempt — retry, switch
 //! the agent template, wait for a rate limit, or stop — is decided in [`next_step`]; the
 //! schedule a runner persists to resume that decision after a crash is [`schedule`].
 //!

@@ -1,4 +1,4 @@
-//! Token usage and cost (issue 19): what an agent reports ([`report`]), what an attempt's
+//! Token usage and cost: what an agent reports ([`report`]), what an attempt's
 //! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]),
 //! and how often a running attempt's usage is streamed ([`publication`]).
 //! The budget caps that act on them are [`crate::domain::budget`].

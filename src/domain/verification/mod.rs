@@ -1,4 +1,4 @@
-//! Verification gates (issue 20; docs/plan-format.md, "Verify"): the checks a phase names in
+//! Verification gates (docs/plan-format.md, "Verify"): the checks a phase names in
 //! its `### Verify` section, which must pass before its `phase-complete` is accepted, and what
 //! running them produces.
 //!

@@ -1,4 +1,4 @@
-//! The retry schedule a runner persists (issue 11) so that a handler that dies during a backoff
+//! The retry schedule a runner persists so that a handler that dies during a backoff
 //! or a rate-limit wait loses nothing: a later `run` under the same policy resumes it, honouring
 //! its not-before time. This file owns the record's shape, its strict reading (the state
 //! reader's words: `missing required key attempt (at retry_schedule.attempt)`, `unexpected key
