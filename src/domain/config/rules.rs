@@ -198,7 +198,8 @@ pub(crate) fn read<'de, D: Deserializer<'de>, T>(
 ) -> Result<T, D::Error> {
     let value = Value::deserialize(deserializer)?;
     rule(&value).map_err(|expected| {
-        de::Error::invalid_type(Unexpected::Other("value"), &&*expected.to_string())
+        let words = expected.to_string();
+        de::Error::invalid_type(Unexpected::Other("value"), &words.as_str())
     })
 }
 
