@@ -15,6 +15,7 @@ use std::ffi::OsString;
 use super::child::Launcher;
 use super::diagnostics::DiagnosticStream;
 use super::final_result::FinalResponse;
+use super::json_lines::JsonEvents;
 use super::session::{self, LauncherError, Provider};
 use stream_json::StreamJson;
 
@@ -50,19 +51,19 @@ struct Claude {
 
 impl Provider for Claude {
     const PREFIX: &'static str = PREFIX;
-    type Stdout = StreamJson;
+    type Stdout = JsonEvents<StreamJson>;
     type Stderr = DiagnosticStream;
 
     fn launcher(&mut self) -> Result<Launcher, LauncherError> {
         Ok(claude_launcher(self.effort, self.model.as_deref()))
     }
 
-    fn translators(&self, _prompt: &[u8]) -> (StreamJson, DiagnosticStream) {
-        (StreamJson::new(), DiagnosticStream::new(PREFIX))
+    fn translators(&self, _prompt: &[u8]) -> (Self::Stdout, DiagnosticStream) {
+        (JsonEvents::default(), DiagnosticStream::new(PREFIX))
     }
 
-    fn final_response(&self, stdout: StreamJson, _stderr: DiagnosticStream) -> FinalResponse {
-        stdout.final_response()
+    fn final_response(&self, stdout: Self::Stdout, _stderr: DiagnosticStream) -> FinalResponse {
+        stdout.into_reader().final_response()
     }
 }
 

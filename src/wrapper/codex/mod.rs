@@ -25,6 +25,7 @@ use tempfile::TempDir;
 
 use super::child::Launcher;
 use super::final_result::FinalResponse;
+use super::json_lines::JsonEvents;
 use super::notifier::Notice;
 use super::rate_limit;
 use super::session::{self, LauncherError, Provider};
@@ -82,7 +83,7 @@ enum NoFinalMessage {
 
 impl Provider for Codex {
     const PREFIX: &'static str = PREFIX;
-    type Stdout = ExecEvents;
+    type Stdout = JsonEvents<ExecEvents>;
     type Stderr = CodexStderr;
 
     fn launcher(&mut self) -> Result<Launcher, LauncherError> {
@@ -97,20 +98,21 @@ impl Provider for Codex {
         Ok(codex_launcher(self.model.as_deref(), final_message))
     }
 
-    fn translators(&self, prompt: &[u8]) -> (ExecEvents, CodexStderr) {
-        (ExecEvents::new(), CodexStderr::new(prompt))
+    fn translators(&self, prompt: &[u8]) -> (Self::Stdout, CodexStderr) {
+        (JsonEvents::default(), CodexStderr::new(prompt))
     }
 
-    fn final_notices(&self, stdout: &ExecEvents) -> Vec<Notice> {
+    fn final_notices(&self, stdout: &Self::Stdout) -> Vec<Notice> {
         stdout
+            .reader()
             .final_usage()
             .map(Notice::Usage)
             .into_iter()
             .collect()
     }
 
-    fn final_response(&self, stdout: ExecEvents, stderr: CodexStderr) -> FinalResponse {
-        if let Some(failure) = stdout.turn_failure() {
+    fn final_response(&self, stdout: Self::Stdout, stderr: CodexStderr) -> FinalResponse {
+        if let Some(failure) = stdout.reader().turn_failure() {
             let error = if failure.shown {
                 " (the error above)".to_owned()
             } else {
