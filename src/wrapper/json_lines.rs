@@ -204,12 +204,9 @@ fn read_line<R: EventReader>(reader: &mut R, shown: &mut Shown, line: Line<'_>, 
 
 impl<R: EventReader> StreamTranslator for JsonEvents<R> {
     fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        let Self {
-            lines,
-            shown,
-            reader,
-        } = self;
-        lines.push(chunk, |line| read_line(reader, shown, line, out));
+        self.lines.push(chunk, |line| {
+            read_line(&mut self.reader, &mut self.shown, line, out);
+        });
     }
 
     fn holds_partial_line(&self) -> bool {
@@ -221,15 +218,11 @@ impl<R: EventReader> StreamTranslator for JsonEvents<R> {
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
-        let Self {
-            lines,
-            shown,
-            reader,
-        } = self;
-        lines.finish(|line| read_line(reader, shown, line, out));
-        reader.finish(shown, out);
-        shown.end_line(out);
-        shown.text.finish(out);
+        self.lines
+            .finish(|line| read_line(&mut self.reader, &mut self.shown, line, out));
+        self.reader.finish(&mut self.shown, out);
+        self.shown.end_line(out);
+        self.shown.text.finish(out);
     }
 
     fn take_notices(&mut self, into: &mut Vec<Notice>) {

@@ -54,11 +54,6 @@ impl Notifier {
         }
     }
 
-    /// Whether anything is sent at all.
-    pub fn is_active(&self) -> bool {
-        self.sender.is_some()
-    }
-
     /// Sends `notices` in order, skipping repeats. Never blocks and never fails the session: a
     /// notice the runner's queue has no room for is dropped.
     pub fn send(&self, notices: &[Notice]) {
@@ -129,7 +124,7 @@ mod tests {
             sender: Some(NotifySender::connect(path.as_os_str()).expect("connect")),
             last: Mutex::default(),
         };
-        assert!(notifier.is_active());
+        assert!(notifier.sender.is_some());
         let extend = Notice::Extend(Duration::from_secs(1));
         notifier.send(&[
             Notice::status("generating"),
@@ -159,7 +154,7 @@ mod tests {
     #[test]
     fn without_a_socket_nothing_is_sent() {
         let notifier = Notifier::default();
-        assert!(!notifier.is_active());
+        assert!(notifier.sender.is_none());
         notifier.send(&[Notice::status("generating")]);
     }
 }

@@ -92,7 +92,10 @@ impl PromptEcho {
                 bytes = &bytes[len..];
                 continue;
             }
-            let common = (self.prompt.iter().zip(bytes))
+            let common = self
+                .prompt
+                .iter()
+                .zip(bytes)
                 .take_while(|(want, got)| want == got)
                 .count();
             if common == self.prompt.len() {

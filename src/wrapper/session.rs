@@ -127,9 +127,10 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
 
 /// The launcher's code, unless the provider gave up on a rate limit (and no signal ended it).
 fn exit_code(response: &FinalResponse, status: std::process::ExitStatus) -> i32 {
-    match response {
-        FinalResponse::RateLimited(_) if status.signal().is_none() => EXIT_TEMPFAIL,
-        _ => child::exit_code(status),
+    if matches!(response, FinalResponse::RateLimited(_)) && status.signal().is_none() {
+        EXIT_TEMPFAIL
+    } else {
+        child::exit_code(status)
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_with::DefaultOnError;
 
-use super::tokens::{ClaudeUsage, ModelUsage, Usage, final_report};
+use super::tokens::{ClaudeUsage, Usage, final_report};
 use super::{LAUNCHER, PREFIX};
 use crate::wrapper::final_result::FinalResponse;
 use crate::wrapper::json_lines::{EventReader, Shown};
@@ -181,7 +181,7 @@ pub struct ResultEvent {
     #[serde_with(skip_apply)]
     #[serde_as(as = "DefaultOnError<BTreeMap<_, DefaultOnError>>")]
     #[serde(default, rename = "modelUsage")]
-    model_usage: BTreeMap<String, ModelUsage>,
+    model_usage: BTreeMap<String, Usage>,
     total_cost_usd: Option<f64>,
 }
 
@@ -297,9 +297,9 @@ impl StreamJson {
     }
 
     fn assistant(&mut self, message: Message, shown: &mut Shown, out: &mut Vec<u8>) {
-        let streamed = (message.id.as_ref()).is_some_and(|id| self.streamed_text.contains(id));
-        let synthetic = message.model.as_deref() == Some(SYNTHETIC_MODEL);
         let (id, model) = (message.id.as_deref(), message.model.as_deref());
+        let streamed = id.is_some_and(|id| self.streamed_text.contains(id));
+        let synthetic = model == Some(SYNTHETIC_MODEL);
         if !synthetic && self.usage.message(id, model, &message.usage) {
             self.report_running_usage(shown);
         }
@@ -382,7 +382,9 @@ fn response(result: &ResultEvent) -> FinalResponse {
         };
     }
     let text = result.text.as_deref().unwrap_or_default();
-    let status = (result.api_error_status).or_else(|| rate_limit::quoted_status(text));
+    let status = result
+        .api_error_status
+        .or_else(|| rate_limit::quoted_status(text));
     if rate_limit::is_temporary(status, text) {
         let status = status
             .map(|status| format!(" (API status {status})"))

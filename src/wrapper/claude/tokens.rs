@@ -10,53 +10,23 @@ use serde_with::DefaultOnError;
 use crate::domain::token_usage::TokenCounts;
 use crate::domain::token_usage::report::UsageReport;
 
-/// An API `usage` object (of a message, a `message_delta` or a `result`).
+/// An API `usage` object (of a message, a `message_delta` or a `result`), or an entry of a
+/// result's `modelUsage`, which spells the same counts in camelCase and adds its cost.
 #[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
 #[serde_with::serde_as]
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Usage {
     /// Only the uncached input.
+    #[serde(alias = "inputTokens")]
     input_tokens: Option<u64>,
+    #[serde(alias = "cacheReadInputTokens")]
     cache_read_input_tokens: Option<u64>,
+    #[serde(alias = "cacheCreationInputTokens")]
     cache_creation_input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-}
-
-/// One model's entry in a result's `modelUsage`.
-#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
-#[serde_with::serde_as]
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelUsage {
-    input_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
+    #[serde(alias = "outputTokens")]
     output_tokens: Option<u64>,
     #[serde(rename = "costUSD")]
     cost_usd: Option<f64>,
-}
-
-/// The runner's counts: input is uncached + cache-read + cache-creation, the cache-read part
-/// is the cached input; Claude reports no reasoning tokens.
-fn counts(
-    uncached: Option<u64>,
-    cache_read: Option<u64>,
-    cache_creation: Option<u64>,
-    output: Option<u64>,
-) -> TokenCounts {
-    let cache_read = cache_read.unwrap_or(0);
-    TokenCounts {
-        input_tokens: Some(
-            uncached
-                .unwrap_or(0)
-                .saturating_add(cache_read)
-                .saturating_add(cache_creation.unwrap_or(0)),
-        ),
-        cached_input_tokens: Some(cache_read),
-        output_tokens: Some(output.unwrap_or(0)),
-        reasoning_tokens: None,
-        cost_usd: None,
-    }
 }
 
 /// A cost, unless it is no cost at all.
@@ -65,13 +35,22 @@ fn cost(cost: Option<f64>) -> Option<f64> {
 }
 
 impl Usage {
+    /// The runner's counts: input is uncached + cache-read + cache-creation, the cache-read
+    /// part is the cached input; Claude reports no reasoning tokens.
     fn counts(&self) -> TokenCounts {
-        counts(
-            self.input_tokens,
-            self.cache_read_input_tokens,
-            self.cache_creation_input_tokens,
-            self.output_tokens,
-        )
+        let cache_read = self.cache_read_input_tokens.unwrap_or(0);
+        TokenCounts {
+            input_tokens: Some(
+                self.input_tokens
+                    .unwrap_or(0)
+                    .saturating_add(cache_read)
+                    .saturating_add(self.cache_creation_input_tokens.unwrap_or(0)),
+            ),
+            cached_input_tokens: Some(cache_read),
+            output_tokens: Some(self.output_tokens.unwrap_or(0)),
+            reasoning_tokens: None,
+            cost_usd: None,
+        }
     }
 
     /// Takes the larger of each count (they only grow while a message streams).
@@ -139,10 +118,8 @@ impl ClaudeUsage {
             let counts = message.usage.counts();
             totals = totals.plus(&counts);
             if let Some(model) = &message.model {
-                let merged = models
-                    .get(model)
-                    .map_or_else(|| counts.clone(), |sum| sum.plus(&counts));
-                models.insert(model.clone(), merged);
+                let sum = models.entry(model.clone()).or_default();
+                *sum = sum.plus(&counts);
             }
         }
         Some(UsageReport {
@@ -157,7 +134,7 @@ impl ClaudeUsage {
 /// without `usage`. The cost is Claude Code's client-side estimate, not a bill.
 pub fn final_report(
     usage: Option<&Usage>,
-    model_usage: &BTreeMap<String, ModelUsage>,
+    model_usage: &BTreeMap<String, Usage>,
     total_cost_usd: Option<f64>,
 ) -> Option<UsageReport> {
     let totals = TokenCounts {
@@ -166,15 +143,10 @@ pub fn final_report(
     };
     let models = model_usage
         .iter()
-        .map(|(model, entry)| {
+        .map(|(model, usage)| {
             let counts = TokenCounts {
-                cost_usd: cost(entry.cost_usd),
-                ..counts(
-                    entry.input_tokens,
-                    entry.cache_read_input_tokens,
-                    entry.cache_creation_input_tokens,
-                    entry.output_tokens,
-                )
+                cost_usd: cost(usage.cost_usd),
+                ..usage.counts()
             };
             (model.clone(), counts)
         })
@@ -259,7 +231,7 @@ mod tests {
             "modelUsage": {"claude-opus-4-8[1m]": {"inputTokens": 20, "outputTokens": 40,
                 "cacheReadInputTokens": 30, "cacheCreationInputTokens": 2,
                 "webSearchRequests": 0, "costUSD": 0.0011, "contextWindow": 1000000}}});
-        let model_usage: BTreeMap<String, ModelUsage> =
+        let model_usage: BTreeMap<String, Usage> =
             serde_json::from_value(result["modelUsage"].clone()).expect("modelUsage");
         let report = final_report(
             Some(&usage(result["usage"].clone())),
