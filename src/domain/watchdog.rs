@@ -33,8 +33,8 @@ pub(crate) const ATTEMPT_ENV: &str = "AI_SESSION_HANDLER_ATTEMPT_ID";
 /// One message on the watchdog socket (one packet each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WatchdogMessage<'a> {
-    /// A worker's process group (its leader's pid) exists and is the handler's to stop;
-    /// `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
+    /// A process group (its leader's pid) — a worker's or a helper's — exists and is the
+    /// handler's to stop; `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
     Watch { pgid: u32, attempt: &'a str },
     /// The handler stopped that group itself.
     Release(u32),
