@@ -42,6 +42,7 @@ use super::messages::AttemptMsg;
 use crate::actors::{notify, off_runtime};
 use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep, StopSignal};
 use crate::domain::lifecycle::GroupReport;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::process_tree::{SweepNext, SweepRounds};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group;
@@ -321,7 +322,7 @@ impl KillerState {
         self.phase = Phase::Reported;
         notify(
             &self.supervisor,
-            AttemptMsg::GroupEmptied(std::mem::take(&mut self.report)),
+            AttemptEvent::GroupEmptied(std::mem::take(&mut self.report)).into(),
         );
     }
 }

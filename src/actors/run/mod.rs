@@ -28,6 +28,7 @@ use super::observer::{Emitter, RunObserver};
 use super::state_store::StoreMsg;
 use super::{notify, off_runtime};
 use crate::domain::events::RunEvent;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::lifecycle::run::{
     LaunchOrder, RetryWait, RunEffect, RunInput, RunLoop, RunRules, Stage, Target,
 };
@@ -262,7 +263,7 @@ impl RunState {
                     "signal forwarded to the attempt (deferred until it owns the worker's process group)"
                 );
                 if let Some(attempt) = &self.attempt {
-                    notify(attempt, AttemptMsg::Interrupt(signal));
+                    notify(attempt, AttemptEvent::Interrupt { signal }.into());
                 }
             }
             RunEffect::ReleaseWorkspace => {
