@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::signal_intake::SignalIntake;
+use self::signal_intake::{IntakeMsg, SignalIntake};
 use self::tasks::{Holdings, RunContext};
 use self::workspace_locks::{LockMsg, WorkspaceLocks};
 use super::attempt::{AttemptMsg, AttemptSpec, AttemptSupervisor};
@@ -65,7 +65,7 @@ pub(crate) struct RunState {
     machine: RunLoop,
     span: tracing::Span,
     /// Stopped when the run ends, which gives the stopping signals their default action back.
-    intake: Option<ActorRef<()>>,
+    intake: Option<ActorRef<IntakeMsg>>,
     store: Option<ActorRef<StoreMsg>>,
     /// The next phase's execution workspace as the last plan check resolved it.
     resolution: Option<Resolution>,

@@ -7,7 +7,7 @@
 //! - [`check_plan`]: re-hash the plan file;
 //! - [`reserve`]: resolve a phase's execution workspace and lock it;
 //! - [`record_acceptance`]: write the plan acceptance when no attempt followed;
-//! - [`finish`]: drain the store and the locks, stop the signal intake, hand over the result.
+//! - [`finish`]: drain the store and the locks, end the signal intake, hand over the result.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::oneshot;
 
 use super::messages::{Reservation, Resolution, RunMsg, RunResult};
+use super::signal_intake::IntakeMsg;
 use super::workspace_locks::{LockId, LockMsg};
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::{StateStore, StoreArgs, StoreMsg};
@@ -34,7 +35,7 @@ use crate::invocation::{
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::{LockScope, dir_identity};
 
-/// How long the signal intake may take to stop when the run ends (it only closes its
+/// How long the signal intake may take to end when the run ends (it only closes its
 /// registration; its state is dropped, with the same effect, if it does not answer).
 const INTAKE_STOP_LIMIT: Duration = Duration::from_secs(2);
 
@@ -305,7 +306,7 @@ pub(super) async fn record_acceptance(
 pub(super) struct Holdings {
     pub(super) store: Option<ActorRef<StoreMsg>>,
     pub(super) locks: ActorRef<LockMsg>,
-    pub(super) intake: Option<ActorRef<()>>,
+    pub(super) intake: Option<ActorRef<IntakeMsg>>,
     pub(super) done: oneshot::Sender<RunResult>,
 }
 
@@ -343,7 +344,7 @@ pub(super) async fn finish(
     // gone it has its default action, so a final report blocked on a stalled console can be
     // interrupted like any program's output.
     if let Some(intake) = intake {
-        let _ = intake.stop_and_wait(None, Some(INTAKE_STOP_LIMIT)).await;
+        let _ = intake.kill_and_wait(Some(INTAKE_STOP_LIMIT)).await;
     }
     let _ = done.send(RunResult { end, next_phase });
     supervisor.stop(None);
