@@ -40,6 +40,7 @@ use crate::platform::process_group;
 
 use self::messages::Resolution;
 pub(crate) use self::messages::{Reservation, RunEnd, RunMsg, RunResult};
+pub(crate) use self::signal_intake::STOPPING_SIGNALS;
 
 pub(crate) struct RunArgs {
     pub(crate) run_id: String,
