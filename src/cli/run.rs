@@ -64,8 +64,8 @@ struct Inputs {
     snapshot: Arc<PlanSnapshot>,
 }
 
-/// What watches the run from outside the tree, each on a thread of its own: the console
-/// (agent output and progress lines), the progress display, the event stream, the hooks.
+/// What watches the run from outside the tree: the console (agent output and progress lines),
+/// the progress display, the event stream, the hooks.
 struct Observers {
     console: Arc<Console>,
     progress: Arc<Progress>,
@@ -73,7 +73,7 @@ struct Observers {
     hooks: Option<Arc<Hooks>>,
 }
 
-/// `run`: the inputs, the watchdog, the observers, the runtime, then the supervision tree
+/// `run`: the inputs, the watchdog, the runtime and the observers, then the supervision tree
 /// (docs/architecture.md) until it hands back the result, and the end.
 pub(super) fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
@@ -92,9 +92,11 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
         workspace = %inputs.location.workspace
     );
     start_watchdog(&inputs.location, &span);
-    let threads = Observers::start(args, &inputs)
-        .map_err(|error| format!("cannot start the output threads: {error}"))
-        .and_then(|observers| Ok((observers, start_runtime()?)));
+    let threads = start_runtime().and_then(|runtime| {
+        let observers = Observers::start(args, &inputs, runtime.handle())
+            .map_err(|error| format!("cannot start the output threads: {error}"))?;
+        Ok((observers, runtime))
+    });
     let (observers, runtime) = match threads {
         Ok(threads) => threads,
         Err(message) => {
@@ -206,7 +208,11 @@ fn start_watchdog(location: &PlanLocation, span: &tracing::Span) {
 }
 
 impl Observers {
-    fn start(args: &RunArgs, inputs: &Inputs) -> std::io::Result<Self> {
+    fn start(
+        args: &RunArgs,
+        inputs: &Inputs,
+        runtime: &tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
         let console = Arc::new(Console::start(args.json)?);
         let stream = Arc::new(EventStream::start(&inputs.location.layout.dir)?);
         let terminal = std::io::stderr().is_terminal();
@@ -215,7 +221,7 @@ impl Observers {
             (true, true) => ProgressMode::StatusLine,
             (true, false) => ProgressMode::Quiet,
         };
-        let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
+        let progress = Arc::new(Progress::new(mode, console.clone(), terminal, runtime));
         // A hook that failed is reported like any other event, except to the hooks.
         let reporter: Arc<dyn RunObserver> =
             Arc::new(AllOf(vec![progress.clone(), stream.clone()]));
