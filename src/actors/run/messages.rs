@@ -35,23 +35,12 @@ pub(crate) enum RunMsg {
     Input(Box<RunInput<InputError>>),
     /// Admission took the state over: the store runs from now on.
     StoreStarted(ActorRef<StoreMsg>),
-    /// The plan check also resolved the execution workspace of the phase it checks for,
-    /// ahead of the reservation that follows an unchanged plan (one hand-off for both).
-    WorkspaceResolved(Resolution),
     /// The execution workspace of the next attempt is resolved and locked.
     Reserved(Reservation),
     /// A stopping signal was caught.
     SignalReceived(i32),
     /// The attempt supervisor is done.
     AttemptConcluded(Box<AttemptReport>),
-}
-
-/// A phase's execution workspace as the plan check resolved it, with the directory's
-/// identity (device, inode) when it could be read, or why it does not resolve.
-#[derive(Debug)]
-pub(crate) struct Resolution {
-    pub(crate) phase_id: String,
-    pub(crate) resolved: Result<(String, Option<(u64, u64)>), InputError>,
 }
 
 /// A locked execution workspace, held until the attempt that runs in it concludes.
