@@ -156,14 +156,6 @@ impl Actor for RunSupervisor {
                 RunMsg::Input(input) => state.feed(*input, &myself).await,
                 RunMsg::StoreStarted(store) => state.store = Some(store),
                 RunMsg::Reserved(reservation) => state.reservation = Some(reservation),
-                RunMsg::SignalReceived(signal) => {
-                    state.feed(RunInput::Signal(signal), &myself).await
-                }
-                RunMsg::AttemptConcluded(report) => {
-                    state
-                        .feed(RunInput::AttemptConcluded(report), &myself)
-                        .await
-                }
             }
         }
         .instrument(span)

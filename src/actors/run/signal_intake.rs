@@ -1,6 +1,6 @@
 //! SignalIntake: owns the registration of the stopping signals — SIGINT, SIGTERM, SIGHUP and
 //! SIGQUIT — for the whole `run` invocation and turns each delivery into a
-//! [`RunMsg::SignalReceived`] for the run supervisor. SIGHUP (the terminal went away) and
+//! [`RunInput::Signal`] for the run supervisor's run loop. SIGHUP (the terminal went away) and
 //! SIGQUIT (Ctrl-\\) are treated like SIGTERM: uncaught, they would kill the handler without
 //! any cleanup, and the worker, in its own session, would never get the hangup.
 //!
@@ -24,6 +24,7 @@ use signal_hook_tokio::{Handle, Signals};
 
 use super::messages::RunMsg;
 use crate::actors::notify;
+use crate::domain::lifecycle::run::RunInput;
 use crate::platform::signal_disposition;
 
 /// The signals that stop a run: each stops the worker's group, records `interrupted` and
@@ -84,7 +85,7 @@ impl Actor for SignalIntake {
         let IntakeMsg::Next = message;
         if let Some(signal) = state.signals.next().await {
             tracing::info!(parent: &state.span, signal, "signal received");
-            notify(&state.run, RunMsg::SignalReceived(signal));
+            notify(&state.run, RunInput::Signal(signal).into());
             myself.send_message(IntakeMsg::Next)?;
         }
         Ok(())
