@@ -182,8 +182,6 @@ pub(crate) struct WriterState {
     stderr: EchoStream,
     /// The run's live console, unless `--quiet` or dropped after a stall.
     console: Option<Arc<Console>>,
-    /// Reused buffer for the visible part of a chunk.
-    visible: Vec<u8>,
     bytes_seen: u64,
     output: OutputBytes,
     ends_with_newline: bool,
@@ -228,7 +226,6 @@ impl Actor for TranscriptWriter {
             console,
             stdout: EchoStream::new(),
             stderr: EchoStream::new(),
-            visible: Vec::new(),
             bytes_seen: 0,
             output: OutputBytes::default(),
             ends_with_newline: true,
@@ -344,10 +341,9 @@ impl WriterState {
         }
         let chunk = Arc::new(bytes);
         let echo = match &self.console {
-            Some(console) if !self.stderr.stopped => Some(Echo {
-                written: console.submit(OutputStream::Stderr, chunk.clone()),
-                copy: None,
-            }),
+            Some(console) if !self.stderr.stopped => {
+                Some(console.submit(OutputStream::Stderr, chunk.clone()))
+            }
             _ => None,
         };
         self.record(&chunk).await;
@@ -459,34 +455,16 @@ impl WriterState {
             return None;
         }
         let console = self.console.as_ref()?;
-        let filter = &mut echo.filter;
-        if filter.pass_through(chunk) {
-            return Some(Echo {
-                written: console.submit(stream, chunk.clone()),
-                copy: None,
-            });
+        if echo.filter.pass_through(chunk) {
+            return Some(console.submit(stream, chunk.clone()));
         }
-        let mut visible = std::mem::take(&mut self.visible);
-        visible.clear();
-        filter.filter(chunk, &mut visible);
-        if visible.is_empty() {
-            self.visible = visible;
-            return None;
-        }
-        let copy = Arc::new(visible);
-        Some(Echo {
-            written: console.submit(stream, copy.clone()),
-            copy: Some(copy),
-        })
+        let mut visible = Vec::new();
+        echo.filter.filter(chunk, &mut visible);
+        (!visible.is_empty()).then(|| console.submit(stream, Arc::new(visible)))
     }
 
     async fn finish_echo(&mut self, stream: OutputStream, echo: Echo) {
-        let end = self.wait_for_echo(echo.written).await;
-        if let Some(copy) = echo.copy {
-            // The console thread dropped its reference before reporting: reuse the buffer.
-            // (After a stall it still holds it, and a fresh buffer is used.)
-            self.visible = Arc::try_unwrap(copy).unwrap_or_default();
-        }
+        let end = self.wait_for_echo(echo).await;
         match end {
             EchoEnd::Written => {}
             EchoEnd::Failed(source) => {
@@ -576,10 +554,7 @@ impl WriterState {
         let Some(console) = &self.console else {
             return;
         };
-        let echo = Echo {
-            written: console.submit(stream, Arc::new(bytes)),
-            copy: None,
-        };
+        let echo = console.submit(stream, Arc::new(bytes));
         self.finish_echo(stream, echo).await;
     }
 
@@ -620,9 +595,5 @@ impl WriterState {
     }
 }
 
-/// A console write in progress.
-struct Echo {
-    written: oneshot::Receiver<std::io::Result<()>>,
-    /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).
-    copy: Option<Arc<Vec<u8>>>,
-}
+/// A console write in progress: its result once it is written.
+type Echo = oneshot::Receiver<io::Result<()>>;
