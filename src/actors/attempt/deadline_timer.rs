@@ -31,7 +31,7 @@ use crate::platform::activity_sampler::ActivitySampler;
 /// The clock's inputs ([`ClockInput`]), stamped by whoever saw them happen.
 pub(crate) enum TimerMsg {
     /// Some output arrived on either stream.
-    OutputObserved,
+    Output,
     /// An accepted notification arrived at `at`: what of it concerns the clocks.
     Notified {
         at: Instant,
@@ -112,7 +112,7 @@ impl Actor for DeadlineTimer {
         state: &mut TimerState,
     ) -> Result<(), ActorProcessingErr> {
         let input = match message {
-            TimerMsg::OutputObserved => ClockInput::Output { at: state.now() },
+            TimerMsg::Output => ClockInput::Output { at: state.now() },
             TimerMsg::Notified { at, status, extend } => ClockInput::Notified {
                 at: at.saturating_duration_since(state.launched),
                 status,

@@ -433,7 +433,7 @@ impl WriterState {
             .is_none_or(|last| now.duration_since(last) >= ACTIVITY_NOTIFY_INTERVAL)
         {
             self.last_activity_notice = Some(now);
-            notify(timer, TimerMsg::OutputObserved);
+            notify(timer, TimerMsg::Output);
         }
     }
 
