@@ -5,10 +5,11 @@
 //! events and machine effects into actions.
 //!
 //! Its handlers never wait on a disk, a store write or another actor's reply: preparation
-//! ([`prepare`]), the `running` record, recording, each Verify check ([`verify`]) and the
-//! commit ([`commit`]) run as tasks that report back with a message (or, at the end, report
-//! to the run). So a timeout, a stop-regex match or a signal is handled at once whatever the
-//! disk is doing, and a signal during preparation is held by the machine until the group
+//! ([`prepare`]), the `running` record, each Verify check ([`verify`]) and the commit
+//! ([`commit`]) run as tasks that report back with a message (or, at the end, report to the
+//! run), and what recording needs the output's consumers report on their own
+//! ([`recording`]). So a timeout, a stop-regex match or a signal is handled at once whatever
+//! the disk is doing, and a signal during preparation is held by the machine until the group
 //! exists.
 
 mod commit;

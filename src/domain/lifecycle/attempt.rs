@@ -129,7 +129,8 @@ pub(crate) enum AttemptEvent {
     GroupEmptied(GroupReport),
     /// A timer the machine started ([`AttemptEffect::StartTimer`]) elapsed.
     TimerElapsed(AttemptTimer),
-    /// Recording: the trailer is written (or failed) and the verdicts are in.
+    /// Recording: the trailer is written (or failed) and the marker verdict and the final
+    /// pattern check are in.
     Gathered(Gathered),
     /// The check being run ended (passed, failed, timed out, stopped, or could not start).
     CheckEnded(CheckOutcome),
@@ -169,8 +170,8 @@ pub(crate) enum AttemptEffect {
     DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
-    /// Stop the readers, write the trailer, gather the marker verdict and the final pattern
-    /// check, and report them as [`AttemptEvent::Gathered`].
+    /// Write the trailer and gather it with the marker verdict and the final pattern check
+    /// (both given once the output ended), reported together as [`AttemptEvent::Gathered`].
     Gather(RecordingInput),
     /// Write the decided outcome and commit it to the state (noting a launch error in the
     /// transcript first, when the worker never ran).
