@@ -182,7 +182,6 @@ pub(crate) struct WriterState {
     stderr: EchoStream,
     /// The run's live console, unless `--quiet` or dropped after a stall.
     console: Option<Arc<Console>>,
-    bytes_seen: u64,
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
@@ -226,7 +225,6 @@ impl Actor for TranscriptWriter {
             console,
             stdout: EchoStream::new(),
             stderr: EchoStream::new(),
-            bytes_seen: 0,
             output: OutputBytes::default(),
             ends_with_newline: true,
             transcript_failed: false,
@@ -374,7 +372,6 @@ impl WriterState {
         chunk: Arc<Vec<u8>>,
         myself: &ActorRef<WriterMsg>,
     ) {
-        self.bytes_seen += chunk.len() as u64;
         match stream {
             OutputStream::Stdout => self.output.stdout += chunk.len() as u64,
             OutputStream::Stderr => self.output.stderr += chunk.len() as u64,
@@ -574,7 +571,8 @@ impl WriterState {
                 path: self.args.transcript_path.clone(),
             });
         }
-        let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
+        let bytes_seen = self.output.stdout + self.output.stderr;
+        let text = render_trailer(trailer, bytes_seen, self.ends_with_newline);
         // No fsync: the transcript is evidence, and the page cache already protects it from a
         // handler crash; only state and outcomes pay for power-loss durability.
         let transcript = &self.args.transcript;
