@@ -67,8 +67,11 @@ impl Drop for ReaderState {
 
 /// How one read ended.
 enum Read {
-    Chunk,
+    /// A chunk was handed on (or the read was interrupted): read again.
+    Again,
+    /// End of file, or why reading failed.
     End(Option<String>),
+    /// The supervisor closed the readers.
     Closed,
 }
 
@@ -100,7 +103,7 @@ impl Actor for PipeReader {
         let span = state.args.span.clone();
         let stream = state.args.stream;
         match state.read().instrument(span.clone()).await {
-            Read::Chunk => myself.send_message(ReaderMsg::Read)?,
+            Read::Again => myself.send_message(ReaderMsg::Read)?,
             Read::End(error) => {
                 tracing::info!(parent: &span, stream = stream.name(), error = error.as_deref(), "pipe EOF");
                 state.end();
@@ -131,7 +134,7 @@ impl ReaderState {
         match read {
             Ok(0) => return Read::End(None),
             Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => return Read::Chunk,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => return Read::Again,
             Err(error) => {
                 return Read::End(Some(format!(
                     "failed reading agent {}: {error}",
@@ -168,7 +171,7 @@ impl ReaderState {
                 stream.name()
             )));
         }
-        Read::Chunk
+        Read::Again
     }
 
     /// Tells the consumers that nothing more comes from this stream (once).
