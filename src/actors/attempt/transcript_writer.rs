@@ -182,6 +182,8 @@ pub(crate) struct WriterState {
     stderr: EchoStream,
     /// The run's live console, unless `--quiet` or dropped after a stall.
     console: Option<Arc<Console>>,
+    /// Reused buffer for the visible part of a chunk.
+    visible: Vec<u8>,
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
@@ -225,6 +227,7 @@ impl Actor for TranscriptWriter {
             console,
             stdout: EchoStream::new(),
             stderr: EchoStream::new(),
+            visible: Vec::new(),
             output: OutputBytes::default(),
             ends_with_newline: true,
             transcript_failed: false,
@@ -339,9 +342,10 @@ impl WriterState {
         }
         let chunk = Arc::new(bytes);
         let echo = match &self.console {
-            Some(console) if !self.stderr.stopped => {
-                Some(console.submit(OutputStream::Stderr, chunk.clone()))
-            }
+            Some(console) if !self.stderr.stopped => Some(Echo {
+                written: console.submit(OutputStream::Stderr, chunk.clone()),
+                copy: None,
+            }),
             _ => None,
         };
         self.record(&chunk).await;
@@ -452,16 +456,34 @@ impl WriterState {
             return None;
         }
         let console = self.console.as_ref()?;
-        if echo.filter.pass_through(chunk) {
-            return Some(console.submit(stream, chunk.clone()));
+        let filter = &mut echo.filter;
+        if filter.pass_through(chunk) {
+            return Some(Echo {
+                written: console.submit(stream, chunk.clone()),
+                copy: None,
+            });
         }
-        let mut visible = Vec::new();
-        echo.filter.filter(chunk, &mut visible);
-        (!visible.is_empty()).then(|| console.submit(stream, Arc::new(visible)))
+        let mut visible = std::mem::take(&mut self.visible);
+        visible.clear();
+        filter.filter(chunk, &mut visible);
+        if visible.is_empty() {
+            self.visible = visible;
+            return None;
+        }
+        let copy = Arc::new(visible);
+        Some(Echo {
+            written: console.submit(stream, copy.clone()),
+            copy: Some(copy),
+        })
     }
 
     async fn finish_echo(&mut self, stream: OutputStream, echo: Echo) {
-        let end = self.wait_for_echo(echo).await;
+        let end = self.wait_for_echo(echo.written).await;
+        if let Some(copy) = echo.copy {
+            // The console thread dropped its reference before reporting: reuse the buffer.
+            // (After a stall it still holds it, and a fresh buffer is used.)
+            self.visible = Arc::try_unwrap(copy).unwrap_or_default();
+        }
         match end {
             EchoEnd::Written => {}
             EchoEnd::Failed(source) => {
@@ -551,7 +573,10 @@ impl WriterState {
         let Some(console) = &self.console else {
             return;
         };
-        let echo = console.submit(stream, Arc::new(bytes));
+        let echo = Echo {
+            written: console.submit(stream, Arc::new(bytes)),
+            copy: None,
+        };
         self.finish_echo(stream, echo).await;
     }
 
@@ -593,5 +618,9 @@ impl WriterState {
     }
 }
 
-/// A console write in progress: its result once it is written.
-type Echo = oneshot::Receiver<io::Result<()>>;
+/// A console write in progress.
+struct Echo {
+    written: oneshot::Receiver<std::io::Result<()>>,
+    /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).
+    copy: Option<Arc<Vec<u8>>>,
+}
