@@ -1,6 +1,6 @@
 //! The preparation of one attempt, run as a task beside the attempt supervisor so that no
 //! disk, store write or spawn ever waits inside its handlers: the prepared record, the
-//! prompt, the transcript header, the transcript thread, the attempt's notification socket,
+//! prompt, the transcript header, the attempt's notification socket,
 //! the spawn in a new session and process group (with `NOTIFY_SOCKET` naming that socket), and
 //! the worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs
 //! ([`SetupFailure`]).
@@ -54,8 +54,8 @@ pub(crate) enum SetupFailure {
         attempt_id: String,
         error: StateWriteError,
     },
-    /// The prepared record is durable, but the prompt, the transcript header or a writer
-    /// thread could not be created.
+    /// The prepared record is durable, but the prompt or the transcript header could not be
+    /// created.
     Setup {
         attempt: ActiveAttempt,
         phase_attempt: u32,
@@ -76,8 +76,6 @@ pub(crate) enum SetupError {
     /// The prompt or the transcript header (the message names the file).
     #[error("{0}")]
     Artifact(io::Error),
-    #[error("cannot start the transcript thread: {0}")]
-    TranscriptThread(io::Error),
 }
 
 /// Everything the preparation task needs, owned, so it can run beside the actor.
@@ -249,7 +247,7 @@ impl PreparationTask {
 }
 
 /// What the start job does, in order: the prompt (exclusively), the transcript with its
-/// header and its thread, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
+/// header, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
 /// of resources is set up before the launch, so a failure never leaves a worker without its
 /// supervision.
 struct StartJob {
@@ -291,12 +289,9 @@ impl StartJob {
             &self.prompt,
             &self.transcript_path,
             &self.header,
-        )
-        .map_err(SetupError::Artifact)
-        .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
-        {
-            Ok(transcript) => transcript,
-            Err(error) => return Started::NotSetUp(error),
+        ) {
+            Ok(file) => TranscriptFile::new(file),
+            Err(error) => return Started::NotSetUp(SetupError::Artifact(error)),
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
         // socket. Without one the worker runs as before notifications existed.
