@@ -1,6 +1,6 @@
 //! GroupKiller: owns the worker's process group, addressed by the pgid saved at launch — never
 //! by a pid, and never our own group. Its first request starts the group's end as one blocking
-//! job off the runtime, which reports [`AttemptMsg::GroupEmptied`]:
+//! job off the runtime, which reports the lifecycle event [`AttemptEvent::GroupEmptied`]:
 //!
 //! - `Terminate`: SIGTERM, the grace period (0.5 s), then SIGKILL rounds while any member
 //!   lives ([`process_group::stop_group`], the loop every group's stop goes through);
