@@ -60,7 +60,7 @@ pub enum Command {
     Status(StatusArgs),
     /// Validate everything `run` would validate and print the phase table (read-only).
     Check(CheckArgs),
-    /// Create .ai-session-handler/ here: config.json, plans/ (generated state) and .gitignore.
+    /// Create .ai-session-handler/config.json, plans/ (generated state) and .gitignore here.
     Init,
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
@@ -428,8 +428,14 @@ mod tests {
                 .collect();
             color_requested(&words)
         };
-        assert_eq!(color(&["--color", "never", "--help"]), Some(ColorChoice::Never));
-        assert_eq!(color(&["run", "--help", "--color=always"]), Some(ColorChoice::Always));
+        assert_eq!(
+            color(&["--color", "never", "--help"]),
+            Some(ColorChoice::Never)
+        );
+        assert_eq!(
+            color(&["run", "--help", "--color=always"]),
+            Some(ColorChoice::Always)
+        );
         assert_eq!(color(&["--color", "sometimes", "run"]), None);
         assert_eq!(color(&["run", "--", "--color", "never"]), None);
         assert_eq!(color(&["run", "--help"]), None);

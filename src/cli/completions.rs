@@ -63,10 +63,10 @@ pub(super) fn run(args: &CompletionsArgs) -> ExitCode {
 /// stays a name (a reinstalled binary keeps completing), a relative path becomes absolute.
 fn completer() -> PathBuf {
     let invoked = PathBuf::from(std::env::args_os().next().unwrap_or_default());
-    if invoked.components().count() > 1 {
-        if let Ok(cwd) = std::env::current_dir() {
-            return cwd.join(invoked);
-        }
+    if invoked.components().count() > 1
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(invoked);
     }
     invoked
 }
@@ -146,13 +146,9 @@ fn plan_in(words: Vec<OsString>) -> Option<PathBuf> {
         .try_get_matches_from(words)
         .ok()?;
     let (_, command) = matches.subcommand()?;
-    ["plan", "plan-path"].into_iter().find_map(|id| {
-        command
-            .try_get_one::<PathBuf>(id)
-            .ok()
-            .flatten()
-            .cloned()
-    })
+    ["plan", "plan-path"]
+        .into_iter()
+        .find_map(|id| command.try_get_one::<PathBuf>(id).ok().flatten().cloned())
 }
 
 #[cfg(test)]
@@ -189,7 +185,10 @@ mod tests {
             .map(|candidate| candidate.get_value().to_string_lossy().into_owned())
             .collect();
         assert_eq!(offered.len(), HookEvent::NAMES.len());
-        assert!(offered.contains(&"phase-stopped=".to_owned()), "{offered:?}");
+        assert!(
+            offered.contains(&"phase-stopped=".to_owned()),
+            "{offered:?}"
+        );
     }
 
     #[test]
@@ -200,7 +199,15 @@ mod tests {
             .collect();
         assert_eq!(
             topics,
-            ["run", "status", "check", "init", "watch", "completions", "man"]
+            [
+                "run",
+                "status",
+                "check",
+                "init",
+                "watch",
+                "completions",
+                "man"
+            ]
         );
     }
 }

@@ -72,8 +72,7 @@ fn help_width() -> usize {
     let terminal = console::Term::stdout()
         .size_checked()
         .map(|(_, columns)| usize::from(columns));
-    let columns =
-        terminal.or_else(|| std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok());
+    let columns = terminal.or_else(|| std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok());
     columns
         .filter(|columns| *columns > 0)
         .unwrap_or(MAX_HELP_WIDTH)
@@ -89,7 +88,11 @@ fn usage(name: &str, command: &Command, width: Option<usize>) -> String {
         .get_arguments()
         .any(|arg| arg.get_id() == PLAN_POSITIONAL)
     {
-        forms.push(vec![name.to_owned(), "<PLAN>".to_owned(), "[OPTIONS]".to_owned()]);
+        forms.push(vec![
+            name.to_owned(),
+            "<PLAN>".to_owned(),
+            "[OPTIONS]".to_owned(),
+        ]);
     }
     let Some(width) = width else {
         return forms
@@ -102,10 +105,22 @@ fn usage(name: &str, command: &Command, width: Option<usize>) -> String {
     let mut lines = Vec::new();
     for (index, form) in forms.iter().enumerate() {
         // The first line follows `Usage: `; a later form starts under the first.
-        let first_indent = if index == 0 { String::new() } else { " ".repeat(7) };
-        let wrapped = wrap(form, width.saturating_sub(7), width.saturating_sub(USAGE_INDENT));
+        let first_indent = if index == 0 {
+            String::new()
+        } else {
+            " ".repeat(7)
+        };
+        let wrapped = wrap(
+            form,
+            width.saturating_sub(7),
+            width.saturating_sub(USAGE_INDENT),
+        );
         for (line_index, line) in wrapped.into_iter().enumerate() {
-            let lead = if line_index == 0 { &first_indent } else { &indent };
+            let lead = if line_index == 0 {
+                &first_indent
+            } else {
+                &indent
+            };
             lines.push(format!("{lead}{line}"));
         }
     }
@@ -402,9 +417,16 @@ mod tests {
         }
         assert!(wrapped.contains("[--max-tokens <N>]"), "{wrapped}");
         assert!(lines[1].starts_with("           ["), "{wrapped}");
-        assert_eq!(lines.last(), Some(&"       ai-session-handler run <PLAN> [OPTIONS]"));
         assert_eq!(
-            usage("ai-session-handler init", command.find_subcommand("init").unwrap(), None),
+            lines.last(),
+            Some(&"       ai-session-handler run <PLAN> [OPTIONS]")
+        );
+        assert_eq!(
+            usage(
+                "ai-session-handler init",
+                command.find_subcommand("init").unwrap(),
+                None
+            ),
             "ai-session-handler init [GLOBAL OPTIONS]"
         );
     }

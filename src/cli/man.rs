@@ -222,7 +222,9 @@ impl Section {
     }
 
     fn text(&self) -> String {
-        let mut text = self.title.map_or_else(String::new, |title| format!("{title}\n"));
+        let mut text = self
+            .title
+            .map_or_else(String::new, |title| format!("{title}\n"));
         for block in &self.blocks {
             match block {
                 Block::Paragraph(paragraph) => text.push_str(&format!("  {paragraph}\n\n")),

@@ -46,8 +46,7 @@ pub(crate) fn colour(stream: Stream) -> bool {
             } else if set("CLICOLOR_FORCE") {
                 true
             } else {
-                std::env::var_os("CLICOLOR").is_none_or(|value| value != "0")
-                    && redraws(stream)
+                std::env::var_os("CLICOLOR").is_none_or(|value| value != "0") && redraws(stream)
             }
         }
     }
@@ -126,7 +125,11 @@ mod tests {
         set_choice(ColorChoice::Never);
         assert_eq!(label("error: x", Stream::Stderr), "error: x");
         assert_eq!(
-            phase_end("phase-1 complete in 1s", "phase-1", AttemptStatus::PhaseComplete),
+            phase_end(
+                "phase-1 complete in 1s",
+                "phase-1",
+                AttemptStatus::PhaseComplete
+            ),
             "phase-1 complete in 1s"
         );
         set_choice(ColorChoice::Always);
@@ -140,7 +143,11 @@ mod tests {
         );
         assert_eq!(label("note: x", Stream::Stderr), "note: x");
         assert_eq!(
-            phase_end("phase-1 complete in 1s", "phase-1", AttemptStatus::PhaseComplete),
+            phase_end(
+                "phase-1 complete in 1s",
+                "phase-1",
+                AttemptStatus::PhaseComplete
+            ),
             "phase-1 \x1b[1m\x1b[32mcomplete\x1b[0m in 1s"
         );
         assert_eq!(

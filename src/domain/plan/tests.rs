@@ -1188,7 +1188,10 @@ fn a_phase_with_a_bad_workspace_and_a_bad_verify_section_reports_both() {
 fn structure_errors_end_the_scan() {
     // The phases' bodies depend on the fences: an unclosed one is the only error reported.
     let text = format!("## Phase 1: A\nno workspace\n```\n## Phase 2: B\n{WS}");
-    assert_eq!(all_errors(&text), ["plan.md:3: unclosed backtick code fence"]);
+    assert_eq!(
+        all_errors(&text),
+        ["plan.md:3: unclosed backtick code fence"]
+    );
     let text = format!(
         "## Phase 99999999999999999999: A\n{WS}## Phase 1: B\n## Phase 99999999999999999999: C\n"
     );
@@ -1203,7 +1206,8 @@ fn structure_errors_end_the_scan() {
 
 #[test]
 fn repeated_numbers_are_each_named() {
-    let text = format!("## Phase 1: A\n{WS}## Phase 1: B\n{WS}## Phase 0: C\n{WS}## Phase 1: D\n{WS}");
+    let text =
+        format!("## Phase 1: A\n{WS}## Phase 1: B\n{WS}## Phase 0: C\n{WS}## Phase 1: D\n{WS}");
     assert_eq!(
         all_errors(&text),
         [
