@@ -79,7 +79,7 @@ fn help_width() -> usize {
         .min(MAX_HELP_WIDTH)
 }
 
-/// The `Usage:` text: the [`synopsis`], then, for a command that takes a plan, the form with
+/// The `Usage:` text: the synopsis ([`synopsis_items`]), then, for a command that takes a plan, the form with
 /// the plan alone; wrapped to `width` (less `Usage: `) with the continuation lines indented,
 /// or one form a line when `width` is `None`.
 fn usage(name: &str, command: &Command, width: Option<usize>) -> String {
@@ -155,20 +155,16 @@ fn words(text: &str) -> Vec<&str> {
     let mut start = None;
     let mut quoted = false;
     for (index, c) in text.char_indices() {
-        match (c, start) {
-            ('"', _) => {
-                quoted = !quoted;
-                start.get_or_insert(index);
-            }
-            (' ', Some(begin)) if !quoted => {
+        if c == ' ' && !quoted {
+            if let Some(begin) = start.take() {
                 words.push(&text[begin..index]);
-                start = None;
             }
-            (' ', None) => {}
-            (_, _) => {
-                start.get_or_insert(index);
-            }
+            continue;
         }
+        if c == '"' {
+            quoted = !quoted;
+        }
+        start.get_or_insert(index);
     }
     if let Some(begin) = start {
         words.push(&text[begin..]);
@@ -179,10 +175,10 @@ fn words(text: &str) -> Vec<&str> {
 /// The id of the positional plan argument (`status docs/plans/x.md`).
 const PLAN_POSITIONAL: &str = "plan-path";
 
-/// `ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] … [GLOBAL OPTIONS]`: the
-/// required options first (`--plan` counts as one: it or the positional plan is), then the
-/// others in their order, positionals last (the positional plan is the other form).
-/// The synopsis is built as its items (`[--max-tokens <N>]` is one): the units it is wrapped in.
+/// The synopsis, `ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] … [GLOBAL
+/// OPTIONS]`, as the items it is wrapped in (`[--max-tokens <N>]` is one): the required
+/// options first (`--plan` counts as one: it or the positional plan is), then the others in
+/// their order, positionals last (the positional plan is the other form).
 fn synopsis_items(name: &str, command: &Command) -> Vec<String> {
     let own: Vec<&Arg> = command
         .get_arguments()
