@@ -496,7 +496,7 @@ impl RunObserver for Progress {
                         output_bytes,
                         Some(usage),
                     );
-                    self.say(terminal::phase_end(&line, phase_id, *status).into_owned());
+                    self.say(terminal::phase_end(&line, *status).into_owned());
                 }
                 ledger.attempts.push(AttemptRow {
                     attempt_id: record.attempt_id.clone(),

@@ -26,7 +26,9 @@ pub(crate) enum Stream {
 
 const ERROR: Style = AnsiColor::Red.on_default().bold();
 const WARNING: Style = AnsiColor::Yellow.on_default().bold();
-const SUCCESS: Style = AnsiColor::Green.on_default().bold();
+const SUCCESS: Style = AnsiColor::Green.on_default();
+const STOPPED: Style = AnsiColor::Yellow.on_default();
+const FAILED: Style = AnsiColor::Red.on_default();
 const DIM: Style = Style::new().dimmed();
 
 /// Sets the process-wide colour choice (`--color`); `auto` leaves it to each stream.
@@ -83,27 +85,20 @@ pub(crate) fn label(line: &str, stream: Stream) -> Cow<'_, str> {
     Cow::Owned(format!("{style}{label}{style:#}{rest}"))
 }
 
-/// A phase's end line (`phase-2 timeout in 2.0s · …`) with its status word coloured when
-/// stderr is: green when the phase completed, yellow when it stopped for a person (blocked,
-/// clarification), red for a failure.
-pub(crate) fn phase_end<'a>(line: &'a str, phase_id: &str, status: AttemptStatus) -> Cow<'a, str> {
+/// A phase's end line (`phase-2 timeout in 2.0s · …`) in the colour of how the phase ended,
+/// when stderr is coloured: green when it completed, yellow when it stopped for a person
+/// (blocked, clarification), red for a failure.
+pub(crate) fn phase_end(line: &str, status: AttemptStatus) -> Cow<'_, str> {
     let style = match ExitCode::for_status(status) {
         ExitCode::Success => SUCCESS,
-        ExitCode::Blocked | ExitCode::NeedsClarification => WARNING,
-        ExitCode::AgentFailed | ExitCode::InvalidInput | ExitCode::Signal(_) => ERROR,
+        ExitCode::Blocked | ExitCode::NeedsClarification => STOPPED,
+        ExitCode::AgentFailed | ExitCode::InvalidInput | ExitCode::Signal(_) => FAILED,
     };
-    let Some(after_id) = line
-        .strip_prefix(phase_id)
-        .and_then(|rest| rest.strip_prefix(' '))
-    else {
-        return Cow::Borrowed(line);
-    };
-    if !colour(Stream::Stderr) {
-        return Cow::Borrowed(line);
+    if colour(Stream::Stderr) {
+        Cow::Owned(format!("{style}{line}{style:#}"))
+    } else {
+        Cow::Borrowed(line)
     }
-    let word_end = after_id.find(' ').unwrap_or(after_id.len());
-    let (word, rest) = after_id.split_at(word_end);
-    Cow::Owned(format!("{phase_id} {style}{word}{style:#}{rest}"))
 }
 
 /// `line` dimmed when stderr is coloured (the agent's words about itself, beside its output).
@@ -119,19 +114,13 @@ pub(crate) fn dim(line: &str) -> Cow<'_, str> {
 mod tests {
     use super::*;
 
-    // One test changes the process-wide choice: the others must not depend on it.
+    // The only test that changes the process-wide choice: no other may depend on it.
     #[test]
-    fn labels_and_status_words_are_coloured_only_when_colour_is_on() {
+    fn labels_and_end_lines_are_coloured_only_when_colour_is_on() {
+        let complete = "phase-1 complete in 1s";
         set_choice(ColorChoice::Never);
         assert_eq!(label("error: x", Stream::Stderr), "error: x");
-        assert_eq!(
-            phase_end(
-                "phase-1 complete in 1s",
-                "phase-1",
-                AttemptStatus::PhaseComplete
-            ),
-            "phase-1 complete in 1s"
-        );
+        assert_eq!(phase_end(complete, AttemptStatus::PhaseComplete), complete);
         set_choice(ColorChoice::Always);
         assert_eq!(
             label("error: x: y", Stream::Stderr),
@@ -143,20 +132,16 @@ mod tests {
         );
         assert_eq!(label("note: x", Stream::Stderr), "note: x");
         assert_eq!(
-            phase_end(
-                "phase-1 complete in 1s",
-                "phase-1",
-                AttemptStatus::PhaseComplete
-            ),
-            "phase-1 \x1b[1m\x1b[32mcomplete\x1b[0m in 1s"
+            phase_end(complete, AttemptStatus::PhaseComplete),
+            "\x1b[32mphase-1 complete in 1s\x1b[0m"
         );
         assert_eq!(
-            phase_end("phase-2 blocked in 1s", "phase-2", AttemptStatus::Blocked),
-            "phase-2 \x1b[1m\x1b[33mblocked\x1b[0m in 1s"
+            phase_end("phase-2 blocked in 1s", AttemptStatus::Blocked),
+            "\x1b[33mphase-2 blocked in 1s\x1b[0m"
         );
         assert_eq!(
-            phase_end("phase-2 timeout in 1s", "phase-2", AttemptStatus::Timeout),
-            "phase-2 \x1b[1m\x1b[31mtimeout\x1b[0m in 1s"
+            phase_end("phase-2 timeout in 1s", AttemptStatus::Timeout),
+            "\x1b[31mphase-2 timeout in 1s\x1b[0m"
         );
         set_choice(ColorChoice::Auto);
     }
