@@ -13,7 +13,6 @@
 //! printed, for a file (README.md says where to put it).
 
 use std::io::{IsTerminal, Write};
-use std::process::{Command, Stdio};
 
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
@@ -21,6 +20,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use super::args::ManArgs;
 use super::help::{self, Example, ExitRow};
 use crate::domain::exit_code::ExitCode;
+use crate::platform::pager::show_through;
 use crate::report::Output;
 
 /// The programs tried, in order, to page the text rendering when `man` is missing.
@@ -104,12 +104,14 @@ fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
 /// rendering; where no pager can be started either, prints that text.
 fn show_paged(command: &clap::Command, topic: Option<&str>) -> std::io::Result<()> {
     let page = render(command.clone(), topic)?;
-    if pipe_to(Command::new("man").args(["-l", "-"]), &page)? {
+    if show_through("man", &["-l".to_owned(), "-".to_owned()], &page)? {
         return Ok(());
     }
     let text = text_page(command, topic);
     for pager in pagers() {
-        if pipe_to(&mut pager_command(&pager), text.as_bytes())? {
+        if let Some((program, args)) = pager.split_first()
+            && show_through(program, args, text.as_bytes())?
+        {
             return Ok(());
         }
     }
@@ -126,28 +128,6 @@ fn pagers() -> Vec<Vec<String>> {
         .filter(|words| !words.is_empty())
         .chain(std::iter::once(vec![FALLBACK_PAGER.to_owned()]))
         .collect()
-}
-
-fn pager_command(words: &[String]) -> Command {
-    let mut command = Command::new(&words[0]);
-    command.args(&words[1..]);
-    command
-}
-
-/// Runs `command` with `input` on its stdin and the terminal as its output, and waits for it.
-/// `false` when it could not be started (not installed); a reader that quits early is fine.
-fn pipe_to(command: &mut Command, input: &[u8]) -> std::io::Result<bool> {
-    let mut child = match command.stdin(Stdio::piped()).spawn() {
-        Ok(child) => child,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(error),
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        // A pager the reader quit before the end closes the pipe: nothing to report.
-        let _ = stdin.write_all(input);
-    }
-    child.wait()?;
-    Ok(true)
 }
 
 /// The page as text, for a pager without `man`: the command's `--help`, then the extra
