@@ -27,6 +27,9 @@ use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockError;
 use crate::units;
+use terminal::Stream;
+
+pub(crate) mod terminal;
 
 /// How many transcript lines a failure report shows.
 pub(crate) const TAIL_LINES: usize = 40;
@@ -60,21 +63,24 @@ impl Output {
     }
 
     /// Writes stdout first, then stderr, each flushed, every line made printable
-    /// ([`printable`]: no control character, no live result tag). A stream with nothing to
-    /// print is not touched at all: it may be a console that stopped reading. Write errors are
-    /// ignored: there is nowhere left to report them.
+    /// ([`printable`]: no control character, no live result tag) and its `error:` or
+    /// `warning:` label coloured where colour is on ([`terminal::label`]). A stream with
+    /// nothing to print is not touched at all: it may be a console that stopped reading. Write
+    /// errors are ignored: there is nowhere left to report them.
     pub(crate) fn print(&self) {
         if !self.stdout.is_empty() {
             let mut out = std::io::stdout().lock();
             for line in &self.stdout {
-                let _ = writeln!(out, "{}", printable(line));
+                let line = printable(line);
+                let _ = writeln!(out, "{}", terminal::label(&line, Stream::Stdout));
             }
             let _ = out.flush();
         }
         if !self.stderr.is_empty() {
             let mut err = std::io::stderr().lock();
             for line in &self.stderr {
-                let _ = writeln!(err, "{}", printable(line));
+                let line = printable(line);
+                let _ = writeln!(err, "{}", terminal::label(&line, Stream::Stderr));
             }
             let _ = err.flush();
         }

@@ -2,15 +2,26 @@
 //! value parsers reject bad values up front so they exit 5 like every other input error.
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ColorChoice, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::{ArgValueCandidates, ArgValueCompleter};
 
 use crate::domain::budget::{parse_max_cost, parse_max_tokens};
 use crate::domain::hooks::{Hook, parse_hook_flag};
 use crate::domain::recovery::Invocation;
 use crate::domain::seconds::parse_seconds;
 use crate::domain::selection::RecoveryFlags;
+
+use super::completions;
+use super::help::GLOBAL_HEADING;
+
+/// Help headings grouping `run`'s and `check`'s options, as cargo groups its own.
+const LIMITS: &str = "Limits";
+const RECOVERY: &str = "Recovery";
+const UNATTENDED: &str = "Unattended runs";
+const VERIFICATION: &str = "Verification";
+const AS_RUN: &str = "Check as run would run";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,6 +34,18 @@ use crate::domain::selection::RecoveryFlags;
         phase ends with exactly one result block that the runner records crash-safely."
 )]
 pub struct Cli {
+    /// Colour errors, warnings and phase end lines: auto (on a terminal, unless NO_COLOR is
+    /// set or TERM=dumb), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        hide_possible_values = true,
+        default_value_t = ColorChoice::Auto,
+        help_heading = GLOBAL_HEADING
+    )]
+    pub color: ColorChoice,
     #[command(flatten)]
     pub logging: LoggingArgs,
     #[command(subcommand)]
@@ -37,13 +60,13 @@ pub enum Command {
     Status(StatusArgs),
     /// Validate everything `run` would validate and print the phase table (read-only).
     Check(CheckArgs),
-    /// Create .ai-session-handler/config.json and .ai-session-handler/plans/ here.
+    /// Create .ai-session-handler/config.json, plans/ (generated state) and .gitignore here.
     Init,
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
-    /// Print the manual page (roff) to stdout: the main page, or one command's.
+    /// Show the manual page: the main page, or one command's (paged on a terminal, else roff).
     Man(ManArgs),
 }
 
@@ -56,72 +79,93 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// A command whose page to print instead (run, status, check, watch, init, completions, man).
-    #[arg(value_name = "COMMAND")]
+    /// A command whose page to show instead (run, status, check, watch, init, completions, man).
+    #[arg(value_name = "COMMAND", add = ArgValueCandidates::new(completions::man_topics))]
     pub command: Option<String>,
+}
+
+/// The plan a command works on: `--plan PATH`, or the path alone (`status docs/plans/x.md`).
+#[derive(Debug, Args)]
+#[group(id = "plan-arg", required = true, multiple = false)]
+pub struct PlanArg {
+    /// Markdown plan path (relative to the current directory); `--plan` may be left out.
+    #[arg(id = "plan", long = "plan", value_name = "PATH")]
+    flag: Option<PathBuf>,
+    /// The plan, given without `--plan`.
+    #[arg(id = "plan-path", value_name = "PLAN")]
+    positional: Option<PathBuf>,
+}
+
+impl PlanArg {
+    /// The plan path as typed, whichever way it was given.
+    pub fn path(&self) -> &Path {
+        // clap's required group guarantees one of the two.
+        self.flag
+            .as_deref()
+            .or(self.positional.as_deref())
+            .unwrap_or(Path::new(""))
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Markdown plan path (relative to the current directory).
-    #[arg(long, value_name = "PATH")]
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// Agent command template; placeholders: {prompt_file} {workspace} {run_id} {transcript_file} {state_file}.
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Maximum phases to complete in this invocation (default: run to completion).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_phase_limit)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_phase_limit, help_heading = LIMITS)]
     pub max_phases: Option<u64>,
     /// Per-attempt wall-clock limit in seconds (default: config timeout_seconds, 3600).
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds, help_heading = LIMITS)]
     pub timeout: Option<f64>,
     /// Stop an attempt after this many seconds without a sign of life: output, a notification
     /// (NOTIFY_SOCKET) or visible work of its processes.
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds, help_heading = LIMITS)]
     pub idle_timeout: Option<f64>,
     /// Stop the agent when its combined output matches this regex (repeatable).
-    #[arg(long, value_name = "REGEX")]
+    #[arg(long, value_name = "REGEX", help_heading = LIMITS)]
     pub stop_on_regex: Vec<String>,
     /// Suppress live agent output; transcripts and the final result line are unchanged.
-    #[arg(long)]
+    #[arg(short, long)]
     pub quiet: bool,
     /// Rerun the stopped phase, or resolve an abandoned attempt and rerun its phase.
-    #[arg(long)]
+    #[arg(long, help_heading = RECOVERY)]
     pub retry_stopped: bool,
     /// Accept a changed plan after checking that every completed phase id still exists.
-    #[arg(long)]
+    #[arg(long, help_heading = RECOVERY)]
     pub accept_plan_change: bool,
     /// Retry a failed attempt up to N times (config retry.max_attempts = N + 1; see retry.on).
-    #[arg(long, value_name = "N", value_parser = parse_retries)]
+    #[arg(long, value_name = "N", value_parser = parse_retries, help_heading = UNATTENDED)]
     pub retries: Option<u32>,
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
-    #[arg(long)]
+    #[arg(long, help_heading = UNATTENDED)]
     pub wait: bool,
     /// Stop once this run's attempts used N tokens, input (cached included) plus output (config budget.max_tokens).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens, help_heading = LIMITS)]
     pub max_tokens: Option<u64>,
     /// Stop once this run's attempts cost USD dollars, as the agents report it (config budget.max_cost_usd).
-    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost, help_heading = LIMITS)]
     pub max_cost: Option<f64>,
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
     #[arg(long)]
     pub json: bool,
     /// Also run COMMAND at EVENT (run-finished, phase-stopped, phase-complete, wait-started, wait-finished, interrupted); repeatable.
-    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag, help_heading = UNATTENDED, add = ArgValueCandidates::new(completions::hook_events))]
     pub hooks: Vec<Hook>,
     /// Skip the phases' Verify checks for this run (recorded in the outcome as verification: skipped).
-    #[arg(long)]
+    #[arg(long, help_heading = VERIFICATION)]
     pub no_verify: bool,
     /// Limit on each Verify check in seconds (default: config verify_timeout_seconds, 600).
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds, help_heading = VERIFICATION)]
     pub verify_timeout: Option<f64>,
 }
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Markdown plan path (relative to the current directory).
-    #[arg(long, value_name = "PATH")]
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -129,26 +173,25 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Markdown plan path (relative to the current directory).
-    #[arg(long, value_name = "PATH")]
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// Agent command template to validate instead of the config's agent_cmd.
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Check as `run --retries N` would: the effective retry policy has retry.max_attempts = N + 1.
-    #[arg(long, value_name = "N", value_parser = parse_retries)]
+    #[arg(long, value_name = "N", value_parser = parse_retries, help_heading = AS_RUN)]
     pub retries: Option<u32>,
     /// Check as `run --wait` would: rate-limit waits on (rate_limit.max_waits, 3 if unset).
-    #[arg(long)]
+    #[arg(long, help_heading = AS_RUN)]
     pub wait: bool,
     /// Check as `run --hook EVENT=COMMAND` would: list and validate this hook too (repeatable).
-    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag)]
+    #[arg(long = "hook", value_name = "EVENT=COMMAND", value_parser = parse_hook_flag, help_heading = AS_RUN, add = ArgValueCandidates::new(completions::hook_events))]
     pub hooks: Vec<Hook>,
     /// Check as `run --max-tokens N` would: the budget check shows.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens, help_heading = AS_RUN)]
     pub max_tokens: Option<u64>,
     /// Check as `run --max-cost USD` would.
-    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost)]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost, help_heading = AS_RUN)]
     pub max_cost: Option<f64>,
     /// Print one JSON object instead of text.
     #[arg(long, conflicts_with = "prompt")]
@@ -160,22 +203,21 @@ pub struct CheckArgs {
     )]
     pub prompt: bool,
     /// With --prompt: the prompt this phase would receive if it ran next.
-    #[arg(long, value_name = "ID", requires = "prompt")]
+    #[arg(long, value_name = "ID", requires = "prompt", add = ArgValueCompleter::new(completions::phase_ids))]
     pub phase: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Markdown plan path (relative to the current directory).
-    #[arg(long, value_name = "PATH")]
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// Pass the run's events through as JSON lines instead of describing them.
     #[arg(long)]
     pub json: bool,
 }
 
 /// The logging options: accepted by every command, listed under their own heading
-/// ([`super::help::GLOBAL_HEADING`]).
+/// ([`GLOBAL_HEADING`]).
 #[derive(Debug, Args)]
 pub struct LoggingArgs {
     /// Log level or filter directives (off, error, warn, info, debug, trace, or
@@ -184,7 +226,7 @@ pub struct LoggingArgs {
         long,
         global = true,
         value_name = "LEVEL",
-        help_heading = "Global options"
+        help_heading = GLOBAL_HEADING
     )]
     pub log_level: Option<String>,
     /// Append logs to this file instead of stderr.
@@ -192,7 +234,7 @@ pub struct LoggingArgs {
         long,
         global = true,
         value_name = "PATH",
-        help_heading = "Global options"
+        help_heading = GLOBAL_HEADING
     )]
     pub log_file: Option<PathBuf>,
     /// Log line format.
@@ -202,7 +244,7 @@ pub struct LoggingArgs {
         value_enum,
         value_name = "FORMAT",
         default_value_t = LogFormat::Text,
-        help_heading = "Global options"
+        help_heading = GLOBAL_HEADING
     )]
     pub log_format: LogFormat,
 }
@@ -271,7 +313,7 @@ impl RunArgs {
             option("verify-timeout", Some(seconds.to_string()));
         }
         Invocation {
-            plan: self.plan.to_string_lossy().into_owned(),
+            plan: self.plan.path().to_string_lossy().into_owned(),
             carried,
             flags: RecoveryFlags {
                 retry_stopped: self.retry_stopped,
@@ -286,7 +328,7 @@ impl RunArgs {
 /// reads (docs/cli.md). The command is the first word that is neither an option nor the value
 /// of a global option; `--json` may appear anywhere after it, before a `--`.
 pub(super) fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
-    const GLOBAL_WITH_VALUE: [&str; 3] = ["--log-level", "--log-file", "--log-format"];
+    const GLOBAL_WITH_VALUE: [&str; 4] = ["--color", "--log-level", "--log-file", "--log-format"];
     let mut args = args.into_iter().skip(1);
     let mut command = None;
     while let Some(arg) = args.next() {
@@ -303,6 +345,24 @@ pub(super) fn run_json_requested(args: impl IntoIterator<Item = OsString>) -> bo
         && args
             .take_while(|arg| arg != "--")
             .any(|arg| arg == "--json" || arg.as_encoded_bytes().starts_with(b"--json="))
+}
+
+/// `--color`'s value read without clap, for the output of the parse itself (`--help`, a usage
+/// error): the last `--color WHEN` or `--color=WHEN` before a `--`, if it names a choice.
+pub(super) fn color_requested(args: &[OsString]) -> Option<ColorChoice> {
+    let mut requested = None;
+    let mut args = args.iter().skip(1).take_while(|arg| *arg != "--");
+    while let Some(arg) = args.next() {
+        let value = match arg.to_str() {
+            Some("--color") => args.next().and_then(|value| value.to_str()),
+            Some(text) => text.strip_prefix("--color="),
+            None => None,
+        };
+        if let Some(choice) = value.and_then(|value| ColorChoice::from_str(value, false).ok()) {
+            requested = Some(choice);
+        }
+    }
+    requested
 }
 
 /// `--max-phases`: a positive integer.
@@ -360,11 +420,34 @@ mod tests {
     }
 
     #[test]
+    fn color_is_read_before_the_command_line_is_parsed() {
+        let color = |args: &[&str]| {
+            let words: Vec<OsString> = std::iter::once("ai-session-handler")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect();
+            color_requested(&words)
+        };
+        assert_eq!(
+            color(&["--color", "never", "--help"]),
+            Some(ColorChoice::Never)
+        );
+        assert_eq!(
+            color(&["run", "--help", "--color=always"]),
+            Some(ColorChoice::Always)
+        );
+        assert_eq!(color(&["--color", "sometimes", "run"]), None);
+        assert_eq!(color(&["run", "--", "--color", "never"]), None);
+        assert_eq!(color(&["run", "--help"]), None);
+    }
+
+    #[test]
     fn run_json_is_recognised_in_a_command_line_clap_rejects() {
         assert!(requested(&["run", "--json", "--max-phases", "0"]));
         assert!(requested(&["run", "--plan", "p.md", "--bogus", "--json"]));
         assert!(requested(&["--log-level", "inof", "run", "--json"]));
         assert!(requested(&["--log-file=x.log", "run", "--json"]));
+        assert!(requested(&["--color", "never", "run", "p.md", "--json"]));
         assert!(requested(&[
             "--log-format",
             "json",

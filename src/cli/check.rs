@@ -18,12 +18,15 @@ use crate::domain::tally::PhaseStanding;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::probe::run_in_progress;
 use crate::invocation::{
-    PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
+    InputError, PlanSnapshot, RunOverrides, abandoned_retry_allowed, agent_program_problems,
     effective_settings, execution_workspace_of, hook_program_problems, locate, read_config,
     read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::locate::PlanLocation;
 use crate::report::Output;
+
+/// The most plan errors `check` lists; a plan with more says how many it left out.
+const PLAN_ERRORS_SHOWN: usize = 20;
 
 /// The `check --json` document (schema: docs/cli.md).
 #[derive(Debug, Default, Serialize)]
@@ -118,7 +121,7 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
 
 fn build(args: &CheckArgs) -> CheckReport {
     let mut report = CheckReport::default();
-    let location = match locate(&args.plan) {
+    let location = match locate(args.plan.path()) {
         Ok(location) => location,
         Err(error) => {
             report.errors.push(error.to_string());
@@ -192,6 +195,22 @@ fn build(args: &CheckArgs) -> CheckReport {
     };
     let snapshot = match read_plan_snapshot(&location) {
         Ok(snapshot) => snapshot,
+        Err(InputError::Plan { path, error, more }) => {
+            // Every error found, not only the one `run` reports, so one edit fixes them all.
+            let shown = more.len().min(PLAN_ERRORS_SHOWN - 1);
+            report.errors.push(error.with_source(&path));
+            for error in &more[..shown] {
+                report.errors.push(error.with_source(&path));
+            }
+            if more.len() > shown {
+                report.errors.push(format!(
+                    "{path}: {} more plan errors not shown (check shows the first {PLAN_ERRORS_SHOWN})",
+                    more.len() - shown
+                ));
+            }
+            report.ok = false;
+            return report;
+        }
         Err(error) => {
             report.errors.push(error.to_string());
             report.ok = false;

@@ -1,32 +1,57 @@
-//! `completions <SHELL>`: the shell completion script for every command and flag, generated
-//! from the same clap definition the parser uses, so it can never list a flag that does not
-//! exist. Printed to stdout; README.md says where each shell wants it.
+//! Shell completion by the binary itself (clap_complete's `CompleteEnv`): `completions <SHELL>`
+//! prints a short script that registers a function calling this binary with
+//! [`COMPLETE_VAR`] set and the words typed so far; [`complete_if_asked`] answers that call from
+//! the same clap definition the parser uses, so a flag that does not exist is never offered.
 //!
-//! clap_complete's bash script spells the state of a subcommand two ways when the binary name
-//! has a hyphen (clap-rs/clap#6421): its loop sets `cmd="ai__session__handler__subcmd__run"`,
-//! its case arms read `ai__subcmd__session__subcmd__handler__subcmd__run)`, so no arm matched
-//! and nothing after the subcommand completed. [`repair_bash`] spells the arms the way the loop
-//! does; `tests/it/completions.rs` drives the result in a real bash.
+//! Besides commands, flags and fixed values, it completes paths (a directory with a trailing
+//! `/`), the `man` topics, the `--hook` events (`phase-stopped=`) and `check --phase`'s ids,
+//! read from the plan given on the same command line. `tests/it/completions.rs` drives the
+//! script in a real bash.
 
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::path::PathBuf;
 
-use clap_complete::Shell;
+use clap_complete::engine::CompletionCandidate;
+use clap_complete::env::{CompleteEnv, Shells};
 
 use super::args::CompletionsArgs;
 use super::help;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::hooks::HookEvent;
+use crate::invocation::{locate, read_plan_snapshot};
 use crate::report::Output;
+use strum::VariantNames;
 
 /// The binary name the script completes (the one `cargo install` puts on PATH).
 const BIN_NAME: &str = "ai-session-handler";
 
-/// What clap_complete's bash generator joins subcommand names with.
-const BASH_SUBCOMMAND_SEPARATOR: &str = "__subcmd__";
+/// The environment variable that turns an invocation into a completion request. Not clap's
+/// default `COMPLETE`: a `run` started from an environment that happens to export that name
+/// must still run.
+const COMPLETE_VAR: &str = "AI_SESSION_HANDLER_COMPLETE";
 
 pub(super) fn run(args: &CompletionsArgs) -> ExitCode {
-    let script = script(args.shell);
-    let mut out = std::io::stdout().lock();
-    match out.write_all(&script).and_then(|()| out.flush()) {
+    let name = args.shell.to_string();
+    let shells = Shells::builtins();
+    let Some(shell) = shells.completer(&name) else {
+        Output::error(format!("completions: no completion support for {name}")).print();
+        return ExitCode::InvalidInput;
+    };
+    let mut script = Vec::new();
+    let written = shell
+        .write_registration(
+            COMPLETE_VAR,
+            BIN_NAME,
+            BIN_NAME,
+            &completer().to_string_lossy(),
+            &mut script,
+        )
+        .and_then(|()| {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&script).and_then(|()| out.flush())
+        });
+    match written {
         Ok(()) => ExitCode::Success,
         Err(error) => {
             Output::error(format!("cannot write the completion script: {error}")).print();
@@ -35,83 +60,155 @@ pub(super) fn run(args: &CompletionsArgs) -> ExitCode {
     }
 }
 
-/// The completion script for `shell`.
-fn script(shell: Shell) -> Vec<u8> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut help::command(), BIN_NAME, &mut script);
-    match shell {
-        Shell::Bash => repair_bash(&String::from_utf8_lossy(&script)).into_bytes(),
-        _ => script,
+/// The program the script calls: this binary as it was invoked — a name found in `PATH`
+/// stays a name (a reinstalled binary keeps completing), a relative path becomes absolute.
+fn completer() -> PathBuf {
+    let invoked = PathBuf::from(std::env::args_os().next().unwrap_or_default());
+    if invoked.components().count() > 1
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(invoked);
+    }
+    invoked
+}
+
+/// Answers a completion request (the script's call: [`COMPLETE_VAR`] set), returning the exit
+/// code; `None` for an ordinary invocation.
+pub(super) fn complete_if_asked() -> Option<ExitCode> {
+    std::env::var_os(COMPLETE_VAR)?;
+    let current_dir = std::env::current_dir().ok();
+    match CompleteEnv::with_factory(help::command)
+        .var(COMPLETE_VAR)
+        .bin(BIN_NAME)
+        .try_complete(std::env::args_os(), current_dir.as_deref())
+    {
+        Ok(true) => Some(ExitCode::Success),
+        Ok(false) => None,
+        Err(error) => {
+            Output::error(crate::usage::one_line(&error.render().to_string())).print();
+            Some(ExitCode::InvalidInput)
+        }
     }
 }
 
-/// Rewrites the case arms of a bash script generated for [`BIN_NAME`] to the state names its
-/// loop assigns (the binary name's hyphens as `__`, not as the subcommand separator). A script
-/// that already agrees (a fixed clap_complete) is returned unchanged.
-fn repair_bash(script: &str) -> String {
-    let as_loop_spells_it = format!("{}{BASH_SUBCOMMAND_SEPARATOR}", BIN_NAME.replace('-', "__"));
-    let as_arms_spell_it = format!(
-        "{}{BASH_SUBCOMMAND_SEPARATOR}",
-        BIN_NAME.replace('-', BASH_SUBCOMMAND_SEPARATOR)
-    );
-    script
-        .split_inclusive('\n')
-        .map(|line| {
-            let label = line.trim();
-            if label.ends_with(')') && label.starts_with(&as_arms_spell_it) {
-                line.replacen(&as_arms_spell_it, &as_loop_spells_it, 1)
-            } else {
-                line.to_owned()
-            }
+/// `man`'s topics: the commands with a page of their own.
+pub(super) fn man_topics() -> Vec<CompletionCandidate> {
+    help::command()
+        .get_subcommands()
+        .filter(|command| command.get_name() != "help")
+        .map(|command| {
+            CompletionCandidate::new(command.get_name())
+                .help(command.get_about().map(|about| about.to_owned()))
         })
         .collect()
 }
 
+/// `--hook`'s events, each with the `=` that the command follows.
+pub(super) fn hook_events() -> Vec<CompletionCandidate> {
+    HookEvent::VARIANTS
+        .iter()
+        .map(|event| CompletionCandidate::new(format!("{event}=")))
+        .collect()
+}
+
+/// `--phase`'s ids: the phases of the plan given on the command line being completed (with
+/// their titles, for the shells that show them); none while that plan is missing or invalid.
+pub(super) fn phase_ids(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(plan) = plan_on_command_line() else {
+        return Vec::new();
+    };
+    let Ok(snapshot) = locate(&plan).and_then(|location| read_plan_snapshot(&location)) else {
+        return Vec::new();
+    };
+    let typed = current.to_string_lossy();
+    snapshot
+        .plan
+        .phases
+        .into_iter()
+        .filter(|phase| phase.id.starts_with(typed.as_ref()))
+        .map(|phase| CompletionCandidate::new(phase.id).help(Some(phase.title.into())))
+        .collect()
+}
+
+/// The plan on the command line being completed (`--plan PATH` or the path alone). The
+/// request is this binary called with `--` and the words typed so far; clap reads them as far
+/// as they parse.
+fn plan_on_command_line() -> Option<PathBuf> {
+    let words: Vec<OsString> = std::env::args_os()
+        .skip_while(|word| word != "--")
+        .skip(1)
+        .collect();
+    plan_in(words)
+}
+
+fn plan_in(words: Vec<OsString>) -> Option<PathBuf> {
+    let matches = help::command()
+        .ignore_errors(true)
+        .try_get_matches_from(words)
+        .ok()?;
+    let (_, command) = matches.subcommand()?;
+    ["plan", "plan-path"]
+        .into_iter()
+        .find_map(|id| command.try_get_one::<PathBuf>(id).ok().flatten().cloned())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
 
-    fn bash() -> String {
-        String::from_utf8(script(Shell::Bash)).unwrap()
+    fn plan(line: &str) -> Option<PathBuf> {
+        plan_in(line.split(' ').map(OsString::from).collect())
     }
 
-    /// Every state the loop can assign has its case arm, and every arm is reachable.
     #[test]
-    fn every_bash_state_has_its_case_arm() {
-        let script = bash();
-        let assigned: BTreeSet<&str> = script
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("cmd=\""))
-            .filter_map(|rest| rest.strip_suffix('"'))
-            .filter(|state| !state.is_empty())
-            .collect();
-        let arms: BTreeSet<&str> = script
-            .lines()
-            .map(str::trim)
-            .filter(|line| line.starts_with("ai__") && line.ends_with(')') && !line.contains(','))
-            .map(|line| line.trim_end_matches(')'))
-            .collect();
-        assert!(
-            assigned.contains("ai__session__handler__subcmd__run"),
-            "{assigned:?}"
+    fn the_plan_is_read_from_either_spelling_even_mid_word() {
+        let expected = Some(PathBuf::from("docs/x.md"));
+        assert_eq!(
+            plan("ai-session-handler check --plan docs/x.md --prompt --phase ph"),
+            expected
         );
-        assert_eq!(assigned, arms);
+        assert_eq!(
+            plan("ai-session-handler check docs/x.md --prompt --phase "),
+            expected
+        );
+        assert_eq!(
+            plan("ai-session-handler --color never check --prompt --phase p docs/x.md"),
+            expected
+        );
+        assert_eq!(plan("ai-session-handler check --prompt --phase "), None);
+        assert_eq!(plan("ai-session-handler man "), None);
     }
 
     #[test]
-    fn a_script_that_already_agrees_is_left_alone() {
-        let script = bash();
-        assert_eq!(repair_bash(&script), script);
+    fn every_hook_event_is_offered_with_its_equals_sign() {
+        let offered: Vec<String> = hook_events()
+            .iter()
+            .map(|candidate| candidate.get_value().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(offered.len(), HookEvent::VARIANTS.len());
+        assert!(
+            offered.contains(&"phase-stopped=".to_owned()),
+            "{offered:?}"
+        );
     }
 
     #[test]
-    fn the_other_shells_scripts_are_clap_complete_s() {
-        for shell in [Shell::Zsh, Shell::Fish, Shell::Elvish, Shell::PowerShell] {
-            let mut expected = Vec::new();
-            clap_complete::generate(shell, &mut help::command(), BIN_NAME, &mut expected);
-            assert_eq!(script(shell), expected, "{shell}");
-        }
+    fn man_topics_are_the_commands() {
+        let topics: Vec<String> = man_topics()
+            .iter()
+            .map(|candidate| candidate.get_value().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            topics,
+            [
+                "run",
+                "status",
+                "check",
+                "init",
+                "watch",
+                "completions",
+                "man"
+            ]
+        );
     }
 }

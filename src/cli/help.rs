@@ -1,7 +1,9 @@
 //! What `--help` and `man` say beyond the flags clap derives: each command's synopsis (the
 //! required `--plan` first, every option with its value, generated from the parser's own
-//! definition so it cannot drift), the global options under a heading of their own, and the
-//! EXIT STATUS and EXAMPLES sections of the main page and of `run` (docs/cli.md).
+//! definition so it cannot drift; then the form with the plan alone), the global options under
+//! a heading of their own, and the EXIT STATUS and EXAMPLES sections of the main page and of
+//! `run` (docs/cli.md). `--help` is wrapped to the terminal (at most [`MAX_HELP_WIDTH`]
+//! columns), the synopsis and these sections included.
 //!
 //! [`command`] is the definition the parser, `completions` and `man` all use.
 
@@ -17,31 +19,167 @@ pub(super) const GLOBAL_HEADING: &str = "Global options";
 /// The program's name as installed.
 const PROGRAM: &str = "ai-session-handler";
 
-/// The command-line definition with synopses and the extra help sections applied.
+/// The widest `--help` gets, however wide the terminal: longer lines are hard to read.
+const MAX_HELP_WIDTH: usize = 100;
+
+/// How far a wrapped synopsis line is indented under `Usage: `.
+const USAGE_INDENT: usize = "Usage: ".len() + 4;
+
+/// The command-line definition with synopses and the extra help sections applied, wrapped to
+/// the terminal `--help` is printed on.
 pub(super) fn command() -> Command {
-    let mut root = Cli::command();
+    command_for(Some(help_width()))
+}
+
+/// The definition with the synopses unwrapped, one form a line: the manual page's (the
+/// formatter wraps them itself).
+pub(super) fn command_unwrapped() -> Command {
+    command_for(None)
+}
+
+fn command_for(width: Option<usize>) -> Command {
+    let text_width = width.unwrap_or(MAX_HELP_WIDTH);
+    let mut root = Cli::command().term_width(text_width);
     let names: Vec<String> = root
         .get_subcommands()
         .map(|sub| sub.get_name().to_owned())
         .collect();
     for name in names {
         root = root.mut_subcommand(&name, |sub| {
-            let usage = synopsis(&format!("{PROGRAM} {name}"), &sub);
-            let sub = sub.override_usage(usage);
+            let usage = usage(&format!("{PROGRAM} {name}"), &sub, width);
+            let sub = sub.override_usage(usage).term_width(text_width);
             match name.as_str() {
-                "run" => sub.after_long_help(sections_text(&run_exit_status(), &run_examples())),
+                "run" => sub.after_help(sections_text(
+                    &run_exit_status(),
+                    &run_examples(),
+                    text_width,
+                )),
                 _ => sub,
             }
         });
     }
     let usage = format!("{PROGRAM} [GLOBAL OPTIONS] <COMMAND>");
-    root.override_usage(usage)
-        .after_long_help(sections_text(&run_exit_status(), &main_examples()))
+    root.override_usage(usage).after_long_help(sections_text(
+        &run_exit_status(),
+        &main_examples(),
+        text_width,
+    ))
 }
 
-/// `ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] … [GLOBAL OPTIONS]`: the
-/// required options first, then the others in their order, positionals last.
-pub(super) fn synopsis(name: &str, command: &Command) -> String {
+/// The width `--help` is wrapped to: the terminal's (stdout's), else `COLUMNS`, else 100 — what
+/// clap itself would pick — and at most [`MAX_HELP_WIDTH`].
+fn help_width() -> usize {
+    let terminal = console::Term::stdout()
+        .size_checked()
+        .map(|(_, columns)| usize::from(columns));
+    let columns = terminal.or_else(|| std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok());
+    columns
+        .filter(|columns| *columns > 0)
+        .unwrap_or(MAX_HELP_WIDTH)
+        .min(MAX_HELP_WIDTH)
+}
+
+/// The `Usage:` text: the synopsis ([`synopsis_items`]), then, for a command that takes a plan, the form with
+/// the plan alone; wrapped to `width` (less `Usage: `) with the continuation lines indented,
+/// or one form a line when `width` is `None`.
+fn usage(name: &str, command: &Command, width: Option<usize>) -> String {
+    let mut forms = vec![synopsis_items(name, command)];
+    if command
+        .get_arguments()
+        .any(|arg| arg.get_id() == PLAN_POSITIONAL)
+    {
+        forms.push(vec![
+            name.to_owned(),
+            "<PLAN>".to_owned(),
+            "[OPTIONS]".to_owned(),
+        ]);
+    }
+    let Some(width) = width else {
+        return forms
+            .iter()
+            .map(|form| form.join(" "))
+            .collect::<Vec<_>>()
+            .join("\n");
+    };
+    let indent = " ".repeat(USAGE_INDENT);
+    let mut lines = Vec::new();
+    for (index, form) in forms.iter().enumerate() {
+        // The first line follows `Usage: `; a later form starts under the first.
+        let first_indent = if index == 0 {
+            String::new()
+        } else {
+            " ".repeat(7)
+        };
+        let wrapped = wrap(
+            form,
+            width.saturating_sub(7),
+            width.saturating_sub(USAGE_INDENT),
+        );
+        for (line_index, line) in wrapped.into_iter().enumerate() {
+            let lead = if line_index == 0 {
+                &first_indent
+            } else {
+                &indent
+            };
+            lines.push(format!("{lead}{line}"));
+        }
+    }
+    lines.join("\n")
+}
+
+/// `words` in lines of at most `first` columns for the first line and `rest` for the others
+/// (a longer word stands alone on its line).
+fn wrap<S: AsRef<str>>(words: &[S], first: usize, rest: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in words.iter().map(AsRef::as_ref) {
+        let limit = if lines.is_empty() { first } else { rest };
+        if !line.is_empty() && line.len() + 1 + word.len() > limit {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `text` split at spaces outside double quotes, so a quoted argument of an example command
+/// (`--agent-cmd "codex exec"`) is never cut in two.
+fn words(text: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut start = None;
+    let mut quoted = false;
+    for (index, c) in text.char_indices() {
+        if c == ' ' && !quoted {
+            if let Some(begin) = start.take() {
+                words.push(&text[begin..index]);
+            }
+            continue;
+        }
+        if c == '"' {
+            quoted = !quoted;
+        }
+        start.get_or_insert(index);
+    }
+    if let Some(begin) = start {
+        words.push(&text[begin..]);
+    }
+    words
+}
+
+/// The id of the positional plan argument (`status docs/plans/x.md`).
+const PLAN_POSITIONAL: &str = "plan-path";
+
+/// The synopsis, `ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] … [GLOBAL
+/// OPTIONS]`, as the items it is wrapped in (`[--max-tokens <N>]` is one): the required
+/// options first (`--plan` counts as one: it or the positional plan is), then the others in
+/// their order, positionals last (the positional plan is the other form).
+fn synopsis_items(name: &str, command: &Command) -> Vec<String> {
     let own: Vec<&Arg> = command
         .get_arguments()
         .filter(|arg| {
@@ -49,12 +187,13 @@ pub(super) fn synopsis(name: &str, command: &Command) -> String {
                 && !arg.is_global_set()
                 && arg.get_help_heading() != Some(GLOBAL_HEADING)
                 && !matches!(arg.get_action(), ArgAction::Help | ArgAction::Version)
+                && arg.get_id() != PLAN_POSITIONAL
         })
         .collect();
     let mut words = vec![name.to_owned()];
     let options = own.iter().filter(|arg| !arg.is_positional());
     let (required, optional): (Vec<&&Arg>, Vec<&&Arg>) =
-        options.partition(|arg| arg.is_required_set());
+        options.partition(|arg| arg.is_required_set() || arg.get_id() == "plan");
     for arg in required {
         words.push(option_word(arg));
     }
@@ -70,7 +209,7 @@ pub(super) fn synopsis(name: &str, command: &Command) -> String {
         });
     }
     words.push("[GLOBAL OPTIONS]".to_owned());
-    words.join(" ")
+    words
 }
 
 /// `--plan <PATH>`, `--quiet`, `--stop-on-regex <REGEX>...`.
@@ -178,20 +317,44 @@ fn main_examples() -> Vec<Example> {
     ]
 }
 
-/// The two sections as `--help` text.
-fn sections_text(exit_status: &[ExitRow], examples: &[Example]) -> String {
-    let width = exit_status
+/// The two sections as `--help` text, wrapped to `width`: a meaning under its own column, a
+/// long example command continued with ` \` on the next line.
+fn sections_text(exit_status: &[ExitRow], examples: &[Example], width: usize) -> String {
+    let code_width = exit_status
         .iter()
         .map(|row| row.code.len())
         .max()
         .unwrap_or(0);
+    let meaning_column = 2 + code_width + 2;
     let mut text = String::from("Exit status:\n");
     for row in exit_status {
-        text.push_str(&format!("  {:<width$}  {}\n", row.code, row.meaning));
+        let meaning_width = width.saturating_sub(meaning_column);
+        let meaning: Vec<&str> = row.meaning.split(' ').collect();
+        for (index, line) in wrap(&meaning, meaning_width, meaning_width)
+            .iter()
+            .enumerate()
+        {
+            let code = if index == 0 { row.code.as_str() } else { "" };
+            text.push_str(&format!("  {code:<code_width$}  {line}\n"));
+        }
     }
     text.push_str("\nExamples:\n");
     for example in examples {
-        text.push_str(&format!("  {}:\n    {}\n", example.what, example.command));
+        let what: Vec<&str> = example.what.split(' ').collect();
+        let what = wrap(&what, width.saturating_sub(3), width.saturating_sub(4));
+        text.push_str(&format!("  {}:\n", what.join("\n  ")));
+        // Room for the indent and the ` \` that continues a line.
+        let lines = wrap(
+            &words(example.command),
+            width.saturating_sub(6),
+            width.saturating_sub(8),
+        );
+        let last = lines.len().saturating_sub(1);
+        for (index, line) in lines.iter().enumerate() {
+            let indent = if index == 0 { "    " } else { "      " };
+            let more = if index < last { " \\" } else { "" };
+            text.push_str(&format!("{indent}{line}{more}\n"));
+        }
     }
     text.trim_end().to_owned()
 }
@@ -211,11 +374,9 @@ mod tests {
     use super::*;
 
     fn usage_of(name: &str) -> String {
-        let command = command();
-        command
-            .find_subcommand(name)
-            .and_then(|sub| sub.get_overridden_usage().map(ToString::to_string))
-            .unwrap()
+        let command = command_unwrapped();
+        let sub = command.find_subcommand(name).unwrap();
+        synopsis_items(&format!("{PROGRAM} {name}"), sub).join(" ")
     }
 
     #[test]
@@ -236,6 +397,52 @@ mod tests {
             "ai-session-handler man [COMMAND] [GLOBAL OPTIONS]"
         );
         assert_eq!(usage_of("init"), "ai-session-handler init [GLOBAL OPTIONS]");
+    }
+
+    #[test]
+    fn the_usage_is_wrapped_between_items_and_ends_with_the_plan_alone() {
+        let command = command_unwrapped();
+        let run = command.find_subcommand("run").unwrap();
+        let wrapped = usage("ai-session-handler run", run, Some(80));
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert!(lines.len() > 3, "{wrapped}");
+        // `Usage: ` comes before the first line; the others carry their indent.
+        assert!(lines[0].len() + "Usage: ".len() <= 80, "{wrapped}");
+        for line in &lines[1..] {
+            assert!(line.len() <= 80, "{line:?}");
+        }
+        assert!(wrapped.contains("[--max-tokens <N>]"), "{wrapped}");
+        assert!(lines[1].starts_with("           ["), "{wrapped}");
+        assert_eq!(
+            lines.last(),
+            Some(&"       ai-session-handler run <PLAN> [OPTIONS]")
+        );
+        assert_eq!(
+            usage(
+                "ai-session-handler init",
+                command.find_subcommand("init").unwrap(),
+                None
+            ),
+            "ai-session-handler init [GLOBAL OPTIONS]"
+        );
+    }
+
+    #[test]
+    fn sections_keep_their_columns_and_quoted_words_when_wrapped() {
+        let text = sections_text(&run_exit_status(), &run_examples(), 60);
+        for line in text.lines() {
+            assert!(line.len() <= 60, "{line:?}\n{text}");
+        }
+        // A meaning continues in its own column, under the first line's.
+        let exit_status = &text[..text.find("\n\nExamples:").unwrap()];
+        for line in exit_status.lines().skip(1) {
+            let starts_a_row = line.starts_with("  ") && line[2..].starts_with(char::is_numeric);
+            assert!(
+                starts_a_row || line.starts_with(&" ".repeat(19)),
+                "{line:?}\n{text}"
+            );
+        }
+        assert!(text.contains("\"codex exec\""), "{text}");
     }
 
     #[test]

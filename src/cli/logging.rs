@@ -13,7 +13,6 @@
 //! or object is written as that array or object (`[1, 2]`); anything else keeps its text.
 
 use std::fmt;
-use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use serde_json::{Map, Value};
@@ -107,7 +106,9 @@ pub(super) fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
             }
         }
         (None, LogFormat::Text) => builder
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(crate::report::terminal::colour(
+                crate::report::terminal::Stream::Stderr,
+            ))
             .with_writer(std::io::stderr)
             .try_init(),
         (None, LogFormat::Json) => builder

@@ -16,13 +16,16 @@ mod run;
 mod status;
 mod watch;
 
+use std::ffi::OsString;
 use std::time::Instant;
 
+use clap::ColorChoice;
 use clap::error::ErrorKind;
 
 pub use args::{Cli, Command};
 
 use crate::domain::exit_code::ExitCode;
+use crate::report::terminal;
 
 /// Parses the command line, sets up logging, runs the command and returns the exit code.
 pub fn main() -> i32 {
@@ -30,9 +33,18 @@ pub fn main() -> i32 {
     if let Some(code) = crate::platform::watchdog::main_if_watchdog() {
         return code;
     }
+    // The completion script's call (`completions`), answered before anything else runs.
+    if let Some(exit) = completions::complete_if_asked() {
+        return exit.code();
+    }
     let started = Instant::now();
+    let words: Vec<OsString> = std::env::args_os().collect();
+    // Before parsing: `--help` and a usage error are printed by the parse itself.
+    terminal::set_choice(colour_choice(
+        args::color_requested(&words).unwrap_or(ColorChoice::Auto),
+    ));
     let parsed = help::command()
-        .try_get_matches()
+        .try_get_matches_from(&words)
         .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
     let cli = match parsed {
         Ok(cli) => cli,
@@ -46,7 +58,7 @@ pub fn main() -> i32 {
                 _ => {
                     let line = crate::usage::one_line(&error.render().to_string());
                     // `run --json` promises its caller one object, a usage error included.
-                    if args::run_json_requested(std::env::args_os()) {
+                    if args::run_json_requested(words) {
                         let message = line.strip_prefix("error: ").unwrap_or(&line);
                         run::print_json_error(ExitCode::InvalidInput, message, None, started);
                     }
@@ -56,6 +68,7 @@ pub fn main() -> i32 {
             };
         }
     };
+    terminal::set_choice(colour_choice(cli.color));
     if let Err(error) = logging::init(&cli.logging) {
         if let Some(Command::Run(args)) = &cli.command
             && args.json
@@ -79,4 +92,13 @@ pub fn main() -> i32 {
         Some(Command::Man(args)) => man::run(&args),
     };
     exit.code()
+}
+
+/// `--color`'s value as the choice the terminal module applies.
+fn colour_choice(choice: ColorChoice) -> anstream::ColorChoice {
+    match choice {
+        ColorChoice::Auto => anstream::ColorChoice::Auto,
+        ColorChoice::Always => anstream::ColorChoice::Always,
+        ColorChoice::Never => anstream::ColorChoice::Never,
+    }
 }

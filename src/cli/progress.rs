@@ -27,6 +27,7 @@
 //! Every mode also keeps the run's ledger (the attempts and how they ended) for the summary
 //! table and `run --json`.
 
+use std::borrow::Cow;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -42,6 +43,7 @@ use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::verification::Verification;
 use crate::platform::console::Console;
+use crate::report::terminal::{self, Stream};
 use crate::report::{self, AttemptRow};
 
 /// How long the end of a run waits for queued progress lines to reach stderr.
@@ -244,9 +246,14 @@ impl Progress {
         }
     }
 
-    /// A line on stderr, above the status line if there is one. Never waits for the
-    /// terminal: the status-line thread or the console thread writes it.
+    /// A line on stderr, above the status line if there is one, its `error:` or `warning:`
+    /// label coloured where colour is on. Never waits for the terminal: the status-line thread
+    /// or the console thread writes it.
     fn say(&self, line: String) {
+        let line = match terminal::label(&line, Stream::Stderr) {
+            Cow::Borrowed(_) => line,
+            Cow::Owned(coloured) => coloured,
+        };
         if let Some(thread) = lock(&self.redrawer).as_ref() {
             return thread.print(line);
         }
@@ -476,13 +483,14 @@ impl RunObserver for Progress {
                 let output_bytes = stdout_bytes.saturating_add(*stderr_bytes);
                 // Under `--quiet` on a terminal too: above the status line, it stays on screen.
                 if self.mode != ProgressMode::Quiet {
-                    self.say(report::phase_ended(
+                    let line = report::phase_ended(
                         phase_id,
                         *status,
                         *duration_ms,
                         output_bytes,
                         Some(usage),
-                    ));
+                    );
+                    self.say(terminal::phase_end(&line, *status).into_owned());
                 }
                 ledger.attempts.push(AttemptRow {
                     attempt_id: record.attempt_id.clone(),
@@ -532,8 +540,7 @@ impl RunObserver for Progress {
                 });
                 if self.mode == ProgressMode::Lines && self.terminal {
                     let line = report::status_change(&current.phase_id, text.as_deref());
-                    // Dim: the agent's words about itself, beside its own output.
-                    drop(self.console.note(format!("\x1b[2m{line}\x1b[0m")));
+                    drop(self.console.note(terminal::dim(&line).into_owned()));
                 }
             }
             RunEvent::BudgetUnenforceable { message } => {

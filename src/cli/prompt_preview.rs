@@ -1,8 +1,10 @@
 //! `check --prompt [--phase ID]`: the prompt the next attempt — or the named phase's, as if
 //! it ran next — would receive, byte for byte, with the values that exist only at launch as
-//! `<placeholders>` (docs/cli.md). It validates what `run` validates first, previews the run
-//! an operator would start next (with `--retry-stopped` / `--accept-plan-change` when the
-//! state asks for them, said in a note on stderr), and writes nothing.
+//! `<placeholders>` (docs/cli.md). It validates what `run` validates first — except that an
+//! agent program that is not installed is a note, not an error: the prompt is the same — ,
+//! previews the run an operator would start next (with `--retry-stopped` /
+//! `--accept-plan-change` when the state asks for them, said in a note on stderr), and writes
+//! nothing.
 
 use std::io::Write;
 
@@ -75,7 +77,7 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
 }
 
 fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
-    let location = locate(&args.plan)?;
+    let location = locate(args.plan.path())?;
     let config = read_config(&location)?;
     let overrides = RunOverrides {
         agent_cmd: args.agent_cmd.clone(),
@@ -89,13 +91,18 @@ fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
     for phase in &snapshot.plan.phases {
         execution_workspace_of(&location, phase)?;
     }
-    if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
+    if let Some(problem) = verify_interpreter_problems(&location, &snapshot)
         .into_iter()
-        .chain(verify_interpreter_problems(&location, &snapshot))
         .next()
     {
         return Err(problem.into());
     }
+    // The prompt does not depend on the agent: a missing one is worth a note (`run` refuses
+    // for it), not the preview.
+    let mut notes: Vec<String> = agent_program_problems(&location, &snapshot, &settings)
+        .into_iter()
+        .map(|problem| format!("{problem}; run refuses until it is found"))
+        .collect();
     let state = read_state(&location.layout)?;
 
     let schedule_fits = state.retry_schedule.as_ref().is_some_and(|schedule| {
@@ -110,7 +117,6 @@ fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
     let now = Timestamp::from_datetime(chrono::Utc::now());
     let (flags, admission) = way_forward(&state, &snapshot.facts(), schedule_fits, now)
         .map_err(PreviewError::Refused)?;
-    let mut notes = Vec::new();
     let (next, resolve_abandoned, resumed) = match &admission.first {
         FirstSelection::RetryAbandoned(attempt) => {
             abandoned_retry_allowed(&location, &snapshot, attempt)?;

@@ -9,7 +9,6 @@
 //! report is printed from a thread of its own, so a report blocked on a stdout nobody reads
 //! cannot hold the handler either.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,7 +126,7 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
 fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     let mut located = None;
     let checked = (|| {
-        let location = locate(&args.plan)?;
+        let location = locate(args.plan.path())?;
         located = Some(location.clone());
         generated_paths_are_real(&location)?;
         let config = read_config(&location)?;
@@ -215,7 +214,8 @@ impl Observers {
     ) -> std::io::Result<Self> {
         let console = Arc::new(Console::start(args.json)?);
         let stream = Arc::new(EventStream::start(&inputs.location.layout.dir)?);
-        let terminal = std::io::stderr().is_terminal();
+        // A terminal that cannot redraw a line (TERM=dumb) gets what a log gets.
+        let terminal = crate::report::terminal::stderr_redraws();
         let mode = match (args.quiet, terminal) {
             (false, _) => ProgressMode::Lines,
             (true, true) => ProgressMode::StatusLine,

@@ -183,7 +183,7 @@ pub(super) struct PlanCheck {
 pub(super) fn run(args: &StatusArgs) -> ExitCode {
     // A deleted plan file whose state exists still has that state reported (then the
     // error); without recorded state there is nothing to report.
-    let location = match locate_for_report(&args.plan) {
+    let location = match locate_for_report(args.plan.path()) {
         Ok(location) => location,
         Err(error) => return fail(args.json, error),
     };

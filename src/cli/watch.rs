@@ -50,7 +50,7 @@ const LAST_WORDS: Duration = Duration::from_secs(3);
 struct StdoutClosed;
 
 pub(super) fn run(args: &WatchArgs) -> ExitCode {
-    let location = match locate_for_report(&args.plan) {
+    let location = match locate_for_report(args.plan.path()) {
         Ok(location) => location,
         Err(error) => return fail(&error),
     };

@@ -21,8 +21,13 @@ pub(crate) enum InputError {
     Locate(#[from] LocateError),
     #[error("{path}: cannot read plan: {source}")]
     PlanUnreadable { path: String, source: ReadFileError },
+    /// Said as the first error (what `run` reports); `check` lists `more` too.
     #[error("{}", .error.with_source(.path))]
-    Plan { path: String, error: PlanError },
+    Plan {
+        path: String,
+        error: PlanError,
+        more: Vec<PlanError>,
+    },
     #[error("{path}: {error}")]
     Config { path: String, error: ConfigError },
     #[error("{path}: cannot read config: {source}")]

@@ -17,7 +17,7 @@ use crate::domain::config::{Config, parse_config};
 use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
 use crate::domain::outcome::{OutcomeError, OutcomeRecord};
-use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
+use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan_reporting_all};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
@@ -89,9 +89,10 @@ impl PlanSnapshot {
 /// Reads and parses the plan once.
 pub(crate) fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, InputError> {
     let bytes = read_plan_bytes(location)?;
-    let plan = parse_plan(&bytes).map_err(|error| InputError::Plan {
+    let plan = parse_plan_reporting_all(&bytes).map_err(|errors| InputError::Plan {
         path: location.plan_path.clone(),
-        error,
+        error: errors.first,
+        more: errors.more,
     })?;
     // Not an error (such a heading is ordinary text), but rarely what its author meant: the
     // commands that act on the plan show these as `warning:` lines.

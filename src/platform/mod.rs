@@ -15,6 +15,7 @@ pub(crate) mod locate;
 pub(crate) mod locks;
 pub(crate) mod no_follow;
 pub(crate) mod notify_socket;
+pub(crate) mod pager;
 pub(crate) mod proc;
 pub(crate) mod process_group;
 pub(crate) mod program;

@@ -296,9 +296,10 @@ fn init_says_the_example_agent_cmd_must_be_edited_where_codex_is_missing() {
     run.assert_code(0);
     let config = project.join(".ai-session-handler/config.json");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    // The created files, this note, then what would run here instead (tests/it/setup.rs).
+    assert_eq!(lines.len(), 6, "{}", run.stdout);
     assert_eq!(
-        lines[2],
+        lines[3],
         format!(
             "note: the example agent_cmd \"codex exec\" will not run here: agent program 'codex' not found in PATH (searched /usr/bin, /bin); edit agent_cmd in {} (or pass --agent-cmd to run and check) before the first run",
             config.display()
@@ -339,9 +340,10 @@ fn init_creates_the_example_config_and_plans_dir() {
     assert_eq!(
         run.stdout,
         format!(
-            "created {}\ncreated {}\n",
+            "created {}\ncreated {}/ (generated state of this workspace's plans: state, prompts, transcripts, outcomes, events; plan files go elsewhere, e.g. docs/plans/)\ncreated {} (keeps plans/ out of git; commit config.json)\n",
             handler_dir.join("config.json").display(),
-            handler_dir.join("plans").display()
+            handler_dir.join("plans").display(),
+            handler_dir.join(".gitignore").display()
         )
     );
     assert_eq!(run.stderr, "");
@@ -375,7 +377,11 @@ fn init_creates_the_example_config_and_plans_dir() {
     assert!(bytes.ends_with(b"}\n"));
     assert_eq!(
         list_dir(&handler_dir),
-        ["config.json".to_owned(), "plans".to_owned()]
+        [
+            ".gitignore".to_owned(),
+            "config.json".to_owned(),
+            "plans".to_owned()
+        ]
     );
     assert!(handler_dir.join("plans").is_dir());
     assert!(list_dir(&handler_dir.join("plans")).is_empty());
@@ -1273,10 +1279,11 @@ fn assert_flags_documented(args: &[&str], flags: &[&str]) -> Run {
             .iter()
             .position(|line| {
                 let trimmed = line.trim_start();
-                let trimmed = trimmed
-                    .strip_prefix("-h, ")
-                    .or_else(|| trimmed.strip_prefix("-V, "))
-                    .unwrap_or(trimmed);
+                // A short form first: `-h, --help`, `-q, --quiet`.
+                let trimmed = match trimmed.as_bytes() {
+                    [b'-', short, b',', b' ', ..] if short.is_ascii_alphabetic() => &trimmed[4..],
+                    _ => trimmed,
+                };
                 trimmed
                     .strip_prefix(flag)
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))

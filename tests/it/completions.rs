@@ -138,6 +138,87 @@ fn bash_completes_commands_flags_and_flag_values() {
     );
 }
 
+/// What the binary itself completes beyond flags and fixed values: a directory with its `/`
+/// (so the next TAB goes into it), the `man` topics, the `--hook` events with their `=`, and
+/// `check --phase`'s ids, read from the plan given on the same command line either way.
+#[test]
+fn bash_completes_directories_man_topics_hook_events_and_phase_ids() {
+    let sandbox = Sandbox::new();
+    sandbox.write("docs/plans/x.md", plan_with_phases(2));
+    let bash = script(&sandbox, "bash");
+    let root = &sandbox.root;
+
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler status do"),
+        ["docs/"]
+    );
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler run --plan docs/"),
+        ["docs/plans/"]
+    );
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler watch docs/plans/"),
+        ["docs/plans/x.md"]
+    );
+
+    assert_offers(
+        &complete(root, &bash, "ai-session-handler man "),
+        &[
+            "run",
+            "status",
+            "check",
+            "init",
+            "watch",
+            "completions",
+            "man",
+        ],
+    );
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler man ch"),
+        ["check"]
+    );
+
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler run --hook phase-"),
+        ["phase-stopped=", "phase-complete="]
+    );
+    assert_eq!(
+        complete(root, &bash, "ai-session-handler check --hook r"),
+        ["run-finished="]
+    );
+
+    for line in [
+        "ai-session-handler check --plan docs/plans/x.md --prompt --phase ",
+        "ai-session-handler check docs/plans/x.md --prompt --phase ",
+        "ai-session-handler --color never check --prompt docs/plans/x.md --phase ",
+    ] {
+        assert_eq!(
+            complete(root, &bash, line),
+            ["phase-1", "phase-2"],
+            "{line}"
+        );
+    }
+    assert_eq!(
+        complete(
+            root,
+            &bash,
+            "ai-session-handler check docs/plans/x.md --prompt --phase phase-2"
+        ),
+        ["phase-2"]
+    );
+    // No plan on the line, or one that does not parse: nothing to offer.
+    assert!(complete(root, &bash, "ai-session-handler check --prompt --phase ").is_empty());
+    sandbox.write("docs/plans/bad.md", "# no phases\n");
+    assert!(
+        complete(
+            root,
+            &bash,
+            "ai-session-handler check docs/plans/bad.md --prompt --phase "
+        )
+        .is_empty()
+    );
+}
+
 /// `zsh` and `fish` are not needed for the suite; where one is installed, its script must load
 /// without an error.
 #[test]
@@ -155,7 +236,7 @@ fn zsh_and_fish_scripts_load_where_those_shells_are_installed() {
             .args([
                 "-f",
                 "-c",
-                "autoload -Uz compinit && compinit -u -D && source \"$1\" && whence -w _ai-session-handler",
+                "autoload -Uz compinit && compinit -u -D && source \"$1\" && whence -w _clap_dynamic_completer_ai_session_handler",
                 "zsh",
             ])
             .arg(&zsh)

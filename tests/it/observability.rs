@@ -713,13 +713,22 @@ fn status_of_an_unparseable_plan_shows_the_recorded_phases() {
 
 // ---- completions and man ----
 
+/// Each shell's script registers a function that asks this binary for the candidates
+/// (`AI_SESSION_HANDLER_COMPLETE=<shell> ai-session-handler -- <words>`), and the binary
+/// knows every command and flag.
 #[test]
 fn completion_scripts_are_generated_for_bash_zsh_and_fish() {
     let sandbox = Sandbox::new();
     for (shell, marker) in [
-        ("bash", "complete -F _ai__session__handler"),
+        (
+            "bash",
+            "-F _clap_complete_ai_session_handler ai-session-handler",
+        ),
         ("zsh", "#compdef ai-session-handler"),
-        ("fish", "complete -c ai-session-handler"),
+        (
+            "fish",
+            "complete --keep-order --exclusive --command ai-session-handler",
+        ),
     ] {
         let script = sandbox.run(&["completions", shell]);
         script.assert_code(0);
@@ -728,14 +737,40 @@ fn completion_scripts_are_generated_for_bash_zsh_and_fish() {
             "{shell}:\n{}",
             script.stdout
         );
-        for word in [
-            "retry-stopped",
-            "accept-plan-change",
-            "prompt",
-            "status",
-            "completions",
+        assert!(
+            script
+                .stdout
+                .contains(&format!("AI_SESSION_HANDLER_COMPLETE=\"{shell}\""))
+                || script
+                    .stdout
+                    .contains(&format!("AI_SESSION_HANDLER_COMPLETE={shell}")),
+            "{shell}:\n{}",
+            script.stdout
+        );
+        assert!(script.stdout.contains(BIN), "{shell}:\n{}", script.stdout);
+        for (words, word) in [
+            (&["run", "--"][..], "--retry-stopped"),
+            (&["run", "--"][..], "--accept-plan-change"),
+            (&["check", "--"][..], "--prompt"),
+            (&[""][..], "status"),
+            (&[""][..], "completions"),
         ] {
-            assert!(script.stdout.contains(word), "{shell} lacks {word}");
+            let asked = sandbox
+                .command()
+                .env("AI_SESSION_HANDLER_COMPLETE", shell)
+                .env("_CLAP_COMPLETE_INDEX", (words.len()).to_string())
+                .args(["--", "ai-session-handler"])
+                .args(words)
+                .output()
+                .expect("ask the binary");
+            let offered = String::from_utf8_lossy(&asked.stdout);
+            assert!(asked.status.success(), "{shell} {words:?}");
+            assert!(
+                offered
+                    .split(['\n', '\u{b}', '\t', ':'])
+                    .any(|candidate| candidate == word),
+                "{shell} lacks {word}: {offered:?}"
+            );
         }
         assert_eq!(script.stderr, "");
     }

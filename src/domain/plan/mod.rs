@@ -10,6 +10,12 @@
 //!
 //! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
 //! heading, and kept everywhere text is copied.
+//!
+//! An invalid plan reports every error found ([`PlanErrors`], for `check`), the first of them
+//! being the one `run` refuses with ([`parse_plan`]). An error of the file's structure (not
+//! UTF-8, a phase number out of range, an unclosed fence, no phase) ends the parse, since the
+//! phases' bodies depend on it; the numbering and each phase's sections are checked all the
+//! same, each phase's workspace and verify sections on their own.
 
 use super::fence::{FenceTracker, LineRole};
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
@@ -131,6 +137,33 @@ impl std::fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+/// Every error a parse found: `first` is the one [`parse_plan`] reports, `more` the others in
+/// the order they were found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanErrors {
+    pub first: PlanError,
+    pub more: Vec<PlanError>,
+}
+
+impl PlanErrors {
+    /// `None` when `errors` is empty.
+    fn from_vec(errors: Vec<PlanError>) -> Option<Self> {
+        let mut errors = errors.into_iter();
+        let first = errors.next()?;
+        Some(Self {
+            first,
+            more: errors.collect(),
+        })
+    }
+
+    fn one(error: PlanError) -> Self {
+        Self {
+            first: error,
+            more: Vec::new(),
+        }
+    }
+}
+
 impl PlanError {
     /// Renders as `<source>:<line>: <message>` (or `<source>: <message>`).
     pub(crate) fn with_source(&self, source: &str) -> String {
@@ -153,28 +186,41 @@ const NO_PHASES: &str = "expected at least one executable phase heading like '##
 /// The only accepted spelling of a workspace section heading.
 const WORKSPACE_HEADING: &str = "### Workspace";
 
-/// Parses plan bytes (strict UTF-8).
+/// Parses plan bytes (strict UTF-8), stopping at the first error.
 pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
-    let text = decode(bytes)?;
+    parse_plan_reporting_all(bytes).map_err(|errors| errors.first)
+}
+
+/// Parses plan bytes (strict UTF-8); an invalid plan reports every error found (the module
+/// doc says which end the parse).
+pub fn parse_plan_reporting_all(bytes: &[u8]) -> Result<ParsedPlan, PlanErrors> {
+    let text = decode(bytes).map_err(PlanErrors::one)?;
     let outline = outline(text)?;
     let Some(first) = outline.headings.first() else {
         // A heading that was meant as a phase is the likeliest reason: name it.
-        return Err(match near_miss_headings(bytes).first() {
+        return Err(PlanErrors::one(match near_miss_headings(bytes).first() {
             Some(miss) => PlanError::at(miss.line, format!("{}; {NO_PHASES}", miss.describe())),
             None => PlanError {
                 line: None,
                 message: NO_PHASES.to_owned(),
             },
-        });
+        }));
     };
-    check_numbering(&outline.headings)?;
+    let mut errors = numbering_errors(&outline.headings);
 
     let mut phases = Vec::with_capacity(outline.headings.len());
     for (index, heading) in outline.headings.iter().enumerate() {
         let next = outline.headings.get(index + 1);
         let body = &text[heading.body_start..next.map_or(text.len(), |next| next.start)];
-        let workspace = find_workspace(heading, body)?;
-        let verify = find_verify(heading, body)?;
+        let (workspace, verify) = match (find_workspace(heading, body), find_verify(heading, body))
+        {
+            (Ok(workspace), Ok(verify)) => (workspace, verify),
+            (workspace, verify) => {
+                errors.extend(workspace.err());
+                errors.extend(verify.err());
+                continue;
+            }
+        };
         phases.push(Phase {
             number: heading.number,
             id: format!("phase-{}", heading.number),
@@ -187,10 +233,13 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
             verify,
         });
     }
-    Ok(ParsedPlan {
-        preamble: text[..first.start].to_owned(),
-        phases,
-    })
+    match PlanErrors::from_vec(errors) {
+        Some(errors) => Err(errors),
+        None => Ok(ParsedPlan {
+            preamble: text[..first.start].to_owned(),
+            phases,
+        }),
+    }
 }
 
 fn decode(bytes: &[u8]) -> Result<&str, PlanError> {
@@ -272,9 +321,12 @@ struct Outline<'a> {
     line_count: usize,
 }
 
-fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
+/// The plan's skeleton, or every error of its structure (a phase number out of range, an
+/// unclosed fence).
+fn outline(text: &str) -> Result<Outline<'_>, PlanErrors> {
     let mut fences = FenceTracker::new();
     let mut headings = Vec::new();
+    let mut errors = Vec::new();
     let mut line_count = 0;
     for line in file_lines(text) {
         line_count = line.number;
@@ -282,13 +334,20 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
             continue;
         }
         if let Some((digits, title)) = match_phase_heading(line.content()) {
+            let number = match phase_number(digits, line.number) {
+                Ok(number) => number,
+                Err(error) => {
+                    errors.push(error);
+                    continue;
+                }
+            };
             headings.push(PhaseHeading {
                 level: line
                     .content()
                     .bytes()
                     .take_while(|&byte| byte == b'#')
                     .count(),
-                number: phase_number(digits, line.number)?,
+                number,
                 title,
                 line: line.number,
                 start: line.start,
@@ -297,15 +356,18 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
         }
     }
     if let Some(open) = fences.open_fence() {
-        return Err(PlanError::at(
+        errors.push(PlanError::at(
             open.line,
             format!("unclosed {} code fence", open.ch.name()),
         ));
     }
-    Ok(Outline {
-        headings,
-        line_count,
-    })
+    match PlanErrors::from_vec(errors) {
+        Some(errors) => Err(errors),
+        None => Ok(Outline {
+            headings,
+            line_count,
+        }),
+    }
 }
 
 /// Matches `#`…`######`, one space, `Phase `, digits, `: `, and a title that is not blank;
@@ -334,27 +396,31 @@ fn phase_number(digits: &str, line: usize) -> Result<u64, PlanError> {
     })
 }
 
-fn check_numbering(headings: &[PhaseHeading<'_>]) -> Result<(), PlanError> {
-    for (index, heading) in headings.iter().enumerate() {
+/// Each heading whose number is zero, repeats an earlier one or is not above the one before
+/// it.
+fn numbering_errors(headings: &[PhaseHeading<'_>]) -> Vec<PlanError> {
+    let mut errors = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut previous: Option<u64> = None;
+    for heading in headings {
         let number = heading.number;
         if number == 0 {
-            return Err(PlanError::at(heading.line, "phase number must be positive"));
+            errors.push(PlanError::at(heading.line, "phase number must be positive"));
+        } else if seen.contains(&number) {
+            errors.push(PlanError::at(
+                heading.line,
+                format!("duplicate phase number {number}"),
+            ));
+        } else if let Some(previous) = previous.filter(|previous| number <= *previous) {
+            errors.push(PlanError::at(
+                heading.line,
+                format!("phase number {number} appears after phase {previous}"),
+            ));
         }
-        let earlier = &headings[..index];
-        let Some(previous) = earlier.last().map(|previous| previous.number) else {
-            continue;
-        };
-        if number <= previous {
-            // Every earlier heading passed this check, so `earlier` is sorted by number.
-            let message = if earlier.binary_search_by_key(&number, |h| h.number).is_ok() {
-                format!("duplicate phase number {number}")
-            } else {
-                format!("phase number {number} appears after phase {previous}")
-            };
-            return Err(PlanError::at(heading.line, message));
-        }
+        seen.insert(number);
+        previous = Some(number);
     }
-    Ok(())
+    errors
 }
 
 /// A phase's declared workspace path and its line.

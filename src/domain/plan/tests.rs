@@ -1140,3 +1140,80 @@ fn verify_errors_come_after_the_phases_workspace_errors() {
         "plan.md:1: phase 1 is missing required '### Workspace' section"
     );
 }
+
+/// Every error `check` lists, rendered; the first is `parse_plan`'s.
+fn all_errors(text: &str) -> Vec<String> {
+    let errors = parse_plan_reporting_all(text.as_bytes()).expect_err("an invalid plan");
+    assert_eq!(
+        parse_plan(text.as_bytes()).expect_err("an invalid plan"),
+        errors.first,
+        "the first error is the one run reports"
+    );
+    std::iter::once(&errors.first)
+        .chain(&errors.more)
+        .map(|error| error.with_source("plan.md"))
+        .collect()
+}
+
+#[test]
+fn every_phase_s_errors_are_reported_not_only_the_first() {
+    let text = format!(
+        "## Phase 2: A\nno workspace\n## Phase 1: B\n### Workspace\n/abs\n## Phase 3: C\n{WS}### verify\n```sh\ntrue\n```\n## Phase 4: D\n{WS}### Verify\nno block\n"
+    );
+    assert_eq!(
+        all_errors(&text),
+        [
+            "plan.md:3: phase number 1 appears after phase 2",
+            "plan.md:1: phase 2 is missing required '### Workspace' section",
+            "plan.md:5: phase 1 workspace path must be relative, got '/abs'",
+            "plan.md:9: phase 3 verify section heading must be spelled exactly 'Verify' (e.g. '### Verify'), got '### verify'",
+            "plan.md:16: phase 4 '### Verify' section has no fenced code block; put each check in a fenced block (```sh, then the commands, then ```)",
+        ]
+    );
+}
+
+#[test]
+fn a_phase_with_a_bad_workspace_and_a_bad_verify_section_reports_both() {
+    let text = "## Phase 1: A\n### Workspace\n\n### Verify\n```sh\n```\n";
+    assert_eq!(
+        all_errors(text),
+        [
+            "plan.md:2: phase 1 has an empty workspace declaration",
+            "plan.md:5: phase 1 verify block is empty; write the check's commands in it or remove it",
+        ]
+    );
+}
+
+#[test]
+fn structure_errors_end_the_scan() {
+    // The phases' bodies depend on the fences: an unclosed one is the only error reported.
+    let text = format!("## Phase 1: A\nno workspace\n```\n## Phase 2: B\n{WS}");
+    assert_eq!(
+        all_errors(&text),
+        ["plan.md:3: unclosed backtick code fence"]
+    );
+    let text = format!(
+        "## Phase 99999999999999999999: A\n{WS}## Phase 1: B\n## Phase 99999999999999999999: C\n"
+    );
+    assert_eq!(
+        all_errors(&text),
+        [
+            "plan.md:1: phase number is too large (the maximum is 18446744073709551615)",
+            "plan.md:5: phase number is too large (the maximum is 18446744073709551615)",
+        ]
+    );
+}
+
+#[test]
+fn repeated_numbers_are_each_named() {
+    let text =
+        format!("## Phase 1: A\n{WS}## Phase 1: B\n{WS}## Phase 0: C\n{WS}## Phase 1: D\n{WS}");
+    assert_eq!(
+        all_errors(&text),
+        [
+            "plan.md:4: duplicate phase number 1",
+            "plan.md:7: phase number must be positive",
+            "plan.md:10: duplicate phase number 1",
+        ]
+    );
+}
