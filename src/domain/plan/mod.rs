@@ -11,6 +11,8 @@
 //! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
 //! heading, and kept everywhere text is copied.
 
+pub(crate) mod answer;
+
 use super::fence::{FenceTracker, LineRole};
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 
