@@ -3,6 +3,7 @@
 //! actors stay thin.
 
 pub(crate) mod attempt_id;
+pub mod changes;
 pub mod budget;
 pub(crate) mod config;
 pub(crate) mod decision;
