@@ -11,6 +11,7 @@ mod init;
 mod logging;
 mod man;
 mod progress;
+mod report;
 mod prompt_preview;
 mod run;
 mod status;

@@ -24,6 +24,7 @@ pub mod outcome;
 pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
+pub mod plan_report;
 pub(crate) mod process_tree;
 pub(crate) mod prompt;
 pub(crate) mod rate_limit;

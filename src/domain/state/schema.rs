@@ -85,6 +85,11 @@ impl AttemptStatus {
     pub fn handler_exit_code(self) -> i32 {
         ExitCode::for_status(self).code()
     }
+
+    /// TEMPORARY until the status properties land in one impl.
+    pub fn waits_for_person(self) -> bool {
+        matches!(self, Self::Blocked | Self::NeedsClarification)
+    }
 }
 
 impl std::fmt::Display for AttemptStatus {

@@ -1,0 +1,188 @@
+//! `ai-session-handler report`: what an unattended run did, in one place (docs/cli.md,
+//! "report"). Gathering reads state, outcomes and events (`gather`); each format renders the
+//! one model, `domain::plan_report::PlanReport`, and escapes agent text for itself.
+
+mod html;
+mod markdown;
+mod text;
+
+use crate::domain::changes::ChangeSummary;
+use crate::domain::plan_report::{PhaseReport, PlanReport, Standing};
+use crate::domain::state::AttemptStatus;
+use crate::domain::token_usage::format_usd;
+use crate::domain::token_usage::summary::{Completeness, UsageSummary};
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// For a terminal.
+    #[default]
+    Text,
+    /// For a pull request or an issue (with a mermaid timeline).
+    Markdown,
+    /// One self-contained page: no script, no network request.
+    Html,
+    /// The report as data (docs/report.schema.json).
+    Json,
+}
+
+/// The report in `format`.
+pub(crate) fn render(report: &PlanReport, format: Format) -> String {
+    match format {
+        Format::Text => text::render(report),
+        Format::Markdown => markdown::render(report),
+        Format::Html => html::render(report),
+        Format::Json => {
+            let mut json = serde_json::to_string_pretty(report).expect("a report serializes");
+            json.push('\n');
+            crate::domain::display::printable_json(&json).into_owned()
+        }
+    }
+}
+
+/// Agent text longer than this is cut in the text, Markdown and HTML reports (the outcome keeps
+/// it whole, and so does the JSON report).
+const SHOWN_TEXT_BYTES: usize = 4096;
+
+/// `text`, cut at `SHOWN_TEXT_BYTES` on a character boundary with a note of what was left out.
+fn excerpt(text: &str) -> String {
+    if text.len() <= SHOWN_TEXT_BYTES {
+        return text.to_owned();
+    }
+    let mut end = SHOWN_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[… {} more bytes; the whole text is in the outcome]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// `text` without control characters other than line breaks and tabs (each shown as `�`), so
+/// no format can be disturbed by an escape sequence, a NUL or a bidirectional override.
+fn without_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if matches!(c, '\n' | '\t') || !crate::domain::status_text::is_unprintable(c) {
+                c
+            } else {
+                '\u{fffd}'
+            }
+        })
+        .collect()
+}
+
+fn status_name(status: AttemptStatus) -> &'static str {
+    status.as_str()
+}
+
+fn signal_name(signal: i32) -> String {
+    crate::domain::decision::signal_name(signal)
+}
+
+/// `12,345 in / 2,000 out tokens, $0.12` with `≥` when partial, `usage unknown` when unknown.
+fn usage_line(usage: &UsageSummary) -> String {
+    let bound = match usage.completeness {
+        Completeness::Unknown => return "usage unknown".to_owned(),
+        Completeness::Partial => "≥ ",
+        Completeness::Reported => "",
+    };
+    let count = |value: Option<u64>| value.map_or_else(|| "?".to_owned(), thousands);
+    let mut line = format!(
+        "{bound}{} in / {} out tokens",
+        count(usage.counts.input_tokens),
+        count(usage.counts.output_tokens)
+    );
+    if let Some(cost) = usage.counts.cost_usd {
+        line.push_str(&format!(", {bound}{}", format_usd(cost)));
+    }
+    line
+}
+
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// `3 files (+120 −4), 1 commit` or `nothing`.
+fn changes_line(summary: &ChangeSummary) -> String {
+    if summary.is_empty() {
+        return "nothing".to_owned();
+    }
+    let mut line = format!(
+        "{} file{} (+{} −{})",
+        summary.file_count(),
+        if summary.file_count() == 1 { "" } else { "s" },
+        summary.lines_added,
+        summary.lines_removed
+    );
+    match summary.commit_count() {
+        0 => {}
+        1 => line.push_str(", 1 commit"),
+        commits => line.push_str(&format!(", {commits} commits")),
+    }
+    line
+}
+
+/// `done`, `pending`, `running`, or `stopped: blocked`.
+fn standing_words(phase: &PhaseReport) -> String {
+    match (phase.standing, &phase.stop) {
+        (Standing::Stopped, Some(stop)) => format!("stopped: {}", status_name(stop.status)),
+        (standing, _) => text::standing_name(standing).to_owned(),
+    }
+}
+
+/// How an attempt's status is shown: its colour and mermaid tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tone {
+    Complete,
+    /// It waits for a person's answer or decision.
+    Person,
+    Failed,
+    Running,
+}
+
+impl Tone {
+    fn of(status: Option<AttemptStatus>) -> Self {
+        let Some(status) = status else {
+            return Self::Running;
+        };
+        if status == AttemptStatus::PhaseComplete {
+            Self::Complete
+        } else if status.waits_for_person() {
+            Self::Person
+        } else {
+            Self::Failed
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Person => "person",
+            Self::Failed => "failed",
+            Self::Running => "running",
+        }
+    }
+
+    fn colour(self) -> &'static str {
+        match self {
+            Self::Complete => "#2da44e",
+            Self::Person => "#d4a72c",
+            Self::Failed => "#cf222e",
+            Self::Running => "#0969da",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
