@@ -39,6 +39,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Create .ai-session-handler/config.json and .ai-session-handler/plans/ here.
     Init,
+    /// Answer a phase stopped on needs-clarification or blocked: the answer goes into the plan.
+    Answer(AnswerArgs),
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
@@ -162,6 +164,26 @@ pub struct CheckArgs {
     /// With --prompt: the prompt this phase would receive if it ran next.
     #[arg(long, value_name = "ID", requires = "prompt")]
     pub phase: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// The answer; `-` reads it from standard input.
+    #[arg(value_name = "TEXT", conflicts_with = "file")]
+    pub text: Option<String>,
+    /// Read the answer from this file.
+    #[arg(long, value_name = "F")]
+    pub file: Option<PathBuf>,
+    /// Put the answer at the end of the plan's preamble instead of the stopped phase's body.
+    #[arg(long)]
+    pub preamble: bool,
+    /// Then continue the stopped run at once: its own options plus --retry-stopped
+    /// --accept-plan-change.
+    #[arg(long)]
+    pub run: bool,
 }
 
 #[derive(Debug, Args)]

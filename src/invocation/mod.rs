@@ -3,6 +3,7 @@
 //! and `status` share these loaders so they can never disagree about what is valid.
 
 mod error;
+pub(crate) mod history;
 pub(crate) mod init;
 mod limits;
 pub(crate) mod probe;
