@@ -3,6 +3,7 @@
 
 mod common;
 
+mod answer;
 mod cli_basics;
 mod completions;
 mod crash;
