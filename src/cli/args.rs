@@ -41,6 +41,9 @@ pub enum Command {
     Init,
     /// Answer a phase stopped on needs-clarification or blocked: the answer goes into the plan.
     Answer(AnswerArgs),
+    /// What the plan's runs did: each phase's attempts, what they said, changed, verified,
+    /// spent and waited for, and what to do next (read-only).
+    Report(ReportArgs),
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
@@ -184,6 +187,23 @@ pub struct AnswerArgs {
     /// --accept-plan-change.
     #[arg(long)]
     pub run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// text (for a terminal), markdown (for a pull request or an issue), html (one
+    /// self-contained page) or json (docs/report.schema.json).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    pub format: super::report::Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Only the attempts of this run (the `run_id` of events.jsonl).
+    #[arg(long = "run", value_name = "RUN_ID")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Args)]

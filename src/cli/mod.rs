@@ -12,7 +12,7 @@ mod init;
 mod logging;
 mod man;
 mod progress;
-mod report;
+pub(crate) mod report;
 mod prompt_preview;
 mod run;
 mod status;
@@ -77,6 +77,7 @@ pub fn main() -> i32 {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
         Some(Command::Answer(args)) => answer::run(&args),
+        Some(Command::Report(args)) => report::run(&args),
         Some(Command::Watch(args)) => watch::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => man::run(&args),

@@ -4,40 +4,15 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
+use crate::domain::plan_report::history::{HistoryEvent, HistoryLine, parse_line};
 use crate::domain::state::StateLayout;
 use crate::platform::regular_file::read_regular_file;
 
 /// The event stream is read up to this size per file (it rotates at 8 MiB).
 const MAX_STREAM_BYTES: u64 = 64 << 20;
 
-/// The fields of an event line `answer` needs; the rest of each line is not looked at.
-#[derive(Debug, Deserialize)]
-struct Line {
-    run_id: Option<String>,
-    attempt_id: Option<String>,
-    event: String,
-    #[serde(default)]
-    args: Option<Vec<String>>,
-}
-
-/// The command line of the run that committed `attempt_id`, from its `run-started` event.
-pub(crate) fn stopped_run_args(layout: &StateLayout, attempt_id: &str) -> Option<Vec<String>> {
-    let lines = event_lines(layout);
-    let run_id = lines
-        .iter()
-        .find(|line| line.attempt_id.as_deref() == Some(attempt_id))?
-        .run_id
-        .clone()?;
-    lines
-        .into_iter()
-        .find(|line| line.event == "run-started" && line.run_id.as_deref() == Some(&run_id))?
-        .args
-}
-
 /// Every parseable line, oldest first.
-fn event_lines(layout: &StateLayout) -> Vec<Line> {
+pub(crate) fn read_history(layout: &StateLayout) -> Vec<HistoryLine> {
     [
         format!("{}/events.jsonl.1", layout.dir),
         format!("{}/events.jsonl", layout.dir),
@@ -47,8 +22,22 @@ fn event_lines(layout: &StateLayout) -> Vec<Line> {
     .flat_map(|bytes| {
         bytes
             .split(|&byte| byte == b'\n')
-            .filter_map(|line| serde_json::from_slice::<Line>(line).ok())
+            .filter_map(parse_line)
             .collect::<Vec<_>>()
     })
     .collect()
+}
+
+/// The command line of the run that prepared `attempt_id`, from its `run-started` event.
+pub(crate) fn stopped_run_args(layout: &StateLayout, attempt_id: &str) -> Option<Vec<String>> {
+    let lines = read_history(layout);
+    let run_id = lines
+        .iter()
+        .find(|line| line.attempt_id.as_deref() == Some(attempt_id))?
+        .run_id
+        .clone()?;
+    lines.into_iter().find_map(|line| match line.event {
+        HistoryEvent::RunStarted { args } if line.run_id.as_deref() == Some(&run_id) => Some(args),
+        _ => None,
+    })
 }

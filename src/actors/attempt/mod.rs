@@ -867,6 +867,7 @@ impl AttemptState {
                 .filter(|losses| *losses > 0),
             usage: Some(conclusion.usage.clone()),
             budget_note: conclusion.budget_note.clone(),
+            changes: None,
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,

@@ -2,9 +2,16 @@
 //! "report"). Gathering reads state, outcomes and events (`gather`); each format renders the
 //! one model, `domain::plan_report::PlanReport`, and escapes agent text for itself.
 
+mod gather;
 mod html;
 mod markdown;
 mod text;
+
+use crate::cli::args::ReportArgs;
+use crate::domain::exit_code::ExitCode;
+use crate::invocation::locate_for_report;
+use crate::platform::durable::replace_atomically;
+use crate::report::Output;
 
 use crate::domain::changes::ChangeSummary;
 use crate::domain::plan_report::{PhaseReport, PlanReport, Standing};
@@ -24,6 +31,36 @@ pub(crate) enum Format {
     Html,
     /// The report as data (docs/report.schema.json).
     Json,
+}
+
+/// `report`: prints the report (or writes it to `--output`).
+pub(super) fn run(args: &ReportArgs) -> ExitCode {
+    let report = match locate_for_report(&args.plan)
+        .and_then(|location| gather::gather(&location, args.run_id.as_deref()))
+    {
+        Ok(report) => report,
+        Err(error) => {
+            Output::error(error.to_string()).print();
+            return error.exit_code();
+        }
+    };
+    let rendered = render(&report, args.format);
+    match &args.output {
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(rendered.as_bytes());
+            let _ = out.flush();
+            ExitCode::Success
+        }
+        Some(path) => match replace_atomically(path, rendered.as_bytes(), "report") {
+            Ok(()) => ExitCode::Success,
+            Err(error) => {
+                Output::error(format!("--output {}: {error}", path.display())).print();
+                ExitCode::InvalidInput
+            }
+        },
+    }
 }
 
 /// The report in `format`.

@@ -70,6 +70,10 @@ pub struct OutcomeRecord {
     /// this agent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) budget_note: Option<String>,
+    /// What the attempt changed in its git work tree, or why that is not known; absent when
+    /// recording changes is turned off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) changes: Option<super::changes::Changes>,
 }
 
 /// Output sizes of one attempt, per stream.
@@ -118,7 +122,7 @@ const OUTCOME_KEYS: [&str; 11] = [
     "signal",
 ];
 /// Keys added later, in on-disk order after the original ones; optional on read.
-const OPTIONAL_OUTCOME_KEYS: [&str; 9] = [
+const OPTIONAL_OUTCOME_KEYS: [&str; 10] = [
     "duration_ms",
     "output_bytes",
     "phase_attempt",
@@ -128,6 +132,7 @@ const OPTIONAL_OUTCOME_KEYS: [&str; 9] = [
     "watchdog_losses",
     "usage",
     "budget_note",
+    "changes",
 ];
 const ARTIFACTS_KEYS: [&str; 2] = ["prompt_path", "transcript_path"];
 const OUTPUT_BYTES_KEYS: [&str; 2] = ["stdout", "stderr"];
@@ -294,6 +299,10 @@ impl OutcomeRecord {
             })?,
             budget_note: optional(object, "budget_note", |object| {
                 Ok(object.string("budget_note")?.to_owned())
+            })?,
+            changes: optional(object, "changes", |object| {
+                serde_json::from_value(object.value("changes")?.clone())
+                    .map_err(|error| StrictError(format!("changes: {error}")))
             })?,
         })
     }

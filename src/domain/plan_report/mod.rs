@@ -153,3 +153,6 @@ pub fn completed_without_changes(status: Option<AttemptStatus>, changes: Option<
     status == Some(AttemptStatus::PhaseComplete)
         && matches!(changes, Some(Changes::Recorded(summary)) if summary.is_empty())
 }
+
+pub mod assemble;
+pub mod history;
