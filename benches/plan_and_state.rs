@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use ai_session_handler::domain::plan::parse_plan;
-use ai_session_handler::domain::state::{RenderedOutcomes, State};
+use ai_session_handler::domain::state::State;
 use ai_session_handler::domain::tally::tally;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -74,17 +74,6 @@ fn state_json(c: &mut Criterion) {
     });
     group.bench_function("write/1000_outcomes", |b| {
         b.iter(|| black_box(&state).to_json())
-    });
-    // What the state store's writes cost once the committed entries' text is kept (each write
-    // after the first of a run; the entries are the same shared ones).
-    let mut rendered = RenderedOutcomes::default();
-    state.to_checked_json_reusing(&mut rendered).expect("fits");
-    group.bench_function("write_reusing_entries/1000_outcomes", |b| {
-        b.iter(|| {
-            black_box(&state)
-                .to_checked_json_reusing(&mut rendered)
-                .expect("fits")
-        })
     });
     // What `status` does with the state besides printing: read it, then tally the phase table
     // and the run totals against the plan's 200 phases.

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
@@ -19,7 +19,7 @@ use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
-use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, Stop};
+use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::invocation::{InputError, PlanSnapshot};
@@ -127,15 +127,15 @@ fn end_report(end: &RunEnd) -> Output {
             failed_check,
             ..
         } => {
-            let mut output = match (decision.status, failed_check) {
-                (AttemptStatus::Blocked | AttemptStatus::NeedsClarification, _) => {
-                    Output::stdout(result_line(decision.status, &decision.summary))
-                }
-                (AttemptStatus::VerificationFailed, Some(failed)) => {
+            // A result the worker reported is the run's result, on stdout; a failure is
+            // reported on stderr, with the failed check when there is one.
+            let mut output = match (decision.status.result_tag(), failed_check) {
+                (Some(_), _) => Output::stdout(result_line(decision.status, &decision.summary)),
+                (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
                 }
-                (status, _) => failure(
-                    status,
+                (None, None) => failure(
+                    decision.status,
                     &decision.summary,
                     Some(outcome_path),
                     transcript_path,
@@ -180,7 +180,7 @@ fn end_report(end: &RunEnd) -> Output {
             still_active,
             ..
         } => {
-            let first_line = if ExitCode::for_status(decision.status) == ExitCode::AgentFailed {
+            let first_line = if decision.status.exit_code() == ExitCode::AgentFailed {
                 match failure {
                     // The failure is what decided the status: say it once.
                     RecordFailure::RunningRecord { decided: true, .. } => {
@@ -194,7 +194,7 @@ fn end_report(end: &RunEnd) -> Output {
                 format!(
                     "{}: {failure}; the worker had reported {}",
                     AttemptStatus::ExecutionIoFailed,
-                    reported_result(decision.status)
+                    reported_as(decision.status)
                 )
             };
             match still_active {
@@ -363,28 +363,9 @@ fn after_status(invocation: &Invocation, status: AttemptStatus) -> NextStep {
 
 /// The recovery flags a phase stopped with `status` needs, and what to do first.
 fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
-    match status {
-        AttemptStatus::PhaseComplete => (RecoveryFlags::default(), None),
-        AttemptStatus::Blocked => (flags_after_stop(false), Some("resolve the blocker")),
-        AttemptStatus::NeedsClarification => (
-            flags_after_stop(true),
-            Some("answer in the plan or the repository"),
-        ),
-        AttemptStatus::Interrupted => {
-            (flags_after_stop(false), Some("inspect the partial changes"))
-        }
-        AttemptStatus::VerificationFailed => (
-            flags_after_stop(false),
-            Some("inspect the failed check's output (the next attempt is shown it too)"),
-        ),
-        AttemptStatus::BudgetExceeded => (
-            flags_after_stop(false),
-            Some("raise the budget cap the phase ran out of"),
-        ),
-        _ => (
-            flags_after_stop(false),
-            Some("inspect the transcript and fix the cause"),
-        ),
+    match status.recovery() {
+        None => (RecoveryFlags::default(), None),
+        Some((first, edits_plan)) => (flags_after_stop(edits_plan), Some(first)),
     }
 }
 
@@ -471,14 +452,9 @@ pub(crate) fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
     }
 }
 
-/// How a worker reported `status`: the name of its result tag.
-fn reported_result(status: AttemptStatus) -> String {
-    match status {
-        AttemptStatus::PhaseComplete => "phase-complete".to_owned(),
-        AttemptStatus::Blocked => "phase-blocked".to_owned(),
-        AttemptStatus::NeedsClarification => "phase-needs-clarification".to_owned(),
-        other => other.to_string(),
-    }
+/// How a result line names `status`: the worker's result tag, else the status.
+fn reported_as(status: AttemptStatus) -> &'static str {
+    status.result_tag().unwrap_or(status.as_str())
 }
 
 /// The progress line for a run event, if it has one (stderr, printed as it happens).
@@ -622,9 +598,10 @@ pub(crate) fn phase_ended(
     bytes: u64,
     usage: Option<&UsageSummary>,
 ) -> String {
-    let ended = match status {
-        AttemptStatus::PhaseComplete => "complete".to_owned(),
-        other => other.to_string(),
+    let ended = if status == AttemptStatus::PhaseComplete {
+        "complete"
+    } else {
+        status.as_str()
     };
     let mut line = format!(
         "{phase_id} {ended} in {} · {} output",
@@ -771,189 +748,244 @@ pub(crate) struct LedgerView<'a> {
 }
 
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-pub(crate) fn run_json(
-    result: &RunResult,
-    ledger: &LedgerView<'_>,
-    context: &RunJsonContext<'_>,
-) -> Value {
-    let end = &result.end;
-    let last = ledger.attempts.last();
-    let phase = ledger
-        .last_phase
-        .clone()
-        .map(|(id, title)| json!({"id": id, "title": title}));
-    let (kind, text) = match end {
-        RunEnd::AllComplete => ("complete", last.map(|row| row.summary.clone())),
-        RunEnd::PhaseLimitReached { .. } => ("phase-limit", last.map(|row| row.summary.clone())),
-        RunEnd::PhaseStopped { decision, .. } => match decision.status {
-            AttemptStatus::Blocked => ("blocked", Some(decision.summary.clone())),
-            AttemptStatus::NeedsClarification => {
-                ("needs-clarification", Some(decision.summary.clone()))
-            }
-            AttemptStatus::Interrupted => ("interrupted", None),
-            _ => ("failed", None),
-        },
-        // The prepared record was not written: nothing was launched and nothing changed,
-        // unless the failed write became visible anyway (then that attempt is unresolved).
-        RunEnd::NotPrepared {
-            still_active: None, ..
-        } => ("not-prepared", None),
-        RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
-        RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
-            ("interrupted", None)
+#[derive(Debug, Serialize)]
+pub(crate) struct RunJson {
+    exit_code: i32,
+    result: &'static str,
+    attempt_id: Option<String>,
+    status: Option<AttemptStatus>,
+    phase: Option<PhaseRef>,
+    text: Option<String>,
+    message: Option<String>,
+    outcome_path: Option<String>,
+    transcript_path: Option<String>,
+    prompt_path: Option<String>,
+    plan_path: Option<String>,
+    state_path: Option<String>,
+    phases_completed: Vec<String>,
+    next_phase: Option<NextPhase>,
+    next: Option<NextStep>,
+    attempts: usize,
+    duration_ms: u64,
+    attempt_duration_ms: Option<u64>,
+    verification: Option<VerificationReport>,
+    usage: UsageJson,
+    error: Option<String>,
+}
+
+/// `next_phase`: its title is `null` when the plan cannot say.
+#[derive(Debug, Serialize)]
+struct NextPhase {
+    id: String,
+    title: Option<String>,
+}
+
+/// `usage`: this invocation's total and each committed attempt's.
+#[derive(Debug, Serialize)]
+struct UsageJson {
+    total: UsageSummary,
+    attempts: Vec<AttemptUsage>,
+}
+
+#[derive(Debug, Serialize)]
+struct AttemptUsage {
+    attempt_id: Option<String>,
+    phase_id: String,
+    status: AttemptStatus,
+    usage: UsageSummary,
+}
+
+impl UsageJson {
+    fn of(rows: &[AttemptRow]) -> Self {
+        Self {
+            total: UsageSummary::sum(rows.iter().map(|row| &row.usage)),
+            attempts: rows
+                .iter()
+                .map(|row| AttemptUsage {
+                    attempt_id: row.attempt_id.clone(),
+                    phase_id: row.phase_id.clone(),
+                    status: row.status,
+                    usage: row.usage.clone(),
+                })
+                .collect(),
         }
-        RunEnd::BudgetReached { .. } => ("budget-reached", None),
-        // An edited plan is one situation whether it is found at the start or during the
-        // run: the caller's way out is `--accept-plan-change` either way.
-        RunEnd::Refused {
-            refusal: Refusal::PlanHashMismatch { .. },
-            ..
-        } => ("plan-changed", None),
-        RunEnd::Refused { .. } => ("refused", None),
-        RunEnd::PlanChanged { .. } => ("plan-changed", None),
-        // Nothing is wrong with the input: another run holds the workspace, or the abandoned
-        // attempt's worker still runs. Both refuse until that ends.
-        RunEnd::Input(
-            InputError::Lock(LockError::Contended { .. }) | InputError::WorkerAlive { .. },
-        ) => ("refused", None),
-        RunEnd::Input(_) => ("invalid-input", None),
-        RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
-    };
-    let message = (result.exit() != ExitCode::Success)
-        .then(|| end_message(end))
-        .flatten();
-    let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
-        .then(|| message.clone())
-        .flatten();
-    let (outcome_path, transcript_path) = match end {
-        RunEnd::PhaseStopped {
+    }
+}
+
+impl RunJson {
+    /// The object of a run that ended as `result` tells.
+    pub(crate) fn of(
+        result: &RunResult,
+        ledger: &LedgerView<'_>,
+        context: &RunJsonContext<'_>,
+    ) -> Self {
+        let end = &result.end;
+        let last = ledger.attempts.last();
+        let (kind, text) = match end {
+            RunEnd::AllComplete => ("complete", last.map(|row| row.summary.clone())),
+            RunEnd::PhaseLimitReached { .. } => {
+                ("phase-limit", last.map(|row| row.summary.clone()))
+            }
+            // The text of a result the worker reported.
+            RunEnd::PhaseStopped { decision, .. } => (
+                decision.status.run_result(),
+                decision
+                    .status
+                    .result_tag()
+                    .map(|_| decision.summary.clone()),
+            ),
+            // The prepared record was not written: nothing was launched and nothing changed,
+            // unless the failed write became visible anyway (then that attempt is unresolved).
+            RunEnd::NotPrepared {
+                still_active: None, ..
+            } => ("not-prepared", None),
+            RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
+            RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
+                ("interrupted", None)
+            }
+            RunEnd::BudgetReached { .. } => ("budget-reached", None),
+            // An edited plan is one situation whether it is found at the start or during the
+            // run: the caller's way out is `--accept-plan-change` either way.
+            RunEnd::Refused {
+                refusal: Refusal::PlanHashMismatch { .. },
+                ..
+            } => ("plan-changed", None),
+            RunEnd::Refused { .. } => ("refused", None),
+            RunEnd::PlanChanged { .. } => ("plan-changed", None),
+            // Nothing is wrong with the input: another run holds the workspace, or the
+            // abandoned attempt's worker still runs. Both refuse until that ends.
+            RunEnd::Input(
+                InputError::Lock(LockError::Contended { .. }) | InputError::WorkerAlive { .. },
+            ) => ("refused", None),
+            RunEnd::Input(_) => ("invalid-input", None),
+            RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
+        };
+        let message = (result.exit() != ExitCode::Success)
+            .then(|| end_message(end))
+            .flatten();
+        let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
+            .then(|| message.clone())
+            .flatten();
+        let (outcome_path, transcript_path) = match end {
+            RunEnd::PhaseStopped {
+                outcome_path,
+                transcript_path,
+                ..
+            } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
+            RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
+            RunEnd::NotPrepared {
+                still_active: Some(active),
+                ..
+            } => (None, Some(active.transcript_path.clone())),
+            _ => (
+                last.map(|row| row.outcome_path.clone()),
+                last.map(|row| row.transcript_path.clone()),
+            ),
+        };
+        // An attempt whose outcome was not committed is the invocation's last attempt too.
+        let attempt_id = match end {
+            RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
+            RunEnd::NotPrepared {
+                still_active: Some(active),
+                ..
+            } => Some(active.id.clone()),
+            _ => last.and_then(|row| row.attempt_id.clone()),
+        };
+        let phase_title = |id: &str| {
+            context
+                .snapshot
+                .and_then(|snapshot| snapshot.plan.phase(id))
+                .map(|phase| phase.title.clone())
+        };
+        Self {
+            attempt_id,
+            status: last.map(|row| row.status),
+            phase: ledger
+                .last_phase
+                .clone()
+                .map(|(id, title)| PhaseRef { id, title }),
+            text,
+            message,
             outcome_path,
             transcript_path,
-            ..
-        } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
-        RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
-        RunEnd::NotPrepared {
-            still_active: Some(active),
-            ..
-        } => (None, Some(active.transcript_path.clone())),
-        _ => (
-            last.map(|row| row.outcome_path.clone()),
-            last.map(|row| row.transcript_path.clone()),
-        ),
-    };
-    // An attempt whose outcome was not committed is the invocation's last attempt too.
-    let attempt_id = match end {
-        RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
-        RunEnd::NotPrepared {
-            still_active: Some(active),
-            ..
-        } => Some(active.id.clone()),
-        _ => last.and_then(|row| row.attempt_id.clone()),
-    };
-    let completed: Vec<&str> = ledger
-        .attempts
-        .iter()
-        .filter(|row| row.status == AttemptStatus::PhaseComplete)
-        .map(|row| row.phase_id.as_str())
-        .collect();
-    let next_phase = result.next_phase.as_deref().map(|id| {
-        let title = context
-            .snapshot
-            .and_then(|snapshot| snapshot.plan.phase(id))
-            .map(|phase| phase.title.clone());
-        json!({"id": id, "title": title})
-    });
-    let next = context
-        .invocation
-        .and_then(|invocation| next_step(end, invocation))
-        .map(|step| next_json(&step));
-    json!({
-        "exit_code": result.exit().code(),
-        "result": kind,
-        "attempt_id": attempt_id,
-        "status": last.map(|row| row.status.as_str()),
-        "phase": phase,
-        "text": text,
-        "message": message,
-        "outcome_path": outcome_path,
-        "transcript_path": transcript_path,
-        "prompt_path": ledger.last_prompt.clone(),
-        "plan_path": context.location.map(|location| location.plan_path.clone()),
-        "state_path": context.location.map(|location| location.layout.state_path()),
-        "phases_completed": completed,
-        "next_phase": next_phase,
-        "next": next,
-        "attempts": ledger.attempts.len(),
-        "duration_ms": millis(context.elapsed),
-        "attempt_duration_ms": last.map(|row| row.duration_ms),
-        "verification": last.map(|row| {
-            let configured = context
-                .snapshot
-                .and_then(|snapshot| snapshot.plan.phase(&row.phase_id))
-                .map(|phase| phase.verify.len());
-            VerificationReport::of(configured, row.verification.clone())
-        }),
-        "usage": usage_json(ledger.attempts),
-        "error": error,
-    })
-}
+            prompt_path: ledger.last_prompt.clone(),
+            phases_completed: ledger
+                .attempts
+                .iter()
+                .filter(|row| row.status == AttemptStatus::PhaseComplete)
+                .map(|row| row.phase_id.clone())
+                .collect(),
+            next_phase: result.next_phase.as_ref().map(|id| NextPhase {
+                id: id.clone(),
+                title: phase_title(id),
+            }),
+            next: context
+                .invocation
+                .and_then(|invocation| next_step(end, invocation)),
+            attempts: ledger.attempts.len(),
+            attempt_duration_ms: last.map(|row| row.duration_ms),
+            verification: last.map(|row| {
+                let configured = context
+                    .snapshot
+                    .and_then(|snapshot| snapshot.plan.phase(&row.phase_id))
+                    .map(|phase| phase.verify.len());
+                VerificationReport::of(configured, row.verification.clone())
+            }),
+            usage: UsageJson::of(ledger.attempts),
+            error,
+            ..Self::bare(result.exit(), kind, context)
+        }
+    }
 
-/// `usage` in `run --json`: this invocation's total and each committed attempt's.
-fn usage_json(rows: &[AttemptRow]) -> Value {
-    let attempts: Vec<Value> = rows
-        .iter()
-        .map(|row| {
-            json!({
-                "attempt_id": row.attempt_id,
-                "phase_id": row.phase_id,
-                "status": row.status.as_str(),
-                "usage": row.usage.to_json(),
-            })
-        })
-        .collect();
-    json!({
-        "total": UsageSummary::sum(rows.iter().map(|row| &row.usage)).to_json(),
-        "attempts": attempts,
-    })
-}
+    /// The object of a run that never started (invalid input, or the run's threads could not
+    /// start): mostly empty; the plan's paths once it was located.
+    pub(crate) fn error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Self {
+        let kind = if exit == ExitCode::InvalidInput {
+            "invalid-input"
+        } else {
+            "error"
+        };
+        let line = format!("error: {message}");
+        Self {
+            message: Some(line.clone()),
+            error: Some(line),
+            ..Self::bare(exit, kind, context)
+        }
+    }
 
-/// `next` in `run --json`: `{argv, flags, why}`.
-fn next_json(step: &NextStep) -> Value {
-    json!({"argv": step.argv, "flags": step.flags, "why": step.why})
-}
+    /// How the run ended, with where the plan is, and nothing else.
+    fn bare(exit: ExitCode, result: &'static str, context: &RunJsonContext<'_>) -> Self {
+        Self {
+            exit_code: exit.code(),
+            result,
+            attempt_id: None,
+            status: None,
+            phase: None,
+            text: None,
+            message: None,
+            outcome_path: None,
+            transcript_path: None,
+            prompt_path: None,
+            plan_path: context.location.map(|location| location.plan_path.clone()),
+            state_path: context
+                .location
+                .map(|location| location.layout.state_path()),
+            phases_completed: Vec::new(),
+            next_phase: None,
+            next: None,
+            attempts: 0,
+            duration_ms: millis(context.elapsed),
+            attempt_duration_ms: None,
+            verification: None,
+            usage: UsageJson::of(&[]),
+            error: None,
+        }
+    }
 
-/// `run --json` for a run that never started (invalid input, or the run's threads could not
-/// start): the same object, mostly empty; the plan's paths once it was located.
-pub(crate) fn run_json_error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Value {
-    let kind = if exit == ExitCode::InvalidInput {
-        "invalid-input"
-    } else {
-        "error"
-    };
-    let line = format!("error: {message}");
-    json!({
-        "exit_code": exit.code(),
-        "result": kind,
-        "attempt_id": null,
-        "status": null,
-        "phase": null,
-        "text": null,
-        "message": line,
-        "outcome_path": null,
-        "transcript_path": null,
-        "prompt_path": null,
-        "plan_path": context.location.map(|location| location.plan_path.clone()),
-        "state_path": context.location.map(|location| location.layout.state_path()),
-        "phases_completed": [],
-        "next_phase": null,
-        "next": null,
-        "attempts": 0,
-        "duration_ms": millis(context.elapsed),
-        "attempt_duration_ms": null,
-        "verification": null,
-        "usage": usage_json(&[]),
-        "error": line,
-    })
+    /// One line of compact JSON.
+    pub(crate) fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the run's result serializes")
+    }
 }
 
 fn millis(elapsed: std::time::Duration) -> u64 {
@@ -962,11 +994,7 @@ fn millis(elapsed: std::time::Duration) -> u64 {
 
 /// The final line of a successful or stopped run.
 pub(crate) fn result_line(status: AttemptStatus, summary: &str) -> String {
-    match status {
-        AttemptStatus::Blocked => format!("phase-blocked: {summary}"),
-        AttemptStatus::NeedsClarification => format!("phase-needs-clarification: {summary}"),
-        other => format!("{other}: {summary}"),
-    }
+    format!("{}: {summary}", reported_as(status))
 }
 
 /// A failed attempt: `<status>: <message>`, then where to look.

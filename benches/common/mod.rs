@@ -205,35 +205,34 @@ pub(crate) fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
         let phase_number = index / per_phase + 1;
         let phase_id = format!("phase-{phase_number}");
         let last_of_phase = (index + 1) % per_phase == 0;
-        let status = match (last_of_phase, index + 1 == outcomes) {
-            (_, true) => AttemptStatus::Blocked,
-            (true, false) => AttemptStatus::PhaseComplete,
-            (false, false) => AttemptStatus::AgentFailed,
+        // With the exit code `last_run` records for it.
+        let (status, exit_code) = match (last_of_phase, index + 1 == outcomes) {
+            (_, true) => (AttemptStatus::Blocked, 2),
+            (true, false) => (AttemptStatus::PhaseComplete, 0),
+            (false, false) => (AttemptStatus::AgentFailed, 4),
         };
         let attempt_id = format!("20260705T120000Z-{phase_id}-00000000-0000-4000-8000-{index:012}");
         if status == AttemptStatus::PhaseComplete {
             state.completed_phase_ids.push(phase_id.clone());
         }
-        state
-            .committed_outcomes
-            .push(std::sync::Arc::new(OutcomeRef {
-                attempt_id: attempt_id.clone(),
-                phase_id: phase_id.clone(),
-                status,
-                path: layout.outcome_path(&attempt_id),
-                // Every entry a current runner commits carries these.
-                duration_ms: Some(90_000 + index as u64),
-                output_bytes: Some(250_000 + index as u64),
-                watchdog_losses: None,
-                usage: Some(usage(index as u64)),
-            }));
+        state.committed_outcomes.push(OutcomeRef {
+            attempt_id: attempt_id.clone(),
+            phase_id: phase_id.clone(),
+            status,
+            path: layout.outcome_path(&attempt_id),
+            // Every entry a current runner commits carries these.
+            duration_ms: Some(90_000 + index as u64),
+            output_bytes: Some(250_000 + index as u64),
+            watchdog_losses: None,
+            usage: Some(usage(index as u64)),
+        });
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),
             phase_id: phase_id.clone(),
             status,
             started_at: at,
             finished_at: at,
-            exit_code: status.handler_exit_code(),
+            exit_code,
             execution_workspace: "/ws".to_owned(),
             prompt_path: layout.prompt_path(&attempt_id),
             transcript_path: layout.transcript_path(&attempt_id),

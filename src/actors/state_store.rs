@@ -19,8 +19,7 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::{
-    ActiveAttempt, CommitError, PlanRecord, RenderedOutcomes, State, StateError, StateLayout,
-    StateWriteError,
+    ActiveAttempt, CommitError, PlanRecord, State, StateError, StateLayout, StateWriteError,
 };
 use crate::domain::timestamp::Timestamp;
 use crate::platform::durable::{self, ReplaceError};
@@ -79,8 +78,6 @@ pub(crate) struct StoreState {
     durable: Arc<State>,
     /// The keyed directories exist (created before this run's first prepared attempt).
     directories_ready: bool,
-    /// The text of the committed entries as last written, reused by the next write.
-    rendered: RenderedOutcomes,
 }
 
 impl Actor for StateStore {
@@ -101,7 +98,6 @@ impl Actor for StateStore {
             layout: args.layout,
             durable: Arc::new(args.loaded),
             directories_ready: false,
-            rendered: RenderedOutcomes::default(),
         })
     }
 
@@ -233,12 +229,9 @@ impl StoreState {
                 .map(|()| next)
         };
         let path = self.layout.state_path();
-        // Never a document the reader would refuse (issue 23).
-        let rendered = &mut self.rendered;
+        // Never a document the reader would refuse.
         let (next, document) = match next.and_then(|next| {
-            let json = next
-                .to_checked_json_reusing(rendered)
-                .map_err(StateWriteError::Invalid)?;
+            let json = next.to_checked_json().map_err(StateWriteError::Invalid)?;
             Ok((next, json))
         }) {
             Ok((next, json)) => (Ok(next), Some(json.into_bytes())),

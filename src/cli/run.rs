@@ -292,8 +292,8 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
                     snapshot: Some(&snapshot),
                     elapsed: started.elapsed(),
                 };
-                let object = report::run_json(&result, &progress.ledger().view(), &context);
-                Report::Json(object.to_string())
+                let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
+                Report::Json(object.to_json())
             } else {
                 Report::Lines(lines)
             };
@@ -393,5 +393,5 @@ pub(super) fn print_json_error(
         snapshot: None,
         elapsed: started.elapsed(),
     };
-    Output::print_json(&report::run_json_error(exit, message, &context).to_string());
+    Output::print_json(&report::RunJson::error(exit, message, &context).to_json());
 }

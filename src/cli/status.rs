@@ -13,8 +13,9 @@ use super::args::StatusArgs;
 use super::event_stream::STREAM_CAP_BYTES;
 use crate::domain::events::{StreamedActivity, latest_activity};
 use crate::domain::exit_code::ExitCode;
+use crate::domain::retry::next_step::RetryReason;
 use crate::domain::selection::next_pending;
-use crate::domain::state::{PhaseRef, State, Stop};
+use crate::domain::state::{AttemptStatus, PhaseRef, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{VerificationReport, VerificationResult};
@@ -76,14 +77,14 @@ pub(super) struct PhaseRow {
     /// run in progress).
     pub status: &'static str,
     /// Why the phase is stopped, when it is.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<AttemptStatus>,
     /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u32,
     /// The latest committed attempt; its figures are `null` when it was committed before
     /// they were recorded (its usage `unknown`).
     pub last_attempt: Option<AttemptFigures>,
     /// Whether the phase's Verify checks passed, failed (which check), were skipped, or are
-    /// not configured, as its latest committed attempt recorded them (issue 20).
+    /// not configured, as its latest committed attempt recorded them.
     pub verification: VerificationReport,
     /// The usage of all its committed and abandoned attempts.
     pub usage: UsageSummary,
@@ -94,7 +95,7 @@ pub(super) struct PhaseRow {
 pub(super) struct RetryScheduleReport {
     pub phase_id: String,
     /// The status of the attempt that led to it.
-    pub after: String,
+    pub after: AttemptStatus,
     /// k in "attempt k of n".
     pub attempt: u32,
     /// n: the `retry.max_attempts` the schedule was made under (`run --retries N` included);
@@ -104,7 +105,7 @@ pub(super) struct RetryScheduleReport {
     /// Not before this time (RFC 3339, UTC).
     pub not_before: String,
     /// `backoff`, `reset-time`, `default-wait-no-reset`, …
-    pub reason: String,
+    pub reason: RetryReason,
     /// The reason in words.
     pub reason_text: String,
     /// Which agent template it runs (0 is the primary).
@@ -154,7 +155,7 @@ pub(super) struct ActivityReport {
 pub(super) struct LastRunReport {
     pub run_id: String,
     pub phase_id: String,
-    pub status: String,
+    pub status: AttemptStatus,
     pub started_at: String,
     pub finished_at: String,
     pub exit_code: i32,
@@ -287,7 +288,7 @@ fn build_report(
             verification: phase_verification(state, snapshot, &row.id),
             status: standing_word(row.standing, run_in_progress),
             stop_reason: match row.standing {
-                PhaseStanding::Stopped(reason) => Some(reason.to_string()),
+                PhaseStanding::Stopped(reason) => Some(reason),
                 _ => None,
             },
             id: row.id,
@@ -369,7 +370,7 @@ fn build_report(
     let last_run = state.last_run.as_ref().map(|last_run| LastRunReport {
         run_id: last_run.run_id.clone(),
         phase_id: last_run.phase_id.clone(),
-        status: last_run.status.to_string(),
+        status: last_run.status,
         started_at: last_run.started_at.to_string(),
         finished_at: last_run.finished_at.to_string(),
         exit_code: last_run.exit_code,
@@ -416,11 +417,11 @@ fn build_report(
             .as_ref()
             .map(|schedule| RetryScheduleReport {
                 phase_id: schedule.phase_id.clone(),
-                after: schedule.after.to_string(),
+                after: schedule.after,
                 attempt: schedule.attempt,
                 of: schedule.max_attempts.or(max_attempts),
                 not_before: schedule.not_before.to_string(),
-                reason: schedule.reason.as_str().to_owned(),
+                reason: schedule.reason,
                 reason_text: schedule.reason.describe().to_owned(),
                 template_index: schedule.template_index,
                 does_not_fit: None,

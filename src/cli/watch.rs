@@ -454,9 +454,10 @@ impl Watch {
                 run.attempt = None;
                 let status = event["status"]
                     .as_str()
-                    .and_then(crate::domain::state::AttemptStatus::parse)?;
+                    .and_then(|text| text.parse::<crate::domain::state::AttemptStatus>().ok())?;
                 // A stream written before usage was recorded has none.
-                let usage = UsageSummary::from_json(&event["usage"], "usage").ok();
+                let usage =
+                    crate::domain::strict_json::from_value::<UsageSummary>(&event["usage"]).ok();
                 report::phase_ended(
                     &text(event, "phase_id"),
                     status,

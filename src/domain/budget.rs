@@ -1,4 +1,4 @@
-//! Budget caps (issue 19): `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
+//! Budget caps: `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
 //! max_cost_usd}` in the config (the command line wins, key by key), for one invocation of
 //! `run`, every attempt and retry included.
 //!
@@ -16,15 +16,13 @@
 //! non-numeric values, `--max-cost nan`, `inf`, `-1` or `0`, and unknown keys in `budget` are
 //! refused.
 
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::config::section::{ConfigError, Section};
+use super::config::rules::{Expected, positive_or_null, read};
 use super::token_usage::TokenCounts;
 use super::token_usage::format_usd;
 use super::token_usage::summary::UsageSummary;
-
-/// The `budget` keys.
-const KEYS: [&str; 2] = ["max_tokens", "max_cost_usd"];
 
 /// Where a cap was set, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,24 +40,34 @@ pub struct Cap<T> {
     pub origin: CapOrigin,
 }
 
-/// The `budget` object of the config file, as written.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// The `budget` object of the config file, as written (absent or `null`: no caps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetConfig {
+    #[serde(default, deserialize_with = "max_tokens")]
     pub max_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "max_cost")]
     pub max_cost_usd: Option<f64>,
 }
 
-impl BudgetConfig {
-    /// Reads `budget` (absent or `null`: no caps).
-    pub fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
-        let Some(section) = Section::read("budget", value, &KEYS)? else {
-            return Ok(Self::default());
-        };
-        Ok(Self {
-            max_tokens: section.positive_u64("max_tokens")?,
-            max_cost_usd: section.positive_number("max_cost_usd")?,
-        })
-    }
+/// An integer ≥ 1, or `null` for no cap.
+fn max_tokens<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    read(deserializer, |value| {
+        positive_or_null(value, Expected::Integer)
+    })
+}
+
+/// A finite number > 0, or `null` for no cap.
+fn max_cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    read(deserializer, |value| match value {
+        Value::Null => Ok(None),
+        Value::Number(number) => number
+            .as_f64()
+            .filter(|cost| cost.is_finite() && *cost > 0.0)
+            .map(Some)
+            .ok_or(Expected::FiniteAboveZero),
+        _ => Err(Expected::Number),
+    })
 }
 
 /// The effective caps of a `run`.

@@ -1,9 +1,10 @@
-//! Stopping a worker's process group, as one pure machine for everything that stops one (the
-//! attempt's group killer and the watchdog): SIGTERM, up to a grace period for the group to
-//! empty, then SIGKILL, re-sent at a short interval while any member lives (a process forked
-//! while `killpg` walks the group can miss one), until a bound, after which whatever still
-//! lives is reported instead of waited for (a process in uninterruptible sleep survives
-//! SIGKILL). The caller reads the clock and probes the group; this decides what follows.
+//! Stopping a process group, as one pure machine for everything that stops one (a worker's,
+//! a hook's or a Verify check's group, and the watchdog's groups): SIGTERM, up to a grace
+//! period for the group to empty, then SIGKILL, re-sent at a short interval while any member
+//! lives (a process forked while `killpg` walks the group can miss one), until a bound, after
+//! which whatever still lives is reported instead of waited for (a process in uninterruptible
+//! sleep survives SIGKILL). The caller reads the clock and probes the group; this decides what
+//! follows. The loop that carries it out is `platform::process_group::escalate`.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,12 @@ pub(crate) const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 /// How long SIGKILL is re-sent before the members still alive are reported as survivors.
 pub(crate) const KILL_ROUNDS_LIMIT: Duration = Duration::from_secs(2);
+/// After a leader exits on its own: how long its pipes may take to close before what is left
+/// of its group is a leak (and is SIGKILLed).
+pub(crate) const LEAK_GRACE: Duration = Duration::from_millis(100);
+/// After a group is empty: how long a pipe still held open (by a process outside the group)
+/// is read before it is abandoned.
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// The signals a group is stopped with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

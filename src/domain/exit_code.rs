@@ -1,7 +1,6 @@
 //! The handler's exit codes, defined once. Every error and every outcome maps to one of these;
 //! nothing else in the code base spells an exit code as a number (docs/cli.md lists them).
-
-use super::state::AttemptStatus;
+//! The one an attempt status leads to is `AttemptStatus::exit_code`.
 
 /// How an invocation ends, as the calling shell or agent sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,16 +31,6 @@ impl ExitCode {
             Self::Signal(signal) => 128 + signal,
         }
     }
-
-    /// The exit code a committed attempt status leads to (`last_run.exit_code`).
-    pub(crate) fn for_status(status: AttemptStatus) -> Self {
-        match status {
-            AttemptStatus::PhaseComplete => Self::Success,
-            AttemptStatus::Blocked => Self::Blocked,
-            AttemptStatus::NeedsClarification => Self::NeedsClarification,
-            _ => Self::AgentFailed,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -59,18 +48,5 @@ mod tests {
         assert_eq!(ExitCode::Signal(15).code(), 143);
         assert_eq!(ExitCode::Signal(1).code(), 129);
         assert_eq!(ExitCode::Signal(3).code(), 131);
-    }
-
-    #[test]
-    fn every_failure_status_is_exit_four() {
-        for status in AttemptStatus::ALL {
-            let expected = match status {
-                AttemptStatus::PhaseComplete => 0,
-                AttemptStatus::Blocked => 2,
-                AttemptStatus::NeedsClarification => 3,
-                _ => 4,
-            };
-            assert_eq!(ExitCode::for_status(status).code(), expected, "{status}");
-        }
     }
 }

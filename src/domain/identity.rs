@@ -4,14 +4,20 @@
 //! A pid alone can be reused; pid + process group + boot id + start time (in clock ticks since
 //! boot, field 22 of `/proc/<pid>/stat`) cannot, short of a reboot into the same boot id.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use super::strict_json::positive;
 
 /// The identity recorded for a running attempt (`active_attempt.process` in `state.json`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProcessIdentity {
+    #[serde(deserialize_with = "positive")]
     pub(crate) pid: u32,
+    #[serde(deserialize_with = "positive")]
     pub(crate) process_group_id: u32,
     pub(crate) boot_id: String,
+    #[serde(deserialize_with = "positive")]
     pub start_time_ticks: u64,
 }
 

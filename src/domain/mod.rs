@@ -3,6 +3,7 @@
 //! actors stay thin.
 
 pub(crate) mod attempt_id;
+pub(crate) mod attempt_status;
 pub mod changes;
 pub mod budget;
 pub(crate) mod config;

@@ -2,8 +2,9 @@
 
 use super::marker::mentions_result_tag;
 
-/// Which child stream bytes came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which child stream bytes came from (`stdout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum OutputStream {
     Stdout,
     Stderr,
@@ -11,10 +12,7 @@ pub enum OutputStream {
 
 impl OutputStream {
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Stdout => "stdout",
-            Self::Stderr => "stderr",
-        }
+        self.into()
     }
 }
 

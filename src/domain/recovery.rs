@@ -24,8 +24,8 @@ pub struct Invocation {
     pub flags: RecoveryFlags,
 }
 
-/// One step that continues a stopped run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One step that continues a stopped run (`next` in `run --json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct NextStep {
     /// The whole command line, program first.
     pub argv: Vec<String>,

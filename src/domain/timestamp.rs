@@ -6,6 +6,7 @@
 use std::fmt;
 
 use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
+use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 use serde::{Serialize, Serializer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,6 +57,49 @@ impl Serialize for Timestamp {
     }
 }
 
+/// Read strictly: a string that is a valid date and time but lacks the offset gets its own
+/// message, since adding `Z` is the fix.
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(TimestampVisitor)
+    }
+}
+
+struct TimestampVisitor;
+
+impl Visitor<'_> for TimestampVisitor {
+    type Value = Timestamp;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("an ISO 8601 timestamp")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Timestamp, E> {
+        Timestamp::parse(text).map_err(|_| {
+            if is_local_date_time(text) {
+                E::custom("to include a UTC offset")
+            } else {
+                E::invalid_value(Unexpected::Str(text), &self)
+            }
+        })
+    }
+}
+
+/// True for an ISO 8601 date or date-time without an offset (`2026-07-05T12:01:02`,
+/// `2026-07-05 12:01`, `2026-07-05`): a timestamp that only lacks its offset.
+fn is_local_date_time(text: &str) -> bool {
+    const DATE_TIMES: [&str; 4] = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ];
+    DATE_TIMES
+        .iter()
+        .any(|format| chrono::NaiveDateTime::parse_from_str(text, format).is_ok())
+        || chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +119,21 @@ mod tests {
         assert_eq!(ts.to_string(), "2026-07-05T12:01:02Z");
         assert!(Timestamp::parse("2026-07-05T12:01:02").is_err());
         assert!(Timestamp::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn local_date_times_are_recognized() {
+        for local in ["2026-07-05 12:01:02.5", "2026-07-05T12:01", "2026-07-05"] {
+            assert!(is_local_date_time(local), "{local}");
+        }
+        for other in [
+            "2026-07-05T25:00:00",
+            "12:01:02",
+            "2026-07-05T12:01:02Z",
+            "",
+        ] {
+            assert!(!is_local_date_time(other), "{other}");
+        }
     }
 
     #[test]

@@ -1,17 +1,16 @@
 //! The rules of the per-run watchdog (docs/architecture.md, "The watchdog"): the messages the
-//! handler and its workers send it, which processes it stops when the handler is gone without
-//! having released them, and what the handler does when it loses its watchdog.
+//! handler and its process groups send it, which processes it stops when the handler is gone
+//! without having released them, and what the handler does when it loses its watchdog.
 //!
 //! The watchdog is a second process holding one end of a socket whose other end only the
 //! handler holds; when the handler dies — even by SIGKILL — the socket reaches end of file.
-//! Before a worker is spawned the handler announces its attempt (`expect <attempt id>`): from
-//! then on the watchdog finds the worker by the token in its environment, which it carries
-//! from its `exec` on, so no window exists in which a worker runs unknown to the watchdog.
-//! Once the spawn returned the handler registers its process group (`watch <pgid> <attempt
-//! id>`, which a replacement watchdog is told again), or withdraws the announcement when the
-//! spawn failed (`unexpect <attempt id>`), and releases the group (`release <pgid>`) once it
-//! has stopped it and swept its escaped descendants. A helper (a hook, a check) is started by
-//! `fork` and registers its own group from the child before `exec` instead.
+//! Every group the handler starts (a worker, a hook, a Verify check) registers itself between
+//! `fork` and `exec` (`watch <pgid> <token>`, sent by the child on a duplicate of the
+//! handler's end, which the child holds until its `exec`: so the registration always arrives
+//! before the end of file, and no group ever runs unknown to the watchdog). The handler sends
+//! the same `watch` once the spawn returned (a replacement watchdog is told it again), and
+//! releases the group (`release <pgid>`) once it has stopped it and swept its escaped
+//! descendants.
 //!
 //! What the watchdog stops once the handler is gone: every registered group not released
 //! (SIGTERM, a grace, SIGKILL rounds), and every *escapee* of one — a descendant that left
@@ -20,7 +19,7 @@
 //! parents still live), the handler's own children that could be a worker's (the handler is a
 //! child subreaper, so an orphaned escapee is re-parented to it; the watchdog notes them while
 //! the handler lives, since they go to init once it is dead), and every process whose
-//! environment carries the attempt's token ([`ATTEMPT_ENV`], set in every worker).
+//! environment carries the group's token ([`ATTEMPT_ENV`], set in every worker and helper).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,16 +33,11 @@ pub(crate) const ATTEMPT_ENV: &str = "AI_SESSION_HANDLER_ATTEMPT_ID";
 /// One message on the watchdog socket (one packet each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WatchdogMessage<'a> {
-    /// A worker's process group (its leader's pid) exists and is the handler's to stop;
-    /// `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
+    /// A process group (its leader's pid) — a worker's or a helper's — exists and is the
+    /// handler's to stop; `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
     Watch { pgid: u32, attempt: &'a str },
     /// The handler stopped that group itself.
     Release(u32),
-    /// A worker of `attempt` is about to start; until a `watch` names its group, its
-    /// processes are found by the token alone.
-    Expect { attempt: &'a str },
-    /// That worker did not start: nothing carries the token.
-    Unexpect { attempt: &'a str },
 }
 
 /// The longest message: `watch `, a 10-digit pid, a space and an attempt id of up to 200
@@ -51,37 +45,33 @@ pub(crate) enum WatchdogMessage<'a> {
 pub(crate) const MAX_MESSAGE: usize = 224;
 
 impl WatchdogMessage<'_> {
-    /// Writes the message into `buffer` without allocating — a worker sends it between
+    /// Writes the message into `buffer` without allocating — a child sends it between
     /// `fork` and `exec`, where only async-signal-safe work is allowed — and returns its
     /// length. An attempt id that does not fit, or is not a safe file stem, is left out: the
     /// group is still watched, only the token search is lost.
     pub(crate) fn encode(self, buffer: &mut [u8; MAX_MESSAGE]) -> usize {
-        let (word, number, attempt): (&[u8], Option<u32>, &str) = match self {
-            Self::Watch { pgid, attempt } => (b"watch", Some(pgid), attempt),
-            Self::Release(pgid) => (b"release", Some(pgid), ""),
-            Self::Expect { attempt } => (b"expect", None, attempt),
-            Self::Unexpect { attempt } => (b"unexpect", None, attempt),
+        let (word, number, attempt): (&[u8], u32, &str) = match self {
+            Self::Watch { pgid, attempt } => (b"watch", pgid, attempt),
+            Self::Release(pgid) => (b"release", pgid, ""),
         };
         buffer[..word.len()].copy_from_slice(word);
         let mut length = word.len();
-        if let Some(number) = number {
-            buffer[length] = b' ';
+        buffer[length] = b' ';
+        length += 1;
+        let mut digits = [0u8; 10];
+        let mut count = 0;
+        let mut rest = number;
+        loop {
+            digits[count] = b'0' + (rest % 10) as u8;
+            count += 1;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        for digit in digits[..count].iter().rev() {
+            buffer[length] = *digit;
             length += 1;
-            let mut digits = [0u8; 10];
-            let mut count = 0;
-            let mut rest = number;
-            loop {
-                digits[count] = b'0' + (rest % 10) as u8;
-                count += 1;
-                rest /= 10;
-                if rest == 0 {
-                    break;
-                }
-            }
-            for digit in digits[..count].iter().rev() {
-                buffer[length] = *digit;
-                length += 1;
-            }
         }
         let attempt = attempt.as_bytes();
         if !attempt.is_empty()
@@ -102,21 +92,6 @@ impl<'a> WatchdogMessage<'a> {
         let text = std::str::from_utf8(packet).ok()?;
         let mut words = text.split(' ');
         let word = words.next()?;
-        if let Some(announced) = match word {
-            "expect" => Some(true),
-            "unexpect" => Some(false),
-            _ => None,
-        } {
-            let attempt = words.next()?;
-            if words.next().is_some() || !is_safe_file_stem(attempt) {
-                return None;
-            }
-            return Some(if announced {
-                Self::Expect { attempt }
-            } else {
-                Self::Unexpect { attempt }
-            });
-        }
         let pgid = words.next()?.parse().ok()?;
         let attempt = words.next().unwrap_or("");
         if words.next().is_some() || (!attempt.is_empty() && !is_safe_file_stem(attempt)) {
@@ -156,13 +131,7 @@ pub(crate) struct Registry {
     never: [u32; 2],
     /// The handler's children that could be a worker's escapee: pid → start time.
     adoptees: BTreeMap<u32, u64>,
-    /// Attempts whose worker is being started, not yet watched: their tokens.
-    expected: BTreeSet<String>,
 }
-
-/// The most announced attempts the registry keeps (the handler starts one worker at a time;
-/// this only bounds a confused sender).
-pub(crate) const EXPECTED_LIMIT: usize = 64;
 
 /// The most adoptees the registry keeps (a fork bomb must not grow the watchdog without end).
 pub(crate) const ADOPTEE_LIMIT: usize = 10_000;
@@ -173,7 +142,6 @@ impl Registry {
             watched: BTreeMap::new(),
             never: [own_pgid, handler_pgid],
             adoptees: BTreeMap::new(),
-            expected: BTreeSet::new(),
         }
     }
 
@@ -194,7 +162,6 @@ impl Registry {
                 });
                 if !attempt.is_empty() {
                     entry.attempt = Some(attempt.to_owned());
-                    self.expected.remove(attempt);
                 }
                 entry.leader_started_ticks = entry.leader_started_ticks.or(leader_started_ticks);
             }
@@ -203,17 +170,6 @@ impl Registry {
                 self.watched.remove(&pgid);
                 if !self.is_watching() {
                     // Everything the handler started is stopped and swept by the handler.
-                    self.adoptees.clear();
-                }
-            }
-            WatchdogMessage::Expect { attempt } => {
-                if self.expected.len() < EXPECTED_LIMIT {
-                    self.expected.insert(attempt.to_owned());
-                }
-            }
-            WatchdogMessage::Unexpect { attempt } => {
-                self.expected.remove(attempt);
-                if !self.is_watching() {
                     self.adoptees.clear();
                 }
             }
@@ -230,16 +186,9 @@ impl Registry {
         }
     }
 
-    /// Whether any group is registered and not released, or a worker is being started.
+    /// Whether any group is registered and not released.
     pub(crate) fn is_watching(&self) -> bool {
-        !self.watched.is_empty() || !self.expected.is_empty()
-    }
-
-    /// Whether a worker was being started (announced, its group not yet registered): one
-    /// that had not reached its `exec` still has the handler's environment, so its token
-    /// shows only a moment later.
-    pub(crate) fn awaits_a_spawn(&self) -> bool {
-        !self.expected.is_empty()
+        !self.watched.is_empty()
     }
 
     /// The groups to signal once the handler is gone: unreleased and still existing.
@@ -251,14 +200,12 @@ impl Registry {
             .collect()
     }
 
-    /// The attempt tokens of every unreleased group, gone or not, and of every worker being
-    /// started.
+    /// The tokens of every unreleased group, gone or not.
     pub(crate) fn tokens(&self) -> Vec<String> {
         let tokens: BTreeSet<&String> = self
             .watched
             .values()
             .filter_map(|watched| watched.attempt.as_ref())
-            .chain(&self.expected)
             .collect();
         tokens.into_iter().cloned().collect()
     }

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use crate::domain::config::section::ConfigError;
+use crate::domain::config::rules::ConfigError;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::plan::PlanError;
 use crate::domain::state::StateError;

@@ -17,7 +17,7 @@ use crate::domain::budget::BudgetCaps;
 use crate::domain::config::{Config, parse_config};
 use crate::domain::hooks::Hook;
 use crate::domain::identity::{Liveness, liveness};
-use crate::domain::outcome::OutcomeRecord;
+use crate::domain::outcome::{OutcomeError, OutcomeRecord};
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan};
 use crate::domain::plan_key::sha256_hex;
 use crate::domain::rate_limit::RateLimitPolicy;
@@ -32,7 +32,7 @@ use crate::domain::verification::FailedCheck;
 use crate::platform::locate::{
     PlanLocation, locate_plan, locate_plan_even_if_gone, resolve_execution_workspace,
 };
-use crate::platform::regular_file::read_regular_file;
+use crate::platform::regular_file::{ReadFileError, read_regular_file};
 use crate::platform::{proc, program};
 use limits::{MAX_CONFIG_BYTES, MAX_OUTCOME_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
@@ -238,12 +238,19 @@ pub(crate) fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck>
     }
 }
 
-/// Reads and strictly validates the outcome record at `path`; the error says why it cannot
-/// be used.
-pub(crate) fn read_outcome(path: &str) -> Result<OutcomeRecord, String> {
-    read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)
-        .map_err(|error| error.to_string())
-        .and_then(|bytes| OutcomeRecord::from_json(&bytes, path).map_err(|error| error.to_string()))
+/// Why an outcome record cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadOutcomeError {
+    #[error(transparent)]
+    Unreadable(#[from] ReadFileError),
+    #[error(transparent)]
+    Invalid(#[from] OutcomeError),
+}
+
+/// Reads and strictly validates the outcome record at `path`.
+pub(crate) fn read_outcome(path: &str) -> Result<OutcomeRecord, ReadOutcomeError> {
+    let bytes = read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)?;
+    Ok(OutcomeRecord::from_json(&bytes, path)?)
 }
 
 /// Checks a phase's execution workspace; the error names the plan line to fix.

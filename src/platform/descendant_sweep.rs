@@ -1,21 +1,29 @@
-//! The escaped-descendant sweep, one blocking pass at a time: what the handler's group killer
-//! runs after a worker's group is empty, and what a wrapper run by hand runs after its
-//! launcher exits. Both are child subreapers, so a descendant that left the group becomes
-//! their child when its parent dies. Which processes are stopped is decided by
+//! The escaped-descendant sweep: what the handler runs once a worker's, a hook's or a check's
+//! group is empty ([`sweep_until_done`]), what a wrapper run by hand runs after its launcher
+//! exits ([`sweep_pass`]), and, without a subreaper, the watchdog's ([`freeze_and_kill`]).
+//! The handler and the wrapper are child subreapers, so a descendant that left the group
+//! becomes their child when its parent dies. Which processes are stopped is decided by
 //! [`crate::domain::process_tree`]; when to pass again by its [`SweepRounds`].
-//!
-//! [`SweepRounds`]: crate::domain::process_tree::SweepRounds
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::helper_registry;
 use super::proc::{self, ChildSnapshot};
 use super::process_group::{self, SweepSignal};
 use crate::domain::identity::ProcStat;
 use crate::domain::process_tree::{
-    ChildVerdict, Killed, SweepScope, judge_child, stops_descendant, survivors,
+    ChildVerdict, Killed, SweepNext, SweepRounds, SweepScope, judge_child, stops_descendant,
+    survivors,
 };
+
+/// How long escaped descendants are swept before the survivors are named.
+pub(crate) const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How often a sweep passes again.
+pub(crate) const PASS_INTERVAL: Duration = Duration::from_millis(5);
+/// How long a sweep that gives up waits for its last SIGKILLs to take effect before it names
+/// what still lives as surviving.
+pub(crate) const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
 /// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
@@ -74,48 +82,6 @@ pub(crate) fn sweep_pass(
     }
 }
 
-/// The most adopted children [`nothing_adopted`] looks at: beyond that the look is a `/proc`
-/// walk of its own, for the blocking pass.
-const QUICK_LOOK_CHILDREN: usize = 4;
-
-/// Whether a quick [`sweep_pass`] would find nothing, answered without blocking: the children
-/// list where adoptees land holds only processes the sweep leaves (the handler's watchdogs,
-/// children it inherited, processes older than the worker). One children list, a `stat` per
-/// child (four at most), all procfs, and no lock waited for, so it runs on the caller's
-/// thread and spares the common attempt — no escapee — its trip off the runtime. `None` when it cannot tell at once (the helper registry
-/// is held by a helper being started, or there are many children): the caller runs the pass.
-pub(crate) fn nothing_adopted(
-    leader: u32,
-    worker_started_ticks: Option<u64>,
-    inherited: &ChildSnapshot,
-) -> Option<bool> {
-    let children = proc::adopted_children().ok()?;
-    if children.len() > QUICK_LOOK_CHILDREN {
-        return None;
-    }
-    let helpers = helper_registry::try_lock()?;
-    let is_inherited = |stat: &ProcStat| inherited.contains(stat);
-    let is_helper = |stat: &ProcStat| helpers.protects(stat);
-    let scope = SweepScope {
-        handler: proc::own_pid(),
-        leader,
-        worker_started_ticks,
-        inherited: &is_inherited,
-        helper: &is_helper,
-    };
-    Some(
-        children
-            .into_iter()
-            .filter_map(stat_of)
-            .all(|child| judge_child(&scope, &child) == ChildVerdict::Leave),
-    )
-}
-
-/// How often a blocking sweep passes again.
-const PASS_INTERVAL: Duration = Duration::from_millis(5);
-/// How long a blocking sweep that gives up waits for its last SIGKILLs to take effect.
-const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
-
 /// What a whole sweep stopped.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct SweepReport {
@@ -125,18 +91,17 @@ pub(crate) struct SweepReport {
     pub survivors: Vec<u32>,
 }
 
-/// A whole sweep on the calling thread (blocking): passes until
-/// [`SweepRounds`](crate::domain::process_tree::SweepRounds) says nothing is left, or for at
-/// most `limit`, then names what survived. The group killer drives the same passes from its
-/// actor; this is for code that already runs on a thread of its own (a helper's runner).
+/// A whole sweep on the calling thread (blocking), once the group of `leader` (started at
+/// `started_ticks`) is empty: passes until [`SweepRounds`] says nothing is left, or for at
+/// most [`SWEEP_LIMIT`], then names what survived. `leader` 0 sweeps for every helper that
+/// started from `started_ticks` on (the hooks of a run, at its end).
 pub(crate) fn sweep_until_done(
     leader: u32,
     started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
-    limit: Duration,
 ) -> SweepReport {
-    let give_up_at = std::time::Instant::now() + limit;
-    let mut rounds = crate::domain::process_tree::SweepRounds::default();
+    let give_up_at = Instant::now() + SWEEP_LIMIT;
+    let mut rounds = SweepRounds::default();
     let mut report = SweepReport::default();
     loop {
         let pass = sweep_pass(leader, started_ticks, inherited, rounds.thorough());
@@ -145,18 +110,24 @@ pub(crate) fn sweep_until_done(
                 report.escaped.push(killed.pid);
             }
         }
-        if rounds.after_pass(pass.stopped.len(), pass.reaped)
-            == crate::domain::process_tree::SweepNext::Done
-        {
-            return report;
+        if rounds.after_pass(pass.stopped.len(), pass.reaped) == SweepNext::Done {
+            break;
         }
-        if std::time::Instant::now() >= give_up_at {
+        if Instant::now() >= give_up_at {
             report.survivors = still_alive(&pass.stopped, SURVIVOR_WAIT);
+            // Only what is gone was killed.
             report.escaped.retain(|pid| !report.survivors.contains(pid));
-            return report;
+            if !report.survivors.is_empty() {
+                tracing::error!(survivors = ?report.survivors, "escaped descendants were still alive when the sweep gave up");
+            }
+            break;
         }
         std::thread::sleep(PASS_INTERVAL);
     }
+    if !report.escaped.is_empty() {
+        tracing::info!(leader, pids = ?report.escaped, "descendants escaped the process group; killed them");
+    }
+    report
 }
 
 /// Freezes `roots` — processes that are *not* our children, as a scan saw them — with their
@@ -202,10 +173,10 @@ pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
 /// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
 /// dead ([`survivors`]).
 pub(crate) fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
-    let deadline = std::time::Instant::now() + wait;
+    let deadline = Instant::now() + wait;
     loop {
         let alive = survivors(killed, stat_of);
-        if alive.is_empty() || std::time::Instant::now() >= deadline {
+        if alive.is_empty() || Instant::now() >= deadline {
             return alive;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -302,9 +273,9 @@ impl Freezer {
             // A process caught inside `fork` stops only once the fork is done: its children
             // list is complete when it is seen stopped (or gone — then its children are
             // re-parented to the handler, and the next pass adopts them).
-            let deadline = std::time::Instant::now() + STOP_WAIT;
+            let deadline = Instant::now() + STOP_WAIT;
             for target in &level {
-                while std::time::Instant::now() < deadline
+                while Instant::now() < deadline
                     && stat_of(target.pid)
                         .is_some_and(|process| !process.is_stopped() && !process.is_defunct())
                 {
@@ -337,57 +308,9 @@ impl Freezer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::process_group;
-    use crate::platform::test_isolation::isolated;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use std::process::Command;
-    use std::time::Instant;
-
-    /// The quick look says "nothing" only while no adoptee is there: an orphan re-parented to
-    /// the handler (a child subreaper) is a reason for the pass, what the handler had before
-    /// the worker started is not.
-    #[test]
-    fn the_quick_look_finds_nothing_until_an_orphan_is_adopted() {
-        isolated(
-            "platform::descendant_sweep::tests::the_quick_look_finds_nothing_until_an_orphan_is_adopted",
-            || {
-                process_group::become_child_subreaper().unwrap();
-                let inherited = ChildSnapshot::take();
-                // No worker started yet: nothing the handler has is an adoptee.
-                assert_eq!(nothing_adopted(1, None, &inherited), Some(true));
-                let dir = tempfile::tempdir().unwrap();
-                let pidfile = dir.path().join("orphan.pid");
-                let status = Command::new("sh")
-                    .arg("-c")
-                    .arg(format!(
-                        "sh -c 'echo $$ > {}; exec sleep 600' </dev/null >/dev/null 2>&1 &",
-                        pidfile.display()
-                    ))
-                    .status()
-                    .expect("run the shell that leaves an orphan");
-                assert!(status.success());
-                let deadline = Instant::now() + Duration::from_secs(30);
-                let orphan = loop {
-                    let pid = std::fs::read_to_string(&pidfile)
-                        .ok()
-                        .and_then(|text| text.trim().parse::<u32>().ok());
-                    if let Some(pid) = pid
-                        && proc::adopted_children().unwrap().contains(&pid)
-                    {
-                        break pid;
-                    }
-                    assert!(Instant::now() < deadline, "the orphan was never adopted");
-                    std::thread::sleep(Duration::from_millis(10));
-                };
-                // A worker that started at tick 0: the orphan started after it.
-                assert_eq!(nothing_adopted(1, Some(0), &inherited), Some(false));
-                kill(Pid::from_raw(orphan as i32), Signal::SIGKILL).expect("kill the orphan");
-                let _ = nix::sys::wait::waitpid(Pid::from_raw(orphan as i32), None);
-                assert_eq!(nothing_adopted(1, Some(0), &inherited), Some(true));
-            },
-        );
-    }
 
     fn killed(child: &std::process::Child) -> Killed {
         let stat = stat_of(child.id()).expect("child stat");

@@ -50,16 +50,6 @@ pub(crate) fn lock() -> Registry {
     )
 }
 
-/// Locks the registry if nobody holds it: for a look that must not wait (a helper being
-/// started holds it for as long as its spawn takes).
-pub(crate) fn try_lock() -> Option<Registry> {
-    match SPARED.try_lock() {
-        Ok(guard) => Some(Registry(guard)),
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(Registry(poisoned.into_inner())),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
-}
-
 impl Registry {
     /// Whether the sweep must leave `process` alone: a registered helper, a member of a
     /// registered helper's group (its own cleanup stops those), or one of the handler's

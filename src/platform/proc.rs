@@ -3,8 +3,7 @@
 //! [`crate::domain::identity`].
 
 use std::fs;
-use std::io::{self, Read};
-use std::path::Path;
+use std::io;
 use std::sync::OnceLock;
 
 use crate::domain::identity::{ProcStat, ProcessIdentity, parse_proc_stat};
@@ -18,31 +17,8 @@ pub(crate) fn boot_id() -> io::Result<String> {
     if let Some(id) = BOOT_ID.get() {
         return Ok(id.clone());
     }
-    let id = read_proc_text(BOOT_ID_PATH)?.trim().to_owned();
+    let id = fs::read_to_string(BOOT_ID_PATH)?.trim().to_owned();
     Ok(BOOT_ID.get_or_init(|| id).clone())
-}
-
-/// Reads a small `/proc` file whole. Not `fs::read`: that asks for the file's size first (a
-/// `statx`; `/proc` files report 0) and then reads in growing probes from 32 bytes, about
-/// six system calls where two do (one read, and the one that sees the end).
-fn read_proc_bytes(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    let mut file = fs::File::open(path)?;
-    let mut chunk = [0u8; 4096];
-    let mut bytes = Vec::new();
-    loop {
-        match file.read(&mut chunk) {
-            Ok(0) => return Ok(bytes),
-            Ok(read) => bytes.extend_from_slice(&chunk[..read]),
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-}
-
-/// [`read_proc_bytes`] as text.
-fn read_proc_text(path: impl AsRef<Path>) -> io::Result<String> {
-    String::from_utf8(read_proc_bytes(path)?)
-        .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// When the kernel booted, in seconds since the epoch (`btime` in `/proc/stat`).
@@ -65,7 +41,7 @@ pub(crate) fn ticks_per_second() -> u64 {
 
 /// `/proc/<pid>/stat` of one process; `Ok(None)` when no such process exists.
 pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
-    match read_proc_text(format!("/proc/{pid}/stat")) {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(text) => Ok(parse_proc_stat(&text)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
         // A process that vanished between listing and reading reports ESRCH.
@@ -76,7 +52,7 @@ pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
 
 /// The command name of a process (`/proc/<pid>/comm`), for messages; `None` when it is gone.
 pub(crate) fn command_name(pid: u32) -> Option<String> {
-    read_proc_text(format!("/proc/{pid}/comm"))
+    fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|name| name.trim_end().to_owned())
 }
@@ -134,7 +110,7 @@ pub(crate) fn own_children() -> io::Result<Vec<u32>> {
 /// reads one file where [`own_children`] reads one per thread. Zombies stay listed until
 /// reaped.
 pub(crate) fn adopted_children() -> io::Result<Vec<u32>> {
-    let list = read_proc_text(format!("/proc/self/task/{}/children", own_pid()))?;
+    let list = fs::read_to_string(format!("/proc/self/task/{}/children", own_pid()))?;
     let mut children: Vec<u32> = list
         .split_ascii_whitespace()
         .filter_map(|pid| pid.parse::<u32>().ok())
@@ -153,7 +129,7 @@ fn children_in(tasks: &str) -> io::Result<Vec<u32>> {
     let mut children = Vec::new();
     for task in fs::read_dir(tasks)? {
         let Ok(task) = task else { continue };
-        let Ok(list) = read_proc_text(task.path().join("children")) else {
+        let Ok(list) = fs::read_to_string(task.path().join("children")) else {
             continue;
         };
         children.extend(
@@ -214,7 +190,7 @@ pub(crate) fn processes_with_env(
     Ok(candidates
         .into_iter()
         .filter(|stat| {
-            read_proc_bytes(format!("/proc/{}/environ", stat.pid)).is_ok_and(|environ| {
+            fs::read(format!("/proc/{}/environ", stat.pid)).is_ok_and(|environ| {
                 environ
                     .split(|byte| *byte == 0)
                     .any(|entry| assignments.iter().any(|wanted| entry == wanted.as_bytes()))

@@ -1,22 +1,339 @@
-//! Signalling and reaping of process groups and adopted children: `killpg`, the subreaper
-//! `prctl`, pidfds and the escapee kills. (A worker's leader is reaped by its pidfd in
-//! `worker_child`; the watchdog and `session_spawn` signal the processes they own.)
+//! Running a process group to its end — a worker's, a hook's or a Verify check's — and every
+//! signal that takes (docs/architecture.md, "Process groups"):
 //!
-//! A worker's group is addressed only by the pgid saved at launch, never our own group and
-//! never pgid 0 or 1. Single processes are signalled only when they are our own children
-//! (adopted as a child subreaper), whose pids cannot be reused while unreaped, or through a
-//! pidfd checked against the start time the sweep saw (descendants of those children).
+//! - **Start**: one way, `fork` + `exec` through `std::process::Command` ([`spawn_worker`],
+//!   [`spawn_helper`]), with `setsid`, the child's own registration with the watchdog and
+//!   every descriptor above stderr marked close-on-exec between the two. The child leads a
+//!   new session and process group: no controlling terminal (a read of `/dev/tty` fails
+//!   instead of stopping it with SIGTTIN), and its pgid is its pid, so the group stays
+//!   addressable by the pgid saved at launch after the leader exits. It gets the handler's
+//!   environment with its token in `ATTEMPT_ENV` and never the handler's `NOTIFY_SOCKET`.
+//! - **Stop** ([`stop_group`], [`escalate`]): on a deadline or a request, SIGTERM, the grace
+//!   period, then SIGKILL re-sent while a member lives — the domain's [`Escalation`], the one
+//!   loop the watchdog drives too; a second request skips the grace. After the leader's own
+//!   exit what is left of its group leaked and is SIGKILLed.
+//! - **Sweep**: once the group is empty, what escaped it ([`super::descendant_sweep`]).
+//!
+//! A helper's pipes and time limit are [`super::helper_process`]; a worker's are the attempt's
+//! actors'. Groups are addressed only by the pgid saved at launch, never our own group and
+//! never pgid 0 or 1; single processes only when they are our own children (their pids cannot
+//! be reused while unreaped) or through a pidfd checked against the start time a sweep saw.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
+use tokio::net::unix::pipe;
+
+use super::notify_socket::NOTIFY_SOCKET;
+use super::{helper_registry, proc, watchdog};
+use crate::domain::decision::ChildExit;
+use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
+use crate::domain::watchdog::ATTEMPT_ENV;
 
 pub(crate) use crate::domain::escalation::StopSignal;
+
+/// Pipe capacity asked for a worker's output pipes: fewer, larger reads.
+const PIPE_CAPACITY: i32 = 1 << 20;
+
+/// What a new process group runs, and with what.
+pub(crate) struct GroupCommand<'a> {
+    /// Program and arguments; the program is looked up as `execvp` does, from `cwd`.
+    pub argv: &'a [String],
+    pub cwd: &'a Path,
+    /// The token its processes carry in [`ATTEMPT_ENV`] (descendants inherit it): the
+    /// watchdog and `status` find what left the group by it.
+    pub token: &'a str,
+    /// `NOTIFY_SOCKET`: the attempt's own socket, or none — the handler's own (systemd's)
+    /// never reaches a child.
+    pub notify_socket: Option<&'a str>,
+    /// Variables set over the handler's environment.
+    pub env_set: &'a [(String, String)],
+}
+
+/// The command that starts `group` as the leader of a new session, stdout and stderr piped.
+/// `registration` is the watchdog socket's duplicate the child registers itself on.
+fn session_command(
+    group: &GroupCommand<'_>,
+    stdin: Stdio,
+    registration: Option<RawFd>,
+) -> io::Result<Command> {
+    let (program, args) = group
+        .argv
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(group.cwd)
+        .envs(group.env_set.iter().map(|(name, value)| (name, value)))
+        .env(ATTEMPT_ENV, group.token)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match group.notify_socket {
+        Some(socket) => command.env(NOTIFY_SOCKET, socket),
+        None => command.env_remove(NOTIFY_SOCKET),
+    };
+    let token = group.token.to_owned();
+    // SAFETY: between fork and exec the closure makes only async-signal-safe calls and reads
+    // no memory of the parent but the token allocated before the fork: `setsid`, the watchdog
+    // registration (`getpid` and one non-blocking `send` of a message formatted on the stack)
+    // and `close_range`. std resets the signal mask and SIGPIPE itself.
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if let Some(fd) = registration {
+                watchdog::register_self(fd, &token);
+            }
+            // Every descriptor above stderr close-on-exec (Linux 5.11; before, `run` marked the
+            // inherited ones at its start): the child gets its three standard streams only.
+            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
+    }
+    Ok(command)
+}
+
+/// Starts a worker: `argv` in `cwd` as the leader of a new session, stdin piped (the prompt
+/// goes there), its processes carrying `attempt_id`, `NOTIFY_SOCKET` naming the attempt's
+/// socket when given. Call inside the runtime (the pipes and the exit are awaited through its
+/// reactor), off its worker threads (the spawn waits for `exec`).
+pub(crate) fn spawn_worker(
+    argv: &[String],
+    cwd: &str,
+    attempt_id: &str,
+    notify_socket: Option<&str>,
+) -> io::Result<WorkerChild> {
+    let group = GroupCommand {
+        argv,
+        cwd: Path::new(cwd),
+        token: attempt_id,
+        notify_socket,
+        env_set: &[],
+    };
+    // Held until the spawn is over: its number names the watchdog socket in the child.
+    let registration = watchdog::registration();
+    let command = session_command(
+        &group,
+        Stdio::piped(),
+        registration.as_ref().map(AsRawFd::as_raw_fd),
+    )?;
+    let mut command = tokio::process::Command::from(command);
+    // A backstop for a bug only: the attempt always stops the group and waits for the leader.
+    command.kill_on_drop(true);
+    let spawned = command.spawn();
+    drop(registration);
+    let child = spawned?;
+    // A handler killed here leaves a worker the watchdog knows from the child's own
+    // registration (the hostile tests stop the handler at this point).
+    fail::fail_point!("worker-spawned");
+    WorkerChild::new(child, attempt_id)
+}
+
+/// Starts a helper (a hook, a Verify check) as the leader of a new session, registered with
+/// the [`helper_registry`] in the same step so that no worker's sweep takes it for an escapee.
+/// Blocking (it waits for `exec`).
+pub(crate) fn spawn_helper(
+    group: &GroupCommand<'_>,
+    stdin: Stdio,
+) -> io::Result<std::process::Child> {
+    let registration = watchdog::registration();
+    let mut command = session_command(group, stdin, registration.as_ref().map(AsRawFd::as_raw_fd))?;
+    let spawned = helper_registry::spawn(&mut command);
+    drop(registration);
+    if let Ok(child) = &spawned {
+        // The child's own registration may have gone to a watchdog replaced meanwhile.
+        watchdog::watching(child.id(), group.token);
+    }
+    spawned
+}
+
+/// A started worker: the leader of its own session and process group, its three pipes as
+/// tokio pipe ends, its exit awaited (and reaped) by tokio.
+#[derive(Debug)]
+pub(crate) struct WorkerChild {
+    child: tokio::process::Child,
+    pid: u32,
+    /// The worker's stdin (the prompt goes there).
+    pub stdin: Option<pipe::Sender>,
+    /// The worker's stdout.
+    pub stdout: Option<pipe::Receiver>,
+    /// The worker's stderr.
+    pub stderr: Option<pipe::Receiver>,
+}
+
+impl WorkerChild {
+    fn new(child: tokio::process::Child, attempt_id: &str) -> io::Result<Self> {
+        let pid = child
+            .id()
+            .ok_or_else(|| io::Error::other("the worker was reaped before it was watched"))?;
+        watchdog::watching(pid, attempt_id);
+        // From here a failure drops the worker, which stops its group.
+        let mut worker = Self {
+            child,
+            pid,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        };
+        if let Some(stdin) = worker.child.stdin.take() {
+            worker.stdin = Some(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
+        }
+        if let Some(stdout) = worker.child.stdout.take() {
+            worker.stdout = Some(output_pipe(stdout.into_owned_fd()?)?);
+        }
+        if let Some(stderr) = worker.child.stderr.take() {
+            worker.stderr = Some(output_pipe(stderr.into_owned_fd()?)?);
+        }
+        Ok(worker)
+    }
+
+    /// The worker's pid, which is also its process group and session id.
+    pub(crate) fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits until the worker exits and reaps it; later calls return the same exit.
+    pub(crate) async fn wait(&mut self) -> io::Result<ChildExit> {
+        let status = self.child.wait().await?;
+        Ok(ChildExit {
+            code: status.code(),
+            signal: status.signal(),
+        })
+    }
+}
+
+/// The handler's end of a worker's output pipe, enlarged (best effort: the default 64 KiB
+/// works, with more wake-ups).
+fn output_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
+    let _ = fcntl(&fd, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
+    pipe::Receiver::from_owned_fd(fd)
+}
+
+impl Drop for WorkerChild {
+    /// A worker dropped before its leader was reaped (a bug, or a launch that failed halfway)
+    /// has its group SIGKILLed: while the leader is unreaped its pid, the pgid, cannot be
+    /// reused. tokio kills and reaps the leader itself (`kill_on_drop`).
+    fn drop(&mut self) {
+        if self.child.id().is_some() {
+            let _ = signal_group(self.pid, StopSignal::Kill);
+        }
+    }
+}
+
+/// How a group's stop begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// On a deadline or a request: SIGTERM, the grace period, SIGKILL.
+    Terminate,
+    /// Its leader exited on its own (and its pipes had their leak grace): whatever is left of
+    /// the group leaked, and is SIGKILLed.
+    AfterExit,
+}
+
+/// What stopping a group came to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stopped {
+    /// Members alive after the leader's own exit (SIGKILLed).
+    pub leaked: Vec<u32>,
+    /// Members alive after every SIGKILL.
+    pub survivors: Vec<u32>,
+}
+
+/// Stops group `pgid` (blocking) until no live member is left, or reports what survived
+/// SIGKILL. `what` names the group's leader in the log ("the worker"). `kill_now` says
+/// whether a second request came, which skips what is left of the grace; `wait` waits until
+/// the next look (a helper's runner reads its pipes meanwhile).
+pub(crate) fn stop_group(
+    pgid: u32,
+    what: &str,
+    stop: Stop,
+    kill_now: &dyn Fn() -> bool,
+    wait: &mut dyn FnMut(Duration),
+) -> Stopped {
+    let mut stopped = Stopped::default();
+    let escalation = match stop {
+        Stop::Terminate => Escalation::terminate(),
+        Stop::AfterExit => {
+            stopped.leaked = live_members(pgid);
+            if stopped.leaked.is_empty() {
+                return stopped;
+            }
+            tracing::info!(pgid, leaked = ?stopped.leaked, "descendants outlived {what}");
+            Escalation::kill()
+        }
+    };
+    let alive = |groups: &[u32]| groups.iter().any(|pgid| !live_members(*pgid).is_empty());
+    if escalate(&mut vec![pgid], escalation, kill_now, alive, wait) == KillStep::GaveUp {
+        stopped.survivors = live_members(pgid);
+        tracing::error!(pgid, survivors = ?stopped.survivors, "process group survived SIGKILL");
+    }
+    stopped
+}
+
+/// Carries `escalation` out on `groups` (blocking): looks whether a member lives (`alive`),
+/// sends what the escalation says to every group, waits (`wait`) and looks again, until the
+/// groups are empty ([`KillStep::Emptied`]) or members outlived every SIGKILL
+/// ([`KillStep::GaveUp`]). A group that no longer exists is dropped at once, so a reused pgid
+/// is never signalled. `kill_now` skips what is left of the grace.
+pub(crate) fn escalate(
+    groups: &mut Vec<u32>,
+    mut escalation: Escalation,
+    kill_now: &dyn Fn() -> bool,
+    mut alive: impl FnMut(&[u32]) -> bool,
+    wait: &mut dyn FnMut(Duration),
+) -> KillStep {
+    let mut logged: Vec<StopSignal> = Vec::new();
+    loop {
+        groups.retain(|pgid| group_exists(*pgid));
+        let alive = !groups.is_empty() && alive(groups);
+        if kill_now() && !escalation.killing() {
+            tracing::info!(pgids = ?groups, "second signal: skipping the grace period");
+            escalation.skip_grace();
+        }
+        match escalation.step(Instant::now(), alive) {
+            KillStep::Send(signal) => {
+                for pgid in groups.iter() {
+                    match signal_group(*pgid, signal) {
+                        Ok(()) if !logged.contains(&signal) => {
+                            tracing::info!(
+                                pgid,
+                                signal = signal.name(),
+                                "signal sent to process group"
+                            );
+                        }
+                        Ok(()) => {}
+                        Err(error) => {
+                            tracing::error!(pgid, %error, "process group not signalled");
+                        }
+                    }
+                }
+                if !logged.contains(&signal) {
+                    logged.push(signal);
+                }
+                wait(CHECK_INTERVAL);
+            }
+            KillStep::CheckAfter(after) => wait(after),
+            end @ (KillStep::Emptied | KillStep::GaveUp) => return end,
+        }
+    }
+}
 
 fn as_nix(signal: StopSignal) -> Signal {
     match signal {
@@ -40,7 +357,7 @@ pub(crate) enum GroupSignalError {
     },
 }
 
-/// Signals every member of the worker group `pgid`. An empty group is not an error.
+/// Signals every member of group `pgid`. An empty group is not an error.
 pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalError> {
     let own_group = getpgrp().as_raw() as u32;
     if pgid <= 1 || pgid == own_group {
@@ -62,10 +379,15 @@ pub(crate) fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None) != Err(Errno::ESRCH)
 }
 
-/// Signals one of our own children (an adopted descendant): its pid cannot be reused while
-/// it is unreaped.
-pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
-    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+/// Pids of the live (non-zombie) members of group `pgid`: a zombie runs nothing and holds no
+/// pipe, it only waits for its parent.
+pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
+    if !group_exists(pgid) {
+        return Vec::new();
+    }
+    proc::live_group_members(pgid)
+        .map(|members| members.iter().map(|member| member.pid).collect())
+        .unwrap_or_default()
 }
 
 /// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage (a stopped process
@@ -85,6 +407,18 @@ impl SweepSignal {
     }
 }
 
+/// Signals one of our own children (an adopted descendant): its pid cannot be reused while
+/// it is unreaped.
+pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
+    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+}
+
+/// SIGKILLs our own child `pid`, whose pid the caller knows is not reaped yet (a wrapper's
+/// launcher that outlived its grace).
+pub(crate) fn kill_child(pid: u32) {
+    signal_child(pid, SweepSignal::Kill);
+}
+
 /// Signals a descendant of an adoptee — a process that is *not* our child — without ever
 /// reaching another process that reuses its pid: a pidfd is opened first, then the process's
 /// start time is checked against the one seen in the scan (a reused pid has a later one), and
@@ -94,44 +428,22 @@ pub(crate) fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSi
     let Some(pidfd) = pidfd_open(pid) else {
         return false;
     };
-    let same = super::proc::stat(pid)
+    let same = proc::stat(pid)
         .ok()
         .flatten()
         .is_some_and(|stat| stat.start_time_ticks == start_time_ticks);
-    same && pidfd_send_signal(&pidfd, signal.as_nix())
+    let signal = match signal {
+        SweepSignal::Stop => rustix::process::Signal::STOP,
+        SweepSignal::Kill => rustix::process::Signal::KILL,
+    };
+    same && rustix::process::pidfd_send_signal(&pidfd, signal).is_ok()
 }
 
 /// A pidfd for `pid`: a descriptor that names that process only (readable once it exits).
 /// `None` when the process is gone or pidfds are unavailable (Linux < 5.3).
 pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open(pid, 0) takes plain integers and returns a new descriptor or -1; no
-    // memory is shared with the kernel.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// SIGKILLs the process behind `pidfd` (a reused pid is never hit).
-pub(crate) fn kill_by_pidfd(pidfd: &OwnedFd) -> bool {
-    pidfd_send_signal(pidfd, Signal::SIGKILL)
-}
-
-fn pidfd_send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
-    // SAFETY: pidfd_send_signal(fd, sig, NULL, 0): a descriptor we own, a signal number, no
-    // siginfo pointer.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal as libc::c_int,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    result == 0
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
 }
 
 /// Reaps one of our own children if it has exited; never `waitpid(-1)`, which would steal the

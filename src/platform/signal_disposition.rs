@@ -61,15 +61,7 @@ impl CaughtSignals {
             SaFlags::SA_RESTART,
             SigSet::empty(),
         );
-        for &number in &self.signals {
-            let Ok(signal) = Signal::try_from(number) else {
-                continue;
-            };
-            // SAFETY: the handler only touches atomics, which is async-signal-safe.
-            if let Err(error) = unsafe { sigaction(signal, &counting) } {
-                tracing::warn!(signal = number, %error, "cannot catch a signal");
-            }
-        }
+        set_action(&self.signals, &counting, "cannot catch a signal");
     }
 
     /// The first signal caught, if any.
@@ -99,13 +91,24 @@ impl Drop for CaughtSignals {
 /// again: its registry still believes its handler is installed and would not reinstall it.
 pub(crate) fn restore_default(signals: &[i32]) {
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    set_action(
+        signals,
+        &default,
+        "cannot restore the default action of a signal",
+    );
+}
+
+/// Installs `action` — SIG_DFL or [`count_signal`] — for each of `signals` (numbers that are
+/// no signal are skipped); a failure is logged as `failure`.
+fn set_action(signals: &[i32], action: &SigAction, failure: &str) {
     for &number in signals {
         let Ok(signal) = Signal::try_from(number) else {
             continue;
         };
-        // SAFETY: installing SIG_DFL runs no code of ours when the signal arrives.
-        if let Err(error) = unsafe { sigaction(signal, &default) } {
-            tracing::warn!(signal = number, %error, "cannot restore the default action of a signal");
+        // SAFETY: the action runs no code of ours (SIG_DFL) or only touches atomics
+        // (`count_signal`), which is async-signal-safe.
+        if let Err(error) = unsafe { sigaction(signal, action) } {
+            tracing::warn!(signal = number, %error, "{failure}");
         }
     }
 }

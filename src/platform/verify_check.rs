@@ -66,8 +66,6 @@ pub(crate) fn run_check(
         HelperCommand {
             argv: &argv,
             cwd: setting.cwd,
-            // A check does not speak to systemd for the handler.
-            env_remove: &["NOTIFY_SOCKET"],
             env_set: setting.env_set,
             stdin: HelperStdin::Null,
             time_limit: setting.time_limit,

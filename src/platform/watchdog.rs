@@ -8,14 +8,12 @@
 //!   loop — no `exec` of the 50 MB binary, so it costs a fraction of a millisecond. Should a
 //!   thread exist already (a `fork` of a multi-threaded process may only `exec`), and for
 //!   every replacement, it re-executes `/proc/self/exe` with a hidden first argument instead.
-//! - **Registration.** Before a worker's spawn the handler announces its attempt ([`expect`]:
-//!   `expect <attempt id>`); once the spawn returned it records the group and sends `watch
-//!   <pgid> <attempt id>` ([`watching`]), or withdraws the announcement ([`unexpect`]).
-//!   Announcements and groups are what a replacement is told again. A helper (hook, check),
-//!   started by `fork`, also sends `watch` from its child before `exec`, on a duplicate of the
-//!   socket taken for that spawn ([`registration`], [`register_self`]: a replacement of the
-//!   socket meanwhile cannot make the number name something else). `release <pgid>` follows
-//!   once the group is stopped.
+//! - **Registration.** Every group the handler starts (worker, hook, check) sends `watch
+//!   <pgid> <token>` from its child between `fork` and `exec`, on a duplicate of the socket
+//!   taken for that spawn ([`registration`], [`register_self`]: a replacement of the socket
+//!   meanwhile cannot make the number name something else). Once the spawn returned the
+//!   handler records the group and sends the same ([`watching`]); the groups recorded are
+//!   what a replacement is told again. `release <pgid>` follows once the group is stopped.
 //! - **Loss.** A monitor thread waits for the watchdog with `waitid` (exit *or* stop): the
 //!   moment it dies or is stopped (then it is killed), the loss is noticed, a new watchdog is
 //!   started and told every group still watched — at most [`REPLACEMENT_LIMIT`] times a run —
@@ -26,9 +24,9 @@
 //!
 //! [`REPLACEMENT_LIMIT`]: crate::domain::watchdog::REPLACEMENT_LIMIT
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -36,7 +34,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::libc;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
@@ -81,10 +78,8 @@ struct HandlerSide {
     /// The current watchdog's pid.
     pid: Option<u32>,
     config: Option<WatchdogConfig>,
-    /// Groups registered and not released, with their attempt ids.
+    /// Groups registered and not released, with their tokens.
     watched: BTreeMap<u32, String>,
-    /// Attempts whose worker is being spawned ([`expect`]).
-    expected: BTreeSet<String>,
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
     finishing: bool,
@@ -299,9 +294,6 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     let (socket, pid) = exec_watchdog(&config)?;
     registry.spare_watchdog(pid, started_ticks(pid));
     drop(registry);
-    for attempt in &side.expected {
-        send(&socket, WatchdogMessage::Expect { attempt });
-    }
     for (pgid, attempt) in &side.watched {
         send(
             &socket,
@@ -325,85 +317,47 @@ fn send(socket: &OwnedFd, message: WatchdogMessage<'_>) {
     }
 }
 
-/// A duplicate of the watchdog socket for one spawn, to be captured before `fork`: its
-/// number names that socket until the spawn is over, whatever happens to the watchdog.
-pub(crate) struct Registration(OwnedFd);
-
-impl Registration {
-    pub(crate) fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
-
-/// The registration descriptor for the next spawn, when a watchdog runs.
-pub(crate) fn registration() -> Option<Registration> {
+/// The registration descriptor for the next spawn, when a watchdog runs: a close-on-exec
+/// duplicate of our end of the socket, to be taken before `fork` and held until the spawn is
+/// over, so its number names that socket in the child whatever happens to the watchdog
+/// meanwhile.
+pub(crate) fn registration() -> Option<OwnedFd> {
     let guard = lock();
     let socket = guard.as_ref()?.socket.as_ref()?;
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new descriptor or -1.
-    let fd = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Some(Registration(unsafe { OwnedFd::from_raw_fd(fd) }))
+    socket.try_clone().ok()
 }
 
-/// Registers the calling process's group and attempt with the watchdog. Runs in a forked
-/// worker between `fork` and `exec` (after `setsid`), so it only makes async-signal-safe
-/// calls: `getpid` and one non-blocking `send` of a message formatted on the stack. A
-/// watchdog that is gone or full is ignored: the launch goes on (the handler registers the
-/// group again once the spawn returned).
-pub(crate) fn register_self(fd: RawFd, attempt: &str) {
+/// Registers the calling process's group and token with the watchdog. Runs in a child
+/// between `fork` and `exec` (after `setsid`), so it only makes async-signal-safe calls:
+/// `getpid` and one non-blocking `send` of a message formatted on the stack. A watchdog that
+/// is gone or full is ignored: the launch goes on (the handler registers the group again once
+/// the spawn returned).
+pub(crate) fn register_self(fd: RawFd, token: &str) {
     let mut buffer = [0u8; MAX_MESSAGE];
     let length = WatchdogMessage::Watch {
         pgid: getpid().as_raw() as u32,
-        attempt,
+        attempt: token,
     }
     .encode(&mut buffer);
-    // SAFETY: `send` reads `length` initialized bytes of a live stack buffer.
-    unsafe {
-        libc::send(
-            fd,
-            buffer.as_ptr().cast(),
-            length,
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    let _ = nix::sys::socket::send(fd, &buffer[..length], flags);
+}
+
+/// Records, once its spawn returned, that group `pgid`, whose processes carry `token`, is
+/// watched, and tells the current watchdog (the child's own registration may have gone to a
+/// watchdog replaced meanwhile).
+pub(crate) fn watching(pgid: u32, token: &str) {
+    let mut guard = lock();
+    let Some(side) = guard.as_mut() else { return };
+    side.watched.insert(pgid, token.to_owned());
+    if let Some(socket) = &side.socket {
+        send(
+            socket,
+            WatchdogMessage::Watch {
+                pgid,
+                attempt: token,
+            },
         );
-    }
-}
-
-/// Announces, just before its spawn, that a worker of `attempt` is about to start: should
-/// the handler die before [`watching`], the watchdog finds the worker by the attempt's token,
-/// which its environment carries from `exec` on.
-pub(crate) fn expect(attempt: &str) {
-    let mut guard = lock();
-    let Some(side) = guard.as_mut() else { return };
-    side.expected.insert(attempt.to_owned());
-    if let Some(socket) = &side.socket {
-        send(socket, WatchdogMessage::Expect { attempt });
-    }
-}
-
-/// Withdraws [`expect`]: the spawn failed, nothing carries the token.
-pub(crate) fn unexpect(attempt: &str) {
-    let mut guard = lock();
-    let Some(side) = guard.as_mut() else { return };
-    if side.expected.remove(attempt)
-        && let Some(socket) = &side.socket
-    {
-        send(socket, WatchdogMessage::Unexpect { attempt });
-    }
-}
-
-/// Records, once its spawn returned, that the worker group `pgid` of `attempt` is watched,
-/// and tells the current watchdog (a helper's own registration from its child may have gone
-/// to a watchdog replaced meanwhile). It ends [`expect`]'s announcement.
-pub(crate) fn watching(pgid: u32, attempt: &str) {
-    let mut guard = lock();
-    let Some(side) = guard.as_mut() else { return };
-    side.expected.remove(attempt);
-    side.watched.insert(pgid, attempt.to_owned());
-    if let Some(socket) = &side.socket {
-        send(socket, WatchdogMessage::Watch { pgid, attempt });
     }
 }
 

@@ -26,8 +26,8 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::io::{self, IsTerminal, Write};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,11 +39,11 @@ use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::socket::{MsgFlags, recv};
 use nix::unistd::{getpgrp, getpid, setsid};
 
-use super::descendant_sweep;
+use super::descendant_sweep::{self, PASS_INTERVAL, SURVIVOR_WAIT, SWEEP_LIMIT};
 use super::no_follow;
 use super::proc;
 use super::process_group;
-use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
+use crate::domain::escalation::Escalation;
 use crate::domain::identity::ProcStat;
 use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
 use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
@@ -59,15 +59,6 @@ const IDLE_INTERVAL: Duration = Duration::from_millis(500);
 /// children: an orphaned escapee is missed only if the handler dies within this long of its
 /// adoption and it also cleared its environment.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
-/// How long escapees are swept once the groups are stopped.
-const SWEEP_LIMIT: Duration = Duration::from_secs(5);
-/// How long, when the handler died while starting a worker, the watchdog keeps looking for
-/// that worker's token: until the worker's `exec` its environment is still the handler's.
-const LATE_SPAWN_WAIT: Duration = Duration::from_secs(2);
-/// How often it looks meanwhile.
-const LATE_SPAWN_INTERVAL: Duration = Duration::from_millis(20);
-/// How long the last SIGKILLs may take before what still lives is reported as surviving.
-const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// What a watchdog needs to know about its handler.
 #[derive(Clone, Debug)]
@@ -106,6 +97,9 @@ impl WatchdogConfig {
 /// The forked watchdog: runs its life and exits, never returning into the handler's code.
 pub(crate) fn run_forked(socket: OwnedFd, config: &WatchdogConfig) -> ! {
     let _ = setsid();
+    // The handler's log subscriber came with the fork: the watchdog's only words are its
+    // last line and its event record (`tell`), so nothing of the shared code logs here.
+    let _silent = tracing::dispatcher::set_default(&tracing::Dispatch::none());
     let code = match adopt_descriptors(Some(socket)) {
         Ok(()) => life(config),
         Err(_) => 1,
@@ -140,37 +134,25 @@ fn adopt_descriptors(socket: Option<OwnedFd>) -> io::Result<()> {
         .write(true)
         .open("/dev/null")?;
     if let Some(socket) = socket {
-        let raw = socket.into_raw_fd();
-        if raw != 0 {
-            dup_onto(raw, 0)?;
+        if socket.as_raw_fd() == 0 {
+            // Stdin already: keep it open.
+            let _ = socket.into_raw_fd();
+        } else {
+            nix::unistd::dup2_stdin(&socket)?;
         }
     }
-    dup_onto(null.as_raw_fd(), 1)?;
-    // SAFETY: isatty only inspects descriptor 2.
-    if unsafe { libc::isatty(2) } == 1 {
-        dup_onto(null.as_raw_fd(), 2)?;
+    nix::unistd::dup2_stdout(&null)?;
+    if io::stderr().is_terminal() {
+        nix::unistd::dup2_stderr(&null)?;
     }
     drop(null);
     close_from(3);
     Ok(())
 }
 
-fn dup_onto(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: dup2 of descriptors this process owns.
-    if unsafe { libc::dup2(from, to) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Closes every descriptor from `first` up.
+/// Closes every descriptor from `first` up (a forked watchdog holds copies of all the
+/// handler's), as `/proc/self/fd` lists them.
 fn close_from(first: RawFd) {
-    // SAFETY: close_range(first, ~0, 0) takes plain integers.
-    let closed = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) };
-    if closed == 0 {
-        return;
-    }
-    // Before Linux 5.9: close what `/proc/self/fd` lists.
     let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
         .map(|entries| {
             entries
@@ -180,8 +162,8 @@ fn close_from(first: RawFd) {
         })
         .unwrap_or_default();
     for fd in open.into_iter().filter(|fd| *fd >= first) {
-        // SAFETY: closing a descriptor number; one that is not open fails with EBADF.
-        unsafe { libc::close(fd) };
+        // One that is not open (the listing's own) fails with EBADF.
+        let _ = nix::unistd::close(fd);
     }
 }
 
@@ -205,9 +187,9 @@ fn life(config: &WatchdogConfig) -> i32 {
     let _ = nix::sys::prctl::set_name(c"ash-watchdog");
     let own_pid = getpid().as_raw() as u32;
     let mut registry = Registry::new(getpgrp().as_raw() as u32, config.handler_pgid);
-    // SAFETY: fd 0 is the socket (adopt_descriptors); it stays open for the whole process
-    // life and nothing else closes it.
-    let socket = unsafe { BorrowedFd::borrow_raw(0) };
+    // The socket (adopt_descriptors), open for the whole process life.
+    let stdin = io::stdin();
+    let socket = stdin.as_fd();
     let mut packet = [0u8; 512];
     let mut looked = Instant::now();
     loop {
@@ -292,18 +274,18 @@ fn stop_everything(registry: &mut Registry, own_pid: u32) -> StopReport {
     let mut escapees: BTreeMap<u32, u64> = registry.adoptees().into_iter().collect();
     note_token_carriers(&tokens, own_pid, &groups, &mut escapees);
     look_at_groups(&signalled, &mut escapees);
-    escalate(&mut groups, || look_at_groups(&signalled, &mut escapees));
-    let mut killed = sweep_escapees(escapees, &tokens, own_pid);
-    if registry.awaits_a_spawn() {
-        sweep_late_spawns(&tokens, own_pid, &mut killed);
-    }
+    // The group killer's escalation, for all the groups at once; every look notes escapees.
+    process_group::escalate(
+        &mut groups,
+        Escalation::terminate(),
+        &|| false,
+        |_| look_at_groups(&signalled, &mut escapees),
+        &mut std::thread::sleep,
+    );
+    let killed = sweep_escapees(escapees, &tokens, own_pid);
     let mut survivors = descendant_sweep::still_alive(&killed, SURVIVOR_WAIT);
     for pgid in &signalled {
-        if process_group::group_exists(*pgid)
-            && let Ok(members) = proc::live_group_members(*pgid)
-        {
-            survivors.extend(members.iter().map(|member| member.pid));
-        }
+        survivors.extend(process_group::live_members(*pgid));
     }
     survivors.sort_unstable();
     survivors.dedup();
@@ -364,28 +346,6 @@ fn note_token_carriers(
     }
 }
 
-/// The watchdog's kill escalation, the group killer's own ([`Escalation`]: SIGTERM, the grace
-/// period, then SIGKILL while any member lives, bounded), for all its groups at once. `look`
-/// runs on every poll and says whether a member lives. A group that no longer exists is
-/// dropped at once, so a reused pgid is never signalled.
-fn escalate(groups: &mut Vec<u32>, mut look: impl FnMut() -> bool) {
-    let mut escalation = Escalation::terminate();
-    loop {
-        groups.retain(|pgid| process_group::group_exists(*pgid));
-        let alive = !groups.is_empty() && look();
-        match escalation.step(Instant::now(), alive) {
-            KillStep::Send(signal) => {
-                for pgid in groups.iter() {
-                    let _ = process_group::signal_group(*pgid, signal);
-                }
-                std::thread::sleep(CHECK_INTERVAL);
-            }
-            KillStep::CheckAfter(after) => std::thread::sleep(after),
-            KillStep::Emptied | KillStep::GaveUp => return,
-        }
-    }
-}
-
 /// Freezes and kills the noted escapees with their lineages, pass after pass, looking for
 /// the tokens again each time, until two passes in a row find nothing or [`SWEEP_LIMIT`].
 fn sweep_escapees(
@@ -416,7 +376,7 @@ fn sweep_escapees(
         }
         // A SIGKILL takes effect asynchronously: a killed process still shows its
         // environment for a moment.
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(PASS_INTERVAL);
         note_token_carriers(tokens, own_pid, &[], &mut escapees);
         escapees.retain(|pid, started| {
             !killed.contains(&Killed {
@@ -424,35 +384,6 @@ fn sweep_escapees(
                 start_time_ticks: *started,
             })
         });
-    }
-}
-
-/// The handler died during a spawn (`posix_spawn` returns only once the worker `exec`ed, so
-/// a worker may be between its start and its `exec`, still showing the handler's
-/// environment): looks for the announced tokens every [`LATE_SPAWN_INTERVAL`] for up to
-/// [`LATE_SPAWN_WAIT`], and sweeps what carries one once it shows. A worker stuck before its `exec` for
-/// longer than that is missed.
-fn sweep_late_spawns(tokens: &[String], own_pid: u32, killed: &mut Vec<Killed>) {
-    let deadline = Instant::now() + LATE_SPAWN_WAIT;
-    while Instant::now() < deadline {
-        std::thread::sleep(LATE_SPAWN_INTERVAL);
-        let mut found = BTreeMap::new();
-        note_token_carriers(tokens, own_pid, &[], &mut found);
-        found.retain(|pid, started| {
-            !killed.contains(&Killed {
-                pid: *pid,
-                start_time_ticks: *started,
-            })
-        });
-        if !found.is_empty() {
-            for process in sweep_escapees(found, tokens, own_pid) {
-                if !killed.contains(&process) {
-                    killed.push(process);
-                }
-            }
-            // The handler starts one worker at a time: that was it, with its lineage.
-            return;
-        }
     }
 }
 
@@ -500,17 +431,10 @@ fn write_without_blocking(fd: RawFd, bytes: &[u8]) {
         Ok(mut file) => {
             let _ = file.write(bytes);
         }
-        // A socket cannot be reopened.
+        // A socket cannot be reopened (and a non-socket fails with ENOTSOCK).
         Err(_) => {
-            // SAFETY: send reads `bytes.len()` initialized bytes; a non-socket fails ENOTSOCK.
-            unsafe {
-                libc::send(
-                    fd,
-                    bytes.as_ptr().cast(),
-                    bytes.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                );
-            }
+            let _ =
+                nix::sys::socket::send(fd, bytes, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL);
         }
     }
 }
@@ -518,41 +442,6 @@ fn write_without_blocking(fd: RawFd, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::watchdog::WatchdogMessage;
-
-    /// The handler died during a spawn: the worker shows its token only once it `exec`s, a
-    /// moment after the handler's death (here 300 ms), and is still found and killed.
-    #[test]
-    fn a_worker_that_execs_after_the_handler_died_mid_spawn_is_killed() {
-        let token = format!("late-spawn-{}", std::process::id());
-        let mut registry = Registry::new(0, 0);
-        registry.apply(WatchdogMessage::Expect { attempt: &token }, None);
-        let late = {
-            let token = token.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(300));
-                std::process::Command::new("sleep")
-                    .arg("60")
-                    .env(ATTEMPT_ENV, &token)
-                    .spawn()
-                    .expect("spawn")
-            })
-        };
-        let started = Instant::now();
-        let report = stop_everything(&mut registry, std::process::id());
-        let mut worker = late.join().expect("spawner");
-        assert!(started.elapsed() >= Duration::from_millis(300));
-        let escaped = report.escaped == [worker.id()];
-        if !escaped {
-            let _ = worker.kill();
-        }
-        let status = worker.wait().expect("reap");
-        assert!(escaped, "{report:?}");
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(nix::libc::SIGKILL)
-        );
-    }
 
     #[test]
     fn a_re_executed_watchdog_reads_back_its_arguments() {

@@ -17,9 +17,10 @@
 //!   chatty, cannot hold the wrapper open.
 //! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
 //!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
-//!   running gets SIGKILL. A failure writing the wrapper's own output stops the child the same
-//!   way. The grace is shorter than the runner's own, so a wrapper stopped by the runner has
-//!   killed its launcher and cleaned up before the runner's SIGKILL reaches the group.
+//!   running gets SIGKILL (the runner's stop primitives, by pid: the child is in the wrapper's
+//!   group). A failure writing the wrapper's own output stops the child the same way. The
+//!   grace is half the runner's own, so a wrapper stopped by the runner has killed its
+//!   launcher and cleaned up before the runner's SIGKILL reaches the group.
 //! - Run by hand rather than by the handler, the wrapper also stops the launcher's leftover
 //!   descendants once the launcher has exited ([`super::descendants`]).
 //! - The launcher never gets `NOTIFY_SOCKET`: the pumps send what the translators learned on
@@ -37,6 +38,7 @@ use futures_util::StreamExt;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_tokio::Signals;
 
+use crate::domain::escalation::TERMINATE_GRACE;
 use crate::platform::process_group;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -48,9 +50,9 @@ use super::diagnostics::StreamTranslator;
 use super::notifier::{Notice, Notifier};
 use crate::platform::notify_socket::NOTIFY_SOCKET;
 
-/// How long a signalled child may take to exit before it is killed: half the runner's 0.5 s,
+/// How long a signalled child may take to exit before it is killed: half the runner's grace,
 /// which leaves the wrapper time to drain and remove its scratch files inside the runner's.
-pub const KILL_GRACE: Duration = Duration::from_millis(250);
+pub const KILL_GRACE: Duration = Duration::from_millis(TERMINATE_GRACE.as_millis() as u64 / 2);
 
 /// After the child's exit, how long a pipe that still has no end of file is read while it has
 /// data waiting.
@@ -203,7 +205,10 @@ where
             }
             () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
                 tracing::debug!("launcher outlived its grace; killing it");
-                let _ = child.start_kill();
+                // `id()` is `None` once the child is reaped, so this pid cannot have been reused.
+                if let Some(pid) = child.id() {
+                    process_group::kill_child(pid);
+                }
                 kill_at = None;
             }
         }

@@ -1,20 +1,6 @@
-//! Diagnostic rendering: how everything a launcher prints reaches the runner inertly, one whole
-//! line at a time.
-//!
-//! The runner reads a wrapper's output as a worker's output, so any tag text in a provider's
-//! chatter could be taken for (or spoil) the result block. Every diagnostic line is therefore
-//! prefixed (`[codex] `, `[claude] `) and every literal `<` becomes `&lt;`: no opening tag can
-//! begin a line, no tag can be recognized anywhere, and no prefixed line can open a code fence.
-//! Only the wrapper's own final block is printed raw.
-//!
-//! [`DiagnosticStream`] puts the domain's [`LiveFilter`] in front of the renderer, so complete
-//! live result blocks are hidden (a live block is never the result), even when split across
-//! reads. It writes whole lines only: the runner interleaves a wrapper's stdout and stderr in
-//! its transcript by arrival, so a partial line forwarded as it came could be joined with a
-//! line of the other stream. A partial line is held until its line end, or until the pump
-//! decides it has waited long enough ([`StreamTranslator::flush_partial_line`]); it is then
-//! written ended, and its continuation becomes a line of its own. Carriage returns are kept,
-//! and a line that only held a hidden block is dropped rather than shown empty.
+//! Rendering a launcher's output as inert diagnostics, whole lines at a time: prefixed, every
+//! `<` escaped, complete live result blocks hidden (docs/providers.md, "What a wrapper does",
+//! step 2).
 
 use memchr::memchr;
 
@@ -42,34 +28,28 @@ pub trait StreamTranslator {
 /// long a line without a line end grows.
 pub const MAX_PARTIAL_LINE: usize = 64 * 1024;
 
-/// Prefixes lines and escapes `<`.
-#[derive(Debug)]
-pub struct DiagnosticRenderer;
+/// Appends `line` (without its `\n`) as one diagnostic line: prefixed, `<` escaped.
+pub fn render_line(prefix: &str, line: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(prefix.as_bytes());
+    escape_into(line, out);
+    out.push(b'\n');
+}
 
-impl DiagnosticRenderer {
-    /// Appends `line` (without its `\n`) as one diagnostic line.
-    pub fn line(prefix: &str, line: &[u8], out: &mut Vec<u8>) {
-        out.extend_from_slice(prefix.as_bytes());
-        escape_into(line, out);
-        out.push(b'\n');
+/// Renders a complete message of the wrapper's own (one or more lines).
+pub fn render_message(prefix: &str, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + message.len() + 1);
+    render_lines(prefix, message.as_bytes(), &mut out);
+    out
+}
+
+/// Appends every line of `text` as a diagnostic line; a last line without `\n` is ended.
+pub fn render_lines(prefix: &str, text: &[u8], out: &mut Vec<u8>) {
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    if text.is_empty() {
+        return;
     }
-
-    /// Renders a complete message of the wrapper's own (one or more lines).
-    pub fn message(prefix: &str, message: &str) -> Vec<u8> {
-        let mut out = Vec::with_capacity(prefix.len() + message.len() + 1);
-        Self::lines(prefix, message.as_bytes(), &mut out);
-        out
-    }
-
-    /// Appends every line of `text` as a diagnostic line; a last line without `\n` is ended.
-    pub fn lines(prefix: &str, text: &[u8], out: &mut Vec<u8>) {
-        let text = text.strip_suffix(b"\n").unwrap_or(text);
-        if text.is_empty() {
-            return;
-        }
-        for line in text.split(|&byte| byte == b'\n') {
-            Self::line(prefix, line, out);
-        }
+    for line in text.split(|&byte| byte == b'\n') {
+        render_line(prefix, line, out);
     }
 }
 
@@ -119,7 +99,7 @@ impl DiagnosticStream {
     /// ended first.
     pub fn note(&mut self, note: &str, out: &mut Vec<u8>) {
         self.flush_partial_line(out);
-        DiagnosticRenderer::lines(self.prefix, note.as_bytes(), out);
+        render_lines(self.prefix, note.as_bytes(), out);
     }
 
     /// Feeds one input line (ending at its `\n`, or at the end of the chunk) to the filter,
@@ -160,7 +140,7 @@ impl DiagnosticStream {
         let blank = is_blank(&self.line);
         let hid_something = hidden_possible && self.had_content;
         if !(blank && (self.continued || hid_something)) {
-            DiagnosticRenderer::line(self.prefix, &self.line, out);
+            render_line(self.prefix, &self.line, out);
         }
         self.line.clear();
         self.continued = false;
@@ -184,7 +164,7 @@ impl StreamTranslator for DiagnosticStream {
 
     fn flush_partial_line(&mut self, out: &mut Vec<u8>) {
         if self.holds_partial_line() {
-            DiagnosticRenderer::line(self.prefix, &self.line, out);
+            render_line(self.prefix, &self.line, out);
             self.line.clear();
             self.continued = true;
         }

@@ -1,23 +1,10 @@
-//! The one result a wrapper reports: the launcher's authoritative final response, validated
-//! with the runner's own framing rules ([`StreamFramer`]) and re-emitted only when valid.
-//!
-//! A valid response is re-emitted verbatim from its opening tag to its closing tag, unprefixed,
-//! followed by `\n`, as the last output on stdout. The line end matters: the transcript
-//! interleaves stdout and stderr by arrival, and a stderr line the handler happens to read
-//! after the block must not be joined to the closing tag's line. Verbatim rather than rebuilt from the trimmed body: a body that ends with
-//! a fenced code block (`…\n```\n</phase-complete>`) would, squeezed onto the closing tag's
-//! line, leave the fence open and the block invalid. The bytes before the opening tag are
-//! dropped; the runner sees the block at a line start, after prefixed diagnostics that can open
-//! no fence, so it frames it exactly as the wrapper did.
-//!
-//! Anything else prints no block, so the runner records a marker failure: the wrapper says
-//! why on stderr, and shows non-blank invalid text as diagnostics on stdout. A provider that
-//! gave up on a rate limit, usage limit or overload is reported the same way; the session
-//! then exits 75 ([`super::rate_limit`]).
+//! The one result a wrapper reports: the provider's final response, validated with the
+//! runner's own framing rules ([`StreamFramer`]) and re-emitted verbatim from its opening tag,
+//! or no block and the reason (docs/providers.md, "What a wrapper does", step 4).
 
 use memchr::memmem;
 
-use super::diagnostics::DiagnosticRenderer;
+use super::diagnostics::{render_lines, render_message};
 use crate::domain::marker::{StreamFramer, StreamVerdict};
 use crate::domain::output_stream::OutputStream;
 
@@ -48,6 +35,9 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             return rejected(prefix, reason, Vec::new());
         }
     };
+    if text.trim_ascii().is_empty() {
+        return rejected(prefix, "the final message is empty", Vec::new());
+    }
     let mut framer = StreamFramer::new(OutputStream::Stdout);
     framer.feed(text);
     let problem = match framer.finish() {
@@ -56,7 +46,10 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             // A valid response holds exactly two exact tags and the framer counts every
             // occurrence, so the first occurrence of the opening tag is the block's.
             if let Some(start) = memmem::find(text, open_tag.as_bytes()) {
+                // Verbatim, so a body ending in a fenced code block keeps its fence closed.
                 let mut stdout = text[start..].trim_ascii_end().to_vec();
+                // The transcript interleaves stdout and stderr by arrival: a stderr line read
+                // after the block must not join the closing tag's line.
                 stdout.push(b'\n');
                 return Epilogue {
                     stdout,
@@ -65,14 +58,11 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             }
             "the result block could not be located".to_owned()
         }
-        _ if text.trim_ascii().is_empty() => {
-            return rejected(prefix, "the final message is empty", Vec::new());
-        }
         StreamVerdict::NoResult => "it has no result block".to_owned(),
         StreamVerdict::Invalid(message) | StreamVerdict::Multiple(message) => message,
     };
     let mut shown = Vec::new();
-    DiagnosticRenderer::lines(prefix, text, &mut shown);
+    render_lines(prefix, text, &mut shown);
     let reason = format!("the final message is not one well-framed result block: {problem}");
     rejected(prefix, &reason, shown)
 }
@@ -80,7 +70,7 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
 fn rejected(prefix: &'static str, reason: &str, stdout: Vec<u8>) -> Epilogue {
     Epilogue {
         stdout,
-        stderr: DiagnosticRenderer::message(prefix, &format!("no result reported: {reason}")),
+        stderr: render_message(prefix, &format!("no result reported: {reason}")),
     }
 }
 

@@ -1,11 +1,15 @@
-//! Splitting a launcher's stdout into lines, for the providers whose stdout is one JSON event
-//! per line (Claude's stream-json, Codex's `exec --json`).
-//!
-//! Lines arrive split at any byte. A line is kept until its `\n` so it can be parsed whole,
-//! but only up to [`MAX_LINE_BYTES`]: a longer one is skipped, so memory stays bounded
-//! whatever the launcher prints.
+//! Reading a launcher's stdout as one JSON event per line (Claude's stream-json, Codex's
+//! `exec --json`): [`JsonEvents`] assembles lines across reads, parses each into the
+//! provider's typed event and hands it to the provider's [`EventReader`]. What each provider
+//! shows: docs/providers.md, "What a wrapper does".
 
 use memchr::memchr;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::diagnostics::{DiagnosticStream, StreamTranslator};
+use super::notifier::Notice;
 
 /// Longest line kept for parsing; a result may be 16 MiB before JSON escaping.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -81,6 +85,148 @@ impl LineSplitter {
             });
         }
         self.line.clear();
+    }
+}
+
+/// What a provider makes of its events (`claude::stream_json`, `codex::events`).
+pub trait EventReader {
+    /// Marks the provider's diagnostics (`[claude] `).
+    const PREFIX: &'static str;
+    /// One line's event: a `#[serde(tag = "type")]` enum whose default variant stands for
+    /// every event the reader ignores.
+    type Event: DeserializeOwned + Default;
+
+    fn event(&mut self, event: Self::Event, shown: &mut Shown, out: &mut Vec<u8>);
+
+    /// The stream ended: shows what the reader still holds back.
+    fn finish(&mut self, _shown: &mut Shown, _out: &mut Vec<u8>) {}
+}
+
+/// What a reader shows as diagnostics and tells the runner.
+#[derive(Debug)]
+pub struct Shown {
+    text: DiagnosticStream,
+    /// The text shown last did not end its line.
+    open_line: bool,
+    notices: Vec<Notice>,
+}
+
+impl Shown {
+    /// A line of the wrapper's own ([`DiagnosticStream::note`]).
+    pub fn note(&mut self, note: &str, out: &mut Vec<u8>) {
+        self.text.note(note, out);
+    }
+
+    /// The provider's text, live result blocks hidden; its last line may stay open.
+    pub fn text(&mut self, text: &str, out: &mut Vec<u8>) {
+        if text.is_empty() {
+            return;
+        }
+        self.text.translate(text.as_bytes(), out);
+        self.open_line = !text.ends_with('\n');
+    }
+
+    /// Ends the line the last text left open, so what follows starts a line.
+    pub fn end_line(&mut self, out: &mut Vec<u8>) {
+        if std::mem::take(&mut self.open_line) {
+            self.text.translate(b"\n", out);
+        }
+    }
+
+    pub fn status(&mut self, text: &str) {
+        self.notices.push(Notice::status(text));
+    }
+
+    pub fn notify(&mut self, notice: Notice) {
+        self.notices.push(notice);
+    }
+}
+
+/// The stdout translator of a provider whose stdout is JSON events.
+#[derive(Debug)]
+pub struct JsonEvents<R> {
+    lines: LineSplitter,
+    shown: Shown,
+    reader: R,
+}
+
+impl<R: EventReader + Default> Default for JsonEvents<R> {
+    fn default() -> Self {
+        Self {
+            lines: LineSplitter::default(),
+            shown: Shown {
+                text: DiagnosticStream::new(R::PREFIX),
+                open_line: false,
+                notices: Vec::new(),
+            },
+            reader: R::default(),
+        }
+    }
+}
+
+impl<R: EventReader> JsonEvents<R> {
+    pub fn reader(&self) -> &R {
+        &self.reader
+    }
+
+    pub fn into_reader(self) -> R {
+        self.reader
+    }
+}
+
+/// Shows one line: an event goes to the reader, a line that is not a JSON object is shown as
+/// it is.
+fn read_line<R: EventReader>(reader: &mut R, shown: &mut Shown, line: Line<'_>, out: &mut Vec<u8>) {
+    let (text, ended) = match line {
+        Line::Text { text, ended } => (text, ended),
+        Line::TooLong => {
+            shown.end_line(out);
+            let note = format!("skipped an output line longer than {MAX_LINE_BYTES} bytes");
+            shown.note(&note, out);
+            return;
+        }
+    };
+    match serde_json::from_slice::<Value>(text) {
+        Ok(object @ Value::Object(_)) => {
+            // An object without a `type` the reader knows is an event it ignores.
+            let event = R::Event::deserialize(object).unwrap_or_default();
+            reader.event(event, shown, out);
+        }
+        _ => {
+            shown.end_line(out);
+            shown.text.translate(text, out);
+            if ended {
+                shown.text.translate(b"\n", out);
+            }
+        }
+    }
+}
+
+impl<R: EventReader> StreamTranslator for JsonEvents<R> {
+    fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        self.lines.push(chunk, |line| {
+            read_line(&mut self.reader, &mut self.shown, line, out);
+        });
+    }
+
+    fn holds_partial_line(&self) -> bool {
+        self.shown.text.holds_partial_line()
+    }
+
+    fn flush_partial_line(&mut self, out: &mut Vec<u8>) {
+        self.shown.text.flush_partial_line(out);
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        self.lines
+            .finish(|line| read_line(&mut self.reader, &mut self.shown, line, out));
+        self.reader.finish(&mut self.shown, out);
+        self.shown.end_line(out);
+        self.shown.text.finish(out);
+    }
+
+    fn take_notices(&mut self, into: &mut Vec<Notice>) {
+        into.append(&mut self.shown.notices);
     }
 }
 

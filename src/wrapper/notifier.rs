@@ -1,14 +1,6 @@
-//! What a wrapper tells the runner besides its output (docs/worker-protocol.md,
-//! "Notifications"): what the provider is doing (`STATUS=`), how long it will be silent on
-//! purpose (`EXTEND_TIMEOUT_USEC=`), and the tokens it has used (`X_AISH_USAGE=`), sent on the
-//! runner's `NOTIFY_SOCKET`.
-//!
-//! The translators learn these from the provider's events and queue them as [`Notice`]s
-//! ([`super::diagnostics::StreamTranslator::take_notices`]); the pumps hand them to the
-//! [`Notifier`], which sends each as one datagram. A status or report identical to the last
-//! one sent is not sent again. Without `NOTIFY_SOCKET` (run by hand) nothing is sent and the
-//! wrapper behaves as it always did; the launcher never gets the variable (its descendants
-//! must not notify the runner in the wrapper's name).
+//! What a wrapper tells the runner besides its output: statuses, idle extensions and usage,
+//! sent on the runner's `NOTIFY_SOCKET` (docs/worker-protocol.md, "Notifications"); nothing
+//! without one.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -60,11 +52,6 @@ impl Notifier {
             sender: NotifySender::from_env(),
             last: Mutex::default(),
         }
-    }
-
-    /// Whether anything is sent at all.
-    pub fn is_active(&self) -> bool {
-        self.sender.is_some()
     }
 
     /// Sends `notices` in order, skipping repeats. Never blocks and never fails the session: a
@@ -137,7 +124,7 @@ mod tests {
             sender: Some(NotifySender::connect(path.as_os_str()).expect("connect")),
             last: Mutex::default(),
         };
-        assert!(notifier.is_active());
+        assert!(notifier.sender.is_some());
         let extend = Notice::Extend(Duration::from_secs(1));
         notifier.send(&[
             Notice::status("generating"),
@@ -167,7 +154,7 @@ mod tests {
     #[test]
     fn without_a_socket_nothing_is_sent() {
         let notifier = Notifier::default();
-        assert!(!notifier.is_active());
+        assert!(notifier.sender.is_none());
         notifier.send(&[Notice::status("generating")]);
     }
 }

@@ -1,14 +1,5 @@
-//! Recognising a provider failure that is a rate limit, usage limit or overload: a temporary
-//! condition, reported by exiting [`EXIT_TEMPFAIL`] (issue 11's protocol, docs/providers.md).
-//!
-//! Only a failure that ended the session is judged — the provider's final error, after its
-//! own CLI's retries gave up — never a retry that later succeeded. It counts when the API
-//! status is 429 (rate or usage limit) or 529 (overloaded), or when the message says so in
-//! the words the providers use ("usage limit", "rate limit", "hit your limit", "5-hour
-//! limit", "too many requests", "overloaded", "resource exhausted"). Limits that waiting
-//! does not lift — a full context window, a spending cap — do not count. The message itself is shown verbatim by
-//! the caller, so a reset time in it ("resets 3pm", "try again at 1:04 PM") reaches the
-//! runner.
+//! Recognising a session-ending provider failure that is a rate limit, usage limit or
+//! overload, reported by exiting [`EXIT_TEMPFAIL`] (docs/providers.md, "Rate limits: exit 75").
 
 use std::sync::LazyLock;
 

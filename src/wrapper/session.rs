@@ -1,12 +1,6 @@
 //! One wrapper invocation, the same for every provider: read the prompt, run the launcher with
-//! its output rendered as diagnostics, then report the authoritative result (or why there is
-//! none) and exit.
-//!
-//! Exit codes: the launcher's own (128 + signal when a signal killed it); 75 (`EX_TEMPFAIL`)
-//! when the provider gave up on a rate limit, usage limit or overload; 128 + signal when the
-//! wrapper itself was interrupted (no result is reported then); 127 when the launcher is not
-//! on PATH, 126 when it cannot be started otherwise (the shell's conventions); 1 for any other
-//! failure of the wrapper's own. The runner treats every nonzero code as `agent-failed`.
+//! its output rendered, report the result or why there is none, and exit with the code
+//! docs/providers.md, "Exit codes", gives.
 
 use std::io::{self, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -16,7 +10,7 @@ use crate::platform::process_group;
 
 use super::child::{self, Launcher, RunError};
 use super::descendants::{self, Supervision};
-use super::diagnostics::{DiagnosticRenderer, StreamTranslator};
+use super::diagnostics::{StreamTranslator, render_message};
 use super::final_result::{FinalResponse, epilogue};
 use super::notifier::{Notice, Notifier};
 use super::rate_limit::EXIT_TEMPFAIL;
@@ -133,9 +127,10 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
 
 /// The launcher's code, unless the provider gave up on a rate limit (and no signal ended it).
 fn exit_code(response: &FinalResponse, status: std::process::ExitStatus) -> i32 {
-    match response {
-        FinalResponse::RateLimited(_) if status.signal().is_none() => EXIT_TEMPFAIL,
-        _ => child::exit_code(status),
+    if matches!(response, FinalResponse::RateLimited(_)) && status.signal().is_none() {
+        EXIT_TEMPFAIL
+    } else {
+        child::exit_code(status)
     }
 }
 
@@ -172,10 +167,7 @@ fn fail(prefix: &'static str, message: &str) -> i32 {
 
 /// Prints a message of the wrapper's own on stderr, rendered like any diagnostic.
 fn say(prefix: &'static str, message: &str) {
-    let _ = write_all(
-        &mut io::stderr().lock(),
-        &DiagnosticRenderer::message(prefix, message),
-    );
+    let _ = write_all(&mut io::stderr().lock(), &render_message(prefix, message));
 }
 
 fn write_all(sink: &mut impl Write, bytes: &[u8]) -> io::Result<()> {

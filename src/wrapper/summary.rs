@@ -1,8 +1,5 @@
-//! One-line summaries of tool calls and tool results, shared by the providers.
-//!
-//! A command or a tool's output can be long and span lines; as a progress line it is
-//! whitespace-collapsed and cut, so one call or result is always one diagnostic line. Tag text
-//! in it is left alone here: summaries are written as notes, which escape `<` but hide nothing.
+//! One-line summaries of tool calls and tool results: whitespace collapsed, cut at
+//! [`MAX_SUMMARY_CHARS`]; tag text is left to the notes they are written as.
 
 /// Longest summary shown, in characters, before `…`.
 pub const MAX_SUMMARY_CHARS: usize = 120;
@@ -18,32 +15,16 @@ pub fn one_line(text: &str) -> String {
     line
 }
 
-/// `1 line`, `3 lines`: how long an output was before it was summarised.
-pub fn line_count(text: &str) -> String {
-    match text.lines().count() {
-        1 => "1 line".to_owned(),
-        count => format!("{count} lines"),
-    }
-}
-
-/// `label (details): summary`, or `label (empty)` for an empty output.
+/// `label (details, 3 lines): summary`, or `label (details, empty)` for an empty output.
 pub fn output(label: &str, details: &[&str], text: &str) -> String {
     if text.trim().is_empty() {
-        let details = details
-            .iter()
-            .copied()
-            .chain(["empty"])
-            .collect::<Vec<_>>()
-            .join(", ");
-        return format!("{label} ({details})");
+        return format!("{label} ({})", [details, &["empty"]].concat().join(", "));
     }
-    let count = line_count(text);
-    let details = details
-        .iter()
-        .copied()
-        .chain([count.as_str()])
-        .collect::<Vec<_>>()
-        .join(", ");
+    let length = match text.lines().count() {
+        1 => "1 line".to_owned(),
+        count => format!("{count} lines"),
+    };
+    let details = [details, &[length.as_str()]].concat().join(", ");
     format!("{label} ({details}): {}", one_line(text))
 }
 

@@ -1,22 +1,22 @@
-//! The wrappers' command line: parsing, and usage errors as one diagnostic line.
-//!
-//! A wrapper's stderr is read by the runner as diagnostics, line by line, so a usage error is
-//! folded into one line by the shared leaf `crate::usage` and rendered like every other
-//! message of the wrapper (prefixed, `<` escaped). `--help` and `--version` print as usual.
+//! The wrappers' command line; a usage error is one diagnostic line, like every other message
+//! of the wrapper.
 
 use std::io::{self, Write};
 
-use super::diagnostics::DiagnosticRenderer;
+use super::diagnostics::render_message;
 use crate::usage::one_line;
 
 /// A usage error of the wrapper's own command line (clap's default code; the runner records
 /// any nonzero exit as `agent-failed`).
 pub const EXIT_USAGE: i32 = 2;
 
-/// Parses the wrapper's arguments; exits 0 after `--help` / `--version` and [`EXIT_USAGE`]
-/// after a usage error.
-pub fn parse_args<A: clap::Parser>(prefix: &'static str) -> A {
-    match A::try_parse() {
+/// Parses the wrapper's arguments with `command`; exits 0 after `--help` / `--version` and
+/// [`EXIT_USAGE`] after a usage error.
+pub fn parse_args<A: clap::FromArgMatches>(prefix: &'static str, command: clap::Command) -> A {
+    match command
+        .try_get_matches()
+        .and_then(|matches| A::from_arg_matches(&matches))
+    {
         Ok(args) => args,
         Err(error) => {
             use clap::error::ErrorKind;
@@ -28,7 +28,7 @@ pub fn parse_args<A: clap::Parser>(prefix: &'static str) -> A {
                 std::process::exit(0);
             }
             let line = one_line(&error.render().to_string());
-            let _ = io::stderr().write_all(&DiagnosticRenderer::message(prefix, &line));
+            let _ = io::stderr().write_all(&render_message(prefix, &line));
             std::process::exit(EXIT_USAGE);
         }
     }

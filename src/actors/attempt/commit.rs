@@ -18,7 +18,6 @@ use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, RecordFailure};
 use crate::domain::outcome::{OutcomeRecord, OutputBytes};
 use crate::domain::rate_limit::reset_time::find_reset;
-use crate::domain::retry::is_retryable;
 use crate::domain::retry::next_step::{FinishedAttempt, NextStep, RetryLedger, next_step};
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
@@ -209,7 +208,7 @@ impl RetryInputs {
         ledger: RetryLedger,
         settings: Arc<RunSettings>,
     ) -> Option<Self> {
-        is_retryable(status).then(|| Self {
+        status.is_retryable().then(|| Self {
             phase_id: attempt.phase.id.clone(),
             status,
             template_index,

@@ -46,7 +46,7 @@ use super::observer::Emitter;
 use super::state_store::StoreMsg;
 use super::{call, notify, off_runtime};
 use crate::domain::decision::{ChildExit, IdleStop};
-use crate::domain::escalation::StopSignal;
+use crate::domain::escalation::{DRAIN_LIMIT, LEAK_GRACE};
 use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::identity::ProcessIdentity;
@@ -71,18 +71,11 @@ use crate::platform::console::Console;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
+use crate::platform::process_group::WorkerChild;
 use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::worker_child::WorkerChild;
-use crate::platform::{process_group, watchdog};
+use crate::platform::watchdog;
 
 pub(crate) use self::messages::AttemptMsg;
-
-/// After the leader exits on its own, how long its pipes may stay open before the remaining
-/// group members are killed as leaked descendants.
-const LEAK_GRACE: Duration = Duration::from_millis(100);
-/// Once the group is empty, how long EOF may take before our read ends are closed anyway (a
-/// process that left the group can still hold a pipe).
-const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Everything one attempt needs, fixed when the run loop orders the launch.
 pub(crate) struct AttemptSpec {
@@ -680,9 +673,9 @@ impl AttemptState {
         let mut crew = match crew {
             Ok(crew) => crew,
             Err(error) => {
-                // A bug: nothing would supervise the worker. Stop its group before this
-                // supervisor fails (the run reports an internal error).
-                let _ = process_group::signal_group(pid, StopSignal::Kill);
+                // A bug: nothing would supervise the worker. Dropping it stops its group
+                // before this supervisor fails (the run reports an internal error).
+                drop(child);
                 return Err(error.into());
             }
         };

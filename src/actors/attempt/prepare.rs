@@ -29,8 +29,8 @@ use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
+use crate::platform::process_group::{self, WorkerChild};
 use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::worker_child::WorkerChild;
 use crate::platform::{durable, spawn};
 
 /// A launched worker, handed from the preparation task to the supervisor.
@@ -307,7 +307,7 @@ impl StartJob {
                 None
             }
         };
-        let child = match spawn::spawn_worker(
+        let child = match process_group::spawn_worker(
             &self.argv,
             &self.cwd,
             &self.attempt_id,

@@ -331,12 +331,11 @@ impl EndFacts {
                 end.facts.status = Some(decision.status);
                 end.facts.retry_scheduled = *retry_scheduled;
                 end.status = Some(decision.status);
-                match decision.status {
-                    AttemptStatus::Blocked => end.reason = Some(decision.summary.clone()),
-                    AttemptStatus::NeedsClarification => {
-                        end.question = Some(decision.summary.clone());
-                    }
-                    _ => {}
+                if decision.status == AttemptStatus::Blocked {
+                    end.reason = Some(decision.summary.clone());
+                }
+                if decision.status == AttemptStatus::NeedsClarification {
+                    end.question = Some(decision.summary.clone());
                 }
             }
             RunEnd::NotPrepared { .. } => {
@@ -361,13 +360,11 @@ impl EndFacts {
                 Refusal::Stopped(stop) => {
                     end.phase_id = Some(stop.phase_id.clone());
                     end.status = Some(stop.reason);
-                    match stop.reason {
-                        AttemptStatus::Blocked => end.reason = stop.message.clone(),
-                        AttemptStatus::NeedsClarification => {
-                            end.question = stop.clarification_request.clone();
-                        }
-                        _ => {}
+                    if stop.reason == AttemptStatus::Blocked {
+                        end.reason = stop.message.clone();
                     }
+                    // Only a needs-clarification stop has one.
+                    end.question = stop.clarification_request.clone();
                 }
                 Refusal::UnresolvedAttempt(attempt) => {
                     end.phase_id = Some(attempt.phase.id.clone());

@@ -42,8 +42,6 @@ use crate::report::{self, Output};
 pub(super) const OUTPUT_KEPT: usize = 64 * 1024;
 /// The size at which `hooks.log` rotates to `hooks.log.1`.
 pub(super) const LOG_CAP_BYTES: u64 = 1 << 20;
-/// How long the escaped descendants of the run's hooks are swept at its end.
-const FINAL_SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// How long the end of the run waits for the log's last block to be written.
 const LOG_DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
@@ -112,12 +110,7 @@ impl HookRunner {
             }
         }
         if let Some(ticks) = self.sweep_from_ticks {
-            let swept = descendant_sweep::sweep_until_done(
-                0,
-                Some(ticks),
-                &self.inherited,
-                FINAL_SWEEP_LIMIT,
-            );
+            let swept = descendant_sweep::sweep_until_done(0, Some(ticks), &self.inherited);
             if !swept.escaped.is_empty() || !swept.survivors.is_empty() {
                 tracing::info!(escaped = ?swept.escaped, survivors = ?swept.survivors, "swept what the run's hooks left outside their groups");
             }
@@ -160,8 +153,6 @@ impl HookRunner {
             HelperCommand {
                 argv: &argv,
                 cwd: Path::new(&context.workspace),
-                // A hook does not speak to systemd for the handler.
-                env_remove: &["NOTIFY_SOCKET"],
                 env_set: &environment,
                 stdin: HelperStdin::File(stdin),
                 time_limit: Some(Duration::from_secs_f64(hook.timeout_seconds)),

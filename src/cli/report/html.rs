@@ -88,7 +88,7 @@ fn phase_section(phase: &PhaseReport) -> Markup {
         section class="phase" id=(phase.id) data-standing=(super::standing_words(phase)) {
             h2 { (phase.id) ": " (phase.title) " — " span class=(standing_class(phase)) { (super::standing_words(phase)) } }
             @if let Some(stop) = &phase.stop {
-                p { @if stop.status.waits_for_person() { "Question:" } @else { "Reason:" } }
+                p { @if stop.status.waits_for_a_person() { "Question:" } @else { "Reason:" } }
                 pre class="stop" { (excerpt(&stop.text)) }
             }
             @for (number, attempt) in phase.attempts.iter().enumerate() {

@@ -21,7 +21,7 @@ use crate::domain::token_usage::summary::{Completeness, UsageSummary};
 
 /// `--format`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
+pub enum Format {
     /// For a terminal.
     #[default]
     Text,
@@ -195,7 +195,7 @@ impl Tone {
         };
         if status == AttemptStatus::PhaseComplete {
             Self::Complete
-        } else if status.waits_for_person() {
+        } else if status.waits_for_a_person() {
             Self::Person
         } else {
             Self::Failed

@@ -182,9 +182,15 @@ fn command_line_values_are_checked() {
 
 #[test]
 fn the_config_object_is_strict() {
-    let read = |value: Value| BudgetConfig::from_config(Some(&value));
+    let read = |value: Value| {
+        crate::domain::config::parse_config(json!({ "budget": value }).to_string().as_bytes())
+            .map(|config| config.budget)
+    };
     assert_eq!(read(json!(null)), Ok(BudgetConfig::default()));
-    assert_eq!(BudgetConfig::from_config(None), Ok(BudgetConfig::default()));
+    assert_eq!(
+        crate::domain::config::parse_config(b"{}").map(|config| config.budget),
+        Ok(BudgetConfig::default())
+    );
     assert_eq!(
         read(json!({"max_tokens": 5000000000u64, "max_cost_usd": 0.5})),
         Ok(BudgetConfig {

@@ -1,24 +1,25 @@
 //! `.ai-session-handler/config.json` (docs/cli.md): strict keys and types, defaults for what is
 //! absent, and messages that name the key to fix.
 //!
-//! The nested `retry`, `rate_limit` (issue 11), `budget` (issue 19) and `hooks` (issue 21)
-//! values are read by their own modules ([`crate::domain::retry`],
-//! [`crate::domain::rate_limit`], [`crate::domain::budget`], [`crate::domain::hooks`]) with
-//! [`section`], so their messages name the dotted key (`unknown key 'retry.max_attempt'`,
-//! `expected rate_limit.max_waits to be an integer`) in the same words as the top level. Those
-//! modules import [`section`] and not this file, which imports them.
+//! The file is read with the records' strict reader (`domain::strict_json`); the nested
+//! `retry`, `rate_limit`, `budget` and `hooks` values are declared by their own modules
+//! ([`crate::domain::retry`], [`crate::domain::rate_limit`], [`crate::domain::budget`],
+//! [`crate::domain::hooks`]), so every message names the dotted key (`unknown key
+//! 'retry.max_attempt'`, `expected rate_limit.max_waits to be an integer`). Those modules
+//! import [`rules`] and not this file, which imports them.
 
-pub(crate) mod section;
+pub(crate) mod rules;
 
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::domain::budget::BudgetConfig;
-use crate::domain::hooks::{Hook, hooks_from_config};
-use crate::domain::rate_limit::RateLimitPolicy;
-use crate::domain::retry::RetryPolicy;
+use crate::domain::hooks::{Hook, HookEntry};
+use crate::domain::rate_limit::{RateLimitConfig, RateLimitPolicy};
+use crate::domain::retry::{RetryConfig, RetryPolicy};
 use crate::domain::seconds::is_valid_duration;
-use crate::domain::strict_json::parse_document;
-use section::{ConfigError, Expected, reject_unknown_keys};
+use crate::domain::strict_json;
+use rules::{ConfigError, Expected, positive_or_null, read};
 
 /// Effective config-file values. A missing file is `Config::default()`.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,9 +35,9 @@ pub(crate) struct Config {
     pub retry: RetryPolicy,
     /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
-    /// `hooks` (issue 21): commands run at a run's notable moments; none by default.
+    /// `hooks`: commands run at a run's notable moments; none by default.
     pub hooks: Vec<Hook>,
-    /// `verify_timeout_seconds` (issue 20): the limit on each verification check; `None`
+    /// `verify_timeout_seconds`: the limit on each verification check; `None`
     /// (explicit `null`) means none, the default is 600.
     pub verify_timeout_seconds: Option<f64>,
     /// `budget`; the default caps nothing.
@@ -73,108 +74,99 @@ pub(crate) const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 /// The per-check limit when the config file does not mention `verify_timeout_seconds`.
 pub(crate) const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
 
-/// Every key the config file may hold, in the order they are validated and listed in the
-/// unknown-key message.
-const KNOWN_KEYS: [&str; 10] = [
-    "agent_cmd",
-    "max_phases",
-    "timeout_seconds",
-    "stop_on_regex",
-    "idle_timeout_seconds",
-    "retry",
-    "rate_limit",
-    "hooks",
-    "verify_timeout_seconds",
-    "budget",
-];
-
 /// The UTF-8 byte order mark some editors put first; plans accept it, and so does the config.
 const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
+
+/// `config.json` as written: every key optional, checked in this order. A typo such as
+/// `timeout` must not be silently ignored (docs/cli.md).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    agent_cmd: Option<String>,
+    #[serde(default, deserialize_with = "max_phases")]
+    max_phases: Option<u64>,
+    #[serde(default = "default_timeout", deserialize_with = "seconds_or_null")]
+    timeout_seconds: Option<f64>,
+    #[serde(default)]
+    stop_on_regex: Vec<String>,
+    #[serde(default, deserialize_with = "seconds_or_null")]
+    idle_timeout_seconds: Option<f64>,
+    #[serde(default)]
+    retry: Option<RetryConfig>,
+    #[serde(default)]
+    rate_limit: Option<RateLimitConfig>,
+    #[serde(default)]
+    hooks: Option<Vec<HookEntry>>,
+    #[serde(
+        default = "default_verify_timeout",
+        deserialize_with = "seconds_or_null"
+    )]
+    verify_timeout_seconds: Option<f64>,
+    #[serde(default)]
+    budget: Option<BudgetConfig>,
+}
+
+fn default_timeout() -> Option<f64> {
+    Some(DEFAULT_TIMEOUT_SECONDS)
+}
+
+fn default_verify_timeout() -> Option<f64> {
+    Some(DEFAULT_VERIFY_TIMEOUT_SECONDS)
+}
 
 /// Parses and validates config bytes (a leading byte order mark is skipped).
 pub(crate) fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let bytes = bytes.strip_prefix(BYTE_ORDER_MARK).unwrap_or(bytes);
-    let value = parse_document(bytes).map_err(ConfigError::Syntax)?;
-    let Value::Object(object) = value else {
-        return Err(ConfigError::wrong("config", Expected::Object));
-    };
-    // A typo such as `timeout` must not be silently ignored (docs/cli.md).
-    reject_unknown_keys(&object, "", &KNOWN_KEYS)?;
+    let file: ConfigFile = strict_json::from_slice(bytes)?;
     Ok(Config {
-        agent_cmd: agent_cmd(object.get("agent_cmd"))?,
-        max_phases: max_phases(object.get("max_phases"))?,
-        timeout_seconds: match object.get("timeout_seconds") {
-            None => Some(DEFAULT_TIMEOUT_SECONDS),
-            Some(value) => optional_seconds("timeout_seconds", value)?,
-        },
-        stop_on_regex: stop_on_regex(object.get("stop_on_regex"))?,
-        idle_timeout_seconds: match object.get("idle_timeout_seconds") {
-            None => None,
-            Some(value) => optional_seconds("idle_timeout_seconds", value)?,
-        },
-        retry: RetryPolicy::from_config(object.get("retry"))?,
-        rate_limit: RateLimitPolicy::from_config(object.get("rate_limit"))?,
-        hooks: hooks_from_config(object.get("hooks"))?,
-        verify_timeout_seconds: match object.get("verify_timeout_seconds") {
-            None => Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
-            Some(value) => optional_seconds("verify_timeout_seconds", value)?,
-        },
-        budget: BudgetConfig::from_config(object.get("budget"))?,
+        agent_cmd: file.agent_cmd,
+        max_phases: file.max_phases,
+        timeout_seconds: file.timeout_seconds,
+        stop_on_regex: file.stop_on_regex,
+        idle_timeout_seconds: file.idle_timeout_seconds,
+        retry: file
+            .retry
+            .map(RetryPolicy::from_config)
+            .transpose()?
+            .unwrap_or_default(),
+        rate_limit: file
+            .rate_limit
+            .map(RateLimitPolicy::from_config)
+            .transpose()?
+            .unwrap_or_default(),
+        hooks: file
+            .hooks
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(index, entry)| Hook::from_config(entry, index))
+            .collect::<Result<_, _>>()?,
+        verify_timeout_seconds: file.verify_timeout_seconds,
+        budget: file.budget.unwrap_or_default(),
     })
 }
 
-fn agent_cmd(value: Option<&Value>) -> Result<Option<String>, ConfigError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(template)) => Ok(Some(template.clone())),
-        Some(_) => Err(ConfigError::wrong("agent_cmd", Expected::StringOrNull)),
-    }
+/// An integer of at least 1, or `null` for no limit.
+fn max_phases<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    // Booleans and non-integral numbers (`2.0` included, as in the original) are rejected.
+    read(deserializer, |value| {
+        positive_or_null(value, Expected::IntegerOrNull)
+    })
 }
 
-fn max_phases(value: Option<&Value>) -> Result<Option<u64>, ConfigError> {
-    let number = match value {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(number)) if number.is_u64() || number.is_i64() => number,
-        // Booleans and non-integral numbers (`2.0` included, as in the original) are rejected.
-        Some(_) => return Err(ConfigError::wrong("max_phases", Expected::IntegerOrNull)),
-    };
-    match number.as_u64() {
-        Some(count) if count >= 1 => Ok(Some(count)),
-        _ => Err(ConfigError::wrong("max_phases", Expected::AtLeast(1))),
-    }
-}
-
-/// `timeout_seconds`, `idle_timeout_seconds` and `verify_timeout_seconds` share their rules;
-/// only the default for an absent key differs, and that is decided by the caller.
-fn optional_seconds(key: &str, value: &Value) -> Result<Option<f64>, ConfigError> {
-    let seconds = match value {
-        Value::Null => return Ok(None),
-        Value::Number(number) => number.as_f64(),
-        _ => return Err(ConfigError::wrong(key, Expected::NumberOrNull)),
-    };
-    match seconds {
-        Some(seconds) if is_valid_duration(seconds) => Ok(Some(seconds)),
-        _ => Err(ConfigError::wrong(key, Expected::FiniteAboveZero)),
-    }
-}
-
-fn stop_on_regex(value: Option<&Value>) -> Result<Vec<String>, ConfigError> {
-    let items = match value {
-        None => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(ConfigError::wrong("stop_on_regex", Expected::List)),
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(index, item)| match item {
-            Value::String(pattern) => Ok(pattern.clone()),
-            _ => Err(ConfigError::wrong(
-                format!("stop_on_regex[{index}]"),
-                Expected::String,
-            )),
-        })
-        .collect()
+/// `timeout_seconds`, `idle_timeout_seconds` and `verify_timeout_seconds`: a duration, or `null`
+/// for none.
+fn seconds_or_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    read(deserializer, |value| match value {
+        Value::Null => Ok(None),
+        Value::Number(number) => number
+            .as_f64()
+            .filter(|seconds| is_valid_duration(*seconds))
+            .map(Some)
+            .ok_or(Expected::FiniteAboveZero),
+        _ => Err(Expected::NumberOrNull),
+    })
 }
 
 #[cfg(test)]

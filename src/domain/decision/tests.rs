@@ -167,7 +167,7 @@ fn exit_75_is_rate_limited_even_after_a_result_block() {
         decide(None, TEMPFAIL, MarkerVerdict::Missing("x".into())),
         expected
     );
-    assert_eq!(AttemptStatus::RateLimited.handler_exit_code(), 4);
+    assert_eq!(AttemptStatus::RateLimited.exit_code().code(), 4);
 }
 
 #[test]

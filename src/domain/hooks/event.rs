@@ -1,12 +1,29 @@
 //! The moments a hook can run at, by the names the `hooks` config key and the `--hook` flag
 //! spell them, and the error for a name that is none of them.
 //!
-//! A file of its own so the config error ([`crate::domain::config::section`]) can carry
+//! A file of its own so the config error ([`crate::domain::config::rules`]) can carry
 //! [`UnknownHookEvent`] without importing the hooks module, which reads its config entries
 //! with that error.
 
-/// The moments a hook can be run at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+use strum::VariantNames;
+
+/// The moments a hook can be run at, by name (`run-finished`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum HookEvent {
     /// Every end of a `run` invocation, with its exit code.
     RunFinished,
@@ -25,57 +42,21 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 6] = [
-        Self::RunFinished,
-        Self::PhaseStopped,
-        Self::PhaseComplete,
-        Self::WaitStarted,
-        Self::WaitFinished,
-        Self::Interrupted,
-    ];
-
-    /// The names of [`HookEvent::ALL`], in that order (for the messages that list them).
-    pub const NAMES: [&'static str; 6] = {
-        let mut names = [""; 6];
-        let mut index = 0;
-        while index < names.len() {
-            names[index] = Self::ALL[index].as_str();
-            index += 1;
-        }
-        names
-    };
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::RunFinished => "run-finished",
-            Self::PhaseStopped => "phase-stopped",
-            Self::PhaseComplete => "phase-complete",
-            Self::WaitStarted => "wait-started",
-            Self::WaitFinished => "wait-finished",
-            Self::Interrupted => "interrupted",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 
     /// The event spelled `name`, or an error listing the known names.
     pub fn parse(name: &str) -> Result<Self, UnknownHookEvent> {
-        Self::ALL
-            .into_iter()
-            .find(|event| event.as_str() == name)
-            .ok_or_else(|| UnknownHookEvent {
-                name: name.to_owned(),
-            })
-    }
-}
-
-impl std::fmt::Display for HookEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        name.parse().map_err(|_| UnknownHookEvent {
+            name: name.to_owned(),
+        })
     }
 }
 
 /// A name that is no [`HookEvent`]; the message lists the ones there are.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown hook event '{name}'; known events: {}", HookEvent::NAMES.join(", "))]
+#[error("unknown hook event '{name}'; known events: {}", HookEvent::VARIANTS.join(", "))]
 pub struct UnknownHookEvent {
     pub name: String,
 }

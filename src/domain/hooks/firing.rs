@@ -6,10 +6,9 @@
 //! When the run has ended, [`end_events`] maps how it ended to `phase-stopped`, `interrupted`
 //! and `run-finished`, in that order.
 //!
-//! `phase-stopped` is defined by what it is *not*: a phase whose last attempt did not end
-//! `phase-complete` (and was not the user's interrupt), with no retry scheduled, stops the
-//! run until a person acts. So a status added later (a budget or verification stop) is a
-//! `phase-stopped` without any change here.
+//! `phase-stopped`: a phase whose last attempt ended with a status that waits for a person
+//! (`AttemptStatus::waits_for_a_person`), with no retry scheduled, or whose outcome could not
+//! be recorded, stops the run until a person acts.
 //!
 //! What a hook is told ([`HookFacts`]) is one JSON object — the matching `events.jsonl`
 //! record with the hook's event name in `event`, plus the plan and state paths, the phase, the
@@ -137,13 +136,13 @@ impl HookTrigger {
         match event {
             RunEvent::OutcomeCommitted {
                 phase_id,
-                status: AttemptStatus::PhaseComplete,
+                status,
                 summary,
                 ..
-            } => Some(Trigger {
-                event: HookEvent::PhaseComplete,
+            } => status.committed_hook().map(|event| Trigger {
+                event,
                 phase_id: phase_id.clone(),
-                status: AttemptStatus::PhaseComplete,
+                status: *status,
                 message: summary.clone(),
             }),
             RunEvent::RetryScheduled {
@@ -200,11 +199,10 @@ pub(crate) struct RunEndFacts {
 /// The hook events of a run's end, in firing order: `phase-stopped`, `interrupted`,
 /// `run-finished` (always).
 pub(crate) fn end_events(facts: &RunEndFacts) -> Vec<HookEvent> {
-    let stopped_for_a_person = match facts.status {
-        _ if facts.unresolved => true,
-        Some(AttemptStatus::PhaseComplete | AttemptStatus::Interrupted) | None => false,
-        Some(_) => !facts.retry_scheduled,
-    };
+    let stopped_for_a_person = facts.unresolved
+        || facts
+            .status
+            .is_some_and(|status| status.waits_for_a_person() && !facts.retry_scheduled);
     let interrupted = facts.signal.is_some() || facts.status == Some(AttemptStatus::Interrupted);
     let mut events = Vec::with_capacity(3);
     if stopped_for_a_person {

@@ -1,4 +1,4 @@
-//! Hooks (issue 21; docs/cli.md, "Notifications"): the user's commands run at the moments of a
+//! Hooks (docs/cli.md, "Notifications"): the user's commands run at the moments of a
 //! run that matter to a person — it finished, a phase stopped for them, a phase completed, a
 //! long wait started or ended, the run was interrupted.
 //!
@@ -11,12 +11,14 @@
 pub(crate) mod event;
 pub(crate) mod firing;
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
+use strum::VariantNames;
 
 pub(crate) use event::{HookEvent, UnknownHookEvent};
 
-use super::config::section::{ConfigError, Expected, Reason, reject_unknown_keys};
-use super::seconds::format_seconds;
+use super::config::rules::{ConfigError, Expected, Reason, read};
+use super::seconds::{format_seconds, is_valid_duration};
 use super::template::{PlaceholderSet, Template, TemplateError};
 
 /// Waits and backoffs at most this long fire no `wait-started`/`wait-finished`: a person need
@@ -27,7 +29,8 @@ pub(crate) const LONG_WAIT_SECONDS: f64 = 60.0;
 pub(crate) const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
 
 /// The names a hook command may use between braces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum HookPlaceholder {
     /// The canonical plan path.
     Plan,
@@ -41,19 +44,7 @@ pub enum HookPlaceholder {
 }
 
 impl PlaceholderSet for HookPlaceholder {
-    const NAMES: &'static [&'static str] = &["plan", "run_id", "phase_id", "status", "event_file"];
     const EMPTY_COMMAND: &'static str = "hook command produced an empty command";
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "plan" => Some(Self::Plan),
-            "run_id" => Some(Self::RunId),
-            "phase_id" => Some(Self::PhaseId),
-            "status" => Some(Self::Status),
-            "event_file" => Some(Self::EventFile),
-            _ => None,
-        }
-    }
 }
 
 /// A validated hook command.
@@ -112,98 +103,87 @@ impl Hook {
     }
 }
 
-/// The keys of one `hooks` entry, in validation order.
-const HOOK_KEYS: [&str; 3] = ["on", "command", "timeout_seconds"];
-
-/// Reads the `hooks` config key: a list of `{on, command, timeout_seconds}` objects. Absent or
-/// `null` is no hooks. Every message names the entry (`hooks[1].on[0]`).
-pub(crate) fn hooks_from_config(value: Option<&Value>) -> Result<Vec<Hook>, ConfigError> {
-    let items = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(ConfigError::wrong("hooks", Expected::List)),
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(index, item)| hook_entry(&format!("hooks[{index}]"), item))
-        .collect()
+/// One entry of the config's `hooks` list, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookEntry {
+    #[serde(deserialize_with = "event_names")]
+    on: Vec<String>,
+    command: String,
+    #[serde(default, deserialize_with = "timeout")]
+    timeout_seconds: Option<f64>,
 }
 
-fn hook_entry(name: &str, item: &Value) -> Result<Hook, ConfigError> {
-    let Value::Object(map) = item else {
-        return Err(ConfigError::wrong(name, Expected::Object));
-    };
-    // Like the top level: the alphabetically first unknown key is named, with the known ones.
-    reject_unknown_keys(map, &format!("{name}."), &HOOK_KEYS)?;
-    let on = match map.get("on") {
-        None => {
-            return Err(ConfigError::MissingKey {
-                key: format!("{name}.on"),
-            });
+impl Hook {
+    /// The hook of entry `index` of the config's `hooks` list; every message names the entry
+    /// (`hooks[1].on[0]`).
+    pub(crate) fn from_config(entry: HookEntry, index: usize) -> Result<Self, ConfigError> {
+        let origin = format!("hooks[{index}]");
+        let mut on = Vec::with_capacity(entry.on.len());
+        for (index, name) in entry.on.iter().enumerate() {
+            let event = HookEvent::parse(name).map_err(|error| ConfigError::Invalid {
+                key: format!("{origin}.on[{index}]"),
+                reason: Reason::UnknownEvent(error),
+            })?;
+            if !on.contains(&event) {
+                on.push(event);
+            }
         }
-        Some(Value::Array(events)) if !events.is_empty() => events,
-        Some(_) => {
-            return Err(ConfigError::wrong(
-                format!("{name}.on"),
-                Expected::NonEmptyListOf {
-                    items: "events",
-                    known: &HookEvent::NAMES,
-                },
-            ));
-        }
-    };
-    let mut events = Vec::with_capacity(on.len());
-    for (index, event) in on.iter().enumerate() {
-        let key = || format!("{name}.on[{index}]");
-        let Value::String(text) = event else {
-            return Err(ConfigError::wrong(key(), Expected::String));
-        };
-        let event = HookEvent::parse(text).map_err(|error| ConfigError::Invalid {
-            key: key(),
-            reason: Reason::UnknownEvent(error),
-        })?;
-        if !events.contains(&event) {
-            events.push(event);
-        }
-    }
-    let command = match map.get("command") {
-        None => {
-            return Err(ConfigError::MissingKey {
-                key: format!("{name}.command"),
-            });
-        }
-        Some(Value::String(raw)) => {
-            HookTemplate::parse(raw).map_err(|error| ConfigError::Invalid {
-                key: format!("{name}.command"),
+        let command =
+            HookTemplate::parse(&entry.command).map_err(|error| ConfigError::Invalid {
+                key: format!("{origin}.command"),
                 reason: Reason::Template(error),
-            })?
-        }
-        Some(_) => {
-            return Err(ConfigError::wrong(
-                format!("{name}.command"),
-                Expected::String,
-            ));
-        }
-    };
-    let timeout_seconds = match map.get("timeout_seconds") {
-        None => DEFAULT_HOOK_TIMEOUT_SECONDS,
-        Some(Value::Number(number)) => match number.as_f64() {
-            Some(seconds) if seconds.is_finite() && seconds > 0.0 => seconds,
-            _ => return Err(timeout_error(name)),
-        },
-        Some(_) => return Err(timeout_error(name)),
-    };
-    Ok(Hook {
-        on: events,
-        command,
-        timeout_seconds,
-        origin: name.to_owned(),
-    })
+            })?;
+        Ok(Self {
+            on,
+            command,
+            timeout_seconds: entry
+                .timeout_seconds
+                .unwrap_or(DEFAULT_HOOK_TIMEOUT_SECONDS),
+            origin,
+        })
+    }
 }
 
-fn timeout_error(name: &str) -> ConfigError {
-    ConfigError::wrong(format!("{name}.timeout_seconds"), Expected::FiniteAboveZero)
+/// `on`: a non-empty list of event names (each checked by [`Hook::from_config`]).
+fn event_names<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    deserializer.deserialize_any(EventNames)
+}
+
+struct EventNames;
+
+impl<'de> Visitor<'de> for EventNames {
+    type Value = Vec<String>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let expected = Expected::NonEmptyListOf {
+            items: "events",
+            known: HookEvent::VARIANTS,
+        };
+        write!(formatter, "{expected}")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Vec<String>, A::Error> {
+        let mut names = Vec::new();
+        while let Some(name) = items.next_element()? {
+            names.push(name);
+        }
+        if names.is_empty() {
+            return Err(de::Error::invalid_type(Unexpected::Seq, &self));
+        }
+        Ok(names)
+    }
+}
+
+/// A finite number of seconds greater than 0 (anything else, `null` included, is named so).
+fn timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    read(deserializer, |value| {
+        value
+            .as_f64()
+            .filter(|seconds| is_valid_duration(*seconds))
+            .map(Some)
+            .ok_or(Expected::FiniteAboveZero)
+    })
 }
 
 /// Parses a `--hook EVENT=COMMAND` value (a clap value parser): one event, then the command
@@ -230,7 +210,7 @@ pub(crate) fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
 pub(crate) enum InvalidHookFlag {
     #[error(
         "expected EVENT=COMMAND (events: {}), got '{text}'",
-        HookEvent::NAMES.join(", ")
+        HookEvent::VARIANTS.join(", ")
     )]
     NotEventEqualsCommand { text: String },
     #[error(transparent)]

@@ -9,11 +9,14 @@ use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{Value, json};
+use strum::IntoEnumIterator;
 
+/// The hooks of a config whose `hooks` key is `text`.
 fn hooks(text: &str) -> Result<Vec<Hook>, String> {
-    let value: Value = serde_json::from_str(text).unwrap();
-    hooks_from_config(Some(&value)).map_err(|error| error.to_string())
+    crate::domain::config::parse_config(format!(r#"{{"hooks": {text}}}"#).as_bytes())
+        .map(|config| config.hooks)
+        .map_err(|error| error.to_string())
 }
 
 fn error(text: &str) -> String {
@@ -25,7 +28,7 @@ fn error(text: &str) -> String {
 
 #[test]
 fn event_names_round_trip_and_unknown_ones_list_the_known() {
-    for event in HookEvent::ALL {
+    for event in HookEvent::iter() {
         assert_eq!(HookEvent::parse(event.as_str()), Ok(event));
     }
     assert_eq!(
@@ -58,8 +61,13 @@ fn a_config_entry_has_events_a_command_and_a_default_timeout() {
         "run-finished, phase-stopped: notify {plan} {status} (timeout 30 s)"
     );
     assert!(hooks("[]").unwrap().is_empty());
-    assert!(hooks_from_config(None).unwrap().is_empty());
-    assert!(hooks_from_config(Some(&Value::Null)).unwrap().is_empty());
+    assert!(hooks("null").unwrap().is_empty());
+    assert!(
+        crate::domain::config::parse_config(b"{}")
+            .unwrap()
+            .hooks
+            .is_empty()
+    );
 }
 
 #[test]
@@ -237,7 +245,7 @@ fn a_committed_completion_fires_phase_complete_and_nothing_else_does() {
     assert_eq!(fired.event, HookEvent::PhaseComplete);
     assert_eq!(fired.phase_id, "phase-1");
     assert_eq!(fired.message, "did it");
-    for status in AttemptStatus::ALL {
+    for status in AttemptStatus::iter() {
         if status != AttemptStatus::PhaseComplete {
             assert_eq!(
                 trigger.observe(&committed("phase-1", status)),
@@ -316,7 +324,7 @@ fn only_waits_longer_than_a_minute_fire_and_their_retry_ends_them() {
 
 #[test]
 fn every_stop_but_completion_and_interruption_is_phase_stopped_unless_a_retry_follows() {
-    for status in AttemptStatus::ALL {
+    for status in AttemptStatus::iter() {
         let facts = RunEndFacts {
             status: Some(status),
             ..RunEndFacts::default()
@@ -429,7 +437,7 @@ proptest! {
 
     #[test]
     fn a_flag_with_a_known_event_keeps_the_command_as_written(
-        event in prop::sample::select(HookEvent::ALL.to_vec()),
+        event in prop::sample::select(HookEvent::iter().collect::<Vec<_>>()),
         command in "[a-z][a-z0-9 ./=-]{0,30}",
     ) {
         let hook = parse_hook_flag(&format!("{event}={command}")).unwrap();

@@ -20,8 +20,9 @@ pub mod membership;
 pub mod socket_diag;
 pub mod status;
 
-/// What the last sign of life was.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the last sign of life was (`output`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum SignOfLife {
     /// Bytes on stdout or stderr.
     Output,
@@ -33,10 +34,6 @@ pub enum SignOfLife {
 
 impl SignOfLife {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Output => "output",
-            Self::Notification => "notification",
-            Self::Activity => "activity",
-        }
+        self.into()
     }
 }

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use memchr::{memchr, memmem, memrchr};
+use strum::IntoEnumIterator;
 
 /// Length of the longest exact tag, `</phase-needs-clarification>`.
 pub(super) const LONGEST_TAG: usize = ResultKind::NeedsClarification.close_tag().len();
@@ -23,8 +24,9 @@ pub(super) static NAME_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
 pub(super) static OPENING_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(OPENING_PREFIX));
 
-/// The three result kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The three result kinds, by tag name (`phase-complete`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "kebab-case", prefix = "phase-")]
 pub enum ResultKind {
     Complete,
     Blocked,
@@ -32,15 +34,9 @@ pub enum ResultKind {
 }
 
 impl ResultKind {
-    pub(super) const ALL: [Self; 3] = [Self::Complete, Self::Blocked, Self::NeedsClarification];
-
     /// The tag name, e.g. `phase-complete`.
     pub fn tag(self) -> &'static str {
-        match self {
-            Self::Complete => "phase-complete",
-            Self::Blocked => "phase-blocked",
-            Self::NeedsClarification => "phase-needs-clarification",
-        }
+        self.into()
     }
 
     pub(super) const fn open_tag(self) -> &'static str {
@@ -164,8 +160,7 @@ impl TagCandidate {
     }
 
     pub(super) fn step_name(&mut self, len: usize, kinds: u8, byte: u8) -> TagStep {
-        let still_matching = ResultKind::ALL
-            .into_iter()
+        let still_matching = ResultKind::iter()
             .filter(|kind| kinds & kind.bit() != 0 && kind.tag().as_bytes().get(len) == Some(&byte))
             .fold(0, |set, kind| set | kind.bit());
         if still_matching == 0 {
@@ -173,8 +168,7 @@ impl TagCandidate {
         }
         let len = len + 1;
         // No tag name is a prefix of another, so a completed name is unambiguous.
-        self.progress = match ResultKind::ALL
-            .into_iter()
+        self.progress = match ResultKind::iter()
             .find(|kind| still_matching & kind.bit() != 0 && kind.tag().len() == len)
         {
             Some(kind) => TagProgress::AfterName(kind),
@@ -218,7 +212,7 @@ pub(super) fn match_tag(held: &[u8], rest: &[u8], tag: &str) -> TagMatch {
 /// Like [`match_tag`] against all three opening tags.
 pub(super) fn match_opening_tag(held: &[u8], rest: &[u8]) -> (TagMatch, ResultKind) {
     let mut best = (TagMatch::Mismatch, ResultKind::Complete);
-    for kind in ResultKind::ALL {
+    for kind in ResultKind::iter() {
         match match_tag(held, rest, kind.open_tag()) {
             // No opening tag is a prefix of another, so a complete match is the only match.
             TagMatch::Complete(used) => return (TagMatch::Complete(used), kind),

@@ -6,6 +6,7 @@ use super::*;
 use crate::domain::output_stream::OutputStream;
 use memchr::memchr;
 use proptest::prelude::*;
+use strum::IntoEnumIterator;
 
 const STDOUT_MISPLACED: &str =
     "terminal marker in stdout must begin at a line boundary and be its final content";
@@ -971,7 +972,7 @@ fn vocabulary_text() -> impl Strategy<Value = Vec<u8>> {
     // Text around one well-formed block, so that results are exercised too.
     let around_block = (
         fragments(40),
-        prop::sample::select(&ResultKind::ALL[..]),
+        prop::sample::select(ResultKind::iter().collect::<Vec<_>>()),
         fragments(40),
         prop::sample::select(&["", "\n", " \r\n", "x"][..]),
     )
@@ -1063,7 +1064,7 @@ fn reference_find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
 
 #[test]
 fn every_tag_name_starts_with_the_searched_prefix() {
-    for kind in ResultKind::ALL {
+    for kind in ResultKind::iter() {
         assert!(kind.tag().as_bytes().starts_with(NAME_PREFIX), "{kind:?}");
         assert!(
             kind.open_tag().as_bytes().starts_with(OPENING_PREFIX),
@@ -1123,7 +1124,7 @@ proptest! {
         for end in 0..=text.len() {
             let chunk = &text[..end];
             prop_assert_eq!(find_opening_tag(chunk), reference_find_opening_tag(chunk));
-            for kind in ResultKind::ALL {
+            for kind in ResultKind::iter() {
                 prop_assert_eq!(
                     find_tag(chunk, kind.close_tag()),
                     reference_find_tag(chunk, kind.close_tag())

@@ -9,7 +9,7 @@ use super::{
     completed_without_changes,
 };
 use crate::domain::outcome::OutcomeRecord;
-use crate::domain::state::{AttemptStatus, State};
+use crate::domain::state::State;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::VerificationRecord;
 

@@ -5,6 +5,8 @@
 
 use serde::Deserialize;
 
+use crate::domain::state::AttemptStatus;
+
 /// One line of the stream, as far as the report reads it.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct HistoryLine {
@@ -42,7 +44,7 @@ pub enum HistoryEvent {
 pub struct ScheduledRetry {
     pub phase_id: String,
     /// The status of the attempt before the wait.
-    pub after: String,
+    pub after: AttemptStatus,
     pub not_before: String,
     /// `reset-time`, `default-wait-no-reset`, … for a rate limit's wait; `backoff` … for a
     /// retry's delay.
@@ -52,7 +54,7 @@ pub struct ScheduledRetry {
 impl ScheduledRetry {
     /// A rate limit's wait (else a retry's delay or a switch of template).
     pub fn is_rate_limit_wait(&self) -> bool {
-        self.after == "rate-limited"
+        self.after == AttemptStatus::RateLimited
     }
 }
 

@@ -44,8 +44,8 @@ fn last_run(summary: &str, outcome_path: Option<&str>) -> LastRun {
     }
 }
 
-fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> std::sync::Arc<OutcomeRef> {
-    std::sync::Arc::new(OutcomeRef {
+fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
+    OutcomeRef {
         attempt_id: format!("attempt-{phase_id}-{status}"),
         phase_id: phase_id.into(),
         status,
@@ -54,7 +54,7 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> std::sync::Arc<
         output_bytes: None,
         watchdog_losses: None,
         usage: None,
-    })
+    }
 }
 
 /// The state of docs/worker-protocol.md: phase 1 complete, phase 2 about to run.

@@ -1,4 +1,4 @@
-//! Provider rate limits (issue 11): the `rate_limit` config object and, in [`reset_time`], the
+//! Provider rate limits: the `rate_limit` config object and, in [`reset_time`], the
 //! parser that finds when a limit resets in an agent's output.
 //!
 //! Detection is not here: a `rate_limit.patterns` match is a stop cause and exit 75 an exit
@@ -18,10 +18,11 @@
 pub(crate) mod reset_time;
 
 use regex::Regex;
-use serde_json::Value;
+use serde::Deserialize;
 
-use super::config::section::{ConfigError, Reason, Section};
+use super::config::rules::{ConfigError, Reason, integer_at_least, seconds};
 use super::seconds::format_seconds;
+use super::strict_json::present;
 use super::template::CommandTemplate;
 
 pub(crate) const DEFAULT_MAX_WAITS: u32 = 0;
@@ -31,14 +32,21 @@ pub(crate) const WAIT_FLAG_MAX_WAITS: u32 = 3;
 pub(crate) const DEFAULT_WAIT_SECONDS: f64 = 300.0;
 pub(crate) const DEFAULT_MAX_WAIT_SECONDS: f64 = 21_600.0;
 
-/// The `rate_limit` keys, in validation order.
-const KEYS: [&str; 5] = [
-    "patterns",
-    "max_waits",
-    "default_wait_seconds",
-    "max_wait_seconds",
-    "fallback_agent_cmds",
-];
+/// `rate_limit` as written in the config file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RateLimitConfig {
+    #[serde(default, deserialize_with = "present")]
+    patterns: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "integer_at_least::<_, 0>")]
+    max_waits: Option<u32>,
+    #[serde(default, deserialize_with = "seconds")]
+    default_wait_seconds: Option<f64>,
+    #[serde(default, deserialize_with = "seconds")]
+    max_wait_seconds: Option<f64>,
+    #[serde(default, deserialize_with = "present")]
+    fallback_agent_cmds: Option<Vec<String>>,
+}
 
 /// The effective `rate_limit` policy.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,12 +141,9 @@ impl RateLimitPolicy {
         )
     }
 
-    /// Reads the `rate_limit` object (absent or `null`: the defaults).
-    pub(crate) fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
-        let Some(section) = Section::read("rate_limit", value, &KEYS)? else {
-            return Ok(Self::default());
-        };
-        let patterns = section.strings("patterns")?.unwrap_or_default();
+    /// The policy the config's `rate_limit` object sets.
+    pub(crate) fn from_config(config: RateLimitConfig) -> Result<Self, ConfigError> {
+        let patterns = config.patterns.unwrap_or_default();
         for (index, pattern) in patterns.iter().enumerate() {
             // Compiled here only to report a bad pattern up front, in the words used for
             // stop regexes; the runner compiles them again for scanning.
@@ -154,16 +159,10 @@ impl RateLimitPolicy {
         }
         let policy = Self {
             patterns,
-            max_waits: section
-                .integer("max_waits", 0)?
-                .unwrap_or(DEFAULT_MAX_WAITS),
-            default_wait_seconds: section
-                .seconds("default_wait_seconds", false)?
-                .unwrap_or(DEFAULT_WAIT_SECONDS),
-            max_wait_seconds: section
-                .seconds("max_wait_seconds", false)?
-                .unwrap_or(DEFAULT_MAX_WAIT_SECONDS),
-            fallback_agent_cmds: section.strings("fallback_agent_cmds")?.unwrap_or_default(),
+            max_waits: config.max_waits.unwrap_or(DEFAULT_MAX_WAITS),
+            default_wait_seconds: config.default_wait_seconds.unwrap_or(DEFAULT_WAIT_SECONDS),
+            max_wait_seconds: config.max_wait_seconds.unwrap_or(DEFAULT_MAX_WAIT_SECONDS),
+            fallback_agent_cmds: config.fallback_agent_cmds.unwrap_or_default(),
         };
         policy.fallback_templates()?;
         Ok(policy)

@@ -1,5 +1,5 @@
-//! Opt-in retries of a failed phase (issue 11): the `retry` config object, which statuses may
-//! ever be retried, and the exponential backoff. What to do after an attempt — retry, switch
+//! Opt-in retries of a failed phase: the `retry` config object and the exponential backoff
+//! (which statuses may ever be retried is [`AttemptStatus::is_retryable`]). What to do after an attempt — retry, switch
 //! the agent template, wait for a rate limit, or stop — is decided in [`next_step`]; the
 //! schedule a runner persists to resume that decision after a crash is [`schedule`].
 //!
@@ -8,7 +8,7 @@
 //! | Key | Type | Default | Meaning |
 //! |---|---|---|---|
 //! | `max_attempts` | integer ≥ 1 | 1 | attempts of one phase per invocation, the first included; 1 retries nothing |
-//! | `on` | list of statuses | [`DEFAULT_RETRY_ON`] | the statuses retried; each must be in [`RETRYABLE`] |
+//! | `on` | list of statuses | [`AttemptStatus::is_retried_by_default`] | the statuses retried; each must be [`AttemptStatus::is_retryable`] |
 //! | `backoff_seconds` | finite ≥ 0 | min(30, `max_backoff_seconds`) | the wait before the first retry; doubles per retry |
 //! | `max_backoff_seconds` | finite ≥ `backoff_seconds` | max(600, `backoff_seconds`) | the cap on that wait |
 //!
@@ -17,59 +17,35 @@
 pub(crate) mod next_step;
 pub(crate) mod schedule;
 
-use serde_json::Value;
+use serde::Deserialize;
+use strum::IntoEnumIterator;
 
-use super::config::section::{ConfigError, Expected, Reason, Section};
+use super::config::rules::{ConfigError, Expected, Reason, integer_at_least, seconds_or_zero};
 use super::seconds::format_seconds;
 use super::state::AttemptStatus;
-
-/// The statuses a policy may name in `retry.on` (`verification-failed` among them: a retry is
-/// told which check failed). The others are never retried: `blocked` and
-/// `needs-clarification` wait for a person, `interrupted` is the user stopping the run,
-/// `launch-failed` is a command that cannot start (retrying changes nothing),
-/// `execution-io-failed` is the handler's own storage failing, `budget-exceeded` would only
-/// meet the same spent budget before the retry's launch (the caps count the whole invocation),
-/// and `phase-complete` is done.
-pub(crate) const RETRYABLE: [AttemptStatus; 8] = [
-    AttemptStatus::AgentFailed,
-    AttemptStatus::MissingMarker,
-    AttemptStatus::InvalidMarker,
-    AttemptStatus::MultipleMarkers,
-    AttemptStatus::Timeout,
-    AttemptStatus::StopRegex,
-    AttemptStatus::RateLimited,
-    AttemptStatus::VerificationFailed,
-];
-
-/// What `retry.on` is when the key is absent: every retryable status except `stop-regex`,
-/// since a stop regex is the user asking for a stop.
-/// `verification-failed` is in it: the retry's prompt shows the failing check, so the agent
-/// can fix what it reports (issue 20).
-pub(crate) const DEFAULT_RETRY_ON: [AttemptStatus; 7] = [
-    AttemptStatus::AgentFailed,
-    AttemptStatus::MissingMarker,
-    AttemptStatus::InvalidMarker,
-    AttemptStatus::MultipleMarkers,
-    AttemptStatus::Timeout,
-    AttemptStatus::RateLimited,
-    AttemptStatus::VerificationFailed,
-];
+use super::strict_json::present;
 
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 1;
 pub(crate) const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
 pub(crate) const DEFAULT_MAX_BACKOFF_SECONDS: f64 = 600.0;
 
-/// The `retry` keys, in validation order.
-const KEYS: [&str; 4] = [
-    "max_attempts",
-    "on",
-    "backoff_seconds",
-    "max_backoff_seconds",
-];
+/// `retry` as written in the config file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryConfig {
+    #[serde(default, deserialize_with = "integer_at_least::<_, 1>")]
+    max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    on: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "seconds_or_zero")]
+    backoff_seconds: Option<f64>,
+    #[serde(default, deserialize_with = "seconds_or_zero")]
+    max_backoff_seconds: Option<f64>,
+}
 
-/// True when `status` may ever be retried (it is in [`RETRYABLE`]).
-pub(crate) fn is_retryable(status: AttemptStatus) -> bool {
-    RETRYABLE.contains(&status)
+/// The statuses `retry.on` may name, in their order.
+pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
+    AttemptStatus::iter().filter(|status| status.is_retryable())
 }
 
 /// The effective `retry` policy.
@@ -78,7 +54,7 @@ pub struct RetryPolicy {
     /// Attempts of one phase per invocation, the first included (≥ 1). Waits for a rate limit
     /// and switches to a fallback template run the same attempt again and do not count.
     pub max_attempts: u32,
-    /// The statuses retried, in the order given, each once; all in [`RETRYABLE`].
+    /// The statuses retried, in the order given, each once; all retryable.
     pub on: Vec<AttemptStatus>,
     /// The wait before retry 1, doubled for each later retry (finite, ≥ 0).
     pub backoff_seconds: f64,
@@ -90,7 +66,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
-            on: DEFAULT_RETRY_ON.to_vec(),
+            on: default_retry_on(),
             backoff_seconds: DEFAULT_BACKOFF_SECONDS,
             max_backoff_seconds: DEFAULT_MAX_BACKOFF_SECONDS,
         }
@@ -108,7 +84,7 @@ impl RetryPolicy {
 
     /// True when a `status` attempt may be followed by a retry (attempts permitting).
     pub fn retries_on(&self, status: AttemptStatus) -> bool {
-        is_retryable(status) && self.on.contains(&status)
+        status.is_retryable() && self.on.contains(&status)
     }
 
     /// The wait before retry number `retry` (1 for the first retry):
@@ -147,40 +123,32 @@ impl RetryPolicy {
         )
     }
 
-    /// Reads the `retry` object (absent or `null`: the defaults).
-    pub(crate) fn from_config(value: Option<&Value>) -> Result<Self, ConfigError> {
-        let Some(section) = Section::read("retry", value, &KEYS)? else {
-            return Ok(Self::default());
-        };
-        let max_attempts = section
-            .integer("max_attempts", 1)?
-            .unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        let on = match section.strings("on")? {
-            None => DEFAULT_RETRY_ON.to_vec(),
-            Some(names) => retry_on(&section, &names)?,
+    /// The policy the config's `retry` object sets.
+    pub(crate) fn from_config(config: RetryConfig) -> Result<Self, ConfigError> {
+        let on = match config.on {
+            None => default_retry_on(),
+            Some(names) => retry_on(&names)?,
         };
         // A default never conflicts with a value the user wrote: setting only a long backoff
         // raises the default cap, setting only a low cap lowers the default backoff.
-        let (backoff_seconds, max_backoff_seconds) = match (
-            section.seconds("backoff_seconds", true)?,
-            section.seconds("max_backoff_seconds", true)?,
-        ) {
-            (None, None) => (DEFAULT_BACKOFF_SECONDS, DEFAULT_MAX_BACKOFF_SECONDS),
-            (Some(backoff), None) => (backoff, DEFAULT_MAX_BACKOFF_SECONDS.max(backoff)),
-            (None, Some(cap)) => (DEFAULT_BACKOFF_SECONDS.min(cap), cap),
-            (Some(backoff), Some(cap)) if cap < backoff => {
-                return Err(ConfigError::wrong(
-                    section.key("max_backoff_seconds"),
-                    Expected::AtLeastSecondsOf {
-                        key: "retry.backoff_seconds",
-                        seconds: backoff,
-                    },
-                ));
-            }
-            (Some(backoff), Some(cap)) => (backoff, cap),
-        };
+        let (backoff_seconds, max_backoff_seconds) =
+            match (config.backoff_seconds, config.max_backoff_seconds) {
+                (None, None) => (DEFAULT_BACKOFF_SECONDS, DEFAULT_MAX_BACKOFF_SECONDS),
+                (Some(backoff), None) => (backoff, DEFAULT_MAX_BACKOFF_SECONDS.max(backoff)),
+                (None, Some(cap)) => (DEFAULT_BACKOFF_SECONDS.min(cap), cap),
+                (Some(backoff), Some(cap)) if cap < backoff => {
+                    return Err(ConfigError::wrong(
+                        "retry.max_backoff_seconds",
+                        Expected::AtLeastSecondsOf {
+                            key: "retry.backoff_seconds",
+                            seconds: backoff,
+                        },
+                    ));
+                }
+                (Some(backoff), Some(cap)) => (backoff, cap),
+            };
         Ok(Self {
-            max_attempts,
+            max_attempts: config.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
             on,
             backoff_seconds,
             max_backoff_seconds,
@@ -188,13 +156,13 @@ impl RetryPolicy {
     }
 }
 
-fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
-    let retryable = || RETRYABLE.iter().map(|status| status.as_str()).collect();
+fn retry_on(names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
+    let retryable = || retryable_statuses().map(AttemptStatus::as_str).collect();
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
-        let key = format!("{}[{index}]", section.key("on"));
-        let status = match AttemptStatus::parse(name) {
-            Some(status) if is_retryable(status) => status,
+        let key = format!("retry.on[{index}]");
+        let status = match name.parse::<AttemptStatus>().ok() {
+            Some(status) if status.is_retryable() => status,
             Some(status) => {
                 return Err(ConfigError::Invalid {
                     key,
@@ -223,6 +191,13 @@ fn retry_on(section: &Section<'_>, names: &[String]) -> Result<Vec<AttemptStatus
         on.push(status);
     }
     Ok(on)
+}
+
+/// What `retry.on` is when the key is absent.
+pub(crate) fn default_retry_on() -> Vec<AttemptStatus> {
+    AttemptStatus::iter()
+        .filter(|status| status.is_retried_by_default())
+        .collect()
 }
 
 fn finite_or_zero(seconds: f64) -> f64 {

@@ -1,106 +1,25 @@
-//! The `state.json` document as types: statuses, records and the whole `State`. Field order
-//! is the on-disk key order.
+//! The `state.json` document as types: records and the whole `State`. Field order is the
+//! on-disk key order; every key is required unless marked optional (keys added later, absent
+//! from older documents), and a required key that may be `null` says so
+//! (`domain::strict_json`).
 
-use std::sync::Arc;
+use serde::{Deserialize, Serialize};
 
-use serde::Serialize;
-
-use crate::domain::exit_code::ExitCode;
+use super::excerpt::MAX_STATE_BYTES;
+use super::{StateError, StateLayout};
+use crate::domain::attempt_status::AttemptStatus;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::retry::schedule::RetrySchedule;
+use crate::domain::strict_json::{self, StrictError, present};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::summary::UsageSummary;
 
-/// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
-/// (except `phase-complete`) `stop.reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AttemptStatus {
-    PhaseComplete,
-    Blocked,
-    NeedsClarification,
-    AgentFailed,
-    LaunchFailed,
-    MissingMarker,
-    InvalidMarker,
-    MultipleMarkers,
-    Timeout,
-    StopRegex,
-    Interrupted,
-    ExecutionIoFailed,
-    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
-    RateLimited,
-    /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
-    /// failed (issue 20).
-    VerificationFailed,
-    /// A budget cap (`--max-tokens`, `--max-cost`, config `budget`) was crossed while the
-    /// attempt ran: it was stopped like a stop-regex match (issue 19).
-    BudgetExceeded,
-}
-
-impl AttemptStatus {
-    pub const ALL: [AttemptStatus; 15] = [
-        Self::PhaseComplete,
-        Self::Blocked,
-        Self::NeedsClarification,
-        Self::AgentFailed,
-        Self::LaunchFailed,
-        Self::MissingMarker,
-        Self::InvalidMarker,
-        Self::MultipleMarkers,
-        Self::Timeout,
-        Self::StopRegex,
-        Self::Interrupted,
-        Self::ExecutionIoFailed,
-        Self::RateLimited,
-        Self::VerificationFailed,
-        Self::BudgetExceeded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PhaseComplete => "phase-complete",
-            Self::Blocked => "blocked",
-            Self::NeedsClarification => "needs-clarification",
-            Self::AgentFailed => "agent-failed",
-            Self::LaunchFailed => "launch-failed",
-            Self::MissingMarker => "missing-marker",
-            Self::InvalidMarker => "invalid-marker",
-            Self::MultipleMarkers => "multiple-markers",
-            Self::Timeout => "timeout",
-            Self::StopRegex => "stop-regex",
-            Self::Interrupted => "interrupted",
-            Self::ExecutionIoFailed => "execution-io-failed",
-            Self::RateLimited => "rate-limited",
-            Self::VerificationFailed => "verification-failed",
-            Self::BudgetExceeded => "budget-exceeded",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|status| status.as_str() == text)
-    }
-
-    /// The handler exit code this status leads to (`last_run.exit_code`).
-    pub fn handler_exit_code(self) -> i32 {
-        ExitCode::for_status(self).code()
-    }
-
-    /// TEMPORARY until the status properties land in one impl.
-    pub fn waits_for_person(self) -> bool {
-        matches!(self, Self::Blocked | Self::NeedsClarification)
-    }
-}
-
-impl std::fmt::Display for AttemptStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Status of the attempt recorded in `active_attempt`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, strum::Display, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum ActiveStatus {
     /// Recorded before launch; no process identity yet.
     Prepared,
@@ -110,21 +29,13 @@ pub enum ActiveStatus {
 
 impl ActiveStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Prepared => "prepared",
-            Self::Running => "running",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Prepared, Self::Running]
-            .into_iter()
-            .find(|status| status.as_str() == text)
+        self.into()
     }
 }
 
 /// `plan`: the accepted plan snapshot.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanRecord {
     /// Canonical absolute plan path.
     pub path: String,
@@ -134,21 +45,32 @@ pub struct PlanRecord {
 }
 
 /// `{id, title}` of a phase.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PhaseRef {
     pub id: String,
     pub title: String,
 }
 
+impl PhaseRef {
+    /// Both fields non-empty; `key` is where this phase sits (`current_phase`).
+    pub(crate) fn validate(&self, key: &str) -> Result<(), StrictError> {
+        strict_json::require_nonempty(format_args!("{key}.id"), &self.id)?;
+        strict_json::require_nonempty(format_args!("{key}.title"), &self.title)
+    }
+}
+
 /// `{path, sha256}` of the plan snapshot an attempt ran against.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SnapshotRef {
     pub path: String,
     pub sha256: String,
 }
 
 /// One entry of `committed_outcomes`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OutcomeRef {
     pub attempt_id: String,
     pub phase_id: String,
@@ -159,22 +81,38 @@ pub struct OutcomeRef {
     // `state.json` alone, without opening an outcome file per attempt. Absent from entries
     // committed before they existed, and from records that lack them.
     /// The outcome's `duration_ms`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub duration_ms: Option<u64>,
     /// The outcome's `output_bytes`, both streams together.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_bytes: Option<u64>,
     /// The outcome's `watchdog_losses`, when the attempt lost its watchdog.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub watchdog_losses: Option<u64>,
-    /// The outcome's `usage` (issue 19), so `status` sums tokens and cost without opening
-    /// outcome files.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The outcome's `usage`, so `status` sums tokens and cost without opening outcome files.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub usage: Option<UsageSummary>,
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ActiveAttempt {
     pub id: String,
     pub status: ActiveStatus,
@@ -187,20 +125,26 @@ pub struct ActiveAttempt {
     /// The planned outcome path; the file may not exist, and is authoritative only once it is
     /// referenced from `committed_outcomes`.
     pub outcome_path: String,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub process: Option<ProcessIdentity>,
 }
 
 /// `stop`: why the current phase stopped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Stop {
+    /// Never `phase-complete`: a completed phase is not stopped (checked with the invariants).
     pub reason: AttemptStatus,
     pub phase_id: String,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub message: Option<String>,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub clarification_request: Option<String>,
 }
 
 /// `last_run`: the most recent resolved attempt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LastRun {
     pub run_id: String,
     pub phase_id: String,
@@ -213,6 +157,7 @@ pub struct LastRun {
     pub prompt_path: String,
     pub transcript_path: String,
     /// `None` only for an abandoned attempt resolved as `interrupted` by `--retry-stopped`.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub outcome_path: Option<String>,
     pub summary: String,
 }
@@ -221,7 +166,8 @@ pub struct LastRun {
 /// outcome, resolved as `interrupted` (result unknown) by `--retry-stopped`. It has no outcome
 /// file, so it is not a committed outcome; it is kept so that the phase's attempts are counted
 /// right (`status`, the banner's attempt number) after the retry replaced `last_run`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AbandonedRef {
     pub attempt_id: String,
     pub phase_id: String,
@@ -229,29 +175,61 @@ pub struct AbandonedRef {
     pub resolved_at: Timestamp,
 }
 
-/// The whole `state.json` document. Field order is the on-disk key order (written by
-/// `document.rs`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The whole `state.json` document.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct State {
+    #[serde(deserialize_with = "Option::deserialize")]
     pub plan: Option<PlanRecord>,
     pub completed_phase_ids: Vec<String>,
-    /// Shared: a committed entry never changes, and every state write starts from a copy of
-    /// the last state, so a copy shares the entries instead of duplicating every one.
-    pub committed_outcomes: Vec<Arc<OutcomeRef>>,
+    pub committed_outcomes: Vec<OutcomeRef>,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub current_phase: Option<PhaseRef>,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub active_attempt: Option<ActiveAttempt>,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub stop: Option<Stop>,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub last_run: Option<LastRun>,
     /// The next attempt of the stopped phase that a retry policy scheduled (optional key,
     /// added with unattended runs; written only when set, so runs without a policy write the
     /// same document as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_schedule: Option<RetrySchedule>,
     /// Abandoned attempts resolved by `--retry-stopped`, in order (optional key, written only
     /// once there is one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub abandoned_attempts: Vec<AbandonedRef>,
 }
 
 impl State {
+    /// Reads and strictly validates a `state.json` document. Agent texts a document written
+    /// before they were bounded holds whole are cut to excerpts ([`State::bound_texts`]): what
+    /// is read is what the next write would write.
+    pub fn from_json(bytes: &[u8], layout: &StateLayout) -> Result<State, StateError> {
+        let mut state: State = strict_json::from_slice(bytes).map_err(StrictError::from)?;
+        state.validate(layout)?;
+        state.bound_texts();
+        Ok(state)
+    }
+
+    /// Serializes with 2-space indentation and a trailing newline, keys in schema order.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("state serializes");
+        text.push('\n');
+        text
+    }
+
+    /// [`State::to_json`], refused when the document would be over [`MAX_STATE_BYTES`]: the
+    /// runner never writes a state it could not read back.
+    pub fn to_checked_json(&self) -> Result<String, StateError> {
+        let text = self.to_json();
+        if text.len() as u64 > MAX_STATE_BYTES {
+            return Err(StateError::TooLarge { bytes: text.len() });
+        }
+        Ok(text)
+    }
+
     /// How many attempts of `phase_id` are recorded as finished: its committed outcomes and
     /// its resolved abandoned attempts (the active attempt is not counted).
     pub fn finished_attempts_of(&self, phase_id: &str) -> usize {

@@ -1,6 +1,5 @@
 //! Unit and property tests of the state schema, reader, invariants and transitions.
 
-use super::reader::*;
 use super::*;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::Artifacts;
@@ -10,6 +9,7 @@ use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use strum::IntoEnumIterator;
 
 const DIR: &str = "/ws/.ai-session-handler/plans/key";
 const PLAN_PATH: &str = "/ws/docs/plan.md";
@@ -21,6 +21,51 @@ const ID3: &str = "20260705T121000Z-phase-2-c3";
 
 /// One edit of a valid state, for tables of invariant violations.
 type Edit = Box<dyn FnOnce(&mut State)>;
+
+// The on-disk key order of each object.
+const STATE_KEYS: [&str; 7] = [
+    "plan",
+    "completed_phase_ids",
+    "committed_outcomes",
+    "current_phase",
+    "active_attempt",
+    "stop",
+    "last_run",
+];
+const OPTIONAL_STATE_KEYS: [&str; 2] = ["retry_schedule", "abandoned_attempts"];
+const PLAN_KEYS: [&str; 3] = ["path", "sha256", "accepted_at"];
+const PHASE_KEYS: [&str; 2] = ["id", "title"];
+const SNAPSHOT_KEYS: [&str; 2] = ["path", "sha256"];
+const OUTCOME_REF_KEYS: [&str; 4] = ["attempt_id", "phase_id", "status", "path"];
+const OPTIONAL_OUTCOME_REF_KEYS: [&str; 4] =
+    ["duration_ms", "output_bytes", "watchdog_losses", "usage"];
+const ACTIVE_ATTEMPT_KEYS: [&str; 10] = [
+    "id",
+    "status",
+    "phase",
+    "snapshot",
+    "execution_workspace",
+    "started_at",
+    "prompt_path",
+    "transcript_path",
+    "outcome_path",
+    "process",
+];
+const PROCESS_KEYS: [&str; 4] = ["pid", "process_group_id", "boot_id", "start_time_ticks"];
+const STOP_KEYS: [&str; 4] = ["reason", "phase_id", "message", "clarification_request"];
+const LAST_RUN_KEYS: [&str; 11] = [
+    "run_id",
+    "phase_id",
+    "status",
+    "started_at",
+    "finished_at",
+    "exit_code",
+    "execution_workspace",
+    "prompt_path",
+    "transcript_path",
+    "outcome_path",
+    "summary",
+];
 
 fn layout() -> StateLayout {
     StateLayout { dir: DIR.into() }
@@ -951,7 +996,7 @@ fn current_phase_needs_a_reason() {
 fn committed_outcomes_invariants() {
     let state = clarification_state();
     fn entry(s: &mut State) -> &mut OutcomeRef {
-        std::sync::Arc::make_mut(&mut s.committed_outcomes[0])
+        &mut s.committed_outcomes[0]
     }
     assert_eq!(
         invalid(state.clone(), |s| {
@@ -1038,16 +1083,11 @@ fn last_run_invariants() {
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
         (
-            Box::new(|s| {
-                std::sync::Arc::make_mut(&mut s.committed_outcomes[1]).status =
-                    AttemptStatus::Blocked
-            }),
+            Box::new(|s| s.committed_outcomes[1].status = AttemptStatus::Blocked),
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
         (
-            Box::new(|s| {
-                std::sync::Arc::make_mut(&mut s.committed_outcomes[1]).phase_id = "phase-3".into()
-            }),
+            Box::new(|s| s.committed_outcomes[1].phase_id = "phase-3".into()),
             "last_run outcome must be the latest committed_outcomes entry".into(),
         ),
     ];
@@ -1058,25 +1098,23 @@ fn last_run_invariants() {
 
 #[test]
 fn every_status_has_its_handler_exit_code() {
-    let codes: Vec<i32> = AttemptStatus::ALL
-        .iter()
-        .map(|s| s.handler_exit_code())
+    let parse = |text: &str| text.parse::<AttemptStatus>().ok();
+    let parse_active = |text: &str| serde_json::from_value::<ActiveStatus>(json!(text)).ok();
+    let codes: Vec<i32> = AttemptStatus::iter()
+        .map(|s| s.exit_code().code())
         .collect();
     assert_eq!(codes, [0, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
-    for status in AttemptStatus::ALL {
-        assert_eq!(AttemptStatus::parse(status.as_str()), Some(status));
+    for status in AttemptStatus::iter() {
+        assert_eq!(parse(status.as_str()), Some(status));
         assert_eq!(
             serde_json::to_value(status).unwrap(),
             json!(status.as_str())
         );
     }
-    assert_eq!(AttemptStatus::parse("io-error"), None);
-    assert_eq!(ActiveStatus::parse("running"), Some(ActiveStatus::Running));
-    assert_eq!(
-        ActiveStatus::parse("prepared"),
-        Some(ActiveStatus::Prepared)
-    );
-    assert_eq!(ActiveStatus::parse("Running"), None);
+    assert_eq!(parse("io-error"), None);
+    assert_eq!(parse_active("running"), Some(ActiveStatus::Running));
+    assert_eq!(parse_active("prepared"), Some(ActiveStatus::Prepared));
+    assert_eq!(parse_active("Running"), None);
 }
 
 // ---- transitions (docs/state-and-recovery.md) ----
@@ -1175,7 +1213,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
     assert_eq!(state.completed_phase_ids, ["phase-1"]);
     assert_eq!(
         state.committed_outcomes,
-        [std::sync::Arc::new(OutcomeRef {
+        [OutcomeRef {
             attempt_id: ID1.into(),
             phase_id: "phase-1".into(),
             status: AttemptStatus::PhaseComplete,
@@ -1184,7 +1222,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             output_bytes: None,
             watchdog_losses: None,
             usage: None,
-        })]
+        }]
     );
     assert_eq!(
         state.last_run,
@@ -1250,7 +1288,7 @@ fn a_failed_check_is_the_stop_message_and_the_agents_summary_stays_the_last_runs
 
 #[test]
 fn non_completion_stops_the_phase() {
-    for status in AttemptStatus::ALL {
+    for status in AttemptStatus::iter() {
         if status == AttemptStatus::PhaseComplete {
             continue;
         }
@@ -1272,7 +1310,7 @@ fn non_completion_stops_the_phase() {
         assert!(state.completed_phase_ids.is_empty());
         assert_eq!(state.committed_outcomes.len(), 1);
         let last_run = state.last_run.as_ref().unwrap();
-        assert_eq!(last_run.exit_code, status.handler_exit_code());
+        assert_eq!(last_run.exit_code, status.exit_code().code());
         assert_eq!(last_run.status, status);
         assert_eq!(read(&state.to_json()).unwrap(), state);
     }
@@ -1485,7 +1523,7 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Start),
         any::<bool>().prop_map(|identity_known| Step::Launch { identity_known }),
         (
-            prop::sample::select(AttemptStatus::ALL.to_vec()),
+            prop::sample::select(AttemptStatus::iter().collect::<Vec<_>>()),
             "\\PC{1,16}"
         )
             .prop_map(|(status, summary)| Step::Finish { status, summary }),
@@ -1584,49 +1622,6 @@ proptest! {
         }
     }
 
-    /// One writer's kept entry texts, carried through a whole run (as the store carries
-    /// them), never change a byte of what it writes.
-    #[test]
-    fn kept_entry_texts_write_the_same_document(steps in prop::collection::vec(step(), 0..24)) {
-        let mut rendered = RenderedOutcomes::default();
-        for state in written_states(&steps) {
-            prop_assert_eq!(state.to_checked_json_reusing(&mut rendered), state.to_checked_json());
-        }
-    }
-}
-
-/// A kept text stands only for the very entry it was rendered from: an entry changed in
-/// place is a new allocation and is rendered again, as are entries of another state, and
-/// fewer entries drop the rest.
-#[test]
-fn kept_entry_texts_are_used_only_for_their_own_entries() {
-    let mut rendered = RenderedOutcomes::default();
-    let state = clarification_state();
-    assert_eq!(state.committed_outcomes.len(), 2);
-    assert_eq!(
-        state.to_checked_json_reusing(&mut rendered),
-        state.to_checked_json()
-    );
-    let mut changed = state.clone();
-    std::sync::Arc::make_mut(&mut changed.committed_outcomes[0]).duration_ms = Some(7);
-    let text = changed.to_checked_json_reusing(&mut rendered).unwrap();
-    assert!(text.contains("\"duration_ms\": 7"), "{text}");
-    assert_eq!(Ok(text), changed.to_checked_json());
-    let mut fewer = changed.clone();
-    fewer.committed_outcomes.truncate(1);
-    assert_eq!(
-        fewer.to_checked_json_reusing(&mut rendered),
-        fewer.to_checked_json()
-    );
-    let other = scheduled_state();
-    assert_eq!(
-        other.to_checked_json_reusing(&mut rendered),
-        other.to_checked_json()
-    );
-    assert_eq!(
-        state.to_checked_json_reusing(&mut rendered),
-        state.to_checked_json()
-    );
 }
 
 /// Phase 1 completed, phase 2 stopped by a missing marker with a retry scheduled after it.
@@ -1796,12 +1791,12 @@ fn a_commit_copies_the_outcomes_duration_and_total_output_into_its_entry() {
         stderr: 24,
     });
     record.watchdog_losses = Some(2);
-    let usage = crate::domain::token_usage::summary::UsageSummary::from_json(
-        &json!({"input_tokens": 1234, "cached_input_tokens": 1000, "output_tokens": 567,
+    let usage: crate::domain::token_usage::summary::UsageSummary =
+        crate::domain::strict_json::from_value(
+            &json!({"input_tokens": 1234, "cached_input_tokens": 1000, "output_tokens": 567,
             "reasoning_tokens": null, "cost_usd": 0.25, "models": {}, "completeness": "reported"}),
-        "usage",
-    )
-    .unwrap();
+        )
+        .unwrap();
     record.usage = Some(usage.clone());
     let path = attempt.outcome_path.clone();
     state.prepare(attempt).unwrap();
@@ -1876,8 +1871,8 @@ fn figures_are_strict_when_present() {
         "unexpected key committed_outcomes[0].phase_attempt"
     );
     let mut with_both = state.clone();
-    std::sync::Arc::make_mut(&mut with_both.committed_outcomes[0]).duration_ms = Some(5);
-    std::sync::Arc::make_mut(&mut with_both.committed_outcomes[0]).output_bytes = Some(0);
+    with_both.committed_outcomes[0].duration_ms = Some(5);
+    with_both.committed_outcomes[0].output_bytes = Some(0);
     assert_eq!(read(&with_both.to_json()).unwrap(), with_both);
 }
 
@@ -1935,7 +1930,7 @@ fn no_state_over_the_write_limit_is_serialized() {
     run_attempt(&mut state, attempt, AttemptStatus::PhaseComplete, "done");
     // A history too long to write (a title is plan text, not bounded by the excerpt).
     state.current_phase = None;
-    std::sync::Arc::make_mut(&mut state.committed_outcomes[0]).phase_id = "phase-1".into();
+    state.committed_outcomes[0].phase_id = "phase-1".into();
     let padding = "t".repeat((MAX_STATE_BYTES as usize) + 1);
     state.plan.as_mut().unwrap().path = format!("/{padding}");
     let error = state.to_checked_json().unwrap_err().to_string();
@@ -1956,7 +1951,7 @@ fn usage_in_committed_outcomes_is_optional_and_strict_when_present() {
         "older entries have none"
     );
     let mut with_usage = state.clone();
-    std::sync::Arc::make_mut(&mut with_usage.committed_outcomes[0]).usage =
+    with_usage.committed_outcomes[0].usage =
         Some(crate::domain::token_usage::summary::UsageSummary::unknown());
     let text = with_usage.to_json();
     assert!(text.contains("\"completeness\": \"unknown\""), "{text}");

@@ -1,8 +1,6 @@
 //! The pure transitions of the attempt lifecycle on the durable state: prepare, mark running,
 //! commit, resolve an abandoned attempt. Each either applies completely or reports why not.
 
-use std::sync::Arc;
-
 use super::excerpt::{excerpt, is_bounded};
 use super::{
     AbandonedRef, ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, OutcomeRef, PhaseRef,
@@ -173,7 +171,7 @@ impl State {
             });
             self.current_phase = Some(phase.clone());
         }
-        self.committed_outcomes.push(Arc::new(OutcomeRef {
+        self.committed_outcomes.push(OutcomeRef {
             attempt_id: outcome.attempt_id.clone(),
             phase_id: phase.id.clone(),
             status: outcome.status,
@@ -182,14 +180,14 @@ impl State {
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
             watchdog_losses: outcome.watchdog_losses.map(u64::from),
             usage: outcome.usage.clone(),
-        }));
+        });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),
             phase_id: phase.id,
             status: outcome.status,
             started_at: outcome.started_at,
             finished_at: outcome.finished_at,
-            exit_code: outcome.status.handler_exit_code(),
+            exit_code: outcome.status.exit_code().code(),
             execution_workspace: outcome.execution_workspace.clone(),
             prompt_path: outcome.artifacts.prompt_path.clone(),
             transcript_path: outcome.artifacts.transcript_path.clone(),
@@ -263,7 +261,7 @@ impl State {
             status,
             started_at: attempt.started_at,
             finished_at,
-            exit_code: status.handler_exit_code(),
+            exit_code: status.exit_code().code(),
             execution_workspace: attempt.execution_workspace,
             prompt_path: attempt.prompt_path,
             transcript_path: attempt.transcript_path,

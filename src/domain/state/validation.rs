@@ -119,8 +119,7 @@ impl State {
     }
 
     fn validate_stop(&self, stop: &Stop) -> Result<(), StateError> {
-        // Unreachable from a parsed file (the reader rejects it as `invalid reason`), but a
-        // completed phase is never "stopped", so guard the in-memory value too.
+        // A completed phase is never "stopped".
         if stop.reason == AttemptStatus::PhaseComplete {
             return Err(Invariant::StoppedAsComplete.into());
         }
@@ -169,6 +168,9 @@ impl State {
                     expected: layout.outcome_path(&entry.attempt_id),
                 }
                 .into());
+            }
+            if let Some(usage) = &entry.usage {
+                usage.validate(format_args!("committed_outcomes[{index}].usage"))?;
             }
         }
         Ok(())
@@ -232,7 +234,7 @@ impl State {
                 return Err(Invariant::OutcomePathOmitted.into());
             }
         }
-        if last_run.exit_code != last_run.status.handler_exit_code() {
+        if last_run.exit_code != last_run.status.exit_code().code() {
             return Err(Invariant::ExitCodeNotStatus {
                 status: last_run.status,
             }

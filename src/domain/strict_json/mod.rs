@@ -1,31 +1,231 @@
-//! Helpers for reading JSON strictly: exact key sets, typed fields, and error wording that
-//! names the dotted key to fix (`missing required key sha256`, `unexpected key plan.version`).
-//! Shared by the state, outcome and config readers so all three speak the same language.
+//! Reading JSON records strictly through their serde derives: a key given twice is refused,
+//! every record derives `Deserialize` with `deny_unknown_fields`, and each error keeps where it
+//! happened and which kind it is, so readers word it themselves ([`Mismatch`]).
 //!
-//! Wording follows the reference (§6.3): key-set and object errors name the *qualified* key
-//! (`unexpected key active_attempt.snapshot.extra`, `expected plan to be an object`), while
+//! How a record reader words a mismatch (the state, outcome and schedule files; the config
+//! file has its own words, `domain::config`): key-set and object errors name the *qualified*
+//! key (`unexpected key active_attempt.snapshot.extra`, `expected plan to be an object`), while
 //! missing keys and scalar type errors name the *bare* key (`missing required key sha256`,
 //! `expected pid to be a positive integer`) — followed, inside a nested object, by the dotted
 //! path docs/state-and-recovery.md asks for (`missing required key sha256 (at plan.sha256)`).
+//! A value of the right type that breaks a rule names the dotted key (`expected
+//! plan.accepted_at to include a UTC offset`).
+//!
+//! Keys are read in a fixed order whatever the document's: unknown keys first (the
+//! alphabetically first is reported), then the declared fields in declaration order. A missing
+//! key is reported after the present keys were read.
+//!
+//! Serde reports errors through [`serde::de::Error`]'s constructors; this reader maps each one
+//! to a [`Kind`]: `unknown_field` → [`Kind::UnknownKey`], `missing_field` →
+//! [`Kind::MissingKey`], `unknown_variant` → [`Kind::UnknownVariant`], `invalid_type` →
+//! [`Kind::WrongType`] (worded after the visitor's expectation, `a positive integer`), and
+//! `invalid_value` (`to be <expected>`) or `custom` (the message) → [`Kind::Rule`].
+//!
+//! A key that must be present but may be `null` is declared
+//! `#[serde(deserialize_with = "Option::deserialize")]` (serde treats a plain `Option` field as
+//! optional); an optional key that must not be `null` when present uses [`present`].
 
+use std::fmt;
+
+use serde::de::value::BorrowedStrDeserializer;
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::attempt_id::is_safe_file_stem;
 use super::plan_key::is_sha256_hex;
-use super::timestamp::Timestamp;
 
-/// A document that is not valid JSON or does not have the expected shape. The message names
-/// the key to fix; callers wrap it in their own error type and prefix the file path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A record's message that names the key to fix; callers wrap it in their own error type and
+/// prefix the file path.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct StrictError(pub String);
 
-impl std::fmt::Display for StrictError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+/// Why a document could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    /// Not JSON, or a key given twice: `invalid JSON at line 2, column 7: duplicate key 'stop'`.
+    Syntax(String),
+    /// JSON that does not have the record's shape.
+    Mismatch(Mismatch),
+}
+
+/// Where a document does not have the record's shape, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Mismatch {
+    /// The keys and list indices from the top level to the value (empty: the document).
+    pub path: Vec<Segment>,
+    pub kind: Kind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The object at the path holds `key`, which is none of `known` (its fields in declaration
+    /// order).
+    UnknownKey {
+        key: String,
+        known: &'static [&'static str],
+    },
+    /// The object at the path lacks this key.
+    MissingKey(&'static str),
+    /// The value has the wrong JSON type (or, for a value rule worded as a type, such as `a
+    /// positive integer`, the wrong value).
+    WrongType { expected: Expected, or_null: bool },
+    /// A string that names no variant of the enumeration.
+    UnknownVariant(String),
+    /// A value of the right type that breaks a rule, worded to follow the key: `to include a
+    /// UTC offset`.
+    Rule(String),
+}
+
+/// What the value should have been.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Expected {
+    String,
+    /// An integer, that fits in `bits` when a value was out of range.
+    Integer {
+        bits: Option<usize>,
+    },
+    Number,
+    Boolean,
+    List,
+    Object,
+    /// A visitor's own words: `a positive integer`.
+    Described(String),
+}
+
+impl Expected {
+    /// `an integer or null that fits in 32 bits` (a list is never said to be `or null`).
+    pub(crate) fn words(&self, or_null: bool) -> String {
+        let null = if or_null { " or null" } else { "" };
+        match self {
+            Self::String => format!("a string{null}"),
+            Self::Integer { bits: None } => format!("an integer{null}"),
+            Self::Integer { bits: Some(bits) } => {
+                format!("an integer{null} that fits in {bits} bits")
+            }
+            Self::Number => format!("a number{null}"),
+            Self::Boolean => format!("a boolean{null}"),
+            Self::List => "a list".to_owned(),
+            Self::Object => format!("an object{null}"),
+            Self::Described(words) => words.clone(),
+        }
     }
 }
 
-impl std::error::Error for StrictError {}
+/// `committed_outcomes[0].status`.
+fn dotted(segments: &[Segment]) -> String {
+    let mut text = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Key(key) if text.is_empty() => text.push_str(key),
+            Segment::Key(key) => text.push_str(&format!(".{key}")),
+            Segment::Index(index) => text.push_str(&format!("[{index}]")),
+        }
+    }
+    text
+}
+
+impl Mismatch {
+    /// The dotted path of `key` inside the value at the path (`plan.version`), or of the value
+    /// itself; `$` for the document.
+    pub(crate) fn qualified(&self, key: Option<&str>) -> String {
+        let mut text = dotted(&self.path);
+        if let Some(key) = key {
+            if !text.is_empty() {
+                text.push('.');
+            }
+            text.push_str(key);
+        }
+        if text.is_empty() {
+            "$".to_owned()
+        } else {
+            text
+        }
+    }
+
+    /// The value's key inside its object (`pid`, `completed_phase_ids[0]`), and ` (at <dotted
+    /// path>)` when that object is not the document.
+    fn bare_and_at(&self) -> (String, String) {
+        match self
+            .path
+            .iter()
+            .rposition(|segment| matches!(segment, Segment::Key(_)))
+        {
+            Some(0) => (dotted(&self.path), String::new()),
+            Some(key_at) => (
+                dotted(&self.path[key_at..]),
+                format!(" (at {})", dotted(&self.path)),
+            ),
+            None => (self.qualified(None), String::new()),
+        }
+    }
+}
+
+/// A record reader's words (see the module documentation).
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::UnknownKey { key, .. } => write!(
+                f,
+                "unexpected key {}",
+                self.qualified(Some(key)).escape_debug()
+            ),
+            Kind::MissingKey(key) if self.path.is_empty() => {
+                write!(f, "missing required key {key}")
+            }
+            Kind::MissingKey(key) => write!(
+                f,
+                "missing required key {key} (at {})",
+                self.qualified(Some(key))
+            ),
+            Kind::WrongType {
+                expected: expected @ (Expected::Object | Expected::Boolean),
+                ..
+            } => write!(
+                f,
+                "expected {} to be {}",
+                self.qualified(None),
+                expected.words(false)
+            ),
+            Kind::WrongType { expected, or_null } => {
+                let (bare, at) = self.bare_and_at();
+                write!(f, "expected {bare} to be {}{at}", expected.words(*or_null))
+            }
+            Kind::UnknownVariant(value) => {
+                let (bare, at) = self.bare_and_at();
+                write!(f, "invalid {bare} '{}'{at}", value.escape_debug())
+            }
+            Kind::Rule(rule) => write!(f, "expected {} {rule}", self.qualified(None)),
+        }
+    }
+}
+
+impl From<ReadError> for StrictError {
+    fn from(error: ReadError) -> Self {
+        match error {
+            ReadError::Syntax(message) => Self(message),
+            ReadError::Mismatch(mismatch) => Self(mismatch.to_string()),
+        }
+    }
+}
+
+/// Reads a whole document as `T`.
+pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
+    let value = parse_document(bytes).map_err(ReadError::Syntax)?;
+    from_value(&value).map_err(ReadError::Mismatch)
+}
+
+/// Reads `value` as `T` (a document already parsed, or a part of one).
+pub(crate) fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, Mismatch> {
+    T::deserialize(Reader::new(value, Path::Root)).map_err(|error| error.at(&Path::Root).into())
+}
 
 /// Describes a JSON syntax error in `bytes` the way users read it:
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
@@ -54,17 +254,17 @@ pub(crate) fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> 
 /// Parses a whole document, reporting syntax errors with [`describe_syntax_error`]. A key
 /// that appears twice in one object is an error too (`duplicate key 'stop'`): serde_json
 /// would keep the second silently, so the document would not mean what it shows first.
-pub(crate) fn parse_document(bytes: &[u8]) -> Result<Value, StrictError> {
+pub(crate) fn parse_document(bytes: &[u8]) -> Result<Value, String> {
     serde_json::from_slice::<UniqueKeys>(bytes)
         .map(|document| document.0)
-        .map_err(|error| StrictError(describe_syntax_error(&error, bytes)))
+        .map_err(|error| describe_syntax_error(&error, bytes))
 }
 
 /// A JSON value read with duplicate object keys rejected.
 struct UniqueKeys(Value);
 
-impl<'de> serde::Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer
             .deserialize_any(UniqueKeysVisitor)
             .map(UniqueKeys)
@@ -73,10 +273,10 @@ impl<'de> serde::Deserialize<'de> for UniqueKeys {
 
 struct UniqueKeysVisitor;
 
-impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+impl<'de> Visitor<'de> for UniqueKeysVisitor {
     type Value = Value;
 
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("a JSON value")
     }
 
@@ -96,7 +296,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
         Ok(Value::from(value))
     }
 
-    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Value, E> {
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
         serde_json::Number::from_f64(value)
             .map(Value::Number)
             .ok_or_else(|| E::custom("number out of range"))
@@ -110,7 +310,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
         Ok(Value::String(value))
     }
 
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         while let Some(UniqueKeys(item)) = seq.next_element()? {
             items.push(item);
@@ -118,13 +318,11 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
         Ok(Value::Array(items))
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if object.contains_key(&key) {
-                return Err(serde::de::Error::custom(format_args!(
-                    "duplicate key '{key}'"
-                )));
+                return Err(de::Error::custom(format_args!("duplicate key '{key}'")));
             }
             let UniqueKeys(value) = map.next_value()?;
             object.insert(key, value);
@@ -133,218 +331,40 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
     }
 }
 
-/// The top-level value as an object (`expected $ to be an object` otherwise).
-pub(crate) fn root_object(value: &Value) -> Result<Object<'_>, StrictError> {
-    match value {
-        Value::Object(map) => Ok(Object {
-            map,
-            path: String::new(),
-        }),
-        _ => Err(StrictError("expected $ to be an object".to_owned())),
-    }
+// ---- value rules, for `deserialize_with` ----
+
+/// An optional key that, when present, holds a `T` (never `null`).
+pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
-/// A JSON object being read, together with the dotted path it was found at (empty for the
-/// top level) so that errors can name nested keys.
-#[derive(Clone, Debug)]
-pub struct Object<'a> {
-    map: &'a Map<String, Value>,
-    path: String,
+/// An integer ≥ 1 that fits in `T` (`expected pid to be a positive integer`).
+pub(crate) fn positive<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    let number = value
+        .as_u64()
+        .filter(|number| *number >= 1)
+        .ok_or_else(|| {
+            de::Error::invalid_type(Unexpected::Other("value"), &"a positive integer")
+        })?;
+    T::try_from(number).map_err(|_| {
+        let bits = std::mem::size_of::<T>() * 8;
+        de::Error::invalid_type(
+            Unexpected::Unsigned(number),
+            &format!("a positive integer that fits in {bits} bits").as_str(),
+        )
+    })
 }
 
-impl<'a> Object<'a> {
-    /// Adds where a bare-key error happened when it is inside a nested object: the reference
-    /// wording names the bare key (`missing required key summary`), and docs/state-and-recovery.md asks for the
-    /// dotted path, so a nested error says both (`… summary (at last_run.summary)`).
-    fn locate(&self, error: StrictError, key: &str) -> StrictError {
-        if self.path.is_empty() {
-            return error;
-        }
-        StrictError(format!("{} (at {})", error.0, self.qualified(key)))
-    }
+// ---- rules checked after reading (and before writing), naming the dotted key ----
 
-    /// The dotted path of `key` inside this object.
-    pub fn qualified(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{}.{key}", self.path)
-        }
-    }
-
-    /// The alphabetically first key not in `known`, if any. Alphabetical rather than document
-    /// order so the same file always yields the same message, whatever its key order.
-    pub fn first_unexpected_key(&self, known: &[&str]) -> Option<&'a str> {
-        self.map
-            .keys()
-            .map(String::as_str)
-            .filter(|key| !known.contains(key))
-            .min()
-    }
-
-    /// Requires exactly the keys `keys`: an unexpected key is reported before a missing one,
-    /// and missing keys are reported in the order given.
-    pub fn expect_keys(&self, keys: &[&str]) -> Result<(), StrictError> {
-        if let Some(extra) = self.first_unexpected_key(keys) {
-            return Err(StrictError(format!(
-                "unexpected key {}",
-                self.qualified(extra).escape_debug()
-            )));
-        }
-        match keys.iter().find(|key| !self.map.contains_key(**key)) {
-            Some(missing) => Err(self.locate(missing_key(missing), missing)),
-            None => Ok(()),
-        }
-    }
-
-    /// Like [`Object::expect_keys`], for a schema that grew: `optional` keys (added later, so
-    /// absent from older documents) may be missing, but nothing outside both lists is allowed.
-    pub fn expect_keys_and_optional(
-        &self,
-        required: &[&str],
-        optional: &[&str],
-    ) -> Result<(), StrictError> {
-        let known: Vec<&str> = required.iter().chain(optional).copied().collect();
-        if let Some(extra) = self.first_unexpected_key(&known) {
-            return Err(StrictError(format!(
-                "unexpected key {}",
-                self.qualified(extra).escape_debug()
-            )));
-        }
-        match required.iter().find(|key| !self.map.contains_key(**key)) {
-            Some(missing) => Err(self.locate(missing_key(missing), missing)),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether `key` is present (for optional keys).
-    pub fn has(&self, key: &str) -> bool {
-        self.map.contains_key(key)
-    }
-
-    /// The raw value of a required key.
-    pub fn value(&self, key: &str) -> Result<&'a Value, StrictError> {
-        self.map
-            .get(key)
-            .ok_or_else(|| self.locate(missing_key(key), key))
-    }
-
-    pub fn string(&self, key: &str) -> Result<&'a str, StrictError> {
-        self.value(key)?
-            .as_str()
-            .ok_or_else(|| self.locate(expected(key, "a string"), key))
-    }
-
-    pub fn optional_string(&self, key: &str) -> Result<Option<&'a str>, StrictError> {
-        match self.value(key)? {
-            Value::Null => Ok(None),
-            Value::String(text) => Ok(Some(text)),
-            _ => Err(self.locate(expected(key, "a string or null"), key)),
-        }
-    }
-
-    /// An integer (booleans and numbers with a fraction or exponent are not integers) that
-    /// fits in `T`.
-    pub fn integer<T: TryFrom<i64>>(&self, key: &str) -> Result<T, StrictError> {
-        integer_in(self.value(key)?, key, "an integer").map_err(|error| self.locate(error, key))
-    }
-
-    pub fn optional_integer<T: TryFrom<i64>>(&self, key: &str) -> Result<Option<T>, StrictError> {
-        match self.value(key)? {
-            Value::Null => Ok(None),
-            value => integer_in(value, key, "an integer or null")
-                .map(Some)
-                .map_err(|error| self.locate(error, key)),
-        }
-    }
-
-    /// An integer ≥ 1 that fits in `T`.
-    pub fn positive_integer<T: TryFrom<u64>>(&self, key: &str) -> Result<T, StrictError> {
-        let what = "a positive integer";
-        let number = match self.value(key)? {
-            Value::Number(number) => number.as_u64().filter(|n| *n >= 1),
-            _ => None,
-        }
-        .ok_or_else(|| self.locate(expected(key, what), key))?;
-        T::try_from(number).map_err(|_| self.locate(out_of_range::<T>(key, what), key))
-    }
-
-    pub fn string_list(&self, key: &str) -> Result<Vec<&'a str>, StrictError> {
-        self.list(key)?
-            .iter()
-            .enumerate()
-            .map(|(index, item)| {
-                item.as_str().ok_or_else(|| {
-                    let item = format!("{key}[{index}]");
-                    self.locate(expected(&item, "a string"), &item)
-                })
-            })
-            .collect()
-    }
-
-    pub fn list(&self, key: &str) -> Result<&'a [Value], StrictError> {
-        match self.value(key)? {
-            Value::Array(items) => Ok(items),
-            _ => Err(self.locate(expected(key, "a list"), key)),
-        }
-    }
-
-    /// A list whose items are all objects; item `i` is addressed as `<key>[i]`.
-    pub fn object_list(&self, key: &str) -> Result<Vec<Object<'a>>, StrictError> {
-        let path = self.qualified(key);
-        self.list(key)?
-            .iter()
-            .enumerate()
-            .map(|(index, item)| as_object(item, format!("{path}[{index}]")))
-            .collect()
-    }
-
-    pub fn object(&self, key: &str) -> Result<Object<'a>, StrictError> {
-        as_object(self.value(key)?, self.qualified(key))
-    }
-
-    pub fn optional_object(&self, key: &str) -> Result<Option<Object<'a>>, StrictError> {
-        match self.value(key)? {
-            Value::Null => Ok(None),
-            value => as_object(value, self.qualified(key)).map(Some),
-        }
-    }
-
-    /// A string naming one value of an enumeration; `parse` maps it to the value
-    /// (`invalid status 'x'` when it does not).
-    pub fn enumerated<T>(
-        &self,
-        key: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<T, StrictError> {
-        let text = self.string(key)?;
-        parse(text).ok_or_else(|| {
-            self.locate(
-                StrictError(format!("invalid {key} '{}'", text.escape_debug())),
-                key,
-            )
-        })
-    }
-
-    /// An RFC 3339 timestamp with an explicit UTC offset. A string that is a valid date and
-    /// time but lacks the offset gets its own message, since adding `Z` is the fix.
-    pub fn timestamp(&self, key: &str) -> Result<Timestamp, StrictError> {
-        let text = self.string(key)?;
-        Timestamp::parse(text).map_err(|_| {
-            let problem = if is_local_date_time(text) {
-                "to include a UTC offset"
-            } else {
-                "to be an ISO 8601 timestamp"
-            };
-            StrictError(format!("expected {} {problem}", self.qualified(key)))
-        })
-    }
-}
-
-// Rules for values that already have the right type. They name the dotted key, because they
-// run after reading, when the value's position is no longer at hand. The key is anything that
-// displays (`format_args!` for an indexed one): it is written out only for an error, since
-// every state write checks every committed outcome.
+// They run after reading, when the value's position is no longer at hand. The key is
+// anything that displays (`format_args!` for an indexed one): it is written out only for an
+// error, since every state write checks every committed outcome.
 
 /// `expected <key> to be nonempty`.
 pub(crate) fn require_nonempty(
@@ -399,53 +419,358 @@ pub(crate) fn require_attempt_id(
     Ok(())
 }
 
-/// True for an ISO 8601 date or date-time without an offset (`2026-07-05T12:01:02`,
-/// `2026-07-05 12:01`, `2026-07-05`): a timestamp that only lacks its offset.
-fn is_local_date_time(text: &str) -> bool {
-    const DATE_TIMES: [&str; 4] = [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M",
-    ];
-    DATE_TIMES
-        .iter()
-        .any(|format| chrono::NaiveDateTime::parse_from_str(text, format).is_ok())
-        || chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok()
+// ---- the deserializer over a parsed document ----
+
+/// Where a value sits, as a chain back to the document (built on the stack while reading;
+/// turned into [`Segment`]s only for an error).
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    Root,
+    Key(&'p Path<'p>, &'p str),
+    Index(&'p Path<'p>, usize),
 }
 
-fn as_object(value: &Value, path: String) -> Result<Object<'_>, StrictError> {
-    match value {
-        Value::Object(map) => Ok(Object { map, path }),
-        _ => Err(StrictError(format!("expected {path} to be an object"))),
+impl Path<'_> {
+    fn segments(&self) -> Vec<Segment> {
+        let (parent, segment) = match self {
+            Path::Root => return Vec::new(),
+            Path::Key(parent, key) => (parent, Segment::Key((*key).to_owned())),
+            Path::Index(parent, index) => (parent, Segment::Index(*index)),
+        };
+        let mut segments = parent.segments();
+        segments.push(segment);
+        segments
     }
 }
 
-fn integer_in<T: TryFrom<i64>>(value: &Value, key: &str, what: &str) -> Result<T, StrictError> {
-    let Value::Number(number) = value else {
-        return Err(expected(key, what));
+/// The error serde's derives build through [`de::Error`]; it learns its path on the way out,
+/// from the innermost value it was raised in.
+#[derive(Debug)]
+struct Error {
+    path: Option<Vec<Segment>>,
+    kind: Kind,
+}
+
+impl Error {
+    fn new(kind: Kind) -> Self {
+        Self { path: None, kind }
+    }
+
+    fn wrong_type(expected: Expected, or_null: bool) -> Self {
+        Self::new(Kind::WrongType { expected, or_null })
+    }
+
+    fn at(mut self, path: &Path<'_>) -> Self {
+        if self.path.is_none() {
+            self.path = Some(path.segments());
+        }
+        self
+    }
+}
+
+impl From<Error> for Mismatch {
+    fn from(error: Error) -> Self {
+        Self {
+            path: error.path.unwrap_or_default(),
+            kind: error.kind,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.kind)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        Self::new(Kind::Rule(message.to_string()))
+    }
+
+    fn invalid_type(_: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        Self::wrong_type(Expected::Described(expected.to_string()), false)
+    }
+
+    fn invalid_value(_: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        Self::new(Kind::Rule(format!("to be {expected}")))
+    }
+
+    fn unknown_variant(variant: &str, _: &'static [&'static str]) -> Self {
+        Self::new(Kind::UnknownVariant(variant.to_owned()))
+    }
+
+    fn unknown_field(field: &str, known: &'static [&'static str]) -> Self {
+        Self::new(Kind::UnknownKey {
+            key: field.to_owned(),
+            known,
+        })
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        Self::new(Kind::MissingKey(field))
+    }
+}
+
+/// One value of the document, being read.
+struct Reader<'p, 'de> {
+    value: &'de Value,
+    path: Path<'p>,
+    /// Inside an `Option`: a type error says `or null`.
+    or_null: bool,
+}
+
+impl<'p, 'de> Reader<'p, 'de> {
+    fn new(value: &'de Value, path: Path<'p>) -> Self {
+        Self {
+            value,
+            path,
+            or_null: false,
+        }
+    }
+
+    fn wrong(&self, expected: Expected) -> Error {
+        Error::wrong_type(expected, self.or_null)
+    }
+
+    /// An integer (booleans and numbers with a fraction or exponent are not integers) that
+    /// fits in `T`.
+    fn integer<T: TryFrom<i64>>(&self) -> Result<T, Error> {
+        let Value::Number(number) = self.value else {
+            return Err(self.wrong(Expected::Integer { bits: None }));
+        };
+        let out_of_range = || {
+            self.wrong(Expected::Integer {
+                bits: Some(std::mem::size_of::<T>() * 8),
+            })
+        };
+        match number.as_i64() {
+            Some(integer) => T::try_from(integer).map_err(|_| out_of_range()),
+            // A whole number above i64::MAX is still an integer, just not one that fits.
+            None if number.is_u64() => Err(out_of_range()),
+            None => Err(self.wrong(Expected::Integer { bits: None })),
+        }
+    }
+
+    fn object(&self) -> Result<&'de Map<String, Value>, Error> {
+        match self.value {
+            Value::Object(map) => Ok(map),
+            _ => Err(self.wrong(Expected::Object)),
+        }
+    }
+}
+
+macro_rules! integers {
+    ($($method:ident => $visit:ident($type:ty),)*) => {
+        $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            let integer: $type = self.integer()?;
+            visitor.$visit(integer)
+        })*
     };
-    match number.as_i64() {
-        Some(integer) => T::try_from(integer).map_err(|_| out_of_range::<T>(key, what)),
-        // A whole number above i64::MAX is still an integer, just not one that fits.
-        None if number.is_u64() => Err(out_of_range::<T>(key, what)),
-        None => Err(expected(key, what)),
+}
+
+impl<'de> Deserializer<'de> for Reader<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(value) => visitor.visit_bool(*value),
+            Value::Number(number) => match (number.as_u64(), number.as_i64(), number.as_f64()) {
+                (Some(value), _, _) => visitor.visit_u64(value),
+                (None, Some(value), _) => visitor.visit_i64(value),
+                (None, None, value) => visitor.visit_f64(value.unwrap_or(f64::NAN)),
+            },
+            Value::String(text) => visitor.visit_borrowed_str(text),
+            Value::Array(_) => self.deserialize_seq(visitor),
+            Value::Object(_) => self.deserialize_map(visitor),
+        }
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Value::Bool(value) => visitor.visit_bool(*value),
+            _ => Err(self.wrong(Expected::Boolean)),
+        }
+    }
+
+    integers! {
+        deserialize_i8 => visit_i8(i8),
+        deserialize_i16 => visit_i16(i16),
+        deserialize_i32 => visit_i32(i32),
+        deserialize_i64 => visit_i64(i64),
+        deserialize_u8 => visit_u8(u8),
+        deserialize_u16 => visit_u16(u16),
+        deserialize_u32 => visit_u32(u32),
+        deserialize_u64 => visit_u64(u64),
+    }
+
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_f64(visitor)
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value.as_f64() {
+            Some(number) => visitor.visit_f64(number),
+            None => Err(self.wrong(Expected::Number)),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Value::String(text) => visitor.visit_borrowed_str(text),
+            _ => Err(self.wrong(Expected::String)),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(Reader {
+                or_null: true,
+                ..self
+            }),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Value::Array(items) => visitor.visit_seq(Items {
+                items: items.iter(),
+                index: 0,
+                path: self.path,
+            }),
+            _ => Err(self.wrong(Expected::List)),
+        }
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let map = self.object()?;
+        visitor.visit_map(Entries {
+            entries: map
+                .iter()
+                .map(|(key, value)| (key.as_str(), value))
+                .collect(),
+            next: 0,
+            path: self.path,
+        })
+    }
+
+    /// Unknown keys first, alphabetically, so that the first one is what a derive with
+    /// `deny_unknown_fields` reports; then the fields present, in declaration order.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        let map = self.object()?;
+        let mut unknown: Vec<(&str, &Value)> = map
+            .iter()
+            .map(|(key, value)| (key.as_str(), value))
+            .filter(|(key, _)| !fields.contains(key))
+            .collect();
+        unknown.sort_by_key(|(key, _)| *key);
+        let known = fields
+            .iter()
+            .filter_map(|field| map.get_key_value(*field))
+            .map(|(key, value)| (key.as_str(), value));
+        visitor.visit_map(Entries {
+            entries: unknown.into_iter().chain(known).collect(),
+            next: 0,
+            path: self.path,
+        })
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.value {
+            Value::String(name) => visitor.visit_enum(BorrowedStrDeserializer::new(name)),
+            _ => Err(self.wrong(Expected::String)),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        i128 u128 char bytes byte_buf unit unit_struct tuple tuple_struct identifier
     }
 }
 
-fn missing_key(key: &str) -> StrictError {
-    StrictError(format!("missing required key {key}"))
+/// The items of a list.
+struct Items<'p, 'de> {
+    items: std::slice::Iter<'de, Value>,
+    index: usize,
+    path: Path<'p>,
 }
 
-fn expected(key: &str, what: &str) -> StrictError {
-    StrictError(format!("expected {key} to be {what}"))
+impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        let Some(item) = self.items.next() else {
+            return Ok(None);
+        };
+        let path = Path::Index(&self.path, self.index);
+        self.index += 1;
+        seed.deserialize(Reader::new(item, path))
+            .map(Some)
+            .map_err(|error| error.at(&path))
+    }
 }
 
-fn out_of_range<T>(key: &str, what: &str) -> StrictError {
-    let bits = std::mem::size_of::<T>() * 8;
-    StrictError(format!(
-        "expected {key} to be {what} that fits in {bits} bits"
-    ))
+/// The entries of an object, in the order they are read.
+struct Entries<'p, 'de> {
+    entries: Vec<(&'de str, &'de Value)>,
+    next: usize,
+    path: Path<'p>,
+}
+
+impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((key, _)) = self.entries.get(self.next) else {
+            return Ok(None);
+        };
+        seed.deserialize(BorrowedStrDeserializer::new(key))
+            .map(Some)
+            .map_err(|error: Error| error.at(&self.path))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let (key, value) = self.entries[self.next];
+        self.next += 1;
+        let path = Path::Key(&self.path, key);
+        seed.deserialize(Reader::new(value, path))
+            .map_err(|error| error.at(&path))
+    }
 }
 
 #[cfg(test)]

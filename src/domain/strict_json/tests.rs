@@ -1,11 +1,59 @@
-//! Unit and property tests of `domain::strict_json`.
+//! Unit and property tests of `domain::strict_json`: the reader's words, on small records.
 
 use super::*;
 use proptest::prelude::*;
 use serde_json::json;
 
-fn err<T: std::fmt::Debug>(result: Result<T, StrictError>) -> String {
-    result.unwrap_err().0
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Plan {
+    path: String,
+    sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Document {
+    #[serde(deserialize_with = "Option::deserialize")]
+    plan: Option<Plan>,
+    ids: Vec<String>,
+    #[serde(default)]
+    items: Vec<Plan>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Scalars {
+    #[serde(default)]
+    i: Option<i32>,
+    #[serde(default)]
+    wide: Option<i64>,
+    #[serde(default, deserialize_with = "present")]
+    n: Option<i32>,
+    #[serde(default, deserialize_with = "present")]
+    s: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    b: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    at: Option<crate::domain::timestamp::Timestamp>,
+    #[serde(default, deserialize_with = "some_positive")]
+    p: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    status: Option<crate::domain::state::AttemptStatus>,
+}
+
+fn some_positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    positive(deserializer).map(Some)
+}
+
+fn err<T: DeserializeOwned + std::fmt::Debug>(value: serde_json::Value) -> String {
+    StrictError::from(from_slice::<T>(value.to_string().as_bytes()).unwrap_err()).0
+}
+
+fn syntax(bytes: &[u8]) -> String {
+    parse_document(bytes).unwrap_err()
 }
 
 #[test]
@@ -21,23 +69,23 @@ fn syntax_error_names_line_and_column() {
 #[test]
 fn parse_document_reports_position_of_the_problem() {
     assert_eq!(
-        err(parse_document(b"{\n  \"a\": 1,\n  oops\n}")),
+        syntax(b"{\n  \"a\": 1,\n  oops\n}"),
         "invalid JSON at line 3, column 3: key must be a string"
     );
     assert_eq!(
-        err(parse_document(b"")),
+        syntax(b""),
         "invalid JSON at line 1, column 1: EOF while parsing a value"
     );
     assert_eq!(
-        err(parse_document(b"{} x")),
+        syntax(b"{} x"),
         "invalid JSON at line 1, column 4: trailing characters"
     );
     assert_eq!(
-        err(parse_document(b"{\"stop\": null,\n \"stop\": 1}")),
+        syntax(b"{\"stop\": null,\n \"stop\": 1}"),
         "invalid JSON at line 2, column 7: duplicate key 'stop'"
     );
     assert_eq!(
-        err(parse_document(b"{\"a\": [{\"b\": 1, \"b\": 2}]}")),
+        syntax(b"{\"a\": [{\"b\": 1, \"b\": 2}]}"),
         "invalid JSON at line 1, column 19: duplicate key 'b'"
     );
     // The same value as serde_json's own reading otherwise.
@@ -48,209 +96,166 @@ fn parse_document_reports_position_of_the_problem() {
     );
     // A value cut short by a line break is reported on its own line.
     assert_eq!(
-        err(parse_document(b"{\n  \"agent_cmd\": nul\n}")),
+        syntax(b"{\n  \"agent_cmd\": nul\n}"),
         "invalid JSON at line 2, column 19: expected ident"
     );
 }
 
 #[test]
 fn top_level_must_be_an_object() {
-    for text in ["[]", "null", "1", "\"x\"", "true"] {
-        let value: Value = serde_json::from_str(text).unwrap();
+    for value in [json!([]), json!(null), json!(1), json!("x"), json!(true)] {
         assert_eq!(
-            err(root_object(&value)),
+            err::<Document>(value.clone()),
             "expected $ to be an object",
-            "{text}"
+            "{value}"
         );
     }
-    let value = json!({});
-    assert_eq!(root_object(&value).unwrap().path, "");
 }
 
 #[test]
 fn unexpected_key_is_reported_before_missing_and_alphabetically_first() {
-    let value = json!({"zeta": 1, "beta": 2, "a": 3});
-    let root = root_object(&value).unwrap();
-    assert_eq!(err(root.expect_keys(&["a", "b"])), "unexpected key beta");
-    let value = json!({"b": 1});
-    let root = root_object(&value).unwrap();
     assert_eq!(
-        err(root.expect_keys(&["a", "b", "c"])),
-        "missing required key a"
+        err::<Document>(json!({"zeta": 1, "beta": 2, "ids": 3})),
+        "unexpected key beta"
     );
-    assert!(root.expect_keys(&["b"]).is_ok());
-    assert_eq!(root.first_unexpected_key(&["a"]), Some("b"));
-    assert_eq!(root.first_unexpected_key(&["b"]), None);
+    assert_eq!(
+        err::<Document>(json!({"ids": []})),
+        "missing required key plan"
+    );
 }
 
 #[test]
 fn nested_keys_are_qualified_but_missing_keys_are_bare() {
-    let value = json!({"plan": {"inner": {"version": 1}}, "items": [{}, {"x": 1}]});
-    let root = root_object(&value).unwrap();
-    let inner = root.object("plan").unwrap().object("inner").unwrap();
-    assert_eq!(inner.path, "plan.inner");
+    let plan = json!({"path": "/p", "sha256": "x"});
     assert_eq!(
-        err(inner.expect_keys(&["path"])),
-        "unexpected key plan.inner.version"
+        err::<Document>(json!({"plan": {"path": "/p", "sha256": "x", "version": 1}, "ids": []})),
+        "unexpected key plan.version"
     );
     assert_eq!(
-        err(inner.expect_keys(&["version", "sha256"])),
-        "missing required key sha256 (at plan.inner.sha256)"
+        err::<Document>(json!({"plan": {"path": "/p"}, "ids": []})),
+        "missing required key sha256 (at plan.sha256)"
     );
-    let items = root.object_list("items").unwrap();
-    assert_eq!(items[1].path, "items[1]");
-    assert_eq!(err(items[1].expect_keys(&[])), "unexpected key items[1].x");
-    assert_eq!(err(root.object("nope")), "missing required key nope");
+    assert_eq!(
+        err::<Document>(json!({"plan": plan, "ids": [], "items": [plan, {"x": 1}]})),
+        "unexpected key items[1].x"
+    );
 }
 
 #[test]
 fn object_errors_name_the_qualified_key() {
-    let value = json!({"plan": {"phase": 1}, "list": [{}, 2], "null": null});
-    let root = root_object(&value).unwrap();
-    let plan = root.object("plan").unwrap();
     assert_eq!(
-        err(plan.object("phase")),
-        "expected plan.phase to be an object"
+        err::<Document>(json!({"plan": 1, "ids": []})),
+        "expected plan to be an object"
     );
     assert_eq!(
-        err(plan.optional_object("phase")),
-        "expected plan.phase to be an object"
+        err::<Document>(json!({"plan": null, "ids": [], "items": [2]})),
+        "expected items[0] to be an object"
     );
-    assert_eq!(err(root.object("null")), "expected null to be an object");
-    assert!(root.optional_object("null").unwrap().is_none());
     assert_eq!(
-        err(root.object_list("list")),
-        "expected list[1] to be an object"
+        err::<Document>(json!({"plan": null, "ids": {}})),
+        "expected ids to be a list"
     );
-    assert_eq!(err(root.object_list("plan")), "expected plan to be a list");
 }
 
 #[test]
 fn strings() {
-    let value = json!({"s": "text", "n": null, "i": 1, "l": ["a", 2]});
-    let root = root_object(&value).unwrap();
-    assert_eq!(root.string("s").unwrap(), "text");
-    assert_eq!(err(root.string("n")), "expected n to be a string");
-    assert_eq!(err(root.string("missing")), "missing required key missing");
-    assert_eq!(root.optional_string("s").unwrap(), Some("text"));
-    assert_eq!(root.optional_string("n").unwrap(), None);
     assert_eq!(
-        err(root.optional_string("i")),
-        "expected i to be a string or null"
+        err::<Document>(json!({"plan": null, "ids": ["a", 2]})),
+        "expected ids[1] to be a string"
     );
-    assert_eq!(err(root.string_list("l")), "expected l[1] to be a string");
-    assert_eq!(err(root.string_list("s")), "expected s to be a list");
-    let value = json!({"l": ["a", "b"], "e": []});
-    let root = root_object(&value).unwrap();
-    assert_eq!(root.string_list("l").unwrap(), vec!["a", "b"]);
-    assert!(root.string_list("e").unwrap().is_empty());
+    assert_eq!(
+        err::<Document>(json!({"plan": {"path": null, "sha256": "x"}, "ids": []})),
+        "expected path to be a string (at plan.path)"
+    );
+    assert_eq!(
+        err::<Scalars>(json!({"s": null})),
+        "expected s to be a string"
+    );
 }
 
 #[test]
 fn integers_reject_bools_fractions_and_overflow() {
-    let value = json!({
-        "i": -7, "b": true, "f": 1.0, "s": "1", "big": u64::MAX, "n": null, "wide": 1_i64 << 40
-    });
-    let root = root_object(&value).unwrap();
-    assert_eq!(root.integer::<i32>("i").unwrap(), -7);
-    assert_eq!(err(root.integer::<i32>("b")), "expected b to be an integer");
-    assert_eq!(err(root.integer::<i32>("f")), "expected f to be an integer");
-    assert_eq!(err(root.integer::<i32>("s")), "expected s to be an integer");
-    assert_eq!(err(root.integer::<i32>("n")), "expected n to be an integer");
+    for bad in [json!(true), json!(1.0), json!("1"), json!([])] {
+        assert_eq!(
+            err::<Scalars>(json!({ "n": bad })),
+            "expected n to be an integer",
+            "{bad}"
+        );
+        assert_eq!(
+            err::<Scalars>(json!({ "i": bad })),
+            "expected i to be an integer or null",
+            "{bad}"
+        );
+    }
     assert_eq!(
-        err(root.integer::<i64>("big")),
-        "expected big to be an integer that fits in 64 bits"
+        err::<Scalars>(json!({"wide": u64::MAX})),
+        "expected wide to be an integer or null that fits in 64 bits"
     );
     assert_eq!(
-        err(root.integer::<i32>("wide")),
-        "expected wide to be an integer that fits in 32 bits"
-    );
-    assert_eq!(root.optional_integer::<i32>("n").unwrap(), None);
-    assert_eq!(root.optional_integer::<i32>("i").unwrap(), Some(-7));
-    assert_eq!(
-        err(root.optional_integer::<i32>("b")),
-        "expected b to be an integer or null"
-    );
-    assert_eq!(
-        err(root.optional_integer::<i32>("wide")),
-        "expected wide to be an integer or null that fits in 32 bits"
+        err::<Scalars>(json!({"n": 1_i64 << 40})),
+        "expected n to be an integer that fits in 32 bits"
     );
 }
 
 #[test]
 fn positive_integers() {
-    let value = json!({"one": 1, "zero": 0, "neg": -1, "b": false, "f": 2.5, "wide": 1_u64 << 40, "max": u64::MAX});
-    let root = root_object(&value).unwrap();
-    assert_eq!(root.positive_integer::<u32>("one").unwrap(), 1);
-    assert_eq!(root.positive_integer::<u64>("max").unwrap(), u64::MAX);
-    for key in ["zero", "neg", "b", "f"] {
+    for bad in [json!(0), json!(-1), json!(false), json!(2.5), json!(null)] {
         assert_eq!(
-            err(root.positive_integer::<u32>(key)),
-            format!("expected {key} to be a positive integer")
+            err::<Scalars>(json!({ "p": bad })),
+            "expected p to be a positive integer",
+            "{bad}"
         );
     }
     assert_eq!(
-        err(root.positive_integer::<u32>("wide")),
-        "expected wide to be a positive integer that fits in 32 bits"
+        err::<Scalars>(json!({"p": 1_u64 << 40})),
+        "expected p to be a positive integer that fits in 32 bits"
+    );
+}
+
+#[test]
+fn booleans_name_the_qualified_key() {
+    assert_eq!(
+        err::<Scalars>(json!({"b": "no"})),
+        "expected b to be a boolean"
     );
 }
 
 #[test]
 fn enumerations() {
-    let parse = |text: &str| (text == "yes").then_some(true);
-    let value = json!({"ok": "yes", "bad": "no", "num": 1, "odd": "a\nb"});
-    let root = root_object(&value).unwrap();
-    assert!(root.enumerated("ok", parse).unwrap());
-    assert_eq!(err(root.enumerated("bad", parse)), "invalid bad 'no'");
     assert_eq!(
-        err(root.enumerated("num", parse)),
-        "expected num to be a string"
+        err::<Scalars>(json!({"status": "no"})),
+        "invalid status 'no'"
+    );
+    assert_eq!(
+        err::<Scalars>(json!({"status": 1})),
+        "expected status to be a string"
     );
     // Control characters are escaped so the message stays on one line.
-    assert_eq!(err(root.enumerated("odd", parse)), "invalid odd 'a\\nb'");
+    assert_eq!(
+        err::<Scalars>(json!({"status": "a\nb"})),
+        "invalid status 'a\\nb'"
+    );
 }
 
 #[test]
 fn timestamps() {
-    let value = json!({"p": {"z": "2026-07-05T12:01:02Z", "off": "2026-07-05T14:01:02+02:00",
-            "naive": "2026-07-05T12:01:02", "junk": "soon", "num": 5}});
-    let root = root_object(&value).unwrap();
-    let plan = root.object("p").unwrap();
     assert_eq!(
-        plan.timestamp("z").unwrap().to_string(),
-        "2026-07-05T12:01:02Z"
+        err::<Scalars>(json!({"at": "2026-07-05T12:01:02"})),
+        "expected at to include a UTC offset"
     );
     assert_eq!(
-        plan.timestamp("off").unwrap().to_string(),
-        "2026-07-05T12:01:02Z"
+        err::<Scalars>(json!({"at": "soon"})),
+        "expected at to be an ISO 8601 timestamp"
     );
     assert_eq!(
-        err(plan.timestamp("naive")),
-        "expected p.naive to include a UTC offset"
-    );
-    for local in ["2026-07-05 12:01:02.5", "2026-07-05T12:01", "2026-07-05"] {
-        assert!(is_local_date_time(local), "{local}");
-    }
-    for other in [
-        "2026-07-05T25:00:00",
-        "12:01:02",
-        "2026-07-05T12:01:02Z",
-        "",
-    ] {
-        assert!(!is_local_date_time(other), "{other}");
-    }
-    assert_eq!(
-        err(plan.timestamp("junk")),
-        "expected p.junk to be an ISO 8601 timestamp"
-    );
-    assert_eq!(
-        err(plan.timestamp("num")),
-        "expected num to be a string (at p.num)"
+        err::<Scalars>(json!({"at": 5})),
+        "expected at to be a string"
     );
 }
 
 #[test]
 fn value_rules_name_the_dotted_key() {
+    let err = |result: Result<(), StrictError>| result.unwrap_err().0;
     assert!(require_nonempty("a.b", "x").is_ok());
     assert_eq!(
         err(require_nonempty("a.b", "")),
@@ -304,24 +309,10 @@ fn arbitrary_json() -> impl Strategy<Value = Value> {
 
 proptest! {
     #[test]
-    fn getters_never_panic(value in arbitrary_json(), key in "[a-z]{0,3}") {
-        let wrapped = serde_json::json!({ "root": value });
-        let root = root_object(&wrapped).unwrap();
-        let _ = root.expect_keys(&["root"]);
-        let _ = root.string("root");
-        let _ = root.optional_string("root");
-        let _ = root.integer::<i32>("root");
-        let _ = root.optional_integer::<i8>("root");
-        let _ = root.positive_integer::<u16>("root");
-        let _ = root.string_list("root");
-        let _ = root.object_list("root");
-        let _ = root.enumerated("root", |_| None::<()>);
-        let _ = root.timestamp("root");
-        if let Ok(object) = root.object("root") {
-            let _ = object.expect_keys(&["a", "b"]);
-            let _ = object.timestamp(&key);
-            let _ = object.optional_object(&key);
-        }
+    fn reading_never_panics(value in arbitrary_json(), key in "[a-z]{0,3}") {
+        let _ = from_value::<Document>(&value);
+        let _ = from_value::<Scalars>(&value);
+        let _ = from_value::<Scalars>(&json!({ key: value }));
     }
 
     #[test]

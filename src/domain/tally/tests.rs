@@ -2,13 +2,8 @@ use super::*;
 use crate::domain::state::{AbandonedRef, ActiveAttempt, PhaseRef, SnapshotRef, Stop};
 use crate::domain::timestamp::Timestamp;
 
-fn entry(
-    id: &str,
-    phase: &str,
-    status: AttemptStatus,
-    figures: Option<(u64, u64)>,
-) -> std::sync::Arc<OutcomeRef> {
-    std::sync::Arc::new(OutcomeRef {
+fn entry(id: &str, phase: &str, status: AttemptStatus, figures: Option<(u64, u64)>) -> OutcomeRef {
+    OutcomeRef {
         attempt_id: id.into(),
         phase_id: phase.into(),
         status,
@@ -17,7 +12,7 @@ fn entry(
         output_bytes: figures.map(|(_, bytes)| bytes),
         watchdog_losses: None,
         usage: None,
-    })
+    }
 }
 
 fn phase_ref(id: &str, title: &str) -> PhaseRef {

@@ -31,13 +31,12 @@ pub struct PlaceholderValues<'a> {
     pub state_file: &'a str,
 }
 
-/// The placeholder names one kind of template may use.
-pub trait PlaceholderSet: Copy + std::fmt::Debug + PartialEq + Eq {
-    /// Every name, in the order the documentation lists them (for the message that lists
-    /// them and suggests the nearest to a misspelt one).
-    const NAMES: &'static [&'static str];
-    /// The placeholder spelled `name` between braces, if this kind has one.
-    fn from_name(name: &str) -> Option<Self>;
+/// The placeholder names one kind of template may use: each variant spelled in snake case
+/// between braces, listed in declaration order (the message that lists them suggests the
+/// nearest to a misspelt one).
+pub trait PlaceholderSet:
+    Copy + std::fmt::Debug + PartialEq + Eq + std::str::FromStr + strum::VariantNames
+{
     /// The message for a template that splits into no command (or an empty program).
     const EMPTY_COMMAND: &'static str;
 }
@@ -60,7 +59,8 @@ enum Segment<P> {
 }
 
 /// The only names an agent command template may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum AgentPlaceholder {
     PromptFile,
     Workspace,
@@ -70,25 +70,7 @@ pub enum AgentPlaceholder {
 }
 
 impl PlaceholderSet for AgentPlaceholder {
-    const NAMES: &'static [&'static str] = &[
-        "prompt_file",
-        "workspace",
-        "run_id",
-        "transcript_file",
-        "state_file",
-    ];
     const EMPTY_COMMAND: &'static str = "agent command template produced an empty command";
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "prompt_file" => Some(Self::PromptFile),
-            "workspace" => Some(Self::Workspace),
-            "run_id" => Some(Self::RunId),
-            "transcript_file" => Some(Self::TranscriptFile),
-            "state_file" => Some(Self::StateFile),
-            _ => None,
-        }
-    }
 }
 
 impl AgentPlaceholder {
@@ -307,11 +289,11 @@ impl<'a> BraceField<'a> {
         if self.name.contains(['.', '[', ']']) {
             return Err(TemplateError::AttributeOrIndex { field: field() });
         }
-        let Some(placeholder) = P::from_name(self.name) else {
+        let Ok(placeholder) = self.name.parse::<P>() else {
             return Err(TemplateError::UnknownPlaceholder {
                 field: field(),
-                suggestion: suggest::nearest(self.name, P::NAMES),
-                known: P::NAMES,
+                suggestion: suggest::nearest(self.name, P::VARIANTS),
+                known: P::VARIANTS,
             });
         };
         if self.has_conversion {

@@ -1,4 +1,4 @@
-//! Token usage and cost (issue 19): what an agent reports ([`report`]), what an attempt's
+//! Token usage and cost: what an agent reports ([`report`]), what an attempt's
 //! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]),
 //! and how often a running attempt's usage is streamed ([`publication`]).
 //! The budget caps that act on them are [`crate::domain::budget`].
@@ -10,7 +10,9 @@ pub mod publication;
 pub mod report;
 pub mod summary;
 
-use serde_json::{Map, Value};
+use serde::de::{self, Deserializer, Unexpected};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
 
 /// The names of the counts, in the order they are written.
 pub const COUNT_KEYS: [&str; 5] = [
@@ -28,23 +30,56 @@ pub const COUNT_KEYS: [&str; 5] = [
 /// - `output_tokens`: every output token, reasoning included;
 /// - `reasoning_tokens`: the part of the output spent on reasoning;
 /// - `cost_usd`: what the agent says the tokens cost (for Claude Code, the CLI's own estimate).
-#[derive(Clone, Debug, Default, PartialEq)]
+///
+/// Recorded as a JSON object with every key (`null` when not reported).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TokenCounts {
+    #[serde(deserialize_with = "count")]
     pub input_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
     pub cached_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
     pub output_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
     pub reasoning_tokens: Option<u64>,
+    #[serde(serialize_with = "finite_or_null", deserialize_with = "cost")]
     pub cost_usd: Option<f64>,
 }
 
-/// The counts as a JSON object, every key written (`null` when not reported).
-impl serde::Serialize for TokenCounts {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut object = serializer.serialize_map(Some(COUNT_KEYS.len()))?;
-        self.serialize_entries(&mut object)?;
-        object.end()
+/// A recorded count: `expected usage.input_tokens to be a non-negative integer or null`.
+pub(crate) fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        value => value.as_u64().map(Some).ok_or_else(|| {
+            de::Error::invalid_value(
+                Unexpected::Other("value"),
+                &"a non-negative integer or null",
+            )
+        }),
     }
+}
+
+/// A recorded cost: `expected usage.cost_usd to be a non-negative number or null`.
+pub(crate) fn cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        value => value
+            .as_f64()
+            .filter(|cost| cost.is_finite() && *cost >= 0.0)
+            .map(Some)
+            .ok_or_else(|| {
+                de::Error::invalid_value(
+                    Unexpected::Other("value"),
+                    &"a non-negative number or null",
+                )
+            }),
+    }
+}
+
+/// A cost that is not finite has no JSON number and is written `null`.
+fn finite_or_null<S: Serializer>(cost: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    cost.filter(|cost| cost.is_finite()).serialize(serializer)
 }
 
 impl TokenCounts {
@@ -92,29 +127,6 @@ impl TokenCounts {
             self.reasoning_tokens.is_some(),
             self.cost_usd.is_some(),
         ]
-    }
-
-    /// The counts as JSON object members, every key written (`null` when not reported), as
-    /// the [`serde::Serialize`] impl writes them.
-    pub fn write_json(&self, object: &mut Map<String, Value>) {
-        // Numbers, `null`s and fixed keys: nothing here can fail to serialize.
-        if let Ok(Value::Object(members)) = serde_json::to_value(self) {
-            object.extend(members);
-        }
-    }
-
-    /// The five members, in [`COUNT_KEYS`] order, into an object being serialized (also a
-    /// summary's, which adds its own members after them). A cost that is not finite has no
-    /// JSON number and is written `null`.
-    pub(crate) fn serialize_entries<M: serde::ser::SerializeMap>(
-        &self,
-        object: &mut M,
-    ) -> Result<(), M::Error> {
-        object.serialize_entry("input_tokens", &self.input_tokens)?;
-        object.serialize_entry("cached_input_tokens", &self.cached_input_tokens)?;
-        object.serialize_entry("output_tokens", &self.output_tokens)?;
-        object.serialize_entry("reasoning_tokens", &self.reasoning_tokens)?;
-        object.serialize_entry("cost_usd", &self.cost_usd.filter(|cost| cost.is_finite()))
     }
 
     /// `1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123`; the counts that were
@@ -208,10 +220,8 @@ mod tests {
 
     #[test]
     fn json_members_name_every_count() {
-        let mut object = Map::new();
-        counts(Some(1), None, Some(0.25)).write_json(&mut object);
         assert_eq!(
-            Value::Object(object),
+            serde_json::to_value(counts(Some(1), None, Some(0.25))).unwrap(),
             serde_json::json!({"input_tokens": 1, "cached_input_tokens": null,
                 "output_tokens": null, "reasoning_tokens": null, "cost_usd": 0.25})
         );

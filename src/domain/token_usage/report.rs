@@ -20,7 +20,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{COUNT_KEYS, TokenCounts};
 use crate::domain::status_text::sanitize_status;
@@ -119,31 +120,55 @@ impl UsageReport {
     /// The report as the one-line JSON an agent sends (what the wrappers send): counts that
     /// are known, `models` when there are any, `final` when true.
     pub fn to_json(&self) -> String {
-        let mut object = Map::new();
-        write_known_counts(&self.totals, &mut object);
-        if !self.models.is_empty() {
-            let models: Map<String, Value> = self
+        let sent = Sent {
+            totals: Known::from(&self.totals),
+            models: self
                 .models
                 .iter()
-                .map(|(name, counts)| {
-                    let mut model = Map::new();
-                    write_known_counts(counts, &mut model);
-                    (name.clone(), Value::Object(model))
-                })
-                .collect();
-            object.insert("models".into(), Value::Object(models));
-        }
-        if self.is_final {
-            object.insert("final".into(), Value::Bool(true));
-        }
-        Value::Object(object).to_string()
+                .map(|(name, counts)| (name.as_str(), Known::from(counts)))
+                .collect(),
+            is_final: self.is_final,
+        };
+        serde_json::to_string(&sent).expect("a usage report serializes")
     }
 }
 
-fn write_known_counts(counts: &TokenCounts, object: &mut Map<String, Value>) {
-    let mut all = Map::new();
-    counts.write_json(&mut all);
-    object.extend(all.into_iter().filter(|(_, value)| !value.is_null()));
+/// A report as sent.
+#[derive(Serialize)]
+struct Sent<'a> {
+    #[serde(flatten)]
+    totals: Known,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    models: BTreeMap<&'a str, Known>,
+    #[serde(rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    is_final: bool,
+}
+
+/// The counts that are known (a cost that is not finite is not).
+#[derive(Serialize)]
+struct Known {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_usd: Option<f64>,
+}
+
+impl From<&TokenCounts> for Known {
+    fn from(counts: &TokenCounts) -> Self {
+        Self {
+            input_tokens: counts.input_tokens,
+            cached_input_tokens: counts.cached_input_tokens,
+            output_tokens: counts.output_tokens,
+            reasoning_tokens: counts.reasoning_tokens,
+            cost_usd: counts.cost_usd.filter(|cost| cost.is_finite()),
+        }
+    }
 }
 
 /// `model`: a non-empty string, made printable and bounded; `null` means none.

@@ -15,14 +15,17 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde::de::{self, Deserializer, Unexpected};
+use serde::{Deserialize, Serialize};
 
 use super::report::{UsageReport, UsageReportError};
-use super::{TokenCounts, format_usd};
+use super::{TokenCounts, cost, count, format_usd};
 use crate::domain::strict_json::StrictError;
 
 /// How much of an attempt's (or a sum's) usage is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::IntoStaticStr)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Completeness {
     /// The provider's own final total arrived (for a sum: for every part, count by count).
     Reported,
@@ -34,21 +37,19 @@ pub enum Completeness {
 
 impl Completeness {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reported => "reported",
-            Self::Partial => "partial",
-            Self::Unknown => "unknown",
-        }
+        self.into()
     }
+}
 
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "reported" => Some(Self::Reported),
-            "partial" => Some(Self::Partial),
-            "unknown" => Some(Self::Unknown),
-            _ => None,
-        }
-    }
+/// `reported`, `partial` or `unknown`, whatever else the value is.
+fn completeness<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Completeness, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    value
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| {
+            de::Error::invalid_value(Unexpected::Other("value"), &"reported, partial or unknown")
+        })
 }
 
 /// The usage of the running attempt, report by report.
@@ -122,26 +123,51 @@ impl AttemptUsage {
 }
 
 /// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
-/// `status --json`, `run --json`, the event stream).
-#[derive(Clone, Debug, PartialEq)]
+/// `status --json`, `run --json`, the event stream): the counts, then `models` and
+/// `completeness`, every key written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "UsageFields")]
 pub struct UsageSummary {
     /// All `None` when `completeness` is `Unknown`.
+    #[serde(flatten)]
     pub counts: TokenCounts,
     pub models: BTreeMap<String, TokenCounts>,
     pub completeness: Completeness,
 }
 
-/// The members of [`UsageSummary::to_json`], written straight to the serializer: every state
-/// write serializes one summary per committed outcome, and building a [`Value`] for each (an
-/// ordered map and a string per key) cost more than the rest of the document.
-impl serde::Serialize for UsageSummary {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut object = serializer.serialize_map(Some(super::COUNT_KEYS.len() + 2))?;
-        self.counts.serialize_entries(&mut object)?;
-        object.serialize_entry("models", &self.models)?;
-        object.serialize_entry("completeness", self.completeness.as_str())?;
-        object.end()
+/// [`UsageSummary`] as read: its counts side by side with the other keys (serde cannot read a
+/// flattened struct strictly).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageFields {
+    #[serde(deserialize_with = "count")]
+    input_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
+    cached_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
+    output_tokens: Option<u64>,
+    #[serde(deserialize_with = "count")]
+    reasoning_tokens: Option<u64>,
+    #[serde(deserialize_with = "cost")]
+    cost_usd: Option<f64>,
+    models: BTreeMap<String, TokenCounts>,
+    #[serde(deserialize_with = "completeness")]
+    completeness: Completeness,
+}
+
+impl From<UsageFields> for UsageSummary {
+    fn from(fields: UsageFields) -> Self {
+        Self {
+            counts: TokenCounts {
+                input_tokens: fields.input_tokens,
+                cached_input_tokens: fields.cached_input_tokens,
+                output_tokens: fields.output_tokens,
+                reasoning_tokens: fields.reasoning_tokens,
+                cost_usd: fields.cost_usd,
+            },
+            models: fields.models,
+            completeness: fields.completeness,
+        }
     }
 }
 
@@ -200,49 +226,16 @@ impl UsageSummary {
         }
     }
 
-    /// `{input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, cost_usd,
-    /// models, completeness}`.
-    pub fn to_json(&self) -> Value {
-        // Numbers, strings and fixed keys: nothing here can fail to serialize.
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
-    /// Reads what [`Self::to_json`] wrote, strictly (every key present, no other key; an
-    /// `unknown` summary with a number is invalid). `key` names the object in messages
+    /// An `unknown` summary has every number `null`; `key` names it in the message
     /// (`committed_outcomes[2].usage`).
-    pub fn from_json(value: &Value, key: &str) -> Result<Self, StrictError> {
-        let object = expect_object(value, key)?;
-        let mut keys: Vec<&str> = super::COUNT_KEYS.to_vec();
-        keys.extend(["models", "completeness"]);
-        expect_exact_keys(object, &keys, key)?;
-        let completeness = match object.get("completeness") {
-            Some(Value::String(text)) => Completeness::parse(text),
-            _ => None,
-        }
-        .ok_or_else(|| {
-            StrictError(format!(
-                "expected {key}.completeness to be reported, partial or unknown"
-            ))
-        })?;
-        let counts = counts_from_json(object, key)?;
-        let models_object = expect_object(&object["models"], &format!("{key}.models"))?;
-        let mut models = BTreeMap::new();
-        for (name, value) in models_object {
-            let label = format!("{key}.models.{name}");
-            let model = expect_object(value, &label)?;
-            expect_exact_keys(model, &super::COUNT_KEYS, &label)?;
-            models.insert(name.clone(), counts_from_json(model, &label)?);
-        }
-        if completeness == Completeness::Unknown && (!counts.is_empty() || !models.is_empty()) {
+    pub fn validate(&self, key: impl std::fmt::Display) -> Result<(), StrictError> {
+        let numbers = !self.counts.is_empty() || !self.models.is_empty();
+        if self.completeness == Completeness::Unknown && numbers {
             return Err(StrictError(format!(
                 "{key} is unknown but holds numbers; unknown usage has every number null"
             )));
         }
-        Ok(Self {
-            counts,
-            models,
-            completeness,
-        })
+        Ok(())
     }
 
     /// Input plus output tokens, for a table cell: `1801`, `≥ 110` when partial, `?` when
@@ -299,61 +292,6 @@ impl UsageSummary {
             Completeness::Partial => format!("≥ {}", self.counts.describe()),
         }
     }
-}
-
-fn expect_object<'a>(value: &'a Value, key: &str) -> Result<&'a Map<String, Value>, StrictError> {
-    value
-        .as_object()
-        .ok_or_else(|| StrictError(format!("expected {key} to be an object")))
-}
-
-fn expect_exact_keys(
-    object: &Map<String, Value>,
-    keys: &[&str],
-    key: &str,
-) -> Result<(), StrictError> {
-    if let Some(unexpected) = object.keys().find(|name| !keys.contains(&name.as_str())) {
-        return Err(StrictError(format!("unexpected key {key}.{unexpected}")));
-    }
-    if let Some(missing) = keys.iter().find(|name| !object.contains_key(**name)) {
-        return Err(StrictError(format!(
-            "missing required key {missing} (at {key}.{missing})"
-        )));
-    }
-    Ok(())
-}
-
-fn counts_from_json(object: &Map<String, Value>, key: &str) -> Result<TokenCounts, StrictError> {
-    let count = |name: &str| -> Result<Option<u64>, StrictError> {
-        match &object[name] {
-            Value::Null => Ok(None),
-            value => value.as_u64().map(Some).ok_or_else(|| {
-                StrictError(format!(
-                    "expected {key}.{name} to be a non-negative integer or null"
-                ))
-            }),
-        }
-    };
-    let cost = match &object["cost_usd"] {
-        Value::Null => None,
-        value => Some(
-            value
-                .as_f64()
-                .filter(|cost| cost.is_finite() && *cost >= 0.0)
-                .ok_or_else(|| {
-                    StrictError(format!(
-                        "expected {key}.cost_usd to be a non-negative number or null"
-                    ))
-                })?,
-        ),
-    };
-    Ok(TokenCounts {
-        input_tokens: count("input_tokens")?,
-        cached_input_tokens: count("cached_input_tokens")?,
-        output_tokens: count("output_tokens")?,
-        reasoning_tokens: count("reasoning_tokens")?,
-        cost_usd: cost,
-    })
 }
 
 #[cfg(test)]

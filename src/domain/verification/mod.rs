@@ -1,4 +1,4 @@
-//! Verification gates (issue 20; docs/plan-format.md, "Verify"): the checks a phase names in
+//! Verification gates (docs/plan-format.md, "Verify"): the checks a phase names in
 //! its `### Verify` section, which must pass before its `phase-complete` is accepted, and what
 //! running them produces.
 //!
@@ -16,16 +16,30 @@
 //! check failed is [`crate::domain::prompt`]'s; running one check process is
 //! `platform::verify_check`'s.
 
-use serde::Serialize;
+use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::ser::Serializer;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use strum::VariantNames;
 
 use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
-use super::strict_json::{Object, StrictError};
+use super::strict_json::positive;
 
-/// The interpreters an info string may name. An empty info string is `/bin/sh -e`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The interpreters an info string may name, by that name (`python3`). An empty info string
+/// is `/bin/sh -e`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Interpreter {
     Sh,
     Bash,
@@ -40,42 +54,16 @@ pub enum Interpreter {
 }
 
 impl Interpreter {
-    pub const ALL: [Interpreter; 10] = [
-        Self::Sh,
-        Self::Bash,
-        Self::Dash,
-        Self::Zsh,
-        Self::Ksh,
-        Self::Python3,
-        Self::Python,
-        Self::Perl,
-        Self::Ruby,
-        Self::Node,
-    ];
-
     /// The info-string word naming it.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Sh => "sh",
-            Self::Bash => "bash",
-            Self::Dash => "dash",
-            Self::Zsh => "zsh",
-            Self::Ksh => "ksh",
-            Self::Python3 => "python3",
-            Self::Python => "python",
-            Self::Perl => "perl",
-            Self::Ruby => "ruby",
-            Self::Node => "node",
-        }
+        self.into()
     }
 
     /// The interpreter of a fence's info string: its first word, or `sh` when it is empty.
     pub fn from_info(info: &str) -> Result<Self, UnknownInterpreter> {
         let word = info.split_whitespace().next().unwrap_or("sh");
-        Self::ALL
-            .into_iter()
-            .find(|interpreter| interpreter.name() == word)
-            .ok_or_else(|| UnknownInterpreter(word.to_owned()))
+        word.parse()
+            .map_err(|_| UnknownInterpreter(word.to_owned()))
     }
 
     /// The program `exec` runs: `/bin/sh` itself for `sh`, else the name, looked up in `PATH`.
@@ -118,12 +106,11 @@ pub struct UnknownInterpreter(pub String);
 
 impl std::fmt::Display for UnknownInterpreter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let known: Vec<&str> = Interpreter::ALL.iter().map(|known| known.name()).collect();
         write!(
             f,
             "unknown verify interpreter '{}' in the fence's info string; use one of {}, or no info string for /bin/sh -e",
             self.0,
-            known.join(", ")
+            Interpreter::VARIANTS.join(", ")
         )
     }
 }
@@ -232,23 +219,30 @@ impl OutputTail {
 }
 
 /// One check as the outcome records it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckRecord {
+    #[serde(deserialize_with = "positive")]
     pub index: usize,
     pub command_first_line: String,
     /// `None` when it was killed (a timeout, a signal).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
     pub output_bytes: u64,
 }
 
 /// The check that failed, with what the next attempt and the report need.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FailedCheck {
+    #[serde(deserialize_with = "positive")]
     pub index: usize,
     pub command_first_line: String,
+    #[serde(deserialize_with = "Option::deserialize")]
     pub exit_code: Option<i32>,
     /// The signal that ended it (after a timeout, the runner's).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub signal: Option<i32>,
     /// It ran past `verify_timeout_seconds` and was stopped.
     pub timed_out: bool,
@@ -463,6 +457,8 @@ pub enum VerificationRecord {
     Skipped,
 }
 
+const SKIPPED: &str = "skipped";
+
 impl Serialize for VerificationRecord {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -472,22 +468,50 @@ impl Serialize for VerificationRecord {
     }
 }
 
-const SKIPPED: &str = "skipped";
-const CHECK_KEYS: [&str; 5] = [
-    "index",
-    "command_first_line",
-    "exit_code",
-    "duration_ms",
-    "output_bytes",
-];
-const FAILED_CHECK_KEYS: [&str; 6] = [
-    "index",
-    "command_first_line",
-    "exit_code",
-    "signal",
-    "timed_out",
-    "output_tail",
-];
+impl<'de> Deserialize<'de> for VerificationRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RecordVisitor)
+    }
+}
+
+struct RecordVisitor;
+
+impl<'de> Visitor<'de> for RecordVisitor {
+    type Value = VerificationRecord;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a list of checks or \"skipped\"")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        if text == SKIPPED {
+            Ok(VerificationRecord::Skipped)
+        } else {
+            Err(E::invalid_value(Unexpected::Str(text), &self))
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
+        let mut checks = Vec::new();
+        while let Some(check) = items.next_element()? {
+            checks.push(check);
+        }
+        Ok(VerificationRecord::Checks(checks))
+    }
+}
+
+/// Verification keys of an outcome that do not agree.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerificationError {
+    #[error("verification_failure cannot go with verification \"skipped\"")]
+    FailureWhenSkipped,
+    #[error("verification_failure.index {index} is not the last check in verification")]
+    FailureNotLast { index: usize },
+    #[error("expected verification[{position}].index to be {}", .position + 1)]
+    OutOfOrder { position: usize },
+    #[error("expected verification[{position}].command_first_line to be non-empty")]
+    EmptyFirstLine { position: usize },
+}
 
 impl Verification {
     /// The outcome keys it is written as: `verification`, and `verification_failure` for a
@@ -510,7 +534,7 @@ impl Verification {
         status: AttemptStatus,
         record: &VerificationRecord,
         failure: Option<&FailedCheck>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, VerificationError> {
         Ok(match Self::from_record(record, failure)? {
             Self::Passed(checks) if status != AttemptStatus::PhaseComplete => Self::Stopped(checks),
             verification => verification,
@@ -522,19 +546,16 @@ impl Verification {
     pub fn from_record(
         record: &VerificationRecord,
         failure: Option<&FailedCheck>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, VerificationError> {
         match (record, failure) {
             (VerificationRecord::Skipped, None) => Ok(Self::Skipped),
-            (VerificationRecord::Skipped, Some(_)) => {
-                Err("verification_failure cannot go with verification \"skipped\"".to_owned())
-            }
+            (VerificationRecord::Skipped, Some(_)) => Err(VerificationError::FailureWhenSkipped),
             (VerificationRecord::Checks(checks), None) => Ok(Self::Passed(checks.clone())),
             (VerificationRecord::Checks(checks), Some(failure)) => {
                 if checks.last().map(|check| check.index) != Some(failure.index) {
-                    return Err(format!(
-                        "verification_failure.index {} is not the last check in verification",
-                        failure.index
-                    ));
+                    return Err(VerificationError::FailureNotLast {
+                        index: failure.index,
+                    });
                 }
                 Ok(Self::Failed {
                     checks: checks.clone(),
@@ -546,80 +567,20 @@ impl Verification {
 }
 
 impl VerificationRecord {
-    /// Reads `verification` from an outcome object: a list of check records, or `"skipped"`.
-    pub(crate) fn from_object(object: &Object<'_>, key: &str) -> Result<Self, StrictError> {
-        match object.value(key)? {
-            Value::String(text) if text == SKIPPED => Ok(Self::Skipped),
-            Value::Array(_) => {
-                let checks = object
-                    .object_list(key)?
-                    .iter()
-                    .map(CheckRecord::from_object)
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Self::Checks(checks))
-            }
-            _ => Err(StrictError(format!(
-                "expected {} to be a list of checks or \"skipped\"",
-                object.qualified(key)
-            ))),
-        }
-    }
-
     /// Index rules: 1, 2, 3, … in order, non-empty first lines.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), VerificationError> {
         let Self::Checks(checks) = self else {
             return Ok(());
         };
         for (position, check) in checks.iter().enumerate() {
             if check.index != position + 1 {
-                return Err(format!(
-                    "expected verification[{position}].index to be {}",
-                    position + 1
-                ));
+                return Err(VerificationError::OutOfOrder { position });
             }
             if check.command_first_line.is_empty() {
-                return Err(format!(
-                    "expected verification[{position}].command_first_line to be non-empty"
-                ));
+                return Err(VerificationError::EmptyFirstLine { position });
             }
         }
         Ok(())
-    }
-}
-
-impl CheckRecord {
-    fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys(&CHECK_KEYS)?;
-        Ok(Self {
-            index: object.positive_integer("index")?,
-            command_first_line: object.string("command_first_line")?.to_owned(),
-            exit_code: object.optional_integer("exit_code")?,
-            duration_ms: object.integer("duration_ms")?,
-            output_bytes: object.integer("output_bytes")?,
-        })
-    }
-}
-
-impl FailedCheck {
-    pub(crate) fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys(&FAILED_CHECK_KEYS)?;
-        let timed_out = match object.value("timed_out")? {
-            Value::Bool(value) => *value,
-            _ => {
-                return Err(StrictError(format!(
-                    "expected {} to be a boolean",
-                    object.qualified("timed_out")
-                )));
-            }
-        };
-        Ok(Self {
-            index: object.positive_integer("index")?,
-            command_first_line: object.string("command_first_line")?.to_owned(),
-            exit_code: object.optional_integer("exit_code")?,
-            signal: object.optional_integer("signal")?,
-            timed_out,
-            output_tail: object.string("output_tail")?.to_owned(),
-        })
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use strum::IntoEnumIterator;
 
 fn check(interpreter: Interpreter, script: &str) -> VerifyCheck {
     VerifyCheck {
@@ -21,7 +22,7 @@ fn the_info_string_names_the_interpreter_and_an_empty_one_is_sh() {
         Interpreter::from_info("python3 title=\"unit\""),
         Ok(Interpreter::Python3)
     );
-    for interpreter in Interpreter::ALL {
+    for interpreter in Interpreter::iter() {
         assert_eq!(Interpreter::from_info(interpreter.name()), Ok(interpreter));
     }
     for unknown in ["shell", "Python3", "console", "bash;", "{.sh}"] {

@@ -26,8 +26,6 @@ fn messages_round_trip_without_allocating() {
             pgid: u32::MAX,
             attempt,
         },
-        WatchdogMessage::Expect { attempt },
-        WatchdogMessage::Unexpect { attempt },
     ] {
         let mut buffer = [0u8; MAX_MESSAGE];
         let length = message.encode(&mut buffer);
@@ -45,8 +43,6 @@ fn messages_round_trip_without_allocating() {
     assert_eq!(WatchdogMessage::parse(b"watch 1 ../x"), None);
     assert_eq!(WatchdogMessage::parse(b"watch 1 a b"), None);
     assert_eq!(WatchdogMessage::parse(b"release 1 a"), None);
-    let length = WatchdogMessage::Expect { attempt: "a-1" }.encode(&mut buffer);
-    assert_eq!(&buffer[..length], b"expect a-1");
     for packet in [
         &b"expect"[..],
         b"expect ",
@@ -56,43 +52,6 @@ fn messages_round_trip_without_allocating() {
     ] {
         assert_eq!(WatchdogMessage::parse(packet), None, "{packet:?}");
     }
-}
-
-#[test]
-fn an_expected_attempt_is_searched_for_until_its_group_is_watched_or_it_is_withdrawn() {
-    let mut registry = Registry::new(5, 6);
-    assert!(!registry.is_watching());
-    registry.apply(WatchdogMessage::Expect { attempt: "a-1" }, None);
-    // The handler died between the spawn and the registration: the token finds the worker.
-    assert!(registry.is_watching());
-    assert!(registry.awaits_a_spawn());
-    assert_eq!(registry.tokens(), ["a-1"]);
-    assert!(registry.unreleased().is_empty());
-    registry.apply(
-        WatchdogMessage::Watch {
-            pgid: 100,
-            attempt: "a-1",
-        },
-        Some(50),
-    );
-    assert_eq!(registry.tokens(), ["a-1"]);
-    assert!(
-        !registry.awaits_a_spawn(),
-        "the spawn is over once its group is watched"
-    );
-    registry.apply(WatchdogMessage::Release(100), None);
-    assert!(!registry.is_watching(), "the watch ended the announcement");
-    assert!(registry.tokens().is_empty());
-
-    registry.apply(WatchdogMessage::Expect { attempt: "a-2" }, None);
-    registry.apply(WatchdogMessage::Unexpect { attempt: "a-2" }, None);
-    assert!(!registry.is_watching(), "a failed spawn withdraws it");
-    assert!(!registry.awaits_a_spawn());
-    for index in 0..EXPECTED_LIMIT + 10 {
-        let attempt = format!("a-{index}");
-        registry.apply(WatchdogMessage::Expect { attempt: &attempt }, None);
-    }
-    assert_eq!(registry.tokens().len(), EXPECTED_LIMIT, "bounded");
 }
 
 #[test]

@@ -37,7 +37,6 @@ fn run(
         HelperCommand {
             argv,
             cwd,
-            env_remove: &[],
             env_set: &[],
             stdin: HelperStdin::Null,
             time_limit,
@@ -102,7 +101,6 @@ fn stdin_is_the_given_file_and_the_environment_is_changed_as_asked() {
                 "cat; echo; echo \"${{AISH_SET}}|${{{removed}-unset}}\""
             )),
             cwd: dir.path(),
-            env_remove: &[removed, "PATH_THAT_DOES_NOT_EXIST"],
             env_set: &[("AISH_SET".to_owned(), "a value".to_owned())],
             stdin: HelperStdin::File(File::open(&input).unwrap()),
             time_limit: None,

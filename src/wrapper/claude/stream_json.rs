@@ -1,46 +1,18 @@
-//! Reading `claude-lean`'s stdout: one JSON event per line (`--output-format stream-json
-//! --verbose --include-partial-messages`), lines split at any byte ([`LineSplitter`]).
-//!
-//! What is shown, as `[claude] ` diagnostics:
-//!
-//! - assistant text as the model writes it: `stream_event` text deltas. The whole message
-//!   that follows as an `assistant` event is then not shown again; an `assistant` text whose
-//!   message was not streamed (the CLI run without partial messages) is shown whole;
-//! - each tool call as one line, `tool: Bash ls -la`, and each tool result as one line,
-//!   `tool result (error, 3 lines): …`: notes, so tag text in them is escaped, not hidden;
-//! - each API retry as one line, `API error 529 (overloaded); retry 2 of 10 in 1.2 s` — the
-//!   CLI retries for minutes in silence otherwise;
-//! - a line that is not a JSON object, as is.
-//!
-//! Not shown: thinking, system and status events, and the text of a message the CLI made up
-//! itself (model `<synthetic>`) when the result repeats it as its error: the error is then
-//! said once, by the result, with its API status.
-//!
-//! The `result` text of the **last** `result` event is the authoritative response, provided
-//! it reports success. A failed result with API status 429 or 529, or usage-limit wording,
-//! is a rate limit ([`rate_limit`]). Its usage is shown as one line, `usage: 20 in (0 cached),
-//! 40 out tokens, $0.0011 (Claude Code's estimate, not a bill)`.
-//!
-//! For the runner's notification socket ([`crate::wrapper::notifier`]) it also learns:
-//!
-//! - statuses: `generating` (a message or text block starts, a tool result came back),
-//!   `thinking` (a thinking block starts), the tool line for each tool use, the retry line for
-//!   each API retry;
-//! - for an announced retry delay, an extension of the idle deadline by the delay plus
-//!   [`RETRY_MARGIN`];
-//! - the usage so far and at the end ([`super::tokens`]).
+//! Reading `claude-lean`'s stream-json events: what each one shows, tells the runner (statuses,
+//! a retry's idle extension, usage via [`super::tokens`]) and leaves as the final response
+//! (docs/providers.md, "Claude: stream-json with partial messages").
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_with::DefaultOnError;
 
-use super::LAUNCHER;
-use super::PREFIX;
-use super::tokens::{ClaudeUsage, final_report};
-use crate::wrapper::diagnostics::{DiagnosticStream, StreamTranslator};
+use super::tokens::{ClaudeUsage, Usage, final_report};
+use super::{LAUNCHER, PREFIX};
 use crate::wrapper::final_result::FinalResponse;
-use crate::wrapper::json_lines::{Line, LineSplitter, MAX_LINE_BYTES};
+use crate::wrapper::json_lines::{EventReader, Shown};
 use crate::wrapper::notifier::Notice;
 use crate::wrapper::rate_limit;
 use crate::wrapper::summary;
@@ -52,66 +24,226 @@ pub const RETRY_MARGIN: Duration = Duration::from_secs(5);
 /// The model name Claude gives messages it made up itself (errors, interruptions).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
 
-/// What a `result` event said.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct ResultEvent {
-    subtype: Option<String>,
-    is_error: bool,
-    /// `api_error_status`, when the CLI gave one.
-    status: Option<u16>,
+/// One line of stream-json output. Every field is optional and one of another type counts as
+/// missing (`DefaultOnError`), as do the fields of the types below.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// An API stream event, with partial messages.
+    StreamEvent {
+        event: StreamEvent,
+    },
+    /// A whole message, or one of its blocks.
+    Assistant {
+        message: Message,
+    },
+    /// Tool results.
+    User {
+        message: Message,
+    },
+    System(SystemEvent),
+    Result(ResultEvent),
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    MessageStart {
+        message: Message,
+    },
+    ContentBlockStart {
+        content_block: Block,
+    },
+    MessageDelta {
+        usage: Usage,
+    },
+    ContentBlockDelta {
+        delta: Delta,
+    },
+    ContentBlockStop,
+    MessageStop,
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta {
+    TextDelta {
+        text: Option<String>,
+    },
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct Message {
+    id: Option<String>,
+    model: Option<String>,
+    #[serde_with(skip_apply)]
+    #[serde_as(as = "DefaultOnError<Vec<DefaultOnError>>")]
+    #[serde(default)]
+    content: Vec<Block>,
+    usage: Usage,
+}
+
+/// A message's content block, or the block a `content_block_start` opens.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: Option<String>,
+    },
+    Thinking,
+    RedactedThinking,
+    ToolUse {
+        name: Option<String>,
+        /// The tool's own arguments, any JSON.
+        input: Value,
+    },
+    ServerToolUse {
+        name: Option<String>,
+    },
+    ToolResult {
+        content: Option<ToolResultContent>,
+        is_error: bool,
+    },
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+#[serde_with::serde_as]
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ToolResultContent {
+    Text(String),
+    /// Of which only text is shown; anything else that is not text reads as no parts.
+    Parts(#[serde_as(as = "DefaultOnError<Vec<DefaultOnError>>")] Vec<Part>),
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct Part {
+    #[serde(rename = "type")]
+    kind: Option<String>,
     text: Option<String>,
 }
 
-/// Incremental reader of claude-lean's stream-json stdout.
-#[derive(Debug)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum SystemEvent {
+    ApiRetry(Retry),
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// An API request the CLI is about to retry.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct Retry {
+    error_status: Option<u64>,
+    error: Option<String>,
+    attempt: Option<f64>,
+    max_retries: Option<f64>,
+    retry_delay_ms: Option<f64>,
+}
+
+/// The session's outcome; the last one is the authoritative response.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct ResultEvent {
+    subtype: Option<String>,
+    is_error: bool,
+    api_error_status: Option<u16>,
+    #[serde(rename = "result")]
+    text: Option<String>,
+    usage: Option<Usage>,
+    #[serde_with(skip_apply)]
+    #[serde_as(as = "DefaultOnError<BTreeMap<_, DefaultOnError>>")]
+    #[serde(default, rename = "modelUsage")]
+    model_usage: BTreeMap<String, Usage>,
+    total_cost_usd: Option<f64>,
+}
+
+/// What claude-lean's events told so far.
+#[derive(Debug, Default)]
 pub struct StreamJson {
-    lines: LineSplitter,
-    text: DiagnosticStream,
     /// The message whose stream events are arriving.
     streaming_message: Option<String>,
     /// Messages whose text arrived as deltas, so their whole text is not shown again.
     streamed_text: HashSet<String>,
-    /// The text shown last did not end its line.
-    open_text_line: bool,
     /// Text of a message the CLI made up, held until the result says whether it is the
     /// result's own error.
     synthetic: Option<String>,
     result: Option<ResultEvent>,
     usage: ClaudeUsage,
-    notices: Vec<Notice>,
 }
 
-impl Default for StreamJson {
-    fn default() -> Self {
-        Self::new()
+impl EventReader for StreamJson {
+    const PREFIX: &'static str = PREFIX;
+    type Event = Event;
+
+    fn event(&mut self, event: Event, shown: &mut Shown, out: &mut Vec<u8>) {
+        match event {
+            Event::StreamEvent { event } => self.stream_event(event, shown, out),
+            Event::Assistant { message } => self.assistant(message, shown, out),
+            Event::User { message } => {
+                let mut results = false;
+                for block in &message.content {
+                    if let Block::ToolResult { content, is_error } = block {
+                        shown.note(&tool_result_summary(content.as_ref(), *is_error), out);
+                        results = true;
+                    }
+                }
+                if results {
+                    shown.status("generating");
+                }
+            }
+            Event::System(SystemEvent::ApiRetry(retry)) => {
+                shown.end_line(out);
+                let line = retry.line();
+                shown.note(&line, out);
+                shown.status(&line);
+                if let Some(delay) = retry
+                    .retry_delay_ms
+                    .filter(|delay| delay.is_finite() && *delay >= 0.0)
+                {
+                    let delay =
+                        Duration::try_from_secs_f64(delay / 1000.0).unwrap_or(Duration::MAX);
+                    shown.notify(Notice::Extend(delay.saturating_add(RETRY_MARGIN)));
+                }
+            }
+            Event::Result(result) => self.result(result, shown, out),
+            Event::System(SystemEvent::Other) | Event::Other => {}
+        }
+    }
+
+    fn finish(&mut self, shown: &mut Shown, out: &mut Vec<u8>) {
+        self.show_synthetic(shown, out);
     }
 }
 
 impl StreamJson {
-    pub fn new() -> Self {
-        Self {
-            lines: LineSplitter::default(),
-            text: DiagnosticStream::new(PREFIX),
-            streaming_message: None,
-            streamed_text: HashSet::new(),
-            open_text_line: false,
-            synthetic: None,
-            result: None,
-            usage: ClaudeUsage::default(),
-            notices: Vec::new(),
-        }
-    }
-
-    fn status(&mut self, text: &str) {
-        self.notices.push(Notice::status(text));
-    }
-
-    fn report_running_usage(&mut self) {
-        if let Some(report) = self.usage.running_report() {
-            self.notices.push(Notice::Usage(report));
-        }
-    }
-
     /// The authoritative response: the last `result` event, if it reports success.
     pub fn final_response(self) -> FinalResponse {
         match self.result {
@@ -120,267 +252,121 @@ impl StreamJson {
         }
     }
 
-    fn line(&mut self, line: Line<'_>, out: &mut Vec<u8>) {
-        let (text, ended) = match line {
-            Line::Text { text, ended } => (text, ended),
-            Line::TooLong => {
-                self.end_text_line(out);
-                let note = format!("skipped an output line longer than {MAX_LINE_BYTES} bytes");
-                self.text.note(&note, out);
-                return;
-            }
-        };
-        match serde_json::from_slice::<Value>(text) {
-            Ok(Value::Object(event)) => self.event(&event, out),
-            _ => {
-                self.end_text_line(out);
-                self.text.translate(text, out);
-                if ended {
-                    self.text.translate(b"\n", out);
-                }
-            }
+    fn report_running_usage(&self, shown: &mut Shown) {
+        if let Some(report) = self.usage.running_report() {
+            shown.notify(Notice::Usage(report));
         }
     }
 
-    fn event(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
-        match event.get("type").and_then(Value::as_str) {
-            Some("stream_event") => {
-                if let Some(Value::Object(inner)) = event.get("event") {
-                    self.stream_event(inner, out);
+    fn stream_event(&mut self, event: StreamEvent, shown: &mut Shown, out: &mut Vec<u8>) {
+        match event {
+            StreamEvent::MessageStart { message } => {
+                self.streaming_message = message.id.clone();
+                shown.status("generating");
+                let (id, model) = (message.id.as_deref(), message.model.as_deref());
+                if self.usage.message(id, model, &message.usage) {
+                    self.report_running_usage(shown);
                 }
             }
-            Some("assistant") => self.assistant(event, out),
-            Some("user") => {
-                let mut results = false;
-                for block in content(event) {
-                    if block.get("type").and_then(Value::as_str) == Some("tool_result") {
-                        self.text.note(&tool_result_summary(block), out);
-                        results = true;
-                    }
+            StreamEvent::ContentBlockStart { content_block } => match content_block {
+                Block::Thinking | Block::RedactedThinking => shown.status("thinking"),
+                Block::Text { .. } => shown.status("generating"),
+                Block::ToolUse { name, .. } | Block::ServerToolUse { name } => {
+                    shown.status(&format!("tool: {}", name.as_deref().unwrap_or("unknown")));
                 }
-                if results {
-                    self.status("generating");
-                }
-            }
-            Some("system") if event.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
-                self.end_text_line(out);
-                let line = retry_line(event);
-                self.text.note(&line, out);
-                self.status(&line);
-                if let Some(delay) = event
-                    .get("retry_delay_ms")
-                    .and_then(Value::as_f64)
-                    .filter(|delay| delay.is_finite() && *delay >= 0.0)
+                Block::ToolResult { .. } | Block::Other => {}
+            },
+            StreamEvent::MessageDelta { usage } => {
+                if let Some(id) = &self.streaming_message
+                    && self.usage.delta(id, &usage)
                 {
-                    let delay =
-                        Duration::try_from_secs_f64(delay / 1000.0).unwrap_or(Duration::MAX);
-                    self.notices
-                        .push(Notice::Extend(delay.saturating_add(RETRY_MARGIN)));
+                    self.report_running_usage(shown);
                 }
             }
-            Some("result") => {
-                if let Some(report) = final_report(event) {
-                    self.end_text_line(out);
-                    let line = format!(
-                        "usage: {}{}",
-                        report.totals.describe(),
-                        if report.totals.cost_usd.is_some() {
-                            " (Claude Code's estimate, not a bill)"
-                        } else {
-                            ""
-                        }
-                    );
-                    self.text.note(&line, out);
-                    self.notices.push(Notice::Usage(report));
-                }
-                let result = result_event(event);
-                let repeated = result.is_error
-                    && self.synthetic.as_deref().map(str::trim)
-                        == result.text.as_deref().map(str::trim);
-                if repeated {
-                    self.synthetic = None;
-                }
-                self.show_synthetic(out);
-                self.result = Some(result);
-            }
-            _ => {}
-        }
-    }
-
-    fn stream_event(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
-        match event.get("type").and_then(Value::as_str) {
-            Some("message_start") => {
-                let message = event.get("message").unwrap_or(&Value::Null);
-                self.streaming_message =
-                    message.get("id").and_then(Value::as_str).map(str::to_owned);
-                self.status("generating");
-                if self.usage.message(message) {
-                    self.report_running_usage();
-                }
-            }
-            Some("content_block_start") => {
-                let block = event.get("content_block").unwrap_or(&Value::Null);
-                match block.get("type").and_then(Value::as_str) {
-                    Some("thinking" | "redacted_thinking") => self.status("thinking"),
-                    Some("text") => self.status("generating"),
-                    Some("tool_use" | "server_tool_use") => {
-                        let name = block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("unknown");
-                        self.status(&format!("tool: {name}"));
-                    }
-                    _ => {}
-                }
-            }
-            Some("message_delta") => {
-                let changed = match (&self.streaming_message, event.get("usage")) {
-                    (Some(id), Some(usage)) => {
-                        let id = id.clone();
-                        self.usage.delta(&id, usage)
-                    }
-                    _ => false,
-                };
-                if changed {
-                    self.report_running_usage();
-                }
-            }
-            Some("content_block_delta") => {
-                let delta = event.get("delta");
-                let is_text = delta
-                    .and_then(|delta| delta.get("type"))
-                    .and_then(Value::as_str)
-                    == Some("text_delta");
-                let text = delta
-                    .and_then(|delta| delta.get("text"))
-                    .and_then(Value::as_str);
-                if let (true, Some(text)) = (is_text, text) {
+            StreamEvent::ContentBlockDelta { delta } => {
+                if let Delta::TextDelta { text: Some(text) } = delta {
                     if let Some(message) = &self.streaming_message {
                         self.streamed_text.insert(message.clone());
                     }
-                    self.show_text(text, out);
+                    shown.text(&text, out);
                 }
             }
-            Some("content_block_stop" | "message_stop") => self.end_text_line(out),
-            _ => {}
+            StreamEvent::ContentBlockStop | StreamEvent::MessageStop => shown.end_line(out),
+            StreamEvent::Other => {}
         }
     }
 
-    fn assistant(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
-        let message = event.get("message");
-        let field = |name: &str| {
-            message
-                .and_then(|message| message.get(name))
-                .and_then(Value::as_str)
-        };
-        let streamed = field("id").is_some_and(|id| self.streamed_text.contains(id));
-        let synthetic = field("model") == Some(SYNTHETIC_MODEL);
-        if !synthetic && message.is_some_and(|message| self.usage.message(message)) {
-            self.report_running_usage();
+    fn assistant(&mut self, message: Message, shown: &mut Shown, out: &mut Vec<u8>) {
+        let (id, model) = (message.id.as_deref(), message.model.as_deref());
+        let streamed = id.is_some_and(|id| self.streamed_text.contains(id));
+        let synthetic = model == Some(SYNTHETIC_MODEL);
+        if !synthetic && self.usage.message(id, model, &message.usage) {
+            self.report_running_usage(shown);
         }
-        for block in content(event) {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") if !streamed => {
-                    let Some(text) = block.get("text").and_then(Value::as_str) else {
-                        continue;
-                    };
+        for block in message.content {
+            match block {
+                Block::Text { text: Some(text) } if !streamed => {
                     if synthetic {
-                        self.show_synthetic(out);
-                        self.synthetic = Some(text.to_owned());
+                        self.show_synthetic(shown, out);
+                        self.synthetic = Some(text);
                     } else {
-                        self.show_text(text, out);
-                        self.end_text_line(out);
+                        shown.text(&text, out);
+                        shown.end_line(out);
                     }
                 }
-                Some("tool_use") => {
-                    self.end_text_line(out);
-                    let line = tool_summary(block);
-                    self.text.note(&line, out);
-                    self.status(&line);
+                Block::ToolUse { name, input } => {
+                    shown.end_line(out);
+                    let line = tool_summary(name.as_deref(), &input);
+                    shown.note(&line, out);
+                    shown.status(&line);
                 }
-                _ => {}
+                // Streamed text was shown as it came; thinking is never shown.
+                Block::Text { .. }
+                | Block::Thinking
+                | Block::RedactedThinking
+                | Block::ServerToolUse { .. }
+                | Block::ToolResult { .. }
+                | Block::Other => {}
             }
         }
     }
 
-    /// Shows assistant text (live blocks hidden).
-    fn show_text(&mut self, text: &str, out: &mut Vec<u8>) {
-        if text.is_empty() {
-            return;
+    fn result(&mut self, result: ResultEvent, shown: &mut Shown, out: &mut Vec<u8>) {
+        let report = final_report(
+            result.usage.as_ref(),
+            &result.model_usage,
+            result.total_cost_usd,
+        );
+        if let Some(report) = report {
+            shown.end_line(out);
+            let line = format!(
+                "usage: {}{}",
+                report.totals.describe(),
+                if report.totals.cost_usd.is_some() {
+                    " (Claude Code's estimate, not a bill)"
+                } else {
+                    ""
+                }
+            );
+            shown.note(&line, out);
+            shown.notify(Notice::Usage(report));
         }
-        self.text.translate(text.as_bytes(), out);
-        self.open_text_line = !text.ends_with('\n');
+        // The result says a made-up message's error again, with its API status: said once.
+        let repeated = result.is_error
+            && self.synthetic.as_deref().map(str::trim) == result.text.as_deref().map(str::trim);
+        if repeated {
+            self.synthetic = None;
+        }
+        self.show_synthetic(shown, out);
+        self.result = Some(result);
     }
 
-    /// Ends the line the last text left open, so what follows starts a line.
-    fn end_text_line(&mut self, out: &mut Vec<u8>) {
-        if std::mem::take(&mut self.open_text_line) {
-            self.text.translate(b"\n", out);
-        }
-    }
-
-    fn show_synthetic(&mut self, out: &mut Vec<u8>) {
+    fn show_synthetic(&mut self, shown: &mut Shown, out: &mut Vec<u8>) {
         if let Some(text) = self.synthetic.take() {
-            self.end_text_line(out);
-            self.show_text(&text, out);
-            self.end_text_line(out);
+            shown.end_line(out);
+            shown.text(&text, out);
+            shown.end_line(out);
         }
-    }
-}
-
-impl StreamTranslator for StreamJson {
-    fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.push(chunk, |line| self.line(line, out));
-        self.lines = lines;
-    }
-
-    fn holds_partial_line(&self) -> bool {
-        self.text.holds_partial_line()
-    }
-
-    fn flush_partial_line(&mut self, out: &mut Vec<u8>) {
-        self.text.flush_partial_line(out);
-    }
-
-    fn finish(&mut self, out: &mut Vec<u8>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|line| self.line(line, out));
-        self.show_synthetic(out);
-        self.end_text_line(out);
-        self.text.finish(out);
-    }
-
-    fn take_notices(&mut self, into: &mut Vec<Notice>) {
-        into.append(&mut self.notices);
-    }
-}
-
-/// The content blocks of an `assistant` or `user` event.
-fn content(event: &Map<String, Value>) -> impl Iterator<Item = &Value> {
-    event
-        .get("message")
-        .and_then(|message| message.get("content"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-}
-
-fn result_event(event: &Map<String, Value>) -> ResultEvent {
-    ResultEvent {
-        subtype: event
-            .get("subtype")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        is_error: event.get("is_error").and_then(Value::as_bool) == Some(true),
-        status: event
-            .get("api_error_status")
-            .and_then(Value::as_u64)
-            .and_then(|status| u16::try_from(status).ok()),
-        text: event
-            .get("result")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
     }
 }
 
@@ -396,7 +382,9 @@ fn response(result: &ResultEvent) -> FinalResponse {
         };
     }
     let text = result.text.as_deref().unwrap_or_default();
-    let status = result.status.or_else(|| rate_limit::quoted_status(text));
+    let status = result
+        .api_error_status
+        .or_else(|| rate_limit::quoted_status(text));
     if rate_limit::is_temporary(status, text) {
         let status = status
             .map(|status| format!(" (API status {status})"))
@@ -419,37 +407,34 @@ fn response(result: &ResultEvent) -> FinalResponse {
     ))
 }
 
-/// `API error 529 (overloaded); retry 2 of 10 in 1.2 s`.
-fn retry_line(event: &Map<String, Value>) -> String {
-    let number = |name: &str| event.get(name).and_then(Value::as_f64);
-    let mut line = "API error".to_owned();
-    if let Some(status) = event.get("error_status").and_then(Value::as_u64) {
-        line.push_str(&format!(" {status}"));
-    }
-    if let Some(error) = event.get("error").and_then(Value::as_str) {
-        line.push_str(&format!(" ({error})"));
-    }
-    line.push_str("; retry");
-    if let Some(attempt) = number("attempt") {
-        line.push_str(&format!(" {attempt}"));
-        if let Some(max) = number("max_retries") {
-            line.push_str(&format!(" of {max}"));
+impl Retry {
+    /// `API error 529 (overloaded); retry 2 of 10 in 1.2 s`.
+    fn line(&self) -> String {
+        let mut line = "API error".to_owned();
+        if let Some(status) = self.error_status {
+            line.push_str(&format!(" {status}"));
         }
+        if let Some(error) = &self.error {
+            line.push_str(&format!(" ({error})"));
+        }
+        line.push_str("; retry");
+        if let Some(attempt) = self.attempt {
+            line.push_str(&format!(" {attempt}"));
+            if let Some(max) = self.max_retries {
+                line.push_str(&format!(" of {max}"));
+            }
+        }
+        if let Some(delay) = self.retry_delay_ms {
+            line.push_str(&format!(" in {:.1} s", delay / 1000.0));
+        }
+        line
     }
-    if let Some(delay) = number("retry_delay_ms") {
-        line.push_str(&format!(" in {:.1} s", delay / 1000.0));
-    }
-    line
 }
 
-/// One line for a `tool_use` block: `tool: <name> <main input>`.
-fn tool_summary(block: &Value) -> String {
-    let name = block
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    let input = block.get("input").map(input_summary).unwrap_or_default();
-    summary::one_line(&format!("tool: {name} {input}"))
+/// One line for a tool call: `tool: <name> <main input>`.
+fn tool_summary(name: Option<&str>, input: &Value) -> String {
+    let name = name.unwrap_or("unknown");
+    summary::one_line(&format!("tool: {name} {}", input_summary(input)))
 }
 
 /// The input field that says most about a tool call, else the whole input as JSON.
@@ -477,26 +462,21 @@ fn input_summary(input: &Value) -> String {
     }
 }
 
-/// One line for a `tool_result` block: `tool result (error, 3 lines): …`.
-fn tool_result_summary(block: &Value) -> String {
-    let text = match block.get("content") {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
+/// One line for a tool result: `tool result (error, 3 lines): …`.
+fn tool_result_summary(content: Option<&ToolResultContent>, is_error: bool) -> String {
+    let text = match content {
+        Some(ToolResultContent::Text(text)) => text.clone(),
+        Some(ToolResultContent::Parts(parts)) => parts
             .iter()
-            .map(|part| match part.get("type").and_then(Value::as_str) {
-                Some("text") => part
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+            .map(|part| match part.kind.as_deref() {
+                Some("text") => part.text.clone().unwrap_or_default(),
                 Some(other) => format!("[{other}]"),
                 None => String::new(),
             })
             .collect::<Vec<_>>()
             .join("\n"),
-        _ => String::new(),
+        None => String::new(),
     };
-    let is_error = block.get("is_error").and_then(Value::as_bool) == Some(true);
     summary::output(
         "tool result",
         if is_error { &["error"] } else { &[] },

@@ -1,68 +1,76 @@
-//! Claude Code's token usage, as the runner's usage reports (`X_AISH_USAGE`, issue 19).
-//!
-//! - **As the session goes**: every API message reports its usage in its stream events
-//!   (`message_start`: input and the first output token; `message_delta`: output so far) and
-//!   again in its `assistant` events. Each message's counts are kept (the largest seen per
-//!   count, since they only grow) and summed over the messages: a running report,
-//!   `final: false`. A killed attempt is left with this.
-//! - **At the end**: the `result` event's `usage`, `modelUsage` and `total_cost_usd` are the
-//!   CLI's own totals: the final report. The cost is Claude Code's client-side estimate (on a
-//!   subscription, the API-equivalent price), not a bill; the wrapper's usage line says so.
-//!
-//! Claude's `input_tokens` counts only uncached input; the report's `input_tokens` is the sum
-//! of uncached, cache-read and cache-creation input, and `cached_input_tokens` the cache-read
-//! part. Claude reports no reasoning tokens.
+//! Claude Code's token usage as the runner's usage reports: a running report summed over the
+//! API messages as they stream, and the `result` event's totals as the final one
+//! (docs/providers.md, "Token usage").
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_with::DefaultOnError;
 
 use crate::domain::token_usage::TokenCounts;
 use crate::domain::token_usage::report::UsageReport;
 
-/// One API message's usage.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct MessageUsage {
-    model: Option<String>,
-    uncached_input: u64,
-    cache_read: u64,
-    cache_creation: u64,
-    output: u64,
+/// An API `usage` object (of a message, a `message_delta` or a `result`), or an entry of a
+/// result's `modelUsage`, which spells the same counts in camelCase and adds its cost.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Usage {
+    /// Only the uncached input.
+    #[serde(alias = "inputTokens")]
+    input_tokens: Option<u64>,
+    #[serde(alias = "cacheReadInputTokens")]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(alias = "cacheCreationInputTokens")]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(alias = "outputTokens")]
+    output_tokens: Option<u64>,
+    #[serde(rename = "costUSD")]
+    cost_usd: Option<f64>,
 }
 
-impl MessageUsage {
-    /// Takes the larger of each count in `usage` (an API `usage` object); whether any grew.
-    fn merge(&mut self, usage: &Value) -> bool {
-        let before = self.clone();
-        let count = |name: &str| usage.get(name).and_then(Value::as_u64);
-        let grow = |slot: &mut u64, value: Option<u64>| {
-            if let Some(value) = value {
-                *slot = (*slot).max(value);
-            }
-        };
-        grow(&mut self.uncached_input, count("input_tokens"));
-        grow(&mut self.cache_read, count("cache_read_input_tokens"));
-        grow(
-            &mut self.cache_creation,
-            count("cache_creation_input_tokens"),
-        );
-        grow(&mut self.output, count("output_tokens"));
-        *self != before
-    }
+/// A cost, unless it is no cost at all.
+fn cost(cost: Option<f64>) -> Option<f64> {
+    cost.filter(|cost| cost.is_finite() && *cost >= 0.0)
+}
 
+impl Usage {
+    /// The runner's counts: input is uncached + cache-read + cache-creation, the cache-read
+    /// part is the cached input; Claude reports no reasoning tokens.
     fn counts(&self) -> TokenCounts {
+        let cache_read = self.cache_read_input_tokens.unwrap_or(0);
         TokenCounts {
             input_tokens: Some(
-                self.uncached_input
-                    .saturating_add(self.cache_read)
-                    .saturating_add(self.cache_creation),
+                self.input_tokens
+                    .unwrap_or(0)
+                    .saturating_add(cache_read)
+                    .saturating_add(self.cache_creation_input_tokens.unwrap_or(0)),
             ),
-            cached_input_tokens: Some(self.cache_read),
-            output_tokens: Some(self.output),
+            cached_input_tokens: Some(cache_read),
+            output_tokens: Some(self.output_tokens.unwrap_or(0)),
             reasoning_tokens: None,
             cost_usd: None,
         }
     }
+
+    /// Takes the larger of each count (they only grow while a message streams).
+    fn grow(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.max(other.input_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .max(other.cache_read_input_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .max(other.cache_creation_input_tokens);
+        self.output_tokens = self.output_tokens.max(other.output_tokens);
+    }
+}
+
+/// One API message's usage.
+#[derive(Clone, Debug, Default)]
+struct MessageUsage {
+    model: Option<String>,
+    usage: Usage,
 }
 
 /// The usage of a session so far, message by message.
@@ -72,26 +80,31 @@ pub struct ClaudeUsage {
 }
 
 impl ClaudeUsage {
-    /// A `message` object (of `message_start` or `assistant`) with its `id`, `model` and
-    /// `usage`; whether the counts changed.
-    pub fn message(&mut self, message: &Value) -> bool {
-        let Some(id) = message.get("id").and_then(Value::as_str) else {
+    /// A message (of `message_start` or `assistant`) with its `id`, `model` and `usage`;
+    /// whether the counts changed.
+    pub fn message(&mut self, id: Option<&str>, model: Option<&str>, usage: &Usage) -> bool {
+        let Some(id) = id else {
             return false;
         };
         let entry = self.messages.entry(id.to_owned()).or_default();
         if entry.model.is_none() {
-            entry.model = message
-                .get("model")
-                .and_then(Value::as_str)
+            // `<synthetic>`: a message the CLI made up itself used no model.
+            entry.model = model
                 .filter(|model| !model.starts_with('<'))
                 .map(str::to_owned);
         }
-        message.get("usage").is_some_and(|usage| entry.merge(usage))
+        Self::merge(entry, usage)
     }
 
     /// A `message_delta`'s `usage` for message `id`; whether the counts changed.
-    pub fn delta(&mut self, id: &str, usage: &Value) -> bool {
-        self.messages.entry(id.to_owned()).or_default().merge(usage)
+    pub fn delta(&mut self, id: &str, usage: &Usage) -> bool {
+        Self::merge(self.messages.entry(id.to_owned()).or_default(), usage)
+    }
+
+    fn merge(message: &mut MessageUsage, usage: &Usage) -> bool {
+        let before = message.usage.counts();
+        message.usage.grow(usage);
+        message.usage.counts() != before
     }
 
     /// The running report (`final: false`), or `None` before any message reported usage.
@@ -102,13 +115,11 @@ impl ClaudeUsage {
         let mut totals = TokenCounts::default();
         let mut models: BTreeMap<String, TokenCounts> = BTreeMap::new();
         for message in self.messages.values() {
-            let counts = message.counts();
+            let counts = message.usage.counts();
             totals = totals.plus(&counts);
             if let Some(model) = &message.model {
-                let merged = models
-                    .get(model)
-                    .map_or_else(|| counts.clone(), |sum| sum.plus(&counts));
-                models.insert(model.clone(), merged);
+                let sum = models.entry(model.clone()).or_default();
+                *sum = sum.plus(&counts);
             }
         }
         Some(UsageReport {
@@ -119,42 +130,23 @@ impl ClaudeUsage {
     }
 }
 
-/// The final report from a `result` event, when it carries `usage`.
-pub fn final_report(result: &Map<String, Value>) -> Option<UsageReport> {
-    let usage = result.get("usage")?;
-    let count = |value: &Value, name: &str| value.get(name).and_then(Value::as_u64).unwrap_or(0);
-    let cost = |value: Option<&Value>| {
-        value
-            .and_then(Value::as_f64)
-            .filter(|cost| cost.is_finite() && *cost >= 0.0)
-    };
+/// The final report from a `result` event's `usage`, `modelUsage` and `total_cost_usd`; `None`
+/// without `usage`. The cost is Claude Code's client-side estimate, not a bill.
+pub fn final_report(
+    usage: Option<&Usage>,
+    model_usage: &BTreeMap<String, Usage>,
+    total_cost_usd: Option<f64>,
+) -> Option<UsageReport> {
     let totals = TokenCounts {
-        input_tokens: Some(
-            count(usage, "input_tokens")
-                .saturating_add(count(usage, "cache_read_input_tokens"))
-                .saturating_add(count(usage, "cache_creation_input_tokens")),
-        ),
-        cached_input_tokens: Some(count(usage, "cache_read_input_tokens")),
-        output_tokens: Some(count(usage, "output_tokens")),
-        reasoning_tokens: None,
-        cost_usd: cost(result.get("total_cost_usd")),
+        cost_usd: cost(total_cost_usd),
+        ..usage?.counts()
     };
-    let models = result
-        .get("modelUsage")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
+    let models = model_usage
+        .iter()
         .map(|(model, usage)| {
             let counts = TokenCounts {
-                input_tokens: Some(
-                    count(usage, "inputTokens")
-                        .saturating_add(count(usage, "cacheReadInputTokens"))
-                        .saturating_add(count(usage, "cacheCreationInputTokens")),
-                ),
-                cached_input_tokens: Some(count(usage, "cacheReadInputTokens")),
-                output_tokens: Some(count(usage, "outputTokens")),
-                reasoning_tokens: None,
-                cost_usd: cost(usage.get("costUSD")),
+                cost_usd: cost(usage.cost_usd),
+                ..usage.counts()
             };
             (model.clone(), counts)
         })
@@ -169,28 +161,41 @@ pub fn final_report(result: &Map<String, Value>) -> Option<UsageReport> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    fn usage(value: Value) -> Usage {
+        serde_json::from_value(value).expect("usage")
+    }
+
     #[test]
     fn messages_add_up_with_cached_input_counted_as_input() {
-        let mut usage = ClaudeUsage::default();
-        assert_eq!(usage.running_report(), None);
-        assert!(usage.message(&json!({"id": "m1", "model": "claude-opus",
-            "usage": {"input_tokens": 10, "cache_read_input_tokens": 100,
-                "cache_creation_input_tokens": 5, "output_tokens": 1}})));
-        assert!(usage.delta("m1", &json!({"output_tokens": 20})));
+        let mut counts = ClaudeUsage::default();
+        assert_eq!(counts.running_report(), None);
+        assert!(counts.message(
+            Some("m1"),
+            Some("claude-opus"),
+            &usage(json!({"input_tokens": 10, "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 5, "output_tokens": 1}))
+        ));
+        assert!(counts.delta("m1", &usage(json!({"output_tokens": 20}))));
         assert!(
-            !usage.delta("m1", &json!({"output_tokens": 20})),
+            !counts.delta("m1", &usage(json!({"output_tokens": 20}))),
             "no change"
         );
         // The assistant event repeats the message start's counts: nothing grows backwards.
-        assert!(!usage.message(&json!({"id": "m1", "model": "claude-opus",
-            "usage": {"input_tokens": 10, "output_tokens": 1}})));
-        usage.message(&json!({"id": "m2", "model": "claude-opus",
-            "usage": {"input_tokens": 3, "output_tokens": 4}}));
-        let report = usage.running_report().expect("report");
+        assert!(!counts.message(
+            Some("m1"),
+            Some("claude-opus"),
+            &usage(json!({"input_tokens": 10, "output_tokens": 1}))
+        ));
+        counts.message(
+            Some("m2"),
+            Some("claude-opus"),
+            &usage(json!({"input_tokens": 3, "output_tokens": 4})),
+        );
+        let report = counts.running_report().expect("report");
         assert!(!report.is_final);
         assert_eq!(
             report.totals,
@@ -207,10 +212,13 @@ mod tests {
 
     #[test]
     fn synthetic_messages_name_no_model() {
-        let mut usage = ClaudeUsage::default();
-        usage.message(&json!({"id": "x", "model": "<synthetic>",
-            "usage": {"input_tokens": 0, "output_tokens": 0}}));
-        assert!(usage.running_report().expect("report").models.is_empty());
+        let mut counts = ClaudeUsage::default();
+        counts.message(
+            Some("x"),
+            Some("<synthetic>"),
+            &usage(json!({"input_tokens": 0, "output_tokens": 0})),
+        );
+        assert!(counts.running_report().expect("report").models.is_empty());
     }
 
     #[test]
@@ -223,7 +231,14 @@ mod tests {
             "modelUsage": {"claude-opus-4-8[1m]": {"inputTokens": 20, "outputTokens": 40,
                 "cacheReadInputTokens": 30, "cacheCreationInputTokens": 2,
                 "webSearchRequests": 0, "costUSD": 0.0011, "contextWindow": 1000000}}});
-        let report = final_report(result.as_object().unwrap()).expect("report");
+        let model_usage: BTreeMap<String, Usage> =
+            serde_json::from_value(result["modelUsage"].clone()).expect("modelUsage");
+        let report = final_report(
+            Some(&usage(result["usage"].clone())),
+            &model_usage,
+            result["total_cost_usd"].as_f64(),
+        )
+        .expect("report");
         assert!(report.is_final);
         let expected = TokenCounts {
             input_tokens: Some(52),
@@ -234,9 +249,6 @@ mod tests {
         };
         assert_eq!(report.totals, expected);
         assert_eq!(report.models["claude-opus-4-8[1m]"], expected);
-        assert_eq!(
-            final_report(json!({"type": "result"}).as_object().unwrap()),
-            None
-        );
+        assert_eq!(final_report(None, &BTreeMap::new(), None), None);
     }
 }

@@ -1,55 +1,143 @@
-//! Reading `codex-lean exec --json`'s stdout: one JSON event per line (`thread.started`,
-//! `turn.*`, `item.started` / `item.completed`, `error`), lines split at any byte.
-//!
-//! Codex reports whole items: a message or reasoning summary arrives once it is complete, a
-//! command when it starts and again when it ends. What is shown, as `[codex] ` diagnostics:
-//!
-//! - agent messages as text (live result blocks hidden), the reasoning summary as text
-//!   labelled `reasoning: `;
-//! - a command when it starts, `exec: /bin/bash -lc 'ls'`, and its end, `exec result (exit 0,
-//!   3 lines): …`; file changes, MCP tool calls, web searches and plan updates as one line
-//!   each: notes, so tag text in them is escaped, not hidden;
-//! - warnings (`error` items: Codex's non-fatal notices) and errors (`error` events:
-//!   reconnects, and the error that ends a failed turn), once each;
-//! - a line that is not a JSON object, as is (a launcher that dropped `--json`).
-//!
-//! A failed turn (`turn.failed`) is remembered: it means there is no result, and when its
-//! error is a rate limit, usage limit or overload the wrapper exits 75.
-//!
-//! For the runner's notification socket ([`crate::wrapper::notifier`]) it also learns:
-//!
-//! - statuses: `generating` while a turn is in progress (at its start and after each command
-//!   or tool call ends), the `exec: …` line when a command starts, `tool: …` / `web search: …`
-//!   when a tool call starts, `files: …`, `reasoning: …` and `message: …` (the first words)
-//!   when such an item is complete, and each reconnect or error;
-//! - the usage: each `turn.completed` reports its turn's tokens (`input_tokens` with the
-//!   cached ones included, `cached_input_tokens`, `output_tokens`, `reasoning_output_tokens`),
-//!   summed over the turns and sent as a running report; once the launcher has exited by
-//!   itself the same totals are sent as the final one ([`ExecEvents::final_usage`]). Codex
-//!   reports no cost. A killed Codex leaves only what completed turns reported, or nothing.
+//! Reading `codex-lean exec --json`'s events: what each item shows and tells the runner, the
+//! usage summed over the completed turns, and a failed turn, which means there is no result
+//! (docs/providers.md, "Codex: `exec --json`").
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_with::DefaultOnError;
 
 use super::PREFIX;
 use crate::domain::token_usage::TokenCounts;
 use crate::domain::token_usage::report::UsageReport;
-use crate::wrapper::diagnostics::{DiagnosticStream, StreamTranslator};
-use crate::wrapper::json_lines::{Line, LineSplitter, MAX_LINE_BYTES};
+use crate::wrapper::json_lines::{EventReader, Shown};
 use crate::wrapper::notifier::Notice;
 use crate::wrapper::summary;
 
-/// Incremental reader of `codex exec --json` output.
-#[derive(Debug)]
+/// One line of `codex exec --json` output. Every field is optional and one of another type
+/// counts as missing (`DefaultOnError`), as do the fields of the types below.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "item.started")]
+    ItemStarted { item: Item },
+    #[serde(rename = "item.completed")]
+    ItemCompleted { item: Item },
+    #[serde(rename = "turn.started")]
+    TurnStarted,
+    #[serde(rename = "turn.completed")]
+    TurnCompleted { usage: Option<TurnUsage> },
+    #[serde(rename = "turn.failed")]
+    TurnFailed { error: TurnError },
+    /// A reconnect, or the error that ends a failed turn.
+    #[serde(rename = "error")]
+    Error { message: String },
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// A unit of Codex's work, reported whole.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Item {
+    AgentMessage {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    CommandExecution {
+        command: String,
+        exit_code: Option<i64>,
+        status: String,
+        aggregated_output: String,
+    },
+    FileChange {
+        #[serde_with(skip_apply)]
+        #[serde_as(as = "DefaultOnError<Vec<DefaultOnError>>")]
+        #[serde(default)]
+        changes: Vec<FileChange>,
+        status: String,
+    },
+    McpToolCall {
+        server: String,
+        tool: String,
+        status: String,
+    },
+    WebSearch {
+        query: String,
+    },
+    TodoList {
+        #[serde_with(skip_apply)]
+        #[serde_as(as = "DefaultOnError<Vec<DefaultOnError>>")]
+        #[serde(default)]
+        items: Vec<Todo>,
+    },
+    /// A non-fatal notice.
+    Error {
+        message: String,
+    },
+    /// A kind this wrapper does not know, or no kind at all.
+    #[serde(untagged)]
+    Unknown {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    },
+}
+
+impl Default for Item {
+    fn default() -> Self {
+        Self::Unknown { kind: None }
+    }
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct FileChange {
+    kind: String,
+    path: String,
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct Todo {
+    text: String,
+    completed: bool,
+}
+
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct TurnError {
+    message: String,
+}
+
+/// One turn's tokens; `input_tokens` includes the cached ones.
+#[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
+#[serde_with::serde_as]
+#[derive(Debug, Default, Deserialize)]
+pub struct TurnUsage {
+    input_tokens: Option<u64>,
+    cached_input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    reasoning_output_tokens: Option<u64>,
+}
+
+/// What codex-lean's events told so far.
+#[derive(Debug, Default)]
 pub struct ExecEvents {
-    lines: LineSplitter,
-    text: DiagnosticStream,
     /// The last `error` event shown, so a failed turn repeating it is not shown again.
     last_error: Option<String>,
     /// The error of a `turn.failed` event, if one came.
     failed_turn: Option<String>,
-    /// What completed turns reported, summed; `None` before the first.
+    /// What completed turns reported, summed; `None` before the first. Codex reports no cost,
+    /// and a killed Codex nothing for the turn it was in.
     usage: Option<TokenCounts>,
-    notices: Vec<Notice>,
 }
 
 /// How a turn failed, as the translator saw it.
@@ -60,24 +148,40 @@ pub struct TurnFailure {
     pub shown: bool,
 }
 
-impl Default for ExecEvents {
-    fn default() -> Self {
-        Self::new()
+impl EventReader for ExecEvents {
+    const PREFIX: &'static str = PREFIX;
+    type Event = Event;
+
+    fn event(&mut self, event: Event, shown: &mut Shown, out: &mut Vec<u8>) {
+        match event {
+            Event::ItemStarted { item } => item_started(item, shown, out),
+            Event::ItemCompleted { item } => item_completed(item, shown, out),
+            Event::TurnStarted => shown.status("generating"),
+            Event::TurnCompleted { usage } => {
+                if let Some(usage) = usage {
+                    self.turn_completed(&usage, shown);
+                }
+            }
+            Event::Error { message } => {
+                let note = format!("error: {message}");
+                shown.note(&note, out);
+                shown.status(&summary::one_line(&note));
+                self.last_error = Some(message);
+            }
+            Event::TurnFailed { error } => {
+                let message = error.message;
+                if self.last_error.as_ref() != Some(&message) {
+                    shown.note(&format!("error: {message}"), out);
+                    self.last_error = Some(message.clone());
+                }
+                self.failed_turn = Some(message);
+            }
+            Event::Other => {}
+        }
     }
 }
 
 impl ExecEvents {
-    pub fn new() -> Self {
-        Self {
-            lines: LineSplitter::default(),
-            text: DiagnosticStream::new(PREFIX),
-            last_error: None,
-            failed_turn: None,
-            usage: None,
-            notices: Vec::new(),
-        }
-    }
-
     /// The totals of the completed turns as the final report (`final: true`), once the
     /// launcher has exited by itself; `None` when no turn completed.
     pub fn final_usage(&self) -> Option<UsageReport> {
@@ -88,30 +192,6 @@ impl ExecEvents {
         })
     }
 
-    fn status(&mut self, text: &str) {
-        self.notices.push(Notice::status(text));
-    }
-
-    fn turn_completed(&mut self, usage: Option<&Value>) {
-        let Some(usage) = usage else {
-            return;
-        };
-        let count = |name: &str| usage.get(name).and_then(Value::as_u64);
-        let turn = TokenCounts {
-            input_tokens: count("input_tokens"),
-            cached_input_tokens: count("cached_input_tokens"),
-            output_tokens: count("output_tokens"),
-            reasoning_tokens: count("reasoning_output_tokens"),
-            cost_usd: None,
-        };
-        let totals = self.usage.take().unwrap_or_default().plus(&turn);
-        self.notices.push(Notice::Usage(UsageReport {
-            totals: totals.clone(),
-            ..UsageReport::default()
-        }));
-        self.usage = Some(totals);
-    }
-
     /// The error the last turn failed with, if it failed.
     pub fn turn_failure(&self) -> Option<TurnFailure> {
         self.failed_turn.as_ref().map(|message| TurnFailure {
@@ -120,194 +200,113 @@ impl ExecEvents {
         })
     }
 
-    fn line(&mut self, line: Line<'_>, out: &mut Vec<u8>) {
-        let (text, ended) = match line {
-            Line::Text { text, ended } => (text, ended),
-            Line::TooLong => {
-                let note = format!("skipped an output line longer than {MAX_LINE_BYTES} bytes");
-                self.text.note(&note, out);
-                return;
-            }
+    /// Adds a turn's tokens to the totals and reports them as a running report.
+    fn turn_completed(&mut self, usage: &TurnUsage, shown: &mut Shown) {
+        let turn = TokenCounts {
+            input_tokens: usage.input_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_output_tokens,
+            cost_usd: None,
         };
-        match serde_json::from_slice::<Value>(text) {
-            Ok(Value::Object(event)) => self.event(&event, out),
-            _ => {
-                self.text.translate(text, out);
-                if ended {
-                    self.text.translate(b"\n", out);
-                }
-            }
-        }
+        let totals = self.usage.take().unwrap_or_default().plus(&turn);
+        shown.notify(Notice::Usage(UsageReport {
+            totals: totals.clone(),
+            ..UsageReport::default()
+        }));
+        self.usage = Some(totals);
     }
+}
 
-    fn event(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
-        let item = event.get("item").unwrap_or(&Value::Null);
-        match event.get("type").and_then(Value::as_str) {
-            Some("item.started") => self.item_started(item, out),
-            Some("item.completed") => self.item_completed(item, out),
-            Some("turn.started") => self.status("generating"),
-            Some("turn.completed") => self.turn_completed(event.get("usage")),
-            Some("error") => {
-                let message = event
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let note = format!("error: {message}");
-                self.text.note(&note, out);
-                self.status(&summary::one_line(&note));
-                self.last_error = Some(message);
-            }
-            Some("turn.failed") => {
-                let message = string(event.get("error").unwrap_or(&Value::Null), "message");
-                if self.last_error.as_ref() != Some(&message) {
-                    self.text.note(&format!("error: {message}"), out);
-                    self.last_error = Some(message.clone());
-                }
-                self.failed_turn = Some(message);
-            }
-            _ => {}
+/// A command or tool call starts: one line, and the status.
+fn item_started(item: Item, shown: &mut Shown, out: &mut Vec<u8>) {
+    let note = match item {
+        Item::CommandExecution { command, .. } => format!("exec: {}", summary::one_line(&command)),
+        Item::McpToolCall { server, tool, .. } => format!("tool: {server}.{tool}"),
+        Item::WebSearch { query } => format!("web search: {}", summary::one_line(&query)),
+        // Shown once complete.
+        Item::AgentMessage { .. }
+        | Item::Reasoning { .. }
+        | Item::FileChange { .. }
+        | Item::TodoList { .. }
+        | Item::Error { .. }
+        | Item::Unknown { .. } => return,
+    };
+    shown.note(&note, out);
+    shown.status(&note);
+}
+
+fn item_completed(item: Item, shown: &mut Shown, out: &mut Vec<u8>) {
+    match item {
+        Item::AgentMessage { text } => {
+            show_text("", &text, shown, out);
+            shown.status(&summary::one_line(&format!("message: {text}")));
         }
-    }
-
-    fn item_started(&mut self, item: &Value, out: &mut Vec<u8>) {
-        let note = match kind(item) {
-            "command_execution" => format!("exec: {}", summary::one_line(&string(item, "command"))),
-            "mcp_tool_call" => format!("tool: {}.{}", string(item, "server"), string(item, "tool")),
-            "web_search" => format!("web search: {}", summary::one_line(&string(item, "query"))),
-            _ => return,
-        };
-        self.text.note(&note, out);
-        self.status(&note);
-    }
-
-    fn item_completed(&mut self, item: &Value, out: &mut Vec<u8>) {
-        match kind(item) {
-            "agent_message" => {
-                let text = string(item, "text");
-                self.show_text("", &text, out);
-                self.status(&summary::one_line(&format!("message: {text}")));
-            }
-            "reasoning" => {
-                let text = string(item, "text");
-                self.show_text("reasoning: ", &text, out);
-                self.status(&summary::one_line(&format!("reasoning: {text}")));
-            }
-            "command_execution" => {
-                let details = match item.get("exit_code").and_then(Value::as_i64) {
-                    Some(code) => format!("exit {code}"),
-                    None => string(item, "status"),
-                };
-                let output = string(item, "aggregated_output");
-                let note = summary::output("exec result", &[&details], &output);
-                self.text.note(&note, out);
-                self.status("generating");
-            }
-            "file_change" => {
-                let changes = item
-                    .get("changes")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|change| format!("{} {}", string(change, "kind"), string(change, "path")))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let note = format!("files ({}): {changes}", string(item, "status"));
-                self.text.note(&summary::one_line(&note), out);
-                self.status(&summary::one_line(&format!("files: {changes}")));
-            }
-            "mcp_tool_call" => {
-                let note = format!(
-                    "tool result ({}): {}.{}",
-                    string(item, "status"),
-                    string(item, "server"),
-                    string(item, "tool")
-                );
-                self.text.note(&note, out);
-                self.status("generating");
-            }
-            "todo_list" => {
-                let items: Vec<&Value> = item
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                let done = items
-                    .iter()
-                    .filter(|todo| todo.get("completed").and_then(Value::as_bool) == Some(true))
-                    .count();
-                let next = items
-                    .iter()
-                    .find(|todo| todo.get("completed").and_then(Value::as_bool) != Some(true))
-                    .map(|todo| format!("; next: {}", string(todo, "text")))
-                    .unwrap_or_default();
-                let note = format!("plan: {done} of {} done{next}", items.len());
-                self.text.note(&summary::one_line(&note), out);
-            }
-            "error" => {
-                let note = format!("warning: {}", string(item, "message"));
-                self.text.note(&note, out);
-            }
-            // Shown when they started.
-            "web_search" => {}
-            other => self.text.note(&format!("item: {other}"), out),
+        Item::Reasoning { text } => {
+            show_text("reasoning: ", &text, shown, out);
+            shown.status(&summary::one_line(&format!("reasoning: {text}")));
         }
-    }
-
-    /// Shows a whole item's text through the live filter, `label` on its first line, ending
-    /// its line.
-    fn show_text(&mut self, label: &str, text: &str, out: &mut Vec<u8>) {
-        if text.trim().is_empty() {
-            return;
+        Item::CommandExecution {
+            exit_code,
+            status,
+            aggregated_output,
+            ..
+        } => {
+            let details = match exit_code {
+                Some(code) => format!("exit {code}"),
+                None => status,
+            };
+            let note = summary::output("exec result", &[&details], &aggregated_output);
+            shown.note(&note, out);
+            shown.status("generating");
         }
-        self.text.translate(label.as_bytes(), out);
-        self.text.translate(text.as_bytes(), out);
-        if !text.ends_with('\n') {
-            self.text.translate(b"\n", out);
+        Item::FileChange { changes, status } => {
+            let changes = changes
+                .iter()
+                .map(|change| format!("{} {}", change.kind, change.path))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let note = format!("files ({status}): {changes}");
+            shown.note(&summary::one_line(&note), out);
+            shown.status(&summary::one_line(&format!("files: {changes}")));
+        }
+        Item::McpToolCall {
+            server,
+            tool,
+            status,
+        } => {
+            shown.note(&format!("tool result ({status}): {server}.{tool}"), out);
+            shown.status("generating");
+        }
+        Item::TodoList { items } => {
+            let done = items.iter().filter(|todo| todo.completed).count();
+            let next = items
+                .iter()
+                .find(|todo| !todo.completed)
+                .map(|todo| format!("; next: {}", todo.text))
+                .unwrap_or_default();
+            let note = format!("plan: {done} of {} done{next}", items.len());
+            shown.note(&summary::one_line(&note), out);
+        }
+        Item::Error { message } => shown.note(&format!("warning: {message}"), out),
+        // Shown when it started.
+        Item::WebSearch { .. } => {}
+        Item::Unknown { kind } => {
+            let kind = kind.as_deref().unwrap_or("unknown");
+            shown.note(&format!("item: {kind}"), out);
         }
     }
 }
 
-impl StreamTranslator for ExecEvents {
-    fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.push(chunk, |line| self.line(line, out));
-        self.lines = lines;
+/// Shows a whole item's text through the live filter, `label` on its first line, ending its
+/// line.
+fn show_text(label: &str, text: &str, shown: &mut Shown, out: &mut Vec<u8>) {
+    if text.trim().is_empty() {
+        return;
     }
-
-    fn holds_partial_line(&self) -> bool {
-        self.text.holds_partial_line()
-    }
-
-    fn flush_partial_line(&mut self, out: &mut Vec<u8>) {
-        self.text.flush_partial_line(out);
-    }
-
-    fn finish(&mut self, out: &mut Vec<u8>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|line| self.line(line, out));
-        self.text.finish(out);
-    }
-
-    fn take_notices(&mut self, into: &mut Vec<Notice>) {
-        into.append(&mut self.notices);
-    }
-}
-
-fn kind(item: &Value) -> &str {
-    item.get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-}
-
-/// A string field, or an empty string: a missing field must not hide the rest of the event.
-fn string(value: &Value, field: &str) -> String {
-    value
-        .get(field)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    shown.text(label, out);
+    shown.text(text, out);
+    shown.end_line(out);
 }
 
 #[cfg(test)]

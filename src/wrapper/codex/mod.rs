@@ -1,16 +1,6 @@
-//! `ai-session-handler-codex-high`: `codex-lean exec --json` with high reasoning effort.
-//!
-//! The launcher runs as `codex-lean exec --json --color never --output-last-message FILE`
-//! with `CODEX_REASONING_EFFORT=high` (and `CODEX_MODEL` with `--model`). `--json` makes
-//! Codex report its work as JSON events on stdout ([`events`]) instead of human-readable text
-//! on stderr: no prompt echo, a labelled reasoning summary, commands as they start, and errors
-//! that can be told apart. stderr ([`stderr`]) then carries little; if a launcher drops
-//! `--json`, the human-readable output is still shown, prompt echo replaced by a note.
-//!
-//! The authoritative response is the last agent message, which Codex writes to the file named
-//! by `--output-last-message` (in a private temporary directory removed afterwards). A result
-//! block seen live is never used. A failed turn means no result; a failed turn whose error is
-//! a rate limit, usage limit or overload makes the wrapper exit 75.
+//! `ai-session-handler-codex-high`: `codex-lean exec --json` with high reasoning effort. The
+//! response is the last agent message, from the `--output-last-message` file (in a private
+//! temporary directory); a failed turn means none (docs/providers.md, "Codex: `exec --json`").
 
 pub mod events;
 pub mod stderr;
@@ -21,13 +11,16 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
+use clap::{CommandFactory, Parser};
 use tempfile::TempDir;
 
 use super::child::Launcher;
 use super::final_result::FinalResponse;
+use super::json_lines::JsonEvents;
 use super::notifier::Notice;
 use super::rate_limit;
 use super::session::{self, LauncherError, Provider};
+use super::usage;
 use events::ExecEvents;
 use stderr::CodexStderr;
 
@@ -35,12 +28,48 @@ pub const LAUNCHER: &str = "codex-lean";
 
 pub const PREFIX: &str = "[codex] ";
 
-/// Runs one Codex session; `model` becomes `CODEX_MODEL` for the child. Returns the exit code.
-pub fn run(model: Option<String>) -> i32 {
-    session::run(Codex {
-        model,
+/// Run Codex (codex-lean exec --json) with high reasoning effort behind the runner's result contract.
+///
+/// Reads the prompt on stdin, then runs (codex-lean is looked up on PATH)
+///
+///   codex-lean exec --json --color never --output-last-message DIR/final-message.txt
+///
+/// with CODEX_REASONING_EFFORT=high (and CODEX_MODEL=MODEL with --model), DIR being a
+/// private temporary directory removed afterwards.
+///
+/// Codex's JSON events and its stderr are shown as `[codex] ` diagnostics, whole lines, every
+/// `<` escaped and live result blocks hidden: messages, `reasoning: ` summaries, commands when
+/// they start (`exec: …`) and end (`exec result (exit 2, 3 lines): …`), file changes, tool
+/// calls, and errors, reconnect retries included (`error: Reconnecting... 1/2 (…)`).
+///
+/// Once codex-lean has exited, the final message (the --output-last-message file) is printed
+/// if it is exactly one well-framed result block; otherwise no block is printed and the
+/// reason is given on stderr (`[codex] no result reported: …`).
+///
+/// SIGINT and SIGTERM are forwarded to codex-lean (SIGKILL 0.25 s after the first); no result
+/// is printed then. Run by hand (not as a session leader, as the handler starts it), the
+/// wrapper also stops the processes codex-lean left behind, and names them.
+///
+/// Exit code: codex-lean's own; 75 when Codex gave up on a rate limit, usage limit or
+/// overload (the handler records `rate-limited`); 128 + N when signal N ended codex-lean or
+/// interrupted the wrapper (SIGINT 130, SIGTERM 143); 127 when codex-lean is not on PATH, 126
+/// when it cannot be started; 1 when the wrapper itself fails; 2 for a usage error.
+#[derive(Debug, Parser)]
+#[command(name = "ai-session-handler-codex-high", version, verbatim_doc_comment)]
+struct Args {
+    /// Codex CLI model slug to pass through as CODEX_MODEL.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+}
+
+/// `ai-session-handler-codex-high`: parses the command line, runs one Codex session and exits
+/// with its code.
+pub fn main() -> ! {
+    let args: Args = usage::parse_args(PREFIX, Args::command());
+    std::process::exit(session::run(Codex {
+        model: args.model,
         scratch: None,
-    })
+    }))
 }
 
 struct Codex {
@@ -82,7 +111,7 @@ enum NoFinalMessage {
 
 impl Provider for Codex {
     const PREFIX: &'static str = PREFIX;
-    type Stdout = ExecEvents;
+    type Stdout = JsonEvents<ExecEvents>;
     type Stderr = CodexStderr;
 
     fn launcher(&mut self) -> Result<Launcher, LauncherError> {
@@ -97,20 +126,21 @@ impl Provider for Codex {
         Ok(codex_launcher(self.model.as_deref(), final_message))
     }
 
-    fn translators(&self, prompt: &[u8]) -> (ExecEvents, CodexStderr) {
-        (ExecEvents::new(), CodexStderr::new(prompt))
+    fn translators(&self, prompt: &[u8]) -> (Self::Stdout, CodexStderr) {
+        (JsonEvents::default(), CodexStderr::new(prompt))
     }
 
-    fn final_notices(&self, stdout: &ExecEvents) -> Vec<Notice> {
+    fn final_notices(&self, stdout: &Self::Stdout) -> Vec<Notice> {
         stdout
+            .reader()
             .final_usage()
             .map(Notice::Usage)
             .into_iter()
             .collect()
     }
 
-    fn final_response(&self, stdout: ExecEvents, stderr: CodexStderr) -> FinalResponse {
-        if let Some(failure) = stdout.turn_failure() {
+    fn final_response(&self, stdout: Self::Stdout, stderr: CodexStderr) -> FinalResponse {
+        if let Some(failure) = stdout.reader().turn_failure() {
             let error = if failure.shown {
                 " (the error above)".to_owned()
             } else {

@@ -1,10 +1,6 @@
-//! Reading `codex-lean`'s stderr: plain diagnostics, with two things Codex's human-readable
-//! output (a launcher that drops `--json`) needs.
-//!
-//! - The echo of the prompt (`user`, then the whole prompt) becomes one note
-//!   ([`PromptEcho`]). With `--json` Codex does not echo it.
-//! - The last `ERROR: ` line is remembered: without `--json` it is the only statement of why
-//!   a turn failed, and it tells a rate limit from other failures.
+//! Reading `codex-lean`'s stderr: plain diagnostics, except that the echo of the prompt
+//! becomes one note ([`PromptEcho`]) and the last `ERROR: ` line is kept as the reason a turn
+//! failed (both only matter for a launcher that drops `--json`).
 
 use super::PREFIX;
 use crate::wrapper::diagnostics::{DiagnosticStream, StreamTranslator};

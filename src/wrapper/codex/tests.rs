@@ -39,8 +39,8 @@ fn a_model_is_passed_as_codex_model() {
     );
 }
 
-fn run_output(stdout: &[u8], stderr: &[u8]) -> (ExecEvents, CodexStderr) {
-    let mut events = ExecEvents::new();
+fn run_output(stdout: &[u8], stderr: &[u8]) -> (JsonEvents<ExecEvents>, CodexStderr) {
+    let mut events = JsonEvents::<ExecEvents>::default();
     let mut errors = CodexStderr::new(b"prompt");
     let mut sink = Vec::new();
     events.translate(stdout, &mut sink);

@@ -174,11 +174,11 @@ fn notes_are_escaped_but_not_filtered_and_end_a_partial_line() {
 #[test]
 fn a_wrapper_message_is_rendered_line_by_line() {
     assert_eq!(
-        DiagnosticRenderer::message("[codex] ", "error: <x> failed"),
+        render_message("[codex] ", "error: <x> failed"),
         b"[codex] error: &lt;x> failed\n"
     );
     assert_eq!(
-        DiagnosticRenderer::message("[codex] ", "a\nb\n"),
+        render_message("[codex] ", "a\nb\n"),
         b"[codex] a\n[codex] b\n"
     );
 }

@@ -164,14 +164,13 @@ impl<I> RunEnd<I> {
             Self::AllComplete | Self::PhaseLimitReached { .. } => ExitCode::Success,
             Self::PhaseStopped {
                 decision, signal, ..
-            } => or_signal(*signal, ExitCode::for_status(decision.status)),
-            Self::NotPrepared { signal, .. } | Self::Unresolved { signal, .. } => or_signal(
-                *signal,
-                ExitCode::for_status(AttemptStatus::ExecutionIoFailed),
-            ),
+            } => or_signal(*signal, decision.status.exit_code()),
+            Self::NotPrepared { signal, .. } | Self::Unresolved { signal, .. } => {
+                or_signal(*signal, AttemptStatus::ExecutionIoFailed.exit_code())
+            }
             Self::InterruptedBeforeLaunch { signal, .. }
             | Self::InterruptedDuringWait { signal, .. } => ExitCode::Signal(*signal),
-            Self::BudgetReached { .. } => ExitCode::for_status(AttemptStatus::BudgetExceeded),
+            Self::BudgetReached { .. } => AttemptStatus::BudgetExceeded.exit_code(),
             Self::Refused { .. } | Self::PlanChanged { .. } | Self::Input(_) => {
                 ExitCode::InvalidInput
             }

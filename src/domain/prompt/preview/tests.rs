@@ -170,7 +170,7 @@ fn a_stopped_phase_is_previewed_as_its_retry_sees_the_state() {
             accepted_at: Timestamp::parse("2026-07-05T10:00:00Z").unwrap(),
         }),
         completed_phase_ids: vec!["phase-1".into()],
-        committed_outcomes: vec![std::sync::Arc::new(OutcomeRef {
+        committed_outcomes: vec![OutcomeRef {
             attempt_id: failed.into(),
             phase_id: "phase-2".into(),
             status: AttemptStatus::Blocked,
@@ -179,7 +179,7 @@ fn a_stopped_phase_is_previewed_as_its_retry_sees_the_state() {
             output_bytes: Some(1),
             watchdog_losses: None,
             usage: None,
-        })],
+        }],
         current_phase: Some(PhaseRef {
             id: "phase-2".into(),
             title: "Two".into(),

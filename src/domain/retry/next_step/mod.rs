@@ -10,7 +10,7 @@
 //! The rules, in the order they apply:
 //!
 //! 1. `blocked`, `needs-clarification`, `interrupted`, `launch-failed`, `execution-io-failed`
-//!    and `phase-complete` always stop ([`super::RETRYABLE`] lists the others).
+//!    and `phase-complete` always stop ([`AttemptStatus::is_retryable`] says which).
 //! 2. `rate-limited`: the template that ran joins the **wait cycle** (the templates
 //!    rate-limited since the phase's first attempt in this invocation or the last wait), with
 //!    the time it should be usable again — the reset hint if it is not in the past, else
@@ -36,9 +36,11 @@
 //! A zero-length wait (the earliest template's time already passed) still counts as a wait.
 
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
-use serde::Serialize;
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
 
-use super::{RetryPolicy, is_retryable};
+use super::RetryPolicy;
+use super::schedule::count;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
@@ -86,18 +88,43 @@ impl RetryLedger {
 }
 
 /// A template in the wait cycle and when it should be usable again.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RateLimitedTemplate {
+    #[serde(deserialize_with = "count")]
     pub template_index: usize,
     /// Rounded up to the second, so a wait on it never ends early.
     pub until: Timestamp,
     /// Why that time: one of the wait reasons ([`RetryReason::kind`] is [`StepKind::Wait`]).
+    #[serde(deserialize_with = "wait_reason")]
     pub reason: RetryReason,
 }
 
+/// A reason that is one of the waits' (`invalid reason 'backoff'` otherwise).
+fn wait_reason<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RetryReason, D::Error> {
+    let reason = RetryReason::deserialize(deserializer)?;
+    match reason.kind() {
+        StepKind::Wait => Ok(reason),
+        StepKind::Retry | StepKind::Switch => Err(de::Error::unknown_variant(reason.as_str(), &[])),
+    }
+}
+
 /// Why the next attempt starts when it does. Serialized in kebab case (`reset-time`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum RetryReason {
     /// A counted retry after the exponential backoff.
     Backoff,
@@ -127,31 +154,9 @@ pub enum StepKind {
 }
 
 impl RetryReason {
-    pub const ALL: [RetryReason; 7] = [
-        Self::Backoff,
-        Self::BackoffCapped,
-        Self::FallbackTemplate,
-        Self::ResetTime,
-        Self::DefaultWaitNoReset,
-        Self::DefaultWaitPastReset,
-        Self::MaxWaitCap,
-    ];
-
     /// The serialized name (`reset-time`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Backoff => "backoff",
-            Self::BackoffCapped => "backoff-capped",
-            Self::FallbackTemplate => "fallback-template",
-            Self::ResetTime => "reset-time",
-            Self::DefaultWaitNoReset => "default-wait-no-reset",
-            Self::DefaultWaitPastReset => "default-wait-past-reset",
-            Self::MaxWaitCap => "max-wait-cap",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|reason| reason.as_str() == text)
+        self.into()
     }
 
     /// The words for the user (`waiting until 15:00:00 UTC (reset time from the agent's
@@ -177,12 +182,6 @@ impl RetryReason {
             | Self::DefaultWaitPastReset
             | Self::MaxWaitCap => StepKind::Wait,
         }
-    }
-}
-
-impl std::fmt::Display for RetryReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -244,7 +243,7 @@ pub(crate) fn next_step(
 ) -> NextStep {
     let count = template_count.max(1);
     let current = finished.template_index.min(count - 1);
-    if !is_retryable(finished.status) {
+    if !finished.status.is_retryable() {
         return NextStep::Stop(StopReason::NeverRetried);
     }
     // The current template either just got limited again (re-added below with its new time)

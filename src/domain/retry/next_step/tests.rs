@@ -1,9 +1,10 @@
 //! Unit and property tests of `domain::retry::next_step`.
 
 use super::*;
-use crate::domain::retry::{DEFAULT_RETRY_ON, RETRYABLE};
+use crate::domain::retry::{default_retry_on, retryable_statuses};
 use chrono::TimeZone;
 use proptest::prelude::*;
+use strum::IntoEnumIterator;
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
@@ -84,8 +85,8 @@ fn step(
 #[test]
 fn no_policy_stops_on_every_status_as_before() {
     let (retry, rate_limit) = (RetryPolicy::default(), RateLimitPolicy::default());
-    for status in AttemptStatus::ALL {
-        let expected = if !RETRYABLE.contains(&status) {
+    for status in AttemptStatus::iter() {
+        let expected = if !status.is_retryable() {
             StopReason::NeverRetried
         } else if status == AttemptStatus::StopRegex {
             StopReason::NotInRetryOn
@@ -109,7 +110,7 @@ fn no_policy_stops_on_every_status_as_before() {
 fn never_retried_statuses_stop_whatever_the_policy() {
     let retry = RetryPolicy {
         max_attempts: 10,
-        on: RETRYABLE.to_vec(),
+        on: retryable_statuses().collect(),
         ..RetryPolicy::default()
     };
     let rate_limit = waits(5, 2);
@@ -195,7 +196,7 @@ fn statuses_missing_from_on_stop() {
         ),
         NextStep::Stop(StopReason::NotInRetryOn)
     );
-    assert_eq!(DEFAULT_RETRY_ON.len(), 7);
+    assert_eq!(default_retry_on().len(), 7);
 }
 
 #[test]
@@ -518,8 +519,11 @@ fn huge_config_values_stay_representable() {
 
 #[test]
 fn reasons_round_trip_and_have_kinds() {
-    for reason in RetryReason::ALL {
-        assert_eq!(RetryReason::parse(reason.as_str()), Some(reason));
+    for reason in RetryReason::iter() {
+        assert_eq!(
+            serde_json::from_value::<RetryReason>(serde_json::json!(reason.as_str())).ok(),
+            Some(reason)
+        );
         assert_eq!(
             serde_json::to_value(reason).unwrap(),
             serde_json::json!(reason.as_str())
@@ -543,14 +547,14 @@ fn ceil_to_second_never_rounds_down() {
 fn arb_status() -> impl Strategy<Value = AttemptStatus> {
     prop_oneof![
         3 => Just(AttemptStatus::RateLimited),
-        6 => prop::sample::select(AttemptStatus::ALL.to_vec()),
+        6 => prop::sample::select(AttemptStatus::iter().collect::<Vec<_>>()),
     ]
 }
 
 fn arb_policies() -> impl Strategy<Value = (RetryPolicy, RateLimitPolicy)> {
     (
         1u32..5,
-        prop::sample::subsequence(RETRYABLE.to_vec(), 0..=RETRYABLE.len()),
+        prop::sample::subsequence(retryable_statuses().collect::<Vec<_>>(), 0..=8),
         0.0f64..100.0,
         0.0f64..1000.0,
         0u32..4,
@@ -608,7 +612,7 @@ proptest! {
             let NextStep::RetryAfter { not_before, attempt: k, of, template_index, reason, ledger: next } = step else {
                 break;
             };
-            prop_assert!(is_retryable(status), "{} retried", status);
+            prop_assert!(status.is_retryable(), "{} retried", status);
             prop_assert!(not_before >= now);
             prop_assert!(k >= 1 && k <= retry.max_attempts && of == retry.max_attempts);
             prop_assert_eq!(k, next.attempt);
@@ -648,10 +652,10 @@ proptest! {
     #[test]
     fn never_retried_statuses_never_retry(
         (retry, rate_limit) in arb_policies(),
-        status in prop::sample::select(AttemptStatus::ALL.to_vec()),
+        status in prop::sample::select(AttemptStatus::iter().collect::<Vec<_>>()),
         template_index in 0usize..5,
     ) {
-        prop_assume!(!is_retryable(status));
+        prop_assume!(!status.is_retryable());
         let attempt = FinishedAttempt { status, template_index, reset_at: None };
         let step = next_step(&attempt, &RetryLedger::first(), &retry, &rate_limit, 3, now());
         prop_assert_eq!(step, NextStep::Stop(StopReason::NeverRetried));

@@ -1,4 +1,4 @@
-//! The retry schedule a runner persists (issue 11) so that a handler that dies during a backoff
+//! The retry schedule a runner persists so that a handler that dies during a backoff
 //! or a rate-limit wait loses nothing: a later `run` under the same policy resumes it, honouring
 //! its not-before time. This file owns the record's shape, its strict reading (the state
 //! reader's words: `missing required key attempt (at retry_schedule.attempt)`, `unexpected key
@@ -31,16 +31,17 @@
 //!   schedules were written, so it is optional on read; always written.
 //! - `not_before` is rounded up to the second, so a resumed wait never ends early.
 
-use serde::Serialize;
+use serde::de::{self, Deserializer, Unexpected};
+use serde::{Deserialize, Serialize};
 
+use super::RetryPolicy;
 use super::next_step::{
     NextStep, RateLimitedTemplate, RetryLedger, RetryReason, StepKind, ceil_to_second,
 };
-use super::{RetryPolicy, is_retryable};
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::rate_limit::reset_time::ResetHint;
 use crate::domain::state::AttemptStatus;
-use crate::domain::strict_json::{self, Object, StrictError};
+use crate::domain::strict_json::{self, StrictError, positive};
 use crate::domain::timestamp::Timestamp;
 
 /// The retry the policy scheduled after a committed attempt (durable in the same write), as
@@ -97,40 +98,60 @@ pub enum ScheduleMismatch {
 }
 
 /// A scheduled next attempt of a phase. Field order is the on-disk key order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RetrySchedule {
     pub phase_id: String,
+    #[serde(deserialize_with = "retryable")]
     pub after: AttemptStatus,
+    #[serde(deserialize_with = "positive")]
     pub attempt: u32,
     /// n in "attempt k of n" under the policy that made the schedule; `None` in a schedule
-    /// written before the key existed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// written before the key existed (an optional key, never `null`).
+    #[serde(
+        default,
+        deserialize_with = "some_positive",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_attempts: Option<u32>,
+    #[serde(deserialize_with = "count")]
     pub waits_used: u32,
+    #[serde(deserialize_with = "count")]
     pub template_index: usize,
     pub not_before: Timestamp,
     pub reason: RetryReason,
     pub rate_limited: Vec<RateLimitedTemplate>,
 }
 
-/// The schedule's required keys, in on-disk order.
-pub(crate) const SCHEDULE_KEYS: [&str; 8] = [
-    "phase_id",
-    "after",
-    "attempt",
-    "waits_used",
-    "template_index",
-    "not_before",
-    "reason",
-    "rate_limited",
-];
+/// A status a policy may retry (`invalid after 'blocked'` otherwise).
+fn retryable<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AttemptStatus, D::Error> {
+    let status = AttemptStatus::deserialize(deserializer)?;
+    if status.is_retryable() {
+        Ok(status)
+    } else {
+        Err(de::Error::unknown_variant(status.as_str(), &[]))
+    }
+}
 
-/// Keys added later (absent from older states), strict when present; written after
-/// `attempt`.
-pub(crate) const OPTIONAL_SCHEDULE_KEYS: [&str; 1] = ["max_attempts"];
+fn some_positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    positive(deserializer).map(Some)
+}
 
-/// The keys of one `rate_limited` entry, in on-disk order.
-pub(crate) const RATE_LIMITED_KEYS: [&str; 3] = ["template_index", "until", "reason"];
+/// A non-negative integer that fits in 32 bits (and in `T`).
+pub(super) fn count<'de, D: Deserializer<'de>, T: TryFrom<u32>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    let value = i64::deserialize(deserializer)?;
+    u32::try_from(value)
+        .ok()
+        .and_then(|value| T::try_from(value).ok())
+        .ok_or_else(|| {
+            de::Error::invalid_value(
+                Unexpected::Signed(value),
+                &"a non-negative integer that fits in 32 bits",
+            )
+        })
+}
 
 impl RetrySchedule {
     /// The schedule for `step` after a `phase_id` attempt that ended `after`; `None` for a
@@ -229,49 +250,6 @@ impl RetrySchedule {
         Ok(())
     }
 
-    /// The schedule as a standalone JSON document: 2-space indentation, trailing newline.
-    pub fn to_json(&self) -> String {
-        // A `Value` renders infallibly; `{:#}` is serde_json's pretty form.
-        let value = serde_json::to_value(self).unwrap_or_default();
-        format!("{value:#}\n")
-    }
-
-    /// Reads and validates a standalone schedule document (what [`Self::to_json`] writes).
-    pub fn from_json(bytes: &[u8]) -> Result<Self, StrictError> {
-        let document = strict_json::parse_document(bytes)?;
-        let schedule = Self::from_object(&strict_json::root_object(&document)?)?;
-        schedule.validate("")?;
-        Ok(schedule)
-    }
-
-    /// Reads a schedule object strictly (every original key required, the optional ones
-    /// allowed, no other); the state reader calls it on `retry_schedule`, then
-    /// [`Self::validate`].
-    pub fn from_object(object: &Object<'_>) -> Result<Self, StrictError> {
-        object.expect_keys_and_optional(&SCHEDULE_KEYS, &OPTIONAL_SCHEDULE_KEYS)?;
-        Ok(Self {
-            phase_id: object.string("phase_id")?.to_owned(),
-            after: object.enumerated("after", |text| {
-                AttemptStatus::parse(text).filter(|status| is_retryable(*status))
-            })?,
-            attempt: object.positive_integer("attempt")?,
-            max_attempts: if object.has("max_attempts") {
-                Some(object.positive_integer("max_attempts")?)
-            } else {
-                None
-            },
-            waits_used: count(object, "waits_used")?,
-            template_index: count(object, "template_index")?,
-            not_before: object.timestamp("not_before")?,
-            reason: object.enumerated("reason", RetryReason::parse)?,
-            rate_limited: object
-                .object_list("rate_limited")?
-                .iter()
-                .map(entry_from_object)
-                .collect::<Result<_, _>>()?,
-        })
-    }
-
     /// The invariants of a schedule the policy can produce; `key` is where it sits
     /// (`retry_schedule`, or empty for a standalone document). Run on read and before writes.
     pub fn validate(&self, key: &str) -> Result<(), StrictError> {
@@ -284,7 +262,7 @@ impl RetrySchedule {
         };
         let fail = |message: String| Err(StrictError(message));
         strict_json::require_nonempty(at("phase_id"), &self.phase_id)?;
-        if !is_retryable(self.after) {
+        if !self.after.is_retryable() {
             return fail(format!("invalid {} '{}'", at("after"), self.after));
         }
         if self.attempt == 0 {
@@ -383,31 +361,6 @@ impl RetrySchedule {
             }
         }
     }
-}
-
-fn entry_from_object(object: &Object<'_>) -> Result<RateLimitedTemplate, StrictError> {
-    object.expect_keys(&RATE_LIMITED_KEYS)?;
-    Ok(RateLimitedTemplate {
-        template_index: count(object, "template_index")?,
-        until: object.timestamp("until")?,
-        reason: object.enumerated("reason", |text| {
-            RetryReason::parse(text).filter(|reason| reason.kind() == StepKind::Wait)
-        })?,
-    })
-}
-
-/// A non-negative integer that fits in `T`.
-fn count<T: TryFrom<i64>>(object: &Object<'_>, key: &str) -> Result<T, StrictError> {
-    let value: i64 = object.integer(key)?;
-    u32::try_from(value)
-        .ok()
-        .and_then(|value| T::try_from(i64::from(value)).ok())
-        .ok_or_else(|| {
-            StrictError(format!(
-                "expected {} to be a non-negative integer that fits in 32 bits",
-                object.qualified(key)
-            ))
-        })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Unit and property tests of the `X_AISH_USAGE` report parser.
 
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{Map, json};
 
 use super::*;
 

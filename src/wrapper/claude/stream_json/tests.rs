@@ -5,9 +5,11 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::wrapper::diagnostics::StreamTranslator;
+use crate::wrapper::json_lines::{JsonEvents, MAX_LINE_BYTES};
 
 fn translate_chunks(chunks: &[&[u8]]) -> (String, FinalResponse) {
-    let mut reader = StreamJson::new();
+    let mut reader = JsonEvents::<StreamJson>::default();
     let mut out = Vec::new();
     for chunk in chunks {
         reader.translate(chunk, &mut out);
@@ -15,7 +17,7 @@ fn translate_chunks(chunks: &[&[u8]]) -> (String, FinalResponse) {
     reader.finish(&mut out);
     (
         String::from_utf8(out).expect("utf-8"),
-        reader.final_response(),
+        reader.into_reader().final_response(),
     )
 }
 
@@ -134,7 +136,7 @@ fn output_does_not_depend_on_where_lines_are_split() {
 
 #[test]
 fn partial_text_is_held_until_its_line_ends_or_is_flushed() {
-    let mut reader = StreamJson::new();
+    let mut reader = JsonEvents::<StreamJson>::default();
     let mut out = Vec::new();
     reader.translate(lines(&[delta("tick 1\ntick")]).as_bytes(), &mut out);
     assert_eq!(out, b"[claude] tick 1\n");
@@ -277,7 +279,7 @@ fn failed_results_are_errors_or_rate_limits() {
 
 #[test]
 fn tool_lines_are_one_short_line() {
-    let summary = |input: Value| tool_summary(&json!({"name": "Tool", "input": input}));
+    let summary = |input: Value| tool_summary(Some("Tool"), &input);
     assert_eq!(
         summary(json!({"file_path": "/src/main.rs"})),
         "tool: Tool /src/main.rs"
@@ -288,13 +290,21 @@ fn tool_lines_are_one_short_line() {
     );
     assert_eq!(summary(json!({})), "tool: Tool");
     assert_eq!(summary(json!({"todos": [1]})), "tool: Tool {\"todos\":[1]}");
-    assert_eq!(tool_summary(&json!({})), "tool: unknown");
+    assert_eq!(tool_summary(None, &Value::Null), "tool: unknown");
+}
+
+/// The summary of a tool result block.
+fn summary_of(block: Value) -> String {
+    match serde_json::from_value(block).expect("block") {
+        Block::ToolResult { content, is_error } => tool_result_summary(content.as_ref(), is_error),
+        other => panic!("not a tool result: {other:?}"),
+    }
 }
 
 #[test]
 fn tool_results_are_one_short_line() {
     let result = |content: Value, is_error: bool| {
-        tool_result_summary(&json!({"type": "tool_result", "content": content,
+        summary_of(json!({"type": "tool_result", "content": content,
             "is_error": is_error}))
     };
     assert_eq!(
@@ -310,14 +320,14 @@ fn tool_results_are_one_short_line() {
     );
     assert_eq!(result(json!(""), false), "tool result (empty)");
     assert_eq!(
-        tool_result_summary(&json!({"type": "tool_result"})),
+        summary_of(json!({"type": "tool_result"})),
         "tool result (empty)"
     );
 }
 
 #[test]
 fn an_overlong_line_is_skipped_with_a_notice() {
-    let mut reader = StreamJson::new();
+    let mut reader = JsonEvents::<StreamJson>::default();
     let mut out = Vec::new();
     let piece = vec![b'x'; MAX_LINE_BYTES / 4 + 1];
     for _ in 0..4 {
@@ -334,7 +344,7 @@ fn an_overlong_line_is_skipped_with_a_notice() {
 }
 
 fn notices_of(events: &[Value]) -> (String, Vec<Notice>) {
-    let mut reader = StreamJson::new();
+    let mut reader = JsonEvents::<StreamJson>::default();
     let mut out = Vec::new();
     reader.translate(lines(events).as_bytes(), &mut out);
     reader.finish(&mut out);
@@ -463,9 +473,9 @@ use crate::wrapper::diagnostics::test_support::{json_like_chunks, translate_all}
 proptest! {
     #[test]
     fn never_panics_and_stays_inert(chunks in json_like_chunks()) {
-        let mut reader = StreamJson::new();
+        let mut reader = JsonEvents::<StreamJson>::default();
         let out = translate_all(&mut reader, &chunks);
         prop_assert!(!out.contains(&b'<'));
-        let _ = reader.final_response();
+        let _ = reader.into_reader().final_response();
     }
 }

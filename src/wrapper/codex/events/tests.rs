@@ -2,12 +2,14 @@
 //! failures and rate limits told apart, statuses and usage notified.
 
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
+use crate::wrapper::diagnostics::StreamTranslator;
+use crate::wrapper::json_lines::JsonEvents;
 
-fn translate_chunks(chunks: &[&[u8]]) -> (String, ExecEvents) {
-    let mut reader = ExecEvents::new();
+fn translate_chunks(chunks: &[&[u8]]) -> (String, JsonEvents<ExecEvents>) {
+    let mut reader = JsonEvents::<ExecEvents>::default();
     let mut out = Vec::new();
     for chunk in chunks {
         reader.translate(chunk, &mut out);
@@ -16,7 +18,7 @@ fn translate_chunks(chunks: &[&[u8]]) -> (String, ExecEvents) {
     (String::from_utf8(out).expect("utf-8"), reader)
 }
 
-fn translate(events: &[Value]) -> (String, ExecEvents) {
+fn translate(events: &[Value]) -> (String, JsonEvents<ExecEvents>) {
     let text: String = events.iter().map(|event| format!("{event}\n")).collect();
     translate_chunks(&[text.as_bytes()])
 }
@@ -66,7 +68,7 @@ fn items_are_shown_labelled_escaped_and_once() {
          [codex] exec result (exit 2, 2 lines): hello bash: syntax error\n\
          [codex] Done.\n"
     );
-    assert_eq!(reader.turn_failure(), None);
+    assert_eq!(reader.reader().turn_failure(), None);
 }
 
 #[test]
@@ -96,7 +98,7 @@ fn a_failed_turn_is_remembered_and_its_error_shown_once() {
         format!("[codex] error: Reconnecting... 1/2 (stream error)\n[codex] error: {message}\n")
     );
     assert_eq!(
-        reader.turn_failure(),
+        reader.reader().turn_failure(),
         Some(TurnFailure {
             message: message.to_owned(),
             shown: true
@@ -105,7 +107,7 @@ fn a_failed_turn_is_remembered_and_its_error_shown_once() {
     let (out, reader) = translate(&[json!({"type": "turn.failed", "error": {"message": "boom"}})]);
     assert_eq!(out, "[codex] error: boom\n");
     assert_eq!(
-        reader.turn_failure().map(|failure| failure.shown),
+        reader.reader().turn_failure().map(|failure| failure.shown),
         Some(true)
     );
 }
@@ -151,7 +153,7 @@ fn lines_that_are_not_events_are_shown_as_they_are() {
     assert_eq!(out, "[codex] The answer \n[codex] plain\n");
 }
 
-fn notices_of(events: &[Value]) -> (ExecEvents, Vec<Notice>) {
+fn notices_of(events: &[Value]) -> (JsonEvents<ExecEvents>, Vec<Notice>) {
     let (_, mut reader) = translate(events);
     let mut notices = Vec::new();
     reader.take_notices(&mut notices);
@@ -217,10 +219,10 @@ fn each_completed_turn_reports_the_sum_and_the_end_makes_it_final() {
         }
         other => panic!("{other:?}"),
     }
-    let last = reader.final_usage().expect("final");
+    let last = reader.reader().final_usage().expect("final");
     assert!(last.is_final);
     assert_eq!(last.totals, expected);
-    assert_eq!(ExecEvents::new().final_usage(), None);
+    assert_eq!(ExecEvents::default().final_usage(), None);
 }
 
 use crate::wrapper::diagnostics::test_support::{json_like_chunks, translate_all};
@@ -228,9 +230,9 @@ use crate::wrapper::diagnostics::test_support::{json_like_chunks, translate_all}
 proptest! {
     #[test]
     fn never_panics_and_stays_inert(chunks in json_like_chunks()) {
-        let mut reader = ExecEvents::new();
+        let mut reader = JsonEvents::<ExecEvents>::default();
         let out = translate_all(&mut reader, &chunks);
         prop_assert!(!out.contains(&b'<'));
-        let _ = reader.turn_failure();
+        let _ = reader.reader().turn_failure();
     }
 }

@@ -1,0 +1,293 @@
+//! The terminal status of an attempt and everything that follows from it: the exit code,
+//! whether a retry policy may retry it, what a person does next, how reports and `run --json`
+//! name it. Each property is one exhaustive `match` here, so a new status is a compiler-guided
+//! change (docs/state-and-recovery.md lists the statuses).
+
+use serde::{Deserialize, Serialize};
+
+use super::exit_code::ExitCode;
+use super::hooks::event::HookEvent;
+
+/// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
+/// (except `phase-complete`) `stop.reason`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum AttemptStatus {
+    PhaseComplete,
+    Blocked,
+    NeedsClarification,
+    AgentFailed,
+    LaunchFailed,
+    MissingMarker,
+    InvalidMarker,
+    MultipleMarkers,
+    Timeout,
+    StopRegex,
+    Interrupted,
+    ExecutionIoFailed,
+    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
+    RateLimited,
+    /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
+    /// failed.
+    VerificationFailed,
+    /// A budget cap (`--max-tokens`, `--max-cost`, config `budget`) was crossed while the
+    /// attempt ran: it was stopped like a stop-regex match.
+    BudgetExceeded,
+}
+
+impl AttemptStatus {
+    /// Its name in records and reports: `needs-clarification`.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The handler exit code it leads to (`last_run.exit_code`).
+    pub(crate) fn exit_code(self) -> ExitCode {
+        match self {
+            Self::PhaseComplete => ExitCode::Success,
+            Self::Blocked => ExitCode::Blocked,
+            Self::NeedsClarification => ExitCode::NeedsClarification,
+            Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::Interrupted
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => ExitCode::AgentFailed,
+        }
+    }
+
+    /// The result tag the worker reported it with, for the statuses a worker reports:
+    /// `phase-blocked`.
+    pub(crate) fn result_tag(self) -> Option<&'static str> {
+        match self {
+            Self::PhaseComplete => Some("phase-complete"),
+            Self::Blocked => Some("phase-blocked"),
+            Self::NeedsClarification => Some("phase-needs-clarification"),
+            Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::Interrupted
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => None,
+        }
+    }
+
+    /// Whether a retry policy may name it in `retry.on` (`verification-failed` among them: a
+    /// retry is told which check failed).
+    pub(crate) fn is_retryable(self) -> bool {
+        match self {
+            Self::AgentFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::RateLimited
+            | Self::VerificationFailed => true,
+            // Done.
+            Self::PhaseComplete
+            // Waiting for a person.
+            | Self::Blocked
+            | Self::NeedsClarification
+            // The user stopping the run.
+            | Self::Interrupted
+            // A command that cannot start: retrying changes nothing.
+            | Self::LaunchFailed
+            // The handler's own storage failing.
+            | Self::ExecutionIoFailed
+            // The retry would meet the same spent budget before its launch (the caps count
+            // the whole invocation).
+            | Self::BudgetExceeded => false,
+        }
+    }
+
+    /// Whether `retry.on` names it when the config does not say: every retryable status
+    /// but `stop-regex`, which is the user asking for a stop. `verification-failed` is in:
+    /// the retry's prompt shows the failing check, so the agent can fix what it reports.
+    pub(crate) fn is_retried_by_default(self) -> bool {
+        match self {
+            Self::StopRegex => false,
+            Self::AgentFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::RateLimited
+            | Self::VerificationFailed => true,
+            Self::PhaseComplete
+            | Self::Blocked
+            | Self::NeedsClarification
+            | Self::Interrupted
+            | Self::LaunchFailed
+            | Self::ExecutionIoFailed
+            | Self::BudgetExceeded => false,
+        }
+    }
+
+    /// The hook event its commit fires, if any (a stop fires `phase-stopped` when the run
+    /// ends: [`AttemptStatus::waits_for_a_person`]).
+    pub(crate) fn committed_hook(self) -> Option<HookEvent> {
+        match self {
+            Self::PhaseComplete => Some(HookEvent::PhaseComplete),
+            Self::Blocked
+            | Self::NeedsClarification
+            | Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::Interrupted
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => None,
+        }
+    }
+
+    /// Whether a run that stopped with it (and scheduled no retry) waits for a person: the
+    /// `phase-stopped` hook. Not after a completion, nor after the user's own interrupt.
+    pub(crate) fn waits_for_a_person(self) -> bool {
+        match self {
+            Self::PhaseComplete | Self::Interrupted => false,
+            Self::Blocked
+            | Self::NeedsClarification
+            | Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => true,
+        }
+    }
+
+    /// What a person does before running a phase stopped with it again (the `next:` line's
+    /// advice), and whether that may edit the plan, so the next run accepts a plan change.
+    /// `None` for `phase-complete`, which stops nothing.
+    pub(crate) fn recovery(self) -> Option<(&'static str, bool)> {
+        let fix = "inspect the transcript and fix the cause";
+        match self {
+            Self::PhaseComplete => None,
+            Self::Blocked => Some(("resolve the blocker", false)),
+            Self::NeedsClarification => Some(("answer in the plan or the repository", true)),
+            Self::Interrupted => Some(("inspect the partial changes", false)),
+            Self::VerificationFailed => Some((
+                "inspect the failed check's output (the next attempt is shown it too)",
+                false,
+            )),
+            Self::BudgetExceeded => Some(("raise the budget cap the phase ran out of", false)),
+            Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::ExecutionIoFailed
+            | Self::RateLimited => Some((fix, false)),
+        }
+    }
+
+    /// `result` in `run --json` for a run it stopped (docs/run-result.schema.json).
+    pub(crate) fn run_result(self) -> &'static str {
+        match self {
+            Self::PhaseComplete => "complete",
+            Self::Blocked => "blocked",
+            Self::NeedsClarification => "needs-clarification",
+            Self::Interrupted => "interrupted",
+            Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => "failed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strum::IntoEnumIterator;
+
+    use super::*;
+
+    #[test]
+    fn names_are_the_recorded_ones() {
+        assert_eq!(
+            AttemptStatus::NeedsClarification.as_str(),
+            "needs-clarification"
+        );
+        assert_eq!(
+            AttemptStatus::ExecutionIoFailed.to_string(),
+            "execution-io-failed"
+        );
+        for status in AttemptStatus::iter() {
+            assert_eq!(status.as_str().parse(), Ok(status));
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::json!(status.as_str())
+            );
+        }
+        assert!("io-error".parse::<AttemptStatus>().is_err());
+    }
+
+    #[test]
+    fn every_failure_status_is_exit_four() {
+        for status in AttemptStatus::iter() {
+            let expected = match status {
+                AttemptStatus::PhaseComplete => 0,
+                AttemptStatus::Blocked => 2,
+                AttemptStatus::NeedsClarification => 3,
+                _ => 4,
+            };
+            assert_eq!(status.exit_code().code(), expected, "{status}");
+        }
+    }
+
+    #[test]
+    fn the_default_retry_statuses_are_retryable() {
+        for status in AttemptStatus::iter() {
+            assert!(
+                !status.is_retried_by_default() || status.is_retryable(),
+                "{status}"
+            );
+        }
+    }
+}
