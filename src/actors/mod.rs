@@ -50,27 +50,12 @@ pub(crate) async fn call<M: Message, R: Send + 'static>(
     }
 }
 
-/// Runs blocking work (file writes and reads, `/proc` scans) so that no runtime worker thread
-/// waits on the disk or the kernel: on the handler's multi-threaded runtime the calling thread
-/// stops being a worker for the duration (`block_in_place`: its queue of tasks moves to
-/// another thread, which keeps running them, timeouts and signals included), elsewhere (a
-/// current-thread runtime, as in tests) the work goes to tokio's blocking pool. The caller
-/// waits either way; `block_in_place` spares it the two thread wake-ups of a trip to the pool
-/// and back, which were a large part of a short phase's cost (docs/benchmarks.md). A panic
-/// in the work is raised in the caller, where ractor turns it into an actor failure.
-///
-/// Never call it inside a `select!` or `join!` whose other branches must progress meanwhile:
-/// they are polled only once the work is done.
-pub(crate) async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    // The work logs in the caller's span, so its records carry the run and attempt ids.
-    let span = tracing::Span::current();
-    if tokio::runtime::Handle::current().runtime_flavor()
-        == tokio::runtime::RuntimeFlavor::MultiThread
-    {
-        return tokio::task::block_in_place(move || span.in_scope(work));
-    }
-    match tokio::task::spawn_blocking(move || span.in_scope(work)).await {
-        Ok(value) => value,
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
-    }
+/// Runs blocking work (file writes and reads, `/proc` scans) without stalling the runtime: the
+/// calling thread stops being a runtime worker while `work` runs (tokio's `block_in_place`
+/// hands its queue of tasks to another thread, which keeps running them, timeouts and signals
+/// included). The actors run on the handler's multi-threaded runtime only. A caller never puts
+/// it in a `select!` or `join!` whose other branches must progress meanwhile: they are polled
+/// only once the work is done.
+pub(crate) async fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(work)
 }

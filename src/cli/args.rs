@@ -120,6 +120,9 @@ pub struct RunArgs {
     /// Limit on each Verify check in seconds (default: config verify_timeout_seconds, 600).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub verify_timeout: Option<f64>,
+    /// Do not record what each attempt changed in its git work tree (config record_changes).
+    #[arg(long)]
+    pub no_record_changes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -311,6 +314,9 @@ impl RunArgs {
         }
         if let Some(seconds) = self.verify_timeout {
             option("verify-timeout", Some(seconds.to_string()));
+        }
+        if self.no_record_changes {
+            option("no-record-changes", None);
         }
         Invocation {
             plan: self.plan.to_string_lossy().into_owned(),

@@ -6,8 +6,8 @@
 //!   the run's console thread, the same one that echoes the agent's output, so a banner is
 //!   always printed before the output of its phase. On a terminal, an agent silent for
 //!   [`SILENCE_BEFORE_SIGN`] gets a sign of life: one transient line (`phase-2 (2/5) 41s · 1.2
-//!   KiB · no output for 38s`), redrawn every second by a thread of this module through the
-//!   console thread, and erased by the next output ([`report::sign_of_life`] words it, with
+//!   KiB · no output for 38s`), redrawn every second by a task of this module (on the run's
+//!   runtime) through the console thread, and erased by the next output ([`report::sign_of_life`] words it, with
 //!   the agent's own latest status in place of the silence when it has one). On a terminal,
 //!   each published change of the agent's status (`STATUS=`, at most one a second) is a dim
 //!   line of its own (`phase-2 · tool: Bash cargo test`).
@@ -29,12 +29,13 @@
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
@@ -142,15 +143,21 @@ pub(super) struct Progress {
     ledger: Arc<Mutex<Ledger>>,
     /// The thread that draws the status line and prints the lines above it.
     redrawer: Mutex<Option<StatusLineThread>>,
-    /// The thread that draws the sign of life, and the channel that stops it.
-    sign_of_life: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
+    /// The task that draws the sign of life, stopped by a stopping signal or the end.
+    sign_of_life: Mutex<Option<JoinHandle<()>>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
 
 impl Progress {
-    /// `terminal`: stderr is a terminal (the sign of life is drawn only there).
-    pub(super) fn new(mode: ProgressMode, console: Arc<Console>, terminal: bool) -> Self {
+    /// `terminal`: stderr is a terminal (the sign of life is drawn only there, by a task of
+    /// `runtime`).
+    pub(super) fn new(
+        mode: ProgressMode,
+        console: Arc<Console>,
+        terminal: bool,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
             let bar = ProgressBar::with_draw_target(
                 None,
@@ -167,8 +174,7 @@ impl Progress {
             .as_ref()
             .and_then(|bar| start_redrawer(bar.clone(), ledger.clone()));
         let sign_of_life = (mode == ProgressMode::Lines && terminal)
-            .then(|| start_sign_of_life(console.clone(), ledger.clone()))
-            .flatten();
+            .then(|| runtime.spawn(sign_of_life(console.clone(), ledger.clone())));
         Self {
             mode,
             terminal,
@@ -188,8 +194,8 @@ impl Progress {
         if let Some(thread) = lock(&self.redrawer).as_ref() {
             thread.clear();
         }
-        if let Some((stop, _)) = lock(&self.sign_of_life).as_ref() {
-            let _ = stop.send(());
+        if let Some(task) = lock(&self.sign_of_life).as_ref() {
+            task.abort();
             drop(self.console.clear_transient());
         }
     }
@@ -206,10 +212,10 @@ impl Progress {
         if let Some(thread) = lock(&self.redrawer).take() {
             thread.finish();
         }
-        if let Some((stop, thread)) = lock(&self.sign_of_life).take() {
-            drop(stop);
-            let _ = thread.join();
-            // Queued after anything the thread drew; the wait below covers it.
+        if let Some(task) = lock(&self.sign_of_life).take() {
+            task.abort();
+            // Queued after anything the task drew (the run's runtime is gone by now); the
+            // wait below covers it.
             *lock(&self.last_line) = Some(self.console.clear_transient());
         }
         if self.mode != ProgressMode::Quiet {
@@ -266,7 +272,7 @@ struct StatusLineThread {
     lines: mpsc::SyncSender<Drawing>,
     /// Closed by the thread when it ends.
     ended: mpsc::Receiver<()>,
-    thread: JoinHandle<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl StatusLineThread {
@@ -359,47 +365,35 @@ fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
     }
 }
 
-/// Starts the thread that draws the sign of life every [`SIGN_OF_LIFE_INTERVAL`] while the
-/// current attempt has been silent for [`SILENCE_BEFORE_SIGN`] or longer, until its channel
-/// sends or closes. The console thread draws it (only at the start of a terminal line) and
-/// erases it before the next output. `None` when no thread can be started.
-fn start_sign_of_life(
-    console: Arc<Console>,
-    ledger: Arc<Mutex<Ledger>>,
-) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
-    let (stop, stopped) = mpsc::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("ash-sign-of-life".into())
-        .spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIGN_OF_LIFE_INTERVAL) {
-                let line = lock(&ledger).current.as_ref().and_then(|current| {
-                    let silent = current.last_output.elapsed();
-                    (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
-                        let status = current
-                            .status()
-                            .map(|(text, age)| report::status_with_age(text, age));
-                        report::sign_of_life(
-                            &current.phase_id,
-                            current.phase_index,
-                            current.phases,
-                            current.started.elapsed(),
-                            current.output_bytes,
-                            silent,
-                            status.as_deref(),
-                        )
-                    })
-                });
-                if let Some(line) = line {
-                    // Not waited for: the console thread draws it when it gets to it.
-                    drop(console.show_transient(line));
-                }
-            }
+/// Draws the sign of life every [`SIGN_OF_LIFE_INTERVAL`] while the current attempt has been
+/// silent for [`SILENCE_BEFORE_SIGN`] or longer, until the task is aborted. The console
+/// thread draws it (only at the start of a terminal line) and erases it before the next
+/// output.
+async fn sign_of_life(console: Arc<Console>, ledger: Arc<Mutex<Ledger>>) {
+    let first = tokio::time::Instant::now() + SIGN_OF_LIFE_INTERVAL;
+    let mut ticks = tokio::time::interval_at(first, SIGN_OF_LIFE_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let line = lock(&ledger).current.as_ref().and_then(|current| {
+            let silent = current.last_output.elapsed();
+            (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
+                let status = current
+                    .status()
+                    .map(|(text, age)| report::status_with_age(text, age));
+                report::sign_of_life(
+                    &current.phase_id,
+                    current.phase_index,
+                    current.phases,
+                    current.started.elapsed(),
+                    current.output_bytes,
+                    silent,
+                    status.as_deref(),
+                )
+            })
         });
-    match thread {
-        Ok(thread) => Some((stop, thread)),
-        Err(error) => {
-            tracing::warn!(%error, "cannot start the sign-of-life thread; none is shown");
-            None
+        if let Some(line) = line {
+            // Not waited for: the console thread draws it when it gets to it.
+            drop(console.show_transient(line));
         }
     }
 }

@@ -22,15 +22,17 @@ use super::event_stream::EventStream;
 use super::hooks::{HookContext, Hooks};
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
-use crate::actors::run::{RunArgs as SupervisorArgs, RunEnd, RunSupervisor};
+use crate::actors::run::{
+    RunArgs as SupervisorArgs, RunEnd, RunResult, RunSupervisor, STOPPING_SIGNALS,
+};
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::domain::selection::next_pending;
 use crate::invocation::{
-    InputError, RunOverrides, agent_program_problems, effective_settings, execution_workspace_of,
-    generated_paths_are_real, locate, read_config, read_plan_snapshot, read_state,
-    verify_interpreter_problems,
+    PlanSnapshot, RunOverrides, RunSettings, agent_program_problems, effective_settings,
+    execution_workspace_of, generated_paths_are_real, locate, read_config, read_plan_snapshot,
+    read_state, verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
@@ -41,21 +43,13 @@ use crate::report::{self, Output, RunJsonContext};
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
 /// (a prompt write to a worker that never read it) can still be running then.
 const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
-
-/// The signals the run stops on; caught again while the end waits for hooks.
-const STOP_SIGNALS: [i32; 4] = [
-    nix::libc::SIGINT,
-    nix::libc::SIGTERM,
-    nix::libc::SIGHUP,
-    nix::libc::SIGQUIT,
-];
 /// How often the end looks at a report still being printed, for a signal.
 const PRINT_POLL: Duration = Duration::from_millis(10);
 
 /// Hands every event to each observer in turn.
-struct Observers(Vec<Arc<dyn RunObserver>>);
+struct AllOf(Vec<Arc<dyn RunObserver>>);
 
-impl RunObserver for Observers {
+impl RunObserver for AllOf {
     fn observe(&self, record: &EventRecord) {
         for observer in &self.0 {
             observer.observe(record);
@@ -63,11 +57,76 @@ impl RunObserver for Observers {
     }
 }
 
+/// What a run reads and checks before anything is locked or written.
+struct Inputs {
+    location: Arc<PlanLocation>,
+    settings: Arc<RunSettings>,
+    snapshot: Arc<PlanSnapshot>,
+}
+
+/// What watches the run from outside the tree: the console (agent output and progress lines),
+/// the progress display, the event stream, the hooks.
+struct Observers {
+    console: Arc<Console>,
+    progress: Arc<Progress>,
+    stream: Arc<EventStream>,
+    hooks: Option<Arc<Hooks>>,
+}
+
+/// `run`: the inputs, the watchdog, the runtime and the observers, then the supervision tree
+/// (docs/architecture.md) until it hands back the result, and the end.
 pub(super) fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
-    let invocation = args.invocation();
+    let inputs = match read_inputs(args, started) {
+        Ok(inputs) => inputs,
+        Err(exit) => return exit,
+    };
+    // The caller's descriptors are not the workers': marked close-on-exec once.
+    spawn::keep_inherited_descriptors_from_workers();
+    // Every record of the run, the watchdog's start included, is in this span.
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let span = tracing::info_span!(
+        "run",
+        run_id = %run_id,
+        plan = %inputs.location.plan_path,
+        workspace = %inputs.location.workspace
+    );
+    start_watchdog(&inputs.location, &span);
+    let threads = start_runtime().and_then(|runtime| {
+        let observers = Observers::start(args, &inputs, runtime.handle())
+            .map_err(|error| format!("cannot start the output threads: {error}"))?;
+        Ok((observers, runtime))
+    });
+    let (observers, runtime) = match threads {
+        Ok(threads) => threads,
+        Err(message) => {
+            watchdog::finish();
+            let exit = ExitCode::AgentFailed;
+            print_error(args.json, exit, &message, Some(&inputs.location), started);
+            return exit;
+        }
+    };
+    let (done, result) = oneshot::channel();
+    let tree = SupervisorArgs {
+        run_id,
+        span,
+        location: inputs.location.clone(),
+        snapshot: inputs.snapshot.clone(),
+        settings: inputs.settings.clone(),
+        observer: observers.all(),
+        console: (!args.quiet).then(|| observers.console.clone()),
+        done,
+    };
+    let result = runtime.block_on(supervise(tree, result));
+    end(args, started, &inputs, observers, runtime, result)
+}
+
+/// Reads and checks every input of the run: the plan, its config and settings, every phase's
+/// workspace, the agent program and the Verify checks' interpreters. A problem is printed;
+/// its exit code is returned.
+fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     let mut located = None;
-    let prepared = (|| {
+    let checked = (|| {
         let location = locate(&args.plan)?;
         located = Some(location.clone());
         generated_paths_are_real(&location)?;
@@ -86,6 +145,7 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
             wait: args.wait,
             hooks: args.hooks.clone(),
             no_verify: args.no_verify,
+            no_record_changes: args.no_record_changes,
             verify_timeout_seconds: args.verify_timeout,
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
@@ -113,150 +173,145 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
         {
             return Err(problem);
         }
-        Ok::<_, InputError>((location, settings, snapshot))
+        Ok(Inputs {
+            location: Arc::new(location),
+            settings: Arc::new(settings),
+            snapshot: Arc::new(snapshot),
+        })
     })();
-    let (location, settings, snapshot) = match prepared {
-        Ok(prepared) => prepared,
-        Err(error) => {
-            let exit = error.exit_code();
-            print_error(
-                args.json,
-                exit,
-                &error.to_string(),
-                located.as_ref(),
-                started,
-            );
-            return exit;
-        }
-    };
-    let (location, snapshot) = (Arc::new(location), Arc::new(snapshot));
-    // The caller's descriptors are not the workers' (issue 23): marked close-on-exec once.
-    spawn::keep_inherited_descriptors_from_workers();
-    // Every record of the run, the watchdog's start included, is in this span.
-    let run_id = uuid::Uuid::new_v4().to_string();
-    let span = tracing::info_span!(
-        "run",
-        run_id = %run_id,
-        plan = %location.plan_path,
-        workspace = %location.workspace
-    );
-    // Before any worker exists — every worker (and hook) registers its group with it, so a
-    // SIGKILLed handler leaves no worker running — and before any thread exists, so that it
-    // is a plain fork rather than a re-execution of this binary.
-    let watchdog_options = watchdog::StartOptions {
+    checked.map_err(|error| {
+        let exit = error.exit_code();
+        print_error(
+            args.json,
+            exit,
+            &error.to_string(),
+            located.as_ref(),
+            started,
+        );
+        exit
+    })
+}
+
+/// Starts the watchdog before any worker exists — every worker (and hook) registers its
+/// group with it, so a SIGKILLed handler leaves no worker running — and before any thread
+/// exists, so that it is a plain fork rather than a re-execution of this binary.
+fn start_watchdog(location: &PlanLocation, span: &tracing::Span) {
+    let options = watchdog::StartOptions {
         events_path: Some(Path::new(&location.layout.dir).join("events.jsonl")),
     };
-    span.in_scope(|| match watchdog::start(watchdog_options) {
+    span.in_scope(|| match watchdog::start(options) {
         Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
         Err(error) => tracing::warn!(
             %error,
             "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
         ),
     });
-    let threads = Console::start(args.json).and_then(|console| {
-        let console = Arc::new(console);
-        let stream = Arc::new(EventStream::start(&location.layout.dir)?);
-        Ok((console, stream))
-    });
-    let (console, stream) = match threads {
-        Ok(threads) => threads,
-        Err(error) => {
-            watchdog::finish();
-            let message = format!("cannot start the output threads: {error}");
-            print_error(
-                args.json,
-                ExitCode::AgentFailed,
-                &message,
-                Some(&location),
-                started,
-            );
-            return ExitCode::AgentFailed;
-        }
-    };
-    let terminal = std::io::stderr().is_terminal();
-    let mode = match (args.quiet, terminal) {
-        (false, _) => ProgressMode::Lines,
-        (true, true) => ProgressMode::StatusLine,
-        (true, false) => ProgressMode::Quiet,
-    };
-    let progress = Arc::new(Progress::new(mode, console.clone(), terminal));
-    let reporter: Arc<dyn RunObserver> =
-        Arc::new(Observers(vec![progress.clone(), stream.clone()]));
-    let titles = snapshot
-        .plan
-        .phases
-        .iter()
-        .map(|phase| (phase.id.clone(), phase.title.clone()))
-        .collect();
-    let hooks = match Hooks::start(
-        settings.hooks.clone(),
-        HookContext::new(&location, titles),
-        reporter.clone(),
-        stream.clone(),
-    ) {
-        Ok(hooks) => hooks.map(Arc::new),
-        Err(error) => {
-            tracing::warn!(%error, "cannot start the hook thread; no hook will run");
-            None
-        }
-    };
-    let mut observed = vec![progress.clone() as Arc<dyn RunObserver>, stream.clone()];
-    if let Some(hooks) = &hooks {
-        observed.push(hooks.clone());
+}
+
+impl Observers {
+    fn start(
+        args: &RunArgs,
+        inputs: &Inputs,
+        runtime: &tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
+        let console = Arc::new(Console::start(args.json)?);
+        let stream = Arc::new(EventStream::start(&inputs.location.layout.dir)?);
+        let terminal = std::io::stderr().is_terminal();
+        let mode = match (args.quiet, terminal) {
+            (false, _) => ProgressMode::Lines,
+            (true, true) => ProgressMode::StatusLine,
+            (true, false) => ProgressMode::Quiet,
+        };
+        let progress = Arc::new(Progress::new(mode, console.clone(), terminal, runtime));
+        // A hook that failed is reported like any other event, except to the hooks.
+        let reporter: Arc<dyn RunObserver> =
+            Arc::new(AllOf(vec![progress.clone(), stream.clone()]));
+        let titles = inputs
+            .snapshot
+            .plan
+            .phases
+            .iter()
+            .map(|phase| (phase.id.clone(), phase.title.clone()))
+            .collect();
+        let hooks = Hooks::start(
+            inputs.settings.hooks.clone(),
+            HookContext::new(&inputs.location, titles),
+            reporter,
+            stream.clone(),
+        );
+        let hooks = match hooks {
+            Ok(hooks) => hooks.map(Arc::new),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the hook thread; no hook will run");
+                None
+            }
+        };
+        Ok(Self {
+            console,
+            progress,
+            stream,
+            hooks,
+        })
     }
-    let observers: Arc<dyn RunObserver> = Arc::new(Observers(observed));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+
+    /// The run's observer: every event to the progress display, the stream and the hooks.
+    fn all(&self) -> Arc<dyn RunObserver> {
+        let mut observers: Vec<Arc<dyn RunObserver>> =
+            vec![self.progress.clone(), self.stream.clone()];
+        if let Some(hooks) = &self.hooks {
+            observers.push(hooks.clone());
+        }
+        Arc::new(AllOf(observers))
+    }
+}
+
+fn start_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ash-worker")
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            watchdog::finish();
-            let message = format!("cannot start the async runtime: {error}");
-            print_error(
-                args.json,
-                ExitCode::AgentFailed,
-                &message,
-                Some(&location),
-                started,
-            );
-            return ExitCode::AgentFailed;
-        }
-    };
-    let echo = (!args.quiet).then_some(console);
-    let (tree_location, tree_snapshot) = (location.clone(), snapshot.clone());
-    let result = runtime.block_on(async move {
-        let (done, result) = oneshot::channel();
-        let spawned = Actor::spawn(
-            None,
-            RunSupervisor,
-            SupervisorArgs {
-                run_id,
-                span,
-                location: tree_location,
-                snapshot: tree_snapshot,
-                settings: Arc::new(settings),
-                observer: observers,
-                console: echo,
-                done,
-            },
-        )
-        .await;
-        if let Err(error) = spawned {
-            return Err(format!("cannot start the run supervisor: {error}"));
-        }
-        result
-            .await
-            .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
-    });
+        .map_err(|error| format!("cannot start the async runtime: {error}"))
+}
+
+/// Starts the run supervisor and waits for the result it hands back.
+async fn supervise(
+    tree: SupervisorArgs,
+    result: oneshot::Receiver<RunResult>,
+) -> Result<RunResult, String> {
+    if let Err(error) = Actor::spawn(None, RunSupervisor, tree).await {
+        return Err(format!("cannot start the run supervisor: {error}"));
+    }
+    result
+        .await
+        .map_err(|_| "internal error: the run supervisor stopped without an exit code".into())
+}
+
+/// After the tree: the hooks of the run's end, the report, the watchdog's end.
+fn end(
+    args: &RunArgs,
+    started: Instant,
+    inputs: &Inputs,
+    observers: Observers,
+    runtime: tokio::runtime::Runtime,
+    result: Result<RunResult, String>,
+) -> ExitCode {
+    let invocation = args.invocation();
+    let Inputs {
+        location, snapshot, ..
+    } = inputs;
+    let Observers {
+        progress,
+        stream,
+        hooks,
+        ..
+    } = observers;
     // The tree stopped its signal intake before it handed the result over: with hooks still
     // to run, the signals are ours from here on. The intake's state, which gives the signals
     // their default action back when it is dropped, may only go with the runtime, so the
     // handler is installed again once the runtime is gone.
     let caught = hooks
         .as_ref()
-        .map(|_| signal_disposition::catch(&STOP_SIGNALS));
+        .map(|_| signal_disposition::catch(&STOPPING_SIGNALS));
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
     if let Some(caught) = &caught {
         caught.reinstall();
@@ -288,8 +343,8 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
             let report = if args.json {
                 let context = RunJsonContext {
                     invocation: Some(&invocation),
-                    location: Some(&location),
-                    snapshot: Some(&snapshot),
+                    location: Some(location),
+                    snapshot: Some(snapshot),
                     elapsed: started.elapsed(),
                 };
                 let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
@@ -304,18 +359,13 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
             result.exit()
         }
         Err(message) => {
-            print_error(
-                args.json,
-                ExitCode::AgentFailed,
-                &message,
-                Some(&location),
-                started,
-            );
+            let exit = ExitCode::AgentFailed;
+            print_error(args.json, exit, &message, Some(location), started);
             // Hooks fired before the failure still run (bounded); no end event can be told.
             if let (Some(hooks), Some(caught)) = (&hooks, &caught) {
                 hooks.finish(caught);
             }
-            ExitCode::AgentFailed
+            exit
         }
     };
     if hooks.is_some() {

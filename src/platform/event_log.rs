@@ -10,27 +10,14 @@
 //! a throttled stream still gets the last update of a burst without waiting for the next one.
 //! A deferred line comes in two forms, because its text may carry a time: the one written when
 //! its time comes, and the one written early, before the line that forces it out.
-//!
-//! Lines come in bursts (a phase's end and the next one's start are four lines within a
-//! millisecond). Waking the thread for each cost a futex wake and two context switches per
-//! line, the largest share of the thread hand-offs of a short phase (docs/benchmarks.md), so
-//! the first line of a burst wakes the thread and the rest of the burst joins it: the thread
-//! gathers for [`GATHER`] before writing, and a queued line wakes nobody. A drain does not
-//! wait for the window: it wakes the thread at once.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::thread::Thread;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use super::no_follow;
-
-/// How long the thread, woken by a line, gathers the rest of its burst before writing: the
-/// most a line waits for the disk beyond its own write. Short against what a watcher of the
-/// stream notices, long against the millisecond between a phase's events.
-pub(crate) const GATHER: Duration = Duration::from_millis(5);
 
 enum Job {
     Line(String),
@@ -53,21 +40,16 @@ pub(crate) struct DeferredLine {
 /// The appending thread; dropping this lets it end after the queued lines.
 pub(crate) struct EventLog {
     jobs: Sender<Job>,
-    /// The thread, unparked by a drain so that it does not wait out its gathering window.
-    thread: Thread,
 }
 
 impl EventLog {
     /// Starts the thread for `path` (opened on the first line) with a size cap in bytes.
     pub(crate) fn start(path: PathBuf, cap: u64) -> io::Result<Self> {
         let (jobs, queue) = mpsc::channel();
-        let handle = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("ash-events".into())
             .spawn(move || append_lines(&path, cap, queue))?;
-        Ok(Self {
-            jobs,
-            thread: handle.thread().clone(),
-        })
+        Ok(Self { jobs })
     }
 
     /// Queues one line (without its newline).
@@ -85,7 +67,6 @@ impl EventLog {
     pub(crate) fn drain(&self, limit: Duration) {
         let (done, drained) = mpsc::channel();
         if self.jobs.send(Job::Drained(done)).is_ok() {
-            self.thread.unpark();
             let _ = drained.recv_timeout(limit);
         }
     }
@@ -99,78 +80,44 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
         failed: false,
     };
     let mut deferred: Option<DeferredLine> = None;
-    let mut burst = Vec::new();
     loop {
-        let first = match &deferred {
+        let job = match &deferred {
             Some(held) => {
                 match queue.recv_timeout(held.due.saturating_duration_since(Instant::now())) {
-                    Ok(job) => Some(job),
-                    Err(RecvTimeoutError::Timeout) => None,
+                    Ok(job) => job,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(held) = deferred.take() {
+                            writer.write(&held.on_time);
+                        }
+                        continue;
+                    }
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
             None => match queue.recv() {
-                Ok(job) => Some(job),
+                Ok(job) => job,
                 Err(_) => break,
             },
         };
-        let Some(first) = first else {
-            if let Some(held) = deferred.take() {
-                writer.write(&held.on_time);
-            }
-            continue;
-        };
-        burst.push(first);
-        let ended = gather(&queue, &mut burst);
-        for job in burst.drain(..) {
-            match job {
-                Job::Deferred(line) => deferred = Some(line),
-                Job::Line(line) => {
-                    if let Some(held) = deferred.take() {
-                        writer.write(&held.early);
-                    }
-                    writer.write(&line);
+        match job {
+            Job::Deferred(line) => deferred = Some(line),
+            Job::Line(line) => {
+                if let Some(held) = deferred.take() {
+                    writer.write(&held.early);
                 }
-                Job::Drained(done) => {
-                    if let Some(held) = deferred.take() {
-                        writer.write(&held.early);
-                    }
-                    let _ = done.send(());
-                }
+                writer.write(&line);
             }
-        }
-        if ended {
-            break;
+            Job::Drained(done) => {
+                if let Some(held) = deferred.take() {
+                    writer.write(&held.early);
+                }
+                let _ = done.send(());
+            }
         }
     }
     // The run is over: a line still waiting is the last word on its subject.
     if let Some(held) = deferred {
         writer.write(&held.early);
-    }
-}
-
-/// Adds to `burst` what else is queued within [`GATHER`] of its first job, parked meanwhile
-/// (not waiting on the queue, so a queued line wakes nobody); a drain ends the window at once.
-/// True when the queue is closed: the run is over.
-fn gather(queue: &Receiver<Job>, burst: &mut Vec<Job>) -> bool {
-    let until = Instant::now() + GATHER;
-    loop {
-        if matches!(burst.last(), Some(Job::Drained(_))) {
-            return false;
-        }
-        match queue.try_recv() {
-            Ok(job) => {
-                burst.push(job);
-                continue;
-            }
-            Err(TryRecvError::Disconnected) => return true,
-            Err(TryRecvError::Empty) => {}
-        }
-        let now = Instant::now();
-        if now >= until {
-            return false;
-        }
-        std::thread::park_timeout(until - now);
     }
 }
 

@@ -42,6 +42,18 @@ impl NotRecorded {
 
 /// Snapshots the work tree holding `workspace`.
 pub(crate) fn snapshot(workspace: &Path) -> Result<TreeSnapshot, NotRecorded> {
+    // git finds its repository through a `.git` in the directory or above (or GIT_DIR); with
+    // neither there is no work tree, and no git process needs to say so.
+    let discoverable = std::env::var_os("GIT_DIR").is_some()
+        || workspace
+            .ancestors()
+            .any(|dir| dir.join(".git").symlink_metadata().is_ok());
+    if !discoverable {
+        return Err(NotRecorded {
+            reason: Unrecorded::NotAGitWorkTree,
+            detail: format!("no .git in {} or above", workspace.display()),
+        });
+    }
     let deadline = Instant::now() + GIT_TIME_LIMIT;
     // git exits 128 outside a work tree; its own words say why (no repository, or one it
     // will not use, such as a repository of another user).

@@ -22,7 +22,6 @@ pub(crate) mod program;
 pub(crate) mod regular_file;
 pub(crate) mod signal_disposition;
 pub(crate) mod spawn;
-pub(crate) mod started_once;
 #[cfg(test)]
 mod test_isolation;
 #[cfg(test)]

@@ -23,14 +23,12 @@
 //!   final usage report sent just before the worker exited counts) and returns the tally.
 //!   Nothing it meets fails the attempt: a read error ends the receiving and is logged.
 //!
-//! **A thread of its own, driving tokio's `AsyncFd`** ([`NotifyReceiver`]): the membership
-//! check reads `/proc` (a few small reads per new sender), which must not happen on the
-//! handler's runtime threads, so each attempt's receiver is a task on the notification thread
-//! (one per process, with a current-thread runtime). Inside it, `AsyncFd` rather than blocking `recvmsg`: readiness wakes the task
-//! within microseconds of a datagram (the sender may exit right after sending, and its
-//! credentials are checked against the process table); stopping is a `select!` on a channel,
-//! not a wake-up protocol for a thread parked in `recvmsg`; and the flood guard's pause is a
-//! timer. Each wake reads at most [`BATCH`] datagrams before yielding.
+//! **A task driving tokio's `AsyncFd`** ([`NotifyReceiver`], on the caller's runtime):
+//! readiness wakes the task within microseconds of a datagram (the sender may exit right after
+//! sending, and its credentials are checked against the process table); stopping is a
+//! `select!` on a channel; and the flood guard's pause is a timer. Each wake reads at most
+//! [`BATCH`] datagrams before yielding. The membership predicate may read `/proc`: the caller
+//! passes one that does so off the runtime threads.
 //!
 //! **Sending** ([`NotifySender`]): what the wrappers use to speak the protocol. It reads
 //! `NOTIFY_SOCKET` (a path or an `@` abstract name), sends each message as one datagram with
@@ -50,8 +48,8 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use super::started_once::StartedOnce;
 use crate::domain::notify::{
     FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
 };
@@ -124,8 +122,7 @@ impl NotifySocket {
     /// Receives until `stop` fires (or its sender is dropped), handing every accepted datagram
     /// from a process for which `is_member(pid)` holds to `deliver`; then reads what is still
     /// queued, closes the socket and returns the tally. Runs inside a tokio runtime with I/O
-    /// enabled; `is_member` may read `/proc`, so run it where that may block (see
-    /// [`NotifyReceiver`]).
+    /// enabled.
     pub(crate) async fn receive(
         self,
         is_member: impl Fn(u32) -> bool,
@@ -148,9 +145,6 @@ impl NotifySocket {
             origin: Instant::now(),
             tally: NotifyTally::default(),
         };
-        // Lets tests hold the receiver before its first read (`notify-receive=1*sleep(1000)`):
-        // a worker that notifies and exits meanwhile is heard only through the drain below.
-        fail::fail_point!("notify-receive");
         'receiving: loop {
             let mut ready = tokio::select! {
                 biased;
@@ -199,12 +193,7 @@ impl NotifySocket {
     }
 }
 
-/// [`NotifySocket::receive`] as a task on the notification thread: one thread per process,
-/// started on first use, driving a current-thread runtime, so the membership check's `/proc`
-/// reads never run on the handler's runtime threads, and the deliveries happen on that thread
-/// (casting to an actor from there is fine). Attempts run one after another, so the thread
-/// serves one receiver at a time; a thread and a runtime per attempt cost a phase more than
-/// its whole notification traffic usually does.
+/// [`NotifySocket::receive`] as a task of the caller's runtime, the deliveries made from it.
 ///
 /// For one attempt: bind the socket, start the worker with its `NOTIFY_SOCKET`, learn the
 /// worker's identity, then [`NotifyReceiver::start`] with the membership predicate; what the
@@ -217,19 +206,27 @@ pub(crate) struct NotifyReceiver {
 }
 
 impl NotifyReceiver {
-    /// Starts receiving on `socket`.
+    /// Starts receiving on `socket`, in a task of the current runtime (in the current span).
     pub(crate) fn start(
         socket: NotifySocket,
         is_member: impl Fn(u32) -> bool + Send + 'static,
         deliver: impl FnMut(Delivery) + Send + 'static,
-    ) -> io::Result<Self> {
-        let runtime = receiving_runtime()?;
+    ) -> Self {
         let (stop, stopped) = oneshot::channel();
-        let task = runtime.spawn(socket.receive(is_member, deliver, stopped));
-        Ok(Self {
+        let receiving = async move {
+            // Lets tests hold the receiver before its first read
+            // (`notify-receive=1*sleep(1000)`): a worker that notifies and exits meanwhile is
+            // heard only through the drain at the stop.
+            if cfg!(feature = "failpoints") {
+                let _ = tokio::task::spawn_blocking(|| fail::fail_point!("notify-receive")).await;
+            }
+            socket.receive(is_member, deliver, stopped).await
+        };
+        let task = tokio::spawn(receiving.in_current_span());
+        Self {
             stop: Some(stop),
             task: Some(task),
-        })
+        }
     }
 
     /// Stops receiving, reads what is still queued (a final report sent just before the
@@ -258,24 +255,6 @@ impl Drop for NotifyReceiver {
             let _ = stop.send(());
         }
     }
-}
-
-/// The notification thread's runtime, started on first use and kept for the life of the
-/// process (the thread parks in `epoll_wait` between attempts). An attempt that cannot start
-/// it runs without notifications (logged); the next one tries again.
-fn receiving_runtime() -> io::Result<&'static tokio::runtime::Handle> {
-    static RUNTIME: StartedOnce<tokio::runtime::Handle> = StartedOnce::new();
-    RUNTIME.get_or_start(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()?;
-        let handle = runtime.handle().clone();
-        std::thread::Builder::new()
-            .name("ash-notify".to_owned())
-            .spawn(move || runtime.block_on(std::future::pending::<()>()))?;
-        Ok(handle)
-    })
 }
 
 /// The receiving loop's buffers and counters.

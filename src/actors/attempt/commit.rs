@@ -4,7 +4,6 @@
 //! the run — or, when nothing may be written, the report of an unresolved or unprepared
 //! attempt with what the state still shows of it.
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,16 +12,20 @@ use ractor::{ActorRef, DerivedActorRef};
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::StoreMsg;
 use crate::actors::{call, off_runtime};
+use crate::domain::changes::Changes;
 use crate::domain::decision::Decision;
 use crate::domain::events::RunEvent;
-use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, RecordFailure};
-use crate::domain::outcome::{OutcomeRecord, OutputBytes};
+use crate::domain::lifecycle::attempt::Conclusion;
+use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, LaunchOrder, RecordFailure};
+use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
 use crate::domain::rate_limit::reset_time::find_reset;
 use crate::domain::retry::next_step::{FinishedAttempt, NextStep, RetryLedger, next_step};
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
+use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::summary::UsageSummary;
-use crate::domain::transcript::TRAILER_SEPARATOR;
+use crate::domain::transcript::{TRAILER_SEPARATOR, Trailer, render_trailer};
+use crate::domain::verification::Verification;
 use crate::invocation::RunSettings;
 use crate::platform::file_tail;
 use crate::platform::transcript_file::TranscriptFile;
@@ -92,36 +95,132 @@ impl Reporting {
     }
 }
 
+/// What the attempt supervisor knows of a decided attempt besides its conclusion.
+pub(crate) struct Ended {
+    pub(crate) attempt: ActiveAttempt,
+    /// This attempt's number among the phase's attempts in the state.
+    pub(crate) phase_attempt: u32,
+    /// When the attempt finished, and its duration in milliseconds.
+    pub(crate) finished: (Timestamp, u64),
+    pub(crate) output: OutputBytes,
+    /// The transcript of a worker that never ran (the launch error goes there).
+    pub(crate) unlaunched_transcript: Option<TranscriptFile>,
+    pub(crate) watchdog_notes: Vec<String>,
+    pub(crate) watchdog_losses: usize,
+    /// What the attempt changed in its git work tree, when recorded.
+    pub(crate) changes: Option<Changes>,
+}
+
 /// A decided outcome to write and commit.
 pub(crate) struct CommitJob {
-    pub(crate) reporting: Reporting,
-    pub(crate) events: Emitter,
-    pub(crate) attempt: ActiveAttempt,
-    pub(crate) outcome: OutcomeRecord,
-    pub(crate) decision: Decision,
+    reporting: Reporting,
+    events: Emitter,
+    attempt: ActiveAttempt,
+    outcome: OutcomeRecord,
+    decision: Decision,
     /// The transcript of a worker that never ran, and the launch error to note in it.
-    pub(crate) launch_note: Option<(TranscriptFile, String)>,
+    launch_note: Option<(TranscriptFile, String)>,
     /// What the retry policy decides from, when the status may be retried.
-    pub(crate) retry: Option<RetryInputs>,
-    pub(crate) output: OutputBytes,
+    retry: Option<RetryInputs>,
+    output: OutputBytes,
     /// What the attempt's usage reports came to.
-    pub(crate) usage: UsageSummary,
+    usage: UsageSummary,
     /// The budget cap could not be enforced for this attempt's agent.
-    pub(crate) budget_note: Option<String>,
+    budget_note: Option<String>,
 }
 
 impl CommitJob {
+    /// The outcome record of `ended` as `conclusion` decided it, and what its commit needs.
+    pub(crate) fn new(
+        ended: Ended,
+        conclusion: Conclusion,
+        settings: &Arc<RunSettings>,
+        order: &LaunchOrder,
+        reporting: Reporting,
+        events: Emitter,
+    ) -> Self {
+        let Ended {
+            attempt,
+            phase_attempt,
+            finished: (finished_at, duration_ms),
+            output,
+            unlaunched_transcript,
+            watchdog_notes,
+            watchdog_losses,
+            changes,
+        } = ended;
+        let launch_note = unlaunched_transcript
+            .zip(conclusion.launch_error.clone())
+            .map(|(transcript, summary)| {
+                let trailer = Trailer {
+                    finished_at: Some(finished_at),
+                    launch_error: Some(summary),
+                    watchdog_notes,
+                    ..Trailer::default()
+                };
+                (transcript, render_trailer(&trailer, 0, true))
+            });
+        let (verification, verification_failure) = conclusion
+            .verification
+            .as_ref()
+            .map(Verification::to_record)
+            .unzip();
+        let outcome = OutcomeRecord {
+            attempt_id: attempt.id.clone(),
+            plan: attempt.snapshot.clone(),
+            phase: attempt.phase.clone(),
+            status: conclusion.decision.status,
+            summary: conclusion.decision.summary.clone(),
+            started_at: attempt.started_at,
+            finished_at,
+            execution_workspace: attempt.execution_workspace.clone(),
+            artifacts: Artifacts {
+                prompt_path: attempt.prompt_path.clone(),
+                transcript_path: attempt.transcript_path.clone(),
+            },
+            exit_code: conclusion.exit.code,
+            signal: conclusion.exit.signal,
+            duration_ms: Some(duration_ms),
+            output_bytes: Some(output),
+            phase_attempt: Some(phase_attempt),
+            agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
+            verification,
+            verification_failure: verification_failure.flatten(),
+            watchdog_losses: u32::try_from(watchdog_losses)
+                .ok()
+                .filter(|losses| *losses > 0),
+            usage: Some(conclusion.usage.clone()),
+            budget_note: conclusion.budget_note.clone(),
+            changes,
+        };
+        let retry = RetryInputs::for_status(
+            conclusion.decision.status,
+            &attempt,
+            order.template_index,
+            order.turn.ledger.clone(),
+            settings.clone(),
+        );
+        Self {
+            reporting,
+            events,
+            attempt,
+            outcome,
+            decision: conclusion.decision,
+            launch_note,
+            retry,
+            output,
+            usage: conclusion.usage,
+            budget_note: conclusion.budget_note,
+        }
+    }
+
     /// Notes the launch error, asks the retry policy, commits the outcome (with the schedule
     /// in the same write) and reports to the run.
     pub(crate) async fn run(self) {
-        if let Some((transcript, text)) = self.launch_note {
-            let written = transcript
-                .append(Arc::new(text.into_bytes()))
-                .await
-                .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
-            if let Err(error) = written {
-                tracing::warn!(%error, "could not note the launch failure in the transcript");
-            }
+        if let Some((transcript, text)) = self.launch_note
+            && let Err(error) = off_runtime(|| transcript.append(text.as_bytes())).await
+        {
+            tracing::warn!(%error, "could not note the launch failure in the transcript");
         }
         let retry = match self.retry {
             Some(inputs) => inputs.decide().await,
@@ -184,7 +283,7 @@ impl CommitJob {
 }
 
 /// What the retry policy decides from, after a retryable attempt.
-pub(crate) struct RetryInputs {
+struct RetryInputs {
     phase_id: String,
     status: AttemptStatus,
     template_index: usize,
@@ -201,7 +300,7 @@ const RESET_SEARCH_BYTES: u64 = 64 * 1024;
 impl RetryInputs {
     /// The policy's inputs for an attempt that ended `status`, when that status may be
     /// retried at all.
-    pub(crate) fn for_status(
+    fn for_status(
         status: AttemptStatus,
         attempt: &ActiveAttempt,
         template_index: usize,

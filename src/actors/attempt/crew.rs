@@ -1,22 +1,21 @@
 //! The actors an attempt runs once its worker is launched — group killer, deadline timer,
-//! marker parser, stop scanner, transcript writer and one pipe reader per stream — started
+//! transcript writer, marker parser, stop scanner and one pipe reader per stream — started
 //! linked to the attempt supervisor, with the notification receiver beside them, and stopped
 //! together once the outcome is decided.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ractor::{Actor, ActorRef, SpawnErr};
-use tokio::io::AsyncRead;
-use tokio::net::unix::pipe;
+use ractor::{Actor, ActorCell, ActorRef, DerivedActorRef, SpawnErr};
+use tokio::sync::watch;
 
-use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg};
+use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg, limit_duration};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
-use super::marker_parser::{MarkerMsg, MarkerParser};
-use super::messages::AttemptMsg;
+use super::marker_parser::{MarkerArgs, MarkerParser};
+use super::messages::{AttemptMsg, Output};
 use super::notifications;
-use super::pipe_reader::{PipeReader, ReaderArgs, ReaderMsg};
-use super::stop_scanner::{ScanArgs, ScanMsg, StopScanner};
+use super::pipe_reader::{Pipe, PipeReader, ReaderArgs};
+use super::stop_scanner::{ScanArgs, StopScanner};
 use super::transcript_writer::{ConsoleBound, TranscriptWriter, WriterArgs, WriterMsg};
 use crate::actors::observer::Emitter;
 use crate::domain::failure::ExecutionFailure;
@@ -31,14 +30,17 @@ use crate::platform::transcript_file::TranscriptFile;
 /// The attempt's actors.
 pub(crate) struct Crew {
     pub(crate) writer: ActorRef<WriterMsg>,
-    pub(crate) marker: ActorRef<MarkerMsg>,
-    pub(crate) scanner: Option<ActorRef<ScanMsg>>,
-    pub(crate) timer: Option<ActorRef<TimerMsg>>,
+    pub(crate) marker: ActorRef<Output>,
+    pub(crate) scanner: Option<ActorRef<Output>>,
+    pub(crate) timer: ActorRef<TimerMsg>,
     pub(crate) killer: ActorRef<KillerMsg>,
-    pub(crate) readers: Vec<ActorRef<ReaderMsg>>,
+    /// Each reader with its stream.
+    pub(crate) readers: Vec<(OutputStream, ActorCell)>,
     /// Bounds the live console once the worker is being stopped or has exited.
     pub(crate) console_bound: ConsoleBound,
-    /// The thread reading the worker's notifications, until the socket is drained.
+    /// Closes our read ends of the pipes (a process outside the group holds one open).
+    pub(crate) close_readers: watch::Sender<bool>,
+    /// The task reading the worker's notifications, until the socket is drained.
     pub(crate) notifications: Option<NotifyReceiver>,
 }
 
@@ -73,143 +75,138 @@ impl Crew {
         let cell = args.supervisor.get_cell();
         let supervisor = args.supervisor.clone();
         let settings = args.settings;
+        let span = args.span;
         // Who belongs to the attempt: the notifications' senders and the sampled processes.
         let processes = Arc::new(AttemptProcesses::new(
             args.pgid,
             args.worker_started_ticks,
             args.inherited.clone(),
         ));
-        let (killer, _) = Actor::spawn_linked(
-            None,
-            GroupKiller,
-            KillerArgs {
-                pgid: args.pgid,
-                worker_started_ticks: args.worker_started_ticks,
-                inherited: args.inherited,
-                supervisor: supervisor.clone(),
-                span: args.span.clone(),
-            },
-            cell.clone(),
-        )
-        .await?;
+        let killer = KillerArgs {
+            pgid: args.pgid,
+            worker_started_ticks: args.worker_started_ticks,
+            inherited: args.inherited,
+            supervisor: supervisor.clone(),
+            span: span.clone(),
+        };
+        let (killer, _) = Actor::spawn_linked(None, GroupKiller, killer, cell.clone()).await?;
         // Always: besides the deadlines it keeps the agent's latest status.
-        let idle_timeout = settings.idle_timeout_seconds.and_then(limit_duration);
-        let (timer, _) = Actor::spawn_linked(
-            None,
-            DeadlineTimer,
-            TimerArgs {
-                timeout: settings.timeout_seconds.and_then(limit_duration),
-                idle_timeout,
-                launched: args.launched,
-                sampler: idle_timeout
-                    .map(|_| ActivitySampler::new(processes.clone(), args.launched)),
-                supervisor: supervisor.clone(),
-                events: args.events.clone(),
-                attempt_id: args.attempt_id.clone(),
-                span: args.span.clone(),
-            },
-            cell.clone(),
-        )
-        .await?;
-        let notifications = args.notify_socket.and_then(|socket| {
+        let idle_limit = settings.idle_timeout_seconds.and_then(limit_duration);
+        let timer = TimerArgs {
+            timeout_seconds: settings.timeout_seconds,
+            idle_timeout_seconds: settings.idle_timeout_seconds,
+            launched: args.launched,
+            sampler: idle_limit.map(|_| ActivitySampler::new(processes.clone(), args.launched)),
+            supervisor: supervisor.clone(),
+            events: args.events.clone(),
+            attempt_id: args.attempt_id.clone(),
+            span: span.clone(),
+        };
+        let (timer, _) = Actor::spawn_linked(None, DeadlineTimer, timer, cell.clone()).await?;
+        let notifications = args.notify_socket.map(|socket| {
             notifications::start(socket, processes, timer.clone(), supervisor.clone())
         });
-        let (marker, _) =
-            Actor::spawn_linked(None, MarkerParser, args.span.clone(), cell.clone()).await?;
+        let marker = MarkerArgs {
+            supervisor: supervisor.clone(),
+            span: span.clone(),
+        };
+        let (marker, _) = Actor::spawn_linked(None, MarkerParser, marker, cell.clone()).await?;
         let scanner = if settings.stop_patterns.is_empty() {
             None
         } else {
-            let (scanner, _) = Actor::spawn_linked(
-                None,
-                StopScanner,
-                ScanArgs {
-                    patterns: settings.stop_patterns.clone(),
-                    supervisor: supervisor.clone(),
-                    span: args.span.clone(),
-                },
-                cell.clone(),
+            let scan = ScanArgs {
+                patterns: settings.stop_patterns.clone(),
+                supervisor: supervisor.clone(),
+                span: span.clone(),
+            };
+            Some(
+                Actor::spawn_linked(None, StopScanner, scan, cell.clone())
+                    .await?
+                    .0,
             )
-            .await?;
-            Some(scanner)
         };
         let (console_bound, bounded) = ConsoleBound::new();
-        let (writer, _) = Actor::spawn_linked(
-            None,
-            TranscriptWriter,
-            WriterArgs {
-                transcript: args.transcript,
-                transcript_path: args.transcript_path,
-                console: args.console,
-                events: args.events,
-                attempt_id: args.attempt_id,
-                marker: marker.clone(),
-                scanner: scanner.clone(),
-                // Output is a sign of life only to an idle limit: without one, the hot path
-                // sends the timer nothing.
-                timer: idle_timeout.map(|_| timer.clone()),
-                supervisor,
-                console_bound: bounded,
-                span: args.span,
-            },
-            cell,
-        )
-        .await?;
+        let writer = WriterArgs {
+            transcript: args.transcript,
+            transcript_path: args.transcript_path,
+            console: args.console,
+            events: args.events,
+            attempt_id: args.attempt_id,
+            // Output is a sign of life only to an idle limit: without one, the hot path
+            // sends the timer nothing.
+            timer: idle_limit.map(|_| timer.clone()),
+            supervisor,
+            console_bound: bounded,
+            span,
+        };
+        let (writer, _) = Actor::spawn_linked(None, TranscriptWriter, writer, cell).await?;
         Ok(Self {
             writer,
             marker,
             scanner,
-            timer: Some(timer),
+            timer,
             killer,
             readers: Vec::new(),
             console_bound,
+            close_readers: watch::channel(false).0,
             notifications,
         })
     }
 
     /// Starts one reader per pipe; returns why a reader could not be started, if one could
-    /// not (the attempt is then stopped as an execution failure).
+    /// not (the attempt is then stopped as an execution failure). A stream without a reader
+    /// has ended as far as the output's consumers are concerned.
     pub(crate) async fn start_readers(
         &mut self,
-        stdout: Option<pipe::Receiver>,
-        stderr: Option<pipe::Receiver>,
+        pipes: [(OutputStream, Option<Pipe>); 2],
         supervisor: &ActorRef<AttemptMsg>,
         span: &tracing::Span,
     ) -> Vec<ExecutionFailure> {
-        let pipes: [(OutputStream, Option<Box<dyn AsyncRead + Send + Unpin>>); 2] = [
-            (
-                OutputStream::Stdout,
-                stdout.map(|pipe| Box::new(pipe) as Box<dyn AsyncRead + Send + Unpin>),
-            ),
-            (
-                OutputStream::Stderr,
-                stderr.map(|pipe| Box::new(pipe) as Box<dyn AsyncRead + Send + Unpin>),
-            ),
-        ];
         let mut failures = Vec::new();
         for (stream, pipe) in pipes {
-            let Some(pipe) = pipe else { continue };
-            let started = Actor::spawn_linked(
-                None,
-                PipeReader,
-                ReaderArgs {
-                    stream,
-                    pipe,
-                    writer: self.writer.clone(),
-                    supervisor: supervisor.clone(),
-                    span: span.clone(),
-                },
-                supervisor.get_cell(),
-            )
-            .await;
-            match started {
-                Ok((reader, _)) => self.readers.push(reader),
-                Err(error) => failures.push(ExecutionFailure::ReaderStart {
-                    stream,
-                    detail: error.to_string(),
-                }),
+            let Some(pipe) = pipe else {
+                self.end_stream(stream);
+                continue;
+            };
+            let args = ReaderArgs {
+                stream,
+                pipe,
+                writer: self.writer.get_derived(),
+                analysers: self.analysers(),
+                supervisor: supervisor.clone(),
+                closed: self.close_readers.subscribe(),
+                span: span.clone(),
+            };
+            match Actor::spawn_linked(None, PipeReader, args, supervisor.get_cell()).await {
+                Ok((reader, _)) => self.readers.push((stream, reader.get_cell())),
+                Err(error) => {
+                    self.end_stream(stream);
+                    failures.push(ExecutionFailure::ReaderStart {
+                        stream,
+                        detail: error.to_string(),
+                    });
+                }
             }
         }
         failures
+    }
+
+    /// The consumers of the output besides the writer.
+    fn analysers(&self) -> Vec<DerivedActorRef<Output>> {
+        std::iter::once(&self.marker)
+            .chain(&self.scanner)
+            .map(ActorRef::get_derived)
+            .collect()
+    }
+
+    /// Tells the output's consumers that nothing comes from `stream` (no reader reads it).
+    pub(crate) fn end_stream(&self, stream: OutputStream) {
+        let _ = self
+            .writer
+            .send_message(WriterMsg::Output(Output::Ended(stream)));
+        for analyser in std::iter::once(&self.marker).chain(&self.scanner) {
+            let _ = analyser.send_message(Output::Ended(stream));
+        }
     }
 
     /// Stops every actor of the crew.
@@ -218,19 +215,13 @@ impl Crew {
             self.writer.get_cell(),
             self.marker.get_cell(),
             self.killer.get_cell(),
+            self.timer.get_cell(),
         ]
         .into_iter()
         .chain(self.scanner.iter().map(|scanner| scanner.get_cell()))
-        .chain(self.timer.iter().map(|timer| timer.get_cell()))
-        .chain(self.readers.iter().map(|reader| reader.get_cell()))
+        .chain(self.readers.iter().map(|(_, reader)| reader.clone()))
         {
             actor.stop(None);
         }
     }
-}
-
-/// A validated limit in seconds as a duration. A limit too large for the clock (1e300 is
-/// finite and positive, so valid) can never be reached: it means no deadline at all.
-fn limit_duration(seconds: f64) -> Option<Duration> {
-    Duration::try_from_secs_f64(seconds).ok()
 }

@@ -20,23 +20,26 @@ use tracing::Instrument;
 use super::messages::AttemptMsg;
 use crate::actors::observer::Emitter;
 use crate::actors::{notify, off_runtime};
+use crate::domain::decision::IdleStop;
 use crate::domain::events::RunEvent;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::liveness::activity::{ActivitySample, THRESHOLDS};
 use crate::domain::liveness::clock::{AttemptClock, ClockEffect, ClockInput};
 use crate::domain::notify::StatusChange;
 use crate::platform::activity_sampler::ActivitySampler;
 
+/// The clock's inputs ([`ClockInput`]), stamped by whoever saw them happen.
 pub(crate) enum TimerMsg {
     /// Some output arrived on either stream.
-    OutputObserved,
+    Output,
     /// An accepted notification arrived at `at`: what of it concerns the clocks.
     Notified {
         at: Instant,
         status: Option<StatusChange>,
         extend: Option<Duration>,
     },
-    /// Self-scheduled wake-up.
-    Check,
+    /// The wake-up the clock asked for ([`ClockEffect::WakeAt`]).
+    Woke,
     /// A sample of the attempt's processes, and the sampler back.
     Sampled(Box<(ActivitySampler, ActivitySample)>),
 }
@@ -44,8 +47,9 @@ pub(crate) enum TimerMsg {
 pub(crate) struct DeadlineTimer;
 
 pub(crate) struct TimerArgs {
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) idle_timeout: Option<Duration>,
+    /// `--timeout` and `--idle-timeout` in seconds, as the deadlines' events carry them.
+    pub(crate) timeout_seconds: Option<f64>,
+    pub(crate) idle_timeout_seconds: Option<f64>,
     /// When the worker was launched: the clocks' origin (the sampler's too).
     pub(crate) launched: Instant,
     /// Samples the attempt's processes; `None` when their identity is unknown.
@@ -60,6 +64,8 @@ pub(crate) struct TimerArgs {
 
 pub(crate) struct TimerState {
     clock: AttemptClock,
+    timeout_seconds: Option<f64>,
+    idle_timeout_seconds: Option<f64>,
     launched: Instant,
     /// Home between samples; away while one is taken.
     sampler: Option<ActivitySampler>,
@@ -79,9 +85,15 @@ impl Actor for DeadlineTimer {
         myself: ActorRef<TimerMsg>,
         args: TimerArgs,
     ) -> Result<TimerState, ActorProcessingErr> {
-        let (clock, effects) = AttemptClock::start(args.timeout, args.idle_timeout, THRESHOLDS);
+        let (clock, effects) = AttemptClock::start(
+            args.timeout_seconds.and_then(limit_duration),
+            args.idle_timeout_seconds.and_then(limit_duration),
+            THRESHOLDS,
+        );
         let mut state = TimerState {
             clock,
+            timeout_seconds: args.timeout_seconds,
+            idle_timeout_seconds: args.idle_timeout_seconds,
             launched: args.launched,
             sampler: args.sampler,
             supervisor: args.supervisor,
@@ -100,13 +112,13 @@ impl Actor for DeadlineTimer {
         state: &mut TimerState,
     ) -> Result<(), ActorProcessingErr> {
         let input = match message {
-            TimerMsg::OutputObserved => ClockInput::Output { at: state.now() },
+            TimerMsg::Output => ClockInput::Output { at: state.now() },
             TimerMsg::Notified { at, status, extend } => ClockInput::Notified {
                 at: at.saturating_duration_since(state.launched),
                 status,
                 extend,
             },
-            TimerMsg::Check => ClockInput::Woke { at: state.now() },
+            TimerMsg::Woke => ClockInput::Woke { at: state.now() },
             TimerMsg::Sampled(sampled) => {
                 let (sampler, sample) = *sampled;
                 state.sampler = Some(sampler);
@@ -133,7 +145,7 @@ impl TimerState {
             match effect {
                 ClockEffect::WakeAt(at) => {
                     let wait = at.saturating_sub(self.now());
-                    myself.send_after(wait, || TimerMsg::Check);
+                    myself.send_after(wait, || TimerMsg::Woke);
                 }
                 ClockEffect::Sample => self.sample(myself),
                 ClockEffect::Publish { text, since } => {
@@ -153,19 +165,23 @@ impl TimerState {
                 ClockEffect::Working(evidence) => {
                     tracing::debug!(evidence = %evidence.describe(), "activity: a sign of life");
                 }
-                ClockEffect::Passed { wall_clock, idle } => {
+                ClockEffect::DeadlinesPassed { timeout, idle } => {
                     // Both may have passed at the same check; the attempt lifecycle decides
                     // which one stops the attempt.
-                    if wall_clock {
+                    if timeout {
                         tracing::info!("wall-clock deadline reached");
                     }
                     if let Some(message) = &idle {
                         tracing::info!(message = %message, "idle deadline reached");
                     }
-                    notify(
-                        &self.supervisor,
-                        AttemptMsg::DeadlinesPassed { wall_clock, idle },
-                    );
+                    let passed = AttemptEvent::DeadlinesPassed {
+                        timeout: self.timeout_seconds.filter(|_| timeout),
+                        idle: self
+                            .idle_timeout_seconds
+                            .zip(idle)
+                            .map(|(seconds, summary)| IdleStop { seconds, summary }),
+                    };
+                    notify(&self.supervisor, passed.into());
                 }
             }
         }
@@ -206,4 +222,10 @@ impl TimerState {
     fn emit(&self, event: RunEvent) {
         self.events.emit(Some(&self.attempt_id), event);
     }
+}
+
+/// A validated limit in seconds as a duration. A limit too large for the clock (1e300 is
+/// finite and positive, so valid) can never be reached: it means no deadline at all.
+pub(crate) fn limit_duration(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds).ok()
 }

@@ -21,6 +21,7 @@ use tracing::Instrument;
 use super::messages::AttemptMsg;
 use crate::actors::{notify, off_runtime};
 use crate::domain::lifecycle::GroupReport;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group::{self, Stop};
 use crate::platform::{descendant_sweep, watchdog};
@@ -129,7 +130,7 @@ impl KillerState {
         tokio::spawn(
             async move {
                 let report = off_runtime(job).await;
-                notify(&supervisor, AttemptMsg::GroupEmptied(report));
+                notify(&supervisor, AttemptEvent::GroupEmptied(report).into());
             }
             .instrument(self.args.span.clone()),
         );

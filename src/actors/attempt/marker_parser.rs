@@ -1,93 +1,114 @@
 //! MarkerParser: owns the per-stream result-block framing state. It keeps only framing state
-//! (and the body of a candidate block), never the output, and gives its verdict on `Finish`.
-//! Each stream has its own framer, so scheduling between the two pipes can never join
-//! fragments into a result.
+//! (and the body of a candidate block), never the output. Each stream has its own framer, so
+//! scheduling between the two pipes can never join fragments into a result. Once both
+//! streams ended it tells the attempt supervisor its verdict.
 
-use std::sync::Arc;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-
-use crate::domain::marker::{MarkerVerdict, StreamFramer, combine};
+use super::messages::{AttemptMsg, Output};
+use crate::actors::notify;
+use crate::domain::marker::{MarkerVerdict, StreamFramer, StreamVerdict, combine};
 use crate::domain::output_stream::OutputStream;
-
-pub(crate) enum MarkerMsg {
-    /// The next bytes of `stream`, shared with the other consumers of the chunk; the reply
-    /// comes after this actor dropped its reference.
-    Feed {
-        stream: OutputStream,
-        bytes: Arc<Vec<u8>>,
-        reply: RpcReplyPort<()>,
-    },
-    /// Both streams ended: the verdict over both.
-    Finish { reply: RpcReplyPort<MarkerVerdict> },
-}
 
 pub(crate) struct MarkerParser;
 
-pub(crate) struct MarkerState {
-    stdout: Option<StreamFramer>,
-    stderr: Option<StreamFramer>,
+pub(crate) struct MarkerArgs {
+    pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// The attempt's span: every record of the parser carries the run and attempt ids.
-    span: tracing::Span,
+    pub(crate) span: tracing::Span,
+}
+
+/// One stream's framer while it runs, then its verdict until both are reported.
+struct Framing {
+    framer: Option<StreamFramer>,
+    verdict: Option<StreamVerdict>,
+}
+
+impl Framing {
+    fn new(stream: OutputStream) -> Self {
+        Self {
+            framer: Some(StreamFramer::new(stream)),
+            verdict: None,
+        }
+    }
+}
+
+pub(crate) struct MarkerState {
+    args: MarkerArgs,
+    stdout: Framing,
+    stderr: Framing,
 }
 
 impl Actor for MarkerParser {
-    type Msg = MarkerMsg;
+    type Msg = Output;
     type State = MarkerState;
-    /// The attempt's span.
-    type Arguments = tracing::Span;
+    type Arguments = MarkerArgs;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<MarkerMsg>,
-        span: tracing::Span,
+        _myself: ActorRef<Output>,
+        args: MarkerArgs,
     ) -> Result<MarkerState, ActorProcessingErr> {
         Ok(MarkerState {
-            stdout: Some(StreamFramer::new(OutputStream::Stdout)),
-            stderr: Some(StreamFramer::new(OutputStream::Stderr)),
-            span,
+            args,
+            stdout: Framing::new(OutputStream::Stdout),
+            stderr: Framing::new(OutputStream::Stderr),
         })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<MarkerMsg>,
-        message: MarkerMsg,
+        _myself: ActorRef<Output>,
+        message: Output,
         state: &mut MarkerState,
     ) -> Result<(), ActorProcessingErr> {
-        let span = state.span.clone();
-        let _entered = span.enter();
         match message {
-            MarkerMsg::Feed {
+            Output::Chunk {
                 stream,
                 bytes,
-                reply,
+                done,
             } => {
-                let framer = match stream {
-                    OutputStream::Stdout => state.stdout.as_mut(),
-                    OutputStream::Stderr => state.stderr.as_mut(),
-                };
-                if let Some(framer) = framer {
+                if let Some(framer) = &mut state.framing(stream).framer {
                     framer.feed(&bytes);
                 }
                 drop(bytes);
-                let _ = reply.send(());
+                let _ = done.send(());
             }
-            MarkerMsg::Finish { reply } => {
-                let verdict = match (state.stdout.take(), state.stderr.take()) {
-                    (Some(stdout), Some(stderr)) => combine(stdout.finish(), stderr.finish()),
-                    _ => MarkerVerdict::Invalid("result framing was already finished".to_owned()),
-                };
-                let (kind, detail) = match &verdict {
-                    MarkerVerdict::Result(block) => (block.kind.tag(), ""),
-                    MarkerVerdict::Missing(detail) => ("missing", detail.as_str()),
-                    MarkerVerdict::Invalid(detail) => ("invalid", detail.as_str()),
-                    MarkerVerdict::Multiple(detail) => ("multiple", detail.as_str()),
-                };
-                tracing::info!(verdict = kind, detail, "marker verdict");
-                let _ = reply.send(verdict);
+            Output::Ended(stream) => {
+                let framing = state.framing(stream);
+                if let Some(framer) = framing.framer.take() {
+                    framing.verdict = Some(framer.finish());
+                }
+                if state.stdout.verdict.is_some()
+                    && state.stderr.verdict.is_some()
+                    && let (Some(stdout), Some(stderr)) =
+                        (state.stdout.verdict.take(), state.stderr.verdict.take())
+                {
+                    let verdict = combine(stdout, stderr);
+                    log_verdict(&verdict, &state.args.span);
+                    notify(&state.args.supervisor, AttemptMsg::Verdict(verdict));
+                }
             }
         }
         Ok(())
     }
+}
+
+impl MarkerState {
+    fn framing(&mut self, stream: OutputStream) -> &mut Framing {
+        match stream {
+            OutputStream::Stdout => &mut self.stdout,
+            OutputStream::Stderr => &mut self.stderr,
+        }
+    }
+}
+
+fn log_verdict(verdict: &MarkerVerdict, span: &tracing::Span) {
+    let (kind, detail) = match verdict {
+        MarkerVerdict::Result(block) => (block.kind.tag(), ""),
+        MarkerVerdict::Missing(detail) => ("missing", detail.as_str()),
+        MarkerVerdict::Invalid(detail) => ("invalid", detail.as_str()),
+        MarkerVerdict::Multiple(detail) => ("multiple", detail.as_str()),
+    };
+    tracing::info!(parent: span, verdict = kind, detail, "marker verdict");
 }

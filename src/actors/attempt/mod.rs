@@ -5,10 +5,11 @@
 //! events and machine effects into actions.
 //!
 //! Its handlers never wait on a disk, a store write or another actor's reply: preparation
-//! ([`prepare`]), the `running` record, recording, each Verify check ([`verify`]) and the
-//! commit ([`commit`]) run as tasks that report back with a message (or, at the end, report
-//! to the run). So a timeout, a stop-regex match or a signal is handled at once whatever the
-//! disk is doing, and a signal during preparation is held by the machine until the group
+//! ([`prepare`]), the `running` record, each Verify check ([`verify`]) and the commit
+//! ([`commit`]) run as tasks that report back with a message (or, at the end, report to the
+//! run), and what recording needs the output's consumers report on their own
+//! ([`recording`]). So a timeout, a stop-regex match or a signal is handled at once whatever
+//! the disk is doing, and a signal during preparation is held by the machine until the group
 //! exists.
 
 mod commit;
@@ -20,6 +21,7 @@ mod messages;
 mod notifications;
 mod pipe_reader;
 mod prepare;
+mod recording;
 mod stop_scanner;
 mod transcript_writer;
 mod verify;
@@ -33,44 +35,40 @@ use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::commit::{CommitJob, Reporting, RetryInputs};
+use self::commit::{CommitJob, Ended, Reporting};
 use self::crew::{Crew, CrewArgs};
 use self::group_killer::KillerMsg;
-use self::marker_parser::MarkerMsg;
-use self::pipe_reader::ReaderMsg;
+use self::pipe_reader::Pipe;
 use self::prepare::{Launch, PreparationTask, SetupFailure};
-use self::stop_scanner::ScanMsg;
-use self::transcript_writer::{OutputError, WriterMsg};
+use self::recording::Findings;
+use self::transcript_writer::WriterMsg;
 use self::verify::CheckJob;
 use super::observer::Emitter;
 use super::state_store::StoreMsg;
 use super::{call, notify, off_runtime};
-use crate::domain::decision::{ChildExit, IdleStop};
-use crate::domain::escalation::{DRAIN_LIMIT, LEAK_GRACE};
+use crate::domain::decision::ChildExit;
 use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::lifecycle::attempt::{
-    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, Gathered, RecordingInput,
+    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
 };
-use crate::domain::lifecycle::run::{AttemptReport, LaunchOrder, RecordFailure};
-use crate::domain::marker::MarkerVerdict;
+use crate::domain::lifecycle::run::{LaunchOrder, RecordFailure};
 use crate::domain::notify::NotifyTally;
-use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
+use crate::domain::output_stream::OutputStream;
 use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::publication::UsagePublication;
-use crate::domain::transcript::{Trailer, render_trailer};
-use crate::domain::verification::{
-    CheckOutcome, Verification, VerifyCheck, VerifyPlan, stop_detail,
-};
+use crate::domain::transcript::Trailer;
+use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_detail};
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
+use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::process_group::WorkerChild;
 use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::watchdog;
@@ -80,7 +78,7 @@ pub(crate) use self::messages::AttemptMsg;
 /// Everything one attempt needs, fixed when the run loop orders the launch.
 pub(crate) struct AttemptSpec {
     /// Where the attempt's end is reported.
-    pub(crate) run: DerivedActorRef<Box<AttemptReport>>,
+    pub(crate) run: DerivedActorRef<Box<crate::domain::lifecycle::run::AttemptReport>>,
     pub(crate) store: ActorRef<StoreMsg>,
     pub(crate) location: Arc<PlanLocation>,
     pub(crate) snapshot: Arc<PlanSnapshot>,
@@ -117,8 +115,8 @@ pub(crate) struct AttemptState {
     /// measured at that moment ([`AttemptState::finish_now`], docs/decisions.md): the
     /// outcome, `state.json`, the event stream, the end line and `run --json` all carry it.
     finished: Option<(Timestamp, u64)>,
-    /// What the agent wrote, once the trailer is written.
-    output: OutputBytes,
+    /// What recording gathers from the output's consumers, and what the agent wrote.
+    findings: Findings,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
     /// The running Verify check's stop switch.
@@ -132,6 +130,8 @@ pub(crate) struct AttemptState {
     _watchdog: watchdog::Subscription,
     /// The watchdog losses during this attempt, for the trailer and the outcome.
     watchdog_losses: Vec<WatchdogLoss>,
+    /// The work tree before the launch, while changes are to be recorded.
+    changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -156,7 +156,7 @@ impl Actor for AttemptSupervisor {
             not_prepared: None,
             started: std::time::Instant::now(),
             finished: None,
-            output: OutputBytes::default(),
+            findings: Findings::default(),
             phase_attempt: 1,
             check_stop: None,
             notify_tally: None,
@@ -169,6 +169,7 @@ impl Actor for AttemptSupervisor {
                 })
             },
             watchdog_losses: Vec::new(),
+            changes_before: None,
         };
         let preparation = state.preparation();
         state.spawn(async move {
@@ -187,50 +188,8 @@ impl Actor for AttemptSupervisor {
         let span = state.spec.span.clone();
         async {
             let event = match message {
+                AttemptMsg::Event(event) => Some(event),
                 AttemptMsg::Prepared(result) => state.on_prepared(*result, &myself).await?,
-                AttemptMsg::RunningRecorded(Ok(())) => {
-                    if let Some(attempt) = state.attempt.as_mut() {
-                        attempt.status = ActiveStatus::Running;
-                    }
-                    tracing::info!("attempt running");
-                    Some(AttemptEvent::RunningRecorded)
-                }
-                AttemptMsg::RunningRecorded(Err(error)) => {
-                    Some(AttemptEvent::RunningRecordFailed {
-                        detail: error.to_string(),
-                    })
-                }
-                AttemptMsg::ChildExited(exit) => Some(AttemptEvent::LeaderExited(exit)),
-                AttemptMsg::StreamEnded { stream, error } => {
-                    Some(AttemptEvent::StreamEnded { stream, error })
-                }
-                AttemptMsg::StopMatched(found) => Some(AttemptEvent::PatternMatched(found)),
-                AttemptMsg::DeadlinesPassed { wall_clock, idle } => {
-                    let settings = &state.spec.settings;
-                    Some(AttemptEvent::DeadlinesPassed {
-                        timeout: settings.timeout_seconds.filter(|_| wall_clock),
-                        idle: settings
-                            .idle_timeout_seconds
-                            .zip(idle)
-                            .map(|(seconds, summary)| IdleStop { seconds, summary }),
-                    })
-                }
-                AttemptMsg::UsageReported(report) => match *report {
-                    Ok(report) => {
-                        tracing::info!(
-                            input_tokens = report.totals.input_tokens,
-                            output_tokens = report.totals.output_tokens,
-                            cost_usd = report.totals.cost_usd,
-                            is_final = report.is_final,
-                            "usage reported"
-                        );
-                        Some(AttemptEvent::UsageReported(report))
-                    }
-                    Err(error) => {
-                        tracing::info!(%error, "invalid usage report ignored");
-                        Some(AttemptEvent::UsageRejected(error))
-                    }
-                },
                 AttemptMsg::NotificationsDrained(tally) => {
                     if let Some(counts) = tally.describe() {
                         tracing::info!(notifications = %counts, "notification socket closed");
@@ -238,25 +197,12 @@ impl Actor for AttemptSupervisor {
                     state.notify_tally = Some(tally);
                     Some(AttemptEvent::NotificationsDrained)
                 }
-                AttemptMsg::Interrupt(signal) => Some(AttemptEvent::Interrupt { signal }),
-                AttemptMsg::Failed(failure) => Some(AttemptEvent::Failed(failure)),
-                AttemptMsg::GroupEmptied(report) => {
-                    tracing::info!(
-                        leaked = ?report.leaked,
-                        escaped = ?report.escaped,
-                        survivors = ?report.survivors,
-                        "group stopped"
-                    );
-                    state.emit(RunEvent::group_stopped(&report));
-                    Some(AttemptEvent::GroupEmptied(report))
+                AttemptMsg::Verdict(verdict) => state.findings.verdict(verdict),
+                AttemptMsg::FinalMatch(found) => state.findings.final_match(found),
+                AttemptMsg::TrailerWritten { error, output } => {
+                    state.findings.trailer(error, output)
                 }
-                AttemptMsg::LeakGraceElapsed => Some(AttemptEvent::LeakGraceElapsed),
-                AttemptMsg::DrainLimitElapsed => Some(AttemptEvent::DrainLimitElapsed),
-                AttemptMsg::Gathered(recorded) => {
-                    let recorded = *recorded;
-                    state.output = recorded.output;
-                    Some(AttemptEvent::Gathered(recorded.gathered))
-                }
+                AttemptMsg::ChangesRecorded(changes) => state.findings.changes(changes.map(|c| *c)),
                 AttemptMsg::CheckEnded(ended) => Some(state.check_ended(*ended)),
                 AttemptMsg::WatchdogLost(loss) => state.on_watchdog_lost(*loss),
             };
@@ -283,6 +229,14 @@ impl Actor for AttemptSupervisor {
                 detail: error.to_string(),
             };
             state.feed(AttemptEvent::Failed(failure), &myself);
+            // What a failed consumer of the output would have reported, its absence says.
+            let gathered = match &state.crew {
+                Some(crew) => state.findings.consumer_failed(crew, &who),
+                None => None,
+            };
+            if let Some(gathered) = gathered {
+                state.feed(gathered, &myself);
+            }
         }
         Ok(())
     }
@@ -311,6 +265,7 @@ impl Actor for AttemptSupervisor {
 impl AttemptState {
     /// Feeds one event to the machine and executes the effects it returns.
     fn feed(&mut self, event: AttemptEvent, myself: &ActorRef<AttemptMsg>) {
+        self.note(&event);
         let before = self.lifecycle.stage().name();
         let effects = self.lifecycle.handle(event);
         let after = self.lifecycle.stage().name();
@@ -322,12 +277,30 @@ impl AttemptState {
         }
     }
 
+    /// What the supervisor itself keeps or tells of an event.
+    fn note(&mut self, event: &AttemptEvent) {
+        if let AttemptEvent::RunningRecorded = event
+            && let Some(attempt) = self.attempt.as_mut()
+        {
+            attempt.status = ActiveStatus::Running;
+            tracing::info!("attempt running");
+        }
+        if let AttemptEvent::GroupEmptied(report) = event {
+            tracing::info!(
+                leaked = ?report.leaked,
+                escaped = ?report.escaped,
+                survivors = ?report.survivors,
+                "group stopped"
+            );
+            self.emit(RunEvent::group_stopped(report));
+        }
+    }
+
     fn execute(&mut self, effect: AttemptEffect, myself: &ActorRef<AttemptMsg>) {
-        tracing::debug!(effect = effect_name(&effect), "attempt effect");
         match effect {
-            AttemptEffect::CancelTimers => {
-                if let Some(timer) = self.crew.as_ref().and_then(|crew| crew.timer.as_ref()) {
-                    timer.stop(None);
+            AttemptEffect::CancelDeadlines => {
+                if let Some(crew) = &self.crew {
+                    crew.timer.stop(None);
                 }
             }
             AttemptEffect::BoundConsole => {
@@ -348,11 +321,10 @@ impl AttemptState {
             }
             AttemptEffect::KillNow => self.tell_killer(KillerMsg::KillNow),
             AttemptEffect::SweepAfterExit => self.tell_killer(KillerMsg::SweepAfterExit),
-            AttemptEffect::StartLeakGrace => {
-                myself.send_after(LEAK_GRACE, || AttemptMsg::LeakGraceElapsed);
-            }
-            AttemptEffect::StartDrainLimit => {
-                myself.send_after(DRAIN_LIMIT, || AttemptMsg::DrainLimitElapsed);
+            AttemptEffect::StartTimer(timer) => {
+                myself.send_after(timer.duration(), move || {
+                    AttemptEvent::TimerElapsed(timer).into()
+                });
             }
             AttemptEffect::DrainNotifications => {
                 let receiver = self
@@ -363,7 +335,7 @@ impl AttemptState {
                     Some(receiver) => {
                         let target = myself.clone();
                         self.spawn(async move {
-                            // Every report read by now was cast before this message.
+                            // Every report read by now was sent before this message.
                             let tally = receiver.finish().await;
                             notify(&target, AttemptMsg::NotificationsDrained(tally));
                         });
@@ -377,9 +349,7 @@ impl AttemptState {
             AttemptEffect::CloseReaders => {
                 tracing::info!("pipes still open after the group emptied; closing our read ends");
                 if let Some(crew) = &self.crew {
-                    for reader in &crew.readers {
-                        notify(reader, ReaderMsg::Close);
-                    }
+                    crew.close_readers.send_replace(true);
                 }
             }
             AttemptEffect::Gather(input) => self.gather(input, myself),
@@ -644,7 +614,9 @@ impl AttemptState {
             transcript,
             prompt,
             notify_socket,
+            changes_before,
         } = launch;
+        self.changes_before = changes_before;
         // The clocks count from here: the worker has just been started.
         let launched = std::time::Instant::now();
         tracing::info!(pid, pgid = pid, "worker spawned");
@@ -682,16 +654,26 @@ impl AttemptState {
         if let Some(stdin) = child.stdin.take() {
             self.spawn(write_prompt(stdin, prompt));
         }
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let pipes = [
+            (
+                OutputStream::Stdout,
+                child.stdout.take().map(|pipe| Box::new(pipe) as Pipe),
+            ),
+            (
+                OutputStream::Stderr,
+                child.stderr.take().map(|pipe| Box::new(pipe) as Pipe),
+            ),
+        ];
         let waiter = myself.clone();
         self.spawn(async move {
             let exit = wait_for_exit(&mut child).await;
             tracing::info!(code = exit.code, signal = exit.signal, "worker exited");
-            notify(&waiter, AttemptMsg::ChildExited(exit));
+            notify(&waiter, AttemptEvent::LeaderExited(exit).into());
         });
-        let reader_failures = crew
-            .start_readers(stdout, stderr, myself, &self.spec.span)
-            .await;
+        if crew.scanner.is_none() {
+            self.findings.no_scanner();
+        }
+        let reader_failures = crew.start_readers(pipes, myself, &self.spec.span).await;
         self.crew = Some(crew);
         // The group exists and the killer knows it: a held signal is acted on now.
         self.feed(AttemptEvent::Launched, myself);
@@ -723,18 +705,22 @@ impl AttemptState {
             })
             .await
             .unwrap_or(Err(StateWriteError::Stopped));
-            notify(&target, AttemptMsg::RunningRecorded(result));
+            let recorded = match result {
+                Ok(()) => AttemptEvent::RunningRecorded,
+                Err(error) => AttemptEvent::RunningRecordFailed {
+                    detail: error.to_string(),
+                },
+            };
+            notify(&target, recorded.into());
         });
     }
 
-    /// The group is gone and both pipes are closed: a task stops the readers, writes the
-    /// trailer and gathers the verdicts, then reports back.
+    /// The group is gone and both pipes are closed (or our read ends): the writer is asked
+    /// for the trailer; the marker parser's verdict and the stop scanner's last word come on
+    /// their own once both streams ended. The three make the `Gathered` event.
     fn gather(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
         let (finished_at, _) = self.finish_now();
         let Some(crew) = &self.crew else { return };
-        for reader in &crew.readers {
-            reader.stop(None);
-        }
         let trailer = Trailer {
             exit: Some(input.exit),
             finished_at: Some(finished_at),
@@ -749,55 +735,39 @@ impl AttemptState {
             notes: input.notes,
             notifications: self.notify_tally.and_then(|tally| tally.describe()),
         };
-        let settled = !input.pipes_held_open;
-        let (writer, marker, scanner) = (
-            crew.writer.clone(),
-            crew.marker.clone(),
-            crew.scanner.clone(),
-        );
+        notify(&crew.writer, WriterMsg::Finish(Box::new(trailer)));
+        self.record_changes(myself);
+        // A writer that failed before has said all it will.
+        if let Some(gathered) = self.findings.start() {
+            notify(myself, gathered.into());
+        }
+    }
+
+    /// Compares the work tree now (the group is stopped) with the one before the launch, in a
+    /// task off the runtime; recording waits for it (so Verify checks run after it).
+    fn record_changes(&mut self, myself: &ActorRef<AttemptMsg>) {
+        let Some(before) = self.changes_before.take() else {
+            if let Some(gathered) = self.findings.changes(None) {
+                notify(myself, gathered.into());
+            }
+            return;
+        };
+        let workspace = self
+            .attempt
+            .as_ref()
+            .map(|attempt| attempt.execution_workspace.clone())
+            .unwrap_or_default();
         let target = myself.clone();
         self.spawn(async move {
-            let finish_writer = async {
-                call(&writer, |reply| WriterMsg::Finish { trailer, reply })
-                    .await
-                    .unwrap_or((Err(OutputError::WriterStopped), OutputBytes::default()))
-            };
-            let verdicts = async {
-                tokio::join!(
-                    async {
-                        call(&marker, |reply| MarkerMsg::Finish { reply })
-                            .await
-                            .unwrap_or_else(|| {
-                                MarkerVerdict::Invalid("marker parser stopped".into())
-                            })
-                    },
-                    async {
-                        match &scanner {
-                            Some(scanner) => call(scanner, |reply| ScanMsg::Finish { reply })
-                                .await
-                                .flatten(),
-                            None => None,
-                        }
-                    },
-                )
-            };
-            // Every reader saw its end of file only after the parser and the scanner had its
-            // last chunk, so all three finish at once. Readers closed by force may have left a
-            // chunk in the writer's mailbox: the writer finishes first, after feeding it.
-            let ((trailer, output), (verdict, final_match)) = if settled {
-                tokio::join!(finish_writer, verdicts)
-            } else {
-                (finish_writer.await, verdicts.await)
-            };
-            let gathered = Gathered {
-                trailer_error: trailer.err().map(|error| error.to_string()),
-                final_match,
-                verdict,
-            };
-            notify(
-                &target,
-                AttemptMsg::Gathered(Box::new(messages::Recorded { gathered, output })),
-            );
+            let changes = off_runtime(move || match before {
+                Err(not_recorded) => not_recorded.into_changes(),
+                Ok(before) => match git::snapshot(std::path::Path::new(&workspace)) {
+                    Ok(after) => git::compare(&before, &after),
+                    Err(not_recorded) => not_recorded.into_changes(),
+                },
+            })
+            .await;
+            notify(&target, AttemptMsg::ChangesRecorded(Some(Box::new(changes))));
         });
     }
 
@@ -808,79 +778,28 @@ impl AttemptState {
         let Some(attempt) = self.attempt.clone() else {
             return;
         };
-        let (finished_at, duration_ms) = match self.finished {
+        let finished = match self.finished {
             Some(finished) => finished,
             None => self.finish_now(),
         };
-        let output = self.output;
-        let launch_note = self
-            .unlaunched_transcript
-            .take()
-            .zip(conclusion.launch_error.clone())
-            .map(|(transcript, summary)| {
-                let trailer = Trailer {
-                    finished_at: Some(finished_at),
-                    launch_error: Some(summary),
-                    watchdog_notes: self.watchdog_notes(),
-                    ..Trailer::default()
-                };
-                (transcript, render_trailer(&trailer, 0, true))
-            });
-        let settings = &self.spec.settings;
-        let order = &self.spec.order;
-        let (verification, verification_failure) = conclusion
-            .verification
-            .as_ref()
-            .map(Verification::to_record)
-            .unzip();
-        let verification_failure = verification_failure.flatten();
-        let outcome = OutcomeRecord {
-            attempt_id: attempt.id.clone(),
-            plan: attempt.snapshot.clone(),
-            phase: attempt.phase.clone(),
-            status: conclusion.decision.status,
-            summary: conclusion.decision.summary.clone(),
-            started_at: attempt.started_at,
-            finished_at,
-            execution_workspace: attempt.execution_workspace.clone(),
-            artifacts: Artifacts {
-                prompt_path: attempt.prompt_path.clone(),
-                transcript_path: attempt.transcript_path.clone(),
-            },
-            exit_code: conclusion.exit.code,
-            signal: conclusion.exit.signal,
-            duration_ms: Some(duration_ms),
-            output_bytes: Some(output),
-            phase_attempt: Some(self.phase_attempt),
-            agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
-            verification,
-            verification_failure,
-            watchdog_losses: u32::try_from(self.watchdog_losses.len())
-                .ok()
-                .filter(|losses| *losses > 0),
-            usage: Some(conclusion.usage.clone()),
-            budget_note: conclusion.budget_note.clone(),
-            changes: None,
-        };
-        let retry = RetryInputs::for_status(
-            conclusion.decision.status,
-            &attempt,
-            order.template_index,
-            order.turn.ledger.clone(),
-            settings.clone(),
-        );
-        let job = CommitJob {
-            reporting: self.reporting(),
-            events: self.spec.events.clone(),
+        let ended = Ended {
             attempt,
-            outcome,
-            decision: conclusion.decision,
-            launch_note,
-            retry,
-            output,
-            usage: conclusion.usage,
-            budget_note: conclusion.budget_note,
+            phase_attempt: self.phase_attempt,
+            finished,
+            output: self.findings.output(),
+            unlaunched_transcript: self.unlaunched_transcript.take(),
+            watchdog_notes: self.watchdog_notes(),
+            watchdog_losses: self.watchdog_losses.len(),
+            changes: self.findings.take_changes(),
         };
+        let job = CommitJob::new(
+            ended,
+            conclusion,
+            &self.spec.settings,
+            &self.spec.order,
+            self.reporting(),
+            self.spec.events.clone(),
+        );
         self.spawn(job.run());
     }
 }
@@ -901,26 +820,4 @@ async fn wait_for_exit(child: &mut WorkerChild) -> ChildExit {
             signal: None,
         }
     })
-}
-
-fn effect_name(effect: &AttemptEffect) -> &'static str {
-    match effect {
-        AttemptEffect::CancelTimers => "cancel-timers",
-        AttemptEffect::BoundConsole => "bound-console",
-        AttemptEffect::TerminateGroup => "terminate-group",
-        AttemptEffect::KillNow => "kill-now",
-        AttemptEffect::StartLeakGrace => "start-leak-grace",
-        AttemptEffect::SweepAfterExit => "sweep-after-exit",
-        AttemptEffect::StartDrainLimit => "start-drain-limit",
-        AttemptEffect::DrainNotifications => "drain-notifications",
-        AttemptEffect::CloseReaders => "close-readers",
-        AttemptEffect::Gather(_) => "gather",
-        AttemptEffect::Commit(_) => "commit",
-        AttemptEffect::LeaveUnresolved { .. } => "leave-unresolved",
-        AttemptEffect::ConcludeNotPrepared => "conclude-not-prepared",
-        AttemptEffect::RunCheck(_) => "run-check",
-        AttemptEffect::StopCheck => "stop-check",
-        AttemptEffect::KillCheckNow => "kill-check-now",
-        AttemptEffect::PublishUsage(_) => "publish-usage",
-    }
 }

@@ -1,53 +1,78 @@
-//! PipeReader: owns the read end of one child stream.
+//! PipeReader: owns the read end of one of the worker's streams. Each `Read` message reads
+//! one chunk and hands it, shared, to the output's consumers — the transcript writer, the
+//! marker parser and the stop scanner — then waits until each of them is done with it before
+//! it asks itself to read again. So one chunk per stream is in flight whatever the child
+//! writes, and a full pipe slows the child down: backpressure end to end, despite ractor's
+//! unbounded mailboxes.
 //!
-//! The read loop runs in a task (a blocked read inside a handler would make the actor deaf to
-//! `Close`). Each chunk is handed to the transcript writer with a *call*: the loop waits for
-//! the writer's reply — which returns the buffer for reuse — before reading again. One chunk in
-//! flight per stream bounds memory whatever the child writes, and a full pipe then slows the
-//! child down: backpressure end to end, despite ractor's unbounded mailboxes.
+//! At the end of the stream (or a read error) the reader tells the consumers
+//! ([`Output::Ended`]) and the supervisor ([`AttemptEvent::StreamEnded`]) and stops. When the
+//! supervisor closes the readers (a process outside the group holds a pipe open), a reader
+//! waiting for data stops reading and tells the consumers the same way.
 
-use futures_util::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, RpcReplyPort};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::task::JoinHandle;
+use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::messages::AttemptMsg;
-use super::transcript_writer::WriterMsg;
+use super::messages::{AttemptMsg, Output};
 use crate::actors::notify;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::output_stream::OutputStream;
 
-/// Largest chunk handed on at once: the pipe's capacity. Each chunk costs several
-/// cross-thread hand-offs, so a fast producer's output travels in few, large chunks.
-pub(crate) const CHUNK_SIZE: usize = 1024 * 1024;
-/// The buffer a stream starts with. Most streams of a short attempt carry a few lines; a
-/// chunk-sized buffer for each would be a fresh mapping of its own, and its unmapping a TLB
-/// shootdown across the handler's threads, for every stream of every attempt. A stream whose
-/// chunk fills this buffer gets a chunk-sized one from then on.
-const FIRST_BUFFER: usize = 64 * 1024;
-/// A chunk is topped up from the pipe only while at least this much room is left.
-const MIN_TOP_UP: usize = 16 * 1024;
+/// Largest chunk read at once: the pipe's capacity. Each chunk costs several hand-offs
+/// between threads, so a fast producer's output travels in few, large chunks.
+const CHUNK_SIZE: usize = 1024 * 1024;
+
+/// The read end of one of the worker's pipes.
+pub(crate) type Pipe = Box<dyn AsyncRead + Send + Unpin>;
 
 pub(crate) enum ReaderMsg {
-    /// Stop reading and close our read end (used when a process outside the group keeps the
-    /// pipe open after the group is gone).
-    Close,
+    /// Read the next chunk and hand it on.
+    Read,
 }
 
 pub(crate) struct PipeReader;
 
 pub(crate) struct ReaderArgs {
     pub(crate) stream: OutputStream,
-    pub(crate) pipe: Box<dyn AsyncRead + Send + Unpin>,
-    pub(crate) writer: ActorRef<WriterMsg>,
+    pub(crate) pipe: Pipe,
+    /// Where each chunk goes first: a writer that is gone fails the stream.
+    pub(crate) writer: DerivedActorRef<Output>,
+    /// The other consumers (the marker parser, the stop scanner when there is one).
+    pub(crate) analysers: Vec<DerivedActorRef<Output>>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// The attempt's span, so the read loop's events carry the attempt id.
+    /// Becomes true when the supervisor closes the readers.
+    pub(crate) closed: watch::Receiver<bool>,
+    /// The attempt's span, so the reader's records carry the attempt id.
     pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct ReaderState {
-    stream: OutputStream,
-    task: JoinHandle<()>,
+    args: ReaderArgs,
+    buffer: Vec<u8>,
+    /// The consumers were told the stream ended.
+    ended: bool,
+}
+
+impl Drop for ReaderState {
+    /// However the reader ends — its stream's end, a panic — the consumers hear that nothing
+    /// more comes, so none waits for it.
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// How one read ended.
+enum Read {
+    /// A chunk was handed on (or the read was interrupted): read again.
+    Again,
+    /// End of file, or why reading failed.
+    End(Option<String>),
+    /// The supervisor closed the readers.
+    Closed,
 }
 
 impl Actor for PipeReader {
@@ -57,13 +82,15 @@ impl Actor for PipeReader {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<ReaderMsg>,
+        myself: ActorRef<ReaderMsg>,
         args: ReaderArgs,
     ) -> Result<ReaderState, ActorProcessingErr> {
-        let stream = args.stream;
-        let span = args.span.clone();
-        let task = tokio::spawn(read_loop(args).instrument(span));
-        Ok(ReaderState { stream, task })
+        myself.send_message(ReaderMsg::Read)?;
+        Ok(ReaderState {
+            args,
+            buffer: Vec::with_capacity(CHUNK_SIZE),
+            ended: false,
+        })
     }
 
     async fn handle(
@@ -72,121 +99,102 @@ impl Actor for PipeReader {
         message: ReaderMsg,
         state: &mut ReaderState,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            ReaderMsg::Close => {
-                if !state.task.is_finished() {
-                    tracing::info!(
-                        stream = state.stream.name(),
-                        "closing a pipe still held open"
-                    );
-                }
-                state.task.abort();
+        let ReaderMsg::Read = message;
+        let span = state.args.span.clone();
+        let stream = state.args.stream;
+        match state.read().instrument(span.clone()).await {
+            Read::Again => myself.send_message(ReaderMsg::Read)?,
+            Read::End(error) => {
+                tracing::info!(parent: &span, stream = stream.name(), error = error.as_deref(), "pipe EOF");
+                state.end();
+                let ended = AttemptEvent::StreamEnded { stream, error };
+                notify(&state.args.supervisor, ended.into());
+                myself.stop(None);
+            }
+            Read::Closed => {
+                tracing::info!(parent: &span, stream = stream.name(), "closing a pipe still held open");
+                state.end();
                 myself.stop(None);
             }
         }
         Ok(())
     }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<ReaderMsg>,
-        state: &mut ReaderState,
-    ) -> Result<(), ActorProcessingErr> {
-        state.task.abort();
-        Ok(())
-    }
 }
 
-async fn read_loop(args: ReaderArgs) {
-    let ReaderArgs {
-        stream,
-        mut pipe,
-        writer,
-        supervisor,
-        span: _,
-    } = args;
-    let mut buffer = Vec::with_capacity(FIRST_BUFFER);
-    let mut limit = FIRST_BUFFER;
-    let mut at_eof = false;
-    let error = loop {
-        if at_eof {
-            break None;
-        }
-        buffer.clear();
-        match pipe.read_buf(&mut buffer).await {
-            Ok(0) => break None,
+impl ReaderState {
+    /// Reads one chunk and waits until every consumer is done with it.
+    async fn read(&mut self) -> Read {
+        let stream = self.args.stream;
+        self.buffer.clear();
+        let read = tokio::select! {
+            biased;
+            _ = self.args.closed.wait_for(|closed| *closed) => return Read::Closed,
+            read = self.args.pipe.read_buf(&mut self.buffer) => read,
+        };
+        match read {
+            Ok(0) => return Read::End(None),
             Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => break Some(format!("failed reading agent {}: {error}", stream.name())),
-        }
-        // Take whatever else is already in the pipe, without waiting: a fast producer then
-        // costs one hand-off per full chunk instead of one per write it made.
-        while buffer.len() + MIN_TOP_UP <= limit {
-            match pipe.read_buf(&mut buffer).now_or_never() {
-                Some(Ok(0)) => {
-                    at_eof = true;
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => break,
-            }
-        }
-        limit = next_limit(buffer.len(), limit);
-        let chunk = std::mem::take(&mut buffer);
-        match writer
-            .call(
-                |reply: RpcReplyPort<Vec<u8>>| WriterMsg::Chunk {
-                    stream,
-                    bytes: chunk,
-                    reply,
-                },
-                None,
-            )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(returned)) => buffer = returned,
-            _ => {
-                break Some(format!(
-                    "transcript writer stopped while reading agent {}",
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => return Read::Again,
+            Err(error) => {
+                return Read::End(Some(format!(
+                    "failed reading agent {}: {error}",
                     stream.name()
-                ));
+                )));
             }
         }
-        if buffer.capacity() < limit {
-            buffer.reserve(limit);
+        let bytes = Arc::new(std::mem::take(&mut self.buffer));
+        let chunk = |done| Output::Chunk {
+            stream,
+            bytes: bytes.clone(),
+            done,
+        };
+        let written = hand(&self.args.writer, chunk);
+        let analysed: Vec<_> = self
+            .args
+            .analysers
+            .iter()
+            .filter_map(|analyser| hand(analyser, chunk))
+            .collect();
+        let writer_done = match written {
+            Some(done) => done.await.is_ok(),
+            None => false,
+        };
+        for done in analysed {
+            // An analyser that stopped (only during teardown) costs the chunk its analysis.
+            let _ = done.await;
         }
-    };
-    tracing::info!(stream = stream.name(), error = error.as_deref(), "pipe EOF");
-    notify(&supervisor, AttemptMsg::StreamEnded { stream, error });
-}
+        // Every consumer dropped its reference before answering: the buffer is ours again.
+        self.buffer = Arc::try_unwrap(bytes).unwrap_or_else(|_| Vec::with_capacity(CHUNK_SIZE));
+        if !writer_done {
+            return Read::End(Some(format!(
+                "transcript writer stopped while reading agent {}",
+                stream.name()
+            )));
+        }
+        Read::Again
+    }
 
-/// The buffer size for the next chunk: a chunk that left too little room to top it up came
-/// from a fast producer, whose output travels in full-sized chunks from then on.
-fn next_limit(chunk_len: usize, limit: usize) -> usize {
-    if chunk_len + MIN_TOP_UP > limit {
-        CHUNK_SIZE
-    } else {
-        limit
+    /// Tells the consumers that nothing more comes from this stream (once).
+    fn end(&mut self) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        let stream = self.args.stream;
+        for consumer in std::iter::once(&self.args.writer).chain(&self.args.analysers) {
+            let _ = consumer.send_message(Output::Ended(stream));
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stream_grows_to_full_chunks_once_a_chunk_fills_its_buffer() {
-        assert_eq!(next_limit(36, FIRST_BUFFER), FIRST_BUFFER, "a few lines");
-        assert_eq!(
-            next_limit(FIRST_BUFFER - MIN_TOP_UP, FIRST_BUFFER),
-            FIRST_BUFFER,
-            "room left for a top-up"
-        );
-        assert_eq!(
-            next_limit(FIRST_BUFFER - MIN_TOP_UP + 1, FIRST_BUFFER),
-            CHUNK_SIZE
-        );
-        assert_eq!(next_limit(FIRST_BUFFER, FIRST_BUFFER), CHUNK_SIZE);
-        assert_eq!(next_limit(10, CHUNK_SIZE), CHUNK_SIZE, "never shrinks back");
-    }
+/// Hands a chunk to a consumer; the receiver answers once the consumer is done with it
+/// (`None` when the consumer is gone).
+fn hand(
+    consumer: &DerivedActorRef<Output>,
+    chunk: impl FnOnce(RpcReplyPort<()>) -> Output,
+) -> Option<ractor::concurrency::OneshotReceiver<()>> {
+    let (done, answered) = ractor::concurrency::oneshot();
+    consumer
+        .send_message(chunk(done.into()))
+        .ok()
+        .map(|()| answered)
 }

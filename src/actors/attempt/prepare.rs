@@ -1,6 +1,6 @@
 //! The preparation of one attempt, run as a task beside the attempt supervisor so that no
 //! disk, store write or spawn ever waits inside its handlers: the prepared record, the
-//! prompt, the transcript header, the transcript thread, the attempt's notification socket,
+//! prompt, the transcript header, the attempt's notification socket,
 //! the spawn in a new session and process group (with `NOTIFY_SOCKET` naming that socket), and
 //! the worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs
 //! ([`SetupFailure`]).
@@ -26,6 +26,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
 use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
@@ -45,6 +46,8 @@ pub(crate) struct Launch {
     /// The socket the worker's `NOTIFY_SOCKET` names; `None` when it could not be bound
     /// (the worker then runs without one).
     pub(crate) notify_socket: Option<NotifySocket>,
+    /// The work tree before the launch, when changes are recorded.
+    pub(crate) changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 /// Why the preparation task launched nothing.
@@ -54,8 +57,8 @@ pub(crate) enum SetupFailure {
         attempt_id: String,
         error: StateWriteError,
     },
-    /// The prepared record is durable, but the prompt, the transcript header or a writer
-    /// thread could not be created.
+    /// The prepared record is durable, but the prompt or the transcript header could not be
+    /// created.
     Setup {
         attempt: ActiveAttempt,
         phase_attempt: u32,
@@ -76,8 +79,6 @@ pub(crate) enum SetupError {
     /// The prompt or the transcript header (the message names the file).
     #[error("{0}")]
     Artifact(io::Error),
-    #[error("cannot start the transcript thread: {0}")]
-    TranscriptThread(io::Error),
 }
 
 /// Everything the preparation task needs, owned, so it can run beside the actor.
@@ -209,6 +210,7 @@ impl PreparationTask {
             header,
             argv,
             cwd: attempt.execution_workspace.clone(),
+            record_changes: self.settings.record_changes,
         };
         match off_runtime(move || job.run()).await {
             Started::Running(running) => {
@@ -218,6 +220,7 @@ impl PreparationTask {
                     identity,
                     transcript,
                     notify_socket,
+                    changes_before,
                 } = *running;
                 Ok(Launch {
                     attempt,
@@ -228,6 +231,7 @@ impl PreparationTask {
                     transcript,
                     prompt,
                     notify_socket,
+                    changes_before,
                 })
             }
             Started::NotSetUp(error) => Err(SetupFailure::Setup {
@@ -249,7 +253,7 @@ impl PreparationTask {
 }
 
 /// What the start job does, in order: the prompt (exclusively), the transcript with its
-/// header and its thread, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
+/// header, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
 /// of resources is set up before the launch, so a failure never leaves a worker without its
 /// supervision.
 struct StartJob {
@@ -260,6 +264,7 @@ struct StartJob {
     header: String,
     argv: Vec<String>,
     cwd: String,
+    record_changes: bool,
 }
 
 /// How far the start job got.
@@ -280,6 +285,7 @@ struct Running {
     identity: Option<ProcessIdentity>,
     transcript: TranscriptFile,
     notify_socket: Option<NotifySocket>,
+    changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 impl StartJob {
@@ -291,12 +297,9 @@ impl StartJob {
             &self.prompt,
             &self.transcript_path,
             &self.header,
-        )
-        .map_err(SetupError::Artifact)
-        .and_then(|file| TranscriptFile::start(file).map_err(SetupError::TranscriptThread))
-        {
-            Ok(transcript) => transcript,
-            Err(error) => return Started::NotSetUp(error),
+        ) {
+            Ok(file) => TranscriptFile::new(file),
+            Err(error) => return Started::NotSetUp(SetupError::Artifact(error)),
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
         // socket. Without one the worker runs as before notifications existed.
@@ -307,6 +310,11 @@ impl StartJob {
                 None
             }
         };
+        // The work tree as the worker will find it, so the outcome says what the attempt
+        // changed; bounded in time, and never a reason not to launch.
+        let changes_before = self
+            .record_changes
+            .then(|| git::snapshot(Path::new(&self.cwd)));
         let child = match process_group::spawn_worker(
             &self.argv,
             &self.cwd,
@@ -337,6 +345,7 @@ impl StartJob {
             identity,
             transcript,
             notify_socket,
+            changes_before,
         }))
     }
 }

@@ -1,29 +1,19 @@
 //! StopScanner: owns the stop-regex scanning state of one attempt — a DFA state and, for
 //! patterns on the NFA path, a few bytes of look-around context and a bounded cache, carried
 //! over the combined output in arrival order; never the output itself. The first match is
-//! reported to the attempt supervisor at once; the final end-of-input check happens on
-//! `Finish`.
+//! reported to the attempt supervisor at once ([`AttemptEvent::StopRegexMatched`]); once both
+//! streams ended it reports its last word, which may be a match only the real end of input
+//! decides (`$`, `\z`, a trailing `\b`).
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::messages::AttemptMsg;
+use super::messages::{AttemptMsg, Output};
 use crate::actors::notify;
+use crate::domain::lifecycle::attempt::AttemptEvent;
+use crate::domain::output_stream::OutputStream;
 use crate::domain::stop_regex::{StopMatch, StopPatterns, StopScanner as Scanner};
-
-pub(crate) enum ScanMsg {
-    /// The next chunk of combined output, shared with the other consumers of the chunk; the
-    /// reply comes after this actor dropped its reference.
-    Feed {
-        bytes: Arc<Vec<u8>>,
-        reply: RpcReplyPort<()>,
-    },
-    /// End of input: a match decided only by the end (`$`, `\z`, a trailing `\b`).
-    Finish {
-        reply: RpcReplyPort<Option<StopMatch>>,
-    },
-}
 
 pub(crate) struct StopScanner;
 
@@ -38,53 +28,59 @@ pub(crate) struct ScanState {
     scanner: Scanner,
     supervisor: ActorRef<AttemptMsg>,
     matched: Option<StopMatch>,
+    /// The streams still open; the last word comes when neither is.
+    open: Vec<OutputStream>,
     span: tracing::Span,
 }
 
 impl Actor for StopScanner {
-    type Msg = ScanMsg;
+    type Msg = Output;
     type State = ScanState;
     type Arguments = ScanArgs;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<ScanMsg>,
+        _myself: ActorRef<Output>,
         args: ScanArgs,
     ) -> Result<ScanState, ActorProcessingErr> {
         Ok(ScanState {
             scanner: Scanner::new(args.patterns),
             supervisor: args.supervisor,
             matched: None,
+            open: vec![OutputStream::Stdout, OutputStream::Stderr],
             span: args.span,
         })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<ScanMsg>,
-        message: ScanMsg,
+        _myself: ActorRef<Output>,
+        message: Output,
         state: &mut ScanState,
     ) -> Result<(), ActorProcessingErr> {
-        let span = state.span.clone();
-        let _entered = span.enter();
         match message {
-            ScanMsg::Feed { bytes, reply } => {
+            Output::Chunk { bytes, done, .. } => {
                 if state.matched.is_none()
                     && let Some(found) = state.scanner.feed(&bytes)
                 {
-                    tracing::info!(pattern = %found.pattern, "stop regex matched");
-                    notify(&state.supervisor, AttemptMsg::StopMatched(found.clone()));
+                    tracing::info!(parent: &state.span, pattern = %found.pattern, "stop regex matched");
+                    let matched = AttemptEvent::StopRegexMatched(found.clone());
+                    notify(&state.supervisor, matched.into());
                     state.matched = Some(found);
                 }
                 drop(bytes);
-                let _ = reply.send(());
+                let _ = done.send(());
             }
-            ScanMsg::Finish { reply } => {
-                let found = match state.matched.clone() {
-                    Some(found) => Some(found),
-                    None => state.scanner.finish(),
-                };
-                let _ = reply.send(found);
+            Output::Ended(stream) => {
+                let was_open = !state.open.is_empty();
+                state.open.retain(|open| *open != stream);
+                if was_open && state.open.is_empty() {
+                    let found = match state.matched.clone() {
+                        Some(found) => Some(found),
+                        None => state.scanner.finish(),
+                    };
+                    notify(&state.supervisor, AttemptMsg::FinalMatch(found));
+                }
             }
         }
         Ok(())

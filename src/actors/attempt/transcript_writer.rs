@@ -1,11 +1,11 @@
 //! TranscriptWriter: owns the attempt's transcript file and the handler's live console.
 //!
-//! Both pipe readers hand it their chunks; the order in which it handles them *is* the arrival
-//! order recorded everywhere. Each chunk, shared as an `Arc`, goes at once to the marker
-//! parser, the stop scanner, the transcript thread (every byte, as it arrives) and the console
-//! thread (minus any result block, unless `--quiet`); they work concurrently and the reader
-//! gets its buffer back only when all of them are done. The file and terminal writes happen on
-//! threads of their own ([`crate::platform::write_thread`]), never on a runtime worker.
+//! Both pipe readers hand it their chunks ([`Output`]); the order in which it handles them *is*
+//! the order the transcript records. Each chunk is appended to the transcript as it arrives
+//! (off the runtime threads: a slow disk never stalls a timeout or a signal) and echoed on the
+//! console (minus any result block, unless `--quiet`) by the console's thread; the reader
+//! hears the chunk is done only when both are. Once both streams ended and the supervisor
+//! asked for it, the writer writes the trailer and reports ([`AttemptMsg::TrailerWritten`]).
 //!
 //! The live console is a courtesy, the transcript is the record:
 //! - while the worker runs, a slow console slows the worker (backpressure), but once the
@@ -20,7 +20,7 @@
 //!
 //! Each of these is noted in the transcript trailer (`live_output_*` lines).
 //!
-//! After the trailer, the attempt's Verify checks (issue 20) write through it too
+//! After the trailer, the attempt's Verify checks write through it too
 //! ([`WriterMsg::Verify`]): each check's header, its output as it arrives and its footer go
 //! into the transcript and, verbatim, to the console's stderr. None of it reaches the marker
 //! parser, the stop scanner, the live filter or the deadline timer — they judge the agent's
@@ -38,13 +38,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::deadline_timer::TimerMsg;
-use super::marker_parser::MarkerMsg;
-use super::messages::AttemptMsg;
-use super::stop_scanner::ScanMsg;
-use crate::actors::notify;
+use super::messages::{AttemptMsg, Output};
 use crate::actors::observer::Emitter;
+use crate::actors::{notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::marker::{LIVE_HOLD_LIMIT, LiveFilter};
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
@@ -81,17 +80,11 @@ impl ConsoleBound {
 }
 
 pub(crate) enum WriterMsg {
-    /// A chunk read from `stream`; the reply returns the buffer for reuse.
-    Chunk {
-        stream: OutputStream,
-        bytes: Vec<u8>,
-        reply: RpcReplyPort<Vec<u8>>,
-    },
-    /// Flush the live filters and write the trailer; replies with the output sizes too.
-    Finish {
-        trailer: Trailer,
-        reply: RpcReplyPort<(Result<(), OutputError>, OutputBytes)>,
-    },
+    /// The worker's output, from the pipe readers.
+    Output(Output),
+    /// Once both streams ended: flush the live filters, write the trailer and report it
+    /// ([`AttemptMsg::TrailerWritten`]).
+    Finish(Box<Trailer>),
     /// The live filter of `stream` has held text back since hold number `hold`.
     HoldElapsed { stream: OutputStream, hold: u64 },
     /// The progress interval that held output back has ended: report it now.
@@ -102,6 +95,24 @@ pub(crate) enum WriterMsg {
         part: VerifyOutput,
         reply: RpcReplyPort<()>,
     },
+}
+
+impl From<Output> for WriterMsg {
+    fn from(output: Output) -> Self {
+        Self::Output(output)
+    }
+}
+
+/// Lets the pipe readers hand output through a `DerivedActorRef<Output>`.
+impl TryFrom<WriterMsg> for Output {
+    type Error = WriterMsg;
+
+    fn try_from(message: WriterMsg) -> Result<Self, WriterMsg> {
+        match message {
+            WriterMsg::Output(output) => Ok(output),
+            other => Err(other),
+        }
+    }
 }
 
 /// What a Verify check adds to the transcript, in order: its header, its output (both
@@ -135,8 +146,6 @@ pub(crate) struct WriterArgs {
     /// Where output progress goes, as events of `attempt_id`.
     pub(crate) events: Emitter,
     pub(crate) attempt_id: String,
-    pub(crate) marker: ActorRef<MarkerMsg>,
-    pub(crate) scanner: Option<ActorRef<ScanMsg>>,
     pub(crate) timer: Option<ActorRef<TimerMsg>>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
@@ -175,7 +184,6 @@ pub(crate) struct WriterState {
     console: Option<Arc<Console>>,
     /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
-    bytes_seen: u64,
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
@@ -188,6 +196,10 @@ pub(crate) struct WriterState {
     progress_held: bool,
     /// The running Verify check's output so far ended a line (or there is none yet).
     check_ends_with_newline: bool,
+    /// The streams still open: the trailer waits until neither is.
+    open: Vec<OutputStream>,
+    /// The trailer asked for, until both streams ended.
+    trailer: Option<Box<Trailer>>,
 }
 
 /// How a console write ended.
@@ -216,7 +228,6 @@ impl Actor for TranscriptWriter {
             stdout: EchoStream::new(),
             stderr: EchoStream::new(),
             visible: Vec::new(),
-            bytes_seen: 0,
             output: OutputBytes::default(),
             ends_with_newline: true,
             transcript_failed: false,
@@ -226,6 +237,8 @@ impl Actor for TranscriptWriter {
             last_progress_event: None,
             progress_held: false,
             check_ends_with_newline: true,
+            open: vec![OutputStream::Stdout, OutputStream::Stderr],
+            trailer: None,
         })
     }
 
@@ -244,23 +257,21 @@ impl Actor for TranscriptWriter {
 impl WriterState {
     async fn on_message(&mut self, message: WriterMsg, myself: &ActorRef<WriterMsg>) {
         match message {
-            WriterMsg::Chunk {
+            WriterMsg::Output(Output::Chunk {
                 stream,
                 bytes,
-                reply,
-            } => {
-                let bytes = self.take_chunk(stream, bytes, myself).await;
-                let _ = reply.send(bytes);
+                done,
+            }) => {
+                self.take_chunk(stream, bytes, myself).await;
+                let _ = done.send(());
             }
-            WriterMsg::Finish { mut trailer, reply } => {
-                // The output held back by the interval, before the attempt's later events.
-                if std::mem::take(&mut self.progress_held) {
-                    self.emit_progress(Instant::now());
-                }
-                self.flush_live_filters().await;
-                trailer.console_notes = std::mem::take(&mut self.console_notes);
-                let written = self.write_trailer(&trailer).await;
-                let _ = reply.send((written, self.output));
+            WriterMsg::Output(Output::Ended(stream)) => {
+                self.open.retain(|open| *open != stream);
+                self.finish_when_ended().await;
+            }
+            WriterMsg::Finish(trailer) => {
+                self.trailer = Some(trailer);
+                self.finish_when_ended().await;
             }
             WriterMsg::HoldElapsed { stream, hold } => self.release_hold(stream, hold).await,
             WriterMsg::ProgressDue => {
@@ -273,6 +284,31 @@ impl WriterState {
                 let _ = reply.send(());
             }
         }
+    }
+
+    /// Writes the trailer asked for once both streams ended (every chunk is in by then) and
+    /// reports it.
+    async fn finish_when_ended(&mut self) {
+        if !self.open.is_empty() {
+            return;
+        }
+        let Some(mut trailer) = self.trailer.take() else {
+            return;
+        };
+        // The output held back by the interval, before the attempt's later events.
+        if std::mem::take(&mut self.progress_held) {
+            self.emit_progress(Instant::now());
+        }
+        self.flush_live_filters().await;
+        trailer.console_notes = std::mem::take(&mut self.console_notes);
+        let error = self.write_trailer(&trailer).await.err();
+        notify(
+            &self.args.supervisor,
+            AttemptMsg::TrailerWritten {
+                error: error.map(|error| error.to_string()),
+                output: self.output,
+            },
+        );
     }
 
     /// Records a part of a Verify check's run: into the transcript as it is, and verbatim on
@@ -305,8 +341,6 @@ impl WriterState {
             return;
         }
         let chunk = Arc::new(bytes);
-        let recorded =
-            (!self.transcript_failed).then(|| self.args.transcript.append(chunk.clone()));
         let echo = match &self.console {
             Some(console) if !self.stderr.stopped => Some(Echo {
                 written: console.submit(OutputStream::Stderr, chunk.clone()),
@@ -314,20 +348,20 @@ impl WriterState {
             }),
             _ => None,
         };
-        if let Some(recorded) = recorded {
-            self.settle_append(recorded).await;
-        }
+        self.record(&chunk).await;
         if let Some(echo) = echo {
             self.finish_echo(OutputStream::Stderr, echo).await;
         }
     }
 
-    /// Waits for a transcript append; a failed one stops the transcript and fails the output.
-    async fn settle_append(&mut self, recorded: oneshot::Receiver<io::Result<()>>) {
-        let result = recorded
-            .await
-            .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")));
-        if let Err(source) = result {
+    /// Appends to the transcript (off the runtime threads); a failed append stops the
+    /// transcript and fails the output.
+    async fn record(&mut self, bytes: &[u8]) {
+        if self.transcript_failed {
+            return;
+        }
+        let transcript = &self.args.transcript;
+        if let Err(source) = off_runtime(|| transcript.append(bytes)).await {
             self.transcript_failed = true;
             self.fail(OutputError::Transcript {
                 path: self.args.transcript_path.clone(),
@@ -339,53 +373,26 @@ impl WriterState {
     async fn take_chunk(
         &mut self,
         stream: OutputStream,
-        bytes: Vec<u8>,
+        chunk: Arc<Vec<u8>>,
         myself: &ActorRef<WriterMsg>,
-    ) -> Vec<u8> {
-        self.bytes_seen += bytes.len() as u64;
+    ) {
         match stream {
-            OutputStream::Stdout => self.output.stdout += bytes.len() as u64,
-            OutputStream::Stderr => self.output.stderr += bytes.len() as u64,
+            OutputStream::Stdout => self.output.stdout += chunk.len() as u64,
+            OutputStream::Stderr => self.output.stderr += chunk.len() as u64,
         }
-        if let Some(&last) = bytes.last() {
+        if let Some(&last) = chunk.last() {
             self.ends_with_newline = last == b'\n';
         }
-        self.last_line.feed(stream, &bytes);
+        self.last_line.feed(stream, &chunk);
         self.note_activity();
         self.report_progress(myself);
-        // The marker parser and the stop scanner start on the shared chunk first, so that the
-        // transcript write and the console echo here overlap their work; all of it is done
-        // before the buffer goes back to the reader.
-        let chunk = Arc::new(bytes);
-        let framed = request(&self.args.marker, |reply| MarkerMsg::Feed {
-            stream,
-            bytes: chunk.clone(),
-            reply,
-        });
-        let scanned = self.args.scanner.as_ref().map(|scanner| {
-            request(scanner, |reply| ScanMsg::Feed {
-                bytes: chunk.clone(),
-                reply,
-            })
-        });
-        let recorded =
-            (!self.transcript_failed).then(|| self.args.transcript.append(chunk.clone()));
+        // The console's thread echoes the chunk while the transcript append runs here.
         let echoed = self.start_echo(stream, &chunk);
         self.watch_hold(stream, myself);
-        if let Some(framed) = framed {
-            let _ = framed.await;
-        }
-        if let Some(Some(scanned)) = scanned {
-            let _ = scanned.await;
-        }
-        if let Some(recorded) = recorded {
-            self.settle_append(recorded).await;
-        }
+        self.record(&chunk).await;
         if let Some(echoed) = echoed {
             self.finish_echo(stream, echoed).await;
         }
-        // Every consumer dropped its reference before replying; the clone is a fallback only.
-        Arc::try_unwrap(chunk).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
     /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`]; output within
@@ -427,7 +434,7 @@ impl WriterState {
             .is_none_or(|last| now.duration_since(last) >= ACTIVITY_NOTIFY_INTERVAL)
         {
             self.last_activity_notice = Some(now);
-            notify(timer, TimerMsg::OutputObserved);
+            notify(timer, TimerMsg::Output);
         }
     }
 
@@ -589,14 +596,13 @@ impl WriterState {
                 path: self.args.transcript_path.clone(),
             });
         }
-        let text = render_trailer(trailer, self.bytes_seen, self.ends_with_newline);
+        let bytes_seen = self.output.stdout + self.output.stderr;
+        let text = render_trailer(trailer, bytes_seen, self.ends_with_newline);
         // No fsync: the transcript is evidence, and the page cache already protects it from a
         // handler crash; only state and outcomes pay for power-loss durability.
-        self.args
-            .transcript
-            .append(Arc::new(text.into_bytes()))
+        let transcript = &self.args.transcript;
+        off_runtime(|| transcript.append(text.as_bytes()))
             .await
-            .unwrap_or_else(|_| Err(io::Error::other("transcript thread stopped")))
             .map_err(|source| OutputError::Transcript {
                 path: self.args.transcript_path.clone(),
                 source,
@@ -605,25 +611,11 @@ impl WriterState {
 
     fn fail(&self, error: OutputError) {
         tracing::info!(%error, "output failure");
-        notify(
-            &self.args.supervisor,
-            AttemptMsg::Failed(ExecutionFailure::Output {
-                detail: error.to_string(),
-            }),
-        );
+        let failed = AttemptEvent::Failed(ExecutionFailure::Output {
+            detail: error.to_string(),
+        });
+        notify(&self.args.supervisor, failed.into());
     }
-}
-
-/// Hands a shared chunk to a consumer actor and waits until it is done with it. A consumer
-/// that stopped (only possible during teardown) costs the chunk nothing but its analysis.
-/// Sends a request at once and returns the receiver for its reply (`None` when the actor is
-/// gone: a stopped consumer must not stall the output).
-fn request<M: ractor::Message>(
-    actor: &ActorRef<M>,
-    message: impl FnOnce(RpcReplyPort<()>) -> M,
-) -> Option<ractor::concurrency::OneshotReceiver<()>> {
-    let (reply, replied) = ractor::concurrency::oneshot();
-    actor.cast(message(reply.into())).ok().map(|()| replied)
 }
 
 /// A console write in progress.

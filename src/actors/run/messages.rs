@@ -31,27 +31,13 @@ impl RunResult {
 }
 
 pub(crate) enum RunMsg {
-    /// Something the run loop must hear: a finished step, a due retry.
+    /// Something the run loop must hear, fed to it as it is: a finished step, a caught
+    /// signal, the attempt's end, a due retry.
     Input(Box<RunInput<InputError>>),
     /// Admission took the state over: the store runs from now on.
     StoreStarted(ActorRef<StoreMsg>),
-    /// The plan check also resolved the execution workspace of the phase it checks for,
-    /// ahead of the reservation that follows an unchanged plan (one hand-off for both).
-    WorkspaceResolved(Resolution),
     /// The execution workspace of the next attempt is resolved and locked.
     Reserved(Reservation),
-    /// A stopping signal was caught.
-    SignalReceived(i32),
-    /// The attempt supervisor is done.
-    AttemptConcluded(Box<AttemptReport>),
-}
-
-/// A phase's execution workspace as the plan check resolved it, with the directory's
-/// identity (device, inode) when it could be read, or why it does not resolve.
-#[derive(Debug)]
-pub(crate) struct Resolution {
-    pub(crate) phase_id: String,
-    pub(crate) resolved: Result<(String, Option<(u64, u64)>), InputError>,
 }
 
 /// A locked execution workspace, held until the attempt that runs in it concludes.
@@ -69,7 +55,7 @@ impl From<RunInput<InputError>> for RunMsg {
 
 impl From<Box<AttemptReport>> for RunMsg {
     fn from(report: Box<AttemptReport>) -> Self {
-        Self::AttemptConcluded(report)
+        Self::from(RunInput::AttemptConcluded(report))
     }
 }
 
@@ -79,7 +65,10 @@ impl TryFrom<RunMsg> for Box<AttemptReport> {
 
     fn try_from(message: RunMsg) -> Result<Self, RunMsg> {
         match message {
-            RunMsg::AttemptConcluded(report) => Ok(report),
+            RunMsg::Input(input) => match *input {
+                RunInput::AttemptConcluded(report) => Ok(report),
+                other => Err(RunMsg::from(other)),
+            },
             other => Err(other),
         }
     }

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::signal_intake::SignalIntake;
+use self::signal_intake::{IntakeMsg, SignalIntake};
 use self::tasks::{Holdings, RunContext};
 use self::workspace_locks::{LockMsg, WorkspaceLocks};
 use super::attempt::{AttemptMsg, AttemptSpec, AttemptSupervisor};
@@ -28,8 +28,9 @@ use super::observer::{Emitter, RunObserver};
 use super::state_store::StoreMsg;
 use super::{notify, off_runtime};
 use crate::domain::events::RunEvent;
+use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::lifecycle::run::{
-    LaunchOrder, RetryWait, RunEffect, RunInput, RunLoop, RunRules, Stage, Target,
+    LaunchOrder, RetryWait, RunEffect, RunInput, RunLoop, RunRules,
 };
 use crate::invocation::{InputError, PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
@@ -37,8 +38,8 @@ use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group;
 
-use self::messages::Resolution;
 pub(crate) use self::messages::{Reservation, RunEnd, RunMsg, RunResult};
+pub(crate) use self::signal_intake::STOPPING_SIGNALS;
 
 pub(crate) struct RunArgs {
     pub(crate) run_id: String,
@@ -64,10 +65,8 @@ pub(crate) struct RunState {
     machine: RunLoop,
     span: tracing::Span,
     /// Stopped when the run ends, which gives the stopping signals their default action back.
-    intake: Option<ActorRef<()>>,
+    intake: Option<ActorRef<IntakeMsg>>,
     store: Option<ActorRef<StoreMsg>>,
-    /// The next phase's execution workspace as the last plan check resolved it.
-    resolution: Option<Resolution>,
     /// The execution workspace reserved for the next attempt, then held by it.
     reservation: Option<Reservation>,
     attempt: Option<ActorRef<AttemptMsg>>,
@@ -133,7 +132,6 @@ impl Actor for RunSupervisor {
             span,
             intake: Some(intake),
             store: None,
-            resolution: None,
             reservation: None,
             attempt: None,
             inherited_children,
@@ -157,16 +155,7 @@ impl Actor for RunSupervisor {
             match message {
                 RunMsg::Input(input) => state.feed(*input, &myself).await,
                 RunMsg::StoreStarted(store) => state.store = Some(store),
-                RunMsg::WorkspaceResolved(resolution) => state.resolution = Some(resolution),
                 RunMsg::Reserved(reservation) => state.reservation = Some(reservation),
-                RunMsg::SignalReceived(signal) => {
-                    state.feed(RunInput::Signal(signal), &myself).await
-                }
-                RunMsg::AttemptConcluded(report) => {
-                    state
-                        .feed(RunInput::AttemptConcluded(report), &myself)
-                        .await
-                }
             }
         }
         .instrument(span)
@@ -236,24 +225,11 @@ impl RunState {
         match effect {
             RunEffect::CheckPlan => {
                 let context = self.context.clone();
-                // The phase the check is for, if it is for a launch: its workspace is resolved
-                // in the same hand-off (used only if the machine then reserves it).
-                let next = match self.machine.stage() {
-                    Stage::CheckingPlan {
-                        target: Target::Launch { phase_id, .. },
-                    } => context.snapshot.plan.phase(phase_id).cloned(),
-                    _ => None,
-                };
-                self.resolution = None;
-                self.spawn(tasks::check_plan(context, next));
+                self.spawn(tasks::check_plan(context));
             }
             RunEffect::ReserveWorkspace { phase_id } => {
                 let context = self.context.clone();
-                let resolved = self
-                    .resolution
-                    .take()
-                    .filter(|resolution| resolution.phase_id == phase_id);
-                self.spawn(tasks::reserve(context, phase_id, resolved));
+                self.spawn(tasks::reserve(context, phase_id));
             }
             RunEffect::Launch(order) => self.launch(*order, myself).await,
             RunEffect::ForwardInterrupt(signal) => {
@@ -262,7 +238,7 @@ impl RunState {
                     "signal forwarded to the attempt (deferred until it owns the worker's process group)"
                 );
                 if let Some(attempt) = &self.attempt {
-                    notify(attempt, AttemptMsg::Interrupt(signal));
+                    notify(attempt, AttemptEvent::Interrupt { signal }.into());
                 }
             }
             RunEffect::ReleaseWorkspace => {

@@ -7,23 +7,22 @@
 //! - [`check_plan`]: re-hash the plan file;
 //! - [`reserve`]: resolve a phase's execution workspace and lock it;
 //! - [`record_acceptance`]: write the plan acceptance when no attempt followed;
-//! - [`finish`]: drain the store and the locks, stop the signal intake, hand over the result.
+//! - [`finish`]: drain the store and the locks, end the signal intake, hand over the result.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::oneshot;
 
-use super::messages::{Reservation, Resolution, RunMsg, RunResult};
+use super::messages::{Reservation, RunMsg, RunResult};
+use super::signal_intake::IntakeMsg;
 use super::workspace_locks::{LockId, LockMsg};
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::{StateStore, StoreArgs, StoreMsg};
 use crate::actors::{call, notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{Admitted, PlanCheck, RefusedRun, RunInput};
-use crate::domain::plan::Phase;
 use crate::domain::selection::{Refusal, admit as admission, next_pending, way_forward};
 use crate::domain::state::{AttemptStatus, PlanRecord, State, StateWriteError};
 use crate::domain::timestamp::Timestamp;
@@ -32,9 +31,9 @@ use crate::invocation::{
     execution_workspace_of, read_state, verification_failure_of,
 };
 use crate::platform::locate::PlanLocation;
-use crate::platform::locks::{LockScope, dir_identity};
+use crate::platform::locks::LockScope;
 
-/// How long the signal intake may take to stop when the run ends (it only closes its
+/// How long the signal intake may take to end when the run ends (it only closes its
 /// registration; its state is dropped, with the same effect, if it does not answer).
 const INTAKE_STOP_LIMIT: Duration = Duration::from_secs(2);
 
@@ -54,20 +53,8 @@ impl RunContext {
         notify(&self.run, RunMsg::from(input));
     }
 
-    async fn lock(
-        &self,
-        dir: String,
-        scope: LockScope,
-        identity: Option<(u64, u64)>,
-    ) -> Result<LockId, RunInput<InputError>> {
-        match call(&self.locks, |reply| LockMsg::Acquire {
-            dir,
-            scope,
-            identity,
-            reply,
-        })
-        .await
-        {
+    async fn lock(&self, dir: String, scope: LockScope) -> Result<LockId, RunInput<InputError>> {
+        match call(&self.locks, |reply| LockMsg::Acquire { dir, scope, reply }).await {
             Some(Ok(lock)) => Ok(lock),
             Some(Err(error)) => Err(RunInput::InputFailed(InputError::Lock(error))),
             None => Err(RunInput::ActorFailed {
@@ -93,7 +80,7 @@ async fn admission_steps(
 ) -> Result<RunInput<InputError>, RunInput<InputError>> {
     let location = &context.location;
     context
-        .lock(location.workspace.clone(), LockScope::PlanWorkspace, None)
+        .lock(location.workspace.clone(), LockScope::PlanWorkspace)
         .await?;
     let layout = location.layout.clone();
     let loaded = off_runtime(move || read_state(&layout))
@@ -212,24 +199,9 @@ async fn refused(
     }))
 }
 
-/// Re-hashes the plan file: a change since the snapshot stops the invocation. When the check
-/// is for launching `next` (a phase), the same hand-off resolves that phase's execution
-/// workspace, told to the supervisor before the check's result; the reservation that follows
-/// an unchanged plan then needs no hand-off of its own.
-pub(super) async fn check_plan(context: RunContext, next: Option<Phase>) {
-    let location = context.location.clone();
-    let (hashed, resolution) = off_runtime(move || {
-        let hashed = current_plan_hash(&location);
-        let resolution = next.map(|phase| Resolution {
-            resolved: resolve(&location, &phase),
-            phase_id: phase.id,
-        });
-        (hashed, resolution)
-    })
-    .await;
-    if let Some(resolution) = resolution {
-        notify(&context.run, RunMsg::WorkspaceResolved(resolution));
-    }
+/// Re-hashes the plan file: a change since the snapshot stops the invocation.
+pub(super) async fn check_plan(context: RunContext) {
+    let hashed = off_runtime(|| current_plan_hash(&context.location)).await;
     let input = match hashed {
         Ok(actual) if actual == context.snapshot.sha256 => {
             RunInput::PlanChecked(PlanCheck::Unchanged)
@@ -248,35 +220,17 @@ pub(super) async fn check_plan(context: RunContext, next: Option<Phase>) {
     context.tell(input);
 }
 
-/// Blocking: the phase's execution workspace and the directory's identity (unreadable: the
-/// lock owner reads it again and reports why).
-fn resolve(
-    location: &PlanLocation,
-    phase: &Phase,
-) -> Result<(String, Option<(u64, u64)>), InputError> {
-    let workspace = execution_workspace_of(location, phase)?;
-    let identity = dir_identity(Path::new(&workspace)).ok();
-    Ok((workspace, identity))
-}
-
-/// Locks the phase's execution workspace for the attempt, resolving it first unless the plan
-/// check already did (`resolved`). The directory's identity comes with the resolution, so the
-/// lock owner reuses a lock it holds on it without a hand-off of its own.
-pub(super) async fn reserve(context: RunContext, phase_id: String, resolved: Option<Resolution>) {
+/// Resolves the phase's execution workspace and locks it for the attempt.
+pub(super) async fn reserve(context: RunContext, phase_id: String) {
     let reserved = async {
-        let (workspace, identity) = match resolved {
-            Some(resolution) => resolution.resolved,
-            None => {
-                let Some(phase) = context.snapshot.plan.phase(&phase_id).cloned() else {
-                    return Err(RunInput::InputFailed(InputError::PhaseMissing(phase_id)));
-                };
-                let location = context.location.clone();
-                off_runtime(move || resolve(&location, &phase)).await
-            }
-        }
-        .map_err(RunInput::InputFailed)?;
+        let Some(phase) = context.snapshot.plan.phase(&phase_id) else {
+            return Err(RunInput::InputFailed(InputError::PhaseMissing(phase_id)));
+        };
+        let workspace = off_runtime(|| execution_workspace_of(&context.location, phase))
+            .await
+            .map_err(RunInput::InputFailed)?;
         let lock = context
-            .lock(workspace.clone(), LockScope::ExecutionWorkspace, identity)
+            .lock(workspace.clone(), LockScope::ExecutionWorkspace)
             .await?;
         Ok(Reservation { workspace, lock })
     };
@@ -305,7 +259,7 @@ pub(super) async fn record_acceptance(
 pub(super) struct Holdings {
     pub(super) store: Option<ActorRef<StoreMsg>>,
     pub(super) locks: ActorRef<LockMsg>,
-    pub(super) intake: Option<ActorRef<()>>,
+    pub(super) intake: Option<ActorRef<IntakeMsg>>,
     pub(super) done: oneshot::Sender<RunResult>,
 }
 
@@ -343,7 +297,7 @@ pub(super) async fn finish(
     // gone it has its default action, so a final report blocked on a stalled console can be
     // interrupted like any program's output.
     if let Some(intake) = intake {
-        let _ = intake.stop_and_wait(None, Some(INTAKE_STOP_LIMIT)).await;
+        let _ = intake.kill_and_wait(Some(INTAKE_STOP_LIMIT)).await;
     }
     let _ = done.send(RunResult { end, next_phase });
     supervisor.stop(None);

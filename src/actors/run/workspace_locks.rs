@@ -16,14 +16,12 @@ use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lo
 pub(crate) struct LockId(u64);
 
 pub(crate) enum LockMsg {
-    /// Take the lock on `dir` now or fail; the error names the scope and directory.
-    /// `identity` is the directory's (device, inode) when the caller already read it off the
-    /// runtime: a lock this invocation holds on it is then reused without a blocking call of
-    /// its own (every phase in the same workspace, the common case).
+    /// Take the lock on `dir` now or fail; the error names the scope and directory. A lock
+    /// this invocation holds on the same directory is reused (every phase in the same
+    /// workspace, the common case).
     Acquire {
         dir: String,
         scope: LockScope,
-        identity: Option<(u64, u64)>,
         reply: RpcReplyPort<Result<LockId, LockError>>,
     },
     /// Give back one reference; the lock is released with the last one.
@@ -36,13 +34,6 @@ struct Held {
     id: LockId,
     lock: DirLock,
     references: usize,
-}
-
-/// What the blocking half of an acquisition found.
-enum Taken {
-    /// The directory (this identity) is locked by this invocation already.
-    AlreadyHeld((u64, u64)),
-    Locked(DirLock),
 }
 
 pub(crate) struct LocksState {
@@ -78,19 +69,8 @@ impl Actor for WorkspaceLocks {
     ) -> Result<(), ActorProcessingErr> {
         let span = state.span.clone();
         match message {
-            LockMsg::Acquire {
-                dir,
-                scope,
-                identity,
-                reply,
-            } => {
-                let acquired = match identity.and_then(|identity| state.reuse(identity)) {
-                    Some(id) => {
-                        tracing::debug!(parent: &span, dir, scope = scope.name(), "lock already held; reused");
-                        Ok(id)
-                    }
-                    None => state.acquire(dir, scope).instrument(span).await,
-                };
+            LockMsg::Acquire { dir, scope, reply } => {
+                let acquired = state.acquire(dir, scope).instrument(span).await;
                 let _ = reply.send(acquired);
             }
             LockMsg::Release { id } => span.in_scope(|| state.release(id)),
@@ -124,36 +104,26 @@ impl LocksState {
 
     async fn acquire(&mut self, dir: String, scope: LockScope) -> Result<LockId, LockError> {
         let path = PathBuf::from(&dir);
-        let held: Vec<(u64, u64)> = self.held.iter().map(|held| held.lock.identity).collect();
-        // One hand-off: the directory's identity, and the lock only when it is not held yet.
-        let taken = off_runtime(move || {
-            let identity = dir_identity(&path).map_err(|error| LockError::Io {
+        let identity = off_runtime(|| dir_identity(&path))
+            .await
+            .map_err(|error| LockError::Io {
                 scope,
                 dir: path.clone(),
                 error,
-            })?;
-            if held.contains(&identity) {
-                return Ok(Taken::AlreadyHeld(identity));
-            }
-            try_lock_dir(&path, scope).map(Taken::Locked)
-        })
-        .await
-        .inspect_err(|error| {
+            });
+        if let Ok(identity) = identity
+            && let Some(id) = self.reuse(identity)
+        {
+            tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
+            return Ok(id);
+        }
+        let locked = match identity {
+            Ok(_) => off_runtime(|| try_lock_dir(&path, scope)).await,
+            Err(error) => Err(error),
+        };
+        let lock = locked.inspect_err(|error| {
             tracing::info!(dir, scope = scope.name(), %error, "lock not taken");
         })?;
-        let lock = match taken {
-            Taken::AlreadyHeld(identity) => {
-                if let Some(id) = self.reuse(identity) {
-                    tracing::debug!(dir, scope = scope.name(), "lock already held; reused");
-                    return Ok(id);
-                }
-                // Not reachable: a release is a message of this actor, and none is handled
-                // while this one waits. Taking the lock afresh is the safe answer anyway.
-                let path = PathBuf::from(&dir);
-                off_runtime(move || try_lock_dir(&path, scope)).await?
-            }
-            Taken::Locked(lock) => lock,
-        };
         self.next_id += 1;
         let id = LockId(self.next_id);
         tracing::info!(dir, scope = scope.name(), "lock taken");

@@ -30,7 +30,7 @@
 //!   exit) bounds the live console: from then on a console that takes no output within a
 //!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
 //!   does. Backpressure from the console holds only while the worker runs.
-//! - **Cleanup order**: cancel timers → bound the console → terminate the group (or sweep it
+//! - **Cleanup order**: cancel the deadlines → bound the console → terminate the group (or sweep it
 //!   after a normal exit) → drain limit and drain the notification socket → close our read
 //!   ends if a pipe is still held after the drain limit → gather → commit (or leave
 //!   unresolved). Each is issued at most once; nothing is issued
@@ -61,6 +61,8 @@
 //!   (what the worker's processes sent just before they exited is read) before recording
 //!   starts, so a final usage report is in the outcome. The drain limit bounds that wait too.
 
+use std::time::Duration;
+
 use super::GroupReport;
 use crate::domain::budget::{BudgetCaps, Spent, unenforceable_message};
 use crate::domain::decision::{ChildExit, Decision, IdleStop, StopCause, decide};
@@ -83,22 +85,16 @@ pub(crate) enum AttemptEvent {
     PreparedRecordFailed,
     /// The prompt, the transcript header or the transcript thread could not be set up; the
     /// worker never ran. `detail` names the file.
-    SetupFailed {
-        detail: String,
-    },
+    SetupFailed { detail: String },
     /// The worker could not be started (exec failed); the transcript notes why.
-    LaunchFailed {
-        summary: String,
-    },
+    LaunchFailed { summary: String },
     /// The worker runs in its own process group; pipes, timers and killer are in place.
     Launched,
     /// The `running` record (pid, pgid, boot id, start time) is durable.
     RunningRecorded,
     /// The `running` record could not be written: the worker is stopped and, since nothing
     /// more may be written for this attempt, it stays unresolved.
-    RunningRecordFailed {
-        detail: String,
-    },
+    RunningRecordFailed { detail: String },
     /// The worker (the group leader) exited on its own and was reaped.
     LeaderExited(ChildExit),
     /// One output pipe reached EOF, or reading it failed (`error`).
@@ -106,8 +102,9 @@ pub(crate) enum AttemptEvent {
         stream: OutputStream,
         error: Option<String>,
     },
-    /// A stop regex or a rate-limit pattern matched the combined output.
-    PatternMatched(StopMatch),
+    /// A stop regex (or a rate-limit pattern: its kind says which) matched the combined
+    /// output.
+    StopRegexMatched(StopMatch),
     /// The deadline timer found these limits passed at the same check: the wall-clock one
     /// (in seconds), the idle one (with its stop message).
     DeadlinesPassed {
@@ -121,22 +118,19 @@ pub(crate) enum AttemptEvent {
     /// The notification socket was read to its end and closed, after the group emptied.
     NotificationsDrained,
     /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
-    Interrupt {
-        signal: i32,
-    },
+    Interrupt { signal: i32 },
     /// The run's watchdog was lost and no new one took over (`detail` says how): the worker
     /// would outlive a SIGKILLed handler, so the attempt is stopped as soon as it has one.
-    Unprotected {
-        detail: String,
-    },
+    Unprotected { detail: String },
     /// The attempt's machinery failed while the worker ran: the transcript could not be
     /// written, a reader could not start, an attempt actor failed.
     Failed(ExecutionFailure),
     /// The killer found the group empty (and swept escaped descendants).
     GroupEmptied(GroupReport),
-    LeakGraceElapsed,
-    DrainLimitElapsed,
-    /// Recording: the trailer is written (or failed) and the verdicts are in.
+    /// A timer the machine started ([`AttemptEffect::StartTimer`]) elapsed.
+    TimerElapsed(AttemptTimer),
+    /// Recording: the trailer is written (or failed) and the marker verdict and the final
+    /// pattern check are in.
     Gathered(Gathered),
     /// The check being run ended (passed, failed, timed out, stopped, or could not start).
     CheckEnded(CheckOutcome),
@@ -157,7 +151,7 @@ pub(crate) struct Gathered {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum AttemptEffect {
     /// Stop the wall-clock and idle deadlines.
-    CancelTimers,
+    CancelDeadlines,
     /// The worker is being stopped or has exited: from now on the live console may hold
     /// nothing up. A console that takes no output within a bounded time is dropped (noted in
     /// the transcript), so draining and recording finish whatever the terminal or the pipe
@@ -167,19 +161,17 @@ pub(crate) enum AttemptEffect {
     TerminateGroup,
     /// A second interrupt: skip what is left of the grace period.
     KillNow,
-    /// Wait the leak grace for the pipes to close after a normal exit.
-    StartLeakGrace,
+    /// Start a timer; it comes back as [`AttemptEvent::TimerElapsed`].
+    StartTimer(AttemptTimer),
     /// The leader exited on its own: kill whatever is left of its group as leaked.
     SweepAfterExit,
-    /// The group is empty: bound the wait for EOF.
-    StartDrainLimit,
     /// The group is empty: read what is still queued on the notification socket, close it,
     /// and report [`AttemptEvent::NotificationsDrained`] (at once when there is none).
     DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
-    /// Stop the readers, write the trailer, gather the marker verdict and the final pattern
-    /// check, and report them as [`AttemptEvent::Gathered`].
+    /// Write the trailer and gather it with the marker verdict and the final pattern check
+    /// (both given once the output ended), reported together as [`AttemptEvent::Gathered`].
     Gather(RecordingInput),
     /// Write the decided outcome and commit it to the state (noting a launch error in the
     /// transcript first, when the worker never ran).
@@ -204,6 +196,27 @@ pub(crate) enum AttemptEffect {
     /// A usage report changed the attempt's usage while its worker may run: stream it (a
     /// `usage` event, rate-limited by `token_usage::publication`).
     PublishUsage(UsageSummary),
+}
+
+/// The attempt's own timers, each one name from the effect that starts it to the event that
+/// reports it elapsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttemptTimer {
+    /// After the leader exited on its own, how long its pipes may stay open before what is
+    /// left of its group is killed as leaked descendants.
+    LeakGrace,
+    /// Once the group is empty, how long EOF and the notification drain may take before our
+    /// read ends are closed anyway (a process that left the group can still hold a pipe).
+    DrainLimit,
+}
+
+impl AttemptTimer {
+    pub(crate) fn duration(self) -> Duration {
+        match self {
+            Self::LeakGrace => crate::domain::escalation::LEAK_GRACE,
+            Self::DrainLimit => crate::domain::escalation::DRAIN_LIMIT,
+        }
+    }
 }
 
 /// What the transcript trailer needs from the worker's end.
@@ -505,7 +518,7 @@ impl AttemptLifecycle {
                     self.trigger(StopCause::ExecutionIo(failure), effects);
                 }
             }
-            AttemptEvent::PatternMatched(found) => self.trigger(pattern_cause(found), effects),
+            AttemptEvent::StopRegexMatched(found) => self.trigger(pattern_cause(found), effects),
             AttemptEvent::DeadlinesPassed { timeout, idle } => {
                 // The wall-clock limit wins a tie: it is the one the caller set for the whole
                 // attempt, and its message is the stronger statement.
@@ -582,15 +595,15 @@ impl AttemptLifecycle {
                     group,
                     pipes_held_open: false,
                 };
-                effects.push(AttemptEffect::StartDrainLimit);
+                effects.push(AttemptEffect::StartTimer(AttemptTimer::DrainLimit));
                 effects.push(AttemptEffect::DrainNotifications);
             }
-            AttemptEvent::LeakGraceElapsed => {
+            AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace) => {
                 if let Stage::Sweeping { grace_elapsed, .. } = &mut self.stage {
                     *grace_elapsed = true;
                 }
             }
-            AttemptEvent::DrainLimitElapsed => {
+            AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit) => {
                 if let Stage::Draining {
                     exit,
                     pipes_held_open,
@@ -680,7 +693,7 @@ impl AttemptLifecycle {
             Stage::Running => {
                 self.cause = Some(cause);
                 self.stage = Stage::Stopping { exit: None };
-                effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::CancelDeadlines);
                 effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::TerminateGroup);
             }
@@ -735,9 +748,9 @@ impl AttemptLifecycle {
                     grace_elapsed: false,
                     sweep_requested: false,
                 };
-                effects.push(AttemptEffect::CancelTimers);
+                effects.push(AttemptEffect::CancelDeadlines);
                 effects.push(AttemptEffect::BoundConsole);
-                effects.push(AttemptEffect::StartLeakGrace);
+                effects.push(AttemptEffect::StartTimer(AttemptTimer::LeakGrace));
             }
             Stage::Stopping { exit: known } => *known = Some(exit),
             Stage::Draining { exit: known, .. } => *known = Some(exit),

@@ -66,12 +66,9 @@ pub enum ClockEffect {
     Extended { at: Duration, deadline: Duration },
     /// The processes were working between two samples: a sign of life (for the log).
     Working(Evidence),
-    /// A deadline passed: the wall clock's, the idle one's (with its stop message), or both.
+    /// A deadline passed: the `--timeout` one, the idle one (with its stop message), or both.
     /// Nothing more follows.
-    Passed {
-        wall_clock: bool,
-        idle: Option<String>,
-    },
+    DeadlinesPassed { timeout: bool, idle: Option<String> },
 }
 
 /// The idle deadline and the activity sampling that feeds it.
@@ -206,17 +203,17 @@ impl AttemptClock {
 
     /// Whether a deadline passed at `at`; if so, says which and stops the clocks.
     fn check(&mut self, at: Duration, effects: &mut Vec<ClockEffect>) -> bool {
-        let wall_clock = self.wall_clock.is_some_and(|deadline| at >= deadline);
+        let timeout = self.wall_clock.is_some_and(|deadline| at >= deadline);
         let idle = self
             .idle
             .as_ref()
             .filter(|idle| idle.deadline.check(at) == IdleCheck::Idle)
             .map(|idle| idle.deadline.stop_message(at, &self.status));
-        if !wall_clock && idle.is_none() {
+        if !timeout && idle.is_none() {
             return false;
         }
         self.fired = true;
-        effects.push(ClockEffect::Passed { wall_clock, idle });
+        effects.push(ClockEffect::DeadlinesPassed { timeout, idle });
         true
     }
 

@@ -278,22 +278,20 @@ fn queued_datagrams_are_read_when_receiving_stops() {
 }
 
 #[test]
-fn a_receiver_on_its_own_thread_reads_what_was_sent_before_it_started() {
+fn a_receiver_reads_what_was_sent_before_it_started() {
     let socket = NotifySocket::bind().expect("bind");
     let sender = NotifySender::connect(OsStr::new(socket.env_value())).expect("connect");
     // The worker may notify before its identity is known and the receiver started.
     sender.send("STATUS=early").unwrap();
     let delivered = Arc::new(Mutex::new(Vec::new()));
     let sink = delivered.clone();
-    let receiver = NotifyReceiver::start(socket, own_pid(), move |delivery| {
-        sink.lock().unwrap().push(delivery)
-    })
-    .expect("start");
-    sender.send("STATUS=later").unwrap();
-    let tally = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime")
-        .block_on(receiver.finish());
+    let tally = runtime().block_on(async {
+        let receiver = NotifyReceiver::start(socket, own_pid(), move |delivery| {
+            sink.lock().unwrap().push(delivery)
+        });
+        sender.send("STATUS=later").unwrap();
+        receiver.finish().await
+    });
     assert_eq!(tally.accepted, 2);
     let statuses: Vec<_> = delivered
         .lock()

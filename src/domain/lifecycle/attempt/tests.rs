@@ -163,7 +163,7 @@ fn matched(kind: PatternKind, pattern: &str) -> StopMatch {
 }
 
 fn pattern(kind: PatternKind, pattern: &str) -> AttemptEvent {
-    AttemptEvent::PatternMatched(matched(kind, pattern))
+    AttemptEvent::StopRegexMatched(matched(kind, pattern))
 }
 
 fn gathered(verdict: MarkerVerdict) -> AttemptEvent {
@@ -280,11 +280,11 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             },
         ),
         (
-            "PatternMatched(stop regex)",
+            "StopRegexMatched(stop regex)",
             pattern(PatternKind::StopRegex, "FATAL"),
         ),
         (
-            "PatternMatched(rate limit)",
+            "StopRegexMatched(rate limit)",
             pattern(PatternKind::RateLimit, "429"),
         ),
         ("DeadlinesPassed(timeout)", deadline()),
@@ -311,8 +311,14 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
             }),
         ),
         ("GroupEmptied", emptied()),
-        ("LeakGraceElapsed", AttemptEvent::LeakGraceElapsed),
-        ("DrainLimitElapsed", AttemptEvent::DrainLimitElapsed),
+        (
+            "TimerElapsed(leak grace)",
+            AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace),
+        ),
+        (
+            "TimerElapsed(drain limit)",
+            AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit),
+        ),
         ("Gathered", gathered(complete_verdict())),
         (
             "Gathered(trailer failed, final match)",
@@ -338,13 +344,13 @@ fn events() -> Vec<(&'static str, AttemptEvent)> {
 
 fn effect_name(effect: &AttemptEffect) -> &'static str {
     match effect {
-        AttemptEffect::CancelTimers => "cancel timers",
+        AttemptEffect::CancelDeadlines => "cancel deadlines",
         AttemptEffect::BoundConsole => "bound console",
         AttemptEffect::TerminateGroup => "terminate group",
         AttemptEffect::KillNow => "kill now",
-        AttemptEffect::StartLeakGrace => "start leak grace",
+        AttemptEffect::StartTimer(AttemptTimer::LeakGrace) => "start timer: leak grace",
         AttemptEffect::SweepAfterExit => "sweep after exit",
-        AttemptEffect::StartDrainLimit => "start drain limit",
+        AttemptEffect::StartTimer(AttemptTimer::DrainLimit) => "start timer: drain limit",
         AttemptEffect::DrainNotifications => "drain notifications",
         AttemptEffect::CloseReaders => "close readers",
         AttemptEffect::Gather(_) => "gather",
@@ -443,7 +449,7 @@ fn the_first_trigger_while_running_is_the_cause_and_stops_the_group() {
     assert_eq!(
         lifecycle.handle(deadline()),
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup
         ]
@@ -513,7 +519,7 @@ fn an_interrupt_while_preparing_waits_for_the_launch() {
     assert_eq!(
         lifecycle.handle(AttemptEvent::Launched),
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup
         ]
@@ -533,7 +539,7 @@ fn two_interrupts_while_preparing_skip_the_grace_period_once_launched() {
     assert_eq!(
         lifecycle.handle(AttemptEvent::Launched),
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup,
             AttemptEffect::KillNow
@@ -593,9 +599,9 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
     assert_eq!(
         lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE)),
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
-            AttemptEffect::StartLeakGrace
+            AttemptEffect::StartTimer(AttemptTimer::LeakGrace)
         ]
     );
     assert!(lifecycle.handle(ended(OutputStream::Stdout)).is_empty());
@@ -606,7 +612,7 @@ fn a_normal_exit_sweeps_once_the_pipes_close() {
     assert_eq!(
         lifecycle.handle(emptied()),
         [
-            AttemptEffect::StartDrainLimit,
+            AttemptEffect::StartTimer(AttemptTimer::DrainLimit),
             AttemptEffect::DrainNotifications
         ]
     );
@@ -646,7 +652,7 @@ fn a_held_pipe_is_swept_after_the_leak_grace() {
         AttemptEvent::LeaderExited(COMPLETE),
     ]);
     assert_eq!(
-        lifecycle.handle(AttemptEvent::LeakGraceElapsed),
+        lifecycle.handle(AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace)),
         [AttemptEffect::SweepAfterExit]
     );
 }
@@ -661,7 +667,7 @@ fn pipes_still_held_after_the_drain_limit_are_closed() {
         emptied(),
     ]);
     lifecycle.handle(AttemptEvent::LeaderExited(COMPLETE));
-    let effects = lifecycle.handle(AttemptEvent::DrainLimitElapsed);
+    let effects = lifecycle.handle(AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit));
     assert_eq!(
         effects,
         [
@@ -687,7 +693,7 @@ fn a_leader_that_never_reports_is_recorded_with_an_unknown_status() {
         ended(OutputStream::Stderr),
     ]);
     assert_eq!(lifecycle.stage().name(), "draining");
-    let effects = lifecycle.handle(AttemptEvent::DrainLimitElapsed);
+    let effects = lifecycle.handle(AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit));
     assert!(matches!(
         effects.as_slice(),
         [AttemptEffect::Gather(RecordingInput {
@@ -732,7 +738,7 @@ fn a_failed_running_record_stops_the_worker_and_leaves_the_attempt_unresolved() 
             detail: "disk full".into()
         }),
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup
         ]
@@ -1241,7 +1247,7 @@ fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
     assert_eq!(
         effects[1..],
         [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::TerminateGroup
         ]
@@ -1352,12 +1358,12 @@ fn recording_waits_for_the_notification_drain_and_carries_the_one_usage_warning(
         AttemptEvent::LeaderExited(COMPLETE),
         ended(OutputStream::Stdout),
         ended(OutputStream::Stderr),
-        AttemptEvent::LeakGraceElapsed,
+        AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace),
     ]);
     assert_eq!(
         lifecycle.handle(emptied()),
         [
-            AttemptEffect::StartDrainLimit,
+            AttemptEffect::StartTimer(AttemptTimer::DrainLimit),
             AttemptEffect::DrainNotifications
         ]
     );
@@ -1389,7 +1395,9 @@ fn recording_waits_for_the_notification_drain_and_carries_the_one_usage_warning(
     ]);
     assert_eq!(lifecycle.stage().name(), "draining");
     assert!(matches!(
-        lifecycle.handle(AttemptEvent::DrainLimitElapsed).as_slice(),
+        lifecycle
+            .handle(AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit))
+            .as_slice(),
         [AttemptEffect::Gather(_)]
     ));
 }
@@ -1443,8 +1451,8 @@ fn any_event() -> impl Strategy<Value = AttemptEvent> {
             detail: "o".into()
         })),
         3 => Just(AttemptEvent::GroupEmptied(GroupReport::default())),
-        2 => Just(AttemptEvent::LeakGraceElapsed),
-        2 => Just(AttemptEvent::DrainLimitElapsed),
+        2 => Just(AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace)),
+        2 => Just(AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit)),
         3 => (
             prop::option::of(Just("t".to_owned())),
             prop::option::of(prop::sample::select(vec![PatternKind::StopRegex, PatternKind::RateLimit])),
@@ -1487,10 +1495,10 @@ fn any_verify_plan() -> impl Strategy<Value = VerifyPlan> {
 /// Where an effect sits in the fixed cleanup order.
 fn order_rank(effect: &AttemptEffect) -> Option<u8> {
     match effect {
-        AttemptEffect::CancelTimers => Some(0),
+        AttemptEffect::CancelDeadlines => Some(0),
         AttemptEffect::BoundConsole => Some(1),
         AttemptEffect::TerminateGroup | AttemptEffect::SweepAfterExit => Some(2),
-        AttemptEffect::StartDrainLimit => Some(3),
+        AttemptEffect::StartTimer(AttemptTimer::DrainLimit) => Some(3),
         AttemptEffect::DrainNotifications => Some(4),
         AttemptEffect::CloseReaders => Some(5),
         AttemptEffect::Gather(_) => Some(6),
@@ -1498,7 +1506,7 @@ fn order_rank(effect: &AttemptEffect) -> Option<u8> {
         | AttemptEffect::LeaveUnresolved { .. }
         | AttemptEffect::ConcludeNotPrepared => Some(7),
         AttemptEffect::KillNow
-        | AttemptEffect::StartLeakGrace
+        | AttemptEffect::StartTimer(AttemptTimer::LeakGrace)
         | AttemptEffect::RunCheck(_)
         | AttemptEffect::StopCheck
         | AttemptEffect::KillCheckNow
@@ -1555,11 +1563,11 @@ proptest! {
             issued.extend(effects);
         }
         for once in [
-            AttemptEffect::CancelTimers,
+            AttemptEffect::CancelDeadlines,
             AttemptEffect::BoundConsole,
             AttemptEffect::KillNow,
-            AttemptEffect::StartLeakGrace,
-            AttemptEffect::StartDrainLimit,
+            AttemptEffect::StartTimer(AttemptTimer::LeakGrace),
+            AttemptEffect::StartTimer(AttemptTimer::DrainLimit),
             AttemptEffect::DrainNotifications,
             AttemptEffect::CloseReaders,
         ] {
@@ -1682,7 +1690,7 @@ proptest! {
                 0 => AttemptEvent::LeaderExited(COMPLETE),
                 1 => ended(OutputStream::Stdout),
                 2 => ended(OutputStream::Stderr),
-                _ => AttemptEvent::LeakGraceElapsed,
+                _ => AttemptEvent::TimerElapsed(AttemptTimer::LeakGrace),
             };
             issued.extend(lifecycle.handle(event));
             // The killer answers every stop request once the group is empty, and the drain
@@ -1698,7 +1706,7 @@ proptest! {
                 }
             }
         }
-        issued.extend(lifecycle.handle(AttemptEvent::DrainLimitElapsed));
+        issued.extend(lifecycle.handle(AttemptEvent::TimerElapsed(AttemptTimer::DrainLimit)));
         let gathers = issued.iter().filter(|effect| matches!(effect, AttemptEffect::Gather(_))).count();
         prop_assert_eq!(gathers, 1, "{:?} in stage {}", issued, lifecycle.stage().name());
         issued.extend(lifecycle.handle(gathered(complete_verdict())));

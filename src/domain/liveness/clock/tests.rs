@@ -31,7 +31,7 @@ fn sample(at: f64, cpu_ms: u64) -> ActivitySample {
 
 fn passed(effects: &[ClockEffect]) -> Option<(bool, Option<String>)> {
     effects.iter().find_map(|effect| match effect {
-        ClockEffect::Passed { wall_clock, idle } => Some((*wall_clock, idle.clone())),
+        ClockEffect::DeadlinesPassed { timeout, idle } => Some((*timeout, idle.clone())),
         _ => None,
     })
 }
@@ -287,7 +287,7 @@ proptest! {
                     match effect {
                         ClockEffect::WakeAt(next) => wakes.push(next),
                         ClockEffect::Sample => sampling = true,
-                        ClockEffect::Passed { .. } => passes += 1,
+                        ClockEffect::DeadlinesPassed { .. } => passes += 1,
                         _ => {}
                     }
                 }
@@ -305,7 +305,7 @@ proptest! {
             for effect in clock.handle(input) {
                 match effect {
                     ClockEffect::WakeAt(next) => wakes.push(next),
-                    ClockEffect::Passed { .. } => passes += 1,
+                    ClockEffect::DeadlinesPassed { .. } => passes += 1,
                     _ => {}
                 }
             }
