@@ -82,7 +82,15 @@ pub(crate) fn snapshot(workspace: &Path) -> Result<TreeSnapshot, NotRecorded> {
     let real_index = top_level.join(String::from_utf8_lossy(&real_index).trim_end_matches('\n'));
     let _ = std::fs::copy(&real_index, &index);
     let private = Some(index.as_path());
-    git(&top_level, ["add", "--all", "--", "."], private, deadline)?;
+    // The runner's own files (state, prompts, transcripts) are not the attempt's changes.
+    let pathspec = [
+        "add",
+        "--all",
+        "--",
+        ".",
+        ":(exclude,glob)**/.ai-session-handler/**",
+    ];
+    git(&top_level, pathspec, private, deadline)?;
     let tree = git(&top_level, ["write-tree"], private, deadline)?;
     Ok(TreeSnapshot {
         top_level,

@@ -18,6 +18,7 @@ mod observability;
 mod process_lifecycle;
 mod progress_and_events;
 mod recovery;
+mod report;
 mod replay_launcher;
 mod run_results;
 mod run_smoke;

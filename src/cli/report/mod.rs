@@ -53,7 +53,11 @@ pub(super) fn run(args: &ReportArgs) -> ExitCode {
             let _ = out.flush();
             ExitCode::Success
         }
-        Some(path) => match replace_atomically(path, rendered.as_bytes(), "report") {
+        Some(path) => match replace_atomically(
+            &std::path::Path::new(".").join(path),
+            rendered.as_bytes(),
+            "report",
+        ) {
             Ok(()) => ExitCode::Success,
             Err(error) => {
                 Output::error(format!("--output {}: {error}", path.display())).print();

@@ -41,6 +41,7 @@ fn commits_renames_binary_files_and_a_dirty_tree_before_the_launch() {
     sh(dir.path(), "echo dirty >> keep.txt && echo untracked > before.txt");
     let index_before = fs::read(dir.path().join(".git/index")).unwrap();
     let before = snapshot(dir.path()).unwrap();
+    sh(dir.path(), "mkdir -p .ai-session-handler/plans/k && echo s > .ai-session-handler/plans/k/state.json");
     sh(
         dir.path(),
         "git mv old.txt renamed.txt && rm gone.txt && printf '\\000\\001bin' > blob.bin \
