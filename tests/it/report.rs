@@ -113,6 +113,7 @@ fn report(sandbox: &Sandbox, format: &str) -> String {
 fn the_report_of_a_night_says_what_each_attempt_did_in_every_format() {
     let sandbox = night("Which database: Postgres or SQLite?");
     let json: Value = serde_json::from_str(&report(&sandbox, "json")).unwrap();
+    assert_valid_report(&json);
     let phases = json["phases"].as_array().unwrap();
     assert_eq!(
         phases.iter().map(|phase| phase["standing"].clone()).collect::<Vec<_>>(),
@@ -264,6 +265,7 @@ fn the_report_works_while_a_run_is_in_progress_and_can_be_written_to_a_file() {
     let run = sandbox.run(&["report", "--plan", PLAN, "--format", "json", "--output", "night.json"]);
     run.assert_code(0);
     let value = read_json(&sandbox.path("night.json"));
+    assert_valid_report(&value);
     assert_eq!(value["run_in_progress"], true);
     assert_eq!(value["phases"][0]["standing"], "running");
     assert_eq!(value["phases"][0]["attempts"][0]["status"], Value::Null);
@@ -335,6 +337,19 @@ fn without_git_or_with_recording_off_the_outcome_says_so() {
         .filter(|outcome| outcome.get("changes").is_some())
         .count();
     assert_eq!(recorded, 1, "--no-record-changes writes no changes");
+}
+
+/// The JSON report validates against docs/report.schema.json.
+#[track_caller]
+fn assert_valid_report(report: &Value) {
+    let schema: Value = serde_json::from_str(
+        &fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/report.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator.iter_errors(report).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "report --format json breaks its schema: {errors:?}");
 }
 
 /// The page as a real headless Chromium parsed it (scripts would have run by now).
