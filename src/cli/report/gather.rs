@@ -93,7 +93,7 @@ fn next_command(
         return None;
     }
     if let Some(stop) = &state.stop {
-        if stop.reason.waits_for_a_person() {
+        if stop.reason.is_answerable() {
             return Some(shell_join(&[
                 crate::domain::recovery::PROGRAM.to_owned(),
                 "answer".to_owned(),

@@ -17,7 +17,7 @@ const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:;
 const STYLE: &str = "
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #1b1f24; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; } h3 { font-size: 1em; }
-table { border-collapse: collapse; } td, th { border: 1px solid #d0d7de; padding: .25em .6em; text-align: left; }
+table { border-collapse: collapse; margin-top: 1em; } td, th { border: 1px solid #d0d7de; padding: .25em .6em; text-align: left; }
 pre { background: #f6f8fa; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24em; overflow: auto; }
 .complete { color: #1a7f37; } .person { color: #9a6700; } .failed { color: #cf222e; } .running { color: #0969da; }
 .warning { color: #9a6700; font-weight: 600; }
@@ -88,7 +88,7 @@ fn phase_section(phase: &PhaseReport) -> Markup {
         section class="phase" id=(phase.id) data-standing=(super::standing_words(phase)) {
             h2 { (phase.id) ": " (phase.title) " — " span class=(standing_class(phase)) { (super::standing_words(phase)) } }
             @if let Some(stop) = &phase.stop {
-                p { @if stop.status.waits_for_a_person() { "Question:" } @else { "Reason:" } }
+                p { @if stop.status.is_answerable() { "Question:" } @else { "Reason:" } }
                 pre class="stop" { (excerpt(&stop.text)) }
             }
             @for (number, attempt) in phase.attempts.iter().enumerate() {
@@ -225,6 +225,13 @@ fn timeline(report: &PlanReport) -> Markup {
             text x=(LABEL_WIDTH) y=(height - 4.0) { (short_time(start)) }
             text x=(LABEL_WIDTH + PLOT_WIDTH) y=(height - 4.0) text-anchor="end" { (short_time(end)) }
         }
+        p class="legend" {
+            @for tone in [Tone::Complete, Tone::Person, Tone::Failed, Tone::Running] {
+                span style=(format!("display:inline-block;width:1em;height:.8em;background:{}", tone.colour())) {}
+                " " (tone.legend()) " · "
+            }
+            "hatched: a wait · ticks: Verify checks (green passed, red failed)"
+        }
     }
 }
 
@@ -250,7 +257,7 @@ fn usage_chart(report: &PlanReport) -> Markup {
             viewBox=(format!("0 0 {} {height}", LABEL_WIDTH + PLOT_WIDTH + 10.0)) {
             @for (lane, (phase, usage)) in rows.iter().enumerate() {
                 @let y = lane as f64 * LANE_HEIGHT;
-                @let width = tokens(usage) as f64 / most as f64 * (PLOT_WIDTH - 200.0);
+                @let width = tokens(usage) as f64 / most as f64 * (PLOT_WIDTH - 320.0);
                 text x="2" y=(y + 17.0) { (phase.id) }
                 rect x=(LABEL_WIDTH) y=(y + 4.0) width=(width.max(1.0)) height="18" fill="#54aeff" {}
                 text x=(LABEL_WIDTH + width + 6.0) y=(y + 17.0) { (usage_line(usage)) }

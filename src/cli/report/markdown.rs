@@ -127,7 +127,7 @@ fn phase_section(out: &mut String, phase: &PhaseReport) {
         super::standing_words(phase)
     );
     if let Some(stop) = &phase.stop {
-        let label = if stop.status.waits_for_a_person() {
+        let label = if stop.status.is_answerable() {
             "Question"
         } else {
             "Reason"

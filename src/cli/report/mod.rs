@@ -199,7 +199,7 @@ impl Tone {
         };
         if status == AttemptStatus::PhaseComplete {
             Self::Complete
-        } else if status.waits_for_a_person() {
+        } else if status.is_answerable() {
             Self::Person
         } else {
             Self::Failed
@@ -211,6 +211,15 @@ impl Tone {
             Self::Complete => "complete",
             Self::Person => "person",
             Self::Failed => "failed",
+            Self::Running => "running",
+        }
+    }
+
+    fn legend(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Person => "waits for an answer",
+            Self::Failed => "failed or stopped",
             Self::Running => "running",
         }
     }

@@ -43,7 +43,7 @@ fn phase_block(out: &mut String, phase: &PhaseReport) {
         printable(&phase.title)
     );
     if let Some(stop) = &phase.stop {
-        let label = if stop.status.waits_for_a_person() {
+        let label = if stop.status.is_answerable() {
             "  question:"
         } else {
             "  reason:"
