@@ -62,6 +62,11 @@ pub enum Command {
     Check(CheckArgs),
     /// Create .ai-session-handler/config.json, plans/ (generated state) and .gitignore here.
     Init,
+    /// Answer a phase stopped on needs-clarification or blocked: the answer goes into the plan.
+    Answer(AnswerArgs),
+    /// What the plan's runs did: each phase's attempts, what they said, changed, verified,
+    /// spent and waited for, and what to do next (read-only).
+    Report(ReportArgs),
     /// Follow a run of the plan started elsewhere: phase, elapsed, output, waits (read-only).
     Watch(WatchArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
@@ -160,6 +165,9 @@ pub struct RunArgs {
     /// Limit on each Verify check in seconds (default: config verify_timeout_seconds, 600).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds, help_heading = VERIFICATION)]
     pub verify_timeout: Option<f64>,
+    /// Do not record what each attempt changed in its git work tree (config record_changes).
+    #[arg(long)]
+    pub no_record_changes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +213,43 @@ pub struct CheckArgs {
     /// With --prompt: the prompt this phase would receive if it ran next.
     #[arg(long, value_name = "ID", requires = "prompt", add = ArgValueCompleter::new(completions::phase_ids))]
     pub phase: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// The answer; `-` reads it from standard input.
+    #[arg(value_name = "TEXT", conflicts_with = "file")]
+    pub text: Option<String>,
+    /// Read the answer from this file.
+    #[arg(long, value_name = "F")]
+    pub file: Option<PathBuf>,
+    /// Put the answer at the end of the plan's preamble instead of the stopped phase's body.
+    #[arg(long)]
+    pub preamble: bool,
+    /// Then continue the stopped run at once: its own options plus --retry-stopped
+    /// --accept-plan-change.
+    #[arg(long)]
+    pub run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Markdown plan path (relative to the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub plan: PathBuf,
+    /// text (for a terminal), markdown (for a pull request or an issue), html (one
+    /// self-contained page) or json (docs/report.schema.json).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    pub format: super::report::Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Only the attempts of this run (the `run_id` of events.jsonl).
+    #[arg(long = "run", value_name = "RUN_ID")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -311,6 +356,9 @@ impl RunArgs {
         }
         if let Some(seconds) = self.verify_timeout {
             option("verify-timeout", Some(seconds.to_string()));
+        }
+        if self.no_record_changes {
+            option("no-record-changes", None);
         }
         Invocation {
             plan: self.plan.path().to_string_lossy().into_owned(),

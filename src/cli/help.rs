@@ -386,7 +386,7 @@ mod tests {
             "ai-session-handler run --plan <PATH> [--agent-cmd <TEMPLATE>] [--max-phases <N>] \
              [--timeout <SECONDS>] [--idle-timeout <SECONDS>] [--stop-on-regex <REGEX>...] \
              [--quiet] [--retry-stopped] [--accept-plan-change] [--retries <N>] [--wait] \
-             [--max-tokens <N>] [--max-cost <USD>] [--json] [--hook <EVENT=COMMAND>...] [--no-verify] [--verify-timeout <SECONDS>] [GLOBAL OPTIONS]"
+             [--max-tokens <N>] [--max-cost <USD>] [--json] [--hook <EVENT=COMMAND>...] [--no-verify] [--verify-timeout <SECONDS>] [--no-record-changes] [GLOBAL OPTIONS]"
         );
         assert_eq!(
             usage_of("completions"),

@@ -1,6 +1,7 @@
 //! The command-line interface: argument parsing (clap), logging setup, and one module per
 //! command. Every command returns the process exit code; nothing below `main` exits.
 
+mod answer;
 mod args;
 mod check;
 mod completions;
@@ -12,6 +13,7 @@ mod logging;
 mod man;
 mod progress;
 mod prompt_preview;
+pub(crate) mod report;
 mod run;
 mod status;
 mod watch;
@@ -87,6 +89,8 @@ pub fn main() -> i32 {
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Answer(args)) => answer::run(&args),
+        Some(Command::Report(args)) => report::run(&args),
         Some(Command::Watch(args)) => watch::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => man::run(&args),

@@ -144,6 +144,7 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             wait: args.wait,
             hooks: args.hooks.clone(),
             no_verify: args.no_verify,
+            no_record_changes: args.no_record_changes,
             verify_timeout_seconds: args.verify_timeout,
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,

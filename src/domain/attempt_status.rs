@@ -193,6 +193,27 @@ impl AttemptStatus {
         }
     }
 
+    /// The stop is a question or a blocker a person answers (`answer` writes the answer into
+    /// the plan, docs/cli.md).
+    pub(crate) fn is_answerable(self) -> bool {
+        match self {
+            Self::Blocked | Self::NeedsClarification => true,
+            Self::PhaseComplete
+            | Self::Interrupted
+            | Self::AgentFailed
+            | Self::LaunchFailed
+            | Self::MissingMarker
+            | Self::InvalidMarker
+            | Self::MultipleMarkers
+            | Self::Timeout
+            | Self::StopRegex
+            | Self::ExecutionIoFailed
+            | Self::RateLimited
+            | Self::VerificationFailed
+            | Self::BudgetExceeded => false,
+        }
+    }
+
     /// What a person does before running a phase stopped with it again (the `next:` line's
     /// advice), and whether that may edit the plan, so the next run accepts a plan change.
     /// `None` for `phase-complete`, which stops nothing.

@@ -5,6 +5,7 @@
 pub(crate) mod attempt_id;
 pub(crate) mod attempt_status;
 pub mod budget;
+pub mod changes;
 pub(crate) mod config;
 pub(crate) mod decision;
 pub(crate) mod display;
@@ -24,6 +25,7 @@ pub mod outcome;
 pub mod output_stream;
 pub mod plan;
 pub mod plan_key;
+pub mod plan_report;
 pub(crate) mod process_tree;
 pub(crate) mod prompt;
 pub(crate) mod rate_limit;

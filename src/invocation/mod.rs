@@ -3,6 +3,7 @@
 //! and `status` share these loaders so they can never disagree about what is valid.
 
 mod error;
+pub(crate) mod history;
 pub(crate) mod init;
 mod limits;
 pub(crate) mod probe;
@@ -372,6 +373,8 @@ pub(crate) struct RunOverrides {
     pub hooks: Vec<Hook>,
     /// `--no-verify`.
     pub no_verify: bool,
+    /// `--no-record-changes`.
+    pub no_record_changes: bool,
     /// `--verify-timeout SECONDS`.
     pub verify_timeout_seconds: Option<f64>,
     /// `--max-tokens N`.
@@ -407,6 +410,9 @@ pub(crate) struct RunSettings {
     /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
     /// none.
     pub verify_timeout_seconds: Option<f64>,
+    /// Whether each attempt's outcome records what it changed in its git work tree
+    /// (`record_changes`, off with `--no-record-changes`).
+    pub record_changes: bool,
 }
 
 impl RunSettings {
@@ -507,6 +513,7 @@ pub(crate) fn effective_settings(
         verify_timeout_seconds: overrides
             .verify_timeout_seconds
             .or(config.verify_timeout_seconds),
+        record_changes: config.record_changes && !overrides.no_record_changes,
     })
 }
 

@@ -18,6 +18,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::no_follow;
@@ -63,17 +64,51 @@ pub(crate) fn replace_atomically(
 ) -> Result<(), ReplaceError> {
     let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
     let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
+    replace_in(&dir, dir_path, file_name, bytes, None, failpoint_label)
+}
+
+/// Like [`replace_atomically`], for a file a person owns (the plan): the new file keeps the
+/// old one's permission bits.
+pub(crate) fn replace_keeping_mode(
+    target: &Path,
+    bytes: &[u8],
+    failpoint_label: &str,
+) -> Result<(), ReplaceError> {
+    let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
+    let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
+    let mode = std::fs::metadata(target)
+        .map_err(|error| ReplaceError::NotReplaced(with_path(error, target)))?
+        .permissions()
+        .mode();
+    replace_in(
+        &dir,
+        dir_path,
+        file_name,
+        bytes,
+        Some(mode),
+        failpoint_label,
+    )
+}
+
+fn replace_in(
+    dir: &OwnedFd,
+    dir_path: &Path,
+    file_name: &OsStr,
+    bytes: &[u8],
+    mode: Option<u32>,
+    failpoint_label: &str,
+) -> Result<(), ReplaceError> {
     let temp_name = OsString::from(format!(
         ".{}.{}.tmp",
         file_name.to_string_lossy(),
         uuid::Uuid::new_v4().simple()
     ));
-    if let Err(error) = write_and_rename(&dir, &temp_name, file_name, bytes, failpoint_label) {
+    if let Err(error) = write_and_rename(dir, &temp_name, file_name, bytes, mode, failpoint_label) {
         // The temp file is ours and unreferenced; leaving it would only confuse a reader.
-        let _ = no_follow::remove_in(&dir, &temp_name);
+        let _ = no_follow::remove_in(dir, &temp_name);
         return Err(ReplaceError::NotReplaced(error));
     }
-    sync_dir_labelled(&dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
+    sync_dir_labelled(dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
 }
 
 /// Writes and fsyncs the temp file, then renames it over the target (both in `dir`).
@@ -83,9 +118,13 @@ fn write_and_rename(
     temp_name: &OsStr,
     target_name: &OsStr,
     bytes: &[u8],
+    mode: Option<u32>,
     failpoint_label: &str,
 ) -> io::Result<()> {
     let mut temp = no_follow::create_new_in(dir, temp_name)?;
+    if let Some(mode) = mode {
+        temp.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     failpoint!(format!("{failpoint_label}-write").as_str());
     temp.write_all(bytes)?;
     failpoint!(format!("{failpoint_label}-fsync").as_str());

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod answer;
 mod cli_basics;
 mod completions;
 mod crash;
@@ -18,6 +19,7 @@ mod process_lifecycle;
 mod progress_and_events;
 mod recovery;
 mod replay_launcher;
+mod report;
 mod run_results;
 mod run_smoke;
 mod setup;

@@ -861,7 +861,7 @@ fn man_pages_are_roff_naming_every_command() {
     unknown.assert_code(5);
     assert_has_line(
         &unknown.stderr,
-        "error: man: no manual page for 'walk'; commands: run, status, check, init, watch, completions, man",
+        "error: man: no manual page for 'walk'; commands: run, status, check, init, answer, report, watch, completions, man",
     );
 }
 

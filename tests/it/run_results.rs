@@ -1123,9 +1123,13 @@ fn three_phases_record_consistent_state_and_artifacts() {
                 "output_bytes",
                 "phase_attempt",
                 "agent_cmd",
-                "usage"
+                "usage",
+                "changes"
             ]
         );
+        // The sandbox is no git work tree: the outcome says so.
+        assert_eq!(outcome["changes"]["recorded"], "no");
+        assert_eq!(outcome["changes"]["reason"], "not-a-git-work-tree");
         // The agent reports no usage: unknown, every number null (never 0).
         assert_eq!(
             outcome["usage"],

@@ -12,6 +12,7 @@ use ractor::{ActorRef, DerivedActorRef};
 use crate::actors::observer::Emitter;
 use crate::actors::state_store::StoreMsg;
 use crate::actors::{call, off_runtime};
+use crate::domain::changes::Changes;
 use crate::domain::decision::Decision;
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::attempt::Conclusion;
@@ -106,6 +107,8 @@ pub(crate) struct Ended {
     pub(crate) unlaunched_transcript: Option<TranscriptFile>,
     pub(crate) watchdog_notes: Vec<String>,
     pub(crate) watchdog_losses: usize,
+    /// What the attempt changed in its git work tree, when recorded.
+    pub(crate) changes: Option<Changes>,
 }
 
 /// A decided outcome to write and commit.
@@ -144,6 +147,7 @@ impl CommitJob {
             unlaunched_transcript,
             watchdog_notes,
             watchdog_losses,
+            changes,
         } = ended;
         let launch_note = unlaunched_transcript
             .zip(conclusion.launch_error.clone())
@@ -187,6 +191,7 @@ impl CommitJob {
                 .filter(|losses| *losses > 0),
             usage: Some(conclusion.usage.clone()),
             budget_note: conclusion.budget_note.clone(),
+            changes,
         };
         let retry = RetryInputs::for_status(
             conclusion.decision.status,

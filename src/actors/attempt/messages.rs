@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ractor::RpcReplyPort;
 
 use super::prepare::{Launch, SetupFailure};
+use crate::domain::changes::Changes;
 use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::notify::NotifyTally;
@@ -35,6 +36,8 @@ pub(crate) enum AttemptMsg {
         error: Option<String>,
         output: OutputBytes,
     },
+    /// What the attempt changed in its git work tree (`None` when changes are not recorded).
+    ChangesRecorded(Option<Box<Changes>>),
     /// The Verify check job finished a check.
     CheckEnded(Box<EndedCheck>),
     /// The run's watchdog was lost, and replaced or not (`platform::watchdog`'s monitor).

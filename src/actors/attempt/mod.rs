@@ -65,6 +65,7 @@ use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_de
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
+use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
@@ -129,6 +130,8 @@ pub(crate) struct AttemptState {
     _watchdog: watchdog::Subscription,
     /// The watchdog losses during this attempt, for the trailer and the outcome.
     watchdog_losses: Vec<WatchdogLoss>,
+    /// The work tree before the launch, while changes are to be recorded.
+    changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 impl Actor for AttemptSupervisor {
@@ -166,6 +169,7 @@ impl Actor for AttemptSupervisor {
                 })
             },
             watchdog_losses: Vec::new(),
+            changes_before: None,
         };
         let preparation = state.preparation();
         state.spawn(async move {
@@ -198,6 +202,7 @@ impl Actor for AttemptSupervisor {
                 AttemptMsg::TrailerWritten { error, output } => {
                     state.findings.trailer(error, output)
                 }
+                AttemptMsg::ChangesRecorded(changes) => state.findings.changes(changes.map(|c| *c)),
                 AttemptMsg::CheckEnded(ended) => Some(state.check_ended(*ended)),
                 AttemptMsg::WatchdogLost(loss) => state.on_watchdog_lost(*loss),
             };
@@ -609,7 +614,9 @@ impl AttemptState {
             transcript,
             prompt,
             notify_socket,
+            changes_before,
         } = launch;
+        self.changes_before = changes_before;
         // The clocks count from here: the worker has just been started.
         let launched = std::time::Instant::now();
         tracing::info!(pid, pgid = pid, "worker spawned");
@@ -729,10 +736,42 @@ impl AttemptState {
             notifications: self.notify_tally.and_then(|tally| tally.describe()),
         };
         notify(&crew.writer, WriterMsg::Finish(Box::new(trailer)));
+        self.record_changes(myself);
         // A writer that failed before has said all it will.
         if let Some(gathered) = self.findings.start() {
             notify(myself, gathered.into());
         }
+    }
+
+    /// Compares the work tree now (the group is stopped) with the one before the launch, in a
+    /// task off the runtime; recording waits for it (so Verify checks run after it).
+    fn record_changes(&mut self, myself: &ActorRef<AttemptMsg>) {
+        let Some(before) = self.changes_before.take() else {
+            if let Some(gathered) = self.findings.changes(None) {
+                notify(myself, gathered.into());
+            }
+            return;
+        };
+        let workspace = self
+            .attempt
+            .as_ref()
+            .map(|attempt| attempt.execution_workspace.clone())
+            .unwrap_or_default();
+        let target = myself.clone();
+        self.spawn(async move {
+            let changes = off_runtime(move || match before {
+                Err(not_recorded) => not_recorded.into_changes(),
+                Ok(before) => match git::snapshot(std::path::Path::new(&workspace)) {
+                    Ok(after) => git::compare(&before, &after),
+                    Err(not_recorded) => not_recorded.into_changes(),
+                },
+            })
+            .await;
+            notify(
+                &target,
+                AttemptMsg::ChangesRecorded(Some(Box::new(changes))),
+            );
+        });
     }
 
     /// Commits the decided outcome in a task (after noting a launch error in the transcript
@@ -754,6 +793,7 @@ impl AttemptState {
             unlaunched_transcript: self.unlaunched_transcript.take(),
             watchdog_notes: self.watchdog_notes(),
             watchdog_losses: self.watchdog_losses.len(),
+            changes: self.findings.take_changes(),
         };
         let job = CommitJob::new(
             ended,

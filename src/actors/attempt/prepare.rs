@@ -26,6 +26,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
 use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
@@ -45,6 +46,8 @@ pub(crate) struct Launch {
     /// The socket the worker's `NOTIFY_SOCKET` names; `None` when it could not be bound
     /// (the worker then runs without one).
     pub(crate) notify_socket: Option<NotifySocket>,
+    /// The work tree before the launch, when changes are recorded.
+    pub(crate) changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 /// Why the preparation task launched nothing.
@@ -207,6 +210,7 @@ impl PreparationTask {
             header,
             argv,
             cwd: attempt.execution_workspace.clone(),
+            record_changes: self.settings.record_changes,
         };
         match off_runtime(move || job.run()).await {
             Started::Running(running) => {
@@ -216,6 +220,7 @@ impl PreparationTask {
                     identity,
                     transcript,
                     notify_socket,
+                    changes_before,
                 } = *running;
                 Ok(Launch {
                     attempt,
@@ -226,6 +231,7 @@ impl PreparationTask {
                     transcript,
                     prompt,
                     notify_socket,
+                    changes_before,
                 })
             }
             Started::NotSetUp(error) => Err(SetupFailure::Setup {
@@ -258,6 +264,7 @@ struct StartJob {
     header: String,
     argv: Vec<String>,
     cwd: String,
+    record_changes: bool,
 }
 
 /// How far the start job got.
@@ -278,6 +285,7 @@ struct Running {
     identity: Option<ProcessIdentity>,
     transcript: TranscriptFile,
     notify_socket: Option<NotifySocket>,
+    changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 impl StartJob {
@@ -302,6 +310,11 @@ impl StartJob {
                 None
             }
         };
+        // The work tree as the worker will find it, so the outcome says what the attempt
+        // changed; bounded in time, and never a reason not to launch.
+        let changes_before = self
+            .record_changes
+            .then(|| git::snapshot(Path::new(&self.cwd)));
         let child = match process_group::spawn_worker(
             &self.argv,
             &self.cwd,
@@ -332,6 +345,7 @@ impl StartJob {
             identity,
             transcript,
             notify_socket,
+            changes_before,
         }))
     }
 }

@@ -7,6 +7,7 @@ use ractor::ActorCell;
 
 use super::crew::Crew;
 use super::transcript_writer::OutputError;
+use crate::domain::changes::Changes;
 use crate::domain::lifecycle::attempt::{AttemptEvent, Gathered};
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::outcome::OutputBytes;
@@ -22,6 +23,9 @@ pub(crate) struct Findings {
     trailer_error: Option<Option<String>>,
     /// What the agent wrote, once the trailer is written.
     output: OutputBytes,
+    /// What the attempt changed in its git work tree, once compared (`Some(None)`: not
+    /// recorded).
+    changes: Option<Option<Changes>>,
 }
 
 impl Findings {
@@ -56,6 +60,16 @@ impl Findings {
         self.gathered()
     }
 
+    pub(crate) fn changes(&mut self, changes: Option<Changes>) -> Option<AttemptEvent> {
+        self.changes = Some(changes);
+        self.gathered()
+    }
+
+    /// The changes for the outcome (taken once).
+    pub(crate) fn take_changes(&mut self) -> Option<Changes> {
+        self.changes.take().flatten()
+    }
+
     pub(crate) fn output(&self) -> OutputBytes {
         self.output
     }
@@ -87,6 +101,7 @@ impl Findings {
             || self.verdict.is_none()
             || self.final_match.is_none()
             || self.trailer_error.is_none()
+            || self.changes.is_none()
         {
             return None;
         }

@@ -42,6 +42,9 @@ pub(crate) struct Config {
     pub verify_timeout_seconds: Option<f64>,
     /// `budget`; the default caps nothing.
     pub budget: BudgetConfig,
+    /// `record_changes`: each outcome records what its attempt changed in its git work tree;
+    /// on by default.
+    pub record_changes: bool,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             hooks: Vec::new(),
             verify_timeout_seconds: Some(DEFAULT_VERIFY_TIMEOUT_SECONDS),
             budget: BudgetConfig::default(),
+            record_changes: true,
         }
     }
 }
@@ -105,6 +109,12 @@ struct ConfigFile {
     verify_timeout_seconds: Option<f64>,
     #[serde(default)]
     budget: Option<BudgetConfig>,
+    #[serde(default = "default_record_changes")]
+    record_changes: bool,
+}
+
+fn default_record_changes() -> bool {
+    true
 }
 
 fn default_timeout() -> Option<f64> {
@@ -144,6 +154,7 @@ pub(crate) fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
             .collect::<Result<_, _>>()?,
         verify_timeout_seconds: file.verify_timeout_seconds,
         budget: file.budget.unwrap_or_default(),
+        record_changes: file.record_changes,
     })
 }
 

@@ -30,6 +30,7 @@ fn empty_object_is_all_defaults() {
             hooks: Vec::new(),
             verify_timeout_seconds: Some(600.0),
             budget: crate::domain::budget::BudgetConfig::default(),
+            record_changes: true,
         }
     );
 }
@@ -143,7 +144,7 @@ fn unknown_key_is_named_with_the_known_keys() {
     assert_eq!(
         error(r#"{"timeout": 5}"#),
         "unknown key 'timeout'; known keys: agent_cmd, max_phases, timeout_seconds, \
-             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds, budget"
+             stop_on_regex, idle_timeout_seconds, retry, rate_limit, hooks, verify_timeout_seconds, budget, record_changes"
     );
 }
 

@@ -94,6 +94,14 @@ pub struct OutcomeRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) budget_note: Option<String>,
+    /// What the attempt changed in its git work tree, or why that is not known; absent when
+    /// recording changes is turned off.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) changes: Option<super::changes::Changes>,
 }
 
 /// Output sizes of one attempt, per stream.

@@ -41,6 +41,7 @@ fn record() -> OutcomeRecord {
         watchdog_losses: None,
         usage: None,
         budget_note: None,
+        changes: None,
     }
 }
 

@@ -17,6 +17,8 @@
 //! phases' bodies depend on it; the numbering and each phase's sections are checked all the
 //! same, each phase's workspace and verify sections on their own.
 
+pub(crate) mod answer;
+
 use super::fence::{FenceTracker, LineRole};
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 

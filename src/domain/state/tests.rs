@@ -152,6 +152,7 @@ fn outcome(
         watchdog_losses: None,
         usage: None,
         budget_note: None,
+        changes: None,
     }
 }
 

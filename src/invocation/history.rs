@@ -1,0 +1,43 @@
+//! What `events.jsonl` (and its rotated `events.jsonl.1`) still say about earlier runs of a
+//! plan, for `answer` and `report`. The stream is a log, not a record: a line that does not
+//! parse is skipped, and what was rotated away is simply not known.
+
+use std::path::Path;
+
+use crate::domain::plan_report::history::{HistoryEvent, HistoryLine, parse_line};
+use crate::domain::state::StateLayout;
+use crate::platform::regular_file::read_regular_file;
+
+/// The event stream is read up to this size per file (it rotates at 8 MiB).
+const MAX_STREAM_BYTES: u64 = 64 << 20;
+
+/// Every parseable line, oldest first.
+pub(crate) fn read_history(layout: &StateLayout) -> Vec<HistoryLine> {
+    [
+        format!("{}/events.jsonl.1", layout.dir),
+        format!("{}/events.jsonl", layout.dir),
+    ]
+    .iter()
+    .filter_map(|path| read_regular_file(Path::new(path), MAX_STREAM_BYTES).ok())
+    .flat_map(|bytes| {
+        bytes
+            .split(|&byte| byte == b'\n')
+            .filter_map(parse_line)
+            .collect::<Vec<_>>()
+    })
+    .collect()
+}
+
+/// The command line of the run that prepared `attempt_id`, from its `run-started` event.
+pub(crate) fn stopped_run_args(layout: &StateLayout, attempt_id: &str) -> Option<Vec<String>> {
+    let lines = read_history(layout);
+    let run_id = lines
+        .iter()
+        .find(|line| line.attempt_id.as_deref() == Some(attempt_id))?
+        .run_id
+        .clone()?;
+    lines.into_iter().find_map(|line| match line.event {
+        HistoryEvent::RunStarted { args } if line.run_id.as_deref() == Some(&run_id) => Some(args),
+        _ => None,
+    })
+}
