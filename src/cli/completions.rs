@@ -205,6 +205,8 @@ mod tests {
                 "status",
                 "check",
                 "init",
+                "answer",
+                "report",
                 "watch",
                 "completions",
                 "man"
