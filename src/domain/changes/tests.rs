@@ -4,8 +4,14 @@ use super::*;
 // old.txt renamed to "new name.txt", one commit made.
 const NAME_STATUS: &[u8] =
     b"A\0added.txt\0A\0bin.dat\0D\0gone.txt\0M\0keep.txt\0R100\0old.txt\0new name.txt\0";
-const NUMSTAT: &[u8] =
-    b"1\t0\tadded.txt\0-\t-\tbin.dat\0000\t1\tgone.txt\0002\t1\tkeep.txt\0000\t0\t\0old.txt\0new name.txt\0";
+const NUMSTAT: &[u8] = concat!(
+    "1\t0\tadded.txt\0",
+    "-\t-\tbin.dat\0",
+    "0\t1\tgone.txt\0",
+    "2\t1\tkeep.txt\0",
+    "0\t0\t\0old.txt\0new name.txt\0",
+)
+.as_bytes();
 const LOG: &[u8] = b"34d38f3c7c067926e45f99b999693167a1a79e3d\0second: tweak\0";
 
 fn summary() -> ChangeSummary {

@@ -130,7 +130,7 @@ pub(crate) fn insert_answer(
     let mut answered = Vec::with_capacity(plan.len() + section.len());
     answered.extend_from_slice(before.as_bytes());
     answered.extend_from_slice(section.as_bytes());
-    answered.extend_from_slice(text[offset..].as_bytes());
+    answered.extend_from_slice(&text.as_bytes()[offset..]);
     let reparsed = parse_plan(&answered).map_err(AnswerRefusal::WouldNotParse)?;
     same_structure(&parsed, &reparsed).map_err(AnswerRefusal::WouldChange)?;
     Ok(Answered {
