@@ -32,6 +32,7 @@ pub(crate) enum AttemptEvent {
     LaunchFailed { summary: String },
     /// The worker runs in its own process group; pipes, timers and killer are in place.
     Launched,
+    /// The `running` record (pid, pgid, boot id, start time) is durable.
     RunningRecorded,
     /// The worker is stopped and, since nothing more may be written, stays unresolved.
     RunningRecordFailed { detail: String },
@@ -49,11 +50,13 @@ pub(crate) enum AttemptEvent {
         timeout: Option<f64>,
         idle: Option<IdleStop>,
     },
+    /// A valid `X_AISH_USAGE` report from a process of the attempt.
     UsageReported(UsageReport),
     /// An invalid usage report: ignored and counted, never a failure.
     UsageRejected(UsageReportError),
     /// The notification socket was read to its end and closed, after the group emptied.
     NotificationsDrained,
+    /// A stopping signal reached the attempt.
     Interrupt { signal: i32 },
     /// The run's watchdog was lost and none took over: the worker would outlive a SIGKILLed
     /// handler, so the attempt is stopped as soon as it has one.
@@ -62,7 +65,9 @@ pub(crate) enum AttemptEvent {
     Failed(ExecutionFailure),
     /// The killer found the group empty (and swept escaped descendants).
     GroupEmptied(GroupReport),
+    /// A timer from [`AttemptEffect::StartTimer`] elapsed.
     TimerElapsed(AttemptTimer),
+    /// What [`AttemptEffect::Gather`] found.
     Gathered(Gathered),
     /// The running check ended (passed, failed, timed out, stopped, or could not start).
     CheckEnded(CheckOutcome),
@@ -179,6 +184,7 @@ pub(crate) enum Stage {
         deferred: Vec<i32>,
         unprotected: Option<String>,
     },
+    /// The worker runs; the first trigger decides the cause.
     Running,
     /// The leader exited on its own; waiting for both pipes to close or the leak grace.
     Sweeping {
@@ -204,6 +210,7 @@ pub(crate) enum Stage {
         outcomes: Vec<CheckOutcome>,
         stop_requested: bool,
     },
+    /// The outcome is decided (or nothing was prepared).
     Done,
 }
 

@@ -73,6 +73,7 @@ pub enum RecordFailure {
 /// run caught: it decides the exit code.
 #[derive(Debug)]
 pub(crate) enum RunEnd<I> {
+    /// Every phase is complete.
     AllComplete,
     /// `--max-phases` was reached with phases left; `last_completed` completed last.
     PhaseLimitReached { last_completed: String },
@@ -112,6 +113,7 @@ pub(crate) enum RunEnd<I> {
         phase_id: String,
         retry_scheduled: bool,
     },
+    /// Admission refused the run.
     Refused {
         refusal: Refusal,
         plan_workspace: String,
@@ -128,6 +130,7 @@ pub(crate) enum RunEnd<I> {
         expected: String,
         actual: String,
     },
+    /// An input became unusable (lock held, state or plan unreadable, workspace gone).
     Input(I),
     /// The accepted plan could not be recorded when no attempt followed.
     AcceptanceFailed(StateWriteError),

@@ -90,7 +90,9 @@ pub(crate) enum RunEffect<I> {
     /// Resolve and lock the phase's execution workspace; answer with
     /// [`RunInput::WorkspaceReserved`] or [`RunInput::InputFailed`].
     ReserveWorkspace { phase_id: String },
+    /// Start the attempt in the reserved workspace.
     Launch(Box<LaunchOrder>),
+    /// Forward a signal to the running attempt.
     ForwardInterrupt(i32),
     /// Stop the concluded attempt's supervisor and release its workspace lock.
     ReleaseWorkspace,
@@ -137,19 +139,19 @@ pub(crate) enum Stage {
     /// Locking the plan workspace, reading the state, deciding admission.
     Admitting,
     /// The plan file is being re-hashed before acting on `target`.
-    CheckingPlan {
-        target: Target,
-    },
+    CheckingPlan { target: Target },
+    /// The phase's execution workspace is being resolved and locked.
     Reserving {
         phase_id: String,
         resolve_abandoned: bool,
     },
-    Attempting {
-        phase_id: String,
-    },
+    /// An attempt of `phase_id` runs.
+    Attempting { phase_id: String },
+    /// Waiting for the scheduled retry.
     Waiting,
     /// The plan acceptance is being written (every phase was already complete).
     Accepting,
+    /// Nothing is done any more.
     Finished,
 }
 
@@ -175,10 +177,10 @@ pub(crate) enum Target {
         phase_id: String,
         resolve_abandoned: bool,
     },
+    /// Every phase is complete.
     AllComplete,
-    PhaseLimit {
-        last_completed: String,
-    },
+    /// `--max-phases` was reached with phases left.
+    PhaseLimit { last_completed: String },
 }
 
 /// The fixed facts of one invocation the loop decides from.
