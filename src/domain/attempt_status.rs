@@ -1,15 +1,13 @@
-//! The terminal status of an attempt and everything that follows from it: the exit code,
-//! whether a retry policy may retry it, what a person does next, how reports and `run --json`
-//! name it. Each property is one exhaustive `match` here, so a new status is a compiler-guided
-//! change (docs/state-and-recovery.md lists the statuses).
+//! The terminal status of an attempt (docs/state-and-recovery.md) and everything that follows
+//! from it. Each property is one exhaustive `match` (or derives from one), so a new status is a
+//! compiler-guided change.
 
 use serde::{Deserialize, Serialize};
 
 use super::exit_code::ExitCode;
 use super::hooks::event::HookEvent;
 
-/// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
-/// (except `phase-complete`) `stop.reason`.
+/// As written to outcomes, `committed_outcomes`, `last_run` and `stop.reason`.
 #[derive(
     Clone,
     Copy,
@@ -39,13 +37,10 @@ pub enum AttemptStatus {
     StopRegex,
     Interrupted,
     ExecutionIoFailed,
-    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
+    /// A rate-limit pattern matched or the agent exited 75.
     RateLimited,
-    /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
-    /// failed.
+    /// The agent reported `phase-complete`, but a Verify check failed.
     VerificationFailed,
-    /// A budget cap (`--max-tokens`, `--max-cost`, config `budget`) was crossed while the
-    /// attempt ran: it was stopped like a stop-regex match.
     BudgetExceeded,
 }
 
@@ -128,26 +123,9 @@ impl AttemptStatus {
     }
 
     /// Whether `retry.on` names it when the config does not say: every retryable status
-    /// but `stop-regex`, which is the user asking for a stop. `verification-failed` is in:
-    /// the retry's prompt shows the failing check, so the agent can fix what it reports.
+    /// but `stop-regex`, which is the user asking for a stop.
     pub(crate) fn is_retried_by_default(self) -> bool {
-        match self {
-            Self::StopRegex => false,
-            Self::AgentFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::RateLimited
-            | Self::VerificationFailed => true,
-            Self::PhaseComplete
-            | Self::Blocked
-            | Self::NeedsClarification
-            | Self::Interrupted
-            | Self::LaunchFailed
-            | Self::ExecutionIoFailed
-            | Self::BudgetExceeded => false,
-        }
+        self.is_retryable() && self != Self::StopRegex
     }
 
     /// The hook event its commit fires, if any (a stop fires `phase-stopped` when the run

@@ -1,39 +1,38 @@
-//! Admission and selection rules for `run` (docs/session-lifecycle.md, docs/state-and-recovery.md; docs/state-and-recovery.md): whether an
-//! invocation may start given the stored state, the plan snapshot and the recovery flags, and
-//! which phase it runs first.
+//! Admission and selection for `run` (docs/session-lifecycle.md, docs/state-and-recovery.md):
+//! whether an invocation may start given the state, the plan snapshot and the recovery flags,
+//! and which phase it runs first.
 
 use super::retry::schedule::RetrySchedule;
 use super::state::{ActiveAttempt, PlanRecord, State, Stop};
 use super::timestamp::Timestamp;
 
-/// The facts about the invocation's plan snapshot that admission needs.
+/// What admission needs of the invocation's plan snapshot.
 #[derive(Clone, Debug)]
 pub(crate) struct PlanFacts<'a> {
     /// Canonical absolute plan path.
     pub path: &'a str,
-    /// SHA-256 of the snapshot bytes.
     pub sha256: &'a str,
-    /// Phase ids in plan order.
+    /// In plan order.
     pub phase_ids: Vec<&'a str>,
 }
 
-/// The operator's explicit recovery decisions.
+/// `--retry-stopped` and `--accept-plan-change`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryFlags {
     pub retry_stopped: bool,
     pub accept_plan_change: bool,
 }
 
-/// Why an invocation may not start. Each variant carries what the message must name.
+/// Why an invocation may not start, with what the message must name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// An attempt is unresolved and `--retry-stopped` was not given.
+    /// Without `--retry-stopped`.
     UnresolvedAttempt(Box<ActiveAttempt>),
-    /// A phase is stopped and `--retry-stopped` was not given.
+    /// Without `--retry-stopped`.
     Stopped(Stop),
     /// The state belongs to a plan at another path.
     PlanPathMismatch { stored: String, actual: String },
-    /// The plan bytes changed since acceptance and `--accept-plan-change` was not given.
+    /// Without `--accept-plan-change`.
     PlanHashMismatch {
         path: String,
         expected: String,
@@ -54,11 +53,10 @@ pub(crate) enum FirstSelection {
     /// `--retry-stopped` with an unresolved attempt: resolve it as interrupted (after the
     /// caller's liveness check) and rerun its phase.
     RetryAbandoned(Box<ActiveAttempt>),
-    /// `--retry-stopped` with a stopped phase: rerun it.
+    /// `--retry-stopped` with a stopped phase.
     RetryStopped { phase_id: String },
-    /// A stopped phase whose retry a policy scheduled, and the run's policy still allows that
-    /// schedule: wait for it (backoff, rate-limit reset), then run the phase, without
-    /// `--retry-stopped`.
+    /// A stop whose scheduled retry the run's policy still allows: wait for it, then run the
+    /// phase, without `--retry-stopped`.
     ResumeSchedule(Box<RetrySchedule>),
     /// The first phase, in plan order, that is not completed.
     Next { phase_id: String },
@@ -69,19 +67,15 @@ pub(crate) enum FirstSelection {
 /// A successful admission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Admission {
-    /// `Some` when the plan record must be (re)written: first acceptance or an accepted change.
+    /// The plan record to write: first acceptance or an accepted change.
     pub accept: Option<PlanRecord>,
     pub first: FirstSelection,
 }
 
-/// Decides whether an invocation may start. Check order (docs/state-and-recovery.md): an unresolved
-/// attempt without `--retry-stopped` is refused before the plan is compared; then the stored
-/// path must equal the snapshot path (never accepted implicitly, whatever the flags); then the
-/// hash; then a stop without `--retry-stopped`.
-///
-/// Flags that find nothing to act on are no-ops: `--accept-plan-change` with unchanged bytes
-/// accepts nothing, and `--retry-stopped` with nothing stopped or unresolved selects the next
-/// pending phase as a plain run would.
+/// Decides whether an invocation may start. Check order: an unresolved attempt without
+/// `--retry-stopped` is refused before the plan is compared; then the stored path must equal
+/// the snapshot path (whatever the flags); then the hash; then a stop without
+/// `--retry-stopped`. Flags that find nothing to act on are no-ops.
 ///
 /// A stop that carries a retry schedule is resumed without `--retry-stopped` when
 /// `schedule_fits` (the caller checked it against the run's retry and rate-limit policy);
@@ -224,8 +218,7 @@ pub(crate) fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&
         .find(|id| !state.completed_phase_ids.iter().any(|done| done == id))
 }
 
-/// The one-line message for a refusal, in the reference's wording. The CLI may add detail
-/// lines (stop message, artifact paths, the expected and actual hashes) after it.
+/// The one-line message; the CLI may add detail lines after it.
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
