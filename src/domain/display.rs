@@ -1,20 +1,15 @@
-//! Text the runner prints — result lines, failure reports, transcript tails, refusals,
-//! `status` and `check` — made safe for a terminal and for a caller that reads it.
-//!
-//! Much of it comes from agents (result bodies, transcript lines) or from paths. Printed raw,
-//! an escape sequence (ESC, OSC), a carriage return or a NUL could rewrite the user's terminal
-//! or imitate a status line, and a result tag at a line start would be taken for a result by a
-//! nested outer handler reading our output. So every printed line is escaped here: control
-//! characters as Rust escapes (`\u{1b}`, `\r`, `\0`), and result tags as the wrappers render
-//! them (`&lt;phase-complete>`). Line breaks and tabs stay. The transcript is never touched:
-//! it stays byte-exact.
+//! Text the runner prints, made safe for a terminal and for a caller that reads it: much of it
+//! comes from agents or paths, where an escape sequence, a carriage return or a NUL could
+//! rewrite the terminal, and a result tag at a line start would be taken for a result by an
+//! outer handler. The transcript is never touched: it stays byte-exact.
 
 use std::borrow::Cow;
 
 use super::marker::defuse_tags;
 
-/// `text` ready to print: control characters escaped (a line break, a tab and the `\r` of a
-/// `\r\n` kept), bidirectional overrides escaped, result tags defused.
+/// `text` ready to print: control characters and bidirectional overrides as Rust escapes
+/// (`\u{1b}`; a line break, a tab and the `\r` of a `\r\n` kept), result tags defused as the
+/// wrappers render them (`&lt;phase-complete>`).
 pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     let escaped = escape_controls(text);
     match defuse_tags(&escaped) {

@@ -1,8 +1,6 @@
-//! Process identity: the facts that let a later invocation decide whether a recorded worker is
-//! still the same live process, without ever signalling a process known only by its pid.
-//!
-//! A pid alone can be reused; pid + process group + boot id + start time (in clock ticks since
-//! boot, field 22 of `/proc/<pid>/stat`) cannot, short of a reboot into the same boot id.
+//! Process identity: whether a recorded worker is still the same live process. A pid alone can
+//! be reused; pid + process group + boot id + start time (clock ticks since boot, field 22 of
+//! `/proc/<pid>/stat`) cannot.
 
 use serde::{Deserialize, Serialize};
 
@@ -74,9 +72,9 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
 /// The verdict on a recorded worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Liveness {
-    /// The same process (pid, group, boot, start time) is alive and not a zombie.
+    /// The same process is alive and not a zombie.
     Alive,
-    /// No process with that identity is running: absent, reused pid, other boot, or defunct.
+    /// Absent, a reused pid, another boot, or defunct.
     Gone,
 }
 

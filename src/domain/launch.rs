@@ -1,9 +1,6 @@
-//! Why a worker could not be launched, in words that name what to fix.
-//!
-//! `execve` reports little: a script whose `#!` line names a missing interpreter fails with
-//! ENOENT, exactly like a missing script, and a directory fails with EACCES ("Permission
-//! denied"). The platform gathers what it can see about the program (see
-//! `platform::spawn::launch_problem`); these rules turn that into the message.
+//! Why a worker could not be launched, in words that name what to fix. `execve` reports
+//! little (a missing `#!` interpreter is ENOENT like a missing script, a directory EACCES), so
+//! the platform gathers what it sees of the program and these rules word it.
 
 /// What is known about the program that could not be executed.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,11 +1,6 @@
-//! The way forward after a run stops (docs/cli.md, "The `next:` line"): the exact command that
-//! continues, the recovery flags it adds, and what to do before running it. Every stop a person
-//! or a calling agent can continue from ends its report with one `next:` line, and `run --json`
-//! carries the same step as data (`next: {argv, flags, why}`).
-//!
-//! The command is the stopped invocation again — its plan as typed and every option it was
-//! given, so a `--agent-cmd`, `--retries` or `--json` is not lost — with the recovery flags
-//! the situation asks for instead of the ones it was given.
+//! The way forward after a run stops (docs/cli.md, "The `next:` line"): the stopped
+//! invocation again — its plan as typed and every option it was given — with the recovery
+//! flags the situation asks for, and what to do before running it.
 
 use super::selection::RecoveryFlags;
 use super::template::shell_join;
@@ -16,22 +11,21 @@ pub(crate) const PROGRAM: &str = "ai-session-handler";
 /// How the stopped `run` was invoked, as far as the continuing command repeats it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Invocation {
-    /// `--plan` as typed (relative to the caller's directory).
+    /// `--plan` as typed.
     pub plan: String,
     /// The other options, as argv words in a fixed order, without the recovery flags.
     pub carried: Vec<String>,
-    /// The recovery flags the invocation was given.
     pub flags: RecoveryFlags,
 }
 
 /// One step that continues a stopped run (`next` in `run --json`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct NextStep {
-    /// The whole command line, program first.
+    /// Program first.
     pub argv: Vec<String>,
-    /// The recovery flags `argv` holds (`--retry-stopped`, `--accept-plan-change`).
+    /// The recovery flags `argv` holds.
     pub flags: Vec<&'static str>,
-    /// What to do before running it; `None` when it can be run as it is.
+    /// What to do before running it.
     pub why: Option<String>,
 }
 
@@ -77,9 +71,8 @@ impl NextStep {
         }
     }
 
-    /// The command as one line to run from `cwd`, the directory the stopped run was started
-    /// in: `cd <cwd> && <command>`, shell-quoted. Hooks hand it on (`recovery`), so a person
-    /// reading a notification elsewhere can paste it as it is.
+    /// `cd <cwd> && <command>`, shell-quoted, to run from the directory the stopped run was
+    /// started in: hooks hand it on, so a person reading a notification can paste it.
     pub(crate) fn run_from(&self, cwd: &str) -> String {
         format!(
             "cd {} && {}",
@@ -88,8 +81,7 @@ impl NextStep {
         )
     }
 
-    /// `next: <why>, then <command>` (or `next: <command>`), the command shell-quoted so it
-    /// can be pasted as it is.
+    /// `next: <why>, then <command>` (or `next: <command>`), shell-quoted.
     pub(crate) fn line(&self) -> String {
         let command = shell_join(&self.argv);
         match &self.why {

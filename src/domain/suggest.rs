@@ -1,10 +1,6 @@
-//! "Did you mean …?": the known name nearest to a misspelt one, for error messages that point
-//! at the fix (a template placeholder, a plan heading).
-//!
-//! Names are compared without case and without `_`, `-` and spaces, by edit distance
-//! (insertions, deletions, substitutions and swaps of two neighbours each cost one). A
-//! candidate counts as near when at most a third of the longer name differs (at least one
-//! edit): `promptfile` and `prompt_file` are the same name, `{file}` is nothing like any.
+//! "Did you mean …?": the known name nearest to a misspelt one. Names are compared without
+//! case, `_`, `-` and spaces, by edit distance; a candidate is near when at most a third of the
+//! longer name (at least one edit) differs.
 
 /// The candidate nearest to `word`, if one is near enough; the first of equally near ones.
 pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
