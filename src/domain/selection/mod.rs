@@ -23,28 +23,53 @@ pub struct RecoveryFlags {
     pub accept_plan_change: bool,
 }
 
-/// Why an invocation may not start, with what the message must name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an invocation may not start, with what its one-line message must name (the CLI may add
+/// detail lines after it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Refusal {
     /// Without `--retry-stopped`.
+    #[error(
+        "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any \
+         surviving worker before retrying",
+        .0.phase.id, .0.status.as_str(), .0.id
+    )]
     UnresolvedAttempt(Box<ActiveAttempt>),
     /// Without `--retry-stopped`.
+    #[error("phase {} is stopped: {}", .0.phase_id, .0.reason)]
     Stopped(Stop),
     /// The state belongs to a plan at another path.
+    #[error(
+        "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan \
+         requires an explicit history decision."
+    )]
     PlanPathMismatch { stored: String, actual: String },
     /// Without `--accept-plan-change`.
+    #[error("plan hash mismatch: {path}")]
     PlanHashMismatch {
         path: String,
         expected: String,
         actual: String,
     },
     /// `--accept-plan-change` was given but completed phases are gone from the new plan.
+    #[error(
+        "{path}: cannot accept plan change; completed phase ids are missing: {}",
+        .missing.join(", ")
+    )]
     CompletedPhasesMissing { path: String, missing: Vec<String> },
     /// The phase to retry no longer exists in the plan.
+    #[error("{}", retried_phase_missing(.phase_id, *.abandoned_attempt))]
     RetriedPhaseMissing {
         phase_id: String,
         abandoned_attempt: bool,
     },
+}
+
+fn retried_phase_missing(phase_id: &str, abandoned_attempt: bool) -> String {
+    if abandoned_attempt {
+        format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
+    } else {
+        format!("stopped phase {phase_id} does not exist in plan")
+    }
 }
 
 /// What the first attempt of the invocation is.
@@ -216,45 +241,6 @@ pub(crate) fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&
         .iter()
         .copied()
         .find(|id| !state.completed_phase_ids.iter().any(|done| done == id))
-}
-
-/// The one-line message; the CLI may add detail lines after it.
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::UnresolvedAttempt(attempt) => write!(
-                f,
-                "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any \
-                 surviving worker before retrying",
-                attempt.phase.id,
-                attempt.status.as_str(),
-                attempt.id
-            ),
-            Self::Stopped(stop) => write!(f, "phase {} is stopped: {}", stop.phase_id, stop.reason),
-            Self::PlanPathMismatch { stored, actual } => write!(
-                f,
-                "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated \
-                 plan requires an explicit history decision."
-            ),
-            Self::PlanHashMismatch { path, .. } => write!(f, "plan hash mismatch: {path}"),
-            Self::CompletedPhasesMissing { path, missing } => write!(
-                f,
-                "{path}: cannot accept plan change; completed phase ids are missing: {}",
-                missing.join(", ")
-            ),
-            Self::RetriedPhaseMissing {
-                phase_id,
-                abandoned_attempt: true,
-            } => write!(
-                f,
-                "active_attempt.phase.id '{phase_id}' does not exist in plan"
-            ),
-            Self::RetriedPhaseMissing {
-                phase_id,
-                abandoned_attempt: false,
-            } => write!(f, "stopped phase {phase_id} does not exist in plan"),
-        }
-    }
 }
 
 #[cfg(test)]
