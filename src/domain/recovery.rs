@@ -35,26 +35,19 @@ pub(crate) const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
 impl NextStep {
     /// `run` again with `flags`.
     pub(crate) fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
-        let mut argv = vec![
-            PROGRAM.to_owned(),
-            "run".to_owned(),
-            "--plan".to_owned(),
-            invocation.plan.clone(),
-        ];
-        argv.extend(invocation.carried.iter().cloned());
-        let mut named = Vec::new();
-        if flags.retry_stopped {
-            named.push(RETRY_STOPPED);
-        }
-        if flags.accept_plan_change {
-            named.push(ACCEPT_PLAN_CHANGE);
-        }
-        argv.extend(named.iter().map(|flag| (*flag).to_owned()));
-        Self {
-            argv,
-            flags: named,
-            why,
-        }
+        let named: Vec<&'static str> = [
+            (flags.retry_stopped, RETRY_STOPPED),
+            (flags.accept_plan_change, ACCEPT_PLAN_CHANGE),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        let mut step = Self::command(invocation, "run", why);
+        step.argv.extend(invocation.carried.iter().cloned());
+        step.argv
+            .extend(named.iter().map(|flag| (*flag).to_owned()));
+        step.flags = named;
+        step
     }
 
     /// Another command of the program on the same plan (`status`), with no recovery flag.
