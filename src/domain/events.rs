@@ -2,6 +2,8 @@
 //! command layer turns into progress lines, the status line, the `run --json` result and the
 //! event stream (`events.jsonl`, one [`EventRecord`] per line; fields in docs/cli.md).
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
@@ -196,26 +198,20 @@ impl EventRecord {
     pub(crate) fn to_json_line(&self) -> String {
         // The stream carries an excerpt of a long summary, like `state.json`: the outcome
         // file has it whole, and a line of megabytes helps no one following the stream.
+        let mut record = Cow::Borrowed(self);
         if let RunEvent::OutcomeCommitted {
             summary,
             outcome_path,
             ..
         } = &self.event
             && summary.len() > STATE_TEXT_LIMIT
+            && let RunEvent::OutcomeCommitted { summary: kept, .. } = &mut record.to_mut().event
         {
-            let mut bounded = self.clone();
-            if let RunEvent::OutcomeCommitted { summary: kept, .. } = &mut bounded.event {
-                *kept = excerpt(summary, Some(outcome_path));
-            }
-            return bounded.json_line();
+            *kept = excerpt(summary, Some(outcome_path));
         }
-        self.json_line()
-    }
-
-    fn json_line(&self) -> String {
         // Every field serializes (no maps with non-string keys, no floats that are NaN: the
         // delay is a measured duration), so this cannot fail; keep a line rather than panic.
-        let json = serde_json::to_string(self).unwrap_or_else(|error| {
+        let json = serde_json::to_string(&record).unwrap_or_else(|error| {
             format!(
                 "{{\"event\":\"unserializable\",\"error\":{:?}}}",
                 error.to_string()
