@@ -546,16 +546,10 @@ impl AttemptLifecycle {
             Some(earlier @ StopCause::Interrupted { .. }) => self.cause = Some(earlier),
             // While recording only an interrupt still decides: the outcome must agree with
             // the exit code the signal implies.
-            Some(earlier) if self.stage.cleaning_up() || recording => {
+            earlier if recording || (earlier.is_some() && self.stage.cleaning_up()) => {
                 self.cause = Some(StopCause::Interrupted {
                     signal,
-                    during: Some(Box::new(earlier)),
-                });
-            }
-            None if recording => {
-                self.cause = Some(StopCause::Interrupted {
-                    signal,
-                    during: None,
+                    during: earlier.map(Box::new),
                 });
             }
             cause => {
@@ -587,8 +581,9 @@ impl AttemptLifecycle {
                 effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::StartTimer(AttemptTimer::LeakGrace));
             }
-            Stage::Stopping { exit: known } => *known = Some(exit),
-            Stage::Draining { exit: known, .. } => *known = Some(exit),
+            Stage::Stopping { exit: known } | Stage::Draining { exit: known, .. } => {
+                *known = Some(exit)
+            }
             _ => {}
         }
     }

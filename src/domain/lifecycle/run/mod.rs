@@ -134,9 +134,10 @@ pub(crate) struct RetryWait {
 }
 
 /// Where the run loop is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Stage {
     /// Locking the plan workspace, reading the state, deciding admission.
+    #[default]
     Admitting,
     /// The plan file is being re-hashed before acting on `target`.
     CheckingPlan { target: Target },
@@ -184,7 +185,7 @@ pub(crate) enum Target {
 }
 
 /// The fixed facts of one invocation the loop decides from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RunRules {
     /// In plan order.
     pub phase_ids: Vec<String>,
@@ -195,7 +196,7 @@ pub(crate) struct RunRules {
 }
 
 /// The loop's progress through one invocation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RunLoop {
     rules: RunRules,
     stage: Stage,
@@ -224,19 +225,7 @@ impl RunLoop {
     pub(crate) fn new(rules: RunRules) -> Self {
         Self {
             rules,
-            stage: Stage::Admitting,
-            completed: Vec::new(),
-            completed_this_run: 0,
-            last_completed: None,
-            launched: false,
-            first_signal: None,
-            first: None,
-            accept: None,
-            pending_retry: None,
-            phase_attempts: Vec::new(),
-            failed_check: None,
-            spent: Spent::default(),
-            unenforceable_said: false,
+            ..Self::default()
         }
     }
 
