@@ -77,11 +77,8 @@ pub(crate) enum RunEvent {
         phase_id: String,
         usage: UsageSummary,
     },
-    GroupStopped {
-        leaked: Vec<u32>,
-        escaped: Vec<u32>,
-        survivors: Vec<u32>,
-    },
+    /// The worker's group is empty.
+    GroupStopped(GroupReport),
     OutcomeCommitted {
         phase_id: String,
         status: AttemptStatus,
@@ -169,14 +166,6 @@ impl RunEvent {
             replaced_by,
             error,
             detail: loss.describe(),
-        }
-    }
-
-    pub(crate) fn group_stopped(report: &GroupReport) -> Self {
-        Self::GroupStopped {
-            leaked: report.leaked.clone(),
-            escaped: report.escaped.clone(),
-            survivors: report.survivors.clone(),
         }
     }
 }

@@ -287,7 +287,7 @@ impl AttemptState {
                 survivors = ?report.survivors,
                 "group stopped"
             );
-            self.emit(RunEvent::group_stopped(report));
+            self.emit(RunEvent::GroupStopped(report.clone()));
         }
     }
 
