@@ -11,7 +11,8 @@ use super::state::AttemptStatus;
 
 /// Why the attempt was ended before the child finished on its own (or, for a pattern found
 /// at the end of input, after).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub(crate) enum StopCause {
     /// The wall-clock `--timeout`.
     Timeout { seconds: f64 },
@@ -45,15 +46,7 @@ pub(crate) struct IdleStop {
 impl StopCause {
     /// The cause's kind, for events and logs.
     pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Self::Timeout { .. } => "timeout",
-            Self::IdleTimeout { .. } => "idle-timeout",
-            Self::StopRegex { .. } => "stop-regex",
-            Self::RateLimited { .. } => "rate-limited",
-            Self::Interrupted { .. } => "interrupted",
-            Self::ExecutionIo(_) => "execution-io",
-            Self::BudgetExceeded(_) => "budget-exceeded",
-        }
+        self.into()
     }
 
     /// The cause in words: the summary an outcome decided by it records.
@@ -67,12 +60,6 @@ impl StopCause {
 pub(crate) struct ChildExit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
-}
-
-impl ChildExit {
-    pub(crate) fn success(&self) -> bool {
-        self.code == Some(0)
-    }
 }
 
 /// `EX_TEMPFAIL` from sysexits.h: an agent (or a shipped wrapper) exits with it when the
@@ -104,7 +91,7 @@ pub(crate) fn decide(
             ),
         };
     }
-    if !exit.success() {
+    if exit.code != Some(0) {
         let summary = match (exit.code, exit.signal) {
             (Some(code), _) => format!("agent command exited with code {code}"),
             (None, Some(signal)) => format!("agent command was killed by signal {signal}"),

@@ -177,7 +177,8 @@ const UNKNOWN_EXIT: ChildExit = ChildExit {
 };
 
 /// Where the attempt is; each stage carries what only it needs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum Stage {
     /// Until the group exists, interrupts and the watchdog's loss are held.
     Preparing {
@@ -217,16 +218,7 @@ pub(crate) enum Stage {
 impl Stage {
     /// The stage's name, for tracing and the lifecycle table.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Preparing { .. } => "preparing",
-            Self::Running => "running",
-            Self::Sweeping { .. } => "sweeping",
-            Self::Stopping { .. } => "stopping",
-            Self::Draining { .. } => "draining",
-            Self::Recording { .. } => "recording",
-            Self::Verifying { .. } => "verifying",
-            Self::Done => "done",
-        }
+        self.into()
     }
 
     /// Cleanup has started: a later trigger is only noted.

@@ -134,12 +134,14 @@ pub(crate) struct RetryWait {
 }
 
 /// Where the run loop is.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum Stage {
     /// Locking the plan workspace, reading the state, deciding admission.
     #[default]
     Admitting,
     /// The plan file is being re-hashed before acting on `target`.
+    #[strum(serialize = "checking plan")]
     CheckingPlan { target: Target },
     /// The phase's execution workspace is being resolved and locked.
     Reserving {
@@ -159,15 +161,7 @@ pub(crate) enum Stage {
 impl Stage {
     /// The stage's name, for tracing and the table.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Admitting => "admitting",
-            Self::CheckingPlan { .. } => "checking plan",
-            Self::Reserving { .. } => "reserving",
-            Self::Attempting { .. } => "attempting",
-            Self::Waiting => "waiting",
-            Self::Accepting => "accepting",
-            Self::Finished => "finished",
-        }
+        self.into()
     }
 }
 
