@@ -50,12 +50,13 @@ impl AttemptStatus {
         self.into()
     }
 
-    /// The handler exit code it leads to (`last_run.exit_code`).
-    pub(crate) fn exit_code(self) -> ExitCode {
+    /// How a run it stopped ends; the exit code, the result tag and the hooks follow from it.
+    fn result_kind(self) -> RunResult {
         match self {
-            Self::PhaseComplete => ExitCode::Success,
-            Self::Blocked => ExitCode::Blocked,
-            Self::NeedsClarification => ExitCode::NeedsClarification,
+            Self::PhaseComplete => RunResult::Complete,
+            Self::Blocked => RunResult::Blocked,
+            Self::NeedsClarification => RunResult::NeedsClarification,
+            Self::Interrupted => RunResult::Interrupted,
             Self::AgentFailed
             | Self::LaunchFailed
             | Self::MissingMarker
@@ -63,33 +64,36 @@ impl AttemptStatus {
             | Self::MultipleMarkers
             | Self::Timeout
             | Self::StopRegex
-            | Self::Interrupted
             | Self::ExecutionIoFailed
             | Self::RateLimited
             | Self::VerificationFailed
-            | Self::BudgetExceeded => ExitCode::AgentFailed,
+            | Self::BudgetExceeded => RunResult::Failed,
+        }
+    }
+
+    /// `result` in `run --json` for a run it stopped (docs/run-result.schema.json).
+    pub(crate) fn run_result(self) -> &'static str {
+        self.result_kind().into()
+    }
+
+    /// The handler exit code it leads to (`last_run.exit_code`).
+    pub(crate) fn exit_code(self) -> ExitCode {
+        match self.result_kind() {
+            RunResult::Complete => ExitCode::Success,
+            RunResult::Blocked => ExitCode::Blocked,
+            RunResult::NeedsClarification => ExitCode::NeedsClarification,
+            RunResult::Interrupted | RunResult::Failed => ExitCode::AgentFailed,
         }
     }
 
     /// The result tag the worker reported it with, for the statuses a worker reports:
     /// `phase-blocked`.
     pub(crate) fn result_tag(self) -> Option<&'static str> {
-        match self {
-            Self::PhaseComplete => Some("phase-complete"),
-            Self::Blocked => Some("phase-blocked"),
-            Self::NeedsClarification => Some("phase-needs-clarification"),
-            Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::Interrupted
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => None,
+        match self.result_kind() {
+            RunResult::Complete => Some("phase-complete"),
+            RunResult::Blocked => Some("phase-blocked"),
+            RunResult::NeedsClarification => Some("phase-needs-clarification"),
+            RunResult::Interrupted | RunResult::Failed => None,
         }
     }
 
@@ -131,43 +135,21 @@ impl AttemptStatus {
     /// The hook event its commit fires, if any (a stop fires `phase-stopped` when the run
     /// ends: [`AttemptStatus::waits_for_a_person`]).
     pub(crate) fn committed_hook(self) -> Option<HookEvent> {
-        match self {
-            Self::PhaseComplete => Some(HookEvent::PhaseComplete),
-            Self::Blocked
-            | Self::NeedsClarification
-            | Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::Interrupted
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => None,
+        match self.result_kind() {
+            RunResult::Complete => Some(HookEvent::PhaseComplete),
+            RunResult::Blocked
+            | RunResult::NeedsClarification
+            | RunResult::Interrupted
+            | RunResult::Failed => None,
         }
     }
 
     /// Whether a run that stopped with it (and scheduled no retry) waits for a person: the
     /// `phase-stopped` hook. Not after a completion, nor after the user's own interrupt.
     pub(crate) fn waits_for_a_person(self) -> bool {
-        match self {
-            Self::PhaseComplete | Self::Interrupted => false,
-            Self::Blocked
-            | Self::NeedsClarification
-            | Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => true,
+        match self.result_kind() {
+            RunResult::Complete | RunResult::Interrupted => false,
+            RunResult::Blocked | RunResult::NeedsClarification | RunResult::Failed => true,
         }
     }
 
@@ -197,27 +179,17 @@ impl AttemptStatus {
             | Self::RateLimited => Some((fix, false)),
         }
     }
+}
 
-    /// `result` in `run --json` for a run it stopped (docs/run-result.schema.json).
-    pub(crate) fn run_result(self) -> &'static str {
-        match self {
-            Self::PhaseComplete => "complete",
-            Self::Blocked => "blocked",
-            Self::NeedsClarification => "needs-clarification",
-            Self::Interrupted => "interrupted",
-            Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => "failed",
-        }
-    }
+/// How a run that an attempt stopped ends, as `run --json` names it.
+#[derive(Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+enum RunResult {
+    Complete,
+    Blocked,
+    NeedsClarification,
+    Interrupted,
+    Failed,
 }
 
 #[cfg(test)]
