@@ -64,7 +64,6 @@ pub(crate) enum RunEvent {
     WatchdogLost {
         pid: u32,
         cause: &'static str,
-        /// The signal that killed or stopped it, or its exit code.
         code: i32,
         replaced_by: Option<u32>,
         error: Option<String>,
@@ -109,7 +108,6 @@ pub(crate) enum RunEvent {
         exit_code: Option<i32>,
         signal: Option<i32>,
         timed_out: bool,
-        /// The handler stopped it (a signal, or its output could not be recorded).
         stopped: bool,
         duration_ms: u64,
         output_bytes: u64,
@@ -131,7 +129,6 @@ pub(crate) enum RunEvent {
     RunFinished { exit_code: i32 },
     /// A hook could not be started, failed, timed out or was stopped; it changes nothing else.
     HookFailed {
-        /// `hooks[0]` or `--hook`.
         hook: String,
         hook_event: String,
         command: String,
@@ -173,7 +170,6 @@ impl RunEvent {
 /// An event with when it happened and which run and attempt it belongs to.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct EventRecord {
-    /// RFC 3339 in UTC with milliseconds.
     #[serde(serialize_with = "rfc3339_millis")]
     pub at: DateTime<Utc>,
     pub run_id: String,

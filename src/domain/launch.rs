@@ -11,7 +11,6 @@ pub(crate) struct ProgramFacts {
     pub os_message: String,
     /// The launch failed because a file was not found (ENOENT).
     pub not_found: bool,
-    /// The file the program resolved to is a directory.
     pub is_directory: bool,
     /// The first bytes of the program file, when it is a readable regular file.
     pub head: Option<Vec<u8>>,

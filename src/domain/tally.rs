@@ -111,8 +111,7 @@ pub struct Tally {
 }
 
 /// Tallies `state` against the plan's phases (`(id, title)` in plan order; `None` when the
-/// plan cannot be read). Phases the state records but the plan lacks follow the plan's, in
-/// the order they were first recorded.
+/// plan cannot be read).
 pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
     #[derive(Default)]
     struct Acc<'a> {

@@ -1,7 +1,5 @@
-//! UTC timestamps as stored in state and outcome records.
-//!
-//! Written as `YYYY-MM-DDTHH:MM:SSZ` (seconds precision, always UTC); read back from any
-//! RFC 3339 value that carries an offset, so a hand-edited `+00:00` still validates.
+//! UTC timestamps as stored in state and outcome records: written as `YYYY-MM-DDTHH:MM:SSZ`,
+//! read back from any RFC 3339 value with an offset, so a hand-edited `+00:00` still validates.
 
 use std::fmt;
 

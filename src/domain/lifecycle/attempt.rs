@@ -25,8 +25,7 @@ use crate::domain::verification::{
 pub(crate) enum AttemptEvent {
     /// Nothing was launched, nothing changed.
     PreparedRecordFailed,
-    /// The prompt, the transcript header or the transcript thread could not be set up (the
-    /// worker never ran); `detail` names the file.
+    /// The worker never ran; `detail` names what could not be set up.
     SetupFailed { detail: String },
     /// exec failed; the transcript notes why.
     LaunchFailed { summary: String },
@@ -58,8 +57,7 @@ pub(crate) enum AttemptEvent {
     NotificationsDrained,
     /// A stopping signal reached the attempt.
     Interrupt { signal: i32 },
-    /// The run's watchdog was lost and none took over: the worker would outlive a SIGKILLed
-    /// handler, so the attempt is stopped as soon as it has one.
+    /// The run's watchdog was lost and none took over.
     Unprotected { detail: String },
     /// The attempt's machinery failed while the worker ran (transcript, reader, an actor).
     Failed(ExecutionFailure),
@@ -87,8 +85,7 @@ pub(crate) struct Gathered {
 pub(crate) enum AttemptEffect {
     CancelDeadlines,
     /// From now on a console that takes no output within a bounded time is dropped, so
-    /// draining and recording finish whatever the terminal does; backpressure from the
-    /// console holds only while the worker runs.
+    /// cleanup finishes whatever the terminal does.
     BoundConsole,
     /// SIGTERM the group, then SIGKILL after the grace period while any member lives.
     TerminateGroup,
@@ -102,13 +99,11 @@ pub(crate) enum AttemptEffect {
     DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
-    /// Write the trailer, then report it with the marker verdict and the final pattern check
-    /// as [`AttemptEvent::Gathered`].
+    /// Write the trailer; report it with the verdicts as [`AttemptEvent::Gathered`].
     Gather(RecordingInput),
     /// Write the outcome and commit it (noting a launch error in the transcript first).
     Commit(Conclusion),
-    /// A state write after preparation failed: write nothing more, report the decided outcome
-    /// and the failure.
+    /// A state write after preparation failed: write nothing more, report the outcome.
     LeaveUnresolved {
         conclusion: Conclusion,
         failure: ExecutionFailure,
@@ -580,9 +575,8 @@ impl AttemptLifecycle {
         }
     }
 
-    /// While a check runs, a failure of the machinery stops the check and decides: the
-    /// verdict would rest on a record with a hole, and the check would outlive a SIGKILLed
-    /// handler just as a worker would. Otherwise it is a trigger.
+    /// While a check runs, a failure stops the check and decides (the verdict would rest on
+    /// a record with a hole, or the check outlive a SIGKILLed handler); else it is a trigger.
     fn fail(&mut self, failure: ExecutionFailure, effects: &mut Vec<AttemptEffect>) {
         let cause = StopCause::ExecutionIo(failure);
         if matches!(self.stage, Stage::Verifying { .. }) {
@@ -600,9 +594,8 @@ impl AttemptLifecycle {
         }
     }
 
-    /// Recording's findings decide what nothing decided before, in this order: a trailer
-    /// that could not be written (the record would be incomplete), then a pattern matched at
-    /// the real end of input; then the outcome is decided.
+    /// Recording's findings decide what nothing decided before: first a trailer that could
+    /// not be written (the record would be incomplete), then a pattern at the end of input.
     fn gathered(&mut self, exit: ChildExit, gathered: Gathered, effects: &mut Vec<AttemptEffect>) {
         if let Some(detail) = gathered.trailer_error {
             self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Trailer { detail }));
@@ -643,10 +636,8 @@ impl AttemptLifecycle {
         self.conclude(decision, exit, None, verification, true, effects);
     }
 
-    /// A check ended: a stop decided by a signal (or by an output failure) concludes with
-    /// the checks that ran; else the next check runs, or the verdict concludes: every check
-    /// passed keeps the completion, the first failure makes it `verification-failed` with
-    /// the agent's summary kept.
+    /// A check ended: a stop concludes with the checks that ran; else the next check runs, or
+    /// the verdict concludes (the first failure makes it `verification-failed`).
     fn check_ended(
         &mut self,
         exit: ChildExit,
@@ -765,8 +756,7 @@ impl AttemptLifecycle {
         self.conclude(decision, UNKNOWN_EXIT, launch_error, None, false, effects);
     }
 
-    /// The attempt is done: commit the outcome, or — after a failed state write — leave it
-    /// unresolved.
+    /// Commit the outcome, or leave it unresolved after a failed state write.
     fn conclude(
         &mut self,
         decision: Decision,
