@@ -16,16 +16,6 @@ use crate::domain::verification::FailedCheck;
 
 pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
 
-/// Where an attempt stands in its phase's retries in this invocation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct AttemptTurn {
-    pub ledger: RetryLedger,
-    /// `None` for a phase's first attempt, whose prompt has no retry section.
-    pub note: Option<RetryNote>,
-    /// The check that failed the phase's previous attempt, for the prompt.
-    pub verification_failure: Option<FailedCheck>,
-}
-
 /// What the run loop is told.
 #[derive(Debug)]
 pub(crate) enum RunInput<I> {
@@ -119,7 +109,12 @@ pub(crate) struct LaunchOrder {
     pub accept: Option<PlanRecord>,
     /// Which of the run's agent templates runs (0 is the primary).
     pub template_index: usize,
-    pub turn: AttemptTurn,
+    /// Where the attempt stands in its phase's retries in this invocation.
+    pub ledger: RetryLedger,
+    /// `None` for a phase's first attempt, whose prompt has no retry section.
+    pub note: Option<RetryNote>,
+    /// The check that failed the phase's previous attempt, for the prompt.
+    pub verification_failure: Option<FailedCheck>,
     pub spent_before: Spent,
 }
 
@@ -512,11 +507,9 @@ impl RunLoop {
             resolve_abandoned,
             accept: self.accept.take(),
             template_index,
-            turn: AttemptTurn {
-                ledger,
-                note,
-                verification_failure,
-            },
+            ledger,
+            note,
+            verification_failure,
             spent_before: self.spent,
         })));
     }
