@@ -9,33 +9,18 @@ pub(crate) const MAX_STATUS_CHARS: usize = 200;
 /// Control and bidirectional-formatting characters become spaces, whitespace runs one space;
 /// trimmed and cut to [`MAX_STATUS_CHARS`] characters.
 pub(crate) fn sanitize_status(value: &str) -> String {
-    let mut text = String::with_capacity(value.len().min(MAX_STATUS_CHARS * 4));
-    let mut chars = 0;
-    let mut pending_space = false;
-    for c in value.chars() {
-        let c = if is_unprintable(c) { ' ' } else { c };
-        if c.is_whitespace() {
-            pending_space = !text.is_empty();
-            continue;
-        }
-        if pending_space {
-            text.push(' ');
-            chars += 1;
-            pending_space = false;
-        }
-        text.push(c);
-        chars += 1;
-        if chars > MAX_STATUS_CHARS {
-            break;
-        }
+    let printable: String = value
+        .chars()
+        .map(|c| if is_unprintable(c) { ' ' } else { c })
+        .collect();
+    let text = printable.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= MAX_STATUS_CHARS {
+        return text;
     }
-    if chars > MAX_STATUS_CHARS {
-        let mut cut: String = text.chars().take(MAX_STATUS_CHARS - 1).collect();
-        cut.truncate(cut.trim_end().len());
-        cut.push('…');
-        return cut;
-    }
-    text
+    let mut cut: String = text.chars().take(MAX_STATUS_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
 }
 
 pub(crate) fn is_unprintable(c: char) -> bool {
