@@ -97,8 +97,10 @@ impl AttemptStatus {
         }
     }
 
-    /// Whether a retry policy may name it in `retry.on` (`verification-failed` among them: a
-    /// retry is told which check failed).
+    /// Whether a retry policy may name it in `retry.on` (docs/unattended-runs.md): not a
+    /// completion, a wait for a person, the user's own stop, nor a failure a retry cannot change
+    /// (a command that cannot start, the handler's own storage, a budget the whole invocation
+    /// spent).
     pub(crate) fn is_retryable(self) -> bool {
         match self {
             Self::AgentFailed
@@ -109,19 +111,12 @@ impl AttemptStatus {
             | Self::StopRegex
             | Self::RateLimited
             | Self::VerificationFailed => true,
-            // Done.
             Self::PhaseComplete
-            // Waiting for a person.
             | Self::Blocked
             | Self::NeedsClarification
-            // The user stopping the run.
             | Self::Interrupted
-            // A command that cannot start: retrying changes nothing.
             | Self::LaunchFailed
-            // The handler's own storage failing.
             | Self::ExecutionIoFailed
-            // The retry would meet the same spent budget before its launch (the caps count
-            // the whole invocation).
             | Self::BudgetExceeded => false,
         }
     }
@@ -155,7 +150,6 @@ impl AttemptStatus {
 
     /// What a person does before running a phase stopped with it again (the `next:` line's
     /// advice), and whether that may edit the plan, so the next run accepts a plan change.
-    /// `None` for `phase-complete`, which stops nothing.
     pub(crate) fn recovery(self) -> Option<(&'static str, bool)> {
         let fix = "inspect the transcript and fix the cause";
         match self {

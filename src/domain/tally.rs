@@ -103,7 +103,6 @@ impl Default for RunTotals {
     }
 }
 
-/// The table and its totals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tally {
     pub phases: Vec<PhaseTally>,

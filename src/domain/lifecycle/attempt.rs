@@ -120,7 +120,6 @@ pub(crate) enum AttemptEffect {
     PublishUsage(UsageSummary),
 }
 
-/// The attempt's own timers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AttemptTimer {
     /// After the leader's own exit, how long its pipes may stay open before what is left of
@@ -230,7 +229,6 @@ impl Stage {
     }
 }
 
-/// One attempt's lifecycle.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct AttemptLifecycle {
     stage: Stage,

@@ -89,7 +89,6 @@ pub(crate) enum FirstSelection {
     AllComplete,
 }
 
-/// A successful admission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Admission {
     /// The plan record to write: first acceptance or an accepted change.

@@ -20,7 +20,6 @@ pub struct AttemptReport {
     pub end: AttemptEnd,
 }
 
-/// How one attempt ended, as far as the run is concerned.
 #[derive(Debug)]
 pub enum AttemptEnd {
     /// The outcome is durably committed.
@@ -30,7 +29,6 @@ pub enum AttemptEnd {
         transcript_path: String,
         /// The next attempt of the phase, scheduled in the same write.
         retry: Option<ScheduledRetry>,
-        /// The Verify check that failed a `verification-failed` attempt.
         failed_check: Option<Box<FailedCheck>>,
         usage: Box<UsageSummary>,
         /// A cap is set and the attempt reported no usage.

@@ -118,7 +118,6 @@ pub(crate) struct LaunchOrder {
     pub spent_before: Spent,
 }
 
-/// A wait for a scheduled attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RetryWait {
     pub schedule: RetrySchedule,
