@@ -5,9 +5,10 @@ use std::fmt;
 
 use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
 use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
-use serde::{Serialize, Serializer};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde_with::SerializeDisplay,
+)]
 pub struct Timestamp(DateTime<Utc>);
 
 impl Timestamp {
@@ -46,12 +47,6 @@ pub struct TimestampError;
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))
-    }
-}
-
-impl Serialize for Timestamp {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
     }
 }
 
