@@ -206,14 +206,14 @@ impl EventRecord {
     }
 }
 
-/// When a stream that keeps at most one output-progress line per interval writes the one that
-/// arrives `at`, given its `slot`: when its last progress line was written, or is due.
+/// When a stream that keeps one output-progress line per interval writes the one arriving
+/// `at`, given its `slot` (when its last one was written, or is due).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProgressWrite {
     /// Write it now; it becomes the slot.
     Now,
-    /// Hold it until this time (or until another line is written first), replacing any held
-    /// one; the time becomes the slot. Never dropped: a burst's last figures always arrive.
+    /// Hold it, replacing any held one, until this time (the new slot) or until another line
+    /// is written first: a burst's last figures always arrive.
     At(DateTime<Utc>),
 }
 

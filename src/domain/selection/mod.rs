@@ -145,11 +145,9 @@ pub(crate) fn admit(
     Ok(Admission { accept, first })
 }
 
-/// The admission of the run an operator would start next: a plain `run` when that is
-/// admitted, else the one with the recovery flags its refusals ask for (`--retry-stopped` for
-/// a stop or an unresolved attempt, `--accept-plan-change` for edited plan bytes), returned
-/// with those flags. Refusals no flag lifts (a moved plan, completed phases gone from an
-/// edited plan, a retried phase gone) stay refusals. `check --prompt` previews this run.
+/// The admission of the run an operator would start next (`check --prompt` previews it): a
+/// plain `run` when that is admitted, else the one with the recovery flags its refusals ask
+/// for, returned with them. Refusals no flag lifts stay refusals.
 pub(crate) fn way_forward(
     state: &State,
     plan: &PlanFacts<'_>,

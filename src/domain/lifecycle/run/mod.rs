@@ -1,8 +1,7 @@
 //! The phase loop of one `run` as a pure state machine: [`RunLoop::handle`] maps (stage,
-//! input) to (stage, effects); the run supervisor feeds it inputs and carries out the effects.
-//! Which phase runs next, when the plan is re-hashed, when the run waits, what a signal does
-//! and how the run ends are decided here, each rule at the function that applies it; the
-//! diagram and the generated table are in docs/architecture.md, "Run loop".
+//! input) to (stage, effects); the run supervisor carries out the effects. Each rule (which
+//! phase next, plan re-hash, waits, signals, how the run ends) is documented at the function
+//! that applies it; the diagram and table are in docs/architecture.md, "Run loop".
 
 mod end;
 
