@@ -245,31 +245,23 @@ pub(crate) enum StreamedActivity {
 /// Finds the latest `activity` event of `attempt_id` in `stream` (event-stream lines, oldest
 /// first), reading from the end and stopping at the attempt's `attempt-prepared`.
 pub(crate) fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
-    for line in stream.rsplit('\n') {
-        if !line.contains(attempt_id) {
-            continue;
-        }
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if event["attempt_id"].as_str() != Some(attempt_id) {
-            continue;
-        }
-        match event["event"].as_str() {
-            Some("activity") => {
-                return match (event["text"].as_str(), event["since"].as_str()) {
-                    (Some(text), Some(since)) => StreamedActivity::Status {
-                        text: text.to_owned(),
-                        since: since.to_owned(),
-                    },
-                    _ => StreamedActivity::NoStatus,
-                };
-            }
-            Some("attempt-prepared") => return StreamedActivity::NoStatus,
-            _ => {}
-        }
-    }
-    StreamedActivity::NotFound
+    stream
+        .rsplit('\n')
+        .filter(|line| line.contains(attempt_id))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["attempt_id"].as_str() == Some(attempt_id))
+        .find_map(|event| match event["event"].as_str() {
+            Some("activity") => match (event["text"].as_str(), event["since"].as_str()) {
+                (Some(text), Some(since)) => Some(StreamedActivity::Status {
+                    text: text.to_owned(),
+                    since: since.to_owned(),
+                }),
+                _ => Some(StreamedActivity::NoStatus),
+            },
+            Some("attempt-prepared") => Some(StreamedActivity::NoStatus),
+            _ => None,
+        })
+        .unwrap_or(StreamedActivity::NotFound)
 }
 
 fn rfc3339_millis<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -69,7 +69,6 @@ pub struct PhaseTally {
     pub standing: PhaseStanding,
     /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u32,
-    /// The latest committed attempt.
     pub last: Option<AttemptFigures>,
     pub usage: UsageSummary,
 }

@@ -20,7 +20,6 @@ pub(crate) struct Trailer {
     pub survivors: Vec<u32>,
     /// Our read ends were closed while something outside the group still held a pipe open.
     pub pipes_held_open: bool,
-    /// Why the worker never ran, when it did not.
     pub launch_error: Option<String>,
     /// Whole `live_output_…: …` lines (a viewer gone, a console dropped).
     pub console_notes: Vec<String>,

@@ -156,7 +156,6 @@ pub(crate) struct RecordingInput {
 pub(crate) struct Conclusion {
     pub decision: Decision,
     pub exit: ChildExit,
-    /// Why the worker could not be started, for the transcript.
     pub launch_error: Option<String>,
     /// What the checks came to (or that `--no-verify` skipped them); `None` when none was due.
     pub verification: Option<Verification>,

@@ -203,7 +203,6 @@ pub(crate) struct RunLoop {
     phase_attempts: Vec<EarlierAttempt>,
     /// The check that failed the last attempt, and its phase.
     failed_check: Option<(String, FailedCheck)>,
-    /// What this invocation's committed attempts spent.
     spent: Spent,
     unenforceable_said: bool,
 }
