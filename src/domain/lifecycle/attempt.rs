@@ -208,6 +208,15 @@ pub(crate) enum Stage {
     Done,
 }
 
+impl Default for Stage {
+    fn default() -> Self {
+        Self::Preparing {
+            deferred: Vec::new(),
+            unprotected: None,
+        }
+    }
+}
+
 impl Stage {
     /// The stage's name, for tracing and the lifecycle table.
     pub(crate) fn name(&self) -> &'static str {
@@ -228,15 +237,15 @@ impl Stage {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct AttemptLifecycle {
     stage: Stage,
     /// What stopped the attempt early (or was found while recording); decides the outcome.
     cause: Option<StopCause>,
     interrupts: u32,
     kill_now_sent: bool,
-    /// Which pipes are still open, indexed by `OutputStream as usize`.
-    open: [bool; 2],
+    /// Which pipes reached EOF (or had our read ends closed), indexed by `OutputStream as usize`.
+    closed: [bool; 2],
     /// Recording waits for the `running` record's write to report, because after a failed
     /// state write nothing more may be written for the attempt.
     running_record_settled: bool,
@@ -255,22 +264,10 @@ pub(crate) struct AttemptLifecycle {
 impl AttemptLifecycle {
     pub(crate) fn configured(verify: VerifyPlan, budget: BudgetCaps, spent_before: Spent) -> Self {
         Self {
-            stage: Stage::Preparing {
-                deferred: Vec::new(),
-                unprotected: None,
-            },
-            cause: None,
-            interrupts: 0,
-            kill_now_sent: false,
-            open: [true; 2],
-            running_record_settled: false,
-            unresolved: None,
             verify,
-            usage: AttemptUsage::default(),
             budget,
             spent_before,
-            usage_warning: None,
-            notifications_drained: false,
+            ..Self::default()
         }
     }
 
@@ -349,7 +346,7 @@ impl AttemptLifecycle {
                 if !self.worker_launched() {
                     return;
                 }
-                self.open[stream as usize] = false;
+                self.closed[stream as usize] = true;
                 if let Some(detail) = error {
                     let failure = ExecutionFailure::PipeRead { stream, detail };
                     self.trigger(StopCause::ExecutionIo(failure), effects);
@@ -429,9 +426,9 @@ impl AttemptLifecycle {
                     ..
                 } = &mut self.stage
                 {
-                    if self.open != [false; 2] {
+                    if self.closed != [true; 2] {
                         *pipes_held_open = true;
-                        self.open = [false; 2];
+                        self.closed = [true; 2];
                         effects.push(AttemptEffect::CloseReaders);
                     }
                     // No status can come any more: the leader is stuck (uninterruptible
@@ -469,7 +466,7 @@ impl AttemptLifecycle {
                 grace_elapsed,
                 sweep_requested,
                 ..
-            } if !*sweep_requested && (self.open == [false; 2] || *grace_elapsed) => {
+            } if !*sweep_requested && (self.closed == [true; 2] || *grace_elapsed) => {
                 *sweep_requested = true;
                 effects.push(AttemptEffect::SweepAfterExit);
             }
@@ -477,7 +474,7 @@ impl AttemptLifecycle {
                 exit: Some(exit),
                 group,
                 pipes_held_open,
-            } if self.open == [false; 2]
+            } if self.closed == [true; 2]
                 && self.running_record_settled
                 && self.notifications_drained =>
             {
