@@ -113,10 +113,8 @@ pub(crate) fn render_trailer(
     if trailer.pipes_held_open {
         text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");
     }
-    text.push_str(&format!(
-        "finished_at: {}\n",
-        optional(trailer.finished_at.as_ref())
-    ));
+    let finished_at = optional(trailer.finished_at.as_ref());
+    text.push_str(&format!("finished_at: {finished_at}\n"));
     text
 }
 
