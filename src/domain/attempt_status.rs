@@ -97,10 +97,9 @@ impl AttemptStatus {
         }
     }
 
-    /// Whether a retry policy may name it in `retry.on` (docs/unattended-runs.md): not a
-    /// completion, a wait for a person, the user's own stop, nor a failure a retry cannot change
-    /// (a command that cannot start, the handler's own storage, a budget the whole invocation
-    /// spent).
+    /// Whether `retry.on` may name it (docs/unattended-runs.md): not a completion, a wait for a
+    /// person, the user's own stop, nor a failure a retry cannot change (a command that cannot
+    /// start, the handler's own storage, a budget the whole invocation spent).
     pub(crate) fn is_retryable(self) -> bool {
         match self {
             Self::AgentFailed

@@ -1,7 +1,6 @@
-//! Deciding an attempt's outcome from what happened to it: a stop cause wins, then a nonzero
-//! exit (75 is `rate-limited`), then the framing verdict (docs/worker-protocol.md,
-//! "Precedence"). A stop regex outranks a rate-limit pattern found in the same chunk
-//! ([`crate::domain::stop_regex::PatternKind`]).
+//! Deciding an attempt's outcome: a stop cause wins, then a nonzero exit (75 is `rate-limited`),
+//! then the framing verdict (docs/worker-protocol.md, "Precedence"). A stop regex outranks a
+//! rate-limit pattern in the same chunk ([`crate::domain::stop_regex::PatternKind`]).
 
 use super::budget::CapReached;
 use super::failure::ExecutionFailure;

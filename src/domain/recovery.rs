@@ -84,9 +84,8 @@ impl NextStep {
     }
 }
 
-/// The recovery flags a phase stopped with `reason` needs: `--retry-stopped`, and for a
-/// clarification also `--accept-plan-change`, since the answer usually goes into the plan (an
-/// unchanged plan makes that flag a no-op).
+/// `--retry-stopped`, and for a clarification also `--accept-plan-change`: the answer usually
+/// goes into the plan (an unchanged plan makes that flag a no-op).
 pub(crate) fn flags_after_stop(clarification: bool) -> RecoveryFlags {
     RecoveryFlags {
         retry_stopped: true,

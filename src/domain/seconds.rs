@@ -20,10 +20,9 @@ pub(crate) fn is_valid_duration(seconds: f64) -> bool {
     seconds.is_finite() && seconds > 0.0
 }
 
-/// Renders seconds the way Python's `format(seconds, "g")` does, because the timeout message
-/// (`agent command timed out after <t> seconds`) is part of the observable contract: six
-/// significant digits, no trailing zeros, scientific notation below 1e-4 and from 1e6 on
-/// (`1`, `0.1`, `2.5`, `3600`, `1e+06`, `1e-05`).
+/// Renders seconds as Python's `format(seconds, "g")` does, as the timeout message is part of
+/// the contract: six significant digits, no trailing zeros, scientific notation below 1e-4
+/// and from 1e6 on (`1`, `0.1`, `2.5`, `3600`, `1e+06`, `1e-05`).
 pub(crate) fn format_seconds(seconds: f64) -> String {
     const SIGNIFICANT_DIGITS: i32 = 6;
     if seconds.is_nan() {

@@ -1,7 +1,6 @@
-//! One printable line from text an agent sent: a notification's `STATUS=`, a usage report's
-//! model names, the wrappers' status lines. Control and bidirectional-formatting characters
-//! could redraw a terminal or reorder what a reader sees, so they never survive, and the line
-//! is bounded so one chatty agent cannot flood a status display.
+//! One printable line from text an agent sent (a `STATUS=`, a usage report's model names, the
+//! wrappers' status lines): no control or bidirectional-formatting character survives, and the
+//! line is bounded so one chatty agent cannot flood a status display.
 
 /// A status longer than this many characters is cut (and ends with `…`).
 pub(crate) const MAX_STATUS_CHARS: usize = 200;

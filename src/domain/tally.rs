@@ -1,7 +1,6 @@
-//! The per-phase table and run totals that `status` shows (docs/cli.md), tallied from
-//! `state.json` alone so that `status` never opens one outcome file per attempt
-//! (docs/benchmarks.md). Entries committed before their figures were recorded, and abandoned
-//! attempts, count as attempts but add nothing to the sums (their usage is `unknown`).
+//! The per-phase table and run totals that `status` shows (docs/cli.md), from `state.json`
+//! alone. Entries committed before their figures were recorded, and abandoned attempts, count
+//! as attempts but add nothing to the sums (their usage is `unknown`).
 
 use std::collections::{HashMap, HashSet};
 

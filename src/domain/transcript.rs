@@ -134,9 +134,8 @@ pub(crate) struct CheckFooter {
     pub pipes_abandoned: bool,
 }
 
-/// The line that ends a check's part of the transcript — `--- verify 2 failed: exited with
-/// code 101 after 1.2s, 345 B output ---` — on a line of its own, then what its cleanup
-/// killed or left, one `key: value` line each, as in the worker's trailer.
+/// `--- verify 2 failed: exited with code 101 after 1.2s, 345 B output ---` on a line of its
+/// own, then what the check's cleanup killed or left, as in the worker's trailer.
 pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool) -> String {
     let mut text = String::new();
     if !ends_with_newline {

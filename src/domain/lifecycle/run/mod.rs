@@ -381,10 +381,9 @@ impl RunLoop {
         }
     }
 
-    /// Decides what comes next between attempts: launch a phase, or end the run. The plan
-    /// snapshot serves the first launch; before every later launch, and before reporting
-    /// completion or the phase limit, the plan file is re-hashed. `--max-phases` stops the run
-    /// only while phases remain.
+    /// Between attempts: launch a phase, or end the run. The snapshot serves the first launch;
+    /// before every later one, and before reporting completion or the phase limit, the plan
+    /// is re-hashed. `--max-phases` stops the run only while phases remain.
     fn checkpoint<I>(&mut self, effects: &mut Vec<RunEffect<I>>) {
         let next = self.next_phase();
         if let Some(signal) = self.first_signal {
