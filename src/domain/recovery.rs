@@ -29,15 +29,12 @@ pub(crate) struct NextStep {
     pub why: Option<String>,
 }
 
-pub(crate) const RETRY_STOPPED: &str = "--retry-stopped";
-pub(crate) const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
-
 impl NextStep {
     /// `run` again with `flags`.
     pub(crate) fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
         let named: Vec<&'static str> = [
-            (flags.retry_stopped, RETRY_STOPPED),
-            (flags.accept_plan_change, ACCEPT_PLAN_CHANGE),
+            (flags.retry_stopped, "--retry-stopped"),
+            (flags.accept_plan_change, "--accept-plan-change"),
         ]
         .into_iter()
         .filter_map(|(given, flag)| given.then_some(flag))
@@ -128,7 +125,7 @@ mod tests {
             step.line(),
             "next: answer in the plan or the repository, then ai-session-handler run --plan docs/plans/x.md --retry-stopped --accept-plan-change"
         );
-        assert_eq!(step.flags, [RETRY_STOPPED, ACCEPT_PLAN_CHANGE]);
+        assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
     }
 
     #[test]

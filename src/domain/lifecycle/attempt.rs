@@ -230,11 +230,6 @@ impl Stage {
             Self::Sweeping { .. } | Self::Stopping { .. } | Self::Draining { .. }
         )
     }
-
-    /// The group may still have live members, so skipping the grace period means something.
-    fn group_may_live(&self) -> bool {
-        matches!(self, Self::Sweeping { .. } | Self::Stopping { .. })
-    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -544,7 +539,9 @@ impl AttemptLifecycle {
                 );
             }
         }
-        if self.interrupts > 1 && !self.kill_now_sent && self.stage.group_may_live() {
+        // Skipping the grace period means something only while the group may have members.
+        let group_may_live = matches!(self.stage, Stage::Sweeping { .. } | Stage::Stopping { .. });
+        if self.interrupts > 1 && !self.kill_now_sent && group_may_live {
             self.kill_now_sent = true;
             effects.push(AttemptEffect::KillNow);
         }
