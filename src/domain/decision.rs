@@ -54,7 +54,6 @@ impl StopCause {
     }
 }
 
-/// How the child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChildExit {
     pub code: Option<i32>,

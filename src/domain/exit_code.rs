@@ -17,7 +17,6 @@ pub(crate) enum ExitCode {
 }
 
 impl ExitCode {
-    /// The process exit status.
     pub(crate) fn code(self) -> i32 {
         match self {
             Self::Success => 0,

@@ -18,7 +18,6 @@ pub(crate) struct ProgramFacts {
     pub interpreter_exists: Option<bool>,
 }
 
-/// Why the launch failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum LaunchProblem {
     #[error("{program}: is a directory, not an executable")]

@@ -2,7 +2,6 @@
 
 use super::marker::mentions_result_tag;
 
-/// Which child stream bytes came from (`stdout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
 pub enum OutputStream {

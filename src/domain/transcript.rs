@@ -31,7 +31,6 @@ pub(crate) struct Trailer {
     pub notifications: Option<String>,
 }
 
-/// What the transcript header shows.
 pub(crate) struct TranscriptHeader<'a> {
     pub attempt_id: &'a str,
     pub phase_id: &'a str,

@@ -516,15 +516,12 @@ impl RunLoop {
         let Some(reached) = self.rules.budget.reached(self.spent) else {
             return false;
         };
-        let retry_scheduled = self.pending_retry.is_some();
-        self.finish(
-            RunEnd::BudgetReached {
-                reached,
-                phase_id: phase_id.to_owned(),
-                retry_scheduled,
-            },
-            effects,
-        );
+        let end = RunEnd::BudgetReached {
+            reached,
+            phase_id: phase_id.to_owned(),
+            retry_scheduled: self.pending_retry.is_some(),
+        };
+        self.finish(end, effects);
         true
     }
 
@@ -657,13 +654,11 @@ impl RunLoop {
                     .as_ref()
                     .map(|schedule| schedule.phase_id.clone())
                     .unwrap_or_default();
-                self.finish(
-                    RunEnd::InterruptedDuringWait {
-                        signal: first,
-                        phase_id,
-                    },
-                    effects,
-                );
+                let end = RunEnd::InterruptedDuringWait {
+                    signal: first,
+                    phase_id,
+                };
+                self.finish(end, effects);
             }
             // Held: acted on when the pending step answers (or at the first checkpoint).
             Stage::Admitting
@@ -680,13 +675,11 @@ impl RunLoop {
         plan_complete: bool,
         effects: &mut Vec<RunEffect<I>>,
     ) {
-        self.finish(
-            RunEnd::InterruptedBeforeLaunch {
-                signal,
-                plan_complete,
-            },
-            effects,
-        );
+        let end = RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete,
+        };
+        self.finish(end, effects);
     }
 
     fn finish<I>(&mut self, end: RunEnd<I>, effects: &mut Vec<RunEffect<I>>) {
