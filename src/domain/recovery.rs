@@ -64,11 +64,8 @@ impl NextStep {
     /// `cd <cwd> && <command>`, shell-quoted, to run from the directory the stopped run was
     /// started in: hooks hand it on, so a person reading a notification can paste it.
     pub(crate) fn run_from(&self, cwd: &str) -> String {
-        format!(
-            "cd {} && {}",
-            shell_join(&[cwd.to_owned()]),
-            shell_join(&self.argv)
-        )
+        let (cwd, command) = (shell_join(&[cwd.to_owned()]), shell_join(&self.argv));
+        format!("cd {cwd} && {command}")
     }
 
     /// `next: <why>, then <command>` (or `next: <command>`), shell-quoted.

@@ -157,10 +157,8 @@ pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool)
             units::bytes(outcome.output_bytes)
         ),
     };
-    text.push_str(&format!(
-        "--- verify {} {verdict}: {how} ---\n",
-        footer.index
-    ));
+    let index = footer.index;
+    text.push_str(&format!("--- verify {index} {verdict}: {how} ---\n"));
     push_pid_lines(
         &mut text,
         &footer.leaked,

@@ -218,7 +218,6 @@ impl Default for Stage {
 }
 
 impl Stage {
-    /// The stage's name, for tracing and the lifecycle table.
     pub(crate) fn name(&self) -> &'static str {
         self.into()
     }
@@ -249,7 +248,6 @@ pub(crate) struct AttemptLifecycle {
     verify: VerifyPlan,
     usage: AttemptUsage,
     budget: BudgetCaps,
-    /// What the invocation's committed attempts spent before this one.
     spent_before: Spent,
     /// The warning about the first invalid usage report, for the transcript.
     usage_warning: Option<String>,
@@ -530,13 +528,11 @@ impl AttemptLifecycle {
             }
             cause => {
                 self.cause = cause;
-                self.trigger(
-                    StopCause::Interrupted {
-                        signal,
-                        during: None,
-                    },
-                    effects,
-                );
+                let interrupted = StopCause::Interrupted {
+                    signal,
+                    during: None,
+                };
+                self.trigger(interrupted, effects);
             }
         }
         // Skipping the grace period means something only while the group may have members.
@@ -790,7 +786,6 @@ impl AttemptLifecycle {
     }
 }
 
-/// What a matched pattern stops the attempt as.
 fn pattern_cause(found: StopMatch) -> StopCause {
     let pattern = found.pattern;
     match found.kind {

@@ -152,7 +152,6 @@ pub(crate) enum Stage {
 }
 
 impl Stage {
-    /// The stage's name, for tracing and the table.
     pub(crate) fn name(&self) -> &'static str {
         self.into()
     }
