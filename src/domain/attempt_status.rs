@@ -150,7 +150,6 @@ impl AttemptStatus {
     /// What a person does before running a phase stopped with it again (the `next:` line's
     /// advice), and whether that may edit the plan, so the next run accepts a plan change.
     pub(crate) fn recovery(self) -> Option<(&'static str, bool)> {
-        let fix = "inspect the transcript and fix the cause";
         match self {
             Self::PhaseComplete => None,
             Self::Blocked => Some(("resolve the blocker", false)),
@@ -169,7 +168,7 @@ impl AttemptStatus {
             | Self::Timeout
             | Self::StopRegex
             | Self::ExecutionIoFailed
-            | Self::RateLimited => Some((fix, false)),
+            | Self::RateLimited => Some(("inspect the transcript and fix the cause", false)),
         }
     }
 }

@@ -126,13 +126,11 @@ pub(crate) fn decide(
 
 fn decide_stop(cause: &StopCause) -> Decision {
     let (status, summary) = match cause {
-        StopCause::Timeout { seconds } => (
-            AttemptStatus::Timeout,
-            format!(
-                "agent command timed out after {} seconds",
-                format_seconds(*seconds)
-            ),
-        ),
+        StopCause::Timeout { seconds } => {
+            let seconds = format_seconds(*seconds);
+            let summary = format!("agent command timed out after {seconds} seconds");
+            (AttemptStatus::Timeout, summary)
+        }
         StopCause::IdleTimeout(idle) => (AttemptStatus::Timeout, idle.summary.clone()),
         StopCause::StopRegex { pattern } => (
             AttemptStatus::StopRegex,
@@ -142,20 +140,15 @@ fn decide_stop(cause: &StopCause) -> Decision {
             AttemptStatus::RateLimited,
             format!("agent output matched rate-limit pattern '{pattern}'"),
         ),
-        StopCause::Interrupted { signal, during } => (
-            AttemptStatus::Interrupted,
-            match during {
-                None => format!(
-                    "handler interrupted while the worker was active ({})",
-                    signal_name(*signal)
-                ),
-                Some(earlier) => format!(
-                    "handler interrupted while the worker was active ({}); the attempt was already stopping: {}",
-                    signal_name(*signal),
-                    decide_stop(earlier).summary
-                ),
-            },
-        ),
+        StopCause::Interrupted { signal, during } => {
+            let signal = signal_name(*signal);
+            let mut summary = format!("handler interrupted while the worker was active ({signal})");
+            if let Some(earlier) = during {
+                let earlier = decide_stop(earlier).summary;
+                summary.push_str(&format!("; the attempt was already stopping: {earlier}"));
+            }
+            (AttemptStatus::Interrupted, summary)
+        }
         StopCause::ExecutionIo(failure) => (
             AttemptStatus::ExecutionIoFailed,
             format!("attempt execution IO failed: {failure}"),
