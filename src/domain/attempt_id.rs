@@ -8,12 +8,7 @@ use super::timestamp::Timestamp;
 
 /// Builds the id from its parts; the caller supplies the clock and the randomness.
 pub(crate) fn attempt_id(started_at: Timestamp, phase_id: &str, uuid: Uuid) -> String {
-    format!(
-        "{}-{}-{}",
-        started_at.compact(),
-        phase_id,
-        uuid.hyphenated()
-    )
+    format!("{}-{phase_id}-{}", started_at.compact(), uuid.hyphenated())
 }
 
 /// True when `id` is safe to use as a file stem: non-empty, no path separators, no leading dot.

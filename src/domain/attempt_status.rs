@@ -1,15 +1,13 @@
-//! The terminal status of an attempt and everything that follows from it: the exit code,
-//! whether a retry policy may retry it, what a person does next, how reports and `run --json`
-//! name it. Each property is one exhaustive `match` here, so a new status is a compiler-guided
-//! change (docs/state-and-recovery.md lists the statuses).
+//! The terminal status of an attempt (docs/state-and-recovery.md) and everything that follows
+//! from it. Each property is one exhaustive `match` (or derives from one), so a new status is a
+//! compiler-guided change.
 
 use serde::{Deserialize, Serialize};
 
 use super::exit_code::ExitCode;
 use super::hooks::event::HookEvent;
 
-/// Terminal status of an attempt, as written to outcomes, `committed_outcomes`, `last_run` and
-/// (except `phase-complete`) `stop.reason`.
+/// As written to outcomes, `committed_outcomes`, `last_run` and `stop.reason`.
 #[derive(
     Clone,
     Copy,
@@ -39,13 +37,10 @@ pub enum AttemptStatus {
     StopRegex,
     Interrupted,
     ExecutionIoFailed,
-    /// The provider refused for now: a rate-limit pattern matched or the agent exited 75.
+    /// A rate-limit pattern matched or the agent exited 75.
     RateLimited,
-    /// The agent reported `phase-complete`, but a check of the phase's `Verify` section
-    /// failed.
+    /// The agent reported `phase-complete`, but a Verify check failed.
     VerificationFailed,
-    /// A budget cap (`--max-tokens`, `--max-cost`, config `budget`) was crossed while the
-    /// attempt ran: it was stopped like a stop-regex match.
     BudgetExceeded,
 }
 
@@ -55,12 +50,13 @@ impl AttemptStatus {
         self.into()
     }
 
-    /// The handler exit code it leads to (`last_run.exit_code`).
-    pub(crate) fn exit_code(self) -> ExitCode {
+    /// How a run it stopped ends; the exit code, the result tag and the hooks follow from it.
+    fn result_kind(self) -> RunResult {
         match self {
-            Self::PhaseComplete => ExitCode::Success,
-            Self::Blocked => ExitCode::Blocked,
-            Self::NeedsClarification => ExitCode::NeedsClarification,
+            Self::PhaseComplete => RunResult::Complete,
+            Self::Blocked => RunResult::Blocked,
+            Self::NeedsClarification => RunResult::NeedsClarification,
+            Self::Interrupted => RunResult::Interrupted,
             Self::AgentFailed
             | Self::LaunchFailed
             | Self::MissingMarker
@@ -68,38 +64,42 @@ impl AttemptStatus {
             | Self::MultipleMarkers
             | Self::Timeout
             | Self::StopRegex
-            | Self::Interrupted
             | Self::ExecutionIoFailed
             | Self::RateLimited
             | Self::VerificationFailed
-            | Self::BudgetExceeded => ExitCode::AgentFailed,
+            | Self::BudgetExceeded => RunResult::Failed,
+        }
+    }
+
+    /// `result` in `run --json` for a run it stopped (docs/run-result.schema.json).
+    pub(crate) fn run_result(self) -> &'static str {
+        self.result_kind().into()
+    }
+
+    /// The handler exit code it leads to (`last_run.exit_code`).
+    pub(crate) fn exit_code(self) -> ExitCode {
+        match self.result_kind() {
+            RunResult::Complete => ExitCode::Success,
+            RunResult::Blocked => ExitCode::Blocked,
+            RunResult::NeedsClarification => ExitCode::NeedsClarification,
+            RunResult::Interrupted | RunResult::Failed => ExitCode::AgentFailed,
         }
     }
 
     /// The result tag the worker reported it with, for the statuses a worker reports:
     /// `phase-blocked`.
     pub(crate) fn result_tag(self) -> Option<&'static str> {
-        match self {
-            Self::PhaseComplete => Some("phase-complete"),
-            Self::Blocked => Some("phase-blocked"),
-            Self::NeedsClarification => Some("phase-needs-clarification"),
-            Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::Interrupted
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => None,
+        match self.result_kind() {
+            RunResult::Complete => Some("phase-complete"),
+            RunResult::Blocked => Some("phase-blocked"),
+            RunResult::NeedsClarification => Some("phase-needs-clarification"),
+            RunResult::Interrupted | RunResult::Failed => None,
         }
     }
 
-    /// Whether a retry policy may name it in `retry.on` (`verification-failed` among them: a
-    /// retry is told which check failed).
+    /// Whether `retry.on` may name it (docs/unattended-runs.md): not a completion, a wait for a
+    /// person, the user's own stop, nor a failure a retry cannot change (a command that cannot
+    /// start, the handler's own storage, a budget the whole invocation spent).
     pub(crate) fn is_retryable(self) -> bool {
         match self {
             Self::AgentFailed
@@ -110,86 +110,40 @@ impl AttemptStatus {
             | Self::StopRegex
             | Self::RateLimited
             | Self::VerificationFailed => true,
-            // Done.
             Self::PhaseComplete
-            // Waiting for a person.
             | Self::Blocked
             | Self::NeedsClarification
-            // The user stopping the run.
             | Self::Interrupted
-            // A command that cannot start: retrying changes nothing.
             | Self::LaunchFailed
-            // The handler's own storage failing.
             | Self::ExecutionIoFailed
-            // The retry would meet the same spent budget before its launch (the caps count
-            // the whole invocation).
             | Self::BudgetExceeded => false,
         }
     }
 
     /// Whether `retry.on` names it when the config does not say: every retryable status
-    /// but `stop-regex`, which is the user asking for a stop. `verification-failed` is in:
-    /// the retry's prompt shows the failing check, so the agent can fix what it reports.
+    /// but `stop-regex`, which is the user asking for a stop.
     pub(crate) fn is_retried_by_default(self) -> bool {
-        match self {
-            Self::StopRegex => false,
-            Self::AgentFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::RateLimited
-            | Self::VerificationFailed => true,
-            Self::PhaseComplete
-            | Self::Blocked
-            | Self::NeedsClarification
-            | Self::Interrupted
-            | Self::LaunchFailed
-            | Self::ExecutionIoFailed
-            | Self::BudgetExceeded => false,
-        }
+        self.is_retryable() && self != Self::StopRegex
     }
 
     /// The hook event its commit fires, if any (a stop fires `phase-stopped` when the run
     /// ends: [`AttemptStatus::waits_for_a_person`]).
     pub(crate) fn committed_hook(self) -> Option<HookEvent> {
-        match self {
-            Self::PhaseComplete => Some(HookEvent::PhaseComplete),
-            Self::Blocked
-            | Self::NeedsClarification
-            | Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::Interrupted
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => None,
+        match self.result_kind() {
+            RunResult::Complete => Some(HookEvent::PhaseComplete),
+            RunResult::Blocked
+            | RunResult::NeedsClarification
+            | RunResult::Interrupted
+            | RunResult::Failed => None,
         }
     }
 
     /// Whether a run that stopped with it (and scheduled no retry) waits for a person: the
     /// `phase-stopped` hook. Not after a completion, nor after the user's own interrupt.
     pub(crate) fn waits_for_a_person(self) -> bool {
-        match self {
-            Self::PhaseComplete | Self::Interrupted => false,
-            Self::Blocked
-            | Self::NeedsClarification
-            | Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => true,
+        match self.result_kind() {
+            RunResult::Complete | RunResult::Interrupted => false,
+            RunResult::Blocked | RunResult::NeedsClarification | RunResult::Failed => true,
         }
     }
 
@@ -216,9 +170,7 @@ impl AttemptStatus {
 
     /// What a person does before running a phase stopped with it again (the `next:` line's
     /// advice), and whether that may edit the plan, so the next run accepts a plan change.
-    /// `None` for `phase-complete`, which stops nothing.
     pub(crate) fn recovery(self) -> Option<(&'static str, bool)> {
-        let fix = "inspect the transcript and fix the cause";
         match self {
             Self::PhaseComplete => None,
             Self::Blocked => Some(("resolve the blocker", false)),
@@ -237,30 +189,20 @@ impl AttemptStatus {
             | Self::Timeout
             | Self::StopRegex
             | Self::ExecutionIoFailed
-            | Self::RateLimited => Some((fix, false)),
+            | Self::RateLimited => Some(("inspect the transcript and fix the cause", false)),
         }
     }
+}
 
-    /// `result` in `run --json` for a run it stopped (docs/run-result.schema.json).
-    pub(crate) fn run_result(self) -> &'static str {
-        match self {
-            Self::PhaseComplete => "complete",
-            Self::Blocked => "blocked",
-            Self::NeedsClarification => "needs-clarification",
-            Self::Interrupted => "interrupted",
-            Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => "failed",
-        }
-    }
+/// How a run that an attempt stopped ends, as `run --json` names it.
+#[derive(Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+enum RunResult {
+    Complete,
+    Blocked,
+    NeedsClarification,
+    Interrupted,
+    Failed,
 }
 
 #[cfg(test)]

@@ -1,17 +1,6 @@
-//! Deciding an attempt's outcome from what happened to it (docs/worker-protocol.md).
-//!
-//! The supervisor remembers the first *stop cause* that made it end the attempt early (timeout,
-//! idle timeout, stop regex, rate-limit pattern, interruption, an I/O failure while streaming);
-//! the child's exit status and the two streams' framing verdict arrive at the end. A stop cause
-//! always wins, then a nonzero exit, then the framing verdict: a result block counts only after
-//! a zero exit of an attempt nobody had to stop.
-//!
-//! Rate limits (issue 11) fit in without a new precedence level: a matched rate-limit pattern
-//! is one more stop cause (the first cause still wins, an interruption still decides the
-//! outcome, and a stop regex outranks a rate-limit pattern found in the same chunk, having the lower index in the one
-//! pattern set — see [`crate::domain::stop_regex::PatternKind`]), and exit code 75 (`EX_TEMPFAIL`) is the one nonzero exit that
-//! means `rate-limited` rather than `agent-failed`. Because it is a nonzero exit, it beats a
-//! result block printed before it.
+//! Deciding an attempt's outcome: a stop cause wins, then a nonzero exit (75 is `rate-limited`),
+//! then the framing verdict (docs/worker-protocol.md, "Precedence"). A stop regex outranks a
+//! rate-limit pattern in the same chunk ([`crate::domain::stop_regex::PatternKind`]).
 
 use super::budget::CapReached;
 use super::failure::ExecutionFailure;
@@ -19,32 +8,29 @@ use super::marker::{MarkerVerdict, ResultKind};
 use super::seconds::format_seconds;
 use super::state::AttemptStatus;
 
-/// Why the supervisor ended an attempt before the child finished on its own (or, for a stop
-/// regex found in the final drain, after).
-#[derive(Clone, Debug, PartialEq)]
+/// Why the attempt was ended before the child finished on its own (or, for a pattern found
+/// at the end of input, after).
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub(crate) enum StopCause {
-    /// The wall-clock `--timeout` expired.
+    /// The wall-clock `--timeout`.
     Timeout { seconds: f64 },
-    /// No sign of life (output, an accepted notification, activity) for `--idle-timeout`
-    /// seconds, or longer when the agent extended the idle deadline.
+    /// No sign of life for `--idle-timeout` (or longer, when the agent extended it).
     IdleTimeout(IdleStop),
-    /// A stop regex matched the combined output.
+    /// A stop regex matched.
     StopRegex { pattern: String },
-    /// A `rate_limit.patterns` regex matched the combined output: the provider refused for now.
+    /// A `rate_limit.patterns` regex matched.
     RateLimited { pattern: String },
-    /// The handler caught SIGINT, SIGTERM, SIGHUP or SIGQUIT. `during` is the cause the attempt was already
-    /// being stopped for when the signal came: the signal still decides the outcome (the
-    /// handler exits 130/143, so its record must say interrupted), and the summary keeps the
-    /// earlier cause.
+    /// A stopping signal. `during` is the cause the attempt was already being stopped for:
+    /// the signal still decides the outcome (the handler exits 128 + signal, so its record
+    /// must say interrupted), and the summary keeps the earlier cause.
     Interrupted {
         signal: i32,
         during: Option<Box<StopCause>>,
     },
-    /// The attempt's own machinery failed: reading a pipe, writing the transcript, recording
-    /// the running attempt, an attempt actor.
+    /// The attempt's own machinery failed.
     ExecutionIo(ExecutionFailure),
-    /// The committed usage of the invocation plus the attempt's latest usage report reached a
-    /// budget cap (`--max-tokens`, `--max-cost`, config `budget`).
+    /// The invocation's committed usage plus the attempt's latest report reached a cap.
     BudgetExceeded(CapReached),
 }
 
@@ -57,18 +43,9 @@ pub(crate) struct IdleStop {
 }
 
 impl StopCause {
-    /// The cause's kind, for events and logs: `timeout`, `idle-timeout`, `stop-regex`,
-    /// `rate-limited`, `interrupted`, `execution-io`, `budget-exceeded`.
+    /// The cause's kind, for events and logs.
     pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Self::Timeout { .. } => "timeout",
-            Self::IdleTimeout { .. } => "idle-timeout",
-            Self::StopRegex { .. } => "stop-regex",
-            Self::RateLimited { .. } => "rate-limited",
-            Self::Interrupted { .. } => "interrupted",
-            Self::ExecutionIo(_) => "execution-io",
-            Self::BudgetExceeded(_) => "budget-exceeded",
-        }
+        self.into()
     }
 
     /// The cause in words: the summary an outcome decided by it records.
@@ -77,26 +54,18 @@ impl StopCause {
     }
 }
 
-/// How the child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChildExit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
 }
 
-impl ChildExit {
-    pub(crate) fn success(&self) -> bool {
-        self.code == Some(0)
-    }
-}
-
-/// `EX_TEMPFAIL` from sysexits.h: "temporary failure, try again later". An agent (or a shipped
-/// wrapper) exits with it when the provider rate-limited it, so the attempt is recorded as
-/// `rate-limited` instead of `agent-failed`.
+/// `EX_TEMPFAIL` from sysexits.h: an agent (or a shipped wrapper) exits with it when the
+/// provider rate-limited it.
 pub(crate) const EX_TEMPFAIL: i32 = 75;
 
-/// The decided outcome: its status and the summary recorded with it (the result body for
-/// result blocks, otherwise the runner's one-line diagnostic).
+/// The decided outcome: its status and its summary (the result body for a result block,
+/// otherwise the runner's one-line diagnostic).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub status: AttemptStatus,
@@ -120,7 +89,7 @@ pub(crate) fn decide(
             ),
         };
     }
-    if !exit.success() {
+    if exit.code != Some(0) {
         let summary = match (exit.code, exit.signal) {
             (Some(code), _) => format!("agent command exited with code {code}"),
             (None, Some(signal)) => format!("agent command was killed by signal {signal}"),
@@ -157,13 +126,11 @@ pub(crate) fn decide(
 
 fn decide_stop(cause: &StopCause) -> Decision {
     let (status, summary) = match cause {
-        StopCause::Timeout { seconds } => (
-            AttemptStatus::Timeout,
-            format!(
-                "agent command timed out after {} seconds",
-                format_seconds(*seconds)
-            ),
-        ),
+        StopCause::Timeout { seconds } => {
+            let seconds = format_seconds(*seconds);
+            let summary = format!("agent command timed out after {seconds} seconds");
+            (AttemptStatus::Timeout, summary)
+        }
         StopCause::IdleTimeout(idle) => (AttemptStatus::Timeout, idle.summary.clone()),
         StopCause::StopRegex { pattern } => (
             AttemptStatus::StopRegex,
@@ -173,20 +140,15 @@ fn decide_stop(cause: &StopCause) -> Decision {
             AttemptStatus::RateLimited,
             format!("agent output matched rate-limit pattern '{pattern}'"),
         ),
-        StopCause::Interrupted { signal, during } => (
-            AttemptStatus::Interrupted,
-            match during {
-                None => format!(
-                    "handler interrupted while the worker was active ({})",
-                    signal_name(*signal)
-                ),
-                Some(earlier) => format!(
-                    "handler interrupted while the worker was active ({}); the attempt was already stopping: {}",
-                    signal_name(*signal),
-                    decide_stop(earlier).summary
-                ),
-            },
-        ),
+        StopCause::Interrupted { signal, during } => {
+            let signal = signal_name(*signal);
+            let mut summary = format!("handler interrupted while the worker was active ({signal})");
+            if let Some(earlier) = during {
+                let earlier = decide_stop(earlier).summary;
+                summary.push_str(&format!("; the attempt was already stopping: {earlier}"));
+            }
+            (AttemptStatus::Interrupted, summary)
+        }
         StopCause::ExecutionIo(failure) => (
             AttemptStatus::ExecutionIoFailed,
             format!("attempt execution IO failed: {failure}"),

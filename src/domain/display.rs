@@ -1,20 +1,14 @@
-//! Text the runner prints — result lines, failure reports, transcript tails, refusals,
-//! `status` and `check` — made safe for a terminal and for a caller that reads it.
-//!
-//! Much of it comes from agents (result bodies, transcript lines) or from paths. Printed raw,
-//! an escape sequence (ESC, OSC), a carriage return or a NUL could rewrite the user's terminal
-//! or imitate a status line, and a result tag at a line start would be taken for a result by a
-//! nested outer handler reading our output. So every printed line is escaped here: control
-//! characters as Rust escapes (`\u{1b}`, `\r`, `\0`), and result tags as the wrappers render
-//! them (`&lt;phase-complete>`). Line breaks and tabs stay. The transcript is never touched:
-//! it stays byte-exact.
+//! Text the runner prints, made safe for a terminal and for a caller that reads it: from an
+//! agent or a path, an escape sequence could rewrite the terminal and a result tag at a line
+//! start be taken for a result by an outer handler. The transcript stays byte-exact.
 
 use std::borrow::Cow;
 
 use super::marker::defuse_tags;
 
-/// `text` ready to print: control characters escaped (a line break, a tab and the `\r` of a
-/// `\r\n` kept), bidirectional overrides escaped, result tags defused.
+/// `text` ready to print: control characters and bidirectional overrides as Rust escapes
+/// (`\u{1b}`; a line break, a tab and the `\r` of a `\r\n` kept), result tags defused as the
+/// wrappers render them (`&lt;phase-complete>`).
 pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     let escaped = escape_controls(text);
     match defuse_tags(&escaped) {
@@ -23,10 +17,9 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// A JSON document (as serialized) ready to print: the same characters written as JSON
-/// escapes (`\u003c` for `<`, `\u007f`…`\u009f`, the bidirectional overrides). Strings never
-/// hold a raw control character once serialized, and outside strings JSON holds none of these
-/// characters but its whitespace, so the replacement never changes the document's meaning.
+/// A serialized JSON document ready to print: the same characters as JSON escapes (`\u003c`
+/// for `<`). Outside strings JSON holds none of them but its whitespace, and inside a string
+/// the escape means the same character, so the document's meaning never changes.
 pub(crate) fn printable_json(json: &str) -> Cow<'_, str> {
     let escape = |c: char| c == '<' || (needs_escape(c) && !matches!(c, '\n' | '\t' | '\r'));
     if !json.chars().any(escape) {

@@ -1,7 +1,8 @@
-//! What a run tells its observers as it goes: typed lifecycle events, pure data. The actor tree
-//! emits them; the command layer turns them into progress lines, the live status line, the
-//! `run --json` result and the event stream (`events.jsonl`, one [`EventRecord`] per line; the
-//! format is documented in docs/cli.md).
+//! What a run tells its observers as it goes: typed lifecycle events, pure data, which the
+//! command layer turns into progress lines, the status line, the `run --json` result and the
+//! event stream (`events.jsonl`, one [`EventRecord`] per line; fields in docs/cli.md).
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
@@ -14,12 +15,10 @@ use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 
-/// One thing that happened during a run. Serialized with its kind in `event` (kebab case) and
-/// its fields beside it.
+/// One thing that happened during a run, serialized with its kind in `event` (kebab case).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub(crate) enum RunEvent {
-    /// The handler started a run of this plan.
     RunStarted {
         pid: u32,
         version: String,
@@ -32,12 +31,12 @@ pub(crate) enum RunEvent {
     AttemptPrepared {
         phase_id: String,
         title: String,
-        /// The phase's position in the plan, 1-based.
+        /// 1-based.
         phase_index: usize,
         phases: usize,
         /// This attempt's number among its phase's recorded attempts.
         phase_attempt: u32,
-        /// Counted attempt k of n in this run (retries; see docs/unattended-runs.md).
+        /// Counted attempt k of n in this run.
         attempt: u32,
         of: u32,
         agent_cmd: String,
@@ -46,59 +45,39 @@ pub(crate) enum RunEvent {
     },
     /// The worker runs, leader of its own process group.
     WorkerSpawned { pid: u32, pgid: u32 },
-    /// The handler caught a stopping signal (`SIGINT`, `SIGTERM`, `SIGHUP`, `SIGQUIT`): the run
-    /// stops (docs/cli.md). Emitted as the signal arrives, before the attempt is stopped.
+    /// Emitted as the signal arrives, before the attempt is stopped.
     SignalReceived { signal: String },
-    /// Output so far (throttled: at most a few per second to observers, fewer in the stream).
     OutputProgress {
         stdout_bytes: u64,
         stderr_bytes: u64,
-        /// The last complete line the agent printed, cut to a few hundred bytes.
         last_line: Option<String>,
     },
-    /// What the agent says it is doing (`STATUS=` on its notification socket), rate-limited
-    /// to one a second (the last word of a burst is never lost). `text` is `None` when the
-    /// agent cleared its status; `since` is when the text was first set (RFC 3339, UTC).
+    /// The agent's `STATUS=`; `text` is `None` when it cleared its status.
     Activity {
         text: Option<String>,
         since: Option<String>,
     },
-    /// The agent announced a silence (`EXTEND_TIMEOUT_USEC`): the idle deadline is now
-    /// `until` (RFC 3339, UTC), `seconds` from now. Published when it moved at least a second
-    /// beyond the last one published. The wall-clock `--timeout` is never extended.
+    /// The agent announced a silence (`EXTEND_TIMEOUT_USEC`).
     IdleDeadlineExtended { until: String, seconds: f64 },
-    /// The attempt is being stopped: `cause` is `timeout`, `idle-timeout`, `stop-regex`,
-    /// `rate-limited`, `interrupted`, `execution-io` or `budget-exceeded`; `detail` says more.
+    /// The attempt, or its running check, is being stopped.
     StopRequested { cause: String, detail: String },
-    /// The run's watchdog was lost (killed or stopped): what happened, and whether a new one
-    /// took over (`replaced_by`) or the attempt is stopped (`error`).
     WatchdogLost {
         pid: u32,
-        /// `killed`, `stopped` or `exited`.
         cause: &'static str,
-        /// The signal that killed or stopped it, or its exit code.
         code: i32,
         replaced_by: Option<u32>,
         error: Option<String>,
         detail: String,
     },
-    /// A budget cap is set, but an attempt reported no usage: the cap cannot be enforced for
-    /// its agent. Emitted once per run.
+    /// A budget cap is set, but an attempt reported no usage; once per run.
     BudgetUnenforceable { message: String },
-    /// A usage report changed the running attempt's usage (docs/worker-protocol.md): the
-    /// attempt's usage so far, at most one a second (`token_usage::publication`); the
-    /// attempt's final usage is on its `outcome-committed`.
+    /// A usage report changed the running attempt's usage.
     Usage {
         phase_id: String,
         usage: UsageSummary,
     },
     /// The worker's group is empty.
-    GroupStopped {
-        leaked: Vec<u32>,
-        escaped: Vec<u32>,
-        survivors: Vec<u32>,
-    },
-    /// An attempt's outcome is durably committed.
+    GroupStopped(GroupReport),
     OutcomeCommitted {
         phase_id: String,
         status: AttemptStatus,
@@ -108,83 +87,61 @@ pub(crate) enum RunEvent {
         stderr_bytes: u64,
         outcome_path: String,
         transcript_path: String,
-        /// What the attempt's usage reports came to (docs/worker-protocol.md).
         usage: UsageSummary,
-        /// What the phase's Verify checks came to, as the outcome records it (a list of check
-        /// records, or `"skipped"`); absent when none was due.
         #[serde(skip_serializing_if = "Option::is_none")]
         verification: Option<VerificationRecord>,
-        /// The check that failed a `verification-failed` attempt.
         #[serde(skip_serializing_if = "Option::is_none")]
         verification_failure: Option<FailedCheck>,
     },
-    /// A Verify check (issue 20) starts: the agent reported completion and the phase's checks
-    /// run, in order, until one fails.
     VerifyStarted {
         phase_id: String,
         /// 1-based, in the Verify section's order.
         index: usize,
-        /// How many checks the phase has.
         of: usize,
         command_first_line: String,
     },
-    /// A Verify check ended: `passed` when it exited 0 within its limit and was not stopped.
     VerifyFinished {
         phase_id: String,
         index: usize,
         command_first_line: String,
         passed: bool,
-        /// `None` when it was killed or could not be started.
         exit_code: Option<i32>,
         signal: Option<i32>,
         timed_out: bool,
-        /// The handler stopped it (a signal, or its output could not be recorded).
         stopped: bool,
         duration_ms: u64,
         output_bytes: u64,
     },
-    /// The retry policy scheduled the next attempt of a phase (after a backoff, a rate-limit
-    /// wait or at once with a fallback agent), durably, with the outcome that led to it.
+    /// The retry policy durably scheduled the next attempt of a phase.
     RetryScheduled {
         schedule: RetrySchedule,
-        /// Seconds from now until the attempt is due (exact; the schedule's time is rounded
-        /// up to the second).
+        /// Until the attempt is due, exact (the schedule's time is rounded up to the second).
         delay_seconds: f64,
-        /// The most counted attempts the policy allows (n in "attempt k of n").
         of: u32,
-        /// The agent template the next attempt runs.
         template: String,
-        /// The reset-time phrase of the agent's output a wait is based on.
         reset_phrase: Option<String>,
-        /// A schedule found in state and resumed by this run, rather than just made.
+        /// Found in state and resumed by this run, rather than just made.
         resumed: bool,
     },
     /// A scheduled attempt is due: the phase runs again now.
     RetryDue { phase_id: String, attempt: u32 },
     /// The run ended with this exit code.
     RunFinished { exit_code: i32 },
-    /// A hook (docs/cli.md, "Notifications") could not be started, exited non-zero, was
-    /// killed, timed out or was stopped by a signal to the handler. It changes nothing else.
+    /// A hook could not be started, failed, timed out or was stopped; it changes nothing else.
     HookFailed {
-        /// Where the hook was declared: `hooks[0]` or `--hook`.
         hook: String,
-        /// The hook event it ran for (`run-finished`, …).
         hook_event: String,
-        /// The hook command as configured.
         command: String,
-        /// What went wrong, in words (`exited with code 1`, `timed out after 30 s`, …).
         reason: String,
         exit_code: Option<i32>,
         signal: Option<i32>,
         timed_out: bool,
         duration_ms: u64,
-        /// The log holding its output.
         log_path: String,
     },
 }
 
 impl RunEvent {
-    /// The `WatchdogLost` event for a loss.
     pub(crate) fn watchdog_lost(loss: &WatchdogLoss) -> Self {
         let (cause, code) = match loss.cause {
             LossCause::Killed(signal) => ("killed", signal),
@@ -208,21 +165,11 @@ impl RunEvent {
             detail: loss.describe(),
         }
     }
-
-    /// The `GroupStopped` event for a killer's report.
-    pub(crate) fn group_stopped(report: &GroupReport) -> Self {
-        Self::GroupStopped {
-            leaked: report.leaked.clone(),
-            escaped: report.escaped.clone(),
-            survivors: report.survivors.clone(),
-        }
-    }
 }
 
 /// An event with when it happened and which run and attempt it belongs to.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct EventRecord {
-    /// RFC 3339 in UTC with milliseconds.
     #[serde(serialize_with = "rfc3339_millis")]
     pub at: DateTime<Utc>,
     pub run_id: String,
@@ -232,32 +179,24 @@ pub(crate) struct EventRecord {
 }
 
 impl EventRecord {
-    /// One line of the event stream (no newline), printable: the characters that could
-    /// disturb a terminal showing the stream (DEL, C1 controls, bidirectional overrides, `<`)
-    /// are JSON escapes, so the line still decodes to the exact text.
+    /// One line of the event stream (no newline), printable ([`printable_json`]).
     pub(crate) fn to_json_line(&self) -> String {
         // The stream carries an excerpt of a long summary, like `state.json`: the outcome
         // file has it whole, and a line of megabytes helps no one following the stream.
+        let mut record = Cow::Borrowed(self);
         if let RunEvent::OutcomeCommitted {
             summary,
             outcome_path,
             ..
         } = &self.event
             && summary.len() > STATE_TEXT_LIMIT
+            && let RunEvent::OutcomeCommitted { summary: kept, .. } = &mut record.to_mut().event
         {
-            let mut bounded = self.clone();
-            if let RunEvent::OutcomeCommitted { summary: kept, .. } = &mut bounded.event {
-                *kept = excerpt(summary, Some(outcome_path));
-            }
-            return bounded.json_line();
+            *kept = excerpt(summary, Some(outcome_path));
         }
-        self.json_line()
-    }
-
-    fn json_line(&self) -> String {
         // Every field serializes (no maps with non-string keys, no floats that are NaN: the
         // delay is a measured duration), so this cannot fail; keep a line rather than panic.
-        let json = serde_json::to_string(self).unwrap_or_else(|error| {
+        let json = serde_json::to_string(&record).unwrap_or_else(|error| {
             format!(
                 "{{\"event\":\"unserializable\",\"error\":{:?}}}",
                 error.to_string()
@@ -267,14 +206,14 @@ impl EventRecord {
     }
 }
 
-/// When a stream that keeps at most one output-progress line per interval writes the one that
-/// arrives `at`, given its `slot`: when its last progress line was written, or is due.
+/// When a stream that keeps one output-progress line per interval writes the one arriving
+/// `at`, given its `slot` (when its last one was written, or is due).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProgressWrite {
     /// Write it now; it becomes the slot.
     Now,
-    /// Hold it until this time (or until another line is written first), replacing any held
-    /// one; the time becomes the slot. Never dropped: a burst's last figures always arrive.
+    /// Hold it, replacing any held one, until this time (the new slot) or until another line
+    /// is written first: a burst's last figures always arrive.
     At(DateTime<Utc>),
 }
 
@@ -306,31 +245,23 @@ pub(crate) enum StreamedActivity {
 /// Finds the latest `activity` event of `attempt_id` in `stream` (event-stream lines, oldest
 /// first), reading from the end and stopping at the attempt's `attempt-prepared`.
 pub(crate) fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
-    for line in stream.rsplit('\n') {
-        if !line.contains(attempt_id) {
-            continue;
-        }
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if event["attempt_id"].as_str() != Some(attempt_id) {
-            continue;
-        }
-        match event["event"].as_str() {
-            Some("activity") => {
-                return match (event["text"].as_str(), event["since"].as_str()) {
-                    (Some(text), Some(since)) => StreamedActivity::Status {
-                        text: text.to_owned(),
-                        since: since.to_owned(),
-                    },
-                    _ => StreamedActivity::NoStatus,
-                };
-            }
-            Some("attempt-prepared") => return StreamedActivity::NoStatus,
-            _ => {}
-        }
-    }
-    StreamedActivity::NotFound
+    stream
+        .rsplit('\n')
+        .filter(|line| line.contains(attempt_id))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["attempt_id"].as_str() == Some(attempt_id))
+        .find_map(|event| match event["event"].as_str() {
+            Some("activity") => match (event["text"].as_str(), event["since"].as_str()) {
+                (Some(text), Some(since)) => Some(StreamedActivity::Status {
+                    text: text.to_owned(),
+                    since: since.to_owned(),
+                }),
+                _ => Some(StreamedActivity::NoStatus),
+            },
+            Some("attempt-prepared") => Some(StreamedActivity::NoStatus),
+            _ => None,
+        })
+        .unwrap_or(StreamedActivity::NotFound)
 }
 
 fn rfc3339_millis<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -1,15 +1,12 @@
-//! The handler's exit codes, defined once. Every error and every outcome maps to one of these;
-//! nothing else in the code base spells an exit code as a number (docs/cli.md lists them).
-//! The one an attempt status leads to is `AttemptStatus::exit_code`.
+//! The handler's exit codes (docs/cli.md), defined once: nothing else in the code base spells
+//! an exit code as a number.
 
 /// How an invocation ends, as the calling shell or agent sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ExitCode {
     /// Every phase is complete, the phase limit was reached, or a read-only command succeeded.
     Success,
-    /// A phase reported `phase-blocked`.
     Blocked,
-    /// A phase reported `phase-needs-clarification`.
     NeedsClarification,
     /// An agent or execution failure was recorded (or could not be).
     AgentFailed,
@@ -20,7 +17,6 @@ pub(crate) enum ExitCode {
 }
 
 impl ExitCode {
-    /// The process exit status.
     pub(crate) fn code(self) -> i32 {
         match self {
             Self::Success => 0,

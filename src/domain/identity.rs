@@ -1,8 +1,6 @@
-//! Process identity: the facts that let a later invocation decide whether a recorded worker is
-//! still the same live process, without ever signalling a process known only by its pid.
-//!
-//! A pid alone can be reused; pid + process group + boot id + start time (in clock ticks since
-//! boot, field 22 of `/proc/<pid>/stat`) cannot, short of a reboot into the same boot id.
+//! Process identity: whether a recorded worker is still the same live process. A pid alone can
+//! be reused; pid + process group + boot id + start time (clock ticks since boot, field 22 of
+//! `/proc/<pid>/stat`) cannot.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,34 +69,21 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
-/// The verdict on a recorded worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Liveness {
-    /// The same process (pid, group, boot, start time) is alive and not a zombie.
-    Alive,
-    /// No process with that identity is running: absent, reused pid, other boot, or defunct.
-    Gone,
-}
-
-/// Compares a recorded identity with what `/proc` says now. `observed` is `None` when the pid
-/// does not exist; `current_boot_id` is the running kernel's boot id.
-pub(crate) fn liveness(
+/// Whether the recorded worker is still the same process, alive and not a zombie, by what
+/// `/proc` says now (`observed` is `None` when the pid does not exist); a reused pid, another
+/// boot or a defunct process is gone.
+pub(crate) fn is_alive(
     recorded: &ProcessIdentity,
     current_boot_id: &str,
     observed: Option<&ProcStat>,
-) -> Liveness {
-    match observed {
-        Some(stat)
-            if recorded.boot_id.trim() == current_boot_id.trim()
-                && stat.pid == recorded.pid
-                && stat.pgrp == recorded.process_group_id
-                && stat.start_time_ticks == recorded.start_time_ticks
-                && !stat.is_defunct() =>
-        {
-            Liveness::Alive
-        }
-        _ => Liveness::Gone,
-    }
+) -> bool {
+    observed.is_some_and(|stat| {
+        recorded.boot_id.trim() == current_boot_id.trim()
+            && stat.pid == recorded.pid
+            && stat.pgrp == recorded.process_group_id
+            && stat.start_time_ticks == recorded.start_time_ticks
+            && !stat.is_defunct()
+    })
 }
 
 #[cfg(test)]
@@ -136,37 +121,25 @@ mod tests {
     #[test]
     fn same_identity_is_alive() {
         let stat = parse_proc_stat(SAMPLE).unwrap();
-        assert_eq!(
-            liveness(&recorded(), "boot-a\n", Some(&stat)),
-            Liveness::Alive
-        );
+        assert!(is_alive(&recorded(), "boot-a\n", Some(&stat)));
     }
 
     #[test]
     fn any_mismatch_is_gone() {
         let stat = parse_proc_stat(SAMPLE).unwrap();
-        assert_eq!(liveness(&recorded(), "boot-b", Some(&stat)), Liveness::Gone);
-        assert_eq!(liveness(&recorded(), "boot-a", None), Liveness::Gone);
+        assert!(!is_alive(&recorded(), "boot-b", Some(&stat)));
+        assert!(!is_alive(&recorded(), "boot-a", None));
         let reused = ProcStat {
             start_time_ticks: 1,
             ..stat.clone()
         };
-        assert_eq!(
-            liveness(&recorded(), "boot-a", Some(&reused)),
-            Liveness::Gone
-        );
+        assert!(!is_alive(&recorded(), "boot-a", Some(&reused)));
         let other_group = ProcStat {
             pgrp: 1,
             ..stat.clone()
         };
-        assert_eq!(
-            liveness(&recorded(), "boot-a", Some(&other_group)),
-            Liveness::Gone
-        );
+        assert!(!is_alive(&recorded(), "boot-a", Some(&other_group)));
         let zombie = ProcStat { state: 'Z', ..stat };
-        assert_eq!(
-            liveness(&recorded(), "boot-a", Some(&zombie)),
-            Liveness::Gone
-        );
+        assert!(!is_alive(&recorded(), "boot-a", Some(&zombie)));
     }
 }

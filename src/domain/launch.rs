@@ -1,9 +1,6 @@
-//! Why a worker could not be launched, in words that name what to fix.
-//!
-//! `execve` reports little: a script whose `#!` line names a missing interpreter fails with
-//! ENOENT, exactly like a missing script, and a directory fails with EACCES ("Permission
-//! denied"). The platform gathers what it can see about the program (see
-//! `platform::spawn::launch_problem`); these rules turn that into the message.
+//! Why a worker could not be launched, in words that name what to fix. `execve` reports
+//! little (a missing `#!` interpreter is ENOENT like a missing script, a directory EACCES), so
+//! the platform gathers what it sees of the program and these rules word it.
 
 /// What is known about the program that could not be executed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,7 +11,6 @@ pub(crate) struct ProgramFacts {
     pub os_message: String,
     /// The launch failed because a file was not found (ENOENT).
     pub not_found: bool,
-    /// The file the program resolved to is a directory.
     pub is_directory: bool,
     /// The first bytes of the program file, when it is a readable regular file.
     pub head: Option<Vec<u8>>,
@@ -22,7 +18,6 @@ pub(crate) struct ProgramFacts {
     pub interpreter_exists: Option<bool>,
 }
 
-/// Why the launch failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum LaunchProblem {
     #[error("{program}: is a directory, not an executable")]

@@ -1,6 +1,5 @@
-//! Pure domain logic: no file, process or clock access happens in here. Callers pass in bytes,
-//! paths and timestamps; these modules decide. That keeps every rule unit-testable and lets the
-//! actors stay thin.
+//! Pure domain logic: no file, process or clock access. Callers pass in bytes, paths and
+//! timestamps; these modules decide, so every rule is unit-testable and the actors stay thin.
 
 pub(crate) mod attempt_id;
 pub(crate) mod attempt_status;

@@ -2,7 +2,6 @@
 
 use super::marker::mentions_result_tag;
 
-/// Which child stream bytes came from (`stdout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
 pub enum OutputStream {
@@ -17,10 +16,8 @@ impl OutputStream {
 }
 
 /// The most recent complete line the agent printed on either stream, for a live status line:
-/// kept per stream (the two pipes interleave at any byte), cut to its last [`LastLine::MAX`]
-/// bytes, so memory does not depend on how long a line is. A line that holds a result tag is
-/// never it (live output hides the result block; `watch` and the status line must not show
-/// it either): the line before it stays.
+/// kept per stream (the pipes interleave at any byte), cut to its last [`LastLine::MAX`]
+/// bytes. A line that holds a result tag is never it (live output hides the result block).
 #[derive(Clone, Debug, Default)]
 pub struct LastLine {
     /// Bytes after the last line end, per stream (stdout, stderr).

@@ -1,18 +1,15 @@
-//! Plan identity: the key under which a plan's state lives is the lowercase hex SHA-256 of the
-//! plan's canonical path relative to its plan workspace, `/`-separated. Two aliases of one file
-//! share a key; equal content at two paths does not.
+//! Plan identity: a plan's state lives under the SHA-256 of its canonical path relative to its
+//! plan workspace, `/`-separated. Two aliases of one file share a key; equal content at two
+//! paths does not.
 
 use sha2::{Digest, Sha256};
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        hex.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        hex.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
-    }
-    hex
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// The plan key for a workspace-relative path given as components (`["docs", "plan.md"]`).

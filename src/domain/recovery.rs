@@ -1,11 +1,6 @@
-//! The way forward after a run stops (docs/cli.md, "The `next:` line"): the exact command that
-//! continues, the recovery flags it adds, and what to do before running it. Every stop a person
-//! or a calling agent can continue from ends its report with one `next:` line, and `run --json`
-//! carries the same step as data (`next: {argv, flags, why}`).
-//!
-//! The command is the stopped invocation again — its plan as typed and every option it was
-//! given, so a `--agent-cmd`, `--retries` or `--json` is not lost — with the recovery flags
-//! the situation asks for instead of the ones it was given.
+//! The way forward after a run stops (docs/cli.md, "The `next:` line"): the stopped
+//! invocation again — its plan as typed and every option it was given — with the recovery
+//! flags the situation asks for, and what to do before running it.
 
 use super::selection::RecoveryFlags;
 use super::template::shell_join;
@@ -16,51 +11,40 @@ pub(crate) const PROGRAM: &str = "ai-session-handler";
 /// How the stopped `run` was invoked, as far as the continuing command repeats it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Invocation {
-    /// `--plan` as typed (relative to the caller's directory).
+    /// `--plan` as typed.
     pub plan: String,
     /// The other options, as argv words in a fixed order, without the recovery flags.
     pub carried: Vec<String>,
-    /// The recovery flags the invocation was given.
     pub flags: RecoveryFlags,
 }
 
 /// One step that continues a stopped run (`next` in `run --json`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct NextStep {
-    /// The whole command line, program first.
+    /// Program first.
     pub argv: Vec<String>,
-    /// The recovery flags `argv` holds (`--retry-stopped`, `--accept-plan-change`).
+    /// The recovery flags `argv` holds.
     pub flags: Vec<&'static str>,
-    /// What to do before running it; `None` when it can be run as it is.
+    /// What to do before running it.
     pub why: Option<String>,
 }
-
-pub(crate) const RETRY_STOPPED: &str = "--retry-stopped";
-pub(crate) const ACCEPT_PLAN_CHANGE: &str = "--accept-plan-change";
 
 impl NextStep {
     /// `run` again with `flags`.
     pub(crate) fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
-        let mut argv = vec![
-            PROGRAM.to_owned(),
-            "run".to_owned(),
-            "--plan".to_owned(),
-            invocation.plan.clone(),
-        ];
-        argv.extend(invocation.carried.iter().cloned());
-        let mut named = Vec::new();
-        if flags.retry_stopped {
-            named.push(RETRY_STOPPED);
-        }
-        if flags.accept_plan_change {
-            named.push(ACCEPT_PLAN_CHANGE);
-        }
-        argv.extend(named.iter().map(|flag| (*flag).to_owned()));
-        Self {
-            argv,
-            flags: named,
-            why,
-        }
+        let named: Vec<&'static str> = [
+            (flags.retry_stopped, "--retry-stopped"),
+            (flags.accept_plan_change, "--accept-plan-change"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        let mut step = Self::command(invocation, "run", why);
+        step.argv.extend(invocation.carried.iter().cloned());
+        step.argv
+            .extend(named.iter().map(|flag| (*flag).to_owned()));
+        step.flags = named;
+        step
     }
 
     /// Another command of the program on the same plan (`status`), with no recovery flag.
@@ -77,19 +61,14 @@ impl NextStep {
         }
     }
 
-    /// The command as one line to run from `cwd`, the directory the stopped run was started
-    /// in: `cd <cwd> && <command>`, shell-quoted. Hooks hand it on (`recovery`), so a person
-    /// reading a notification elsewhere can paste it as it is.
+    /// `cd <cwd> && <command>`, shell-quoted, to run from the directory the stopped run was
+    /// started in: hooks hand it on, so a person reading a notification can paste it.
     pub(crate) fn run_from(&self, cwd: &str) -> String {
-        format!(
-            "cd {} && {}",
-            shell_join(&[cwd.to_owned()]),
-            shell_join(&self.argv)
-        )
+        let (cwd, command) = (shell_join(&[cwd.to_owned()]), shell_join(&self.argv));
+        format!("cd {cwd} && {command}")
     }
 
-    /// `next: <why>, then <command>` (or `next: <command>`), the command shell-quoted so it
-    /// can be pasted as it is.
+    /// `next: <why>, then <command>` (or `next: <command>`), shell-quoted.
     pub(crate) fn line(&self) -> String {
         let command = shell_join(&self.argv);
         match &self.why {
@@ -99,9 +78,8 @@ impl NextStep {
     }
 }
 
-/// The recovery flags a phase stopped with `reason` needs: `--retry-stopped`, and for a
-/// clarification also `--accept-plan-change`, since the answer usually goes into the plan (an
-/// unchanged plan makes that flag a no-op).
+/// `--retry-stopped`, and for a clarification also `--accept-plan-change`: the answer usually
+/// goes into the plan (an unchanged plan makes that flag a no-op).
 pub(crate) fn flags_after_stop(clarification: bool) -> RecoveryFlags {
     RecoveryFlags {
         retry_stopped: true,
@@ -144,7 +122,7 @@ mod tests {
             step.line(),
             "next: answer in the plan or the repository, then ai-session-handler run --plan docs/plans/x.md --retry-stopped --accept-plan-change"
         );
-        assert_eq!(step.flags, [RETRY_STOPPED, ACCEPT_PLAN_CHANGE]);
+        assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
     }
 
     #[test]

@@ -1,13 +1,8 @@
-//! Seconds as the command line reads them and as messages print them: the `--timeout` /
-//! `--idle-timeout` value parser, and the Python `:g`-style rendering every message that
-//! names a duration uses (`agent command timed out after 2.5 seconds`, `backoff 30 s`).
-//!
-//! Its own module because the config readers ([`crate::domain::config`] and the sections it
-//! delegates to) and the messages of decisions, liveness, hooks and reports all share it;
-//! living in `config` it made those sections and `config` import each other.
+//! Seconds as the command line reads them and as messages print them. Its own module because
+//! the config readers and the messages of decisions, liveness, hooks and reports share it.
 
-/// Parses a `--timeout`/`--idle-timeout` value (a clap value parser): a finite number of
-/// seconds greater than 0. Surrounding whitespace is accepted, as Python's `float()` did.
+/// Parses a `--timeout`/`--idle-timeout` value (a clap value parser); surrounding whitespace
+/// is accepted, as Python's `float()` did.
 pub(crate) fn parse_seconds(text: &str) -> Result<f64, InvalidSeconds> {
     match text.trim().parse::<f64>() {
         Ok(seconds) if is_valid_duration(seconds) => Ok(seconds),
@@ -15,7 +10,6 @@ pub(crate) fn parse_seconds(text: &str) -> Result<f64, InvalidSeconds> {
     }
 }
 
-/// A `--timeout`/`--idle-timeout` value that is not a finite number of seconds above 0.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("expected a finite number of seconds greater than 0, got '{0}'")]
 pub(crate) struct InvalidSeconds(pub String);
@@ -26,10 +20,9 @@ pub(crate) fn is_valid_duration(seconds: f64) -> bool {
     seconds.is_finite() && seconds > 0.0
 }
 
-/// Renders seconds the way Python's `format(seconds, "g")` does, because the timeout message
-/// (`agent command timed out after <t> seconds`) is part of the observable contract: six
-/// significant digits, no trailing zeros, scientific notation below 1e-4 and from 1e6 on
-/// (`1`, `0.1`, `2.5`, `3600`, `1e+06`, `1e-05`).
+/// Renders seconds as Python's `format(seconds, "g")` does, as the timeout message is part of
+/// the contract: six significant digits, no trailing zeros, scientific notation below 1e-4
+/// and from 1e6 on (`1`, `0.1`, `2.5`, `3600`, `1e+06`, `1e-05`).
 pub(crate) fn format_seconds(seconds: f64) -> String {
     const SIGNIFICANT_DIGITS: i32 = 6;
     if seconds.is_nan() {

@@ -1,7 +1,6 @@
-//! One printable line from text an agent sent: a notification's `STATUS=`, a usage report's
-//! model names, the wrappers' status lines. Control and bidirectional-formatting characters
-//! could redraw a terminal or reorder what a reader sees, so they never survive, and the line
-//! is bounded so one chatty agent cannot flood a status display.
+//! One printable line from text an agent sent (a `STATUS=`, a usage report's model names, the
+//! wrappers' status lines): no control or bidirectional-formatting character survives, and the
+//! line is bounded so one chatty agent cannot flood a status display.
 
 /// A status longer than this many characters is cut (and ends with `…`).
 pub(crate) const MAX_STATUS_CHARS: usize = 200;
@@ -9,33 +8,18 @@ pub(crate) const MAX_STATUS_CHARS: usize = 200;
 /// Control and bidirectional-formatting characters become spaces, whitespace runs one space;
 /// trimmed and cut to [`MAX_STATUS_CHARS`] characters.
 pub(crate) fn sanitize_status(value: &str) -> String {
-    let mut text = String::with_capacity(value.len().min(MAX_STATUS_CHARS * 4));
-    let mut chars = 0;
-    let mut pending_space = false;
-    for c in value.chars() {
-        let c = if is_unprintable(c) { ' ' } else { c };
-        if c.is_whitespace() {
-            pending_space = !text.is_empty();
-            continue;
-        }
-        if pending_space {
-            text.push(' ');
-            chars += 1;
-            pending_space = false;
-        }
-        text.push(c);
-        chars += 1;
-        if chars > MAX_STATUS_CHARS {
-            break;
-        }
+    let printable: String = value
+        .chars()
+        .map(|c| if is_unprintable(c) { ' ' } else { c })
+        .collect();
+    let text = printable.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= MAX_STATUS_CHARS {
+        return text;
     }
-    if chars > MAX_STATUS_CHARS {
-        let mut cut: String = text.chars().take(MAX_STATUS_CHARS - 1).collect();
-        cut.truncate(cut.trim_end().len());
-        cut.push('…');
-        return cut;
-    }
-    text
+    let mut cut: String = text.chars().take(MAX_STATUS_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
 }
 
 pub(crate) fn is_unprintable(c: char) -> bool {

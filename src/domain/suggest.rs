@@ -1,10 +1,6 @@
-//! "Did you mean …?": the known name nearest to a misspelt one, for error messages that point
-//! at the fix (a template placeholder, a plan heading).
-//!
-//! Names are compared without case and without `_`, `-` and spaces, by edit distance
-//! (insertions, deletions, substitutions and swaps of two neighbours each cost one). A
-//! candidate counts as near when at most a third of the longer name differs (at least one
-//! edit): `promptfile` and `prompt_file` are the same name, `{file}` is nothing like any.
+//! "Did you mean …?": the known name nearest to a misspelt one. Names are compared without
+//! case, `_`, `-` and spaces, by edit distance (swapping two neighbours is one edit); a
+//! candidate is near when at most a third of the longer name (at least one edit) differs.
 
 /// The candidate nearest to `word`, if one is near enough; the first of equally near ones.
 pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
@@ -13,48 +9,19 @@ pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
         .iter()
         .map(|candidate| {
             let other = normalized(candidate);
-            (
-                distance(&word, &other),
-                other.len().max(word.len()),
-                *candidate,
-            )
+            let longer = other.chars().count().max(word.chars().count());
+            (strsim::osa_distance(&word, &other), longer, *candidate)
         })
         .filter(|(distance, longer, _)| *distance <= (longer / 3).max(1))
         .min_by_key(|(distance, _, _)| *distance)
         .map(|(_, _, candidate)| candidate)
 }
 
-fn normalized(name: &str) -> Vec<char> {
+fn normalized(name: &str) -> String {
     name.chars()
         .filter(|c| !matches!(c, '_' | '-' | ' '))
         .flat_map(char::to_lowercase)
         .collect()
-}
-
-/// Optimal-string-alignment distance: Levenshtein plus the swap of two neighbours.
-fn distance(a: &[char], b: &[char]) -> usize {
-    let width = b.len() + 1;
-    let mut rows = vec![0usize; (a.len() + 1) * width];
-    let at = |i: usize, j: usize| i * width + j;
-    for i in 0..=a.len() {
-        rows[at(i, 0)] = i;
-    }
-    for j in 0..=b.len() {
-        rows[at(0, j)] = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (rows[at(i - 1, j)] + 1)
-                .min(rows[at(i, j - 1)] + 1)
-                .min(rows[at(i - 1, j - 1)] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(rows[at(i - 2, j - 2)] + 1);
-            }
-            rows[at(i, j)] = best;
-        }
-    }
-    rows[at(a.len(), b.len())]
 }
 
 #[cfg(test)]
@@ -98,12 +65,7 @@ mod tests {
 
     #[test]
     fn distances_count_each_edit_once() {
-        let d = |a: &str, b: &str| {
-            distance(
-                &a.chars().collect::<Vec<_>>(),
-                &b.chars().collect::<Vec<_>>(),
-            )
-        };
+        let d = strsim::osa_distance;
         assert_eq!(d("", ""), 0);
         assert_eq!(d("abc", ""), 3);
         assert_eq!(d("abc", "abc"), 0);

@@ -1,15 +1,14 @@
-//! UTC timestamps as stored in state and outcome records.
-//!
-//! Written as `YYYY-MM-DDTHH:MM:SSZ` (seconds precision, always UTC); read back from any
-//! RFC 3339 value that carries an offset, so a hand-edited `+00:00` still validates.
+//! UTC timestamps as stored in state and outcome records: written as `YYYY-MM-DDTHH:MM:SSZ`,
+//! read back from any RFC 3339 value with an offset, so a hand-edited `+00:00` still validates.
 
 use std::fmt;
 
 use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
 use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
-use serde::{Serialize, Serializer};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde_with::SerializeDisplay,
+)]
 pub struct Timestamp(DateTime<Utc>);
 
 impl Timestamp {
@@ -48,12 +47,6 @@ pub struct TimestampError;
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))
-    }
-}
-
-impl Serialize for Timestamp {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
     }
 }
 

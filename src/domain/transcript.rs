@@ -1,7 +1,5 @@
-//! The transcript's runner-written parts: the header before the child's output and the
-//! trailer after it, then, when the phase's Verify checks run, each check's header and the
-//! footer after its output (see docs/state-and-recovery.md for the layout). The bytes between
-//! them are the child's (or the check's), verbatim.
+//! The transcript's runner-written parts: the header and trailer around the child's output,
+//! and the footer after each Verify check's (layout in docs/state-and-recovery.md).
 
 use super::decision::ChildExit;
 use super::template::shell_join;
@@ -11,35 +9,28 @@ use super::verification::CheckOutcome;
 use super::verification::VerifyCheck;
 use crate::units;
 
-/// What the transcript trailer records.
+/// What the transcript trailer records; the pid lists are as in
+/// [`crate::domain::lifecycle::GroupReport`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Trailer {
     pub exit: Option<ChildExit>,
     pub finished_at: Option<Timestamp>,
-    /// Descendants still alive after the leader exited (killed by the sweep).
     pub leaked: Vec<u32>,
-    /// Descendants that had left the group (killed after it emptied).
     pub escaped: Vec<u32>,
-    /// Pids that survived every SIGKILL round.
     pub survivors: Vec<u32>,
     /// Our read ends were closed while something outside the group still held a pipe open.
     pub pipes_held_open: bool,
-    /// Why the worker never ran, when it did not.
     pub launch_error: Option<String>,
-    /// What happened to the live output (a viewer gone, a console dropped), as whole
-    /// `live_output_…: …` lines.
+    /// Whole `live_output_…: …` lines (a viewer gone, a console dropped).
     pub console_notes: Vec<String>,
-    /// Each loss of the run's watchdog during the attempt, as a whole `watchdog_lost: …` line.
+    /// Whole `watchdog_lost: …` lines.
     pub watchdog_notes: Vec<String>,
-    /// The runner's own lines about the attempt (`[runner] ignored an invalid usage report
-    /// …`), written just before the trailer separator.
+    /// The runner's own lines about the attempt, written just before the trailer separator.
     pub notes: Vec<String>,
-    /// What became of the worker's notification datagrams
-    /// ([`crate::domain::notify::NotifyTally::describe`]); `None` when none arrived.
+    /// [`crate::domain::notify::NotifyTally::describe`]; `None` when no datagram arrived.
     pub notifications: Option<String>,
 }
 
-/// What the transcript header shows.
 pub(crate) struct TranscriptHeader<'a> {
     pub attempt_id: &'a str,
     pub phase_id: &'a str,
@@ -108,24 +99,12 @@ pub(crate) fn render_trailer(
     if let Some(notifications) = &trailer.notifications {
         text.push_str(&format!("notifications: {notifications}\n"));
     }
-    if !trailer.leaked.is_empty() {
-        text.push_str(&format!(
-            "leaked_descendants_killed: {}\n",
-            join_pids(&trailer.leaked)
-        ));
-    }
-    if !trailer.escaped.is_empty() {
-        text.push_str(&format!(
-            "escaped_descendants_killed: {}\n",
-            join_pids(&trailer.escaped)
-        ));
-    }
-    if !trailer.survivors.is_empty() {
-        text.push_str(&format!(
-            "processes_surviving_sigkill: {}\n",
-            join_pids(&trailer.survivors)
-        ));
-    }
+    push_pid_lines(
+        &mut text,
+        &trailer.leaked,
+        &trailer.escaped,
+        &trailer.survivors,
+    );
     for note in trailer.console_notes.iter().chain(&trailer.watchdog_notes) {
         text.push_str(note);
         text.push('\n');
@@ -133,37 +112,29 @@ pub(crate) fn render_trailer(
     if trailer.pipes_held_open {
         text.push_str("pipes_held_open: a process outside the worker's group kept the output pipes open; they were closed\n");
     }
-    text.push_str(&format!(
-        "finished_at: {}\n",
-        optional(trailer.finished_at.as_ref())
-    ));
+    let finished_at = optional(trailer.finished_at.as_ref());
+    text.push_str(&format!("finished_at: {finished_at}\n"));
     text
 }
 
-/// What the transcript says after one verification check's output (issue 20): how it ended
-/// and what its cleanup found. The check's output sits between its
-/// `--- verify N: <first line> ---` header ([`VerifyCheck::transcript_header`]) and this.
+/// What the transcript says after a Verify check's output, which follows its header
+/// ([`VerifyCheck::transcript_header`]): how it ended and what its cleanup found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CheckFooter {
     pub index: usize,
     pub outcome: CheckOutcome,
-    /// Why it could not be started, when it could not.
     pub start_error: Option<String>,
     /// The handler was interrupted (or could not record the output) and stopped it.
     pub stopped: bool,
-    /// Members of its group left after it exited (killed).
     pub leaked: Vec<u32>,
-    /// Descendants that had left its group (killed).
     pub escaped: Vec<u32>,
-    /// Processes alive after every SIGKILL.
     pub survivors: Vec<u32>,
     /// A pipe held by a process outside its group was closed unread.
     pub pipes_abandoned: bool,
 }
 
-/// The line that ends a check's part of the transcript — `--- verify 2 failed: exited with
-/// code 101 after 1.2s, 345 B output ---` — on a line of its own, then what its cleanup
-/// killed or left, one `key: value` line each, as in the worker's trailer.
+/// `--- verify 2 failed: exited with code 101 after 1.2s, 345 B output ---` on a line of its
+/// own, then what the check's cleanup killed or left, as in the worker's trailer.
 pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool) -> String {
     let mut text = String::new();
     if !ends_with_newline {
@@ -186,23 +157,31 @@ pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool)
             units::bytes(outcome.output_bytes)
         ),
     };
-    text.push_str(&format!(
-        "--- verify {} {verdict}: {how} ---\n",
-        footer.index
-    ));
+    let index = footer.index;
+    text.push_str(&format!("--- verify {index} {verdict}: {how} ---\n"));
+    push_pid_lines(
+        &mut text,
+        &footer.leaked,
+        &footer.escaped,
+        &footer.survivors,
+    );
+    if footer.pipes_abandoned {
+        text.push_str("pipes_held_open: a process outside the check's group kept its output pipes open; they were closed\n");
+    }
+    text
+}
+
+/// What a cleanup killed or left, one `key: pids` line each, none for an empty list.
+fn push_pid_lines(text: &mut String, leaked: &[u32], escaped: &[u32], survivors: &[u32]) {
     for (key, pids) in [
-        ("leaked_descendants_killed", &footer.leaked),
-        ("escaped_descendants_killed", &footer.escaped),
-        ("processes_surviving_sigkill", &footer.survivors),
+        ("leaked_descendants_killed", leaked),
+        ("escaped_descendants_killed", escaped),
+        ("processes_surviving_sigkill", survivors),
     ] {
         if !pids.is_empty() {
             text.push_str(&format!("{key}: {}\n", join_pids(pids)));
         }
     }
-    if footer.pipes_abandoned {
-        text.push_str("pipes_held_open: a process outside the check's group kept its output pipes open; they were closed\n");
-    }
-    text
 }
 
 fn optional(value: Option<impl ToString>) -> String {

@@ -16,7 +16,7 @@ pub(crate) use error::InputError;
 use crate::domain::budget::BudgetCaps;
 use crate::domain::config::{Config, parse_config};
 use crate::domain::hooks::Hook;
-use crate::domain::identity::{Liveness, liveness};
+use crate::domain::identity::is_alive;
 use crate::domain::outcome::{OutcomeError, OutcomeRecord};
 use crate::domain::plan::{ParsedPlan, Phase, near_miss_headings, parse_plan_reporting_all};
 use crate::domain::plan_key::sha256_hex;
@@ -298,16 +298,14 @@ pub(crate) fn abandoned_retry_allowed(
         pid: identity.pid,
         source,
     })?;
-    match liveness(identity, &boot_id, observed.as_ref()) {
-        Liveness::Alive => Err(InputError::WorkerAlive {
+    if is_alive(identity, &boot_id, observed.as_ref()) {
+        return Err(InputError::WorkerAlive {
             attempt_id: attempt.id.clone(),
             pid: identity.pid,
-        }),
-        Liveness::Gone => {
-            tracing::info!(pid = identity.pid, "recorded worker is gone; retry allowed");
-            Ok(())
-        }
+        });
     }
+    tracing::info!(pid = identity.pid, "recorded worker is gone; retry allowed");
+    Ok(())
 }
 
 /// Why each agent program — of the primary template and of every rate-limit fallback —

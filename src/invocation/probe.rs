@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::domain::identity::{Liveness, liveness};
+use crate::domain::identity::is_alive;
 use crate::domain::state::ActiveAttempt;
 use crate::domain::watchdog::ATTEMPT_ENV;
 use crate::platform::locate::PlanLocation;
@@ -84,7 +84,7 @@ pub(crate) fn recorded_worker_alive(attempt: &ActiveAttempt) -> Option<bool> {
     let identity = attempt.process.as_ref()?;
     let boot_id = proc::boot_id().ok()?;
     let observed = proc::stat(identity.pid).ok()?;
-    Some(liveness(identity, &boot_id, observed.as_ref()) == Liveness::Alive)
+    Some(is_alive(identity, &boot_id, observed.as_ref()))
 }
 
 #[cfg(test)]

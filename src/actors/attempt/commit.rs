@@ -197,7 +197,7 @@ impl CommitJob {
             conclusion.decision.status,
             &attempt,
             order.template_index,
-            order.turn.ledger.clone(),
+            order.ledger.clone(),
             settings.clone(),
         );
         Self {

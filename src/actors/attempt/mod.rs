@@ -292,7 +292,7 @@ impl AttemptState {
                 survivors = ?report.survivors,
                 "group stopped"
             );
-            self.emit(RunEvent::group_stopped(report));
+            self.emit(RunEvent::GroupStopped(report.clone()));
         }
     }
 
@@ -561,9 +561,9 @@ impl AttemptState {
             accept: order.accept.take(),
             resolve_abandoned: order.resolve_abandoned,
             template_index: order.template_index,
-            retry_note: order.turn.note.clone(),
-            verification_failure: order.turn.verification_failure.clone(),
-            attempt_number: order.turn.ledger.attempt,
+            retry_note: order.note.clone(),
+            verification_failure: order.verification_failure.clone(),
+            attempt_number: order.ledger.attempt,
             phase_index: self.spec.phase_index,
             events: self.spec.events.clone(),
             span: self.spec.span.clone(),

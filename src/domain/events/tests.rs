@@ -58,11 +58,11 @@ fn statuses_and_lists_keep_their_json_forms() {
         at: Utc::now(),
         run_id: "r".into(),
         attempt_id: None,
-        event: RunEvent::GroupStopped {
+        event: RunEvent::GroupStopped(GroupReport {
             leaked: vec![1, 2],
             escaped: vec![],
             survivors: vec![],
-        },
+        }),
     };
     let value: serde_json::Value = serde_json::from_str(&record.to_json_line()).unwrap();
     assert_eq!(value["event"], "group-stopped");

@@ -1,65 +1,7 @@
-//! The attempt lifecycle as a pure state machine: one function from (stage, event) to
-//! (stage, effects). The attempt supervisor feeds it what happened and executes the effects it
-//! returns; every rule about which trigger becomes the cause, what a signal does in each stage
-//! and when cleanup moves on lives here and nowhere else (see docs/architecture.md for the
-//! table).
-//!
-//! ```text
-//! Preparing ──Launched──▶ Running ──trigger──▶ Stopping ──GroupEmptied──▶ Draining ──EOF×2 + exit + drained──▶ Recording ──Gathered──▶ Done
-//!     │                     │                                               ▲                          │              ▲
-//!     │                     └──LeaderExited──▶ Sweeping ──(EOF×2 or leak grace)──SweepAfterExit──┘      │              │
-//!     │                                                   phase-complete, checks due ──▶ Verifying ──CheckEnded (last, failed, or stopped)
-//!     └──SetupFailed / LaunchFailed──▶ Done (no worker; outcome decided at once)
-//!     └──PreparedRecordFailed──▶ Done (nothing written)
-//! ```
-//!
-//! Rules:
-//! - **Signal deferral**: an interrupt that arrives while preparing is held until the worker
-//!   is launched (its process group is then ours to stop) and replayed as a trigger; so is the
-//!   loss of the run's watchdog with no new one to take over (the attempt is then stopped: its
-//!   worker would outlive a SIGKILLed handler).
-//! - **Cause precedence**: in `Running` the first trigger (timeout, idle timeout, stop regex,
-//!   rate-limit pattern, interrupt, an output or state-write failure, a reached budget cap)
-//!   becomes the cause and starts
-//!   stopping the group. During cleanup (`Sweeping`, `Stopping`, `Draining`, `Recording`) a
-//!   later trigger is noted only if nothing decided the outcome yet; an interrupt always
-//!   decides it (the handler will exit 128 + signal, and the record must agree), keeping the
-//!   earlier cause in its summary. Cleanup itself is never restarted or skipped.
-//! - **Second interrupt**: makes the killer skip what is left of its grace period.
-//! - **A stalled console never stalls cleanup**: leaving `Running` (a trigger, or the leader's
-//!   exit) bounds the live console: from then on a console that takes no output within a
-//!   bounded time is dropped, so the pipes drain and recording finishes whatever the terminal
-//!   does. Backpressure from the console holds only while the worker runs.
-//! - **Cleanup order**: cancel the deadlines → bound the console → terminate the group (or sweep it
-//!   after a normal exit) → drain limit and drain the notification socket → close our read
-//!   ends if a pipe is still held after the drain limit → gather → commit (or leave
-//!   unresolved). Each is issued at most once; nothing is issued
-//!   once the attempt is done.
-//! - **Deciding**: a stop cause wins, then a nonzero exit, then the framing verdict
-//!   ([`crate::domain::decision::decide`]). What recording finds decides only if nothing did
-//!   before: first a trailer that could not be written, then a pattern matched at the real end
-//!   of input. The wall-clock deadline wins a tie with the idle deadline. After a failed state
-//!   write nothing more is written: the decided outcome is reported, not committed.
-//! - **Verification gates** (issue 20): a decision of `phase-complete` is the agent's claim;
-//!   when the phase has Verify checks (and `--no-verify` is not given) the machine runs them
-//!   one at a time, in order, before it concludes (`Verifying`). Every check passing keeps
-//!   `phase-complete` (with the checks' records); the first failing one stops the rest and
-//!   makes it `verification-failed`, keeping the agent's summary. No other decision runs a
-//!   check (a blocked or failed attempt, an interrupted one). An interrupt while a check
-//!   runs stops it (a second skips its grace period) and decides `interrupted`; a failure to
-//!   record its output, or the loss of the watchdog with none taking over, stops it too
-//!   (`execution-io-failed`). With `--no-verify` the completion is accepted and the outcome
-//!   says the checks were skipped.
-//! - **Usage and budget**: the attempt's usage is folded from its reports (`X_AISH_USAGE`, the
-//!   last one wins, a final one is not replaced by a running one). While the worker runs, a
-//!   running report that brings the invocation's committed usage plus this attempt's to a
-//!   budget cap is a trigger like a stop-regex match (`budget-exceeded`); a final report does
-//!   not stop the attempt (its spending is over, and stopping it would only throw its result
-//!   away: the cap stops the run before the next launch instead), nor does a report once the
-//!   worker is already ending.
-//! - **The last word counts**: once the group is empty the notification socket is drained
-//!   (what the worker's processes sent just before they exited is read) before recording
-//!   starts, so a final usage report is in the outcome. The drain limit bounds that wait too.
+//! The attempt lifecycle as a pure state machine: [`AttemptLifecycle::handle`] maps (stage,
+//! event) to (stage, effects); the attempt supervisor feeds it events and executes the effects
+//! in order. Every rule on causes, signals, verification and cleanup order lives here; the
+//! diagram, the rules and the generated table are in docs/architecture.md, "Attempt lifecycle".
 
 use std::time::Duration;
 
@@ -81,129 +23,107 @@ use crate::domain::verification::{
 /// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum AttemptEvent {
-    /// The prepared record could not be written: nothing was launched, nothing changed.
+    /// Nothing was launched, nothing changed.
     PreparedRecordFailed,
-    /// The prompt, the transcript header or the transcript thread could not be set up; the
-    /// worker never ran. `detail` names the file.
+    /// The worker never ran; `detail` names what could not be set up.
     SetupFailed { detail: String },
-    /// The worker could not be started (exec failed); the transcript notes why.
+    /// exec failed; the transcript notes why.
     LaunchFailed { summary: String },
     /// The worker runs in its own process group; pipes, timers and killer are in place.
     Launched,
     /// The `running` record (pid, pgid, boot id, start time) is durable.
     RunningRecorded,
-    /// The `running` record could not be written: the worker is stopped and, since nothing
-    /// more may be written for this attempt, it stays unresolved.
+    /// The worker is stopped and, since nothing more may be written, stays unresolved.
     RunningRecordFailed { detail: String },
-    /// The worker (the group leader) exited on its own and was reaped.
+    /// The group leader exited on its own and was reaped.
     LeaderExited(ChildExit),
-    /// One output pipe reached EOF, or reading it failed (`error`).
+    /// One pipe reached EOF, or reading it failed (`error`).
     StreamEnded {
         stream: OutputStream,
         error: Option<String>,
     },
-    /// A stop regex (or a rate-limit pattern: its kind says which) matched the combined
-    /// output.
+    /// A stop regex or a rate-limit pattern (its kind says which) matched the output.
     StopRegexMatched(StopMatch),
-    /// The deadline timer found these limits passed at the same check: the wall-clock one
-    /// (in seconds), the idle one (with its stop message).
+    /// The limits the deadline timer found passed at the same check.
     DeadlinesPassed {
         timeout: Option<f64>,
         idle: Option<IdleStop>,
     },
-    /// A valid usage report (`X_AISH_USAGE`) from a process of the attempt.
+    /// A valid `X_AISH_USAGE` report from a process of the attempt.
     UsageReported(UsageReport),
-    /// An invalid one: ignored and counted, never a failure.
+    /// An invalid usage report: ignored and counted, never a failure.
     UsageRejected(UsageReportError),
     /// The notification socket was read to its end and closed, after the group emptied.
     NotificationsDrained,
-    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) reached the attempt.
+    /// A stopping signal reached the attempt.
     Interrupt { signal: i32 },
-    /// The run's watchdog was lost and no new one took over (`detail` says how): the worker
-    /// would outlive a SIGKILLed handler, so the attempt is stopped as soon as it has one.
+    /// The run's watchdog was lost and none took over.
     Unprotected { detail: String },
-    /// The attempt's machinery failed while the worker ran: the transcript could not be
-    /// written, a reader could not start, an attempt actor failed.
+    /// The attempt's machinery failed while the worker ran (transcript, reader, an actor).
     Failed(ExecutionFailure),
     /// The killer found the group empty (and swept escaped descendants).
     GroupEmptied(GroupReport),
-    /// A timer the machine started ([`AttemptEffect::StartTimer`]) elapsed.
+    /// A timer from [`AttemptEffect::StartTimer`] elapsed.
     TimerElapsed(AttemptTimer),
-    /// Recording: the trailer is written (or failed) and the marker verdict and the final
-    /// pattern check are in.
+    /// What [`AttemptEffect::Gather`] found.
     Gathered(Gathered),
-    /// The check being run ended (passed, failed, timed out, stopped, or could not start).
+    /// The running check ended (passed, failed, timed out, stopped, or could not start).
     CheckEnded(CheckOutcome),
 }
 
 /// What recording found once the worker's output ended.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Gathered {
-    /// Why the transcript trailer could not be written, if it could not.
     pub trailer_error: Option<String>,
     /// A pattern that matched at the real end of input (`$`, `\z`, a trailing `\b`).
     pub final_match: Option<StopMatch>,
-    /// The result-block verdict over both streams.
     pub verdict: MarkerVerdict,
 }
 
-/// What the supervisor must do; effects are executed in the order returned.
+/// What the supervisor must do, in the order returned.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum AttemptEffect {
-    /// Stop the wall-clock and idle deadlines.
     CancelDeadlines,
-    /// The worker is being stopped or has exited: from now on the live console may hold
-    /// nothing up. A console that takes no output within a bounded time is dropped (noted in
-    /// the transcript), so draining and recording finish whatever the terminal or the pipe
-    /// reader does. While the worker runs, a slow console still slows it (backpressure).
+    /// From now on a console that takes no output within a bounded time is dropped, so
+    /// cleanup finishes whatever the terminal does.
     BoundConsole,
     /// SIGTERM the group, then SIGKILL after the grace period while any member lives.
     TerminateGroup,
     /// A second interrupt: skip what is left of the grace period.
     KillNow,
-    /// Start a timer; it comes back as [`AttemptEvent::TimerElapsed`].
     StartTimer(AttemptTimer),
-    /// The leader exited on its own: kill whatever is left of its group as leaked.
+    /// The leader exited on its own: kill what is left of its group as leaked.
     SweepAfterExit,
-    /// The group is empty: read what is still queued on the notification socket, close it,
-    /// and report [`AttemptEvent::NotificationsDrained`] (at once when there is none).
+    /// Read what is still queued on the notification socket, close it, and report
+    /// [`AttemptEvent::NotificationsDrained`] (at once when there is none).
     DrainNotifications,
     /// A process outside the group still holds a pipe: close our read ends.
     CloseReaders,
-    /// Write the trailer and gather it with the marker verdict and the final pattern check
-    /// (both given once the output ended), reported together as [`AttemptEvent::Gathered`].
+    /// Write the trailer; report it with the verdicts as [`AttemptEvent::Gathered`].
     Gather(RecordingInput),
-    /// Write the decided outcome and commit it to the state (noting a launch error in the
-    /// transcript first, when the worker never ran).
+    /// Write the outcome and commit it (noting a launch error in the transcript first).
     Commit(Conclusion),
-    /// Write nothing: a state write after preparation failed, so the attempt stays
-    /// unresolved with its last durable record; report the decided outcome and the failure.
+    /// A state write after preparation failed: write nothing more, report the outcome.
     LeaveUnresolved {
         conclusion: Conclusion,
         failure: ExecutionFailure,
         /// The failure is also what decided the outcome (its words are the summary).
         decided: bool,
     },
-    /// Report that nothing was written (the prepared record failed).
     ConcludeNotPrepared,
-    /// Run this Verify check in the execution workspace (its header and output into the
-    /// transcript and the console) and report how it ended as [`AttemptEvent::CheckEnded`].
+    /// Run this check and report how it ended as [`AttemptEvent::CheckEnded`].
     RunCheck(VerifyCheck),
-    /// Stop the running check: SIGTERM to its group, the grace period, then SIGKILL.
+    /// SIGTERM the check's group, the grace period, then SIGKILL.
     StopCheck,
-    /// A second interrupt: skip what is left of the check's grace period.
     KillCheckNow,
-    /// A usage report changed the attempt's usage while its worker may run: stream it (a
-    /// `usage` event, rate-limited by `token_usage::publication`).
+    /// Stream the changed usage (a `usage` event, rate-limited by `token_usage::publication`).
     PublishUsage(UsageSummary),
 }
 
-/// The attempt's own timers, each one name from the effect that starts it to the event that
-/// reports it elapsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AttemptTimer {
-    /// After the leader exited on its own, how long its pipes may stay open before what is
-    /// left of its group is killed as leaked descendants.
+    /// After the leader's own exit, how long its pipes may stay open before what is left of
+    /// its group is killed as leaked.
     LeakGrace,
     /// Once the group is empty, how long EOF and the notification drain may take before our
     /// read ends are closed anyway (a process that left the group can still hold a pipe).
@@ -222,8 +142,7 @@ impl AttemptTimer {
 /// What the transcript trailer needs from the worker's end.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RecordingInput {
-    /// The leader's status; unknown (`None` fields) when it never arrived (a leader stuck in
-    /// an uninterruptible sleep survives SIGKILL).
+    /// Unknown when the leader's status never arrived (stuck in an uninterruptible sleep).
     pub exit: ChildExit,
     pub group: GroupReport,
     /// Our read ends were closed while something outside the group still held a pipe.
@@ -236,110 +155,71 @@ pub(crate) struct RecordingInput {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Conclusion {
     pub decision: Decision,
-    /// The leader's status (unknown without a worker).
     pub exit: ChildExit,
-    /// Why the worker could not be started, for the transcript of a worker that never ran.
     pub launch_error: Option<String>,
-    /// What the phase's checks came to, when the decision was held to them (or they were
-    /// skipped with `--no-verify`); `None` when none was due.
+    /// What the checks came to (or that `--no-verify` skipped them); `None` when none was due.
     pub verification: Option<Verification>,
-    /// What the attempt's usage reports came to (`unknown` without a worker).
     pub usage: UsageSummary,
-    /// With a budget cap set and a worker that reported no usage: the cap could not be
-    /// enforced for it ([`unenforceable_message`]).
+    /// A cap is set and the worker reported no usage ([`unenforceable_message`]).
     pub budget_note: Option<String>,
 }
 
-/// Which of the two pipes are still open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct OpenStreams {
-    stdout: bool,
-    stderr: bool,
-}
-
-impl OpenStreams {
-    const BOTH: Self = Self {
-        stdout: true,
-        stderr: true,
-    };
-    const NONE: Self = Self {
-        stdout: false,
-        stderr: false,
-    };
-
-    fn close(&mut self, stream: OutputStream) {
-        match stream {
-            OutputStream::Stdout => self.stdout = false,
-            OutputStream::Stderr => self.stderr = false,
-        }
-    }
-
-    fn all_closed(self) -> bool {
-        !self.stdout && !self.stderr
-    }
-}
-
-/// An unknown exit status: the leader never reported one.
 const UNKNOWN_EXIT: ChildExit = ChildExit {
     code: None,
     signal: None,
 };
 
 /// Where the attempt is; each stage carries what only it needs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum Stage {
-    /// Recording the prepared attempt, writing the prompt and transcript header, spawning,
-    /// recording it running. Interrupts are held until the group exists.
+    /// Until the group exists, interrupts and the watchdog's loss are held.
     Preparing {
         deferred: Vec<i32>,
         unprotected: Option<String>,
     },
     /// The worker runs; the first trigger decides the cause.
     Running,
-    /// The leader exited on its own; waiting for both pipes to close or the leak grace,
-    /// then sweeping what is left of the group.
+    /// The leader exited on its own; waiting for both pipes to close or the leak grace.
     Sweeping {
         exit: ChildExit,
         grace_elapsed: bool,
         sweep_requested: bool,
     },
-    /// A trigger fired; the killer is stopping the group.
+    /// The killer is stopping the group.
     Stopping { exit: Option<ChildExit> },
-    /// The group is empty; waiting for EOF on both pipes and the leader's status.
+    /// The group is empty; waiting for EOF on both pipes, the leader's status and the drain.
     Draining {
         exit: Option<ChildExit>,
         group: GroupReport,
         pipes_held_open: bool,
     },
-    /// The worker's output ended: trailer and verdicts are being gathered.
+    /// Trailer and verdicts are being gathered.
     Recording { exit: ChildExit },
-    /// The agent reported completion: the phase's checks run one at a time; `decision` is
-    /// the completion they are held to, `outcomes` how the checks so far ended (the last one
-    /// is running).
+    /// The checks run one at a time against the completion `decision`; the last of
+    /// `outcomes`' checks is running.
     Verifying {
         exit: ChildExit,
         decision: Decision,
         outcomes: Vec<CheckOutcome>,
-        /// The running check was asked to stop.
         stop_requested: bool,
     },
     /// The outcome is decided (or nothing was prepared).
     Done,
 }
 
-impl Stage {
-    /// The stage's name, for tracing and the lifecycle table.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Preparing { .. } => "preparing",
-            Self::Running => "running",
-            Self::Sweeping { .. } => "sweeping",
-            Self::Stopping { .. } => "stopping",
-            Self::Draining { .. } => "draining",
-            Self::Recording { .. } => "recording",
-            Self::Verifying { .. } => "verifying",
-            Self::Done => "done",
+impl Default for Stage {
+    fn default() -> Self {
+        Self::Preparing {
+            deferred: Vec::new(),
+            unprotected: None,
         }
+    }
+}
+
+impl Stage {
+    pub(crate) fn name(&self) -> &'static str {
+        self.into()
     }
 
     /// Cleanup has started: a later trigger is only noted.
@@ -349,85 +229,38 @@ impl Stage {
             Self::Sweeping { .. } | Self::Stopping { .. } | Self::Draining { .. }
         )
     }
-
-    /// The group may still have live members, so skipping the grace period means something.
-    fn group_may_live(&self) -> bool {
-        matches!(self, Self::Sweeping { .. } | Self::Stopping { .. })
-    }
 }
 
-/// One attempt's lifecycle.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct AttemptLifecycle {
     stage: Stage,
     /// What stopped the attempt early (or was found while recording); decides the outcome.
     cause: Option<StopCause>,
     interrupts: u32,
     kill_now_sent: bool,
-    open: OpenStreams,
-    /// Whether the `running` record write has reported; recording waits for it, because
-    /// after a failed state write nothing more may be written for the attempt.
+    /// Which pipes reached EOF (or had our read ends closed), indexed by `OutputStream as usize`.
+    closed: [bool; 2],
+    /// Recording waits for the `running` record's write to report, because after a failed
+    /// state write nothing more may be written for the attempt.
     running_record_settled: bool,
     /// The failure of a state write after preparation; nothing more is written.
     unresolved: Option<ExecutionFailure>,
-    /// The checks a completion is held to.
     verify: VerifyPlan,
-    /// What the usage reports add up to.
     usage: AttemptUsage,
-    /// The invocation's caps, and what its attempts committed before this one spent.
     budget: BudgetCaps,
     spent_before: Spent,
     /// The warning about the first invalid usage report, for the transcript.
     usage_warning: Option<String>,
-    /// The notification socket has been drained; recording waits for it.
     notifications_drained: bool,
 }
 
-impl Default for AttemptLifecycle {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl AttemptLifecycle {
-    /// An attempt of a phase without checks, with no budget cap.
-    pub(crate) fn new() -> Self {
-        Self::configured(VerifyPlan::None, BudgetCaps::default(), Spent::default())
-    }
-
-    /// An attempt whose completion is held to `verify`, with no budget cap.
-    #[cfg(test)]
-    pub(crate) fn verified_by(verify: VerifyPlan) -> Self {
-        Self::configured(verify, BudgetCaps::default(), Spent::default())
-    }
-
-    /// An attempt of a phase without checks, of an invocation with these caps, whose
-    /// committed attempts spent `spent_before`.
-    #[cfg(test)]
-    pub(crate) fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
-        Self::configured(VerifyPlan::None, budget, spent_before)
-    }
-
-    /// An attempt whose completion is held to `verify`, of an invocation with these caps,
-    /// whose committed attempts spent `spent_before`.
     pub(crate) fn configured(verify: VerifyPlan, budget: BudgetCaps, spent_before: Spent) -> Self {
         Self {
-            stage: Stage::Preparing {
-                deferred: Vec::new(),
-                unprotected: None,
-            },
-            cause: None,
-            interrupts: 0,
-            kill_now_sent: false,
-            open: OpenStreams::BOTH,
-            running_record_settled: false,
-            unresolved: None,
             verify,
-            usage: AttemptUsage::default(),
             budget,
             spent_before,
-            usage_warning: None,
-            notifications_drained: false,
+            ..Self::default()
         }
     }
 
@@ -437,11 +270,6 @@ impl AttemptLifecycle {
 
     pub(crate) fn cause(&self) -> Option<&StopCause> {
         self.cause.as_ref()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn is_done(&self) -> bool {
-        self.stage == Stage::Done
     }
 
     /// Applies one event and returns the effects to execute, in order.
@@ -489,8 +317,7 @@ impl AttemptLifecycle {
                         self.interrupt(signal, effects);
                     }
                     if let Some(detail) = unprotected {
-                        let failure = ExecutionFailure::Unprotected { detail };
-                        self.trigger(StopCause::ExecutionIo(failure), effects);
+                        self.fail(ExecutionFailure::Unprotected { detail }, effects);
                     }
                 }
             }
@@ -512,7 +339,7 @@ impl AttemptLifecycle {
                 if !self.worker_launched() {
                     return;
                 }
-                self.open.close(stream);
+                self.closed[stream as usize] = true;
                 if let Some(detail) = error {
                     let failure = ExecutionFailure::PipeRead { stream, detail };
                     self.trigger(StopCause::ExecutionIo(failure), effects);
@@ -547,15 +374,7 @@ impl AttemptLifecycle {
                     self.notifications_drained = true;
                 }
             }
-            AttemptEvent::Failed(failure) => match self.stage {
-                // The check's output cannot be recorded: the verdict would rest on a record
-                // with a hole, so the check is stopped and the failure decides.
-                Stage::Verifying { .. } => {
-                    self.note_cause(StopCause::ExecutionIo(failure));
-                    self.stop_check(effects);
-                }
-                _ => self.trigger(StopCause::ExecutionIo(failure), effects),
-            },
+            AttemptEvent::Failed(failure) => self.fail(failure, effects),
             AttemptEvent::Interrupt { signal } => match &mut self.stage {
                 Stage::Preparing { deferred, .. } => deferred.push(signal),
                 Stage::Verifying { .. } => self.interrupt_check(signal, effects),
@@ -565,17 +384,7 @@ impl AttemptLifecycle {
                 Stage::Preparing { unprotected, .. } => {
                     unprotected.get_or_insert(detail);
                 }
-                // A running check would outlive a SIGKILLed handler just as a worker would.
-                Stage::Verifying { .. } => {
-                    self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Unprotected {
-                        detail,
-                    }));
-                    self.stop_check(effects);
-                }
-                _ => self.trigger(
-                    StopCause::ExecutionIo(ExecutionFailure::Unprotected { detail }),
-                    effects,
-                ),
+                _ => self.fail(ExecutionFailure::Unprotected { detail }, effects),
             },
             AttemptEvent::GroupEmptied(group) => {
                 let exit = match &self.stage {
@@ -610,9 +419,9 @@ impl AttemptLifecycle {
                     ..
                 } = &mut self.stage
                 {
-                    if !self.open.all_closed() {
+                    if self.closed != [true; 2] {
                         *pipes_held_open = true;
-                        self.open = OpenStreams::NONE;
+                        self.closed = [true; 2];
                         effects.push(AttemptEffect::CloseReaders);
                     }
                     // No status can come any more: the leader is stuck (uninterruptible
@@ -650,7 +459,7 @@ impl AttemptLifecycle {
                 grace_elapsed,
                 sweep_requested,
                 ..
-            } if !*sweep_requested && (self.open.all_closed() || *grace_elapsed) => {
+            } if !*sweep_requested && (self.closed == [true; 2] || *grace_elapsed) => {
                 *sweep_requested = true;
                 effects.push(AttemptEffect::SweepAfterExit);
             }
@@ -658,7 +467,7 @@ impl AttemptLifecycle {
                 exit: Some(exit),
                 group,
                 pipes_held_open,
-            } if self.open.all_closed()
+            } if self.closed == [true; 2]
                 && self.running_record_settled
                 && self.notifications_drained =>
             {
@@ -711,30 +520,24 @@ impl AttemptLifecycle {
             Some(earlier @ StopCause::Interrupted { .. }) => self.cause = Some(earlier),
             // While recording only an interrupt still decides: the outcome must agree with
             // the exit code the signal implies.
-            Some(earlier) if self.stage.cleaning_up() || recording => {
+            earlier if recording || (earlier.is_some() && self.stage.cleaning_up()) => {
                 self.cause = Some(StopCause::Interrupted {
                     signal,
-                    during: Some(Box::new(earlier)),
-                });
-            }
-            None if recording => {
-                self.cause = Some(StopCause::Interrupted {
-                    signal,
-                    during: None,
+                    during: earlier.map(Box::new),
                 });
             }
             cause => {
                 self.cause = cause;
-                self.trigger(
-                    StopCause::Interrupted {
-                        signal,
-                        during: None,
-                    },
-                    effects,
-                );
+                let interrupted = StopCause::Interrupted {
+                    signal,
+                    during: None,
+                };
+                self.trigger(interrupted, effects);
             }
         }
-        if self.interrupts > 1 && !self.kill_now_sent && self.stage.group_may_live() {
+        // Skipping the grace period means something only while the group may have members.
+        let group_may_live = matches!(self.stage, Stage::Sweeping { .. } | Stage::Stopping { .. });
+        if self.interrupts > 1 && !self.kill_now_sent && group_may_live {
             self.kill_now_sent = true;
             effects.push(AttemptEffect::KillNow);
         }
@@ -752,9 +555,22 @@ impl AttemptLifecycle {
                 effects.push(AttemptEffect::BoundConsole);
                 effects.push(AttemptEffect::StartTimer(AttemptTimer::LeakGrace));
             }
-            Stage::Stopping { exit: known } => *known = Some(exit),
-            Stage::Draining { exit: known, .. } => *known = Some(exit),
+            Stage::Stopping { exit: known } | Stage::Draining { exit: known, .. } => {
+                *known = Some(exit)
+            }
             _ => {}
+        }
+    }
+
+    /// While a check runs, a failure stops the check and decides (the verdict would rest on
+    /// a record with a hole, or the check outlive a SIGKILLed handler); else it is a trigger.
+    fn fail(&mut self, failure: ExecutionFailure, effects: &mut Vec<AttemptEffect>) {
+        let cause = StopCause::ExecutionIo(failure);
+        if matches!(self.stage, Stage::Verifying { .. }) {
+            self.note_cause(cause);
+            self.stop_check(effects);
+        } else {
+            self.trigger(cause, effects);
         }
     }
 
@@ -765,9 +581,8 @@ impl AttemptLifecycle {
         }
     }
 
-    /// Recording's findings decide what nothing decided before, in this order: a trailer
-    /// that could not be written (the record would be incomplete), then a pattern matched at
-    /// the real end of input; then the outcome is decided.
+    /// Recording's findings decide what nothing decided before: first a trailer that could
+    /// not be written (the record would be incomplete), then a pattern at the end of input.
     fn gathered(&mut self, exit: ChildExit, gathered: Gathered, effects: &mut Vec<AttemptEffect>) {
         if let Some(detail) = gathered.trailer_error {
             self.note_cause(StopCause::ExecutionIo(ExecutionFailure::Trailer { detail }));
@@ -808,10 +623,8 @@ impl AttemptLifecycle {
         self.conclude(decision, exit, None, verification, true, effects);
     }
 
-    /// A check ended: a stop decided by a signal (or by an output failure) concludes with
-    /// the checks that ran; else the next check runs, or the verdict concludes: every check
-    /// passed keeps the completion, the first failure makes it `verification-failed` with
-    /// the agent's summary kept.
+    /// A check ended: a stop concludes with the checks that ran; else the next check runs, or
+    /// the verdict concludes (the first failure makes it `verification-failed`).
     fn check_ended(
         &mut self,
         exit: ChildExit,
@@ -883,7 +696,9 @@ impl AttemptLifecycle {
     }
 
     /// A valid report is folded in and, when it changed the usage, streamed; while the worker
-    /// runs, a running one that reaches a cap stops the attempt.
+    /// runs, a running one that reaches a cap stops the attempt. A final one never does: its
+    /// spending is over and stopping would only throw its result away (the cap stops the run
+    /// before the next launch instead).
     fn usage_reported(&mut self, report: UsageReport, effects: &mut Vec<AttemptEffect>) {
         let running = !report.is_final;
         if self.usage.report(report) != ReportEffect::Applied {
@@ -928,8 +743,7 @@ impl AttemptLifecycle {
         self.conclude(decision, UNKNOWN_EXIT, launch_error, None, false, effects);
     }
 
-    /// The attempt is done: commit the outcome, or — after a failed state write — leave it
-    /// unresolved.
+    /// Commit the outcome, or leave it unresolved after a failed state write.
     fn conclude(
         &mut self,
         decision: Decision,
@@ -972,7 +786,6 @@ impl AttemptLifecycle {
     }
 }
 
-/// What a matched pattern stops the attempt as.
 fn pattern_cause(found: StopMatch) -> StopCause {
     let pattern = found.pattern;
     match found.kind {

@@ -1,14 +1,11 @@
 //! The lifecycles the actors execute, as pure state machines: one attempt
-//! ([`attempt::AttemptLifecycle`]) and the phase loop of a run ([`run::RunLoop`]). The actors
-//! feed them events and carry out the effects they return; the rules live here. How an
-//! attempt ends ([`run::AttemptReport`]) is what the first tells the second; how the run ends
-//! ([`run::RunEnd`]) is what the second tells the command.
+//! ([`attempt::AttemptLifecycle`]) and the phase loop of a run ([`run::RunLoop`]).
 
 pub(crate) mod attempt;
 pub(crate) mod run;
 
 /// What the group killer found and did, reported once the worker's group is empty.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct GroupReport {
     /// Pids still alive in the group after the leader had exited on its own (killed).
     pub leaked: Vec<u32>,

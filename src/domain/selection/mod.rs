@@ -1,51 +1,75 @@
-//! Admission and selection rules for `run` (docs/session-lifecycle.md, docs/state-and-recovery.md; docs/state-and-recovery.md): whether an
-//! invocation may start given the stored state, the plan snapshot and the recovery flags, and
-//! which phase it runs first.
+//! Admission and selection for `run` (docs/session-lifecycle.md, docs/state-and-recovery.md):
+//! whether an invocation may start given the state, the plan snapshot and the recovery flags,
+//! and which phase it runs first.
 
 use super::retry::schedule::RetrySchedule;
 use super::state::{ActiveAttempt, PlanRecord, State, Stop};
 use super::timestamp::Timestamp;
 
-/// The facts about the invocation's plan snapshot that admission needs.
+/// What admission needs of the invocation's plan snapshot.
 #[derive(Clone, Debug)]
 pub(crate) struct PlanFacts<'a> {
     /// Canonical absolute plan path.
     pub path: &'a str,
-    /// SHA-256 of the snapshot bytes.
     pub sha256: &'a str,
-    /// Phase ids in plan order.
+    /// In plan order.
     pub phase_ids: Vec<&'a str>,
 }
 
-/// The operator's explicit recovery decisions.
+/// `--retry-stopped` and `--accept-plan-change`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryFlags {
     pub retry_stopped: bool,
     pub accept_plan_change: bool,
 }
 
-/// Why an invocation may not start. Each variant carries what the message must name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an invocation may not start, with what its one-line message must name (the CLI may add
+/// detail lines after it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Refusal {
-    /// An attempt is unresolved and `--retry-stopped` was not given.
+    /// Without `--retry-stopped`.
+    #[error(
+        "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any \
+         surviving worker before retrying",
+        .0.phase.id, .0.status.as_str(), .0.id
+    )]
     UnresolvedAttempt(Box<ActiveAttempt>),
-    /// A phase is stopped and `--retry-stopped` was not given.
+    /// Without `--retry-stopped`.
+    #[error("phase {} is stopped: {}", .0.phase_id, .0.reason)]
     Stopped(Stop),
     /// The state belongs to a plan at another path.
+    #[error(
+        "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan \
+         requires an explicit history decision."
+    )]
     PlanPathMismatch { stored: String, actual: String },
-    /// The plan bytes changed since acceptance and `--accept-plan-change` was not given.
+    /// Without `--accept-plan-change`.
+    #[error("plan hash mismatch: {path}")]
     PlanHashMismatch {
         path: String,
         expected: String,
         actual: String,
     },
     /// `--accept-plan-change` was given but completed phases are gone from the new plan.
+    #[error(
+        "{path}: cannot accept plan change; completed phase ids are missing: {}",
+        .missing.join(", ")
+    )]
     CompletedPhasesMissing { path: String, missing: Vec<String> },
     /// The phase to retry no longer exists in the plan.
+    #[error("{}", retried_phase_missing(.phase_id, *.abandoned_attempt))]
     RetriedPhaseMissing {
         phase_id: String,
         abandoned_attempt: bool,
     },
+}
+
+fn retried_phase_missing(phase_id: &str, abandoned_attempt: bool) -> String {
+    if abandoned_attempt {
+        format!("active_attempt.phase.id '{phase_id}' does not exist in plan")
+    } else {
+        format!("stopped phase {phase_id} does not exist in plan")
+    }
 }
 
 /// What the first attempt of the invocation is.
@@ -54,11 +78,10 @@ pub(crate) enum FirstSelection {
     /// `--retry-stopped` with an unresolved attempt: resolve it as interrupted (after the
     /// caller's liveness check) and rerun its phase.
     RetryAbandoned(Box<ActiveAttempt>),
-    /// `--retry-stopped` with a stopped phase: rerun it.
+    /// `--retry-stopped` with a stopped phase.
     RetryStopped { phase_id: String },
-    /// A stopped phase whose retry a policy scheduled, and the run's policy still allows that
-    /// schedule: wait for it (backoff, rate-limit reset), then run the phase, without
-    /// `--retry-stopped`.
+    /// A stop whose scheduled retry the run's policy still allows: wait for it, then run the
+    /// phase, without `--retry-stopped`.
     ResumeSchedule(Box<RetrySchedule>),
     /// The first phase, in plan order, that is not completed.
     Next { phase_id: String },
@@ -66,22 +89,17 @@ pub(crate) enum FirstSelection {
     AllComplete,
 }
 
-/// A successful admission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Admission {
-    /// `Some` when the plan record must be (re)written: first acceptance or an accepted change.
+    /// The plan record to write: first acceptance or an accepted change.
     pub accept: Option<PlanRecord>,
     pub first: FirstSelection,
 }
 
-/// Decides whether an invocation may start. Check order (docs/state-and-recovery.md): an unresolved
-/// attempt without `--retry-stopped` is refused before the plan is compared; then the stored
-/// path must equal the snapshot path (never accepted implicitly, whatever the flags); then the
-/// hash; then a stop without `--retry-stopped`.
-///
-/// Flags that find nothing to act on are no-ops: `--accept-plan-change` with unchanged bytes
-/// accepts nothing, and `--retry-stopped` with nothing stopped or unresolved selects the next
-/// pending phase as a plain run would.
+/// Decides whether an invocation may start. Check order: an unresolved attempt without
+/// `--retry-stopped` is refused before the plan is compared; then the stored path must equal
+/// the snapshot path (whatever the flags); then the hash; then a stop without
+/// `--retry-stopped`. Flags that find nothing to act on are no-ops.
 ///
 /// A stop that carries a retry schedule is resumed without `--retry-stopped` when
 /// `schedule_fits` (the caller checked it against the run's retry and rate-limit policy);
@@ -127,11 +145,9 @@ pub(crate) fn admit(
     Ok(Admission { accept, first })
 }
 
-/// The admission of the run an operator would start next: a plain `run` when that is
-/// admitted, else the one with the recovery flags its refusals ask for (`--retry-stopped` for
-/// a stop or an unresolved attempt, `--accept-plan-change` for edited plan bytes), returned
-/// with those flags. Refusals no flag lifts (a moved plan, completed phases gone from an
-/// edited plan, a retried phase gone) stay refusals. `check --prompt` previews this run.
+/// The admission of the run an operator would start next (`check --prompt` previews it): a
+/// plain `run` when that is admitted, else the one with the recovery flags its refusals ask
+/// for, returned with them. Refusals no flag lifts stay refusals.
 pub(crate) fn way_forward(
     state: &State,
     plan: &PlanFacts<'_>,
@@ -222,46 +238,6 @@ pub(crate) fn next_pending<'a>(state: &State, phase_ids: &[&'a str]) -> Option<&
         .iter()
         .copied()
         .find(|id| !state.completed_phase_ids.iter().any(|done| done == id))
-}
-
-/// The one-line message for a refusal, in the reference's wording. The CLI may add detail
-/// lines (stop message, artifact paths, the expected and actual hashes) after it.
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::UnresolvedAttempt(attempt) => write!(
-                f,
-                "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any \
-                 surviving worker before retrying",
-                attempt.phase.id,
-                attempt.status.as_str(),
-                attempt.id
-            ),
-            Self::Stopped(stop) => write!(f, "phase {} is stopped: {}", stop.phase_id, stop.reason),
-            Self::PlanPathMismatch { stored, actual } => write!(
-                f,
-                "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated \
-                 plan requires an explicit history decision."
-            ),
-            Self::PlanHashMismatch { path, .. } => write!(f, "plan hash mismatch: {path}"),
-            Self::CompletedPhasesMissing { path, missing } => write!(
-                f,
-                "{path}: cannot accept plan change; completed phase ids are missing: {}",
-                missing.join(", ")
-            ),
-            Self::RetriedPhaseMissing {
-                phase_id,
-                abandoned_attempt: true,
-            } => write!(
-                f,
-                "active_attempt.phase.id '{phase_id}' does not exist in plan"
-            ),
-            Self::RetriedPhaseMissing {
-                phase_id,
-                abandoned_attempt: false,
-            } => write!(f, "stopped phase {phase_id} does not exist in plan"),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,28 @@ use crate::domain::stop_regex::{PatternKind, StopMatch};
 use crate::domain::token_usage::report::parse_usage_report;
 use crate::domain::verification::{CheckRecord, FailedCheck, Interpreter};
 
+impl AttemptLifecycle {
+    /// An attempt of a phase without checks, with no budget cap.
+    fn new() -> Self {
+        Self::configured(VerifyPlan::None, BudgetCaps::default(), Spent::default())
+    }
+
+    /// An attempt whose completion is held to `verify`, with no budget cap.
+    fn verified_by(verify: VerifyPlan) -> Self {
+        Self::configured(verify, BudgetCaps::default(), Spent::default())
+    }
+
+    /// An attempt of a phase without checks, of an invocation with these caps, whose
+    /// committed attempts spent `spent_before`.
+    fn with_budget(budget: BudgetCaps, spent_before: Spent) -> Self {
+        Self::configured(VerifyPlan::None, budget, spent_before)
+    }
+
+    fn is_done(&self) -> bool {
+        self.stage == Stage::Done
+    }
+}
+
 const COMPLETE: ChildExit = ChildExit {
     code: Some(0),
     signal: None,

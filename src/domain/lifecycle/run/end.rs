@@ -1,10 +1,6 @@
-//! How an attempt and a whole run end, as typed values: what an attempt supervisor reports to
-//! the run loop ([`AttemptReport`]), and the end of the run ([`RunEnd`]) with the one
-//! exhaustive mapping to an exit code. The command words a `RunEnd` once every lock is
-//! released (`report::run_end`).
-//!
-//! `RunEnd` is generic over the input error of the layer that checks a run's inputs (`I`),
-//! which the domain only carries: the run loop never looks inside it.
+//! How an attempt ends for the run loop ([`AttemptReport`]) and how the run ends ([`RunEnd`]),
+//! with the one exhaustive mapping to an exit code. `I` is the input error of the layer that
+//! checks a run's inputs, which the domain only carries.
 
 use crate::domain::budget::CapReached;
 use crate::domain::decision::Decision;
@@ -24,7 +20,6 @@ pub struct AttemptReport {
     pub end: AttemptEnd,
 }
 
-/// How one attempt ended, as far as the run is concerned.
 #[derive(Debug)]
 pub enum AttemptEnd {
     /// The outcome is durably committed.
@@ -32,15 +27,11 @@ pub enum AttemptEnd {
         decision: Decision,
         outcome_path: String,
         transcript_path: String,
-        /// The next attempt of the phase, when the retry policy scheduled one in the same
-        /// write.
+        /// The next attempt of the phase, scheduled in the same write.
         retry: Option<ScheduledRetry>,
-        /// The Verify check that failed a `verification-failed` attempt (issue 20): the report
-        /// names it, and the phase's next attempt in this run is told about it.
         failed_check: Option<Box<FailedCheck>>,
-        /// What the attempt's usage reports came to: counted against the budget caps.
         usage: Box<UsageSummary>,
-        /// A cap is set and the attempt reported no usage: the cap could not be enforced.
+        /// A cap is set and the attempt reported no usage.
         budget_note: Option<String>,
     },
     /// The prepared record could not be written: nothing was launched, nothing changed —
@@ -76,8 +67,8 @@ pub enum RecordFailure {
     OutcomeRecord(StateWriteError),
 }
 
-/// How a `run` ended, for the command to report. `signal` fields hold the first stopping
-/// signal the run caught: it decides the exit code (128 + signal).
+/// How a `run` ended, for the command to report. A `signal` is the first stopping signal the
+/// run caught: it decides the exit code.
 #[derive(Debug)]
 pub(crate) enum RunEnd<I> {
     /// Every phase is complete.
@@ -90,19 +81,16 @@ pub(crate) enum RunEnd<I> {
         outcome_path: String,
         transcript_path: String,
         signal: Option<i32>,
-        /// The same write scheduled the phase's next attempt (it stays in the state).
         retry_scheduled: bool,
-        /// The Verify check that failed a `verification-failed` attempt.
         failed_check: Option<Box<FailedCheck>>,
     },
-    /// The prepared record was not written; `still_active` when it became visible anyway.
+    /// As [`AttemptEnd::NotPrepared`].
     NotPrepared {
         error: StateWriteError,
         still_active: Option<Box<ActiveAttempt>>,
         signal: Option<i32>,
     },
-    /// The outcome was decided but could not be committed; `still_active` is the durable
-    /// active attempt when the failed write left it in place.
+    /// As [`AttemptEnd::Unresolved`].
     Unresolved {
         decision: Decision,
         failure: RecordFailure,
@@ -116,9 +104,8 @@ pub(crate) enum RunEnd<I> {
     /// A signal arrived while the run waited for a scheduled retry of `phase_id`; the
     /// schedule stays in state for a later run.
     InterruptedDuringWait { signal: i32, phase_id: String },
-    /// A budget cap was reached before `phase_id` could be launched: nothing more was
-    /// launched. `retry_scheduled` when that launch was a scheduled retry (the schedule stays
-    /// in state).
+    /// A budget cap was reached before `phase_id` could be launched. `retry_scheduled` when
+    /// that launch was a scheduled retry (the schedule stays in state).
     BudgetReached {
         reached: CapReached,
         phase_id: String,
@@ -145,7 +132,7 @@ pub(crate) enum RunEnd<I> {
     Input(I),
     /// The accepted plan could not be recorded when no attempt followed.
     AcceptanceFailed(StateWriteError),
-    /// A bug: an actor failed. `message` is the failure as the actor system reported it.
+    /// A bug: an actor failed.
     Internal {
         message: String,
         attempt_may_be_unresolved: bool,
@@ -153,10 +140,8 @@ pub(crate) enum RunEnd<I> {
 }
 
 impl<I> RunEnd<I> {
-    /// The exit code of the invocation (docs/cli.md): a caught signal decides it wherever
-    /// the run carries one; a refusal, a changed plan or bad input is 5; a committed stop
-    /// maps its status; a reached budget is what a `budget-exceeded` attempt is (4); an
-    /// unrecorded attempt or an internal failure is 4.
+    /// The exit code of the invocation (docs/cli.md): a caught signal decides it wherever the
+    /// run carries one.
     pub(crate) fn exit_code(&self) -> ExitCode {
         let or_signal =
             |signal: Option<i32>, otherwise: ExitCode| signal.map_or(otherwise, ExitCode::Signal);

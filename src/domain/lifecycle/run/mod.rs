@@ -1,53 +1,7 @@
-//! The phase loop of one `run` as a pure state machine: one function from (stage, input) to
-//! (stage, effects). The run supervisor feeds it what happened — admission, the plan check,
-//! the workspace reservation, an attempt's end, a signal, a due retry — and carries out the
-//! effects; which phase runs next, when the plan is re-hashed, when the run waits, what a
-//! signal does and how the run ends are decided here and nowhere else (docs/architecture.md
-//! has the table).
-//!
-//! ```text
-//! Admitting ──Admitted──▶ checkpoint ─┬─(first launch)────────────────▶ Reserving ──WorkspaceReserved──▶ Attempting
-//!                              ▲      ├─(later: re-hash)──▶ CheckingPlan ──PlanChecked──┘      │
-//!                              │      ├─(all complete, acceptance due)──▶ Accepting ──▶ Finished
-//!                              │      └─(all complete, phase limit, signal)──────────────────▶ Finished
-//!                              ├──────────────────── phase complete ◀──AttemptConcluded────────┤
-//!                              └──RetryDue── Waiting ◀──────────── retry scheduled ◀────────────┤
-//!                                                                  anything else ──▶ Finished ◀┘
-//! ```
-//!
-//! Rules:
-//! - **Which phase next**: a scheduled retry's phase; else what admission selected (a resumed
-//!   schedule, `--retry-stopped`, the next pending phase); else the first phase, in plan
-//!   order, not completed.
-//! - **Plan re-hash**: the snapshot serves the first launch; before every later launch and
-//!   before reporting completion or the phase limit, the plan file is re-hashed, and an edit
-//!   stops the run (exit 5) with nothing more launched.
-//! - **Phase limit**: `--max-phases N` stops after N phases completed in this invocation, but
-//!   only while phases remain; a run that completes the plan reports completion.
-//! - **Retries**: a committed stop whose write scheduled a retry is waited for and run again
-//!   (nothing else starts a retry); a signal during the wait ends the run at once, with the
-//!   schedule kept in the state for a later run.
-//! - **A failed check is told to the next attempt** (issue 20): the phase's next attempt after
-//!   a `verification-failed` one — a retry in this run, `--retry-stopped`, or a later run
-//!   resuming the schedule — gets the failed check in its turn, for its prompt; any other
-//!   attempt in between clears it. An abandoned attempt resolved by `--retry-stopped` came
-//!   after it, so its retry is not told.
-//! - **Signals**: the first one caught decides the exit code (128 + signal). While an attempt
-//!   runs, every signal is forwarded to it (its own machine holds, acts on or notes it); at
-//!   any other time after admission the run launches nothing more and ends at the next point
-//!   it is told anything — the plan check, the reservation, the acceptance write — with
-//!   128 + signal. A signal during admission takes effect at the first checkpoint (a refused
-//!   run or bad input still ends with exit 5: nothing was admitted). A signal that arrives
-//!   after an attempt's outcome was decided never rewrites that outcome
-//!   ([`RunEnd::signal_after_decision`]).
-//! - **Budget** (`--max-tokens`, `--max-cost`, config `budget`): what this invocation's
-//!   committed attempts spent is counted from their usage; before each launch (and before
-//!   waiting for a scheduled retry) a reached cap launches nothing more and ends the run
-//!   (exit 4, what a `budget-exceeded` attempt ends it with). The attempt is told what was
-//!   spent before it, so its own lifecycle stops it when its reports reach a cap. With a cap
-//!   set, the first attempt whose agent reported no usage is warned about, once.
-//! - **Ending**: one `Finish`, after which nothing is done; an internal failure (an actor
-//!   failed) ends the run at once with exit 4.
+//! The phase loop of one `run` as a pure state machine: [`RunLoop::handle`] maps (stage,
+//! input) to (stage, effects); the run supervisor carries out the effects. Each rule (which
+//! phase next, plan re-hash, waits, signals, how the run ends) is documented at the function
+//! that applies it; the diagram and table are in docs/architecture.md, "Run loop".
 
 mod end;
 
@@ -61,50 +15,24 @@ use crate::domain::verification::FailedCheck;
 
 pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
 
-/// Where an attempt stands in its phase's retries in this invocation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct AttemptTurn {
-    pub ledger: RetryLedger,
-    /// `None` for a phase's first attempt, whose prompt has no retry section.
-    pub note: Option<RetryNote>,
-    /// The check that failed the phase's previous attempt, for the prompt's VERIFICATION
-    /// FAILURE section.
-    pub verification_failure: Option<FailedCheck>,
-}
-
-impl AttemptTurn {
-    pub(crate) fn first() -> Self {
-        Self {
-            ledger: RetryLedger::first(),
-            note: None,
-            verification_failure: None,
-        }
-    }
-}
-
 /// What the run loop is told.
 #[derive(Debug)]
 pub(crate) enum RunInput<I> {
-    /// The plan workspace is locked, the state is read and admission let the run in.
     Admitted(Box<Admitted>),
-    /// Admission refused the run; nothing was written.
+    /// Nothing was written.
     Refused(Box<RefusedRun<I>>),
-    /// The plan file was re-hashed.
     PlanChecked(PlanCheck),
     /// The selected phase's execution workspace is resolved and locked.
     WorkspaceReserved,
-    /// The attempt supervisor is done.
     AttemptConcluded(Box<AttemptReport>),
-    /// The scheduled retry's not-before time passed.
     RetryDue,
-    /// The acceptance of the plan (when no attempt followed) was written, or why not.
+    /// The plan acceptance (when no attempt followed) was written, or why not.
     AcceptanceRecorded(Result<(), StateWriteError>),
-    /// A stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) was caught.
+    /// A stopping signal was caught.
     Signal(i32),
     /// An input became unusable (a lock held, the state or plan unreadable, a workspace gone).
     InputFailed(I),
-    /// An actor of the run failed (a bug); `attempt_may_be_unresolved` when it was the
-    /// running attempt's supervisor.
+    /// A bug; `attempt_may_be_unresolved` when it was the running attempt's supervisor.
     ActorFailed {
         message: String,
         attempt_may_be_unresolved: bool,
@@ -115,24 +43,20 @@ pub(crate) enum RunInput<I> {
 #[derive(Clone, Debug)]
 pub(crate) struct Admitted {
     pub admission: Admission,
-    /// `completed_phase_ids` of the state admission read.
     pub completed_phase_ids: Vec<String>,
-    /// The state's `last_run`: a resumed schedule's stopped attempt.
+    /// A resumed schedule's stopped attempt.
     pub last_run: Option<LastRun>,
-    /// The check that failed `last_run`, when it is `verification-failed` (read from its
-    /// outcome record).
+    /// The check that failed `last_run`, when it is `verification-failed`.
     pub verification_failure: Option<FailedCheck>,
 }
 
-/// A refused run and what its report shows.
+/// A refused run and what its report shows (as [`RunEnd::Refused`]).
 #[derive(Debug)]
 pub(crate) struct RefusedRun<I> {
     pub refusal: Refusal,
     pub plan_workspace: String,
-    /// A stopped phase's execution workspace, or why it is unavailable.
     pub execution_workspace: Option<Result<String, I>>,
     pub last_run: Option<Box<LastRun>>,
-    /// The recovery flags with which the run would be admitted; `None` when none lifts it.
     pub lifted_by: Option<RecoveryFlags>,
 }
 
@@ -147,26 +71,26 @@ pub(crate) enum PlanCheck {
     },
 }
 
-/// What the run supervisor must do; effects are carried out in the order returned.
+/// What the run supervisor must do, in the order returned.
 #[derive(Debug)]
 pub(crate) enum RunEffect<I> {
-    /// Re-hash the plan file; answer with [`RunInput::PlanChecked`].
+    /// Answer with [`RunInput::PlanChecked`].
     CheckPlan,
-    /// Resolve `phase_id`'s execution workspace and lock it; answer with
+    /// Resolve and lock the phase's execution workspace; answer with
     /// [`RunInput::WorkspaceReserved`] or [`RunInput::InputFailed`].
     ReserveWorkspace { phase_id: String },
     /// Start the attempt in the reserved workspace.
     Launch(Box<LaunchOrder>),
     /// Forward a signal to the running attempt.
     ForwardInterrupt(i32),
-    /// The attempt concluded: stop its supervisor and release its workspace lock.
+    /// Stop the concluded attempt's supervisor and release its workspace lock.
     ReleaseWorkspace,
     /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
     AwaitRetry(Box<RetryWait>),
-    /// Say once (on stderr and in the event stream) that a budget cap cannot be enforced for
-    /// an agent that reports no usage.
+    /// Say (on stderr and in the event stream) that a budget cap cannot be enforced for an
+    /// agent that reports no usage.
     WarnBudgetUnenforceable(String),
-    /// The wait for a scheduled retry is over (the attempt is about to be prepared).
+    /// The wait for a scheduled retry is over.
     EndWait { phase_id: String, attempt: u32 },
     /// Record the plan acceptance on its own; answer with [`RunInput::AcceptanceRecorded`].
     RecordAcceptance(Box<PlanRecord>),
@@ -184,61 +108,52 @@ pub(crate) struct LaunchOrder {
     pub accept: Option<PlanRecord>,
     /// Which of the run's agent templates runs (0 is the primary).
     pub template_index: usize,
-    pub turn: AttemptTurn,
-    /// What this invocation's committed attempts spent before this one (the budget caps
-    /// count it).
+    /// Where the attempt stands in its phase's retries in this invocation.
+    pub ledger: RetryLedger,
+    /// `None` for a phase's first attempt, whose prompt has no retry section.
+    pub note: Option<RetryNote>,
+    /// The check that failed the phase's previous attempt, for the prompt.
+    pub verification_failure: Option<FailedCheck>,
     pub spent_before: Spent,
 }
 
-/// A wait for a scheduled attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RetryWait {
     pub schedule: RetrySchedule,
-    /// When it is due, exactly.
     pub due: chrono::DateTime<chrono::Utc>,
-    /// The reset-time phrase of the agent's output the wait is based on, if any.
     pub reset_phrase: Option<String>,
-    /// The schedule was read from the state (a later run resumes it).
+    /// The schedule was read from the state.
     pub resumed: bool,
 }
 
 /// Where the run loop is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum Stage {
     /// Locking the plan workspace, reading the state, deciding admission.
+    #[default]
     Admitting,
     /// The plan file is being re-hashed before acting on `target`.
-    CheckingPlan {
-        target: Target,
-    },
+    #[strum(serialize = "checking plan")]
+    CheckingPlan { target: Target },
     /// The phase's execution workspace is being resolved and locked.
     Reserving {
         phase_id: String,
         resolve_abandoned: bool,
     },
     /// An attempt of `phase_id` runs.
-    Attempting {
-        phase_id: String,
-    },
+    Attempting { phase_id: String },
     /// Waiting for the scheduled retry.
     Waiting,
     /// The plan acceptance is being written (every phase was already complete).
     Accepting,
+    /// Nothing is done any more.
     Finished,
 }
 
 impl Stage {
-    /// The stage's name, for tracing and the table.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Admitting => "admitting",
-            Self::CheckingPlan { .. } => "checking plan",
-            Self::Reserving { .. } => "reserving",
-            Self::Attempting { .. } => "attempting",
-            Self::Waiting => "waiting",
-            Self::Accepting => "accepting",
-            Self::Finished => "finished",
-        }
+        self.into()
     }
 }
 
@@ -249,27 +164,25 @@ pub(crate) enum Target {
         phase_id: String,
         resolve_abandoned: bool,
     },
+    /// Every phase is complete.
     AllComplete,
-    PhaseLimit {
-        last_completed: String,
-    },
+    /// `--max-phases` was reached with phases left.
+    PhaseLimit { last_completed: String },
 }
 
 /// The fixed facts of one invocation the loop decides from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RunRules {
-    /// The plan's phase ids, in plan order.
+    /// In plan order.
     pub phase_ids: Vec<String>,
-    /// `--max-phases` / `max_phases`.
     pub max_phases: Option<u64>,
     /// The retry policy's `max_attempts` (n in "attempt k of n").
     pub max_attempts: u32,
-    /// The budget caps of the invocation.
     pub budget: BudgetCaps,
 }
 
 /// The loop's progress through one invocation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RunLoop {
     rules: RunRules,
     stage: Stage,
@@ -287,12 +200,9 @@ pub(crate) struct RunLoop {
     pending_retry: Option<RetrySchedule>,
     /// The current phase's attempts in this invocation, for a retry's prompt.
     phase_attempts: Vec<EarlierAttempt>,
-    /// The check that failed the last attempt, and its phase: the next attempt of that phase
-    /// is told.
+    /// The check that failed the last attempt, and its phase.
     failed_check: Option<(String, FailedCheck)>,
-    /// What this invocation's committed attempts spent.
     spent: Spent,
-    /// The budget cap's unenforceability was said.
     unenforceable_said: bool,
 }
 
@@ -300,19 +210,7 @@ impl RunLoop {
     pub(crate) fn new(rules: RunRules) -> Self {
         Self {
             rules,
-            stage: Stage::Admitting,
-            completed: Vec::new(),
-            completed_this_run: 0,
-            last_completed: None,
-            launched: false,
-            first_signal: None,
-            first: None,
-            accept: None,
-            pending_retry: None,
-            phase_attempts: Vec::new(),
-            failed_check: None,
-            spent: Spent::default(),
-            unenforceable_said: false,
+            ..Self::default()
         }
     }
 
@@ -446,6 +344,7 @@ impl RunLoop {
         } = admitted;
         self.completed = completed_phase_ids;
         self.accept = admission.accept;
+        // The phase's next attempt after a `verification-failed` one is told the failed check.
         // The stopped attempt a retry follows is the state's last run; an abandoned attempt's
         // retry follows the abandoned attempt, not the failed check.
         let retried = match &admission.first {
@@ -481,7 +380,9 @@ impl RunLoop {
         }
     }
 
-    /// Decides what comes next between attempts: launch a phase, or end the run.
+    /// Between attempts: launch a phase, or end the run. The snapshot serves the first launch;
+    /// before every later one, and before reporting completion or the phase limit, the plan
+    /// is re-hashed. `--max-phases` stops the run only while phases remain.
     fn checkpoint<I>(&mut self, effects: &mut Vec<RunEffect<I>>) {
         let next = self.next_phase();
         if let Some(signal) = self.first_signal {
@@ -505,8 +406,9 @@ impl RunLoop {
         }
     }
 
-    /// The phase to run next and whether it resolves an abandoned attempt; `None` when every
-    /// phase is complete.
+    /// The phase to run next and whether it resolves an abandoned attempt: a scheduled
+    /// retry's phase, else admission's selection, else the first phase in plan order not
+    /// completed; `None` when every phase is complete.
     fn next_phase(&mut self) -> Option<(String, bool)> {
         if let Some(schedule) = &self.pending_retry {
             return Some((schedule.phase_id.clone(), false));
@@ -572,33 +474,25 @@ impl RunLoop {
         resolve_abandoned: bool,
         effects: &mut Vec<RunEffect<I>>,
     ) {
-        let (template_index, turn) = match self.pending_retry.take() {
+        let (template_index, ledger, note) = match self.pending_retry.take() {
             Some(schedule) => {
                 let note = RetryNote::following(
                     &schedule,
                     self.rules.max_attempts,
                     self.phase_attempts.clone(),
                 );
-                let turn = AttemptTurn {
-                    ledger: schedule.ledger(),
-                    note: Some(note),
-                    verification_failure: None,
-                };
-                (schedule.template_index, turn)
+                (schedule.template_index, schedule.ledger(), Some(note))
             }
             None => {
                 self.phase_attempts.clear();
-                (0, AttemptTurn::first())
+                (0, RetryLedger::first(), None)
             }
         };
-        let turn = AttemptTurn {
-            verification_failure: self
-                .failed_check
-                .take()
-                .filter(|(failed_phase, _)| *failed_phase == phase_id)
-                .map(|(_, failure)| failure),
-            ..turn
-        };
+        let verification_failure = self
+            .failed_check
+            .take()
+            .filter(|(failed_phase, _)| *failed_phase == phase_id)
+            .map(|(_, failure)| failure);
         self.launched = true;
         self.stage = Stage::Attempting {
             phase_id: phase_id.clone(),
@@ -608,25 +502,25 @@ impl RunLoop {
             resolve_abandoned,
             accept: self.accept.take(),
             template_index,
-            turn,
+            ledger,
+            note,
+            verification_failure,
             spent_before: self.spent,
         })));
     }
 
-    /// Ends the run when a budget cap is reached before `phase_id` is launched.
+    /// Ends the run when a budget cap is reached before `phase_id` is launched (or waited for),
+    /// as a `budget-exceeded` attempt would end it.
     fn budget_reached<I>(&mut self, phase_id: &str, effects: &mut Vec<RunEffect<I>>) -> bool {
         let Some(reached) = self.rules.budget.reached(self.spent) else {
             return false;
         };
-        let retry_scheduled = self.pending_retry.is_some();
-        self.finish(
-            RunEnd::BudgetReached {
-                reached,
-                phase_id: phase_id.to_owned(),
-                retry_scheduled,
-            },
-            effects,
-        );
+        let end = RunEnd::BudgetReached {
+            reached,
+            phase_id: phase_id.to_owned(),
+            retry_scheduled: self.pending_retry.is_some(),
+        };
+        self.finish(end, effects);
         true
     }
 
@@ -745,6 +639,10 @@ impl RunLoop {
         })));
     }
 
+    /// The first signal caught decides the exit code. While an attempt runs, every signal is
+    /// forwarded to it; otherwise nothing more is launched and the run ends at the next point
+    /// it is told anything. A signal never rewrites a decided outcome
+    /// ([`RunEnd::signal_after_decision`]).
     fn signal<I>(&mut self, signal: i32, stage: Stage, effects: &mut Vec<RunEffect<I>>) {
         let first = *self.first_signal.get_or_insert(signal);
         match stage {
@@ -755,13 +653,11 @@ impl RunLoop {
                     .as_ref()
                     .map(|schedule| schedule.phase_id.clone())
                     .unwrap_or_default();
-                self.finish(
-                    RunEnd::InterruptedDuringWait {
-                        signal: first,
-                        phase_id,
-                    },
-                    effects,
-                );
+                let end = RunEnd::InterruptedDuringWait {
+                    signal: first,
+                    phase_id,
+                };
+                self.finish(end, effects);
             }
             // Held: acted on when the pending step answers (or at the first checkpoint).
             Stage::Admitting
@@ -778,13 +674,11 @@ impl RunLoop {
         plan_complete: bool,
         effects: &mut Vec<RunEffect<I>>,
     ) {
-        self.finish(
-            RunEnd::InterruptedBeforeLaunch {
-                signal,
-                plan_complete,
-            },
-            effects,
-        );
+        let end = RunEnd::InterruptedBeforeLaunch {
+            signal,
+            plan_complete,
+        };
+        self.finish(end, effects);
     }
 
     fn finish<I>(&mut self, end: RunEnd<I>, effects: &mut Vec<RunEffect<I>>) {

@@ -750,8 +750,8 @@ fn a_scheduled_retry_is_awaited_then_launched_with_its_turn() {
         panic!("not launched: {effects:?}");
     };
     assert_eq!(order.phase_id, "phase-1");
-    assert_eq!(order.turn.ledger.attempt, 2);
-    let note = order.turn.note.as_ref().expect("a retry note");
+    assert_eq!(order.ledger.attempt, 2);
+    let note = order.note.as_ref().expect("a retry note");
     assert_eq!(note.attempt, 2);
     assert_eq!(note.of, 3);
     assert_eq!(note.earlier.len(), 1);
@@ -831,7 +831,7 @@ fn a_resumed_schedule_is_awaited_first_with_the_stopped_attempt_as_its_history()
         Some(record()),
         "the acceptance goes with the first write"
     );
-    let note = order.turn.note.as_ref().unwrap();
+    let note = order.note.as_ref().unwrap();
     assert_eq!(note.earlier[0].attempt_id, "earlier");
 }
 
@@ -1012,8 +1012,8 @@ fn a_retry_after_a_failed_check_is_told_which_and_the_attempt_after_it_is_not() 
     );
     let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
     let order = launch_order(&effects);
-    assert_eq!(order.turn.verification_failure, Some(failed_check(1)));
-    assert!(order.turn.note.is_some(), "a retry");
+    assert_eq!(order.verification_failure, Some(failed_check(1)));
+    assert!(order.note.is_some(), "a retry");
     // That retry failed otherwise: its own retry is not told about the old check.
     for input in [
         concluded("phase-1", Ending::Retried),
@@ -1023,7 +1023,7 @@ fn a_retry_after_a_failed_check_is_told_which_and_the_attempt_after_it_is_not() 
         machine.handle::<BadInput>(input);
     }
     let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
-    assert_eq!(launch_order(&effects).turn.verification_failure, None);
+    assert_eq!(launch_order(&effects).verification_failure, None);
 }
 
 #[test]
@@ -1058,7 +1058,7 @@ fn a_stopped_phase_retried_later_is_told_its_failed_check() {
                 RunInput::WorkspaceReserved,
             ],
         );
-        launch_order(&effects).turn.verification_failure.clone()
+        launch_order(&effects).verification_failure.clone()
     };
     let retry_stopped = || FirstSelection::RetryStopped {
         phase_id: "phase-1".into(),
@@ -1211,11 +1211,11 @@ proptest! {
                         prop_assert!(!plan_changed, "launched after a plan change: {all:?}");
                         // A failed check is told to exactly the phase's next attempt.
                         prop_assert_eq!(
-                            order.turn.verification_failure.is_some(),
+                            order.verification_failure.is_some(),
                             last_failed_check_for.as_deref() == Some(order.phase_id.as_str()),
                             "a failed check told to the wrong attempt: {:?}", all
                         );
-                        if launched.contains(&order.phase_id) && order.turn.note.is_some() {
+                        if launched.contains(&order.phase_id) && order.note.is_some() {
                             prop_assert_eq!(last_retry_for.as_deref(), Some(order.phase_id.as_str()), "a retry nobody scheduled: {:?}", all);
                         }
                         launched.push(order.phase_id.clone());
