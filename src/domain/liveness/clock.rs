@@ -1,41 +1,24 @@
-//! The clocks of one running attempt, as a pure machine the deadline timer steps: when the
-//! wall-clock `--timeout` and the idle deadline pass, when to sample the processes' activity,
-//! and when to publish the agent's latest status. Times are offsets from the launch, passed in
-//! by the caller; the machine answers with what to do ([`ClockEffect`]).
+//! The clocks of one running attempt as a pure machine the deadline timer steps: when the
+//! wall-clock `--timeout` and the idle deadline pass, when to sample the processes' activity
+//! (only while the attempt is silent), and when to publish the agent's status. Times are
+//! offsets from the launch, passed in by the caller.
 //!
-//! - **Wall clock**: fixed at launch + `--timeout`; nothing moves it (an extension is the idle
-//!   deadline's only).
-//! - **Idle** ([`super::idle::IdleDeadline`]): output, an accepted notification and activity
-//!   are signs of life; `EXTEND_TIMEOUT_USEC` moves the deadline later. When it passes, the
-//!   stop message names the silence and the last status.
-//! - **Activity** ([`super::activity::ActivityRule`]): sampled only while the attempt is
-//!   silent, every [`super::activity::sample_interval`] after the last output, notification or
-//!   sample; one sample at a time. Only with an idle limit (activity keeps nothing else alive).
-//! - **Status** ([`super::status::LatestStatus`]): a change is published at once or when its
-//!   rate-limit interval ends.
-//!
-//! Which deadline stops the attempt when both pass at one check is not decided here: both are
-//! reported, and the attempt lifecycle lets the wall clock win.
-//!
-//! **Output costs nothing but two stores**: it never asks for a wake-up. The clock keeps one
-//! wake-up armed at the earliest time something may be due; when it comes and the deadline
-//! has moved meanwhile, the clock arms the next one. So sustained output costs one cheap call
-//! per (coalesced) notice and a wake-up per sample interval at most.
+//! Output costs two stores and never asks for a wake-up: the clock keeps one wake-up armed at
+//! the earliest time something may be due and, when it comes and the deadline has moved
+//! meanwhile, arms the next.
 
 use std::time::Duration;
 
-use super::SignOfLife;
 use super::activity::{ActivityRule, ActivitySample, ActivityVerdict, Evidence, Thresholds};
 use super::idle::{Extension, IdleCheck, IdleDeadline};
 use super::status::{LatestStatus, Publish};
 use crate::domain::notify::StatusChange;
 
-/// What the clock is told.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClockInput {
-    /// Output on either stream at `at`.
+    /// Output on either stream.
     Output { at: Duration },
-    /// An accepted notification at `at`, with what of it concerns the clocks.
+    /// An accepted notification, with what of it concerns the clocks.
     Notified {
         at: Duration,
         status: Option<StatusChange>,
@@ -43,7 +26,7 @@ pub enum ClockInput {
     },
     /// A sample asked for by [`ClockEffect::Sample`] (its own `at` says when it was taken).
     Sampled(ActivitySample),
-    /// A wake-up asked for by [`ClockEffect::WakeAt`] (or a stale one) came at `at`.
+    /// A wake-up asked for by [`ClockEffect::WakeAt`] (or a stale one) came.
     Woke { at: Duration },
 }
 
@@ -55,35 +38,34 @@ pub enum ClockEffect {
     /// Sample the attempt's processes (off the runtime) and answer with
     /// [`ClockInput::Sampled`].
     Sample,
-    /// Publish the latest status: the `activity` event, the status line, the console's dim
-    /// line. `None` means it was cleared; `since` is when the text was first set.
+    /// Publish the latest status (`None`: cleared) everywhere it shows; `since` is when the
+    /// text was first set.
     Publish {
         text: Option<String>,
         since: Option<Duration>,
     },
-    /// The agent moved the idle deadline to `deadline` (at `at`): the
-    /// `idle-deadline-extended` event.
+    /// The `idle-deadline-extended` event.
     Extended { at: Duration, deadline: Duration },
-    /// The processes were working between two samples: a sign of life (for the log).
+    /// The processes were working between two samples (for the log).
     Working(Evidence),
-    /// A deadline passed: the `--timeout` one, the idle one (with its stop message), or both.
-    /// Nothing more follows.
+    /// The `--timeout`, the idle deadline (with its stop message), or both passed. Nothing
+    /// more follows; the attempt lifecycle lets the wall clock win.
     DeadlinesPassed { timeout: bool, idle: Option<String> },
 }
 
-/// The idle deadline and the activity sampling that feeds it.
+/// The idle deadline and the activity sampling that feeds it (activity keeps nothing else
+/// alive, so there is no sampling without an idle limit).
 #[derive(Clone, Debug)]
 struct IdleWatch {
     deadline: IdleDeadline,
     activity: ActivityRule,
     interval: Duration,
-    /// When the next sample is due: an interval after the last output, notification or sample.
+    /// An interval after the last output, notification or sample.
     sample_after: Duration,
-    /// A sample is being taken.
+    /// A sample is being taken (one at a time).
     sampling: bool,
 }
 
-/// The clocks of one attempt.
 #[derive(Clone, Debug)]
 pub struct AttemptClock {
     wall_clock: Option<Duration>,
@@ -97,8 +79,7 @@ pub struct AttemptClock {
 }
 
 impl AttemptClock {
-    /// The clocks of an attempt launched at time 0 with these limits (`None`: none), and the
-    /// first wake-up to arm.
+    /// The clocks of an attempt launched at time 0, and the first wake-up to arm.
     pub fn start(
         wall_clock: Option<Duration>,
         idle_limit: Option<Duration>,
@@ -127,7 +108,6 @@ impl AttemptClock {
         (clock, effects)
     }
 
-    /// The latest status and when it was set.
     pub fn status(&self) -> &LatestStatus {
         &self.status
     }
@@ -142,7 +122,7 @@ impl AttemptClock {
             ClockInput::Output { at } => {
                 // The hot path: no wake-up is asked for; the armed one re-arms when it comes.
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at, SignOfLife::Output);
+                    idle.deadline.sign_of_life(at);
                     idle.activity.reset();
                     idle.sample_after = idle.sample_after.max(at + idle.interval);
                 }
@@ -150,7 +130,7 @@ impl AttemptClock {
             }
             ClockInput::Notified { at, status, extend } => {
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at, SignOfLife::Notification);
+                    idle.deadline.sign_of_life(at);
                     idle.activity.reset();
                     idle.sample_after = idle.sample_after.max(at + idle.interval);
                     if let Some(by) = extend
@@ -172,7 +152,7 @@ impl AttemptClock {
                 let at = sample.at;
                 idle.sample_after = idle.sample_after.max(at + idle.interval);
                 if let ActivityVerdict::Working(evidence) = idle.activity.observe(sample) {
-                    idle.deadline.sign_of_life(at, SignOfLife::Activity);
+                    idle.deadline.sign_of_life(at);
                     effects.push(ClockEffect::Working(evidence));
                 }
             }
@@ -201,7 +181,7 @@ impl AttemptClock {
         effects
     }
 
-    /// Whether a deadline passed at `at`; if so, says which and stops the clocks.
+    /// Whether a deadline passed; if so, says which and stops the clocks.
     fn check(&mut self, at: Duration, effects: &mut Vec<ClockEffect>) -> bool {
         let timeout = self.wall_clock.is_some_and(|deadline| at >= deadline);
         let idle = self

@@ -1,46 +1,13 @@
-//! Finding when a provider's rate limit resets in a rate-limited agent's output (issue 11).
-//!
-//! [`find_reset`] scans text (the caller passes the tail of the attempt's output, e.g. its last
-//! 64 KiB decoded lossily) for the phrases providers print with a reset time and returns the
-//! **last** one found: the message that ended the attempt is the latest one, and earlier ones
-//! (a 429 the CLI retried past, a usage banner from an hour ago) are stale.
-//!
-//! Recognised forms, each only after a word that says it is a reset time, so ordinary log
-//! timestamps in the output are never taken for one:
-//!
-//! | Form | Examples | Kind |
-//! |---|---|---|
-//! | relative, prose | `try again in 2 hours 13 minutes`, `Please try again in 1.5s`, `try again in 6m0s`, `Please retry in 41.2s`, `resets in 1d 5h`, `retry after 30 seconds` | [`ResetKind::Relative`] |
-//! | relative, header or JSON key | `Retry-After: 120`, `retry-after-ms: 1500`, `x-ratelimit-reset-requests: 1s`, `"retryDelay": "41s"`, `"resets_in_seconds": 3600` | [`ResetKind::Relative`] |
-//! | time of day | `resets 3pm`, `resets at 3:00 PM (Europe/Berlin)`, `Try again at 3:05 PM`, `resets Mon 12:00am`, `resets 15:00 UTC` | [`ResetKind::ClockTime`] |
-//! | calendar date and time | `resets Oct 9, 5pm`, `try again at Jul 9th, 2026 1:47 AM`, `try again at Aug 10, 2026, 11:12 AM` | [`ResetKind::CalendarDate`] |
-//! | RFC 3339 / ISO 8601 | `anthropic-ratelimit-tokens-reset: 2026-12-01T15:00:00Z`, `"resets_at": "2026-12-01T15:00:00+01:00"`, `resets at 2026-12-01 15:00` | [`ResetKind::Timestamp`] |
-//! | HTTP-date (RFC 9110) | `Retry-After: Wed, 21 Oct 2026 07:28:00 GMT` | [`ResetKind::HttpDate`] |
-//! | Unix epoch (s or ms) | `Claude AI usage limit reached\|1764600000`, `"resets_at": 1764600000`, `reset at 1764600000`, `x-ratelimit-reset: 1764600000` | [`ResetKind::Epoch`] |
-//!
-//! Interpretation rules:
-//! - A time without a zone is in the caller's `local` zone (CLIs print local times); a zone
-//!   name in parentheses (`(Europe/Berlin)`, any IANA name `chrono-tz` knows) or `UTC`/`GMT`
-//!   overrides it. An unknown zone name drops the phrase rather than guess hours wrong.
-//! - A time of day means its next occurrence — today, else tomorrow (a weekday: within the
-//!   week; a date without a year: this year, else next). "Next" allows [`CLOCK_GRACE`]: a time
-//!   that passed less than an hour ago is today's, already past, because a limit announced as
-//!   "resets 3pm" and read at 15:00:05 has just reset; it is not 24 hours away.
-//! - A bare number for a reset key is seconds to wait, unless it is large enough to be a Unix
-//!   time (≥ 10⁹: epoch seconds, ≥ 10¹²: epoch milliseconds); a `…-ms` key counts milliseconds.
-//! - A time outside [`PAST_HORIZON`] before `now` to [`FUTURE_HORIZON`] after it is absurd
-//!   (a misread number, an example date) and is skipped, so an earlier plausible phrase or no
-//!   hint at all is the result. A time in the past within the horizon is returned: the retry
-//!   policy reports it as "reset time is in the past" and uses its default wait.
-//!
-//! Pure: no clock, no environment; `now` and `local` come from the caller. Never panics.
+//! Finding when a provider's rate limit resets in a rate-limited agent's output. The forms
+//! recognised and how each is read are in docs/unattended-runs.md, "Reset times recognised".
+//! Pure (`now` and the `local` zone come from the caller) and never panics.
 
 use std::str::FromStr;
 use std::sync::LazyLock;
 
 use chrono::{
-    DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone, Utc,
-    Weekday,
+    DateTime, Datelike, FixedOffset, Month, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta,
+    TimeZone, Utc, Weekday,
 };
 use chrono_tz::Tz;
 use regex::{Captures, Regex};
@@ -48,47 +15,41 @@ use regex::{Captures, Regex};
 /// A reset time found in the output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResetHint {
-    /// When the limit resets.
     pub at: DateTime<Utc>,
     /// The text it was read from (trimmed, at most [`MAX_PHRASE_CHARS`] characters), for the
-    /// line that tells the user why the runner waits until then.
+    /// line that says why the runner waits until then.
     pub phrase: String,
     pub kind: ResetKind,
 }
 
-/// Which form the reset time had.
+/// Which form the reset time had (the rows of the docs' table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResetKind {
-    /// A duration from `now`.
     Relative,
     /// A time of day, maybe with a weekday; resolved to its next occurrence.
     ClockTime,
     /// A month and day (and maybe a year) with a time of day.
     CalendarDate,
-    /// An RFC 3339 / ISO 8601 date-time.
+    /// RFC 3339 / ISO 8601.
     Timestamp,
-    /// An HTTP-date (`Wed, 21 Oct 2026 07:28:00 GMT`).
     HttpDate,
-    /// Unix epoch seconds or milliseconds.
+    /// Unix seconds or milliseconds.
     Epoch,
 }
 
-/// How far in the past a reset time may lie and still be reported (as past). Further back is a
-/// misread or stale value.
+/// Reset times further in the past than this, or further ahead than [`FUTURE_HORIZON`], are
+/// misread numbers or stale banners and are skipped (monthly quotas reset within 31 days).
 pub(crate) const PAST_HORIZON: TimeDelta = TimeDelta::days(1);
-
-/// How far ahead a reset time may lie. Monthly quotas reset within 31 days; anything later is
-/// a misread number, not a time worth planning a wait around.
 pub(crate) const FUTURE_HORIZON: TimeDelta = TimeDelta::days(31);
 
-/// A time of day that passed less than this long ago is today's, not tomorrow's.
+/// A time of day that passed less than this long ago is today's (it has just reset), not
+/// tomorrow's.
 pub(crate) const CLOCK_GRACE: TimeDelta = TimeDelta::hours(1);
 
-/// The longest [`ResetHint::phrase`], in characters.
 pub(crate) const MAX_PHRASE_CHARS: usize = 160;
 
-/// The most relevant reset time in `text`: the last plausible one (see the module doc).
-/// `now` is the current time; `local` is the zone for times printed without one.
+/// The last plausible reset time in `text` (the message that ended the attempt is the latest;
+/// earlier ones are stale). `local` is the zone for times printed without one.
 pub(crate) fn find_reset<Z: TimeZone>(
     text: &str,
     now: DateTime<Utc>,
@@ -156,9 +117,8 @@ const HTTP_DATE: &str = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,[ \t]*(?P<hd>\d{
 /// rejected by [`clock_time`]: it needs minutes or am/pm to be a time.
 const CLOCK: &str = r"(?:(?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?[ \t]+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ \t]+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?[ \t]+(?:(?P<year>\d{4}),?[ \t]+)?(?:at[ \t]+)?)?(?P<ch>\d{1,2})(?::(?P<cm>\d{2}))?(?::(?P<cs>\d{2}))?(?:[ \t]*(?P<ampm>[ap])\.?[ \t]?m(?-u:\b)\.?)?(?:[ \t]*(?:\([ \t]*(?P<zone>[a-z_]+(?:/[a-z0-9_+-]+)*)[ \t]*\)|(?P<utc>utc|gmt)(?-u:\b)))?";
 
-/// Header and JSON key names that carry a reset time or a delay: `Retry-After`,
-/// `retry-after-ms`, `x-ratelimit-reset-requests`, `anthropic-ratelimit-tokens-reset`,
-/// `RateLimit-Reset`, `retryDelay`, `resets_at`, `resetsAt`, `resets_in_seconds`, `reset_time`.
+/// Header and JSON key names that carry a reset time or a delay (`Retry-After`, `retryDelay`,
+/// `x-ratelimit-reset-requests`, `resets_in_seconds`, …).
 const RESET_KEY: &str = r"(?:[a-z0-9]+-)*ratelimit(?:-[a-z0-9]+)*-reset(?:-[a-z0-9]+)*|retry[-_]?after(?:[-_]?ms)?|retry[-_]?delay|resets?[-_]?at|resets?[-_]?in(?:[-_]?(?:seconds|secs))?|reset[-_]?time";
 
 /// Words that introduce a reset time in prose.
@@ -261,9 +221,8 @@ fn usage_epoch<Z: TimeZone>(
     Some((epoch(caps.name("epoch")?.as_str())?, ResetKind::Epoch))
 }
 
-/// Seconds in a duration made of number–unit segments (`2 hours 13 minutes`, `6m0s`,
-/// `an hour`). `None` unless every segment has a known unit, or when the total is beyond
-/// [`FUTURE_HORIZON`].
+/// Seconds in `2 hours 13 minutes`, `6m0s`, `an hour`: `None` unless every segment has a
+/// known unit and the total is within [`FUTURE_HORIZON`].
 pub(crate) fn duration_seconds(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut segments = 0;
@@ -413,18 +372,9 @@ fn http_date(caps: &Captures<'_>) -> Option<DateTime<Utc>> {
     Some(Utc.from_utc_datetime(&NaiveDateTime::new(date, time)))
 }
 
+/// A month's number from its three letters (the patterns capture no more), in any case.
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let prefix = name.get(..3)?.to_ascii_lowercase();
-    let index = MONTHS.iter().position(|month| *month == prefix)?;
-    u32::try_from(index + 1).ok()
-}
-
-fn weekday(name: &str) -> Option<Weekday> {
-    let prefix = name.get(..3)?.to_ascii_lowercase();
-    Weekday::from_str(&prefix).ok()
+    Some(name.parse::<Month>().ok()?.number_from_month())
 }
 
 /// Which day a time of day belongs to.
@@ -432,9 +382,8 @@ fn weekday(name: &str) -> Option<Weekday> {
 enum DaySpec {
     /// Today, else tomorrow.
     Next,
-    /// That weekday's next occurrence.
     Weekday(Weekday),
-    /// That date; without a year, this year's else next year's.
+    /// Without a year: this year's, else next year's.
     Date {
         month: u32,
         day: u32,
@@ -478,7 +427,7 @@ fn clock_time<Z: TimeZone>(
             ResetKind::CalendarDate,
         ),
         (None, Some(name)) => (
-            DaySpec::Weekday(weekday(name.as_str())?),
+            DaySpec::Weekday(name.as_str().parse().ok()?),
             ResetKind::ClockTime,
         ),
         (None, None) => (DaySpec::Next, ResetKind::ClockTime),
