@@ -64,17 +64,12 @@ impl Eq for BudgetCaps {}
 
 /// The command line's value, else the config's.
 fn cap<T>(command_line: Option<T>, config: Option<T>) -> Option<Cap<T>> {
-    match (command_line, config) {
-        (Some(limit), _) => Some(Cap {
-            limit,
-            origin: CapOrigin::CommandLine,
-        }),
-        (None, Some(limit)) => Some(Cap {
-            limit,
-            origin: CapOrigin::Config,
-        }),
-        (None, None) => None,
-    }
+    let (limit, origin) = match (command_line, config) {
+        (Some(limit), _) => (limit, CapOrigin::CommandLine),
+        (None, Some(limit)) => (limit, CapOrigin::Config),
+        (None, None) => return None,
+    };
+    Some(Cap { limit, origin })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -211,22 +211,21 @@ impl UsageSummary {
     /// Input plus output tokens, for a table cell: `1801`, `≥ 110` when partial, `?` when
     /// unknown, `–` when the agent reported no token count.
     pub fn tokens_text(&self) -> String {
-        match (self.completeness, self.counts.capped_tokens()) {
-            (Completeness::Unknown, _) => "?".to_owned(),
-            (_, None) => "–".to_owned(),
-            (Completeness::Reported, Some(tokens)) => tokens.to_string(),
-            (Completeness::Partial, Some(tokens)) => format!("≥ {tokens}"),
-        }
+        self.cell(self.counts.capped_tokens().map(|tokens| tokens.to_string()))
     }
 
     /// The cost, for a table cell: `$0.25`, `≥ $0.25` when partial, `?` when unknown, `–`
     /// when the agent reported no cost (Codex reports none).
     pub fn cost_text(&self) -> String {
-        match (self.completeness, self.counts.cost_usd) {
+        self.cell(self.counts.cost_usd.map(format_usd))
+    }
+
+    fn cell(&self, amount: Option<String>) -> String {
+        match (self.completeness, amount) {
             (Completeness::Unknown, _) => "?".to_owned(),
             (_, None) => "–".to_owned(),
-            (Completeness::Reported, Some(cost)) => format_usd(cost),
-            (Completeness::Partial, Some(cost)) => format!("≥ {}", format_usd(cost)),
+            (Completeness::Reported, Some(amount)) => amount,
+            (Completeness::Partial, Some(amount)) => format!("≥ {amount}"),
         }
     }
 

@@ -58,14 +58,8 @@ pub(crate) fn find_reset<Z: TimeZone>(
     let patterns = PATTERNS.as_ref()?;
     let earliest = now.checked_sub_signed(PAST_HORIZON)?;
     let latest = now.checked_add_signed(FUTURE_HORIZON)?;
-    let scanners: [(&Regex, Interpreter<Z>); 4] = [
-        (&patterns.relative, relative_phrase),
-        (&patterns.keyed, keyed_value),
-        (&patterns.prose, prose_time),
-        (&patterns.usage_epoch, usage_epoch),
-    ];
     let mut best: Option<(usize, usize, ResetHint)> = None;
-    for (regex, interpret) in scanners {
+    for regex in patterns {
         for caps in regex.captures_iter(text) {
             let Some(whole) = caps.get(0) else { continue };
             let Some((at, kind)) = interpret(&caps, now, local) else {
@@ -91,8 +85,6 @@ pub(crate) fn find_reset<Z: TimeZone>(
     }
     best.map(|(_, _, hint)| hint)
 }
-
-type Interpreter<Z> = fn(&Captures<'_>, DateTime<Utc>, &Z) -> Option<(DateTime<Utc>, ResetKind)>;
 
 // The building blocks. Named groups are read by the interpreters below; each scanning regex
 // uses each block at most once, so the names stay unique within it. Spaces are `[ \t]`, never
@@ -124,20 +116,11 @@ const RESET_KEY: &str = r"(?:[a-z0-9]+-)*ratelimit(?:-[a-z0-9]+)*-reset(?:-[a-z0
 /// Words that introduce a reset time in prose.
 const RESET_WORDS: &str = r"resets?|try[ \t]+again|retry|available(?:[ \t]+again)?|(?:limited|blocked|paused|waiting)[ \t]+until";
 
-struct Patterns {
-    /// `try again in <duration>`.
-    relative: Regex,
-    /// `<reset key>: <value>`, as a header or a JSON member.
-    keyed: Regex,
-    /// `resets <when>`, `try again at <when>`.
-    prose: Regex,
-    /// Claude Code's `Claude AI usage limit reached|<epoch>`.
-    usage_epoch: Regex,
-}
-
-/// Compiled once. `None` only if a pattern above were invalid, which a unit test rules out;
-/// the scanner then finds nothing rather than panicking.
-static PATTERNS: LazyLock<Option<Patterns>> = LazyLock::new(|| {
+/// The scanning regexes, compiled once: `try again in <duration>`; `<reset key>: <value>` as a
+/// header or a JSON member; `resets <when>`, `try again at <when>`; Claude Code's `Claude AI
+/// usage limit reached|<epoch>`. `None` only if a pattern above were invalid, which a unit test
+/// rules out; the scanner then finds nothing rather than panicking.
+static PATTERNS: LazyLock<Option<[Regex; 4]>> = LazyLock::new(|| {
     let relative = format!(
         r"(?i)(?-u:\b)(?:{RESET_WORDS})[ \t]+(?:in|after)[ \t]*:?[ \t]*(?P<dur>{DURATION})"
     );
@@ -148,35 +131,45 @@ static PATTERNS: LazyLock<Option<Patterns>> = LazyLock::new(|| {
         r"(?i)(?-u:\b)(?:{RESET_WORDS})(?:[ \t]+(?:at|on|after))?[ \t]*:?[ \t]+(?:(?P<iso>{ISO})|(?P<http>{HTTP_DATE})|(?P<epoch>\d{{9,13}})(?-u:\b)|(?P<clock>{CLOCK}))"
     );
     let usage_epoch = r"(?i)limit[ \t]+reached[ \t]*\|[ \t]*(?P<epoch>\d{9,13})(?-u:\b)";
-    Some(Patterns {
-        relative: Regex::new(&relative).ok()?,
-        keyed: Regex::new(&keyed).ok()?,
-        prose: Regex::new(&prose).ok()?,
-        usage_epoch: Regex::new(usage_epoch).ok()?,
-    })
+    Some([
+        Regex::new(&relative).ok()?,
+        Regex::new(&keyed).ok()?,
+        Regex::new(&prose).ok()?,
+        Regex::new(usage_epoch).ok()?,
+    ])
 });
 
-fn relative_phrase<Z: TimeZone>(
-    caps: &Captures<'_>,
-    now: DateTime<Utc>,
-    _local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    let seconds = duration_seconds(caps.name("dur")?.as_str())?;
-    Some((after(now, seconds)?, ResetKind::Relative))
-}
-
-fn keyed_value<Z: TimeZone>(
+/// The reset time a match of any of the [`PATTERNS`] names (each has its own named groups).
+fn interpret<Z: TimeZone>(
     caps: &Captures<'_>,
     now: DateTime<Utc>,
     local: &Z,
 ) -> Option<(DateTime<Utc>, ResetKind)> {
+    if let Some(duration) = caps.name("dur") {
+        let seconds = duration_seconds(duration.as_str())?;
+        return Some((after(now, seconds)?, ResetKind::Relative));
+    }
     if caps.name("iso").is_some() {
         return Some((iso_time(caps, local)?, ResetKind::Timestamp));
     }
     if caps.name("http").is_some() {
         return Some((http_date(caps)?, ResetKind::HttpDate));
     }
-    let number = caps.name("num")?.as_str();
+    if let Some(digits) = caps.name("epoch") {
+        return Some((epoch(digits.as_str())?, ResetKind::Epoch));
+    }
+    if let Some(number) = caps.name("num") {
+        return keyed_number(caps, number.as_str(), now);
+    }
+    clock_time(caps, now, local)
+}
+
+/// The bare number of a `<reset key>: <number>`: a delay, or a Unix time when it is that large.
+fn keyed_number(
+    caps: &Captures<'_>,
+    number: &str,
+    now: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, ResetKind)> {
     let key = caps.name("key")?.as_str().to_ascii_lowercase();
     if key.ends_with("ms") {
         let millis: f64 = number.parse().ok()?;
@@ -194,31 +187,6 @@ fn keyed_value<Z: TimeZone>(
         return Some((epoch(number)?, ResetKind::Epoch));
     }
     Some((after(now, value)?, ResetKind::Relative))
-}
-
-fn prose_time<Z: TimeZone>(
-    caps: &Captures<'_>,
-    now: DateTime<Utc>,
-    local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    if caps.name("iso").is_some() {
-        return Some((iso_time(caps, local)?, ResetKind::Timestamp));
-    }
-    if caps.name("http").is_some() {
-        return Some((http_date(caps)?, ResetKind::HttpDate));
-    }
-    if let Some(digits) = caps.name("epoch") {
-        return Some((epoch(digits.as_str())?, ResetKind::Epoch));
-    }
-    clock_time(caps, now, local)
-}
-
-fn usage_epoch<Z: TimeZone>(
-    caps: &Captures<'_>,
-    _now: DateTime<Utc>,
-    _local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    Some((epoch(caps.name("epoch")?.as_str())?, ResetKind::Epoch))
 }
 
 /// Seconds in `2 hours 13 minutes`, `6m0s`, `an hour`: `None` unless every segment has a
