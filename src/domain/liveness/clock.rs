@@ -108,10 +108,6 @@ impl AttemptClock {
         (clock, effects)
     }
 
-    pub fn status(&self) -> &LatestStatus {
-        &self.status
-    }
-
     /// Applies one input and returns the effects, in order. After a deadline passed, nothing.
     pub fn handle(&mut self, input: ClockInput) -> Vec<ClockEffect> {
         let mut effects = Vec::new();

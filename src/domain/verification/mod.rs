@@ -130,17 +130,6 @@ impl VerifyCheck {
     pub fn transcript_header(&self) -> String {
         format!("--- verify {}: {} ---", self.index, self.first_line())
     }
-
-    /// `check` lists it as `verify 2 (sh, line 14): cargo test`.
-    pub fn describe(&self) -> String {
-        format!(
-            "verify {} ({}, line {}): {}",
-            self.index,
-            self.interpreter.name(),
-            self.line,
-            self.first_line()
-        )
-    }
 }
 
 /// How many lines of a failed check's output its report and the next prompt show, and how
