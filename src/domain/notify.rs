@@ -202,16 +202,12 @@ impl TokenBucket {
         }
     }
 
-    fn refill(&mut self, at: Duration) {
+    fn take(&mut self, at: Duration) -> bool {
         if at > self.last {
             let earned = (at - self.last).as_secs_f64() * self.per_second;
             self.tokens = (self.tokens + earned).min(self.capacity);
             self.last = at;
         }
-    }
-
-    fn take(&mut self, at: Duration) -> bool {
-        self.refill(at);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true

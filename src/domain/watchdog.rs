@@ -27,7 +27,7 @@ pub(crate) enum WatchdogMessage<'a> {
 /// bytes (a timestamp, the phase id and a UUID).
 pub(crate) const MAX_MESSAGE: usize = 224;
 
-impl WatchdogMessage<'_> {
+impl<'a> WatchdogMessage<'a> {
     /// Writes the message into `buffer` without allocating — a child sends it between
     /// `fork` and `exec`, where only async-signal-safe work is allowed — and returns its
     /// length. An attempt id that does not fit, or is not a safe file stem, is left out: the
@@ -48,9 +48,7 @@ impl WatchdogMessage<'_> {
         }
         length
     }
-}
 
-impl<'a> WatchdogMessage<'a> {
     /// Reads one packet; anything else is ignored by the watchdog.
     pub(crate) fn parse(packet: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(packet).ok()?;

@@ -71,6 +71,17 @@ pub struct Hook {
     pub origin: String,
 }
 
+/// One entry of the config's `hooks` list, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookEntry {
+    #[serde(deserialize_with = "event_names")]
+    on: Vec<String>,
+    command: String,
+    #[serde(default, deserialize_with = "timeout")]
+    timeout_seconds: Option<f64>,
+}
+
 impl Hook {
     pub fn runs_on(&self, event: HookEvent) -> bool {
         self.on.contains(&event)
@@ -86,20 +97,7 @@ impl Hook {
             format_seconds(self.timeout_seconds)
         )
     }
-}
 
-/// One entry of the config's `hooks` list, as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct HookEntry {
-    #[serde(deserialize_with = "event_names")]
-    on: Vec<String>,
-    command: String,
-    #[serde(default, deserialize_with = "timeout")]
-    timeout_seconds: Option<f64>,
-}
-
-impl Hook {
     /// Entry `index` of the config's `hooks` list; every message names it (`hooks[1].on[0]`).
     pub(crate) fn from_config(entry: HookEntry, index: usize) -> Result<Self, ConfigError> {
         let origin = format!("hooks[{index}]");

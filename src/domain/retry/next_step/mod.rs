@@ -317,17 +317,10 @@ fn usable_again(
     }
 }
 
-/// `now` plus `seconds` (to the millisecond), within [`MAX_DELAY`]; a non-finite or negative
-/// value is no delay.
+/// `now` plus `seconds` (to the millisecond), within [`MAX_DELAY`]; a negative value is no
+/// delay, and so is NaN (the cast saturates it to 0).
 fn later(now: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
-    let max = MAX_DELAY.num_seconds() as f64;
-    let seconds = if seconds.is_finite() {
-        seconds.clamp(0.0, max)
-    } else if seconds > 0.0 {
-        max
-    } else {
-        0.0
-    };
+    let seconds = seconds.clamp(0.0, MAX_DELAY.num_seconds() as f64);
     let delay = TimeDelta::milliseconds((seconds * 1000.0).round() as i64);
     now.checked_add_signed(delay)
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
