@@ -2,22 +2,10 @@
 //! config key and `--hook` spell them. A file of its own so the config error can carry
 //! [`UnknownHookEvent`] without importing the hooks module, which reads its entries with it.
 
-use strum::VariantNames;
+use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantNames,
-    strum::EnumIter,
+    Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantNames, EnumIter,
 )]
 #[strum(serialize_all = "kebab-case")]
 pub enum HookEvent {

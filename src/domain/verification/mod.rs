@@ -6,7 +6,7 @@
 use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
-use strum::VariantNames;
+use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
@@ -14,18 +14,7 @@ use super::strict_json::positive;
 
 /// The interpreters an info string may name, by that name (`python3`). An empty info string
 /// is `/bin/sh -e`.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantNames,
-    strum::EnumIter,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter)]
 #[strum(serialize_all = "lowercase")]
 pub enum Interpreter {
     Sh,

@@ -6,6 +6,7 @@
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, IntoStaticStr};
 
 use super::RetryPolicy;
 use super::schedule::count;
@@ -73,17 +74,7 @@ fn wait_reason<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RetryReason
 
 /// Why the next attempt starts when it does.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::IntoStaticStr,
-    strum::EnumIter,
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Display, IntoStaticStr, EnumIter,
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
