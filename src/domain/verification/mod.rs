@@ -382,21 +382,18 @@ pub enum Verification {
 }
 
 /// The outcome's `verification` key: the records of the checks that ran, or `"skipped"`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum VerificationRecord {
     Checks(Vec<CheckRecord>),
+    #[serde(serialize_with = "skipped")]
     Skipped,
 }
 
 const SKIPPED: &str = "skipped";
 
-impl Serialize for VerificationRecord {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Checks(checks) => checks.serialize(serializer),
-            Self::Skipped => serializer.serialize_str(SKIPPED),
-        }
-    }
+fn skipped<S: Serializer>(serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(SKIPPED)
 }
 
 impl<'de> Deserialize<'de> for VerificationRecord {

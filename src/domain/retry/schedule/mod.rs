@@ -35,12 +35,30 @@ impl ScheduledRetry {
         step: &NextStep,
         reset: Option<ResetHint>,
     ) -> Option<Self> {
-        let NextStep::RetryAfter { not_before, .. } = step else {
+        let NextStep::RetryAfter {
+            not_before,
+            of,
+            template_index,
+            reason,
+            ledger,
+            ..
+        } = step
+        else {
             return None;
         };
-        let schedule = RetrySchedule::from_step(phase_id, after, step)?;
+        let schedule = RetrySchedule {
+            phase_id: phase_id.to_owned(),
+            after,
+            attempt: ledger.attempt,
+            max_attempts: Some(*of),
+            waits_used: ledger.waits_used,
+            template_index: *template_index,
+            not_before: ceil_to_second(*not_before),
+            reason: *reason,
+            rate_limited: ledger.rate_limited.clone(),
+        };
         let reset_phrase = reset
-            .filter(|_| schedule.reason == RetryReason::ResetTime)
+            .filter(|_| *reason == RetryReason::ResetTime)
             .map(|hint| hint.phrase);
         Some(Self {
             schedule,
@@ -123,31 +141,6 @@ pub(super) fn count<'de, D: Deserializer<'de>, T: TryFrom<u32>>(
 }
 
 impl RetrySchedule {
-    /// `None` for a stop.
-    pub fn from_step(phase_id: &str, after: AttemptStatus, step: &NextStep) -> Option<Self> {
-        match step {
-            NextStep::Stop(_) => None,
-            NextStep::RetryAfter {
-                not_before,
-                of,
-                template_index,
-                reason,
-                ledger,
-                ..
-            } => Some(Self {
-                phase_id: phase_id.to_owned(),
-                after,
-                attempt: ledger.attempt,
-                max_attempts: Some(*of),
-                waits_used: ledger.waits_used,
-                template_index: *template_index,
-                not_before: ceil_to_second(*not_before),
-                reason: *reason,
-                rate_limited: ledger.rate_limited.clone(),
-            }),
-        }
-    }
-
     /// To pass to [`super::next_step::next_step`] after the scheduled attempt ran.
     pub fn ledger(&self) -> RetryLedger {
         RetryLedger {
