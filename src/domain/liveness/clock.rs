@@ -66,6 +66,15 @@ struct IdleWatch {
     sampling: bool,
 }
 
+impl IdleWatch {
+    /// A sign of life that is not activity: the next sample starts a new window.
+    fn output_or_notification(&mut self, at: Duration) {
+        self.deadline.sign_of_life(at);
+        self.activity.reset();
+        self.sample_after = self.sample_after.max(at + self.interval);
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct AttemptClock {
     wall_clock: Option<Duration>,
@@ -118,17 +127,13 @@ impl AttemptClock {
             ClockInput::Output { at } => {
                 // The hot path: no wake-up is asked for; the armed one re-arms when it comes.
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at);
-                    idle.activity.reset();
-                    idle.sample_after = idle.sample_after.max(at + idle.interval);
+                    idle.output_or_notification(at);
                 }
                 return effects;
             }
             ClockInput::Notified { at, status, extend } => {
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at);
-                    idle.activity.reset();
-                    idle.sample_after = idle.sample_after.max(at + idle.interval);
+                    idle.output_or_notification(at);
                     if let Some(by) = extend
                         && let Extension::Moved { deadline } = idle.deadline.extend(at, by)
                     {

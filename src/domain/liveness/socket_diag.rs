@@ -79,10 +79,7 @@ pub fn parse_replies(
             match kind {
                 NLMSG_DONE => return Ok(DumpProgress::Done),
                 NLMSG_ERROR => {
-                    let errno = payload
-                        .get(0..4)
-                        .map(|raw| i32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]))
-                        .ok_or(DumpError::Malformed)?;
+                    let errno = u32_at(payload, 0).ok_or(DumpError::Malformed)? as i32;
                     return Err(DumpError::Kernel(-errno));
                 }
                 SOCK_DIAG_BY_FAMILY => {
@@ -129,13 +126,15 @@ fn align(len: usize) -> usize {
 }
 
 fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    let raw = bytes.get(offset..offset + 4)?;
-    Some(u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]))
+    Some(u32::from_ne_bytes(
+        bytes.get(offset..offset + 4)?.try_into().ok()?,
+    ))
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> Option<u64> {
-    let raw: [u8; 8] = bytes.get(offset..offset + 8)?.try_into().ok()?;
-    Some(u64::from_ne_bytes(raw))
+    Some(u64::from_ne_bytes(
+        bytes.get(offset..offset + 8)?.try_into().ok()?,
+    ))
 }
 
 #[cfg(test)]

@@ -75,9 +75,7 @@ impl VerificationReport {
     pub(crate) fn unknown(configured: Option<usize>) -> Self {
         Self {
             result: VerificationResult::Unknown,
-            configured,
-            checks: Vec::new(),
-            failed_check: None,
+            ..Self::of(configured, None)
         }
     }
 
