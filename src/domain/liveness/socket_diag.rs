@@ -126,15 +126,13 @@ fn align(len: usize) -> usize {
 }
 
 fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(
-        bytes.get(offset..offset + 4)?.try_into().ok()?,
-    ))
+    let raw = bytes.get(offset..offset + 4)?;
+    Some(u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]))
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(
-        bytes.get(offset..offset + 8)?.try_into().ok()?,
-    ))
+    let raw: [u8; 8] = bytes.get(offset..offset + 8)?.try_into().ok()?;
+    Some(u64::from_ne_bytes(raw))
 }
 
 #[cfg(test)]
