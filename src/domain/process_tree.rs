@@ -1,10 +1,7 @@
-//! Which processes the escaped-descendant sweep stops (docs/architecture.md, "Process
-//! groups"). The handler is a child subreaper, so a descendant that left the worker's group
-//! becomes its child once its parent dies: an *adoptee*. A self-respawning daemon starts each
-//! generation within a millisecond or two, so stopping one generation per pass loses the race
-//! for ever: the sweep freezes a lineage level by level (SIGSTOP, then the stopped processes'
-//! children, which can no longer fork) and only then kills it. These are the rules for each
-//! process met on the way.
+//! The rules for each process the escaped-descendant sweep meets: which of the handler's
+//! children (adoptees: descendants that left the worker's group and were re-parented to the
+//! subreaper handler) it stops, and how it freezes their lineages level by level before it
+//! kills them (docs/architecture.md, "Process groups", says why).
 
 use super::identity::ProcStat;
 

@@ -1,8 +1,6 @@
 //! Which processes belong to the running attempt: who may notify on its socket, and whose
-//! counters the activity rule samples (docs/liveness.md, "Who belongs to the attempt"). Also a
-//! descendant that left the group with `setsid` (both real CLIs start their tools so) and, when
-//! its parent died, was adopted by the handler: then the escaped-descendant sweep would stop it.
-//! A sender may exit before its datagram is read, so the caller remembers the members it has
+//! counters the activity rule samples (docs/liveness.md, "Who belongs to the attempt"). A
+//! sender may exit before its datagram is read, so the caller remembers the members it has
 //! seen, with their start times; a remembered pid counts while no other process holds it.
 
 use crate::domain::identity::ProcStat;
@@ -19,9 +17,10 @@ pub enum Verdict {
     Outsider,
 }
 
-/// Whether `pid` belongs to the attempt whose leader (and pgid) is `scope.leader`. `stat`
-/// reads a process (`None` when it is gone); `remembered` is the start time of a pid seen to
-/// belong before.
+/// Whether `pid` is the leader (`scope.leader`, also the pgid), a member of its group, a
+/// descendant of either, or an adoptee the escaped-descendant sweep would stop (both real CLIs
+/// `setsid` their tools). `stat` reads a process (`None` when it is gone); `remembered` is the
+/// start time of a pid seen to belong before.
 pub fn belongs(
     pid: u32,
     scope: &SweepScope<'_>,

@@ -37,11 +37,9 @@ pub struct UsageReportError(pub String);
 
 pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
     let value = parse_document(text.as_bytes())
-        .map_err(|error| UsageReportError(format!("X_AISH_USAGE is not JSON: {error}")))?;
+        .map_err(|error| invalid(format!("X_AISH_USAGE is not JSON: {error}")))?;
     let Value::Object(object) = value else {
-        return Err(UsageReportError(
-            "expected X_AISH_USAGE to be a JSON object".to_owned(),
-        ));
+        return Err(invalid("expected X_AISH_USAGE to be a JSON object"));
     };
     let mut report = UsageReport::default();
     let mut totals = TokenCounts::default();
@@ -55,11 +53,7 @@ pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
                 report.is_final = match value {
                     Value::Null => false,
                     Value::Bool(flag) => *flag,
-                    _ => {
-                        return Err(UsageReportError(
-                            "expected final to be true or false".to_owned(),
-                        ));
-                    }
+                    _ => return Err(invalid("expected final to be true or false")),
                 }
             }
             key if COUNT_KEYS.contains(&key) => read_count(&mut totals, key, key, value)?,
@@ -68,8 +62,8 @@ pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
     }
     match (model.flatten(), models) {
         (Some(_), Some(_)) => {
-            return Err(UsageReportError(
-                "give either model or models in X_AISH_USAGE, not both".to_owned(),
+            return Err(invalid(
+                "give either model or models in X_AISH_USAGE, not both",
             ));
         }
         (Some(name), None) => {
@@ -136,14 +130,12 @@ fn model_name(value: &Value) -> Result<Option<String>, UsageReportError> {
                 .take(MAX_MODEL_NAME_CHARS)
                 .collect();
             if name.is_empty() {
-                Err(UsageReportError(
-                    "expected model to be a non-empty string".to_owned(),
-                ))
+                Err(invalid("expected model to be a non-empty string"))
             } else {
                 Ok(Some(name))
             }
         }
-        _ => Err(UsageReportError("expected model to be a string".to_owned())),
+        _ => Err(invalid("expected model to be a string")),
     }
 }
 
@@ -156,8 +148,8 @@ fn per_model(
         Value::Null => return Ok(BTreeMap::new()),
         Value::Object(entries) => entries,
         _ => {
-            return Err(UsageReportError(
-                "expected models to be an object of per-model objects".to_owned(),
+            return Err(invalid(
+                "expected models to be an object of per-model objects",
             ));
         }
     };
@@ -167,9 +159,7 @@ fn per_model(
             continue;
         };
         let Value::Object(fields) = counts else {
-            return Err(UsageReportError(format!(
-                "expected models.{label} to be an object"
-            )));
+            return Err(invalid(format!("expected models.{label} to be an object")));
         };
         let mut model = TokenCounts::default();
         for (key, value) in fields {
@@ -198,25 +188,20 @@ fn read_count(
     if value.is_null() {
         return Ok(());
     }
+    let expected = |what: &str| {
+        let got = excerpt(&value.to_string());
+        invalid(format!(
+            "expected {label} to be a non-negative {what}, got {got}"
+        ))
+    };
     if key == "cost_usd" {
         let cost = value
             .as_f64()
-            .filter(|cost| cost.is_finite() && *cost >= 0.0)
-            .ok_or_else(|| {
-                UsageReportError(format!(
-                    "expected {label} to be a non-negative number, got {}",
-                    excerpt(&value.to_string())
-                ))
-            })?;
-        counts.cost_usd = Some(cost);
+            .filter(|cost| cost.is_finite() && *cost >= 0.0);
+        counts.cost_usd = Some(cost.ok_or_else(|| expected("number"))?);
         return Ok(());
     }
-    let count = value.as_u64().ok_or_else(|| {
-        UsageReportError(format!(
-            "expected {label} to be a non-negative integer, got {}",
-            excerpt(&value.to_string())
-        ))
-    })?;
+    let count = value.as_u64().ok_or_else(|| expected("integer"))?;
     let slot = match key {
         "input_tokens" => &mut counts.input_tokens,
         "cached_input_tokens" => &mut counts.cached_input_tokens,
@@ -225,6 +210,10 @@ fn read_count(
     };
     *slot = Some(count);
     Ok(())
+}
+
+fn invalid(message: impl Into<String>) -> UsageReportError {
+    UsageReportError(message.into())
 }
 
 /// At most 40 characters of a value an agent sent, printable, for a warning.
