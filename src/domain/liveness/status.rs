@@ -16,8 +16,6 @@ pub struct LatestStatus {
     /// `None`: cleared, or nothing published yet.
     published: Option<String>,
     published_at: Option<Duration>,
-    /// The current status differs from what was published.
-    unpublished: bool,
 }
 
 /// What the caller should do after a change.
@@ -56,13 +54,12 @@ impl LatestStatus {
                 }
             }
         }
-        self.unpublished = self.current_text() != self.published.as_deref();
         self.due(at)
     }
 
     /// The time asked for by [`Publish::At`] (or later) has come.
     pub fn due(&mut self, at: Duration) -> Publish {
-        if !self.unpublished {
+        if self.current_text() == self.published.as_deref() {
             return Publish::Nothing;
         }
         match self.published_at {
@@ -78,7 +75,6 @@ impl LatestStatus {
     fn publish(&mut self, at: Duration) -> Publish {
         self.published = self.current_text().map(str::to_owned);
         self.published_at = Some(at);
-        self.unpublished = false;
         Publish::Now(self.published.clone())
     }
 }
