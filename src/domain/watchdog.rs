@@ -135,9 +135,7 @@ impl Registry {
     /// unrelated group, which must never be signalled.
     pub(crate) fn forget_gone(&mut self, exists: impl Fn(u32) -> bool) {
         for (pgid, watched) in &mut self.watched {
-            if !watched.gone && !exists(*pgid) {
-                watched.gone = true;
-            }
+            watched.gone = watched.gone || !exists(*pgid);
         }
     }
 
@@ -183,10 +181,7 @@ impl Registry {
 
     /// (pid, start time).
     pub(crate) fn adoptees(&self) -> Vec<(u32, u64)> {
-        self.adoptees
-            .iter()
-            .map(|(pid, started)| (*pid, *started))
-            .collect()
+        self.adoptees.clone().into_iter().collect()
     }
 }
 

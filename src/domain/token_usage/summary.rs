@@ -232,22 +232,16 @@ impl UsageSummary {
     /// For an attempt's end line: `1801 tokens, $0.25`, `≥ 110 tokens`; `None` when unknown
     /// or nothing was counted.
     pub fn brief(&self) -> Option<String> {
-        if self.completeness == Completeness::Unknown {
-            return None;
-        }
-        let prefix = if self.completeness == Completeness::Partial {
-            "≥ "
-        } else {
-            ""
-        };
-        let mut parts = Vec::new();
-        if let Some(tokens) = self.counts.capped_tokens() {
-            parts.push(format!("{prefix}{tokens} tokens"));
-        }
-        if let Some(cost) = self.counts.cost_usd {
-            parts.push(format!("{prefix}{}", format_usd(cost)));
-        }
-        (!parts.is_empty()).then(|| parts.join(", "))
+        let tokens = self
+            .counts
+            .capped_tokens()
+            .map(|tokens| format!("{tokens} tokens"));
+        let parts: Vec<String> = [tokens, self.counts.cost_usd.map(format_usd)]
+            .into_iter()
+            .flatten()
+            .map(|part| self.cell(Some(part)))
+            .collect();
+        (self.completeness != Completeness::Unknown && !parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// For `status`: `1234 in (1000 cached), 567 out tokens, $0.0123`; `≥ …` when partial;
