@@ -158,21 +158,16 @@ fn evidence(previous: &ActivitySample, current: &ActivitySample, window: Duratio
         let earlier = before
             .get(&(process.pid, process.start_time_ticks))
             .copied();
+        let since = |counter: fn(&ProcessCounters) -> u64| {
+            counter(process).saturating_sub(earlier.map_or(0, counter))
+        };
         let threads = thread_cpu_since(process, earlier);
-        let ticks = process
-            .cpu_ticks
-            .saturating_sub(earlier.map_or(0, |earlier| earlier.cpu_ticks));
-        let reaped = process
-            .reaped_children_ticks
-            .saturating_sub(earlier.map_or(0, |earlier| earlier.reaped_children_ticks));
+        let ticks = since(|counters| counters.cpu_ticks);
+        let reaped = since(|counters| counters.reaped_children_ticks);
         cpu_ns = cpu_ns
             .saturating_add(threads.max(ticks.saturating_mul(tick_ns)))
             .saturating_add(reaped.saturating_mul(tick_ns));
-        chars = chars.saturating_add(
-            process
-                .chars
-                .saturating_sub(earlier.map_or(0, |earlier| earlier.chars)),
-        );
+        chars = chars.saturating_add(since(|counters| counters.chars));
     }
     Evidence {
         window,
