@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::activity::{ActivityRule, ActivitySample, ActivityVerdict, Evidence, Thresholds};
-use super::idle::{Extension, IdleCheck, IdleDeadline};
+use super::idle::{Extension, IdleDeadline};
 use super::status::{LatestStatus, Publish};
 use crate::domain::notify::StatusChange;
 
@@ -188,7 +188,7 @@ impl AttemptClock {
         let idle = self
             .idle
             .as_ref()
-            .filter(|idle| idle.deadline.check(at) == IdleCheck::Idle)
+            .filter(|idle| at >= idle.deadline.deadline())
             .map(|idle| idle.deadline.stop_message(at, &self.status));
         if !timeout && idle.is_none() {
             return false;

@@ -37,12 +37,6 @@ pub enum Extension {
     Unchanged,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdleCheck {
-    Alive { deadline: Duration },
-    Idle,
-}
-
 impl IdleDeadline {
     /// For an attempt launched at time 0: the launch counts as the first sign of life.
     pub fn new(limit: Duration) -> Self {
@@ -79,20 +73,11 @@ impl IdleDeadline {
         }
     }
 
-    /// The later of last sign of life + limit and the extension.
+    /// The later of last sign of life + limit and the extension: idle from then on.
     pub fn deadline(&self) -> Duration {
         let by_life = self.last_life.saturating_add(self.limit);
         self.extended_until
             .map_or(by_life, |until| until.max(by_life))
-    }
-
-    pub fn check(&self, at: Duration) -> IdleCheck {
-        let deadline = self.deadline();
-        if at >= deadline {
-            IdleCheck::Idle
-        } else {
-            IdleCheck::Alive { deadline }
-        }
     }
 
     /// Whether the deadline in force is an extension's rather than the plain limit's.

@@ -9,6 +9,22 @@ impl IdleDeadline {
     fn last_sign_of_life(&self) -> Duration {
         self.last_life
     }
+
+    fn check(&self, at: Duration) -> IdleCheck {
+        let deadline = self.deadline();
+        if at >= deadline {
+            IdleCheck::Idle
+        } else {
+            IdleCheck::Alive { deadline }
+        }
+    }
+}
+
+/// Whether the attempt is idle at a given time, and if not, when it will be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IdleCheck {
+    Alive { deadline: Duration },
+    Idle,
 }
 
 fn secs(seconds: f64) -> Duration {
