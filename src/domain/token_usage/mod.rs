@@ -126,17 +126,13 @@ impl TokenCounts {
                 .unwrap_or_default();
             parts.push(format!("{output} out{reasoning}"));
         }
-        let mut text = parts.join(", ");
-        if !text.is_empty() {
-            text.push_str(" tokens");
-        }
-        if let Some(cost) = self.cost_usd {
-            if !text.is_empty() {
-                text.push_str(", ");
-            }
-            text.push_str(&format_usd(cost));
-        }
-        text
+        let tokens = (!parts.is_empty()).then(|| format!("{} tokens", parts.join(", ")));
+        let cost = self.cost_usd.map(format_usd);
+        [tokens, cost]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
