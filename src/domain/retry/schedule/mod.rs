@@ -261,64 +261,31 @@ impl RetrySchedule {
             }
         }
         let reason = self.reason;
-        let rate_limited_after = || {
-            if self.after == AttemptStatus::RateLimited {
-                Ok(())
-            } else {
-                fail(format!(
-                    "{} must be rate-limited for reason {reason}",
-                    at("after")
-                ))
-            }
+        let broken =
+            |field: &str, rule: &str| fail(format!("{} {rule} for reason {reason}", at(field)));
+        let kind = reason.kind();
+        if kind != StepKind::Retry && self.after != AttemptStatus::RateLimited {
+            return broken("after", "must be rate-limited");
+        }
+        let names_current = || {
+            self.rate_limited
+                .iter()
+                .any(|entry| entry.template_index == self.template_index)
         };
-        match reason.kind() {
-            StepKind::Retry if self.attempt < 2 => fail(format!(
-                "{} must be at least 2 for reason {reason}",
-                at("attempt")
-            )),
-            StepKind::Retry => Ok(()),
-            StepKind::Switch => {
-                rate_limited_after()?;
-                if self.rate_limited.is_empty() {
-                    return fail(format!(
-                        "{} must not be empty for reason {reason}",
-                        at("rate_limited")
-                    ));
-                }
-                if self
-                    .rate_limited
-                    .iter()
-                    .any(|entry| entry.template_index == self.template_index)
-                {
-                    return fail(format!(
-                        "{} names a rate-limited template for reason {reason}",
-                        at("template_index")
-                    ));
-                }
-                Ok(())
+        match kind {
+            StepKind::Retry if self.attempt < 2 => broken("attempt", "must be at least 2"),
+            StepKind::Switch if self.rate_limited.is_empty() => {
+                broken("rate_limited", "must not be empty")
             }
-            StepKind::Wait => {
-                rate_limited_after()?;
-                if self.waits_used == 0 {
-                    return fail(format!(
-                        "{} must be at least 1 for reason {reason}",
-                        at("waits_used")
-                    ));
-                }
-                if self.template_index != 0 {
-                    return fail(format!(
-                        "{} must be 0 for reason {reason}",
-                        at("template_index")
-                    ));
-                }
-                if !self.rate_limited.is_empty() {
-                    return fail(format!(
-                        "{} must be empty for reason {reason}",
-                        at("rate_limited")
-                    ));
-                }
-                Ok(())
+            StepKind::Switch if names_current() => {
+                broken("template_index", "names a rate-limited template")
             }
+            StepKind::Wait if self.waits_used == 0 => broken("waits_used", "must be at least 1"),
+            StepKind::Wait if self.template_index != 0 => broken("template_index", "must be 0"),
+            StepKind::Wait if !self.rate_limited.is_empty() => {
+                broken("rate_limited", "must be empty")
+            }
+            StepKind::Retry | StepKind::Switch | StepKind::Wait => Ok(()),
         }
     }
 }
