@@ -146,31 +146,23 @@ fn retry_on(names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
         let key = format!("retry.on[{index}]");
-        let status = match name.parse::<AttemptStatus>().ok() {
-            Some(status) if status.is_retryable() => status,
-            Some(status) => {
-                return Err(ConfigError::Invalid {
-                    key,
-                    reason: Reason::NeverRetried {
-                        status: status.as_str(),
-                        retryable: retryable(),
-                    },
-                });
-            }
-            None => {
-                return Err(ConfigError::UnknownStatus {
-                    key,
-                    name: name.clone(),
-                    retryable: retryable(),
-                });
-            }
-        };
-        if on.contains(&status) {
-            return Err(ConfigError::Invalid {
+        let Ok(status) = name.parse::<AttemptStatus>() else {
+            return Err(ConfigError::UnknownStatus {
                 key,
-                reason: Reason::ListedTwice {
-                    status: status.as_str(),
-                },
+                name: name.clone(),
+                retryable: retryable(),
+            });
+        };
+        let invalid = |reason| Err(ConfigError::Invalid { key, reason });
+        if !status.is_retryable() {
+            return invalid(Reason::NeverRetried {
+                status: status.as_str(),
+                retryable: retryable(),
+            });
+        }
+        if on.contains(&status) {
+            return invalid(Reason::ListedTwice {
+                status: status.as_str(),
             });
         }
         on.push(status);

@@ -213,7 +213,7 @@ impl FailedCheck {
 }
 
 /// How one check's run ended, as its runner reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CheckOutcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -235,12 +235,8 @@ impl CheckOutcome {
     /// has, so the report and the next prompt say why.
     pub(crate) fn unstarted(reason: String) -> Self {
         Self {
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            duration_ms: 0,
-            output_bytes: 0,
             output_tail: reason,
+            ..Self::default()
         }
     }
 
