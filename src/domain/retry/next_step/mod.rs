@@ -289,16 +289,11 @@ fn usable_again(
     rate_limit: &RateLimitPolicy,
     now: DateTime<Utc>,
 ) -> (DateTime<Utc>, RetryReason) {
+    let default_wait = later(now, rate_limit.default_wait_seconds);
     let (until, reason) = match reset_at {
         Some(at) if at >= now => (at, RetryReason::ResetTime),
-        Some(_) => (
-            later(now, rate_limit.default_wait_seconds),
-            RetryReason::DefaultWaitPastReset,
-        ),
-        None => (
-            later(now, rate_limit.default_wait_seconds),
-            RetryReason::DefaultWaitNoReset,
-        ),
+        Some(_) => (default_wait, RetryReason::DefaultWaitPastReset),
+        None => (default_wait, RetryReason::DefaultWaitNoReset),
     };
     let cap = later(now, rate_limit.max_wait_seconds);
     if until > cap {
