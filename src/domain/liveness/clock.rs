@@ -2,10 +2,6 @@
 //! wall-clock `--timeout` and the idle deadline pass, when to sample the processes' activity
 //! (only while the attempt is silent), and when to publish the agent's status. Times are
 //! offsets from the launch, passed in by the caller.
-//!
-//! Output costs two stores and never asks for a wake-up: the clock keeps one wake-up armed at
-//! the earliest time something may be due and, when it comes and the deadline has moved
-//! meanwhile, arms the next.
 
 use std::time::Duration;
 
@@ -125,7 +121,8 @@ impl AttemptClock {
         }
         match input {
             ClockInput::Output { at } => {
-                // The hot path: no wake-up is asked for; the armed one re-arms when it comes.
+                // The hot path costs two stores and asks for no wake-up: the one armed at the
+                // earliest time something may be due re-arms when it comes.
                 if let Some(idle) = &mut self.idle {
                     idle.output_or_notification(at);
                 }

@@ -1,8 +1,6 @@
-//! When a running attempt's usage becomes a `usage` event: the first change at once, then at
-//! most one per [`USAGE_EVENT_INTERVAL`]. A report in between is not written (the next carries
-//! newer totals, and the final usage is on the `outcome-committed` event in any case), so a
-//! chatty agent costs the event stream a line a second at most. Times are offsets from the
-//! launch.
+//! When a running attempt's usage becomes a `usage` event: at most one per
+//! [`USAGE_EVENT_INTERVAL`], so a chatty agent costs the event stream a line a second. A report
+//! in between is not written: the next carries newer totals, and the outcome the final ones.
 
 use std::time::Duration;
 
