@@ -1,6 +1,5 @@
-//! The netlink `sock_diag` messages the activity sampler exchanges with the kernel to read
-//! TCP sockets' counters (what `ss -ti` shows): the dump request and the parse of the replies.
-//! Pure byte work; the socket is `platform::activity_sampler`'s.
+//! The netlink `sock_diag` dump request and the parse of its replies, by which the activity
+//! sampler reads TCP sockets' counters (what `ss -ti` shows); the socket is the sampler's.
 //!
 //! Layouts (linux/netlink.h, linux/inet_diag.h, linux/tcp.h), native byte order: `nlmsghdr`
 //! is 16 bytes (len u32, type u16, flags u16, seq u32, pid u32), messages 4-byte aligned;
