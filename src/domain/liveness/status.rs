@@ -39,11 +39,7 @@ impl LatestStatus {
     pub fn update(&mut self, at: Duration, change: StatusChange) -> Publish {
         match change {
             StatusChange::Set(text) => {
-                if self
-                    .current
-                    .as_ref()
-                    .is_some_and(|(current, _)| *current == text)
-                {
+                if self.current_text() == Some(text.as_str()) {
                     return Publish::Nothing;
                 }
                 self.current = Some((text, at));

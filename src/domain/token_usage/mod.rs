@@ -39,31 +39,33 @@ pub struct TokenCounts {
 
 /// A recorded count: `expected usage.input_tokens to be a non-negative integer or null`.
 pub(crate) fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        value => value.as_u64().map(Some).ok_or_else(|| {
-            de::Error::invalid_value(
-                Unexpected::Other("value"),
-                &"a non-negative integer or null",
-            )
-        }),
-    }
+    null_or(
+        deserializer,
+        Value::as_u64,
+        "a non-negative integer or null",
+    )
 }
 
 /// A recorded cost: `expected usage.cost_usd to be a non-negative number or null`.
 pub(crate) fn cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        value => value
+    let cost = |value: &Value| {
+        value
             .as_f64()
             .filter(|cost| cost.is_finite() && *cost >= 0.0)
+    };
+    null_or(deserializer, cost, "a non-negative number or null")
+}
+
+fn null_or<'de, D: Deserializer<'de>, T>(
+    deserializer: D,
+    read: impl FnOnce(&Value) -> Option<T>,
+    expected: &str,
+) -> Result<Option<T>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        value => read(&value)
             .map(Some)
-            .ok_or_else(|| {
-                de::Error::invalid_value(
-                    Unexpected::Other("value"),
-                    &"a non-negative number or null",
-                )
-            }),
+            .ok_or_else(|| de::Error::invalid_value(Unexpected::Other("value"), &expected)),
     }
 }
 
