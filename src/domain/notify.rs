@@ -171,11 +171,7 @@ impl Default for FloodGuard {
 impl FloodGuard {
     /// Before reading a datagram: `None` to read it, or how long to pause first.
     pub fn before_read(&mut self, at: Duration) -> Option<Duration> {
-        if self.read.take(at) {
-            None
-        } else {
-            Some(self.read.time_to_next())
-        }
+        (!self.read.take(at)).then(|| self.read.time_to_next())
     }
 
     /// Whether a datagram just read may be parsed (else it is dropped as flooded).
@@ -208,12 +204,11 @@ impl TokenBucket {
             self.tokens = (self.tokens + earned).min(self.capacity);
             self.last = at;
         }
-        if self.tokens >= 1.0 {
+        let available = self.tokens >= 1.0;
+        if available {
             self.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        available
     }
 
     fn time_to_next(&self) -> Duration {
