@@ -94,10 +94,7 @@ impl Escalation {
 
     /// The next step at `now`, given whether the group still has a live member.
     pub(crate) fn step(&mut self, now: Instant, alive: bool) -> KillStep {
-        if self.stage == Stage::Over {
-            return KillStep::Emptied;
-        }
-        if !alive {
+        if self.stage == Stage::Over || !alive {
             self.stage = Stage::Over;
             return KillStep::Emptied;
         }

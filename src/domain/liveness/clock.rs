@@ -155,14 +155,11 @@ impl AttemptClock {
                 }
             }
             ClockInput::Woke { at } => {
-                if self.armed.is_some_and(|armed| armed <= at) {
-                    self.armed = None;
-                }
+                self.armed = self.armed.filter(|armed| *armed > at);
                 if self.check(at, &mut effects) {
                     return effects;
                 }
-                if self.status_due.is_some_and(|due| due <= at) {
-                    self.status_due = None;
+                if self.status_due.take_if(|due| *due <= at).is_some() {
                     let publish = self.status.due(at);
                     self.publish(publish, &mut effects);
                 }
