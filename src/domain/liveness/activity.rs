@@ -232,20 +232,16 @@ pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
 
 /// `rchar + wchar` from `/proc/PID/io`.
 pub fn parse_io_chars(text: &str) -> Option<u64> {
-    let mut read = None;
-    let mut written = None;
-    for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim().parse::<u64>().ok();
-        match key {
-            "rchar" => read = value,
-            "wchar" => written = value,
-            _ => {}
-        }
-    }
-    Some(read?.saturating_add(written?))
+    // The last line with the key counts (`/proc` writes each once).
+    let field = |name: &str| {
+        let (_, value) = text
+            .lines()
+            .rev()
+            .filter_map(|line| line.split_once(':'))
+            .find(|(key, _)| *key == name)?;
+        value.trim().parse::<u64>().ok()
+    };
+    Some(field("rchar")?.saturating_add(field("wchar")?))
 }
 
 /// The inode of a socket from the target of a `/proc/PID/fd/N` link (`socket:[12345]`).

@@ -228,12 +228,10 @@ fn leading_number(text: &str) -> Option<(f64, &str)> {
         let (number, rest) = text.split_at(digits);
         return Some((number.parse().ok()?, rest));
     }
-    for article in ["an ", "a "] {
-        if let Some(rest) = strip_prefix_ignore_case(text, article) {
-            return Some((1.0, rest));
-        }
-    }
-    None
+    ["an ", "a "]
+        .into_iter()
+        .find_map(|article| strip_prefix_ignore_case(text, article))
+        .map(|rest| (1.0, rest))
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
