@@ -227,7 +227,7 @@ pub(crate) enum Replacement {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WatchdogLoss {
-    /// The lost watchdog's.
+    /// The lost watchdog's pid.
     pub pid: u32,
     pub cause: LossCause,
     pub replacement: Replacement,

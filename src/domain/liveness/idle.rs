@@ -1,7 +1,7 @@
 //! The idle rule (`--idle-timeout`): an attempt is stopped after that long without a sign of
-//! life (output, an accepted notification, activity); `EXTEND_TIMEOUT_USEC` moves the deadline later, never the
-//! wall-clock `--timeout` (docs/liveness.md, "The idle rule"). Times are offsets from the
-//! launch, passed in by the caller.
+//! life (output, an accepted notification, activity); `EXTEND_TIMEOUT_USEC` moves the deadline
+//! later, never the wall-clock `--timeout` (docs/liveness.md, "The idle rule"). Times are
+//! offsets from the launch, passed in by the caller.
 
 use std::time::Duration;
 
