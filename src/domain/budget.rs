@@ -1,20 +1,6 @@
-//! Budget caps: `--max-tokens N` and `--max-cost USD`, or `budget: {max_tokens,
-//! max_cost_usd}` in the config (the command line wins, key by key), for one invocation of
-//! `run`, every attempt and retry included.
-//!
-//! - **Tokens** are `input_tokens + output_tokens` of every attempt, so cached input counts.
-//! - **Reached** means spent ≥ cap. Before each launch a reached cap launches nothing and
-//!   stops the run; during an attempt, when the committed total plus the attempt's latest
-//!   report reaches a cap, the attempt is stopped like a stop-regex match and recorded as
-//!   `budget-exceeded` ([`CapReached::stop_message`] says which cap, the amount spent and how to
-//!   go on).
-//! - An attempt whose usage is unknown adds nothing it could be held to: with a cap set, that
-//!   is said once ([`unenforceable_message`]).
-//!
-//! The value rules (exit 5 before anything is written, naming the flag or key): a token cap is
-//! an integer ≥ 1; a cost cap a finite number > 0. `--max-tokens 0`, negative, fractional or
-//! non-numeric values, `--max-cost nan`, `inf`, `-1` or `0`, and unknown keys in `budget` are
-//! refused.
+//! Budget caps: `--max-tokens N` and `--max-cost USD`, or `budget` in the config (the command
+//! line wins, key by key), for one invocation of `run`, every attempt and retry included:
+//! their values, when one is reached, and the messages (docs/cli.md, "Budget caps").
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -22,25 +8,21 @@ use serde_json::Value;
 use super::config::rules::{Expected, positive_or_null, read};
 use super::token_usage::TokenCounts;
 use super::token_usage::format_usd;
-use super::token_usage::summary::UsageSummary;
 
 /// Where a cap was set, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CapOrigin {
-    /// `--max-tokens` / `--max-cost`.
     CommandLine,
-    /// `budget.max_tokens` / `budget.max_cost_usd` in the config file.
     Config,
 }
 
-/// One cap and where it came from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cap<T> {
     pub limit: T,
     pub origin: CapOrigin,
 }
 
-/// The `budget` object of the config file, as written (absent or `null`: no caps).
+/// The `budget` object of the config file (absent or `null`: no caps).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetConfig {
@@ -70,7 +52,6 @@ fn max_cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D
     })
 }
 
-/// The effective caps of a `run`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BudgetCaps {
     pub max_tokens: Option<Cap<u64>>,
@@ -83,27 +64,20 @@ impl Eq for BudgetCaps {}
 
 /// The command line's value, else the config's.
 fn cap<T>(command_line: Option<T>, config: Option<T>) -> Option<Cap<T>> {
-    match (command_line, config) {
-        (Some(limit), _) => Some(Cap {
-            limit,
-            origin: CapOrigin::CommandLine,
-        }),
-        (None, Some(limit)) => Some(Cap {
-            limit,
-            origin: CapOrigin::Config,
-        }),
-        (None, None) => None,
-    }
+    let (limit, origin) = match (command_line, config) {
+        (Some(limit), _) => (limit, CapOrigin::CommandLine),
+        (None, Some(limit)) => (limit, CapOrigin::Config),
+        (None, None) => return None,
+    };
+    Some(Cap { limit, origin })
 }
 
-/// Which cap.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CapKind {
     Tokens { limit: u64, spent: u64 },
     Cost { limit: f64, spent: f64 },
 }
 
-/// A cap that is reached.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CapReached {
     pub kind: CapKind,
@@ -113,7 +87,7 @@ pub struct CapReached {
 /// What the invocation has spent so far, as far as it is known.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Spent {
-    /// Input plus output tokens.
+    /// Input plus output tokens (cached input counts).
     pub tokens: u64,
     pub cost_usd: f64,
 }
@@ -122,15 +96,6 @@ pub struct Spent {
 impl Eq for Spent {}
 
 impl Spent {
-    /// The committed attempts of this invocation.
-    pub fn of<'a>(attempts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
-        attempts
-            .into_iter()
-            .fold(Self::default(), |spent, summary| {
-                spent.plus(&summary.counts)
-            })
-    }
-
     /// With an attempt's (latest) counts added.
     pub fn plus(self, counts: &TokenCounts) -> Self {
         Self {
@@ -155,13 +120,8 @@ impl BudgetCaps {
         }
     }
 
-    /// Any cap set.
-    pub fn is_set(&self) -> bool {
-        self.max_tokens.is_some() || self.max_cost_usd.is_some()
-    }
-
-    /// The first cap `spent` has reached (tokens before cost), if any. Before a launch this
-    /// is the committed total; during an attempt, the committed total plus its live report.
+    /// The first cap `spent` has reached (spent ≥ cap; tokens before cost). Before a launch
+    /// `spent` is the committed total; during an attempt, that plus its latest report.
     pub fn reached(&self, spent: Spent) -> Option<CapReached> {
         if let Some(cap) = self.max_tokens
             && spent.tokens >= cap.limit
@@ -188,8 +148,8 @@ impl BudgetCaps {
         None
     }
 
-    /// The caps in words, for `check` (after `budget: ` in its text): `at most 100000 tokens
-    /// (--max-tokens) and $5 (budget.max_cost_usd) per run`, or `no caps`.
+    /// For `check`: `at most 100000 tokens, input + output (--max-tokens) and $5
+    /// (budget.max_cost_usd) per run`, or `no caps`.
     pub fn describe(&self) -> String {
         let mut caps = Vec::new();
         if let Some(cap) = self.max_tokens {
@@ -239,7 +199,7 @@ impl CapReached {
         }
     }
 
-    /// `1500 tokens (input + output) of 1000 (--max-tokens)`.
+    /// `1500 tokens (input + output) spent of 1000 (--max-tokens)`.
     fn amounts(&self) -> String {
         match self.kind {
             CapKind::Tokens { limit, spent } => format!(
@@ -253,14 +213,6 @@ impl CapReached {
                 self.cap_name()
             ),
         }
-    }
-
-    /// How to go on after a stopped attempt: a higher cap, with `--retry-stopped`.
-    fn remedy(&self) -> String {
-        format!(
-            "to continue, run again with --retry-stopped and {}",
-            self.higher_cap()
-        )
     }
 
     /// `a higher --max-tokens`, `a higher --max-cost (or budget.max_cost_usd)`.
@@ -280,9 +232,9 @@ impl CapReached {
     /// The summary of an attempt stopped mid-way (`budget-exceeded`).
     pub fn stop_message(&self) -> String {
         format!(
-            "budget exceeded: {} in this run; the agent was stopped; {}",
+            "budget exceeded: {} in this run; the agent was stopped; to continue, run again with --retry-stopped and {}",
             self.amounts(),
-            self.remedy()
+            self.higher_cap()
         )
     }
 
@@ -298,7 +250,7 @@ impl CapReached {
 }
 
 /// Said once per run (on stderr and in the outcome) when a cap is set and an attempt's usage
-/// is unknown: nothing it spent can be counted against the cap.
+/// is unknown.
 pub fn unenforceable_message(caps: &BudgetCaps) -> Option<String> {
     let mut names = Vec::new();
     if let Some(cap) = caps.max_tokens {
@@ -338,7 +290,6 @@ pub fn parse_max_cost(text: &str) -> Result<f64, InvalidCap> {
     }
 }
 
-/// A cap value the command line refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidCap(String);

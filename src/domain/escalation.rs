@@ -1,14 +1,11 @@
 //! Stopping a process group, as one pure machine for everything that stops one (a worker's,
-//! a hook's or a Verify check's group, and the watchdog's groups): SIGTERM, up to a grace
-//! period for the group to empty, then SIGKILL, re-sent at a short interval while any member
-//! lives (a process forked while `killpg` walks the group can miss one), until a bound, after
-//! which whatever still lives is reported instead of waited for (a process in uninterruptible
-//! sleep survives SIGKILL). The caller reads the clock and probes the group; this decides what
-//! follows. The loop that carries it out is `platform::process_group::escalate`.
+//! a hook's or a Verify check's group, and the watchdog's groups): SIGTERM, a grace period,
+//! then SIGKILL re-sent while any member lives (a process forked while `killpg` walks the group
+//! can miss one), until a bound after which the members still alive are reported (a process in
+//! uninterruptible sleep survives SIGKILL). The loop is `platform::process_group::escalate`.
 
 use std::time::{Duration, Instant};
 
-/// How long a group gets between SIGTERM and SIGKILL.
 pub(crate) const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 /// How often the group is probed while waiting, and SIGKILL re-sent while killing.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
@@ -21,7 +18,6 @@ pub(crate) const LEAK_GRACE: Duration = Duration::from_millis(100);
 /// is read before it is abandoned.
 pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
-/// The signals a group is stopped with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StopSignal {
     Terminate,
@@ -50,26 +46,21 @@ pub(crate) enum KillStep {
     GaveUp,
 }
 
+/// `Start`: nothing sent yet (SIGTERM first when `terminate`); `Over`: emptied or given up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
-    /// Nothing sent yet; `terminate` starts with SIGTERM, otherwise with SIGKILL.
     Start { terminate: bool },
-    /// SIGTERM sent; SIGKILL follows at `kill_at`.
     Grace { kill_at: Instant },
-    /// SIGKILL sent; re-sent until the group is empty or `give_up_at`.
     Killing { give_up_at: Instant },
-    /// Emptied or given up.
     Over,
 }
 
-/// One group's way from its first signal to empty (or given up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Escalation {
     stage: Stage,
 }
 
 impl Escalation {
-    /// SIGTERM first, SIGKILL after the grace period.
     pub(crate) fn terminate() -> Self {
         Self {
             stage: Stage::Start { terminate: true },
@@ -86,8 +77,9 @@ impl Escalation {
     /// A second signal: skip what is left of the grace period (SIGKILL at the next step).
     pub(crate) fn skip_grace(&mut self) {
         match self.stage {
-            Stage::Start { .. } => self.stage = Stage::Start { terminate: false },
-            Stage::Grace { .. } => self.stage = Stage::Start { terminate: false },
+            Stage::Start { .. } | Stage::Grace { .. } => {
+                self.stage = Stage::Start { terminate: false }
+            }
             Stage::Killing { .. } | Stage::Over => {}
         }
     }
@@ -102,10 +94,7 @@ impl Escalation {
 
     /// The next step at `now`, given whether the group still has a live member.
     pub(crate) fn step(&mut self, now: Instant, alive: bool) -> KillStep {
-        if self.stage == Stage::Over {
-            return KillStep::Emptied;
-        }
-        if !alive {
+        if self.stage == Stage::Over || !alive {
             self.stage = Stage::Over;
             return KillStep::Emptied;
         }

@@ -1,99 +1,63 @@
 //! sd_notify datagrams from a worker (docs/worker-protocol.md, "Notifications"): what one
-//! datagram says, and the tally of what was accepted and dropped.
-//!
-//! A datagram is newline-separated `KEY=VALUE` assignments, as sd_notify(3) sends them. It is
-//! read as a whole: it must be valid UTF-8, at most [`MAX_DATAGRAM_BYTES`] long, and every
-//! non-empty line must be an assignment with a key of upper-case letters, digits and `_`
-//! (not starting with a digit). Anything else is *dropped*, counted, and is no sign of life:
-//! garbage must not keep a stuck agent alive. A well-formed datagram is *accepted* and is a
-//! sign of life, whatever its keys. Of those keys the runner honours:
-//!
-//! - `STATUS=<text>`: what the agent is doing now. Made one printable line: control and
-//!   bidirectional-formatting characters become spaces, runs of whitespace one space, then it
-//!   is trimmed and cut to `status_text::MAX_STATUS_CHARS` characters (with `…`). An empty status clears
-//!   the previous one.
-//! - `WATCHDOG=1`: a sign of life and nothing else (every accepted datagram is one).
-//! - `EXTEND_TIMEOUT_USEC=<n>`: the agent will be silent for up to n µs on purpose; the idle
-//!   rule ([`crate::domain::liveness::idle`]) moves its deadline.
-//! - `X_AISH_USAGE=<json object>`: the attempt's cumulative token usage so far
-//!   ([`crate::domain::token_usage::report`]).
-//!
-//! Every other key (`READY`, `BARRIER`, `MAINPID`, `X_…`) is ignored. A known key with a value
-//! that does not parse (`EXTEND_TIMEOUT_USEC=soon`, `X_AISH_USAGE=[1]`) is ignored and counted
-//! as an invalid value; the rest of the datagram still applies. When a key repeats, the last
-//! assignment wins, as in systemd.
+//! datagram says, and the tally of what was accepted and dropped. A datagram is read as a
+//! whole: anything malformed is dropped, counted, and is no sign of life (garbage must not keep
+//! a stuck agent alive); a well-formed one is accepted and is a sign of life, whatever its keys.
 
 use std::time::Duration;
 
 use super::status_text::sanitize_status;
-use super::token_usage::report::{UsageReport, UsageReportError, parse_usage_report};
+use super::token_usage::report::{UsageReport, UsageReportError, excerpt, parse_usage_report};
 
 /// Datagrams longer than this are dropped unread (the receiver's buffer is this large and
 /// reads with `MSG_TRUNC`, so it learns the real length). Generous for sd_notify (systemd's own
 /// limit is 4 KiB) and for a usage report naming a few dozen models.
 pub const MAX_DATAGRAM_BYTES: usize = 16 * 1024;
 
-/// What an accepted datagram asks for.
+/// What an accepted datagram asks for. When a key repeats, the last assignment wins.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Notification {
-    /// `STATUS=`, when the datagram has one.
     pub status: Option<StatusChange>,
-    /// `WATCHDOG=1` was sent.
+    /// `WATCHDOG=1`: a sign of life and nothing else (as every accepted datagram is).
     pub watchdog: bool,
     /// `EXTEND_TIMEOUT_USEC=`: how long the agent will be silent on purpose.
     pub extend_timeout: Option<Duration>,
     /// `X_AISH_USAGE=`: a usage report, or why it was ignored.
     pub usage: Option<Result<UsageReport, UsageReportError>>,
-    /// Known keys whose value did not parse (an invalid usage report included).
+    /// Known keys whose value did not parse (an invalid usage report included); the rest of
+    /// the datagram still applies.
     pub invalid_values: Vec<InvalidValue>,
-    /// How many assignments of keys the runner does not honour were ignored.
+    /// Assignments of keys the runner does not honour (`READY`, `MAINPID`, `X_…`).
     pub ignored_assignments: usize,
 }
 
-/// A `STATUS=` assignment.
+/// A `STATUS=` assignment, made one printable, bounded line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StatusChange {
-    /// The agent is doing this now (one printable line, at most `status_text::MAX_STATUS_CHARS`).
     Set(String),
     /// `STATUS=` with nothing printable: no current status.
     Cleared,
 }
 
-/// A known key with a value that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidValue {
     pub key: &'static str,
-    /// Why, for the one warning line: `expected microseconds as a non-negative integer`.
+    /// For the one warning line: `expected microseconds as a non-negative integer`.
     pub problem: String,
 }
 
 /// Why a datagram was dropped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
-    /// Longer than [`MAX_DATAGRAM_BYTES`]; `len` is its real length.
+    /// `len` is its real length.
+    #[error("a datagram of {len} bytes is longer than {MAX_DATAGRAM_BYTES}")]
     Oversized { len: usize },
-    /// Not valid UTF-8.
+    #[error("a datagram is not valid UTF-8")]
     NotUtf8,
     /// Nothing but line ends (or nothing at all).
+    #[error("a datagram is empty")]
     Empty,
-    /// Line `line` (1-based) is not a `KEY=VALUE` assignment.
+    #[error("line {line} of a datagram is not a KEY=VALUE assignment")]
     Malformed { line: usize },
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Oversized { len } => write!(
-                f,
-                "a datagram of {len} bytes is longer than {MAX_DATAGRAM_BYTES}"
-            ),
-            Self::NotUtf8 => f.write_str("a datagram is not valid UTF-8"),
-            Self::Empty => f.write_str("a datagram is empty"),
-            Self::Malformed { line } => {
-                write!(f, "line {line} of a datagram is not a KEY=VALUE assignment")
-            }
-        }
-    }
 }
 
 /// Reads one datagram of `len` bytes, of which `bytes` were received (`len` may be larger
@@ -152,7 +116,7 @@ impl Notification {
     }
 }
 
-/// `[A-Z_][A-Z0-9_]*`: what sd_notify keys look like. Anything else marks garbage.
+/// `[A-Z_][A-Z0-9_]*`: what sd_notify keys look like.
 fn is_key(key: &str) -> bool {
     let mut bytes = key.bytes();
     bytes
@@ -171,7 +135,6 @@ fn parse_microseconds(value: &str) -> Option<Duration> {
     Some(Duration::from_micros(micros))
 }
 
-/// The status text made one printable, bounded line.
 fn status_change(value: &str) -> StatusChange {
     let text = sanitize_status(value);
     if text.is_empty() {
@@ -181,20 +144,10 @@ fn status_change(value: &str) -> StatusChange {
     }
 }
 
-/// At most 40 characters of a value, for a warning.
-fn excerpt(value: &str) -> String {
-    let mut text: String = value.chars().take(40).collect();
-    if text.len() < value.len() {
-        text.push('…');
-    }
-    sanitize_status(&text)
-}
-
-/// Bounds the receiver's work under a flood: at most [`PARSE_BURST`] datagrams at once and
-/// [`PARSE_PER_SECOND`] a second are parsed (the rest are read and dropped unparsed, counted
-/// as flooded), and at most [`READ_BURST`] / [`READ_PER_SECOND`] are read at all; beyond that
-/// the receiver pauses, the socket's queue fills, and the flooding sender's own sends fail or
-/// wait. A legitimate agent sends a few a second. Times are offsets from any fixed origin.
+/// Bounds the receiver's work under a flood (a legitimate agent sends a few datagrams a
+/// second): beyond the parse rate datagrams are read and dropped unparsed, counted as flooded;
+/// beyond the read rate the receiver pauses, the socket's queue fills, and the flooding
+/// sender's own sends fail or wait. Times are offsets from any fixed origin.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FloodGuard {
     parse: TokenBucket,
@@ -216,22 +169,17 @@ impl Default for FloodGuard {
 }
 
 impl FloodGuard {
-    /// Before reading a datagram at `at`: `None` to read it, or how long to pause first.
+    /// Before reading a datagram: `None` to read it, or how long to pause first.
     pub fn before_read(&mut self, at: Duration) -> Option<Duration> {
-        if self.read.take(at) {
-            None
-        } else {
-            Some(self.read.time_to_next(at))
-        }
+        (!self.read.take(at)).then(|| self.read.time_to_next())
     }
 
-    /// Whether a datagram just read at `at` may be parsed (else it is dropped as flooded).
+    /// Whether a datagram just read may be parsed (else it is dropped as flooded).
     pub fn may_parse(&mut self, at: Duration) -> bool {
         self.parse.take(at)
     }
 }
 
-/// A token bucket: `capacity` tokens, refilled at `per_second`.
 #[derive(Clone, Debug, PartialEq)]
 struct TokenBucket {
     capacity: f64,
@@ -250,25 +198,20 @@ impl TokenBucket {
         }
     }
 
-    fn refill(&mut self, at: Duration) {
+    fn take(&mut self, at: Duration) -> bool {
         if at > self.last {
             let earned = (at - self.last).as_secs_f64() * self.per_second;
             self.tokens = (self.tokens + earned).min(self.capacity);
             self.last = at;
         }
-    }
-
-    fn take(&mut self, at: Duration) -> bool {
-        self.refill(at);
-        if self.tokens >= 1.0 {
+        let available = self.tokens >= 1.0;
+        if available {
             self.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        available
     }
 
-    fn time_to_next(&self, _at: Duration) -> Duration {
+    fn time_to_next(&self) -> Duration {
         let missing = (1.0 - self.tokens).max(0.0);
         Duration::from_secs_f64(missing / self.per_second).max(Duration::from_millis(1))
     }
@@ -277,24 +220,21 @@ impl TokenBucket {
 /// What became of the datagrams of one attempt: for the transcript trailer and the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NotifyTally {
-    /// Accepted: each was a sign of life.
     pub accepted: u64,
     /// Sent by a process outside the attempt (or one that could not be identified).
     pub from_outside: u64,
-    /// Longer than [`MAX_DATAGRAM_BYTES`].
     pub oversized: u64,
     /// Not UTF-8, empty, or not `KEY=VALUE` lines.
     pub malformed: u64,
     /// Read but not parsed: more than the receiver's rate allows.
     pub flooded: u64,
-    /// Known keys with values that did not parse (in accepted datagrams).
+    /// In accepted datagrams.
     pub invalid_values: u64,
     /// Descriptors that came with datagrams (`SCM_RIGHTS`), closed at once.
     pub descriptors_closed: u64,
 }
 
 impl NotifyTally {
-    /// Counts a parsed datagram.
     pub fn count(&mut self, parsed: &Result<Notification, Rejection>) {
         match parsed {
             Ok(notification) => {
@@ -308,7 +248,6 @@ impl NotifyTally {
         }
     }
 
-    /// Datagrams that were not accepted.
     pub fn dropped(&self) -> u64 {
         self.from_outside + self.oversized + self.malformed + self.flooded
     }

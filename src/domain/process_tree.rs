@@ -1,16 +1,7 @@
-//! Which processes the escaped-descendant sweep stops (docs/architecture.md, "Process
-//! groups").
-//!
-//! The handler is a child subreaper, so a descendant that left the worker's group becomes the
-//! handler's child once its parent dies. An *adoptee* is such a child: not the worker's leader
-//! (tokio reaps it), not a child the handler inherited across `exec`, and started no earlier
-//! than the worker. A self-respawning daemon keeps a lineage below its adoptee — each
-//! generation starting the next within a millisecond or two — so stopping adoptees alone, one
-//! generation per pass, loses the race for ever, and so does any pass that scans the whole
-//! process table before it signals anything. The sweep therefore *freezes* a lineage level by
-//! level: it stops (SIGSTOP) what it knows, then reads the children of those stopped
-//! processes — which can no longer fork — stops them, and so on; only then is everything
-//! killed. These are the rules for each process met on the way.
+//! The rules for each process the escaped-descendant sweep meets: which of the handler's
+//! children (adoptees: descendants that left the worker's group and were re-parented to the
+//! subreaper handler) it stops, and how it freezes their lineages level by level before it
+//! kills them (docs/architecture.md, "Process groups", says why).
 
 use super::identity::ProcStat;
 
@@ -27,7 +18,6 @@ pub(crate) enum ChildVerdict {
 
 /// The facts the rules need besides the process itself.
 pub struct SweepScope<'a> {
-    /// The handler's own pid.
     pub handler: u32,
     /// The worker's leader (also its pgid).
     pub leader: u32,
@@ -41,7 +31,6 @@ pub struct SweepScope<'a> {
     pub helper: &'a dyn Fn(&ProcStat) -> bool,
 }
 
-/// Judges one of the handler's children.
 pub(crate) fn judge_child(scope: &SweepScope<'_>, child: &ProcStat) -> ChildVerdict {
     // A helper's zombie is its runner's to reap: reaping it here would steal its exit status.
     if child.pid == scope.leader || child.pid == scope.handler || (scope.helper)(child) {
@@ -69,23 +58,18 @@ pub(crate) struct Killed {
     pub start_time_ticks: u64,
 }
 
-/// Whether a SIGKILLed process still lives, given what `/proc` shows for its pid now (`None`:
-/// nothing). A zombie is dead — it runs nothing and holds no pipe, it only waits to be
-/// reaped — and a process with another start time is a new one that reused the pid: the
-/// killed one is gone.
-pub(crate) fn survived(killed: &Killed, now: Option<&ProcStat>) -> bool {
-    now.is_some_and(|process| {
-        process.start_time_ticks == killed.start_time_ticks && !process.is_defunct()
-    })
-}
-
-/// The pids of `killed` that still live, looked up with `stat_of`: what a sweep that gives up
-/// reports as surviving SIGKILL.
+/// The pids of `killed` that still live: what a sweep that gives up reports as surviving
+/// SIGKILL. A zombie is dead (it runs nothing and holds no pipe), and a process with another
+/// start time is a new one that reused the pid.
 pub(crate) fn survivors(killed: &[Killed], stat_of: impl Fn(u32) -> Option<ProcStat>) -> Vec<u32> {
     killed
         .iter()
-        .filter(|process| survived(process, stat_of(process.pid).as_ref()))
-        .map(|process| process.pid)
+        .filter(|killed| {
+            stat_of(killed.pid).is_some_and(|now| {
+                now.start_time_ticks == killed.start_time_ticks && !now.is_defunct()
+            })
+        })
+        .map(|killed| killed.pid)
         .collect()
 }
 
@@ -101,22 +85,17 @@ pub(crate) fn stops_descendant(scope: &SweepScope<'_>, process: &ProcStat) -> bo
 /// When the sweep passes again. The first pass is quick (the handler's children only); once a
 /// pass finds an escapee — alive, or a zombie that had left the group — every later pass is
 /// thorough, and the sweep ends only after two thorough passes in a row found nothing: a
-/// lineage caught mid-fork can show up one pass late. A sweep that never found anything ends
-/// after its first pass. The caller bounds the whole sweep in time.
+/// lineage caught mid-fork can show up one pass late. The caller bounds the sweep in time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SweepRounds {
     thorough: bool,
     quiet_passes: u8,
 }
 
-/// What follows a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SweepNext {
     Done,
-    /// Pass again (thoroughly, or not).
-    Again {
-        thorough: bool,
-    },
+    Again { thorough: bool },
 }
 
 impl SweepRounds {

@@ -1,27 +1,10 @@
 //! The rules of the per-run watchdog (docs/architecture.md, "The watchdog"): the messages the
-//! handler and its process groups send it, which processes it stops when the handler is gone
-//! without having released them, and what the handler does when it loses its watchdog.
-//!
-//! The watchdog is a second process holding one end of a socket whose other end only the
-//! handler holds; when the handler dies — even by SIGKILL — the socket reaches end of file.
-//! Every group the handler starts (a worker, a hook, a Verify check) registers itself between
-//! `fork` and `exec` (`watch <pgid> <token>`, sent by the child on a duplicate of the
-//! handler's end, which the child holds until its `exec`: so the registration always arrives
-//! before the end of file, and no group ever runs unknown to the watchdog). The handler sends
-//! the same `watch` once the spawn returned (a replacement watchdog is told it again), and
-//! releases the group (`release <pgid>`) once it has stopped it and swept its escaped
-//! descendants.
-//!
-//! What the watchdog stops once the handler is gone: every registered group not released
-//! (SIGTERM, a grace, SIGKILL rounds), and every *escapee* of one — a descendant that left
-//! the group. Three ways lead to escapees, because none alone sees them all: the children of
-//! group members that are in another group (read before the group is signalled, while their
-//! parents still live), the handler's own children that could be a worker's (the handler is a
-//! child subreaper, so an orphaned escapee is re-parented to it; the watchdog notes them while
-//! the handler lives, since they go to init once it is dead), and every process whose
-//! environment carries the group's token ([`ATTEMPT_ENV`], set in every worker and helper).
+//! handler and its process groups send it, which processes it stops once the handler is gone
+//! without having released them — every unreleased group and its escapees, found three ways
+//! because none alone sees them all — and what the handler does when it loses its watchdog.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 
 use super::attempt_id::is_safe_file_stem;
 use super::identity::ProcStat;
@@ -33,8 +16,8 @@ pub(crate) const ATTEMPT_ENV: &str = "AI_SESSION_HANDLER_ATTEMPT_ID";
 /// One message on the watchdog socket (one packet each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WatchdogMessage<'a> {
-    /// A process group (its leader's pid) — a worker's or a helper's — exists and is the
-    /// handler's to stop; `attempt` is the token its processes carry in [`ATTEMPT_ENV`].
+    /// A process group — a worker's or a helper's — is the handler's to stop; `attempt` is
+    /// the token its processes carry in [`ATTEMPT_ENV`].
     Watch { pgid: u32, attempt: &'a str },
     /// The handler stopped that group itself.
     Release(u32),
@@ -44,49 +27,28 @@ pub(crate) enum WatchdogMessage<'a> {
 /// bytes (a timestamp, the phase id and a UUID).
 pub(crate) const MAX_MESSAGE: usize = 224;
 
-impl WatchdogMessage<'_> {
+impl<'a> WatchdogMessage<'a> {
     /// Writes the message into `buffer` without allocating — a child sends it between
     /// `fork` and `exec`, where only async-signal-safe work is allowed — and returns its
     /// length. An attempt id that does not fit, or is not a safe file stem, is left out: the
     /// group is still watched, only the token search is lost.
     pub(crate) fn encode(self, buffer: &mut [u8; MAX_MESSAGE]) -> usize {
-        let (word, number, attempt): (&[u8], u32, &str) = match self {
-            Self::Watch { pgid, attempt } => (b"watch", pgid, attempt),
-            Self::Release(pgid) => (b"release", pgid, ""),
+        let (word, pgid, attempt) = match self {
+            Self::Watch { pgid, attempt } => ("watch", pgid, attempt),
+            Self::Release(pgid) => ("release", pgid, ""),
         };
-        buffer[..word.len()].copy_from_slice(word);
-        let mut length = word.len();
-        buffer[length] = b' ';
-        length += 1;
-        let mut digits = [0u8; 10];
-        let mut count = 0;
-        let mut rest = number;
-        loop {
-            digits[count] = b'0' + (rest % 10) as u8;
-            count += 1;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        for digit in digits[..count].iter().rev() {
-            buffer[length] = *digit;
-            length += 1;
-        }
-        let attempt = attempt.as_bytes();
-        if !attempt.is_empty()
-            && length + 1 + attempt.len() <= MAX_MESSAGE
-            && attempt.iter().all(|byte| is_token_byte(*byte))
-        {
+        // Formatting into a slice allocates nothing, and the longest word and pid fit.
+        let mut rest = &mut buffer[..];
+        let _ = write!(rest, "{word} {pgid}");
+        let mut length = MAX_MESSAGE - rest.len();
+        if length + 1 + attempt.len() <= MAX_MESSAGE && is_safe_file_stem(attempt) {
             buffer[length] = b' ';
-            buffer[length + 1..length + 1 + attempt.len()].copy_from_slice(attempt);
+            buffer[length + 1..length + 1 + attempt.len()].copy_from_slice(attempt.as_bytes());
             length += 1 + attempt.len();
         }
         length
     }
-}
 
-impl<'a> WatchdogMessage<'a> {
     /// Reads one packet; anything else is ignored by the watchdog.
     pub(crate) fn parse(packet: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(packet).ok()?;
@@ -105,18 +67,11 @@ impl<'a> WatchdogMessage<'a> {
     }
 }
 
-/// The bytes an attempt id may hold ([`is_safe_file_stem`]), checked byte by byte so that
-/// encoding needs no allocation.
-fn is_token_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.')
-}
-
 /// One registered group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Watched {
-    /// The attempt token of its processes; `None` when the registration carried none.
     pub attempt: Option<String>,
-    /// The leader's start time, read when the registration arrived; `None` if it was gone.
+    /// Read when the registration arrived; `None` if the leader was gone.
     pub leader_started_ticks: Option<u64>,
     /// The group no longer exists: it is never signalled again (its pgid could be reused),
     /// but its escapees may still live, so it stays until released.
@@ -180,18 +135,15 @@ impl Registry {
     /// unrelated group, which must never be signalled.
     pub(crate) fn forget_gone(&mut self, exists: impl Fn(u32) -> bool) {
         for (pgid, watched) in &mut self.watched {
-            if !watched.gone && !exists(*pgid) {
-                watched.gone = true;
-            }
+            watched.gone = watched.gone || !exists(*pgid);
         }
     }
 
-    /// Whether any group is registered and not released.
     pub(crate) fn is_watching(&self) -> bool {
         !self.watched.is_empty()
     }
 
-    /// The groups to signal once the handler is gone: unreleased and still existing.
+    /// The groups to signal once the handler is gone.
     pub(crate) fn unreleased(&self) -> Vec<u32> {
         self.watched
             .iter()
@@ -210,8 +162,7 @@ impl Registry {
         tokens.into_iter().cloned().collect()
     }
 
-    /// Notes one of the handler's children, as `/proc` shows it, if it could be an escapee of
-    /// a watched worker ([`could_be_escapee`]).
+    /// Notes one of the handler's children if it could be an escapee of a watched worker.
     pub(crate) fn note_handler_child(&mut self, child: &ProcStat, own_pid: u32) {
         if self.adoptees.len() >= ADOPTEE_LIMIT || self.adoptees.contains_key(&child.pid) {
             return;
@@ -221,19 +172,16 @@ impl Registry {
         }
     }
 
-    /// Drops noted adoptees that are gone (`now` is what `/proc` shows for a pid).
+    /// Drops noted adoptees that are gone.
     pub(crate) fn prune_adoptees(&mut self, now: impl Fn(u32) -> Option<ProcStat>) {
         self.adoptees.retain(|pid, started| {
             now(*pid).is_some_and(|stat| stat.start_time_ticks == *started && !stat.is_defunct())
         });
     }
 
-    /// The noted adoptees: (pid, start time).
+    /// (pid, start time).
     pub(crate) fn adoptees(&self) -> Vec<(u32, u64)> {
-        self.adoptees
-            .iter()
-            .map(|(pid, started)| (*pid, *started))
-            .collect()
+        self.adoptees.clone().into_iter().collect()
     }
 }
 
@@ -256,52 +204,46 @@ pub(crate) fn could_be_escapee(
     earliest.is_some_and(|started| child.start_time_ticks >= started)
 }
 
-/// How the handler's watchdog process was lost.
+/// How the handler's watchdog process was lost (a signal number each but for the exit code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LossCause {
-    /// It exited on its own (only end of file makes it exit, so something broke it).
+    /// Only end of file makes it exit, so something broke it.
     Exited(i32),
-    /// A signal killed it (an agent's `kill -9`).
     Killed(i32),
-    /// A signal stopped it (SIGSTOP): it can protect nothing while stopped, so the handler
-    /// killed it.
+    /// It can protect nothing while stopped, so the handler killed it.
     Stopped(i32),
 }
 
 /// What the handler did about a lost watchdog.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Replacement {
-    /// A new watchdog runs (its pid) and knows every group the handler still watches.
+    /// A new watchdog (its pid) knows every group the handler still watches.
     Started(u32),
     /// No new watchdog could be started.
     Failed(String),
-    /// The run lost its watchdog too often: no new one is started ([`LossBudget`]).
+    /// The run lost its watchdog too often ([`LossBudget`]).
     GaveUp { losses: u32 },
 }
 
-/// One loss of the watchdog, as the handler noticed and handled it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WatchdogLoss {
     /// The lost watchdog's pid.
     pub pid: u32,
     pub cause: LossCause,
     pub replacement: Replacement,
-    /// Names of signals, for the words.
     pub signal_name: Option<&'static str>,
 }
 
 /// What the running attempt does about a loss.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum LossReaction {
-    /// A new watchdog protects the rest of the attempt: go on, and say so.
     Continue,
     /// Nothing would stop the worker if the handler died now: stop the attempt, with this
-    /// reason (it becomes the attempt's `execution-io-failed` summary).
+    /// reason (its `execution-io-failed` summary).
     StopAttempt(String),
 }
 
 impl WatchdogLoss {
-    /// What the running attempt does about it.
     pub(crate) fn reaction(&self) -> LossReaction {
         match &self.replacement {
             Replacement::Started(_) => LossReaction::Continue,
@@ -337,7 +279,6 @@ impl WatchdogLoss {
         format!("the watchdog (pid {}) {how}; {then}", self.pid)
     }
 
-    /// The transcript trailer line.
     pub(crate) fn trailer_line(&self) -> String {
         format!("watchdog_lost: {}", self.describe())
     }
@@ -370,19 +311,18 @@ impl LossBudget {
 pub(crate) struct StopReport {
     /// The unreleased groups it signalled.
     pub groups: Vec<u32>,
-    /// Escaped descendants it killed (gone afterwards).
+    /// Escaped descendants it killed.
     pub escaped: Vec<u32>,
     /// Processes still alive after everything (not zombies).
     pub survivors: Vec<u32>,
 }
 
 impl StopReport {
-    /// Whether there is anything to say.
     pub(crate) fn is_empty(&self) -> bool {
         self.groups.is_empty() && self.escaped.is_empty() && self.survivors.is_empty()
     }
 
-    /// The one line the watchdog writes (on a stderr that is not a terminal).
+    /// The one line the watchdog writes.
     pub(crate) fn message(&self, handler_pid: u32) -> String {
         let list = |pids: &[u32]| {
             pids.iter()

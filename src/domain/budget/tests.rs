@@ -4,7 +4,24 @@
 use serde_json::json;
 
 use super::*;
-use crate::domain::token_usage::summary::Completeness;
+use crate::domain::token_usage::summary::{Completeness, UsageSummary};
+
+impl BudgetCaps {
+    fn is_set(&self) -> bool {
+        self.max_tokens.is_some() || self.max_cost_usd.is_some()
+    }
+}
+
+impl Spent {
+    /// The committed attempts of this invocation.
+    fn of<'a>(attempts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
+        attempts
+            .into_iter()
+            .fold(Self::default(), |spent, summary| {
+                spent.plus(&summary.counts)
+            })
+    }
+}
 
 fn tokens(limit: u64, origin: CapOrigin) -> BudgetCaps {
     BudgetCaps {

@@ -1,20 +1,6 @@
-//! When a hook fires and what it is told (docs/cli.md, "Notifications").
-//!
-//! During a run, [`HookTrigger`] is fed every run event and answers which hook event, if any,
-//! it is: a committed `phase-complete` is `phase-complete`; a scheduled wait or backoff longer
-//! than [`LONG_WAIT_SECONDS`] is `wait-started`, and the retry that ends it `wait-finished`.
-//! When the run has ended, [`end_events`] maps how it ended to `phase-stopped`, `interrupted`
-//! and `run-finished`, in that order.
-//!
-//! `phase-stopped`: a phase whose last attempt ended with a status that waits for a person
-//! (`AttemptStatus::waits_for_a_person`), with no retry scheduled, or whose outcome could not
-//! be recorded, stops the run until a person acts.
-//!
-//! What a hook is told ([`HookFacts`]) is one JSON object — the matching `events.jsonl`
-//! record with the hook's event name in `event`, plus the plan and state paths, the phase, the
-//! status, the exit code, a message, the clarification question or blocked reason, and the
-//! command line that continues the run — and the same facts as `AISH_*` environment variables
-//! and template values.
+//! When a hook fires and what it is told (docs/cli.md, "Notifications"): [`HookTrigger`]
+//! maps each run event to a hook event, if any; [`end_events`] maps how the run ended to
+//! `phase-stopped`, `interrupted` and `run-finished`.
 
 use serde_json::{Map, Value, json};
 
@@ -23,29 +9,24 @@ use crate::domain::events::RunEvent;
 use crate::domain::retry::next_step::StepKind;
 use crate::domain::state::AttemptStatus;
 
-/// Everything one firing of a hook event tells the hook.
+/// Everything one firing of a hook event tells the hook (docs/cli.md, "What a hook gets").
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct HookFacts {
     pub event: HookEvent,
     /// The matching `events.jsonl` record, as a JSON object.
     pub record: Value,
-    /// The phase the event is about: id and title.
+    /// Id and title.
     pub phase: Option<(String, String)>,
     pub status: Option<String>,
-    /// The run's exit code, for the events that end it; `None` mid-run.
     pub exit_code: Option<i32>,
-    /// One line a person reads first.
     pub message: Option<String>,
-    /// The clarification question a `needs-clarification` stop asks.
     pub question: Option<String>,
-    /// The reason a `blocked` stop gives.
     pub reason: Option<String>,
-    /// The exact command line that continues the run, when one does.
     pub recovery: Option<String>,
 }
 
 impl HookFacts {
-    /// Facts with only the event and its record; the rest is filled in by the caller.
+    /// The rest is filled in by the caller.
     pub(crate) fn new(event: HookEvent, record: Value) -> Self {
         Self {
             event,
@@ -89,8 +70,7 @@ impl HookFacts {
         Value::Object(object)
     }
 
-    /// `AISH_EVENT`, `AISH_PLAN`, `AISH_PHASE_ID`, `AISH_STATUS`, `AISH_EXIT_CODE`: what is
-    /// absent is the empty string, so a hook can always expand them.
+    /// `AISH_*`: what is absent is the empty string, so a hook can always expand them.
     pub(crate) fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
         [
             ("AISH_EVENT", self.event.as_str().to_owned()),
@@ -109,7 +89,6 @@ impl HookFacts {
         .collect()
     }
 
-    /// The phase id, or the empty string.
     pub(crate) fn phase_id(&self) -> &str {
         self.phase.as_ref().map_or("", |(id, _)| id.as_str())
     }
@@ -122,7 +101,6 @@ pub(crate) struct HookTrigger {
     long_wait: Option<(String, AttemptStatus)>,
 }
 
-/// A hook event found in a run event: the event, its phase and status, and the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Trigger {
     pub event: HookEvent,
@@ -196,8 +174,7 @@ pub(crate) struct RunEndFacts {
     pub signal: Option<i32>,
 }
 
-/// The hook events of a run's end, in firing order: `phase-stopped`, `interrupted`,
-/// `run-finished` (always).
+/// The hook events of a run's end, in firing order (`run-finished` always).
 pub(crate) fn end_events(facts: &RunEndFacts) -> Vec<HookEvent> {
     let stopped_for_a_person = facts.unresolved
         || facts

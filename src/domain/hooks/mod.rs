@@ -1,12 +1,6 @@
-//! Hooks (docs/cli.md, "Notifications"): the user's commands run at the moments of a
-//! run that matter to a person — it finished, a phase stopped for them, a phase completed, a
-//! long wait started or ended, the run was interrupted.
-//!
-//! This module owns what a hook *is*: the event names, the `hooks` config key and the
-//! `--hook EVENT=COMMAND` flag (strict, with messages naming the key or flag), and the hook
-//! command template — split like `agent_cmd` by the shared [`crate::domain::template`]
-//! machinery, with its own placeholders. When a hook fires and what it is told is
-//! [`firing`]; running it is the command layer's (`cli::hooks`).
+//! What a hook is (docs/cli.md, "Notifications"): the `hooks` config key and the `--hook
+//! EVENT=COMMAND` flag, read strictly, and the hook command template with its placeholders.
+//! When a hook fires and what it is told is [`firing`]; running it is `cli::hooks`'.
 
 pub(crate) mod event;
 pub(crate) mod firing;
@@ -32,14 +26,10 @@ pub(crate) const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum HookPlaceholder {
-    /// The canonical plan path.
     Plan,
     RunId,
-    /// The phase the event is about; empty when none.
     PhaseId,
-    /// The status the event carries; empty when none.
     Status,
-    /// The private temporary file holding the event object.
     EventFile,
 }
 
@@ -47,10 +37,8 @@ impl PlaceholderSet for HookPlaceholder {
     const EMPTY_COMMAND: &'static str = "hook command produced an empty command";
 }
 
-/// A validated hook command.
 pub(crate) type HookTemplate = Template<HookPlaceholder>;
 
-/// The values substituted into a hook command.
 #[derive(Clone, Debug)]
 pub struct HookValues<'a> {
     pub plan: &'a str,
@@ -73,34 +61,14 @@ impl HookTemplate {
     }
 }
 
-/// One configured hook.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hook {
-    /// The events it runs at, each once, in the order given.
+    /// Each once, in the order given.
     pub on: Vec<HookEvent>,
     pub command: HookTemplate,
-    /// Finite, greater than 0.
     pub timeout_seconds: f64,
     /// Where it was declared, for messages: `hooks[2]` or `--hook`.
     pub origin: String,
-}
-
-impl Hook {
-    /// Whether it runs at `event`.
-    pub fn runs_on(&self, event: HookEvent) -> bool {
-        self.on.contains(&event)
-    }
-
-    /// `run-finished, phase-stopped: notify-send … (timeout 30 s)`, for `check`.
-    pub fn describe(&self) -> String {
-        let events: Vec<&str> = self.on.iter().map(|event| event.as_str()).collect();
-        format!(
-            "{}: {} (timeout {} s)",
-            events.join(", "),
-            self.command.raw(),
-            format_seconds(self.timeout_seconds)
-        )
-    }
 }
 
 /// One entry of the config's `hooks` list, as written.
@@ -115,8 +83,22 @@ pub(crate) struct HookEntry {
 }
 
 impl Hook {
-    /// The hook of entry `index` of the config's `hooks` list; every message names the entry
-    /// (`hooks[1].on[0]`).
+    pub fn runs_on(&self, event: HookEvent) -> bool {
+        self.on.contains(&event)
+    }
+
+    /// For `check`: `run-finished, phase-stopped: notify-send … (timeout 30 s)`.
+    pub fn describe(&self) -> String {
+        let events: Vec<&str> = self.on.iter().map(|event| event.as_str()).collect();
+        format!(
+            "{}: {} (timeout {} s)",
+            events.join(", "),
+            self.command.raw(),
+            format_seconds(self.timeout_seconds)
+        )
+    }
+
+    /// Entry `index` of the config's `hooks` list; every message names it (`hooks[1].on[0]`).
     pub(crate) fn from_config(entry: HookEntry, index: usize) -> Result<Self, ConfigError> {
         let origin = format!("hooks[{index}]");
         let mut on = Vec::with_capacity(entry.on.len());
@@ -175,7 +157,7 @@ impl<'de> Visitor<'de> for EventNames {
     }
 }
 
-/// A finite number of seconds greater than 0 (anything else, `null` included, is named so).
+/// A finite number of seconds greater than 0 (`null` is not).
 fn timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
     read(deserializer, |value| {
         value
@@ -186,8 +168,8 @@ fn timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D:
     })
 }
 
-/// Parses a `--hook EVENT=COMMAND` value (a clap value parser): one event, then the command
-/// template, which keeps every later `=`. The time limit is the default.
+/// Parses a `--hook EVENT=COMMAND` value (a clap value parser); the command keeps every later
+/// `=`.
 pub(crate) fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
     let Some((event, command)) = text.split_once('=') else {
         return Err(InvalidHookFlag::NotEventEqualsCommand {
@@ -205,7 +187,6 @@ pub(crate) fn parse_hook_flag(text: &str) -> Result<Hook, InvalidHookFlag> {
     })
 }
 
-/// A `--hook` value that is not `EVENT=COMMAND` with a known event and a valid command.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum InvalidHookFlag {
     #[error(

@@ -1,30 +1,7 @@
 //! The activity rule: from two samples of an attempt's processes, whether they did visible
-//! work in between (docs/liveness.md has the measurements the thresholds come from).
-//!
-//! Work is any of, over the window between the samples:
-//!
-//! - **CPU** of at least [`Thresholds::cpu_per_second`] per second (all processes together):
-//!   a silent build or test suite. Per thread from `schedstat` (nanoseconds), because the CPU
-//!   of a CLI streaming tokens is a few milliseconds a second; at least the process's
-//!   `utime + stime` change, which keeps the time of threads that ended; plus what reaped
-//!   children used (`cutime + cstime`), which is where the CPU of a build's many short
-//!   compiler processes ends up.
-//! - **I/O** of at least [`Thresholds::chars_per_second`] (`rchar + wchar`): a tool copying or
-//!   scanning files.
-//! - **Bytes received** on the processes' TCP sockets, at least
-//!   [`Thresholds::received_bytes`]: a model streaming into `codex exec --json`, which prints
-//!   nothing until an item is complete. `rchar` does not see these (`recv` is not counted),
-//!   and their CPU is no larger than the CLIs' background timers, so the socket counters
-//!   decide.
-//!
-//! A CLI waiting on a stream that sends nothing receives nothing and uses a few milliseconds
-//! of CPU a second for its timers (Node's, tokio's, Claude Code's polling of a running tool);
-//! a sleeping process uses none: both are idle.
-//!
-//! Samples are taken while the attempt is silent, one [`sample_interval`] apart; the first
-//! after a sign of life is only a baseline ([`ActivityRule::reset`]). A window much longer than
-//! the interval (the sampler was late) is not judged either: counters over a long window
-//! would include work from before the silence.
+//! work in between — CPU, I/O, or bytes received on their TCP sockets, which is how a model
+//! streaming into a CLI that prints nothing shows (docs/liveness.md, "The activity rule", has
+//! the counters and the measurements behind the thresholds).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,37 +12,34 @@ pub struct ProcessCounters {
     pub pid: u32,
     /// With the pid, identifies the process across samples (a reused pid is a new process).
     pub start_time_ticks: u64,
-    /// Nanoseconds on CPU, per thread id (`/proc/PID/task/TID/schedstat`).
+    /// Per thread id, from `schedstat`: the CPU of a CLI streaming tokens is a few
+    /// milliseconds a second, below the tick counters' resolution.
     pub thread_cpu_ns: Vec<(u32, u64)>,
-    /// `utime + stime` in clock ticks: every thread's, ended ones included.
+    /// `utime + stime`: keeps the time of threads that ended.
     pub cpu_ticks: u64,
-    /// `cutime + cstime` in clock ticks: the reaped children's.
+    /// `cutime + cstime`: where the CPU of a build's short compiler processes ends up.
     pub reaped_children_ticks: u64,
-    /// `rchar + wchar` (`/proc/PID/io`).
+    /// `rchar + wchar`.
     pub chars: u64,
-    /// Inodes of its sockets (`/proc/PID/fd`).
     pub socket_inodes: Vec<u64>,
 }
 
-/// Counters of one TCP socket (`sock_diag`, [`super::socket_diag`]).
+/// Counters of one TCP socket ([`super::socket_diag`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SocketCounters {
     pub inode: u64,
     pub bytes_received: u64,
-    /// Milliseconds since data last arrived.
     pub last_data_received_ms: u32,
 }
 
 /// One sample of an attempt's processes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ActivitySample {
-    /// When, as an offset from the launch.
     pub at: Duration,
     pub processes: Vec<ProcessCounters>,
-    /// The TCP sockets of those processes (`None` when they could not be read: no socket
-    /// counters are then judged).
+    /// `None` when the sockets could not be read: no socket counters are then judged.
     pub sockets: Option<Vec<SocketCounters>>,
-    /// The length of a clock tick (`1 / sysconf(_SC_CLK_TCK)`).
+    /// The length of a clock tick.
     pub tick: Duration,
 }
 
@@ -77,18 +51,15 @@ pub struct Thresholds {
     pub received_bytes: u64,
 }
 
-/// The calibrated thresholds (docs/liveness.md): 100 ms of CPU a second is three times the
-/// most the CLIs' timers used in any one-second window and a tenth of what a busy tool uses;
-/// 1 MiB/s of I/O is far above the CLIs' own file traffic (under 1 KiB/s); any byte received
-/// means the stream is not hung.
+/// The calibrated thresholds (docs/liveness.md, "Why these counters, and these thresholds").
 pub const THRESHOLDS: Thresholds = Thresholds {
     cpu_per_second: Duration::from_millis(100),
     chars_per_second: 1024 * 1024,
     received_bytes: 1,
 };
 
-/// How often to sample while the attempt is silent: a quarter of the idle limit, between
-/// 0.25 s and 1 s, so activity is seen well inside the limit and the cost stays low.
+/// A quarter of the idle limit, between 0.25 s and 1 s: activity is seen well inside the
+/// limit and the cost stays low.
 pub fn sample_interval(idle_limit: Duration) -> Duration {
     (idle_limit / 4).clamp(Duration::from_millis(250), Duration::from_secs(1))
 }
@@ -117,14 +88,12 @@ impl Evidence {
     }
 }
 
-/// The rule's verdict on a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActivityVerdict {
     /// The first sample after a reset, or one too long after the previous: nothing judged.
     Baseline,
     /// Visible work: a sign of life at the sample's time.
     Working(Evidence),
-    /// Nothing that counts.
     Quiet(Evidence),
 }
 
@@ -157,6 +126,8 @@ impl ActivityRule {
         };
         let current = self.previous.as_ref().expect("just stored");
         let window = current.at.saturating_sub(previous.at);
+        // Counters over a window much longer than the interval (the sampler was late) would
+        // include work from before the silence.
         if window.is_zero() || window > self.interval * 3 {
             return ActivityVerdict::Baseline;
         }
@@ -187,21 +158,16 @@ fn evidence(previous: &ActivitySample, current: &ActivitySample, window: Duratio
         let earlier = before
             .get(&(process.pid, process.start_time_ticks))
             .copied();
+        let since = |counter: fn(&ProcessCounters) -> u64| {
+            counter(process).saturating_sub(earlier.map_or(0, counter))
+        };
         let threads = thread_cpu_since(process, earlier);
-        let ticks = process
-            .cpu_ticks
-            .saturating_sub(earlier.map_or(0, |earlier| earlier.cpu_ticks));
-        let reaped = process
-            .reaped_children_ticks
-            .saturating_sub(earlier.map_or(0, |earlier| earlier.reaped_children_ticks));
+        let ticks = since(|counters| counters.cpu_ticks);
+        let reaped = since(|counters| counters.reaped_children_ticks);
         cpu_ns = cpu_ns
             .saturating_add(threads.max(ticks.saturating_mul(tick_ns)))
             .saturating_add(reaped.saturating_mul(tick_ns));
-        chars = chars.saturating_add(
-            process
-                .chars
-                .saturating_sub(earlier.map_or(0, |earlier| earlier.chars)),
-        );
+        chars = chars.saturating_add(since(|counters| counters.chars));
     }
     Evidence {
         window,
@@ -224,9 +190,8 @@ fn thread_cpu_since(process: &ProcessCounters, earlier: Option<&ProcessCounters>
         .fold(0u64, u64::saturating_add)
 }
 
-/// Bytes that arrived on the attempt's sockets in the window: the change for sockets seen
-/// before; for new ones (a connection opened meanwhile), what they received if data came
-/// within the window.
+/// The change for sockets seen before; for a connection opened meanwhile, what it received
+/// if data came within the window.
 fn received_since(previous: &ActivitySample, current: &ActivitySample, window: Duration) -> u64 {
     let Some(sockets) = &current.sockets else {
         return 0;
@@ -248,8 +213,8 @@ fn received_since(previous: &ActivitySample, current: &ActivitySample, window: D
         .fold(0u64, u64::saturating_add)
 }
 
-/// `utime + stime` and `cutime + cstime` (clock ticks) from the text of `/proc/PID/stat`
-/// (fields 14 to 17, counted after the parenthesised command name, which may hold anything).
+/// `utime + stime` and `cutime + cstime` from `/proc/PID/stat` (fields 14 to 17, counted
+/// after the parenthesised command name, which may hold anything).
 pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
     let close = text.rfind(')')?;
     let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
@@ -260,27 +225,23 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
     Some((own, children))
 }
 
-/// Nanoseconds on CPU from the text of `/proc/PID/task/TID/schedstat` (its first field).
+/// Nanoseconds on CPU: the first field of `/proc/PID/task/TID/schedstat`.
 pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().next()?.parse().ok()
 }
 
-/// `rchar + wchar` from the text of `/proc/PID/io`.
+/// `rchar + wchar` from `/proc/PID/io`.
 pub fn parse_io_chars(text: &str) -> Option<u64> {
-    let mut read = None;
-    let mut written = None;
-    for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim().parse::<u64>().ok();
-        match key {
-            "rchar" => read = value,
-            "wchar" => written = value,
-            _ => {}
-        }
-    }
-    Some(read?.saturating_add(written?))
+    // The last line with the key counts (`/proc` writes each once).
+    let field = |name: &str| {
+        let (_, value) = text
+            .lines()
+            .rev()
+            .filter_map(|line| line.split_once(':'))
+            .find(|(key, _)| *key == name)?;
+        value.trim().parse::<u64>().ok()
+    };
+    Some(field("rchar")?.saturating_add(field("wchar")?))
 }
 
 /// The inode of a socket from the target of a `/proc/PID/fd/N` link (`socket:[12345]`).

@@ -1,41 +1,20 @@
-//! The clocks of one running attempt, as a pure machine the deadline timer steps: when the
-//! wall-clock `--timeout` and the idle deadline pass, when to sample the processes' activity,
-//! and when to publish the agent's latest status. Times are offsets from the launch, passed in
-//! by the caller; the machine answers with what to do ([`ClockEffect`]).
-//!
-//! - **Wall clock**: fixed at launch + `--timeout`; nothing moves it (an extension is the idle
-//!   deadline's only).
-//! - **Idle** ([`super::idle::IdleDeadline`]): output, an accepted notification and activity
-//!   are signs of life; `EXTEND_TIMEOUT_USEC` moves the deadline later. When it passes, the
-//!   stop message names the silence and the last status.
-//! - **Activity** ([`super::activity::ActivityRule`]): sampled only while the attempt is
-//!   silent, every [`super::activity::sample_interval`] after the last output, notification or
-//!   sample; one sample at a time. Only with an idle limit (activity keeps nothing else alive).
-//! - **Status** ([`super::status::LatestStatus`]): a change is published at once or when its
-//!   rate-limit interval ends.
-//!
-//! Which deadline stops the attempt when both pass at one check is not decided here: both are
-//! reported, and the attempt lifecycle lets the wall clock win.
-//!
-//! **Output costs nothing but two stores**: it never asks for a wake-up. The clock keeps one
-//! wake-up armed at the earliest time something may be due; when it comes and the deadline
-//! has moved meanwhile, the clock arms the next one. So sustained output costs one cheap call
-//! per (coalesced) notice and a wake-up per sample interval at most.
+//! The clocks of one running attempt as a pure machine the deadline timer steps: when the
+//! wall-clock `--timeout` and the idle deadline pass, when to sample the processes' activity
+//! (only while the attempt is silent), and when to publish the agent's status. Times are
+//! offsets from the launch, passed in by the caller.
 
 use std::time::Duration;
 
-use super::SignOfLife;
 use super::activity::{ActivityRule, ActivitySample, ActivityVerdict, Evidence, Thresholds};
-use super::idle::{Extension, IdleCheck, IdleDeadline};
+use super::idle::{Extension, IdleDeadline};
 use super::status::{LatestStatus, Publish};
 use crate::domain::notify::StatusChange;
 
-/// What the clock is told.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClockInput {
-    /// Output on either stream at `at`.
+    /// Output on either stream.
     Output { at: Duration },
-    /// An accepted notification at `at`, with what of it concerns the clocks.
+    /// An accepted notification, with what of it concerns the clocks.
     Notified {
         at: Duration,
         status: Option<StatusChange>,
@@ -43,7 +22,7 @@ pub enum ClockInput {
     },
     /// A sample asked for by [`ClockEffect::Sample`] (its own `at` says when it was taken).
     Sampled(ActivitySample),
-    /// A wake-up asked for by [`ClockEffect::WakeAt`] (or a stale one) came at `at`.
+    /// A wake-up asked for by [`ClockEffect::WakeAt`] (or a stale one) came.
     Woke { at: Duration },
 }
 
@@ -55,35 +34,43 @@ pub enum ClockEffect {
     /// Sample the attempt's processes (off the runtime) and answer with
     /// [`ClockInput::Sampled`].
     Sample,
-    /// Publish the latest status: the `activity` event, the status line, the console's dim
-    /// line. `None` means it was cleared; `since` is when the text was first set.
+    /// Publish the latest status (`None`: cleared) everywhere it shows; `since` is when the
+    /// text was first set.
     Publish {
         text: Option<String>,
         since: Option<Duration>,
     },
-    /// The agent moved the idle deadline to `deadline` (at `at`): the
-    /// `idle-deadline-extended` event.
+    /// The `idle-deadline-extended` event.
     Extended { at: Duration, deadline: Duration },
-    /// The processes were working between two samples: a sign of life (for the log).
+    /// The processes were working between two samples (for the log).
     Working(Evidence),
-    /// A deadline passed: the `--timeout` one, the idle one (with its stop message), or both.
-    /// Nothing more follows.
+    /// The `--timeout`, the idle deadline (with its stop message), or both passed. Nothing
+    /// more follows; the attempt lifecycle lets the wall clock win.
     DeadlinesPassed { timeout: bool, idle: Option<String> },
 }
 
-/// The idle deadline and the activity sampling that feeds it.
+/// The idle deadline and the activity sampling that feeds it (activity keeps nothing else
+/// alive, so there is no sampling without an idle limit).
 #[derive(Clone, Debug)]
 struct IdleWatch {
     deadline: IdleDeadline,
     activity: ActivityRule,
     interval: Duration,
-    /// When the next sample is due: an interval after the last output, notification or sample.
+    /// An interval after the last output, notification or sample.
     sample_after: Duration,
-    /// A sample is being taken.
+    /// A sample is being taken (one at a time).
     sampling: bool,
 }
 
-/// The clocks of one attempt.
+impl IdleWatch {
+    /// A sign of life that is not activity: the next sample starts a new window.
+    fn output_or_notification(&mut self, at: Duration) {
+        self.deadline.sign_of_life(at);
+        self.activity.reset();
+        self.sample_after = self.sample_after.max(at + self.interval);
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct AttemptClock {
     wall_clock: Option<Duration>,
@@ -97,8 +84,7 @@ pub struct AttemptClock {
 }
 
 impl AttemptClock {
-    /// The clocks of an attempt launched at time 0 with these limits (`None`: none), and the
-    /// first wake-up to arm.
+    /// The clocks of an attempt launched at time 0, and the first wake-up to arm.
     pub fn start(
         wall_clock: Option<Duration>,
         idle_limit: Option<Duration>,
@@ -127,11 +113,6 @@ impl AttemptClock {
         (clock, effects)
     }
 
-    /// The latest status and when it was set.
-    pub fn status(&self) -> &LatestStatus {
-        &self.status
-    }
-
     /// Applies one input and returns the effects, in order. After a deadline passed, nothing.
     pub fn handle(&mut self, input: ClockInput) -> Vec<ClockEffect> {
         let mut effects = Vec::new();
@@ -140,19 +121,16 @@ impl AttemptClock {
         }
         match input {
             ClockInput::Output { at } => {
-                // The hot path: no wake-up is asked for; the armed one re-arms when it comes.
+                // The hot path costs two stores and asks for no wake-up: the one armed at the
+                // earliest time something may be due re-arms when it comes.
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at, SignOfLife::Output);
-                    idle.activity.reset();
-                    idle.sample_after = idle.sample_after.max(at + idle.interval);
+                    idle.output_or_notification(at);
                 }
                 return effects;
             }
             ClockInput::Notified { at, status, extend } => {
                 if let Some(idle) = &mut self.idle {
-                    idle.deadline.sign_of_life(at, SignOfLife::Notification);
-                    idle.activity.reset();
-                    idle.sample_after = idle.sample_after.max(at + idle.interval);
+                    idle.output_or_notification(at);
                     if let Some(by) = extend
                         && let Extension::Moved { deadline } = idle.deadline.extend(at, by)
                     {
@@ -172,19 +150,16 @@ impl AttemptClock {
                 let at = sample.at;
                 idle.sample_after = idle.sample_after.max(at + idle.interval);
                 if let ActivityVerdict::Working(evidence) = idle.activity.observe(sample) {
-                    idle.deadline.sign_of_life(at, SignOfLife::Activity);
+                    idle.deadline.sign_of_life(at);
                     effects.push(ClockEffect::Working(evidence));
                 }
             }
             ClockInput::Woke { at } => {
-                if self.armed.is_some_and(|armed| armed <= at) {
-                    self.armed = None;
-                }
+                self.armed = self.armed.filter(|armed| *armed > at);
                 if self.check(at, &mut effects) {
                     return effects;
                 }
-                if self.status_due.is_some_and(|due| due <= at) {
-                    self.status_due = None;
+                if self.status_due.take_if(|due| *due <= at).is_some() {
                     let publish = self.status.due(at);
                     self.publish(publish, &mut effects);
                 }
@@ -201,13 +176,13 @@ impl AttemptClock {
         effects
     }
 
-    /// Whether a deadline passed at `at`; if so, says which and stops the clocks.
+    /// Whether a deadline passed; if so, says which and stops the clocks.
     fn check(&mut self, at: Duration, effects: &mut Vec<ClockEffect>) -> bool {
         let timeout = self.wall_clock.is_some_and(|deadline| at >= deadline);
         let idle = self
             .idle
             .as_ref()
-            .filter(|idle| idle.deadline.check(at) == IdleCheck::Idle)
+            .filter(|idle| at >= idle.deadline.deadline())
             .map(|idle| idle.deadline.stop_message(at, &self.status));
         if !timeout && idle.is_none() {
             return false;

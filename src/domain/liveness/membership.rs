@@ -1,45 +1,26 @@
 //! Which processes belong to the running attempt: who may notify on its socket, and whose
-//! counters the activity rule samples.
-//!
-//! A process belongs when it is the worker's leader, a member of its process group, or a
-//! descendant of either — also one that left the group (`setsid`: both real CLIs start their
-//! tools in sessions of their own) and, when its parent died, was adopted by the handler (a
-//! child subreaper): then it is one of the handler's children that the escaped-descendant
-//! sweep would stop (`process_tree::judge_child` says `Stop`). Other children of the handler (the
-//! watchdog, children inherited across `exec`) and everything else do not.
-//!
-//! A sender may exit before its datagram is read (and its pid may then be reused): the
-//! caller also remembers the processes it has seen belong ([`Verdict::known`]), with their
-//! start times, and a remembered pid counts while no other process holds it.
+//! counters the activity rule samples (docs/liveness.md, "Who belongs to the attempt"). A
+//! sender may exit before its datagram is read, so the caller remembers the members it has
+//! seen, with their start times; a remembered pid counts while no other process holds it.
 
 use crate::domain::identity::ProcStat;
 use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child};
 
-/// How far up the parent links a lookup goes: deeper trees than this are not agents' tools.
+/// Deeper process trees than this are not agents' tools.
 pub const MAX_ANCESTRY: usize = 64;
 
-/// The answer for one pid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// The process (with this start time) belongs to the attempt.
+    /// The start time is for the caller to remember.
     Member { start_time_ticks: u64 },
-    /// It does not (or no such process exists).
+    /// Not the attempt's, or no such process.
     Outsider,
 }
 
-impl Verdict {
-    /// The start time to remember for a member.
-    pub fn known(self) -> Option<u64> {
-        match self {
-            Self::Member { start_time_ticks } => Some(start_time_ticks),
-            Self::Outsider => None,
-        }
-    }
-}
-
-/// Whether `pid` belongs to the attempt whose leader (and pgid) is `scope.leader`. `stat`
-/// reads a process (`None` when it is gone); `remembered` is the start time of a pid seen to
-/// belong before.
+/// Whether `pid` is the leader (`scope.leader`, also the pgid), a member of its group, a
+/// descendant of either, or an adoptee the escaped-descendant sweep would stop (both real CLIs
+/// `setsid` their tools). `stat` reads a process (`None` when it is gone); `remembered` is the
+/// start time of a pid seen to belong before.
 pub fn belongs(
     pid: u32,
     scope: &SweepScope<'_>,

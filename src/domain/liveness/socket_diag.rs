@@ -1,19 +1,11 @@
-//! The netlink `sock_diag` messages the activity sampler exchanges with the kernel to read the
-//! counters of TCP sockets (what `ss -ti` shows): the dump request, and the parse of the
-//! replies into [`SocketCounters`] (inode, bytes received, milliseconds since data last
-//! arrived). Pure byte work; the socket itself is `platform::activity_sampler`'s.
+//! The netlink `sock_diag` dump request and the parse of its replies, by which the activity
+//! sampler reads TCP sockets' counters (what `ss -ti` shows); the socket is the sampler's.
 //!
-//! Layouts (linux/netlink.h, linux/inet_diag.h, linux/tcp.h), native byte order:
-//!
-//! - `nlmsghdr`: len u32, type u16, flags u16, seq u32, pid u32 (16 bytes); messages are
-//!   4-byte aligned;
-//! - `inet_diag_req_v2`: family u8, protocol u8, ext u8, pad u8, states u32, `inet_diag_sockid`
-//!   (48 bytes): 56 bytes;
-//! - `inet_diag_msg`: family, state, timer, retrans (u8 each), `inet_diag_sockid`, then expires,
-//!   rqueue, wqueue, uid, inode (u32 each): 72 bytes, the inode at offset 68; then attributes
-//!   (`rtattr`: len u16, type u16, 4-byte aligned);
-//! - attribute `INET_DIAG_INFO` (2) holds `struct tcp_info`: `tcpi_last_data_recv` (u32, ms) at
-//!   offset 52, `tcpi_bytes_received` (u64) at offset 128 (Linux 4.1 and later).
+//! Layouts (linux/netlink.h, linux/inet_diag.h, linux/tcp.h), native byte order: `nlmsghdr`
+//! is 16 bytes (len u32, type u16, flags u16, seq u32, pid u32), messages 4-byte aligned;
+//! `inet_diag_req_v2` 56 bytes; `inet_diag_msg` 72 bytes with the inode at offset 68, then
+//! `rtattr`s (len u16, type u16, 4-byte aligned); `INET_DIAG_INFO` holds `struct tcp_info`,
+//! with `tcpi_last_data_recv` (u32, ms) at 52 and `tcpi_bytes_received` (u64) at 128.
 
 use super::activity::SocketCounters;
 
@@ -30,7 +22,6 @@ const INODE_OFFSET: usize = 68;
 const LAST_DATA_RECV_OFFSET: usize = 52;
 const BYTES_RECEIVED_OFFSET: usize = 128;
 
-/// The length of a dump request.
 pub const REQUEST_LEN: usize = NLMSG_HEADER + 56;
 
 /// A request for every TCP socket of address family `family` (`AF_INET`, `AF_INET6`) with its
@@ -50,21 +41,17 @@ pub fn dump_request(family: u8, sequence: u32) -> [u8; REQUEST_LEN] {
     request
 }
 
-/// Where a dump stands after one read of replies.
+/// Where a dump stands after one read of replies (`Done`: `NLMSG_DONE` came).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DumpProgress {
-    /// More replies follow.
     More,
-    /// `NLMSG_DONE` came.
     Done,
 }
 
-/// Why a dump failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DumpError {
     /// The kernel answered with this errno.
     Kernel(i32),
-    /// A reply is not shaped as documented.
     Malformed,
 }
 
@@ -91,10 +78,7 @@ pub fn parse_replies(
             match kind {
                 NLMSG_DONE => return Ok(DumpProgress::Done),
                 NLMSG_ERROR => {
-                    let errno = payload
-                        .get(0..4)
-                        .map(|raw| i32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]))
-                        .ok_or(DumpError::Malformed)?;
+                    let errno = u32_at(payload, 0).ok_or(DumpError::Malformed)? as i32;
                     return Err(DumpError::Kernel(-errno));
                 }
                 SOCK_DIAG_BY_FAMILY => {

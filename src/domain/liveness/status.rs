@@ -1,32 +1,21 @@
-//! What the agent says it is doing (`STATUS=`), since when, and when to tell people about it.
-//!
-//! The latest status and the time it was first set are kept for the status line, `watch`,
-//! `status` and the idle stop message; re-sending the same text does not reset its age. The
-//! `activity` event (and the console's dim line) is **rate-limited**: a change is published at
-//! once if nothing was published in the last [`PUBLISH_INTERVAL`], otherwise it waits until
-//! that interval is over, and only the status current then is published, so a burst of
-//! changes costs one event and the last word is never lost. Nothing here causes a durable
-//! write.
-//!
-//! Times are offsets from the launch, passed in by the caller.
+//! What the agent says it is doing (`STATUS=`), since when, and when to publish it: at most
+//! one `activity` event a [`PUBLISH_INTERVAL`], and only the status current when the interval
+//! ends, so a burst of changes costs one event and the last word is never lost
+//! (docs/liveness.md, "Statuses"). Times are offsets from the launch, passed in by the caller.
 
 use std::time::Duration;
 
 use crate::domain::notify::StatusChange;
 
-/// At most one `activity` event (and dim console line) per this interval.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The latest status of one attempt and its publication.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LatestStatus {
+    /// The text and when it was first set.
     current: Option<(String, Duration)>,
-    /// The text last published (`None`: cleared, or nothing published yet).
+    /// `None`: cleared, or nothing published yet.
     published: Option<String>,
-    /// When something was last published.
     published_at: Option<Duration>,
-    /// Whether the current status differs from what was published.
-    unpublished: bool,
 }
 
 /// What the caller should do after a change.
@@ -36,12 +25,10 @@ pub enum Publish {
     Now(Option<String>),
     /// Call [`LatestStatus::due`] at this time.
     At(Duration),
-    /// Nothing new to publish.
     Nothing,
 }
 
 impl LatestStatus {
-    /// The status and when it was set.
     pub fn current(&self) -> Option<(&str, Duration)> {
         self.current
             .as_ref()
@@ -52,11 +39,7 @@ impl LatestStatus {
     pub fn update(&mut self, at: Duration, change: StatusChange) -> Publish {
         match change {
             StatusChange::Set(text) => {
-                if self
-                    .current
-                    .as_ref()
-                    .is_some_and(|(current, _)| *current == text)
-                {
+                if self.current_text() == Some(text.as_str()) {
                     return Publish::Nothing;
                 }
                 self.current = Some((text, at));
@@ -67,19 +50,12 @@ impl LatestStatus {
                 }
             }
         }
-        self.unpublished = self.current_text() != self.published.as_deref();
-        if !self.unpublished {
-            return Publish::Nothing;
-        }
-        match self.published_at {
-            Some(last) if at < last + PUBLISH_INTERVAL => Publish::At(last + PUBLISH_INTERVAL),
-            _ => self.publish(at),
-        }
+        self.due(at)
     }
 
     /// The time asked for by [`Publish::At`] (or later) has come.
     pub fn due(&mut self, at: Duration) -> Publish {
-        if !self.unpublished {
+        if self.current_text() == self.published.as_deref() {
             return Publish::Nothing;
         }
         match self.published_at {
@@ -95,7 +71,6 @@ impl LatestStatus {
     fn publish(&mut self, at: Duration) -> Publish {
         self.published = self.current_text().map(str::to_owned);
         self.published_at = Some(at);
-        self.unpublished = false;
         Publish::Now(self.published.clone())
     }
 }

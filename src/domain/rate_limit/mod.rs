@@ -1,19 +1,6 @@
-//! Provider rate limits: the `rate_limit` config object and, in [`reset_time`], the
-//! parser that finds when a limit resets in an agent's output.
-//!
-//! Detection is not here: a `rate_limit.patterns` match is a stop cause and exit 75 an exit
-//! status, both decided in [`crate::domain::decision`]; what happens next (switch template,
-//! wait, retry, stop) is decided in [`crate::domain::retry::next_step`].
-//!
-//! `rate_limit` in `config.json` (every key optional):
-//!
-//! | Key | Type | Default | Meaning |
-//! |---|---|---|---|
-//! | `patterns` | list of regexes | `[]` | output that means "rate-limited" (Rust `regex` syntax, matched like stop regexes) |
-//! | `max_waits` | integer ≥ 0 | 0 (waits off) | waits for a reset per phase per invocation; `--wait` makes 0 into [`WAIT_FLAG_MAX_WAITS`] |
-//! | `default_wait_seconds` | finite > 0 | 300 | the wait when the output names no usable reset time |
-//! | `max_wait_seconds` | finite > 0 | 21600 (6 h) | the cap on any one wait |
-//! | `fallback_agent_cmds` | list of templates | `[]` | agent commands to switch to, in order, when the current one is rate-limited |
+//! The `rate_limit` config object (docs/unattended-runs.md, "`rate_limit`") and, in
+//! [`reset_time`], finding when a limit resets in an agent's output. Detecting a rate limit is
+//! [`crate::domain::decision`]'s; what follows it is [`crate::domain::retry::next_step`]'s.
 
 pub(crate) mod reset_time;
 
@@ -26,8 +13,8 @@ use super::strict_json::present;
 use super::template::CommandTemplate;
 
 pub(crate) const DEFAULT_MAX_WAITS: u32 = 0;
-/// `max_waits` under `--wait` when the config leaves waits off: three waits of up to
-/// `max_wait_seconds` (6 h by default) cover a night of 5-hour usage windows.
+/// `max_waits` under `--wait` when the config leaves waits off: three waits of up to 6 h
+/// cover a night of 5-hour usage windows.
 pub(crate) const WAIT_FLAG_MAX_WAITS: u32 = 3;
 pub(crate) const DEFAULT_WAIT_SECONDS: f64 = 300.0;
 pub(crate) const DEFAULT_MAX_WAIT_SECONDS: f64 = 21_600.0;
@@ -48,20 +35,15 @@ pub(crate) struct RateLimitConfig {
     fallback_agent_cmds: Option<Vec<String>>,
 }
 
-/// The effective `rate_limit` policy.
+/// The effective `rate_limit` policy. Patterns are already checked to compile and fallback
+/// commands to parse; template index `i + 1` is `fallback_agent_cmds[i]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RateLimitPolicy {
-    /// Regexes (already checked to compile) that mark an attempt `rate-limited` when the output
-    /// matches. Exit 75 marks it so without any pattern.
     pub patterns: Vec<String>,
-    /// Waits for a rate-limit reset allowed per phase per invocation; 0 turns waits off.
+    /// Per phase per invocation; 0 turns waits off.
     pub max_waits: u32,
-    /// The wait when no usable reset time is found (finite, > 0).
     pub default_wait_seconds: f64,
-    /// The cap on one wait, reset time or default (finite, > 0).
     pub max_wait_seconds: f64,
-    /// Agent command templates (already checked to parse) tried in order after the primary
-    /// one (`agent_cmd` or `--agent-cmd`); template index `i + 1` is `fallback_agent_cmds[i]`.
     pub fallback_agent_cmds: Vec<String>,
 }
 
@@ -78,7 +60,6 @@ impl Default for RateLimitPolicy {
 }
 
 impl RateLimitPolicy {
-    /// True when a rate-limited attempt may be followed by a wait.
     pub fn waits_enabled(&self) -> bool {
         self.max_waits > 0
     }
@@ -96,14 +77,7 @@ impl RateLimitPolicy {
         }
     }
 
-    /// The number of agent templates: the primary one plus the fallbacks.
-    pub fn template_count(&self) -> usize {
-        self.fallback_agent_cmds.len().saturating_add(1)
-    }
-
-    /// The fallback templates, parsed. The config reader already checked that they parse; the
-    /// error (naming `rate_limit.fallback_agent_cmds[i]`) is for callers that build a policy
-    /// some other way.
+    /// The fallback templates, parsed (the error names `rate_limit.fallback_agent_cmds[i]`).
     pub fn fallback_templates(&self) -> Result<Vec<CommandTemplate>, ConfigError> {
         self.fallback_agent_cmds
             .iter()
@@ -117,9 +91,7 @@ impl RateLimitPolicy {
             .collect()
     }
 
-    /// The policy in words for `check` (which labels it `rate_limit:`): `2 patterns and exit
-    /// 75; waits off; 1 fallback agent command`, or with waits on `… up to 3 waits of 300 s by
-    /// default, at most 21600 s each …`.
+    /// For `check`: `2 patterns and exit 75; waits off; 1 fallback agent command`.
     pub fn describe(&self) -> String {
         let waits = if self.waits_enabled() {
             format!(
@@ -141,7 +113,6 @@ impl RateLimitPolicy {
         )
     }
 
-    /// The policy the config's `rate_limit` object sets.
     pub(crate) fn from_config(config: RateLimitConfig) -> Result<Self, ConfigError> {
         let patterns = config.patterns.unwrap_or_default();
         for (index, pattern) in patterns.iter().enumerate() {

@@ -4,6 +4,13 @@
 use super::*;
 use crate::domain::config::parse_config;
 
+impl RateLimitPolicy {
+    /// The number of agent templates: the primary one plus the fallbacks.
+    pub(crate) fn template_count(&self) -> usize {
+        self.fallback_agent_cmds.len().saturating_add(1)
+    }
+}
+
 fn parse(text: &str) -> Result<RateLimitPolicy, String> {
     parse_config(text.as_bytes())
         .map(|config| config.rate_limit)

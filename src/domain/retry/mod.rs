@@ -1,18 +1,6 @@
 //! Opt-in retries of a failed phase: the `retry` config object and the exponential backoff
-//! (which statuses may ever be retried is [`AttemptStatus::is_retryable`]). What to do after an attempt — retry, switch
-//! the agent template, wait for a rate limit, or stop — is decided in [`next_step`]; the
-//! schedule a runner persists to resume that decision after a crash is [`schedule`].
-//!
-//! `retry` in `config.json` (every key optional):
-//!
-//! | Key | Type | Default | Meaning |
-//! |---|---|---|---|
-//! | `max_attempts` | integer ≥ 1 | 1 | attempts of one phase per invocation, the first included; 1 retries nothing |
-//! | `on` | list of statuses | [`AttemptStatus::is_retried_by_default`] | the statuses retried; each must be [`AttemptStatus::is_retryable`] |
-//! | `backoff_seconds` | finite ≥ 0 | min(30, `max_backoff_seconds`) | the wait before the first retry; doubles per retry |
-//! | `max_backoff_seconds` | finite ≥ `backoff_seconds` | max(600, `backoff_seconds`) | the cap on that wait |
-//!
-//! `--retries N` sets `max_attempts` to N + 1 ([`RetryPolicy::with_retries`]).
+//! (docs/unattended-runs.md, "`retry`"). What follows an attempt is decided in [`next_step`];
+//! the schedule persisted to resume that decision after a crash is [`schedule`].
 
 pub(crate) mod next_step;
 pub(crate) mod schedule;
@@ -51,14 +39,13 @@ pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
 /// The effective `retry` policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
-    /// Attempts of one phase per invocation, the first included (≥ 1). Waits for a rate limit
-    /// and switches to a fallback template run the same attempt again and do not count.
+    /// Counted attempts of one phase per invocation, the first included (≥ 1): waits for a
+    /// rate limit and switches to a fallback template do not count.
     pub max_attempts: u32,
-    /// The statuses retried, in the order given, each once; all retryable.
+    /// Each once, all retryable.
     pub on: Vec<AttemptStatus>,
-    /// The wait before retry 1, doubled for each later retry (finite, ≥ 0).
+    /// The wait before retry 1, doubled for each later retry.
     pub backoff_seconds: f64,
-    /// The cap on that wait (finite, ≥ `backoff_seconds`).
     pub max_backoff_seconds: f64,
 }
 
@@ -74,7 +61,7 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// `--retries N`: N retries after the first attempt (`max_attempts` = N + 1, saturating).
+    /// `--retries N`: `max_attempts` = N + 1.
     pub fn with_retries(self, retries: u32) -> Self {
         Self {
             max_attempts: retries.saturating_add(1),
@@ -82,14 +69,13 @@ impl RetryPolicy {
         }
     }
 
-    /// True when a `status` attempt may be followed by a retry (attempts permitting).
+    /// Whether a `status` attempt may be followed by a retry (attempts permitting).
     pub fn retries_on(&self, status: AttemptStatus) -> bool {
         status.is_retryable() && self.on.contains(&status)
     }
 
-    /// The wait before retry number `retry` (1 for the first retry):
-    /// `backoff_seconds × 2^(retry − 1)`, capped at `max_backoff_seconds`; and whether the cap
-    /// applied. Non-decreasing in `retry`; never negative, NaN or above the cap.
+    /// The wait before retry number `retry` (1 for the first), and whether the cap applied.
+    /// Non-decreasing in `retry`; never negative, NaN or above the cap.
     pub fn backoff_seconds_for(&self, retry: u32) -> (f64, bool) {
         let base = finite_or_zero(self.backoff_seconds);
         let cap = finite_or_zero(self.max_backoff_seconds);
@@ -103,8 +89,8 @@ impl RetryPolicy {
         }
     }
 
-    /// The policy in words for `check` (which labels it `retry:`): `up to 3 attempts on
-    /// agent-failed, …; backoff 30 s doubling to 600 s`, or `off (1 attempt)`.
+    /// For `check`: `up to 3 attempts on agent-failed, …; backoff 30 s doubling to 600 s`, or
+    /// `off (1 attempt)`.
     pub fn describe(&self) -> String {
         if self.max_attempts <= 1 || self.on.is_empty() {
             return format!(
@@ -123,7 +109,6 @@ impl RetryPolicy {
         )
     }
 
-    /// The policy the config's `retry` object sets.
     pub(crate) fn from_config(config: RetryConfig) -> Result<Self, ConfigError> {
         let on = match config.on {
             None => default_retry_on(),
@@ -161,31 +146,23 @@ fn retry_on(names: &[String]) -> Result<Vec<AttemptStatus>, ConfigError> {
     let mut on = Vec::with_capacity(names.len());
     for (index, name) in names.iter().enumerate() {
         let key = format!("retry.on[{index}]");
-        let status = match name.parse::<AttemptStatus>().ok() {
-            Some(status) if status.is_retryable() => status,
-            Some(status) => {
-                return Err(ConfigError::Invalid {
-                    key,
-                    reason: Reason::NeverRetried {
-                        status: status.as_str(),
-                        retryable: retryable(),
-                    },
-                });
-            }
-            None => {
-                return Err(ConfigError::UnknownStatus {
-                    key,
-                    name: name.clone(),
-                    retryable: retryable(),
-                });
-            }
-        };
-        if on.contains(&status) {
-            return Err(ConfigError::Invalid {
+        let Ok(status) = name.parse::<AttemptStatus>() else {
+            return Err(ConfigError::UnknownStatus {
                 key,
-                reason: Reason::ListedTwice {
-                    status: status.as_str(),
-                },
+                name: name.clone(),
+                retryable: retryable(),
+            });
+        };
+        let invalid = |reason| Err(ConfigError::Invalid { key, reason });
+        if !status.is_retryable() {
+            return invalid(Reason::NeverRetried {
+                status: status.as_str(),
+                retryable: retryable(),
+            });
+        }
+        if on.contains(&status) {
+            return invalid(Reason::ListedTwice {
+                status: status.as_str(),
             });
         }
         on.push(status);

@@ -1,10 +1,7 @@
-//! Token usage and cost: what an agent reports ([`report`]), what an attempt's
-//! reports add up to and how summaries of attempts, phases and runs are summed ([`summary`]),
-//! and how often a running attempt's usage is streamed ([`publication`]).
-//! The budget caps that act on them are [`crate::domain::budget`].
-//!
-//! Every count is optional: an agent reports what its provider tells it (Codex reports no
-//! cost, Claude no reasoning tokens), and a count nobody reported is `None`, never 0.
+//! Token usage and cost: what an agent reports ([`report`]), what an attempt's reports add up
+//! to and how summaries are summed ([`summary`]), and how often a running attempt's usage is
+//! streamed ([`publication`]); docs/liveness.md, "Usage and budget". Every count is optional: a
+//! count nobody reported is `None`, never 0 (Codex reports no cost, Claude no reasoning tokens).
 
 pub mod publication;
 pub mod report;
@@ -23,15 +20,8 @@ pub const COUNT_KEYS: [&str; 5] = [
     "cost_usd",
 ];
 
-/// Token counts and cost, each as reported (or not).
-///
-/// - `input_tokens`: every input token, cached ones included;
-/// - `cached_input_tokens`: the part of the input served from a cache;
-/// - `output_tokens`: every output token, reasoning included;
-/// - `reasoning_tokens`: the part of the output spent on reasoning;
-/// - `cost_usd`: what the agent says the tokens cost (for Claude Code, the CLI's own estimate).
-///
-/// Recorded as a JSON object with every key (`null` when not reported).
+/// Token counts and cost, each as reported or not (docs/worker-protocol.md, "Usage reports",
+/// says what each counts); recorded as a JSON object with every key.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenCounts {
@@ -49,31 +39,33 @@ pub struct TokenCounts {
 
 /// A recorded count: `expected usage.input_tokens to be a non-negative integer or null`.
 pub(crate) fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        value => value.as_u64().map(Some).ok_or_else(|| {
-            de::Error::invalid_value(
-                Unexpected::Other("value"),
-                &"a non-negative integer or null",
-            )
-        }),
-    }
+    null_or(
+        deserializer,
+        Value::as_u64,
+        "a non-negative integer or null",
+    )
 }
 
 /// A recorded cost: `expected usage.cost_usd to be a non-negative number or null`.
 pub(crate) fn cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        value => value
+    let cost = |value: &Value| {
+        value
             .as_f64()
             .filter(|cost| cost.is_finite() && *cost >= 0.0)
+    };
+    null_or(deserializer, cost, "a non-negative number or null")
+}
+
+fn null_or<'de, D: Deserializer<'de>, T>(
+    deserializer: D,
+    read: impl FnOnce(&Value) -> Option<T>,
+    expected: &str,
+) -> Result<Option<T>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        value => read(&value)
             .map(Some)
-            .ok_or_else(|| {
-                de::Error::invalid_value(
-                    Unexpected::Other("value"),
-                    &"a non-negative number or null",
-                )
-            }),
+            .ok_or_else(|| de::Error::invalid_value(Unexpected::Other("value"), &expected)),
     }
 }
 
@@ -83,7 +75,6 @@ fn finite_or_null<S: Serializer>(cost: &Option<f64>, serializer: S) -> Result<S:
 }
 
 impl TokenCounts {
-    /// Nothing reported at all.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
@@ -91,21 +82,11 @@ impl TokenCounts {
     /// The tokens a `--max-tokens` cap counts: input (cached included) plus output. `None` when
     /// neither was reported.
     pub fn capped_tokens(&self) -> Option<u64> {
-        match (self.input_tokens, self.output_tokens) {
-            (None, None) => None,
-            (input, output) => Some(input.unwrap_or(0).saturating_add(output.unwrap_or(0))),
-        }
+        add(self.input_tokens, self.output_tokens)
     }
 
-    /// Adds `other` count by count: a count either side has is kept (saturating); a count
-    /// neither has stays `None`.
+    /// Adds `other` count by count: a count neither side has stays `None`.
     pub fn plus(&self, other: &Self) -> Self {
-        fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-            match (a, b) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-            }
-        }
         Self {
             input_tokens: add(self.input_tokens, other.input_tokens),
             cached_input_tokens: add(self.cached_input_tokens, other.cached_input_tokens),
@@ -129,8 +110,8 @@ impl TokenCounts {
         ]
     }
 
-    /// `1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123`; the counts that were
-    /// reported only. Empty when nothing was.
+    /// `1234 in (1000 cached), 567 out (120 reasoning) tokens, $0.0123`: the counts that were
+    /// reported.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(input) = self.input_tokens {
@@ -147,17 +128,21 @@ impl TokenCounts {
                 .unwrap_or_default();
             parts.push(format!("{output} out{reasoning}"));
         }
-        let mut text = parts.join(", ");
-        if !text.is_empty() {
-            text.push_str(" tokens");
-        }
-        if let Some(cost) = self.cost_usd {
-            if !text.is_empty() {
-                text.push_str(", ");
-            }
-            text.push_str(&format_usd(cost));
-        }
-        text
+        let tokens = (!parts.is_empty()).then(|| format!("{} tokens", parts.join(", ")));
+        let cost = self.cost_usd.map(format_usd);
+        [tokens, cost]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A sum (saturating) that is `None` only when both sides are.
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     }
 }
 

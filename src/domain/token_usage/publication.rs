@@ -1,18 +1,11 @@
-//! When a running attempt's usage becomes a `usage` event: each accepted report changes the
-//! attempt's usage, and the stream gets at most one `usage` event per
-//! [`USAGE_EVENT_INTERVAL`] — the first change at once, later ones only once the interval is
-//! over (a report in between is not written: the next one carries the newer totals, and the
-//! attempt's final usage is on its `outcome-committed` event in any case). So a chatty agent
-//! costs the event stream one line a second at most, and nothing here causes a durable write.
-//!
-//! Times are offsets from the launch, passed in by the caller.
+//! When a running attempt's usage becomes a `usage` event: at most one per
+//! [`USAGE_EVENT_INTERVAL`], so a chatty agent costs the event stream a line a second. A report
+//! in between is not written: the next carries newer totals, and the outcome the final ones.
 
 use std::time::Duration;
 
-/// At most one running `usage` event per this interval.
 pub const USAGE_EVENT_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The publication of one attempt's running usage.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UsagePublication {
     /// When the last `usage` event was written.

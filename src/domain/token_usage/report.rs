@@ -1,27 +1,11 @@
-//! `X_AISH_USAGE=<json object>`: a usage report an agent sends on its notification socket
-//! (docs/worker-protocol.md, "Usage reports"). Each report is cumulative for the attempt; what
-//! the reports of an attempt add up to is [`super::summary::AttemptUsage`].
-//!
-//! Every key is optional:
-//!
-//! | Key | Value |
-//! |---|---|
-//! | `input_tokens`, `cached_input_tokens`, `output_tokens`, `reasoning_tokens` | non-negative integer |
-//! | `cost_usd` | non-negative number |
-//! | `model` | string: the model the counts are for |
-//! | `models` | object: model name → an object with the count keys above |
-//! | `final` | boolean: this is the provider's own end-of-session total |
-//!
-//! `null` is the same as an absent key. With `models` and no top-level counts, the totals are
-//! the sum over the models. `model` and `models` together are a contradiction and make the
-//! report invalid, as do a value of the wrong type, a negative or fractional count, a
-//! duplicate key, and anything that is not a JSON object. Unknown keys are ignored and noted
-//! ([`UsageReport::unknown_keys`]).
+//! `X_AISH_USAGE=<json object>`: a usage report an agent sends on its notification socket, and
+//! its strict reading (docs/worker-protocol.md, "Usage reports", has the keys and rules).
+//! Each report is cumulative for the attempt; what they add up to is
+//! [`super::summary::AttemptUsage`].
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{COUNT_KEYS, TokenCounts};
 use crate::domain::status_text::sanitize_status;
@@ -33,19 +17,16 @@ const NOTED_UNKNOWN_KEYS: usize = 8;
 /// Model names are cut to this many characters.
 const MAX_MODEL_NAME_CHARS: usize = 100;
 
-/// One valid usage report.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct UsageReport {
     /// The attempt's totals so far.
     pub totals: TokenCounts,
-    /// Per model, when the agent said (`model` or `models`).
+    /// When the agent said (`model` or `models`).
     pub models: BTreeMap<String, TokenCounts>,
     /// `final: true`: the provider's own end-of-session total.
     pub is_final: bool,
-    /// Keys that mean nothing here, ignored (at most `NOTED_UNKNOWN_KEYS` names, dotted for
-    /// keys inside `models`).
+    /// Ignored keys (at most `NOTED_UNKNOWN_KEYS` names, dotted inside `models`).
     pub unknown_keys: Vec<String>,
-    /// How many unknown keys there were in all.
     pub unknown_key_count: usize,
 }
 
@@ -54,14 +35,11 @@ pub struct UsageReport {
 #[error("{0}")]
 pub struct UsageReportError(pub String);
 
-/// Reads the value of one `X_AISH_USAGE=` assignment.
 pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
     let value = parse_document(text.as_bytes())
-        .map_err(|error| UsageReportError(format!("X_AISH_USAGE is not JSON: {error}")))?;
+        .map_err(|error| invalid(format!("X_AISH_USAGE is not JSON: {error}")))?;
     let Value::Object(object) = value else {
-        return Err(UsageReportError(
-            "expected X_AISH_USAGE to be a JSON object".to_owned(),
-        ));
+        return Err(invalid("expected X_AISH_USAGE to be a JSON object"));
     };
     let mut report = UsageReport::default();
     let mut totals = TokenCounts::default();
@@ -75,11 +53,7 @@ pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
                 report.is_final = match value {
                     Value::Null => false,
                     Value::Bool(flag) => *flag,
-                    _ => {
-                        return Err(UsageReportError(
-                            "expected final to be true or false".to_owned(),
-                        ));
-                    }
+                    _ => return Err(invalid("expected final to be true or false")),
                 }
             }
             key if COUNT_KEYS.contains(&key) => read_count(&mut totals, key, key, value)?,
@@ -88,8 +62,8 @@ pub fn parse_usage_report(text: &str) -> Result<UsageReport, UsageReportError> {
     }
     match (model.flatten(), models) {
         (Some(_), Some(_)) => {
-            return Err(UsageReportError(
-                "give either model or models in X_AISH_USAGE, not both".to_owned(),
+            return Err(invalid(
+                "give either model or models in X_AISH_USAGE, not both",
             ));
         }
         (Some(name), None) => {
@@ -120,55 +94,30 @@ impl UsageReport {
     /// The report as the one-line JSON an agent sends (what the wrappers send): counts that
     /// are known, `models` when there are any, `final` when true.
     pub fn to_json(&self) -> String {
-        let sent = Sent {
-            totals: Known::from(&self.totals),
-            models: self
+        let mut sent = known(&self.totals);
+        if !self.models.is_empty() {
+            let models = self
                 .models
                 .iter()
-                .map(|(name, counts)| (name.as_str(), Known::from(counts)))
-                .collect(),
-            is_final: self.is_final,
-        };
-        serde_json::to_string(&sent).expect("a usage report serializes")
-    }
-}
-
-/// A report as sent.
-#[derive(Serialize)]
-struct Sent<'a> {
-    #[serde(flatten)]
-    totals: Known,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    models: BTreeMap<&'a str, Known>,
-    #[serde(rename = "final", skip_serializing_if = "std::ops::Not::not")]
-    is_final: bool,
-}
-
-/// The counts that are known (a cost that is not finite is not).
-#[derive(Serialize)]
-struct Known {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cached_input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cost_usd: Option<f64>,
-}
-
-impl From<&TokenCounts> for Known {
-    fn from(counts: &TokenCounts) -> Self {
-        Self {
-            input_tokens: counts.input_tokens,
-            cached_input_tokens: counts.cached_input_tokens,
-            output_tokens: counts.output_tokens,
-            reasoning_tokens: counts.reasoning_tokens,
-            cost_usd: counts.cost_usd.filter(|cost| cost.is_finite()),
+                .map(|(name, counts)| (name.clone(), Value::Object(known(counts))))
+                .collect();
+            sent.insert("models".to_owned(), Value::Object(models));
         }
+        if self.is_final {
+            sent.insert("final".to_owned(), Value::Bool(true));
+        }
+        Value::Object(sent).to_string()
     }
+}
+
+/// The counts that are known (a cost that is not finite is written `null`, so it is not), in
+/// their order.
+fn known(counts: &TokenCounts) -> Map<String, Value> {
+    let Ok(Value::Object(mut object)) = serde_json::to_value(counts) else {
+        unreachable!("token counts serialize to an object");
+    };
+    object.retain(|_, count| !count.is_null());
+    object
 }
 
 /// `model`: a non-empty string, made printable and bounded; `null` means none.
@@ -181,14 +130,12 @@ fn model_name(value: &Value) -> Result<Option<String>, UsageReportError> {
                 .take(MAX_MODEL_NAME_CHARS)
                 .collect();
             if name.is_empty() {
-                Err(UsageReportError(
-                    "expected model to be a non-empty string".to_owned(),
-                ))
+                Err(invalid("expected model to be a non-empty string"))
             } else {
                 Ok(Some(name))
             }
         }
-        _ => Err(UsageReportError("expected model to be a string".to_owned())),
+        _ => Err(invalid("expected model to be a string")),
     }
 }
 
@@ -201,8 +148,8 @@ fn per_model(
         Value::Null => return Ok(BTreeMap::new()),
         Value::Object(entries) => entries,
         _ => {
-            return Err(UsageReportError(
-                "expected models to be an object of per-model objects".to_owned(),
+            return Err(invalid(
+                "expected models to be an object of per-model objects",
             ));
         }
     };
@@ -212,9 +159,7 @@ fn per_model(
             continue;
         };
         let Value::Object(fields) = counts else {
-            return Err(UsageReportError(format!(
-                "expected models.{label} to be an object"
-            )));
+            return Err(invalid(format!("expected models.{label} to be an object")));
         };
         let mut model = TokenCounts::default();
         for (key, value) in fields {
@@ -243,25 +188,20 @@ fn read_count(
     if value.is_null() {
         return Ok(());
     }
+    let expected = |what: &str| {
+        let got = excerpt(&value.to_string());
+        invalid(format!(
+            "expected {label} to be a non-negative {what}, got {got}"
+        ))
+    };
     if key == "cost_usd" {
         let cost = value
             .as_f64()
-            .filter(|cost| cost.is_finite() && *cost >= 0.0)
-            .ok_or_else(|| {
-                UsageReportError(format!(
-                    "expected {label} to be a non-negative number, got {}",
-                    shown(value)
-                ))
-            })?;
-        counts.cost_usd = Some(cost);
+            .filter(|cost| cost.is_finite() && *cost >= 0.0);
+        counts.cost_usd = Some(cost.ok_or_else(|| expected("number"))?);
         return Ok(());
     }
-    let count = value.as_u64().ok_or_else(|| {
-        UsageReportError(format!(
-            "expected {label} to be a non-negative integer, got {}",
-            shown(value)
-        ))
-    })?;
+    let count = value.as_u64().ok_or_else(|| expected("integer"))?;
     let slot = match key {
         "input_tokens" => &mut counts.input_tokens,
         "cached_input_tokens" => &mut counts.cached_input_tokens,
@@ -272,14 +212,17 @@ fn read_count(
     Ok(())
 }
 
-/// A value as it appeared, shortened for a message.
-fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    let mut short: String = text.chars().take(40).collect();
-    if short.len() < text.len() {
-        short.push('…');
+fn invalid(message: impl Into<String>) -> UsageReportError {
+    UsageReportError(message.into())
+}
+
+/// At most 40 characters of a value an agent sent, printable, for a warning.
+pub(crate) fn excerpt(value: &str) -> String {
+    let mut text: String = value.chars().take(40).collect();
+    if text.len() < value.len() {
+        text.push('…');
     }
-    sanitize_status(&short)
+    sanitize_status(&text)
 }
 
 #[cfg(test)]

@@ -1,17 +1,5 @@
 //! What an attempt's usage reports add up to, the summary recorded for it, and sums over
-//! attempts, phases and runs.
-//!
-//! - **One attempt** ([`AttemptUsage`]): each report is cumulative, so the last one wins.
-//!   Once a `final` report (the provider's own end-of-session total) has arrived, later
-//!   non-final reports no longer replace it; a later final one does.
-//! - **Its summary** ([`UsageSummary`], the outcome's `usage`): the winning report's counts,
-//!   and `completeness`: `reported` when a final report arrived, `partial` when only non-final
-//!   ones did (the attempt was killed, or the agent never says "final"), `unknown` when none
-//!   did — then every number is `null`, never 0.
-//! - **Sums** ([`UsageSummary::sum`]): count by count. The sum is `unknown` when every part is
-//!   (or there is none), `reported` when every part is reported and each count is reported by
-//!   all parts or by none, and `partial` otherwise: its numbers are then a lower bound (shown
-//!   with `≥`).
+//! attempts, phases and runs (docs/cli.md, "Usage and its completeness").
 
 use std::collections::BTreeMap;
 
@@ -23,7 +11,7 @@ use super::{TokenCounts, cost, count, format_usd};
 use crate::domain::strict_json::StrictError;
 
 /// How much of an attempt's (or a sum's) usage is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::IntoStaticStr)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Completeness {
@@ -31,14 +19,8 @@ pub enum Completeness {
     Reported,
     /// Only running totals arrived, or some parts are missing: the numbers are a lower bound.
     Partial,
-    /// Nothing was reported: the numbers are unknown.
+    /// Nothing was reported: every number is `null`.
     Unknown,
-}
-
-impl Completeness {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
 }
 
 /// `reported`, `partial` or `unknown`, whatever else the value is.
@@ -52,30 +34,24 @@ fn completeness<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Completene
         })
 }
 
-/// The usage of the running attempt, report by report.
+/// The usage of the running attempt, report by report: each is cumulative, so the last one
+/// wins, except that a non-final report never replaces a final one.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AttemptUsage {
     latest: Option<UsageReport>,
     final_seen: bool,
-    /// Valid reports received (applied or not).
-    reports: u64,
     /// Invalid reports received (ignored).
     invalid: u64,
 }
 
-/// What a valid report did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportEffect {
-    /// It is now the attempt's usage.
     Applied,
-    /// A final report came earlier; this non-final one changes nothing.
     IgnoredAfterFinal,
 }
 
 impl AttemptUsage {
-    /// A valid report arrived.
     pub fn report(&mut self, report: UsageReport) -> ReportEffect {
-        self.reports += 1;
         if self.final_seen && !report.is_final {
             return ReportEffect::IgnoredAfterFinal;
         }
@@ -84,8 +60,8 @@ impl AttemptUsage {
         ReportEffect::Applied
     }
 
-    /// An invalid report arrived: it is ignored and counted. Returns the warning for the
-    /// transcript the first time only (one line per attempt, however many follow).
+    /// An invalid report is ignored and counted; the warning for the transcript comes the
+    /// first time only.
     pub fn invalid(&mut self, error: &UsageReportError) -> Option<String> {
         self.invalid += 1;
         (self.invalid == 1).then(|| {
@@ -95,17 +71,11 @@ impl AttemptUsage {
         })
     }
 
-    /// How many invalid reports were ignored.
-    pub fn invalid_reports(&self) -> u64 {
-        self.invalid
-    }
-
     /// The attempt's totals so far, for a budget check mid-attempt.
     pub fn live(&self) -> Option<&TokenCounts> {
         self.latest.as_ref().map(|report| &report.totals)
     }
 
-    /// The summary to record.
     pub fn summary(&self) -> UsageSummary {
         match &self.latest {
             None => UsageSummary::unknown(),
@@ -123,8 +93,7 @@ impl AttemptUsage {
 }
 
 /// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
-/// `status --json`, `run --json`, the event stream): the counts, then `models` and
-/// `completeness`, every key written.
+/// `status --json`, `run --json`, the event stream), every key written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(from = "UsageFields")]
 pub struct UsageSummary {
@@ -177,7 +146,6 @@ impl From<UsageFields> for UsageSummary {
 impl Eq for UsageSummary {}
 
 impl UsageSummary {
-    /// No report: numbers `null`.
     pub fn unknown() -> Self {
         Self {
             counts: TokenCounts::default(),
@@ -186,7 +154,9 @@ impl UsageSummary {
         }
     }
 
-    /// Sums `parts` count by count (see the module documentation for completeness).
+    /// Sums `parts` count by count: `unknown` when every part is (or there is none),
+    /// `reported` when every part is reported and each count is reported by all parts or by
+    /// none, and `partial` otherwise.
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
         let mut counts = TokenCounts::default();
         let mut models: BTreeMap<String, TokenCounts> = BTreeMap::new();
@@ -241,44 +211,37 @@ impl UsageSummary {
     /// Input plus output tokens, for a table cell: `1801`, `≥ 110` when partial, `?` when
     /// unknown, `–` when the agent reported no token count.
     pub fn tokens_text(&self) -> String {
-        match (self.completeness, self.counts.capped_tokens()) {
-            (Completeness::Unknown, _) => "?".to_owned(),
-            (_, None) => "–".to_owned(),
-            (Completeness::Reported, Some(tokens)) => tokens.to_string(),
-            (Completeness::Partial, Some(tokens)) => format!("≥ {tokens}"),
-        }
+        self.cell(self.counts.capped_tokens().map(|tokens| tokens.to_string()))
     }
 
     /// The cost, for a table cell: `$0.25`, `≥ $0.25` when partial, `?` when unknown, `–`
     /// when the agent reported no cost (Codex reports none).
     pub fn cost_text(&self) -> String {
-        match (self.completeness, self.counts.cost_usd) {
+        self.cell(self.counts.cost_usd.map(format_usd))
+    }
+
+    fn cell(&self, amount: Option<String>) -> String {
+        match (self.completeness, amount) {
             (Completeness::Unknown, _) => "?".to_owned(),
             (_, None) => "–".to_owned(),
-            (Completeness::Reported, Some(cost)) => format_usd(cost),
-            (Completeness::Partial, Some(cost)) => format!("≥ {}", format_usd(cost)),
+            (Completeness::Reported, Some(amount)) => amount,
+            (Completeness::Partial, Some(amount)) => format!("≥ {amount}"),
         }
     }
 
     /// For an attempt's end line: `1801 tokens, $0.25`, `≥ 110 tokens`; `None` when unknown
     /// or nothing was counted.
     pub fn brief(&self) -> Option<String> {
-        if self.completeness == Completeness::Unknown {
-            return None;
-        }
-        let prefix = if self.completeness == Completeness::Partial {
-            "≥ "
-        } else {
-            ""
-        };
-        let mut parts = Vec::new();
-        if let Some(tokens) = self.counts.capped_tokens() {
-            parts.push(format!("{prefix}{tokens} tokens"));
-        }
-        if let Some(cost) = self.counts.cost_usd {
-            parts.push(format!("{prefix}{}", format_usd(cost)));
-        }
-        (!parts.is_empty()).then(|| parts.join(", "))
+        let tokens = self
+            .counts
+            .capped_tokens()
+            .map(|tokens| format!("{tokens} tokens"));
+        let parts: Vec<String> = [tokens, self.counts.cost_usd.map(format_usd)]
+            .into_iter()
+            .flatten()
+            .map(|part| self.cell(Some(part)))
+            .collect();
+        (self.completeness != Completeness::Unknown && !parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// For `status`: `1234 in (1000 cached), 567 out tokens, $0.0123`; `≥ …` when partial;

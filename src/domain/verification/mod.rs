@@ -1,25 +1,12 @@
-//! Verification gates (docs/plan-format.md, "Verify"): the checks a phase names in
-//! its `### Verify` section, which must pass before its `phase-complete` is accepted, and what
-//! running them produces.
-//!
-//! This module owns:
-//!
-//! - [`VerifyCheck`] and its [`Interpreter`]: one fenced block of the section, run as a script
-//!   by `/bin/sh -e` or by the interpreter its info string names — how that is spelled as an
-//!   argv, and the check's first line as reports show it;
-//! - what a run of the checks produces: a [`CheckRecord`] per check run, the [`FailedCheck`]
-//!   with the tail of its output ([`OutputTail`] keeps it, bounded), and the outcome's
-//!   [`Verification`] — passed with its records, failed, or skipped with `--no-verify` — with
-//!   its JSON form in the outcome record (read strictly, like the rest of it).
-//!
-//! Finding the section in a plan is [`crate::domain::plan`]'s; telling the next attempt which
-//! check failed is [`crate::domain::prompt`]'s; running one check process is
-//! `platform::verify_check`'s.
+//! Verification gates (docs/plan-format.md, "Verify"): the checks a phase names, which must
+//! pass before its `phase-complete` is accepted — how each is run as an argv, what a run of
+//! them comes to, and its record in the outcome (read strictly). Finding the section is
+//! [`crate::domain::plan`]'s; running a check process is `platform::verify_check`'s.
 
 use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
-use strum::VariantNames;
+use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
@@ -27,18 +14,7 @@ use super::strict_json::positive;
 
 /// The interpreters an info string may name, by that name (`python3`). An empty info string
 /// is `/bin/sh -e`.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantNames,
-    strum::EnumIter,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter)]
 #[strum(serialize_all = "lowercase")]
 pub enum Interpreter {
     Sh,
@@ -54,7 +30,6 @@ pub enum Interpreter {
 }
 
 impl Interpreter {
-    /// The info-string word naming it.
     pub fn name(self) -> &'static str {
         self.into()
     }
@@ -74,46 +49,31 @@ impl Interpreter {
         }
     }
 
-    fn is_shell(self) -> bool {
-        matches!(
-            self,
-            Self::Sh | Self::Bash | Self::Dash | Self::Zsh | Self::Ksh
-        )
-    }
-
     /// The argv that runs `script` as check `index`: a shell with `-e` (stop at the first
     /// failing command) and `$0` set to `verify-<index>`, so its messages say which check;
     /// the other interpreters with their inline-script flag.
     pub fn argv(self, script: &str, index: usize) -> Vec<String> {
-        let mut argv = vec![self.program().to_owned()];
-        let flags: &[&str] = match self {
-            _ if self.is_shell() => &["-e", "-c"],
-            Self::Python3 | Self::Python => &["-c"],
-            _ => &["-e"],
+        let (flags, dollar_zero): (&[&str], _) = match self {
+            Self::Sh | Self::Bash | Self::Dash | Self::Zsh | Self::Ksh => {
+                (&["-e", "-c"], Some(format!("verify-{index}")))
+            }
+            Self::Python3 | Self::Python => (&["-c"], None),
+            Self::Perl | Self::Ruby | Self::Node => (&["-e"], None),
         };
+        let mut argv = vec![self.program().to_owned()];
         argv.extend(flags.iter().map(|flag| (*flag).to_owned()));
         argv.push(script.to_owned());
-        if self.is_shell() {
-            argv.push(format!("verify-{index}"));
-        }
+        argv.extend(dollar_zero);
         argv
     }
 }
 
-/// An info string naming no interpreter the runner knows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown verify interpreter '{0}' in the fence's info string; use one of {known}, or no info string for /bin/sh -e",
+    known = Interpreter::VARIANTS.join(", ")
+)]
 pub struct UnknownInterpreter(pub String);
-
-impl std::fmt::Display for UnknownInterpreter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown verify interpreter '{}' in the fence's info string; use one of {}, or no info string for /bin/sh -e",
-            self.0,
-            Interpreter::VARIANTS.join(", ")
-        )
-    }
-}
 
 /// The largest script a check block may hold: it is passed as one argument, which Linux
 /// limits to 128 KiB.
@@ -128,10 +88,9 @@ pub struct VerifyCheck {
     /// 1-based, in section order.
     pub index: usize,
     pub interpreter: Interpreter,
-    /// The block's content: its lines with the fence's own indentation removed and line
-    /// endings as `\n`; never blank.
+    /// The block's lines without the fence's own indentation, ending in `\n`; never blank.
     pub script: String,
-    /// 1-based plan line of the opening fence.
+    /// The plan line of the opening fence.
     pub line: usize,
 }
 
@@ -152,7 +111,6 @@ impl VerifyCheck {
         shown
     }
 
-    /// The argv that runs it.
     pub fn argv(&self) -> Vec<String> {
         self.interpreter.argv(&self.script, self.index)
     }
@@ -161,26 +119,14 @@ impl VerifyCheck {
     pub fn transcript_header(&self) -> String {
         format!("--- verify {}: {} ---", self.index, self.first_line())
     }
-
-    /// `check` lists it as `verify 2 (sh, line 14): cargo test`.
-    pub fn describe(&self) -> String {
-        format!(
-            "verify {} ({}, line {}): {}",
-            self.index,
-            self.interpreter.name(),
-            self.line,
-            self.first_line()
-        )
-    }
 }
 
-/// How many lines of a failed check's output its report and the next prompt show.
+/// How many lines of a failed check's output its report and the next prompt show, and how
+/// many bytes [`OutputTail`] keeps to find them in (memory does not grow with the output).
 pub(crate) const TAIL_LINES: usize = 40;
-/// How many bytes of output [`OutputTail`] keeps to find them in.
 pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 
-/// The last [`TAIL_BYTES`] of a check's output (both streams, in arrival order), fed chunk
-/// by chunk; memory does not grow with the output.
+/// The last [`TAIL_BYTES`] of a check's output, both streams in arrival order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OutputTail {
     kept: Vec<u8>,
@@ -241,12 +187,11 @@ pub struct FailedCheck {
     pub command_first_line: String,
     #[serde(deserialize_with = "Option::deserialize")]
     pub exit_code: Option<i32>,
-    /// The signal that ended it (after a timeout, the runner's).
+    /// After a timeout, the runner's.
     #[serde(deserialize_with = "Option::deserialize")]
     pub signal: Option<i32>,
-    /// It ran past `verify_timeout_seconds` and was stopped.
     pub timed_out: bool,
-    /// The last lines of its output ([`OutputTail::text`]); may be empty.
+    /// [`OutputTail::text`]; may be empty.
     pub output_tail: String,
 }
 
@@ -262,30 +207,25 @@ impl FailedCheck {
         )
     }
 
-    /// How it ended, in the runner's words only: `exited with code 101`.
     pub fn how(&self) -> String {
         ended_how(self.timed_out, self.exit_code, self.signal)
     }
 }
 
 /// How one check's run ended, as its runner reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CheckOutcome {
-    /// `None` when it was killed.
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
-    /// It ran past its limit and was stopped.
     pub timed_out: bool,
     pub duration_ms: u64,
-    /// Bytes on both streams.
+    /// Both streams.
     pub output_bytes: u64,
-    /// [`OutputTail::text`] of its output.
     pub output_tail: String,
 }
 
 impl CheckOutcome {
-    /// A check passes by exiting 0 within its limit; a non-zero exit, a timeout or a signal
-    /// fails it.
+    /// Exited 0 within its limit.
     pub(crate) fn passed(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
@@ -295,16 +235,11 @@ impl CheckOutcome {
     /// has, so the report and the next prompt say why.
     pub(crate) fn unstarted(reason: String) -> Self {
         Self {
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            duration_ms: 0,
-            output_bytes: 0,
             output_tail: reason,
+            ..Self::default()
         }
     }
 
-    /// The outcome's record of `check`.
     pub(crate) fn record(&self, check: &VerifyCheck) -> CheckRecord {
         CheckRecord {
             index: check.index,
@@ -315,7 +250,6 @@ impl CheckOutcome {
         }
     }
 
-    /// The failure of `check`, when it did not pass.
     pub(crate) fn failure(&self, check: &VerifyCheck) -> Option<FailedCheck> {
         (!self.passed()).then(|| FailedCheck {
             index: check.index,
@@ -326,11 +260,8 @@ impl CheckOutcome {
             output_tail: self.output_tail.clone(),
         })
     }
-}
 
-impl CheckOutcome {
-    /// How it ended, in the runner's words: `exited with code 101`, `timed out and was
-    /// stopped`, `was killed by SIGKILL`.
+    /// `exited with code 101`, `timed out and was stopped`, `was killed by SIGKILL`.
     pub(crate) fn how(&self) -> String {
         ended_how(self.timed_out, self.exit_code, self.signal)
     }
@@ -367,7 +298,6 @@ impl VerifyPlan {
         }
     }
 
-    /// The checks to run (none when skipped or not configured).
     pub(crate) fn checks(&self) -> &[VerifyCheck] {
         match self {
             Self::Run(checks) => checks,
@@ -388,8 +318,7 @@ pub(crate) fn interrupted_summary(signal: i32, check: &VerifyCheck, agent_summar
     )
 }
 
-/// Why a running check is being stopped, for the `stop-requested` event: the stop cause in
-/// words, with a signal said as the handler's interruption of the check.
+/// Why a running check is being stopped, for the `stop-requested` event.
 pub(crate) fn stop_detail(cause: &StopCause) -> String {
     match cause {
         StopCause::Interrupted { signal, .. } => format!(
@@ -400,8 +329,8 @@ pub(crate) fn stop_detail(cause: &StopCause) -> String {
     }
 }
 
-/// Whether the checks after `outcomes` still run: not once one failed (the first failing
-/// check stops the rest), not when all ran.
+/// The next check to run: none once one failed (the first failing check stops the rest) or
+/// all ran.
 pub(crate) fn next_check<'a>(
     checks: &'a [VerifyCheck],
     outcomes: &[CheckOutcome],
@@ -412,9 +341,7 @@ pub(crate) fn next_check<'a>(
     checks.get(outcomes.len())
 }
 
-/// What the checks that ran, in order, come to: passed when every check passed, failed at the
-/// first failing one (later outcomes, which cannot exist, are ignored). `None` while checks
-/// are still due.
+/// What the checks that ran, in order, come to; `None` while checks are still due.
 pub(crate) fn verification_of(
     checks: &[VerifyCheck],
     outcomes: &[CheckOutcome],
@@ -451,21 +378,18 @@ pub enum Verification {
 }
 
 /// The outcome's `verification` key: the records of the checks that ran, or `"skipped"`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum VerificationRecord {
     Checks(Vec<CheckRecord>),
+    #[serde(serialize_with = "skipped")]
     Skipped,
 }
 
 const SKIPPED: &str = "skipped";
 
-impl Serialize for VerificationRecord {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Checks(checks) => checks.serialize(serializer),
-            Self::Skipped => serializer.serialize_str(SKIPPED),
-        }
-    }
+fn skipped<S: Serializer>(serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(SKIPPED)
 }
 
 impl<'de> Deserialize<'de> for VerificationRecord {
@@ -500,7 +424,6 @@ impl<'de> Visitor<'de> for RecordVisitor {
     }
 }
 
-/// Verification keys of an outcome that do not agree.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum VerificationError {
     #[error("verification_failure cannot go with verification \"skipped\"")]
@@ -541,8 +464,7 @@ impl Verification {
         })
     }
 
-    /// Reads the two outcome keys back: a failure needs its record list, whose last check is
-    /// the failing one.
+    /// A failure needs its record list, whose last check is the failing one.
     pub fn from_record(
         record: &VerificationRecord,
         failure: Option<&FailedCheck>,

@@ -1,7 +1,6 @@
 //! What `status` (per phase) and `run --json` (for the last attempt) say about a phase's
-//! verification (issue 20): passed, failed and at which check, skipped with `--no-verify`,
-//! stopped before it came to a verdict, not run, or not configured — from the number of
-//! checks the plan names and what the phase's latest committed outcome recorded.
+//! verification, from the number of checks the plan names and what the phase's latest
+//! committed outcome recorded.
 
 use serde::Serialize;
 
@@ -76,9 +75,7 @@ impl VerificationReport {
     pub(crate) fn unknown(configured: Option<usize>) -> Self {
         Self {
             result: VerificationResult::Unknown,
-            configured,
-            checks: Vec::new(),
-            failed_check: None,
+            ..Self::of(configured, None)
         }
     }
 

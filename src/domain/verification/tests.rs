@@ -4,6 +4,19 @@ use super::*;
 use proptest::prelude::*;
 use strum::IntoEnumIterator;
 
+impl VerifyCheck {
+    /// `verify 2 (sh, line 14): cargo test`.
+    fn describe(&self) -> String {
+        format!(
+            "verify {} ({}, line {}): {}",
+            self.index,
+            self.interpreter.name(),
+            self.line,
+            self.first_line()
+        )
+    }
+}
+
 fn check(interpreter: Interpreter, script: &str) -> VerifyCheck {
     VerifyCheck {
         index: 2,

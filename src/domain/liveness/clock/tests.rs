@@ -6,6 +6,12 @@ use proptest::prelude::*;
 use super::*;
 use crate::domain::liveness::activity::{ProcessCounters, THRESHOLDS};
 
+impl AttemptClock {
+    fn status(&self) -> &LatestStatus {
+        &self.status
+    }
+}
+
 fn secs(seconds: f64) -> Duration {
     Duration::from_secs_f64(seconds)
 }

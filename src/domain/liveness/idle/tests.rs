@@ -5,6 +5,28 @@ use proptest::prelude::*;
 use super::*;
 use crate::domain::notify::StatusChange;
 
+impl IdleDeadline {
+    fn last_sign_of_life(&self) -> Duration {
+        self.last_life
+    }
+
+    fn check(&self, at: Duration) -> IdleCheck {
+        let deadline = self.deadline();
+        if at >= deadline {
+            IdleCheck::Idle
+        } else {
+            IdleCheck::Alive { deadline }
+        }
+    }
+}
+
+/// Whether the attempt is idle at a given time, and if not, when it will be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IdleCheck {
+    Alive { deadline: Duration },
+    Idle,
+}
+
 fn secs(seconds: f64) -> Duration {
     Duration::from_secs_f64(seconds)
 }
@@ -19,33 +41,26 @@ fn the_launch_is_the_first_sign_of_life() {
         }
     );
     assert_eq!(idle.check(secs(2.0)), IdleCheck::Idle);
-    assert_eq!(idle.last_sign_of_life(), (Duration::ZERO, None));
+    assert_eq!(idle.last_sign_of_life(), Duration::ZERO);
 }
 
 #[test]
 fn every_sign_of_life_moves_the_deadline() {
     let mut idle = IdleDeadline::new(secs(2.0));
-    for (at, kind) in [
-        (1.0, SignOfLife::Output),
-        (2.5, SignOfLife::Notification),
-        (4.0, SignOfLife::Activity),
-    ] {
-        idle.sign_of_life(secs(at), kind);
+    for at in [1.0, 2.5, 4.0] {
+        idle.sign_of_life(secs(at));
         assert_eq!(idle.deadline(), secs(at + 2.0));
     }
-    assert_eq!(
-        idle.last_sign_of_life(),
-        (secs(4.0), Some(SignOfLife::Activity))
-    );
+    assert_eq!(idle.last_sign_of_life(), secs(4.0));
     // A late report of an earlier sign changes nothing.
-    idle.sign_of_life(secs(3.0), SignOfLife::Output);
+    idle.sign_of_life(secs(3.0));
     assert_eq!(idle.deadline(), secs(6.0));
 }
 
 #[test]
 fn an_extension_is_the_later_of_the_current_deadline_and_now_plus_n() {
     let mut idle = IdleDeadline::new(secs(2.0));
-    idle.sign_of_life(secs(1.0), SignOfLife::Notification);
+    idle.sign_of_life(secs(1.0));
     assert_eq!(
         idle.extend(secs(1.0), secs(5.0)),
         Extension::Moved {
@@ -63,10 +78,10 @@ fn an_extension_is_the_later_of_the_current_deadline_and_now_plus_n() {
     assert_eq!(idle.extend(secs(2.0), secs(1.0)), Extension::Unchanged);
     assert_eq!(idle.deadline(), secs(6.0));
     // Output during the extension does not cut it short…
-    idle.sign_of_life(secs(2.0), SignOfLife::Output);
+    idle.sign_of_life(secs(2.0));
     assert_eq!(idle.deadline(), secs(6.0));
     // …and life after it ends is measured by the limit again.
-    idle.sign_of_life(secs(5.5), SignOfLife::Output);
+    idle.sign_of_life(secs(5.5));
     assert_eq!(idle.deadline(), secs(7.5));
 }
 
@@ -74,7 +89,7 @@ fn an_extension_is_the_later_of_the_current_deadline_and_now_plus_n() {
 fn the_agents_5_s_extension_then_4_s_sleep_survives_and_8_s_does_not() {
     // Issue 18's cases: EXTEND_TIMEOUT_USEC=5000000 at 0.1 s under --idle-timeout 2.
     let mut idle = IdleDeadline::new(secs(2.0));
-    idle.sign_of_life(secs(0.1), SignOfLife::Notification);
+    idle.sign_of_life(secs(0.1));
     idle.extend(secs(0.1), secs(5.0));
     assert!(matches!(idle.check(secs(4.1)), IdleCheck::Alive { .. }));
     assert_eq!(idle.check(secs(5.1)), IdleCheck::Idle);
@@ -123,14 +138,14 @@ fn the_stop_message_names_the_silence_and_the_last_status() {
         secs(3.0),
         StatusChange::Set("tool: Bash cargo test".to_owned()),
     );
-    idle.sign_of_life(secs(5.0), SignOfLife::Activity);
+    idle.sign_of_life(secs(5.0));
     assert_eq!(
         idle.stop_message(secs(15.0), &status),
         "no output, notification or activity for 10 s (idle timeout); last status \
          'tool: Bash cargo test' 12 s ago"
     );
     let mut idle = IdleDeadline::new(secs(2.0));
-    idle.sign_of_life(secs(0.1), SignOfLife::Notification);
+    idle.sign_of_life(secs(0.1));
     idle.extend(secs(0.1), secs(5.0));
     assert_eq!(
         idle.stop_message(secs(5.1), &LatestStatus::default()),
@@ -156,14 +171,14 @@ proptest! {
             at += step;
             let now = Duration::from_millis(at);
             if life {
-                idle.sign_of_life(now, SignOfLife::Notification);
+                idle.sign_of_life(now);
             }
             if let Some(extension) = extension {
                 idle.extend(now, Duration::from_millis(extension));
             }
             let after = idle.deadline();
             prop_assert!(after >= before);
-            let (last, _) = idle.last_sign_of_life();
+            let last = idle.last_sign_of_life();
             prop_assert!(after >= last + Duration::from_millis(limit));
             before = after;
         }

@@ -1,46 +1,13 @@
-//! Finding when a provider's rate limit resets in a rate-limited agent's output (issue 11).
-//!
-//! [`find_reset`] scans text (the caller passes the tail of the attempt's output, e.g. its last
-//! 64 KiB decoded lossily) for the phrases providers print with a reset time and returns the
-//! **last** one found: the message that ended the attempt is the latest one, and earlier ones
-//! (a 429 the CLI retried past, a usage banner from an hour ago) are stale.
-//!
-//! Recognised forms, each only after a word that says it is a reset time, so ordinary log
-//! timestamps in the output are never taken for one:
-//!
-//! | Form | Examples | Kind |
-//! |---|---|---|
-//! | relative, prose | `try again in 2 hours 13 minutes`, `Please try again in 1.5s`, `try again in 6m0s`, `Please retry in 41.2s`, `resets in 1d 5h`, `retry after 30 seconds` | [`ResetKind::Relative`] |
-//! | relative, header or JSON key | `Retry-After: 120`, `retry-after-ms: 1500`, `x-ratelimit-reset-requests: 1s`, `"retryDelay": "41s"`, `"resets_in_seconds": 3600` | [`ResetKind::Relative`] |
-//! | time of day | `resets 3pm`, `resets at 3:00 PM (Europe/Berlin)`, `Try again at 3:05 PM`, `resets Mon 12:00am`, `resets 15:00 UTC` | [`ResetKind::ClockTime`] |
-//! | calendar date and time | `resets Oct 9, 5pm`, `try again at Jul 9th, 2026 1:47 AM`, `try again at Aug 10, 2026, 11:12 AM` | [`ResetKind::CalendarDate`] |
-//! | RFC 3339 / ISO 8601 | `anthropic-ratelimit-tokens-reset: 2026-12-01T15:00:00Z`, `"resets_at": "2026-12-01T15:00:00+01:00"`, `resets at 2026-12-01 15:00` | [`ResetKind::Timestamp`] |
-//! | HTTP-date (RFC 9110) | `Retry-After: Wed, 21 Oct 2026 07:28:00 GMT` | [`ResetKind::HttpDate`] |
-//! | Unix epoch (s or ms) | `Claude AI usage limit reached\|1764600000`, `"resets_at": 1764600000`, `reset at 1764600000`, `x-ratelimit-reset: 1764600000` | [`ResetKind::Epoch`] |
-//!
-//! Interpretation rules:
-//! - A time without a zone is in the caller's `local` zone (CLIs print local times); a zone
-//!   name in parentheses (`(Europe/Berlin)`, any IANA name `chrono-tz` knows) or `UTC`/`GMT`
-//!   overrides it. An unknown zone name drops the phrase rather than guess hours wrong.
-//! - A time of day means its next occurrence — today, else tomorrow (a weekday: within the
-//!   week; a date without a year: this year, else next). "Next" allows [`CLOCK_GRACE`]: a time
-//!   that passed less than an hour ago is today's, already past, because a limit announced as
-//!   "resets 3pm" and read at 15:00:05 has just reset; it is not 24 hours away.
-//! - A bare number for a reset key is seconds to wait, unless it is large enough to be a Unix
-//!   time (≥ 10⁹: epoch seconds, ≥ 10¹²: epoch milliseconds); a `…-ms` key counts milliseconds.
-//! - A time outside [`PAST_HORIZON`] before `now` to [`FUTURE_HORIZON`] after it is absurd
-//!   (a misread number, an example date) and is skipped, so an earlier plausible phrase or no
-//!   hint at all is the result. A time in the past within the horizon is returned: the retry
-//!   policy reports it as "reset time is in the past" and uses its default wait.
-//!
-//! Pure: no clock, no environment; `now` and `local` come from the caller. Never panics.
+//! Finding when a provider's rate limit resets in a rate-limited agent's output. The forms
+//! recognised and how each is read are in docs/unattended-runs.md, "Reset times recognised".
+//! Pure (`now` and the `local` zone come from the caller) and never panics.
 
 use std::str::FromStr;
 use std::sync::LazyLock;
 
 use chrono::{
-    DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone, Utc,
-    Weekday,
+    DateTime, Datelike, FixedOffset, Month, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta,
+    TimeZone, Utc, Weekday,
 };
 use chrono_tz::Tz;
 use regex::{Captures, Regex};
@@ -48,47 +15,41 @@ use regex::{Captures, Regex};
 /// A reset time found in the output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResetHint {
-    /// When the limit resets.
     pub at: DateTime<Utc>,
     /// The text it was read from (trimmed, at most [`MAX_PHRASE_CHARS`] characters), for the
-    /// line that tells the user why the runner waits until then.
+    /// line that says why the runner waits until then.
     pub phrase: String,
     pub kind: ResetKind,
 }
 
-/// Which form the reset time had.
+/// Which form the reset time had (the rows of the docs' table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResetKind {
-    /// A duration from `now`.
     Relative,
     /// A time of day, maybe with a weekday; resolved to its next occurrence.
     ClockTime,
     /// A month and day (and maybe a year) with a time of day.
     CalendarDate,
-    /// An RFC 3339 / ISO 8601 date-time.
+    /// RFC 3339 / ISO 8601.
     Timestamp,
-    /// An HTTP-date (`Wed, 21 Oct 2026 07:28:00 GMT`).
     HttpDate,
-    /// Unix epoch seconds or milliseconds.
+    /// Unix seconds or milliseconds.
     Epoch,
 }
 
-/// How far in the past a reset time may lie and still be reported (as past). Further back is a
-/// misread or stale value.
+/// Reset times further in the past than this, or further ahead than [`FUTURE_HORIZON`], are
+/// misread numbers or stale banners and are skipped (monthly quotas reset within 31 days).
 pub(crate) const PAST_HORIZON: TimeDelta = TimeDelta::days(1);
-
-/// How far ahead a reset time may lie. Monthly quotas reset within 31 days; anything later is
-/// a misread number, not a time worth planning a wait around.
 pub(crate) const FUTURE_HORIZON: TimeDelta = TimeDelta::days(31);
 
-/// A time of day that passed less than this long ago is today's, not tomorrow's.
+/// A time of day that passed less than this long ago is today's (it has just reset), not
+/// tomorrow's.
 pub(crate) const CLOCK_GRACE: TimeDelta = TimeDelta::hours(1);
 
-/// The longest [`ResetHint::phrase`], in characters.
 pub(crate) const MAX_PHRASE_CHARS: usize = 160;
 
-/// The most relevant reset time in `text`: the last plausible one (see the module doc).
-/// `now` is the current time; `local` is the zone for times printed without one.
+/// The last plausible reset time in `text` (the message that ended the attempt is the latest;
+/// earlier ones are stale). `local` is the zone for times printed without one.
 pub(crate) fn find_reset<Z: TimeZone>(
     text: &str,
     now: DateTime<Utc>,
@@ -97,14 +58,8 @@ pub(crate) fn find_reset<Z: TimeZone>(
     let patterns = PATTERNS.as_ref()?;
     let earliest = now.checked_sub_signed(PAST_HORIZON)?;
     let latest = now.checked_add_signed(FUTURE_HORIZON)?;
-    let scanners: [(&Regex, Interpreter<Z>); 4] = [
-        (&patterns.relative, relative_phrase),
-        (&patterns.keyed, keyed_value),
-        (&patterns.prose, prose_time),
-        (&patterns.usage_epoch, usage_epoch),
-    ];
     let mut best: Option<(usize, usize, ResetHint)> = None;
-    for (regex, interpret) in scanners {
+    for regex in patterns {
         for caps in regex.captures_iter(text) {
             let Some(whole) = caps.get(0) else { continue };
             let Some((at, kind)) = interpret(&caps, now, local) else {
@@ -131,8 +86,6 @@ pub(crate) fn find_reset<Z: TimeZone>(
     best.map(|(_, _, hint)| hint)
 }
 
-type Interpreter<Z> = fn(&Captures<'_>, DateTime<Utc>, &Z) -> Option<(DateTime<Utc>, ResetKind)>;
-
 // The building blocks. Named groups are read by the interpreters below; each scanning regex
 // uses each block at most once, so the names stay unique within it. Spaces are `[ \t]`, never
 // `\s`, so that a phrase never runs on into the next line. Word boundaries are ASCII
@@ -156,28 +109,18 @@ const HTTP_DATE: &str = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,[ \t]*(?P<hd>\d{
 /// rejected by [`clock_time`]: it needs minutes or am/pm to be a time.
 const CLOCK: &str = r"(?:(?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?[ \t]+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ \t]+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?[ \t]+(?:(?P<year>\d{4}),?[ \t]+)?(?:at[ \t]+)?)?(?P<ch>\d{1,2})(?::(?P<cm>\d{2}))?(?::(?P<cs>\d{2}))?(?:[ \t]*(?P<ampm>[ap])\.?[ \t]?m(?-u:\b)\.?)?(?:[ \t]*(?:\([ \t]*(?P<zone>[a-z_]+(?:/[a-z0-9_+-]+)*)[ \t]*\)|(?P<utc>utc|gmt)(?-u:\b)))?";
 
-/// Header and JSON key names that carry a reset time or a delay: `Retry-After`,
-/// `retry-after-ms`, `x-ratelimit-reset-requests`, `anthropic-ratelimit-tokens-reset`,
-/// `RateLimit-Reset`, `retryDelay`, `resets_at`, `resetsAt`, `resets_in_seconds`, `reset_time`.
+/// Header and JSON key names that carry a reset time or a delay (`Retry-After`, `retryDelay`,
+/// `x-ratelimit-reset-requests`, `resets_in_seconds`, …).
 const RESET_KEY: &str = r"(?:[a-z0-9]+-)*ratelimit(?:-[a-z0-9]+)*-reset(?:-[a-z0-9]+)*|retry[-_]?after(?:[-_]?ms)?|retry[-_]?delay|resets?[-_]?at|resets?[-_]?in(?:[-_]?(?:seconds|secs))?|reset[-_]?time";
 
 /// Words that introduce a reset time in prose.
 const RESET_WORDS: &str = r"resets?|try[ \t]+again|retry|available(?:[ \t]+again)?|(?:limited|blocked|paused|waiting)[ \t]+until";
 
-struct Patterns {
-    /// `try again in <duration>`.
-    relative: Regex,
-    /// `<reset key>: <value>`, as a header or a JSON member.
-    keyed: Regex,
-    /// `resets <when>`, `try again at <when>`.
-    prose: Regex,
-    /// Claude Code's `Claude AI usage limit reached|<epoch>`.
-    usage_epoch: Regex,
-}
-
-/// Compiled once. `None` only if a pattern above were invalid, which a unit test rules out;
-/// the scanner then finds nothing rather than panicking.
-static PATTERNS: LazyLock<Option<Patterns>> = LazyLock::new(|| {
+/// The scanning regexes, compiled once: `try again in <duration>`; `<reset key>: <value>` as a
+/// header or a JSON member; `resets <when>`, `try again at <when>`; Claude Code's `Claude AI
+/// usage limit reached|<epoch>`. `None` only if a pattern above were invalid, which a unit test
+/// rules out; the scanner then finds nothing rather than panicking.
+static PATTERNS: LazyLock<Option<[Regex; 4]>> = LazyLock::new(|| {
     let relative = format!(
         r"(?i)(?-u:\b)(?:{RESET_WORDS})[ \t]+(?:in|after)[ \t]*:?[ \t]*(?P<dur>{DURATION})"
     );
@@ -188,35 +131,45 @@ static PATTERNS: LazyLock<Option<Patterns>> = LazyLock::new(|| {
         r"(?i)(?-u:\b)(?:{RESET_WORDS})(?:[ \t]+(?:at|on|after))?[ \t]*:?[ \t]+(?:(?P<iso>{ISO})|(?P<http>{HTTP_DATE})|(?P<epoch>\d{{9,13}})(?-u:\b)|(?P<clock>{CLOCK}))"
     );
     let usage_epoch = r"(?i)limit[ \t]+reached[ \t]*\|[ \t]*(?P<epoch>\d{9,13})(?-u:\b)";
-    Some(Patterns {
-        relative: Regex::new(&relative).ok()?,
-        keyed: Regex::new(&keyed).ok()?,
-        prose: Regex::new(&prose).ok()?,
-        usage_epoch: Regex::new(usage_epoch).ok()?,
-    })
+    Some([
+        Regex::new(&relative).ok()?,
+        Regex::new(&keyed).ok()?,
+        Regex::new(&prose).ok()?,
+        Regex::new(usage_epoch).ok()?,
+    ])
 });
 
-fn relative_phrase<Z: TimeZone>(
-    caps: &Captures<'_>,
-    now: DateTime<Utc>,
-    _local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    let seconds = duration_seconds(caps.name("dur")?.as_str())?;
-    Some((after(now, seconds)?, ResetKind::Relative))
-}
-
-fn keyed_value<Z: TimeZone>(
+/// The reset time a match of any of the [`PATTERNS`] names (each has its own named groups).
+fn interpret<Z: TimeZone>(
     caps: &Captures<'_>,
     now: DateTime<Utc>,
     local: &Z,
 ) -> Option<(DateTime<Utc>, ResetKind)> {
+    if let Some(duration) = caps.name("dur") {
+        let seconds = duration_seconds(duration.as_str())?;
+        return Some((after(now, seconds)?, ResetKind::Relative));
+    }
     if caps.name("iso").is_some() {
         return Some((iso_time(caps, local)?, ResetKind::Timestamp));
     }
     if caps.name("http").is_some() {
         return Some((http_date(caps)?, ResetKind::HttpDate));
     }
-    let number = caps.name("num")?.as_str();
+    if let Some(digits) = caps.name("epoch") {
+        return Some((epoch(digits.as_str())?, ResetKind::Epoch));
+    }
+    if let Some(number) = caps.name("num") {
+        return keyed_number(caps, number.as_str(), now);
+    }
+    clock_time(caps, now, local)
+}
+
+/// The bare number of a `<reset key>: <number>`: a delay, or a Unix time when it is that large.
+fn keyed_number(
+    caps: &Captures<'_>,
+    number: &str,
+    now: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, ResetKind)> {
     let key = caps.name("key")?.as_str().to_ascii_lowercase();
     if key.ends_with("ms") {
         let millis: f64 = number.parse().ok()?;
@@ -236,34 +189,8 @@ fn keyed_value<Z: TimeZone>(
     Some((after(now, value)?, ResetKind::Relative))
 }
 
-fn prose_time<Z: TimeZone>(
-    caps: &Captures<'_>,
-    now: DateTime<Utc>,
-    local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    if caps.name("iso").is_some() {
-        return Some((iso_time(caps, local)?, ResetKind::Timestamp));
-    }
-    if caps.name("http").is_some() {
-        return Some((http_date(caps)?, ResetKind::HttpDate));
-    }
-    if let Some(digits) = caps.name("epoch") {
-        return Some((epoch(digits.as_str())?, ResetKind::Epoch));
-    }
-    clock_time(caps, now, local)
-}
-
-fn usage_epoch<Z: TimeZone>(
-    caps: &Captures<'_>,
-    _now: DateTime<Utc>,
-    _local: &Z,
-) -> Option<(DateTime<Utc>, ResetKind)> {
-    Some((epoch(caps.name("epoch")?.as_str())?, ResetKind::Epoch))
-}
-
-/// Seconds in a duration made of number–unit segments (`2 hours 13 minutes`, `6m0s`,
-/// `an hour`). `None` unless every segment has a known unit, or when the total is beyond
-/// [`FUTURE_HORIZON`].
+/// Seconds in `2 hours 13 minutes`, `6m0s`, `an hour`: `None` unless every segment has a
+/// known unit and the total is within [`FUTURE_HORIZON`].
 pub(crate) fn duration_seconds(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut segments = 0;
@@ -301,12 +228,10 @@ fn leading_number(text: &str) -> Option<(f64, &str)> {
         let (number, rest) = text.split_at(digits);
         return Some((number.parse().ok()?, rest));
     }
-    for article in ["an ", "a "] {
-        if let Some(rest) = strip_prefix_ignore_case(text, article) {
-            return Some((1.0, rest));
-        }
-    }
-    None
+    ["an ", "a "]
+        .into_iter()
+        .find_map(|article| strip_prefix_ignore_case(text, article))
+        .map(|rest| (1.0, rest))
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -413,18 +338,9 @@ fn http_date(caps: &Captures<'_>) -> Option<DateTime<Utc>> {
     Some(Utc.from_utc_datetime(&NaiveDateTime::new(date, time)))
 }
 
+/// A month's number from its three letters (the patterns capture no more), in any case.
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let prefix = name.get(..3)?.to_ascii_lowercase();
-    let index = MONTHS.iter().position(|month| *month == prefix)?;
-    u32::try_from(index + 1).ok()
-}
-
-fn weekday(name: &str) -> Option<Weekday> {
-    let prefix = name.get(..3)?.to_ascii_lowercase();
-    Weekday::from_str(&prefix).ok()
+    Some(name.parse::<Month>().ok()?.number_from_month())
 }
 
 /// Which day a time of day belongs to.
@@ -432,9 +348,8 @@ fn weekday(name: &str) -> Option<Weekday> {
 enum DaySpec {
     /// Today, else tomorrow.
     Next,
-    /// That weekday's next occurrence.
     Weekday(Weekday),
-    /// That date; without a year, this year's else next year's.
+    /// Without a year: this year's, else next year's.
     Date {
         month: u32,
         day: u32,
@@ -478,7 +393,7 @@ fn clock_time<Z: TimeZone>(
             ResetKind::CalendarDate,
         ),
         (None, Some(name)) => (
-            DaySpec::Weekday(weekday(name.as_str())?),
+            DaySpec::Weekday(name.as_str().parse().ok()?),
             ResetKind::ClockTime,
         ),
         (None, None) => (DaySpec::Next, ResetKind::ClockTime),

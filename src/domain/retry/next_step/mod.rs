@@ -1,43 +1,12 @@
-//! What the runner does after an attempt of a phase ends (issue 11): retry it after a backoff,
-//! run it again with the next agent template, wait for a rate limit to reset, or stop.
-//!
-//! [`next_step`] is pure: the caller passes the attempt's status and reset hint, the phase's
-//! [`RetryLedger`] (its history in this invocation, folded into what the rules need), both
-//! policies, the number of agent templates and `now`. A [`NextStep::RetryAfter`] carries the
-//! ledger for the next attempt, so the caller threads it through and persists it with
-//! [`super::schedule::RetrySchedule`].
-//!
-//! The rules, in the order they apply:
-//!
-//! 1. `blocked`, `needs-clarification`, `interrupted`, `launch-failed`, `execution-io-failed`
-//!    and `phase-complete` always stop ([`AttemptStatus::is_retryable`] says which).
-//! 2. `rate-limited`: the template that ran joins the **wait cycle** (the templates
-//!    rate-limited since the phase's first attempt in this invocation or the last wait), with
-//!    the time it should be usable again — the reset hint if it is not in the past, else
-//!    `default_wait_seconds` from now, either capped at `max_wait_seconds` from now.
-//!    - If a template is not in the cycle, the attempt runs again at once with the next such
-//!      template (after the current one, wrapping): [`RetryReason::FallbackTemplate`]. This
-//!      needs fallback templates, not waits: configuring them opts in.
-//!    - Else, if waits are on and `waits_used < max_waits`, the runner waits until the
-//!      earliest of the cycle's times (never before `now`) and runs the attempt again with the
-//!      primary template; the cycle starts over. The reason says why that time was chosen.
-//!    - Else the attempt is retried like any other failure (rule 3) if `retry.on` has
-//!      `rate-limited`, with the primary template and a new cycle; otherwise the run stops.
-//! 3. Any other retryable status: retried if `retry.on` has it and fewer than `max_attempts`
-//!    counted attempts were made, after `backoff_seconds × 2^(retry − 1)` capped at
-//!    `max_backoff_seconds`, with the same template (a fallback in use stays in use: the
-//!    primary it replaced may still be limited).
-//!
-//! Counting: `max_attempts` bounds the **counted** attempts — the first and each retry of
-//! rule 3. Running the same attempt again after a template switch or a wait does not count
-//! against it (so `--wait` works with the default `max_attempts` of 1): waits are bounded by
-//! `max_waits`, switches by the number of templates per cycle, and a cycle only starts over
-//! after a wait or a counted retry, so every phase ends after finitely many attempts.
-//! A zero-length wait (the earliest template's time already passed) still counts as a wait.
+//! What the runner does after an attempt of a phase ends: retry it after a backoff, run it
+//! again with the next agent template, wait for a rate limit to reset, or stop. The rules, and
+//! how attempts and waits count, are docs/unattended-runs.md, "The policy"; [`next_step`]
+//! applies them purely (the caller passes `now`).
 
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, IntoStaticStr};
 
 use super::RetryPolicy;
 use super::schedule::count;
@@ -45,19 +14,17 @@ use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
 
-/// The longest single delay the policy schedules. Config values are finite but unbounded;
-/// beyond a year a delay is a typo, and the date must stay one a timestamp can hold.
+/// The longest single delay. Config values are finite but unbounded; beyond a year a delay is
+/// a typo, and the date must stay one a timestamp can hold.
 pub(crate) const MAX_DELAY: TimeDelta = TimeDelta::days(366);
 
 /// How an attempt ended, as far as the policy cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct FinishedAttempt {
     pub status: AttemptStatus,
-    /// Which agent template ran: 0 is the primary (`agent_cmd`/`--agent-cmd`), `i + 1` is
-    /// `rate_limit.fallback_agent_cmds[i]`.
+    /// 0 is the primary template, `i + 1` is `rate_limit.fallback_agent_cmds[i]`.
     pub template_index: usize,
-    /// The reset time found in its output ([`crate::domain::rate_limit::reset_time`]); only
-    /// read for `rate-limited`.
+    /// The reset time found in its output; only read for `rate-limited`.
     pub reset_at: Option<DateTime<Utc>>,
 }
 
@@ -66,18 +33,14 @@ pub(crate) struct FinishedAttempt {
 /// (or of a resumed [`super::schedule::RetrySchedule`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryLedger {
-    /// The counted attempt number of the attempt that ran (1 for the first; see the module
-    /// doc for what counts).
+    /// The counted attempt number of the attempt that ran.
     pub attempt: u32,
-    /// Waits for a rate-limit reset taken so far.
     pub waits_used: u32,
-    /// The wait cycle: templates rate-limited since the first attempt, the last wait or the
-    /// last counted retry after a rate limit, in the order they were limited.
+    /// The wait cycle, in the order the templates were limited.
     pub rate_limited: Vec<RateLimitedTemplate>,
 }
 
 impl RetryLedger {
-    /// The ledger of a phase's first attempt in an invocation.
     pub fn first() -> Self {
         Self {
             attempt: 1,
@@ -95,12 +58,12 @@ pub struct RateLimitedTemplate {
     pub template_index: usize,
     /// Rounded up to the second, so a wait on it never ends early.
     pub until: Timestamp,
-    /// Why that time: one of the wait reasons ([`RetryReason::kind`] is [`StepKind::Wait`]).
+    /// Always a [`StepKind::Wait`] reason.
     #[serde(deserialize_with = "wait_reason")]
     pub reason: RetryReason,
 }
 
-/// A reason that is one of the waits' (`invalid reason 'backoff'` otherwise).
+/// `invalid reason 'backoff'` for a reason that is no wait's.
 fn wait_reason<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RetryReason, D::Error> {
     let reason = RetryReason::deserialize(deserializer)?;
     match reason.kind() {
@@ -109,58 +72,36 @@ fn wait_reason<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RetryReason
     }
 }
 
-/// Why the next attempt starts when it does. Serialized in kebab case (`reset-time`).
+/// Why the next attempt starts when it does.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::IntoStaticStr,
-    strum::EnumIter,
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Display, IntoStaticStr, EnumIter,
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
 pub enum RetryReason {
-    /// A counted retry after the exponential backoff.
     Backoff,
-    /// A counted retry after the backoff, capped at `max_backoff_seconds`.
     BackoffCapped,
-    /// The same attempt again at once, with the next template not rate-limited in this cycle.
     FallbackTemplate,
-    /// A wait until the reset time found in the agent's output.
     ResetTime,
-    /// A wait of `default_wait_seconds`: no reset time was found.
     DefaultWaitNoReset,
-    /// A wait of `default_wait_seconds`: the reset time found was in the past.
     DefaultWaitPastReset,
-    /// A wait cut to `max_wait_seconds`.
     MaxWaitCap,
 }
 
-/// The three kinds of step a [`RetryReason`] belongs to, for the line the runner prints.
+/// The kinds of step: a counted retry, the same attempt with another template at once, or the
+/// same attempt after waiting for a rate limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepKind {
-    /// A counted retry (`retrying phase-2 (attempt 2 of 3) after missing-marker in 30 s`).
     Retry,
-    /// The same attempt with another template, at once.
     Switch,
-    /// The same attempt after waiting for a rate limit (`rate-limited: … waiting until …`).
     Wait,
 }
 
 impl RetryReason {
-    /// The serialized name (`reset-time`).
     pub fn as_str(self) -> &'static str {
         self.into()
     }
 
-    /// The words for the user (`waiting until 15:00:00 UTC (reset time from the agent's
-    /// output)`).
     pub fn describe(self) -> &'static str {
         match self {
             Self::Backoff => "exponential backoff",
@@ -188,11 +129,8 @@ impl RetryReason {
 /// Why the policy stops the phase (the run then stops exactly as it does without a policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
-    /// The status is never retried (rule 1).
     NeverRetried,
-    /// `retry.on` does not name the status.
     NotInRetryOn,
-    /// `max_attempts` counted attempts were made.
     AttemptsExhausted,
     /// Rate-limited with waits on, every template limited, `max_waits` used, and no retry
     /// left for it.
@@ -210,18 +148,14 @@ impl StopReason {
     }
 }
 
-/// The decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NextStep {
-    /// Run the phase again, not before `not_before`.
     RetryAfter {
         /// Never before `now`; `now` itself for a switch or a zero backoff.
         not_before: DateTime<Utc>,
-        /// The counted attempt number of the next attempt (k in "attempt k of n").
+        /// k and n in "attempt k of n" for the next attempt.
         attempt: u32,
-        /// `max_attempts` (n).
         of: u32,
-        /// The template the next attempt uses.
         template_index: usize,
         reason: RetryReason,
         /// The ledger of the next attempt: pass it to the next call, persist it in the
@@ -231,8 +165,8 @@ pub enum NextStep {
     Stop(StopReason),
 }
 
-/// Applies the rules of the module doc. `template_count` is the number of agent templates
-/// (1 + fallbacks; 0 is read as 1); a `template_index` out of range is read as the last one.
+/// `template_count` is 1 + fallbacks (0 is read as 1); a `template_index` out of range is
+/// read as the last one.
 pub(crate) fn next_step(
     finished: &FinishedAttempt,
     ledger: &RetryLedger,
@@ -349,22 +283,17 @@ fn counted_retry(
     })
 }
 
-/// When a template rate-limited `now` should be usable again, and why that time.
+/// When a template rate-limited `now` should be usable again, and why then.
 fn usable_again(
     reset_at: Option<DateTime<Utc>>,
     rate_limit: &RateLimitPolicy,
     now: DateTime<Utc>,
 ) -> (DateTime<Utc>, RetryReason) {
+    let default_wait = later(now, rate_limit.default_wait_seconds);
     let (until, reason) = match reset_at {
         Some(at) if at >= now => (at, RetryReason::ResetTime),
-        Some(_) => (
-            later(now, rate_limit.default_wait_seconds),
-            RetryReason::DefaultWaitPastReset,
-        ),
-        None => (
-            later(now, rate_limit.default_wait_seconds),
-            RetryReason::DefaultWaitNoReset,
-        ),
+        Some(_) => (default_wait, RetryReason::DefaultWaitPastReset),
+        None => (default_wait, RetryReason::DefaultWaitNoReset),
     };
     let cap = later(now, rate_limit.max_wait_seconds);
     if until > cap {
@@ -374,24 +303,17 @@ fn usable_again(
     }
 }
 
-/// `now` plus `seconds` (to the millisecond), within [`MAX_DELAY`]; a non-finite or negative
-/// value is no delay.
+/// `now` plus `seconds` (to the millisecond), within [`MAX_DELAY`]; a negative value is no
+/// delay, and so is NaN (the cast saturates it to 0).
 fn later(now: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
-    let max = MAX_DELAY.num_seconds() as f64;
-    let seconds = if seconds.is_finite() {
-        seconds.clamp(0.0, max)
-    } else if seconds > 0.0 {
-        max
-    } else {
-        0.0
-    };
+    let seconds = seconds.clamp(0.0, MAX_DELAY.num_seconds() as f64);
     let delay = TimeDelta::milliseconds((seconds * 1000.0).round() as i64);
     now.checked_add_signed(delay)
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// Rounds up to the whole second, the precision timestamps are stored with, so that a time
-/// read back is never earlier than the one decided.
+/// Rounds up to the second timestamps are stored with, so a time read back is never earlier
+/// than the one decided.
 pub(crate) fn ceil_to_second(at: DateTime<Utc>) -> Timestamp {
     let floor = at.trunc_subsecs(0);
     let ceil = if floor < at {

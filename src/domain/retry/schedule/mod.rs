@@ -1,35 +1,7 @@
-//! The retry schedule a runner persists so that a handler that dies during a backoff
-//! or a rate-limit wait loses nothing: a later `run` under the same policy resumes it, honouring
-//! its not-before time. This file owns the record's shape, its strict reading (the state
-//! reader's words: `missing required key attempt (at retry_schedule.attempt)`, `unexpected key
-//! retry_schedule.extra`) and its invariants; where it sits in `state.json` is the state
-//! schema's business.
-//!
-//! ```json
-//! {
-//!   "phase_id": "phase-2",
-//!   "after": "rate-limited",
-//!   "attempt": 1,
-//!   "max_attempts": 3,
-//!   "waits_used": 0,
-//!   "template_index": 1,
-//!   "not_before": "2026-11-30T12:00:00Z",
-//!   "reason": "fallback-template",
-//!   "rate_limited": [
-//!     {"template_index": 0, "until": "2026-11-30T15:00:00Z", "reason": "reset-time"}
-//!   ]
-//! }
-//! ```
-//!
-//! - `after`: the status of the attempt that led to the schedule (retryable, never
-//!   `phase-complete`, `blocked`, …).
-//! - `attempt`: the counted attempt number the scheduled attempt has (k in "attempt k of n");
-//!   `waits_used`: the waits taken including a scheduled one; `rate_limited`: the wait cycle.
-//!   Together they are the [`RetryLedger`] of the scheduled attempt ([`RetrySchedule::ledger`]).
-//! - `max_attempts`: n in "attempt k of n", the policy's `max_attempts` when the schedule was
-//!   made (a `run --retries N` sets it, the config may say otherwise). Added after the first
-//!   schedules were written, so it is optional on read; always written.
-//! - `not_before` is rounded up to the second, so a resumed wait never ends early.
+//! The retry schedule a runner persists so that a handler that dies during a backoff or a
+//! rate-limit wait loses nothing: its shape, strict reading and invariants
+//! (docs/unattended-runs.md, "The persisted schedule"). Where it sits in `state.json` is the
+//! state schema's business.
 
 use serde::de::{self, Deserializer, Unexpected};
 use serde::{Deserialize, Serialize};
@@ -49,16 +21,13 @@ use crate::domain::timestamp::Timestamp;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduledRetry {
     pub schedule: RetrySchedule,
-    /// When the next attempt is due, exactly (the schedule keeps it rounded up to the second,
-    /// so that a resumed wait never ends early).
+    /// Exactly (the schedule keeps it rounded up to the second).
     pub due: chrono::DateTime<chrono::Utc>,
-    /// The reset-time phrase of the agent's output the wait is based on, if any.
+    /// The phrase of the agent's output the wait is based on, if any.
     pub reset_phrase: Option<String>,
 }
 
 impl ScheduledRetry {
-    /// The retry `step` schedules after a `phase_id` attempt that ended `after`, waiting on
-    /// `reset` (the provider's reset time found in the output) when the step is based on it;
     /// `None` for a stop.
     pub fn from_step(
         phase_id: &str,
@@ -66,12 +35,30 @@ impl ScheduledRetry {
         step: &NextStep,
         reset: Option<ResetHint>,
     ) -> Option<Self> {
-        let NextStep::RetryAfter { not_before, .. } = step else {
+        let NextStep::RetryAfter {
+            not_before,
+            of,
+            template_index,
+            reason,
+            ledger,
+            ..
+        } = step
+        else {
             return None;
         };
-        let schedule = RetrySchedule::from_step(phase_id, after, step)?;
+        let schedule = RetrySchedule {
+            phase_id: phase_id.to_owned(),
+            after,
+            attempt: ledger.attempt,
+            max_attempts: Some(*of),
+            waits_used: ledger.waits_used,
+            template_index: *template_index,
+            not_before: ceil_to_second(*not_before),
+            reason: *reason,
+            rate_limited: ledger.rate_limited.clone(),
+        };
         let reset_phrase = reset
-            .filter(|_| schedule.reason == RetryReason::ResetTime)
+            .filter(|_| *reason == RetryReason::ResetTime)
             .map(|hint| hint.phrase);
         Some(Self {
             schedule,
@@ -106,8 +93,8 @@ pub struct RetrySchedule {
     pub after: AttemptStatus,
     #[serde(deserialize_with = "positive")]
     pub attempt: u32,
-    /// n in "attempt k of n" under the policy that made the schedule; `None` in a schedule
-    /// written before the key existed (an optional key, never `null`).
+    /// n in "attempt k of n"; `None` in a schedule written before the key existed (an
+    /// optional key, never `null`).
     #[serde(
         default,
         deserialize_with = "some_positive",
@@ -123,7 +110,7 @@ pub struct RetrySchedule {
     pub rate_limited: Vec<RateLimitedTemplate>,
 }
 
-/// A status a policy may retry (`invalid after 'blocked'` otherwise).
+/// `invalid after 'blocked'` for a status no policy retries.
 fn retryable<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AttemptStatus, D::Error> {
     let status = AttemptStatus::deserialize(deserializer)?;
     if status.is_retryable() {
@@ -154,34 +141,7 @@ pub(super) fn count<'de, D: Deserializer<'de>, T: TryFrom<u32>>(
 }
 
 impl RetrySchedule {
-    /// The schedule for `step` after a `phase_id` attempt that ended `after`; `None` for a
-    /// stop.
-    pub fn from_step(phase_id: &str, after: AttemptStatus, step: &NextStep) -> Option<Self> {
-        match step {
-            NextStep::Stop(_) => None,
-            NextStep::RetryAfter {
-                not_before,
-                of,
-                template_index,
-                reason,
-                ledger,
-                ..
-            } => Some(Self {
-                phase_id: phase_id.to_owned(),
-                after,
-                attempt: ledger.attempt,
-                max_attempts: Some(*of),
-                waits_used: ledger.waits_used,
-                template_index: *template_index,
-                not_before: ceil_to_second(*not_before),
-                reason: *reason,
-                rate_limited: ledger.rate_limited.clone(),
-            }),
-        }
-    }
-
-    /// The ledger of the scheduled attempt, to pass to [`super::next_step::next_step`] after
-    /// it ran.
+    /// To pass to [`super::next_step::next_step`] after the scheduled attempt ran.
     pub fn ledger(&self) -> RetryLedger {
         RetryLedger {
             attempt: self.attempt,
@@ -190,9 +150,6 @@ impl RetrySchedule {
         }
     }
 
-    /// Whether the effective policy still allows this schedule (a rerun may have changed the
-    /// config or flags): `Err` says what no longer fits, and the runner then treats the phase
-    /// as stopped, as without a policy.
     /// Whether *some* run of a config with these policies can resume the schedule: a run's
     /// flags can raise the attempts (`--retries N`) and the waits (`--wait`), but nothing
     /// brings back a removed fallback agent or a status taken out of `retry.on`.
@@ -213,6 +170,9 @@ impl RetrySchedule {
         self.fits(&retry, &rate_limit, template_count)
     }
 
+    /// Whether the effective policy still allows this schedule (a rerun may have changed the
+    /// config or flags): `Err` says what no longer fits, and the runner then treats the phase
+    /// as stopped, as without a policy.
     pub fn fits(
         &self,
         retry: &RetryPolicy,
@@ -250,8 +210,8 @@ impl RetrySchedule {
         Ok(())
     }
 
-    /// The invariants of a schedule the policy can produce; `key` is where it sits
-    /// (`retry_schedule`, or empty for a standalone document). Run on read and before writes.
+    /// The invariants of a schedule the policy can produce, checked on read and before
+    /// writes; `key` is where it sits (`retry_schedule`, or empty for a standalone document).
     pub fn validate(&self, key: &str) -> Result<(), StrictError> {
         let at = |field: &str| {
             if key.is_empty() {
@@ -301,64 +261,31 @@ impl RetrySchedule {
             }
         }
         let reason = self.reason;
-        let rate_limited_after = || {
-            if self.after == AttemptStatus::RateLimited {
-                Ok(())
-            } else {
-                fail(format!(
-                    "{} must be rate-limited for reason {reason}",
-                    at("after")
-                ))
-            }
+        let broken =
+            |field: &str, rule: &str| fail(format!("{} {rule} for reason {reason}", at(field)));
+        let kind = reason.kind();
+        if kind != StepKind::Retry && self.after != AttemptStatus::RateLimited {
+            return broken("after", "must be rate-limited");
+        }
+        let names_current = || {
+            self.rate_limited
+                .iter()
+                .any(|entry| entry.template_index == self.template_index)
         };
-        match reason.kind() {
-            StepKind::Retry if self.attempt < 2 => fail(format!(
-                "{} must be at least 2 for reason {reason}",
-                at("attempt")
-            )),
-            StepKind::Retry => Ok(()),
-            StepKind::Switch => {
-                rate_limited_after()?;
-                if self.rate_limited.is_empty() {
-                    return fail(format!(
-                        "{} must not be empty for reason {reason}",
-                        at("rate_limited")
-                    ));
-                }
-                if self
-                    .rate_limited
-                    .iter()
-                    .any(|entry| entry.template_index == self.template_index)
-                {
-                    return fail(format!(
-                        "{} names a rate-limited template for reason {reason}",
-                        at("template_index")
-                    ));
-                }
-                Ok(())
+        match kind {
+            StepKind::Retry if self.attempt < 2 => broken("attempt", "must be at least 2"),
+            StepKind::Switch if self.rate_limited.is_empty() => {
+                broken("rate_limited", "must not be empty")
             }
-            StepKind::Wait => {
-                rate_limited_after()?;
-                if self.waits_used == 0 {
-                    return fail(format!(
-                        "{} must be at least 1 for reason {reason}",
-                        at("waits_used")
-                    ));
-                }
-                if self.template_index != 0 {
-                    return fail(format!(
-                        "{} must be 0 for reason {reason}",
-                        at("template_index")
-                    ));
-                }
-                if !self.rate_limited.is_empty() {
-                    return fail(format!(
-                        "{} must be empty for reason {reason}",
-                        at("rate_limited")
-                    ));
-                }
-                Ok(())
+            StepKind::Switch if names_current() => {
+                broken("template_index", "names a rate-limited template")
             }
+            StepKind::Wait if self.waits_used == 0 => broken("waits_used", "must be at least 1"),
+            StepKind::Wait if self.template_index != 0 => broken("template_index", "must be 0"),
+            StepKind::Wait if !self.rate_limited.is_empty() => {
+                broken("rate_limited", "must be empty")
+            }
+            StepKind::Retry | StepKind::Switch | StepKind::Wait => Ok(()),
         }
     }
 }

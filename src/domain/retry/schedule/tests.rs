@@ -308,7 +308,9 @@ fn schedules_from_steps_resume_the_same_ledger() {
         2,
         now(),
     );
-    let schedule = RetrySchedule::from_step("phase-2", AttemptStatus::RateLimited, &step).unwrap();
+    let schedule = ScheduledRetry::from_step("phase-2", AttemptStatus::RateLimited, &step, None)
+        .unwrap()
+        .schedule;
     assert_eq!(schedule.reason, RetryReason::FallbackTemplate);
     assert_eq!(schedule.max_attempts, Some(3), "the policy's n is kept");
     assert_eq!(
@@ -337,11 +339,13 @@ fn schedules_from_steps_resume_the_same_ledger() {
         "a switch uses no wait"
     );
     assert_eq!(
-        RetrySchedule::from_step(
+        ScheduledRetry::from_step(
             "phase-2",
             AttemptStatus::Blocked,
-            &NextStep::Stop(crate::domain::retry::next_step::StopReason::NeverRetried)
-        ),
+            &NextStep::Stop(crate::domain::retry::next_step::StopReason::NeverRetried),
+            None
+        )
+        .map(|retry| retry.schedule),
         None
     );
 }
@@ -451,7 +455,7 @@ proptest! {
         };
         let ledger = RetryLedger { attempt, waits_used, rate_limited: Vec::new() };
         let step = next_step(&finished, &ledger, &retry, &rate_limit, 3, now());
-        if let Some(schedule) = RetrySchedule::from_step("phase-1", status, &step) {
+        if let Some(ScheduledRetry { schedule, .. }) = ScheduledRetry::from_step("phase-1", status, &step, None) {
             prop_assert_eq!(schedule.validate("retry_schedule"), Ok(()));
             prop_assert_eq!(schedule.fits(&retry, &rate_limit, 3), Ok(()));
             prop_assert!(schedule.not_before.as_datetime() >= now());

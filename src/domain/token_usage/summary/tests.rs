@@ -7,6 +7,12 @@ use serde_json::{Value, json};
 use super::*;
 use crate::domain::token_usage::report::parse_usage_report;
 
+impl AttemptUsage {
+    fn invalid_reports(&self) -> u64 {
+        self.invalid
+    }
+}
+
 /// Reads `value` as the `usage` key of a record, as outcomes and the state do.
 fn read(value: &Value) -> Result<UsageSummary, StrictError> {
     #[derive(Deserialize)]
