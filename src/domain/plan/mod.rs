@@ -1,44 +1,34 @@
-//! The Markdown plan format (docs/architecture.md; docs/plan-format.md): numbered phase headings, a byte-exact
-//! global preamble and phase bodies, fenced examples that are not structure, exactly one
-//! `### Workspace` section per phase, and at most one `Verify` section of checks (issue 20).
+//! The Markdown plan format (docs/plan-format.md): phase headings, a byte-exact preamble and
+//! phase bodies, one `### Workspace` section and at most one `Verify` section per phase.
 //!
-//! Parsing makes two linear passes. The first walks every line once, tracking code fences, to
-//! find the phase headings and any fence left open. The second walks each phase body to find its
-//! workspace section, then its verify section. A phase heading only counts outside a fence, so
-//! every body starts with no fence open and the second pass can give each body a fresh tracker
-//! and still classify every line exactly as the first pass did.
-//!
-//! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
-//! heading, and kept everywhere text is copied.
+//! The first pass finds the phase headings and any fence left open; the second walks each body
+//! for its sections. A phase heading only counts outside a fence, so every body starts with no
+//! fence open and a fresh tracker classifies its lines exactly as the first pass did.
 
 use super::fence::{FenceTracker, LineRole};
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 
-/// One executable phase.
+/// One executable phase. Lines are 1-based.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phase {
     /// The `N` of `Phase N: Title`.
     pub number: u64,
     /// `phase-N`.
     pub id: String,
-    /// The title, verbatim.
     pub title: String,
     /// Every byte from the line after the heading to the line before the next phase heading
     /// (or end of file), CRLF included.
     pub body: String,
-    /// 1-based line of the heading.
     pub heading_line: usize,
-    /// 1-based last line of the body.
+    /// The last line of the body.
     pub end_line: usize,
     /// The declared workspace path, relative, without surrounding backticks.
     pub workspace: String,
-    /// 1-based line of the workspace path.
     pub workspace_line: usize,
     /// The checks of its `Verify` section, in order; empty when it has none.
     pub verify: Vec<VerifyCheck>,
 }
 
-/// A parsed plan: the preamble and the phases in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedPlan {
     /// Text before the first phase heading, byte-exact (may be empty).
@@ -53,18 +43,16 @@ impl ParsedPlan {
 }
 
 /// A heading that reads like a phase heading but is not one (indented, two spaces after the
-/// `#`s, `phase` in lower case, a blank title, …). It is ordinary text — part of the phase or
-/// preamble before it — which is rarely what its author meant, so callers warn about it.
+/// `#`s, `phase` in lower case, a blank title, …): ordinary text, rarely what its author meant,
+/// so callers warn about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NearMissHeading {
-    /// 1-based line.
     pub line: usize,
     /// The line as written (without its line break).
     pub(crate) text: String,
 }
 
 impl NearMissHeading {
-    /// `'##  Phase 2: B' is not a phase heading (write exactly '## Phase N: Title': …)`.
     pub(crate) fn describe(&self) -> String {
         format!(
             "'{}' is not a phase heading (write exactly '## Phase N: Title': no indent, one space after the #s, 'Phase' capitalized, a title after the colon)",
@@ -89,7 +77,7 @@ pub(crate) fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
         if match_phase_heading(content).is_some() {
             continue;
         }
-        if section_heading_text(content).is_some_and(reads_like_a_phase) {
+        if section_heading(content).is_some_and(|(_, text)| reads_like_a_phase(text)) {
             found.push(NearMissHeading {
                 line: line.number,
                 text: content.to_owned(),
@@ -113,7 +101,6 @@ fn reads_like_a_phase(heading_text: &str) -> bool {
     digits > 0 && rest[digits..].trim_start().starts_with(':')
 }
 
-/// A plan error. `line` is 1-based when the error is tied to a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanError {
     pub line: Option<usize>,
@@ -150,10 +137,8 @@ impl PlanError {
 
 const NO_PHASES: &str = "expected at least one executable phase heading like '## Phase 1: Title'";
 
-/// The only accepted spelling of a workspace section heading.
 const WORKSPACE_HEADING: &str = "### Workspace";
 
-/// Parses plan bytes (strict UTF-8).
 pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
     let text = decode(bytes)?;
     let outline = outline(text)?;
@@ -204,9 +189,8 @@ fn decode(bytes: &[u8]) -> Result<&str, PlanError> {
     })
 }
 
-/// One line of plan text.
 struct Line<'a> {
-    /// 1-based line number in the whole plan.
+    /// 1-based, in the whole plan.
     number: usize,
     /// Byte offset of the line's first byte.
     start: usize,
@@ -254,11 +238,10 @@ fn file_lines(text: &str) -> impl Iterator<Item = Line<'_>> {
 
 /// A phase heading found outside any fence.
 struct PhaseHeading<'a> {
-    /// Its level: the number of `#`.
+    /// The number of `#`.
     level: usize,
     number: u64,
     title: &'a str,
-    /// 1-based line of the heading.
     line: usize,
     /// Byte offset of the heading line (where the previous body ends).
     start: usize,
@@ -357,7 +340,6 @@ fn check_numbering(headings: &[PhaseHeading<'_>]) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// A phase's declared workspace path and its line.
 struct WorkspaceDeclaration {
     path: String,
     line: usize,
@@ -404,7 +386,7 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
             continue;
         }
         let content = line.content();
-        if let Some(heading_text) = section_heading_text(content) {
+        if let Some((_, heading_text)) = section_heading(content) {
             // Any heading ends the section's content.
             surplus_error(number, &scan, &surplus)?;
             scan = scan.close(number)?;
@@ -494,13 +476,8 @@ fn surplus_error(
     ))
 }
 
-/// The text of an ATX heading line (up to three spaces, one to six `#`, then a space, a tab or
-/// the end of the line), trimmed; `None` for any other line.
-fn section_heading_text(line: &str) -> Option<&str> {
-    section_heading(line).map(|(_, text)| text)
-}
-
-/// The level and trimmed text of an ATX heading line (see [`section_heading_text`]).
+/// The level and trimmed text of an ATX heading line (up to three spaces, one to six `#`, then
+/// a space, a tab or the end of the line); `None` for any other line.
 fn section_heading(line: &str) -> Option<(usize, &str)> {
     let indent = line.bytes().take_while(|&byte| byte == b' ').count();
     if indent > 3 {
@@ -518,10 +495,8 @@ fn section_heading(line: &str) -> Option<(usize, &str)> {
     }
 }
 
-/// The only accepted text of a verify section heading (at any level deeper than the phase's).
 const VERIFY_TEXT: &str = "Verify";
 
-/// A verify section being read.
 struct VerifySection<'a> {
     /// The heading as written, for messages.
     heading: &'a str,
@@ -530,7 +505,6 @@ struct VerifySection<'a> {
     checks: Vec<VerifyCheck>,
 }
 
-/// A fenced block of a verify section being read.
 struct VerifyBlock<'a> {
     line: usize,
     /// The opening fence's indentation, removed from its content lines (as CommonMark does).
@@ -539,10 +513,8 @@ struct VerifyBlock<'a> {
     lines: Vec<&'a str>,
 }
 
-/// Finds a phase's verify section (at most one, at a heading level deeper than the phase
-/// heading, spelled exactly `Verify`) and its checks: each fenced block in it is one check,
-/// anything else is commentary; it ends at the next heading of its level or shallower. The
-/// body itself is only read.
+/// Finds a phase's verify section and its checks: each fenced block in it is one check,
+/// anything else is commentary; it ends at the next heading of its level or shallower.
 fn find_verify(phase: &PhaseHeading<'_>, body: &str) -> Result<Vec<VerifyCheck>, PlanError> {
     let number = phase.number;
     let mut fences = FenceTracker::new();

@@ -44,10 +44,8 @@ impl ActiveAttempt {
 
 impl State {
     /// The prepared write, as one transition (docs/state-and-recovery.md): resolve the
-    /// abandoned attempt (as `interrupted`, finished at `resolve_abandoned_at`), record the
-    /// plan acceptance, then prepare `attempt`. The state store writes its result in one
-    /// atomic replacement; `check --prompt` applies it to a copy to show the prompt the
-    /// attempt would get.
+    /// abandoned attempt (finished at `resolve_abandoned_at`), record the plan acceptance,
+    /// then prepare `attempt`. `check --prompt` applies it to a copy.
     pub fn apply_preparation(
         &mut self,
         attempt: ActiveAttempt,
@@ -63,9 +61,7 @@ impl State {
         self.prepare(attempt)
     }
 
-    /// Records a prepared attempt: sets `active_attempt` (status prepared, no process),
-    /// `current_phase` to its phase and clears `stop`. Refuses to replace an attempt that is
-    /// still active: that one must be committed or resolved first.
+    /// Records a prepared attempt as active and its phase as current, clearing `stop`.
     pub fn prepare(&mut self, attempt: ActiveAttempt) -> Result<(), StateError> {
         if let Some(active) = &self.active_attempt {
             return Err(StateError::Refused {
@@ -117,8 +113,8 @@ impl State {
     }
 
     /// Commits the terminal outcome of the active attempt whose record was written to
-    /// `outcome_path` (docs/session-lifecycle.md): the attempt stops being active, its outcome is
-    /// referenced and becomes `last_run`, and its phase is either completed or stopped.
+    /// `outcome_path`: the outcome is referenced and becomes `last_run`, and its phase is
+    /// completed or stopped.
     pub fn commit(
         &mut self,
         outcome: &OutcomeRecord,
@@ -197,9 +193,8 @@ impl State {
         Ok(())
     }
 
-    /// Cuts the agent texts a state written before issue 23 may hold whole (megabytes, twice)
-    /// down to the excerpts a commit writes now, so that the next write of a state read from
-    /// disk is bounded whatever transition it makes. Changes nothing in a current state.
+    /// Cuts agent texts an older state may hold whole down to the excerpts a commit writes,
+    /// so that the next write is bounded whatever transition it makes.
     pub fn bound_texts(&mut self) {
         let full_text_at = self
             .last_run
@@ -235,12 +230,9 @@ impl State {
         }
     }
 
-    /// Resolves an abandoned active attempt as `interrupted` with unknown result: it becomes
-    /// `last_run` (no outcome path, exit code 4) and is not added to `committed_outcomes`; it
-    /// is listed in `abandoned_attempts`, so the phase's attempts still count it.
-    ///
-    /// `current_phase` is kept, so the state is only valid again once the caller prepares the
-    /// retry of that phase; both changes go into the same atomic write.
+    /// Resolves an abandoned active attempt as `interrupted`: it becomes `last_run` (no
+    /// outcome path) and is listed in `abandoned_attempts`. `current_phase` is kept, so the
+    /// state is only valid again once the caller prepares the retry in the same write.
     pub fn resolve_abandoned(&mut self, finished_at: Timestamp) -> Result<(), StateError> {
         let Some(attempt) = self.active_attempt.take() else {
             return Err(StateError::Refused {
@@ -272,8 +264,7 @@ impl State {
     }
 
     /// The active attempt, which must be `attempt_id`; `transition` names what is refused
-    /// otherwise (a transition applied to the wrong attempt is a caller bug, reported, not a
-    /// panic).
+    /// otherwise.
     fn active_attempt_mut(
         &mut self,
         attempt_id: &str,

@@ -10,10 +10,9 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::strict_json;
 
 impl State {
-    /// Checks the semantic invariants (docs/state-and-recovery.md); run before every write.
-    /// Artifact paths must be exactly the ones `layout` derives from the attempt id: the
-    /// runner only ever writes those, so anything else is a hand edit. (Timestamps are typed,
-    /// so a malformed one is already reported while reading, before any of these checks.)
+    /// Checks the semantic invariants; run on read and before every write. Artifact paths
+    /// must be exactly the ones `layout` derives from the attempt id: anything else is a hand
+    /// edit.
     pub fn validate(&self, layout: &StateLayout) -> Result<(), StateError> {
         self.validate_completed_phase_ids()?;
         if let Some(phase) = &self.current_phase {
