@@ -1,9 +1,6 @@
-//! Outcome records (`outcomes/<attempt-id>.json`): the durable, append-only account of one
-//! attempt's terminal result. Written and fsynced before `state.json` references it; only a
-//! referenced record is authoritative.
-//!
-//! Strict like `state.json` (docs/state-and-recovery.md): every key required, no other key allowed, every
-//! text field non-empty, paths absolute, and the file named after the attempt id.
+//! Outcome records (`outcomes/<attempt-id>.json`): the durable account of one attempt's
+//! terminal result, authoritative once `state.json` references it. Strict like `state.json`:
+//! every text non-empty, paths absolute, the file named after the attempt id.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +10,6 @@ use super::timestamp::Timestamp;
 use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, Verification, VerificationError, VerificationRecord};
 
-/// Artifact paths of the attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Artifacts {
@@ -96,7 +92,6 @@ pub struct OutcomeRecord {
     pub(crate) budget_note: Option<String>,
 }
 
-/// Output sizes of one attempt, per stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputBytes {
@@ -110,7 +105,7 @@ impl OutputBytes {
     }
 }
 
-/// An outcome document that breaks the schema; the message names the key.
+/// The message names the key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct OutcomeError(pub String);
@@ -135,7 +130,6 @@ impl OutcomeRecord {
         text
     }
 
-    /// The file name this record is stored under: `<attempt_id>.json`.
     pub fn file_name(&self) -> String {
         format!("{}.json", self.attempt_id)
     }
