@@ -157,7 +157,7 @@ pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
     prompt.push_str("\n\n");
 
     prompt.push_str("CONTEXT\n");
-    let mut fields = Fields::new(&mut prompt);
+    let mut fields = Fields { out: &mut prompt };
     for (key, value) in [
         ("plan_workspace_path", context.plan_workspace_path),
         ("execution_workspace_path", context.execution_workspace_path),
@@ -239,7 +239,7 @@ fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
              deliberately. Read an earlier transcript only when its details matter.",
         ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.value(0, "retry_reason", &retry.reason);
     fields.group(0, "earlier_attempts_of_this_phase");
     for earlier in &retry.earlier {
@@ -262,7 +262,7 @@ fn push_verification(out: &mut String, phase: &Phase) {
             "Run the checks yourself and make them pass before reporting completion.",
         ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.group(0, "checks");
     for check in &phase.verify {
         fields.item(
@@ -295,7 +295,7 @@ fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedC
              run the check yourself, and report completion only when every check passes.",
         ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.value(0, "failed_check", &failure.index.to_string());
     fields.value(0, "command_first_line", &failure.command_first_line);
     fields.optional(
@@ -336,11 +336,7 @@ struct Fields<'a> {
     out: &'a mut String,
 }
 
-impl<'a> Fields<'a> {
-    fn new(out: &'a mut String) -> Self {
-        Self { out }
-    }
-
+impl Fields<'_> {
     fn indent(&mut self, depth: usize) {
         for _ in 0..depth {
             self.out.push_str("  ");
@@ -412,7 +408,7 @@ impl<'a> Fields<'a> {
 /// it.
 fn state_summary(state: &State) -> String {
     let mut text = String::new();
-    let mut fields = Fields::new(&mut text);
+    let mut fields = Fields { out: &mut text };
     fields.nested("plan", state.plan.as_ref(), write_plan);
     let completed = state.completed_phase_ids.join(", ");
     fields.value(
@@ -494,7 +490,7 @@ fn write_last_run(fields: &mut Fields<'_>, run: &LastRun) {
 /// prerequisite.
 fn handoff(state: &State) -> String {
     let mut text = String::new();
-    let mut fields = Fields::new(&mut text);
+    let mut fields = Fields { out: &mut text };
     fields.nested(
         "latest_relevant_summary",
         state.last_run.as_ref(),

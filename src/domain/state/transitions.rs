@@ -63,23 +63,15 @@ impl State {
 
     /// Records a prepared attempt as active and its phase as current, clearing `stop`.
     pub fn prepare(&mut self, attempt: ActiveAttempt) -> Result<(), StateError> {
+        let preparing = || Transition::Prepare {
+            attempt_id: attempt.id.clone(),
+        };
         if let Some(active) = &self.active_attempt {
-            return Err(StateError::Refused {
-                transition: Transition::Prepare {
-                    attempt_id: attempt.id,
-                },
-                refusal: Refusal::StillActive {
-                    active: active.id.clone(),
-                },
-            });
+            let active = active.id.clone();
+            return Err(preparing().refused(Refusal::StillActive { active }));
         }
         if attempt.status != ActiveStatus::Prepared || attempt.process.is_some() {
-            return Err(StateError::Refused {
-                transition: Transition::Prepare {
-                    attempt_id: attempt.id,
-                },
-                refusal: Refusal::PreparedWithProcess,
-            });
+            return Err(preparing().refused(Refusal::PreparedWithProcess));
         }
         self.current_phase = Some(attempt.phase.clone());
         self.stop = None;
@@ -102,10 +94,7 @@ impl State {
         };
         let attempt = self.active_attempt_mut(attempt_id, running)?;
         if attempt.status != ActiveStatus::Prepared {
-            return Err(StateError::Refused {
-                transition: running(),
-                refusal: Refusal::AlreadyRunning,
-            });
+            return Err(running().refused(Refusal::AlreadyRunning));
         }
         attempt.status = ActiveStatus::Running;
         attempt.process = identity;
@@ -125,22 +114,16 @@ impl State {
         };
         let attempt = self.active_attempt_mut(&outcome.attempt_id, committing)?;
         if outcome.phase.id != attempt.phase.id {
-            return Err(StateError::Refused {
-                transition: committing(),
-                refusal: Refusal::OtherPhase {
-                    outcome_phase: outcome.phase.id.clone(),
-                    attempt_phase: attempt.phase.id.clone(),
-                },
-            });
+            return Err(committing().refused(Refusal::OtherPhase {
+                outcome_phase: outcome.phase.id.clone(),
+                attempt_phase: attempt.phase.id.clone(),
+            }));
         }
         if outcome_path != attempt.outcome_path {
-            return Err(StateError::Refused {
-                transition: committing(),
-                refusal: Refusal::OtherOutcomePath {
-                    path: outcome_path.to_owned(),
-                    planned: attempt.outcome_path.clone(),
-                },
-            });
+            return Err(committing().refused(Refusal::OtherOutcomePath {
+                path: outcome_path.to_owned(),
+                planned: attempt.outcome_path.clone(),
+            }));
         }
         let phase = attempt.phase.clone();
         self.active_attempt = None;
@@ -221,12 +204,10 @@ impl State {
                 self.retry_schedule = Some(schedule);
                 Ok(())
             }
-            _ => Err(StateError::Refused {
-                transition: Transition::ScheduleRetry {
-                    phase_id: schedule.phase_id,
-                },
-                refusal: Refusal::PhaseNotStopped,
-            }),
+            _ => Err(Transition::ScheduleRetry {
+                phase_id: schedule.phase_id,
+            }
+            .refused(Refusal::PhaseNotStopped)),
         }
     }
 
@@ -235,10 +216,7 @@ impl State {
     /// state is only valid again once the caller prepares the retry in the same write.
     pub fn resolve_abandoned(&mut self, finished_at: Timestamp) -> Result<(), StateError> {
         let Some(attempt) = self.active_attempt.take() else {
-            return Err(StateError::Refused {
-                transition: Transition::ResolveAbandoned,
-                refusal: Refusal::NoActiveAttempt,
-            });
+            return Err(Transition::ResolveAbandoned.refused(Refusal::NoActiveAttempt));
         };
         let status = AttemptStatus::Interrupted;
         self.abandoned_attempts.push(AbandonedRef {
@@ -271,19 +249,21 @@ impl State {
         transition: impl FnOnce() -> Transition,
     ) -> Result<&mut ActiveAttempt, StateError> {
         let Some(attempt) = self.active_attempt.as_mut() else {
-            return Err(StateError::Refused {
-                transition: transition(),
-                refusal: Refusal::NoActiveAttempt,
-            });
+            return Err(transition().refused(Refusal::NoActiveAttempt));
         };
         if attempt.id != attempt_id {
-            return Err(StateError::Refused {
-                transition: transition(),
-                refusal: Refusal::OtherAttemptActive {
-                    active: attempt.id.clone(),
-                },
-            });
+            let active = attempt.id.clone();
+            return Err(transition().refused(Refusal::OtherAttemptActive { active }));
         }
         Ok(attempt)
+    }
+}
+
+impl Transition {
+    fn refused(self, refusal: Refusal) -> StateError {
+        StateError::Refused {
+            transition: self,
+            refusal,
+        }
     }
 }

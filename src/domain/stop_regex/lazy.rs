@@ -45,13 +45,7 @@ pub(super) struct Row {
     /// Where its transitions start in `LazyStates::transitions`.
     base: usize,
     /// The lowest caller index among the patterns whose match ends at the position.
-    lowest_match: Option<usize>,
-}
-
-impl Row {
-    pub(super) fn lowest_match(self) -> Option<usize> {
-        self.lowest_match
-    }
+    pub(super) lowest_match: Option<usize>,
 }
 
 /// A transition not computed yet.

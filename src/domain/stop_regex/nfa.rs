@@ -217,7 +217,7 @@ impl NfaStream {
                 continue;
             }
             let row = self.states.row(program, &mut current, haystack, at);
-            if let Some(index) = row.lowest_match() {
+            if let Some(index) = row.lowest_match {
                 lowest.record(index);
                 if lowest.settles(nfa.first_index()) {
                     self.current = current;
@@ -242,7 +242,7 @@ impl NfaStream {
         let mut current = self.current;
         for at in tail.behind..=text.len() {
             let row = self.states.row(program, &mut current, text, at);
-            if let Some(index) = row.lowest_match() {
+            if let Some(index) = row.lowest_match {
                 lowest.record(index);
             }
             if let Some(&byte) = text.get(at) {

@@ -17,20 +17,13 @@ const DFA_SIZE_LIMIT: usize = 16 << 20;
 /// Heap the NFA path's cached states may use per attempt before they are cleared.
 const NFA_CACHE_BUDGET: usize = 2 << 20;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid stop regex '{pattern}': {message}")]
 pub struct StopPatternError {
     pub index: usize,
     pub pattern: String,
     pub message: String,
 }
-
-impl fmt::Display for StopPatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid stop regex '{}': {}", self.pattern, self.message)
-    }
-}
-
-impl std::error::Error for StopPatternError {}
 
 /// The compiled set of stop patterns, shared (read-only) by every attempt of an invocation.
 pub struct StopPatterns {
