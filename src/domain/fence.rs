@@ -77,13 +77,10 @@ enum LineScan {
         ch: FenceChar,
         len: usize,
     },
-    /// After the run. `ok` tracks the condition the rest of the line must keep: for a possible
-    /// opener, "no backtick in backtick-fence info text"; for a possible closer, "only
-    /// whitespace".
+    /// After a run of at least three, while the line may still be a fence line.
     Rest {
         ch: FenceChar,
         len: usize,
-        ok: bool,
     },
     /// Decided: this line cannot open or close a fence.
     Plain,
@@ -166,7 +163,7 @@ impl FenceTracker {
     /// Feeds one complete line (without its `\n`) and reports what it was.
     pub(crate) fn classify_line(&mut self, line: &[u8]) -> LineRole {
         debug_assert!(!line.contains(&b'\n'));
-        self.feed_within_line(line);
+        self.read_while_undecided(line, 0);
         self.end_line()
     }
 
@@ -242,15 +239,6 @@ impl FenceTracker {
         self.open
     }
 
-    fn feed_within_line(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            if self.scan == LineScan::Plain {
-                return;
-            }
-            self.step(byte);
-        }
-    }
-
     /// Reads one byte of the current line (not its `\n`).
     fn step(&mut self, byte: u8) {
         self.scan = match self.scan {
@@ -258,52 +246,34 @@ impl FenceTracker {
             LineScan::Indent(n) => match byte {
                 b' ' | b'\t' if n < 3 => LineScan::Indent(n + 1),
                 _ => match FenceChar::from_byte(byte) {
-                    Some(ch) if self.may_start_run(ch) => LineScan::Run { ch, len: 1 },
+                    // A run may open a fence, or close the open one made of it.
+                    Some(ch) if self.open.is_none_or(|open| open.ch == ch) => {
+                        LineScan::Run { ch, len: 1 }
+                    }
                     _ => LineScan::Plain,
                 },
             },
             LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
-            LineScan::Run { ch, len } => {
-                if len < 3 {
-                    LineScan::Plain
+            LineScan::Run { len, .. } if len < 3 => LineScan::Plain,
+            LineScan::Run { ch, len } | LineScan::Rest { ch, len } => {
+                let may_stay = match self.open {
+                    // A possible opener: a backtick fence's info text has no backtick.
+                    None => !(ch == FenceChar::Backtick && byte == b'`'),
+                    // A possible closer: only whitespace follows the run.
+                    Some(_) => matches!(byte, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'),
+                };
+                if may_stay {
+                    LineScan::Rest { ch, len }
                 } else {
-                    self.rest_after(ch, len, true, byte)
-                }
-            }
-            LineScan::Rest { ch, len, ok } => {
-                if !ok {
-                    // Nothing later on the line can make it a fence line again.
                     LineScan::Plain
-                } else {
-                    self.rest_after(ch, len, ok, byte)
                 }
             }
         };
-    }
-
-    /// Whether a run of `ch` could open (no fence open) or close (same character) a fence.
-    fn may_start_run(&self, ch: FenceChar) -> bool {
-        match self.open {
-            None => true,
-            Some(open) => open.ch == ch,
-        }
-    }
-
-    fn rest_after(&self, ch: FenceChar, len: usize, ok: bool, byte: u8) -> LineScan {
-        let ok = match self.open {
-            // A possible opener: backtick fences may not have a backtick in their info text.
-            None => ok && !(ch == FenceChar::Backtick && byte == b'`'),
-            // A possible closer: only whitespace may follow the run.
-            Some(_) => ok && matches!(byte, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'),
-        };
-        LineScan::Rest { ch, len, ok }
     }
 
     fn end_line(&mut self) -> LineRole {
         let role = match (self.open, self.scan) {
-            (None, LineScan::Run { ch, len }) | (None, LineScan::Rest { ch, len, ok: true })
-                if len >= 3 =>
-            {
+            (None, LineScan::Run { ch, len } | LineScan::Rest { ch, len }) if len >= 3 => {
                 self.open = Some(OpenFence {
                     ch,
                     len,
@@ -311,8 +281,7 @@ impl FenceTracker {
                 });
                 LineRole::FenceOpen
             }
-            (Some(open), LineScan::Run { ch, len })
-            | (Some(open), LineScan::Rest { ch, len, ok: true })
+            (Some(open), LineScan::Run { ch, len } | LineScan::Rest { ch, len })
                 if ch == open.ch && len >= open.len =>
             {
                 self.open = None;

@@ -138,7 +138,7 @@ proptest! {
                 if byte == b'\n' {
                     reference.end_line();
                 } else {
-                    reference.feed_within_line(&[byte]);
+                    reference.step(byte);
                 }
             }
             start = cut;
