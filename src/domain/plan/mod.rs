@@ -141,8 +141,8 @@ const WORKSPACE_HEADING: &str = "### Workspace";
 
 pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
     let text = decode(bytes)?;
-    let outline = outline(text)?;
-    let Some(first) = outline.headings.first() else {
+    let (headings, line_count) = outline(text)?;
+    let Some(first) = headings.first() else {
         // A heading that was meant as a phase is the likeliest reason: name it.
         return Err(match near_miss_headings(bytes).first() {
             Some(miss) => PlanError::at(miss.line, format!("{}; {NO_PHASES}", miss.describe())),
@@ -152,11 +152,11 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
             },
         });
     };
-    check_numbering(&outline.headings)?;
+    check_numbering(&headings)?;
 
-    let mut phases = Vec::with_capacity(outline.headings.len());
-    for (index, heading) in outline.headings.iter().enumerate() {
-        let next = outline.headings.get(index + 1);
+    let mut phases = Vec::with_capacity(headings.len());
+    for (index, heading) in headings.iter().enumerate() {
+        let next = headings.get(index + 1);
         let body = &text[heading.body_start..next.map_or(text.len(), |next| next.start)];
         let workspace = find_workspace(heading, body)?;
         let verify = find_verify(heading, body)?;
@@ -166,7 +166,7 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
             title: heading.title.to_owned(),
             body: body.to_owned(),
             heading_line: heading.line,
-            end_line: next.map_or(outline.line_count, |next| next.line - 1),
+            end_line: next.map_or(line_count, |next| next.line - 1),
             workspace: workspace.path,
             workspace_line: workspace.line,
             verify,
@@ -249,13 +249,8 @@ struct PhaseHeading<'a> {
     body_start: usize,
 }
 
-/// The plan's skeleton: its phase headings in file order and its line count.
-struct Outline<'a> {
-    headings: Vec<PhaseHeading<'a>>,
-    line_count: usize,
-}
-
-fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
+/// The plan's phase headings in file order, and its line count.
+fn outline(text: &str) -> Result<(Vec<PhaseHeading<'_>>, usize), PlanError> {
     let mut fences = FenceTracker::new();
     let mut headings = Vec::new();
     let mut line_count = 0;
@@ -264,13 +259,9 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
         if fences.classify_line(line.text.as_bytes()).is_fenced() {
             continue;
         }
-        if let Some((digits, title)) = match_phase_heading(line.content()) {
+        if let Some((level, digits, title)) = match_phase_heading(line.content()) {
             headings.push(PhaseHeading {
-                level: line
-                    .content()
-                    .bytes()
-                    .take_while(|&byte| byte == b'#')
-                    .count(),
+                level,
                 number: phase_number(digits, line.number)?,
                 title,
                 line: line.number,
@@ -285,15 +276,12 @@ fn outline(text: &str) -> Result<Outline<'_>, PlanError> {
             format!("unclosed {} code fence", open.ch.name()),
         ));
     }
-    Ok(Outline {
-        headings,
-        line_count,
-    })
+    Ok((headings, line_count))
 }
 
 /// Matches `#`…`######`, one space, `Phase `, digits, `: `, and a title that is not blank;
-/// returns the digits and the title.
-fn match_phase_heading(line: &str) -> Option<(&str, &str)> {
+/// returns the level, the digits and the title.
+fn match_phase_heading(line: &str) -> Option<(usize, &str, &str)> {
     let level = line.bytes().take_while(|&byte| byte == b'#').count();
     if !(1..=6).contains(&level) {
         return None;
@@ -304,7 +292,7 @@ fn match_phase_heading(line: &str) -> Option<(&str, &str)> {
         return None;
     }
     let title = rest[digit_count..].strip_prefix(": ")?;
-    (!title.trim().is_empty()).then(|| (&rest[..digit_count], title))
+    (!title.trim().is_empty()).then(|| (level, &rest[..digit_count], title))
 }
 
 fn phase_number(digits: &str, line: usize) -> Result<u64, PlanError> {
