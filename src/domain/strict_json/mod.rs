@@ -211,7 +211,7 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadErr
 
 /// Reads `value` as `T` (a document already parsed, or a part of one).
 pub(crate) fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, Mismatch> {
-    T::deserialize(Reader::new(value, Path::Root)).map_err(|error| error.at(&Path::Root).into())
+    T::deserialize(Reader::new(value)).map_err(Mismatch::from)
 }
 
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
@@ -393,57 +393,38 @@ fn require(holds: bool, key: impl fmt::Display, rule: &str) -> Result<(), Strict
 
 // ---- the deserializer over a parsed document ----
 
-/// Where a value sits, as a chain on the stack back to the document; turned into
-/// [`Segment`]s only for an error.
-#[derive(Clone, Copy)]
-enum Path<'p> {
-    Root,
-    Key(&'p Path<'p>, &'p str),
-    Index(&'p Path<'p>, usize),
-}
-
-impl Path<'_> {
-    fn segments(&self) -> Vec<Segment> {
-        let (parent, segment) = match self {
-            Path::Root => return Vec::new(),
-            Path::Key(parent, key) => (parent, Segment::Key((*key).to_owned())),
-            Path::Index(parent, index) => (parent, Segment::Index(*index)),
-        };
-        let mut segments = parent.segments();
-        segments.push(segment);
-        segments
-    }
-}
-
-/// The error serde's derives build through [`de::Error`]; it learns its path on the way out,
-/// from the innermost value it was raised in.
+/// The error serde's derives build through [`de::Error`]; each enclosing list or object adds
+/// its segment to the path on the way out.
 #[derive(Debug)]
 struct Error {
-    path: Option<Vec<Segment>>,
+    /// From the value the error was raised in out to the document.
+    path: Vec<Segment>,
     kind: Kind,
 }
 
 impl Error {
     fn new(kind: Kind) -> Self {
-        Self { path: None, kind }
+        Self {
+            path: Vec::new(),
+            kind,
+        }
     }
 
     fn wrong_type(expected: Expected, or_null: bool) -> Self {
         Self::new(Kind::WrongType { expected, or_null })
     }
 
-    fn at(mut self, path: &Path<'_>) -> Self {
-        if self.path.is_none() {
-            self.path = Some(path.segments());
-        }
+    fn within(mut self, segment: Segment) -> Self {
+        self.path.push(segment);
         self
     }
 }
 
 impl From<Error> for Mismatch {
-    fn from(error: Error) -> Self {
+    fn from(mut error: Error) -> Self {
+        error.path.reverse();
         Self {
-            path: error.path.unwrap_or_default(),
+            path: error.path,
             kind: error.kind,
         }
     }
@@ -486,18 +467,16 @@ impl de::Error for Error {
     }
 }
 
-struct Reader<'p, 'de> {
+struct Reader<'de> {
     value: &'de Value,
-    path: Path<'p>,
     /// Inside an `Option`: a type error says `or null`.
     or_null: bool,
 }
 
-impl<'p, 'de> Reader<'p, 'de> {
-    fn new(value: &'de Value, path: Path<'p>) -> Self {
+impl<'de> Reader<'de> {
+    fn new(value: &'de Value) -> Self {
         Self {
             value,
-            path,
             or_null: false,
         }
     }
@@ -542,7 +521,7 @@ macro_rules! integers {
     };
 }
 
-impl<'de> Deserializer<'de> for Reader<'_, 'de> {
+impl<'de> Deserializer<'de> for Reader<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -620,11 +599,7 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.value {
-            Value::Array(items) => visitor.visit_seq(Items {
-                items: items.iter(),
-                index: 0,
-                path: self.path,
-            }),
+            Value::Array(items) => visitor.visit_seq(Items(items.iter().enumerate())),
             _ => Err(self.wrong(Expected::List)),
         }
     }
@@ -637,7 +612,6 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
                 .map(|(key, value)| (key.as_str(), value))
                 .collect(),
             next: 0,
-            path: self.path,
         })
     }
 
@@ -663,7 +637,6 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
         visitor.visit_map(Entries {
             entries: unknown.into_iter().chain(known).collect(),
             next: 0,
-            path: self.path,
         })
     }
 
@@ -688,38 +661,31 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
     }
 }
 
-struct Items<'p, 'de> {
-    items: std::slice::Iter<'de, Value>,
-    index: usize,
-    path: Path<'p>,
-}
+struct Items<'de>(std::iter::Enumerate<std::slice::Iter<'de, Value>>);
 
-impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
+impl<'de> de::SeqAccess<'de> for Items<'de> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
-        let Some(item) = self.items.next() else {
+        let Some((index, item)) = self.0.next() else {
             return Ok(None);
         };
-        let path = Path::Index(&self.path, self.index);
-        self.index += 1;
-        seed.deserialize(Reader::new(item, path))
+        seed.deserialize(Reader::new(item))
             .map(Some)
-            .map_err(|error| error.at(&path))
+            .map_err(|error| error.within(Segment::Index(index)))
     }
 }
 
 /// The entries of an object, in the order they are read.
-struct Entries<'p, 'de> {
+struct Entries<'de> {
     entries: Vec<(&'de str, &'de Value)>,
     next: usize,
-    path: Path<'p>,
 }
 
-impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
+impl<'de> de::MapAccess<'de> for Entries<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -731,15 +697,13 @@ impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
         };
         seed.deserialize(BorrowedStrDeserializer::new(key))
             .map(Some)
-            .map_err(|error: Error| error.at(&self.path))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         let (key, value) = self.entries[self.next];
         self.next += 1;
-        let path = Path::Key(&self.path, key);
-        seed.deserialize(Reader::new(value, path))
-            .map_err(|error| error.at(&path))
+        seed.deserialize(Reader::new(value))
+            .map_err(|error| error.within(Segment::Key(key.to_owned())))
     }
 }
 
