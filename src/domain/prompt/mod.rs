@@ -204,23 +204,15 @@ pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
         prompt.push('\n');
     }
 
-    push_delimited(&mut prompt, "GLOBAL PLAN INTENT", context.preamble);
-    prompt.push('\n');
-    push_delimited(
-        &mut prompt,
-        "PREVIOUS STATE SUMMARY",
-        &state_summary(context.state),
-    );
-    prompt.push('\n');
-    push_delimited(
-        &mut prompt,
-        "DURABLE HANDOFF CONTEXT",
-        &handoff(context.state),
-    );
-    prompt.push('\n');
-    push_delimited(&mut prompt, "SELECTED PHASE BODY", &phase.body);
-    prompt.push('\n');
-    push_delimited(&mut prompt, "TERMINAL MARKER GRAMMAR", MARKER_GRAMMAR);
+    let sections = [
+        ("GLOBAL PLAN INTENT", context.preamble),
+        ("PREVIOUS STATE SUMMARY", &state_summary(context.state)),
+        ("DURABLE HANDOFF CONTEXT", &handoff(context.state)),
+        ("SELECTED PHASE BODY", &phase.body),
+        ("TERMINAL MARKER GRAMMAR", MARKER_GRAMMAR),
+    ];
+    let sections = sections.map(|(label, text)| delimited(label, text));
+    prompt.push_str(&sections.join("\n"));
     prompt
 }
 
@@ -313,22 +305,14 @@ fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedC
 
 fn push_bullets<'a>(out: &mut String, bullets: impl IntoIterator<Item = &'a str>) {
     for bullet in bullets {
-        out.push_str("- ");
-        out.push_str(bullet);
-        out.push('\n');
+        out.push_str(&format!("- {bullet}\n"));
     }
 }
 
 /// `<LABEL> START`, the text, a newline unless the text already ends with one, `<LABEL> END`.
-fn push_delimited(out: &mut String, label: &str, text: &str) {
-    out.push_str(label);
-    out.push_str(" START\n");
-    out.push_str(text);
-    if !text.ends_with('\n') {
-        out.push('\n');
-    }
-    out.push_str(label);
-    out.push_str(" END\n");
+fn delimited(label: &str, text: &str) -> String {
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{label} START\n{text}{newline}{label} END\n")
 }
 
 /// Writes `label: value` lines, two spaces of indentation per nesting level.
@@ -337,17 +321,15 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    fn indent(&mut self, depth: usize) {
-        for _ in 0..depth {
-            self.out.push_str("  ");
-        }
+    fn line(&mut self, depth: usize, text: &str) {
+        self.out.push_str(&"  ".repeat(depth));
+        self.out.push_str(text);
+        self.out.push('\n');
     }
 
     /// `label:` alone, introducing nested fields or a block.
     fn group(&mut self, depth: usize, label: &str) {
-        self.indent(depth);
-        self.out.push_str(label);
-        self.out.push_str(":\n");
+        self.line(depth, &format!("{label}:"));
     }
 
     /// `label: value`; a value spanning lines is written as a block instead, so none of its
@@ -355,36 +337,25 @@ impl Fields<'_> {
     fn value(&mut self, depth: usize, label: &str, value: &str) {
         if value.contains('\n') {
             self.block(depth, label, value);
-            return;
+        } else {
+            self.line(depth, &format!("{label}: {value}"));
         }
-        self.indent(depth);
-        self.out.push_str(label);
-        self.out.push_str(": ");
-        self.out.push_str(value);
-        self.out.push('\n');
     }
 
     /// `label:` followed by each line of `text`, one level deeper.
     fn block(&mut self, depth: usize, label: &str, text: &str) {
         self.group(depth, label);
         for line in text.lines() {
-            self.indent(depth + 1);
-            self.out.push_str(line);
-            self.out.push('\n');
+            self.line(depth + 1, line);
         }
     }
 
     /// `- text`; continuation lines of a multi-line text go one level deeper.
     fn item(&mut self, depth: usize, text: &str) {
         let mut lines = text.lines();
-        self.indent(depth);
-        self.out.push_str("- ");
-        self.out.push_str(lines.next().unwrap_or_default());
-        self.out.push('\n');
+        self.line(depth, &format!("- {}", lines.next().unwrap_or_default()));
         for line in lines {
-            self.indent(depth + 1);
-            self.out.push_str(line);
-            self.out.push('\n');
+            self.line(depth + 1, line);
         }
     }
 

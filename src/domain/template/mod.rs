@@ -62,21 +62,15 @@ impl PlaceholderSet for AgentPlaceholder {
     const EMPTY_COMMAND: &'static str = "agent command template produced an empty command";
 }
 
-impl AgentPlaceholder {
-    fn value<'a>(self, values: &PlaceholderValues<'a>) -> &'a str {
-        match self {
-            Self::PromptFile => values.prompt_file,
-            Self::Workspace => values.workspace,
-            Self::RunId => values.run_id,
-            Self::TranscriptFile => values.transcript_file,
-            Self::StateFile => values.state_file,
-        }
-    }
-}
-
 impl CommandTemplate {
     pub fn render(&self, values: &PlaceholderValues<'_>) -> Vec<String> {
-        self.render_with(|placeholder| placeholder.value(values))
+        self.render_with(|placeholder| match placeholder {
+            AgentPlaceholder::PromptFile => values.prompt_file,
+            AgentPlaceholder::Workspace => values.workspace,
+            AgentPlaceholder::RunId => values.run_id,
+            AgentPlaceholder::TranscriptFile => values.transcript_file,
+            AgentPlaceholder::StateFile => values.state_file,
+        })
     }
 }
 
