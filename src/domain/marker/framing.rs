@@ -269,10 +269,7 @@ impl StreamFramer {
                 return misplaced;
             }
         };
-        let text = match String::from_utf8(body) {
-            Ok(text) => text,
-            Err(invalid) => String::from_utf8_lossy(invalid.as_bytes()).into_owned(),
-        };
+        let text = String::from_utf8_lossy(&body);
         let text = text.trim();
         if text.is_empty() {
             return StreamVerdict::Invalid(format!(

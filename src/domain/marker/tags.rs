@@ -188,12 +188,8 @@ pub(super) fn match_tag(held: &[u8], rest: &[u8], tag: &str) -> TagMatch {
     let Some(tail) = tag.as_bytes().strip_prefix(held) else {
         return TagMatch::Mismatch;
     };
-    if rest.len() >= tail.len() {
-        if rest.starts_with(tail) {
-            TagMatch::Complete(tail.len())
-        } else {
-            TagMatch::Mismatch
-        }
+    if rest.starts_with(tail) {
+        TagMatch::Complete(tail.len())
     } else if tail.starts_with(rest) {
         TagMatch::Partial
     } else {

@@ -116,6 +116,12 @@ impl From<StrictError> for OutcomeError {
     }
 }
 
+impl From<&str> for OutcomeError {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
 impl From<VerificationError> for OutcomeError {
     fn from(error: VerificationError) -> Self {
         Self(error.to_string())
@@ -141,9 +147,7 @@ impl OutcomeRecord {
         record.validate()?;
         let stored_as = file_name.rsplit('/').next().unwrap_or(file_name);
         if stored_as != record.file_name() {
-            return Err(OutcomeError(
-                "outcome filename does not match attempt_id".into(),
-            ));
+            return Err("outcome filename does not match attempt_id".into());
         }
         Ok(record)
     }
@@ -177,22 +181,16 @@ impl OutcomeRecord {
         }
         // A child either exits or is killed; it cannot do both.
         if self.exit_code.is_some() && self.signal.is_some() {
-            return Err(OutcomeError(
-                "exit_code and signal cannot both be set".into(),
-            ));
+            return Err("exit_code and signal cannot both be set".into());
         }
         if self.signal.is_some_and(|signal| signal <= 0) {
-            return Err(OutcomeError("expected signal to be positive".into()));
+            return Err("expected signal to be positive".into());
         }
         if self.phase_attempt == Some(0) {
-            return Err(OutcomeError(
-                "expected phase_attempt to be a positive integer".into(),
-            ));
+            return Err("expected phase_attempt to be a positive integer".into());
         }
         if self.watchdog_losses == Some(0) {
-            return Err(OutcomeError(
-                "expected watchdog_losses to be a positive integer".into(),
-            ));
+            return Err("expected watchdog_losses to be a positive integer".into());
         }
         if let Some(agent_cmd) = &self.agent_cmd {
             strict_json::require_nonempty("agent_cmd", agent_cmd)?;
@@ -220,20 +218,16 @@ impl OutcomeRecord {
             record.validate()?;
             Verification::from_record(record, self.verification_failure.as_ref())?;
         } else if self.verification_failure.is_some() {
-            return Err(OutcomeError(
-                "verification_failure requires verification".into(),
-            ));
+            return Err("verification_failure requires verification".into());
         }
         let failed = self.status == AttemptStatus::VerificationFailed;
         match (failed, &self.verification_failure) {
-            (true, None) => Err(OutcomeError(
-                "status verification-failed requires verification_failure".into(),
-            )),
+            (true, None) => Err("status verification-failed requires verification_failure".into()),
             (false, Some(_)) => Err(OutcomeError(format!(
                 "verification_failure cannot go with status {}",
                 self.status
             ))),
-            _ => Ok(()),
+            (true, Some(_)) | (false, None) => Ok(()),
         }
     }
 }
