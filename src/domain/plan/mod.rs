@@ -333,41 +333,21 @@ struct WorkspaceDeclaration {
     line: usize,
 }
 
-/// Progress through a phase body's workspace section.
-enum WorkspaceScan {
-    /// No workspace heading yet.
-    NotFound,
-    /// Inside the section, after its heading at `heading_line`.
-    Open {
-        heading_line: usize,
-        path: Option<WorkspaceDeclaration>,
-    },
-    /// The section ended at a later heading (or the end of the body).
-    Closed(WorkspaceDeclaration),
-}
-
-impl WorkspaceScan {
-    /// Ends an open section; a section without a path line is an error.
-    fn close(self, phase: u64) -> Result<Self, PlanError> {
-        match self {
-            Self::Open { heading_line, path } => path.map(Self::Closed).ok_or_else(|| {
-                PlanError::at(
-                    heading_line,
-                    format!("phase {phase} has an empty workspace declaration"),
-                )
-            }),
-            done => Ok(done),
-        }
-    }
-}
-
 /// Finds the one `### Workspace` section of a phase body and its one path line.
 fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDeclaration, PlanError> {
     let number = phase.number;
+    let empty = |heading_line| {
+        PlanError::at(
+            heading_line,
+            format!("phase {number} has an empty workspace declaration"),
+        )
+    };
     let mut fences = FenceTracker::new();
-    let mut scan = WorkspaceScan::NotFound;
-    // Lines of the open section after its path line: an error once the section ends, naming
-    // all of them (they are usually instructions that lost their own heading).
+    // The heading line of the workspace section while it is open.
+    let mut section = None;
+    let mut declared: Option<WorkspaceDeclaration> = None;
+    // Lines of the section after its path line: an error once the section ends, naming all of
+    // them (they are usually instructions that lost their own heading).
     let mut surplus: Vec<(usize, &str)> = Vec::new();
     for line in lines(body, phase.line + 1) {
         if fences.classify_line(line.text.as_bytes()).is_fenced() {
@@ -375,9 +355,13 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
         }
         let content = line.content();
         if let Some((_, heading_text)) = section_heading(content) {
-            // Any heading ends the section's content.
-            surplus_error(number, &scan, &surplus)?;
-            scan = scan.close(number)?;
+            // Any heading ends the section.
+            surplus_error(number, declared.as_ref(), &surplus)?;
+            if let Some(heading_line) = section.take()
+                && declared.is_none()
+            {
+                return Err(empty(heading_line));
+            }
             if names_workspace(heading_text) {
                 if content.trim_end() != WORKSPACE_HEADING {
                     return Err(PlanError::at(
@@ -387,60 +371,53 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
                         ),
                     ));
                 }
-                if !matches!(scan, WorkspaceScan::NotFound) {
+                if declared.is_some() {
                     return Err(PlanError::at(
                         line.number,
                         format!("phase {number} has duplicate '{WORKSPACE_HEADING}' sections"),
                     ));
                 }
-                scan = WorkspaceScan::Open {
-                    heading_line: line.number,
-                    path: None,
-                };
+                section = Some(line.number);
             }
             continue;
         }
-        if let WorkspaceScan::Open { path, .. } = &mut scan {
-            let value = content.trim();
-            if value.is_empty() {
-                continue;
-            }
-            if path.is_some() {
-                surplus.push((line.number, value));
-                continue;
-            }
-            *path = Some(WorkspaceDeclaration {
+        let value = content.trim();
+        if section.is_none() || value.is_empty() {
+            continue;
+        }
+        if declared.is_some() {
+            surplus.push((line.number, value));
+        } else {
+            declared = Some(WorkspaceDeclaration {
                 path: workspace_path(value, number, line.number)?,
                 line: line.number,
             });
         }
     }
-    surplus_error(number, &scan, &surplus)?;
-    match scan.close(number)? {
-        WorkspaceScan::Closed(declaration) => Ok(declaration),
-        _ => Err(PlanError::at(
+    surplus_error(number, declared.as_ref(), &surplus)?;
+    if let Some(heading_line) = section
+        && declared.is_none()
+    {
+        return Err(empty(heading_line));
+    }
+    declared.ok_or_else(|| {
+        PlanError::at(
             phase.line,
             format!("phase {number} is missing required '{WORKSPACE_HEADING}' section"),
-        )),
-    }
+        )
+    })
 }
 
 /// The error for lines after the workspace path, at the first of them; it quotes every one
 /// (the first few, when there are many) and says where they belong.
 fn surplus_error(
     phase: u64,
-    scan: &WorkspaceScan,
+    declared: Option<&WorkspaceDeclaration>,
     surplus: &[(usize, &str)],
 ) -> Result<(), PlanError> {
     const SHOWN: usize = 3;
     const QUOTED_CHARS: usize = 60;
-    let (
-        Some(&(first_line, _)),
-        WorkspaceScan::Open {
-            path: Some(path), ..
-        },
-    ) = (surplus.first(), scan)
-    else {
+    let (Some(&(first_line, _)), Some(path)) = (surplus.first(), declared) else {
         return Ok(());
     };
     let quote = |(number, text): &(usize, &str)| {
