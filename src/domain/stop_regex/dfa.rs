@@ -83,15 +83,13 @@ impl StreamingDfa {
         lowest: &mut LowestMatch,
     ) -> Option<StateID> {
         let table = &self.table;
-        let mut skip = self.skip.as_ref().map(|skip| ChunkSkip {
-            restart_after: &skip.restart_after,
-            candidates: skip.literals.in_chunk(bytes),
-        });
+        let skip = self.skip.as_ref();
+        let mut skip = skip.map(|skip| (skip, skip.literals.in_chunk(bytes)));
         let mut at = 0;
-        if let Some(skip) = &mut skip
+        if let Some((skip, candidates)) = &mut skip
             && table.is_start_state(state)
         {
-            (at, state) = self.leave_start(state, skip, at)?;
+            (at, state) = self.leave_start(state, skip, candidates, at)?;
         }
         while let Some(&byte) = bytes.get(at) {
             state = table.next_state(state, byte);
@@ -105,10 +103,10 @@ impl StreamingDfa {
                     }
                 } else if table.is_dead_state(state) {
                     return None;
-                } else if let Some(skip) = &mut skip
+                } else if let Some((skip, candidates)) = &mut skip
                     && table.is_start_state(state)
                 {
-                    (at, state) = self.leave_start(state, skip, at)?;
+                    (at, state) = self.leave_start(state, skip, candidates, at)?;
                     continue;
                 }
                 if table.is_accel_state(state) {
@@ -131,14 +129,15 @@ impl StreamingDfa {
     fn leave_start(
         &self,
         state: StateID,
-        chunk: &mut ChunkSkip<'_>,
+        skip: &SkipAhead,
+        candidates: &mut ChunkCandidates<'_>,
         at: usize,
     ) -> Option<(usize, StateID)> {
         let table = &self.table;
-        let resume = chunk.candidates.next_match_start(at);
+        let resume = candidates.next_match_start(at);
         if resume <= at {
             let at = if table.is_accel_state(state) {
-                next_exit(table.accelerator(state), chunk.candidates.bytes, at)
+                next_exit(table.accelerator(state), candidates.bytes, at)
             } else {
                 at
             };
@@ -146,10 +145,10 @@ impl StreamingDfa {
         }
         // A jump lands after `at`, so the look-behind byte is in this chunk: the previous
         // chunk's last byte is already accounted for in the carried state.
-        let Some(&look_behind) = chunk.candidates.bytes.get(resume - 1) else {
+        let Some(&look_behind) = candidates.bytes.get(resume - 1) else {
             return Some((at, state));
         };
-        let restart = chunk.restart_after[usize::from(look_behind)];
+        let restart = skip.restart_after[usize::from(look_behind)];
         if table.is_dead_state(restart) {
             return None;
         }
@@ -194,11 +193,6 @@ impl SkipAhead {
             restart_after,
         })
     }
-}
-
-struct ChunkSkip<'a> {
-    restart_after: &'a [StateID; 256],
-    candidates: ChunkCandidates<'a>,
 }
 
 /// The position of the next byte (from `from` on) that leaves an accelerated state; every byte

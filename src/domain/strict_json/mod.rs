@@ -121,17 +121,11 @@ impl Mismatch {
     /// The dotted path of `key` inside the value at the path (`plan.version`), or of the value
     /// itself; `$` for the document.
     pub(crate) fn qualified(&self, key: Option<&str>) -> String {
-        let mut text = dotted(&self.path);
-        if let Some(key) = key {
-            if !text.is_empty() {
-                text.push('.');
-            }
-            text.push_str(key);
-        }
-        if text.is_empty() {
-            "$".to_owned()
-        } else {
-            text
+        let mut path = self.path.clone();
+        path.extend(key.map(|key| Segment::Key(key.to_owned())));
+        match dotted(&path) {
+            text if text.is_empty() => "$".to_owned(),
+            text => text,
         }
     }
 
