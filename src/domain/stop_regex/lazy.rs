@@ -67,8 +67,9 @@ pub(super) struct LazyStates {
     stride: usize,
     /// Heap the states, rows and index use, as counted against the budget.
     memory: usize,
-    /// A state the caller holds on to across a clear (the real position during a peek).
-    pinned: Option<LazyId>,
+    /// A state the caller holds on to across clears (the real position during a peek), renumbered
+    /// when the cache is cleared.
+    pub(super) pinned: Option<LazyId>,
     /// For tests.
     clears: usize,
     scratch: Scratch,
@@ -155,16 +156,6 @@ impl LazyStates {
             UNKNOWN => self.compute_next(program, state, row, byte, slot),
             next => LazyId(next),
         }
-    }
-
-    /// Keeps `state` valid across clears until `unpin`.
-    pub(super) fn pin(&mut self, state: LazyId) {
-        self.pinned = Some(state);
-    }
-
-    /// The pinned state, renumbered if the cache was cleared meanwhile.
-    pub(super) fn unpin(&mut self) -> Option<LazyId> {
-        self.pinned.take()
     }
 
     #[cold]

@@ -10,7 +10,6 @@
 use std::ops::ControlFlow;
 
 use regex_automata::nfa::thompson::{self, WhichCaptures};
-use regex_automata::util::look::UnicodeWordBoundaryError;
 use regex_automata::util::syntax;
 
 use super::LowestMatch;
@@ -24,17 +23,6 @@ const LOOK_REACH: usize = 4;
 /// The most bytes a tail holds: the look-behind of the next position, and the pending ones.
 const TAIL_CAPACITY: usize = 2 * LOOK_REACH - 1;
 
-/// Why the NFA path could not be built; the message is regex-automata's.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum NfaBuildError {
-    /// Boxed: the error is large, and rare.
-    #[error(transparent)]
-    Compile(Box<thompson::BuildError>),
-    /// A Unicode `\b` with the word tables compiled out of regex-automata.
-    #[error(transparent)]
-    WordTables(#[from] UnicodeWordBoundaryError),
-}
-
 /// The compiled NFA path, shared by every scanner of an invocation.
 pub(super) struct StreamingNfa {
     program: NfaProgram,
@@ -45,12 +33,12 @@ pub(super) struct StreamingNfa {
 
 impl StreamingNfa {
     /// Compiles `patterns[i]` for every `i` in `pattern_indices` into one NFA; each scanner
-    /// may cache `cache_budget` bytes of its states.
+    /// may cache `cache_budget` bytes of its states. The error is regex-automata's message.
     pub(super) fn build(
         patterns: &[String],
         pattern_indices: Vec<usize>,
         cache_budget: usize,
-    ) -> Result<Self, NfaBuildError> {
+    ) -> Result<Self, String> {
         let selected: Vec<&str> = pattern_indices
             .iter()
             .filter_map(|&index| patterns.get(index).map(String::as_str))
@@ -65,10 +53,11 @@ impl StreamingNfa {
                     .which_captures(WhichCaptures::None),
             )
             .build_many(&selected)
-            .map_err(|error| NfaBuildError::Compile(Box::new(error)))?;
+            .map_err(|error| error.to_string())?;
         // `LookMatcher` panics on a Unicode `\b` if the word tables were compiled out; they are
         // in (regex-automata's default features), and this keeps it a refusal if that changes.
-        nfa.look_set_any().available()?;
+        let tables = nfa.look_set_any().available();
+        tables.map_err(|error| error.to_string())?;
         Ok(Self {
             literals: LiteralStarts::new(&selected, &syntax),
             always_anchored: nfa.is_always_start_anchored(),
@@ -238,7 +227,7 @@ impl NfaStream {
         let program = &nfa.program;
         let tail = self.tail;
         let text = tail.bytes();
-        self.states.pin(self.current);
+        self.states.pinned = Some(self.current);
         let mut current = self.current;
         for at in tail.behind..=text.len() {
             let row = self.states.row(program, &mut current, text, at);
@@ -249,7 +238,7 @@ impl NfaStream {
                 current = self.states.next(program, current, row, byte);
             }
         }
-        if let Some(pinned) = self.states.unpin() {
+        if let Some(pinned) = self.states.pinned.take() {
             self.current = pinned;
         }
     }

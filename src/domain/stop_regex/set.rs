@@ -184,10 +184,10 @@ fn build_nfa(
     cache_budget: usize,
 ) -> Result<StreamingNfa, StopPatternError> {
     let first = indices.first().copied().unwrap_or_default();
-    StreamingNfa::build(patterns, indices, cache_budget).map_err(|error| StopPatternError {
+    StreamingNfa::build(patterns, indices, cache_budget).map_err(|message| StopPatternError {
         index: first,
         pattern: patterns.get(first).cloned().unwrap_or_default(),
-        message: error.to_string(),
+        message,
     })
 }
 
