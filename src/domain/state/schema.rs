@@ -35,9 +35,9 @@ impl ActiveStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRecord {
-    /// Canonical and absolute.
+    /// Canonical absolute plan path.
     pub path: String,
-    /// Of the accepted bytes.
+    /// Lowercase hex SHA-256 of the accepted bytes.
     pub sha256: String,
     pub accepted_at: Timestamp,
 }
