@@ -1,25 +1,11 @@
-//! Markdown code-fence tracking, shared by the plan parser (where fenced headings are examples,
-//! not structure) and the result-block framer (where a tag inside a fence is a quotation, not a
-//! result).
-//!
-//! The rules, applied to each line:
-//!
-//! - a line *opens* a fence when it starts with at most three spaces or tabs, then a run of at
-//!   least three backticks or three tildes; a backtick run followed by info text that itself
-//!   contains a backtick is not a fence (CommonMark's rule for inline code);
-//! - while a fence is open, a line *closes* it when it starts with at most three spaces or tabs,
-//!   then a run of the opening character at least as long as the opener, then nothing but
-//!   whitespace;
-//! - every other line is ordinary text (inside or outside a fence).
-//!
-//! The tracker is fed raw bytes incrementally, so the framer can use it on a live stream without
-//! keeping lines: it holds a handful of counters, never the text.
+//! Markdown code-fence tracking (rules: docs/plan-format.md, "Fences"), shared by the plan parser
+//! (fenced headings are examples) and the result-block framer (a fenced tag is a quotation).
+//! The tracker is fed raw bytes incrementally and holds a handful of counters, never the text.
 
 use std::sync::LazyLock;
 
 use memchr::{memchr_iter, memmem, memrchr};
 
-/// The character a fence is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FenceChar {
     Backtick,
@@ -75,24 +61,27 @@ pub(crate) enum LineRole {
 }
 
 impl LineRole {
-    /// True for lines that plan structure and result tags must ignore: fence delimiters and
-    /// everything between them.
+    /// Fence delimiters and everything between them: plan structure and result tags ignore
+    /// them.
     pub(crate) fn is_fenced(self) -> bool {
         !matches!(self, Self::Text)
     }
 }
 
-/// Classification of the current, possibly partial, line.
+/// The current, possibly partial, line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LineScan {
-    /// Leading spaces/tabs seen so far.
     Indent(u8),
     /// Inside the run of fence characters.
-    Run { ch: FenceChar, len: usize },
-    /// After the run. `ok` tracks the condition the rest of the line must keep: for a possible
-    /// opener, "no backtick in backtick-fence info text"; for a possible closer, "only
-    /// whitespace".
-    Rest { ch: FenceChar, len: usize, ok: bool },
+    Run {
+        ch: FenceChar,
+        len: usize,
+    },
+    /// After a run of at least three, while the line may still be a fence line.
+    Rest {
+        ch: FenceChar,
+        len: usize,
+    },
     /// Decided: this line cannot open or close a fence.
     Plain,
 }
@@ -102,8 +91,8 @@ static BACKTICK_RUN: LazyLock<memmem::Finder<'static>> =
 
 static TILDE_RUN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"~~~"));
 
-/// Where the runs of three fence characters of one kind are in the bytes being fed, searched
-/// for lazily and each stretch only once.
+/// The runs of three fence characters of one kind in the bytes being fed, each stretch
+/// searched only once.
 struct FenceRuns {
     finder: &'static memmem::Finder<'static>,
     /// The last search: from where, and what it found.
@@ -131,9 +120,9 @@ impl FenceRuns {
     }
 }
 
-/// Where the line holding the fence run at `bytes[run]` starts, if that line may be a fence
-/// line: the run follows at most three spaces or tabs after a `\n`. (A run with no `\n`
-/// before it lies on the line being skipped, which is already decided.)
+/// Where the line holding the fence run at `bytes[run]` starts, if the run follows at most
+/// three spaces or tabs after a `\n` (a run with no `\n` before it lies on the line being
+/// skipped, which is already decided).
 fn fence_line_start(bytes: &[u8], run: usize) -> Option<usize> {
     let indent = bytes[..run]
         .iter()
@@ -145,19 +134,12 @@ fn fence_line_start(bytes: &[u8], run: usize) -> Option<usize> {
     (indent <= 3 && line_start > 0 && bytes[line_start - 1] == b'\n').then_some(line_start)
 }
 
-/// Incremental fence state over a byte stream.
 #[derive(Clone, Debug)]
 pub(crate) struct FenceTracker {
     open: Option<OpenFence>,
     scan: LineScan,
     /// 1-based number of the line currently being fed.
     line: usize,
-}
-
-impl Default for FenceTracker {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl FenceTracker {
@@ -169,23 +151,11 @@ impl FenceTracker {
         }
     }
 
-    /// True when the line currently being fed started inside an open fence.
-    pub(crate) fn in_fence(&self) -> bool {
-        self.open.is_some()
-    }
-
     /// The fence open at the start of the current line, if any.
     pub(crate) fn open_fence(&self) -> Option<OpenFence> {
         self.open
     }
 
-    /// 1-based number of the line currently being fed.
-    #[cfg(test)]
-    pub(crate) fn line(&self) -> usize {
-        self.line
-    }
-
-    /// True when nothing but indentation has been fed on the current line.
     pub(crate) fn at_line_start(&self) -> bool {
         matches!(self.scan, LineScan::Indent(0))
     }
@@ -193,17 +163,14 @@ impl FenceTracker {
     /// Feeds one complete line (without its `\n`) and reports what it was.
     pub(crate) fn classify_line(&mut self, line: &[u8]) -> LineRole {
         debug_assert!(!line.contains(&b'\n'));
-        self.feed_within_line(line);
+        self.read_while_undecided(line, 0);
         self.end_line()
     }
 
-    /// Feeds arbitrary bytes, which may contain any number of line breaks.
-    ///
-    /// Only a line with a run of three fence characters after at most three spaces or tabs
-    /// can open or close a fence; every other line only moves the line number. So a line is
-    /// read byte by byte only while it may still be a fence line, and the tracker jumps from
-    /// there to the next line that may be one, counting the lines in between. That keeps
-    /// output of many short lines, or with inline code, as cheap to track as long lines.
+    /// Feeds arbitrary bytes, which may contain any number of line breaks. A line is read byte
+    /// by byte only while it may still be a fence line; from there the tracker jumps to the
+    /// next line that may be one (a run of three fence characters after at most three spaces
+    /// or tabs), counting the lines in between.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let mut runs = [FenceRuns::new(&BACKTICK_RUN), FenceRuns::new(&TILDE_RUN)];
         let mut at = 0;
@@ -216,8 +183,8 @@ impl FenceTracker {
         }
     }
 
-    /// Reads `bytes[from..]` while the current line may still open or close a fence; returns
-    /// where it no longer can.
+    /// Reads `bytes[from..]` while the current line may still be a fence line; returns where
+    /// it no longer can.
     fn read_while_undecided(&mut self, bytes: &[u8], from: usize) -> usize {
         for (index, &byte) in bytes.iter().enumerate().skip(from) {
             if byte == b'\n' {
@@ -272,15 +239,6 @@ impl FenceTracker {
         self.open
     }
 
-    fn feed_within_line(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            if self.scan == LineScan::Plain {
-                return;
-            }
-            self.step(byte);
-        }
-    }
-
     /// Reads one byte of the current line (not its `\n`).
     fn step(&mut self, byte: u8) {
         self.scan = match self.scan {
@@ -288,52 +246,34 @@ impl FenceTracker {
             LineScan::Indent(n) => match byte {
                 b' ' | b'\t' if n < 3 => LineScan::Indent(n + 1),
                 _ => match FenceChar::from_byte(byte) {
-                    Some(ch) if self.may_start_run(ch) => LineScan::Run { ch, len: 1 },
+                    // A run may open a fence, or close the open one made of it.
+                    Some(ch) if self.open.is_none_or(|open| open.ch == ch) => {
+                        LineScan::Run { ch, len: 1 }
+                    }
                     _ => LineScan::Plain,
                 },
             },
             LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
-            LineScan::Run { ch, len } => {
-                if len < 3 {
-                    LineScan::Plain
+            LineScan::Run { len, .. } if len < 3 => LineScan::Plain,
+            LineScan::Run { ch, len } | LineScan::Rest { ch, len } => {
+                let may_stay = match self.open {
+                    // A possible opener: a backtick fence's info text has no backtick.
+                    None => !(ch == FenceChar::Backtick && byte == b'`'),
+                    // A possible closer: only whitespace follows the run.
+                    Some(_) => matches!(byte, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'),
+                };
+                if may_stay {
+                    LineScan::Rest { ch, len }
                 } else {
-                    self.rest_after(ch, len, true, byte)
-                }
-            }
-            LineScan::Rest { ch, len, ok } => {
-                if !ok {
-                    // Nothing later on the line can make it a fence line again.
                     LineScan::Plain
-                } else {
-                    self.rest_after(ch, len, ok, byte)
                 }
             }
         };
-    }
-
-    /// Whether a run of `ch` could open (no fence open) or close (same character) a fence.
-    fn may_start_run(&self, ch: FenceChar) -> bool {
-        match self.open {
-            None => true,
-            Some(open) => open.ch == ch,
-        }
-    }
-
-    fn rest_after(&self, ch: FenceChar, len: usize, ok: bool, byte: u8) -> LineScan {
-        let ok = match self.open {
-            // A possible opener: backtick fences may not have a backtick in their info text.
-            None => ok && !(ch == FenceChar::Backtick && byte == b'`'),
-            // A possible closer: only whitespace may follow the run.
-            Some(_) => ok && matches!(byte, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'),
-        };
-        LineScan::Rest { ch, len, ok }
     }
 
     fn end_line(&mut self) -> LineRole {
         let role = match (self.open, self.scan) {
-            (None, LineScan::Run { ch, len }) | (None, LineScan::Rest { ch, len, ok: true })
-                if len >= 3 =>
-            {
+            (None, LineScan::Run { ch, len } | LineScan::Rest { ch, len }) if len >= 3 => {
                 self.open = Some(OpenFence {
                     ch,
                     len,
@@ -341,8 +281,7 @@ impl FenceTracker {
                 });
                 LineRole::FenceOpen
             }
-            (Some(open), LineScan::Run { ch, len })
-            | (Some(open), LineScan::Rest { ch, len, ok: true })
+            (Some(open), LineScan::Run { ch, len } | LineScan::Rest { ch, len })
                 if ch == open.ch && len >= open.len =>
             {
                 self.open = None;
@@ -354,6 +293,14 @@ impl FenceTracker {
         self.scan = LineScan::Indent(0);
         self.line += 1;
         role
+    }
+}
+
+#[cfg(test)]
+impl FenceTracker {
+    /// 1-based number of the line currently being fed.
+    pub(crate) fn line(&self) -> usize {
+        self.line
     }
 }
 

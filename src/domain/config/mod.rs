@@ -1,12 +1,6 @@
 //! `.ai-session-handler/config.json` (docs/cli.md): strict keys and types, defaults for what is
-//! absent, and messages that name the key to fix.
-//!
-//! The file is read with the records' strict reader (`domain::strict_json`); the nested
-//! `retry`, `rate_limit`, `budget` and `hooks` values are declared by their own modules
-//! ([`crate::domain::retry`], [`crate::domain::rate_limit`], [`crate::domain::budget`],
-//! [`crate::domain::hooks`]), so every message names the dotted key (`unknown key
-//! 'retry.max_attempt'`, `expected rate_limit.max_waits to be an integer`). Those modules
-//! import [`rules`] and not this file, which imports them.
+//! absent, and messages that name the dotted key to fix. The nested `retry`, `rate_limit`,
+//! `budget` and `hooks` values are declared by their own modules, which import [`rules`].
 
 pub(crate) mod rules;
 
@@ -27,20 +21,15 @@ pub(crate) struct Config {
     pub agent_cmd: Option<String>,
     /// `None` runs to completion.
     pub max_phases: Option<u64>,
-    /// `None` (explicit `null`) means no timeout; the default is 3600.
+    /// `None` (explicit `null`) means no timeout.
     pub timeout_seconds: Option<f64>,
     pub stop_on_regex: Vec<String>,
     pub idle_timeout_seconds: Option<f64>,
-    /// `retry`; the default (one attempt) retries nothing, as before the key existed.
     pub retry: RetryPolicy,
-    /// `rate_limit`; the default detects nothing but exit 75 and never waits.
     pub rate_limit: RateLimitPolicy,
-    /// `hooks`: commands run at a run's notable moments; none by default.
     pub hooks: Vec<Hook>,
-    /// `verify_timeout_seconds`: the limit on each verification check; `None`
-    /// (explicit `null`) means none, the default is 600.
+    /// The limit on each verification check; `None` (explicit `null`) means none.
     pub verify_timeout_seconds: Option<f64>,
-    /// `budget`; the default caps nothing.
     pub budget: BudgetConfig,
     /// `record_changes`: each outcome records what its attempt changed in its git work tree;
     /// on by default.
@@ -65,24 +54,21 @@ impl Default for Config {
     }
 }
 
-/// The example config `init` writes.
 /// The program of [`EXAMPLE_CONFIG`]'s `agent_cmd`, which `init` looks up to say whether the
 /// config runs here as it is.
 pub(crate) const EXAMPLE_AGENT_PROGRAM: &str = "codex";
 
+/// The example config `init` writes.
 pub(crate) const EXAMPLE_CONFIG: &str = "{\n  \"agent_cmd\": \"codex exec\",\n  \"max_phases\": null,\n  \"timeout_seconds\": 3600,\n  \"stop_on_regex\": []\n}\n";
 
-/// The per-attempt timeout when the config file does not mention `timeout_seconds`.
 pub(crate) const DEFAULT_TIMEOUT_SECONDS: f64 = 3600.0;
 
-/// The per-check limit when the config file does not mention `verify_timeout_seconds`.
 pub(crate) const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
 
-/// The UTF-8 byte order mark some editors put first; plans accept it, and so does the config.
+/// Some editors put it first; plans accept it, and so does the config.
 const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
 
-/// `config.json` as written: every key optional, checked in this order. A typo such as
-/// `timeout` must not be silently ignored (docs/cli.md).
+/// `config.json` as written: every key optional, checked in this order.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
@@ -125,7 +111,6 @@ fn default_verify_timeout() -> Option<f64> {
     Some(DEFAULT_VERIFY_TIMEOUT_SECONDS)
 }
 
-/// Parses and validates config bytes (a leading byte order mark is skipped).
 pub(crate) fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
     let bytes = bytes.strip_prefix(BYTE_ORDER_MARK).unwrap_or(bytes);
     let file: ConfigFile = strict_json::from_slice(bytes)?;

@@ -1,14 +1,7 @@
-//! The error that names the config key to fix, and the value rules config keys are read
-//! with.
-//!
-//! [`ConfigError`] is every way `config.json` can be wrong, with the dotted key as data
-//! (`retry.max_attempts`, `hooks[1].on[0]`); its message is the one the user reads after the
-//! file path. The records' strict reader (`domain::strict_json`) reads the file; a mismatch
-//! it finds becomes a [`ConfigError`] here.
-//!
-//! The policy modules that own the nested objects (`retry`, `rate_limit`, `budget`, `hooks`)
-//! import this module, and `config` imports them: so nothing in here imports a policy module
-//! (their own error types, such as the hook event's, live in files of their own).
+//! [`ConfigError`], which names the dotted config key to fix, and the value rules config keys
+//! are read with. The policy modules that own nested objects (`retry`, `rate_limit`, `budget`,
+//! `hooks`) import this module and `config` imports them, so nothing here imports a policy
+//! module.
 
 use std::fmt;
 
@@ -25,27 +18,22 @@ use crate::domain::template::TemplateError;
 /// A config error; the message names the key (the caller prefixes the file path).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConfigError {
-    /// The file is not strict JSON (a syntax error, a key given twice).
+    /// Not strict JSON (a syntax error, a key given twice).
     #[error("{0}")]
     Syntax(String),
-    /// An object holds a key it does not know; `known` are its keys, in validation order.
-    /// With several unknown keys the alphabetically first is named, so the message does not
-    /// depend on key order.
+    /// `known` are the object's keys, in validation order.
     #[error("unknown key '{key}'; known keys: {}", .known.join(", "))]
     UnknownKey {
         key: String,
         known: &'static [&'static str],
     },
-    /// A key that must be given is absent.
     #[error("missing required key '{key}'")]
     MissingKey { key: String },
-    /// A value of the wrong JSON type, or out of range.
+    /// The wrong JSON type, or out of range.
     #[error("expected {key} to be {expected}")]
     WrongValue { key: String, expected: String },
-    /// A value that breaks a rule the reader words itself.
     #[error("expected {key} {rule}")]
     Rule { key: String, rule: String },
-    /// A string that names no value the key may have.
     #[error("invalid {key} '{}'", .value.escape_debug())]
     UnknownValue { key: String, value: String },
     /// A value of the right type that its own parser refuses.
@@ -74,8 +62,7 @@ impl ConfigError {
     }
 }
 
-/// The config file's words for what the reader found: every key dotted (`retry.on[1]`), the
-/// file itself `config`.
+/// Every key dotted (`retry.on[1]`), the file itself `config`.
 impl From<ReadError> for ConfigError {
     fn from(error: ReadError) -> Self {
         let mismatch = match error {
@@ -120,25 +107,19 @@ pub enum Expected {
     IntegerOrNull,
     Number,
     NumberOrNull,
-    /// A list with at least one item, each one of `known` (`hooks[i].on`: `items` is
-    /// `events`).
+    /// `a non-empty list of <items> (<known>)`.
     NonEmptyListOf {
         items: &'static str,
         known: &'static [&'static str],
     },
-    /// An integer in range, below it.
     AtLeast(u64),
-    /// An integer in range, above it.
     AtMost(u64),
-    /// A number of seconds below the one another key holds (`retry.max_backoff_seconds`
-    /// under `retry.backoff_seconds`).
+    /// At least the seconds another key holds (`retry.max_backoff_seconds`).
     AtLeastSecondsOf {
         key: &'static str,
         seconds: f64,
     },
-    /// A duration: finite and greater than 0.
     FiniteAboveZero,
-    /// A wait that may be none: finite and at least 0.
     FiniteAtLeastZero,
 }
 
@@ -166,25 +147,20 @@ impl fmt::Display for Expected {
 /// Why a value of the right JSON type is refused: what its own parser said.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Reason {
-    /// Not a valid command template (`rate_limit.fallback_agent_cmds[i]`, `hooks[i].command`).
     #[error(transparent)]
     Template(TemplateError),
-    /// Not a hook event name (`hooks[i].on[j]`).
     #[error(transparent)]
     UnknownEvent(UnknownHookEvent),
-    /// A `rate_limit.patterns` item `regex` refuses; the problem is its last line.
     #[error("invalid rate-limit regex '{pattern}': {}", describe_regex_error(.error))]
     RateLimitRegex {
         pattern: String,
         error: regex::Error,
     },
-    /// A status `retry.on` may not name; `retryable` are the ones it may.
     #[error("{status} is never retried; retryable statuses: {}", .retryable.join(", "))]
     NeverRetried {
         status: &'static str,
         retryable: Vec<&'static str>,
     },
-    /// A status `retry.on` names a second time.
     #[error("{status} is listed twice")]
     ListedTwice { status: &'static str },
 }

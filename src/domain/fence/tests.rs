@@ -86,10 +86,10 @@ fn final_line_without_newline_is_classified() {
 fn in_fence_reports_state_at_line_start() {
     let mut tracker = FenceTracker::new();
     tracker.feed(b"```\n");
-    assert!(tracker.in_fence());
+    assert!(tracker.open_fence().is_some());
     assert!(tracker.at_line_start());
     tracker.feed(b"<tag");
-    assert!(tracker.in_fence());
+    assert!(tracker.open_fence().is_some());
     assert!(!tracker.at_line_start());
 }
 
@@ -98,7 +98,7 @@ fn skipped_lines_are_counted() {
     let mut tracker = FenceTracker::new();
     tracker.feed(b"a\nb\n x `y`\n  ~~\nc");
     assert_eq!(tracker.line(), 5);
-    assert!(!tracker.at_line_start() && !tracker.in_fence());
+    assert!(!tracker.at_line_start() && tracker.open_fence().is_none());
     tracker.feed(b"\n\n   ```\nd\n    ```\n");
     assert_eq!(tracker.line(), 10);
     assert_eq!(
@@ -138,7 +138,7 @@ proptest! {
                 if byte == b'\n' {
                     reference.end_line();
                 } else {
-                    reference.feed_within_line(&[byte]);
+                    reference.step(byte);
                 }
             }
             start = cut;

@@ -1,5 +1,5 @@
-//! Incremental per-stream framing ([`StreamFramer`]) that keeps only framing state, never the
-//! output, and the cross-stream verdict ([`combine`]).
+//! Incremental per-stream framing ([`StreamFramer`]) and the cross-stream verdict
+//! ([`combine`]).
 
 use std::fmt;
 
@@ -7,8 +7,8 @@ use super::tags::*;
 use crate::domain::fence::FenceTracker;
 use crate::domain::output_stream::OutputStream;
 
-/// Largest result body accepted, in bytes. It bounds what the framer and the live filter keep
-/// while a block is open.
+/// Largest result body accepted, in bytes; it also bounds what the framer and the live filter
+/// keep while a block is open.
 pub const MAX_RESULT_BYTES: usize = 16 * 1024 * 1024;
 
 /// A well-framed result: its kind and its body with surrounding whitespace removed.
@@ -18,31 +18,25 @@ pub struct ResultBlock {
     pub text: String,
 }
 
-/// The verdict for one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamVerdict {
     /// No recognized tag text at all.
     NoResult,
     Result(ResultBlock),
-    /// Ambiguous framing (inline, fenced, unclosed, empty, trailing text, malformed tag…).
     Invalid(String),
-    /// More than one block, or nesting.
     Multiple(String),
 }
 
-/// The verdict over both streams.
+/// The verdict over both streams: a result, or the message of `missing-marker`,
+/// `invalid-marker` or `multiple-markers`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MarkerVerdict {
     Result(ResultBlock),
-    /// `missing-marker`.
     Missing(String),
-    /// `invalid-marker`.
     Invalid(String),
-    /// `multiple-markers`.
     Multiple(String),
 }
 
-/// The retained body of a block.
 enum Body {
     /// Every byte after the opening tag so far (possibly ending in part of the closing tag).
     Kept(Vec<u8>),
@@ -80,8 +74,7 @@ impl Body {
     }
 }
 
-/// A block whose opening tag has been read and whose closing tag has not.
-struct OpenBlock {
+struct Block {
     kind: ResultKind,
     framed: bool,
     /// Stream offset of the first body byte.
@@ -89,14 +82,7 @@ struct OpenBlock {
     body: Body,
 }
 
-/// The first block that was closed.
-struct ClosedBlock {
-    kind: ResultKind,
-    framed: bool,
-    body: Body,
-}
-
-/// Incremental framing state for one stream.
+/// Incremental framing state for one stream: never the output, only a candidate body.
 pub struct StreamFramer {
     stream: OutputStream,
     fences: FenceTracker,
@@ -108,8 +94,10 @@ pub struct StreamFramer {
     malformed: bool,
     /// An opening tag arrived while a block was open.
     nested: bool,
-    open: Option<OpenBlock>,
-    closed: Option<ClosedBlock>,
+    /// Its closing tag has not been read yet.
+    open: Option<Block>,
+    /// The first block that was closed.
+    closed: Option<Block>,
     /// Non-whitespace appeared after the first closed block.
     text_after_result: bool,
 }
@@ -145,7 +133,6 @@ impl StreamFramer {
         }
     }
 
-    /// Feeds the next bytes of the stream.
     pub fn feed(&mut self, chunk: &[u8]) {
         self.feed_with(chunk, next_tag_start);
     }
@@ -181,7 +168,7 @@ impl StreamFramer {
                     progress: TagProgress::Open,
                     closing: false,
                     exact: true,
-                    framed: self.fences.at_line_start() && !self.fences.in_fence(),
+                    framed: self.fences.at_line_start() && self.fences.open_fence().is_none(),
                     start: self.offset + index as u64,
                 });
                 index += 1;
@@ -227,7 +214,8 @@ impl StreamFramer {
         self.offset += chunk.len() as u64;
     }
 
-    /// Ends the stream and returns its verdict.
+    /// Ends the stream and returns its verdict. When several rules are broken the first
+    /// checked here wins, so the verdict never depends on chunking.
     pub fn finish(mut self) -> StreamVerdict {
         let stream = self.stream.name();
         if let Some(TagCandidate {
@@ -281,10 +269,7 @@ impl StreamFramer {
                 return misplaced;
             }
         };
-        let text = match String::from_utf8(body) {
-            Ok(text) => text,
-            Err(invalid) => String::from_utf8_lossy(invalid.as_bytes()).into_owned(),
-        };
+        let text = String::from_utf8_lossy(&body);
         let text = text.trim();
         if text.is_empty() {
             return StreamVerdict::Invalid(format!(
@@ -324,22 +309,17 @@ impl StreamFramer {
     fn accept_tag(&mut self, tag: TagCandidate, kind: ResultKind, tag_end: u64) {
         self.exact_tags = self.exact_tags.saturating_add(1);
         match self.open.take() {
-            Some(open) if tag.closing && open.kind == kind => {
+            Some(mut open) if tag.closing && open.kind == kind => {
                 self.closed_blocks = self.closed_blocks.saturating_add(1);
-                let mut body = open.body;
                 let body_len = tag.start.saturating_sub(open.body_start);
                 if body_len > MAX_RESULT_BYTES as u64 {
-                    body = Body::TooLarge;
-                } else if let Body::Kept(kept) = &mut body {
+                    open.body = Body::TooLarge;
+                } else if let Body::Kept(kept) = &mut open.body {
                     // `body_len` fits: it is at most MAX_RESULT_BYTES.
                     kept.truncate(body_len as usize);
                 }
                 if self.closed.is_none() {
-                    self.closed = Some(ClosedBlock {
-                        kind,
-                        framed: open.framed,
-                        body,
-                    });
+                    self.closed = Some(open);
                 }
             }
             Some(mut open) => {
@@ -352,7 +332,7 @@ impl StreamFramer {
             None => {
                 // Worth keeping only while this could still be the one result.
                 let promising = tag.framed && !self.malformed && self.exact_tags == 1;
-                self.open = Some(OpenBlock {
+                self.open = Some(Block {
                     kind,
                     framed: tag.framed,
                     body_start: tag_end,
@@ -367,10 +347,8 @@ impl StreamFramer {
     }
 }
 
-/// Combines the two stream verdicts.
-///
-/// Failing closed: a faulty stream outweighs a result on the other one. Faults on stdout are
-/// reported before faults on stderr.
+/// Combines the two stream verdicts, failing closed: a faulty stream outweighs a result on the
+/// other one. Faults on stdout are reported before faults on stderr.
 pub fn combine(stdout: StreamVerdict, stderr: StreamVerdict) -> MarkerVerdict {
     use StreamVerdict::{Invalid, Multiple, NoResult, Result};
     match (stdout, stderr) {

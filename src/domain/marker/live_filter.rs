@@ -1,10 +1,7 @@
-//! The live-display filter: hides complete result blocks from the console even when split
-//! across reads, holding back at most a possible partial tag at a chunk boundary.
-//!
-//! What it holds back is bounded twice: in bytes (a block whose hidden text would outgrow the
-//! result cap is shown), and in time — the caller releases a hold older than
-//! [`LIVE_HOLD_LIMIT`] ([`LiveFilter::release`]), so an opening tag that is never closed
-//! cannot keep the rest of the output off the console until the attempt ends.
+//! The live-display filter: hides every span from an exact opening tag (at any position) through
+//! its closing tag, even when split across reads, holding back at most a possible partial tag at
+//! a chunk boundary. What it holds is bounded in bytes (a block that would outgrow the result
+//! cap is shown) and in time (the caller releases a hold older than [`LIVE_HOLD_LIMIT`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -12,7 +9,6 @@ use std::time::Duration;
 use super::framing::MAX_RESULT_BYTES;
 use super::tags::*;
 
-/// A block being hidden from live output.
 pub(super) struct HiddenBlock {
     kind: ResultKind,
     /// Everything from the opening tag on, kept to be shown if the block never closes.
@@ -24,22 +20,18 @@ pub(super) struct HiddenBlock {
     line_ends_left: Option<usize>,
 }
 
-/// How long the live console may hold text back (a block being hidden, or a possible partial
-/// tag) before the caller releases it: a result block arrives in one go, so a hold this old is
-/// an opening tag that is not closing soon. The transcript and the verdict never depend on it.
+/// How long the live console may hold text back before the caller releases it: a result block
+/// arrives in one go, so a hold this old is an opening tag that is not closing soon.
 pub const LIVE_HOLD_LIMIT: Duration = Duration::from_secs(5);
 
-/// How many line ends a block opened mid-line may span: it must close by the end of the line
-/// after its opening tag (the reference's `first <phase-blocked>secret\r\nsecond
-/// line</phase-blocked>` is hidden). Such a block can never be a result (docs/worker-protocol.md), and a tag
-/// merely quoted in chatter (`grep '<phase-complete>'`) must not hide everything up to the
-/// real result block at the end.
+/// How many line ends a block opened mid-line may span (the reference hides `first
+/// <phase-blocked>secret\r\nsecond line</phase-blocked>`). Such a block is never a result, and a
+/// tag quoted in chatter (`grep '<phase-complete>'`) must not hide everything up to the real
+/// result block at the end.
 const MID_LINE_BLOCK_LINE_ENDS: usize = 2;
 
-/// Whether the line end after a hidden block is still to be swallowed. A block that began its
-/// line takes the line end right after its closing tag with it, so a result block on lines of
-/// its own leaves no blank line on the console; anything else after the closing tag ends the
-/// wait and is shown.
+/// Whether the line end after a hidden block is still to be swallowed: a block that began its
+/// line takes the line end after its closing tag with it, so it leaves no blank line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LineEndAfterBlock {
     /// Nothing to swallow.
@@ -56,8 +48,7 @@ pub struct LiveFilter {
     /// The start of a possible opening tag cut off at the end of the last chunk.
     pub(super) held: Vec<u8>,
     pub(super) hidden: Option<HiddenBlock>,
-    /// A block whose hidden text would outgrow this is shown instead: it cannot be a valid
-    /// result, and hiding it would need unbounded memory.
+    /// A block whose hidden text would outgrow this is shown instead: it cannot be a result.
     hidden_cap: usize,
     /// The last byte settled (shown or hidden) ended a line, or nothing was settled yet.
     pub(super) at_line_start: bool,
@@ -116,10 +107,9 @@ impl LiveFilter {
     }
 
     /// Filters `chunk` without copying it when it passes through unchanged: nothing held or
-    /// hidden, no line end to swallow, no `<phase-` in the chunk (every opening tag, whole or cut off after its prefix,
-    /// contains it) and no end of the chunk that could be the start of one (`<`, `<p`, …
-    /// `<phase`). Returns true when it did; the caller then shows `chunk` itself. Otherwise
-    /// nothing happened and the caller uses [`filter`](Self::filter).
+    /// hidden, no line end to swallow, no `<phase-` in it and no end that could begin one.
+    /// Returns true when it did (the caller shows `chunk` itself); otherwise nothing happened
+    /// and the caller uses [`filter`](Self::filter).
     pub fn pass_through(&mut self, chunk: &[u8]) -> bool {
         let unchanged = self.held.is_empty()
             && self.hidden.is_none()
@@ -140,15 +130,13 @@ impl LiveFilter {
             || self.line_end_after_block == LineEndAfterBlock::CrHeld
     }
 
-    /// Gives up the current hold (the caller's time bound, [`LIVE_HOLD_LIMIT`]): the held text
-    /// is shown, and the block it began is no longer hidden — the rest of it, its closing tag
-    /// included, shows as ordinary text. Later blocks are hidden as usual.
+    /// Gives up the current hold ([`LIVE_HOLD_LIMIT`]): the held text is shown, and the rest of
+    /// the block it began, closing tag included, shows as ordinary text.
     pub fn release(&mut self, visible: &mut Vec<u8>) {
         self.finish(visible);
     }
 
-    /// Ends the stream: flushes a held partial tag, a still-open block or a held `\r`,
-    /// visibly.
+    /// Ends the stream: shows a held partial tag, a still-open block or a held `\r`.
     pub fn finish(&mut self, visible: &mut Vec<u8>) {
         let line_end = std::mem::replace(&mut self.line_end_after_block, LineEndAfterBlock::None);
         if line_end == LineEndAfterBlock::CrHeld {

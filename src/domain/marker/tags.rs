@@ -1,6 +1,6 @@
-//! The three result tags and how they are recognised in raw bytes: exact and partial tag
-//! matches, the possible-tag reader the framer steps byte by byte, and the fast searches that
-//! skip output in which no tag can begin.
+//! The three result tags and how they are recognised in raw bytes: the possible-tag reader the
+//! framer steps byte by byte, exact and partial matches for the live filter, and the searches
+//! that skip output in which no tag can begin.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -11,11 +11,10 @@ use strum::IntoEnumIterator;
 /// Length of the longest exact tag, `</phase-needs-clarification>`.
 pub(super) const LONGEST_TAG: usize = ResultKind::NeedsClarification.close_tag().len();
 
-/// How every tag name begins. Searching for it, rather than stopping at every `<`, keeps
-/// framing fast on markup-heavy output (`</div>`, `a < b`, `Vec<u8>`).
+/// Searching for it, rather than stopping at every `<`, keeps framing fast on markup-heavy
+/// output (`</div>`, `a < b`, `Vec<u8>`).
 pub(super) const NAME_PREFIX: &[u8] = b"phase-";
 
-/// How every opening tag begins, for the live filter's search.
 pub(super) const OPENING_PREFIX: &[u8] = b"<phase-";
 
 pub(super) static NAME_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
@@ -24,7 +23,6 @@ pub(super) static NAME_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
 pub(super) static OPENING_PREFIX_FINDER: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(OPENING_PREFIX));
 
-/// The three result kinds, by tag name (`phase-complete`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
 #[strum(serialize_all = "kebab-case", prefix = "phase-")]
 pub enum ResultKind {
@@ -66,13 +64,9 @@ pub(super) fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
 }
 
-/// Where in `chunk[from..]` the next tag may begin: the first `<` there whose reading (see
-/// [`TagCandidate`]) can reach a tag name, because it is followed by optional whitespace, `/`
-/// and whitespace, then either `phase-` or a part of all that cut off by the chunk's end.
-///
-/// Every other `<` would be read as ordinary text, so skipping it changes nothing: each `<`
-/// starts a reading of its own, and no reading in progress before `from` can still reach a
-/// name (the caller has read those, see [`super::framing::StreamFramer::feed_with`]).
+/// Where in `chunk[from..]` the next tag may begin: the first `<` followed by optional
+/// whitespace, `/` and whitespace, then `phase-` (or a part of all that cut off by the chunk's
+/// end). Every other `<` would be read as ordinary text, so skipping it changes nothing.
 pub(super) fn next_tag_start(chunk: &[u8], from: usize) -> Option<usize> {
     // Plain output has no `<` at all; one byte search settles it.
     let from = from + memchr(b'<', &chunk[from..])?;
@@ -102,7 +96,6 @@ pub(super) fn tag_start_before(before: &[u8]) -> Option<usize> {
     (before[at] == b'<').then_some(at)
 }
 
-/// How far a possible tag beginning at `<` has been read.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum TagProgress {
     /// After `<` and any whitespace.
@@ -115,7 +108,6 @@ pub(super) enum TagProgress {
     AfterName(ResultKind),
 }
 
-/// What one more byte made of a possible tag.
 pub(super) enum TagStep {
     Pending,
     Exact(ResultKind),
@@ -196,12 +188,8 @@ pub(super) fn match_tag(held: &[u8], rest: &[u8], tag: &str) -> TagMatch {
     let Some(tail) = tag.as_bytes().strip_prefix(held) else {
         return TagMatch::Mismatch;
     };
-    if rest.len() >= tail.len() {
-        if rest.starts_with(tail) {
-            TagMatch::Complete(tail.len())
-        } else {
-            TagMatch::Mismatch
-        }
+    if rest.starts_with(tail) {
+        TagMatch::Complete(tail.len())
     } else if tail.starts_with(rest) {
         TagMatch::Partial
     } else {
@@ -245,7 +233,7 @@ pub(super) fn find_opening_tag(chunk: &[u8]) -> Option<(usize, TagMatch, ResultK
     }
 }
 
-/// Like [`find_opening_tag`] for one given tag.
+/// Like [`find_opening_tag`] for one given (closing) tag.
 pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
     if let Some(at) = memmem::find(chunk, tag.as_bytes()) {
         return Some((at, TagMatch::Complete(tag.len())));
@@ -255,10 +243,8 @@ pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
     (match_tag(&[], &chunk[at..], tag) == TagMatch::Partial).then_some((at, TagMatch::Partial))
 }
 
-/// `text` with every `<` that could begin a result tag — exact or malformed: `<`, optional
-/// whitespace, optionally `/` and whitespace, then `phase-` — written as `&lt;`, the way the
-/// wrappers render diagnostics. Any framer reading the result (a nested outer handler) then
-/// sees no tag at all; other `<` (`Vec<u8>`, `a < b`) stay as they are.
+/// `text` with every `<` that could begin a result tag, exact or malformed, written as `&lt;`
+/// (how the wrappers render diagnostics), so that a nested outer handler sees no tag at all.
 pub fn defuse_tags(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let tag_starts: Vec<usize> = memchr::memchr_iter(b'<', bytes)
@@ -278,13 +264,11 @@ pub fn defuse_tags(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether `bytes` hold anything that reads as the start of a result tag, exact or malformed
-/// (see [`defuse_tags`]): a line that does is the result block, which live output hides.
+/// Whether `bytes` hold anything that reads as the start of a result tag, exact or malformed.
 pub fn mentions_result_tag(bytes: &[u8]) -> bool {
     memchr::memchr_iter(b'<', bytes).any(|at| could_begin_tag(&bytes[at + 1..]))
 }
 
-/// Whether the bytes after a `<` read as the start of a tag name (see [`defuse_tags`]).
 fn could_begin_tag(after: &[u8]) -> bool {
     let skip_spaces =
         |bytes: &[u8]| -> usize { bytes.iter().take_while(|&&b| is_space(b)).count() };

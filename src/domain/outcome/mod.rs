@@ -1,9 +1,6 @@
-//! Outcome records (`outcomes/<attempt-id>.json`): the durable, append-only account of one
-//! attempt's terminal result. Written and fsynced before `state.json` references it; only a
-//! referenced record is authoritative.
-//!
-//! Strict like `state.json` (docs/state-and-recovery.md): every key required, no other key allowed, every
-//! text field non-empty, paths absolute, and the file named after the attempt id.
+//! Outcome records (`outcomes/<attempt-id>.json`): the durable account of one attempt's
+//! terminal result, authoritative once `state.json` references it. Strict like `state.json`:
+//! every text non-empty, paths absolute, the file named after the attempt id.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +10,6 @@ use super::timestamp::Timestamp;
 use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, Verification, VerificationError, VerificationRecord};
 
-/// Artifact paths of the attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Artifacts {
@@ -104,7 +100,6 @@ pub struct OutcomeRecord {
     pub(crate) changes: Option<super::changes::Changes>,
 }
 
-/// Output sizes of one attempt, per stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputBytes {
@@ -118,7 +113,7 @@ impl OutputBytes {
     }
 }
 
-/// An outcome document that breaks the schema; the message names the key.
+/// The message names the key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct OutcomeError(pub String);
@@ -126,6 +121,12 @@ pub struct OutcomeError(pub String);
 impl From<StrictError> for OutcomeError {
     fn from(error: StrictError) -> Self {
         Self(error.0)
+    }
+}
+
+impl From<&str> for OutcomeError {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
     }
 }
 
@@ -143,7 +144,6 @@ impl OutcomeRecord {
         text
     }
 
-    /// The file name this record is stored under: `<attempt_id>.json`.
     pub fn file_name(&self) -> String {
         format!("{}.json", self.attempt_id)
     }
@@ -155,9 +155,7 @@ impl OutcomeRecord {
         record.validate()?;
         let stored_as = file_name.rsplit('/').next().unwrap_or(file_name);
         if stored_as != record.file_name() {
-            return Err(OutcomeError(
-                "outcome filename does not match attempt_id".into(),
-            ));
+            return Err("outcome filename does not match attempt_id".into());
         }
         Ok(record)
     }
@@ -191,22 +189,16 @@ impl OutcomeRecord {
         }
         // A child either exits or is killed; it cannot do both.
         if self.exit_code.is_some() && self.signal.is_some() {
-            return Err(OutcomeError(
-                "exit_code and signal cannot both be set".into(),
-            ));
+            return Err("exit_code and signal cannot both be set".into());
         }
         if self.signal.is_some_and(|signal| signal <= 0) {
-            return Err(OutcomeError("expected signal to be positive".into()));
+            return Err("expected signal to be positive".into());
         }
         if self.phase_attempt == Some(0) {
-            return Err(OutcomeError(
-                "expected phase_attempt to be a positive integer".into(),
-            ));
+            return Err("expected phase_attempt to be a positive integer".into());
         }
         if self.watchdog_losses == Some(0) {
-            return Err(OutcomeError(
-                "expected watchdog_losses to be a positive integer".into(),
-            ));
+            return Err("expected watchdog_losses to be a positive integer".into());
         }
         if let Some(agent_cmd) = &self.agent_cmd {
             strict_json::require_nonempty("agent_cmd", agent_cmd)?;
@@ -234,20 +226,16 @@ impl OutcomeRecord {
             record.validate()?;
             Verification::from_record(record, self.verification_failure.as_ref())?;
         } else if self.verification_failure.is_some() {
-            return Err(OutcomeError(
-                "verification_failure requires verification".into(),
-            ));
+            return Err("verification_failure requires verification".into());
         }
         let failed = self.status == AttemptStatus::VerificationFailed;
         match (failed, &self.verification_failure) {
-            (true, None) => Err(OutcomeError(
-                "status verification-failed requires verification_failure".into(),
-            )),
+            (true, None) => Err("status verification-failed requires verification_failure".into()),
             (false, Some(_)) => Err(OutcomeError(format!(
                 "verification_failure cannot go with status {}",
                 self.status
             ))),
-            _ => Ok(()),
+            (true, Some(_)) | (false, None) => Ok(()),
         }
     }
 }

@@ -1,15 +1,8 @@
-//! The worker prompt (docs/architecture.md; docs/worker-protocol.md): plain text with delimited sections, rendered
-//! from the invocation's immutable plan snapshot and the state as just prepared.
-//!
-//! The layout, labels and delimiters are an interface: workers are told to rely on them, and
-//! tests pin them byte for byte. Two rules keep the prompt from ever looking like a result:
-//!
-//! - our own text (instructions, failure modes) mentions result tags only mid-line;
-//! - every value copied from state is written after a label, and a multi-line value (a summary,
-//!   a stop message) is written as an indented block, so none of its lines starts at column 0.
-//!
-//! Only the preamble and the phase body are copied unindented, because they must stay
-//! byte-exact; they sit between their START/END delimiters.
+//! The worker prompt (docs/worker-protocol.md, "The prompt"): plain text with delimited
+//! sections, byte for byte an interface. Our own text mentions result tags only mid-line, and
+//! every value copied from state follows a label or is an indented block, so no line of it can
+//! start with a tag; only the preamble and the phase body are copied unindented, between their
+//! START/END delimiters.
 
 pub(crate) mod preview;
 
@@ -27,35 +20,32 @@ pub(crate) struct PromptContext<'a> {
     pub state_path: &'a str,
     pub run_id: &'a str,
     pub transcript_path: &'a str,
-    /// The exact global preamble of the accepted snapshot.
     pub preamble: &'a str,
     pub phase: &'a Phase,
     /// The state as durably recorded for this attempt (active attempt prepared).
     pub state: &'a State,
-    /// Set when this phase already had attempts in this run: the prompt then says so and
-    /// lists them. A first attempt's prompt has no such section.
+    /// Set when this phase already had attempts in this run.
     pub retry: Option<&'a RetryNote>,
     /// Set when the phase's previous attempt reported completion and a check of its `Verify`
-    /// section failed: the prompt says which, with the tail of its output (issue 20).
+    /// section failed.
     pub verification_failure: Option<&'a FailedCheck>,
 }
 
-/// What a retried attempt is told about the attempts of its phase before it.
+/// What a retried attempt is told about the attempts of its phase before it: "attempt
+/// `attempt` of `of`".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RetryNote {
-    /// This attempt's number among the counted attempts of the phase (k in "attempt k of n").
     pub attempt: u32,
-    /// The most counted attempts the retry policy allows (n).
+    /// The run's `retry.max_attempts`.
     pub of: u32,
-    /// Why this attempt runs (`reset time from the agent's output`, `exponential backoff`, …).
+    /// Why this attempt runs (`exponential backoff`, …).
     pub reason: String,
     /// The phase's earlier attempts in this run, oldest first.
     pub earlier: Vec<EarlierAttempt>,
 }
 
 impl RetryNote {
-    /// The note of the attempt `schedule` runs after `earlier` (oldest first) in this run;
-    /// `of` is the run's `retry.max_attempts`.
+    /// The note of the attempt `schedule` runs after `earlier` in this run.
     pub(crate) fn following(
         schedule: &RetrySchedule,
         of: u32,
@@ -70,15 +60,13 @@ impl RetryNote {
     }
 
     /// The note of the attempt a later run makes when it resumes `schedule` from the state:
-    /// the stopped attempt the schedule follows (the state's `last_run`) is its one earlier
-    /// attempt in that run; `of` is the run's `retry.max_attempts`.
+    /// the stopped attempt the schedule follows (`last_run`) is its one earlier attempt.
     pub(crate) fn resuming(schedule: &RetrySchedule, of: u32, last_run: Option<&LastRun>) -> Self {
         let earlier = last_run.map(EarlierAttempt::from).into_iter().collect();
         Self::following(schedule, of, earlier)
     }
 }
 
-/// One earlier attempt of the phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EarlierAttempt {
     pub attempt_id: String,
@@ -100,7 +88,7 @@ impl From<&LastRun> for EarlierAttempt {
 
 const TITLE: &str = "AI SESSION HANDLER WORKER PROTOCOL";
 
-/// Instructions 1–5: how to start the phase.
+/// Instructions 1–5; instruction 6 names the phase.
 const STARTUP_INSTRUCTIONS: [&str; 5] = [
     "Read the repository instructions first, starting with the AGENTS.md at the root of \
      execution_workspace_path, and follow the instructions it points to.",
@@ -116,7 +104,7 @@ const STARTUP_INSTRUCTIONS: [&str; 5] = [
      outcome records or transcripts when a concrete question needs them.",
 ];
 
-/// Instructions 7–18: how to do the phase and report it. Instruction 6 names the phase.
+/// Instructions 7–18.
 const WORK_INSTRUCTIONS: [&str; 12] = [
     "Do not proceed to later phases, even if this phase finishes early.",
     "Restrict your work to execution_workspace_path and the selected phase; do not work in \
@@ -162,7 +150,6 @@ const MARKER_GRAMMAR: &str = "\
 <phase-needs-clarification>specific question for user</phase-needs-clarification>
 ";
 
-/// Renders the prompt text (ends with a newline).
 pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
     let phase = context.phase;
     let mut prompt = String::with_capacity(16 * 1024 + context.preamble.len() + phase.body.len());
@@ -170,7 +157,7 @@ pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
     prompt.push_str("\n\n");
 
     prompt.push_str("CONTEXT\n");
-    let mut fields = Fields::new(&mut prompt);
+    let mut fields = Fields { out: &mut prompt };
     for (key, value) in [
         ("plan_workspace_path", context.plan_workspace_path),
         ("execution_workspace_path", context.execution_workspace_path),
@@ -192,15 +179,14 @@ pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
         phase.id, phase.title
     );
     let instructions = STARTUP_INSTRUCTIONS
-        .iter()
-        .copied()
+        .into_iter()
         .chain([selection.as_str()])
-        .chain(WORK_INSTRUCTIONS.iter().copied());
+        .chain(WORK_INSTRUCTIONS);
     push_bullets(&mut prompt, instructions);
     prompt.push('\n');
 
     prompt.push_str("FAILURE MODES\n");
-    push_bullets(&mut prompt, FAILURE_MODES.iter().copied());
+    push_bullets(&mut prompt, FAILURE_MODES);
     prompt.push('\n');
 
     if !phase.verify.is_empty() {
@@ -218,28 +204,18 @@ pub(crate) fn render_prompt(context: &PromptContext<'_>) -> String {
         prompt.push('\n');
     }
 
-    push_delimited(&mut prompt, "GLOBAL PLAN INTENT", context.preamble);
-    prompt.push('\n');
-    push_delimited(
-        &mut prompt,
-        "PREVIOUS STATE SUMMARY",
-        &state_summary(context.state),
-    );
-    prompt.push('\n');
-    push_delimited(
-        &mut prompt,
-        "DURABLE HANDOFF CONTEXT",
-        &handoff(context.state),
-    );
-    prompt.push('\n');
-    push_delimited(&mut prompt, "SELECTED PHASE BODY", &phase.body);
-    prompt.push('\n');
-    push_delimited(&mut prompt, "TERMINAL MARKER GRAMMAR", MARKER_GRAMMAR);
+    let sections = [
+        ("GLOBAL PLAN INTENT", context.preamble),
+        ("PREVIOUS STATE SUMMARY", &state_summary(context.state)),
+        ("DURABLE HANDOFF CONTEXT", &handoff(context.state)),
+        ("SELECTED PHASE BODY", &phase.body),
+        ("TERMINAL MARKER GRAMMAR", MARKER_GRAMMAR),
+    ];
+    let sections = sections.map(|(label, text)| delimited(label, text));
+    prompt.push_str(&sections.join("\n"));
     prompt
 }
 
-/// The RETRY section: which attempt this is, why it runs, and the earlier attempts to learn
-/// from (their partial changes are still in the workspace).
 fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
     out.push_str("RETRY\n");
     let which = format!(
@@ -253,10 +229,9 @@ fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
             "The earlier attempts below may have left partial changes in \
              execution_workspace_path: inspect them first, then build on them or undo them \
              deliberately. Read an earlier transcript only when its details matter.",
-        ]
-        .into_iter(),
+        ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.value(0, "retry_reason", &retry.reason);
     fields.group(0, "earlier_attempts_of_this_phase");
     for earlier in &retry.earlier {
@@ -267,7 +242,6 @@ fn push_retry(out: &mut String, phase_id: &str, retry: &RetryNote) {
     }
 }
 
-/// The VERIFICATION section of a phase with checks: the runner holds the completion to them.
 fn push_verification(out: &mut String, phase: &Phase) {
     out.push_str("VERIFICATION\n");
     push_bullets(
@@ -278,10 +252,9 @@ fn push_verification(out: &mut String, phase: &Phase) {
              execution_workspace_path, and accepts the completion only when every check \
              passes; the first failing check stops the phase as verification-failed.",
             "Run the checks yourself and make them pass before reporting completion.",
-        ]
-        .into_iter(),
+        ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.group(0, "checks");
     for check in &phase.verify {
         fields.item(
@@ -296,10 +269,8 @@ fn push_verification(out: &mut String, phase: &Phase) {
     }
 }
 
-/// The VERIFICATION FAILURE section: the previous attempt's completion was not accepted, and
-/// why. The bullets are the runner's own words; the check's first line and the tail of its
-/// output (read from an outcome record) are values after their labels or indented blocks, so
-/// none of their lines starts a line with a result tag.
+/// The check's first line and the tail of its output are values after their labels or
+/// indented blocks, so none of their lines starts a line with a result tag.
 fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedCheck) {
     out.push_str("VERIFICATION FAILURE\n");
     let what = format!(
@@ -314,10 +285,9 @@ fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedC
             what.as_str(),
             "Find the cause in the check's output below, fix it in execution_workspace_path, \
              run the check yourself, and report completion only when every check passes.",
-        ]
-        .into_iter(),
+        ],
     );
-    let mut fields = Fields::new(out);
+    let mut fields = Fields { out };
     fields.value(0, "failed_check", &failure.index.to_string());
     fields.value(0, "command_first_line", &failure.command_first_line);
     fields.optional(
@@ -333,24 +303,16 @@ fn push_verification_failure(out: &mut String, phase_id: &str, failure: &FailedC
     }
 }
 
-fn push_bullets<'a>(out: &mut String, bullets: impl Iterator<Item = &'a str>) {
+fn push_bullets<'a>(out: &mut String, bullets: impl IntoIterator<Item = &'a str>) {
     for bullet in bullets {
-        out.push_str("- ");
-        out.push_str(bullet);
-        out.push('\n');
+        out.push_str(&format!("- {bullet}\n"));
     }
 }
 
 /// `<LABEL> START`, the text, a newline unless the text already ends with one, `<LABEL> END`.
-fn push_delimited(out: &mut String, label: &str, text: &str) {
-    out.push_str(label);
-    out.push_str(" START\n");
-    out.push_str(text);
-    if !text.ends_with('\n') {
-        out.push('\n');
-    }
-    out.push_str(label);
-    out.push_str(" END\n");
+fn delimited(label: &str, text: &str) -> String {
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{label} START\n{text}{newline}{label} END\n")
 }
 
 /// Writes `label: value` lines, two spaces of indentation per nesting level.
@@ -358,22 +320,16 @@ struct Fields<'a> {
     out: &'a mut String,
 }
 
-impl<'a> Fields<'a> {
-    fn new(out: &'a mut String) -> Self {
-        Self { out }
-    }
-
-    fn indent(&mut self, depth: usize) {
-        for _ in 0..depth {
-            self.out.push_str("  ");
-        }
+impl Fields<'_> {
+    fn line(&mut self, depth: usize, text: &str) {
+        self.out.push_str(&"  ".repeat(depth));
+        self.out.push_str(text);
+        self.out.push('\n');
     }
 
     /// `label:` alone, introducing nested fields or a block.
     fn group(&mut self, depth: usize, label: &str) {
-        self.indent(depth);
-        self.out.push_str(label);
-        self.out.push_str(":\n");
+        self.line(depth, &format!("{label}:"));
     }
 
     /// `label: value`; a value spanning lines is written as a block instead, so none of its
@@ -381,36 +337,25 @@ impl<'a> Fields<'a> {
     fn value(&mut self, depth: usize, label: &str, value: &str) {
         if value.contains('\n') {
             self.block(depth, label, value);
-            return;
+        } else {
+            self.line(depth, &format!("{label}: {value}"));
         }
-        self.indent(depth);
-        self.out.push_str(label);
-        self.out.push_str(": ");
-        self.out.push_str(value);
-        self.out.push('\n');
     }
 
     /// `label:` followed by each line of `text`, one level deeper.
     fn block(&mut self, depth: usize, label: &str, text: &str) {
         self.group(depth, label);
         for line in text.lines() {
-            self.indent(depth + 1);
-            self.out.push_str(line);
-            self.out.push('\n');
+            self.line(depth + 1, line);
         }
     }
 
     /// `- text`; continuation lines of a multi-line text go one level deeper.
     fn item(&mut self, depth: usize, text: &str) {
         let mut lines = text.lines();
-        self.indent(depth);
-        self.out.push_str("- ");
-        self.out.push_str(lines.next().unwrap_or_default());
-        self.out.push('\n');
+        self.line(depth, &format!("- {}", lines.next().unwrap_or_default()));
         for line in lines {
-            self.indent(depth + 1);
-            self.out.push_str(line);
-            self.out.push('\n');
+            self.line(depth + 1, line);
         }
     }
 
@@ -430,11 +375,11 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The durable state in brief (docs/worker-protocol.md). The last run's summary is left out: it is shown
-/// once, in the handoff context.
+/// The durable state in brief. The last run's summary is left out: the handoff context shows
+/// it.
 fn state_summary(state: &State) -> String {
     let mut text = String::new();
-    let mut fields = Fields::new(&mut text);
+    let mut fields = Fields { out: &mut text };
     fields.nested("plan", state.plan.as_ref(), write_plan);
     let completed = state.completed_phase_ids.join(", ");
     fields.value(
@@ -513,10 +458,10 @@ fn write_last_run(fields: &mut Fields<'_>, run: &LastRun) {
 
 /// The latest terminal summary (whatever `last_run` is) and an index of every other committed
 /// outcome, each labelled with its status so a failure is never taken for a finished
-/// prerequisite (docs/worker-protocol.md).
+/// prerequisite.
 fn handoff(state: &State) -> String {
     let mut text = String::new();
-    let mut fields = Fields::new(&mut text);
+    let mut fields = Fields { out: &mut text };
     fields.nested(
         "latest_relevant_summary",
         state.last_run.as_ref(),

@@ -1,14 +1,8 @@
-//! `check --prompt`: the prompt an attempt would get, rendered by the same code and from the
-//! same prepared state as the real one, without anything being written.
-//!
-//! A few values exist only once the attempt starts: its id (the `run_id`) and what derives
-//! from it — the prompt, transcript and outcome paths and the start time — and the time a plan
-//! acceptance in the same write records. The preview renders the prompt with stand-ins for
-//! them and then writes each stand-in as its placeholder (`<attempt-id>`, `<prompt-path>`,
-//! `<transcript-path>`, `<outcome-path>`, `<started-at>`, `<accepted-at>`). The stand-ins are
-//! drawn from a caller-supplied random UUID (the attempt id's own UUID part, and two
-//! timestamps derived from it), so they cannot occur anywhere else in the prompt — in the plan
-//! text, a summary — and every other byte is exactly what the attempt will receive.
+//! `check --prompt`: the prompt an attempt would get, rendered by the same code from the same
+//! prepared state, without anything being written. The values that exist only once the attempt
+//! starts (its id, the paths and times derived from it, a plan acceptance's time) are rendered
+//! as stand-ins drawn from a random UUID, which cannot occur anywhere else in the prompt, and
+//! then replaced by their placeholders (`<attempt-id>`, …).
 
 use uuid::Uuid;
 
@@ -21,18 +15,13 @@ use crate::domain::state::{
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::FailedCheck;
 
-/// The placeholder for the attempt id (`run_id`, `active_attempt.id`).
 pub(crate) const ATTEMPT_ID: &str = "<attempt-id>";
-/// The placeholder for `prompts/<attempt-id>.txt`.
 pub(crate) const PROMPT_PATH: &str = "<prompt-path>";
-/// The placeholder for `transcripts/<attempt-id>.txt`.
 pub(crate) const TRANSCRIPT_PATH: &str = "<transcript-path>";
-/// The placeholder for `outcomes/<attempt-id>.json`.
 pub(crate) const OUTCOME_PATH: &str = "<outcome-path>";
-/// The placeholder for the attempt's start time (also an abandoned attempt's finish time,
-/// which the same write records).
+/// Also an abandoned attempt's finish time, which the same write records.
 pub(crate) const STARTED_AT: &str = "<started-at>";
-/// The placeholder for the time of a plan acceptance made by the same write.
+/// A plan acceptance made by the same write.
 pub(crate) const ACCEPTED_AT: &str = "<accepted-at>";
 
 /// The attempt to preview and the state it would be prepared from.
@@ -40,7 +29,6 @@ pub(crate) const ACCEPTED_AT: &str = "<accepted-at>";
 pub(crate) struct PreviewRequest<'a> {
     pub layout: &'a StateLayout,
     pub plan_workspace_path: &'a str,
-    /// The plan snapshot the attempt runs against (canonical path, hash).
     pub snapshot: SnapshotRef,
     pub preamble: &'a str,
     pub phase: &'a Phase,
@@ -52,7 +40,6 @@ pub(crate) struct PreviewRequest<'a> {
     /// Whether the prepared write resolves an abandoned attempt first.
     pub resolve_abandoned: bool,
     pub retry: Option<&'a RetryNote>,
-    /// The failed check of the phase's previous attempt, when it failed verification.
     pub verification_failure: Option<&'a FailedCheck>,
 }
 

@@ -1,10 +1,11 @@
-//! Why a state document is refused, or a transition does not apply to it: a key missing or of
-//! the wrong shape, an invariant broken by keys that are each well-formed, a transition
-//! applied to a state it does not fit (a caller bug, reported rather than a panic), or a
-//! document too large to write. Messages name the key and never the file path (the caller
-//! prefixes it).
+//! Why a state document is refused, a transition does not apply to it (a caller bug, reported
+//! rather than a panic), or a durable write did not happen. Document messages name the key,
+//! never the file path.
+
+use std::io;
 
 use super::{AttemptStatus, MAX_STATE_BYTES};
+use crate::domain::outcome::OutcomeError;
 use crate::domain::strict_json::StrictError;
 
 /// A state document that breaks the schema or an invariant, or a transition it refuses.
@@ -13,7 +14,7 @@ pub enum StateError {
     /// Not strict JSON, or a key missing, unexpected or of the wrong type.
     #[error(transparent)]
     Schema(#[from] StrictError),
-    /// Keys that are each well-formed but do not agree (docs/state-and-recovery.md).
+    /// Keys that are each well-formed but do not agree.
     #[error(transparent)]
     Invariant(#[from] Invariant),
     /// A transition that does not apply to the state as it is.
@@ -22,7 +23,6 @@ pub enum StateError {
         transition: Transition,
         refusal: Refusal,
     },
-    /// The document would be larger than what a reader accepts, so it is not written.
     #[error(
         "state.json would be {bytes} bytes, over the {MAX_STATE_BYTES}-byte limit of what is written"
     )]
@@ -126,4 +126,41 @@ pub enum Refusal {
     OtherOutcomePath { path: String, planned: String },
     #[error("the phase is not stopped")]
     PhaseNotStopped,
+}
+
+/// Why a state write did not happen (or did not become durable).
+#[derive(Debug, thiserror::Error)]
+pub enum StateWriteError {
+    /// The transition does not apply to the current state (a caller bug, reported).
+    #[error("{0}")]
+    Transition(StateError),
+    /// The result would break the schema or an invariant.
+    #[error("refusing to write invalid state: {0}")]
+    Invalid(StateError),
+    /// The keyed state directories could not be created.
+    #[error("{0}")]
+    Directories(io::Error),
+    /// `state.json` still holds the previous document.
+    #[error("{path}: {source}")]
+    NotReplaced { path: String, source: io::Error },
+    /// Readers see the new document, but it may not survive a power loss.
+    #[error("{path}: replaced, but not durably: {source}")]
+    NotDurable { path: String, source: io::Error },
+    /// The store is gone (only during teardown).
+    #[error("state store stopped")]
+    Stopped,
+}
+
+/// Why a commit (outcome file, then state replacement) did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The outcome record is invalid; nothing was written.
+    #[error("invalid outcome: {0}")]
+    InvalidOutcome(OutcomeError),
+    /// The outcome record could not be written; nothing changed.
+    #[error("{0}")]
+    OutcomeWrite(io::Error),
+    /// The outcome record is on disk but `state.json` does not reference it.
+    #[error("{0}")]
+    StateWrite(StateWriteError),
 }

@@ -1,16 +1,8 @@
 //! What `state.json` may hold of an agent's text, and how big the whole document may get
-//! (issue 23, docs/state-and-recovery.md, "Bounded texts").
-//!
-//! An agent's result body can be 16 MiB; JSON escapes a control byte as six (`\u0001`), and
-//! `state.json` names the same text twice (`stop.message` or `stop.clarification_request`, and
-//! `last_run.summary`). Copied whole, one hostile body made a 151 MB state that the reader's
-//! own size limit refused, locking the plan. So the state holds a bounded excerpt of each such
-//! text — its start, and a note with its full size and where the whole text is (the attempt's
-//! outcome file, which keeps it exactly) — and a document over [`MAX_STATE_BYTES`] is never
-//! written.
+//! (docs/state-and-recovery.md, "Bounded texts"): copied whole, a 16 MiB result body, escaped
+//! and named twice, made a state too large for the reader, locking the plan.
 
-/// The most bytes of an agent's text a state field holds before the note (at most six times
-/// as much once JSON-escaped; the two fields together stay under 200 KiB).
+/// The most bytes of an agent's text a state field holds before the note.
 pub const STATE_TEXT_LIMIT: usize = 16 * 1024;
 
 /// The largest `state.json` the runner writes: far beyond any real history (about 300 bytes
@@ -18,8 +10,7 @@ pub const STATE_TEXT_LIMIT: usize = 16 * 1024;
 pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `text` when it fits in [`STATE_TEXT_LIMIT`]; else its first bytes, cut at a character
-/// boundary, and a note saying how long it is and where it is whole (`full_text_at`, the
-/// outcome file, when known).
+/// boundary, and a note saying how long it is and where it is whole (`full_text_at`).
 pub fn excerpt(text: &str, full_text_at: Option<&str>) -> String {
     if text.len() <= STATE_TEXT_LIMIT {
         return text.to_owned();

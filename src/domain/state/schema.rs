@@ -1,6 +1,5 @@
-//! The `state.json` document as types: records and the whole `State`. Field order is the
-//! on-disk key order; every key is required unless marked optional (keys added later, absent
-//! from older documents), and a required key that may be `null` says so
+//! The `state.json` document as types. Field order is the on-disk key order; every key is
+//! required unless marked optional, and a required key that may be `null` says so
 //! (`domain::strict_json`).
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +13,6 @@ use crate::domain::strict_json::{self, StrictError, present};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::summary::UsageSummary;
 
-/// Status of the attempt recorded in `active_attempt`.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, strum::Display, strum::IntoStaticStr,
 )]
@@ -44,7 +42,6 @@ pub struct PlanRecord {
     pub accepted_at: Timestamp,
 }
 
-/// `{id, title}` of a phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseRef {
@@ -60,7 +57,7 @@ impl PhaseRef {
     }
 }
 
-/// `{path, sha256}` of the plan snapshot an attempt ran against.
+/// The plan snapshot an attempt ran against.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotRef {
@@ -68,7 +65,12 @@ pub struct SnapshotRef {
     pub sha256: String,
 }
 
-/// One entry of `committed_outcomes`.
+/// One entry of `committed_outcomes`. The optional keys (added later: docs/state-and-recovery.md,
+/// "Schema evolution") are copied from the outcome record at commit, so that `status` tallies
+/// from `state.json` alone; absent from older entries and from records that lack them.
+#[serde_with::apply(
+    Option => #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutcomeRef {
@@ -76,37 +78,10 @@ pub struct OutcomeRef {
     pub phase_id: String,
     pub status: AttemptStatus,
     pub path: String,
-    // Keys added later (docs/state-and-recovery.md, "Schema evolution"): copied from the
-    // outcome record at commit so that `status` can tally durations and sizes from
-    // `state.json` alone, without opening an outcome file per attempt. Absent from entries
-    // committed before they existed, and from records that lack them.
-    /// The outcome's `duration_ms`.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
     pub duration_ms: Option<u64>,
-    /// The outcome's `output_bytes`, both streams together.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// Both streams together.
     pub output_bytes: Option<u64>,
-    /// The outcome's `watchdog_losses`, when the attempt lost its watchdog.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
     pub watchdog_losses: Option<u64>,
-    /// The outcome's `usage`, so `status` sums tokens and cost without opening outcome files.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
     pub usage: Option<UsageSummary>,
 }
 
@@ -122,8 +97,8 @@ pub struct ActiveAttempt {
     pub started_at: Timestamp,
     pub prompt_path: String,
     pub transcript_path: String,
-    /// The planned outcome path; the file may not exist, and is authoritative only once it is
-    /// referenced from `committed_outcomes`.
+    /// The file may not exist; it is authoritative only once `committed_outcomes` references
+    /// it.
     pub outcome_path: String,
     #[serde(deserialize_with = "Option::deserialize")]
     pub process: Option<ProcessIdentity>,
@@ -151,7 +126,7 @@ pub struct LastRun {
     pub status: AttemptStatus,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
-    /// The handler exit code implied by `status` (0, 2, 3 or 4).
+    /// Implied by `status`.
     pub exit_code: i32,
     pub execution_workspace: String,
     pub prompt_path: String,
@@ -163,9 +138,8 @@ pub struct LastRun {
 }
 
 /// One entry of `abandoned_attempts`: an attempt whose handler ended without recording its
-/// outcome, resolved as `interrupted` (result unknown) by `--retry-stopped`. It has no outcome
-/// file, so it is not a committed outcome; it is kept so that the phase's attempts are counted
-/// right (`status`, the banner's attempt number) after the retry replaced `last_run`.
+/// outcome, resolved as `interrupted` by `--retry-stopped`. Kept so that the phase's attempts
+/// are counted right after the retry replaced `last_run`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AbandonedRef {
@@ -191,21 +165,16 @@ pub struct State {
     pub stop: Option<Stop>,
     #[serde(deserialize_with = "Option::deserialize")]
     pub last_run: Option<LastRun>,
-    /// The next attempt of the stopped phase that a retry policy scheduled (optional key,
-    /// added with unattended runs; written only when set, so runs without a policy write the
-    /// same document as before).
+    /// The next attempt of the stopped phase that a retry policy scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_schedule: Option<RetrySchedule>,
-    /// Abandoned attempts resolved by `--retry-stopped`, in order (optional key, written only
-    /// once there is one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub abandoned_attempts: Vec<AbandonedRef>,
 }
 
 impl State {
-    /// Reads and strictly validates a `state.json` document. Agent texts a document written
-    /// before they were bounded holds whole are cut to excerpts ([`State::bound_texts`]): what
-    /// is read is what the next write would write.
+    /// Reads and strictly validates a `state.json` document, its agent texts cut to excerpts
+    /// ([`State::bound_texts`]): what is read is what the next write would write.
     pub fn from_json(bytes: &[u8], layout: &StateLayout) -> Result<State, StateError> {
         let mut state: State = strict_json::from_slice(bytes).map_err(StrictError::from)?;
         state.validate(layout)?;
@@ -220,8 +189,7 @@ impl State {
         text
     }
 
-    /// [`State::to_json`], refused when the document would be over [`MAX_STATE_BYTES`]: the
-    /// runner never writes a state it could not read back.
+    /// [`State::to_json`], refused over [`MAX_STATE_BYTES`].
     pub fn to_checked_json(&self) -> Result<String, StateError> {
         let text = self.to_json();
         if text.len() as u64 > MAX_STATE_BYTES {
@@ -230,8 +198,7 @@ impl State {
         Ok(text)
     }
 
-    /// How many attempts of `phase_id` are recorded as finished: its committed outcomes and
-    /// its resolved abandoned attempts (the active attempt is not counted).
+    /// The committed outcomes and resolved abandoned attempts of `phase_id`.
     pub fn finished_attempts_of(&self, phase_id: &str) -> usize {
         let committed = self
             .committed_outcomes

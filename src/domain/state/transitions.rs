@@ -44,10 +44,8 @@ impl ActiveAttempt {
 
 impl State {
     /// The prepared write, as one transition (docs/state-and-recovery.md): resolve the
-    /// abandoned attempt (as `interrupted`, finished at `resolve_abandoned_at`), record the
-    /// plan acceptance, then prepare `attempt`. The state store writes its result in one
-    /// atomic replacement; `check --prompt` applies it to a copy to show the prompt the
-    /// attempt would get.
+    /// abandoned attempt (finished at `resolve_abandoned_at`), record the plan acceptance,
+    /// then prepare `attempt`. `check --prompt` applies it to a copy.
     pub fn apply_preparation(
         &mut self,
         attempt: ActiveAttempt,
@@ -63,27 +61,17 @@ impl State {
         self.prepare(attempt)
     }
 
-    /// Records a prepared attempt: sets `active_attempt` (status prepared, no process),
-    /// `current_phase` to its phase and clears `stop`. Refuses to replace an attempt that is
-    /// still active: that one must be committed or resolved first.
+    /// Records a prepared attempt as active and its phase as current, clearing `stop`.
     pub fn prepare(&mut self, attempt: ActiveAttempt) -> Result<(), StateError> {
+        let preparing = || Transition::Prepare {
+            attempt_id: attempt.id.clone(),
+        };
         if let Some(active) = &self.active_attempt {
-            return Err(StateError::Refused {
-                transition: Transition::Prepare {
-                    attempt_id: attempt.id,
-                },
-                refusal: Refusal::StillActive {
-                    active: active.id.clone(),
-                },
-            });
+            let active = active.id.clone();
+            return Err(preparing().refused(Refusal::StillActive { active }));
         }
         if attempt.status != ActiveStatus::Prepared || attempt.process.is_some() {
-            return Err(StateError::Refused {
-                transition: Transition::Prepare {
-                    attempt_id: attempt.id,
-                },
-                refusal: Refusal::PreparedWithProcess,
-            });
+            return Err(preparing().refused(Refusal::PreparedWithProcess));
         }
         self.current_phase = Some(attempt.phase.clone());
         self.stop = None;
@@ -106,10 +94,7 @@ impl State {
         };
         let attempt = self.active_attempt_mut(attempt_id, running)?;
         if attempt.status != ActiveStatus::Prepared {
-            return Err(StateError::Refused {
-                transition: running(),
-                refusal: Refusal::AlreadyRunning,
-            });
+            return Err(running().refused(Refusal::AlreadyRunning));
         }
         attempt.status = ActiveStatus::Running;
         attempt.process = identity;
@@ -117,8 +102,8 @@ impl State {
     }
 
     /// Commits the terminal outcome of the active attempt whose record was written to
-    /// `outcome_path` (docs/session-lifecycle.md): the attempt stops being active, its outcome is
-    /// referenced and becomes `last_run`, and its phase is either completed or stopped.
+    /// `outcome_path`: the outcome is referenced and becomes `last_run`, and its phase is
+    /// completed or stopped.
     pub fn commit(
         &mut self,
         outcome: &OutcomeRecord,
@@ -129,22 +114,16 @@ impl State {
         };
         let attempt = self.active_attempt_mut(&outcome.attempt_id, committing)?;
         if outcome.phase.id != attempt.phase.id {
-            return Err(StateError::Refused {
-                transition: committing(),
-                refusal: Refusal::OtherPhase {
-                    outcome_phase: outcome.phase.id.clone(),
-                    attempt_phase: attempt.phase.id.clone(),
-                },
-            });
+            return Err(committing().refused(Refusal::OtherPhase {
+                outcome_phase: outcome.phase.id.clone(),
+                attempt_phase: attempt.phase.id.clone(),
+            }));
         }
         if outcome_path != attempt.outcome_path {
-            return Err(StateError::Refused {
-                transition: committing(),
-                refusal: Refusal::OtherOutcomePath {
-                    path: outcome_path.to_owned(),
-                    planned: attempt.outcome_path.clone(),
-                },
-            });
+            return Err(committing().refused(Refusal::OtherOutcomePath {
+                path: outcome_path.to_owned(),
+                planned: attempt.outcome_path.clone(),
+            }));
         }
         let phase = attempt.phase.clone();
         self.active_attempt = None;
@@ -197,9 +176,8 @@ impl State {
         Ok(())
     }
 
-    /// Cuts the agent texts a state written before issue 23 may hold whole (megabytes, twice)
-    /// down to the excerpts a commit writes now, so that the next write of a state read from
-    /// disk is bounded whatever transition it makes. Changes nothing in a current state.
+    /// Cuts agent texts an older state may hold whole down to the excerpts a commit writes,
+    /// so that the next write is bounded whatever transition it makes.
     pub fn bound_texts(&mut self) {
         let full_text_at = self
             .last_run
@@ -226,27 +204,19 @@ impl State {
                 self.retry_schedule = Some(schedule);
                 Ok(())
             }
-            _ => Err(StateError::Refused {
-                transition: Transition::ScheduleRetry {
-                    phase_id: schedule.phase_id,
-                },
-                refusal: Refusal::PhaseNotStopped,
-            }),
+            _ => Err(Transition::ScheduleRetry {
+                phase_id: schedule.phase_id,
+            }
+            .refused(Refusal::PhaseNotStopped)),
         }
     }
 
-    /// Resolves an abandoned active attempt as `interrupted` with unknown result: it becomes
-    /// `last_run` (no outcome path, exit code 4) and is not added to `committed_outcomes`; it
-    /// is listed in `abandoned_attempts`, so the phase's attempts still count it.
-    ///
-    /// `current_phase` is kept, so the state is only valid again once the caller prepares the
-    /// retry of that phase; both changes go into the same atomic write.
+    /// Resolves an abandoned active attempt as `interrupted`: it becomes `last_run` (no
+    /// outcome path) and is listed in `abandoned_attempts`. `current_phase` is kept, so the
+    /// state is only valid again once the caller prepares the retry in the same write.
     pub fn resolve_abandoned(&mut self, finished_at: Timestamp) -> Result<(), StateError> {
         let Some(attempt) = self.active_attempt.take() else {
-            return Err(StateError::Refused {
-                transition: Transition::ResolveAbandoned,
-                refusal: Refusal::NoActiveAttempt,
-            });
+            return Err(Transition::ResolveAbandoned.refused(Refusal::NoActiveAttempt));
         };
         let status = AttemptStatus::Interrupted;
         self.abandoned_attempts.push(AbandonedRef {
@@ -272,27 +242,28 @@ impl State {
     }
 
     /// The active attempt, which must be `attempt_id`; `transition` names what is refused
-    /// otherwise (a transition applied to the wrong attempt is a caller bug, reported, not a
-    /// panic).
+    /// otherwise.
     fn active_attempt_mut(
         &mut self,
         attempt_id: &str,
         transition: impl FnOnce() -> Transition,
     ) -> Result<&mut ActiveAttempt, StateError> {
         let Some(attempt) = self.active_attempt.as_mut() else {
-            return Err(StateError::Refused {
-                transition: transition(),
-                refusal: Refusal::NoActiveAttempt,
-            });
+            return Err(transition().refused(Refusal::NoActiveAttempt));
         };
         if attempt.id != attempt_id {
-            return Err(StateError::Refused {
-                transition: transition(),
-                refusal: Refusal::OtherAttemptActive {
-                    active: attempt.id.clone(),
-                },
-            });
+            let active = attempt.id.clone();
+            return Err(transition().refused(Refusal::OtherAttemptActive { active }));
         }
         Ok(attempt)
+    }
+}
+
+impl Transition {
+    fn refused(self, refusal: Refusal) -> StateError {
+        StateError::Refused {
+            transition: self,
+            refusal,
+        }
     }
 }

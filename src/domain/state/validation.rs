@@ -10,10 +10,9 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::strict_json;
 
 impl State {
-    /// Checks the semantic invariants (docs/state-and-recovery.md); run before every write.
-    /// Artifact paths must be exactly the ones `layout` derives from the attempt id: the
-    /// runner only ever writes those, so anything else is a hand edit. (Timestamps are typed,
-    /// so a malformed one is already reported while reading, before any of these checks.)
+    /// Checks the semantic invariants; run on read and before every write. Artifact paths
+    /// must be exactly the ones `layout` derives from the attempt id: anything else is a hand
+    /// edit.
     pub fn validate(&self, layout: &StateLayout) -> Result<(), StateError> {
         self.validate_completed_phase_ids()?;
         if let Some(phase) = &self.current_phase {
@@ -96,21 +95,15 @@ impl State {
             "active_attempt.execution_workspace",
             &attempt.execution_workspace,
         )?;
-        require_artifact_path(
-            "active_attempt.prompt_path",
-            &attempt.prompt_path,
-            &layout.prompt_path(&attempt.id),
-        )?;
-        require_artifact_path(
-            "active_attempt.transcript_path",
-            &attempt.transcript_path,
-            &layout.transcript_path(&attempt.id),
-        )?;
-        require_artifact_path(
-            "active_attempt.outcome_path",
-            &attempt.outcome_path,
-            &layout.outcome_path(&attempt.id),
-        )?;
+        let paths = [
+            (&attempt.prompt_path, layout.prompt_path(&attempt.id)),
+            (
+                &attempt.transcript_path,
+                layout.transcript_path(&attempt.id),
+            ),
+            (&attempt.outcome_path, layout.outcome_path(&attempt.id)),
+        ];
+        require_artifact_paths("active_attempt", paths)?;
         match (&attempt.process, attempt.status) {
             (Some(_), ActiveStatus::Prepared) => Err(Invariant::PreparedWithProcess.into()),
             (Some(process), ActiveStatus::Running) => validate_process(process),
@@ -213,26 +206,16 @@ impl State {
             "last_run.execution_workspace",
             &last_run.execution_workspace,
         )?;
-        require_artifact_path(
-            "last_run.prompt_path",
-            &last_run.prompt_path,
-            &layout.prompt_path(&last_run.run_id),
-        )?;
-        require_artifact_path(
-            "last_run.transcript_path",
-            &last_run.transcript_path,
-            &layout.transcript_path(&last_run.run_id),
-        )?;
-        match &last_run.outcome_path {
-            Some(path) => require_artifact_path(
-                "last_run.outcome_path",
-                path,
-                &layout.outcome_path(&last_run.run_id),
-            )?,
-            None if last_run.status == AttemptStatus::Interrupted => {}
-            None => {
-                return Err(Invariant::OutcomePathOmitted.into());
-            }
+        let id = &last_run.run_id;
+        let paths = [
+            (&last_run.prompt_path, layout.prompt_path(id)),
+            (&last_run.transcript_path, layout.transcript_path(id)),
+        ];
+        let outcome = last_run.outcome_path.as_ref();
+        let outcome = outcome.map(|path| (path, layout.outcome_path(id)));
+        require_artifact_paths("last_run", paths.into_iter().chain(outcome))?;
+        if last_run.outcome_path.is_none() && last_run.status != AttemptStatus::Interrupted {
+            return Err(Invariant::OutcomePathOmitted.into());
         }
         if last_run.exit_code != last_run.status.exit_code().code() {
             return Err(Invariant::ExitCodeNotStatus {
@@ -259,15 +242,18 @@ impl State {
     }
 }
 
-/// Artifact paths are derived from the attempt id, never chosen freely, so they must be
-/// exactly the derived path.
-fn require_artifact_path(key: &str, actual: &str, expected: &str) -> Result<(), StateError> {
-    if actual != expected {
-        return Err(Invariant::ArtifactPath {
-            key: key.to_owned(),
-            expected: expected.to_owned(),
+/// Each `(path, expected)` of `<record>.prompt_path`, `.transcript_path` and `.outcome_path`,
+/// in that order: artifact paths are derived from the attempt id, never chosen freely.
+fn require_artifact_paths<'a>(
+    record: &str,
+    paths: impl IntoIterator<Item = (&'a String, String)>,
+) -> Result<(), StateError> {
+    let keys = ["prompt_path", "transcript_path", "outcome_path"];
+    for ((actual, expected), key) in paths.into_iter().zip(keys) {
+        if *actual != expected {
+            let key = format!("{record}.{key}");
+            return Err(Invariant::ArtifactPath { key, expected }.into());
         }
-        .into());
     }
     Ok(())
 }

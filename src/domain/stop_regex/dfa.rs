@@ -1,25 +1,13 @@
-//! The DFA path: the stop patterns a dense DFA can take, compiled into one unanchored
-//! multi-pattern DFA whose single state is carried from chunk to chunk. It is the fast path
-//! (one table lookup per byte, literal jumps in between) and takes every pattern except those
-//! with a Unicode word boundary (`\b`, `\B`, `\<`… without `(?-u)`) and those that would make
-//! the table exceed its size limit; the NFA path (`nfa.rs`) streams those.
+//! The DFA path: one unanchored multi-pattern dense DFA with `MatchKind::All` (every position
+//! where any match ends is a match state), its state carried across chunks and never restarted,
+//! so look-behind is right at every seam. It reports a match one byte late; the end-of-chunk
+//! peek is its end-of-input transition, taken without keeping it.
 //!
-//! How the streaming answer stays exact:
-//! - The DFA is unanchored with `MatchKind::All`, so every position where any pattern's match
-//!   ends shows up as a match state, and later matches are still found after earlier ones.
-//! - Its state is carried from chunk to chunk and never restarted, so look-behind context
-//!   (`^`, `(?m)^`, `(?-u:\b)`) is right at every seam.
-//! - The DFA reports a match one byte late; the scanner's end-of-chunk peek is the
-//!   end-of-input transition, taken without keeping it.
-//! - Speed (docs/benchmarks.md): when every pattern's matches begin with one of a few literals, SIMD
-//!   literal searches jump over output in which no match can begin, the way `regex-automata`'s
-//!   own forward search uses its prefilters. They are consulted only while the DFA sits in a
-//!   start state (no match in progress). The walk resumes at the next literal in the start
-//!   state for the byte before it, which is the state a byte-by-byte walk would be in as far
-//!   as any match is concerned. A literal may run on into the next chunk, so the last few
-//!   bytes of every chunk are always walked.
-
-use std::fmt;
+//! While the DFA sits in a start state (no match in progress) and every match begins with a
+//! literal, SIMD searches jump to the next literal, where the walk resumes in the start state
+//! for the byte before it: the state a byte-by-byte walk would be in as far as any match is
+//! concerned. The last few bytes of every chunk are always walked, since a literal may run on
+//! into the next chunk (docs/benchmarks.md has the speeds).
 
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
@@ -29,38 +17,19 @@ use regex_automata::{Anchored, MatchKind};
 use super::LowestMatch;
 use super::literals::{ChunkCandidates, LiteralStarts};
 
-/// One unanchored multi-pattern dense DFA, the state it starts in, and how to skip output in
-/// which no match can begin.
 pub(super) struct StreamingDfa {
     table: dense::DFA<Vec<u32>>,
     pub(super) start: StateID,
-    /// Present when every match begins with one of a finite set of literals. The DFA's start
-    /// states are then "specialized" (tagged as special), which is how the scan notices that
-    /// no match is in progress and it may jump ahead.
+    /// Present when every match begins with one of a finite set of literals. The start states
+    /// are then tagged as special, which is how the scan notices it may jump ahead.
     skip: Option<SkipAhead>,
     /// DFA pattern id → index into the caller's pattern list.
     pub(super) pattern_indices: Vec<usize>,
 }
 
-impl fmt::Debug for StreamingDfa {
-    // The derived form would print the whole transition table.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamingDfa")
-            .field("pattern_indices", &self.pattern_indices)
-            .field("memory_usage", &self.table.memory_usage())
-            .field(
-                "literal_searches",
-                &self.skip.as_ref().map(|skip| skip.literals.searches.len()),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
 impl StreamingDfa {
-    /// Builds the DFA for `patterns[i]` for every `i` in `pattern_indices`; both the table and
-    /// determinization may use `size_limit` bytes of heap. `None` if it cannot: the size limit
-    /// was hit, or a pattern has a Unicode word boundary (the caller routes those elsewhere
-    /// without trying).
+    /// Builds the DFA for `patterns[i]` for every `i` in `pattern_indices`. `None` when the
+    /// size limit was hit or a pattern has a Unicode word boundary.
     pub(super) fn build(
         patterns: &[String],
         pattern_indices: Vec<usize>,
@@ -102,13 +71,11 @@ impl StreamingDfa {
     }
 
     /// Runs `bytes` through the DFA from `state`, recording every pattern that matches on the
-    /// way. Returns the state after the last byte, or `None` once the DFA is dead (no pattern
-    /// can match any more, e.g. every pattern starts with `\A` and the text went elsewhere).
+    /// way. Returns the state after the last byte, or `None` once the DFA is dead.
     ///
-    /// This is the hot loop: one table lookup per byte and a single range check for the rare
-    /// "special" states. In a start state the literal searches jump to the next place where a
-    /// match can begin; other states that loop on most bytes (and start states, without
-    /// literal searches) let it jump straight to the next byte that leaves them.
+    /// The hot loop: one table lookup per byte and one range check for the rare special
+    /// states; start states jump to the next literal, accelerated states to the next byte
+    /// that leaves them.
     pub(super) fn advance(
         &self,
         mut state: StateID,
@@ -116,15 +83,13 @@ impl StreamingDfa {
         lowest: &mut LowestMatch,
     ) -> Option<StateID> {
         let table = &self.table;
-        let mut skip = self.skip.as_ref().map(|skip| ChunkSkip {
-            restart_after: &skip.restart_after,
-            candidates: skip.literals.in_chunk(bytes),
-        });
+        let skip = self.skip.as_ref();
+        let mut skip = skip.map(|skip| (skip, skip.literals.in_chunk(bytes)));
         let mut at = 0;
-        if let Some(skip) = &mut skip
+        if let Some((skip, candidates)) = &mut skip
             && table.is_start_state(state)
         {
-            (at, state) = self.leave_start(state, skip, at)?;
+            (at, state) = self.leave_start(state, skip, candidates, at)?;
         }
         while let Some(&byte) = bytes.get(at) {
             state = table.next_state(state, byte);
@@ -138,10 +103,10 @@ impl StreamingDfa {
                     }
                 } else if table.is_dead_state(state) {
                     return None;
-                } else if let Some(skip) = &mut skip
+                } else if let Some((skip, candidates)) = &mut skip
                     && table.is_start_state(state)
                 {
-                    (at, state) = self.leave_start(state, skip, at)?;
+                    (at, state) = self.leave_start(state, skip, candidates, at)?;
                     continue;
                 }
                 if table.is_accel_state(state) {
@@ -152,30 +117,27 @@ impl StreamingDfa {
         Some(state)
     }
 
-    /// Records the matches decided if the text ended after `state` (the end-of-input
-    /// transition), without moving there.
+    /// Records the matches decided if the text ended after `state`, without moving there.
     pub(super) fn record_matches_at_end(&self, state: StateID, lowest: &mut LowestMatch) {
         self.record_matches(self.table.next_eoi_state(state), lowest);
     }
 
-    /// From start state `state` at `at`, the position from which the byte-by-byte walk must
-    /// resume and the state there; `None` if that state is dead.
-    ///
-    /// A start state means no match is in progress: every match still to be found begins at
-    /// `at` or later, hence with one of the searched literals. So no verdict depends on the
-    /// bytes before the next place `p` where a match can begin, and at `p` the DFA may as well
-    /// start afresh with the byte before `p` as look-behind (for `^`, `(?m)^`, `(?-u:\b)`).
+    /// From start state `state` at `at`, where the byte-by-byte walk resumes and the state
+    /// there; `None` if that state is dead. No match is in progress, so no verdict depends on
+    /// the bytes before the next literal, where the DFA restarts with the byte before it as
+    /// look-behind.
     fn leave_start(
         &self,
         state: StateID,
-        chunk: &mut ChunkSkip<'_>,
+        skip: &SkipAhead,
+        candidates: &mut ChunkCandidates<'_>,
         at: usize,
     ) -> Option<(usize, StateID)> {
         let table = &self.table;
-        let resume = chunk.candidates.next_match_start(at);
+        let resume = candidates.next_match_start(at);
         if resume <= at {
             let at = if table.is_accel_state(state) {
-                next_exit(table.accelerator(state), chunk.candidates.bytes, at)
+                next_exit(table.accelerator(state), candidates.bytes, at)
             } else {
                 at
             };
@@ -183,10 +145,10 @@ impl StreamingDfa {
         }
         // A jump lands after `at`, so the look-behind byte is in this chunk: the previous
         // chunk's last byte is already accounted for in the carried state.
-        let Some(&look_behind) = chunk.candidates.bytes.get(resume - 1) else {
+        let Some(&look_behind) = candidates.bytes.get(resume - 1) else {
             return Some((at, state));
         };
-        let restart = chunk.restart_after[usize::from(look_behind)];
+        let restart = skip.restart_after[usize::from(look_behind)];
         if table.is_dead_state(restart) {
             return None;
         }
@@ -206,11 +168,10 @@ impl StreamingDfa {
     }
 }
 
-/// What the scan needs to jump over output in which no match can begin.
 struct SkipAhead {
     literals: LiteralStarts,
-    /// The unanchored start state for each look-behind byte, where the walk resumes after a
-    /// jump. A table rather than `start_state` calls: a jump can come every few bytes.
+    /// The unanchored start state for each look-behind byte. A table rather than
+    /// `start_state` calls: a jump can come every few bytes.
     restart_after: Box<[StateID; 256]>,
 }
 
@@ -232,12 +193,6 @@ impl SkipAhead {
             restart_after,
         })
     }
-}
-
-/// Skipping through one chunk.
-struct ChunkSkip<'a> {
-    restart_after: &'a [StateID; 256],
-    candidates: ChunkCandidates<'a>,
 }
 
 /// The position of the next byte (from `from` on) that leaves an accelerated state; every byte

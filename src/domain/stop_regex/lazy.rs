@@ -1,27 +1,12 @@
-//! The NFA path's automaton: sets of Thompson-NFA threads, determinized lazily and cached in a
-//! bounded amount of memory, with the look-around at each position as an explicit input.
-//!
-//! Why not one of `regex-automata`'s DFAs: they encode look-behind in their states and resolve
-//! look-ahead by reporting matches one byte late, which works for one-byte context but not for
-//! a Unicode `\b`, whose context is a whole codepoint of up to four bytes on either side. Here a
-//! state is only the set of NFA states reached by the byte before a position (the "threads"),
-//! and which assertions hold at the position (`\b`, `^`, `$`, …) is computed from the bytes
-//! around it by `regex-automata`'s own `LookMatcher`, exactly as `regex` evaluates them. A
-//! state's successor therefore depends on the byte and on that set of assertions, restricted
-//! to the assertions the state can actually reach; most states reach none, and their
-//! transitions depend on the byte alone, like a DFA's.
-//!
-//! A position is processed in one step: follow every epsilon transition from the state's
-//! threads and from the pattern starts (the search is unanchored, so a match may begin
-//! anywhere), passing a look-around only where it holds; every pattern whose match state is
-//! reached has a match ending at the position; then take the byte. Each distinct (state,
-//! assertions) pair is a row of cached transitions, filled in one byte class at a time as the
-//! output needs it.
-//!
-//! Memory is bounded: when the cache outgrows its budget it is cleared and refilled from the
-//! current state (as `regex-automata`'s lazy DFA does), so a pattern with exponentially many
-//! thread sets, such as `(a|b)*a(a|b){20}` with a `\b`, costs time (one epsilon closure per
-//! byte at worst, linear in the output) rather than memory.
+//! The NFA path's automaton: sets of Thompson-NFA threads, determinized lazily into a bounded
+//! cache, with the look-around at each position as an explicit input. `regex-automata`'s DFAs
+//! resolve look-around with one byte of context, too little for a Unicode `\b`; here a state is
+//! only the set of NFA states the byte before a position reached, and the assertions holding at
+//! the position are computed from the bytes around it by `regex-automata`'s own `LookMatcher`.
+//! Each distinct (state, holding assertions) pair is a row of cached transitions, one per byte
+//! class, filled in as the output needs them. When the cache outgrows its budget it is cleared
+//! and refilled from the current state (as the lazy DFA does), so an exponential pattern costs
+//! time (at worst one epsilon closure per byte) rather than memory.
 
 use std::collections::HashMap;
 use std::mem;
@@ -60,13 +45,7 @@ pub(super) struct Row {
     /// Where its transitions start in `LazyStates::transitions`.
     base: usize,
     /// The lowest caller index among the patterns whose match ends at the position.
-    lowest_match: Option<usize>,
-}
-
-impl Row {
-    pub(super) fn lowest_match(self) -> Option<usize> {
-        self.lowest_match
-    }
+    pub(super) lowest_match: Option<usize>,
 }
 
 /// A transition not computed yet.
@@ -78,9 +57,8 @@ const NOT_PLAIN: u32 = u32::MAX;
 /// The cached states of one scanner.
 pub(super) struct LazyStates {
     states: Vec<LazyState>,
-    /// Per state, the base of its only row if it is "plain": it reaches no assertion, so its
-    /// transitions depend on the byte alone, and it ends no match. The hot path walks plain
-    /// states like a DFA: two lookups per byte.
+    /// Per state, the base of its only row if it is "plain": it reaches no assertion and ends
+    /// no match, so the hot path walks it like a DFA, two lookups per byte.
     plain_rows: Vec<u32>,
     by_threads: HashMap<Box<[StateID]>, LazyId>,
     /// The rows' transitions, one entry per byte class, `UNKNOWN` until computed.
@@ -89,9 +67,10 @@ pub(super) struct LazyStates {
     stride: usize,
     /// Heap the states, rows and index use, as counted against the budget.
     memory: usize,
-    /// A state the caller holds on to across a clear (the real position during a peek).
-    pinned: Option<LazyId>,
-    /// How often the cache was cleared; for tests.
+    /// A state the caller holds on to across clears (the real position during a peek), renumbered
+    /// when the cache is cleared.
+    pub(super) pinned: Option<LazyId>,
+    /// For tests.
     clears: usize,
     scratch: Scratch,
 }
@@ -179,26 +158,6 @@ impl LazyStates {
         }
     }
 
-    /// Keeps `state` valid across clears until `unpin`.
-    pub(super) fn pin(&mut self, state: LazyId) {
-        self.pinned = Some(state);
-    }
-
-    /// The pinned state, renumbered if the cache was cleared meanwhile.
-    pub(super) fn unpin(&mut self) -> Option<LazyId> {
-        self.pinned.take()
-    }
-
-    #[cfg(test)]
-    pub(super) fn clears(&self) -> usize {
-        self.clears
-    }
-
-    #[cfg(test)]
-    pub(super) fn memory(&self) -> usize {
-        self.memory
-    }
-
     #[cold]
     #[inline(never)]
     fn add_row(&mut self, program: &NfaProgram, state: &mut LazyId, looks: LookSet) -> Row {
@@ -209,7 +168,7 @@ impl LazyStates {
             states, scratch, ..
         } = self;
         let entry = &mut states[state.index()];
-        let lowest_match = scratch.close(program, &entry.threads, looks);
+        let (_, lowest_match) = scratch.close(program, &entry.threads, looks);
         let row = Row {
             looks,
             base: self.transitions.len(),
@@ -254,7 +213,8 @@ impl LazyStates {
         }
         // Below `UNKNOWN` (checked by the caller before the next state is added).
         let id = LazyId(self.states.len() as u32);
-        let reachable_looks = self.scratch.reachable_looks(program, threads);
+        // Passing every assertion, the closure meets all it can reach.
+        let (reachable_looks, _) = self.scratch.close(program, threads, LookSet::full());
         self.states.push(LazyState {
             threads: threads.into(),
             reachable_looks,
@@ -346,20 +306,6 @@ impl Scratch {
         }
     }
 
-    /// Starts a walk: nothing is visited yet.
-    fn begin(&mut self, program: &NfaProgram, threads: &[StateID]) {
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            self.marks.fill(0);
-            self.generation = 1;
-        }
-        self.stack.clear();
-        // The pattern starts join at every position: the search is unanchored. A pattern that
-        // begins with `\A` dies at once anywhere but at the start of the text.
-        self.stack.push(program.nfa.start_anchored());
-        self.stack.extend_from_slice(threads);
-    }
-
     /// The next state of the walk not visited yet.
     fn pop_unvisited(&mut self) -> Option<StateID> {
         while let Some(id) = self.stack.pop() {
@@ -373,16 +319,27 @@ impl Scratch {
     }
 
     /// Follows the epsilon transitions from `threads` and the pattern starts, passing a
-    /// look-around only if it is in `holds`. Leaves the byte-consuming states in `closure`
-    /// and returns the lowest caller index among the patterns whose match state it reached.
+    /// look-around only if it is in `holds`. Leaves the byte-consuming states in `closure` and
+    /// returns the assertions met and the lowest caller index among the patterns whose match
+    /// state it reached.
     fn close(
         &mut self,
         program: &NfaProgram,
         threads: &[StateID],
         holds: LookSet,
-    ) -> Option<usize> {
-        self.begin(program, threads);
+    ) -> (LookSet, Option<usize>) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.marks.fill(0);
+            self.generation = 1;
+        }
+        self.stack.clear();
+        // The pattern starts join at every position: the search is unanchored. A pattern that
+        // begins with `\A` dies at once anywhere but at the start of the text.
+        self.stack.push(program.nfa.start_anchored());
+        self.stack.extend_from_slice(threads);
         self.closure.clear();
+        let mut looks = LookSet::empty();
         let mut lowest: Option<usize> = None;
         while let Some(id) = self.pop_unvisited() {
             match program.nfa.state(id) {
@@ -390,6 +347,7 @@ impl Scratch {
                     self.closure.push(id);
                 }
                 State::Look { look, next } => {
+                    looks.set_insert(*look);
                     if holds.contains(*look) {
                         self.stack.push(*next);
                     }
@@ -405,31 +363,7 @@ impl Scratch {
                 }
             }
         }
-        lowest
-    }
-
-    /// Every assertion reachable from `threads` and the pattern starts by epsilon
-    /// transitions, passing all of them.
-    fn reachable_looks(&mut self, program: &NfaProgram, threads: &[StateID]) -> LookSet {
-        self.begin(program, threads);
-        let mut looks = LookSet::empty();
-        while let Some(id) = self.pop_unvisited() {
-            match program.nfa.state(id) {
-                State::Look { look, next } => {
-                    looks.set_insert(*look);
-                    self.stack.push(*next);
-                }
-                State::Union { alternates } => self.stack.extend_from_slice(alternates),
-                State::BinaryUnion { alt1, alt2 } => self.stack.extend([*alt1, *alt2]),
-                State::Capture { next, .. } => self.stack.push(*next),
-                State::ByteRange { .. }
-                | State::Sparse(_)
-                | State::Dense(_)
-                | State::Fail
-                | State::Match { .. } => {}
-            }
-        }
-        looks
+        (looks, lowest)
     }
 
     /// The threads after `byte` from the last closure: sorted, without duplicates.
@@ -448,6 +382,17 @@ impl Scratch {
         next.sort_unstable();
         next.dedup();
         next
+    }
+}
+
+#[cfg(test)]
+impl LazyStates {
+    pub(super) fn clears(&self) -> usize {
+        self.clears
+    }
+
+    pub(super) fn memory(&self) -> usize {
+        self.memory
     }
 }
 

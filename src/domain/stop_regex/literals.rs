@@ -1,9 +1,6 @@
 //! Where matches can begin: SIMD literal searches that let either scanning path jump over
-//! output in which no match can begin, while it has no match in progress.
-//!
-//! Both paths use them the same way: a search runs only over the chunk at hand and never
-//! jumps past the last few bytes of it, where a literal may begin that runs on into the next
-//! chunk (which these searches cannot see yet).
+//! output while it has no match in progress. A search runs only over the chunk at hand and
+//! never jumps past its last few bytes, where a literal may begin that runs on into the next.
 
 use regex_automata::util::{prefilter::Prefilter, syntax};
 use regex_automata::{MatchKind, Span};
@@ -16,8 +13,7 @@ const MAX_SEPARATE_LITERAL_SEARCHES: usize = 4;
 
 /// Searches for literals such that every match of every pattern begins with one of them.
 pub(super) struct LiteralStarts {
-    /// One search per pattern when there are few patterns and each has a fast search, else one
-    /// search for all of them.
+    /// One per pattern when there are few and each has a fast search, else one for all.
     pub(super) searches: Vec<Prefilter>,
     /// The longest literal any search looks for.
     pub(super) longest: usize,
@@ -25,16 +21,13 @@ pub(super) struct LiteralStarts {
 
 impl LiteralStarts {
     /// `None` when some pattern can begin with too many different texts (`\w+ failed`) or
-    /// match the empty string, so no literal search can tell where matches begin.
+    /// match the empty string.
     ///
-    /// The literals come from the same syntax the automata are built with, so they are exact
-    /// about Unicode classes, case-insensitivity and bytes that are not UTF-8; look-around
-    /// assertions (`^`, `\b`) count as empty, so `\bstop` begins with `stop`. They are
-    /// optimized as for leftmost-first search although the scan wants every match: it only
-    /// asks where a match can begin, and that optimization only shortens literals or drops one
-    /// that begins with another kept literal, so every position where a match begins is still
-    /// found. Unoptimized, `(?i)` or a class such as `[0-9]{3}` multiplies the literals beyond
-    /// what the SIMD searches take.
+    /// Look-around assertions count as empty, so `\bstop` begins with `stop`. The literals are
+    /// optimized as for leftmost-first search although the scan wants every match: that only
+    /// shortens literals or drops one that begins with another kept literal, so every position
+    /// where a match begins is still found, and unoptimized, `(?i)` or `[0-9]{3}` would multiply
+    /// the literals beyond what the SIMD searches take.
     pub(super) fn new(patterns: &[&str], syntax: &syntax::Config) -> Option<Self> {
         let hirs = syntax::parse_many_with(patterns, syntax).ok()?;
         let separate = if hirs.len() <= MAX_SEPARATE_LITERAL_SEARCHES {
@@ -58,7 +51,6 @@ impl LiteralStarts {
         Some(Self { searches, longest })
     }
 
-    /// The candidates in one chunk.
     pub(super) fn in_chunk<'a>(&'a self, bytes: &'a [u8]) -> ChunkCandidates<'a> {
         ChunkCandidates {
             literals: self,
@@ -69,19 +61,17 @@ impl LiteralStarts {
     }
 }
 
-/// Candidates in one chunk. Each literal search remembers what it found, so that with several
-/// searches, each still reads every byte of the chunk at most once.
+/// Candidates in one chunk. Each search remembers what it found, so that each still reads every
+/// byte of the chunk at most once.
 pub(super) struct ChunkCandidates<'a> {
     literals: &'a LiteralStarts,
     pub(super) bytes: &'a [u8],
     /// Per literal search.
     next: Vec<NextLiteral>,
-    /// A literal that starts here or later may run on into the next chunk, where these
-    /// searches cannot see it (at most the longest literal's length minus one from the end).
+    /// A literal that starts here or later may run on into the next chunk.
     straddle_from: usize,
 }
 
-/// What one search knows about the rest of the chunk after its last search.
 #[derive(Clone, Copy)]
 enum NextLiteral {
     Unsearched,
@@ -90,10 +80,8 @@ enum NextLiteral {
 }
 
 impl ChunkCandidates<'_> {
-    /// The first position from `at` on where a match can begin, as far as this chunk shows:
-    /// the nearest literal found, but never beyond `straddle_from` (from there on the caller
-    /// walks byte by byte, so a literal split across the seam is not skipped). Positions
-    /// passed in never decrease within a chunk.
+    /// The first position from `at` on where a match can begin: the nearest literal, but never
+    /// beyond `straddle_from`. Positions passed in never decrease within a chunk.
     pub(super) fn next_match_start(&mut self, at: usize) -> usize {
         if at >= self.straddle_from {
             return at;

@@ -1,33 +1,9 @@
-//! Stop regexes (docs/decisions.md, "Stop regexes"): "does any match exist in everything received so far", over the
-//! combined stdout+stderr in arrival order, answered in linear time and bounded memory for
-//! every pattern `regex` accepts, without retaining the history.
-//!
-//! Each pattern is streamed by one of two paths, which answer the same question:
-//! - the DFA path (`dfa.rs`): one dense DFA over all the patterns it can take, its single
-//!   state carried across chunks — the fast path, one table lookup per byte;
-//! - the NFA path (`nfa.rs`, `lazy.rs`): the rest — a Unicode word boundary (`\b`, `\B`, `\<`,
-//!   `\b{end}` … without `(?-u)`), or a pattern whose DFA would exceed its size limit — as a
-//!   lazily determinized NFA simulation with a few bytes of look-around context carried
-//!   across chunk seams and a bounded cache.
-//!
-//! `set.rs` validates the patterns and routes them; `literals.rs` is the literal search both
-//! paths use to jump over output in which no match can begin.
-//!
-//! The semantics both paths keep (docs/decisions.md, "Stop regexes"):
-//! - Chunks of both streams form one text, in arrival order: the caller feeds both streams
-//!   into one scanner, so look-behind (`^`, `(?m)^`, `\b`) is right at every seam, including
-//!   seams between a stdout chunk and a stderr chunk.
-//! - At the end of every chunk the scanner peeks at the end of input without keeping it:
-//!   "received so far" treats the current end as the end of the text. This is also how the
-//!   original behaved (it re-ran `re.search` over the whole history after every batch), so
-//!   `done$` fires when a chunk ends in `done`, even if more output would follow, and `\bstop\b`
-//!   fires when a chunk ends in `stop`. `(?m)^FATAL: .*$` is the robust form.
-//! - The verdict is decided per chunk, like the original's per-batch check: when the first
-//!   match appears, the rest of that chunk is still scanned and the lowest pattern index with
-//!   any match so far is reported. After that the scanner is latched and ignores input.
-//!
-//! Patterns are Rust `regex` syntax matched on bytes (`regex::bytes` semantics), so output that
-//! is not UTF-8 is searched, never rejected.
+//! Stop regexes: "does any pattern match anything received so far", over stdout and stderr
+//! combined in arrival order, in linear time and bounded memory for every pattern `regex`
+//! accepts, without keeping the output. `set.rs` compiles and routes the patterns to the DFA
+//! path (`dfa.rs`) or the NFA path (`nfa.rs`, `lazy.rs`); `literals.rs` lets both jump over
+//! output where no match can begin. Semantics (the end-of-chunk peek, the per-chunk verdict):
+//! docs/decisions.md, "Stop regexes".
 
 mod dfa;
 mod lazy;
@@ -35,7 +11,6 @@ mod literals;
 mod nfa;
 mod set;
 
-use std::fmt;
 use std::sync::Arc;
 
 use regex_automata::util::primitives::StateID;
@@ -66,25 +41,11 @@ pub enum PatternKind {
 /// Per-attempt scanning state: a DFA state and the NFA path's stream, never the output.
 pub struct StopScanner {
     patterns: Arc<StopPatterns>,
-    /// The DFA's position in the combined output; `None` once the DFA can no longer match
-    /// (no DFA, or it reached its dead state).
+    /// `None` once the DFA can no longer match (no DFA, or its dead state).
     dfa_state: Option<StateID>,
-    /// `None` when no pattern takes the NFA path.
     nfa_stream: Option<NfaStream>,
     /// Set once a match was reported or the input ended; the scanner then ignores input.
     spent: bool,
-}
-
-impl fmt::Debug for StopScanner {
-    // The derived form would print the NFA path's whole cache.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StopScanner")
-            .field("patterns", &self.patterns.patterns())
-            .field("dfa_state", &self.dfa_state)
-            .field("nfa_stream", &self.nfa_stream)
-            .field("spent", &self.spent)
-            .finish()
-    }
 }
 
 impl StopScanner {
@@ -118,11 +79,8 @@ impl StopScanner {
         self.report(lowest)
     }
 
-    /// Ends the input (real end-of-input transition) and reports a match decided only now.
-    ///
-    /// Every chunk already peeked at end of input, so this decides something new only when no
-    /// chunk arrived at all (which no accepted pattern matches: each needs at least one byte).
-    /// The scanner is spent afterwards.
+    /// Ends the input and reports a match decided only now. Every chunk already peeked at the
+    /// end of input, so this can only decide something when no chunk arrived at all.
     pub fn finish(&mut self) -> Option<StopMatch> {
         if self.spent {
             return None;

@@ -1,92 +1,49 @@
-//! The NFA path: streams the stop patterns the DFA path cannot take (a Unicode word boundary,
-//! or a DFA over its size limit) through the lazy automaton of `lazy.rs`, in linear time and
-//! bounded memory, carrying only a few bytes of the text across chunk seams.
-//!
-//! Every assertion `regex` supports looks at most four bytes either side of its position (a
-//! Unicode `\b` decodes one codepoint back and one forward). So a position is processed once
-//! the four bytes after it have arrived, with the four before it at hand; the last three
-//! bytes of the text so far stay pending. The scanner keeps those seven bytes (the "tail")
-//! and processes the positions near a seam in a small window of tail and new chunk, the rest
-//! directly in the chunk, without copying it.
-//!
-//! The end-of-chunk peek of the module docs processes the pending positions and the end
-//! itself as if the text ended there (so `\b` and `$` can hold at the end), records what
-//! matches, and then forgets that walk: when more output arrives, those positions are
-//! processed again with the bytes that really follow them.
-//!
-//! Like the DFA path, it jumps between literal candidates while no match is in progress
-//! (`literals.rs`). No restart state is needed after a jump: a state here carries no
-//! look-behind; the assertions at the landing position are computed from the bytes before it.
+//! The NFA path: streams the patterns the DFA path cannot take through the lazy automaton of
+//! `lazy.rs`. Every assertion looks at most four bytes either side of its position, so a
+//! position is processed once the four bytes after it have arrived; the scanner keeps seven
+//! bytes (the "tail": four of look-behind, three pending) and processes the positions near a
+//! seam in a small window of tail and chunk, the rest in the chunk itself. The end-of-chunk peek
+//! processes the pending positions as if the text ended there, then forgets that walk.
+//! Literal jumps work as on the DFA path, without a restart state: a state here carries no
+//! look-behind.
 
-use std::fmt;
 use std::ops::ControlFlow;
 
 use regex_automata::nfa::thompson::{self, WhichCaptures};
-use regex_automata::util::look::UnicodeWordBoundaryError;
 use regex_automata::util::syntax;
 
 use super::LowestMatch;
 use super::lazy::{LazyId, LazyStates, NfaProgram};
 use super::literals::{ChunkCandidates, LiteralStarts};
 
-/// How far any assertion looks from its position, in bytes, either way.
+/// How far any assertion looks from its position, in bytes, either way (a Unicode `\b`
+/// decodes one codepoint back and one forward).
 const LOOK_REACH: usize = 4;
 
 /// The most bytes a tail holds: the look-behind of the next position, and the pending ones.
 const TAIL_CAPACITY: usize = 2 * LOOK_REACH - 1;
 
-/// Why the NFA path could not be built; the message is regex-automata's.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum NfaBuildError {
-    /// The Thompson compiler refused the patterns (boxed: the error is large, and rare).
-    #[error(transparent)]
-    Compile(Box<thompson::BuildError>),
-    /// A Unicode `\b` with the word tables compiled out of regex-automata.
-    #[error(transparent)]
-    WordTables(#[from] UnicodeWordBoundaryError),
-}
-
 /// The compiled NFA path, shared by every scanner of an invocation.
 pub(super) struct StreamingNfa {
     program: NfaProgram,
-    /// Present when every match begins with one of a few literals.
     literals: Option<LiteralStarts>,
     /// Every pattern begins with `\A`, so nothing can begin after the first byte.
     always_anchored: bool,
 }
 
-impl fmt::Debug for StreamingNfa {
-    // The derived form would print the whole NFA.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamingNfa")
-            .field("pattern_indices", &self.program.pattern_indices)
-            .field("nfa_states", &self.program.nfa.states().len())
-            .field(
-                "literal_searches",
-                &self
-                    .literals
-                    .as_ref()
-                    .map(|literals| literals.searches.len()),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
 impl StreamingNfa {
     /// Compiles `patterns[i]` for every `i` in `pattern_indices` into one NFA; each scanner
-    /// may cache `cache_budget` bytes of its states. Fails only on a pattern `regex` itself
-    /// rejects (the caller compiled each with `regex` first).
+    /// may cache `cache_budget` bytes of its states. The error is regex-automata's message.
     pub(super) fn build(
         patterns: &[String],
         pattern_indices: Vec<usize>,
         cache_budget: usize,
-    ) -> Result<Self, NfaBuildError> {
+    ) -> Result<Self, String> {
         let selected: Vec<&str> = pattern_indices
             .iter()
             .filter_map(|&index| patterns.get(index).map(String::as_str))
             .collect();
-        // `regex::bytes` semantics, as on the DFA path. No size limit: `regex` has already
-        // built each pattern within its own.
+        // No size limit: `regex` has already built each pattern within its own.
         let syntax = syntax::Config::new().utf8(false);
         let nfa = thompson::Compiler::new()
             .syntax(syntax)
@@ -96,10 +53,11 @@ impl StreamingNfa {
                     .which_captures(WhichCaptures::None),
             )
             .build_many(&selected)
-            .map_err(|error| NfaBuildError::Compile(Box::new(error)))?;
+            .map_err(|error| error.to_string())?;
         // `LookMatcher` panics on a Unicode `\b` if the word tables were compiled out; they are
         // in (regex-automata's default features), and this keeps it a refusal if that changes.
-        nfa.look_set_any().available()?;
+        let tables = nfa.look_set_any().available();
+        tables.map_err(|error| error.to_string())?;
         Ok(Self {
             literals: LiteralStarts::new(&selected, &syntax),
             always_anchored: nfa.is_always_start_anchored(),
@@ -113,11 +71,6 @@ impl StreamingNfa {
 
     pub(super) fn pattern_indices(&self) -> &[usize] {
         &self.program.pattern_indices
-    }
-
-    #[cfg(test)]
-    pub(super) fn has_literal_searches(&self) -> bool {
-        self.literals.is_some()
     }
 
     /// The lowest caller index among the NFA path's patterns.
@@ -138,16 +91,6 @@ pub(super) struct NfaStream {
     dead: bool,
 }
 
-impl fmt::Debug for NfaStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NfaStream")
-            .field("current", &self.current)
-            .field("position", &self.position)
-            .field("dead", &self.dead)
-            .finish_non_exhaustive()
-    }
-}
-
 impl NfaStream {
     pub(super) fn new(nfa: &StreamingNfa) -> Self {
         Self {
@@ -160,8 +103,7 @@ impl NfaStream {
     }
 
     /// Processes the chunk, then peeks at the end of the text so far; records every pattern
-    /// that matches on the way (stopping early once nothing in the chunk could lower the
-    /// verdict).
+    /// that matches on the way.
     pub(super) fn feed(&mut self, nfa: &StreamingNfa, chunk: &[u8], lowest: &mut LowestMatch) {
         if self.dead || lowest.settles(nfa.first_index()) {
             return;
@@ -181,21 +123,6 @@ impl NfaStream {
         if !self.dead {
             self.peek_at_end(nfa, lowest);
         }
-    }
-
-    #[cfg(test)]
-    pub(super) fn is_dead(&self) -> bool {
-        self.dead
-    }
-
-    #[cfg(test)]
-    pub(super) fn cache_clears(&self) -> usize {
-        self.states.clears()
-    }
-
-    #[cfg(test)]
-    pub(super) fn cache_memory(&self) -> usize {
-        self.states.memory()
     }
 
     /// Processes every position whose four bytes of look-ahead have arrived with this chunk,
@@ -243,7 +170,7 @@ impl NfaStream {
 
     /// Processes positions `from..to` of `haystack`, which holds the text's bytes for four
     /// bytes around each of them. Breaks once nothing later in the chunk could lower the
-    /// verdict; the scanner is then done with this stream.
+    /// verdict.
     fn walk(
         &mut self,
         nfa: &StreamingNfa,
@@ -279,7 +206,7 @@ impl NfaStream {
                 continue;
             }
             let row = self.states.row(program, &mut current, haystack, at);
-            if let Some(index) = row.lowest_match() {
+            if let Some(index) = row.lowest_match {
                 lowest.record(index);
                 if lowest.settles(nfa.first_index()) {
                     self.current = current;
@@ -300,18 +227,18 @@ impl NfaStream {
         let program = &nfa.program;
         let tail = self.tail;
         let text = tail.bytes();
-        self.states.pin(self.current);
+        self.states.pinned = Some(self.current);
         let mut current = self.current;
         for at in tail.behind..=text.len() {
             let row = self.states.row(program, &mut current, text, at);
-            if let Some(index) = row.lowest_match() {
+            if let Some(index) = row.lowest_match {
                 lowest.record(index);
             }
             if let Some(&byte) = text.get(at) {
                 current = self.states.next(program, current, row, byte);
             }
         }
-        if let Some(pinned) = self.states.unpin() {
+        if let Some(pinned) = self.states.pinned.take() {
             self.current = pinned;
         }
     }
@@ -323,9 +250,8 @@ fn settled_end(len: usize) -> usize {
     (len + 1).saturating_sub(LOOK_REACH)
 }
 
-/// The last bytes of the text so far: up to four before the next position to process (its
-/// look-behind), then the pending ones (fewer than four), whose look-ahead has not all
-/// arrived.
+/// The last bytes of the text so far: up to four of look-behind of the next position to
+/// process, then the pending ones (fewer than four), whose look-ahead has not all arrived.
 #[derive(Clone, Copy, Default)]
 struct Tail {
     buffer: [u8; TAIL_CAPACITY],
@@ -356,6 +282,28 @@ impl Tail {
             len,
             behind,
         }
+    }
+}
+
+#[cfg(test)]
+impl StreamingNfa {
+    pub(super) fn has_literal_searches(&self) -> bool {
+        self.literals.is_some()
+    }
+}
+
+#[cfg(test)]
+impl NfaStream {
+    pub(super) fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    pub(super) fn cache_clears(&self) -> usize {
+        self.states.clears()
+    }
+
+    pub(super) fn cache_memory(&self) -> usize {
+        self.states.memory()
     }
 }
 

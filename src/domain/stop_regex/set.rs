@@ -1,6 +1,5 @@
-//! The compiled set of stop patterns: validating each pattern and routing it to the path that
-//! streams it — the DFA path (`dfa.rs`) when a dense DFA can take it, else the NFA path
-//! (`nfa.rs`). Both paths answer exactly the same question; the DFA path is only faster.
+//! The compiled set of stop patterns: each pattern validated and routed to the DFA path when a
+//! dense DFA can take it, else to the NFA path.
 
 use std::fmt;
 
@@ -11,41 +10,37 @@ use super::PatternKind;
 use super::dfa::StreamingDfa;
 use super::nfa::StreamingNfa;
 
-/// Heap the DFA table may use, and separately the heap determinization may use while building
-/// it. Realistic stop patterns need kilobytes; `\w{20}` (Unicode) needs about 4 MB. A pattern
-/// that would exceed this goes to the NFA path rather than costing memory per invocation.
+/// Heap the DFA table may use, and separately its determinization. Realistic stop patterns
+/// need kilobytes; `\w{20}` (Unicode) needs about 4 MB.
 const DFA_SIZE_LIMIT: usize = 16 << 20;
 
-/// Heap the NFA path's cached states may use per attempt before they are cleared. Realistic
-/// patterns need a few kilobytes; the budget only matters for pathological ones.
+/// Heap the NFA path's cached states may use per attempt before they are cleared.
 const NFA_CACHE_BUDGET: usize = 2 << 20;
 
-/// A pattern that is refused; reported naming its index and text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid stop regex '{pattern}': {message}")]
 pub struct StopPatternError {
     pub index: usize,
     pub pattern: String,
     pub message: String,
 }
 
-impl fmt::Display for StopPatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid stop regex '{}': {}", self.pattern, self.message)
-    }
-}
-
-impl std::error::Error for StopPatternError {}
-
 /// The compiled set of stop patterns, shared (read-only) by every attempt of an invocation.
-#[derive(Debug)]
 pub struct StopPatterns {
     patterns: Vec<String>,
     /// Patterns below this index are stop regexes, the rest rate-limit patterns.
     stop_regex_count: usize,
-    /// `None` when no pattern goes to the DFA path.
     pub(super) dfa: Option<StreamingDfa>,
-    /// `None` when every pattern goes to the DFA path.
     pub(super) nfa: Option<StreamingNfa>,
+}
+
+impl fmt::Debug for StopPatterns {
+    // The automata are too large to print.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StopPatterns")
+            .field("patterns", &self.patterns)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How patterns are compiled; tests reach the paths' limits and corners through it.
@@ -54,7 +49,6 @@ pub(super) struct CompileOptions {
     pub(super) refuse_empty_matches: bool,
     pub(super) dfa_size_limit: usize,
     pub(super) nfa_cache_budget: usize,
-    /// Send every pattern to the NFA path.
     pub(super) nfa_only: bool,
 }
 
@@ -70,16 +64,14 @@ impl Default for CompileOptions {
 }
 
 impl StopPatterns {
-    /// Compiles the patterns (Rust `regex` syntax, `regex::bytes` semantics). Refuses a
-    /// pattern that `regex` refuses, and one that can match empty text: it would stop every
-    /// attempt (see docs/decisions.md).
+    /// Compiles the patterns (`regex::bytes` semantics). Refuses a pattern that `regex`
+    /// refuses, and one that can match empty text (docs/decisions.md).
     pub fn compile(patterns: &[String]) -> Result<Self, StopPatternError> {
         Self::compile_with(patterns, CompileOptions::default())
     }
 
-    /// Compiles a run's stop regexes and its rate-limit patterns as one set, the stop regexes
-    /// first: a match's [`PatternKind`] says which list it came from, and an error's index
-    /// counts over both lists in that order.
+    /// Compiles a run's stop regexes, then its rate-limit patterns, as one set; an error's
+    /// index counts over both lists in that order.
     pub fn compile_kinds(
         stop_regexes: &[String],
         rate_limit: &[String],
@@ -90,7 +82,6 @@ impl StopPatterns {
         Ok(compiled)
     }
 
-    /// Which list the pattern at `index` came from.
     pub fn kind(&self, index: usize) -> PatternKind {
         if index < self.stop_regex_count {
             PatternKind::StopRegex
@@ -139,16 +130,11 @@ impl StopPatterns {
         })
     }
 
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
-    }
-
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
     }
 
-    /// The patterns streamed by the NFA path (a Unicode word boundary, or too large a DFA),
-    /// for diagnostics: they stream like the rest, only with more work per byte.
+    /// The patterns streamed by the NFA path, for diagnostics.
     pub fn nfa_patterns(&self) -> Vec<&str> {
         self.nfa.as_ref().map_or_else(Vec::new, |nfa| {
             nfa.pattern_indices()
@@ -164,9 +150,8 @@ impl StopPatterns {
 }
 
 /// Puts patterns into the DFA in order, each only if the DFA still builds with it; the rest go
-/// to the NFA path, in order. That is one build per pattern, each including the ones admitted
-/// before it: quadratic in the (small) number of patterns, but a pattern that blows the size
-/// limit is built only once, and its failure is attributed to it rather than to the whole set.
+/// to the NFA path. One build per pattern: quadratic in the (small) number of patterns, but a
+/// pattern that blows the size limit is the one sent to the NFA path.
 fn assign_to_dfa(
     patterns: &[String],
     needs_nfa: &[bool],
@@ -192,25 +177,17 @@ fn assign_to_dfa(
 }
 
 /// The NFA path for these patterns. The Thompson NFA takes every pattern `regex` takes, so
-/// this fails only if that ever stops being true; the error then names the first pattern
-/// that fails alone (or the first of the set).
+/// this fails only if that ever stops being true; the error then names the first of them.
 fn build_nfa(
     patterns: &[String],
     indices: Vec<usize>,
     cache_budget: usize,
 ) -> Result<StreamingNfa, StopPatternError> {
-    StreamingNfa::build(patterns, indices.clone(), cache_budget).map_err(|error| {
-        let culprit = indices
-            .iter()
-            .copied()
-            .find(|&index| StreamingNfa::build(patterns, vec![index], cache_budget).is_err())
-            .or(indices.first().copied())
-            .unwrap_or_default();
-        StopPatternError {
-            index: culprit,
-            pattern: patterns.get(culprit).cloned().unwrap_or_default(),
-            message: error.to_string(),
-        }
+    let first = indices.first().copied().unwrap_or_default();
+    StreamingNfa::build(patterns, indices, cache_budget).map_err(|message| StopPatternError {
+        index: first,
+        pattern: patterns.get(first).cloned().unwrap_or_default(),
+        message,
     })
 }
 
@@ -229,6 +206,13 @@ pub(crate) fn describe_regex_error(error: &regex::Error) -> String {
             format!("compiled regex exceeds the size limit of {limit} bytes")
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+impl StopPatterns {
+    pub(super) fn patterns(&self) -> &[String] {
+        &self.patterns
     }
 }
 

@@ -1,29 +1,13 @@
-//! Reading JSON records strictly through their serde derives: a key given twice is refused,
-//! every record derives `Deserialize` with `deny_unknown_fields`, and each error keeps where it
-//! happened and which kind it is, so readers word it themselves ([`Mismatch`]).
-//!
-//! How a record reader words a mismatch (the state, outcome and schedule files; the config
-//! file has its own words, `domain::config`): key-set and object errors name the *qualified*
-//! key (`unexpected key active_attempt.snapshot.extra`, `expected plan to be an object`), while
-//! missing keys and scalar type errors name the *bare* key (`missing required key sha256`,
-//! `expected pid to be a positive integer`) — followed, inside a nested object, by the dotted
-//! path docs/state-and-recovery.md asks for (`missing required key sha256 (at plan.sha256)`).
-//! A value of the right type that breaks a rule names the dotted key (`expected
-//! plan.accepted_at to include a UTC offset`).
+//! Reading JSON records strictly through their serde derives (`deny_unknown_fields`): a key
+//! given twice is refused, and each error keeps where it happened and its [`Kind`], so readers
+//! word it themselves. The record readers' words ([`Mismatch`]'s `Display`) are those of
+//! docs/state-and-recovery.md, "A malformed state file"; the config file has its own.
 //!
 //! Keys are read in a fixed order whatever the document's: unknown keys first (the
-//! alphabetically first is reported), then the declared fields in declaration order. A missing
-//! key is reported after the present keys were read.
-//!
-//! Serde reports errors through [`serde::de::Error`]'s constructors; this reader maps each one
-//! to a [`Kind`]: `unknown_field` → [`Kind::UnknownKey`], `missing_field` →
-//! [`Kind::MissingKey`], `unknown_variant` → [`Kind::UnknownVariant`], `invalid_type` →
-//! [`Kind::WrongType`] (worded after the visitor's expectation, `a positive integer`), and
-//! `invalid_value` (`to be <expected>`) or `custom` (the message) → [`Kind::Rule`].
-//!
-//! A key that must be present but may be `null` is declared
-//! `#[serde(deserialize_with = "Option::deserialize")]` (serde treats a plain `Option` field as
-//! optional); an optional key that must not be `null` when present uses [`present`].
+//! alphabetically first is reported), then the declared fields in declaration order, then a
+//! missing key. A key that must be present but may be `null` is declared
+//! `#[serde(deserialize_with = "Option::deserialize")]`; an optional key that must not be `null`
+//! when present uses [`present`].
 
 use std::fmt;
 
@@ -35,8 +19,7 @@ use serde_json::{Map, Value};
 use super::attempt_id::is_safe_file_stem;
 use super::plan_key::is_sha256_hex;
 
-/// A record's message that names the key to fix; callers wrap it in their own error type and
-/// prefix the file path.
+/// A record's message naming the key to fix; callers prefix the file path.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct StrictError(pub String);
@@ -64,31 +47,33 @@ pub(crate) enum Segment {
     Index(usize),
 }
 
+/// Serde's error constructors map to these: `unknown_field`, `missing_field`,
+/// `invalid_type` (worded after the visitor's expectation), `unknown_variant`, and
+/// `invalid_value` (`to be <expected>`) or `custom` as a rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// The object at the path holds `key`, which is none of `known` (its fields in declaration
-    /// order).
+    /// `known` are the object's fields in declaration order.
     UnknownKey {
         key: String,
         known: &'static [&'static str],
     },
-    /// The object at the path lacks this key.
     MissingKey(&'static str),
-    /// The value has the wrong JSON type (or, for a value rule worded as a type, such as `a
-    /// positive integer`, the wrong value).
-    WrongType { expected: Expected, or_null: bool },
-    /// A string that names no variant of the enumeration.
+    /// The wrong JSON type, or a value that breaks a rule worded as a type (`a positive
+    /// integer`).
+    WrongType {
+        expected: Expected,
+        or_null: bool,
+    },
     UnknownVariant(String),
     /// A value of the right type that breaks a rule, worded to follow the key: `to include a
     /// UTC offset`.
     Rule(String),
 }
 
-/// What the value should have been.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Expected {
     String,
-    /// An integer, that fits in `bits` when a value was out of range.
+    /// `bits` when a value was out of range.
     Integer {
         bits: Option<usize>,
     },
@@ -136,17 +121,11 @@ impl Mismatch {
     /// The dotted path of `key` inside the value at the path (`plan.version`), or of the value
     /// itself; `$` for the document.
     pub(crate) fn qualified(&self, key: Option<&str>) -> String {
-        let mut text = dotted(&self.path);
-        if let Some(key) = key {
-            if !text.is_empty() {
-                text.push('.');
-            }
-            text.push_str(key);
-        }
-        if text.is_empty() {
-            "$".to_owned()
-        } else {
-            text
+        let mut path = self.path.clone();
+        path.extend(key.map(|key| Segment::Key(key.to_owned())));
+        match dotted(&path) {
+            text if text.is_empty() => "$".to_owned(),
+            text => text,
         }
     }
 
@@ -168,7 +147,9 @@ impl Mismatch {
     }
 }
 
-/// A record reader's words (see the module documentation).
+/// Key-set and object errors name the qualified key (`unexpected key a.b.extra`), missing keys
+/// and type errors the bare key then, inside a nested object, where it is (`missing required
+/// key sha256 (at plan.sha256)`); a rule names the dotted key.
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
@@ -224,10 +205,9 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadErr
 
 /// Reads `value` as `T` (a document already parsed, or a part of one).
 pub(crate) fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, Mismatch> {
-    T::deserialize(Reader::new(value, Path::Root)).map_err(|error| error.at(&Path::Root).into())
+    T::deserialize(Reader::new(value)).map_err(Mismatch::from)
 }
 
-/// Describes a JSON syntax error in `bytes` the way users read it:
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
 pub(crate) fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> String {
     let message = error.to_string();
@@ -251,9 +231,8 @@ pub(crate) fn describe_syntax_error(error: &serde_json::Error, bytes: &[u8]) -> 
     format!("invalid JSON at line {line}, column {column}: {detail}")
 }
 
-/// Parses a whole document, reporting syntax errors with [`describe_syntax_error`]. A key
-/// that appears twice in one object is an error too (`duplicate key 'stop'`): serde_json
-/// would keep the second silently, so the document would not mean what it shows first.
+/// Parses a whole document. A key given twice in one object is an error (`duplicate key
+/// 'stop'`): serde_json would keep the second silently.
 pub(crate) fn parse_document(bytes: &[u8]) -> Result<Value, String> {
     serde_json::from_slice::<UniqueKeys>(bytes)
         .map(|document| document.0)
@@ -362,116 +341,84 @@ pub(crate) fn positive<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
 
 // ---- rules checked after reading (and before writing), naming the dotted key ----
 
-// They run after reading, when the value's position is no longer at hand. The key is
-// anything that displays (`format_args!` for an indexed one): it is written out only for an
-// error, since every state write checks every committed outcome.
+// The key is anything that displays (`format_args!` for an indexed one): it is written out
+// only for an error, since every state write checks every committed outcome.
 
-/// `expected <key> to be nonempty`.
-pub(crate) fn require_nonempty(
-    key: impl std::fmt::Display,
-    value: &str,
-) -> Result<(), StrictError> {
-    if value.is_empty() {
-        return Err(StrictError(format!("expected {key} to be nonempty")));
-    }
-    Ok(())
+pub(crate) fn require_nonempty(key: impl fmt::Display, value: &str) -> Result<(), StrictError> {
+    require(!value.is_empty(), key, "to be nonempty")
 }
 
-/// `expected <key> to be an absolute path`.
 pub(crate) fn require_absolute_path(
-    key: impl std::fmt::Display,
+    key: impl fmt::Display,
     value: &str,
 ) -> Result<(), StrictError> {
-    if !value.starts_with('/') {
-        return Err(StrictError(format!(
-            "expected {key} to be an absolute path"
-        )));
-    }
-    Ok(())
+    require(value.starts_with('/'), key, "to be an absolute path")
 }
 
-/// `expected <key> to be a lowercase SHA-256 digest`.
 pub(crate) fn require_sha256_digest(
-    key: impl std::fmt::Display,
+    key: impl fmt::Display,
     value: &str,
 ) -> Result<(), StrictError> {
-    if !is_sha256_hex(value) {
-        return Err(StrictError(format!(
-            "expected {key} to be a lowercase SHA-256 digest"
-        )));
-    }
-    Ok(())
+    require(
+        is_sha256_hex(value),
+        key,
+        "to be a lowercase SHA-256 digest",
+    )
 }
 
-/// A non-empty attempt id that is safe to build file paths from, since artifact paths are
-/// derived from ids read back from disk.
-pub(crate) fn require_attempt_id(
-    key: impl std::fmt::Display,
-    value: &str,
-) -> Result<(), StrictError> {
+/// A non-empty attempt id that is safe to build file paths from: artifact paths are derived
+/// from ids read back from disk.
+pub(crate) fn require_attempt_id(key: impl fmt::Display, value: &str) -> Result<(), StrictError> {
     require_nonempty(&key, value)?;
-    if !is_safe_file_stem(value) {
-        return Err(StrictError(format!(
-            "expected {key} to be a safe file name (ASCII letters, digits, '-', '_' and '.', \
-             not starting with '.')"
-        )));
+    require(
+        is_safe_file_stem(value),
+        key,
+        "to be a safe file name (ASCII letters, digits, '-', '_' and '.', not starting with '.')",
+    )
+}
+
+/// `expected <key> <rule>` unless `holds`.
+fn require(holds: bool, key: impl fmt::Display, rule: &str) -> Result<(), StrictError> {
+    if holds {
+        return Ok(());
     }
-    Ok(())
+    Err(StrictError(format!("expected {key} {rule}")))
 }
 
 // ---- the deserializer over a parsed document ----
 
-/// Where a value sits, as a chain back to the document (built on the stack while reading;
-/// turned into [`Segment`]s only for an error).
-#[derive(Clone, Copy)]
-enum Path<'p> {
-    Root,
-    Key(&'p Path<'p>, &'p str),
-    Index(&'p Path<'p>, usize),
-}
-
-impl Path<'_> {
-    fn segments(&self) -> Vec<Segment> {
-        let (parent, segment) = match self {
-            Path::Root => return Vec::new(),
-            Path::Key(parent, key) => (parent, Segment::Key((*key).to_owned())),
-            Path::Index(parent, index) => (parent, Segment::Index(*index)),
-        };
-        let mut segments = parent.segments();
-        segments.push(segment);
-        segments
-    }
-}
-
-/// The error serde's derives build through [`de::Error`]; it learns its path on the way out,
-/// from the innermost value it was raised in.
+/// The error serde's derives build through [`de::Error`]; each enclosing list or object adds
+/// its segment to the path on the way out.
 #[derive(Debug)]
 struct Error {
-    path: Option<Vec<Segment>>,
+    /// From the value the error was raised in out to the document.
+    path: Vec<Segment>,
     kind: Kind,
 }
 
 impl Error {
     fn new(kind: Kind) -> Self {
-        Self { path: None, kind }
+        Self {
+            path: Vec::new(),
+            kind,
+        }
     }
 
     fn wrong_type(expected: Expected, or_null: bool) -> Self {
         Self::new(Kind::WrongType { expected, or_null })
     }
 
-    fn at(mut self, path: &Path<'_>) -> Self {
-        if self.path.is_none() {
-            self.path = Some(path.segments());
-        }
+    fn within(mut self, segment: Segment) -> Self {
+        self.path.push(segment);
         self
     }
 }
 
 impl From<Error> for Mismatch {
-    fn from(error: Error) -> Self {
+    fn from(mut error: Error) -> Self {
+        error.path.reverse();
         Self {
-            path: error.path.unwrap_or_default(),
+            path: error.path,
             kind: error.kind,
         }
     }
@@ -514,19 +461,16 @@ impl de::Error for Error {
     }
 }
 
-/// One value of the document, being read.
-struct Reader<'p, 'de> {
+struct Reader<'de> {
     value: &'de Value,
-    path: Path<'p>,
     /// Inside an `Option`: a type error says `or null`.
     or_null: bool,
 }
 
-impl<'p, 'de> Reader<'p, 'de> {
-    fn new(value: &'de Value, path: Path<'p>) -> Self {
+impl<'de> Reader<'de> {
+    fn new(value: &'de Value) -> Self {
         Self {
             value,
-            path,
             or_null: false,
         }
     }
@@ -571,7 +515,7 @@ macro_rules! integers {
     };
 }
 
-impl<'de> Deserializer<'de> for Reader<'_, 'de> {
+impl<'de> Deserializer<'de> for Reader<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -649,11 +593,7 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.value {
-            Value::Array(items) => visitor.visit_seq(Items {
-                items: items.iter(),
-                index: 0,
-                path: self.path,
-            }),
+            Value::Array(items) => visitor.visit_seq(Items(items.iter().enumerate())),
             _ => Err(self.wrong(Expected::List)),
         }
     }
@@ -666,7 +606,6 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
                 .map(|(key, value)| (key.as_str(), value))
                 .collect(),
             next: 0,
-            path: self.path,
         })
     }
 
@@ -692,7 +631,6 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
         visitor.visit_map(Entries {
             entries: unknown.into_iter().chain(known).collect(),
             next: 0,
-            path: self.path,
         })
     }
 
@@ -717,39 +655,31 @@ impl<'de> Deserializer<'de> for Reader<'_, 'de> {
     }
 }
 
-/// The items of a list.
-struct Items<'p, 'de> {
-    items: std::slice::Iter<'de, Value>,
-    index: usize,
-    path: Path<'p>,
-}
+struct Items<'de>(std::iter::Enumerate<std::slice::Iter<'de, Value>>);
 
-impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
+impl<'de> de::SeqAccess<'de> for Items<'de> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
-        let Some(item) = self.items.next() else {
+        let Some((index, item)) = self.0.next() else {
             return Ok(None);
         };
-        let path = Path::Index(&self.path, self.index);
-        self.index += 1;
-        seed.deserialize(Reader::new(item, path))
+        seed.deserialize(Reader::new(item))
             .map(Some)
-            .map_err(|error| error.at(&path))
+            .map_err(|error| error.within(Segment::Index(index)))
     }
 }
 
 /// The entries of an object, in the order they are read.
-struct Entries<'p, 'de> {
+struct Entries<'de> {
     entries: Vec<(&'de str, &'de Value)>,
     next: usize,
-    path: Path<'p>,
 }
 
-impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
+impl<'de> de::MapAccess<'de> for Entries<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -761,15 +691,13 @@ impl<'de> de::MapAccess<'de> for Entries<'_, 'de> {
         };
         seed.deserialize(BorrowedStrDeserializer::new(key))
             .map(Some)
-            .map_err(|error: Error| error.at(&self.path))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         let (key, value) = self.entries[self.next];
         self.next += 1;
-        let path = Path::Key(&self.path, key);
-        seed.deserialize(Reader::new(value, path))
-            .map_err(|error| error.at(&path))
+        seed.deserialize(Reader::new(value))
+            .map_err(|error| error.within(Segment::Key(key.to_owned())))
     }
 }
 

@@ -1,33 +1,26 @@
-//! Why a command template is refused: its quoting, no program, a brace that `str.format`
-//! would not read, or a field that is no placeholder of its kind. Each message quotes what
-//! to fix (the word, the field as written).
+//! Why a command template is refused; each message quotes what to fix.
 
-/// A template that failed validation; the message quotes the offending field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
-    /// POSIX shell-word splitting failed (an unclosed quote, a trailing backslash).
+    /// An unclosed quote, a trailing backslash.
     #[error("invalid command template quoting: {0}")]
     Quoting(shell_words::ParseError),
-    /// The template splits into no words, or an empty program; the words are the kind's
-    /// (`PlaceholderSet::EMPTY_COMMAND`).
+    /// `PlaceholderSet::EMPTY_COMMAND`.
     #[error("{0}")]
     EmptyCommand(&'static str),
-    /// A brace in shell word `word` that `str.format` would not read. The template is split
-    /// into words before braces are read, so `{workspace }` fails as the word `{workspace`:
-    /// the message then says a placeholder cannot contain spaces.
+    /// The template is split into words before braces are read, so `{workspace }` fails as
+    /// the word `{workspace`: the message then says a placeholder cannot contain spaces.
     #[error(
         "invalid command template syntax: {problem} in word '{word}'{}",
         spaces_hint(.word)
     )]
     Syntax { problem: BraceSyntax, word: String },
-    /// `{}` or `{0}`: placeholders are named.
+    /// `{}` or `{0}`.
     #[error("positional command placeholder is not allowed: {{{field}}}")]
     Positional { field: String },
     /// `{a.b}` or `{a[0]}`.
     #[error("attribute and index access are not allowed in command placeholder: {{{field}}}")]
     AttributeOrIndex { field: String },
-    /// A name that is none of the kind's `known` placeholders; `suggestion` is the nearest
-    /// one, when one is near.
     #[error(
         "unsupported command placeholder: {{{field}}}{} (placeholders: {}; write {{{{ and }}}} for literal braces)",
         .suggestion.map(|name| format!("; did you mean {{{name}}}?")).unwrap_or_default(),
@@ -46,8 +39,7 @@ pub enum TemplateError {
     FormatSpec { field: String },
 }
 
-/// How a brace field fails to read, in CPython's `str.format` words (the original validated
-/// templates with `string.Formatter().parse`).
+/// How a brace field fails to read, in CPython's `str.format` words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BraceSyntax {
     #[error("single '}}' encountered in format string")]
@@ -66,7 +58,7 @@ pub enum BraceSyntax {
     UnclosedFormatSpec,
 }
 
-/// A word with an opening brace and no closing one (or a lone `}`) is what splitting a
+/// A word with an opening brace and no closing one, or a lone `}`, is what splitting a
 /// placeholder with a space in it leaves.
 fn spaces_hint(word: &str) -> &'static str {
     if word.contains('{') && !word.contains('}') || word == "}" {

@@ -1,17 +1,8 @@
-//! Command templates (docs/architecture.md; docs/cli.md): POSIX shell-word splitting first, then
-//! named placeholders in each word, `{{`/`}}` for literal braces, and every other brace form
-//! rejected with a message quoting the field.
-//!
-//! The machinery is shared by every template the runner runs: the agent command
-//! ([`CommandTemplate`], five placeholders) and the hook commands (`domain::hooks`, their own
-//! names). Each kind names its placeholders through a [`PlaceholderSet`]; splitting, brace
-//! reading and rendering are the same.
-//!
-//! Splitting happens before substitution and the parsed words are kept, so rendering is plain
-//! concatenation: a substituted path with spaces or quotes stays one argv item and is never
-//! requoted. Brace fields are read the way Python's `str.format` reads them (the original
-//! validated with `string.Formatter().parse`), so the same brace forms are accepted and
-//! rejected, with the field echoed back as written.
+//! Command templates (docs/cli.md): POSIX shell-word splitting first, then named placeholders
+//! in each word, `{{`/`}}` for literal braces, and every other brace form rejected as Python's
+//! `str.format` would (the original validated with `string.Formatter().parse`), quoting the
+//! field. The parsed words are kept, so a substituted value is never split or requoted. Each
+//! kind of template (the agent command, hooks) names its placeholders with a [`PlaceholderSet`].
 
 mod error;
 
@@ -31,13 +22,12 @@ pub struct PlaceholderValues<'a> {
     pub state_file: &'a str,
 }
 
-/// The placeholder names one kind of template may use: each variant spelled in snake case
-/// between braces, listed in declaration order (the message that lists them suggests the
-/// nearest to a misspelt one).
+/// The placeholder names one kind of template may use: each variant in snake case between
+/// braces.
 pub trait PlaceholderSet:
     Copy + std::fmt::Debug + PartialEq + Eq + std::str::FromStr + strum::VariantNames
 {
-    /// The message for a template that splits into no command (or an empty program).
+    /// The message for a template that splits into no command or an empty program.
     const EMPTY_COMMAND: &'static str;
 }
 
@@ -45,7 +35,7 @@ pub trait PlaceholderSet:
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template<P> {
     raw: String,
-    /// One entry per argv item, each the literal and placeholder pieces of that word.
+    /// The literal and placeholder pieces of each argv item.
     words: Vec<Vec<Segment<P>>>,
 }
 
@@ -58,7 +48,6 @@ enum Segment<P> {
     Placeholder(P),
 }
 
-/// The only names an agent command template may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum AgentPlaceholder {
@@ -73,22 +62,15 @@ impl PlaceholderSet for AgentPlaceholder {
     const EMPTY_COMMAND: &'static str = "agent command template produced an empty command";
 }
 
-impl AgentPlaceholder {
-    fn value<'a>(self, values: &PlaceholderValues<'a>) -> &'a str {
-        match self {
-            Self::PromptFile => values.prompt_file,
-            Self::Workspace => values.workspace,
-            Self::RunId => values.run_id,
-            Self::TranscriptFile => values.transcript_file,
-            Self::StateFile => values.state_file,
-        }
-    }
-}
-
 impl CommandTemplate {
-    /// The argv with placeholders substituted; substituted values never split or requote.
     pub fn render(&self, values: &PlaceholderValues<'_>) -> Vec<String> {
-        self.render_with(|placeholder| placeholder.value(values))
+        self.render_with(|placeholder| match placeholder {
+            AgentPlaceholder::PromptFile => values.prompt_file,
+            AgentPlaceholder::Workspace => values.workspace,
+            AgentPlaceholder::RunId => values.run_id,
+            AgentPlaceholder::TranscriptFile => values.transcript_file,
+            AgentPlaceholder::StateFile => values.state_file,
+        })
     }
 }
 
@@ -108,7 +90,6 @@ impl<P: PlaceholderSet> Template<P> {
         })
     }
 
-    /// The template as the user wrote it.
     pub fn raw(&self) -> &str {
         &self.raw
     }
@@ -141,10 +122,8 @@ impl<P: PlaceholderSet> Template<P> {
     }
 }
 
-/// Joins argv into one shell-quoted line for the transcript's `argv:` header, quoting exactly
-/// as Python's `shlex.join` did: words made only of `[A-Za-z0-9_@%+=:,./-]` stay bare,
-/// everything else is single-quoted with `'` written as `'"'"'`. (`shell_words::join` quotes
-/// differently, e.g. it leaves `!` and `{` bare, so the original's wording would not match.)
+/// Joins argv into one line for the transcript's `argv:` header, quoting as Python's
+/// `shlex.join` did (`shell_words::join` leaves `!` and `{` bare, so it would not match).
 pub fn shell_join(argv: &[String]) -> String {
     argv.iter()
         .map(|word| shell_quote(word))
@@ -161,9 +140,8 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-/// Splits one shell word into literal text and placeholders, following `str.format`'s reading
-/// of braces. Brace, bracket, `:` and `!` are ASCII, so every slice taken at them falls on a
-/// character boundary.
+/// Splits one shell word into literal text and placeholders. Brace, bracket, `:` and `!` are
+/// ASCII, so every slice taken at them falls on a character boundary.
 fn parse_word<P: PlaceholderSet>(word: &str) -> Result<Vec<Segment<P>>, TemplateError> {
     let syntax_error = |problem| TemplateError::Syntax {
         problem,
@@ -204,10 +182,9 @@ fn parse_word<P: PlaceholderSet>(word: &str) -> Result<Vec<Segment<P>>, Template
 
 /// One `{…}` replacement field as `str.format` reads it: `name[!conversion][:format_spec]`.
 struct BraceField<'a> {
-    /// Everything between the braces, echoed in error messages.
+    /// Everything between the braces, echoed in messages.
     text: &'a str,
     name: &'a str,
-    /// A `!` conversion was present (`!r`, `!s`, or any other character).
     has_conversion: bool,
     /// A `:` was present, even with nothing after it.
     has_format_spec: bool,
