@@ -1,21 +1,8 @@
 //! The running attempt's processes: who belongs to it ([`AttemptProcesses::is_member`], the
 //! notification socket's membership predicate) and what they are doing
-//! ([`ActivitySampler::sample`], the counters the activity rule judges). The rules are the
-//! domain's ([`crate::domain::liveness::membership`], [`crate::domain::liveness::activity`]);
-//! this file only reads `/proc` and asks the kernel for TCP socket counters.
-//!
-//! Everything here blocks (small `/proc` reads, one netlink dump): call it off the runtime
-//! threads (`actors::off_runtime`, or the thread that owns the sampler).
-//!
-//! One sample walks the tree from the worker's leader and from the handler's adopted
-//! children (descendants that left the group and whose parent died) down the
-//! `/proc/PID/task/*/children` lists — a few reads per process, no scan of `/proc` — and
-//! reads, per live process, `stat` (CPU ticks, own and reaped children's), every thread's
-//! `schedstat` (nanoseconds on CPU), `io` (`rchar`, `wchar`) and its descriptors' link targets
-//! (socket inodes). Then one `sock_diag` dump per address family gives the TCP sockets'
-//! counters, of which those of the attempt's inodes are kept. For an agent CLI with a tool
-//! running that is about a hundred small reads, which at the sampling rate (at most four a
-//! second, only while the attempt is silent) costs well under a millisecond of CPU a second.
+//! ([`ActivitySampler::sample`]: `/proc` reads down the children lists from the leader and the
+//! adopted escapees, and one `sock_diag` dump per address family). The rules are the domain's
+//! (docs/liveness.md). Everything here blocks: call it off the runtime threads.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
@@ -81,9 +68,8 @@ impl Remembered {
 }
 
 impl AttemptProcesses {
-    /// The attempt whose worker leads group `leader` (started at `worker_started_ticks`, its
-    /// `/proc` start time), in a handler that had the children `inherited` before its first
-    /// worker (the watchdog among them).
+    /// The attempt whose worker leads group `leader`, in a handler that had the children
+    /// `inherited` before its first worker.
     pub(crate) fn new(
         leader: u32,
         worker_started_ticks: Option<u64>,
@@ -100,21 +86,6 @@ impl AttemptProcesses {
             processes.remember(leader, started);
         }
         processes
-    }
-
-    /// For tests in a process that is not a subreaper and runs other tests' children beside
-    /// this attempt's: nothing is adopted, so no child of the test process is taken for an
-    /// escapee of this one.
-    #[cfg(test)]
-    fn without_adoptees(leader: u32, worker_started_ticks: Option<u64>) -> Self {
-        Self {
-            handler: 0,
-            ..Self::new(
-                leader,
-                worker_started_ticks,
-                Arc::new(ChildSnapshot::default()),
-            )
-        }
     }
 
     fn remember(&self, pid: u32, start_time_ticks: u64) {
@@ -152,7 +123,7 @@ impl AttemptProcesses {
                 pid,
                 scope,
                 |pid| self.remembered(pid),
-                |pid| proc::stat(pid).ok().flatten(),
+                proc::stat_of,
             )
         });
         match verdict {
@@ -164,7 +135,8 @@ impl AttemptProcesses {
         }
     }
 
-    /// The live processes of the attempt now: the leader's tree and the adopted escapees'.
+    /// The live processes of the attempt now: the leader's tree and the adopted escapees'
+    /// (`handler` 0: none adopted).
     fn walk(&self) -> Vec<(ProcStat, String)> {
         let mut roots = vec![self.leader];
         let children = if self.handler == 0 {
@@ -175,7 +147,7 @@ impl AttemptProcesses {
         let adoptees: Vec<u32> = children
             .into_iter()
             .filter(|&child| child != self.leader)
-            .filter_map(|child| proc::stat(child).ok().flatten())
+            .filter_map(proc::stat_of)
             .filter(|child| {
                 self.with_scope(|scope| judge_child(scope, child)) == ChildVerdict::Stop
             })
@@ -205,7 +177,6 @@ impl AttemptProcesses {
     }
 }
 
-/// Samples one attempt's processes.
 #[derive(Debug)]
 pub(crate) struct ActivitySampler {
     processes: Arc<AttemptProcesses>,
@@ -220,22 +191,16 @@ pub(crate) struct ActivitySampler {
 impl ActivitySampler {
     /// `launched` is the launch time the samples' offsets count from.
     pub(crate) fn new(processes: Arc<AttemptProcesses>, launched: Instant) -> Self {
-        let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .filter(|ticks| *ticks > 0)
-            .unwrap_or(100);
         Self {
             processes,
             launched,
-            tick: Duration::from_secs(1) / u32::try_from(ticks_per_second).unwrap_or(100),
+            tick: Duration::from_secs(1) / u32::try_from(proc::ticks_per_second()).unwrap_or(100),
             diag: None,
             sequence: 0,
             diag_failed: false,
         }
     }
 
-    /// One sample (blocking).
     pub(crate) fn sample(&mut self) -> ActivitySample {
         let at = self.launched.elapsed();
         let processes: Vec<ProcessCounters> = self

@@ -1,19 +1,8 @@
-//! The handler's live console: agent output echoed to the handler's own stdout and stderr, and
-//! on a terminal one transient line (a sign of life while the agent is silent) that the next
-//! output erases.
-//!
-//! Writing to a terminal, pipe or file can block for as long as the reader or the disk
-//! pleases, so the writes happen on a [`WriteThread`] of their own, never on a runtime worker.
-//! The null device cannot block (nothing is written anywhere), so a stream going there is
-//! written inline without the thread hop.
-//!
-//! The transient line is written by the same thread as the output, so the two never
-//! interleave: it is drawn only where the terminal's cursor is at the start of a line (never
-//! over a line the agent has not finished), cut to the terminal's width so it never wraps,
-//! and erased (`\r`, erase line) before anything else is written to the terminal. A *note*
-//! (the agent's status changing) is a whole line for a person at the terminal: it starts on
-//! a line of its own, after the agent's unfinished line if there is one, and is not written
-//! when stderr is not a terminal.
+//! The handler's live console: agent output echoed to the handler's stdout and stderr on a
+//! [`WriteThread`] of its own (a terminal or pipe may block for ever; the null device, which
+//! cannot, is written inline), and on a terminal one transient line — a sign of life while the
+//! agent is silent — drawn only at the start of a line, cut to the width, erased before
+//! anything else is written, and notes (whole lines, only on a terminal).
 
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
@@ -28,28 +17,22 @@ use crate::domain::output_stream::OutputStream;
 /// Carriage return, then erase the whole line: the cursor ends at its start.
 const ERASE_LINE: &[u8] = b"\r\x1b[2K";
 
-/// What one console job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Job {
-    /// Output for the handler's stdout or stderr.
     Write(OutputStream),
-    /// Draw the transient line (the job's bytes, one line of text without a line break).
+    /// The job's bytes: one line of text without a line break.
     ShowTransient,
-    /// Erase the transient line if it is shown.
     ClearTransient,
     /// A whole line on a terminal's stderr (the job's bytes, ending with a line break).
     Note,
 }
 
-/// The handler's stdout and stderr, each written and flushed as a whole buffer, and the
-/// terminal state the transient line needs.
+/// The handler's stdout and stderr, and the terminal state the transient line needs.
 struct HandlerStreams {
     stdout_terminal: bool,
     stderr_terminal: bool,
-    /// The transient line is on the screen (on stderr).
     transient_shown: bool,
-    /// The terminal's cursor is at the start of a line: the last byte written to it was a
-    /// line break (or nothing was written yet).
+    /// The last byte written to the terminal was a line break (or nothing was written yet).
     at_line_start: bool,
 }
 
@@ -140,7 +123,7 @@ impl Console {
         })
     }
 
-    /// Queues `bytes` for `stream`; the receiver yields the result once they are written.
+    /// The receiver yields the result once the bytes are written.
     pub(crate) fn submit(
         &self,
         stream: OutputStream,
@@ -162,22 +145,18 @@ impl Console {
         self.thread.submit(Job::Write(stream), bytes)
     }
 
-    /// Draws `line` as the transient line on stderr, replacing the one shown, when stderr is
-    /// a terminal whose cursor is at the start of a line; the next output erases it.
     pub(crate) fn show_transient(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ShowTransient, Arc::new(line.into_bytes()))
     }
 
-    /// Writes `line` (with its line break) on stderr when it is a terminal, on a line of its
-    /// own; nothing otherwise.
+    /// Writes `line` on stderr, on a line of its own, when it is a terminal.
     pub(crate) fn note(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         self.thread.submit(Job::Note, Arc::new(bytes))
     }
 
-    /// Erases the transient line, if one is shown.
     pub(crate) fn clear_transient(&self) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ClearTransient, Arc::new(Vec::new()))

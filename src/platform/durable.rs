@@ -1,18 +1,7 @@
-//! Crash-safe file writes.
-//!
-//! - [`replace_atomically`]: the `state.json` recipe — write a uniquely named temp file in the
-//!   same directory, fsync it, rename it over the target, fsync the directory. A reader (or a
-//!   crash) sees the old document or the new one, never a torn one.
-//! - [`create_new`]: attempt artifacts are created with `O_EXCL`; an existing file is never
-//!   truncated or replaced.
-//! - [`write_new_durably`]: an outcome record — exclusive create, write, fsync, directory fsync.
-//! - [`write_new`]: a prompt or transcript — exclusive create and write, no fsync.
-//!
-//! Every write goes under a directory opened without following a symbolic link, and never
-//! through a link itself ([`no_follow`], issue 23).
-//!
-//! Every step is a named failpoint (`fail` crate, compiled in only with the `failpoints`
-//! feature) so tests can prove that a failed write leaves the last durable record in place.
+//! Crash-safe file writes, every one under a directory opened without following a link
+//! ([`no_follow`]) and each step a named failpoint (docs/architecture.md, "Durability"):
+//! `state.json` replaced atomically ([`replace_atomically`]), outcomes created and fsynced
+//! ([`write_new_durably`]), prompts and transcripts created without fsync ([`write_new`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -32,7 +21,6 @@ macro_rules! failpoint {
     };
 }
 
-/// Why an atomic replacement failed, and whether readers can already see the new content.
 #[derive(Debug)]
 pub(crate) enum ReplaceError {
     /// Nothing changed: the target still holds its previous content.
@@ -51,10 +39,10 @@ impl std::fmt::Display for ReplaceError {
     }
 }
 
-/// Replaces `target` with `bytes` atomically and durably. `failpoint_label` distinguishes the
-/// caller's writes in failpoint names (`<label>-write`, `<label>-fsync`, `<label>-rename`,
-/// `<label>-dir-fsync`). The directory is opened without following a link, and the temp file
-/// is created and renamed under it ([`no_follow`]).
+/// Replaces `target` with `bytes`: a uniquely named temp file in the same directory, fsynced,
+/// renamed over the target, then the directory fsynced, so a reader (or a crash) sees the old
+/// document or the new one. `failpoint_label` names the steps' failpoints (`<label>-write`,
+/// `-fsync`, `-rename`, `-dir-fsync`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(crate) fn replace_atomically(
     target: &Path,
@@ -76,7 +64,6 @@ pub(crate) fn replace_atomically(
     sync_dir_labelled(&dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
 }
 
-/// Writes and fsyncs the temp file, then renames it over the target (both in `dir`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn write_and_rename(
     dir: &OwnedFd,
@@ -109,7 +96,6 @@ pub(crate) fn create_new(path: &Path) -> io::Result<File> {
     create_in(&dir, name, path)
 }
 
-/// Creates `name` (which is `path`) exclusively in `dir`.
 fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
     no_follow::create_new_in(dir, name).map_err(|error| {
         if error.kind() == io::ErrorKind::AlreadyExists {
@@ -126,9 +112,8 @@ fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
     })
 }
 
-/// Creates `path` exclusively with `bytes`, without forcing it to disk: for artifacts whose
-/// loss in a power failure costs evidence, not correctness (prompts, transcripts). They reach
-/// the page cache before the worker starts, so they survive a crash of the handler itself.
+/// Creates `path` exclusively with `bytes`, without forcing it to disk: for evidence (prompts,
+/// transcripts), which the page cache keeps through a crash of the handler itself.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(crate) fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<File> {
     failpoint!(format!("{failpoint_label}-write").as_str());
@@ -159,23 +144,20 @@ pub(crate) fn write_new_durably(
     no_follow::sync(&dir).map_err(|error| with_path(error, dir_path))
 }
 
-/// The write of [`write_new_durably`], behind its failpoint.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn write_step(file: &mut File, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
     failpoint!(format!("{failpoint_label}-write").as_str());
     file.write_all(bytes)
 }
 
-/// The file fsync of [`write_new_durably`], behind its failpoint.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn fsync_step(file: &File, failpoint_label: &str) -> io::Result<()> {
     failpoint!(format!("{failpoint_label}-fsync").as_str());
     file.sync_all()
 }
 
-/// Creates `dir` and its parents, then fsyncs each directory whose entry set changed, so the
-/// artifact directories survive a power loss together with the files put in them. Every
-/// directory is opened without following a link: an existing link on the way is refused.
+/// Creates `dir` and its parents, fsyncing each directory whose entries changed; an existing
+/// link on the way is refused.
 pub(crate) fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     let mut missing: Vec<&OsStr> = Vec::new();
     let mut cursor = dir;

@@ -1,6 +1,5 @@
-//! Reads of `/proc`: the running kernel's boot id, one process's stat line and command name,
-//! and the members of a process group. Parsing and comparison live in
-//! [`crate::domain::identity`].
+//! Reads of `/proc`: the boot id, stat lines, children lists, environments and our own
+//! descriptors. Parsing and comparison live in [`crate::domain::identity`].
 
 use std::fs;
 use std::io;
@@ -48,6 +47,29 @@ pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
         Err(error) if error.raw_os_error() == Some(nix::libc::ESRCH) => Ok(None),
         Err(error) => Err(error),
     }
+}
+
+/// [`stat`], with a stat line that cannot be read taken as no process.
+pub(crate) fn stat_of(pid: u32) -> Option<ProcStat> {
+    stat(pid).ok().flatten()
+}
+
+/// A process's start time (`/proc/<pid>/stat` field 22, clock ticks since boot).
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    stat_of(pid).map(|stat| stat.start_time_ticks)
+}
+
+/// The descriptors this process has open, as `/proc/self/fd` lists them (the listing's own
+/// among them, closed by the time this returns).
+pub(crate) fn own_descriptors() -> Vec<i32> {
+    fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The command name of a process (`/proc/<pid>/comm`), for messages; `None` when it is gone.
@@ -154,7 +176,7 @@ impl ChildSnapshot {
         Self(
             children
                 .into_iter()
-                .filter_map(|pid| stat(pid).ok().flatten())
+                .filter_map(stat_of)
                 .map(|child| (child.pid, child.start_time_ticks))
                 .collect(),
         )

@@ -1,16 +1,7 @@
-//! Signal dispositions: giving a signal its default action back once nothing of ours handles
-//! it any more, and catching signals again, without `signal-hook`, for the last wait of a run.
-//!
-//! `signal-hook` never uninstalls the handler it registered: after its stream is closed a
-//! delivery still runs that handler, which now does nothing, so the signal is silently
-//! ignored. Once a `run` has recorded everything, the handler's only work left is printing its
-//! final report, and a report blocked on a stdout or stderr nobody reads must stay
-//! interruptible like any program's output.
-//!
-//! When hooks still have to run after that ([`catch`]), the command owns the signals itself:
-//! a minimal handler of ours counts them (signal-hook's registry would not reinstall its own
-//! handler after [`restore_default`]), the command stops the hooks when one arrives, and the
-//! exit code stays the one already decided.
+//! Signal dispositions after the run's signal intake (docs/architecture.md, "Signals"): the
+//! default action given back ([`restore_default`]: `signal-hook` never uninstalls its handler,
+//! which would leave the signals ignored), and a counting handler of our own ([`catch`]) while
+//! the end-of-run hooks run (signal-hook's registry would not reinstall its own).
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
@@ -18,7 +9,6 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 
 /// The first signal caught by [`catch`]'s handler (0: none yet).
 static FIRST_CAUGHT: AtomicI32 = AtomicI32::new(0);
-/// How many signals it caught.
 static CAUGHT_COUNT: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn count_signal(signal: nix::libc::c_int) {
@@ -64,7 +54,6 @@ impl CaughtSignals {
         set_action(&self.signals, &counting, "cannot catch a signal");
     }
 
-    /// The first signal caught, if any.
     pub(crate) fn first(&self) -> Option<i32> {
         match FIRST_CAUGHT.load(Ordering::SeqCst) {
             0 => None,
@@ -72,7 +61,6 @@ impl CaughtSignals {
         }
     }
 
-    /// How many signals were caught.
     pub(crate) fn count(&self) -> u32 {
         CAUGHT_COUNT.load(Ordering::SeqCst)
     }

@@ -1,28 +1,7 @@
-//! The handler's side of the per-run watchdog: the process that stops a worker when the
-//! handler itself is killed (SIGKILL, the OOM killer) and can stop nothing
-//! (docs/architecture.md, "The watchdog"; the rules are [`crate::domain::watchdog`], the
-//! watchdog's own life is [`super::watchdog_process`]).
-//!
-//! - **Start.** `run` starts the watchdog before any thread exists, by a plain `fork`: the
-//!   child is a single-threaded copy of the handler that goes straight into the watchdog's
-//!   loop — no `exec` of the 50 MB binary, so it costs a fraction of a millisecond. Should a
-//!   thread exist already (a `fork` of a multi-threaded process may only `exec`), and for
-//!   every replacement, it re-executes `/proc/self/exe` with a hidden first argument instead.
-//! - **Registration.** Every group the handler starts (worker, hook, check) sends `watch
-//!   <pgid> <token>` from its child between `fork` and `exec`, on a duplicate of the socket
-//!   taken for that spawn ([`registration`], [`register_self`]: a replacement of the socket
-//!   meanwhile cannot make the number name something else). Once the spawn returned the
-//!   handler records the group and sends the same ([`watching`]); the groups recorded are
-//!   what a replacement is told again. `release <pgid>` follows once the group is stopped.
-//! - **Loss.** A monitor thread waits for the watchdog with `waitid` (exit *or* stop): the
-//!   moment it dies or is stopped (then it is killed), the loss is noticed, a new watchdog is
-//!   started and told every group still watched — at most [`REPLACEMENT_LIMIT`] times a run —
-//!   and the loss is handed to the subscriber (the running attempt), or kept for the next one.
-//! - **Finish.** At the end of `run` the handler closes its end of the socket; the watchdog
-//!   then stops whatever was not released (nothing, normally) and exits, and the handler
-//!   waits for that (bounded), so no process of the run outlives it.
-//!
-//! [`REPLACEMENT_LIMIT`]: crate::domain::watchdog::REPLACEMENT_LIMIT
+//! The handler's side of the per-run watchdog (docs/architecture.md, "The watchdog"): starting
+//! it (a plain `fork` while the handler has one thread, else a re-execution), telling it which
+//! groups to watch and release, noticing its loss on a monitor thread and replacing it, and
+//! waiting for it at the end. Its own life is [`super::watchdog_process`].
 
 use std::collections::BTreeMap;
 use std::io;
@@ -39,7 +18,7 @@ use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
 
-use super::process_group;
+use super::{proc, process_group};
 use super::watchdog_process::{self, WatchdogConfig};
 use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
@@ -53,32 +32,26 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// What the run tells the watchdog when it starts it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StartOptions {
-    /// The run's event stream (`events.jsonl`): the watchdog appends one record there when it
-    /// had to stop something, so `watch` and a later reader learn what happened.
+    /// The run's `events.jsonl`, where the watchdog records what it had to stop.
     pub events_path: Option<PathBuf>,
 }
 
-/// How the watchdog was started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StartedBy {
-    /// A `fork` of the still single-threaded handler.
     Fork,
-    /// A re-execution of the handler's binary.
     Exec,
 }
 
 /// Receives the losses of the watchdog (the running attempt).
 type Listener = Arc<dyn Fn(WatchdogLoss) + Send + Sync>;
 
-/// The handler's view of its watchdog.
+/// The handler's view of its watchdog: the current one's socket and pid.
 #[derive(Default)]
 struct HandlerSide {
-    /// Our end of the current watchdog's socket.
     socket: Option<OwnedFd>,
-    /// The current watchdog's pid.
     pid: Option<u32>,
     config: Option<WatchdogConfig>,
-    /// Groups registered and not released, with their tokens.
+    /// Groups registered and not released, with their tokens: what a replacement is told.
     watched: BTreeMap<u32, String>,
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
@@ -116,7 +89,7 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         (pid, socket, StartedBy::Exec)
     };
     // Never mistaken for a worker's escapee (nor counted as the worker's activity).
-    super::helper_registry::spare_watchdog(pid, started_ticks(pid));
+    super::helper_registry::lock().spare_watchdog(pid, proc::start_time(pid));
     *lock() = Some(HandlerSide {
         socket: Some(socket),
         pid: Some(pid),
@@ -137,13 +110,11 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
     Ok((pid, how))
 }
 
-/// Whether this process has one thread only (a `fork` is then safe to continue without
-/// `exec`).
 fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
-/// A socket pair for one watchdog: (ours, theirs), both close-on-exec.
+/// (ours, theirs), both close-on-exec.
 fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     socketpair(
         AddressFamily::Unix,
@@ -173,7 +144,6 @@ fn fork_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
     }
 }
 
-/// Starts the watchdog by re-executing this binary (any number of threads).
 fn exec_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
     let (ours, theirs) = socket_pair()?;
     let mut command = Command::new("/proc/self/exe");
@@ -279,7 +249,6 @@ fn wait_lost(pid: u32) -> Option<LossCause> {
     }
 }
 
-/// Starts a new watchdog and tells it every group still watched.
 fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     fail::fail_point!("watchdog-replace", |_| Err(io::Error::other(
         "injected failure at failpoint watchdog-replace"
@@ -292,7 +261,7 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     // watchdog, a child that started after the worker, for an escapee.
     let mut registry = super::helper_registry::lock();
     let (socket, pid) = exec_watchdog(&config)?;
-    registry.spare_watchdog(pid, started_ticks(pid));
+    registry.spare_watchdog(pid, proc::start_time(pid));
     drop(registry);
     for (pgid, attempt) in &side.watched {
         send(
@@ -309,12 +278,17 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
 }
 
 fn send(socket: &OwnedFd, message: WatchdogMessage<'_>) {
+    if let Err(error) = send_raw(socket.as_raw_fd(), message) {
+        tracing::warn!(%error, ?message, "could not tell the watchdog");
+    }
+}
+
+/// One non-blocking `send` of a message formatted on the stack: async-signal-safe.
+fn send_raw(fd: RawFd, message: WatchdogMessage<'_>) -> nix::Result<usize> {
     let mut buffer = [0u8; MAX_MESSAGE];
     let length = message.encode(&mut buffer);
     let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    if let Err(error) = nix::sys::socket::send(socket.as_raw_fd(), &buffer[..length], flags) {
-        tracing::warn!(%error, ?message, "could not tell the watchdog");
-    }
+    nix::sys::socket::send(fd, &buffer[..length], flags)
 }
 
 /// The registration descriptor for the next spawn, when a watchdog runs: a close-on-exec
@@ -327,25 +301,17 @@ pub(crate) fn registration() -> Option<OwnedFd> {
     socket.try_clone().ok()
 }
 
-/// Registers the calling process's group and token with the watchdog. Runs in a child
-/// between `fork` and `exec` (after `setsid`), so it only makes async-signal-safe calls:
-/// `getpid` and one non-blocking `send` of a message formatted on the stack. A watchdog that
-/// is gone or full is ignored: the launch goes on (the handler registers the group again once
-/// the spawn returned).
+/// Registers the calling process's group and token with the watchdog, from a child between
+/// `fork` and `exec` (after `setsid`): only async-signal-safe calls. A watchdog that is gone
+/// or full is ignored; the handler registers the group again once the spawn returned.
 pub(crate) fn register_self(fd: RawFd, token: &str) {
-    let mut buffer = [0u8; MAX_MESSAGE];
-    let length = WatchdogMessage::Watch {
-        pgid: getpid().as_raw() as u32,
-        attempt: token,
-    }
-    .encode(&mut buffer);
-    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    let _ = nix::sys::socket::send(fd, &buffer[..length], flags);
+    let pgid = getpid().as_raw() as u32;
+    let _ = send_raw(fd, WatchdogMessage::Watch { pgid, attempt: token });
 }
 
 /// Records, once its spawn returned, that group `pgid`, whose processes carry `token`, is
-/// watched, and tells the current watchdog (the child's own registration may have gone to a
-/// watchdog replaced meanwhile).
+/// watched, and tells the current watchdog (the child's own registration may have gone to one
+/// replaced meanwhile).
 pub(crate) fn watching(pgid: u32, token: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
@@ -369,13 +335,6 @@ pub(crate) fn release(pgid: u32) {
     if let Some(socket) = &side.socket {
         send(socket, WatchdogMessage::Release(pgid));
     }
-}
-
-fn started_ticks(pid: u32) -> Option<u64> {
-    super::proc::stat(pid)
-        .ok()
-        .flatten()
-        .map(|stat| stat.start_time_ticks)
 }
 
 /// Hands every later loss of the watchdog to `listener` — and, at once, the losses no one
@@ -416,9 +375,8 @@ impl Drop for Subscription {
     }
 }
 
-/// Ends the watchdog at the end of `run`: closes our end of the socket — it then stops
-/// whatever was not released and exits — and waits for it (bounded), so no process of the
-/// run outlives the handler.
+/// Closes our end of the socket at the end of `run` — the watchdog then stops whatever was not
+/// released and exits — and waits for it (bounded).
 pub(crate) fn finish() {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };

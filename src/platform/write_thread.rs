@@ -1,13 +1,7 @@
-//! A dedicated thread that performs one kind of blocking write on behalf of async code.
-//!
-//! A write can block for as long as its target pleases: a paused terminal, a pipe nobody
-//! reads, a slow or failing disk. Done on a runtime worker thread it would stall the tasks
-//! parked behind it — a timeout among them — so the transcript file and the live console each
-//! get a thread of their own. Submitting never blocks: the queue is unbounded, and what bounds
-//! it is the callers — an attempt's output waits for each chunk's result before reading more
-//! (backpressure: the child still waits for a slow sink), and the other writers (progress
-//! lines) are small and few. Writes happen in submission order; the thread drops its
-//! reference to a buffer before reporting, so the caller gets sole ownership back for reuse.
+//! A thread of its own for writes that can block for good (a paused terminal, a pipe nobody
+//! reads), so no runtime worker stalls on them. The queue is unbounded: the callers bound it
+//! (an attempt's output awaits each chunk's result). Writes keep their order, and the thread
+//! drops its reference to a buffer before reporting, so the caller can reuse it.
 
 use std::io;
 use std::sync::Arc;
@@ -35,7 +29,6 @@ pub(crate) struct WriteThread<T> {
 }
 
 impl<T: Send + 'static> WriteThread<T> {
-    /// Starts a thread named `name` that owns `sink`.
     pub(crate) fn start(name: &str, mut sink: impl Sink<T>) -> io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job<T>>();
         let thread = std::thread::Builder::new()
@@ -53,7 +46,7 @@ impl<T: Send + 'static> WriteThread<T> {
         })
     }
 
-    /// Queues `bytes` for `target`; the receiver yields the result once they are written.
+    /// The receiver yields the result once the bytes are written.
     pub(crate) fn submit(
         &self,
         target: T,

@@ -1,8 +1,6 @@
-//! The end of an attempt, run as tasks beside the attempt supervisor once its lifecycle has
-//! decided: the outcome record, the retry policy's decision (with the provider's reset time
-//! read from the transcript's end), the commit through the state store, and the report to
-//! the run — or, when nothing may be written, the report of an unresolved or unprepared
-//! attempt with what the state still shows of it.
+//! The end of an attempt, run as tasks once its lifecycle has decided: the outcome record, the
+//! retry policy's decision, the commit through the state store and the report to the run — or,
+//! when nothing may be written, the report of an unresolved or unprepared attempt.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -61,7 +59,6 @@ impl Reporting {
             .map(Box::new)
     }
 
-    /// Reports an attempt whose prepared record was not written.
     pub(crate) async fn not_prepared(self, attempt_id: String, error: StateWriteError) {
         let still_active = self.still_active(&attempt_id).await;
         self.send(
@@ -73,7 +70,6 @@ impl Reporting {
         );
     }
 
-    /// Reports a decided attempt that could not be committed.
     pub(crate) async fn unresolved(
         self,
         attempt: ActiveAttempt,
@@ -97,7 +93,6 @@ impl Reporting {
 /// What the attempt supervisor knows of a decided attempt besides its conclusion.
 pub(crate) struct Ended {
     pub(crate) attempt: ActiveAttempt,
-    /// This attempt's number among the phase's attempts in the state.
     pub(crate) phase_attempt: u32,
     /// When the attempt finished, and its duration in milliseconds.
     pub(crate) finished: (Timestamp, u64),
@@ -120,14 +115,12 @@ pub(crate) struct CommitJob {
     /// What the retry policy decides from, when the status may be retried.
     retry: Option<RetryInputs>,
     output: OutputBytes,
-    /// What the attempt's usage reports came to.
     usage: UsageSummary,
     /// The budget cap could not be enforced for this attempt's agent.
     budget_note: Option<String>,
 }
 
 impl CommitJob {
-    /// The outcome record of `ended` as `conclusion` decided it, and what its commit needs.
     pub(crate) fn new(
         ended: Ended,
         conclusion: Conclusion,
@@ -277,7 +270,6 @@ impl CommitJob {
     }
 }
 
-/// What the retry policy decides from, after a retryable attempt.
 struct RetryInputs {
     phase_id: String,
     status: AttemptStatus,
@@ -293,8 +285,6 @@ struct RetryInputs {
 const RESET_SEARCH_BYTES: u64 = 64 * 1024;
 
 impl RetryInputs {
-    /// The policy's inputs for an attempt that ended `status`, when that status may be
-    /// retried at all.
     fn for_status(
         status: AttemptStatus,
         attempt: &ActiveAttempt,

@@ -1,16 +1,7 @@
-//! AttemptSupervisor: one per attempt. It owns the attempt's actors and carries out what the
-//! pure lifecycle machine ([`crate::domain::lifecycle::attempt`]) decides — which trigger
-//! becomes the cause, what a signal does in each stage, when cleanup moves on, what the
-//! outcome is and whether it may be committed. This actor only turns messages into machine
-//! events and machine effects into actions.
-//!
-//! Its handlers never wait on a disk, a store write or another actor's reply: preparation
-//! ([`prepare`]), the `running` record, each Verify check ([`verify`]) and the commit
-//! ([`commit`]) run as tasks that report back with a message (or, at the end, report to the
-//! run), and what recording needs the output's consumers report on their own
-//! ([`recording`]). So a timeout, a stop-regex match or a signal is handled at once whatever
-//! the disk is doing, and a signal during preparation is held by the machine until the group
-//! exists.
+//! AttemptSupervisor: one per attempt. It owns the attempt's actors, feeds its messages to the
+//! lifecycle machine ([`crate::domain::lifecycle::attempt`]) and carries out the effects. Its
+//! handlers never wait: preparation, the `running` record, Verify checks and the commit run as
+//! tasks that report back (docs/architecture.md, "Attempt lifecycle").
 
 mod commit;
 mod crew;
@@ -76,7 +67,6 @@ pub(crate) use self::messages::AttemptMsg;
 
 /// Everything one attempt needs, fixed when the run loop orders the launch.
 pub(crate) struct AttemptSpec {
-    /// Where the attempt's end is reported.
     pub(crate) run: DerivedActorRef<Box<crate::domain::lifecycle::run::AttemptReport>>,
     pub(crate) store: ActorRef<StoreMsg>,
     pub(crate) location: Arc<PlanLocation>,
@@ -84,14 +74,13 @@ pub(crate) struct AttemptSpec {
     pub(crate) settings: Arc<RunSettings>,
     pub(crate) phase: Phase,
     pub(crate) execution_workspace: String,
-    /// What the run loop decided for this attempt (template, retry turn, acceptance).
     pub(crate) order: LaunchOrder,
     /// The handler's children before its first worker: never treated as escaped descendants.
     pub(crate) inherited_children: Arc<ChildSnapshot>,
-    /// The phase's position in the plan (1-based), for progress.
+    /// 1-based, for progress.
     pub(crate) phase_index: usize,
     pub(crate) events: Emitter,
-    /// The run's live console; `None` with `--quiet`.
+    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     pub(crate) span: tracing::Span,
 }
@@ -108,26 +97,19 @@ pub(crate) struct AttemptState {
     unlaunched_transcript: Option<TranscriptFile>,
     /// Why the prepared record was not written, until the machine concludes.
     not_prepared: Option<(String, StateWriteError)>,
-    /// When the attempt started, for its duration.
     started: std::time::Instant,
-    /// When the attempt finished (its worker gone, or never started) and its one duration,
-    /// measured at that moment ([`AttemptState::finish_now`], docs/decisions.md): the
-    /// outcome, `state.json`, the event stream, the end line and `run --json` all carry it.
+    /// When the attempt finished and its one duration, measured at that moment
+    /// ([`AttemptState::finish_now`]): every record of the attempt carries it.
     finished: Option<(Timestamp, u64)>,
-    /// What recording gathers from the output's consumers, and what the agent wrote.
     findings: Findings,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
-    /// The running Verify check's stop switch.
     check_stop: Option<StopSwitch>,
-    /// What became of the worker's notifications, once the socket is drained.
     notify_tally: Option<NotifyTally>,
-    /// When the running usage was last streamed.
     usage_publication: UsagePublication,
     tasks: Vec<JoinHandle<()>>,
     /// Watchdog losses are told to this attempt while it lives.
     _watchdog: watchdog::Subscription,
-    /// The watchdog losses during this attempt, for the trailer and the outcome.
     watchdog_losses: Vec<WatchdogLoss>,
 }
 
@@ -258,7 +240,6 @@ impl Actor for AttemptSupervisor {
 }
 
 impl AttemptState {
-    /// Feeds one event to the machine and executes the effects it returns.
     fn feed(&mut self, event: AttemptEvent, myself: &ActorRef<AttemptMsg>) {
         self.note(&event);
         let before = self.lifecycle.stage().name();
@@ -272,7 +253,6 @@ impl AttemptState {
         }
     }
 
-    /// What the supervisor itself keeps or tells of an event.
     fn note(&mut self, event: &AttemptEvent) {
         if let AttemptEvent::RunningRecorded = event
             && let Some(attempt) = self.attempt.as_mut()
@@ -300,7 +280,7 @@ impl AttemptState {
             }
             AttemptEffect::BoundConsole => {
                 if let Some(crew) = &self.crew {
-                    crew.console_bound.engage();
+                    crew.console_bound.send_replace(true);
                 }
             }
             AttemptEffect::TerminateGroup => {
@@ -404,15 +384,12 @@ impl AttemptState {
         }
     }
 
-    /// The attempt is concluded: every actor of it has said what it knows.
     fn stop_crew(&mut self) {
         if let Some(crew) = self.crew.take() {
             crew.stop();
         }
     }
 
-    /// Runs one Verify check as a blocking job; it reports back with
-    /// [`AttemptMsg::CheckEnded`].
     fn run_check(&mut self, check: VerifyCheck, myself: &ActorRef<AttemptMsg>) {
         let count = self.spec.phase.verify.len();
         tracing::info!(index = check.index, of = count, first_line = %check.first_line(), "verify check starting");
@@ -517,13 +494,12 @@ impl AttemptState {
             .collect()
     }
 
-    /// Runs `work` as a task of this attempt, in its span; aborted if the attempt stops first.
+    /// Runs `work` in the attempt's span; aborted if the attempt stops first.
     fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
         let span = self.spec.span.clone();
         self.tasks.push(tokio::spawn(work.instrument(span)));
     }
 
-    /// Emits an event of this attempt (with its id once it has one).
     fn emit(&self, event: RunEvent) {
         let attempt_id = self.attempt.as_ref().map(|attempt| attempt.id.as_str());
         self.spec.events.emit(attempt_id, event);
@@ -543,7 +519,6 @@ impl AttemptState {
         }
     }
 
-    /// The preparation task's inputs, cloned out of the spec.
     fn preparation(&mut self) -> PreparationTask {
         let order = &mut self.spec.order;
         PreparationTask {
@@ -677,7 +652,6 @@ impl AttemptState {
         Ok(None)
     }
 
-    /// Writes the `running` record in a task: a slow disk must not delay a timeout or signal.
     fn record_running(
         &mut self,
         attempt_id: &str,
@@ -708,9 +682,8 @@ impl AttemptState {
         });
     }
 
-    /// The group is gone and both pipes are closed (or our read ends): the writer is asked
-    /// for the trailer; the marker parser's verdict and the stop scanner's last word come on
-    /// their own once both streams ended. The three make the `Gathered` event.
+    /// The writer is asked for the trailer; the marker parser's verdict and the stop scanner's
+    /// last word come on their own once both streams ended. The three make `Gathered`.
     fn gather(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
         let (finished_at, _) = self.finish_now();
         let Some(crew) = &self.crew else { return };
@@ -735,8 +708,6 @@ impl AttemptState {
         }
     }
 
-    /// Commits the decided outcome in a task (after noting a launch error in the transcript
-    /// of a worker that never ran); the task reports to the run.
     fn commit(&mut self, conclusion: Conclusion) {
         tracing::info!(status = %conclusion.decision.status, "outcome decided");
         let Some(attempt) = self.attempt.clone() else {
@@ -767,9 +738,8 @@ impl AttemptState {
     }
 }
 
-/// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin
-/// must not stall anything: this runs on its own and is abandoned at cleanup. A closed pipe
-/// (EPIPE) just means the worker did not want it.
+/// Writes the prompt to the worker's stdin and closes it, in a task of its own (abandoned at
+/// cleanup): a worker that never reads stdin stalls nothing, and EPIPE means it did not want it.
 async fn write_prompt(mut stdin: pipe::Sender, prompt: Vec<u8>) {
     let _ = stdin.write_all(&prompt).await;
     let _ = stdin.shutdown().await;

@@ -1,9 +1,6 @@
-//! The preparation of one attempt, run as a task beside the attempt supervisor so that no
-//! disk, store write or spawn ever waits inside its handlers: the prepared record, the
-//! prompt, the transcript header, the attempt's notification socket,
-//! the spawn in a new session and process group (with `NOTIFY_SOCKET` naming that socket), and
-//! the worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs
-//! ([`SetupFailure`]).
+//! The preparation of one attempt, run as a task beside the attempt supervisor: the prepared
+//! record, the prompt, the transcript header, the notification socket, the spawn and the
+//! worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs.
 
 use std::fs::File;
 use std::io;
@@ -31,7 +28,7 @@ use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
 use crate::platform::process_group::{self, WorkerChild};
 use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::{durable, spawn};
+use crate::platform::{durable, program};
 
 /// A launched worker, handed from the preparation task to the supervisor.
 pub(crate) struct Launch {
@@ -91,7 +88,7 @@ pub(crate) struct PreparationTask {
     pub(crate) template_index: usize,
     pub(crate) retry_note: Option<RetryNote>,
     /// The phase's previous attempt reported completion and this check failed it: the
-    /// prompt says so (issue 20).
+    /// prompt says so.
     pub(crate) verification_failure: Option<FailedCheck>,
     pub(crate) attempt_number: u32,
     pub(crate) phase_index: usize,
@@ -246,10 +243,9 @@ impl PreparationTask {
     }
 }
 
-/// What the start job does, in order: the prompt (exclusively), the transcript with its
-/// header, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
-/// of resources is set up before the launch, so a failure never leaves a worker without its
-/// supervision.
+/// What the start job does, in order: the prompt, the transcript with its header, the
+/// notification socket, the spawn, the worker's identity. Everything that can fail for lack of
+/// resources is set up before the launch, so a failure never leaves a worker unsupervised.
 struct StartJob {
     attempt_id: String,
     prompt_path: String,
@@ -311,7 +307,7 @@ impl StartJob {
             Ok(child) => child,
             Err(error) => {
                 let program = self.argv.first().cloned().unwrap_or_default();
-                let problem = spawn::launch_problem(&program, &self.cwd, &error);
+                let problem = program::launch_problem(&program, &self.cwd, &error);
                 return Started::NotLaunched {
                     transcript,
                     summary: format!("could not launch agent command: {problem}"),

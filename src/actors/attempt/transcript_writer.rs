@@ -1,32 +1,8 @@
-//! TranscriptWriter: owns the attempt's transcript file and the handler's live console.
-//!
-//! Both pipe readers hand it their chunks ([`Output`]); the order in which it handles them *is*
-//! the order the transcript records. Each chunk is appended to the transcript as it arrives
-//! (off the runtime threads: a slow disk never stalls a timeout or a signal) and echoed on the
-//! console (minus any result block, unless `--quiet`) by the console's thread; the reader
-//! hears the chunk is done only when both are. Once both streams ended and the supervisor
-//! asked for it, the writer writes the trailer and reports ([`AttemptMsg::TrailerWritten`]).
-//!
-//! The live console is a courtesy, the transcript is the record:
-//! - while the worker runs, a slow console slows the worker (backpressure), but once the
-//!   attempt lifecycle bounds the console ([`ConsoleBound`], when the worker is being stopped
-//!   or has exited) an echo that is not written within [`ECHO_LIMIT`] drops the console for
-//!   the rest of the attempt, so the pipes drain and the attempt is recorded whatever the
-//!   terminal or the pipe reader does;
-//! - a console that fails (EPIPE when the viewer went away, `run … | head`) stops the echo of
-//!   that stream only; the worker goes on and the transcript keeps everything;
-//! - text the live filter holds back (an opening tag never closed) is released after
-//!   [`LIVE_HOLD_LIMIT`].
-//!
-//! Each of these is noted in the transcript trailer (`live_output_*` lines).
-//!
-//! After the trailer, the attempt's Verify checks write through it too
-//! ([`WriterMsg::Verify`]): each check's header, its output as it arrives and its footer go
-//! into the transcript and, verbatim, to the console's stderr. None of it reaches the marker
-//! parser, the stop scanner, the live filter or the deadline timer — they judge the agent's
-//! output only — and the console stays bounded, so a paused terminal cannot make a check run
-//! into its time limit. What happens to the live output meanwhile is noted in the next
-//! check's footer.
+//! TranscriptWriter: owns the attempt's transcript file and its echo on the live console
+//! (docs/architecture.md, "Flow control"). The order in which it takes the readers' chunks is
+//! the transcript's order; each is appended off the runtime threads and echoed by the console's
+//! thread, and the reader hears it is done when both are. After the trailer, the Verify checks'
+//! records go through it too, to the transcript and the console's stderr only.
 
 use std::io;
 use std::sync::Arc;
@@ -51,9 +27,8 @@ use crate::domain::transcript::{CheckFooter, Trailer, render_check_footer, rende
 use crate::platform::console::Console;
 use crate::platform::transcript_file::TranscriptFile;
 
-/// Output progress events are emitted at most once per this interval (a live status line
-/// redraws a few times a second; the event stream keeps fewer). Output held back by the
-/// interval is reported when it ends, so the last chunk of a burst is never left unreported.
+/// Output progress events are emitted at most once per this interval; output held back by it
+/// is reported when it ends, so the last chunk of a burst is never left unreported.
 const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Output notifications to the deadline timer are coalesced to at most one per this interval.
@@ -62,25 +37,7 @@ const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
 /// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
 pub(crate) const ECHO_LIMIT: Duration = Duration::from_secs(1);
 
-/// The switch the attempt supervisor throws when the lifecycle bounds the live console
-/// (`AttemptEffect::BoundConsole`). A watch channel rather than a message: the writer may be
-/// waiting on the console inside a handler, where no message can reach it.
-#[derive(Clone)]
-pub(crate) struct ConsoleBound(Arc<watch::Sender<bool>>);
-
-impl ConsoleBound {
-    pub(crate) fn new() -> (Self, watch::Receiver<bool>) {
-        let (switch, bounded) = watch::channel(false);
-        (Self(Arc::new(switch)), bounded)
-    }
-
-    pub(crate) fn engage(&self) {
-        self.0.send_replace(true);
-    }
-}
-
 pub(crate) enum WriterMsg {
-    /// The worker's output, from the pipe readers.
     Output(Output),
     /// Once both streams ended: flush the live filters, write the trailer and report it
     /// ([`AttemptMsg::TrailerWritten`]).
@@ -115,8 +72,7 @@ impl TryFrom<WriterMsg> for Output {
     }
 }
 
-/// What a Verify check adds to the transcript, in order: its header, its output (both
-/// streams, in arrival order), its footer.
+/// What a Verify check adds to the transcript, in order.
 pub(crate) enum VerifyOutput {
     /// `--- verify N: <first line> ---`, without its line end.
     Header(String),
@@ -141,20 +97,21 @@ pub(crate) struct TranscriptWriter;
 pub(crate) struct WriterArgs {
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
-    /// The run's live console; `None` with `--quiet`.
+    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     /// Where output progress goes, as events of `attempt_id`.
     pub(crate) events: Emitter,
     pub(crate) attempt_id: String,
     pub(crate) timer: Option<ActorRef<TimerMsg>>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
+    /// Becomes true when the lifecycle bounds the console: a watch channel, because the writer
+    /// may be waiting on the console inside a handler, where no message reaches it.
     pub(crate) console_bound: watch::Receiver<bool>,
-    /// The attempt's span: every record of the writer carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 
 /// The live echo of one stream.
+#[derive(Default)]
 struct EchoStream {
     filter: LiveFilter,
     /// The echo of this stream failed (the viewer went away): nothing more is shown.
@@ -165,22 +122,11 @@ struct EchoStream {
     holding: bool,
 }
 
-impl EchoStream {
-    fn new() -> Self {
-        Self {
-            filter: LiveFilter::new(),
-            stopped: false,
-            hold: 0,
-            holding: false,
-        }
-    }
-}
-
 pub(crate) struct WriterState {
     args: WriterArgs,
     stdout: EchoStream,
     stderr: EchoStream,
-    /// The run's live console, unless `--quiet` or dropped after a stall.
+    /// `None` with `--quiet`, or once dropped after a stall.
     console: Option<Arc<Console>>,
     /// Reused buffer for the visible part of a chunk.
     visible: Vec<u8>,
@@ -225,8 +171,8 @@ impl Actor for TranscriptWriter {
         Ok(WriterState {
             args,
             console,
-            stdout: EchoStream::new(),
-            stderr: EchoStream::new(),
+            stdout: EchoStream::default(),
+            stderr: EchoStream::default(),
             visible: Vec::new(),
             output: OutputBytes::default(),
             ends_with_newline: true,
@@ -286,8 +232,7 @@ impl WriterState {
         }
     }
 
-    /// Writes the trailer asked for once both streams ended (every chunk is in by then) and
-    /// reports it.
+    /// Writes the trailer asked for once both streams ended (every chunk is in by then).
     async fn finish_when_ended(&mut self) {
         if !self.open.is_empty() {
             return;
@@ -311,10 +256,9 @@ impl WriterState {
         );
     }
 
-    /// Records a part of a Verify check's run: into the transcript as it is, and verbatim on
-    /// the console's stderr (stdout stays the caller's; a check's output is shown, never
-    /// filtered). A transcript write that fails is the attempt's output failure, as for the
-    /// agent's output.
+    /// Records a part of a Verify check's run: into the transcript, and verbatim on the
+    /// console's stderr (stdout stays the caller's). A failed transcript write is the
+    /// attempt's output failure, as for the agent's output.
     async fn take_verify_output(&mut self, part: VerifyOutput) {
         let bytes = match part {
             VerifyOutput::Header(header) => {
@@ -423,7 +367,6 @@ impl WriterState {
         );
     }
 
-    /// Tells the deadline timer about output, at most once per interval.
     fn note_activity(&mut self) {
         let Some(timer) = &self.args.timer else {
             return;
@@ -534,7 +477,8 @@ impl WriterState {
         }
     }
 
-    /// Starts the time bound of a hold that began with this chunk, or forgets one that ended.
+    /// Starts the time bound ([`LIVE_HOLD_LIMIT`]) of a hold that began with this chunk, or
+    /// forgets one that ended.
     fn watch_hold(&mut self, stream: OutputStream, myself: &ActorRef<WriterMsg>) {
         let echo = self.echo_stream(stream);
         let holding = echo.filter.is_holding();
@@ -549,7 +493,6 @@ impl WriterState {
         echo.holding = holding;
     }
 
-    /// The time bound of hold number `hold` elapsed: if it is still held, show it.
     async fn release_hold(&mut self, stream: OutputStream, hold: u64) {
         let echo = self.echo_stream(stream);
         if !echo.holding || echo.hold != hold {
