@@ -118,14 +118,8 @@ impl AttemptProcesses {
 
     /// Whether `pid` (a notification's sender) belongs to the attempt (a few `/proc` reads).
     pub(crate) fn is_member(&self, pid: u32) -> bool {
-        let verdict = self.with_scope(|scope| {
-            belongs(
-                pid,
-                scope,
-                |pid| self.remembered(pid),
-                proc::stat_of,
-            )
-        });
+        let verdict =
+            self.with_scope(|scope| belongs(pid, scope, |pid| self.remembered(pid), proc::stat_of));
         match verdict {
             Verdict::Member { start_time_ticks } => {
                 self.remember(pid, start_time_ticks);

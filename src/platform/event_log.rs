@@ -279,40 +279,38 @@ impl Follower {
     /// goes on from the end.
     pub(crate) fn catch_up(&mut self, mut line: impl FnMut(String)) -> Result<(), FollowError> {
         let rotated_path = rotated(&self.path);
-        let current = inode_of(&self.path)?;
         if let Some(rotated_inode) = inode_of(&rotated_path)?
-            && Some(rotated_inode) != current
+            && Some(rotated_inode) != inode_of(&self.path)?
         {
             let mut rotated_source = open_stream(&rotated_path)?;
             self.drain(&mut rotated_source, &mut line)?;
             self.resync();
         }
-        if current.is_some() {
-            let mut source = open_stream(&self.path)?;
-            self.drain(&mut source, &mut line)?;
-            self.source = Some(source);
-        }
-        Ok(())
+        self.read_on(&mut line)
     }
 
     /// Whole lines appended since the last call (possibly none), oldest first.
     pub(crate) fn read_new_lines(&mut self) -> Result<Vec<String>, FollowError> {
         let mut lines = Vec::new();
-        let mut push = |line| lines.push(line);
+        self.read_on(&mut |line| lines.push(line))?;
+        Ok(lines)
+    }
+
+    fn read_on(&mut self, push: &mut impl FnMut(String)) -> Result<(), FollowError> {
         let now = inode_of(&self.path)?;
         let Some(mut source) = self.source.take() else {
             if now.is_some() {
                 let mut source = open_stream(&self.path)?;
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
-            return Ok(lines);
+            return Ok(());
         };
         match now {
             // Deleted (its writer may still append to it), or between a rotation's rename
             // and the new file's creation: read on.
             None => {
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
             Some(inode) if inode == source.inode => {
@@ -322,13 +320,13 @@ impl Follower {
                     source.seen.clear();
                     self.resync();
                 }
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
             Some(new_inode) => {
                 // Rotated (or replaced): finish the old file, then any file that came and
                 // went between two looks (now `events.jsonl.1`), then the new one.
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.resync();
                 let rotated_path = rotated(&self.path);
                 if let Some(middle) = inode_of(&rotated_path)?
@@ -336,15 +334,15 @@ impl Follower {
                     && middle != new_inode
                 {
                     let mut middle_source = open_stream(&rotated_path)?;
-                    self.drain(&mut middle_source, &mut push)?;
+                    self.drain(&mut middle_source, push)?;
                     self.resync();
                 }
                 let mut fresh = open_stream(&self.path)?;
-                self.drain(&mut fresh, &mut push)?;
+                self.drain(&mut fresh, push)?;
                 self.source = Some(fresh);
             }
         }
-        Ok(lines)
+        Ok(())
     }
 
     /// Forgets a partial line: a file left behind ended in a torn line (its writer died

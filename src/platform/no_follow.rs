@@ -17,7 +17,13 @@ const DIRECTORY: OFlags = OFlags::DIRECTORY
 
 /// Opens directory `dir`, refusing a symbolic link anywhere on its path.
 pub(crate) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    match rustix::fs::openat2(CWD, dir, DIRECTORY, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+    match rustix::fs::openat2(
+        CWD,
+        dir,
+        DIRECTORY,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
         Ok(fd) => Ok(fd),
         Err(rustix::io::Errno::NOSYS) => walk(dir),
         Err(error) => Err(refused_link(error.into(), dir)),
@@ -56,7 +62,12 @@ fn walk(dir: &Path) -> io::Result<OwnedFd> {
 
 fn open_in(dir: impl AsFd, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
     let mode = Mode::from_raw_mode(0o644);
-    Ok(rustix::fs::openat(dir, name, flags | OFlags::CLOEXEC, mode)?)
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC,
+        mode,
+    )?)
 }
 
 /// `ELOOP` (a link met where none may be) as a message naming the path; other errors keep

@@ -5,7 +5,7 @@
 //! children or through a pidfd checked against the start time a scan saw.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,7 +17,7 @@ use nix::libc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
-use tokio::net::unix::pipe;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use super::notify_socket::NOTIFY_SOCKET;
 use super::{helper_registry, proc, watchdog};
@@ -27,7 +27,7 @@ use crate::domain::watchdog::ATTEMPT_ENV;
 
 pub(crate) use crate::domain::escalation::StopSignal;
 
-/// Pipe capacity asked for a worker's output pipes: fewer, larger reads.
+/// Pipe capacity asked for a worker's output pipes.
 const PIPE_CAPACITY: i32 = 1 << 20;
 
 /// What a new process group runs, and with what.
@@ -152,35 +152,32 @@ pub(crate) fn spawn_helper(
 pub(crate) struct WorkerChild {
     child: tokio::process::Child,
     pid: u32,
-    pub stdin: Option<pipe::Sender>,
-    pub stdout: Option<pipe::Receiver>,
-    pub stderr: Option<pipe::Receiver>,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
 }
 
 impl WorkerChild {
-    fn new(child: tokio::process::Child, attempt_id: &str) -> io::Result<Self> {
+    fn new(mut child: tokio::process::Child, attempt_id: &str) -> io::Result<Self> {
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("the worker was reaped before it was watched"))?;
         watchdog::watching(pid, attempt_id);
-        // From here a failure drops the worker, which stops its group.
-        let mut worker = Self {
+        // Enlarged (best effort): fewer, larger reads.
+        let outputs = [
+            child.stdout.as_ref().map(AsFd::as_fd),
+            child.stderr.as_ref().map(AsFd::as_fd),
+        ];
+        for fd in outputs.into_iter().flatten() {
+            let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
+        }
+        Ok(Self {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
             child,
             pid,
-            stdin: None,
-            stdout: None,
-            stderr: None,
-        };
-        if let Some(stdin) = worker.child.stdin.take() {
-            worker.stdin = Some(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
-        }
-        if let Some(stdout) = worker.child.stdout.take() {
-            worker.stdout = Some(output_pipe(stdout.into_owned_fd()?)?);
-        }
-        if let Some(stderr) = worker.child.stderr.take() {
-            worker.stderr = Some(output_pipe(stderr.into_owned_fd()?)?);
-        }
-        Ok(worker)
+        })
     }
 
     /// The worker's pid, which is also its process group and session id.
@@ -196,12 +193,6 @@ impl WorkerChild {
             signal: status.signal(),
         })
     }
-}
-
-/// The handler's end of a worker's output pipe, enlarged (best effort: fewer wake-ups).
-fn output_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
-    let _ = fcntl(&fd, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
-    pipe::Receiver::from_owned_fd(fd)
 }
 
 impl Drop for WorkerChild {

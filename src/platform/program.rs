@@ -265,7 +265,9 @@ pub(crate) fn launch_problem(program: &str, cwd: &str, error: &io::Error) -> Lau
             .map(|dir| under(under(cwd, &dir), Path::new(program)))
             .find(|candidate| candidate.exists())
     };
-    let metadata = resolved.as_deref().and_then(|path| std::fs::metadata(path).ok());
+    let metadata = resolved
+        .as_deref()
+        .and_then(|path| std::fs::metadata(path).ok());
     let head = match (&resolved, &metadata) {
         (Some(path), Some(metadata)) if metadata.is_file() => read_head(path),
         _ => None,

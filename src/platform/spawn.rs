@@ -12,7 +12,10 @@ pub(crate) fn keep_inherited_descriptors_from_workers() {
     // SAFETY: F_GETFD/F_SETFD on descriptor numbers change only their close-on-exec flag; a
     // closed one (the listing's own) fails with EBADF.
     unsafe {
-        for fd in super::proc::own_descriptors().into_iter().filter(|fd| *fd > 2) {
+        for fd in super::proc::own_descriptors()
+            .into_iter()
+            .filter(|fd| *fd > 2)
+        {
             let flags = libc::fcntl(fd, libc::F_GETFD);
             if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
                 libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);

@@ -18,8 +18,8 @@ use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
 
-use super::{proc, process_group};
 use super::watchdog_process::{self, WatchdogConfig};
+use super::{proc, process_group};
 use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
 };
@@ -306,7 +306,13 @@ pub(crate) fn registration() -> Option<OwnedFd> {
 /// or full is ignored; the handler registers the group again once the spawn returned.
 pub(crate) fn register_self(fd: RawFd, token: &str) {
     let pgid = getpid().as_raw() as u32;
-    let _ = send_raw(fd, WatchdogMessage::Watch { pgid, attempt: token });
+    let _ = send_raw(
+        fd,
+        WatchdogMessage::Watch {
+            pgid,
+            attempt: token,
+        },
+    );
 }
 
 /// Records, once its spawn returned, that group `pgid`, whose processes carry `token`, is

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
-use tokio::net::unix::pipe;
+use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -740,7 +740,7 @@ impl AttemptState {
 
 /// Writes the prompt to the worker's stdin and closes it, in a task of its own (abandoned at
 /// cleanup): a worker that never reads stdin stalls nothing, and EPIPE means it did not want it.
-async fn write_prompt(mut stdin: pipe::Sender, prompt: Vec<u8>) {
+async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
     let _ = stdin.write_all(&prompt).await;
     let _ = stdin.shutdown().await;
 }

@@ -43,7 +43,10 @@ pub(crate) enum WriterMsg {
     /// ([`AttemptMsg::TrailerWritten`]).
     Finish(Box<Trailer>),
     /// The live filter of `stream` has held text back since hold number `hold`.
-    HoldElapsed { stream: OutputStream, hold: u64 },
+    HoldElapsed {
+        stream: OutputStream,
+        hold: u64,
+    },
     /// The progress interval that held output back has ended: report it now.
     ProgressDue,
     /// Part of a Verify check's record, after the trailer; the reply comes once it is in

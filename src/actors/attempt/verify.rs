@@ -73,7 +73,9 @@ impl CheckJob {
                 tracing::warn!(index = self.check.index, %reason, "verify check not started");
                 CheckFooter {
                     index: self.check.index,
-                    outcome: CheckOutcome::unstarted(format!("could not start the check: {reason}")),
+                    outcome: CheckOutcome::unstarted(format!(
+                        "could not start the check: {reason}"
+                    )),
                     start_error: Some(reason),
                     stopped: false,
                     leaked: Vec::new(),

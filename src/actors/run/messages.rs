@@ -1,7 +1,6 @@
-//! What the run supervisor is told — by the tasks that do its slow work, by the signal
-//! intake, by the attempt supervisor (through a derived reference, so the attempt needs
-//! nothing of this layer but [`AttemptReport`]) and by its own retry timer — and what it
-//! hands the command at the end.
+//! What the run supervisor is told — by its tasks, the signal intake, its retry timer and the
+//! attempt supervisor (through a derived reference, so the attempt needs nothing of this layer
+//! but [`AttemptReport`]) — and what it hands the command at the end.
 
 use ractor::ActorRef;
 
@@ -10,10 +9,8 @@ use crate::actors::state_store::StoreMsg;
 use crate::domain::lifecycle::run::{AttemptReport, RunInput};
 use crate::invocation::InputError;
 
-/// How a `run` ended: the domain's end, with the inputs' error type.
 pub(crate) type RunEnd = crate::domain::lifecycle::run::RunEnd<InputError>;
 
-/// The end of a run, for the command to report.
 #[derive(Debug)]
 pub(crate) struct RunResult {
     pub(crate) end: RunEnd,
@@ -24,7 +21,6 @@ pub(crate) struct RunResult {
 }
 
 impl RunResult {
-    /// The invocation's exit code.
     pub(crate) fn exit(&self) -> crate::domain::exit_code::ExitCode {
         self.end.exit_code()
     }
