@@ -7,11 +7,12 @@
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
 
 use nix::sys::stat::{SFlag, fstat, makedev};
 use tokio::sync::oneshot;
 
-use super::write_thread::{Sink, WriteThread};
 use crate::domain::output_stream::OutputStream;
 
 /// Carriage return, then erase the whole line: the cursor ends at its start.
@@ -53,7 +54,7 @@ impl HandlerStreams {
     }
 }
 
-impl Sink<Job> for HandlerStreams {
+impl HandlerStreams {
     fn write(&mut self, job: Job, bytes: &[u8]) -> io::Result<()> {
         match job {
             Job::Write(stream) => {
@@ -109,14 +110,14 @@ pub(crate) struct Console {
 
 impl Console {
     pub(crate) fn start(stdout_to_stderr: bool) -> io::Result<Self> {
-        let streams = HandlerStreams {
+        let mut streams = HandlerStreams {
             stdout_terminal: io::stdout().is_terminal(),
             stderr_terminal: io::stderr().is_terminal(),
             transient_shown: false,
             at_line_start: true,
         };
         Ok(Self {
-            thread: WriteThread::start("ash-console", streams)?,
+            thread: WriteThread::start("ash-console", move |job, bytes| streams.write(job, bytes))?,
             stdout_inline: is_null_device(&io::stdout()),
             stderr_inline: is_null_device(&io::stderr()),
             stdout_to_stderr,
@@ -163,6 +164,46 @@ impl Console {
     }
 }
 
+/// A thread of its own for writes that can block for good, so no runtime worker stalls on
+/// them. The queue is unbounded: the callers bound it (an attempt's output awaits each chunk's
+/// result). Writes keep their order, and the thread drops its reference to a buffer before
+/// reporting, so the caller can reuse it. Dropping this lets the thread end; it is not joined.
+struct WriteThread<T> {
+    jobs: Sender<(T, Arc<Vec<u8>>, oneshot::Sender<io::Result<()>>)>,
+    _thread: JoinHandle<()>,
+}
+
+impl<T: Send + 'static> WriteThread<T> {
+    fn start(
+        name: &str,
+        mut write: impl FnMut(T, &[u8]) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<(T, Arc<Vec<u8>>, oneshot::Sender<_>)>();
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                for (target, bytes, done) in queue {
+                    let result = write(target, &bytes);
+                    drop(bytes);
+                    let _ = done.send(result);
+                }
+            })?;
+        Ok(Self {
+            jobs,
+            _thread: thread,
+        })
+    }
+
+    /// The receiver yields the result once the bytes are written.
+    fn submit(&self, target: T, bytes: Arc<Vec<u8>>) -> oneshot::Receiver<io::Result<()>> {
+        let (done, written) = oneshot::channel();
+        if let Err(mpsc::SendError((_, _, done))) = self.jobs.send((target, bytes, done)) {
+            let _ = done.send(Err(io::Error::other("write thread stopped")));
+        }
+        written
+    }
+}
+
 fn write_to(stream: OutputStream, bytes: &[u8]) -> io::Result<()> {
     match stream {
         OutputStream::Stdout => write_flush(&mut io::stdout().lock(), bytes),
@@ -183,5 +224,43 @@ fn is_null_device(stream: &impl AsFd) -> bool {
             kind == SFlag::S_IFCHR && stat.st_rdev == makedev(1, 3)
         }
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn writes_in_order_and_hands_the_buffer_back() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        let thread = WriteThread::start("test-writer", move |target: u8, bytes: &[u8]| {
+            if target == 0 {
+                return Err(io::Error::other("refused"));
+            }
+            recorded.lock().unwrap().push((target, bytes.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let bytes = Arc::new(b"first".to_vec());
+        thread.submit(1, bytes.clone()).await.unwrap().unwrap();
+        assert_eq!(
+            Arc::strong_count(&bytes),
+            1,
+            "the thread let go of the buffer"
+        );
+        thread
+            .submit(2, Arc::new(b"second".to_vec()))
+            .await
+            .unwrap()
+            .unwrap();
+        let error = thread.submit(0, Arc::new(Vec::new())).await.unwrap();
+        assert_eq!(error.unwrap_err().to_string(), "refused");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(1, b"first".to_vec()), (2, b"second".to_vec())]
+        );
     }
 }

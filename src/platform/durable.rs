@@ -192,6 +192,25 @@ pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
+/// A transcript open for appending (it already holds its header), with no buffering beyond
+/// the chunk in hand, so a SIGKILLed handler still leaves everything it had read on disk.
+pub(crate) struct TranscriptFile(File);
+
+impl TranscriptFile {
+    pub(crate) fn new(file: File) -> Self {
+        Self(file)
+    }
+
+    /// Appends `bytes` (blocking).
+    pub(crate) fn append(&self, bytes: &[u8]) -> io::Result<()> {
+        // Lets tests hold a write for a while (`transcript-write=sleep(2000)`) or fail it.
+        fail::fail_point!("transcript-write", |_| Err(io::Error::other(
+            "injected failure at failpoint transcript-write"
+        )));
+        (&self.0).write_all(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

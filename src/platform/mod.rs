@@ -23,7 +23,5 @@ pub(crate) mod signal_disposition;
 pub(crate) mod spawn;
 #[cfg(test)]
 pub(crate) mod tests;
-pub(crate) mod transcript_file;
 pub(crate) mod watchdog;
 pub(crate) mod watchdog_process;
-pub(crate) mod write_thread;

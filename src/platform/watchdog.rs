@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -56,10 +56,6 @@ struct HandlerSide {
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
     finishing: bool,
-    /// The watchdog exited after `finish` (or none is left to wait for).
-    exited: bool,
-    /// No monitor thread runs: `finish` reaps the watchdog itself.
-    unmonitored: bool,
     listener: Option<(u64, Listener)>,
     next_subscription: u64,
     /// Losses no subscriber heard yet (the next attempt is told).
@@ -67,7 +63,6 @@ struct HandlerSide {
 }
 
 static SIDE: Mutex<Option<HandlerSide>> = Mutex::new(None);
-static EXITED: Condvar = Condvar::new();
 
 fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
     SIDE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -100,12 +95,8 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         .name("ash-watchdog-monitor".into())
         .spawn(move || monitor(pid))
     {
-        // Without a monitor a loss goes unnoticed, but the watchdog itself works; `finish`
-        // then waits for it on its own.
+        // The watchdog itself works; `finish` reaps it.
         tracing::warn!(%error, "cannot start the watchdog monitor; a lost watchdog would go unnoticed");
-        if let Some(side) = lock().as_mut() {
-            side.unmonitored = true;
-        }
     }
     Ok((pid, how))
 }
@@ -171,9 +162,7 @@ fn monitor(mut pid: u32) {
         let Some(side) = guard.as_mut() else { return };
         let Some(cause) = lost.filter(|_| !side.finishing) else {
             // The expected exit after `finish`, or nothing left to wait for.
-            side.exited = true;
             side.pid = None;
-            EXITED.notify_all();
             return;
         };
         let replacement = if side.budget.replace_after_loss() {
@@ -190,7 +179,6 @@ fn monitor(mut pid: u32) {
             // Nothing watches the workers any more; `finish` has nothing to wait for.
             side.socket = None;
             side.pid = None;
-            side.exited = true;
         }
         let signal = match cause {
             LossCause::Killed(signal) | LossCause::Stopped(signal) => {
@@ -382,38 +370,26 @@ impl Drop for Subscription {
 }
 
 /// Closes our end of the socket at the end of `run` — the watchdog then stops whatever was not
-/// released and exits — and waits for it (bounded).
+/// released and exits — and waits for it (bounded). The monitor thread may reap it first: then
+/// this wait finds no such child, and it is gone too.
 pub(crate) fn finish() {
-    let mut guard = lock();
-    let Some(side) = guard.as_mut() else { return };
-    side.finishing = true;
-    side.socket = None;
-    let Some(pid) = side.pid else { return };
+    let pid = {
+        let mut guard = lock();
+        let Some(side) = guard.as_mut() else { return };
+        side.finishing = true;
+        side.socket = None;
+        side.pid
+    };
+    let Some(pid) = pid else { return };
+    let target = Pid::from_raw(pid as i32);
     let deadline = Instant::now() + EXIT_WAIT;
-    if side.unmonitored {
-        drop(guard);
-        let target = Pid::from_raw(pid as i32);
-        while Instant::now() < deadline {
-            match waitid(Id::Pid(target), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
-                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                _ => return,
+    while Instant::now() < deadline {
+        match waitid(Id::Pid(target), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
+                std::thread::sleep(Duration::from_millis(1));
             }
+            _ => return,
         }
-        tracing::warn!(pid, "the watchdog did not exit; leaving it");
-        return;
     }
-    while !guard.as_ref().is_none_or(|side| side.exited) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            let pid = guard.as_ref().and_then(|side| side.pid);
-            tracing::warn!(?pid, "the watchdog did not exit; leaving it");
-            return;
-        }
-        guard = EXITED
-            .wait_timeout(guard, left)
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .0;
-    }
+    tracing::warn!(pid, "the watchdog did not exit; leaving it");
 }

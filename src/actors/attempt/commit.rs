@@ -24,8 +24,8 @@ use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::transcript::{TRAILER_SEPARATOR, Trailer, render_trailer};
 use crate::domain::verification::Verification;
 use crate::invocation::RunSettings;
+use crate::platform::durable::TranscriptFile;
 use crate::platform::file_tail;
-use crate::platform::transcript_file::TranscriptFile;
 
 /// Where an attempt's end is reported, and what it needs to ask the store.
 #[derive(Clone)]

@@ -22,9 +22,9 @@ use crate::domain::output_stream::OutputStream;
 use crate::invocation::RunSettings;
 use crate::platform::activity_sampler::{ActivitySampler, AttemptProcesses};
 use crate::platform::console::Console;
+use crate::platform::durable::TranscriptFile;
 use crate::platform::notify_socket::{NotifyReceiver, NotifySocket};
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::transcript_file::TranscriptFile;
 
 pub(crate) struct Crew {
     pub(crate) writer: ActorRef<WriterMsg>,

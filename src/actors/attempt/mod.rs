@@ -56,11 +56,11 @@ use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_de
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
+use crate::platform::durable::TranscriptFile;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group::WorkerChild;
-use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::watchdog;
 
 pub(crate) use self::messages::AttemptMsg;

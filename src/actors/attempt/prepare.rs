@@ -23,11 +23,11 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
 use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::durable::TranscriptFile;
 use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
 use crate::platform::process_group::{self, WorkerChild};
-use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::{durable, program};
 
 /// A launched worker, handed from the preparation task to the supervisor.

@@ -25,7 +25,7 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
 use crate::domain::transcript::{CheckFooter, Trailer, render_check_footer, render_trailer};
 use crate::platform::console::Console;
-use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::durable::TranscriptFile;
 
 /// Output progress events are emitted at most once per this interval; output held back by it
 /// is reported when it ends, so the last chunk of a burst is never left unreported.
