@@ -59,7 +59,7 @@ pub(crate) fn sweep_pass(
     let missed = table.into_iter().filter(|process| process.ppid == handler);
     freezer.adopt(&scope, missed);
     for target in &freezer.frozen {
-        target.signal(SweepSignal::Kill);
+        target.signal(SweepSignal::KILL);
     }
     SweepPass {
         stopped: freezer
@@ -145,7 +145,7 @@ pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
         .collect();
     freezer.freeze(&scope, level);
     for target in &freezer.frozen {
-        target.signal(SweepSignal::Kill);
+        target.signal(SweepSignal::KILL);
     }
     freezer
         .frozen
@@ -248,7 +248,7 @@ impl Freezer {
         // further, and the next level catches it.
         while !level.is_empty() && self.frozen.len() < FREEZE_LIMIT {
             for target in &level {
-                target.signal(SweepSignal::Stop);
+                target.signal(SweepSignal::STOP);
             }
             // A process caught inside `fork` stops only once the fork is done: its children
             // list is complete when it is seen stopped (or gone — then its children are

@@ -62,11 +62,17 @@ impl EventLog {
 }
 
 fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
-    let mut writer = LineWriter {
-        path,
-        cap,
-        file: None,
-        failed: false,
+    let mut file: Option<(File, u64)> = None;
+    let mut failed = false;
+    let mut write = |line: &str| {
+        if failed {
+            return;
+        }
+        if let Err(error) = append_line(path, cap, &mut file, line) {
+            // The stream is an aid, not the record: say so once and stop trying.
+            tracing::warn!(path = %path.display(), %error, "event stream not written");
+            failed = true;
+        }
     };
     let mut deferred: Option<DeferredLine> = None;
     loop {
@@ -76,7 +82,7 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
                     Ok(job) => job,
                     Err(RecvTimeoutError::Timeout) => {
                         if let Some(held) = deferred.take() {
-                            writer.write(&held.on_time);
+                            write(&held.on_time);
                         }
                         continue;
                     }
@@ -88,45 +94,23 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
                 Err(_) => break,
             },
         };
+        // A line still held goes before whatever comes next, unless a newer one replaces it.
+        if !matches!(job, Job::Deferred(_))
+            && let Some(held) = deferred.take()
+        {
+            write(&held.early);
+        }
         match job {
             Job::Deferred(line) => deferred = Some(line),
-            Job::Line(line) => {
-                if let Some(held) = deferred.take() {
-                    writer.write(&held.early);
-                }
-                writer.write(&line);
-            }
+            Job::Line(line) => write(&line),
             Job::Drained(done) => {
-                if let Some(held) = deferred.take() {
-                    writer.write(&held.early);
-                }
                 let _ = done.send(());
             }
         }
     }
     // The run is over: a line still waiting is the last word on its subject.
     if let Some(held) = deferred {
-        writer.write(&held.early);
-    }
-}
-
-struct LineWriter<'a> {
-    path: &'a Path,
-    cap: u64,
-    file: Option<(File, u64)>,
-    failed: bool,
-}
-
-impl LineWriter<'_> {
-    fn write(&mut self, line: &str) {
-        if self.failed {
-            return;
-        }
-        if let Err(error) = append_line(self.path, self.cap, &mut self.file, line) {
-            // The stream is an aid, not the record: say so once and stop trying.
-            tracing::warn!(path = %self.path.display(), %error, "event stream not written");
-            self.failed = true;
-        }
+        write(&held.early);
     }
 }
 
@@ -175,9 +159,7 @@ fn open_append(path: &Path) -> io::Result<File> {
 fn rotate(path: &Path) -> io::Result<()> {
     let (dir, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir)?;
-    let mut rotated_name = name.to_owned();
-    rotated_name.push(".1");
-    no_follow::rename_in(&dir, name, &rotated_name)
+    no_follow::rename_in(&dir, name, rotated(Path::new(name)).as_os_str())
 }
 
 /// `events.jsonl.1` beside `events.jsonl`.

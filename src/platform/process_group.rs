@@ -26,6 +26,7 @@ use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
 use crate::domain::watchdog::ATTEMPT_ENV;
 
 pub(crate) use crate::domain::escalation::StopSignal;
+pub(crate) use rustix::process::Signal as SweepSignal;
 
 /// Pipe capacity asked for a worker's output pipes.
 const PIPE_CAPACITY: i32 = 1 << 20;
@@ -352,32 +353,18 @@ pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage, then SIGKILL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SweepSignal {
-    Stop,
-    Kill,
-}
-
-impl SweepSignal {
-    fn as_nix(self) -> Signal {
-        match self {
-            Self::Stop => Signal::SIGSTOP,
-            Self::Kill => Signal::SIGKILL,
-        }
-    }
-}
-
 /// Signals one of our own children (an adopted descendant): its pid cannot be reused while
-/// it is unreaped.
+/// it is unreaped. The sweep sends SIGSTOP to freeze a lineage, then SIGKILL.
 pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
-    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
 }
 
 /// SIGKILLs our own child `pid`, whose pid the caller knows is not reaped yet (a wrapper's
 /// launcher that outlived its grace).
 pub(crate) fn kill_child(pid: u32) {
-    signal_child(pid, SweepSignal::Kill);
+    signal_child(pid, SweepSignal::KILL);
 }
 
 /// Signals a process that is *not* our child without ever reaching another that reuses its
@@ -389,10 +376,6 @@ pub(crate) fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSi
         return false;
     };
     let same = proc::start_time(pid) == Some(start_time_ticks);
-    let signal = match signal {
-        SweepSignal::Stop => rustix::process::Signal::STOP,
-        SweepSignal::Kill => rustix::process::Signal::KILL,
-    };
     same && rustix::process::pidfd_send_signal(&pidfd, signal).is_ok()
 }
 

@@ -52,11 +52,11 @@ pub(crate) enum SetupFailure {
         error: StateWriteError,
     },
     /// The prepared record is durable, but the prompt or the transcript header could not be
-    /// created.
+    /// created (the error names the file).
     Setup {
         attempt: ActiveAttempt,
         phase_attempt: u32,
-        error: SetupError,
+        error: io::Error,
     },
     /// The worker could not be started; `transcript` gets the launch error.
     Launch {
@@ -65,14 +65,6 @@ pub(crate) enum SetupFailure {
         transcript: TranscriptFile,
         summary: String,
     },
-}
-
-/// What could not be set up before the launch.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SetupError {
-    /// The prompt or the transcript header (the message names the file).
-    #[error("{0}")]
-    Artifact(io::Error),
 }
 
 /// Everything the preparation task needs, owned, so it can run beside the actor.
@@ -259,7 +251,7 @@ struct StartJob {
 /// How far the start job got.
 enum Started {
     Running(Box<Running>),
-    NotSetUp(SetupError),
+    NotSetUp(io::Error),
     /// The worker could not be started; the transcript is ready for the launch error.
     NotLaunched {
         transcript: TranscriptFile,
@@ -287,7 +279,7 @@ impl StartJob {
             &self.header,
         ) {
             Ok(file) => TranscriptFile::new(file),
-            Err(error) => return Started::NotSetUp(SetupError::Artifact(error)),
+            Err(error) => return Started::NotSetUp(error),
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
         // socket. Without one the worker runs as before notifications existed.
