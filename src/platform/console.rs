@@ -52,9 +52,7 @@ impl HandlerStreams {
         }
         Ok(())
     }
-}
 
-impl HandlerStreams {
     fn write(&mut self, job: Job, bytes: &[u8]) -> io::Result<()> {
         match job {
             Job::Write(stream) => {

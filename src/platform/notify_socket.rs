@@ -61,21 +61,12 @@ impl NotifySocket {
         )?;
         // Before the bind: a datagram queued without credentials could not be judged.
         socket::setsockopt(&fd, sockopt::PassCred, &true)?;
-        let mut attempts = 0;
-        let name = loop {
-            let name = format!(
-                "ai-session-handler/{}/{}",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            );
-            let address = UnixAddr::new_abstract(name.as_bytes())?;
-            match socket::bind(fd.as_raw_fd(), &address) {
-                Ok(()) => break name,
-                // A random 128-bit name taken: only conceivable by someone squatting on it.
-                Err(nix::errno::Errno::EADDRINUSE) if attempts < 3 => attempts += 1,
-                Err(error) => return Err(error.into()),
-            }
-        };
+        let name = format!(
+            "ai-session-handler/{}/{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        socket::bind(fd.as_raw_fd(), &UnixAddr::new_abstract(name.as_bytes())?)?;
         Ok(Self {
             fd,
             name: format!("@{name}"),
