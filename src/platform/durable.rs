@@ -30,15 +30,6 @@ pub(crate) enum ReplaceError {
     NotDurable(io::Error),
 }
 
-impl std::fmt::Display for ReplaceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NotReplaced(error) => write!(f, "{error}"),
-            Self::NotDurable(error) => write!(f, "replaced, but not durably: {error}"),
-        }
-    }
-}
-
 /// Replaces `target` with `bytes`: a uniquely named temp file in the same directory, fsynced,
 /// renamed over the target, then the directory fsynced, so a reader (or a crash) sees the old
 /// document or the new one. `failpoint_label` names the steps' failpoints (`<label>-write`,

@@ -323,33 +323,23 @@ impl<'a> Helper<'a> {
                 PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
             }
         };
-        let mut readable = [false; 2];
-        {
-            let mut fds = Vec::with_capacity(4);
-            let mut slots = Vec::with_capacity(2);
-            for (slot, (_, pipe)) in self.pipes.iter().enumerate() {
-                if let Some(pipe) = pipe {
-                    fds.push(PollFd::new(pipe.as_fd(), PollFlags::POLLIN));
-                    slots.push(slot);
-                }
-            }
-            fds.push(PollFd::new(stop.0.wake_read.as_fd(), PollFlags::POLLIN));
-            if let Some(pidfd) = &self.pidfd {
-                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
-            }
-            // EINTR: the caller goes round again.
-            if poll(&mut fds, timeout).is_ok() {
-                for (slot, fd) in slots.iter().zip(&fds) {
-                    readable[*slot] = fd.revents().is_some_and(|events| !events.is_empty());
-                }
-            }
+        let mut fds: Vec<PollFd> = self
+            .pipes
+            .iter()
+            .filter_map(|(_, pipe)| pipe.as_ref())
+            .map(|pipe| PollFd::new(pipe.as_fd(), PollFlags::POLLIN))
+            .collect();
+        fds.push(PollFd::new(stop.0.wake_read.as_fd(), PollFlags::POLLIN));
+        if let Some(pidfd) = &self.pidfd {
+            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
         }
+        // EINTR: the caller goes round again.
+        let _ = poll(&mut fds, timeout);
+        drop(fds);
         stop.drain();
-        for (slot, ready) in readable.into_iter().enumerate() {
-            if ready {
-                self.read(slot);
-            }
-        }
+        // Non-blocking: a pipe that holds nothing answers at once.
+        self.read(0);
+        self.read(1);
         self.reap();
     }
 

@@ -1,9 +1,7 @@
 //! Finding things on disk: the canonical plan path, its plan workspace (the nearest ancestor
 //! holding `.ai-session-handler`, `.git` or `AGENTS.md`), the keyed state directory, and each
-//! phase's execution workspace.
-//!
-//! Paths are handled as UTF-8 strings once canonical, because they are written into JSON
-//! records, prompts and argv; a non-UTF-8 path is an input error naming it.
+//! phase's execution workspace. Canonical paths are UTF-8 strings (they go into JSON records,
+//! prompts and argv); a non-UTF-8 path is an input error naming it.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -142,17 +140,12 @@ pub(crate) enum WorkspaceProblem {
 impl WorkspaceProblem {
     /// The message tail after `phase <id> workspace '<value>' `.
     pub(crate) fn describe(&self) -> String {
-        match self {
-            Self::NotADirectory { resolved } => {
-                format!("resolves to {resolved}, which is not an existing directory")
-            }
-            Self::NoAgentsFile { resolved } => {
-                format!("resolves to {resolved}, which does not contain AGENTS.md at its root")
-            }
-            Self::NotUtf8 { resolved } => {
-                format!("resolves to {resolved}, which is not valid UTF-8")
-            }
-        }
+        let (resolved, what) = match self {
+            Self::NotADirectory { resolved } => (resolved, "is not an existing directory"),
+            Self::NoAgentsFile { resolved } => (resolved, "does not contain AGENTS.md at its root"),
+            Self::NotUtf8 { resolved } => (resolved, "is not valid UTF-8"),
+        };
+        format!("resolves to {resolved}, which {what}")
     }
 }
 

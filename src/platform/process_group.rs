@@ -356,7 +356,10 @@ pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
 /// Signals one of our own children (an adopted descendant): its pid cannot be reused while
 /// it is unreaped. The sweep sends SIGSTOP to freeze a lineage, then SIGKILL.
 pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
         let _ = rustix::process::kill_process(pid, signal);
     }
 }

@@ -96,9 +96,13 @@ impl ProgramProblem {
                 )
             }
             Self::NotInPath { program, searched } => {
+                let searched: Vec<_> = searched
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect();
                 format!(
                     "{noun} '{program}' not found in PATH (searched {})",
-                    join(searched)
+                    searched.join(", ")
                 )
             }
             Self::EmptyPath { program } => {
@@ -129,22 +133,6 @@ impl std::fmt::Display for ProgramProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe(ProgramRole::Agent))
     }
-}
-
-impl std::error::Error for ProgramProblem {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Unreadable { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-fn join(dirs: &[PathBuf]) -> String {
-    dirs.iter()
-        .map(|dir| dir.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Whether resolving `program` depends on the worker's working directory: a relative path,

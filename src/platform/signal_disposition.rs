@@ -31,19 +31,15 @@ pub(crate) fn catch(signals: &[i32]) -> CaughtSignals {
     let caught = CaughtSignals {
         signals: signals.to_vec(),
     };
-    caught.install();
+    caught.reinstall();
     caught
 }
 
 impl CaughtSignals {
-    /// Installs our handler again, keeping what was caught: for when something may have
+    /// Installs our handler (again), keeping what was caught: for when something may have
     /// given the signals their default action back meanwhile (the run's signal intake does
     /// when its state is dropped).
     pub(crate) fn reinstall(&self) {
-        self.install();
-    }
-
-    fn install(&self) {
         // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the
         // handler.
         let counting = SigAction::new(
