@@ -579,7 +579,6 @@ impl AttemptState {
             attempt,
             phase_attempt,
             mut child,
-            pid,
             identity,
             transcript,
             prompt,
@@ -587,6 +586,7 @@ impl AttemptState {
         } = launch;
         // The clocks count from here: the worker has just been started.
         let launched = std::time::Instant::now();
+        let pid = child.id();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
             Some(&attempt.id),

@@ -35,7 +35,6 @@ pub(crate) struct Launch {
     pub(crate) attempt: ActiveAttempt,
     pub(crate) phase_attempt: u32,
     pub(crate) child: WorkerChild,
-    pub(crate) pid: u32,
     pub(crate) identity: Option<ProcessIdentity>,
     pub(crate) transcript: TranscriptFile,
     pub(crate) prompt: Vec<u8>,
@@ -185,53 +184,16 @@ impl PreparationTask {
             agent_cmd: template.raw(),
             argv: &argv,
         });
-        let prompt = prompt.into_bytes();
         // One blocking call off the runtime for everything from the first artifact to the
         // worker's identity: every step waits on the disk, the spawn or `/proc`.
         let job = StartJob {
-            attempt_id: attempt.id.clone(),
-            prompt_path: attempt.prompt_path.clone(),
-            prompt: prompt.clone(),
-            transcript_path: attempt.transcript_path.clone(),
+            attempt,
+            phase_attempt,
+            prompt: prompt.into_bytes(),
             header,
             argv,
-            cwd: attempt.execution_workspace.clone(),
         };
-        match off_runtime(move || job.run()).await {
-            Started::Running(running) => {
-                let Running {
-                    child,
-                    pid,
-                    identity,
-                    transcript,
-                    notify_socket,
-                } = *running;
-                Ok(Launch {
-                    attempt,
-                    phase_attempt,
-                    child,
-                    pid,
-                    identity,
-                    transcript,
-                    prompt,
-                    notify_socket,
-                })
-            }
-            Started::NotSetUp(error) => Err(SetupFailure::Setup {
-                attempt,
-                phase_attempt,
-                error,
-            }),
-            Started::NotLaunched {
-                transcript,
-                summary,
-            } => Err(SetupFailure::Launch {
-                attempt,
-                phase_attempt,
-                transcript,
-                summary,
-            }),
-        }
+        off_runtime(move || job.run()).await
     }
 }
 
@@ -239,47 +201,38 @@ impl PreparationTask {
 /// notification socket, the spawn, the worker's identity. Everything that can fail for lack of
 /// resources is set up before the launch, so a failure never leaves a worker unsupervised.
 struct StartJob {
-    attempt_id: String,
-    prompt_path: String,
+    attempt: ActiveAttempt,
+    phase_attempt: u32,
     prompt: Vec<u8>,
-    transcript_path: String,
     header: String,
     argv: Vec<String>,
-    cwd: String,
-}
-
-/// How far the start job got.
-enum Started {
-    Running(Box<Running>),
-    NotSetUp(io::Error),
-    /// The worker could not be started; the transcript is ready for the launch error.
-    NotLaunched {
-        transcript: TranscriptFile,
-        summary: String,
-    },
-}
-
-/// A started worker and its transcript.
-struct Running {
-    child: WorkerChild,
-    pid: u32,
-    identity: Option<ProcessIdentity>,
-    transcript: TranscriptFile,
-    notify_socket: Option<NotifySocket>,
 }
 
 impl StartJob {
     /// Blocking: runs off the runtime (`off_runtime`, inside its context, which the spawn
     /// needs).
-    fn run(self) -> Started {
+    fn run(self) -> Result<Launch, SetupFailure> {
+        let Self {
+            attempt,
+            phase_attempt,
+            prompt,
+            header,
+            argv,
+        } = self;
         let transcript = match write_artifacts(
-            &self.prompt_path,
-            &self.prompt,
-            &self.transcript_path,
-            &self.header,
+            &attempt.prompt_path,
+            &prompt,
+            &attempt.transcript_path,
+            &header,
         ) {
             Ok(file) => TranscriptFile::new(file),
-            Err(error) => return Started::NotSetUp(error),
+            Err(error) => {
+                return Err(SetupFailure::Setup {
+                    attempt,
+                    phase_attempt,
+                    error,
+                });
+            }
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
         // socket. Without one the worker runs as before notifications existed.
@@ -290,20 +243,23 @@ impl StartJob {
                 None
             }
         };
+        let cwd = &attempt.execution_workspace;
         let child = match process_group::spawn_worker(
-            &self.argv,
-            &self.cwd,
-            &self.attempt_id,
+            &argv,
+            cwd,
+            &attempt.id,
             notify_socket.as_ref().map(NotifySocket::env_value),
         ) {
             Ok(child) => child,
             Err(error) => {
-                let program = self.argv.first().cloned().unwrap_or_default();
-                let problem = program::launch_problem(&program, &self.cwd, &error);
-                return Started::NotLaunched {
+                let program = argv.first().cloned().unwrap_or_default();
+                let problem = program::launch_problem(&program, cwd, &error);
+                return Err(SetupFailure::Launch {
+                    attempt,
+                    phase_attempt,
                     transcript,
                     summary: format!("could not launch agent command: {problem}"),
-                };
+                });
             }
         };
         let pid = child.id();
@@ -314,13 +270,15 @@ impl StartJob {
                 None
             }
         };
-        Started::Running(Box::new(Running {
+        Ok(Launch {
+            attempt,
+            phase_attempt,
             child,
-            pid,
             identity,
             transcript,
+            prompt,
             notify_socket,
-        }))
+        })
     }
 }
 
