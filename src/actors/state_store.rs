@@ -316,9 +316,8 @@ fn ensure_dirs(layout: &StateLayout) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes temp files a handler killed mid-write left next to `state.json`. They were never
-/// renamed into place, so they hold nothing authoritative; the caller holds the plan-workspace
-/// lock, so no other handler is writing one right now.
+/// Removes temp files a handler killed mid-write left next to `state.json` (never renamed
+/// into place; the plan-workspace lock is ours, so no other handler is writing one).
 fn remove_stale_temp_files(dir: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

@@ -157,10 +157,8 @@ pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
         .collect()
 }
 
-/// Which of `killed` (SIGKILLed by the last pass of a sweep that gives up) still live,
-/// waiting at most `wait` for them to die (blocking): a SIGKILL takes effect asynchronously,
-/// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
-/// dead ([`survivors`]).
+/// Which of `killed` still live after at most `wait` (blocking): a SIGKILL takes effect
+/// asynchronously, in an uninterruptible sleep only on waking. Zombies count as dead.
 pub(crate) fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
     let deadline = Instant::now() + wait;
     loop {

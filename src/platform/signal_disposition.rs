@@ -36,9 +36,8 @@ pub(crate) fn catch(signals: &[i32]) -> CaughtSignals {
 }
 
 impl CaughtSignals {
-    /// Installs our handler (again), keeping what was caught: for when something may have
-    /// given the signals their default action back meanwhile (the run's signal intake does
-    /// when its state is dropped).
+    /// Installs our handler (again: the run's signal intake gives the signals their default
+    /// action back when its state is dropped), keeping what was caught.
     pub(crate) fn reinstall(&self) {
         // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the
         // handler.
@@ -68,11 +67,8 @@ impl Drop for CaughtSignals {
     }
 }
 
-/// Sets the default action (`SIG_DFL`) for each of `signals` (numbers that are no signal are
-/// skipped). A failure is logged and the signal keeps its disposition.
-///
-/// Call it only when nothing in this process will register these signals with `signal-hook`
-/// again: its registry still believes its handler is installed and would not reinstall it.
+/// Sets `SIG_DFL` for each of `signals`; a failure is logged. Only when nothing will register
+/// them with `signal-hook` again: its registry would believe its handler still installed.
 pub(crate) fn restore_default(signals: &[i32]) {
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     set_action(

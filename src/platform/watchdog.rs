@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -43,7 +43,7 @@ pub(crate) enum StartedBy {
 }
 
 /// Receives the losses of the watchdog (the running attempt).
-type Listener = Arc<dyn Fn(WatchdogLoss) + Send + Sync>;
+type Listener = dyn Fn(WatchdogLoss) + Send + Sync;
 
 /// The handler's view of its watchdog: the current one's socket and pid.
 #[derive(Default)]
@@ -56,8 +56,8 @@ struct HandlerSide {
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
     finishing: bool,
-    listener: Option<(u64, Listener)>,
-    next_subscription: u64,
+    /// Gone once its [`Subscription`] is dropped.
+    listener: Option<Weak<Listener>>,
     /// Losses no subscriber heard yet (the next attempt is told).
     pending: Vec<WatchdogLoss>,
 }
@@ -193,9 +193,8 @@ fn monitor(mut pid: u32) {
             signal_name: signal,
         };
         tracing::info!(loss = %loss.describe(), "watchdog lost");
-        match &side.listener {
-            Some((_, listener)) => {
-                let listener = listener.clone();
+        match side.listener.as_ref().and_then(Weak::upgrade) {
+            Some(listener) => {
                 drop(guard);
                 listener(loss);
             }
@@ -279,10 +278,8 @@ fn send_raw(fd: RawFd, message: WatchdogMessage<'_>) -> nix::Result<usize> {
     nix::sys::socket::send(fd, &buffer[..length], flags)
 }
 
-/// The registration descriptor for the next spawn, when a watchdog runs: a close-on-exec
-/// duplicate of our end of the socket, to be taken before `fork` and held until the spawn is
-/// over, so its number names that socket in the child whatever happens to the watchdog
-/// meanwhile.
+/// A close-on-exec duplicate of our end of the socket for the next spawn, held until the
+/// spawn is over, so its number names that socket in the child whatever happens meanwhile.
 pub(crate) fn registration() -> Option<OwnedFd> {
     let guard = lock();
     let socket = guard.as_ref()?.socket.as_ref()?;
@@ -335,38 +332,25 @@ pub(crate) fn release(pgid: u32) {
 /// heard yet — until the returned subscription is dropped. A new subscription replaces the
 /// previous one.
 pub(crate) fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Subscription {
-    let listener: Listener = Arc::new(listener);
-    let (id, pending) = {
-        let mut guard = lock();
-        let Some(side) = guard.as_mut() else {
-            return Subscription(None);
-        };
-        side.next_subscription += 1;
-        let id = side.next_subscription;
-        side.listener = Some((id, listener.clone()));
-        (id, std::mem::take(&mut side.pending))
+    let listener: Arc<Listener> = Arc::new(listener);
+    let pending = match lock().as_mut() {
+        Some(side) => {
+            side.listener = Some(Arc::downgrade(&listener));
+            std::mem::take(&mut side.pending)
+        }
+        None => Vec::new(),
     };
     for loss in pending {
         listener(loss);
     }
-    Subscription(Some(id))
+    Subscription {
+        _listener: listener,
+    }
 }
 
 /// Ends a [`subscribe`] when dropped.
-pub(crate) struct Subscription(Option<u64>);
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let Some(id) = self.0 else { return };
-        if let Some(side) = lock().as_mut()
-            && side
-                .listener
-                .as_ref()
-                .is_some_and(|(current, _)| *current == id)
-        {
-            side.listener = None;
-        }
-    }
+pub(crate) struct Subscription {
+    _listener: Arc<Listener>,
 }
 
 /// Closes our end of the socket at the end of `run` — the watchdog then stops whatever was not

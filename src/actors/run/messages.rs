@@ -14,9 +14,8 @@ pub(crate) type RunEnd = crate::domain::lifecycle::run::RunEnd<InputError>;
 #[derive(Debug)]
 pub(crate) struct RunResult {
     pub(crate) end: RunEnd,
-    /// The first phase, in plan order, not completed in the final durable state (the
-    /// stopped one, if a phase stopped); `None` when all are complete or the state was never
-    /// taken over.
+    /// The first phase not completed in the final durable state; `None` when all are
+    /// complete or the state was never taken over.
     pub(crate) next_phase: Option<String>,
 }
 

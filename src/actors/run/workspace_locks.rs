@@ -14,9 +14,8 @@ use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lo
 pub(crate) struct LockId(u64);
 
 pub(crate) enum LockMsg {
-    /// Take the lock on `dir` now or fail; the error names the scope and directory. A lock
-    /// this invocation holds on the same directory is reused (every phase in the same
-    /// workspace, the common case).
+    /// Take the lock on `dir` now or fail; one this invocation holds on the same directory is
+    /// reused.
     Acquire {
         dir: String,
         scope: LockScope,
