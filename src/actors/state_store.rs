@@ -108,12 +108,12 @@ impl Actor for StateStore {
             }
             StoreMsg::AcceptPlan { record, reply } => {
                 let result = state
-                    .replace("state-accept", |next| {
+                    .replace_after(Before::Nothing, "state-accept", |next| {
                         next.plan = Some(record);
                         Ok(())
                     })
                     .await;
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(Into::into));
             }
             StoreMsg::Prepare { preparation, reply } => {
                 let _ = reply.send(state.prepare(*preparation).await);
@@ -124,11 +124,11 @@ impl Actor for StateStore {
                 reply,
             } => {
                 let result = state
-                    .replace("state-running", |next| {
+                    .replace_after(Before::Nothing, "state-running", |next| {
                         next.mark_running(&attempt_id, identity)
                     })
                     .await;
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(Into::into));
             }
             StoreMsg::Commit {
                 outcome,
@@ -160,6 +160,16 @@ enum WriteFailure {
     State(StateWriteError),
 }
 
+impl From<WriteFailure> for StateWriteError {
+    /// Outside a commit, only the keyed directories come before a state write.
+    fn from(failure: WriteFailure) -> Self {
+        match failure {
+            WriteFailure::Before(error) => Self::Directories(error),
+            WriteFailure::State(error) => error,
+        }
+    }
+}
+
 impl StoreState {
     async fn prepare(&mut self, preparation: Preparation) -> Result<Arc<State>, StateWriteError> {
         let Preparation {
@@ -172,32 +182,12 @@ impl StoreState {
         } else {
             Before::Directories(self.layout.clone())
         };
-        let prepared = self
-            .replace_after(before, "state-prepare", |next| {
-                next.apply_preparation(attempt, accept, resolve_abandoned_at)
-            })
-            .await;
-        match prepared {
-            // The prompt is rendered from it.
-            Ok(()) => Ok(Arc::clone(&self.durable)),
-            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
-            Err(WriteFailure::State(error)) => Err(error),
-        }
-    }
-
-    async fn replace(
-        &mut self,
-        failpoint_label: &'static str,
-        transition: impl FnOnce(&mut State) -> Result<(), StateError>,
-    ) -> Result<(), StateWriteError> {
-        match self
-            .replace_after(Before::Nothing, failpoint_label, transition)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
-            Err(WriteFailure::State(error)) => Err(error),
-        }
+        self.replace_after(before, "state-prepare", |next| {
+            next.apply_preparation(attempt, accept, resolve_abandoned_at)
+        })
+        .await?;
+        // The prompt is rendered from it.
+        Ok(Arc::clone(&self.durable))
     }
 
     /// Does `before`, then replaces the state with the result of `transition`, in one trip off

@@ -17,7 +17,7 @@ use nix::sys::socket::{
 };
 use nix::sys::time::TimeVal;
 
-use super::helper_registry;
+use super::descendant_sweep;
 use super::proc::{self, ChildSnapshot};
 use crate::domain::identity::{ProcStat, parse_proc_stat};
 use crate::domain::liveness::activity::{
@@ -102,18 +102,8 @@ impl AttemptProcesses {
     }
 
     fn with_scope<T>(&self, use_scope: impl FnOnce(&SweepScope<'_>) -> T) -> T {
-        let inherited = |child: &ProcStat| self.inherited.contains(child);
-        // A hook or a verification check beside the attempt is the handler's, not the
-        // worker's: it neither notifies for the attempt nor counts as its activity.
-        let helpers = helper_registry::lock();
-        let helper = |stat: &ProcStat| helpers.protects(stat);
-        use_scope(&SweepScope {
-            handler: self.handler,
-            leader: self.leader,
-            worker_started_ticks: self.worker_started_ticks,
-            inherited: &inherited,
-            helper: &helper,
-        })
+        let (leader, started) = (self.leader, self.worker_started_ticks);
+        descendant_sweep::in_scope(self.handler, leader, started, &self.inherited, use_scope)
     }
 
     /// Whether `pid` (a notification's sender) belongs to the attempt (a few `/proc` reads).

@@ -34,44 +34,50 @@ pub(crate) fn sweep_pass(
     thorough: bool,
 ) -> SweepPass {
     let handler = proc::own_pid();
+    in_scope(handler, leader, worker_started_ticks, inherited, |scope| {
+        let mut freezer = Freezer::default();
+        let children = proc::adopted_children().unwrap_or_default();
+        freezer.adopt(scope, children.into_iter().filter_map(proc::stat_of));
+        // A reaped zombie is an escapee that existed: under churn the children list can miss
+        // its live relatives (it is not reliable while children are added and removed), so
+        // look at the process table too.
+        if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
+            return SweepPass::default();
+        }
+        // The children list can miss a child being re-parented while it is read; the parent
+        // links in the process table catch it.
+        let table = proc::process_table().unwrap_or_default();
+        freezer.adopt(
+            scope,
+            table.into_iter().filter(|process| process.ppid == handler),
+        );
+        SweepPass {
+            reaped: freezer.reaped,
+            stopped: freezer.kill_all(),
+        }
+    })
+}
+
+/// Runs `use_scope` with the sweep's scope for the worker leading `leader`, the
+/// [`helper_registry`] locked meanwhile: a hook or a check beside the attempt is the handler's,
+/// not the worker's, and none can start unregistered while the scope is in use.
+pub(crate) fn in_scope<T>(
+    handler: u32,
+    leader: u32,
+    worker_started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+    use_scope: impl FnOnce(&SweepScope<'_>) -> T,
+) -> T {
     let is_inherited = |stat: &ProcStat| inherited.contains(stat);
     let helpers = helper_registry::lock();
     let is_helper = |stat: &ProcStat| helpers.protects(stat);
-    let scope = SweepScope {
+    use_scope(&SweepScope {
         handler,
         leader,
         worker_started_ticks,
         inherited: &is_inherited,
         helper: &is_helper,
-    };
-    let mut freezer = Freezer::default();
-    let children = proc::adopted_children().unwrap_or_default();
-    freezer.adopt(&scope, children.into_iter().filter_map(proc::stat_of));
-    // A reaped zombie is an escapee that existed: under churn the children list can miss its
-    // live relatives (it is not reliable while children are added and removed), so look at
-    // the process table too.
-    if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
-        return SweepPass::default();
-    }
-    // The children list can miss a child being re-parented while it is read; the parent
-    // links in the process table catch it.
-    let table = proc::process_table().unwrap_or_default();
-    let missed = table.into_iter().filter(|process| process.ppid == handler);
-    freezer.adopt(&scope, missed);
-    for target in &freezer.frozen {
-        target.signal(SweepSignal::KILL);
-    }
-    SweepPass {
-        stopped: freezer
-            .frozen
-            .iter()
-            .map(|target| Killed {
-                pid: target.pid,
-                start_time_ticks: target.start_time_ticks,
-            })
-            .collect(),
-        reaped: freezer.reaped,
-    }
+    })
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -144,17 +150,7 @@ pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
         })
         .collect();
     freezer.freeze(&scope, level);
-    for target in &freezer.frozen {
-        target.signal(SweepSignal::KILL);
-    }
-    freezer
-        .frozen
-        .iter()
-        .map(|target| Killed {
-            pid: target.pid,
-            start_time_ticks: target.start_time_ticks,
-        })
-        .collect()
+    freezer.kill_all()
 }
 
 /// Which of `killed` still live after at most `wait` (blocking): a SIGKILL takes effect
@@ -211,6 +207,18 @@ struct Freezer {
 }
 
 impl Freezer {
+    /// SIGKILLs everything frozen; returns what it was.
+    fn kill_all(self) -> Vec<Killed> {
+        for target in &self.frozen {
+            target.signal(SweepSignal::KILL);
+        }
+        let killed = |target: &Target| Killed {
+            pid: target.pid,
+            start_time_ticks: target.start_time_ticks,
+        };
+        self.frozen.iter().map(killed).collect()
+    }
+
     /// Judges the handler's `children`, reaps the zombies, and freezes the adoptees with
     /// everything below them.
     fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {

@@ -42,6 +42,16 @@ pub(crate) struct Reservation {
     pub(crate) lock: LockId,
 }
 
+impl RunMsg {
+    /// A step of the run failed for a bug of ours, leaving no attempt unresolved.
+    pub(crate) fn actor_failed(message: String) -> Self {
+        Self::from(RunInput::ActorFailed {
+            message,
+            attempt_may_be_unresolved: false,
+        })
+    }
+}
+
 impl From<RunInput<InputError>> for RunMsg {
     fn from(input: RunInput<InputError>) -> Self {
         Self::Input(Box::new(input))

@@ -285,14 +285,11 @@ impl RunState {
             self.reservation.clone(),
             context.snapshot.plan.phase(&order.phase_id).cloned(),
         ) else {
-            let input = RunInput::ActorFailed {
-                message: format!(
-                    "attempt of {} ordered without a state store or a reserved workspace",
-                    order.phase_id
-                ),
-                attempt_may_be_unresolved: false,
-            };
-            return notify(myself, RunMsg::from(input));
+            let message = format!(
+                "attempt of {} ordered without a state store or a reserved workspace",
+                order.phase_id
+            );
+            return notify(myself, RunMsg::actor_failed(message));
         };
         let span = tracing::info_span!(
             parent: &self.span,
@@ -325,11 +322,8 @@ impl RunState {
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {
             Ok((actor, _)) => self.attempt = Some(actor),
             Err(error) => {
-                let input = RunInput::ActorFailed {
-                    message: format!("attempt did not start: {error}"),
-                    attempt_may_be_unresolved: false,
-                };
-                notify(myself, RunMsg::from(input));
+                let message = format!("attempt did not start: {error}");
+                notify(myself, RunMsg::actor_failed(message));
             }
         }
     }
