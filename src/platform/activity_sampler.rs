@@ -31,13 +31,11 @@ use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child};
 /// At most this many processes are sampled (a fork bomb must not make sampling unbounded).
 pub(crate) const MAX_PROCESSES: usize = 1_024;
 
-/// How many members are remembered (for senders that exit before their datagram is read).
 const REMEMBERED: usize = 4_096;
 
 /// How long a `sock_diag` dump may take before the sample goes without socket counters.
 const DIAG_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The processes of one attempt.
 #[derive(Debug)]
 pub(crate) struct AttemptProcesses {
     leader: u32,
@@ -47,7 +45,8 @@ pub(crate) struct AttemptProcesses {
     remembered: Mutex<Remembered>,
 }
 
-/// Members seen so far, oldest first out.
+/// Members seen so far (for senders that exit before their datagram is read), oldest first
+/// out.
 #[derive(Debug, Default)]
 struct Remembered {
     start_times: HashMap<u32, u64>,

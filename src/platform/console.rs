@@ -8,7 +8,6 @@ use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
-use std::thread::JoinHandle;
 
 use nix::sys::stat::{SFlag, fstat, makedev};
 use tokio::sync::oneshot;
@@ -168,7 +167,6 @@ impl Console {
 /// reporting, so the caller can reuse it. Dropping this lets the thread end; it is not joined.
 struct WriteThread<T> {
     jobs: Sender<(T, Arc<Vec<u8>>, oneshot::Sender<io::Result<()>>)>,
-    _thread: JoinHandle<()>,
 }
 
 impl<T: Send + 'static> WriteThread<T> {
@@ -177,7 +175,7 @@ impl<T: Send + 'static> WriteThread<T> {
         mut write: impl FnMut(T, &[u8]) -> io::Result<()> + Send + 'static,
     ) -> io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<(T, Arc<Vec<u8>>, oneshot::Sender<_>)>();
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
                 for (target, bytes, done) in queue {
@@ -186,10 +184,7 @@ impl<T: Send + 'static> WriteThread<T> {
                     let _ = done.send(result);
                 }
             })?;
-        Ok(Self {
-            jobs,
-            _thread: thread,
-        })
+        Ok(Self { jobs })
     }
 
     /// The receiver yields the result once the bytes are written.

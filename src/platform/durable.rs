@@ -79,8 +79,7 @@ fn sync_dir_labelled(dir: &OwnedFd, dir_path: &Path, failpoint_label: &str) -> i
     no_follow::sync(dir).map_err(|error| with_path(error, dir_path))
 }
 
-/// Creates `path` exclusively, never through a link. An existing file is reported, never
-/// touched.
+/// Creates `path` exclusively: an existing file is reported, never touched.
 pub(crate) fn create_new(path: &Path) -> io::Result<File> {
     let (dir_path, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir_path)?;
@@ -178,7 +177,6 @@ pub(crate) fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Prefixes an OS error with the path it concerns, keeping its kind.
 pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }

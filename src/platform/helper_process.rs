@@ -31,7 +31,6 @@ pub(crate) enum HelperStdin {
     File(File),
 }
 
-/// When a helper's escaped descendants are swept.
 pub(crate) enum EscapeeSweep<'a> {
     /// Once its group is empty; children of the handler in this snapshot (inherited across
     /// `exec`, the watchdog) are never touched.
@@ -248,7 +247,6 @@ struct Helper<'a> {
     pidfd: Option<OwnedFd>,
     exit: Option<HelperExit>,
     pipes: [(OutputStream, Option<File>); 2],
-    /// Read from stdout and stderr.
     bytes: [u64; 2],
     buffer: Vec<u8>,
     sink: &'a mut dyn FnMut(OutputStream, &[u8]),

@@ -11,7 +11,6 @@ use crate::domain::state::StateLayout;
 
 /// Directory (under the plan workspace) that holds config and per-plan state.
 pub(crate) const HANDLER_DIR: &str = ".ai-session-handler";
-/// Markers that make a directory a plan workspace.
 const WORKSPACE_MARKERS: [&str; 3] = [HANDLER_DIR, ".git", "AGENTS.md"];
 
 /// Where a plan and everything derived from its identity lives.
@@ -31,7 +30,6 @@ pub(crate) struct PlanLocation {
     pub layout: StateLayout,
 }
 
-/// Why `--plan` does not lead to a plan in a plan workspace.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LocateError {
     #[error("--plan {}: cannot open plan: {}", .plan.display(), os_message(.source))]
@@ -129,7 +127,6 @@ fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, LocateError> {
     })
 }
 
-/// What is wrong with a declared execution workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum WorkspaceProblem {
     NotADirectory { resolved: String },
@@ -172,8 +169,7 @@ pub(crate) fn resolve_execution_workspace(
     Ok(resolved)
 }
 
-/// Removes `.` and folds `..` without touching the filesystem (for messages about paths that
-/// may not exist).
+/// Removes `.` and folds `..` without touching the filesystem (for messages).
 fn normalize_lexically(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {

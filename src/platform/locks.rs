@@ -138,7 +138,6 @@ fn has_open(pid: u32, dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// One granted exclusive `flock` from `/proc/locks`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FlockEntry {
     pid: Option<u32>,

@@ -82,7 +82,6 @@ pub(crate) fn refused_link(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
-/// The directory and the last component of `path`.
 pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     let parent = path
         .parent()
@@ -94,8 +93,7 @@ pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     Ok((parent, name))
 }
 
-/// Creates `name` in `dir` exclusively (`O_EXCL`: an existing file — or link — is never
-/// touched), for writing.
+/// Creates `name` in `dir` for writing (`O_EXCL`: an existing file or link is never touched).
 pub(crate) fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
     open_in(dir, name, flags).map(File::from)
@@ -114,13 +112,11 @@ pub(crate) fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     Ok(file)
 }
 
-/// Renames `from` to `to`, both in `dir` (replacing `to`; a link named `to` is replaced, not
-/// followed).
+/// Renames `from` to `to` in `dir` (a link named `to` is replaced, not followed).
 pub(crate) fn rename_in(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)
 }
 
-/// Removes file `name` from `dir`.
 pub(crate) fn remove_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
 }
@@ -130,12 +126,10 @@ pub(crate) fn create_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755))?)
 }
 
-/// Opens directory `name` in `dir`, refusing a link.
 pub(crate) fn open_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     open_in(dir, name, DIRECTORY | OFlags::NOFOLLOW)
 }
 
-/// Flushes a directory's entries to disk.
 pub(crate) fn sync(dir: &OwnedFd) -> io::Result<()> {
     Ok(rustix::fs::fsync(dir)?)
 }

@@ -156,8 +156,9 @@ impl NotifySocket {
 /// [`NotifyReceiver::finish`] once the worker's group is gone.
 #[derive(Debug)]
 pub(crate) struct NotifyReceiver {
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<NotifyTally>>,
+    /// Dropped without [`NotifyReceiver::finish`] (an early return), it stops the task too.
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<NotifyTally>,
 }
 
 impl NotifyReceiver {
@@ -177,35 +178,18 @@ impl NotifyReceiver {
             socket.receive(is_member, deliver, stopped).await
         };
         let task = tokio::spawn(receiving.in_current_span());
-        Self {
-            stop: Some(stop),
-            task: Some(task),
-        }
+        Self { stop, task }
     }
 
     /// Stops receiving, reads what is still queued, closes the socket and returns the tally.
-    pub(crate) async fn finish(mut self) -> NotifyTally {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let Some(task) = self.task.take() else {
-            return NotifyTally::default();
-        };
-        match task.await {
+    pub(crate) async fn finish(self) -> NotifyTally {
+        let _ = self.stop.send(());
+        match self.task.await {
             Ok(tally) => tally,
             Err(error) => {
                 tracing::warn!(%error, "the notification receiver failed; its counts are lost");
                 NotifyTally::default()
             }
-        }
-    }
-}
-
-impl Drop for NotifyReceiver {
-    /// Not finished (an early return): stop the task; it closes the socket as it ends.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
         }
     }
 }

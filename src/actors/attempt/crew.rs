@@ -32,7 +32,7 @@ pub(crate) struct Crew {
     pub(crate) scanner: Option<ActorRef<Output>>,
     pub(crate) timer: ActorRef<TimerMsg>,
     pub(crate) killer: ActorRef<KillerMsg>,
-    pub(crate) readers: Vec<(OutputStream, ActorCell)>,
+    pub(crate) readers: Vec<ActorCell>,
     /// Bounds the live console once the worker is being stopped or has exited.
     pub(crate) console_bound: watch::Sender<bool>,
     /// Closes our read ends of the pipes (a process outside the group holds one open).
@@ -169,7 +169,7 @@ impl Crew {
                 span: span.clone(),
             };
             match Actor::spawn_linked(None, PipeReader, args, supervisor.get_cell()).await {
-                Ok((reader, _)) => self.readers.push((stream, reader.get_cell())),
+                Ok((reader, _)) => self.readers.push(reader.get_cell()),
                 Err(error) => {
                     self.end_stream(stream);
                     failures.push(ExecutionFailure::ReaderStart {
@@ -209,7 +209,7 @@ impl Crew {
         ]
         .into_iter()
         .chain(self.scanner.iter().map(|scanner| scanner.get_cell()))
-        .chain(self.readers.iter().map(|(_, reader)| reader.clone()))
+        .chain(self.readers.iter().cloned())
         {
             actor.stop(None);
         }
