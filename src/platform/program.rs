@@ -181,33 +181,23 @@ fn resolve_with(
 ) -> Result<PathBuf, ProgramProblem> {
     if program.contains('/') {
         let path = under(cwd, Path::new(program));
+        let program = program.to_owned();
         return match probe(&path) {
             Ok(Probe::Runnable) => Ok(path),
             Ok(Probe::Missing) => Err(ProgramProblem::PathMissing {
-                program: program.to_owned(),
+                program,
                 looked_at: path,
             }),
-            Ok(Probe::NotExecutable) => Err(ProgramProblem::NotExecutable {
-                program: program.to_owned(),
-                path,
-            }),
-            Ok(Probe::Directory) => Err(ProgramProblem::Directory {
-                program: program.to_owned(),
-                path,
-            }),
+            Ok(Probe::NotExecutable) => Err(ProgramProblem::NotExecutable { program, path }),
+            Ok(Probe::Directory) => Err(ProgramProblem::Directory { program, path }),
             Err(source) => Err(ProgramProblem::Unreadable {
-                program: program.to_owned(),
+                program,
                 path,
                 source,
             }),
         };
     }
     let dirs = search_dirs(path_var);
-    if dirs.is_empty() {
-        return Err(ProgramProblem::EmptyPath {
-            program: program.to_owned(),
-        });
-    }
     // Like execvp: the first executable file wins; a file found without permission is
     // remembered, and reported only when nothing later in PATH runs either.
     let mut not_executable = None;
@@ -222,13 +212,14 @@ fn resolve_with(
             not_executable = Some(path);
         }
     }
+    let program = program.to_owned();
+    if dirs.is_empty() {
+        return Err(ProgramProblem::EmptyPath { program });
+    }
     Err(match not_executable {
-        Some(path) => ProgramProblem::NotExecutable {
-            program: program.to_owned(),
-            path,
-        },
+        Some(path) => ProgramProblem::NotExecutable { program, path },
         None => ProgramProblem::NotInPath {
-            program: program.to_owned(),
+            program,
             searched: dirs,
         },
     })

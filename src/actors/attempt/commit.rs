@@ -112,8 +112,10 @@ pub(crate) struct CommitJob {
     decision: Decision,
     /// The transcript of a worker that never ran, and the launch error to note in it.
     launch_note: Option<(TranscriptFile, String)>,
-    /// What the retry policy decides from, when the status may be retried.
-    retry: Option<RetryInputs>,
+    /// What the retry policy decides from, with the attempt and its status.
+    template_index: usize,
+    ledger: RetryLedger,
+    settings: Arc<RunSettings>,
     output: OutputBytes,
     usage: UsageSummary,
     /// The budget cap could not be enforced for this attempt's agent.
@@ -181,13 +183,6 @@ impl CommitJob {
             usage: Some(conclusion.usage.clone()),
             budget_note: conclusion.budget_note.clone(),
         };
-        let retry = RetryInputs::for_status(
-            conclusion.decision.status,
-            &attempt,
-            order.template_index,
-            order.turn.ledger.clone(),
-            settings.clone(),
-        );
         Self {
             reporting,
             events,
@@ -195,7 +190,9 @@ impl CommitJob {
             outcome,
             decision: conclusion.decision,
             launch_note,
-            retry,
+            template_index: order.template_index,
+            ledger: order.turn.ledger.clone(),
+            settings: settings.clone(),
             output,
             usage: conclusion.usage,
             budget_note: conclusion.budget_note,
@@ -205,14 +202,15 @@ impl CommitJob {
     /// Notes the launch error, asks the retry policy, commits the outcome (with the schedule
     /// in the same write) and reports to the run.
     pub(crate) async fn run(self) {
-        if let Some((transcript, text)) = self.launch_note
+        if let Some((transcript, text)) = &self.launch_note
             && let Err(error) = off_runtime(|| transcript.append(text.as_bytes())).await
         {
             tracing::warn!(%error, "could not note the launch failure in the transcript");
         }
-        let retry = match self.retry {
-            Some(inputs) => inputs.decide().await,
-            None => None,
+        let retry = if self.decision.status.is_retryable() {
+            self.decide_retry().await
+        } else {
+            None
         };
         let schedule = retry.as_ref().map(|retry| retry.schedule.clone());
         let duration_ms = self.outcome.duration_ms.unwrap_or_default();
@@ -270,45 +268,20 @@ impl CommitJob {
     }
 }
 
-struct RetryInputs {
-    phase_id: String,
-    status: AttemptStatus,
-    template_index: usize,
-    ledger: RetryLedger,
-    settings: Arc<RunSettings>,
-    transcript_path: String,
-}
-
 /// How much of the transcript's end is searched for a provider's reset time: the message that
 /// ended the attempt is near the end, and the search must not cost memory in proportion to
 /// the output.
 const RESET_SEARCH_BYTES: u64 = 64 * 1024;
 
-impl RetryInputs {
-    fn for_status(
-        status: AttemptStatus,
-        attempt: &ActiveAttempt,
-        template_index: usize,
-        ledger: RetryLedger,
-        settings: Arc<RunSettings>,
-    ) -> Option<Self> {
-        status.is_retryable().then(|| Self {
-            phase_id: attempt.phase.id.clone(),
-            status,
-            template_index,
-            ledger,
-            settings,
-            transcript_path: attempt.transcript_path.clone(),
-        })
-    }
-
+impl CommitJob {
     /// The pure policy decision, after a rate limit with the reset time found at the end of
     /// the output (read off the runtime threads, with the machine's local time zone for clock
     /// times without one).
-    async fn decide(self) -> Option<ScheduledRetry> {
+    async fn decide_retry(&self) -> Option<ScheduledRetry> {
         let now = chrono::Utc::now();
-        let hint = if self.status == AttemptStatus::RateLimited {
-            let path = self.transcript_path.clone();
+        let status = self.decision.status;
+        let hint = if status == AttemptStatus::RateLimited {
+            let path = self.attempt.transcript_path.clone();
             off_runtime(move || {
                 let (tail, _) = file_tail::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
                 find_reset(&output_text(&tail), now, &chrono::Local)
@@ -318,7 +291,7 @@ impl RetryInputs {
             None
         };
         let finished = FinishedAttempt {
-            status: self.status,
+            status,
             template_index: self.template_index,
             reset_at: hint.as_ref().map(|hint| hint.at),
         };
@@ -340,7 +313,7 @@ impl RetryInputs {
                 reason,
                 ..
             } => tracing::info!(
-                status = %self.status,
+                status = %status,
                 next = "retry",
                 not_before = %not_before,
                 attempt,
@@ -350,13 +323,13 @@ impl RetryInputs {
                 "retry policy decided"
             ),
             NextStep::Stop(reason) => tracing::info!(
-                status = %self.status,
+                status = %status,
                 next = "stop",
                 reason = reason.describe(),
                 "retry policy decided"
             ),
         }
-        ScheduledRetry::from_step(&self.phase_id, self.status, &step, hint)
+        ScheduledRetry::from_step(&self.attempt.phase.id, status, &step, hint)
     }
 }
 

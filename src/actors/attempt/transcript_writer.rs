@@ -31,7 +31,7 @@ use crate::platform::durable::TranscriptFile;
 /// is reported when it ends, so the last chunk of a burst is never left unreported.
 const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Output notifications to the deadline timer are coalesced to at most one per this interval.
+/// Output notices to the deadline timer are coalesced to one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
 /// Once the console is bounded, how long one echo may take before the console is dropped.
 /// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
@@ -42,12 +42,11 @@ pub(crate) enum WriterMsg {
     /// Once both streams ended: flush the live filters, write the trailer and report it
     /// ([`AttemptMsg::TrailerWritten`]).
     Finish(Box<Trailer>),
-    /// The live filter of `stream` has held text back since hold number `hold`.
+    /// [`LIVE_HOLD_LIMIT`] after the live filter of `stream` began hold number `hold`.
     HoldElapsed {
         stream: OutputStream,
         hold: u64,
     },
-    /// The progress interval that held output back has ended: report it now.
     ProgressDue,
     /// Part of a Verify check's record, after the trailer; the reply comes once it is in
     /// the transcript and on the console (backpressure for the check's output).
@@ -83,7 +82,6 @@ pub(crate) enum VerifyOutput {
     Footer(Box<CheckFooter>),
 }
 
-/// Why output could not be recorded or shown.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OutputError {
     #[error("{path}: {source}")]
@@ -113,7 +111,6 @@ pub(crate) struct WriterArgs {
     pub(crate) span: tracing::Span,
 }
 
-/// The live echo of one stream.
 #[derive(Default)]
 struct EchoStream {
     filter: LiveFilter,
@@ -131,12 +128,13 @@ pub(crate) struct WriterState {
     stderr: EchoStream,
     /// `None` with `--quiet`, or once dropped after a stall.
     console: Option<Arc<Console>>,
-    /// Reused buffer for the visible part of a chunk.
+    /// Reused for the visible part of a chunk: a fresh allocation per echoed chunk raises
+    /// the peak RSS of a fast stream.
     visible: Vec<u8>,
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
-    /// What happened to the live output, for the trailer.
+    /// What happened to the live output (`live_output_…` lines).
     console_notes: Vec<String>,
     last_activity_notice: Option<Instant>,
     last_line: LastLine,
@@ -147,11 +145,9 @@ pub(crate) struct WriterState {
     check_ends_with_newline: bool,
     /// The streams still open: the trailer waits until neither is.
     open: Vec<OutputStream>,
-    /// The trailer asked for, until both streams ended.
     trailer: Option<Box<Trailer>>,
 }
 
-/// How a console write ended.
 enum EchoEnd {
     Written,
     Failed(io::Error),
@@ -235,7 +231,7 @@ impl WriterState {
         }
     }
 
-    /// Writes the trailer asked for once both streams ended (every chunk is in by then).
+    /// Writes the trailer once it is asked for and both streams ended (every chunk is in).
     async fn finish_when_ended(&mut self) {
         if !self.open.is_empty() {
             return;
@@ -301,8 +297,8 @@ impl WriterState {
         }
     }
 
-    /// Appends to the transcript (off the runtime threads); a failed append stops the
-    /// transcript and fails the output.
+    /// Appends off the runtime threads; a failed append stops the transcript and fails the
+    /// output.
     async fn record(&mut self, bytes: &[u8]) {
         if self.transcript_failed {
             return;
@@ -342,8 +338,6 @@ impl WriterState {
         }
     }
 
-    /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`]; output within
-    /// the interval is reported when the interval ends.
     fn report_progress(&mut self, myself: &ActorRef<WriterMsg>) {
         let now = Instant::now();
         match self.last_progress_event {
@@ -564,7 +558,6 @@ impl WriterState {
     }
 }
 
-/// A console write in progress.
 struct Echo {
     written: oneshot::Receiver<std::io::Result<()>>,
     /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).
