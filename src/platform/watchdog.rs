@@ -50,7 +50,7 @@ type Listener = dyn Fn(WatchdogLoss) + Send + Sync;
 struct HandlerSide {
     socket: Option<OwnedFd>,
     pid: Option<u32>,
-    config: Option<WatchdogConfig>,
+    config: WatchdogConfig,
     /// Groups registered and not released, with their tokens: what a replacement is told.
     watched: BTreeMap<u32, String>,
     budget: LossBudget,
@@ -88,7 +88,7 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
     *lock() = Some(HandlerSide {
         socket: Some(socket),
         pid: Some(pid),
-        config: Some(config),
+        config,
         ..HandlerSide::default()
     });
     if let Err(error) = std::thread::Builder::new()
@@ -240,14 +240,10 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     fail::fail_point!("watchdog-replace", |_| Err(io::Error::other(
         "injected failure at failpoint watchdog-replace"
     )));
-    let config = side
-        .config
-        .clone()
-        .ok_or_else(|| io::Error::other("the watchdog was never configured"))?;
     // Under the registry's lock from the fork on: a sweep meanwhile would take the new
     // watchdog, a child that started after the worker, for an escapee.
     let mut registry = super::helper_registry::lock();
-    let (socket, pid) = exec_watchdog(&config)?;
+    let (socket, pid) = exec_watchdog(&side.config)?;
     registry.spare_watchdog(pid, proc::start_time(pid));
     drop(registry);
     for (pgid, attempt) in &side.watched {

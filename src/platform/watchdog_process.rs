@@ -39,7 +39,7 @@ const IDLE_INTERVAL: Duration = Duration::from_millis(500);
 /// adoption and it also cleared its environment.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct WatchdogConfig {
     pub handler_pid: u32,
     pub handler_pgid: u32,
