@@ -166,15 +166,18 @@ impl Console {
 /// result). Writes keep their order, and the thread drops its reference to a buffer before
 /// reporting, so the caller can reuse it. Dropping this lets the thread end; it is not joined.
 struct WriteThread<T> {
-    jobs: Sender<(T, Arc<Vec<u8>>, oneshot::Sender<io::Result<()>>)>,
+    jobs: Sender<Queued<T>>,
 }
+
+/// A write's target, its bytes, and where its result goes.
+type Queued<T> = (T, Arc<Vec<u8>>, oneshot::Sender<io::Result<()>>);
 
 impl<T: Send + 'static> WriteThread<T> {
     fn start(
         name: &str,
         mut write: impl FnMut(T, &[u8]) -> io::Result<()> + Send + 'static,
     ) -> io::Result<Self> {
-        let (jobs, queue) = mpsc::channel::<(T, Arc<Vec<u8>>, oneshot::Sender<_>)>();
+        let (jobs, queue) = mpsc::channel::<Queued<T>>();
         std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {

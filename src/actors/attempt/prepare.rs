@@ -193,7 +193,9 @@ impl PreparationTask {
             header,
             argv,
         };
-        off_runtime(move || job.run()).await
+        off_runtime(move || job.run())
+            .await
+            .map_err(|failure| *failure)
     }
 }
 
@@ -211,7 +213,7 @@ struct StartJob {
 impl StartJob {
     /// Blocking: runs off the runtime (`off_runtime`, inside its context, which the spawn
     /// needs).
-    fn run(self) -> Result<Launch, SetupFailure> {
+    fn run(self) -> Result<Launch, Box<SetupFailure>> {
         let Self {
             attempt,
             phase_attempt,
@@ -227,11 +229,11 @@ impl StartJob {
         ) {
             Ok(file) => TranscriptFile::new(file),
             Err(error) => {
-                return Err(SetupFailure::Setup {
+                return Err(Box::new(SetupFailure::Setup {
                     attempt,
                     phase_attempt,
                     error,
-                });
+                }));
             }
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
@@ -254,12 +256,12 @@ impl StartJob {
             Err(error) => {
                 let program = argv.first().cloned().unwrap_or_default();
                 let problem = program::launch_problem(&program, cwd, &error);
-                return Err(SetupFailure::Launch {
+                return Err(Box::new(SetupFailure::Launch {
                     attempt,
                     phase_attempt,
                     transcript,
                     summary: format!("could not launch agent command: {problem}"),
-                });
+                }));
             }
         };
         let pid = child.id();
