@@ -201,14 +201,10 @@ pub(crate) fn run_helper(
     });
     // The group is empty: a pipe still open is held by a process outside it.
     let until = Instant::now() + DRAIN_LIMIT;
-    let mut pipes_abandoned = false;
-    while !helper.pipes_closed() {
-        if Instant::now() >= until {
-            pipes_abandoned = true;
-            break;
-        }
+    while !helper.pipes_closed() && Instant::now() < until {
         helper.wait(Some(until), stop);
     }
+    let pipes_abandoned = !helper.pipes_closed();
     helper.reap();
     if helper.exit.is_some() {
         helper_registry::forget(pid);
