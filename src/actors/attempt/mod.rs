@@ -60,7 +60,6 @@ use crate::platform::durable::TranscriptFile;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::process_group::WorkerChild;
 use crate::platform::watchdog;
 
 pub(crate) use self::messages::AttemptMsg;
@@ -634,7 +633,13 @@ impl AttemptState {
         ];
         let waiter = myself.clone();
         self.spawn(async move {
-            let exit = wait_for_exit(&mut child).await;
+            let exit = child.wait().await.unwrap_or_else(|error| {
+                tracing::error!(%error, "waiting for the worker failed");
+                ChildExit {
+                    code: None,
+                    signal: None,
+                }
+            });
             tracing::info!(code = exit.code, signal = exit.signal, "worker exited");
             notify(&waiter, AttemptEvent::LeaderExited(exit).into());
         });
@@ -743,14 +748,4 @@ impl AttemptState {
 async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
     let _ = stdin.write_all(&prompt).await;
     let _ = stdin.shutdown().await;
-}
-
-async fn wait_for_exit(child: &mut WorkerChild) -> ChildExit {
-    child.wait().await.unwrap_or_else(|error| {
-        tracing::error!(%error, "waiting for the worker failed");
-        ChildExit {
-            code: None,
-            signal: None,
-        }
-    })
 }
