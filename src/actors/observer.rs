@@ -1,7 +1,6 @@
 //! The run's outward interface besides its result: every lifecycle event goes to a
-//! [`RunObserver`] as it happens, stamped by an [`Emitter`] with the time and the run and
-//! attempt ids. Implementations (progress lines, the live status line, the event stream) live
-//! in the command layer; they must not block, since they are called from the actors' handlers.
+//! [`RunObserver`], stamped by an [`Emitter`]. Implementations live in the command layer; they
+//! must not block, since they are called from the actors' handlers.
 
 use std::sync::Arc;
 

@@ -1,11 +1,7 @@
-//! StateStore: the only writer of `state.json` and `outcomes/*.json`.
-//!
-//! It holds the last *durable* state in memory. Each request applies one pure transition from
-//! [`crate::domain::state`] to a copy, validates it, and replaces the file atomically; only
-//! when the write succeeded does the copy become the current state. A failed write therefore
-//! leaves both the file and the store's view at the last durable record, which is what
-//! docs/state-and-recovery.md promises. The writes themselves (fsync, rename) run off the
-//! runtime ([`off_runtime`]), never on a runtime worker thread.
+//! StateStore: the only writer of `state.json` and `outcomes/*.json`. It holds the last
+//! *durable* state: each request applies one pure transition to a copy, validates it and
+//! replaces the file off the runtime; only a write that succeeded makes the copy current
+//! (docs/architecture.md, "Durability").
 
 use std::io;
 use std::path::Path;
@@ -36,24 +32,23 @@ pub(crate) struct Preparation {
 pub(crate) enum StoreMsg {
     /// The last durable state (shared, not copied: a snapshot the store never changes).
     Current { reply: RpcReplyPort<Arc<State>> },
-    /// Record a plan acceptance on its own (used when no attempt follows).
+    /// A plan acceptance on its own (when no attempt follows).
     AcceptPlan {
         record: PlanRecord,
         reply: RpcReplyPort<Result<(), StateWriteError>>,
     },
-    /// Record a prepared attempt; replies with the state now durable.
+    /// Replies with the state now durable.
     Prepare {
         preparation: Box<Preparation>,
         reply: RpcReplyPort<Result<Arc<State>, StateWriteError>>,
     },
-    /// Record that the prepared attempt is running, with its identity when known.
     MarkRunning {
         attempt_id: String,
         identity: Option<ProcessIdentity>,
         reply: RpcReplyPort<Result<(), StateWriteError>>,
     },
-    /// Write the outcome record, then commit it into the state, with the retry the policy
-    /// scheduled after it (in the same replacement, so a crash never separates them).
+    /// The outcome record, then its commit into the state with the retry the policy scheduled
+    /// after it (in the same replacement, so a crash never separates them).
     Commit {
         outcome: Box<OutcomeRecord>,
         schedule: Option<RetrySchedule>,
@@ -66,8 +61,8 @@ pub(crate) struct StateStore;
 pub(crate) struct StoreArgs {
     pub(crate) layout: StateLayout,
     pub(crate) loaded: State,
-    /// The run's span, for what the store does before its first message (ractor runs each
-    /// handler in the span of the message's sender: an attempt's writes are in its span).
+    /// For what the store does before its first message (ractor runs each handler in the span
+    /// of the message's sender).
     pub(crate) span: tracing::Span,
 }
 
@@ -113,12 +108,12 @@ impl Actor for StateStore {
             }
             StoreMsg::AcceptPlan { record, reply } => {
                 let result = state
-                    .replace("state-accept", |next| {
+                    .replace_after(Before::Nothing, "state-accept", |next| {
                         next.plan = Some(record);
                         Ok(())
                     })
                     .await;
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(Into::into));
             }
             StoreMsg::Prepare { preparation, reply } => {
                 let _ = reply.send(state.prepare(*preparation).await);
@@ -129,11 +124,11 @@ impl Actor for StateStore {
                 reply,
             } => {
                 let result = state
-                    .replace("state-running", |next| {
+                    .replace_after(Before::Nothing, "state-running", |next| {
                         next.mark_running(&attempt_id, identity)
                     })
                     .await;
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(Into::into));
             }
             StoreMsg::Commit {
                 outcome,
@@ -147,8 +142,7 @@ impl Actor for StateStore {
     }
 }
 
-/// Blocking work a state replacement depends on, done in the same hand-off to the blocking
-/// pool as the replacement: one trip per durable write, not two.
+/// Blocking work a state replacement depends on, done in the same trip off the runtime.
 enum Before {
     Nothing,
     /// The keyed directories, before the run's first prepared attempt.
@@ -160,11 +154,20 @@ enum Before {
     },
 }
 
-/// Why a replacement did not happen.
 enum WriteFailure {
     /// The work before it failed; nothing was replaced.
     Before(io::Error),
     State(StateWriteError),
+}
+
+impl From<WriteFailure> for StateWriteError {
+    /// Outside a commit, only the keyed directories come before a state write.
+    fn from(failure: WriteFailure) -> Self {
+        match failure {
+            WriteFailure::Before(error) => Self::Directories(error),
+            WriteFailure::State(error) => error,
+        }
+    }
 }
 
 impl StoreState {
@@ -179,64 +182,34 @@ impl StoreState {
         } else {
             Before::Directories(self.layout.clone())
         };
-        let prepared = self
-            .replace_after(before, "state-prepare", |next| {
-                next.apply_preparation(attempt, accept, resolve_abandoned_at)
-            })
-            .await;
-        match prepared {
-            // The prompt is rendered from it.
-            Ok(()) => Ok(Arc::clone(&self.durable)),
-            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
-            Err(WriteFailure::State(error)) => Err(error),
-        }
+        self.replace_after(before, "state-prepare", |next| {
+            next.apply_preparation(attempt, accept, resolve_abandoned_at)
+        })
+        .await?;
+        // The prompt is rendered from it.
+        Ok(Arc::clone(&self.durable))
     }
 
-    /// Applies `transition` to a copy of the durable state, validates it and replaces the
-    /// file. The in-memory state advances only when readers can see the new document.
-    async fn replace(
-        &mut self,
-        failpoint_label: &'static str,
-        transition: impl FnOnce(&mut State) -> Result<(), StateError>,
-    ) -> Result<(), StateWriteError> {
-        match self
-            .replace_after(Before::Nothing, failpoint_label, transition)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(WriteFailure::Before(error)) => Err(StateWriteError::Directories(error)),
-            Err(WriteFailure::State(error)) => Err(error),
-        }
-    }
-
-    /// Does `before`, then replaces the state with the result of `transition`, in one job on
-    /// one [`off_runtime`] call. A transition that does not apply is reported after `before` is done,
-    /// as if the two were separate writes.
+    /// Does `before`, then replaces the state with the result of `transition`, in one trip off
+    /// the runtime. A transition that does not apply is reported after `before` is done, as if
+    /// the two were separate writes. The in-memory state advances only when readers can see
+    /// the new document.
     async fn replace_after(
         &mut self,
         before: Before,
         failpoint_label: &'static str,
         transition: impl FnOnce(&mut State) -> Result<(), StateError>,
     ) -> Result<(), WriteFailure> {
-        let next = {
-            let mut next = State::clone(&self.durable);
-            transition(&mut next)
-                .map_err(StateWriteError::Transition)
-                .and_then(|()| {
-                    next.validate(&self.layout)
-                        .map_err(StateWriteError::Invalid)
-                })
-                .map(|()| next)
-        };
+        let mut next = State::clone(&self.durable);
+        let document = transition(&mut next)
+            .map_err(StateWriteError::Transition)
+            .and_then(|()| {
+                next.validate(&self.layout)
+                    .map_err(StateWriteError::Invalid)
+            })
+            // Never a document the reader would refuse.
+            .and_then(|()| next.to_checked_json().map_err(StateWriteError::Invalid));
         let path = self.layout.state_path();
-        // Never a document the reader would refuse.
-        let (next, document) = match next.and_then(|next| {
-            let json = next.to_checked_json().map_err(StateWriteError::Invalid)?;
-            Ok((next, json))
-        }) {
-            Ok((next, json)) => (Ok(next), Some(json.into_bytes())),
-            Err(error) => (Err(error), None),
-        };
         let target = path.clone();
         let outcome_written = match &before {
             Before::Outcome { path, .. } => Some(path.clone()),
@@ -246,31 +219,26 @@ impl StoreState {
         let written = off_runtime(move || {
             match before {
                 Before::Nothing => {}
-                Before::Directories(layout) => {
-                    ensure_dirs(&layout).map_err(WriteFailure::Before)?
-                }
+                Before::Directories(layout) => ensure_dirs(&layout)?,
                 Before::Outcome { path, bytes } => {
-                    durable::write_new_durably(Path::new(&path), &bytes, "outcome")
-                        .map_err(WriteFailure::Before)?;
+                    durable::write_new_durably(Path::new(&path), &bytes, "outcome")?
                 }
             }
-            Ok(document.map(|bytes| {
-                durable::replace_atomically(Path::new(&target), &bytes, failpoint_label)
+            Ok(document.map(|document| {
+                durable::replace_atomically(
+                    Path::new(&target),
+                    document.as_bytes(),
+                    failpoint_label,
+                )
             }))
         })
-        .await?;
-        if directories {
-            self.directories_ready = true;
-        }
+        .await
+        .map_err(WriteFailure::Before)?;
+        self.directories_ready |= directories;
         if let Some(path) = outcome_written {
             tracing::info!(path, "outcome written");
         }
-        let (next, written) = match (next, written) {
-            (Ok(next), Some(written)) => (next, written),
-            (Err(error), _) => return Err(WriteFailure::State(error)),
-            (Ok(_), None) => unreachable!("a valid state always has a document to write"),
-        };
-        match written {
+        match written.map_err(WriteFailure::State)? {
             Ok(()) => {
                 tracing::info!(write = failpoint_label, path, "state committed");
                 self.durable = Arc::new(next);
@@ -338,9 +306,8 @@ fn ensure_dirs(layout: &StateLayout) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes temp files a handler killed mid-write left next to `state.json`. They were never
-/// renamed into place, so they hold nothing authoritative; the caller holds the plan-workspace
-/// lock, so no other handler is writing one right now.
+/// Removes temp files a handler killed mid-write left next to `state.json` (never renamed
+/// into place; the plan-workspace lock is ours, so no other handler is writing one).
 fn remove_stale_temp_files(dir: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

@@ -1,21 +1,8 @@
 //! The running attempt's processes: who belongs to it ([`AttemptProcesses::is_member`], the
 //! notification socket's membership predicate) and what they are doing
-//! ([`ActivitySampler::sample`], the counters the activity rule judges). The rules are the
-//! domain's ([`crate::domain::liveness::membership`], [`crate::domain::liveness::activity`]);
-//! this file only reads `/proc` and asks the kernel for TCP socket counters.
-//!
-//! Everything here blocks (small `/proc` reads, one netlink dump): call it off the runtime
-//! threads (`actors::off_runtime`, or the thread that owns the sampler).
-//!
-//! One sample walks the tree from the worker's leader and from the handler's adopted
-//! children (descendants that left the group and whose parent died) down the
-//! `/proc/PID/task/*/children` lists — a few reads per process, no scan of `/proc` — and
-//! reads, per live process, `stat` (CPU ticks, own and reaped children's), every thread's
-//! `schedstat` (nanoseconds on CPU), `io` (`rchar`, `wchar`) and its descriptors' link targets
-//! (socket inodes). Then one `sock_diag` dump per address family gives the TCP sockets'
-//! counters, of which those of the attempt's inodes are kept. For an agent CLI with a tool
-//! running that is about a hundred small reads, which at the sampling rate (at most four a
-//! second, only while the attempt is silent) costs well under a millisecond of CPU a second.
+//! ([`ActivitySampler::sample`]: `/proc` reads down the children lists from the leader and the
+//! adopted escapees, and one `sock_diag` dump per address family). The rules are the domain's
+//! (docs/liveness.md). Everything here blocks: call it off the runtime threads.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
@@ -30,7 +17,7 @@ use nix::sys::socket::{
 };
 use nix::sys::time::TimeVal;
 
-use super::helper_registry;
+use super::descendant_sweep;
 use super::proc::{self, ChildSnapshot};
 use crate::domain::identity::{ProcStat, parse_proc_stat};
 use crate::domain::liveness::activity::{
@@ -44,13 +31,11 @@ use crate::domain::process_tree::{ChildVerdict, SweepScope, judge_child};
 /// At most this many processes are sampled (a fork bomb must not make sampling unbounded).
 pub(crate) const MAX_PROCESSES: usize = 1_024;
 
-/// How many members are remembered (for senders that exit before their datagram is read).
 const REMEMBERED: usize = 4_096;
 
 /// How long a `sock_diag` dump may take before the sample goes without socket counters.
 const DIAG_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The processes of one attempt.
 #[derive(Debug)]
 pub(crate) struct AttemptProcesses {
     leader: u32,
@@ -60,7 +45,8 @@ pub(crate) struct AttemptProcesses {
     remembered: Mutex<Remembered>,
 }
 
-/// Members seen so far, oldest first out.
+/// Members seen so far (for senders that exit before their datagram is read), oldest first
+/// out.
 #[derive(Debug, Default)]
 struct Remembered {
     start_times: HashMap<u32, u64>,
@@ -81,9 +67,8 @@ impl Remembered {
 }
 
 impl AttemptProcesses {
-    /// The attempt whose worker leads group `leader` (started at `worker_started_ticks`, its
-    /// `/proc` start time), in a handler that had the children `inherited` before its first
-    /// worker (the watchdog among them).
+    /// The attempt whose worker leads group `leader`, in a handler that had the children
+    /// `inherited` before its first worker.
     pub(crate) fn new(
         leader: u32,
         worker_started_ticks: Option<u64>,
@@ -102,21 +87,6 @@ impl AttemptProcesses {
         processes
     }
 
-    /// For tests in a process that is not a subreaper and runs other tests' children beside
-    /// this attempt's: nothing is adopted, so no child of the test process is taken for an
-    /// escapee of this one.
-    #[cfg(test)]
-    fn without_adoptees(leader: u32, worker_started_ticks: Option<u64>) -> Self {
-        Self {
-            handler: 0,
-            ..Self::new(
-                leader,
-                worker_started_ticks,
-                Arc::new(ChildSnapshot::default()),
-            )
-        }
-    }
-
     fn remember(&self, pid: u32, start_time_ticks: u64) {
         if let Ok(mut remembered) = self.remembered.lock() {
             remembered.insert(pid, start_time_ticks);
@@ -131,30 +101,14 @@ impl AttemptProcesses {
     }
 
     fn with_scope<T>(&self, use_scope: impl FnOnce(&SweepScope<'_>) -> T) -> T {
-        let inherited = |child: &ProcStat| self.inherited.contains(child);
-        // A hook or a verification check beside the attempt is the handler's, not the
-        // worker's: it neither notifies for the attempt nor counts as its activity.
-        let helpers = helper_registry::lock();
-        let helper = |stat: &ProcStat| helpers.protects(stat);
-        use_scope(&SweepScope {
-            handler: self.handler,
-            leader: self.leader,
-            worker_started_ticks: self.worker_started_ticks,
-            inherited: &inherited,
-            helper: &helper,
-        })
+        let (leader, started) = (self.leader, self.worker_started_ticks);
+        descendant_sweep::in_scope(self.handler, leader, started, &self.inherited, use_scope)
     }
 
     /// Whether `pid` (a notification's sender) belongs to the attempt (a few `/proc` reads).
     pub(crate) fn is_member(&self, pid: u32) -> bool {
-        let verdict = self.with_scope(|scope| {
-            belongs(
-                pid,
-                scope,
-                |pid| self.remembered(pid),
-                |pid| proc::stat(pid).ok().flatten(),
-            )
-        });
+        let verdict =
+            self.with_scope(|scope| belongs(pid, scope, |pid| self.remembered(pid), proc::stat_of));
         match verdict {
             Verdict::Member { start_time_ticks } => {
                 self.remember(pid, start_time_ticks);
@@ -164,7 +118,8 @@ impl AttemptProcesses {
         }
     }
 
-    /// The live processes of the attempt now: the leader's tree and the adopted escapees'.
+    /// The live processes of the attempt now: the leader's tree and the adopted escapees'
+    /// (`handler` 0: none adopted).
     fn walk(&self) -> Vec<(ProcStat, String)> {
         let mut roots = vec![self.leader];
         let children = if self.handler == 0 {
@@ -175,7 +130,7 @@ impl AttemptProcesses {
         let adoptees: Vec<u32> = children
             .into_iter()
             .filter(|&child| child != self.leader)
-            .filter_map(|child| proc::stat(child).ok().flatten())
+            .filter_map(proc::stat_of)
             .filter(|child| {
                 self.with_scope(|scope| judge_child(scope, child)) == ChildVerdict::Stop
             })
@@ -205,7 +160,6 @@ impl AttemptProcesses {
     }
 }
 
-/// Samples one attempt's processes.
 #[derive(Debug)]
 pub(crate) struct ActivitySampler {
     processes: Arc<AttemptProcesses>,
@@ -220,22 +174,16 @@ pub(crate) struct ActivitySampler {
 impl ActivitySampler {
     /// `launched` is the launch time the samples' offsets count from.
     pub(crate) fn new(processes: Arc<AttemptProcesses>, launched: Instant) -> Self {
-        let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .filter(|ticks| *ticks > 0)
-            .unwrap_or(100);
         Self {
             processes,
             launched,
-            tick: Duration::from_secs(1) / u32::try_from(ticks_per_second).unwrap_or(100),
+            tick: Duration::from_secs(1) / u32::try_from(proc::ticks_per_second()).unwrap_or(100),
             diag: None,
             sequence: 0,
             diag_failed: false,
         }
     }
 
-    /// One sample (blocking).
     pub(crate) fn sample(&mut self) -> ActivitySample {
         let at = self.launched.elapsed();
         let processes: Vec<ProcessCounters> = self

@@ -1,55 +1,38 @@
-//! The handler's live console: agent output echoed to the handler's own stdout and stderr, and
-//! on a terminal one transient line (a sign of life while the agent is silent) that the next
-//! output erases.
-//!
-//! Writing to a terminal, pipe or file can block for as long as the reader or the disk
-//! pleases, so the writes happen on a [`WriteThread`] of their own, never on a runtime worker.
-//! The null device cannot block (nothing is written anywhere), so a stream going there is
-//! written inline without the thread hop.
-//!
-//! The transient line is written by the same thread as the output, so the two never
-//! interleave: it is drawn only where the terminal's cursor is at the start of a line (never
-//! over a line the agent has not finished), cut to the terminal's width so it never wraps,
-//! and erased (`\r`, erase line) before anything else is written to the terminal. A *note*
-//! (the agent's status changing) is a whole line for a person at the terminal: it starts on
-//! a line of its own, after the agent's unfinished line if there is one, and is not written
-//! when stderr is not a terminal.
+//! The handler's live console: agent output echoed to the handler's stdout and stderr on a
+//! [`WriteThread`] of its own (a terminal or pipe may block for ever; the null device, which
+//! cannot, is written inline), and on a terminal one transient line — a sign of life while the
+//! agent is silent — drawn only at the start of a line, cut to the width, erased before
+//! anything else is written, and notes (whole lines, only on a terminal).
 
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
 
 use nix::sys::stat::{SFlag, fstat, makedev};
 use tokio::sync::oneshot;
 
-use super::write_thread::{Sink, WriteThread};
 use crate::domain::output_stream::OutputStream;
 
 /// Carriage return, then erase the whole line: the cursor ends at its start.
 const ERASE_LINE: &[u8] = b"\r\x1b[2K";
 
-/// What one console job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Job {
-    /// Output for the handler's stdout or stderr.
     Write(OutputStream),
-    /// Draw the transient line (the job's bytes, one line of text without a line break).
+    /// The job's bytes: one line of text without a line break.
     ShowTransient,
-    /// Erase the transient line if it is shown.
     ClearTransient,
     /// A whole line on a terminal's stderr (the job's bytes, ending with a line break).
     Note,
 }
 
-/// The handler's stdout and stderr, each written and flushed as a whole buffer, and the
-/// terminal state the transient line needs.
+/// The handler's stdout and stderr, and the terminal state the transient line needs.
 struct HandlerStreams {
     stdout_terminal: bool,
     stderr_terminal: bool,
-    /// The transient line is on the screen (on stderr).
     transient_shown: bool,
-    /// The terminal's cursor is at the start of a line: the last byte written to it was a
-    /// line break (or nothing was written yet).
+    /// The last byte written to the terminal was a line break (or nothing was written yet).
     at_line_start: bool,
 }
 
@@ -68,9 +51,7 @@ impl HandlerStreams {
         }
         Ok(())
     }
-}
 
-impl Sink<Job> for HandlerStreams {
     fn write(&mut self, job: Job, bytes: &[u8]) -> io::Result<()> {
         match job {
             Job::Write(stream) => {
@@ -126,21 +107,21 @@ pub(crate) struct Console {
 
 impl Console {
     pub(crate) fn start(stdout_to_stderr: bool) -> io::Result<Self> {
-        let streams = HandlerStreams {
+        let mut streams = HandlerStreams {
             stdout_terminal: io::stdout().is_terminal(),
             stderr_terminal: io::stderr().is_terminal(),
             transient_shown: false,
             at_line_start: true,
         };
         Ok(Self {
-            thread: WriteThread::start("ash-console", streams)?,
+            thread: WriteThread::start("ash-console", move |job, bytes| streams.write(job, bytes))?,
             stdout_inline: is_null_device(&io::stdout()),
             stderr_inline: is_null_device(&io::stderr()),
             stdout_to_stderr,
         })
     }
 
-    /// Queues `bytes` for `stream`; the receiver yields the result once they are written.
+    /// The receiver yields the result once the bytes are written.
     pub(crate) fn submit(
         &self,
         stream: OutputStream,
@@ -162,25 +143,60 @@ impl Console {
         self.thread.submit(Job::Write(stream), bytes)
     }
 
-    /// Draws `line` as the transient line on stderr, replacing the one shown, when stderr is
-    /// a terminal whose cursor is at the start of a line; the next output erases it.
     pub(crate) fn show_transient(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ShowTransient, Arc::new(line.into_bytes()))
     }
 
-    /// Writes `line` (with its line break) on stderr when it is a terminal, on a line of its
-    /// own; nothing otherwise.
+    /// Writes `line` on stderr, on a line of its own, when it is a terminal.
     pub(crate) fn note(&self, line: String) -> oneshot::Receiver<io::Result<()>> {
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         self.thread.submit(Job::Note, Arc::new(bytes))
     }
 
-    /// Erases the transient line, if one is shown.
     pub(crate) fn clear_transient(&self) -> oneshot::Receiver<io::Result<()>> {
         self.thread
             .submit(Job::ClearTransient, Arc::new(Vec::new()))
+    }
+}
+
+/// A thread of its own for writes that can block for good, so no runtime worker stalls on
+/// them. The queue is unbounded: the callers bound it (an attempt's output awaits each chunk's
+/// result). Writes keep their order, and the thread drops its reference to a buffer before
+/// reporting, so the caller can reuse it. Dropping this lets the thread end; it is not joined.
+struct WriteThread<T> {
+    jobs: Sender<Queued<T>>,
+}
+
+/// A write's target, its bytes, and where its result goes.
+type Queued<T> = (T, Arc<Vec<u8>>, oneshot::Sender<io::Result<()>>);
+
+impl<T: Send + 'static> WriteThread<T> {
+    fn start(
+        name: &str,
+        mut write: impl FnMut(T, &[u8]) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Queued<T>>();
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                for (target, bytes, done) in queue {
+                    let result = write(target, &bytes);
+                    drop(bytes);
+                    let _ = done.send(result);
+                }
+            })?;
+        Ok(Self { jobs })
+    }
+
+    /// The receiver yields the result once the bytes are written.
+    fn submit(&self, target: T, bytes: Arc<Vec<u8>>) -> oneshot::Receiver<io::Result<()>> {
+        let (done, written) = oneshot::channel();
+        if let Err(mpsc::SendError((_, _, done))) = self.jobs.send((target, bytes, done)) {
+            let _ = done.send(Err(io::Error::other("write thread stopped")));
+        }
+        written
     }
 }
 
@@ -204,5 +220,43 @@ fn is_null_device(stream: &impl AsFd) -> bool {
             kind == SFlag::S_IFCHR && stat.st_rdev == makedev(1, 3)
         }
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn writes_in_order_and_hands_the_buffer_back() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        let thread = WriteThread::start("test-writer", move |target: u8, bytes: &[u8]| {
+            if target == 0 {
+                return Err(io::Error::other("refused"));
+            }
+            recorded.lock().unwrap().push((target, bytes.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let bytes = Arc::new(b"first".to_vec());
+        thread.submit(1, bytes.clone()).await.unwrap().unwrap();
+        assert_eq!(
+            Arc::strong_count(&bytes),
+            1,
+            "the thread let go of the buffer"
+        );
+        thread
+            .submit(2, Arc::new(b"second".to_vec()))
+            .await
+            .unwrap()
+            .unwrap();
+        let error = thread.submit(0, Arc::new(Vec::new())).await.unwrap();
+        assert_eq!(error.unwrap_err().to_string(), "refused");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(1, b"first".to_vec()), (2, b"second".to_vec())]
+        );
     }
 }

@@ -1,9 +1,7 @@
-//! The escaped-descendant sweep: what the handler runs once a worker's, a hook's or a check's
-//! group is empty ([`sweep_until_done`]), what a wrapper run by hand runs after its launcher
-//! exits ([`sweep_pass`]), and, without a subreaper, the watchdog's ([`freeze_and_kill`]).
-//! The handler and the wrapper are child subreapers, so a descendant that left the group
-//! becomes their child when its parent dies. Which processes are stopped is decided by
-//! [`crate::domain::process_tree`]; when to pass again by its [`SweepRounds`].
+//! The escaped-descendant sweep (docs/architecture.md, "Process groups"): the handler's once a
+//! group is empty ([`sweep_until_done`]), a wrapper's after its launcher exits
+//! ([`sweep_pass`]), and the watchdog's ([`freeze_and_kill`]). Which processes are stopped,
+//! and when to pass again, is [`crate::domain::process_tree`]'s.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -25,16 +23,10 @@ pub(crate) const PASS_INTERVAL: Duration = Duration::from_millis(5);
 /// what still lives as surviving.
 pub(crate) const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
-/// One pass of the escaped-descendant sweep (blocking `/proc` work): reaps adopted zombies,
-/// freezes every adoptee and its whole lineage — SIGSTOP level by level, reading the children
-/// of processes already stopped, so a lineage cannot fork its way out — then SIGKILLs all of
-/// it, and returns the pids it stopped. A quick pass (nothing found yet) reads only the
-/// children list where adoptees land ([`proc::adopted_children`]), so an attempt without
-/// escapees costs one small read, no `/proc` scan.
-///
-/// The handler's helpers (hooks, verification checks, its watchdogs: [`helper_registry`]) are
-/// left alone;
-/// the registry stays locked for the pass, so none can start unregistered meanwhile.
+/// One pass (blocking): reaps adopted zombies, freezes every adoptee with its lineage, then
+/// SIGKILLs all of it. A quick pass (nothing found yet) reads only the children list where
+/// adoptees land ([`proc::adopted_children`]), no `/proc` scan. The [`helper_registry`] stays
+/// locked for the pass, so no helper can start unregistered meanwhile.
 pub(crate) fn sweep_pass(
     leader: u32,
     worker_started_ticks: Option<u64>,
@@ -42,47 +34,52 @@ pub(crate) fn sweep_pass(
     thorough: bool,
 ) -> SweepPass {
     let handler = proc::own_pid();
+    in_scope(handler, leader, worker_started_ticks, inherited, |scope| {
+        let mut freezer = Freezer::default();
+        let children = proc::adopted_children().unwrap_or_default();
+        freezer.adopt(scope, children.into_iter().filter_map(proc::stat_of));
+        // A reaped zombie is an escapee that existed: under churn the children list can miss
+        // its live relatives (it is not reliable while children are added and removed), so
+        // look at the process table too.
+        if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
+            return SweepPass::default();
+        }
+        // The children list can miss a child being re-parented while it is read; the parent
+        // links in the process table catch it.
+        let table = proc::process_table().unwrap_or_default();
+        freezer.adopt(
+            scope,
+            table.into_iter().filter(|process| process.ppid == handler),
+        );
+        SweepPass {
+            reaped: freezer.reaped,
+            stopped: freezer.kill_all(),
+        }
+    })
+}
+
+/// Runs `use_scope` with the sweep's scope for the worker leading `leader`, the
+/// [`helper_registry`] locked meanwhile: a hook or a check beside the attempt is the handler's,
+/// not the worker's, and none can start unregistered while the scope is in use.
+pub(crate) fn in_scope<T>(
+    handler: u32,
+    leader: u32,
+    worker_started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+    use_scope: impl FnOnce(&SweepScope<'_>) -> T,
+) -> T {
     let is_inherited = |stat: &ProcStat| inherited.contains(stat);
     let helpers = helper_registry::lock();
     let is_helper = |stat: &ProcStat| helpers.protects(stat);
-    let scope = SweepScope {
+    use_scope(&SweepScope {
         handler,
         leader,
         worker_started_ticks,
         inherited: &is_inherited,
         helper: &is_helper,
-    };
-    let mut freezer = Freezer::default();
-    let children = proc::adopted_children().unwrap_or_default();
-    freezer.adopt(&scope, children.into_iter().filter_map(stat_of));
-    // A reaped zombie is an escapee that existed: under churn the children list can miss its
-    // live relatives (it is not reliable while children are added and removed), so look at
-    // the process table too.
-    if freezer.frozen.is_empty() && freezer.reaped == 0 && !thorough {
-        return SweepPass::default();
-    }
-    // The children list can miss a child being re-parented while it is read; the parent
-    // links in the process table catch it.
-    let table = proc::process_table().unwrap_or_default();
-    let missed = table.into_iter().filter(|process| process.ppid == handler);
-    freezer.adopt(&scope, missed);
-    for target in &freezer.frozen {
-        target.signal(SweepSignal::Kill);
-    }
-    SweepPass {
-        stopped: freezer
-            .frozen
-            .iter()
-            .map(|target| Killed {
-                pid: target.pid,
-                start_time_ticks: target.start_time_ticks,
-            })
-            .collect(),
-        reaped: freezer.reaped,
-    }
+    })
 }
 
-/// What a whole sweep stopped.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct SweepReport {
     /// Escapees killed and gone.
@@ -91,10 +88,10 @@ pub(crate) struct SweepReport {
     pub survivors: Vec<u32>,
 }
 
-/// A whole sweep on the calling thread (blocking), once the group of `leader` (started at
-/// `started_ticks`) is empty: passes until [`SweepRounds`] says nothing is left, or for at
-/// most [`SWEEP_LIMIT`], then names what survived. `leader` 0 sweeps for every helper that
-/// started from `started_ticks` on (the hooks of a run, at its end).
+/// A whole sweep (blocking), once the group of `leader` (started at `started_ticks`) is empty:
+/// passes until [`SweepRounds`] says nothing is left, or for at most [`SWEEP_LIMIT`], then
+/// names what survived. `leader` 0 sweeps for every helper that started from `started_ticks`
+/// on (the hooks of a run, at its end).
 pub(crate) fn sweep_until_done(
     leader: u32,
     started_ticks: Option<u64>,
@@ -130,11 +127,9 @@ pub(crate) fn sweep_until_done(
     report
 }
 
-/// Freezes `roots` — processes that are *not* our children, as a scan saw them — with their
-/// whole lineages, then SIGKILLs all of it, every signal through a pidfd checked against the
-/// start time seen (so a reused pid is never hit); returns what it stopped. `keep_off` (the
-/// caller itself) is never stopped. This is the watchdog's sweep, once the handler is gone and
-/// its orphans belong to init (blocking).
+/// The watchdog's sweep (blocking): freezes `roots` — processes that are *not* our children,
+/// as a scan saw them — with their lineages, then SIGKILLs all of it, every signal through a
+/// checked pidfd; returns what it stopped. `keep_off` (the caller itself) is never stopped.
 pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
     let never = |_: &ProcStat| false;
     let scope = SweepScope {
@@ -155,27 +150,15 @@ pub(crate) fn freeze_and_kill(roots: &[Killed], keep_off: u32) -> Vec<Killed> {
         })
         .collect();
     freezer.freeze(&scope, level);
-    for target in &freezer.frozen {
-        target.signal(SweepSignal::Kill);
-    }
-    freezer
-        .frozen
-        .iter()
-        .map(|target| Killed {
-            pid: target.pid,
-            start_time_ticks: target.start_time_ticks,
-        })
-        .collect()
+    freezer.kill_all()
 }
 
-/// Which of `killed` (SIGKILLed by the last pass of a sweep that gives up) still live,
-/// waiting at most `wait` for them to die (blocking): a SIGKILL takes effect asynchronously,
-/// and a process in an uninterruptible sleep acts on it only when it wakes. Zombies count as
-/// dead ([`survivors`]).
+/// Which of `killed` still live after at most `wait` (blocking): a SIGKILL takes effect
+/// asynchronously, in an uninterruptible sleep only on waking. Zombies count as dead.
 pub(crate) fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
     let deadline = Instant::now() + wait;
     loop {
-        let alive = survivors(killed, stat_of);
+        let alive = survivors(killed, proc::stat_of);
         if alive.is_empty() || Instant::now() >= deadline {
             return alive;
         }
@@ -183,7 +166,6 @@ pub(crate) fn still_alive(killed: &[Killed], wait: Duration) -> Vec<u32> {
     }
 }
 
-/// What one sweep pass did.
 #[derive(Default)]
 pub(crate) struct SweepPass {
     /// Live escapees stopped and killed.
@@ -193,10 +175,6 @@ pub(crate) struct SweepPass {
     pub reaped: usize,
 }
 
-fn stat_of(pid: u32) -> Option<ProcStat> {
-    proc::stat(pid).ok().flatten()
-}
-
 /// How long one level of a lineage may take to stop before its children are read anyway.
 const STOP_WAIT: Duration = Duration::from_millis(100);
 
@@ -204,7 +182,6 @@ const STOP_WAIT: Duration = Duration::from_millis(100);
 /// be stopped (it is then reported as surviving once the sweep gives up).
 const FREEZE_LIMIT: usize = 10_000;
 
-/// A process the sweep stops.
 struct Target {
     pid: u32,
     start_time_ticks: u64,
@@ -222,7 +199,6 @@ impl Target {
     }
 }
 
-/// Stops lineages level by level.
 #[derive(Default)]
 struct Freezer {
     frozen: Vec<Target>,
@@ -231,13 +207,23 @@ struct Freezer {
 }
 
 impl Freezer {
+    /// SIGKILLs everything frozen; returns what it was.
+    fn kill_all(self) -> Vec<Killed> {
+        for target in &self.frozen {
+            target.signal(SweepSignal::KILL);
+        }
+        let killed = |target: &Target| Killed {
+            pid: target.pid,
+            start_time_ticks: target.start_time_ticks,
+        };
+        self.frozen.iter().map(killed).collect()
+    }
+
     /// Judges the handler's `children`, reaps the zombies, and freezes the adoptees with
     /// everything below them.
     fn adopt(&mut self, scope: &SweepScope<'_>, children: impl Iterator<Item = ProcStat>) {
         let mut level = Vec::new();
         for child in children {
-            // The handler's watchdogs are its children too, spared by the helper registry
-            // (`judge_child` leaves them).
             if !self.seen.insert(child.pid) {
                 continue;
             }
@@ -268,7 +254,7 @@ impl Freezer {
         // further, and the next level catches it.
         while !level.is_empty() && self.frozen.len() < FREEZE_LIMIT {
             for target in &level {
-                target.signal(SweepSignal::Stop);
+                target.signal(SweepSignal::STOP);
             }
             // A process caught inside `fork` stops only once the fork is done: its children
             // list is complete when it is seen stopped (or gone — then its children are
@@ -276,7 +262,7 @@ impl Freezer {
             let deadline = Instant::now() + STOP_WAIT;
             for target in &level {
                 while Instant::now() < deadline
-                    && stat_of(target.pid)
+                    && proc::stat_of(target.pid)
                         .is_some_and(|process| !process.is_stopped() && !process.is_defunct())
                 {
                     std::thread::sleep(Duration::from_micros(200));
@@ -288,7 +274,7 @@ impl Freezer {
                     if !self.seen.insert(pid) {
                         continue;
                     }
-                    if let Some(process) = stat_of(pid)
+                    if let Some(process) = proc::stat_of(pid)
                         && stops_descendant(scope, &process)
                     {
                         next.push(Target {
@@ -313,7 +299,7 @@ mod tests {
     use std::process::Command;
 
     fn killed(child: &std::process::Child) -> Killed {
-        let stat = stat_of(child.id()).expect("child stat");
+        let stat = proc::stat_of(child.id()).expect("child stat");
         Killed {
             pid: stat.pid,
             start_time_ticks: stat.start_time_ticks,
@@ -329,7 +315,7 @@ mod tests {
         // Not reaped yet: the killed child stays a zombie while `still_alive` looks.
         let alive = still_alive(&processes, Duration::from_secs(1));
         assert!(
-            stat_of(dead.id()).is_some_and(|process| process.is_defunct()),
+            proc::stat_of(dead.id()).is_some_and(|process| process.is_defunct()),
             "the killed child should be an unreaped zombie"
         );
         assert_eq!(alive, [live.id()]);

@@ -1,18 +1,7 @@
-//! Crash-safe file writes.
-//!
-//! - [`replace_atomically`]: the `state.json` recipe — write a uniquely named temp file in the
-//!   same directory, fsync it, rename it over the target, fsync the directory. A reader (or a
-//!   crash) sees the old document or the new one, never a torn one.
-//! - [`create_new`]: attempt artifacts are created with `O_EXCL`; an existing file is never
-//!   truncated or replaced.
-//! - [`write_new_durably`]: an outcome record — exclusive create, write, fsync, directory fsync.
-//! - [`write_new`]: a prompt or transcript — exclusive create and write, no fsync.
-//!
-//! Every write goes under a directory opened without following a symbolic link, and never
-//! through a link itself ([`no_follow`], issue 23).
-//!
-//! Every step is a named failpoint (`fail` crate, compiled in only with the `failpoints`
-//! feature) so tests can prove that a failed write leaves the last durable record in place.
+//! Crash-safe file writes, every one under a directory opened without following a link
+//! ([`no_follow`]) and each step a named failpoint (docs/architecture.md, "Durability"):
+//! `state.json` replaced atomically ([`replace_atomically`]), outcomes created and fsynced
+//! ([`write_new_durably`]), prompts and transcripts created without fsync ([`write_new`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -33,29 +22,21 @@ macro_rules! failpoint {
     };
 }
 
-/// Why an atomic replacement failed, and whether readers can already see the new content.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum ReplaceError {
     /// Nothing changed: the target still holds its previous content.
+    #[error("{0}")]
     NotReplaced(io::Error),
     /// The rename happened, so readers see the new content, but the directory fsync failed:
     /// whether it survives a power loss is unknown.
+    #[error("replaced, but not durably: {0}")]
     NotDurable(io::Error),
 }
 
-impl std::fmt::Display for ReplaceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NotReplaced(error) => write!(f, "{error}"),
-            Self::NotDurable(error) => write!(f, "replaced, but not durably: {error}"),
-        }
-    }
-}
-
-/// Replaces `target` with `bytes` atomically and durably. `failpoint_label` distinguishes the
-/// caller's writes in failpoint names (`<label>-write`, `<label>-fsync`, `<label>-rename`,
-/// `<label>-dir-fsync`). The directory is opened without following a link, and the temp file
-/// is created and renamed under it ([`no_follow`]).
+/// Replaces `target` with `bytes`: a uniquely named temp file in the same directory, fsynced,
+/// renamed over the target, then the directory fsynced, so a reader (or a crash) sees the old
+/// document or the new one. `failpoint_label` names the steps' failpoints (`<label>-write`,
+/// `-fsync`, `-rename`, `-dir-fsync`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(crate) fn replace_atomically(
     target: &Path,
@@ -111,7 +92,6 @@ fn replace_in(
     sync_dir_labelled(dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
 }
 
-/// Writes and fsyncs the temp file, then renames it over the target (both in `dir`).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn write_and_rename(
     dir: &OwnedFd,
@@ -140,15 +120,13 @@ fn sync_dir_labelled(dir: &OwnedFd, dir_path: &Path, failpoint_label: &str) -> i
     no_follow::sync(dir).map_err(|error| with_path(error, dir_path))
 }
 
-/// Creates `path` exclusively, never through a link. An existing file is reported, never
-/// touched.
+/// Creates `path` exclusively: an existing file is reported, never touched.
 pub(crate) fn create_new(path: &Path) -> io::Result<File> {
     let (dir_path, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir_path)?;
     create_in(&dir, name, path)
 }
 
-/// Creates `name` (which is `path`) exclusively in `dir`.
 fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
     no_follow::create_new_in(dir, name).map_err(|error| {
         if error.kind() == io::ErrorKind::AlreadyExists {
@@ -165,9 +143,8 @@ fn create_in(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<File> {
     })
 }
 
-/// Creates `path` exclusively with `bytes`, without forcing it to disk: for artifacts whose
-/// loss in a power failure costs evidence, not correctness (prompts, transcripts). They reach
-/// the page cache before the worker starts, so they survive a crash of the handler itself.
+/// Creates `path` exclusively with `bytes`, without forcing it to disk: for evidence (prompts,
+/// transcripts), which the page cache keeps through a crash of the handler itself.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(crate) fn write_new(path: &Path, bytes: &[u8], failpoint_label: &str) -> io::Result<File> {
     failpoint!(format!("{failpoint_label}-write").as_str());
@@ -198,23 +175,20 @@ pub(crate) fn write_new_durably(
     no_follow::sync(&dir).map_err(|error| with_path(error, dir_path))
 }
 
-/// The write of [`write_new_durably`], behind its failpoint.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn write_step(file: &mut File, bytes: &[u8], failpoint_label: &str) -> io::Result<()> {
     failpoint!(format!("{failpoint_label}-write").as_str());
     file.write_all(bytes)
 }
 
-/// The file fsync of [`write_new_durably`], behind its failpoint.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn fsync_step(file: &File, failpoint_label: &str) -> io::Result<()> {
     failpoint!(format!("{failpoint_label}-fsync").as_str());
     file.sync_all()
 }
 
-/// Creates `dir` and its parents, then fsyncs each directory whose entry set changed, so the
-/// artifact directories survive a power loss together with the files put in them. Every
-/// directory is opened without following a link: an existing link on the way is refused.
+/// Creates `dir` and its parents, fsyncing each directory whose entries changed; an existing
+/// link on the way is refused.
 pub(crate) fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     let mut missing: Vec<&OsStr> = Vec::new();
     let mut cursor = dir;
@@ -244,9 +218,27 @@ pub(crate) fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Prefixes an OS error with the path it concerns, keeping its kind.
 pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// A transcript open for appending (it already holds its header), with no buffering beyond
+/// the chunk in hand, so a SIGKILLed handler still leaves everything it had read on disk.
+pub(crate) struct TranscriptFile(File);
+
+impl TranscriptFile {
+    pub(crate) fn new(file: File) -> Self {
+        Self(file)
+    }
+
+    /// Appends `bytes` (blocking).
+    pub(crate) fn append(&self, bytes: &[u8]) -> io::Result<()> {
+        // Lets tests hold a write for a while (`transcript-write=sleep(2000)`) or fail it.
+        fail::fail_point!("transcript-write", |_| Err(io::Error::other(
+            "injected failure at failpoint transcript-write"
+        )));
+        (&self.0).write_all(bytes)
+    }
 }
 
 #[cfg(test)]

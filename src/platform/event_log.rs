@@ -1,15 +1,7 @@
-//! The event stream file (`events.jsonl` in the plan's state directory): one JSON line per run
-//! event, appended by a thread of its own so that no actor ever waits on the disk. Each line is
-//! written whole and flushed (not fsynced: the stream is for watching, the state is the
-//! record). The file is capped: when a line would take it past the cap it is renamed to
-//! `events.jsonl.1` (replacing the previous one) and a new file starts, so a long or chatty
-//! run keeps at most two files.
-//!
-//! A line can also be queued for later ([`EventLog::append_at`]): it is written when its time
-//! comes, or at once before any other line, and a later deferred line replaces it. That is how
-//! a throttled stream still gets the last update of a burst without waiting for the next one.
-//! A deferred line comes in two forms, because its text may carry a time: the one written when
-//! its time comes, and the one written early, before the line that forces it out.
+//! The event stream file (`events.jsonl`, docs/cli.md): one JSON line per run event, appended
+//! whole and flushed (not fsynced) by a thread of its own, rotated to `events.jsonl.1` at its
+//! cap; and [`Follower`], which reads it for `watch`. A line may be deferred
+//! ([`EventLog::append_at`]): the stream's throttle still writes the last update of a burst.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -21,16 +13,15 @@ use super::no_follow;
 
 enum Job {
     Line(String),
-    /// A line to write at `due` (as `on_time`) unless another line comes first (then it goes
-    /// before that one, as `early`) or another deferred line replaces it.
     Deferred(DeferredLine),
     /// Everything before it is written: reply.
     Drained(mpsc::Sender<()>),
 }
 
-/// A line held back until `due`, in the form for each way it can be written.
+/// A line held back until `due`, unless another line comes first (then it goes just before
+/// that one) or another deferred line replaces it. Its text may carry a time, so it has a
+/// form for each way it can be written.
 pub(crate) struct DeferredLine {
-    /// Written when `due` comes.
     pub on_time: String,
     /// Written before another line that comes first (or when the stream ends).
     pub early: String,
@@ -57,8 +48,6 @@ impl EventLog {
         let _ = self.jobs.send(Job::Line(line));
     }
 
-    /// Queues one line to be written at its `due` time, or earlier, just before the next line
-    /// queued with [`EventLog::append`]; a later call replaces it if it is still waiting.
     pub(crate) fn append_at(&self, line: DeferredLine) {
         let _ = self.jobs.send(Job::Deferred(line));
     }
@@ -73,11 +62,17 @@ impl EventLog {
 }
 
 fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
-    let mut writer = LineWriter {
-        path,
-        cap,
-        file: None,
-        failed: false,
+    let mut file: Option<(File, u64)> = None;
+    let mut failed = false;
+    let mut write = |line: &str| {
+        if failed {
+            return;
+        }
+        if let Err(error) = append_line(path, cap, &mut file, line) {
+            // The stream is an aid, not the record: say so once and stop trying.
+            tracing::warn!(path = %path.display(), %error, "event stream not written");
+            failed = true;
+        }
     };
     let mut deferred: Option<DeferredLine> = None;
     loop {
@@ -87,7 +82,7 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
                     Ok(job) => job,
                     Err(RecvTimeoutError::Timeout) => {
                         if let Some(held) = deferred.take() {
-                            writer.write(&held.on_time);
+                            write(&held.on_time);
                         }
                         continue;
                     }
@@ -99,45 +94,23 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
                 Err(_) => break,
             },
         };
+        // A line still held goes before whatever comes next, unless a newer one replaces it.
+        if !matches!(job, Job::Deferred(_))
+            && let Some(held) = deferred.take()
+        {
+            write(&held.early);
+        }
         match job {
             Job::Deferred(line) => deferred = Some(line),
-            Job::Line(line) => {
-                if let Some(held) = deferred.take() {
-                    writer.write(&held.early);
-                }
-                writer.write(&line);
-            }
+            Job::Line(line) => write(&line),
             Job::Drained(done) => {
-                if let Some(held) = deferred.take() {
-                    writer.write(&held.early);
-                }
                 let _ = done.send(());
             }
         }
     }
     // The run is over: a line still waiting is the last word on its subject.
     if let Some(held) = deferred {
-        writer.write(&held.early);
-    }
-}
-
-struct LineWriter<'a> {
-    path: &'a Path,
-    cap: u64,
-    file: Option<(File, u64)>,
-    failed: bool,
-}
-
-impl LineWriter<'_> {
-    fn write(&mut self, line: &str) {
-        if self.failed {
-            return;
-        }
-        if let Err(error) = append_line(self.path, self.cap, &mut self.file, line) {
-            // The stream is an aid, not the record: say so once and stop trying.
-            tracing::warn!(path = %self.path.display(), %error, "event stream not written");
-            self.failed = true;
-        }
+        write(&held.early);
     }
 }
 
@@ -156,7 +129,7 @@ fn append_line(
         rotate(path)?;
     }
     if file.is_none() {
-        // Never through a link: a repository could ship `events.jsonl` as one (issue 23).
+        // Never through a link: a repository could ship `events.jsonl` as one.
         let opened = open_append(path)?;
         let length = opened.metadata()?.len();
         if length > 0 && length + needed > cap {
@@ -177,21 +150,16 @@ fn append_line(
     Ok(())
 }
 
-/// Opens the stream for appending, creating it, under its directory opened without
-/// following a link, and never through a link itself.
 fn open_append(path: &Path) -> io::Result<File> {
     let (dir, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir)?;
     no_follow::open_append_in(&dir, name).map_err(|error| no_follow::refused_link(error, path))
 }
 
-/// Renames the stream to `events.jsonl.1` (replacing the previous one).
 fn rotate(path: &Path) -> io::Result<()> {
     let (dir, name) = no_follow::split(path)?;
     let dir = no_follow::open_dir(dir)?;
-    let mut rotated_name = name.to_owned();
-    rotated_name.push(".1");
-    no_follow::rename_in(&dir, name, &rotated_name)
+    no_follow::rename_in(&dir, name, rotated(Path::new(name)).as_os_str())
 }
 
 /// `events.jsonl.1` beside `events.jsonl`.
@@ -207,10 +175,8 @@ pub(crate) const MAX_STREAM_BYTES: u64 = 64 << 20;
 /// The longest line kept: longer ones (no runner line is; the summaries are excerpts) are
 /// skipped up to the next newline, so memory does not grow with a line.
 pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
-/// How much is read at a time.
 const READ_CHUNK: usize = 64 << 10;
 
-/// Why the stream cannot be followed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FollowError {
     #[error("{0}")]
@@ -267,17 +233,14 @@ impl Source {
     }
 }
 
-/// Reads the lines appended to an event stream with bounded memory, following it across
-/// rotations by inode: the file may not exist yet, grow, be renamed to `events.jsonl.1` and
-/// started anew (twice between two looks: the middle file is read from `events.jsonl.1`),
-/// be truncated in place (a copy-truncate: read again from the start), or be deleted (its
-/// writer may still append to it: it is read on). Special files, links and oversized files
-/// are refused, a line longer than [`MAX_LINE_BYTES`] is skipped, and a partial line left at
-/// the end of a file that is left behind is dropped, never glued to the next file's first.
+/// Reads the lines appended to an event stream with bounded memory, following it by inode
+/// across rotations (twice between two looks: the middle file is `events.jsonl.1`),
+/// truncation in place (read again from the start) and deletion (read on). Special files,
+/// links and oversized files are refused, a line over [`MAX_LINE_BYTES`] is skipped, and a
+/// partial line at the end of a file left behind is dropped, never glued to the next one.
 pub(crate) struct Follower {
     path: PathBuf,
     source: Option<Source>,
-    /// Bytes of a line not terminated yet.
     partial: Vec<u8>,
     /// Inside a line too long to keep: everything up to the next newline is dropped.
     skipping: bool,
@@ -298,40 +261,38 @@ impl Follower {
     /// goes on from the end.
     pub(crate) fn catch_up(&mut self, mut line: impl FnMut(String)) -> Result<(), FollowError> {
         let rotated_path = rotated(&self.path);
-        let current = inode_of(&self.path)?;
         if let Some(rotated_inode) = inode_of(&rotated_path)?
-            && Some(rotated_inode) != current
+            && Some(rotated_inode) != inode_of(&self.path)?
         {
             let mut rotated_source = open_stream(&rotated_path)?;
             self.drain(&mut rotated_source, &mut line)?;
             self.resync();
         }
-        if current.is_some() {
-            let mut source = open_stream(&self.path)?;
-            self.drain(&mut source, &mut line)?;
-            self.source = Some(source);
-        }
-        Ok(())
+        self.read_on(&mut line)
     }
 
     /// Whole lines appended since the last call (possibly none), oldest first.
     pub(crate) fn read_new_lines(&mut self) -> Result<Vec<String>, FollowError> {
         let mut lines = Vec::new();
-        let mut push = |line| lines.push(line);
+        self.read_on(&mut |line| lines.push(line))?;
+        Ok(lines)
+    }
+
+    fn read_on(&mut self, push: &mut impl FnMut(String)) -> Result<(), FollowError> {
         let now = inode_of(&self.path)?;
         let Some(mut source) = self.source.take() else {
             if now.is_some() {
                 let mut source = open_stream(&self.path)?;
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
-            return Ok(lines);
+            return Ok(());
         };
         match now {
             // Deleted (its writer may still append to it), or between a rotation's rename
             // and the new file's creation: read on.
             None => {
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
             Some(inode) if inode == source.inode => {
@@ -341,13 +302,13 @@ impl Follower {
                     source.seen.clear();
                     self.resync();
                 }
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.source = Some(source);
             }
             Some(new_inode) => {
                 // Rotated (or replaced): finish the old file, then any file that came and
                 // went between two looks (now `events.jsonl.1`), then the new one.
-                self.drain(&mut source, &mut push)?;
+                self.drain(&mut source, push)?;
                 self.resync();
                 let rotated_path = rotated(&self.path);
                 if let Some(middle) = inode_of(&rotated_path)?
@@ -355,15 +316,15 @@ impl Follower {
                     && middle != new_inode
                 {
                     let mut middle_source = open_stream(&rotated_path)?;
-                    self.drain(&mut middle_source, &mut push)?;
+                    self.drain(&mut middle_source, push)?;
                     self.resync();
                 }
                 let mut fresh = open_stream(&self.path)?;
-                self.drain(&mut fresh, &mut push)?;
+                self.drain(&mut fresh, push)?;
                 self.source = Some(fresh);
             }
         }
-        Ok(lines)
+        Ok(())
     }
 
     /// Forgets a partial line: a file left behind ended in a torn line (its writer died

@@ -1,24 +1,8 @@
-//! One helper process — a hook command or a verification check — run to its end on the
-//! calling thread (blocking) as a process group of [`super::process_group`]'s, under the same
-//! rules as a worker (docs/architecture.md, "Process groups"):
-//!
-//! - it leads a session and process group of its own, registered with the watchdog and with
-//!   the [`helper_registry`] (so no worker's escaped-descendant sweep touches it);
-//! - its stdin is `/dev/null` or a file the caller opened, its stdout and stderr are pipes
-//!   read here and handed to the caller's sink chunk by chunk, its environment is the
-//!   handler's with the caller's additions, its working directory the caller's;
-//! - past its time limit, or when the caller's [`StopSwitch`] is thrown, its group is stopped
-//!   ([`process_group::stop_group`]: SIGTERM, the grace, SIGKILL; a second throw skips the
-//!   grace); a leader that exits on its own leaves the pipes the leak grace to close, then
-//!   whatever is left of its group leaked and is SIGKILLed;
-//! - once the group is empty, a pipe still held open gets the drain limit, and descendants that
-//!   left the group (and were re-parented to the handler, a child subreaper) are swept, now or
-//!   — when a worker may be running, whose escapees are indistinguishable — by the caller
-//!   later ([`EscapeeSweep`]).
-//!
-//! The waits are a `poll` over the pipes, a pidfd for the leader (a short poll interval where
-//! pidfds are missing) and the stop switch, so a stop request is acted on at once however
-//! much the helper writes.
+//! One helper process — a hook command or a Verify check — run to its end on the calling
+//! thread (blocking) under a worker's cleanup rules: its own group, registered with the
+//! watchdog and the [`helper_registry`], a time limit and a [`StopSwitch`], leak grace, drain
+//! limit and escapee sweep (docs/architecture.md, "Process groups"). One `poll` waits on its
+//! pipes, its pidfd and the switch, so a stop is acted on at once however much it writes.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -40,16 +24,13 @@ use super::{helper_registry, watchdog};
 use crate::domain::escalation::{CHECK_INTERVAL, DRAIN_LIMIT, LEAK_GRACE};
 use crate::domain::output_stream::OutputStream;
 
-/// One read from a pipe.
 const CHUNK: usize = 64 * 1024;
 
-/// What the helper reads on stdin.
 pub(crate) enum HelperStdin {
     Null,
     File(File),
 }
 
-/// When a helper's escaped descendants are swept.
 pub(crate) enum EscapeeSweep<'a> {
     /// Once its group is empty; children of the handler in this snapshot (inherited across
     /// `exec`, the watchdog) are never touched.
@@ -60,21 +41,18 @@ pub(crate) enum EscapeeSweep<'a> {
     Later,
 }
 
-/// How to run one helper.
+/// How to run one helper (a helper never gets the handler's `NOTIFY_SOCKET`).
 pub(crate) struct HelperCommand<'a> {
-    /// Program and arguments; the program is looked up as `execvp` does, from `cwd`.
+    /// The program is looked up as `execvp` does, from `cwd`.
     pub argv: &'a [String],
     pub cwd: &'a Path,
-    /// Variables set over the handler's environment (whose `NOTIFY_SOCKET` a helper never
-    /// gets).
+    /// Variables set over the handler's environment.
     pub env_set: &'a [(String, String)],
     pub stdin: HelperStdin,
-    /// `None`: no limit.
     pub time_limit: Option<Duration>,
     pub escapees: EscapeeSweep<'a>,
 }
 
-/// How the helper's leader ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HelperExit {
     Code(i32),
@@ -83,11 +61,9 @@ pub(crate) enum HelperExit {
     Unknown,
 }
 
-/// What running a helper came to.
 #[derive(Debug)]
 pub(crate) struct HelperRun {
     pub exit: HelperExit,
-    /// The time limit ran out and the helper was stopped.
     pub timed_out: bool,
     /// The stop switch was thrown and the helper was stopped.
     pub interrupted: bool,
@@ -100,14 +76,14 @@ pub(crate) struct HelperRun {
     pub escaped: Vec<u32>,
     /// Processes alive when every SIGKILL had been tried.
     pub survivors: Vec<u32>,
-    /// A pipe was still held open (by a process outside the group) and was closed unread.
+    /// A pipe still held open (by a process outside the group) was closed unread.
     pub pipes_abandoned: bool,
-    /// The leader's start time (`/proc/<pid>/stat` field 22), for a later escapee sweep.
+    /// The leader's start time, for a later escapee sweep.
     pub started_ticks: Option<u64>,
 }
 
 impl HelperRun {
-    /// True when the helper exited 0 by itself.
+    /// The helper exited 0 by itself.
     pub(crate) fn succeeded(&self) -> bool {
         self.exit == HelperExit::Code(0) && !self.timed_out && !self.interrupted
     }
@@ -115,7 +91,6 @@ impl HelperRun {
 
 /// A switch another thread throws to stop the helper running (and to tell the caller not to
 /// start more): the first throw is SIGTERM with the grace period, the second SIGKILL at once.
-/// It stays thrown. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct StopSwitch(Arc<SwitchInner>);
 
@@ -137,7 +112,6 @@ impl StopSwitch {
         })))
     }
 
-    /// Throws the switch (again).
     pub(crate) fn stop(&self) {
         let _ = self
             .0
@@ -149,7 +123,6 @@ impl StopSwitch {
         let _ = nix::unistd::write(&self.0.wake_write, &[1]);
     }
 
-    /// How often it was thrown.
     pub(crate) fn throws(&self) -> u8 {
         self.0.throws.load(Ordering::SeqCst)
     }
@@ -188,10 +161,7 @@ pub(crate) fn run_helper(
     };
     let mut helper = Helper::new(process_group::spawn_helper(&group, stdin)?, sink);
     let pid = helper.pid;
-    let started_ticks = proc::stat(pid)
-        .ok()
-        .flatten()
-        .map(|stat| stat.start_time_ticks);
+    let started_ticks = proc::start_time(pid);
     let deadline = command.time_limit.map(|limit| started + limit);
     let (mut timed_out, mut interrupted) = (false, false);
     // Until the leader exits, the switch is thrown or the time limit passes.
@@ -231,14 +201,10 @@ pub(crate) fn run_helper(
     });
     // The group is empty: a pipe still open is held by a process outside it.
     let until = Instant::now() + DRAIN_LIMIT;
-    let mut pipes_abandoned = false;
-    while !helper.pipes_closed() {
-        if Instant::now() >= until {
-            pipes_abandoned = true;
-            break;
-        }
+    while !helper.pipes_closed() && Instant::now() < until {
         helper.wait(Some(until), stop);
     }
+    let pipes_abandoned = !helper.pipes_closed();
     helper.reap();
     if helper.exit.is_some() {
         helper_registry::forget(pid);
@@ -268,8 +234,8 @@ pub(crate) fn run_helper(
     Ok(run)
 }
 
-/// A running helper: its leader, its pipes (read without blocking; `None` once at end of
-/// file) and where their output goes.
+/// A running helper: its leader, its pipes (non-blocking; `None` once at end of file) and
+/// where their output goes.
 struct Helper<'a> {
     child: Child,
     pid: u32,
@@ -277,7 +243,6 @@ struct Helper<'a> {
     pidfd: Option<OwnedFd>,
     exit: Option<HelperExit>,
     pipes: [(OutputStream, Option<File>); 2],
-    /// Bytes read from stdout and stderr.
     bytes: [u64; 2],
     buffer: Vec<u8>,
     sink: &'a mut dyn FnMut(OutputStream, &[u8]),
@@ -313,7 +278,6 @@ impl<'a> Helper<'a> {
         self.pipes.iter().all(|(_, pipe)| pipe.is_none())
     }
 
-    /// Collects the leader's exit status if it has exited.
     fn reap(&mut self) {
         if self.exit.is_some() {
             return;
@@ -353,33 +317,23 @@ impl<'a> Helper<'a> {
                 PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
             }
         };
-        let mut readable = [false; 2];
-        {
-            let mut fds = Vec::with_capacity(4);
-            let mut slots = Vec::with_capacity(2);
-            for (slot, (_, pipe)) in self.pipes.iter().enumerate() {
-                if let Some(pipe) = pipe {
-                    fds.push(PollFd::new(pipe.as_fd(), PollFlags::POLLIN));
-                    slots.push(slot);
-                }
-            }
-            fds.push(PollFd::new(stop.0.wake_read.as_fd(), PollFlags::POLLIN));
-            if let Some(pidfd) = &self.pidfd {
-                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
-            }
-            // EINTR: the caller goes round again.
-            if poll(&mut fds, timeout).is_ok() {
-                for (slot, fd) in slots.iter().zip(&fds) {
-                    readable[*slot] = fd.revents().is_some_and(|events| !events.is_empty());
-                }
-            }
+        let mut fds: Vec<PollFd> = self
+            .pipes
+            .iter()
+            .filter_map(|(_, pipe)| pipe.as_ref())
+            .map(|pipe| PollFd::new(pipe.as_fd(), PollFlags::POLLIN))
+            .collect();
+        fds.push(PollFd::new(stop.0.wake_read.as_fd(), PollFlags::POLLIN));
+        if let Some(pidfd) = &self.pidfd {
+            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
         }
+        // EINTR: the caller goes round again.
+        let _ = poll(&mut fds, timeout);
+        drop(fds);
         stop.drain();
-        for (slot, ready) in readable.into_iter().enumerate() {
-            if ready {
-                self.read(slot);
-            }
-        }
+        // Non-blocking: a pipe that holds nothing answers at once.
+        self.read(0);
+        self.read(1);
         self.reap();
     }
 

@@ -1,22 +1,8 @@
-//! The handler's helper children — hook commands and verification checks, processes it starts
-//! besides the workers — registered so that no escaped-descendant sweep touches them.
-//!
-//! The sweep ([`super::descendant_sweep`]) treats every child of the handler that started after
-//! the worker as one of the worker's escaped descendants: it stops it, or reaps it if it is a
-//! zombie. A helper that runs at the same time (a slow `phase-complete` hook while the next
-//! phase's worker ends) is such a child without being the worker's: stopping it would cut the
-//! notification short, and reaping it would steal the exit status its runner waits for. So a
-//! helper is spawned under the registry's lock and stays registered, with its process group,
-//! until its runner has reaped it and stopped its group; a sweep pass holds the same lock while
-//! it judges the handler's children, and leaves every registered helper and member of a
-//! registered helper's group alone.
-//!
-//! The watchdogs the handler starts (`super::watchdog`) are spared the same way, by pid and
-//! start time (a reused pid is not one): a replacement starts after the worker, so the sweep
-//! would take it for an escapee, and a dead one is for the watchdog monitor to reap. The
-//! activity sampler asks the registry too, so neither counts as the worker's.
-//!
-//! The registry's lock is taken last: no other lock is taken while it is held.
+//! The handler's children that no escaped-descendant sweep may touch though they started after
+//! the worker: its helpers (hooks, Verify checks and their groups, until their runner reaped
+//! them: a sweep would cut one short or steal its exit status) and its watchdogs. A helper is
+//! spawned under the lock a sweep pass holds while it judges the handler's children. The lock
+//! is taken last: no other lock is taken while it is held.
 
 use std::io;
 use std::process::{Child, Command};
@@ -24,11 +10,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::domain::identity::ProcStat;
 
-/// The processes every sweep spares.
 struct Spared {
-    /// Pids of the live helpers; each leads its own process group (pgid = pid).
+    /// Each leads its own process group (pgid = pid).
     helpers: Vec<u32>,
-    /// Every watchdog this handler started, with its start time when it could be read.
+    /// Pid and start time; a watchdog is never forgotten (the start time tells a reuse apart).
     watchdogs: Vec<(u32, Option<u64>)>,
 }
 
@@ -37,8 +22,7 @@ static SPARED: Mutex<Spared> = Mutex::new(Spared {
     watchdogs: Vec::new(),
 });
 
-/// The registry, locked: while it is held no helper starts, so a sweep's view of the
-/// handler's children cannot include an unregistered one.
+/// The registry, locked: while it is held no helper starts.
 pub(crate) struct Registry(MutexGuard<'static, Spared>);
 
 /// Locks the registry (blocking: call it off the runtime threads).
@@ -51,9 +35,8 @@ pub(crate) fn lock() -> Registry {
 }
 
 impl Registry {
-    /// Whether the sweep must leave `process` alone: a registered helper, a member of a
-    /// registered helper's group (its own cleanup stops those), or one of the handler's
-    /// watchdogs.
+    /// Whether a sweep must leave `process` alone: a helper, a member of a helper's group (its
+    /// own cleanup stops those), or a watchdog.
     pub(crate) fn protects(&self, process: &ProcStat) -> bool {
         let spared = &self.0;
         spared.helpers.contains(&process.pid)
@@ -63,7 +46,6 @@ impl Registry {
             })
     }
 
-    /// [`spare_watchdog`] for a caller that holds the lock already (from before the fork).
     pub(crate) fn spare_watchdog(&mut self, pid: u32, started_ticks: Option<u64>) {
         self.0.watchdogs.push((pid, started_ticks));
     }
@@ -80,12 +62,6 @@ pub(crate) fn spawn(command: &mut Command) -> io::Result<Child> {
 /// Forgets helper `pid`: call once it is reaped and its group is empty.
 pub(crate) fn forget(pid: u32) {
     lock().0.helpers.retain(|registered| *registered != pid);
-}
-
-/// Spares watchdog `pid`, started at `started_ticks`, from every sweep for the rest of the
-/// handler's life (a watchdog's pid is never forgotten: the start time tells a reuse apart).
-pub(crate) fn spare_watchdog(pid: u32, started_ticks: Option<u64>) {
-    lock().spare_watchdog(pid, started_ticks);
 }
 
 #[cfg(test)]
@@ -122,12 +98,12 @@ mod tests {
     fn a_spared_watchdog_is_protected_only_with_its_start_time() {
         // Above PID_MAX_LIMIT: no real process of the tests has it.
         let pid = 4_194_400;
-        spare_watchdog(pid, Some(7));
+        lock().spare_watchdog(pid, Some(7));
         assert!(!lock().protects(&stat(pid, pid)), "started at 1, not 7");
         let mut watchdog = stat(pid, pid);
         watchdog.start_time_ticks = 7;
         assert!(lock().protects(&watchdog));
-        spare_watchdog(pid + 1, None);
+        lock().spare_watchdog(pid + 1, None);
         assert!(
             lock().protects(&stat(pid + 1, 1)),
             "an unknown start time spares the pid"

@@ -1,9 +1,7 @@
 //! Finding things on disk: the canonical plan path, its plan workspace (the nearest ancestor
 //! holding `.ai-session-handler`, `.git` or `AGENTS.md`), the keyed state directory, and each
-//! phase's execution workspace.
-//!
-//! Paths are handled as UTF-8 strings once canonical, because they are written into JSON
-//! records, prompts and argv; a non-UTF-8 path is an input error naming it.
+//! phase's execution workspace. Canonical paths are UTF-8 strings (they go into JSON records,
+//! prompts and argv); a non-UTF-8 path is an input error naming it.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -13,7 +11,6 @@ use crate::domain::state::StateLayout;
 
 /// Directory (under the plan workspace) that holds config and per-plan state.
 pub(crate) const HANDLER_DIR: &str = ".ai-session-handler";
-/// Markers that make a directory a plan workspace.
 const WORKSPACE_MARKERS: [&str; 3] = [HANDLER_DIR, ".git", "AGENTS.md"];
 
 /// Where a plan and everything derived from its identity lives.
@@ -33,7 +30,6 @@ pub(crate) struct PlanLocation {
     pub layout: StateLayout,
 }
 
-/// Why `--plan` does not lead to a plan in a plan workspace.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LocateError {
     #[error("--plan {}: cannot open plan: {}", .plan.display(), os_message(.source))]
@@ -131,7 +127,6 @@ fn locate_canonical(canonical: PathBuf) -> Result<PlanLocation, LocateError> {
     })
 }
 
-/// What is wrong with a declared execution workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum WorkspaceProblem {
     NotADirectory { resolved: String },
@@ -142,17 +137,12 @@ pub(crate) enum WorkspaceProblem {
 impl WorkspaceProblem {
     /// The message tail after `phase <id> workspace '<value>' `.
     pub(crate) fn describe(&self) -> String {
-        match self {
-            Self::NotADirectory { resolved } => {
-                format!("resolves to {resolved}, which is not an existing directory")
-            }
-            Self::NoAgentsFile { resolved } => {
-                format!("resolves to {resolved}, which does not contain AGENTS.md at its root")
-            }
-            Self::NotUtf8 { resolved } => {
-                format!("resolves to {resolved}, which is not valid UTF-8")
-            }
-        }
+        let (resolved, what) = match self {
+            Self::NotADirectory { resolved } => (resolved, "is not an existing directory"),
+            Self::NoAgentsFile { resolved } => (resolved, "does not contain AGENTS.md at its root"),
+            Self::NotUtf8 { resolved } => (resolved, "is not valid UTF-8"),
+        };
+        format!("resolves to {resolved}, which {what}")
     }
 }
 
@@ -179,8 +169,7 @@ pub(crate) fn resolve_execution_workspace(
     Ok(resolved)
 }
 
-/// Removes `.` and folds `..` without touching the filesystem (for messages about paths that
-/// may not exist).
+/// Removes `.` and folds `..` without touching the filesystem (for messages).
 fn normalize_lexically(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {

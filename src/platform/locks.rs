@@ -1,14 +1,12 @@
-//! Advisory directory locks: a non-blocking exclusive `flock` on a directory's own descriptor.
-//! No lock file is created anywhere; the descriptor is close-on-exec (std opens everything
-//! with `O_CLOEXEC`), so a worker never inherits it and an orphaned worker can never keep a
-//! workspace locked. The kernel releases the lock when the handler exits, however it exits.
+//! Advisory directory locks: a non-blocking exclusive `flock` on a directory's own descriptor,
+//! close-on-exec (an orphaned worker can never keep a workspace locked), released by the kernel
+//! however the handler exits. No lock file is created anywhere.
 
 use std::fs::{File, TryLockError};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Which workspace a lock protects; used in contention messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LockScope {
     PlanWorkspace,
@@ -33,17 +31,22 @@ pub(crate) struct DirLock {
     pub identity: (u64, u64),
 }
 
-/// Why a lock was not taken.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum LockError {
     /// Another process holds it: `holder` is its pid, as `/proc/locks` shows it (`None` when
     /// the lock table cannot be read or the holder is in another pid namespace).
+    #[error(
+        "{} {} is already owned by another ai-session-handler invocation{}",
+        scope.name(),
+        dir.display(),
+        holder.map(|pid| format!(" (handler pid {pid})")).unwrap_or_default()
+    )]
     Contended {
         scope: LockScope,
         dir: PathBuf,
         holder: Option<u32>,
     },
-    /// The directory could not be opened or locked.
+    #[error("could not lock {} {}: {error}", scope.name(), dir.display())]
     Io {
         scope: LockScope,
         dir: PathBuf,
@@ -51,42 +54,11 @@ pub(crate) enum LockError {
     },
 }
 
-impl std::fmt::Display for LockError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Contended { scope, dir, holder } => {
-                write!(
-                    f,
-                    "{} {} is already owned by another ai-session-handler invocation",
-                    scope.name(),
-                    dir.display()
-                )?;
-                match holder {
-                    Some(pid) => write!(f, " (handler pid {pid})"),
-                    None => Ok(()),
-                }
-            }
-            Self::Io { scope, dir, error } => {
-                write!(
-                    f,
-                    "could not lock {} {}: {error}",
-                    scope.name(),
-                    dir.display()
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for LockError {}
-
-/// The `(device, inode)` identity of a directory.
 pub(crate) fn dir_identity(dir: &Path) -> io::Result<(u64, u64)> {
     let meta = std::fs::metadata(dir)?;
     Ok((meta.dev(), meta.ino()))
 }
 
-/// Takes the lock on `dir` without waiting.
 pub(crate) fn try_lock_dir(dir: &Path, scope: LockScope) -> Result<DirLock, LockError> {
     let io_error = |error| LockError::Io {
         scope,
@@ -166,7 +138,6 @@ fn has_open(pid: u32, dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// One granted exclusive `flock` from `/proc/locks`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FlockEntry {
     pid: Option<u32>,

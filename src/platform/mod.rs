@@ -24,11 +24,6 @@ pub(crate) mod regular_file;
 pub(crate) mod signal_disposition;
 pub(crate) mod spawn;
 #[cfg(test)]
-mod test_isolation;
-#[cfg(test)]
-mod test_processes;
-pub(crate) mod transcript_file;
-pub(crate) mod verify_check;
+pub(crate) mod tests;
 pub(crate) mod watchdog;
 pub(crate) mod watchdog_process;
-pub(crate) mod write_thread;

@@ -1,65 +1,33 @@
-//! Opening generated files and directories without ever following a symbolic link (issue 23):
-//! a repository can ship `.ai-session-handler` or `events.jsonl` as a link, and an agent can
-//! replace a generated directory with one mid-run; a write through it would land outside the
-//! plan workspace.
-//!
-//! A directory is opened with `openat2(RESOLVE_NO_SYMLINKS)` (Linux 5.6), or, before that, one
-//! component at a time with `O_NOFOLLOW | O_DIRECTORY`; a file is then created, opened or
-//! renamed *under that directory's descriptor* with `O_NOFOLLOW`, so no link on the path, at
-//! any moment, is followed. The paths given are the runner's canonical ones (the plan
-//! workspace is canonicalized when it is located), so a link anywhere on them is a refusal:
-//! `ELOOP`, worded by [`refused_link`].
+//! Opening generated files and directories without ever following a symbolic link: a
+//! directory by `openat2(RESOLVE_NO_SYMLINKS)` (before Linux 5.6, one `O_NOFOLLOW` component at
+//! a time), then the file under that descriptor with `O_NOFOLLOW`; a link met is refused with
+//! [`refused_link`]'s words (docs/architecture.md, "Durability").
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path};
 
-use nix::libc;
+use rustix::fs::{AtFlags, CWD, Mode, OFlags, ResolveFlags};
+
+const DIRECTORY: OFlags = OFlags::DIRECTORY
+    .union(OFlags::RDONLY)
+    .union(OFlags::CLOEXEC);
 
 /// Opens directory `dir`, refusing a symbolic link anywhere on its path.
 pub(crate) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    let c_path = c_string(dir.as_os_str())?;
-    match openat2_no_symlinks(&c_path) {
+    match rustix::fs::openat2(
+        CWD,
+        dir,
+        DIRECTORY,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
         Ok(fd) => Ok(fd),
-        Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => walk(dir),
-        Err(error) => Err(refused_link(error, dir)),
+        Err(rustix::io::Errno::NOSYS) => walk(dir),
+        Err(error) => Err(refused_link(error.into(), dir)),
     }
-}
-
-/// `openat2(AT_FDCWD, path, O_DIRECTORY, RESOLVE_NO_SYMLINKS)`.
-fn openat2_no_symlinks(path: &CString) -> io::Result<OwnedFd> {
-    /// `struct open_how` (linux/openat2.h).
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-    let how = OpenHow {
-        flags: (libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: RESOLVE_NO_SYMLINKS,
-    };
-    // SAFETY: openat2(AT_FDCWD, path, &how, sizeof how) reads a NUL-terminated path and a
-    // struct of the size given, and returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The fallback: one `openat(O_NOFOLLOW | O_DIRECTORY)` per component.
@@ -70,23 +38,16 @@ fn walk(dir: &Path) -> io::Result<OwnedFd> {
         walked.push(component);
         let name: &OsStr = match component {
             Component::RootDir => OsStr::new("/"),
-            Component::CurDir => continue,
+            Component::CurDir | Component::Prefix(_) => continue,
             Component::ParentDir => OsStr::new(".."),
             Component::Normal(name) => name,
-            Component::Prefix(_) => continue,
         };
-        let base = current.as_ref().map_or(libc::AT_FDCWD, AsRawFd::as_raw_fd);
-        let next = openat(
-            base,
-            name,
-            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_NOFOLLOW,
-            0,
-        )
-        .map_err(|error| {
+        let base = current.as_ref().map_or(CWD, AsFd::as_fd);
+        let next = open_in(base, name, DIRECTORY | OFlags::NOFOLLOW).map_err(|error| {
             // `O_NOFOLLOW | O_DIRECTORY` on a link says ENOTDIR: name it as the link it is.
             let link = std::fs::symlink_metadata(&walked).is_ok_and(|meta| meta.is_symlink());
             if link {
-                refused_link(io::Error::from_raw_os_error(libc::ELOOP), dir)
+                refused_link(rustix::io::Errno::LOOP.into(), dir)
             } else {
                 refused_link(error, dir)
             }
@@ -95,41 +56,24 @@ fn walk(dir: &Path) -> io::Result<OwnedFd> {
     }
     match current {
         Some(fd) => Ok(fd),
-        None => openat(libc::AT_FDCWD, OsStr::new("."), libc::O_DIRECTORY, 0),
+        None => open_in(CWD, OsStr::new("."), DIRECTORY),
     }
 }
 
-fn openat(dir: RawFd, name: &OsStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
-    let c_name = c_string(name)?;
-    // SAFETY: openat reads a NUL-terminated name and returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            dir,
-            c_name.as_ptr(),
-            flags | libc::O_CLOEXEC,
-            libc::c_uint::from(mode),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn c_string(text: &OsStr) -> io::Result<CString> {
-    CString::new(text.as_bytes()).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a path with a NUL byte cannot be opened",
-        )
-    })
+fn open_in(dir: impl AsFd, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
+    let mode = Mode::from_raw_mode(0o644);
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC,
+        mode,
+    )?)
 }
 
 /// `ELOOP` (a link met where none may be) as a message naming the path; other errors keep
 /// their kind, prefixed with the path.
 pub(crate) fn refused_link(error: io::Error, path: &Path) -> io::Error {
-    if error.raw_os_error() == Some(libc::ELOOP) {
+    if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
         return io::Error::other(format!(
             "{}: a symbolic link is on the way; generated files are never written through one (replace the link with a directory)",
             path.display()
@@ -138,7 +82,6 @@ pub(crate) fn refused_link(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
-/// The directory and the last component of `path`.
 pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     let parent = path
         .parent()
@@ -150,85 +93,45 @@ pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     Ok((parent, name))
 }
 
-/// Creates `name` in `dir` exclusively (`O_EXCL`: an existing file — or link — is never
-/// touched), for writing.
+/// Creates `name` in `dir` for writing (`O_EXCL`: an existing file or link is never touched).
 pub(crate) fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
-    openat(
-        dir.as_raw_fd(),
-        name,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
-        0o644,
-    )
-    .map(File::from)
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+    open_in(dir, name, flags).map(File::from)
 }
 
 /// Opens `name` in `dir` for appending, creating it if missing, never through a link, and
 /// only if it is a regular file: the open cannot block (`O_NONBLOCK`: a FIFO put there would
 /// block a plain open until a reader came), and anything else is refused.
 pub(crate) fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
-    let file = openat(
-        dir.as_raw_fd(),
-        name,
-        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-        0o644,
-    )
-    .map(File::from)?;
+    let flags =
+        OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let file = open_in(dir, name, flags).map(File::from)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
     Ok(file)
 }
 
-/// Renames `from` to `to`, both in `dir` (replacing `to`; a link named `to` is replaced, not
-/// followed).
+/// Renames `from` to `to` in `dir` (a link named `to` is replaced, not followed).
 pub(crate) fn rename_in(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
-    let (from, to) = (c_string(from)?, c_string(to)?);
-    // SAFETY: renameat reads two NUL-terminated names relative to a descriptor we own.
-    let result =
-        unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
-    if result < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::fs::renameat(dir, from, dir, to)?)
 }
 
-/// Removes file `name` from `dir`.
 pub(crate) fn remove_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
-    let name = c_string(name)?;
-    // SAFETY: unlinkat reads a NUL-terminated name relative to a descriptor we own.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
 }
 
 /// Creates directory `name` in `dir` (`EEXIST` when something is there).
 pub(crate) fn create_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
-    let name = c_string(name)?;
-    // SAFETY: mkdirat reads a NUL-terminated name relative to a descriptor we own.
-    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755))?)
 }
 
-/// Opens directory `name` in `dir`, refusing a link.
 pub(crate) fn open_dir_in(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
-    openat(
-        dir.as_raw_fd(),
-        name,
-        libc::O_DIRECTORY | libc::O_RDONLY | libc::O_NOFOLLOW,
-        0,
-    )
+    open_in(dir, name, DIRECTORY | OFlags::NOFOLLOW)
 }
 
-/// Flushes a directory's entries to disk.
 pub(crate) fn sync(dir: &OwnedFd) -> io::Result<()> {
-    // SAFETY: fsync of a descriptor we own.
-    if unsafe { libc::fsync(dir.as_raw_fd()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::fs::fsync(dir)?)
 }
 
 #[cfg(test)]
@@ -265,7 +168,7 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("dir/events.jsonl")).unwrap();
         let dir = open_dir(&root.join("dir")).unwrap();
         let error = open_append_in(&dir, OsStr::new("events.jsonl")).unwrap_err();
-        assert_eq!(error.raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(error.raw_os_error(), Some(nix::libc::ELOOP));
         assert!(create_new_in(&dir, OsStr::new("events.jsonl")).is_err());
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
         let mut file = create_new_in(&dir, OsStr::new("a.tmp")).unwrap();
@@ -282,7 +185,7 @@ mod tests {
         assert!(open_append_in(&dir, OsStr::new("fifo")).is_err());
         let reader = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(nix::libc::O_NONBLOCK)
             .open(root.join("dir/fifo"))
             .unwrap();
         let error = open_append_in(&dir, OsStr::new("fifo")).unwrap_err();

@@ -1,39 +1,7 @@
-//! The notification socket, both ends (docs/worker-protocol.md, "Notifications").
-//!
-//! **Receiving** ([`NotifySocket`], one per attempt): an `AF_UNIX` `SOCK_DGRAM` socket bound to
-//! a fresh abstract address, named to the worker in `NOTIFY_SOCKET` as systemd does
-//! (`@ai-session-handler/<pid>/<random>`: the `@` stands for the leading NUL of an abstract
-//! name), so `systemd-notify`, libsystemd's `sd_notify` and every language's helper work
-//! unchanged. Abstract, so nothing is ever left on disk, not even after a crash; the socket is
-//! gone when it is dropped. Close-on-exec, so no worker inherits it.
-//!
-//! - `SO_PASSCRED` is set before the bind, so the kernel attaches each sender's credentials
-//!   (`SCM_CREDENTIALS`, which an unprivileged sender cannot forge); a datagram whose sender
-//!   is not a process of the attempt (the caller's membership predicate) is dropped and
-//!   counted. Anyone on the machine can send to an abstract name; only the attempt's
-//!   processes are heard.
-//! - Descriptors passed along (`SCM_RIGHTS`, such as `systemd-notify`'s `BARRIER=1` pipe) are
-//!   received close-on-exec and closed at once, so `systemd-notify` in its default mode returns
-//!   promptly. The control buffer holds the kernel's maximum of 253 descriptors, so none is
-//!   left in the socket.
-//! - Reads use a fixed buffer of [`MAX_DATAGRAM_BYTES`] and `MSG_TRUNC`, which reports the real
-//!   length, so a larger datagram is known to be oversized. Memory is that buffer; CPU is
-//!   bounded by [`FloodGuard`] (parse a burst, then a rate; pause reading beyond a higher one).
-//! - [`NotifySocket::receive`] runs until told to stop, then reads what is still queued (a
-//!   final usage report sent just before the worker exited counts) and returns the tally.
-//!   Nothing it meets fails the attempt: a read error ends the receiving and is logged.
-//!
-//! **A task driving tokio's `AsyncFd`** ([`NotifyReceiver`], on the caller's runtime):
-//! readiness wakes the task within microseconds of a datagram (the sender may exit right after
-//! sending, and its credentials are checked against the process table); stopping is a
-//! `select!` on a channel; and the flood guard's pause is a timer. Each wake reads at most
-//! [`BATCH`] datagrams before yielding. The membership predicate may read `/proc`: the caller
-//! passes one that does so off the runtime threads.
-//!
-//! **Sending** ([`NotifySender`]): what the wrappers use to speak the protocol. It reads
-//! `NOTIFY_SOCKET` (a path or an `@` abstract name), sends each message as one datagram with
-//! `MSG_DONTWAIT`, and drops it when the receiver's queue is full: a notification must never
-//! block the agent.
+//! The notification socket, both ends (docs/worker-protocol.md, "Notifications"): the
+//! attempt's abstract `SOCK_DGRAM` socket with credentials checked against the attempt's
+//! processes ([`NotifySocket`], read by a task on the caller's runtime: [`NotifyReceiver`]), and
+//! the wrappers' sending end ([`NotifySender`]), which never blocks.
 
 use std::ffi::OsStr;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -54,7 +22,7 @@ use crate::domain::notify::{
     FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
 };
 
-/// The environment variable that names the socket (sd_notify(3)).
+/// sd_notify(3)'s variable.
 pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 
 /// Datagrams read per readiness wake-up before the task yields.
@@ -73,7 +41,7 @@ pub(crate) struct Delivery {
     pub notification: Notification,
 }
 
-/// The receiving end of one attempt's socket.
+/// The receiving end of one attempt's socket: close-on-exec, and gone when dropped.
 #[derive(Debug)]
 pub(crate) struct NotifySocket {
     fd: OwnedFd,
@@ -81,9 +49,9 @@ pub(crate) struct NotifySocket {
 }
 
 impl NotifySocket {
-    /// Binds a fresh abstract socket. Datagrams sent to it queue in the kernel until
-    /// [`Self::receive`] reads them, so it can be bound before the worker starts and read once
-    /// the worker's identity (the membership predicate) is known.
+    /// Binds a fresh abstract socket. Datagrams queue in the kernel until [`Self::receive`]
+    /// reads them, so it is bound before the worker starts and read once the worker's identity
+    /// (the membership predicate) is known.
     pub(crate) fn bind() -> io::Result<Self> {
         let fd = socket::socket(
             AddressFamily::Unix,
@@ -93,21 +61,12 @@ impl NotifySocket {
         )?;
         // Before the bind: a datagram queued without credentials could not be judged.
         socket::setsockopt(&fd, sockopt::PassCred, &true)?;
-        let mut attempts = 0;
-        let name = loop {
-            let name = format!(
-                "ai-session-handler/{}/{}",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            );
-            let address = UnixAddr::new_abstract(name.as_bytes())?;
-            match socket::bind(fd.as_raw_fd(), &address) {
-                Ok(()) => break name,
-                // A random 128-bit name taken: only conceivable by someone squatting on it.
-                Err(nix::errno::Errno::EADDRINUSE) if attempts < 3 => attempts += 1,
-                Err(error) => return Err(error.into()),
-            }
-        };
+        let name = format!(
+            "ai-session-handler/{}/{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        socket::bind(fd.as_raw_fd(), &UnixAddr::new_abstract(name.as_bytes())?)?;
         Ok(Self {
             fd,
             name: format!("@{name}"),
@@ -121,8 +80,8 @@ impl NotifySocket {
 
     /// Receives until `stop` fires (or its sender is dropped), handing every accepted datagram
     /// from a process for which `is_member(pid)` holds to `deliver`; then reads what is still
-    /// queued, closes the socket and returns the tally. Runs inside a tokio runtime with I/O
-    /// enabled.
+    /// queued (a final report sent just before the worker's exit counts), closes the socket and
+    /// returns the tally. Nothing it meets fails the attempt: a read error ends the receiving.
     pub(crate) async fn receive(
         self,
         is_member: impl Fn(u32) -> bool,
@@ -193,20 +152,16 @@ impl NotifySocket {
     }
 }
 
-/// [`NotifySocket::receive`] as a task of the caller's runtime, the deliveries made from it.
-///
-/// For one attempt: bind the socket, start the worker with its `NOTIFY_SOCKET`, learn the
-/// worker's identity, then [`NotifyReceiver::start`] with the membership predicate; what the
-/// worker sent meanwhile waits in the socket. [`NotifyReceiver::finish`] once the worker's
-/// group is gone.
+/// [`NotifySocket::receive`] as a task of the caller's runtime, the deliveries made from it;
+/// [`NotifyReceiver::finish`] once the worker's group is gone.
 #[derive(Debug)]
 pub(crate) struct NotifyReceiver {
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<NotifyTally>>,
+    /// Dropped without [`NotifyReceiver::finish`] (an early return), it stops the task too.
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<NotifyTally>,
 }
 
 impl NotifyReceiver {
-    /// Starts receiving on `socket`, in a task of the current runtime (in the current span).
     pub(crate) fn start(
         socket: NotifySocket,
         is_member: impl Fn(u32) -> bool + Send + 'static,
@@ -223,22 +178,13 @@ impl NotifyReceiver {
             socket.receive(is_member, deliver, stopped).await
         };
         let task = tokio::spawn(receiving.in_current_span());
-        Self {
-            stop: Some(stop),
-            task: Some(task),
-        }
+        Self { stop, task }
     }
 
-    /// Stops receiving, reads what is still queued (a final report sent just before the
-    /// worker exited), closes the socket and returns the tally.
-    pub(crate) async fn finish(mut self) -> NotifyTally {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let Some(task) = self.task.take() else {
-            return NotifyTally::default();
-        };
-        match task.await {
+    /// Stops receiving, reads what is still queued, closes the socket and returns the tally.
+    pub(crate) async fn finish(self) -> NotifyTally {
+        let _ = self.stop.send(());
+        match self.task.await {
             Ok(tally) => tally,
             Err(error) => {
                 tracing::warn!(%error, "the notification receiver failed; its counts are lost");
@@ -248,16 +194,8 @@ impl NotifyReceiver {
     }
 }
 
-impl Drop for NotifyReceiver {
-    /// Not finished (an early return): stop the task; it closes the socket as it ends.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-/// The receiving loop's buffers and counters.
+/// The receiving loop's buffers and counters: memory is one datagram's buffer (`MSG_TRUNC`
+/// still tells an oversized one's length), CPU is bounded by the [`FloodGuard`].
 struct Receiver {
     buffer: Vec<u8>,
     control: Vec<u8>,
@@ -375,7 +313,7 @@ impl NotifySender {
     }
 
     /// Sends `message` (`KEY=VALUE` lines) as one datagram; never blocks. An error means it
-    /// was not delivered (the receiver is gone, or its queue is full).
+    /// was not delivered (the receiver is gone, or its queue is full: the datagram is dropped).
     pub(crate) fn send(&self, message: &str) -> io::Result<()> {
         socket::sendmsg(
             self.fd.as_raw_fd(),

@@ -1,6 +1,5 @@
-//! Reads of `/proc`: the running kernel's boot id, one process's stat line and command name,
-//! and the members of a process group. Parsing and comparison live in
-//! [`crate::domain::identity`].
+//! Reads of `/proc`: the boot id, stat lines, children lists, environments and our own
+//! descriptors. Parsing and comparison live in [`crate::domain::identity`].
 
 use std::fs;
 use std::io;
@@ -50,6 +49,29 @@ pub(crate) fn stat(pid: u32) -> io::Result<Option<ProcStat>> {
     }
 }
 
+/// [`stat`], with a stat line that cannot be read taken as no process.
+pub(crate) fn stat_of(pid: u32) -> Option<ProcStat> {
+    stat(pid).ok().flatten()
+}
+
+/// A process's start time (`/proc/<pid>/stat` field 22, clock ticks since boot).
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    stat_of(pid).map(|stat| stat.start_time_ticks)
+}
+
+/// The descriptors this process has open, as `/proc/self/fd` lists them (the listing's own
+/// among them, closed by the time this returns).
+pub(crate) fn own_descriptors() -> Vec<i32> {
+    fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The command name of a process (`/proc/<pid>/comm`), for messages; `None` when it is gone.
 pub(crate) fn command_name(pid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -96,24 +118,20 @@ pub(crate) fn own_pid() -> u32 {
     std::process::id()
 }
 
-/// The handler's own child processes, from `/proc/self/task/*/children`: with the handler
-/// registered as a child subreaper these include every orphaned descendant of its workers.
+/// The handler's own children, from every thread's `children` list.
 pub(crate) fn own_children() -> io::Result<Vec<u32>> {
     children_in("/proc/self/task")
 }
 
-/// The handler's adopted children — orphaned descendants of its workers, re-parented to it
-/// as a child subreaper — from the one children list that can hold them: the kernel gives an
-/// orphan to the first live thread of its subreaper (`find_alive_thread` in
-/// kernel/exit.c), which is the main thread, alive as long as the process. The other threads'
-/// lists hold only the processes those threads started (workers, checks, hooks), so this
-/// reads one file where [`own_children`] reads one per thread. Zombies stay listed until
-/// reaped.
+/// The handler's adopted children (zombies included), from the one children list that can
+/// hold them: the kernel gives an orphan to its subreaper's first live thread
+/// (`find_alive_thread` in kernel/exit.c), the main thread; the others list only what they
+/// started themselves.
 pub(crate) fn adopted_children() -> io::Result<Vec<u32>> {
     let list = fs::read_to_string(format!("/proc/self/task/{}/children", own_pid()))?;
     let mut children: Vec<u32> = list
         .split_ascii_whitespace()
-        .filter_map(|pid| pid.parse::<u32>().ok())
+        .filter_map(|pid| pid.parse().ok())
         .collect();
     children.sort_unstable();
     Ok(children)
@@ -154,7 +172,7 @@ impl ChildSnapshot {
         Self(
             children
                 .into_iter()
-                .filter_map(|pid| stat(pid).ok().flatten())
+                .filter_map(stat_of)
                 .map(|child| (child.pid, child.start_time_ticks))
                 .collect(),
         )
@@ -172,11 +190,8 @@ pub(crate) fn process_table() -> io::Result<Vec<ProcStat>> {
     processes_where(|_| true)
 }
 
-/// Every live (non-zombie) process whose environment holds one of `assignments` exactly
-/// (`NAME=value`), with its stat line. Processes whose environment cannot be read (another
-/// user's, a non-dumpable one) are skipped.
-/// Processes that started before `started_from_ticks` (clock ticks since boot, as in
-/// `/proc/<pid>/stat`) are passed over without reading their environment: 0 reads every one.
+/// Every live process that started from `started_from_ticks` on (0: any) whose environment
+/// holds one of `assignments` (`NAME=value`) exactly; an unreadable environment is skipped.
 pub(crate) fn processes_with_env(
     assignments: &[String],
     started_from_ticks: u64,

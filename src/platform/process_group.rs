@@ -1,26 +1,11 @@
-//! Running a process group to its end — a worker's, a hook's or a Verify check's — and every
-//! signal that takes (docs/architecture.md, "Process groups"):
-//!
-//! - **Start**: one way, `fork` + `exec` through `std::process::Command` ([`spawn_worker`],
-//!   [`spawn_helper`]), with `setsid`, the child's own registration with the watchdog and
-//!   every descriptor above stderr marked close-on-exec between the two. The child leads a
-//!   new session and process group: no controlling terminal (a read of `/dev/tty` fails
-//!   instead of stopping it with SIGTTIN), and its pgid is its pid, so the group stays
-//!   addressable by the pgid saved at launch after the leader exits. It gets the handler's
-//!   environment with its token in `ATTEMPT_ENV` and never the handler's `NOTIFY_SOCKET`.
-//! - **Stop** ([`stop_group`], [`escalate`]): on a deadline or a request, SIGTERM, the grace
-//!   period, then SIGKILL re-sent while a member lives — the domain's [`Escalation`], the one
-//!   loop the watchdog drives too; a second request skips the grace. After the leader's own
-//!   exit what is left of its group leaked and is SIGKILLed.
-//! - **Sweep**: once the group is empty, what escaped it ([`super::descendant_sweep`]).
-//!
-//! A helper's pipes and time limit are [`super::helper_process`]; a worker's are the attempt's
-//! actors'. Groups are addressed only by the pgid saved at launch, never our own group and
-//! never pgid 0 or 1; single processes only when they are our own children (their pids cannot
-//! be reused while unreaped) or through a pidfd checked against the start time a sweep saw.
+//! Running a process group — a worker's, a hook's or a Verify check's — and every signal that
+//! takes (docs/architecture.md, "Process groups"): one `fork` + `exec` into a new session, one
+//! TERM → grace → KILL loop ([`escalate`], the watchdog's too). Groups are addressed only by
+//! the pgid saved at launch, never our own or pgid ≤ 1; single processes only as our unreaped
+//! children or through a pidfd checked against the start time a scan saw.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -32,7 +17,7 @@ use nix::libc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getsid};
-use tokio::net::unix::pipe;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use super::notify_socket::NOTIFY_SOCKET;
 use super::{helper_registry, proc, watchdog};
@@ -41,27 +26,28 @@ use crate::domain::escalation::{CHECK_INTERVAL, Escalation, KillStep};
 use crate::domain::watchdog::ATTEMPT_ENV;
 
 pub(crate) use crate::domain::escalation::StopSignal;
+pub(crate) use rustix::process::Signal as SweepSignal;
 
-/// Pipe capacity asked for a worker's output pipes: fewer, larger reads.
+/// Pipe capacity asked for a worker's output pipes.
 const PIPE_CAPACITY: i32 = 1 << 20;
 
 /// What a new process group runs, and with what.
 pub(crate) struct GroupCommand<'a> {
-    /// Program and arguments; the program is looked up as `execvp` does, from `cwd`.
+    /// The program is looked up as `execvp` does, from `cwd`.
     pub argv: &'a [String],
     pub cwd: &'a Path,
-    /// The token its processes carry in [`ATTEMPT_ENV`] (descendants inherit it): the
-    /// watchdog and `status` find what left the group by it.
+    /// Carried in [`ATTEMPT_ENV`] by its processes and their descendants: the watchdog and
+    /// `status` find what left the group by it.
     pub token: &'a str,
-    /// `NOTIFY_SOCKET`: the attempt's own socket, or none — the handler's own (systemd's)
-    /// never reaches a child.
+    /// The attempt's own socket, or none: the handler's own (systemd's) never reaches a child.
     pub notify_socket: Option<&'a str>,
     /// Variables set over the handler's environment.
     pub env_set: &'a [(String, String)],
 }
 
-/// The command that starts `group` as the leader of a new session, stdout and stderr piped.
-/// `registration` is the watchdog socket's duplicate the child registers itself on.
+/// The command that starts `group` as the leader of a new session (so no controlling
+/// terminal, and its pgid is its pid), stdout and stderr piped. `registration` is the
+/// watchdog socket's duplicate the child registers itself on.
 fn session_command(
     group: &GroupCommand<'_>,
     stdin: Stdio,
@@ -110,10 +96,9 @@ fn session_command(
     Ok(command)
 }
 
-/// Starts a worker: `argv` in `cwd` as the leader of a new session, stdin piped (the prompt
-/// goes there), its processes carrying `attempt_id`, `NOTIFY_SOCKET` naming the attempt's
-/// socket when given. Call inside the runtime (the pipes and the exit are awaited through its
-/// reactor), off its worker threads (the spawn waits for `exec`).
+/// Starts a worker with its stdin piped (the prompt goes there). Call inside the runtime (the
+/// pipes and the exit are awaited through its reactor), off its worker threads (the spawn
+/// waits for `exec`).
 pub(crate) fn spawn_worker(
     argv: &[String],
     cwd: &str,
@@ -146,9 +131,8 @@ pub(crate) fn spawn_worker(
     WorkerChild::new(child, attempt_id)
 }
 
-/// Starts a helper (a hook, a Verify check) as the leader of a new session, registered with
-/// the [`helper_registry`] in the same step so that no worker's sweep takes it for an escapee.
-/// Blocking (it waits for `exec`).
+/// Starts a helper (a hook, a Verify check), registered with the [`helper_registry`] in the
+/// same step so that no worker's sweep takes it for an escapee. Blocking.
 pub(crate) fn spawn_helper(
     group: &GroupCommand<'_>,
     stdin: Stdio,
@@ -164,44 +148,37 @@ pub(crate) fn spawn_helper(
     spawned
 }
 
-/// A started worker: the leader of its own session and process group, its three pipes as
-/// tokio pipe ends, its exit awaited (and reaped) by tokio.
+/// A started worker: its three pipes, its exit awaited (and reaped) by tokio.
 #[derive(Debug)]
 pub(crate) struct WorkerChild {
     child: tokio::process::Child,
     pid: u32,
-    /// The worker's stdin (the prompt goes there).
-    pub stdin: Option<pipe::Sender>,
-    /// The worker's stdout.
-    pub stdout: Option<pipe::Receiver>,
-    /// The worker's stderr.
-    pub stderr: Option<pipe::Receiver>,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
 }
 
 impl WorkerChild {
-    fn new(child: tokio::process::Child, attempt_id: &str) -> io::Result<Self> {
+    fn new(mut child: tokio::process::Child, attempt_id: &str) -> io::Result<Self> {
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("the worker was reaped before it was watched"))?;
         watchdog::watching(pid, attempt_id);
-        // From here a failure drops the worker, which stops its group.
-        let mut worker = Self {
+        // Enlarged (best effort): fewer, larger reads.
+        let outputs = [
+            child.stdout.as_ref().map(AsFd::as_fd),
+            child.stderr.as_ref().map(AsFd::as_fd),
+        ];
+        for fd in outputs.into_iter().flatten() {
+            let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
+        }
+        Ok(Self {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
             child,
             pid,
-            stdin: None,
-            stdout: None,
-            stderr: None,
-        };
-        if let Some(stdin) = worker.child.stdin.take() {
-            worker.stdin = Some(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
-        }
-        if let Some(stdout) = worker.child.stdout.take() {
-            worker.stdout = Some(output_pipe(stdout.into_owned_fd()?)?);
-        }
-        if let Some(stderr) = worker.child.stderr.take() {
-            worker.stderr = Some(output_pipe(stderr.into_owned_fd()?)?);
-        }
-        Ok(worker)
+        })
     }
 
     /// The worker's pid, which is also its process group and session id.
@@ -219,13 +196,6 @@ impl WorkerChild {
     }
 }
 
-/// The handler's end of a worker's output pipe, enlarged (best effort: the default 64 KiB
-/// works, with more wake-ups).
-fn output_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
-    let _ = fcntl(&fd, FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
-    pipe::Receiver::from_owned_fd(fd)
-}
-
 impl Drop for WorkerChild {
     /// A worker dropped before its leader was reaped (a bug, or a launch that failed halfway)
     /// has its group SIGKILLed: while the leader is unreaped its pid, the pgid, cannot be
@@ -237,7 +207,6 @@ impl Drop for WorkerChild {
     }
 }
 
-/// How a group's stop begins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
     /// On a deadline or a request: SIGTERM, the grace period, SIGKILL.
@@ -247,7 +216,6 @@ pub(crate) enum Stop {
     AfterExit,
 }
 
-/// What stopping a group came to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Stopped {
     /// Members alive after the leader's own exit (SIGKILLed).
@@ -257,9 +225,8 @@ pub(crate) struct Stopped {
 }
 
 /// Stops group `pgid` (blocking) until no live member is left, or reports what survived
-/// SIGKILL. `what` names the group's leader in the log ("the worker"). `kill_now` says
-/// whether a second request came, which skips what is left of the grace; `wait` waits until
-/// the next look (a helper's runner reads its pipes meanwhile).
+/// SIGKILL. `what` names the leader in the log; `kill_now` (a second request) skips what is
+/// left of the grace; `wait` waits until the next look (a helper's runner reads its pipes).
 pub(crate) fn stop_group(
     pgid: u32,
     what: &str,
@@ -287,11 +254,9 @@ pub(crate) fn stop_group(
     stopped
 }
 
-/// Carries `escalation` out on `groups` (blocking): looks whether a member lives (`alive`),
-/// sends what the escalation says to every group, waits (`wait`) and looks again, until the
-/// groups are empty ([`KillStep::Emptied`]) or members outlived every SIGKILL
-/// ([`KillStep::GaveUp`]). A group that no longer exists is dropped at once, so a reused pgid
-/// is never signalled. `kill_now` skips what is left of the grace.
+/// Carries `escalation` out on `groups` (blocking) until they are empty or members outlived
+/// every SIGKILL. A group that no longer exists is dropped at once, so a reused pgid is never
+/// signalled.
 pub(crate) fn escalate(
     groups: &mut Vec<u32>,
     mut escalation: Escalation,
@@ -342,7 +307,6 @@ fn as_nix(signal: StopSignal) -> Signal {
     }
 }
 
-/// Why a group was not signalled.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GroupSignalError {
     #[error(
@@ -373,14 +337,13 @@ pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSig
     }
 }
 
-/// Whether the kernel still knows any process (zombies included) in group `pgid`: the cheap
-/// probe, one syscall, before a `/proc` scan says which members are alive.
+/// Whether the kernel still knows any process (zombies included) in group `pgid`: one
+/// syscall, before a `/proc` scan says which members are alive.
 pub(crate) fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None) != Err(Errno::ESRCH)
 }
 
-/// Pids of the live (non-zombie) members of group `pgid`: a zombie runs nothing and holds no
-/// pipe, it only waits for its parent.
+/// Pids of the live members of group `pgid` (a zombie runs nothing and holds no pipe).
 pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
     if !group_exists(pgid) {
         return Vec::new();
@@ -390,57 +353,37 @@ pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// What the escaped-descendant sweep sends: SIGSTOP to freeze a lineage (a stopped process
-/// cannot fork), then SIGKILL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SweepSignal {
-    Stop,
-    Kill,
-}
-
-impl SweepSignal {
-    fn as_nix(self) -> Signal {
-        match self {
-            Self::Stop => Signal::SIGSTOP,
-            Self::Kill => Signal::SIGKILL,
-        }
-    }
-}
-
 /// Signals one of our own children (an adopted descendant): its pid cannot be reused while
-/// it is unreaped.
+/// it is unreaped. The sweep sends SIGSTOP to freeze a lineage, then SIGKILL.
 pub(crate) fn signal_child(pid: u32, signal: SweepSignal) {
-    let _ = kill(Pid::from_raw(pid as i32), signal.as_nix());
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
 }
 
 /// SIGKILLs our own child `pid`, whose pid the caller knows is not reaped yet (a wrapper's
 /// launcher that outlived its grace).
 pub(crate) fn kill_child(pid: u32) {
-    signal_child(pid, SweepSignal::Kill);
+    signal_child(pid, SweepSignal::KILL);
 }
 
-/// Signals a descendant of an adoptee — a process that is *not* our child — without ever
-/// reaching another process that reuses its pid: a pidfd is opened first, then the process's
-/// start time is checked against the one seen in the scan (a reused pid has a later one), and
-/// the signal goes through the pidfd, which names that process only. Returns false when the
-/// process is gone, is not the one scanned, or pidfds are unavailable (Linux < 5.3).
+/// Signals a process that is *not* our child without ever reaching another that reuses its
+/// pid: a pidfd is opened first, then the start time is checked against the one the scan saw,
+/// and the signal goes through the pidfd. False when the process is gone, is not the one
+/// scanned, or pidfds are unavailable (Linux < 5.3).
 pub(crate) fn signal_descendant(pid: u32, start_time_ticks: u64, signal: SweepSignal) -> bool {
     let Some(pidfd) = pidfd_open(pid) else {
         return false;
     };
-    let same = proc::stat(pid)
-        .ok()
-        .flatten()
-        .is_some_and(|stat| stat.start_time_ticks == start_time_ticks);
-    let signal = match signal {
-        SweepSignal::Stop => rustix::process::Signal::STOP,
-        SweepSignal::Kill => rustix::process::Signal::KILL,
-    };
+    let same = proc::start_time(pid) == Some(start_time_ticks);
     same && rustix::process::pidfd_send_signal(&pidfd, signal).is_ok()
 }
 
-/// A pidfd for `pid`: a descriptor that names that process only (readable once it exits).
-/// `None` when the process is gone or pidfds are unavailable (Linux < 5.3).
+/// A pidfd for `pid` (readable once it exits); `None` when the process is gone or pidfds are
+/// unavailable (Linux < 5.3).
 pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
@@ -453,7 +396,7 @@ pub(crate) fn reap_child(pid: u32) {
 }
 
 /// Registers the handler as a child subreaper: descendants that leave a worker's group are
-/// re-parented to the handler, not to init, when their parent dies.
+/// re-parented to it, not to init, when their parent dies.
 pub(crate) fn become_child_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }

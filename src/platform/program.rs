@@ -1,20 +1,19 @@
-//! Finding the agent program before anything is written, the way `exec` will look for it at
-//! launch: a program word with a `/` is a path (a relative one is resolved against the
-//! worker's working directory, the phase's execution workspace, because the child changes
-//! there before `exec`); a bare name is searched in the handler's `PATH` (which the worker
-//! inherits), in order, taking the first executable regular file, as `execvp` does.
-//!
-//! This only answers "would `exec` find an executable file?"; what happens inside `exec`
-//! (a bad `#!` interpreter, a wrong architecture) is still a launch failure of the attempt.
+//! Finding a program the way `execvp` will at launch — a word with a `/` is a path relative to
+//! the child's working directory, a bare name is searched in the handler's `PATH` — before
+//! anything is written ([`resolve`]), and explaining a launch that failed anyway
+//! ([`launch_problem`]: a bad `#!` interpreter, a directory).
 
 use std::ffi::OsStr;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::{AccessFlags, access};
 
 use super::locate::os_message;
+use crate::domain::launch::{LaunchProblem, ProgramFacts, explain, shebang_interpreter};
 
 /// The search list `execvp` uses when `PATH` is unset (glibc's `confstr(_CS_PATH)`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -97,9 +96,13 @@ impl ProgramProblem {
                 )
             }
             Self::NotInPath { program, searched } => {
+                let searched: Vec<_> = searched
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect();
                 format!(
                     "{noun} '{program}' not found in PATH (searched {})",
-                    join(searched)
+                    searched.join(", ")
                 )
             }
             Self::EmptyPath { program } => {
@@ -130,22 +133,6 @@ impl std::fmt::Display for ProgramProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe(ProgramRole::Agent))
     }
-}
-
-impl std::error::Error for ProgramProblem {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Unreadable { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-fn join(dirs: &[PathBuf]) -> String {
-    dirs.iter()
-        .map(|dir| dir.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Whether resolving `program` depends on the worker's working directory: a relative path,
@@ -194,33 +181,23 @@ fn resolve_with(
 ) -> Result<PathBuf, ProgramProblem> {
     if program.contains('/') {
         let path = under(cwd, Path::new(program));
+        let program = program.to_owned();
         return match probe(&path) {
             Ok(Probe::Runnable) => Ok(path),
             Ok(Probe::Missing) => Err(ProgramProblem::PathMissing {
-                program: program.to_owned(),
+                program,
                 looked_at: path,
             }),
-            Ok(Probe::NotExecutable) => Err(ProgramProblem::NotExecutable {
-                program: program.to_owned(),
-                path,
-            }),
-            Ok(Probe::Directory) => Err(ProgramProblem::Directory {
-                program: program.to_owned(),
-                path,
-            }),
+            Ok(Probe::NotExecutable) => Err(ProgramProblem::NotExecutable { program, path }),
+            Ok(Probe::Directory) => Err(ProgramProblem::Directory { program, path }),
             Err(source) => Err(ProgramProblem::Unreadable {
-                program: program.to_owned(),
+                program,
                 path,
                 source,
             }),
         };
     }
     let dirs = search_dirs(path_var);
-    if dirs.is_empty() {
-        return Err(ProgramProblem::EmptyPath {
-            program: program.to_owned(),
-        });
-    }
     // Like execvp: the first executable file wins; a file found without permission is
     // remembered, and reported only when nothing later in PATH runs either.
     let mut not_executable = None;
@@ -235,16 +212,72 @@ fn resolve_with(
             not_executable = Some(path);
         }
     }
+    let program = program.to_owned();
+    if dirs.is_empty() {
+        return Err(ProgramProblem::EmptyPath { program });
+    }
     Err(match not_executable {
-        Some(path) => ProgramProblem::NotExecutable {
-            program: program.to_owned(),
-            path,
-        },
+        Some(path) => ProgramProblem::NotExecutable { program, path },
         None => ProgramProblem::NotInPath {
-            program: program.to_owned(),
+            program,
             searched: dirs,
         },
     })
+}
+
+/// How much of a program file is read to find its `#!` line (the kernel reads at most 256).
+const SHEBANG_BYTES: u64 = 256;
+
+/// Looks at the program a failed launch tried to run (`error` is the launch's error) and
+/// explains the failure: a directory, a script whose interpreter is missing, or the OS error.
+/// Blocking file reads: call it off the runtime threads.
+pub(crate) fn launch_problem(program: &str, cwd: &str, error: &io::Error) -> LaunchProblem {
+    let cwd = Path::new(cwd);
+    // The file `execvp` tried: the path, or the first existing entry on `PATH`.
+    let resolved = if program.is_empty() {
+        None
+    } else if program.contains('/') {
+        Some(under(cwd, Path::new(program)))
+    } else {
+        search_dirs(std::env::var_os("PATH").as_deref())
+            .into_iter()
+            .map(|dir| under(under(cwd, &dir), Path::new(program)))
+            .find(|candidate| candidate.exists())
+    };
+    let metadata = resolved
+        .as_deref()
+        .and_then(|path| std::fs::metadata(path).ok());
+    let head = match (&resolved, &metadata) {
+        (Some(path), Some(metadata)) if metadata.is_file() => read_head(path),
+        _ => None,
+    };
+    let interpreter_exists = head
+        .as_deref()
+        .and_then(shebang_interpreter)
+        .map(|interpreter| cwd.join(interpreter).exists());
+    explain(&ProgramFacts {
+        program: program.to_owned(),
+        os_message: os_message(error),
+        not_found: error.kind() == io::ErrorKind::NotFound,
+        is_directory: metadata.is_some_and(|metadata| metadata.is_dir()),
+        head,
+        interpreter_exists,
+    })
+}
+
+/// The first bytes of a regular file, opened without blocking (it could have become a FIFO).
+fn read_head(path: &Path) -> Option<Vec<u8>> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::new();
+    file.take(SHEBANG_BYTES).read_to_end(&mut head).ok()?;
+    Some(head)
 }
 
 /// `base` joined with `path` (which wins when absolute), without its `.` components, so

@@ -1,13 +1,7 @@
-//! Reading the inputs a command trusts (plan, config, state) and opening the log file, safely
-//! against special files: only regular files are accepted, nothing is opened in a way that can
-//! block, and a read never takes more than its cap.
-//!
-//! A plain `open()` of a FIFO blocks until a writer appears (for ever, and deaf to signals
-//! while a runtime thread is stuck in it); a character device (`/dev/zero`) reads without
-//! end; a sparse file can claim gigabytes. So the type and size are checked with `stat` before
-//! anything is opened, the open itself is non-blocking (`O_NONBLOCK`, which returns at once
-//! even for a FIFO), and `fstat` on the opened descriptor checks again — the path may have
-//! been replaced between the two — before a read that stops one byte past the cap.
+//! Reading the inputs a command trusts (plan, config, state) and opening the log file, safe
+//! against special files: a FIFO would block a plain `open` for ever, `/dev/zero` reads without
+//! end, a sparse file claims gigabytes. So type and size are checked before the open and again
+//! on the descriptor, the open never blocks (`O_NONBLOCK`), and a read stops past its cap.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
@@ -18,7 +12,6 @@ use nix::libc;
 
 use super::locate::os_message;
 
-/// Why a file was not read (or opened).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadFileError {
     #[error("{}", os_message(.0))]

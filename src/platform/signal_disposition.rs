@@ -1,16 +1,7 @@
-//! Signal dispositions: giving a signal its default action back once nothing of ours handles
-//! it any more, and catching signals again, without `signal-hook`, for the last wait of a run.
-//!
-//! `signal-hook` never uninstalls the handler it registered: after its stream is closed a
-//! delivery still runs that handler, which now does nothing, so the signal is silently
-//! ignored. Once a `run` has recorded everything, the handler's only work left is printing its
-//! final report, and a report blocked on a stdout or stderr nobody reads must stay
-//! interruptible like any program's output.
-//!
-//! When hooks still have to run after that ([`catch`]), the command owns the signals itself:
-//! a minimal handler of ours counts them (signal-hook's registry would not reinstall its own
-//! handler after [`restore_default`]), the command stops the hooks when one arrives, and the
-//! exit code stays the one already decided.
+//! Signal dispositions after the run's signal intake (docs/architecture.md, "Signals"): the
+//! default action given back ([`restore_default`]: `signal-hook` never uninstalls its handler,
+//! which would leave the signals ignored), and a counting handler of our own ([`catch`]) while
+//! the end-of-run hooks run (signal-hook's registry would not reinstall its own).
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
@@ -18,7 +9,6 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 
 /// The first signal caught by [`catch`]'s handler (0: none yet).
 static FIRST_CAUGHT: AtomicI32 = AtomicI32::new(0);
-/// How many signals it caught.
 static CAUGHT_COUNT: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn count_signal(signal: nix::libc::c_int) {
@@ -41,19 +31,14 @@ pub(crate) fn catch(signals: &[i32]) -> CaughtSignals {
     let caught = CaughtSignals {
         signals: signals.to_vec(),
     };
-    caught.install();
+    caught.reinstall();
     caught
 }
 
 impl CaughtSignals {
-    /// Installs our handler again, keeping what was caught: for when something may have
-    /// given the signals their default action back meanwhile (the run's signal intake does
-    /// when its state is dropped).
+    /// Installs our handler (again: the run's signal intake gives the signals their default
+    /// action back when its state is dropped), keeping what was caught.
     pub(crate) fn reinstall(&self) {
-        self.install();
-    }
-
-    fn install(&self) {
         // SA_RESTART: a blocking call elsewhere (a report being printed) goes on after the
         // handler.
         let counting = SigAction::new(
@@ -64,7 +49,6 @@ impl CaughtSignals {
         set_action(&self.signals, &counting, "cannot catch a signal");
     }
 
-    /// The first signal caught, if any.
     pub(crate) fn first(&self) -> Option<i32> {
         match FIRST_CAUGHT.load(Ordering::SeqCst) {
             0 => None,
@@ -72,7 +56,6 @@ impl CaughtSignals {
         }
     }
 
-    /// How many signals were caught.
     pub(crate) fn count(&self) -> u32 {
         CAUGHT_COUNT.load(Ordering::SeqCst)
     }
@@ -84,11 +67,8 @@ impl Drop for CaughtSignals {
     }
 }
 
-/// Sets the default action (`SIG_DFL`) for each of `signals` (numbers that are no signal are
-/// skipped). A failure is logged and the signal keeps its disposition.
-///
-/// Call it only when nothing in this process will register these signals with `signal-hook`
-/// again: its registry still believes its handler is installed and would not reinstall it.
+/// Sets `SIG_DFL` for each of `signals`; a failure is logged. Only when nothing will register
+/// them with `signal-hook` again: its registry would believe its handler still installed.
 pub(crate) fn restore_default(signals: &[i32]) {
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     set_action(

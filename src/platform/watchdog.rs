@@ -1,28 +1,7 @@
-//! The handler's side of the per-run watchdog: the process that stops a worker when the
-//! handler itself is killed (SIGKILL, the OOM killer) and can stop nothing
-//! (docs/architecture.md, "The watchdog"; the rules are [`crate::domain::watchdog`], the
-//! watchdog's own life is [`super::watchdog_process`]).
-//!
-//! - **Start.** `run` starts the watchdog before any thread exists, by a plain `fork`: the
-//!   child is a single-threaded copy of the handler that goes straight into the watchdog's
-//!   loop — no `exec` of the 50 MB binary, so it costs a fraction of a millisecond. Should a
-//!   thread exist already (a `fork` of a multi-threaded process may only `exec`), and for
-//!   every replacement, it re-executes `/proc/self/exe` with a hidden first argument instead.
-//! - **Registration.** Every group the handler starts (worker, hook, check) sends `watch
-//!   <pgid> <token>` from its child between `fork` and `exec`, on a duplicate of the socket
-//!   taken for that spawn ([`registration`], [`register_self`]: a replacement of the socket
-//!   meanwhile cannot make the number name something else). Once the spawn returned the
-//!   handler records the group and sends the same ([`watching`]); the groups recorded are
-//!   what a replacement is told again. `release <pgid>` follows once the group is stopped.
-//! - **Loss.** A monitor thread waits for the watchdog with `waitid` (exit *or* stop): the
-//!   moment it dies or is stopped (then it is killed), the loss is noticed, a new watchdog is
-//!   started and told every group still watched — at most [`REPLACEMENT_LIMIT`] times a run —
-//!   and the loss is handed to the subscriber (the running attempt), or kept for the next one.
-//! - **Finish.** At the end of `run` the handler closes its end of the socket; the watchdog
-//!   then stops whatever was not released (nothing, normally) and exits, and the handler
-//!   waits for that (bounded), so no process of the run outlives it.
-//!
-//! [`REPLACEMENT_LIMIT`]: crate::domain::watchdog::REPLACEMENT_LIMIT
+//! The handler's side of the per-run watchdog (docs/architecture.md, "The watchdog"): starting
+//! it (a plain `fork` while the handler has one thread, else a re-execution), telling it which
+//! groups to watch and release, noticing its loss on a monitor thread and replacing it, and
+//! waiting for it at the end. Its own life is [`super::watchdog_process`].
 
 use std::collections::BTreeMap;
 use std::io;
@@ -30,7 +9,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -39,8 +18,8 @@ use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
 
-use super::process_group;
 use super::watchdog_process::{self, WatchdogConfig};
+use super::{proc, process_group};
 use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
 };
@@ -53,48 +32,37 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// What the run tells the watchdog when it starts it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StartOptions {
-    /// The run's event stream (`events.jsonl`): the watchdog appends one record there when it
-    /// had to stop something, so `watch` and a later reader learn what happened.
+    /// The run's `events.jsonl`, where the watchdog records what it had to stop.
     pub events_path: Option<PathBuf>,
 }
 
-/// How the watchdog was started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StartedBy {
-    /// A `fork` of the still single-threaded handler.
     Fork,
-    /// A re-execution of the handler's binary.
     Exec,
 }
 
 /// Receives the losses of the watchdog (the running attempt).
-type Listener = Arc<dyn Fn(WatchdogLoss) + Send + Sync>;
+type Listener = dyn Fn(WatchdogLoss) + Send + Sync;
 
-/// The handler's view of its watchdog.
+/// The handler's view of its watchdog: the current one's socket and pid.
 #[derive(Default)]
 struct HandlerSide {
-    /// Our end of the current watchdog's socket.
     socket: Option<OwnedFd>,
-    /// The current watchdog's pid.
     pid: Option<u32>,
-    config: Option<WatchdogConfig>,
-    /// Groups registered and not released, with their tokens.
+    config: WatchdogConfig,
+    /// Groups registered and not released, with their tokens: what a replacement is told.
     watched: BTreeMap<u32, String>,
     budget: LossBudget,
     /// `finish` closed the socket: the watchdog's exit is expected.
     finishing: bool,
-    /// The watchdog exited after `finish` (or none is left to wait for).
-    exited: bool,
-    /// No monitor thread runs: `finish` reaps the watchdog itself.
-    unmonitored: bool,
-    listener: Option<(u64, Listener)>,
-    next_subscription: u64,
+    /// Gone once its [`Subscription`] is dropped.
+    listener: Option<Weak<Listener>>,
     /// Losses no subscriber heard yet (the next attempt is told).
     pending: Vec<WatchdogLoss>,
 }
 
 static SIDE: Mutex<Option<HandlerSide>> = Mutex::new(None);
-static EXITED: Condvar = Condvar::new();
 
 fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
     SIDE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -116,34 +84,28 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         (pid, socket, StartedBy::Exec)
     };
     // Never mistaken for a worker's escapee (nor counted as the worker's activity).
-    super::helper_registry::spare_watchdog(pid, started_ticks(pid));
+    super::helper_registry::lock().spare_watchdog(pid, proc::start_time(pid));
     *lock() = Some(HandlerSide {
         socket: Some(socket),
         pid: Some(pid),
-        config: Some(config),
+        config,
         ..HandlerSide::default()
     });
     if let Err(error) = std::thread::Builder::new()
         .name("ash-watchdog-monitor".into())
         .spawn(move || monitor(pid))
     {
-        // Without a monitor a loss goes unnoticed, but the watchdog itself works; `finish`
-        // then waits for it on its own.
+        // The watchdog itself works; `finish` reaps it.
         tracing::warn!(%error, "cannot start the watchdog monitor; a lost watchdog would go unnoticed");
-        if let Some(side) = lock().as_mut() {
-            side.unmonitored = true;
-        }
     }
     Ok((pid, how))
 }
 
-/// Whether this process has one thread only (a `fork` is then safe to continue without
-/// `exec`).
 fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
-/// A socket pair for one watchdog: (ours, theirs), both close-on-exec.
+/// (ours, theirs), both close-on-exec.
 fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     socketpair(
         AddressFamily::Unix,
@@ -173,7 +135,6 @@ fn fork_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
     }
 }
 
-/// Starts the watchdog by re-executing this binary (any number of threads).
 fn exec_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
     let (ours, theirs) = socket_pair()?;
     let mut command = Command::new("/proc/self/exe");
@@ -201,9 +162,7 @@ fn monitor(mut pid: u32) {
         let Some(side) = guard.as_mut() else { return };
         let Some(cause) = lost.filter(|_| !side.finishing) else {
             // The expected exit after `finish`, or nothing left to wait for.
-            side.exited = true;
             side.pid = None;
-            EXITED.notify_all();
             return;
         };
         let replacement = if side.budget.replace_after_loss() {
@@ -220,7 +179,6 @@ fn monitor(mut pid: u32) {
             // Nothing watches the workers any more; `finish` has nothing to wait for.
             side.socket = None;
             side.pid = None;
-            side.exited = true;
         }
         let signal = match cause {
             LossCause::Killed(signal) | LossCause::Stopped(signal) => {
@@ -235,9 +193,8 @@ fn monitor(mut pid: u32) {
             signal_name: signal,
         };
         tracing::info!(loss = %loss.describe(), "watchdog lost");
-        match &side.listener {
-            Some((_, listener)) => {
-                let listener = listener.clone();
+        match side.listener.as_ref().and_then(Weak::upgrade) {
+            Some(listener) => {
                 drop(guard);
                 listener(loss);
             }
@@ -279,20 +236,15 @@ fn wait_lost(pid: u32) -> Option<LossCause> {
     }
 }
 
-/// Starts a new watchdog and tells it every group still watched.
 fn replace(side: &mut HandlerSide) -> io::Result<u32> {
     fail::fail_point!("watchdog-replace", |_| Err(io::Error::other(
         "injected failure at failpoint watchdog-replace"
     )));
-    let config = side
-        .config
-        .clone()
-        .ok_or_else(|| io::Error::other("the watchdog was never configured"))?;
     // Under the registry's lock from the fork on: a sweep meanwhile would take the new
     // watchdog, a child that started after the worker, for an escapee.
     let mut registry = super::helper_registry::lock();
-    let (socket, pid) = exec_watchdog(&config)?;
-    registry.spare_watchdog(pid, started_ticks(pid));
+    let (socket, pid) = exec_watchdog(&side.config)?;
+    registry.spare_watchdog(pid, proc::start_time(pid));
     drop(registry);
     for (pgid, attempt) in &side.watched {
         send(
@@ -309,43 +261,44 @@ fn replace(side: &mut HandlerSide) -> io::Result<u32> {
 }
 
 fn send(socket: &OwnedFd, message: WatchdogMessage<'_>) {
-    let mut buffer = [0u8; MAX_MESSAGE];
-    let length = message.encode(&mut buffer);
-    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    if let Err(error) = nix::sys::socket::send(socket.as_raw_fd(), &buffer[..length], flags) {
+    if let Err(error) = send_raw(socket.as_raw_fd(), message) {
         tracing::warn!(%error, ?message, "could not tell the watchdog");
     }
 }
 
-/// The registration descriptor for the next spawn, when a watchdog runs: a close-on-exec
-/// duplicate of our end of the socket, to be taken before `fork` and held until the spawn is
-/// over, so its number names that socket in the child whatever happens to the watchdog
-/// meanwhile.
+/// One non-blocking `send` of a message formatted on the stack: async-signal-safe.
+fn send_raw(fd: RawFd, message: WatchdogMessage<'_>) -> nix::Result<usize> {
+    let mut buffer = [0u8; MAX_MESSAGE];
+    let length = message.encode(&mut buffer);
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    nix::sys::socket::send(fd, &buffer[..length], flags)
+}
+
+/// A close-on-exec duplicate of our end of the socket for the next spawn, held until the
+/// spawn is over, so its number names that socket in the child whatever happens meanwhile.
 pub(crate) fn registration() -> Option<OwnedFd> {
     let guard = lock();
     let socket = guard.as_ref()?.socket.as_ref()?;
     socket.try_clone().ok()
 }
 
-/// Registers the calling process's group and token with the watchdog. Runs in a child
-/// between `fork` and `exec` (after `setsid`), so it only makes async-signal-safe calls:
-/// `getpid` and one non-blocking `send` of a message formatted on the stack. A watchdog that
-/// is gone or full is ignored: the launch goes on (the handler registers the group again once
-/// the spawn returned).
+/// Registers the calling process's group and token with the watchdog, from a child between
+/// `fork` and `exec` (after `setsid`): only async-signal-safe calls. A watchdog that is gone
+/// or full is ignored; the handler registers the group again once the spawn returned.
 pub(crate) fn register_self(fd: RawFd, token: &str) {
-    let mut buffer = [0u8; MAX_MESSAGE];
-    let length = WatchdogMessage::Watch {
-        pgid: getpid().as_raw() as u32,
-        attempt: token,
-    }
-    .encode(&mut buffer);
-    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    let _ = nix::sys::socket::send(fd, &buffer[..length], flags);
+    let pgid = getpid().as_raw() as u32;
+    let _ = send_raw(
+        fd,
+        WatchdogMessage::Watch {
+            pgid,
+            attempt: token,
+        },
+    );
 }
 
 /// Records, once its spawn returned, that group `pgid`, whose processes carry `token`, is
-/// watched, and tells the current watchdog (the child's own registration may have gone to a
-/// watchdog replaced meanwhile).
+/// watched, and tells the current watchdog (the child's own registration may have gone to one
+/// replaced meanwhile).
 pub(crate) fn watching(pgid: u32, token: &str) {
     let mut guard = lock();
     let Some(side) = guard.as_mut() else { return };
@@ -371,85 +324,52 @@ pub(crate) fn release(pgid: u32) {
     }
 }
 
-fn started_ticks(pid: u32) -> Option<u64> {
-    super::proc::stat(pid)
-        .ok()
-        .flatten()
-        .map(|stat| stat.start_time_ticks)
-}
-
 /// Hands every later loss of the watchdog to `listener` — and, at once, the losses no one
 /// heard yet — until the returned subscription is dropped. A new subscription replaces the
 /// previous one.
 pub(crate) fn subscribe(listener: impl Fn(WatchdogLoss) + Send + Sync + 'static) -> Subscription {
-    let listener: Listener = Arc::new(listener);
-    let (id, pending) = {
-        let mut guard = lock();
-        let Some(side) = guard.as_mut() else {
-            return Subscription(None);
-        };
-        side.next_subscription += 1;
-        let id = side.next_subscription;
-        side.listener = Some((id, listener.clone()));
-        (id, std::mem::take(&mut side.pending))
+    let listener: Arc<Listener> = Arc::new(listener);
+    let pending = match lock().as_mut() {
+        Some(side) => {
+            side.listener = Some(Arc::downgrade(&listener));
+            std::mem::take(&mut side.pending)
+        }
+        None => Vec::new(),
     };
     for loss in pending {
         listener(loss);
     }
-    Subscription(Some(id))
+    Subscription {
+        _listener: listener,
+    }
 }
 
 /// Ends a [`subscribe`] when dropped.
-pub(crate) struct Subscription(Option<u64>);
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let Some(id) = self.0 else { return };
-        if let Some(side) = lock().as_mut()
-            && side
-                .listener
-                .as_ref()
-                .is_some_and(|(current, _)| *current == id)
-        {
-            side.listener = None;
-        }
-    }
+pub(crate) struct Subscription {
+    _listener: Arc<Listener>,
 }
 
-/// Ends the watchdog at the end of `run`: closes our end of the socket — it then stops
-/// whatever was not released and exits — and waits for it (bounded), so no process of the
-/// run outlives the handler.
+/// Closes our end of the socket at the end of `run` — the watchdog then stops whatever was not
+/// released and exits — and waits for it (bounded). The monitor thread may reap it first: then
+/// this wait finds no such child, and it is gone too.
 pub(crate) fn finish() {
-    let mut guard = lock();
-    let Some(side) = guard.as_mut() else { return };
-    side.finishing = true;
-    side.socket = None;
-    let Some(pid) = side.pid else { return };
+    let pid = {
+        let mut guard = lock();
+        let Some(side) = guard.as_mut() else { return };
+        side.finishing = true;
+        side.socket = None;
+        side.pid
+    };
+    let Some(pid) = pid else { return };
+    let target = Pid::from_raw(pid as i32);
     let deadline = Instant::now() + EXIT_WAIT;
-    if side.unmonitored {
-        drop(guard);
-        let target = Pid::from_raw(pid as i32);
-        while Instant::now() < deadline {
-            match waitid(Id::Pid(target), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
-                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                _ => return,
+    while Instant::now() < deadline {
+        match waitid(Id::Pid(target), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
+                std::thread::sleep(Duration::from_millis(1));
             }
+            _ => return,
         }
-        tracing::warn!(pid, "the watchdog did not exit; leaving it");
-        return;
     }
-    while !guard.as_ref().is_none_or(|side| side.exited) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            let pid = guard.as_ref().and_then(|side| side.pid);
-            tracing::warn!(?pid, "the watchdog did not exit; leaving it");
-            return;
-        }
-        guard = EXITED
-            .wait_timeout(guard, left)
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .0;
-    }
+    tracing::warn!(pid, "the watchdog did not exit; leaving it");
 }

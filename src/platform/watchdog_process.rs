@@ -1,27 +1,7 @@
 //! The watchdog's own life (docs/architecture.md, "The watchdog"; the handler's side is
-//! [`super::watchdog`], the rules [`crate::domain::watchdog`]).
-//!
-//! It runs as a process of its own — forked off the handler before any thread existed, or
-//! re-executed as `/proc/self/exe __ai-session-handler-watchdog …` — in a session of its own,
-//! deaf to SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and the terminal stop signals, and named
-//! `ash-watchdog` (`/proc/<pid>/comm`). It holds only the socket (as stdin), `/dev/null` as
-//! stdout, and the handler's stderr unless that is a terminal: it writes only after the
-//! handler is gone, which on a terminal would land after the shell's prompt.
-//!
-//! While the handler lives it reads registrations and releases, forgets groups that no longer
-//! exist, and — while any group is watched — notes the handler's children that could be a
-//! worker's escapee (orphans re-parented to the handler, a child subreaper), because once the
-//! handler is dead they belong to init. On end of file with groups not released it:
-//!
-//! 1. notes every escapee it can name: those children, each child of a group member that is
-//!    in another group, and every process carrying an unreleased attempt's token;
-//! 2. stops the groups — SIGTERM, a grace, SIGKILL rounds — noting new escapees on every
-//!    look, while their parents still live;
-//! 3. freezes and kills every noted escapee with its whole lineage (through pidfds checked
-//!    against the start time it noted, so a reused pid is never hit), looking for the tokens
-//!    again until two passes in a row find nothing (5 s at most);
-//! 4. says what it did: one line on stderr, written without ever blocking, and one
-//!    `watchdog-stopped` record appended to the run's `events.jsonl`.
+//! [`super::watchdog`], the rules [`crate::domain::watchdog`]): deaf to the stopping signals in
+//! a session of its own, it reads registrations until the handler is gone, then stops every
+//! unreleased group and escapee and says what it did.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -44,11 +24,10 @@ use super::no_follow;
 use super::proc;
 use super::process_group;
 use crate::domain::escalation::Escalation;
-use crate::domain::identity::ProcStat;
 use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
 use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
 
-/// The hidden first argument that makes the binary a (replacement) watchdog.
+/// The hidden first argument that makes the binary a (re-executed) watchdog.
 pub(crate) const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
 /// The watchdog's process name (`/proc/<pid>/comm`, what `ps -e` and `pstree` show).
 pub(crate) const WATCHDOG_NAME: &str = "ash-watchdog";
@@ -60,8 +39,7 @@ const IDLE_INTERVAL: Duration = Duration::from_millis(500);
 /// adoption and it also cleared its environment.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// What a watchdog needs to know about its handler.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct WatchdogConfig {
     pub handler_pid: u32,
     pub handler_pgid: u32,
@@ -69,7 +47,6 @@ pub(crate) struct WatchdogConfig {
 }
 
 impl WatchdogConfig {
-    /// The arguments of a re-executed watchdog.
     pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             WATCHDOG_ARG.into(),
@@ -97,8 +74,7 @@ impl WatchdogConfig {
 /// The forked watchdog: runs its life and exits, never returning into the handler's code.
 pub(crate) fn run_forked(socket: OwnedFd, config: &WatchdogConfig) -> ! {
     let _ = setsid();
-    // The handler's log subscriber came with the fork: the watchdog's only words are its
-    // last line and its event record (`tell`), so nothing of the shared code logs here.
+    // The handler's log subscriber came with the fork: the watchdog's only words are `tell`'s.
     let _silent = tracing::dispatcher::set_default(&tracing::Dispatch::none());
     let code = match adopt_descriptors(Some(socket)) {
         Ok(()) => life(config),
@@ -125,9 +101,9 @@ pub(crate) fn main_if_watchdog() -> Option<i32> {
     Some(life(&config))
 }
 
-/// Leaves the watchdog holding only what it needs: the socket as stdin (`socket`, or stdin
-/// already), `/dev/null` as stdout, stderr unless it is a terminal (then `/dev/null` too),
-/// nothing else.
+/// Leaves the watchdog holding the socket as stdin (`socket`, or stdin already), `/dev/null`
+/// as stdout and stderr unless that is no terminal (on one, its line would land after the
+/// shell's prompt), and nothing else (a forked one holds copies of all the handler's).
 fn adopt_descriptors(socket: Option<OwnedFd>) -> io::Result<()> {
     let null = OpenOptions::new()
         .read(true)
@@ -146,28 +122,13 @@ fn adopt_descriptors(socket: Option<OwnedFd>) -> io::Result<()> {
         nix::unistd::dup2_stderr(&null)?;
     }
     drop(null);
-    close_from(3);
-    Ok(())
-}
-
-/// Closes every descriptor from `first` up (a forked watchdog holds copies of all the
-/// handler's), as `/proc/self/fd` lists them.
-fn close_from(first: RawFd) {
-    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    for fd in open.into_iter().filter(|fd| *fd >= first) {
+    for fd in proc::own_descriptors().into_iter().filter(|fd| *fd > 2) {
         // One that is not open (the listing's own) fails with EBADF.
         let _ = nix::unistd::close(fd);
     }
+    Ok(())
 }
 
-/// The watchdog's life: read messages until the handler is gone, then stop what is left.
 fn life(config: &WatchdogConfig) -> i32 {
     for stopping in [
         Signal::SIGINT,
@@ -209,7 +170,7 @@ fn life(config: &WatchdogConfig) -> i32 {
                 Ok(length) => {
                     if let Some(message) = WatchdogMessage::parse(&packet[..length]) {
                         let leader_started = match message {
-                            WatchdogMessage::Watch { pgid, .. } => started_ticks(pgid),
+                            WatchdogMessage::Watch { pgid, .. } => proc::start_time(pgid),
                             _ => None,
                         };
                         registry.apply(message, leader_started);
@@ -236,15 +197,6 @@ fn life(config: &WatchdogConfig) -> i32 {
     0
 }
 
-/// A process's start time, when it exists.
-fn started_ticks(pid: u32) -> Option<u64> {
-    stat_of(pid).map(|stat| stat.start_time_ticks)
-}
-
-fn stat_of(pid: u32) -> Option<ProcStat> {
-    proc::stat(pid).ok().flatten()
-}
-
 /// The periodic look: forget gone groups; while watching, note the handler's children that
 /// could be escapees and drop noted ones that are gone.
 fn look_around(registry: &mut Registry, handler_pid: u32, own_pid: u32) {
@@ -253,16 +205,16 @@ fn look_around(registry: &mut Registry, handler_pid: u32, own_pid: u32) {
         return;
     }
     for child in proc::children_of(handler_pid) {
-        if let Some(stat) = stat_of(child) {
+        if let Some(stat) = proc::stat_of(child) {
             registry.note_handler_child(&stat, own_pid);
         }
     }
-    registry.prune_adoptees(stat_of);
+    registry.prune_adoptees(proc::stat_of);
 }
 
 /// The handler is gone with groups not released: stop them and every escapee.
 fn stop_everything(registry: &mut Registry, own_pid: u32) -> StopReport {
-    registry.prune_adoptees(stat_of);
+    registry.prune_adoptees(proc::stat_of);
     let mut groups = registry.unreleased();
     let signalled = groups.clone();
     let tokens: Vec<String> = registry
@@ -387,8 +339,7 @@ fn sweep_escapees(
     }
 }
 
-/// Says what the watchdog did: one line on stderr (never blocking, never on a terminal — see
-/// the module doc) and one record in the run's event stream.
+/// Says what the watchdog did: one line on stderr and one record in the run's event stream.
 fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     let mut line = report.message(config.handler_pid);
     line.push('\n');
@@ -408,7 +359,7 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     });
     let mut text = record.to_string();
     text.push('\n');
-    // Appended as one write, never through a symbolic link (issue 23).
+    // Appended as one write, never through a symbolic link.
     let opened = no_follow::split(path)
         .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
     if let Ok(mut file) = opened

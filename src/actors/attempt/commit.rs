@@ -1,8 +1,6 @@
-//! The end of an attempt, run as tasks beside the attempt supervisor once its lifecycle has
-//! decided: the outcome record, the retry policy's decision (with the provider's reset time
-//! read from the transcript's end), the commit through the state store, and the report to
-//! the run — or, when nothing may be written, the report of an unresolved or unprepared
-//! attempt with what the state still shows of it.
+//! The end of an attempt, run as tasks once its lifecycle has decided: the outcome record, the
+//! retry policy's decision, the commit through the state store and the report to the run — or,
+//! when nothing may be written, the report of an unresolved or unprepared attempt.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,8 +25,8 @@ use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::transcript::{TRAILER_SEPARATOR, Trailer, render_trailer};
 use crate::domain::verification::Verification;
 use crate::invocation::RunSettings;
+use crate::platform::durable::TranscriptFile;
 use crate::platform::file_tail;
-use crate::platform::transcript_file::TranscriptFile;
 
 /// Where an attempt's end is reported, and what it needs to ask the store.
 #[derive(Clone)]
@@ -62,7 +60,6 @@ impl Reporting {
             .map(Box::new)
     }
 
-    /// Reports an attempt whose prepared record was not written.
     pub(crate) async fn not_prepared(self, attempt_id: String, error: StateWriteError) {
         let still_active = self.still_active(&attempt_id).await;
         self.send(
@@ -74,7 +71,6 @@ impl Reporting {
         );
     }
 
-    /// Reports a decided attempt that could not be committed.
     pub(crate) async fn unresolved(
         self,
         attempt: ActiveAttempt,
@@ -98,7 +94,6 @@ impl Reporting {
 /// What the attempt supervisor knows of a decided attempt besides its conclusion.
 pub(crate) struct Ended {
     pub(crate) attempt: ActiveAttempt,
-    /// This attempt's number among the phase's attempts in the state.
     pub(crate) phase_attempt: u32,
     /// When the attempt finished, and its duration in milliseconds.
     pub(crate) finished: (Timestamp, u64),
@@ -120,17 +115,17 @@ pub(crate) struct CommitJob {
     decision: Decision,
     /// The transcript of a worker that never ran, and the launch error to note in it.
     launch_note: Option<(TranscriptFile, String)>,
-    /// What the retry policy decides from, when the status may be retried.
-    retry: Option<RetryInputs>,
+    /// What the retry policy decides from, with the attempt and its status.
+    template_index: usize,
+    ledger: RetryLedger,
+    settings: Arc<RunSettings>,
     output: OutputBytes,
-    /// What the attempt's usage reports came to.
     usage: UsageSummary,
     /// The budget cap could not be enforced for this attempt's agent.
     budget_note: Option<String>,
 }
 
 impl CommitJob {
-    /// The outcome record of `ended` as `conclusion` decided it, and what its commit needs.
     pub(crate) fn new(
         ended: Ended,
         conclusion: Conclusion,
@@ -193,13 +188,6 @@ impl CommitJob {
             budget_note: conclusion.budget_note.clone(),
             changes,
         };
-        let retry = RetryInputs::for_status(
-            conclusion.decision.status,
-            &attempt,
-            order.template_index,
-            order.ledger.clone(),
-            settings.clone(),
-        );
         Self {
             reporting,
             events,
@@ -207,7 +195,9 @@ impl CommitJob {
             outcome,
             decision: conclusion.decision,
             launch_note,
-            retry,
+            template_index: order.template_index,
+            ledger: order.ledger.clone(),
+            settings: settings.clone(),
             output,
             usage: conclusion.usage,
             budget_note: conclusion.budget_note,
@@ -217,14 +207,15 @@ impl CommitJob {
     /// Notes the launch error, asks the retry policy, commits the outcome (with the schedule
     /// in the same write) and reports to the run.
     pub(crate) async fn run(self) {
-        if let Some((transcript, text)) = self.launch_note
+        if let Some((transcript, text)) = &self.launch_note
             && let Err(error) = off_runtime(|| transcript.append(text.as_bytes())).await
         {
             tracing::warn!(%error, "could not note the launch failure in the transcript");
         }
-        let retry = match self.retry {
-            Some(inputs) => inputs.decide().await,
-            None => None,
+        let retry = if self.decision.status.is_retryable() {
+            self.decide_retry().await
+        } else {
+            None
         };
         let schedule = retry.as_ref().map(|retry| retry.schedule.clone());
         let duration_ms = self.outcome.duration_ms.unwrap_or_default();
@@ -282,48 +273,20 @@ impl CommitJob {
     }
 }
 
-/// What the retry policy decides from, after a retryable attempt.
-struct RetryInputs {
-    phase_id: String,
-    status: AttemptStatus,
-    template_index: usize,
-    ledger: RetryLedger,
-    settings: Arc<RunSettings>,
-    transcript_path: String,
-}
-
 /// How much of the transcript's end is searched for a provider's reset time: the message that
 /// ended the attempt is near the end, and the search must not cost memory in proportion to
 /// the output.
 const RESET_SEARCH_BYTES: u64 = 64 * 1024;
 
-impl RetryInputs {
-    /// The policy's inputs for an attempt that ended `status`, when that status may be
-    /// retried at all.
-    fn for_status(
-        status: AttemptStatus,
-        attempt: &ActiveAttempt,
-        template_index: usize,
-        ledger: RetryLedger,
-        settings: Arc<RunSettings>,
-    ) -> Option<Self> {
-        status.is_retryable().then(|| Self {
-            phase_id: attempt.phase.id.clone(),
-            status,
-            template_index,
-            ledger,
-            settings,
-            transcript_path: attempt.transcript_path.clone(),
-        })
-    }
-
+impl CommitJob {
     /// The pure policy decision, after a rate limit with the reset time found at the end of
     /// the output (read off the runtime threads, with the machine's local time zone for clock
     /// times without one).
-    async fn decide(self) -> Option<ScheduledRetry> {
+    async fn decide_retry(&self) -> Option<ScheduledRetry> {
         let now = chrono::Utc::now();
-        let hint = if self.status == AttemptStatus::RateLimited {
-            let path = self.transcript_path.clone();
+        let status = self.decision.status;
+        let hint = if status == AttemptStatus::RateLimited {
+            let path = self.attempt.transcript_path.clone();
             off_runtime(move || {
                 let (tail, _) = file_tail::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
                 find_reset(&output_text(&tail), now, &chrono::Local)
@@ -333,7 +296,7 @@ impl RetryInputs {
             None
         };
         let finished = FinishedAttempt {
-            status: self.status,
+            status,
             template_index: self.template_index,
             reset_at: hint.as_ref().map(|hint| hint.at),
         };
@@ -355,7 +318,7 @@ impl RetryInputs {
                 reason,
                 ..
             } => tracing::info!(
-                status = %self.status,
+                status = %status,
                 next = "retry",
                 not_before = %not_before,
                 attempt,
@@ -365,13 +328,13 @@ impl RetryInputs {
                 "retry policy decided"
             ),
             NextStep::Stop(reason) => tracing::info!(
-                status = %self.status,
+                status = %status,
                 next = "stop",
                 reason = reason.describe(),
                 "retry policy decided"
             ),
         }
-        ScheduledRetry::from_step(&self.phase_id, self.status, &step, hint)
+        ScheduledRetry::from_step(&self.attempt.phase.id, status, &step, hint)
     }
 }
 

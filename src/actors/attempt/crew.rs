@@ -1,7 +1,6 @@
-//! The actors an attempt runs once its worker is launched — group killer, deadline timer,
-//! transcript writer, marker parser, stop scanner and one pipe reader per stream — started
-//! linked to the attempt supervisor, with the notification receiver beside them, and stopped
-//! together once the outcome is decided.
+//! The actors an attempt runs once its worker is launched, started linked to the attempt
+//! supervisor with the notification receiver beside them, and stopped together once the
+//! outcome is decided.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,61 +15,54 @@ use super::messages::{AttemptMsg, Output};
 use super::notifications;
 use super::pipe_reader::{Pipe, PipeReader, ReaderArgs};
 use super::stop_scanner::{ScanArgs, StopScanner};
-use super::transcript_writer::{ConsoleBound, TranscriptWriter, WriterArgs, WriterMsg};
+use super::transcript_writer::{TranscriptWriter, WriterArgs, WriterMsg};
 use crate::actors::observer::Emitter;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::output_stream::OutputStream;
 use crate::invocation::RunSettings;
 use crate::platform::activity_sampler::{ActivitySampler, AttemptProcesses};
 use crate::platform::console::Console;
+use crate::platform::durable::TranscriptFile;
 use crate::platform::notify_socket::{NotifyReceiver, NotifySocket};
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::transcript_file::TranscriptFile;
 
-/// The attempt's actors.
 pub(crate) struct Crew {
     pub(crate) writer: ActorRef<WriterMsg>,
     pub(crate) marker: ActorRef<Output>,
     pub(crate) scanner: Option<ActorRef<Output>>,
     pub(crate) timer: ActorRef<TimerMsg>,
     pub(crate) killer: ActorRef<KillerMsg>,
-    /// Each reader with its stream.
-    pub(crate) readers: Vec<(OutputStream, ActorCell)>,
+    pub(crate) readers: Vec<ActorCell>,
     /// Bounds the live console once the worker is being stopped or has exited.
-    pub(crate) console_bound: ConsoleBound,
+    pub(crate) console_bound: watch::Sender<bool>,
     /// Closes our read ends of the pipes (a process outside the group holds one open).
     pub(crate) close_readers: watch::Sender<bool>,
-    /// The task reading the worker's notifications, until the socket is drained.
+    /// Until the socket is drained.
     pub(crate) notifications: Option<NotifyReceiver>,
 }
 
-/// What the crew is started for.
 pub(crate) struct CrewArgs<'a> {
     pub(crate) supervisor: &'a ActorRef<AttemptMsg>,
     pub(crate) settings: &'a RunSettings,
-    /// The worker's process group (its pid: it leads a session of its own).
+    /// The worker's process group (its pid).
     pub(crate) pgid: u32,
     /// The worker's start time, to tell its descendants from children the handler inherited.
     pub(crate) worker_started_ticks: Option<u64>,
     pub(crate) inherited: Arc<ChildSnapshot>,
-    /// When the worker was started: the clocks count from here.
+    /// The clocks count from here.
     pub(crate) launched: Instant,
-    /// The socket the worker's `NOTIFY_SOCKET` names, if it has one.
     pub(crate) notify_socket: Option<NotifySocket>,
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
     pub(crate) attempt_id: String,
     pub(crate) console: Option<Arc<Console>>,
     pub(crate) events: Emitter,
-    /// The attempt's span, which every actor of the crew logs in.
     pub(crate) span: tracing::Span,
 }
 
 impl Crew {
-    /// Starts every actor but the readers ([`Crew::start_readers`] follows the launch), and
-    /// the notification receiver. Spawning can only fail on a panic inside `pre_start` (none
-    /// of them does I/O or takes an OS resource there), so a failure is a bug, returned as
-    /// such.
+    /// Starts every actor but the readers, and the notification receiver. Spawning fails only
+    /// on a panic inside a `pre_start` (none does I/O there): a bug, returned as such.
     pub(crate) async fn start(args: CrewArgs<'_>) -> Result<Self, SpawnErr> {
         let cell = args.supervisor.get_cell();
         let supervisor = args.supervisor.clone();
@@ -125,7 +117,7 @@ impl Crew {
                     .0,
             )
         };
-        let (console_bound, bounded) = ConsoleBound::new();
+        let (console_bound, bounded) = watch::channel(false);
         let writer = WriterArgs {
             transcript: args.transcript,
             transcript_path: args.transcript_path,
@@ -154,8 +146,7 @@ impl Crew {
     }
 
     /// Starts one reader per pipe; returns why a reader could not be started, if one could
-    /// not (the attempt is then stopped as an execution failure). A stream without a reader
-    /// has ended as far as the output's consumers are concerned.
+    /// not. A stream without a reader has ended for the output's consumers.
     pub(crate) async fn start_readers(
         &mut self,
         pipes: [(OutputStream, Option<Pipe>); 2],
@@ -178,7 +169,7 @@ impl Crew {
                 span: span.clone(),
             };
             match Actor::spawn_linked(None, PipeReader, args, supervisor.get_cell()).await {
-                Ok((reader, _)) => self.readers.push((stream, reader.get_cell())),
+                Ok((reader, _)) => self.readers.push(reader.get_cell()),
                 Err(error) => {
                     self.end_stream(stream);
                     failures.push(ExecutionFailure::ReaderStart {
@@ -209,7 +200,6 @@ impl Crew {
         }
     }
 
-    /// Stops every actor of the crew.
     pub(crate) fn stop(&self) {
         for actor in [
             self.writer.get_cell(),
@@ -219,7 +209,7 @@ impl Crew {
         ]
         .into_iter()
         .chain(self.scanner.iter().map(|scanner| scanner.get_cell()))
-        .chain(self.readers.iter().map(|(_, reader)| reader.clone()))
+        .chain(self.readers.iter().cloned())
         {
             actor.stop(None);
         }

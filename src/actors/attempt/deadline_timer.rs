@@ -1,15 +1,7 @@
-//! DeadlineTimer: owns the attempt's clocks — the wall-clock `--timeout` measured from launch,
-//! the `--idle-timeout` measured from the last sign of life (output, an accepted notification,
-//! visible activity), the activity sampler, and the agent's latest status — and steps the
-//! domain's machine for them ([`crate::domain::liveness::clock::AttemptClock`]); every rule is
-//! there, this actor only executes its effects.
-//!
-//! Output notices only move a timestamp (no wake-up is armed for them); the timer wakes itself
-//! at the earliest pending time and re-arms if a deadline moved meanwhile. A sample of the
-//! processes (`/proc`, `sock_diag`) runs off the runtime, one at a time, the sampler
-//! travelling with it and back. The timer reports which deadlines passed; which one stops the
-//! attempt is the attempt lifecycle's rule. So sustained output costs one cheap message per
-//! (coalesced) notice and can never postpone the wall-clock deadline.
+//! DeadlineTimer: owns the attempt's clocks (`--timeout`, `--idle-timeout`), the activity
+//! sampler and the agent's latest status, and executes the effects of the domain's
+//! [`AttemptClock`] (docs/liveness.md). A sample runs off the runtime, the sampler travelling
+//! with it and back; output notices arm no wake-up, so output never postpones a deadline.
 
 use std::time::{Duration, Instant};
 
@@ -30,7 +22,6 @@ use crate::platform::activity_sampler::ActivitySampler;
 
 /// The clock's inputs ([`ClockInput`]), stamped by whoever saw them happen.
 pub(crate) enum TimerMsg {
-    /// Some output arrived on either stream.
     Output,
     /// An accepted notification arrived at `at`: what of it concerns the clocks.
     Notified {
@@ -47,32 +38,23 @@ pub(crate) enum TimerMsg {
 pub(crate) struct DeadlineTimer;
 
 pub(crate) struct TimerArgs {
-    /// `--timeout` and `--idle-timeout` in seconds, as the deadlines' events carry them.
+    /// In seconds, as the deadlines' events carry them.
     pub(crate) timeout_seconds: Option<f64>,
     pub(crate) idle_timeout_seconds: Option<f64>,
     /// When the worker was launched: the clocks' origin (the sampler's too).
     pub(crate) launched: Instant,
-    /// Samples the attempt's processes; `None` when their identity is unknown.
+    /// `None` without an idle limit. Home between samples; away while one is taken.
     pub(crate) sampler: Option<ActivitySampler>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// Where statuses and extensions go, as events of `attempt_id`.
     pub(crate) events: Emitter,
     pub(crate) attempt_id: String,
-    /// The attempt's span: every record of the timer carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct TimerState {
     clock: AttemptClock,
-    timeout_seconds: Option<f64>,
-    idle_timeout_seconds: Option<f64>,
-    launched: Instant,
-    /// Home between samples; away while one is taken.
-    sampler: Option<ActivitySampler>,
-    supervisor: ActorRef<AttemptMsg>,
-    events: Emitter,
-    attempt_id: String,
-    span: tracing::Span,
+    args: TimerArgs,
 }
 
 impl Actor for DeadlineTimer {
@@ -90,17 +72,7 @@ impl Actor for DeadlineTimer {
             args.idle_timeout_seconds.and_then(limit_duration),
             THRESHOLDS,
         );
-        let mut state = TimerState {
-            clock,
-            timeout_seconds: args.timeout_seconds,
-            idle_timeout_seconds: args.idle_timeout_seconds,
-            launched: args.launched,
-            sampler: args.sampler,
-            supervisor: args.supervisor,
-            events: args.events,
-            attempt_id: args.attempt_id,
-            span: args.span,
-        };
+        let mut state = TimerState { clock, args };
         state.execute(effects, &myself);
         Ok(state)
     }
@@ -114,14 +86,14 @@ impl Actor for DeadlineTimer {
         let input = match message {
             TimerMsg::Output => ClockInput::Output { at: state.now() },
             TimerMsg::Notified { at, status, extend } => ClockInput::Notified {
-                at: at.saturating_duration_since(state.launched),
+                at: at.saturating_duration_since(state.args.launched),
                 status,
                 extend,
             },
             TimerMsg::Woke => ClockInput::Woke { at: state.now() },
             TimerMsg::Sampled(sampled) => {
                 let (sampler, sample) = *sampled;
-                state.sampler = Some(sampler);
+                state.args.sampler = Some(sampler);
                 ClockInput::Sampled(sample)
             }
         };
@@ -136,11 +108,11 @@ impl Actor for DeadlineTimer {
 impl TimerState {
     /// Now, as the clocks count: since the launch.
     fn now(&self) -> Duration {
-        self.launched.elapsed()
+        self.args.launched.elapsed()
     }
 
     fn execute(&mut self, effects: Vec<ClockEffect>, myself: &ActorRef<TimerMsg>) {
-        let _entered = self.span.clone().entered();
+        let _entered = self.args.span.clone().entered();
         for effect in effects {
             match effect {
                 ClockEffect::WakeAt(at) => {
@@ -175,13 +147,14 @@ impl TimerState {
                         tracing::info!(message = %message, "idle deadline reached");
                     }
                     let passed = AttemptEvent::DeadlinesPassed {
-                        timeout: self.timeout_seconds.filter(|_| timeout),
+                        timeout: self.args.timeout_seconds.filter(|_| timeout),
                         idle: self
+                            .args
                             .idle_timeout_seconds
                             .zip(idle)
                             .map(|(seconds, summary)| IdleStop { seconds, summary }),
                     };
-                    notify(&self.supervisor, passed.into());
+                    notify(&self.args.supervisor, passed.into());
                 }
             }
         }
@@ -189,9 +162,9 @@ impl TimerState {
 
     /// Takes one sample off the runtime, in a task; the sampler comes back with it.
     fn sample(&mut self, myself: &ActorRef<TimerMsg>) {
-        let Some(mut sampler) = self.sampler.take() else {
-            // No sampler (the worker's identity is unknown): the clock waits for a sample that
-            // never comes, so it asks for none again, and activity keeps nothing alive.
+        let Some(mut sampler) = self.args.sampler.take() else {
+            // No sampler: the clock waits for a sample that never comes, so it asks for none
+            // again, and activity keeps nothing alive.
             return;
         };
         let target = myself.clone();
@@ -204,7 +177,7 @@ impl TimerState {
                 .await;
                 notify(&target, TimerMsg::Sampled(Box::new(sampled)));
             }
-            .instrument(self.span.clone()),
+            .instrument(self.args.span.clone()),
         );
     }
 
@@ -220,7 +193,7 @@ impl TimerState {
     }
 
     fn emit(&self, event: RunEvent) {
-        self.events.emit(Some(&self.attempt_id), event);
+        self.args.events.emit(Some(&self.args.attempt_id), event);
     }
 }
 

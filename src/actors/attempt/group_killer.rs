@@ -1,16 +1,7 @@
-//! GroupKiller: owns the worker's process group, addressed by the pgid saved at launch — never
-//! by a pid, and never our own group. Its first request starts the group's end as one blocking
-//! job off the runtime, which reports the lifecycle event [`AttemptEvent::GroupEmptied`]:
-//!
-//! - `Terminate`: SIGTERM, the grace period (0.5 s), then SIGKILL rounds while any member
-//!   lives ([`process_group::stop_group`], the loop every group's stop goes through);
-//! - `SweepAfterExit`: the leader exited on its own, so whatever is left of the group leaked:
-//!   its pids are recorded and it is SIGKILLed;
-//! - `KillNow`: a second signal skips what is left of the grace period.
-//!
-//! Once the group is empty the job sweeps the worker's escaped descendants (the handler is a
-//! child subreaper: [`descendant_sweep::sweep_until_done`], rules in
-//! [`crate::domain::process_tree`]) and tells the watchdog the group is released.
+//! GroupKiller: owns the worker's process group, addressed by the pgid saved at launch. Its
+//! first request starts the group's end as one blocking job off the runtime
+//! ([`process_group::stop_group`], then the escapee sweep and the watchdog's release), which
+//! reports `GroupEmptied`; `KillNow` (a second signal) skips what is left of the grace.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,22 +27,17 @@ pub(crate) struct GroupKiller;
 
 pub(crate) struct KillerArgs {
     pub(crate) pgid: u32,
-    /// The leader's start time (`/proc/<pid>/stat` field 22). An adopted child that started
-    /// before it cannot descend from the worker — the handler inherited it across `exec` — so
-    /// it is never signalled. `None` when the identity could not be read: then no adopted
-    /// process is signalled at all, since none can be told apart.
+    /// The leader's start time: an adopted child that started before it is no descendant of
+    /// the worker. `None` when unknown: then no adopted process is signalled at all.
     pub(crate) worker_started_ticks: Option<u64>,
     /// The handler's children before its first worker started: inherited, never signalled.
     pub(crate) inherited: Arc<ChildSnapshot>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// The attempt's span: every record of the killer (each SIGTERM and SIGKILL) carries
-    /// the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 
 pub(crate) struct KillerState {
     args: KillerArgs,
-    /// Whether the group's end has started (it starts once).
     started: bool,
     /// Read by the job at every look: a second signal came.
     kill_now: Arc<AtomicBool>,
@@ -98,7 +84,6 @@ impl Actor for GroupKiller {
 }
 
 impl KillerState {
-    /// Starts the group's end: a task that runs it off the runtime and reports the result.
     fn start(&mut self, stop: Stop) {
         self.started = true;
         let pgid = self.args.pgid;

@@ -1,5 +1,4 @@
-//! MarkerParser: owns the per-stream result-block framing state. It keeps only framing state
-//! (and the body of a candidate block), never the output. Each stream has its own framer, so
+//! MarkerParser: owns the result-block framing state of each stream (never the output), so
 //! scheduling between the two pipes can never join fragments into a result. Once both
 //! streams ended it tells the attempt supervisor its verdict.
 
@@ -14,7 +13,6 @@ pub(crate) struct MarkerParser;
 
 pub(crate) struct MarkerArgs {
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// The attempt's span: every record of the parser carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 

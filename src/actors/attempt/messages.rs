@@ -1,8 +1,6 @@
-//! What the attempt supervisor is told — by its preparation and check tasks, by its children
-//! (pipe readers, marker parser, stop scanner, deadline timer, transcript writer, group
-//! killer), by the notification receiver, by its own timers, and by the run supervisor (an
-//! interrupt) — and what the pipe readers hand the output's consumers. Children import this
-//! file, never the supervisor's.
+//! What the attempt supervisor is told, by its tasks, its children and the run supervisor, and
+//! what the pipe readers hand the output's consumers. Children import this file, never the
+//! supervisor's.
 
 use std::sync::Arc;
 
@@ -26,12 +24,12 @@ pub(crate) enum AttemptMsg {
     Prepared(Box<Result<Launch, SetupFailure>>),
     /// The notification socket was drained and closed: what became of its datagrams.
     NotificationsDrained(NotifyTally),
-    /// The marker parser's verdict over both streams, once both ended.
+    /// Once both streams ended.
     Verdict(MarkerVerdict),
     /// The stop scanner's last word once both streams ended: its match, whether found live
     /// or only at the real end of input (`$`, `\z`, a trailing `\b`).
     FinalMatch(Option<StopMatch>),
-    /// The transcript writer wrote the trailer (or why it could not), with the output's size.
+    /// The trailer was written (or why it could not), with the output's size.
     TrailerWritten {
         error: Option<String>,
         output: OutputBytes,
@@ -40,7 +38,7 @@ pub(crate) enum AttemptMsg {
     ChangesRecorded(Option<Box<Changes>>),
     /// The Verify check job finished a check.
     CheckEnded(Box<EndedCheck>),
-    /// The run's watchdog was lost, and replaced or not (`platform::watchdog`'s monitor).
+    /// The run's watchdog was lost, and replaced or not.
     WatchdogLost(Box<WatchdogLoss>),
 }
 
@@ -50,7 +48,6 @@ impl From<AttemptEvent> for AttemptMsg {
     }
 }
 
-/// How a Verify check's run ended, as its job reports it.
 pub(crate) struct EndedCheck {
     pub(crate) check: VerifyCheck,
     pub(crate) outcome: CheckOutcome,
@@ -58,12 +55,10 @@ pub(crate) struct EndedCheck {
     pub(crate) stopped: bool,
 }
 
-/// The worker's output as the pipe readers hand it to each of its consumers: the transcript
-/// writer, the marker parser and the stop scanner.
+/// The worker's output as the pipe readers hand it to each of its consumers.
 pub(crate) enum Output {
     /// The next bytes of `stream`, shared by the consumers. Each answers `done` once it is
-    /// through with them, and the reader reads on only when all have: one chunk in flight per
-    /// stream, whatever the mailboxes hold.
+    /// through with them, and the reader reads on only when all have.
     Chunk {
         stream: OutputStream,
         bytes: Arc<Vec<u8>>,

@@ -1,16 +1,7 @@
-//! AttemptSupervisor: one per attempt. It owns the attempt's actors and carries out what the
-//! pure lifecycle machine ([`crate::domain::lifecycle::attempt`]) decides — which trigger
-//! becomes the cause, what a signal does in each stage, when cleanup moves on, what the
-//! outcome is and whether it may be committed. This actor only turns messages into machine
-//! events and machine effects into actions.
-//!
-//! Its handlers never wait on a disk, a store write or another actor's reply: preparation
-//! ([`prepare`]), the `running` record, each Verify check ([`verify`]) and the commit
-//! ([`commit`]) run as tasks that report back with a message (or, at the end, report to the
-//! run), and what recording needs the output's consumers report on their own
-//! ([`recording`]). So a timeout, a stop-regex match or a signal is handled at once whatever
-//! the disk is doing, and a signal during preparation is held by the machine until the group
-//! exists.
+//! AttemptSupervisor: one per attempt. It owns the attempt's actors, feeds its messages to the
+//! lifecycle machine ([`crate::domain::lifecycle::attempt`]) and carries out the effects. Its
+//! handlers never wait: preparation, the `running` record, Verify checks and the commit run as
+//! tasks that report back (docs/architecture.md, "Attempt lifecycle").
 
 mod commit;
 mod crew;
@@ -31,7 +22,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
-use tokio::net::unix::pipe;
+use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -66,18 +57,16 @@ use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
+use crate::platform::durable::TranscriptFile;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::process_group::WorkerChild;
-use crate::platform::transcript_file::TranscriptFile;
 use crate::platform::watchdog;
 
 pub(crate) use self::messages::AttemptMsg;
 
 /// Everything one attempt needs, fixed when the run loop orders the launch.
 pub(crate) struct AttemptSpec {
-    /// Where the attempt's end is reported.
     pub(crate) run: DerivedActorRef<Box<crate::domain::lifecycle::run::AttemptReport>>,
     pub(crate) store: ActorRef<StoreMsg>,
     pub(crate) location: Arc<PlanLocation>,
@@ -85,14 +74,13 @@ pub(crate) struct AttemptSpec {
     pub(crate) settings: Arc<RunSettings>,
     pub(crate) phase: Phase,
     pub(crate) execution_workspace: String,
-    /// What the run loop decided for this attempt (template, retry turn, acceptance).
     pub(crate) order: LaunchOrder,
     /// The handler's children before its first worker: never treated as escaped descendants.
     pub(crate) inherited_children: Arc<ChildSnapshot>,
-    /// The phase's position in the plan (1-based), for progress.
+    /// 1-based, for progress.
     pub(crate) phase_index: usize,
     pub(crate) events: Emitter,
-    /// The run's live console; `None` with `--quiet`.
+    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     pub(crate) span: tracing::Span,
 }
@@ -109,26 +97,19 @@ pub(crate) struct AttemptState {
     unlaunched_transcript: Option<TranscriptFile>,
     /// Why the prepared record was not written, until the machine concludes.
     not_prepared: Option<(String, StateWriteError)>,
-    /// When the attempt started, for its duration.
     started: std::time::Instant,
-    /// When the attempt finished (its worker gone, or never started) and its one duration,
-    /// measured at that moment ([`AttemptState::finish_now`], docs/decisions.md): the
-    /// outcome, `state.json`, the event stream, the end line and `run --json` all carry it.
+    /// When the attempt finished and its one duration, measured at that moment
+    /// ([`AttemptState::finish_now`]): every record of the attempt carries it.
     finished: Option<(Timestamp, u64)>,
-    /// What recording gathers from the output's consumers, and what the agent wrote.
     findings: Findings,
     /// This attempt's number among the phase's attempts in the state.
     phase_attempt: u32,
-    /// The running Verify check's stop switch.
     check_stop: Option<StopSwitch>,
-    /// What became of the worker's notifications, once the socket is drained.
     notify_tally: Option<NotifyTally>,
-    /// When the running usage was last streamed.
     usage_publication: UsagePublication,
     tasks: Vec<JoinHandle<()>>,
     /// Watchdog losses are told to this attempt while it lives.
     _watchdog: watchdog::Subscription,
-    /// The watchdog losses during this attempt, for the trailer and the outcome.
     watchdog_losses: Vec<WatchdogLoss>,
     /// The work tree before the launch, while changes are to be recorded.
     changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
@@ -263,7 +244,6 @@ impl Actor for AttemptSupervisor {
 }
 
 impl AttemptState {
-    /// Feeds one event to the machine and executes the effects it returns.
     fn feed(&mut self, event: AttemptEvent, myself: &ActorRef<AttemptMsg>) {
         self.note(&event);
         let before = self.lifecycle.stage().name();
@@ -277,7 +257,6 @@ impl AttemptState {
         }
     }
 
-    /// What the supervisor itself keeps or tells of an event.
     fn note(&mut self, event: &AttemptEvent) {
         if let AttemptEvent::RunningRecorded = event
             && let Some(attempt) = self.attempt.as_mut()
@@ -305,7 +284,7 @@ impl AttemptState {
             }
             AttemptEffect::BoundConsole => {
                 if let Some(crew) = &self.crew {
-                    crew.console_bound.engage();
+                    crew.console_bound.send_replace(true);
                 }
             }
             AttemptEffect::TerminateGroup => {
@@ -409,15 +388,12 @@ impl AttemptState {
         }
     }
 
-    /// The attempt is concluded: every actor of it has said what it knows.
     fn stop_crew(&mut self) {
         if let Some(crew) = self.crew.take() {
             crew.stop();
         }
     }
 
-    /// Runs one Verify check as a blocking job; it reports back with
-    /// [`AttemptMsg::CheckEnded`].
     fn run_check(&mut self, check: VerifyCheck, myself: &ActorRef<AttemptMsg>) {
         let count = self.spec.phase.verify.len();
         tracing::info!(index = check.index, of = count, first_line = %check.first_line(), "verify check starting");
@@ -522,13 +498,12 @@ impl AttemptState {
             .collect()
     }
 
-    /// Runs `work` as a task of this attempt, in its span; aborted if the attempt stops first.
+    /// Runs `work` in the attempt's span; aborted if the attempt stops first.
     fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
         let span = self.spec.span.clone();
         self.tasks.push(tokio::spawn(work.instrument(span)));
     }
 
-    /// Emits an event of this attempt (with its id once it has one).
     fn emit(&self, event: RunEvent) {
         let attempt_id = self.attempt.as_ref().map(|attempt| attempt.id.as_str());
         self.spec.events.emit(attempt_id, event);
@@ -548,7 +523,6 @@ impl AttemptState {
         }
     }
 
-    /// The preparation task's inputs, cloned out of the spec.
     fn preparation(&mut self) -> PreparationTask {
         let order = &mut self.spec.order;
         PreparationTask {
@@ -609,7 +583,6 @@ impl AttemptState {
             attempt,
             phase_attempt,
             mut child,
-            pid,
             identity,
             transcript,
             prompt,
@@ -619,6 +592,7 @@ impl AttemptState {
         self.changes_before = changes_before;
         // The clocks count from here: the worker has just been started.
         let launched = std::time::Instant::now();
+        let pid = child.id();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
             Some(&attempt.id),
@@ -666,7 +640,13 @@ impl AttemptState {
         ];
         let waiter = myself.clone();
         self.spawn(async move {
-            let exit = wait_for_exit(&mut child).await;
+            let exit = child.wait().await.unwrap_or_else(|error| {
+                tracing::error!(%error, "waiting for the worker failed");
+                ChildExit {
+                    code: None,
+                    signal: None,
+                }
+            });
             tracing::info!(code = exit.code, signal = exit.signal, "worker exited");
             notify(&waiter, AttemptEvent::LeaderExited(exit).into());
         });
@@ -684,7 +664,6 @@ impl AttemptState {
         Ok(None)
     }
 
-    /// Writes the `running` record in a task: a slow disk must not delay a timeout or signal.
     fn record_running(
         &mut self,
         attempt_id: &str,
@@ -715,9 +694,8 @@ impl AttemptState {
         });
     }
 
-    /// The group is gone and both pipes are closed (or our read ends): the writer is asked
-    /// for the trailer; the marker parser's verdict and the stop scanner's last word come on
-    /// their own once both streams ended. The three make the `Gathered` event.
+    /// The writer is asked for the trailer; the marker parser's verdict and the stop scanner's
+    /// last word come on their own once both streams ended. The three make `Gathered`.
     fn gather(&mut self, input: RecordingInput, myself: &ActorRef<AttemptMsg>) {
         let (finished_at, _) = self.finish_now();
         let Some(crew) = &self.crew else { return };
@@ -807,20 +785,9 @@ impl AttemptState {
     }
 }
 
-/// Writes the prompt to the worker's stdin and closes it. A worker that never reads stdin
-/// must not stall anything: this runs on its own and is abandoned at cleanup. A closed pipe
-/// (EPIPE) just means the worker did not want it.
-async fn write_prompt(mut stdin: pipe::Sender, prompt: Vec<u8>) {
+/// Writes the prompt to the worker's stdin and closes it, in a task of its own (abandoned at
+/// cleanup): a worker that never reads stdin stalls nothing, and EPIPE means it did not want it.
+async fn write_prompt(mut stdin: ChildStdin, prompt: Vec<u8>) {
     let _ = stdin.write_all(&prompt).await;
     let _ = stdin.shutdown().await;
-}
-
-async fn wait_for_exit(child: &mut WorkerChild) -> ChildExit {
-    child.wait().await.unwrap_or_else(|error| {
-        tracing::error!(%error, "waiting for the worker failed");
-        ChildExit {
-            code: None,
-            signal: None,
-        }
-    })
 }

@@ -1,14 +1,7 @@
-//! The attempt's notification socket once its worker runs: the receiving task
-//! ([`crate::platform::notify_socket::NotifyReceiver`]) with the attempt's membership check,
-//! and where each accepted datagram goes — what concerns the clocks (a sign of life, a status,
-//! an extension) to the deadline timer, a usage report to the attempt supervisor, whose
-//! lifecycle folds it and applies the budget caps.
-//!
-//! Plain pings (`WATCHDOG=1` and other datagrams with neither a status nor an extension) are
-//! coalesced to one per [`PING_INTERVAL`], like output notices: a flood of them costs the
-//! timer nothing. The supervisor drains the socket once the group is empty
-//! ([`NotifyReceiver::finish`]); every report read by then was sent before the drain reports
-//! back, so it reaches the lifecycle before recording starts.
+//! Where the attempt's accepted notifications go: what concerns the clocks (a sign of life, a
+//! status, an extension) to the deadline timer, plain pings coalesced to one per
+//! [`PING_INTERVAL`]; a usage report to the attempt supervisor. Membership is checked against
+//! the attempt's processes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +15,8 @@ use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::platform::activity_sampler::AttemptProcesses;
 use crate::platform::notify_socket::{Delivery, NotifyReceiver, NotifySocket};
 
-/// Plain pings reach the timer at most once per this interval.
 const PING_INTERVAL: Duration = Duration::from_millis(20);
 
-/// Starts receiving on `socket` for the attempt whose processes are `processes`.
 pub(crate) fn start(
     socket: NotifySocket,
     processes: Arc<AttemptProcesses>,

@@ -1,14 +1,7 @@
-//! PipeReader: owns the read end of one of the worker's streams. Each `Read` message reads
-//! one chunk and hands it, shared, to the output's consumers — the transcript writer, the
-//! marker parser and the stop scanner — then waits until each of them is done with it before
-//! it asks itself to read again. So one chunk per stream is in flight whatever the child
-//! writes, and a full pipe slows the child down: backpressure end to end, despite ractor's
-//! unbounded mailboxes.
-//!
-//! At the end of the stream (or a read error) the reader tells the consumers
-//! ([`Output::Ended`]) and the supervisor ([`AttemptEvent::StreamEnded`]) and stops. When the
-//! supervisor closes the readers (a process outside the group holds a pipe open), a reader
-//! waiting for data stops reading and tells the consumers the same way.
+//! PipeReader: owns the read end of one of the worker's streams. Each `Read` message reads one
+//! chunk, hands it to the output's consumers and waits until each is done with it before
+//! reading again: one chunk in flight per stream (docs/architecture.md, "Flow control"). At the
+//! end of the stream, or when the supervisor closes the readers, it tells them and stops.
 
 use std::sync::Arc;
 
@@ -30,7 +23,6 @@ const CHUNK_SIZE: usize = 1024 * 1024;
 pub(crate) type Pipe = Box<dyn AsyncRead + Send + Unpin>;
 
 pub(crate) enum ReaderMsg {
-    /// Read the next chunk and hand it on.
     Read,
 }
 
@@ -46,7 +38,6 @@ pub(crate) struct ReaderArgs {
     pub(crate) supervisor: ActorRef<AttemptMsg>,
     /// Becomes true when the supervisor closes the readers.
     pub(crate) closed: watch::Receiver<bool>,
-    /// The attempt's span, so the reader's records carry the attempt id.
     pub(crate) span: tracing::Span,
 }
 
@@ -65,7 +56,6 @@ impl Drop for ReaderState {
     }
 }
 
-/// How one read ended.
 enum Read {
     /// A chunk was handed on (or the read was interrupted): read again.
     Again,

@@ -1,9 +1,6 @@
-//! The preparation of one attempt, run as a task beside the attempt supervisor so that no
-//! disk, store write or spawn ever waits inside its handlers: the prepared record, the
-//! prompt, the transcript header, the attempt's notification socket,
-//! the spawn in a new session and process group (with `NOTIFY_SOCKET` naming that socket), and
-//! the worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs
-//! ([`SetupFailure`]).
+//! The preparation of one attempt, run as a task beside the attempt supervisor: the prepared
+//! record, the prompt, the transcript header, the notification socket, the spawn and the
+//! worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs.
 
 use std::fs::File;
 use std::io;
@@ -26,20 +23,19 @@ use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
 use crate::domain::verification::FailedCheck;
 use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::durable::TranscriptFile;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
 use crate::platform::process_group::{self, WorkerChild};
-use crate::platform::transcript_file::TranscriptFile;
-use crate::platform::{durable, spawn};
+use crate::platform::{durable, program};
 
 /// A launched worker, handed from the preparation task to the supervisor.
 pub(crate) struct Launch {
     pub(crate) attempt: ActiveAttempt,
     pub(crate) phase_attempt: u32,
     pub(crate) child: WorkerChild,
-    pub(crate) pid: u32,
     pub(crate) identity: Option<ProcessIdentity>,
     pub(crate) transcript: TranscriptFile,
     pub(crate) prompt: Vec<u8>,
@@ -58,11 +54,11 @@ pub(crate) enum SetupFailure {
         error: StateWriteError,
     },
     /// The prepared record is durable, but the prompt or the transcript header could not be
-    /// created.
+    /// created (the error names the file).
     Setup {
         attempt: ActiveAttempt,
         phase_attempt: u32,
-        error: SetupError,
+        error: io::Error,
     },
     /// The worker could not be started; `transcript` gets the launch error.
     Launch {
@@ -71,14 +67,6 @@ pub(crate) enum SetupFailure {
         transcript: TranscriptFile,
         summary: String,
     },
-}
-
-/// What could not be set up before the launch.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SetupError {
-    /// The prompt or the transcript header (the message names the file).
-    #[error("{0}")]
-    Artifact(io::Error),
 }
 
 /// Everything the preparation task needs, owned, so it can run beside the actor.
@@ -94,7 +82,7 @@ pub(crate) struct PreparationTask {
     pub(crate) template_index: usize,
     pub(crate) retry_note: Option<RetryNote>,
     /// The phase's previous attempt reported completion and this check failed it: the
-    /// prompt says so (issue 20).
+    /// prompt says so.
     pub(crate) verification_failure: Option<FailedCheck>,
     pub(crate) attempt_number: u32,
     pub(crate) phase_index: usize,
@@ -199,107 +187,60 @@ impl PreparationTask {
             agent_cmd: template.raw(),
             argv: &argv,
         });
-        let prompt = prompt.into_bytes();
         // One blocking call off the runtime for everything from the first artifact to the
         // worker's identity: every step waits on the disk, the spawn or `/proc`.
         let job = StartJob {
-            attempt_id: attempt.id.clone(),
-            prompt_path: attempt.prompt_path.clone(),
-            prompt: prompt.clone(),
-            transcript_path: attempt.transcript_path.clone(),
+            attempt,
+            phase_attempt,
+            prompt: prompt.into_bytes(),
             header,
             argv,
-            cwd: attempt.execution_workspace.clone(),
             record_changes: self.settings.record_changes,
         };
-        match off_runtime(move || job.run()).await {
-            Started::Running(running) => {
-                let Running {
-                    child,
-                    pid,
-                    identity,
-                    transcript,
-                    notify_socket,
-                    changes_before,
-                } = *running;
-                Ok(Launch {
-                    attempt,
-                    phase_attempt,
-                    child,
-                    pid,
-                    identity,
-                    transcript,
-                    prompt,
-                    notify_socket,
-                    changes_before,
-                })
-            }
-            Started::NotSetUp(error) => Err(SetupFailure::Setup {
-                attempt,
-                phase_attempt,
-                error,
-            }),
-            Started::NotLaunched {
-                transcript,
-                summary,
-            } => Err(SetupFailure::Launch {
-                attempt,
-                phase_attempt,
-                transcript,
-                summary,
-            }),
-        }
+        off_runtime(move || job.run())
+            .await
+            .map_err(|failure| *failure)
     }
 }
 
-/// What the start job does, in order: the prompt (exclusively), the transcript with its
-/// header, the notification socket, the spawn, the worker's identity. Everything that can fail for lack
-/// of resources is set up before the launch, so a failure never leaves a worker without its
-/// supervision.
+/// What the start job does, in order: the prompt, the transcript with its header, the
+/// notification socket, the spawn, the worker's identity. Everything that can fail for lack of
+/// resources is set up before the launch, so a failure never leaves a worker unsupervised.
 struct StartJob {
-    attempt_id: String,
-    prompt_path: String,
+    attempt: ActiveAttempt,
+    phase_attempt: u32,
     prompt: Vec<u8>,
-    transcript_path: String,
     header: String,
     argv: Vec<String>,
-    cwd: String,
     record_changes: bool,
-}
-
-/// How far the start job got.
-enum Started {
-    Running(Box<Running>),
-    NotSetUp(SetupError),
-    /// The worker could not be started; the transcript is ready for the launch error.
-    NotLaunched {
-        transcript: TranscriptFile,
-        summary: String,
-    },
-}
-
-/// A started worker and its transcript.
-struct Running {
-    child: WorkerChild,
-    pid: u32,
-    identity: Option<ProcessIdentity>,
-    transcript: TranscriptFile,
-    notify_socket: Option<NotifySocket>,
-    changes_before: Option<Result<TreeSnapshot, NotRecorded>>,
 }
 
 impl StartJob {
     /// Blocking: runs off the runtime (`off_runtime`, inside its context, which the spawn
     /// needs).
-    fn run(self) -> Started {
+    fn run(self) -> Result<Launch, Box<SetupFailure>> {
+        let Self {
+            attempt,
+            phase_attempt,
+            prompt,
+            header,
+            argv,
+            record_changes,
+        } = self;
         let transcript = match write_artifacts(
-            &self.prompt_path,
-            &self.prompt,
-            &self.transcript_path,
-            &self.header,
+            &attempt.prompt_path,
+            &prompt,
+            &attempt.transcript_path,
+            &header,
         ) {
             Ok(file) => TranscriptFile::new(file),
-            Err(error) => return Started::NotSetUp(SetupError::Artifact(error)),
+            Err(error) => {
+                return Err(Box::new(SetupFailure::Setup {
+                    attempt,
+                    phase_attempt,
+                    error,
+                }));
+            }
         };
         // Bound before the spawn, so whatever the worker sends before it is read waits in the
         // socket. Without one the worker runs as before notifications existed.
@@ -310,25 +251,26 @@ impl StartJob {
                 None
             }
         };
+        let cwd = &attempt.execution_workspace;
         // The work tree as the worker will find it, so the outcome says what the attempt
         // changed; bounded in time, and never a reason not to launch.
-        let changes_before = self
-            .record_changes
-            .then(|| git::snapshot(Path::new(&self.cwd)));
+        let changes_before = record_changes.then(|| git::snapshot(Path::new(cwd)));
         let child = match process_group::spawn_worker(
-            &self.argv,
-            &self.cwd,
-            &self.attempt_id,
+            &argv,
+            cwd,
+            &attempt.id,
             notify_socket.as_ref().map(NotifySocket::env_value),
         ) {
             Ok(child) => child,
             Err(error) => {
-                let program = self.argv.first().cloned().unwrap_or_default();
-                let problem = spawn::launch_problem(&program, &self.cwd, &error);
-                return Started::NotLaunched {
+                let program = argv.first().cloned().unwrap_or_default();
+                let problem = program::launch_problem(&program, cwd, &error);
+                return Err(Box::new(SetupFailure::Launch {
+                    attempt,
+                    phase_attempt,
                     transcript,
                     summary: format!("could not launch agent command: {problem}"),
-                };
+                }));
             }
         };
         let pid = child.id();
@@ -339,14 +281,16 @@ impl StartJob {
                 None
             }
         };
-        Started::Running(Box::new(Running {
+        Ok(Launch {
+            attempt,
+            phase_attempt,
             child,
-            pid,
             identity,
             transcript,
+            prompt,
             notify_socket,
             changes_before,
-        }))
+        })
     }
 }
 

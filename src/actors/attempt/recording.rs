@@ -1,7 +1,6 @@
-//! What recording gathers once the worker's output ended: each consumer of the output reports
-//! on its own — the marker parser its verdict and the stop scanner its last word once both
-//! streams ended, the transcript writer the trailer once the supervisor asked for it — and the
-//! three together are the lifecycle's [`AttemptEvent::Gathered`].
+//! What recording gathers once the worker's output ended — the marker parser's verdict, the
+//! stop scanner's last word, the trailer the transcript writer wrote — each reported on its
+//! own; the three together are the lifecycle's [`AttemptEvent::Gathered`].
 
 use ractor::ActorCell;
 
@@ -34,7 +33,7 @@ impl Findings {
         self.final_match = Some(None);
     }
 
-    /// Recording starts (the writer is asked for the trailer).
+    /// The writer is asked for the trailer.
     pub(crate) fn start(&mut self) -> Option<AttemptEvent> {
         self.recording = true;
         self.gathered()

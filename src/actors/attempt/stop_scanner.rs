@@ -1,9 +1,7 @@
-//! StopScanner: owns the stop-regex scanning state of one attempt — a DFA state and, for
-//! patterns on the NFA path, a few bytes of look-around context and a bounded cache, carried
-//! over the combined output in arrival order; never the output itself. The first match is
-//! reported to the attempt supervisor at once ([`AttemptEvent::StopRegexMatched`]); once both
-//! streams ended it reports its last word, which may be a match only the real end of input
-//! decides (`$`, `\z`, a trailing `\b`).
+//! StopScanner: owns the stop-regex scanning state over the combined output in arrival order,
+//! never the output itself ([`crate::domain::stop_regex`]). The first match is reported at
+//! once; once both streams ended it reports its last word, which may be a match only the real
+//! end of input decides (`$`, `\z`, a trailing `\b`).
 
 use std::sync::Arc;
 
@@ -20,7 +18,6 @@ pub(crate) struct StopScanner;
 pub(crate) struct ScanArgs {
     pub(crate) patterns: Arc<StopPatterns>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// The attempt's span: every record of the scanner carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 

@@ -1,32 +1,8 @@
-//! TranscriptWriter: owns the attempt's transcript file and the handler's live console.
-//!
-//! Both pipe readers hand it their chunks ([`Output`]); the order in which it handles them *is*
-//! the order the transcript records. Each chunk is appended to the transcript as it arrives
-//! (off the runtime threads: a slow disk never stalls a timeout or a signal) and echoed on the
-//! console (minus any result block, unless `--quiet`) by the console's thread; the reader
-//! hears the chunk is done only when both are. Once both streams ended and the supervisor
-//! asked for it, the writer writes the trailer and reports ([`AttemptMsg::TrailerWritten`]).
-//!
-//! The live console is a courtesy, the transcript is the record:
-//! - while the worker runs, a slow console slows the worker (backpressure), but once the
-//!   attempt lifecycle bounds the console ([`ConsoleBound`], when the worker is being stopped
-//!   or has exited) an echo that is not written within [`ECHO_LIMIT`] drops the console for
-//!   the rest of the attempt, so the pipes drain and the attempt is recorded whatever the
-//!   terminal or the pipe reader does;
-//! - a console that fails (EPIPE when the viewer went away, `run … | head`) stops the echo of
-//!   that stream only; the worker goes on and the transcript keeps everything;
-//! - text the live filter holds back (an opening tag never closed) is released after
-//!   [`LIVE_HOLD_LIMIT`].
-//!
-//! Each of these is noted in the transcript trailer (`live_output_*` lines).
-//!
-//! After the trailer, the attempt's Verify checks write through it too
-//! ([`WriterMsg::Verify`]): each check's header, its output as it arrives and its footer go
-//! into the transcript and, verbatim, to the console's stderr. None of it reaches the marker
-//! parser, the stop scanner, the live filter or the deadline timer — they judge the agent's
-//! output only — and the console stays bounded, so a paused terminal cannot make a check run
-//! into its time limit. What happens to the live output meanwhile is noted in the next
-//! check's footer.
+//! TranscriptWriter: owns the attempt's transcript file and its echo on the live console
+//! (docs/architecture.md, "Flow control"). The order in which it takes the readers' chunks is
+//! the transcript's order; each is appended off the runtime threads and echoed by the console's
+//! thread, and the reader hears it is done when both are. After the trailer, the Verify checks'
+//! records go through it too, to the transcript and the console's stderr only.
 
 use std::io;
 use std::sync::Arc;
@@ -49,45 +25,28 @@ use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::{LastLine, OutputStream};
 use crate::domain::transcript::{CheckFooter, Trailer, render_check_footer, render_trailer};
 use crate::platform::console::Console;
-use crate::platform::transcript_file::TranscriptFile;
+use crate::platform::durable::TranscriptFile;
 
-/// Output progress events are emitted at most once per this interval (a live status line
-/// redraws a few times a second; the event stream keeps fewer). Output held back by the
-/// interval is reported when it ends, so the last chunk of a burst is never left unreported.
+/// Output progress events are emitted at most once per this interval; output held back by it
+/// is reported when it ends, so the last chunk of a burst is never left unreported.
 const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Output notifications to the deadline timer are coalesced to at most one per this interval.
+/// Output notices to the deadline timer are coalesced to one per this interval.
 const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
 /// Once the console is bounded, how long one echo may take before the console is dropped.
 /// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
 pub(crate) const ECHO_LIMIT: Duration = Duration::from_secs(1);
 
-/// The switch the attempt supervisor throws when the lifecycle bounds the live console
-/// (`AttemptEffect::BoundConsole`). A watch channel rather than a message: the writer may be
-/// waiting on the console inside a handler, where no message can reach it.
-#[derive(Clone)]
-pub(crate) struct ConsoleBound(Arc<watch::Sender<bool>>);
-
-impl ConsoleBound {
-    pub(crate) fn new() -> (Self, watch::Receiver<bool>) {
-        let (switch, bounded) = watch::channel(false);
-        (Self(Arc::new(switch)), bounded)
-    }
-
-    pub(crate) fn engage(&self) {
-        self.0.send_replace(true);
-    }
-}
-
 pub(crate) enum WriterMsg {
-    /// The worker's output, from the pipe readers.
     Output(Output),
     /// Once both streams ended: flush the live filters, write the trailer and report it
     /// ([`AttemptMsg::TrailerWritten`]).
     Finish(Box<Trailer>),
-    /// The live filter of `stream` has held text back since hold number `hold`.
-    HoldElapsed { stream: OutputStream, hold: u64 },
-    /// The progress interval that held output back has ended: report it now.
+    /// [`LIVE_HOLD_LIMIT`] after the live filter of `stream` began hold number `hold`.
+    HoldElapsed {
+        stream: OutputStream,
+        hold: u64,
+    },
     ProgressDue,
     /// Part of a Verify check's record, after the trailer; the reply comes once it is in
     /// the transcript and on the console (backpressure for the check's output).
@@ -115,8 +74,7 @@ impl TryFrom<WriterMsg> for Output {
     }
 }
 
-/// What a Verify check adds to the transcript, in order: its header, its output (both
-/// streams, in arrival order), its footer.
+/// What a Verify check adds to the transcript, in order.
 pub(crate) enum VerifyOutput {
     /// `--- verify N: <first line> ---`, without its line end.
     Header(String),
@@ -124,7 +82,6 @@ pub(crate) enum VerifyOutput {
     Footer(Box<CheckFooter>),
 }
 
-/// Why output could not be recorded or shown.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OutputError {
     #[error("{path}: {source}")]
@@ -141,20 +98,20 @@ pub(crate) struct TranscriptWriter;
 pub(crate) struct WriterArgs {
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
-    /// The run's live console; `None` with `--quiet`.
+    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     /// Where output progress goes, as events of `attempt_id`.
     pub(crate) events: Emitter,
     pub(crate) attempt_id: String,
     pub(crate) timer: Option<ActorRef<TimerMsg>>,
     pub(crate) supervisor: ActorRef<AttemptMsg>,
-    /// Becomes true when the lifecycle bounds the console ([`ConsoleBound`]).
+    /// Becomes true when the lifecycle bounds the console: a watch channel, because the writer
+    /// may be waiting on the console inside a handler, where no message reaches it.
     pub(crate) console_bound: watch::Receiver<bool>,
-    /// The attempt's span: every record of the writer carries the run and attempt ids.
     pub(crate) span: tracing::Span,
 }
 
-/// The live echo of one stream.
+#[derive(Default)]
 struct EchoStream {
     filter: LiveFilter,
     /// The echo of this stream failed (the viewer went away): nothing more is shown.
@@ -165,29 +122,19 @@ struct EchoStream {
     holding: bool,
 }
 
-impl EchoStream {
-    fn new() -> Self {
-        Self {
-            filter: LiveFilter::new(),
-            stopped: false,
-            hold: 0,
-            holding: false,
-        }
-    }
-}
-
 pub(crate) struct WriterState {
     args: WriterArgs,
     stdout: EchoStream,
     stderr: EchoStream,
-    /// The run's live console, unless `--quiet` or dropped after a stall.
+    /// `None` with `--quiet`, or once dropped after a stall.
     console: Option<Arc<Console>>,
-    /// Reused buffer for the visible part of a chunk.
+    /// Reused for the visible part of a chunk: a fresh allocation per echoed chunk raises
+    /// the peak RSS of a fast stream.
     visible: Vec<u8>,
     output: OutputBytes,
     ends_with_newline: bool,
     transcript_failed: bool,
-    /// What happened to the live output, for the trailer.
+    /// What happened to the live output (`live_output_…` lines).
     console_notes: Vec<String>,
     last_activity_notice: Option<Instant>,
     last_line: LastLine,
@@ -198,11 +145,9 @@ pub(crate) struct WriterState {
     check_ends_with_newline: bool,
     /// The streams still open: the trailer waits until neither is.
     open: Vec<OutputStream>,
-    /// The trailer asked for, until both streams ended.
     trailer: Option<Box<Trailer>>,
 }
 
-/// How a console write ended.
 enum EchoEnd {
     Written,
     Failed(io::Error),
@@ -225,8 +170,8 @@ impl Actor for TranscriptWriter {
         Ok(WriterState {
             args,
             console,
-            stdout: EchoStream::new(),
-            stderr: EchoStream::new(),
+            stdout: EchoStream::default(),
+            stderr: EchoStream::default(),
             visible: Vec::new(),
             output: OutputBytes::default(),
             ends_with_newline: true,
@@ -286,8 +231,7 @@ impl WriterState {
         }
     }
 
-    /// Writes the trailer asked for once both streams ended (every chunk is in by then) and
-    /// reports it.
+    /// Writes the trailer once it is asked for and both streams ended (every chunk is in).
     async fn finish_when_ended(&mut self) {
         if !self.open.is_empty() {
             return;
@@ -311,10 +255,9 @@ impl WriterState {
         );
     }
 
-    /// Records a part of a Verify check's run: into the transcript as it is, and verbatim on
-    /// the console's stderr (stdout stays the caller's; a check's output is shown, never
-    /// filtered). A transcript write that fails is the attempt's output failure, as for the
-    /// agent's output.
+    /// Records a part of a Verify check's run: into the transcript, and verbatim on the
+    /// console's stderr (stdout stays the caller's). A failed transcript write is the
+    /// attempt's output failure, as for the agent's output.
     async fn take_verify_output(&mut self, part: VerifyOutput) {
         let bytes = match part {
             VerifyOutput::Header(header) => {
@@ -354,8 +297,8 @@ impl WriterState {
         }
     }
 
-    /// Appends to the transcript (off the runtime threads); a failed append stops the
-    /// transcript and fails the output.
+    /// Appends off the runtime threads; a failed append stops the transcript and fails the
+    /// output.
     async fn record(&mut self, bytes: &[u8]) {
         if self.transcript_failed {
             return;
@@ -395,8 +338,6 @@ impl WriterState {
         }
     }
 
-    /// Emits the output so far, at most once per [`PROGRESS_EVENT_INTERVAL`]; output within
-    /// the interval is reported when the interval ends.
     fn report_progress(&mut self, myself: &ActorRef<WriterMsg>) {
         let now = Instant::now();
         match self.last_progress_event {
@@ -423,7 +364,6 @@ impl WriterState {
         );
     }
 
-    /// Tells the deadline timer about output, at most once per interval.
     fn note_activity(&mut self) {
         let Some(timer) = &self.args.timer else {
             return;
@@ -534,7 +474,8 @@ impl WriterState {
         }
     }
 
-    /// Starts the time bound of a hold that began with this chunk, or forgets one that ended.
+    /// Starts the time bound ([`LIVE_HOLD_LIMIT`]) of a hold that began with this chunk, or
+    /// forgets one that ended.
     fn watch_hold(&mut self, stream: OutputStream, myself: &ActorRef<WriterMsg>) {
         let echo = self.echo_stream(stream);
         let holding = echo.filter.is_holding();
@@ -549,7 +490,6 @@ impl WriterState {
         echo.holding = holding;
     }
 
-    /// The time bound of hold number `hold` elapsed: if it is still held, show it.
     async fn release_hold(&mut self, stream: OutputStream, hold: u64) {
         let echo = self.echo_stream(stream);
         if !echo.holding || echo.hold != hold {
@@ -618,7 +558,6 @@ impl WriterState {
     }
 }
 
-/// A console write in progress.
 struct Echo {
     written: oneshot::Receiver<std::io::Result<()>>,
     /// The filtered copy being written, to reuse afterwards (`None` when the chunk itself is).

@@ -1,11 +1,10 @@
-//! One Verify check's run (issue 20), as a blocking job beside the attempt supervisor: the
-//! check's header, its output as it arrives and its footer go to the transcript writer (each
-//! part waited for, so a slow transcript or console slows the check's reading, never the
-//! handler's memory), the process runs under the worker's cleanup rules
-//! ([`crate::platform::verify_check`]), and the job hands back how it ended. It is stopped
-//! through the [`StopSwitch`] the supervisor keeps.
+//! One Verify check's run, as a blocking job beside the attempt supervisor: a helper process
+//! ([`crate::platform::helper_process`]) whose header, output and footer go to the transcript
+//! writer, each part waited for (docs/architecture.md, "Attempt lifecycle", Verifying). It is
+//! stopped through the [`StopSwitch`] the supervisor keeps.
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,18 +12,19 @@ use ractor::ActorRef;
 
 use super::messages::EndedCheck;
 use super::transcript_writer::{VerifyOutput, WriterMsg};
+use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
-use crate::domain::verification::{CheckOutcome, VerifyCheck};
-use crate::platform::helper_process::StopSwitch;
+use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
+use crate::platform::helper_process::{
+    EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
+};
 use crate::platform::proc::ChildSnapshot;
-use crate::platform::verify_check::{CheckSetting, run_check};
 
 /// Everything one check's run needs, owned, so it can run off the runtime.
 pub(crate) struct CheckJob {
     pub(crate) check: VerifyCheck,
     /// The phase's execution workspace.
     pub(crate) cwd: PathBuf,
-    /// `verify_timeout_seconds`; `None`: no limit.
     pub(crate) time_limit: Option<Duration>,
     pub(crate) inherited: Arc<ChildSnapshot>,
     pub(crate) writer: ActorRef<WriterMsg>,
@@ -32,66 +32,60 @@ pub(crate) struct CheckJob {
 }
 
 impl CheckJob {
-    /// Runs the check to its end (blocking: off the runtime, never on a runtime worker
-    /// thread).
+    /// Runs the check to its end (blocking: off the runtime).
     pub(crate) fn run(self) -> EndedCheck {
         let writer = &self.writer;
         record(writer, VerifyOutput::Header(self.check.transcript_header()));
-        let setting = CheckSetting {
-            cwd: &self.cwd,
-            // The attempt's environment is the handler's; `run_check` removes NOTIFY_SOCKET.
-            env_set: &[],
-            time_limit: self.time_limit,
-            inherited: &self.inherited,
-        };
         let ran = run_check(
             &self.check,
-            &setting,
+            &self.cwd,
+            // The attempt's environment is the handler's.
+            &[],
+            self.time_limit,
+            &self.inherited,
             &mut |_stream, bytes| record(writer, VerifyOutput::Output(bytes.to_vec())),
             &self.stop,
         );
-        let (outcome, footer) = match ran {
-            Ok(run) => {
+        let footer = match ran {
+            Ok((outcome, run)) => {
                 tracing::info!(
                     index = self.check.index,
-                    exit_code = run.outcome.exit_code,
-                    signal = run.outcome.signal,
-                    timed_out = run.outcome.timed_out,
+                    exit_code = outcome.exit_code,
+                    signal = outcome.signal,
+                    timed_out = outcome.timed_out,
                     stopped = run.interrupted,
                     "verify check ended"
                 );
-                let footer = CheckFooter {
+                CheckFooter {
                     index: self.check.index,
-                    outcome: run.outcome.clone(),
+                    outcome,
                     start_error: None,
                     stopped: run.interrupted,
                     leaked: run.leaked,
                     escaped: run.escaped,
                     survivors: run.survivors,
                     pipes_abandoned: run.pipes_abandoned,
-                };
-                (run.outcome, footer)
+                }
             }
             Err(error) => {
                 let program = self.check.interpreter.program();
                 let reason = format!("{program}: {error}");
                 tracing::warn!(index = self.check.index, %reason, "verify check not started");
-                let outcome =
-                    CheckOutcome::unstarted(format!("could not start the check: {reason}"));
-                let footer = CheckFooter {
+                CheckFooter {
                     index: self.check.index,
-                    outcome: outcome.clone(),
+                    outcome: CheckOutcome::unstarted(format!(
+                        "could not start the check: {reason}"
+                    )),
                     start_error: Some(reason),
                     stopped: false,
                     leaked: Vec::new(),
                     escaped: Vec::new(),
                     survivors: Vec::new(),
                     pipes_abandoned: false,
-                };
-                (outcome, footer)
+                }
             }
         };
-        let stopped = footer.stopped;
+        let (outcome, stopped) = (footer.outcome.clone(), footer.stopped);
         record(writer, VerifyOutput::Footer(Box::new(footer)));
         EndedCheck {
             check: self.check,
@@ -99,6 +93,53 @@ impl CheckJob {
             stopped,
         }
     }
+}
+
+/// Runs `check` to its end — by `/bin/sh -e` or its interpreter ([`VerifyCheck::argv`]), stdin
+/// from `/dev/null`, in `cwd` with `env_set` over the handler's environment — handing its
+/// output to `sink` as it arrives and keeping its tail for the outcome. `Err` only when it
+/// could not be started (a missing interpreter is `NotFound`).
+fn run_check(
+    check: &VerifyCheck,
+    cwd: &Path,
+    env_set: &[(String, String)],
+    time_limit: Option<Duration>,
+    inherited: &ChildSnapshot,
+    sink: &mut dyn FnMut(OutputStream, &[u8]),
+    stop: &StopSwitch,
+) -> io::Result<(CheckOutcome, HelperRun)> {
+    let argv = check.argv();
+    let mut tail = OutputTail::default();
+    let command = HelperCommand {
+        argv: &argv,
+        cwd,
+        env_set,
+        stdin: HelperStdin::Null,
+        time_limit,
+        escapees: EscapeeSweep::Now(inherited),
+    };
+    let run = run_helper(
+        command,
+        &mut |stream, bytes| {
+            tail.push(bytes);
+            sink(stream, bytes);
+        },
+        stop,
+    )?;
+    let (exit_code, signal) = match run.exit {
+        HelperExit::Code(code) => (Some(code), None),
+        HelperExit::Signal(signal) => (None, Some(signal)),
+        HelperExit::Unknown => (None, None),
+    };
+    let outcome = CheckOutcome {
+        exit_code,
+        signal,
+        timed_out: run.timed_out,
+        duration_ms: run.duration.as_millis().try_into().unwrap_or(u64::MAX),
+        output_bytes: run.stdout_bytes.saturating_add(run.stderr_bytes),
+        output_tail: tail.text(),
+    };
+    Ok((outcome, run))
 }
 
 /// Hands one part to the transcript writer and waits until it is written (a writer that
@@ -115,3 +156,6 @@ fn record(writer: &ActorRef<WriterMsg>, part: VerifyOutput) {
         let _ = written.blocking_recv();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,6 @@
-//! What the run supervisor is told — by the tasks that do its slow work, by the signal
-//! intake, by the attempt supervisor (through a derived reference, so the attempt needs
-//! nothing of this layer but [`AttemptReport`]) and by its own retry timer — and what it
-//! hands the command at the end.
+//! What the run supervisor is told — by its tasks, the signal intake, its retry timer and the
+//! attempt supervisor (through a derived reference, so the attempt needs nothing of this layer
+//! but [`AttemptReport`]) — and what it hands the command at the end.
 
 use ractor::ActorRef;
 
@@ -10,21 +9,17 @@ use crate::actors::state_store::StoreMsg;
 use crate::domain::lifecycle::run::{AttemptReport, RunInput};
 use crate::invocation::InputError;
 
-/// How a `run` ended: the domain's end, with the inputs' error type.
 pub(crate) type RunEnd = crate::domain::lifecycle::run::RunEnd<InputError>;
 
-/// The end of a run, for the command to report.
 #[derive(Debug)]
 pub(crate) struct RunResult {
     pub(crate) end: RunEnd,
-    /// The first phase, in plan order, not completed in the final durable state (the
-    /// stopped one, if a phase stopped); `None` when all are complete or the state was never
-    /// taken over.
+    /// The first phase not completed in the final durable state; `None` when all are
+    /// complete or the state was never taken over.
     pub(crate) next_phase: Option<String>,
 }
 
 impl RunResult {
-    /// The invocation's exit code.
     pub(crate) fn exit(&self) -> crate::domain::exit_code::ExitCode {
         self.end.exit_code()
     }
@@ -45,6 +40,16 @@ pub(crate) enum RunMsg {
 pub(crate) struct Reservation {
     pub(crate) workspace: String,
     pub(crate) lock: LockId,
+}
+
+impl RunMsg {
+    /// A step of the run failed for a bug of ours, leaving no attempt unresolved.
+    pub(crate) fn actor_failed(message: String) -> Self {
+        Self::from(RunInput::ActorFailed {
+            message,
+            attempt_may_be_unresolved: false,
+        })
+    }
 }
 
 impl From<RunInput<InputError>> for RunMsg {

@@ -1,12 +1,7 @@
-//! RunSupervisor: one per `run` invocation. It carries out what the run loop
-//! ([`crate::domain::lifecycle::run`]) decides — admission, the checkpoint between phases, one
-//! [`AttemptSupervisor`] at a time, retry waits, how the run ends — and hands a typed
-//! [`RunResult`] back to the command, which words and prints it once every lock is released.
-//!
-//! Its children own the invocation-wide resources: [`SignalIntake`] (started first, so every
-//! later step runs with the stopping signals caught), [`WorkspaceLocks`] and the state store.
-//! Its handlers never wait: every lock, state read or write, plan hash and workspace check
-//! runs as a task ([`tasks`]) that reports back by message, so a signal is acted on at once.
+//! RunSupervisor: one per `run`. It feeds the run loop ([`crate::domain::lifecycle::run`]) and
+//! carries out its effects — one [`AttemptSupervisor`] at a time — and hands a typed
+//! [`RunResult`] back to the command. Its handlers never wait: every slow step is a task
+//! ([`tasks`]) that reports back, so a signal is acted on at once.
 
 mod messages;
 mod signal_intake;
@@ -43,16 +38,14 @@ pub(crate) use self::signal_intake::STOPPING_SIGNALS;
 
 pub(crate) struct RunArgs {
     pub(crate) run_id: String,
-    /// The run's tracing span (run id, plan, workspace): every actor of the run is started in
-    /// it, so each of their records carries the run id (and an attempt's, its attempt id).
+    /// Every actor of the run is started in it, so each of their records carries the run id.
     pub(crate) span: tracing::Span,
     pub(crate) location: Arc<PlanLocation>,
     pub(crate) snapshot: Arc<PlanSnapshot>,
     pub(crate) settings: Arc<RunSettings>,
-    /// Told every lifecycle event as it happens.
     pub(crate) observer: Arc<dyn RunObserver>,
-    /// The live console shared by every attempt (agent output) and the progress lines, so
-    /// both reach the terminal in order; `None` with `--quiet`.
+    /// Shared by every attempt and the progress lines, so both reach the terminal in order;
+    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     /// Receives the result once everything is committed and released.
     pub(crate) done: oneshot::Sender<RunResult>,
@@ -93,7 +86,6 @@ impl Actor for RunSupervisor {
         if let Err(error) = process_group::become_child_subreaper() {
             tracing::warn!(parent: &span, %error, "cannot become a child subreaper; escaped descendants will not be stopped");
         }
-        // Started in the run's span, so their records carry the run id.
         let (intake, locks) = async {
             let intake_args = (myself.clone(), span.clone());
             let (intake, _) =
@@ -198,7 +190,6 @@ impl Actor for RunSupervisor {
 }
 
 impl RunState {
-    /// Feeds one input to the run loop and carries out the effects it returns.
     async fn feed(&mut self, input: RunInput<InputError>, myself: &ActorRef<RunMsg>) {
         if let RunInput::Signal(signal) = &input {
             tracing::info!(signal, stage = self.machine.stage().name(), "signal caught");
@@ -270,7 +261,7 @@ impl RunState {
         }
     }
 
-    /// Runs `work` as a task of the run, in its span; aborted if the run stops first.
+    /// Runs `work` in the run's span; aborted if the run stops first.
     fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
         let span = self.span.clone();
         self.tasks.push(tokio::spawn(work.instrument(span)));
@@ -294,14 +285,11 @@ impl RunState {
             self.reservation.clone(),
             context.snapshot.plan.phase(&order.phase_id).cloned(),
         ) else {
-            let input = RunInput::ActorFailed {
-                message: format!(
-                    "attempt of {} ordered without a state store or a reserved workspace",
-                    order.phase_id
-                ),
-                attempt_may_be_unresolved: false,
-            };
-            return notify(myself, RunMsg::from(input));
+            let message = format!(
+                "attempt of {} ordered without a state store or a reserved workspace",
+                order.phase_id
+            );
+            return notify(myself, RunMsg::actor_failed(message));
         };
         let span = tracing::info_span!(
             parent: &self.span,
@@ -334,11 +322,8 @@ impl RunState {
         match Actor::spawn_linked(None, AttemptSupervisor, spec, myself.get_cell()).await {
             Ok((actor, _)) => self.attempt = Some(actor),
             Err(error) => {
-                let input = RunInput::ActorFailed {
-                    message: format!("attempt did not start: {error}"),
-                    attempt_may_be_unresolved: false,
-                };
-                notify(myself, RunMsg::from(input));
+                let message = format!("attempt did not start: {error}");
+                notify(myself, RunMsg::actor_failed(message));
             }
         }
     }

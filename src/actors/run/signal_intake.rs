@@ -1,21 +1,8 @@
-//! SignalIntake: owns the registration of the stopping signals — SIGINT, SIGTERM, SIGHUP and
-//! SIGQUIT — for the whole `run` invocation and turns each delivery into a
-//! [`RunInput::Signal`] for the run supervisor's run loop. SIGHUP (the terminal went away) and
-//! SIGQUIT (Ctrl-\\) are treated like SIGTERM: uncaught, they would kill the handler without
-//! any cleanup, and the worker, in its own session, would never get the hangup.
-//!
-//! Registering handlers (rather than ignoring the signals) matters twice over: the handler is
-//! never killed mid-write by a Ctrl-C, and a child exec'd by us starts with default
-//! dispositions, because handlers — unlike `SIG_IGN` — do not survive `exec`.
-//!
-//! Each `Next` message waits for the next delivery and forwards it, then asks for the next
-//! one. The run supervisor ends the intake with a kill once everything is recorded, before the
-//! final report (a stop would wait for a signal that may never come); however the intake
-//! ends — killed, or dropped with the supervisor or the runtime — its state gives the stopping
-//! signals their default action back: `signal-hook` would leave a handler that does nothing,
-//! so a final report blocked on a stdout or stderr nobody reads could not be interrupted. The
-//! intake is started once per process (one `run` per invocation), so the registration is
-//! never needed again.
+//! SignalIntake: owns the registration of the stopping signals for the whole `run` and turns
+//! each delivery into a [`RunInput::Signal`] (docs/architecture.md, "Signals"). The run ends it
+//! with a kill (a stop would wait for a signal that may never come); however it ends, its state
+//! gives the signals their default action back, so a final report blocked on a stalled stdout
+//! stays interruptible. It is started once per process, so that is never undone.
 
 use futures_util::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -46,7 +33,6 @@ pub(crate) struct SignalIntakeState {
 }
 
 impl Drop for SignalIntakeState {
-    /// Runs however the intake ends: killed, failed, or dropped with the runtime.
     fn drop(&mut self) {
         self.handle.close();
         signal_disposition::restore_default(&STOPPING_SIGNALS);

@@ -1,13 +1,6 @@
-//! The run supervisor's slow steps, each a task that reports back by message, so the
-//! supervisor's handlers never wait on a lock, a durable write, a file read or a hash: a
-//! signal is acted on at once whatever the disk is doing.
-//!
-//! - [`admit`]: lock the plan workspace, read the state (and the failed check of a last run
-//!   that failed verification), decide admission, start the store;
-//! - [`check_plan`]: re-hash the plan file;
-//! - [`reserve`]: resolve a phase's execution workspace and lock it;
-//! - [`record_acceptance`]: write the plan acceptance when no attempt followed;
-//! - [`finish`]: drain the store and the locks, end the signal intake, hand over the result.
+//! The run supervisor's slow steps, each a task that reports back by message, so a signal is
+//! acted on at once whatever the disk is doing: admission, the plan's re-hash, a workspace's
+//! reservation, a plan acceptance on its own, and the finish.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +30,6 @@ use crate::platform::locks::LockScope;
 /// registration; its state is dropped, with the same effect, if it does not answer).
 const INTAKE_STOP_LIMIT: Duration = Duration::from_secs(2);
 
-/// What every step works from.
 #[derive(Clone)]
 pub(super) struct RunContext {
     pub(super) run: ActorRef<RunMsg>,
@@ -255,7 +247,6 @@ pub(super) async fn record_acceptance(
     context.tell(RunInput::AcceptanceRecorded(accepted));
 }
 
-/// What the run holds until it is over.
 pub(super) struct Holdings {
     pub(super) store: Option<ActorRef<StoreMsg>>,
     pub(super) locks: ActorRef<LockMsg>,

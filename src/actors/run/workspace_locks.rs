@@ -1,7 +1,6 @@
 //! WorkspaceLocks: owns every directory lock of the invocation — the plan workspace for the
-//! whole run, and each selected execution workspace through its attempt's cleanup and
-//! recording. One directory reached by two paths (or the plan workspace doubling as execution
-//! workspace) is locked once and reference-counted.
+//! whole run, each execution workspace for its attempt. One directory reached by two paths is
+//! locked once and reference-counted.
 
 use std::path::PathBuf;
 
@@ -11,14 +10,12 @@ use tracing::Instrument;
 use crate::actors::off_runtime;
 use crate::platform::locks::{DirLock, LockError, LockScope, dir_identity, try_lock_dir};
 
-/// Identifies a held lock for [`LockMsg::Release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LockId(u64);
 
 pub(crate) enum LockMsg {
-    /// Take the lock on `dir` now or fail; the error names the scope and directory. A lock
-    /// this invocation holds on the same directory is reused (every phase in the same
-    /// workspace, the common case).
+    /// Take the lock on `dir` now or fail; one this invocation holds on the same directory is
+    /// reused.
     Acquire {
         dir: String,
         scope: LockScope,
@@ -39,14 +36,12 @@ struct Held {
 pub(crate) struct LocksState {
     held: Vec<Held>,
     next_id: u64,
-    /// The run's span: every lock record carries the run id.
     span: tracing::Span,
 }
 
 impl Actor for WorkspaceLocks {
     type Msg = LockMsg;
     type State = LocksState;
-    /// The run's span.
     type Arguments = tracing::Span;
 
     async fn pre_start(

@@ -7,6 +7,22 @@ use std::process::{Command, Stdio};
 use super::*;
 use crate::domain::liveness::activity::{ActivityRule, ActivityVerdict, THRESHOLDS};
 
+impl AttemptProcesses {
+    /// For tests in a process that is not a subreaper and runs other tests' children beside
+    /// this attempt's: nothing is adopted, so no child of the test process is taken for an
+    /// escapee of this one.
+    fn without_adoptees(leader: u32, worker_started_ticks: Option<u64>) -> Self {
+        Self {
+            handler: 0,
+            ..Self::new(
+                leader,
+                worker_started_ticks,
+                Arc::new(ChildSnapshot::default()),
+            )
+        }
+    }
+}
+
 /// A child in a group of its own, as a worker is; killed when dropped.
 struct Worker(std::process::Child);
 

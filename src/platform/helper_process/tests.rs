@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::platform::test_isolation::isolated;
-use crate::platform::test_processes::{alive, pid_in};
+use crate::platform::tests::{alive, isolated, pid_in};
 
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()]

@@ -1,14 +1,12 @@
-//! Tests of `platform::verify_check` with real check processes. Every check sweeps escaped
+//! Tests of running a Verify check with real check processes. Every check sweeps escaped
 //! descendants, so each test runs in a process of its own ([`isolated`]).
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::*;
 use crate::domain::verification::Interpreter;
 use crate::platform::process_group;
-use crate::platform::test_isolation::isolated;
-use crate::platform::test_processes::{alive, pid_in};
+use crate::platform::tests::{alive, isolated, pid_in};
 
 fn check(interpreter: Interpreter, script: &str) -> VerifyCheck {
     VerifyCheck {
@@ -33,17 +31,15 @@ fn run_one(
     env_set: &[(String, String)],
     time_limit: Option<Duration>,
     stop: &StopSwitch,
-) -> (CheckRun, Seen) {
+) -> ((CheckOutcome, HelperRun), Seen) {
     let inherited = ChildSnapshot::take();
     let mut seen = Seen::default();
     let run = run_check(
         check,
-        &CheckSetting {
-            cwd,
-            env_set,
-            time_limit,
-            inherited: &inherited,
-        },
+        cwd,
+        env_set,
+        time_limit,
+        &inherited,
         &mut |stream, bytes| {
             seen.chunks += 1;
             match stream {
@@ -60,7 +56,7 @@ fn run_one(
 #[test]
 fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
     isolated(
-        "platform::verify_check::tests::a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket",
+        "actors::attempt::verify::tests::a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket",
         || {
             process_group::become_child_subreaper().unwrap();
             // SAFETY: this process runs this one test on one thread; nothing reads the
@@ -73,8 +69,8 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
                 Interpreter::Sh,
                 "pwd\necho \"$AISH_CHECK_VAR|${NOTIFY_SOCKET-unset}|$0\"\necho diagnostics >&2\nwc -c\n",
             );
-            let (run, seen) = run_one(&passing, dir.path(), &env, None, &stop);
-            assert!(run.outcome.passed(), "{run:?}");
+            let ((outcome, run), seen) = run_one(&passing, dir.path(), &env, None, &stop);
+            assert!(outcome.passed(), "{run:?}");
             assert!(!run.interrupted);
             let cwd = std::fs::canonicalize(dir.path()).unwrap();
             assert_eq!(
@@ -83,11 +79,11 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
             );
             assert_eq!(seen.stderr, b"diagnostics\n");
             assert_eq!(
-                run.outcome.output_bytes,
+                outcome.output_bytes,
                 (seen.stdout.len() + seen.stderr.len()) as u64
             );
             // Both streams in arrival order: which pipe is read first is the kernel's choice.
-            let tail: Vec<&str> = run.outcome.output_tail.lines().collect();
+            let tail: Vec<&str> = outcome.output_tail.lines().collect();
             assert!(
                 tail.ends_with(&["0", "diagnostics"]) || tail.ends_with(&["diagnostics", "0"]),
                 "{run:?}"
@@ -95,12 +91,12 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
 
             // -e: the first failing command ends the script with its status.
             let failing = check(Interpreter::Sh, "echo before\nfalse\necho after\n");
-            let (run, seen) = run_one(&failing, dir.path(), &[], None, &stop);
-            assert_eq!(run.outcome.exit_code, Some(1));
-            assert!(!run.outcome.passed());
+            let ((outcome, _), seen) = run_one(&failing, dir.path(), &[], None, &stop);
+            assert_eq!(outcome.exit_code, Some(1));
+            assert!(!outcome.passed());
             assert_eq!(seen.stdout, b"before\n");
-            assert_eq!(run.outcome.output_tail, "before");
-            let failure = run.outcome.failure(&failing).unwrap();
+            assert_eq!(outcome.output_tail, "before");
+            let failure = outcome.failure(&failing).unwrap();
             assert_eq!(
                 failure.describe(),
                 "verify check 1 (echo before) exited with code 1"
@@ -112,21 +108,21 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
 #[test]
 fn a_python3_check_runs_its_script_and_reports_its_exit_code() {
     isolated(
-        "platform::verify_check::tests::a_python3_check_runs_its_script_and_reports_its_exit_code",
+        "actors::attempt::verify::tests::a_python3_check_runs_its_script_and_reports_its_exit_code",
         || {
             process_group::become_child_subreaper().unwrap();
             let dir = tempfile::tempdir().unwrap();
             let stop = StopSwitch::new().unwrap();
             let script =
                 "import sys\nprint('from python', sys.argv[0])\nif True:\n    sys.exit(3)\n";
-            let (run, seen) = run_one(
+            let ((outcome, run), seen) = run_one(
                 &check(Interpreter::Python3, script),
                 dir.path(),
                 &[],
                 None,
                 &stop,
             );
-            assert_eq!(run.outcome.exit_code, Some(3), "{run:?}");
+            assert_eq!(outcome.exit_code, Some(3), "{run:?}");
             assert_eq!(seen.stdout, b"from python -c\n");
         },
     );
@@ -135,7 +131,7 @@ fn a_python3_check_runs_its_script_and_reports_its_exit_code() {
 #[test]
 fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
     isolated(
-        "platform::verify_check::tests::a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants",
+        "actors::attempt::verify::tests::a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants",
         || {
             process_group::become_child_subreaper().unwrap();
             let dir = tempfile::tempdir().unwrap();
@@ -152,16 +148,16 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
                 escaped.display()
             );
             let stop = StopSwitch::new().unwrap();
-            let (run, seen) = run_one(
+            let ((outcome, run), seen) = run_one(
                 &check(Interpreter::Sh, &script),
                 dir.path(),
                 &[],
                 Some(Duration::from_secs(3)),
                 &stop,
             );
-            assert!(run.outcome.timed_out, "{run:?}");
-            assert!(!run.outcome.passed());
-            assert_eq!(run.outcome.signal, Some(9), "SIGTERM was ignored");
+            assert!(outcome.timed_out, "{run:?}");
+            assert!(!outcome.passed());
+            assert_eq!(outcome.signal, Some(9), "SIGTERM was ignored");
             assert_eq!(seen.stdout, b"set up\n");
             let (in_group, escaped) = (pid_in(&in_group), pid_in(&escaped));
             assert_eq!(run.escaped, [escaped], "{run:?}");
@@ -170,7 +166,7 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
                 assert!(!alive(pid), "{pid} survived");
             }
             assert_eq!(
-                run.outcome
+                outcome
                     .failure(&check(Interpreter::Sh, &script))
                     .map(|failure| failure.timed_out),
                 Some(true)
@@ -182,7 +178,7 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
 #[test]
 fn a_thrown_switch_interrupts_the_check() {
     isolated(
-        "platform::verify_check::tests::a_thrown_switch_interrupts_the_check",
+        "actors::attempt::verify::tests::a_thrown_switch_interrupts_the_check",
         || {
             process_group::become_child_subreaper().unwrap();
             let dir = tempfile::tempdir().unwrap();
@@ -199,7 +195,7 @@ fn a_thrown_switch_interrupts_the_check() {
                 })
             };
             let script = format!("touch {}\nexec sleep 600\n", ready.display());
-            let (run, _) = run_one(
+            let ((outcome, run), _) = run_one(
                 &check(Interpreter::Sh, &script),
                 dir.path(),
                 &[],
@@ -208,8 +204,8 @@ fn a_thrown_switch_interrupts_the_check() {
             );
             thrower.join().unwrap();
             assert!(run.interrupted, "{run:?}");
-            assert!(!run.outcome.timed_out);
-            assert_eq!(run.outcome.signal, Some(15));
+            assert!(!outcome.timed_out);
+            assert_eq!(outcome.signal, Some(15));
         },
     );
 }
