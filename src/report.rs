@@ -1,10 +1,9 @@
-//! What the handler prints: result lines, failure details with the transcript tail, and the
-//! refusal explanations with their recovery instructions (docs/worker-protocol.md; docs/cli.md). Built as
-//! values first and printed in one place, so stdout and stderr content is easy to test and
-//! never interleaves mid-report.
+//! Every line the handler prints, built as values and printed in one place so stdout and stderr
+//! never interleave mid-report (wording: docs/cli.md, "What `run` prints").
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
@@ -46,12 +45,16 @@ impl Output {
         }
     }
 
-    /// `error: <message>` on stderr: the form of every input error.
-    pub(crate) fn error(message: impl AsRef<str>) -> Self {
+    pub(crate) fn stderr(lines: Vec<String>) -> Self {
         Self {
             stdout: Vec::new(),
-            stderr: vec![format!("error: {}", message.as_ref())],
+            stderr: lines,
         }
+    }
+
+    /// `error: <message>` on stderr: the form of every input error.
+    pub(crate) fn error(message: impl AsRef<str>) -> Self {
+        Self::stderr(vec![format!("error: {}", message.as_ref())])
     }
 
     pub(crate) fn err_line(&mut self, line: impl Into<String>) -> &mut Self {
@@ -59,40 +62,32 @@ impl Output {
         self
     }
 
-    /// Writes stdout first, then stderr, each flushed, every line made printable
-    /// ([`printable`]: no control character, no live result tag). A stream with nothing to
-    /// print is not touched at all: it may be a console that stopped reading. Write errors are
-    /// ignored: there is nowhere left to report them.
+    /// Writes stdout, then stderr, every line made [`printable`]. Write errors are ignored:
+    /// there is nowhere left to report them.
     pub(crate) fn print(&self) {
+        // A stream with nothing to print is not even locked: it may be a console that stopped
+        // reading.
         if !self.stdout.is_empty() {
-            let mut out = std::io::stdout().lock();
-            for line in &self.stdout {
-                let _ = writeln!(out, "{}", printable(line));
-            }
-            let _ = out.flush();
+            write_lines(std::io::stdout().lock(), &self.stdout);
         }
         if !self.stderr.is_empty() {
-            let mut err = std::io::stderr().lock();
-            for line in &self.stderr {
-                let _ = writeln!(err, "{}", printable(line));
-            }
-            let _ = err.flush();
+            write_lines(std::io::stderr().lock(), &self.stderr);
         }
     }
 
     /// A JSON document on stdout, with the same characters written as JSON escapes.
     pub(crate) fn print_json(json: &str) {
-        Self::stdout(printable_json(json)).print_raw();
-    }
-
-    /// Writes the lines as they are (already printable).
-    fn print_raw(&self) {
         let mut out = std::io::stdout().lock();
-        for line in &self.stdout {
-            let _ = writeln!(out, "{line}");
-        }
+        let _ = writeln!(out, "{}", printable_json(json));
         let _ = out.flush();
     }
+}
+
+fn write_lines(mut stream: impl Write, lines: &[String]) {
+    for line in lines {
+        let _ = writeln!(stream, "{}", printable(line));
+    }
+    let _ = stream.flush();
 }
 
 /// What `run` prints when it ends: the report of how it ended, then, when the run can be
@@ -105,7 +100,6 @@ pub(crate) fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
     output
 }
 
-/// The report of how a run ended, without its `next:` line.
 /// The first line a person would read of how a run ended: the result line of a blocked or
 /// clarification stop (on stdout), else the failure, refusal or error.
 pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
@@ -130,13 +124,12 @@ fn end_report(end: &RunEnd) -> Output {
             // A result the worker reported is the run's result, on stdout; a failure is
             // reported on stderr, with the failed check when there is one.
             let mut output = match (decision.status.result_tag(), failed_check) {
-                (Some(_), _) => Output::stdout(result_line(decision.status, &decision.summary)),
+                (Some(tag), _) => Output::stdout(format!("{tag}: {}", decision.summary)),
                 (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
                 }
-                (None, None) => failure(
-                    decision.status,
-                    &decision.summary,
+                (None, None) => details(
+                    format!("{}: {}", decision.status, decision.summary),
                     Some(outcome_path),
                     transcript_path,
                 ),
@@ -167,10 +160,7 @@ fn end_report(end: &RunEnd) -> Output {
             match still_active {
                 // The prepared record became visible even though the write failed.
                 Some(active) => unresolved(first_line, active),
-                None => Output {
-                    stdout: Vec::new(),
-                    stderr: vec![first_line],
-                },
+                None => Output::stderr(vec![first_line]),
             }
         }
         RunEnd::Unresolved {
@@ -237,10 +227,7 @@ fn end_report(end: &RunEnd) -> Output {
                     "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
                 );
             }
-            Output {
-                stdout: Vec::new(),
-                stderr: vec![line],
-            }
+            Output::stderr(vec![line])
         }
         RunEnd::Refused {
             refusal: refused,
@@ -248,14 +235,26 @@ fn end_report(end: &RunEnd) -> Output {
             execution_workspace,
             last_run,
             ..
-        } => refusal(
-            refused,
-            &RefusalContext {
+        } => match refused {
+            Refusal::Stopped(stop) => stopped(
+                stop,
                 plan_workspace,
-                execution_workspace: execution_workspace.as_ref(),
-                last_run: last_run.as_deref(),
-            },
-        ),
+                execution_workspace.as_ref(),
+                last_run.as_deref(),
+            ),
+            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
+            Refusal::PlanHashMismatch {
+                path,
+                expected,
+                actual,
+            } => plan_hash_mismatch(path, expected, actual),
+            Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
+                "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
+            )),
+            Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
+                Output::error(refused.to_string())
+            }
+        },
         RunEnd::PlanChanged {
             path,
             expected,
@@ -442,14 +441,15 @@ fn headings(ids: &[String]) -> String {
 
 /// `warning: …` lines on stderr for what the plan does not mean to say (docs/plan-format.md).
 pub(crate) fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
-    Output {
-        stdout: Vec::new(),
-        stderr: snapshot
-            .warnings
-            .iter()
-            .map(|warning| format!("warning: {warning}"))
-            .collect(),
-    }
+    Output::stderr(prefixed("warning", &snapshot.warnings))
+}
+
+/// `warning: …`, `note: …` lines.
+pub(crate) fn prefixed(label: &str, lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|line| format!("{label}: {line}"))
+        .collect()
 }
 
 /// How a result line names `status`: the worker's result tag, else the status.
@@ -546,9 +546,7 @@ pub(crate) struct AttemptRow {
     pub outcome_path: String,
     pub transcript_path: String,
     pub prompt_path: Option<String>,
-    /// What the phase's checks came to, when the outcome records it.
     pub verification: Option<Verification>,
-    /// What the attempt's usage reports came to.
     pub usage: UsageSummary,
 }
 
@@ -570,18 +568,17 @@ pub(crate) fn phase_banner(
     title: &str,
     number: AttemptNumber,
 ) -> String {
-    let attempt = match number {
-        AttemptNumber { of_phase, of, .. } if of <= 1 => of_phase.to_string(),
-        AttemptNumber {
-            of_phase,
-            in_run,
-            of,
-        } if of_phase == in_run => format!("{in_run} of {of}"),
-        AttemptNumber {
-            of_phase,
-            in_run,
-            of,
-        } => format!("{of_phase} ({in_run} of {of} in this run)"),
+    let AttemptNumber {
+        of_phase,
+        in_run,
+        of,
+    } = number;
+    let attempt = if of <= 1 {
+        of_phase.to_string()
+    } else if of_phase == in_run {
+        format!("{in_run} of {of}")
+    } else {
+        format!("{of_phase} ({in_run} of {of} in this run)")
     };
     format!(
         "{phase_id} ({index}/{phases}) {} · attempt {attempt}",
@@ -620,9 +617,7 @@ pub(crate) fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
     let width = rows
         .iter()
         .map(|row| row.phase_id.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
+        .fold(5, usize::max);
     let mut lines = vec![format!(
         "{:<width$}  {:<20}  {:>9}  {:>10}",
         "phase", "status", "duration", "output"
@@ -646,14 +641,14 @@ pub(crate) fn status_line(
     phase_id: &str,
     index: usize,
     phases: usize,
-    elapsed: std::time::Duration,
+    elapsed: Duration,
     bytes: u64,
-    status: Option<(&str, std::time::Duration)>,
+    status: Option<(&str, Duration)>,
     last_line: Option<&str>,
 ) -> String {
     let mut line = format!(
         "{phase_id} ({index}/{phases}) {} · {}",
-        units::duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
+        units::elapsed(elapsed),
         units::bytes(bytes)
     );
     if let Some((text, age)) = status {
@@ -667,55 +662,49 @@ pub(crate) fn status_line(
     line
 }
 
-/// The sign of life of a silent attempt (without `--quiet`, on a terminal): `phase-2 (2/5)
-/// 41s · 1.2 KiB · no output for 38s`, or with the agent's own latest status in place of the
-/// silence (`… · <status>`) when there is one.
+/// The sign of life of a silent attempt: `phase-2 (2/5) 41s · 1.2 KiB · no output for 38s`,
+/// or with the agent's own latest status in place of the silence (`… · <status>`).
 pub(crate) fn sign_of_life(
     phase_id: &str,
     index: usize,
     phases: usize,
-    elapsed: std::time::Duration,
+    elapsed: Duration,
     bytes: u64,
-    silent_for: std::time::Duration,
+    silent_for: Duration,
     latest_status: Option<&str>,
 ) -> String {
     let mut line = status_line(phase_id, index, phases, elapsed, bytes, None, None);
-    line.push_str(" · ");
     match latest_status {
-        Some(status) => line.push_str(&printable(status.trim())),
-        None => {
-            // Whole seconds: the line is redrawn once a second.
-            let seconds = std::time::Duration::from_secs(silent_for.as_secs());
-            line.push_str(&format!(
-                "no output for {}",
-                units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
-            ));
-        }
+        Some(status) => line.push_str(&format!(" · {}", printable(status.trim()))),
+        None => line.push_str(&format!(
+            " · no output for {}",
+            units::elapsed(whole_seconds(silent_for))
+        )),
     }
     line
 }
 
-/// `tool: Bash cargo test (12s)`: a status and how long ago it was set, in whole seconds (the
-/// lines that show it are redrawn once a second).
-pub(crate) fn status_with_age(text: &str, age: std::time::Duration) -> String {
-    let seconds = std::time::Duration::from_secs(age.as_secs());
+/// `tool: Bash cargo test (12s)`: a status and how long ago it was set.
+pub(crate) fn status_with_age(text: &str, age: Duration) -> String {
     format!(
         "{} ({})",
         printable(text.trim()),
-        units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
+        units::elapsed(whole_seconds(age))
     )
+}
+
+/// The lines that show a silence or a status's age are redrawn once a second.
+fn whole_seconds(time: Duration) -> Duration {
+    Duration::from_secs(time.as_secs())
 }
 
 /// The dim line the console shows when the agent's status changes (without `--quiet`):
 /// `phase-2 · tool: Bash cargo test`, or `phase-2 · (no status)` when it was cleared.
 pub(crate) fn status_change(phase_id: &str, text: Option<&str>) -> String {
-    format!(
-        "{phase_id} · {}",
-        text.map_or_else(
-            || "(no status)".to_owned(),
-            |text| printable(text.trim()).into_owned()
-        )
-    )
+    match text {
+        Some(text) => format!("{phase_id} · {}", printable(text.trim())),
+        None => format!("{phase_id} · (no status)"),
+    }
 }
 
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
@@ -733,22 +722,20 @@ pub(crate) struct RunJsonContext<'a> {
     pub invocation: Option<&'a Invocation>,
     pub location: Option<&'a PlanLocation>,
     pub snapshot: Option<&'a PlanSnapshot>,
-    pub elapsed: std::time::Duration,
+    pub elapsed: Duration,
 }
 
 /// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
-/// events).
+/// events): the attempts that ended, and the phase (id, title) and prompt of the attempt
+/// running or last run.
 pub(crate) struct LedgerView<'a> {
-    /// The attempts that ended, in order.
     pub attempts: &'a [AttemptRow],
-    /// The phase of the attempt running or last run: its id and title.
     pub last_phase: Option<(String, String)>,
-    /// The prompt of the attempt running or last prepared.
     pub last_prompt: Option<String>,
 }
 
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct RunJson {
     exit_code: i32,
     result: &'static str,
@@ -793,6 +780,12 @@ struct AttemptUsage {
     phase_id: String,
     status: AttemptStatus,
     usage: UsageSummary,
+}
+
+impl Default for UsageJson {
+    fn default() -> Self {
+        Self::of(&[])
+    }
 }
 
 impl UsageJson {
@@ -958,27 +951,12 @@ impl RunJson {
         Self {
             exit_code: exit.code(),
             result,
-            attempt_id: None,
-            status: None,
-            phase: None,
-            text: None,
-            message: None,
-            outcome_path: None,
-            transcript_path: None,
-            prompt_path: None,
             plan_path: context.location.map(|location| location.plan_path.clone()),
             state_path: context
                 .location
                 .map(|location| location.layout.state_path()),
-            phases_completed: Vec::new(),
-            next_phase: None,
-            next: None,
-            attempts: 0,
-            duration_ms: millis(context.elapsed),
-            attempt_duration_ms: None,
-            verification: None,
-            usage: UsageJson::of(&[]),
-            error: None,
+            duration_ms: units::millis(context.elapsed),
+            ..Self::default()
         }
     }
 
@@ -986,29 +964,6 @@ impl RunJson {
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("the run's result serializes")
     }
-}
-
-fn millis(elapsed: std::time::Duration) -> u64 {
-    elapsed.as_millis().try_into().unwrap_or(u64::MAX)
-}
-
-/// The final line of a successful or stopped run.
-pub(crate) fn result_line(status: AttemptStatus, summary: &str) -> String {
-    format!("{}: {summary}", reported_as(status))
-}
-
-/// A failed attempt: `<status>: <message>`, then where to look.
-pub(crate) fn failure(
-    status: AttemptStatus,
-    summary: &str,
-    outcome_path: Option<&str>,
-    transcript_path: &str,
-) -> Output {
-    details(
-        format!("{status}: {summary}"),
-        outcome_path,
-        transcript_path,
-    )
 }
 
 /// A completion a Verify check failed: the check and how it ended, the agent's summary, where
@@ -1019,38 +974,32 @@ fn verification_failure(
     outcome_path: &str,
     transcript_path: &str,
 ) -> Output {
-    let mut output = Output::default();
-    output.err_line(format!(
-        "{}: {}",
-        AttemptStatus::VerificationFailed,
-        failed.describe()
-    ));
-    output.err_line(format!("the agent had reported phase-complete: {summary}"));
-    output.err_line(format!("outcome: {outcome_path}"));
-    output.err_line(format!("transcript: {transcript_path}"));
+    let mut output = Output::stderr(vec![
+        format!(
+            "{}: {}",
+            AttemptStatus::VerificationFailed,
+            failed.describe()
+        ),
+        format!("the agent had reported phase-complete: {summary}"),
+        format!("outcome: {outcome_path}"),
+        format!("transcript: {transcript_path}"),
+    ]);
     let lines: Vec<&str> = failed.output_tail.lines().collect();
-    if lines.is_empty() {
-        output.err_line(format!("verify check {} printed nothing", failed.index));
-    } else {
-        output.err_line(format!(
-            "verify check {} output (last {} line{}):",
+    output.err_line(match lines.len() {
+        0 => format!("verify check {} printed nothing", failed.index),
+        count => format!(
+            "verify check {} output (last {count} line{}):",
             failed.index,
-            lines.len(),
-            if lines.len() == 1 { "" } else { "s" }
-        ));
-        output.stderr.extend(lines.into_iter().map(str::to_owned));
-    }
+            plural(count)
+        ),
+    });
+    output.stderr.extend(lines.into_iter().map(str::to_owned));
     output
 }
 
 /// A first line, then the outcome and transcript paths and the transcript tail.
-pub(crate) fn details(
-    first_line: String,
-    outcome_path: Option<&str>,
-    transcript_path: &str,
-) -> Output {
-    let mut output = Output::default();
-    output.err_line(first_line);
+fn details(first_line: String, outcome_path: Option<&str>, transcript_path: &str) -> Output {
+    let mut output = Output::stderr(vec![first_line]);
     if let Some(path) = outcome_path {
         output.err_line(format!("outcome: {path}"));
     }
@@ -1060,28 +1009,30 @@ pub(crate) fn details(
 }
 
 /// An attempt whose outcome could not be committed: it stays the active attempt.
-pub(crate) fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
-    let mut output = Output::default();
-    output.err_line(first_line);
-    output.err_line(format!(
-        "unresolved attempt: {} ({}, attempt {})",
-        attempt.phase.id,
-        attempt.status.as_str(),
-        attempt.id
-    ));
-    output.err_line(format!("transcript: {}", attempt.transcript_path));
-    output.err_line(format!(
-        "planned outcome (uncommitted): {}",
-        attempt.outcome_path
-    ));
+fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
+    let mut output = Output::stderr(vec![
+        first_line,
+        format!(
+            "unresolved attempt: {} ({}, attempt {})",
+            attempt.phase.id,
+            attempt.status.as_str(),
+            attempt.id
+        ),
+        format!("transcript: {}", attempt.transcript_path),
+        format!("planned outcome (uncommitted): {}", attempt.outcome_path),
+    ]);
     output
         .stderr
         .extend(transcript_tail(&attempt.transcript_path));
     output
 }
 
-/// How much of a transcript's end is read for its tail: the report must not cost memory in
-/// proportion to the output (docs/worker-protocol.md), and 40 lines of a sane transcript fit many times over.
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+/// How much of a transcript's end is read for its tail: memory must not grow with the output,
+/// and 40 lines of a sane transcript fit many times over.
 const TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
@@ -1114,7 +1065,7 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     let shown = lines.len() - start;
     let mut tail = vec![format!(
         "transcript tail (last {shown} line{}):",
-        if shown == 1 { "" } else { "s" }
+        plural(shown)
     )];
     tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
     if cut && let Some(first) = tail.get_mut(1) {
@@ -1123,55 +1074,22 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     tail
 }
 
-/// Where to find what happened last, for refusal and status reports.
-fn last_run_lines(last_run: &LastRun) -> Vec<String> {
-    let mut lines = vec![
-        format!("last run: {} ({})", last_run.run_id, last_run.status),
-        format!("transcript: {}", last_run.transcript_path),
-    ];
-    if let Some(path) = &last_run.outcome_path {
-        lines.push(format!("outcome: {path}"));
-    }
-    lines
-}
-
 /// The three-line plan hash mismatch report.
-pub(crate) fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
-    let mut output = Output::default();
-    output.err_line(format!("plan hash mismatch: {path}"));
-    output.err_line(format!("expected: {expected}"));
-    output.err_line(format!("actual:   {actual}"));
-    output
+fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+    Output::stderr(vec![
+        format!("plan hash mismatch: {path}"),
+        format!("expected: {expected}"),
+        format!("actual:   {actual}"),
+    ])
 }
 
-/// Context a refusal report may show beyond the refusal itself.
-pub(crate) struct RefusalContext<'a> {
-    pub plan_workspace: &'a str,
-    /// The execution workspace of a stopped phase, or why it is unavailable.
-    pub execution_workspace: Option<&'a Result<String, InputError>>,
-    pub last_run: Option<&'a LastRun>,
-}
-
-/// Explains a refused `run` and the exact way forward.
-pub(crate) fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
-    match refusal {
-        Refusal::Stopped(stop) => stopped(stop, context),
-        Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
-        Refusal::PlanHashMismatch {
-            path,
-            expected,
-            actual,
-        } => plan_hash_mismatch(path, expected, actual),
-        Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
-            "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
-        )),
-        Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
-            Output::error(refusal.to_string())
-        }
-    }
-}
-
-fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
+/// A stopped phase refused a run: the stop, where to look, and the last run's transcript tail.
+fn stopped(
+    stop: &Stop,
+    plan_workspace: &str,
+    execution_workspace: Option<&Result<String, InputError>>,
+    last_run: Option<&LastRun>,
+) -> Output {
     let mut output = Output::error(format!(
         "phase {} is stopped: {}",
         stop.phase_id, stop.reason
@@ -1182,16 +1100,23 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
     if let Some(message) = &stop.message {
         output.err_line(format!("message: {message}"));
     }
-    output.err_line(format!("plan workspace path: {}", context.plan_workspace));
-    match context.execution_workspace {
+    output.err_line(format!("plan workspace path: {plan_workspace}"));
+    match execution_workspace {
         Some(Ok(path)) => output.err_line(format!("execution workspace path: {path}")),
         Some(Err(error)) => {
             output.err_line(format!("execution workspace path unavailable: {error}"))
         }
         None => &mut output,
     };
-    if let Some(last_run) = context.last_run {
-        output.stderr.extend(last_run_lines(last_run));
+    if let Some(last_run) = last_run {
+        output.err_line(format!(
+            "last run: {} ({})",
+            last_run.run_id, last_run.status
+        ));
+        output.err_line(format!("transcript: {}", last_run.transcript_path));
+        if let Some(path) = &last_run.outcome_path {
+            output.err_line(format!("outcome: {path}"));
+        }
         output
             .stderr
             .extend(transcript_tail(&last_run.transcript_path));
@@ -1199,6 +1124,7 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
     output
 }
 
+/// An abandoned attempt refused a run: its paths and what is known of its worker.
 fn abandoned(attempt: &ActiveAttempt) -> Output {
     let mut output = Output::error(format!(
         "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
@@ -1206,20 +1132,13 @@ fn abandoned(attempt: &ActiveAttempt) -> Output {
         attempt.status.as_str(),
         attempt.id
     ));
-    output.stderr.extend(attempt_lines(attempt));
-    output.err_line("retry requires: --retry-stopped");
-    output
-}
-
-/// Paths and identity of an active attempt.
-fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
-    let mut lines = vec![
+    output.stderr.extend([
         format!("execution workspace path: {}", attempt.execution_workspace),
         format!("prompt: {}", attempt.prompt_path),
         format!("transcript: {}", attempt.transcript_path),
         format!("planned outcome (uncommitted): {}", attempt.outcome_path),
-    ];
-    lines.push(match (&attempt.process, attempt.status) {
+    ]);
+    output.err_line(match (&attempt.process, attempt.status) {
         (Some(process), _) => format!(
             "recorded worker pid: {} (process group {})",
             process.pid, process.process_group_id
@@ -1229,7 +1148,8 @@ fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
         }
         (None, ActiveStatus::Running) => "worker process identity: unknown".to_owned(),
     });
-    lines
+    output.err_line("retry requires: --retry-stopped");
+    output
 }
 
 #[cfg(test)]
