@@ -38,9 +38,9 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    pub(crate) fn stdout(line: impl Into<String>) -> Self {
+    pub(crate) fn stdout(lines: Vec<String>) -> Self {
         Self {
-            stdout: vec![line.into()],
+            stdout: lines,
             stderr: Vec::new(),
         }
     }
@@ -109,9 +109,11 @@ pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
 
 fn end_report(end: &RunEnd) -> Output {
     match end {
-        RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
+        RunEnd::AllComplete => {
+            Output::stdout(vec!["runner-complete: all phases complete".to_owned()])
+        }
         RunEnd::PhaseLimitReached { last_completed } => {
-            Output::stdout(format!("phase-complete: {last_completed}"))
+            Output::stdout(vec![format!("phase-complete: {last_completed}")])
         }
         RunEnd::PhaseStopped {
             decision,
@@ -124,7 +126,7 @@ fn end_report(end: &RunEnd) -> Output {
             // A result the worker reported is the run's result, on stdout; a failure is
             // reported on stderr, with the failed check when there is one.
             let mut output = match (decision.status.result_tag(), failed_check) {
-                (Some(tag), _) => Output::stdout(format!("{tag}: {}", decision.summary)),
+                (Some(tag), _) => Output::stdout(vec![format!("{tag}: {}", decision.summary)]),
                 (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
                 }

@@ -319,10 +319,9 @@ fn end(
         if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
             // A refused run never took the state over: read it (unchanged) for the phase a
             // caller continues with.
-            result.next_phase = read_state(&location.layout).ok().and_then(|state| {
-                let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
-                next_pending(&state, &ids).map(str::to_owned)
-            });
+            result.next_phase = read_state(&location.layout)
+                .ok()
+                .and_then(|state| next_pending(&state, &snapshot.phase_ids()).map(str::to_owned));
         }
         let lines = report::run_end(&result.end, &invocation);
         if let Some(hooks) = &hooks {

@@ -76,13 +76,16 @@ impl PlanSnapshot {
         PlanFacts {
             path: &self.path,
             sha256: &self.sha256,
-            phase_ids: self
-                .plan
-                .phases
-                .iter()
-                .map(|phase| phase.id.as_str())
-                .collect(),
+            phase_ids: self.phase_ids(),
         }
+    }
+
+    pub(crate) fn phase_ids(&self) -> Vec<&str> {
+        self.plan
+            .phases
+            .iter()
+            .map(|phase| phase.id.as_str())
+            .collect()
     }
 }
 
