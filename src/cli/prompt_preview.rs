@@ -1,8 +1,6 @@
-//! `check --prompt [--phase ID]`: the prompt the next attempt — or the named phase's, as if
-//! it ran next — would receive, byte for byte, with the values that exist only at launch as
-//! `<placeholders>` (docs/cli.md). It validates what `run` validates first, previews the run
-//! an operator would start next (with `--retry-stopped` / `--accept-plan-change` when the
-//! state asks for them, said in a note on stderr), and writes nothing.
+//! `check --prompt [--phase ID]`: the prompt the next attempt (or the named phase's, as if it
+//! ran next) would receive, byte for byte, launch-time values as `<placeholders>`; it
+//! validates what `run` validates and writes nothing (docs/cli.md, "`check --prompt`").
 
 use std::io::Write;
 
@@ -14,11 +12,10 @@ use crate::domain::selection::{FirstSelection, RecoveryFlags, Refusal, way_forwa
 use crate::domain::state::{SnapshotRef, StateError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    InputError, RunOverrides, abandoned_retry_allowed, agent_program_problems, effective_settings,
-    execution_workspace_of, last_verification_failure, locate, read_config, read_plan_snapshot,
-    read_state, verify_interpreter_problems,
+    InputError, RunOverrides, abandoned_retry_allowed, execution_workspace_of,
+    last_verification_failure, locate, read_state,
 };
-use crate::report::Output;
+use crate::report::{Output, prefixed};
 
 /// The prompt (empty when no attempt would run) and what the reader should know about it.
 struct Preview {
@@ -26,18 +23,15 @@ struct Preview {
     notes: Vec<String>,
 }
 
-/// Why there is no prompt to show: what `run` would refuse, for the same reason and in the
-/// same words.
+/// Why there is no prompt to show: what `run` would refuse, in the same words. `Refused`: the
+/// state admits no run, not even with the recovery flags; `Preparation`: the preparation
+/// `run` would write does not apply to the state (applied to a copy here).
 #[derive(Debug, thiserror::Error)]
 enum PreviewError {
-    /// The plan, config, state or a flag is not usable.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// The state admits no run, not even with the recovery flags.
     #[error("{0}")]
     Refused(Refusal),
-    /// The preparation `run` would write does not apply to the state at `path` (applied to
-    /// a copy here; nothing is written).
     #[error("{path}: {error}")]
     Preparation { path: String, error: StateError },
 }
@@ -50,15 +44,7 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
                 .write_all(preview.prompt.as_bytes())
                 .and_then(|()| out.flush());
             drop(out);
-            Output {
-                stdout: Vec::new(),
-                stderr: preview
-                    .notes
-                    .iter()
-                    .map(|note| format!("note: {note}"))
-                    .collect(),
-            }
-            .print();
+            Output::stderr(prefixed("note", &preview.notes)).print();
             match written {
                 Ok(()) => ExitCode::Success,
                 Err(error) => {
@@ -76,26 +62,13 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
 
 fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
     let location = locate(&args.plan)?;
-    let config = read_config(&location)?;
     let overrides = RunOverrides {
         agent_cmd: args.agent_cmd.clone(),
         retries: args.retries,
         wait: args.wait,
         ..RunOverrides::default()
     };
-    let settings = effective_settings(&location, &config, &overrides)?;
-    let snapshot = read_plan_snapshot(&location)?;
-    crate::report::plan_warnings(&snapshot).print();
-    for phase in &snapshot.plan.phases {
-        execution_workspace_of(&location, phase)?;
-    }
-    if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
-        .into_iter()
-        .chain(verify_interpreter_problems(&location, &snapshot))
-        .next()
-    {
-        return Err(problem.into());
-    }
+    let (settings, snapshot) = super::run::checked_inputs(&location, &overrides)?;
     let state = read_state(&location.layout)?;
 
     let schedule_fits = state.retry_schedule.as_ref().is_some_and(|schedule| {

@@ -30,9 +30,9 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::RecoveryFlags;
 use crate::domain::selection::next_pending;
 use crate::invocation::{
-    PlanSnapshot, RunOverrides, RunSettings, agent_program_problems, effective_settings,
-    execution_workspace_of, generated_paths_are_real, locate, read_config, read_plan_snapshot,
-    read_state, verify_interpreter_problems,
+    InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
+    effective_settings, execution_workspace_of, generated_paths_are_real, locate, read_config,
+    read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
@@ -126,11 +126,10 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
 /// its exit code is returned.
 fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     let mut located = None;
-    let checked = (|| {
+    let checked = (|| -> Result<Inputs, InputError> {
         let location = locate(&args.plan)?;
         located = Some(location.clone());
         generated_paths_are_real(&location)?;
-        let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),
             max_phases: args.max_phases,
@@ -149,29 +148,7 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
         };
-        let settings = effective_settings(&location, &config, &overrides)?;
-        let snapshot = read_plan_snapshot(&location)?;
-        report::plan_warnings(&snapshot).print();
-        // Every phase's workspace, not only the next one: `check` and `run` must agree on
-        // what is valid before anything is locked or written.
-        for phase in &snapshot.plan.phases {
-            execution_workspace_of(&location, phase)?;
-        }
-        // A missing agent program is input to fix, not an attempt to record; so is a check's
-        // missing interpreter, unless the checks are skipped.
-        if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
-            .into_iter()
-            .next()
-        {
-            return Err(problem);
-        }
-        if settings.verify
-            && let Some(problem) = verify_interpreter_problems(&location, &snapshot)
-                .into_iter()
-                .next()
-        {
-            return Err(problem);
-        }
+        let (settings, snapshot) = checked_inputs(&location, &overrides)?;
         Ok(Inputs {
             location: Arc::new(location),
             settings: Arc::new(settings),
@@ -189,6 +166,38 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
         );
         exit
     })
+}
+
+/// The settings and plan of a run, once every input `run` checks before it locks or writes
+/// anything is valid (`check --prompt` checks the same): the plan's warnings are printed.
+pub(super) fn checked_inputs(
+    location: &PlanLocation,
+    overrides: &RunOverrides,
+) -> Result<(RunSettings, PlanSnapshot), InputError> {
+    let config = read_config(location)?;
+    let settings = effective_settings(location, &config, overrides)?;
+    let snapshot = read_plan_snapshot(location)?;
+    report::plan_warnings(&snapshot).print();
+    // Every phase's workspace, not only the next one: `check` and `run` must agree on what is
+    // valid before anything is locked or written.
+    for phase in &snapshot.plan.phases {
+        execution_workspace_of(location, phase)?;
+    }
+    // A missing agent program is input to fix, not an attempt to record; so is a check's
+    // missing interpreter, unless the checks are skipped.
+    let verify_problems = if settings.verify {
+        verify_interpreter_problems(location, &snapshot)
+    } else {
+        Vec::new()
+    };
+    match agent_program_problems(location, &snapshot, &settings)
+        .into_iter()
+        .chain(verify_problems)
+        .next()
+    {
+        Some(problem) => Err(problem),
+        None => Ok((settings, snapshot)),
+    }
 }
 
 /// Starts the watchdog before any worker exists — every worker (and hook) registers its
