@@ -12,8 +12,8 @@ use crate::domain::selection::{FirstSelection, RecoveryFlags, Refusal, way_forwa
 use crate::domain::state::{SnapshotRef, StateError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    InputError, RunOverrides, abandoned_retry_allowed, execution_workspace_of,
-    last_verification_failure, locate, read_state,
+    InputError, RunOverrides, abandoned_retry_allowed, execution_workspace_of, locate, read_state,
+    verification_failure_of,
 };
 use crate::report::{Output, prefixed};
 
@@ -151,7 +151,12 @@ fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
                 state.last_run.as_ref(),
             )
         });
-    let verification_failure = last_verification_failure(&state, &phase.id);
+    // What a failed check said goes into the prompt of the phase's next attempt.
+    let verification_failure = state
+        .last_run
+        .as_ref()
+        .filter(|last_run| last_run.phase_id == phase.id)
+        .and_then(verification_failure_of);
     let prompt = preview_prompt(
         &PreviewRequest {
             layout: &location.layout,

@@ -1,17 +1,7 @@
-//! Hooks for `run` (issue 21; docs/cli.md, "Notifications"): one more observer of the run's
-//! events. It maps them to hook events (rules: [`crate::domain::hooks::firing`]) and hands
-//! each firing to a thread of its own ([`runner`]), so no actor ever waits for a hook and a
-//! slow hook never delays the run's signal handling.
-//!
-//! The events of a run's end — `phase-stopped`, `interrupted`, `run-finished` — need how the
-//! run ended (its message, the command that continues it), which only the command knows once
-//! the actor tree has stopped: [`Hooks::run_ended`] fires them. [`Hooks::finish`] then waits
-//! until every hook has run (each bounded by its time limit) while the command owns the
-//! stopping signals: a signal stops the hook running and skips the rest, and the exit code
-//! stays the one already decided.
-//!
-//! A hook failure — it could not start, exited non-zero, was killed, timed out — is one
-//! `warning:` line on stderr and a `hook-failed` event; nothing else about the run changes.
+//! Hooks for `run` (docs/cli.md, "Notifications"): one more observer of the run's events,
+//! mapping them to hook events ([`crate::domain::hooks::firing`]) and handing each firing to a
+//! thread of its own ([`runner`]), so no actor ever waits for a hook. The events of a run's end
+//! need how it ended, which only the command knows: [`Hooks::run_ended`] fires them.
 
 mod runner;
 
@@ -50,7 +40,7 @@ pub(super) struct HookContext {
     pub state_path: String,
     /// The plan workspace: where hooks run.
     pub workspace: String,
-    /// The state directory: `hooks.log` goes there, beside `events.jsonl`.
+    /// The state directory: `hooks.log` goes there.
     pub state_dir: String,
     /// Every phase's id and title.
     pub titles: Vec<(String, String)>,
@@ -86,7 +76,7 @@ pub(super) struct Hooks {
     hooks: Arc<Vec<Hook>>,
     context: Arc<HookContext>,
     jobs: Mutex<Option<mpsc::Sender<HookJob>>>,
-    /// Closed by the hook thread when it has run everything.
+    /// Disconnected by the hook thread when it has run everything.
     done: Mutex<Option<mpsc::Receiver<()>>>,
     stop: StopSwitch,
     /// The run has ended: failures are printed directly (the progress display is finished).
@@ -94,16 +84,14 @@ pub(super) struct Hooks {
     state: Mutex<Seen>,
 }
 
-/// What the observer remembers of the run's events.
+/// What the observer remembers of the run's events: the phase of the last attempt prepared,
+/// the last committed outcome's record and status, the `run-finished` record.
 #[derive(Default)]
 struct Seen {
     trigger: HookTrigger,
     run_id: Option<String>,
-    /// The last attempt prepared: its phase.
     last_phase: Option<String>,
-    /// The last committed outcome: its record and status.
     last_outcome: Option<(Value, AttemptStatus)>,
-    /// The `run-finished` record.
     finished: Option<Value>,
 }
 
@@ -154,7 +142,7 @@ impl Hooks {
         }))
     }
 
-    /// The hooks that run at `event`, with what they are told.
+    /// Queues the hooks that run at `facts.event`, with what they are told.
     fn fire(&self, facts: HookFacts, run_id: &str, attempt_id: Option<String>) {
         let hooks: Vec<Hook> = self
             .hooks
