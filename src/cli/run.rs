@@ -1,13 +1,8 @@
-//! `run`: validates every input, hands the invocation to the actor tree
-//! ([`crate::actors::run`]) with the run's observers (progress on stderr, the event
-//! stream, the hooks), then prints how it ended — as lines, or as one JSON object with
-//! `--json` — and returns its exit code.
-//!
-//! With hooks, the end waits for them (docs/cli.md, "Notifications"): the tree's signal intake
-//! is gone by then, so the command catches the stopping signals itself until they have run.
-//! A signal then stops the hooks and the handler exits with the code already decided; the
-//! report is printed from a thread of its own, so a report blocked on a stdout nobody reads
-//! cannot hold the handler either.
+//! `run`: validates every input, hands the invocation to the actor tree ([`crate::actors::run`])
+//! with the run's observers, then prints how it ended and returns its exit code. With hooks,
+//! the end waits for them while the command catches the stopping signals itself (the tree's
+//! signal intake is gone by then): a signal stops the hooks, and the report is printed from a
+//! thread of its own so a stdout nobody reads cannot hold the handler either.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -57,7 +52,6 @@ impl RunObserver for AllOf {
     }
 }
 
-/// What a run reads and checks before anything is locked or written.
 struct Inputs {
     location: Arc<PlanLocation>,
     settings: Arc<RunSettings>,
@@ -73,8 +67,8 @@ struct Observers {
     hooks: Option<Arc<Hooks>>,
 }
 
-/// `run`: the inputs, the watchdog, the runtime and the observers, then the supervision tree
-/// (docs/architecture.md) until it hands back the result, and the end.
+/// The inputs, the watchdog, the runtime and the observers, then the supervision tree until it
+/// hands back the result, and the end.
 pub(super) fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
     let inputs = match read_inputs(args, started) {
@@ -121,9 +115,7 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
     end(args, started, &inputs, observers, runtime, result)
 }
 
-/// Reads and checks every input of the run: the plan, its config and settings, every phase's
-/// workspace, the agent program and the Verify checks' interpreters. A problem is printed;
-/// its exit code is returned.
+/// Reads and checks every input of the run; a problem is printed and its exit code returned.
 fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     let mut located = None;
     let checked = (|| -> Result<Inputs, InputError> {
@@ -262,7 +254,6 @@ impl Observers {
         })
     }
 
-    /// The run's observer: every event to the progress display, the stream and the hooks.
     fn all(&self) -> Arc<dyn RunObserver> {
         let mut observers: Vec<Arc<dyn RunObserver>> =
             vec![self.progress.clone(), self.stream.clone()];
@@ -281,7 +272,6 @@ fn start_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|error| format!("cannot start the async runtime: {error}"))
 }
 
-/// Starts the run supervisor and waits for the result it hands back.
 async fn supervise(
     tree: SupervisorArgs,
     result: oneshot::Receiver<RunResult>,
@@ -385,7 +375,6 @@ fn end(
     exit
 }
 
-/// How a run's end is printed.
 enum Report {
     Lines(Output),
     Json(String),
