@@ -137,15 +137,11 @@ fn end_report(end: &RunEnd) -> Output {
                 ),
             };
             if let Some(signal) = end.signal_after_decision() {
-                let retry = if *retry_scheduled {
-                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
-                } else {
-                    ""
-                };
                 output.err_line(format!(
-                    "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{retry}",
+                    "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{}",
                     signal_name(signal),
-                    decision.status
+                    decision.status,
+                    retry_stays(*retry_scheduled)
                 ));
             }
             output
@@ -215,22 +211,19 @@ fn end_report(end: &RunEnd) -> Output {
             signal_name(*signal)
         )),
         RunEnd::InterruptedDuringWait { signal, phase_id } => Output::error(format!(
-            "interrupted by {} while waiting to run {phase_id} again; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
-            signal_name(*signal)
+            "interrupted by {} while waiting to run {phase_id} again{}",
+            signal_name(*signal),
+            retry_stays(true)
         )),
         RunEnd::BudgetReached {
             reached,
             phase_id,
             retry_scheduled,
-        } => {
-            let mut line = reached.launch_refusal(phase_id);
-            if *retry_scheduled {
-                line.push_str(
-                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
-                );
-            }
-            Output::stderr(vec![line])
-        }
+        } => Output::stderr(vec![format!(
+            "{}{}",
+            reached.launch_refusal(phase_id),
+            retry_stays(*retry_scheduled)
+        )]),
         RunEnd::Refused {
             refusal: refused,
             plan_workspace,
@@ -280,6 +273,15 @@ fn end_report(end: &RunEnd) -> Output {
             }
             output
         }
+    }
+}
+
+/// `; the retry stays scheduled …` when it does.
+fn retry_stays(scheduled: bool) -> &'static str {
+    if scheduled {
+        "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
+    } else {
+        ""
     }
 }
 
@@ -459,21 +461,32 @@ fn reported_as(status: AttemptStatus) -> &'static str {
     status.result_tag().unwrap_or(status.as_str())
 }
 
-/// The progress line for a run event, if it has one (stderr, printed as it happens).
+/// The line a run event prints on stderr as it happens, if it has one: a retry or a wait, or a
+/// warning (a lost watchdog, a budget that cannot be enforced, a failed hook).
 pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
-    if let RunEvent::WatchdogLost { detail, .. } = event {
-        return Some(format!("warning: {detail}"));
-    }
-    let RunEvent::RetryScheduled {
-        schedule,
-        delay_seconds,
-        of,
-        template,
-        reset_phrase,
-        resumed,
-    } = event
-    else {
-        return None;
+    let (schedule, delay_seconds, of, template, reset_phrase, resumed) = match event {
+        RunEvent::WatchdogLost { detail, .. } => return Some(format!("warning: {detail}")),
+        RunEvent::BudgetUnenforceable { message } => return Some(format!("warning: {message}")),
+        RunEvent::HookFailed {
+            hook,
+            hook_event,
+            reason,
+            log_path,
+            ..
+        } => {
+            return Some(format!(
+                "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
+            ));
+        }
+        RunEvent::RetryScheduled {
+            schedule,
+            delay_seconds,
+            of,
+            template,
+            reset_phrase,
+            resumed,
+        } => (schedule, delay_seconds, of, template, reset_phrase, resumed),
+        _ => return None,
     };
     let phase = &schedule.phase_id;
     let attempt = schedule.attempt;
@@ -482,7 +495,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
     } else {
         ""
     };
-    let line = match schedule.reason.kind() {
+    Some(match schedule.reason.kind() {
         StepKind::Switch => format!(
             "{resuming}{}: {phase} (attempt {attempt} of {of}): trying fallback agent command {} now: {}",
             schedule.after,
@@ -513,26 +526,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
                 format_seconds((delay_seconds * 10.0).round() / 10.0)
             )
         }
-    };
-    Some(line)
-}
-
-/// The `warning:` line of a failed hook (docs/cli.md, "Notifications"), for a `HookFailed`
-/// event: `warning: hook hooks[0] (run-finished) failed: exited with code 1; output in <log>`.
-pub(crate) fn hook_warning(event: &RunEvent) -> Option<String> {
-    let RunEvent::HookFailed {
-        hook,
-        hook_event,
-        reason,
-        log_path,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    Some(format!(
-        "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
-    ))
+    })
 }
 
 /// One attempt as a run's ledger keeps it (from the run's events).

@@ -379,8 +379,9 @@ impl RunObserver for Progress {
                     verifying: false,
                     status: None,
                 });
-                match self.mode {
-                    ProgressMode::Lines => self.say(report::phase_banner(
+                // The status line's own thread draws the new attempt.
+                if self.mode == ProgressMode::Lines {
+                    self.say(report::phase_banner(
                         phase_id,
                         *phase_index,
                         *phases,
@@ -390,9 +391,7 @@ impl RunObserver for Progress {
                             in_run: *attempt,
                             of: *of,
                         },
-                    )),
-                    // The status line's own thread draws the new attempt.
-                    ProgressMode::StatusLine | ProgressMode::Quiet => {}
+                    ));
                 }
             }
             RunEvent::OutputProgress {
@@ -488,21 +487,16 @@ impl RunObserver for Progress {
                     drop(self.console.note(format!("\x1b[2m{line}\x1b[0m")));
                 }
             }
-            RunEvent::BudgetUnenforceable { message } => {
-                self.say(format!("warning: {message}"));
-            }
-            RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
-                if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
+            // In every mode: a notification that failed is news to whoever relies on it.
+            RunEvent::BudgetUnenforceable { .. }
+            | RunEvent::RetryScheduled { .. }
+            | RunEvent::WatchdogLost { .. }
+            | RunEvent::HookFailed { .. } => {
+                if let Some(line) = report::event_line(&record.event, Utc::now()) {
                     self.say(line);
                 }
             }
             RunEvent::SignalReceived { .. } => self.signal_received(),
-            // In every mode: a notification that failed is news to whoever relies on it.
-            RunEvent::HookFailed { .. } => {
-                if let Some(line) = report::hook_warning(&record.event) {
-                    self.say(line);
-                }
-            }
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }

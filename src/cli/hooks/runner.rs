@@ -218,7 +218,7 @@ impl HookRunner {
         };
         if self.ended.load(Ordering::SeqCst) {
             // The progress display is finished: the warning goes straight to stderr.
-            if let Some(line) = report::hook_warning(&record.event) {
+            if let Some(line) = report::event_line(&record.event, Utc::now()) {
                 Output::default().err_line(line).print();
             }
             self.stream.observe(&record);
