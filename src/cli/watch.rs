@@ -57,25 +57,23 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
         return Ok(fail_stream(&path, &error));
     }
     let holder = workspace_holder(location, &history);
-    let replay = history.in_progress(holder);
-    match &replay {
+    match history.in_progress(holder) {
         None => say(json, "waiting for a run of this plan to start")?,
-        Some(found) if found.started.is_none() => say(
-            json,
-            &format!(
-                "following the run in progress (handler pid {}); its start is no longer in the event stream",
-                holder
-                    .flatten()
-                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
-            ),
-        )?,
-        Some(_) => {}
-    }
-    if let Some(found) = replay {
-        watch.followed = Some(found.followed(holder.flatten()));
-        for line in found.lines {
-            if let Some(end) = watch.show(json, &line)? {
-                return Ok(end);
+        Some(found) => {
+            if found.started.is_none() {
+                say(
+                    json,
+                    &format!(
+                        "following the run in progress (handler pid {}); its start is no longer in the event stream",
+                        pid_text(holder.flatten())
+                    ),
+                )?;
+            }
+            watch.followed = Some(found.followed(holder.flatten()));
+            for line in found.lines {
+                if let Some(end) = watch.show(json, &line)? {
+                    return Ok(end);
+                }
             }
         }
     }
@@ -112,8 +110,7 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
             }
             let mut line = format!(
                 "the run's handler (pid {}) is gone without finishing",
-                run.pid
-                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
+                pid_text(run.pid)
             );
             if let Some(stopped) = &watch.watchdog_stopped {
                 line.push_str("; ");
@@ -540,6 +537,10 @@ fn started(event: &Value) -> Followed {
         phases: number(event, "phases") as usize,
         ..Followed::default()
     }
+}
+
+fn pid_text(pid: Option<u32>) -> String {
+    pid.map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
 }
 
 fn kind(event: &Value) -> &str {

@@ -5,6 +5,7 @@
 
 mod runner;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -96,9 +97,8 @@ struct Seen {
 }
 
 impl Hooks {
-    /// Starts the hook thread. `reporter` gets `hook-failed` events during the run (progress
-    /// and the event stream); `stream` gets them after it (the event stream only, while the
-    /// warning is printed directly). `None` when there are no hooks.
+    /// Starts the hook thread; `None` when there are no hooks. `reporter` (progress and the
+    /// event stream) gets `hook-failed` events during the run, `stream` after it.
     pub(super) fn start(
         hooks: Vec<Hook>,
         context: HookContext,
@@ -114,17 +114,21 @@ impl Hooks {
         let ended = Arc::new(AtomicBool::new(false));
         let (jobs, queue) = mpsc::channel();
         let (done_sender, done) = mpsc::channel::<()>();
-        // Taken before any worker exists: the handler's children now (the watchdog, a
-        // shell's background jobs) are never a hook's.
-        let inherited = ChildSnapshot::take();
-        let runner = HookRunner::new(
-            context.clone(),
-            stop.clone(),
-            ended.clone(),
-            inherited,
+        let runner = HookRunner {
+            log_path: Path::new(&context.state_dir)
+                .join("hooks.log")
+                .display()
+                .to_string(),
+            context: context.clone(),
+            stop: stop.clone(),
+            ended: ended.clone(),
+            // Taken before any worker exists: the handler's children now (the watchdog, a
+            // shell's background jobs) are never a hook's.
+            inherited: ChildSnapshot::take(),
             reporter,
             stream,
-        );
+            sweep_from_ticks: None,
+        };
         std::thread::Builder::new()
             .name("ash-hooks".into())
             .spawn(move || {

@@ -45,43 +45,21 @@ pub(super) struct HookJob {
     pub attempt_id: Option<String>,
 }
 
+/// The hook thread's state; `reporter` gets `hook-failed` events while the run goes on,
+/// `stream` after it.
 pub(super) struct HookRunner {
-    context: Arc<HookContext>,
-    stop: StopSwitch,
-    ended: Arc<AtomicBool>,
-    inherited: ChildSnapshot,
-    reporter: Arc<dyn RunObserver>,
-    stream: Arc<dyn RunObserver>,
-    log_path: String,
+    pub context: Arc<HookContext>,
+    pub stop: StopSwitch,
+    pub ended: Arc<AtomicBool>,
+    pub inherited: ChildSnapshot,
+    pub reporter: Arc<dyn RunObserver>,
+    pub stream: Arc<dyn RunObserver>,
+    pub log_path: String,
     /// The earliest start of a hook that ran while the run went on: the end sweeps from there.
-    sweep_from_ticks: Option<u64>,
+    pub sweep_from_ticks: Option<u64>,
 }
 
 impl HookRunner {
-    pub(super) fn new(
-        context: Arc<HookContext>,
-        stop: StopSwitch,
-        ended: Arc<AtomicBool>,
-        inherited: ChildSnapshot,
-        reporter: Arc<dyn RunObserver>,
-        stream: Arc<dyn RunObserver>,
-    ) -> Self {
-        let log_path = Path::new(&context.state_dir)
-            .join("hooks.log")
-            .display()
-            .to_string();
-        Self {
-            context,
-            stop,
-            ended,
-            inherited,
-            reporter,
-            stream,
-            log_path,
-            sweep_from_ticks: None,
-        }
-    }
-
     /// Runs every job until the queue is closed and empty, then sweeps.
     pub(super) fn run(mut self, queue: Receiver<HookJob>) {
         let log = match EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES) {
