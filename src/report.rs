@@ -75,11 +75,10 @@ impl Output {
         }
     }
 
-    /// A JSON document on stdout, with the same characters written as JSON escapes.
-    pub(crate) fn print_json(json: &str) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", printable_json(json));
-        let _ = out.flush();
+    /// A JSON document on stdout, the characters [`printable`] would change written as JSON
+    /// escapes instead (so `print` leaves it as it is).
+    pub(crate) fn json(json: &str) -> Self {
+        Self::stdout(vec![printable_json(json).into_owned()])
     }
 }
 

@@ -72,7 +72,7 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
     let report = build(args);
     if args.json {
         let text = serde_json::to_string_pretty(&report).expect("the check report serializes");
-        Output::print_json(&text);
+        Output::json(&text).print();
     } else {
         Output::stdout(render_text(&report)).print();
     }

@@ -51,10 +51,7 @@ impl EventStream {
 
 impl RunObserver for EventStream {
     fn observe(&self, record: &EventRecord) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = super::lock(&self.state);
         let line = record.to_json_line();
         if state.open
             && let RunEvent::OutputProgress { .. } = record.event

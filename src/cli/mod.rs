@@ -16,6 +16,7 @@ mod run;
 mod status;
 mod watch;
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use clap::error::ErrorKind;
@@ -79,4 +80,11 @@ pub fn main() -> i32 {
         Some(Command::Man(args)) => man::run(&args),
     };
     exit.code()
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the data is usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

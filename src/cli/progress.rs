@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::lock;
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
@@ -508,11 +509,4 @@ impl RunObserver for Progress {
             | RunEvent::RunFinished { .. } => {}
         }
     }
-}
-
-/// A poisoned lock only means another observer call panicked; the data is still usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -345,9 +345,9 @@ fn end(
                     elapsed: started.elapsed(),
                 };
                 let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
-                Report::Json(object.to_json())
+                Output::json(&object.to_json())
             } else {
-                Report::Lines(lines)
+                lines
             };
             match (&hooks, &caught) {
                 (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
@@ -375,24 +375,10 @@ fn end(
     exit
 }
 
-enum Report {
-    Lines(Output),
-    Json(String),
-}
-
-impl Report {
-    fn print(&self) {
-        match self {
-            Self::Lines(output) => output.print(),
-            Self::Json(object) => Output::print_json(object),
-        }
-    }
-}
-
 /// Prints the report on a thread of its own while the hooks run, and waits for both — for
 /// the report only until a signal: a report blocked on a stalled stdout must not keep a
 /// handler asked to stop.
-fn print_while_hooks_run(report: Report, hooks: &Hooks, caught: &CaughtSignals) {
+fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) {
     let printer = std::thread::Builder::new()
         .name("ash-report".into())
         .spawn(move || report.print());
@@ -439,5 +425,5 @@ pub(super) fn print_json_error(
         snapshot: None,
         elapsed: started.elapsed(),
     };
-    Output::print_json(&report::RunJson::error(exit, message, &context).to_json());
+    Output::json(&report::RunJson::error(exit, message, &context).to_json()).print();
 }

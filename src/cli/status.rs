@@ -159,7 +159,7 @@ pub(super) fn run(args: &StatusArgs) -> ExitCode {
     );
     if args.json {
         let text = serde_json::to_string_pretty(&report).expect("the status report serializes");
-        Output::print_json(&text);
+        Output::json(&text).print();
     } else {
         Output::stdout(render_text(&report)).print();
     }
@@ -175,7 +175,7 @@ pub(super) fn run(args: &StatusArgs) -> ExitCode {
 fn fail(json: bool, error: InputError) -> ExitCode {
     let message = error.to_string();
     if json {
-        Output::print_json(&serde_json::json!({ "error": message }).to_string());
+        Output::json(&serde_json::json!({ "error": message }).to_string()).print();
     }
     Output::error(message).print();
     error.exit_code()

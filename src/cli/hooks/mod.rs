@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::actors::observer::RunObserver;
 use crate::actors::run::{RunEnd, RunResult};
+use crate::cli::lock;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::hooks::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
@@ -376,11 +377,4 @@ impl EndFacts {
         }
         end
     }
-}
-
-/// A poisoned lock only means a hook thread or observer call panicked; the data is usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
