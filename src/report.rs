@@ -983,9 +983,9 @@ fn verification_failure(
     output.err_line(match lines.len() {
         0 => format!("verify check {} printed nothing", failed.index),
         count => format!(
-            "verify check {} output (last {count} line{}):",
+            "verify check {} output (last {}):",
             failed.index,
-            plural(count)
+            units::count(count, "line")
         ),
     });
     output.stderr.extend(lines.into_iter().map(str::to_owned));
@@ -1022,10 +1022,6 @@ fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
     output
 }
 
-fn plural(count: usize) -> &'static str {
-    if count == 1 { "" } else { "s" }
-}
-
 /// How much of a transcript's end is read for its tail: memory must not grow with the output,
 /// and 40 lines of a sane transcript fit many times over.
 const TAIL_BYTES: u64 = 1024 * 1024;
@@ -1059,8 +1055,8 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     let start = lines.len().saturating_sub(TAIL_LINES);
     let shown = lines.len() - start;
     let mut tail = vec![format!(
-        "transcript tail (last {shown} line{}):",
-        plural(shown)
+        "transcript tail (last {}):",
+        units::count(shown, "line")
     )];
     tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
     if cut && let Some(first) = tail.get_mut(1) {

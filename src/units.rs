@@ -26,6 +26,14 @@ pub(crate) fn millis(time: Duration) -> u64 {
     time.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
+/// `1 attempt`, `3 attempts`.
+pub(crate) fn count(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        count => format!("{count} {noun}s"),
+    }
+}
+
 /// `512 B`, `12.3 KiB`, `1.2 MiB`, `3.0 GiB` (binary units, one decimal).
 pub(crate) fn bytes(count: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];

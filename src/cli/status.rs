@@ -750,21 +750,17 @@ fn totals_line(totals: &RunTotals) -> String {
         Some(total) => format!("{}/{total} phases done", totals.phases_done),
         None => format!("{} phases done", totals.phases_done),
     };
-    let attempts = match totals.attempts {
-        1 => "1 attempt".to_owned(),
-        count => format!("{count} attempts"),
-    };
     let mut line = format!(
-        "totals: {phases} · {attempts} · {} · {} output",
+        "totals: {phases} · {} · {} · {} output",
+        units::count(totals.attempts as usize, "attempt"),
         units::duration(totals.duration_ms),
         units::bytes(totals.output_bytes)
     );
-    match totals.attempts_without_figures {
-        0 => {}
-        1 => line.push_str(" (1 attempt recorded without duration and size)"),
-        count => line.push_str(&format!(
-            " ({count} attempts recorded without duration and size)"
-        )),
+    if totals.attempts_without_figures > 0 {
+        line.push_str(&format!(
+            " ({} recorded without duration and size)",
+            units::count(totals.attempts_without_figures as usize, "attempt")
+        ));
     }
     if totals.attempts > 0 {
         line.push_str(&format!(
