@@ -45,7 +45,6 @@ const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
 /// An outcome's summary is a result body (at most 16 MiB) or a diagnostic.
 const MAX_OUTCOME_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Resolves `--plan` and its plan workspace.
 pub(crate) fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
     Ok(locate_plan(plan_arg)?)
 }
@@ -62,7 +61,6 @@ pub(crate) fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputEr
     }
 }
 
-/// Whether `path` names a regular file (after symlinks).
 pub(crate) fn is_file(path: &str) -> bool {
     Path::new(path).is_file()
 }
@@ -136,7 +134,7 @@ pub(crate) fn current_plan_hash(location: &PlanLocation) -> Result<String, Input
     read_plan_bytes(location).map(|bytes| sha256_hex(&bytes))
 }
 
-/// Reads the plan workspace's config; a missing file means defaults.
+/// A missing config file means defaults.
 pub(crate) fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
     match read_regular_file(Path::new(&location.config_path), MAX_CONFIG_BYTES) {
         Ok(bytes) => parse_config(&bytes).map_err(|error| InputError::Config {
@@ -230,7 +228,6 @@ pub(crate) fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck>
     }
 }
 
-/// Why an outcome record cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadOutcomeError {
     #[error(transparent)]
@@ -244,7 +241,7 @@ pub(crate) fn read_outcome(path: &str) -> Result<OutcomeRecord, ReadOutcomeError
     Ok(OutcomeRecord::from_json(&bytes, path)?)
 }
 
-/// Checks a phase's execution workspace; the error names the plan line to fix.
+/// The phase's execution workspace; the error names the plan line to fix.
 pub(crate) fn execution_workspace_of(
     location: &PlanLocation,
     phase: &Phase,
@@ -359,7 +356,7 @@ pub(crate) struct RunOverrides {
     pub max_cost_usd: Option<f64>,
 }
 
-/// Effective settings of a `run`, after CLI values override the config.
+/// The settings of a `run`: CLI values over the config.
 #[derive(Clone, Debug)]
 pub(crate) struct RunSettings {
     /// The primary agent template (`--agent-cmd` or `agent_cmd`), then the rate-limit
@@ -378,7 +375,6 @@ pub(crate) struct RunSettings {
     pub rate_limit: RateLimitPolicy,
     pub budget: BudgetCaps,
     pub flags: RecoveryFlags,
-    /// The config's `hooks`, then the `--hook` ones.
     pub hooks: Vec<Hook>,
     pub verify: bool,
     pub verify_timeout_seconds: Option<f64>,
@@ -390,8 +386,7 @@ impl RunSettings {
     }
 }
 
-/// Merges CLI values over the config and validates the template and stop patterns; patterns
-/// the streaming DFA cannot take are logged as warnings.
+/// Merges CLI values over the config and validates the templates and stop patterns.
 pub(crate) fn effective_settings(
     location: &PlanLocation,
     config: &Config,
