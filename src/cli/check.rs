@@ -287,10 +287,8 @@ fn build(args: &CheckArgs) -> CheckReport {
     report
 }
 
-/// Why the way forward `check` would point to — `run --retry-stopped`, with
-/// `--accept-plan-change` when the plan changed — would be refused, if it would: the phase to
-/// retry is gone from the plan, completed phases are gone, the abandoned attempt's workspace
-/// moved, or its worker is still alive. (Path and hash mismatches are reported already.)
+/// Why `run --retry-stopped --accept-plan-change`, the way forward `check` points to, would be
+/// refused, if it would (path and hash mismatches are reported already).
 fn recovery_problem(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,

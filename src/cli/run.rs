@@ -58,8 +58,7 @@ struct Inputs {
     snapshot: Arc<PlanSnapshot>,
 }
 
-/// What watches the run from outside the tree: the console (agent output and progress lines),
-/// the progress display, the event stream, the hooks.
+/// What watches the run from outside the tree.
 struct Observers {
     console: Arc<Console>,
     progress: Arc<Progress>,
@@ -397,8 +396,7 @@ fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) 
     let _ = printer.join();
 }
 
-/// An error before or around the run: `error: …` on stderr, and with `--json` also the one
-/// result object on stdout.
+/// An error before or around the run: on stderr, and with `--json` as the one result object.
 fn print_error(
     json: bool,
     exit: ExitCode,

@@ -122,8 +122,7 @@ pub(super) struct LastRunReport {
     pub live_processes: Option<Vec<u32>>,
 }
 
-/// Whether the plan bytes still match the accepted snapshot: `status` is `unchanged`,
-/// `changed`, `not-accepted`, `moved` or `unreadable`.
+/// Whether the plan bytes still match the accepted snapshot.
 #[derive(Debug, Serialize)]
 pub(super) struct PlanCheck {
     pub status: &'static str,
@@ -221,8 +220,7 @@ fn build_report(
                 title: phase.title.clone(),
             })
     });
-    // `Err` says why the phase's workspace does not resolve; `Ok(None)` means there is no
-    // phase to resolve.
+    // `Ok(None)`: there is no phase to resolve.
     let resolve = |phase_id: &str| -> Result<Option<String>, InputError> {
         match snapshot
             .ok()
@@ -629,8 +627,7 @@ fn still_running_line(whose: &str, pids: &[u32]) -> String {
     )
 }
 
-/// `12:03:04` (UTC, as every time `status` prints) of an RFC 3339 time; the text itself when
-/// it does not parse.
+/// `12:03:04` (UTC, as every time `status` prints) of an RFC 3339 time, or the text itself.
 fn clock_of(rfc3339: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(rfc3339).map_or_else(
         |_| rfc3339.to_owned(),
@@ -642,8 +639,7 @@ fn clock_of(rfc3339: &str) -> String {
     )
 }
 
-/// The `plan:` line for a plan acceptance status (`unchanged`, `changed`, `moved`,
-/// `not-accepted`, `unreadable`), worded the same in `status` and `check`.
+/// The `plan:` line for a plan acceptance status, worded the same in `status` and `check`.
 pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&str>) -> String {
     match status {
         "unchanged" => "plan: matches the accepted snapshot".to_owned(),
@@ -727,9 +723,8 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
         .collect()
 }
 
-/// `verify phase-2: failed: verify check 1 (cargo test) exited with code 101`, one line per
-/// phase, when any phase has checks or recorded a verification; a plan without checks gets
-/// none.
+/// `verify phase-2: failed: verify check 1 (cargo test) exited with code 101` for every phase,
+/// unless no phase has checks or recorded a verification.
 fn verification_lines(rows: &[PhaseRow]) -> Vec<String> {
     let any = rows.iter().any(|row| {
         row.verification.configured.is_some_and(|count| count > 0)

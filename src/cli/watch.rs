@@ -547,8 +547,7 @@ fn kind(event: &Value) -> &str {
     event["event"].as_str().unwrap_or_default()
 }
 
-/// A text field of an event, made printable: the stream decodes to the agent's and the
-/// plan's exact text, escape sequences included.
+/// A text field of an event, made printable: it decodes to the agent's exact text.
 fn text(event: &Value, key: &str) -> String {
     printable(event[key].as_str().unwrap_or_default()).into_owned()
 }
