@@ -158,7 +158,6 @@ fn build(args: &CheckArgs) -> CheckReport {
         Ok(snapshot) => snapshot,
         Err(error) => {
             report.errors.push(error.to_string());
-            report.ok = false;
             return report;
         }
     };
@@ -194,14 +193,13 @@ fn build(args: &CheckArgs) -> CheckReport {
                 .collect(),
         });
     }
-    if let Some(settings) = &run_settings {
-        for problem in agent_program_problems(&location, &snapshot, settings) {
-            report.errors.push(problem.to_string());
-        }
-    }
-    for problem in verify_interpreter_problems(&location, &snapshot) {
-        report.errors.push(problem.to_string());
-    }
+    let agent_problems = run_settings
+        .iter()
+        .flat_map(|settings| agent_program_problems(&location, &snapshot, settings));
+    let problems = agent_problems.chain(verify_interpreter_problems(&location, &snapshot));
+    report
+        .errors
+        .extend(problems.map(|problem| problem.to_string()));
     if let Some(state) = &state {
         report.accepted_sha256 = state.plan.as_ref().map(|plan| plan.sha256.clone());
         report.current_sha256 = Some(snapshot.sha256.clone());

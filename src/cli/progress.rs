@@ -116,15 +116,11 @@ impl Progress {
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
-            let bar = ProgressBar::with_draw_target(
-                None,
-                ProgressDrawTarget::stderr_with_hz(STATUS_LINE_HZ),
-            );
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(STATUS_LINE_HZ))
+                .with_style(
+                    ProgressStyle::with_template("{spinner} {wide_msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                )
         });
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let redrawer = bar
