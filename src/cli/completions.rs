@@ -1,12 +1,7 @@
-//! `completions <SHELL>`: the shell completion script for every command and flag, generated
-//! from the same clap definition the parser uses, so it can never list a flag that does not
-//! exist. Printed to stdout; README.md says where each shell wants it.
-//!
-//! clap_complete's bash script spells the state of a subcommand two ways when the binary name
-//! has a hyphen (clap-rs/clap#6421): its loop sets `cmd="ai__session__handler__subcmd__run"`,
-//! its case arms read `ai__subcmd__session__subcmd__handler__subcmd__run)`, so no arm matched
-//! and nothing after the subcommand completed. [`repair_bash`] spells the arms the way the loop
-//! does; `tests/it/completions.rs` drives the result in a real bash.
+//! `completions <SHELL>`: the shell completion script, generated from the clap definition the
+//! parser uses. clap_complete's bash script spells a subcommand's state two ways when the
+//! binary name has a hyphen (clap-rs/clap#6421), so nothing after the subcommand completed:
+//! [`repair_bash`] spells its case arms the way its loop does.
 
 use std::io::Write;
 

@@ -1,9 +1,7 @@
-//! What `--help` and `man` say beyond the flags clap derives: each command's synopsis (the
-//! required `--plan` first, every option with its value, generated from the parser's own
-//! definition so it cannot drift), the global options under a heading of their own, and the
-//! EXIT STATUS and EXAMPLES sections of the main page and of `run` (docs/cli.md).
-//!
-//! [`command`] is the definition the parser, `completions` and `man` all use.
+//! What `--help` and `man` say beyond the flags clap derives: each command's synopsis
+//! (generated from the parser's own definition), the global options under a heading of their
+//! own, and the EXIT STATUS and EXAMPLES sections. [`command`] is the definition the parser,
+//! `completions` and `man` all use.
 
 use clap::{Arg, ArgAction, Command, CommandFactory};
 use nix::libc::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};

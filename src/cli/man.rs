@@ -1,11 +1,6 @@
 //! `man [COMMAND]`: the manual page in roff, generated from the clap definition the parser
-//! uses: `ai-session-handler(1)` with the command list, or one command's page
-//! (`ai-session-handler-run(1)`, the names `clap_mangen::generate_to` would give the files).
-//! Printed to stdout; README.md says where to put it.
-//!
-//! The sections are clap_mangen's (NAME, SYNOPSIS, DESCRIPTION, OPTIONS, GLOBAL OPTIONS,
-//! COMMANDS, VERSION) with EXIT STATUS and EXAMPLES of our own after them, for the main page
-//! and `run` ([`super::help::man_sections`]).
+//! uses (docs/cli.md, "`man`"): clap_mangen's sections, with EXIT STATUS and EXAMPLES of our
+//! own for the main page and `run` ([`super::help::man_sections`]).
 
 use std::io::Write;
 
