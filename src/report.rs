@@ -379,6 +379,7 @@ fn after_refusal(
     lifted_by: Option<RecoveryFlags>,
 ) -> NextStep {
     let flags = lifted_by.unwrap_or(invocation.flags);
+    let first = |why: String| NextStep::run(invocation, flags, Some(why));
     match refusal {
         Refusal::Stopped(stop) => {
             let (needed, why) = stop_step(stop.reason);
@@ -388,19 +389,13 @@ fn after_refusal(
             };
             NextStep::run(invocation, flags, why.map(str::to_owned))
         }
-        Refusal::UnresolvedAttempt(attempt) => NextStep::run(
-            invocation,
-            flags,
-            Some(format!(
-                "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
-                attempt.id
-            )),
-        ),
-        Refusal::PlanHashMismatch { .. } => NextStep::run(
-            invocation,
-            flags,
-            Some("review the edit (every completed phase id must still exist)".to_owned()),
-        ),
+        Refusal::UnresolvedAttempt(attempt) => first(format!(
+            "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
+            attempt.id
+        )),
+        Refusal::PlanHashMismatch { .. } => {
+            first("review the edit (every completed phase id must still exist)".to_owned())
+        }
         Refusal::PlanPathMismatch { stored, .. } => NextStep::run(
             &Invocation {
                 plan: stored.clone(),
@@ -411,14 +406,10 @@ fn after_refusal(
                 "restore the plan at {stored} (or move its state directory aside to start afresh)"
             )),
         ),
-        Refusal::CompletedPhasesMissing { missing, .. } => NextStep::run(
-            invocation,
-            flags,
-            Some(format!(
-                "restore the completed {} in the plan",
-                headings(missing)
-            )),
-        ),
+        Refusal::CompletedPhasesMissing { missing, .. } => first(format!(
+            "restore the completed {} in the plan",
+            headings(missing)
+        )),
         Refusal::RetriedPhaseMissing { phase_id, .. } => NextStep::run(
             invocation,
             RecoveryFlags {
