@@ -261,24 +261,19 @@ fn build(args: &CheckArgs) -> CheckReport {
                 }
                 .map(|()| schedule)
             });
-            match resumable {
-                Some(Ok(schedule)) => report.notes.push(format!(
-                    "phase {} is stopped: {}; a retry is scheduled (attempt {}, not before {}, {}) and run resumes it",
-                    stop.phase_id,
-                    stop.reason,
+            let stopped = format!("phase {} is stopped: {}", stop.phase_id, stop.reason);
+            report.notes.push(match resumable {
+                Some(Ok(schedule)) => format!(
+                    "{stopped}; a retry is scheduled (attempt {}, not before {}, {}) and run resumes it",
                     schedule.attempt,
                     schedule.not_before,
                     schedule.reason.describe()
-                )),
-                Some(Err(why)) => report.notes.push(format!(
-                    "phase {} is stopped: {}; its scheduled retry does not fit the retry policy ({why}); run requires --retry-stopped",
-                    stop.phase_id, stop.reason
-                )),
-                None => report.notes.push(format!(
-                    "phase {} is stopped: {}; run requires --retry-stopped",
-                    stop.phase_id, stop.reason
-                )),
-            }
+                ),
+                Some(Err(why)) => format!(
+                    "{stopped}; its scheduled retry does not fit the retry policy ({why}); run requires --retry-stopped"
+                ),
+                None => format!("{stopped}; run requires --retry-stopped"),
+            });
         }
     }
     report.ok = report.errors.is_empty();
