@@ -1076,12 +1076,7 @@ fn stopped(
         "phase {} is stopped: {}",
         stop.phase_id, stop.reason
     ));
-    if let Some(question) = &stop.clarification_request {
-        output.err_line(format!("clarification: {question}"));
-    }
-    if let Some(message) = &stop.message {
-        output.err_line(format!("message: {message}"));
-    }
+    output.stderr.extend(stop_lines(stop));
     output.err_line(format!("plan workspace path: {plan_workspace}"));
     match execution_workspace {
         Some(Ok(path)) => output.err_line(format!("execution workspace path: {path}")),
@@ -1104,6 +1099,14 @@ fn stopped(
             .extend(transcript_tail(&last_run.transcript_path));
     }
     output
+}
+
+/// The `clarification:` and `message:` lines of a stop, when it has them.
+pub(crate) fn stop_lines(stop: &Stop) -> impl Iterator<Item = String> {
+    let question = stop.clarification_request.iter();
+    let message = stop.message.iter();
+    (question.map(|question| format!("clarification: {question}")))
+        .chain(message.map(|message| format!("message: {message}")))
 }
 
 /// An abandoned attempt refused a run: its paths and what is known of its worker.

@@ -512,12 +512,7 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         ));
     } else if let Some(stop) = &report.stop {
         lines.push(format!("stopped: {} ({})", stop.phase_id, stop.reason));
-        if let Some(question) = &stop.clarification_request {
-            lines.push(format!("clarification: {question}"));
-        }
-        if let Some(message) = &stop.message {
-            lines.push(format!("message: {message}"));
-        }
+        lines.extend(crate::report::stop_lines(stop));
         if let Some(retry) = &report.retry_schedule {
             let of = retry.of.map(|of| format!(" of {of}")).unwrap_or_default();
             let then = match &retry.does_not_fit {
