@@ -181,7 +181,11 @@ fn end_report(end: &RunEnd) -> Output {
                 format!(
                     "{}: {failure}; the worker had reported {}",
                     AttemptStatus::ExecutionIoFailed,
-                    reported_as(decision.status)
+                    // How a result line names it: the worker's result tag.
+                    decision
+                        .status
+                        .result_tag()
+                        .unwrap_or(decision.status.as_str())
                 )
             };
             match still_active {
@@ -444,11 +448,6 @@ pub(crate) fn prefixed(label: &str, lines: &[String]) -> Vec<String> {
         .iter()
         .map(|line| format!("{label}: {line}"))
         .collect()
-}
-
-/// How a result line names `status`: the worker's result tag, else the status.
-fn reported_as(status: AttemptStatus) -> &'static str {
-    status.result_tag().unwrap_or(status.as_str())
 }
 
 /// The line a run event prints on stderr as it happens, if it has one: a retry or a wait, or a

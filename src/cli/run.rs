@@ -22,8 +22,7 @@ use crate::actors::run::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::selection::RecoveryFlags;
-use crate::domain::selection::next_pending;
+use crate::domain::selection::{RecoveryFlags, next_pending};
 use crate::invocation::{
     InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
     effective_settings, execution_workspace_of, generated_paths_are_real, locate, read_config,
