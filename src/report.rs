@@ -1,10 +1,9 @@
-//! What the handler prints: result lines, failure details with the transcript tail, and the
-//! refusal explanations with their recovery instructions (docs/worker-protocol.md; docs/cli.md). Built as
-//! values first and printed in one place, so stdout and stderr content is easy to test and
-//! never interleaves mid-report.
+//! Every line the handler prints, built as values and printed in one place so stdout and stderr
+//! never interleave mid-report (wording: docs/cli.md, "What `run` prints").
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
@@ -42,19 +41,23 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    pub(crate) fn stdout(line: impl Into<String>) -> Self {
+    pub(crate) fn stdout(lines: Vec<String>) -> Self {
         Self {
-            stdout: vec![line.into()],
+            stdout: lines,
             stderr: Vec::new(),
+        }
+    }
+
+    pub(crate) fn stderr(lines: Vec<String>) -> Self {
+        Self {
+            stdout: Vec::new(),
+            stderr: lines,
         }
     }
 
     /// `error: <message>` on stderr: the form of every input error.
     pub(crate) fn error(message: impl AsRef<str>) -> Self {
-        Self {
-            stdout: Vec::new(),
-            stderr: vec![format!("error: {}", message.as_ref())],
-        }
+        Self::stderr(vec![format!("error: {}", message.as_ref())])
     }
 
     pub(crate) fn err_line(&mut self, line: impl Into<String>) -> &mut Self {
@@ -62,43 +65,32 @@ impl Output {
         self
     }
 
-    /// Writes stdout first, then stderr, each flushed, every line made printable
-    /// ([`printable`]: no control character, no live result tag) and its `error:` or
-    /// `warning:` label coloured where colour is on ([`terminal::label`]). A stream with
-    /// nothing to print is not touched at all: it may be a console that stopped reading. Write
-    /// errors are ignored: there is nowhere left to report them.
+    /// Writes stdout, then stderr, every line made [`printable`], its `error:` or `warning:`
+    /// label coloured where colour is on. Write errors are ignored: there is nowhere left to
+    /// report them.
     pub(crate) fn print(&self) {
+        // A stream with nothing to print is not even locked: it may be a console that stopped
+        // reading.
         if !self.stdout.is_empty() {
-            let mut out = std::io::stdout().lock();
-            for line in &self.stdout {
-                let line = printable(line);
-                let _ = writeln!(out, "{}", terminal::label(&line, Stream::Stdout));
-            }
-            let _ = out.flush();
+            write_lines(std::io::stdout().lock(), &self.stdout, Stream::Stdout);
         }
         if !self.stderr.is_empty() {
-            let mut err = std::io::stderr().lock();
-            for line in &self.stderr {
-                let line = printable(line);
-                let _ = writeln!(err, "{}", terminal::label(&line, Stream::Stderr));
-            }
-            let _ = err.flush();
+            write_lines(std::io::stderr().lock(), &self.stderr, Stream::Stderr);
         }
     }
 
-    /// A JSON document on stdout, with the same characters written as JSON escapes.
-    pub(crate) fn print_json(json: &str) {
-        Self::stdout(printable_json(json)).print_raw();
+    /// A JSON document on stdout, the characters [`printable`] would change written as JSON
+    /// escapes instead (so `print` leaves it as it is).
+    pub(crate) fn json(json: &str) -> Self {
+        Self::stdout(vec![printable_json(json).into_owned()])
     }
+}
 
-    /// Writes the lines as they are (already printable).
-    fn print_raw(&self) {
-        let mut out = std::io::stdout().lock();
-        for line in &self.stdout {
-            let _ = writeln!(out, "{line}");
-        }
-        let _ = out.flush();
+fn write_lines(mut stream: impl Write, lines: &[String], which: Stream) {
+    for line in lines {
+        let _ = writeln!(stream, "{}", terminal::label(&printable(line), which));
     }
+    let _ = stream.flush();
 }
 
 /// What `run` prints when it ends: the report of how it ended, then, when the run can be
@@ -111,7 +103,6 @@ pub(crate) fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
     output
 }
 
-/// The report of how a run ended, without its `next:` line.
 /// The first line a person would read of how a run ended: the result line of a blocked or
 /// clarification stop (on stdout), else the failure, refusal or error.
 pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
@@ -121,9 +112,11 @@ pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
 
 fn end_report(end: &RunEnd) -> Output {
     match end {
-        RunEnd::AllComplete => Output::stdout("runner-complete: all phases complete"),
+        RunEnd::AllComplete => {
+            Output::stdout(vec!["runner-complete: all phases complete".to_owned()])
+        }
         RunEnd::PhaseLimitReached { last_completed } => {
-            Output::stdout(format!("phase-complete: {last_completed}"))
+            Output::stdout(vec![format!("phase-complete: {last_completed}")])
         }
         RunEnd::PhaseStopped {
             decision,
@@ -136,27 +129,22 @@ fn end_report(end: &RunEnd) -> Output {
             // A result the worker reported is the run's result, on stdout; a failure is
             // reported on stderr, with the failed check when there is one.
             let mut output = match (decision.status.result_tag(), failed_check) {
-                (Some(_), _) => Output::stdout(result_line(decision.status, &decision.summary)),
+                (Some(tag), _) => Output::stdout(vec![format!("{tag}: {}", decision.summary)]),
                 (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
                 }
-                (None, None) => failure(
-                    decision.status,
-                    &decision.summary,
+                (None, None) => details(
+                    format!("{}: {}", decision.status, decision.summary),
                     Some(outcome_path),
                     transcript_path,
                 ),
             };
             if let Some(signal) = end.signal_after_decision() {
-                let retry = if *retry_scheduled {
-                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
-                } else {
-                    ""
-                };
                 output.err_line(format!(
-                    "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{retry}",
+                    "interrupted by {} after the attempt's outcome was decided; the outcome stands as recorded ({}) and nothing more was launched{}",
                     signal_name(signal),
-                    decision.status
+                    decision.status,
+                    retry_stays(*retry_scheduled)
                 ));
             }
             output
@@ -173,10 +161,7 @@ fn end_report(end: &RunEnd) -> Output {
             match still_active {
                 // The prepared record became visible even though the write failed.
                 Some(active) => unresolved(first_line, active),
-                None => Output {
-                    stdout: Vec::new(),
-                    stderr: vec![first_line],
-                },
+                None => Output::stderr(vec![first_line]),
             }
         }
         RunEnd::Unresolved {
@@ -200,7 +185,11 @@ fn end_report(end: &RunEnd) -> Output {
                 format!(
                     "{}: {failure}; the worker had reported {}",
                     AttemptStatus::ExecutionIoFailed,
-                    reported_as(decision.status)
+                    // How a result line names it: the worker's result tag.
+                    decision
+                        .status
+                        .result_tag()
+                        .unwrap_or(decision.status.as_str())
                 )
             };
             match still_active {
@@ -229,39 +218,45 @@ fn end_report(end: &RunEnd) -> Output {
             signal_name(*signal)
         )),
         RunEnd::InterruptedDuringWait { signal, phase_id } => Output::error(format!(
-            "interrupted by {} while waiting to run {phase_id} again; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
-            signal_name(*signal)
+            "interrupted by {} while waiting to run {phase_id} again{}",
+            signal_name(*signal),
+            retry_stays(true)
         )),
         RunEnd::BudgetReached {
             reached,
             phase_id,
             retry_scheduled,
-        } => {
-            let mut line = reached.launch_refusal(phase_id);
-            if *retry_scheduled {
-                line.push_str(
-                    "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it",
-                );
-            }
-            Output {
-                stdout: Vec::new(),
-                stderr: vec![line],
-            }
-        }
+        } => Output::stderr(vec![format!(
+            "{}{}",
+            reached.launch_refusal(phase_id),
+            retry_stays(*retry_scheduled)
+        )]),
         RunEnd::Refused {
             refusal: refused,
             plan_workspace,
             execution_workspace,
             last_run,
             ..
-        } => refusal(
-            refused,
-            &RefusalContext {
+        } => match refused {
+            Refusal::Stopped(stop) => stopped(
+                stop,
                 plan_workspace,
-                execution_workspace: execution_workspace.as_ref(),
-                last_run: last_run.as_deref(),
-            },
-        ),
+                execution_workspace.as_ref(),
+                last_run.as_deref(),
+            ),
+            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
+            Refusal::PlanHashMismatch {
+                path,
+                expected,
+                actual,
+            } => plan_hash_mismatch(path, expected, actual),
+            Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
+                "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
+            )),
+            Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
+                Output::error(refused.to_string())
+            }
+        },
         RunEnd::PlanChanged {
             path,
             expected,
@@ -285,6 +280,15 @@ fn end_report(end: &RunEnd) -> Output {
             }
             output
         }
+    }
+}
+
+/// `; the retry stays scheduled …` when it does.
+fn retry_stays(scheduled: bool) -> &'static str {
+    if scheduled {
+        "; the retry stays scheduled in the state, and a later run with the same retry policy resumes it"
+    } else {
+        ""
     }
 }
 
@@ -383,6 +387,7 @@ fn after_refusal(
     lifted_by: Option<RecoveryFlags>,
 ) -> NextStep {
     let flags = lifted_by.unwrap_or(invocation.flags);
+    let first = |why: String| NextStep::run(invocation, flags, Some(why));
     match refusal {
         Refusal::Stopped(stop) => {
             let (needed, why) = stop_step(stop.reason);
@@ -392,19 +397,13 @@ fn after_refusal(
             };
             NextStep::run(invocation, flags, why.map(str::to_owned))
         }
-        Refusal::UnresolvedAttempt(attempt) => NextStep::run(
-            invocation,
-            flags,
-            Some(format!(
-                "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
-                attempt.id
-            )),
-        ),
-        Refusal::PlanHashMismatch { .. } => NextStep::run(
-            invocation,
-            flags,
-            Some("review the edit (every completed phase id must still exist)".to_owned()),
-        ),
+        Refusal::UnresolvedAttempt(attempt) => first(format!(
+            "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
+            attempt.id
+        )),
+        Refusal::PlanHashMismatch { .. } => {
+            first("review the edit (every completed phase id must still exist)".to_owned())
+        }
         Refusal::PlanPathMismatch { stored, .. } => NextStep::run(
             &Invocation {
                 plan: stored.clone(),
@@ -415,14 +414,10 @@ fn after_refusal(
                 "restore the plan at {stored} (or move its state directory aside to start afresh)"
             )),
         ),
-        Refusal::CompletedPhasesMissing { missing, .. } => NextStep::run(
-            invocation,
-            flags,
-            Some(format!(
-                "restore the completed {} in the plan",
-                headings(missing)
-            )),
-        ),
+        Refusal::CompletedPhasesMissing { missing, .. } => first(format!(
+            "restore the completed {} in the plan",
+            headings(missing)
+        )),
         Refusal::RetriedPhaseMissing { phase_id, .. } => NextStep::run(
             invocation,
             RecoveryFlags {
@@ -448,36 +443,43 @@ fn headings(ids: &[String]) -> String {
 
 /// `warning: …` lines on stderr for what the plan does not mean to say (docs/plan-format.md).
 pub(crate) fn plan_warnings(snapshot: &PlanSnapshot) -> Output {
-    Output {
-        stdout: Vec::new(),
-        stderr: snapshot
-            .warnings
-            .iter()
-            .map(|warning| format!("warning: {warning}"))
-            .collect(),
-    }
+    Output::stderr(prefixed("warning", &snapshot.warnings))
 }
 
-/// How a result line names `status`: the worker's result tag, else the status.
-fn reported_as(status: AttemptStatus) -> &'static str {
-    status.result_tag().unwrap_or(status.as_str())
+/// `warning: …`, `note: …` lines.
+pub(crate) fn prefixed(label: &str, lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|line| format!("{label}: {line}"))
+        .collect()
 }
 
-/// The progress line for a run event, if it has one (stderr, printed as it happens).
+/// The line a run event prints on stderr as it happens, if it has one: a retry or a wait, or a
+/// warning (a lost watchdog, a budget that cannot be enforced, a failed hook).
 pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String> {
-    if let RunEvent::WatchdogLost { detail, .. } = event {
-        return Some(format!("warning: {detail}"));
-    }
-    let RunEvent::RetryScheduled {
-        schedule,
-        delay_seconds,
-        of,
-        template,
-        reset_phrase,
-        resumed,
-    } = event
-    else {
-        return None;
+    let (schedule, delay_seconds, of, template, reset_phrase, resumed) = match event {
+        RunEvent::WatchdogLost { detail, .. } => return Some(format!("warning: {detail}")),
+        RunEvent::BudgetUnenforceable { message } => return Some(format!("warning: {message}")),
+        RunEvent::HookFailed {
+            hook,
+            hook_event,
+            reason,
+            log_path,
+            ..
+        } => {
+            return Some(format!(
+                "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
+            ));
+        }
+        RunEvent::RetryScheduled {
+            schedule,
+            delay_seconds,
+            of,
+            template,
+            reset_phrase,
+            resumed,
+        } => (schedule, delay_seconds, of, template, reset_phrase, resumed),
+        _ => return None,
     };
     let phase = &schedule.phase_id;
     let attempt = schedule.attempt;
@@ -486,7 +488,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
     } else {
         ""
     };
-    let line = match schedule.reason.kind() {
+    Some(match schedule.reason.kind() {
         StepKind::Switch => format!(
             "{resuming}{}: {phase} (attempt {attempt} of {of}): trying fallback agent command {} now: {}",
             schedule.after,
@@ -517,26 +519,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
                 format_seconds((delay_seconds * 10.0).round() / 10.0)
             )
         }
-    };
-    Some(line)
-}
-
-/// The `warning:` line of a failed hook (docs/cli.md, "Notifications"), for a `HookFailed`
-/// event: `warning: hook hooks[0] (run-finished) failed: exited with code 1; output in <log>`.
-pub(crate) fn hook_warning(event: &RunEvent) -> Option<String> {
-    let RunEvent::HookFailed {
-        hook,
-        hook_event,
-        reason,
-        log_path,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    Some(format!(
-        "warning: hook {hook} ({hook_event}) failed: {reason}; its output is in {log_path}"
-    ))
+    })
 }
 
 /// One attempt as a run's ledger keeps it (from the run's events).
@@ -552,9 +535,7 @@ pub(crate) struct AttemptRow {
     pub outcome_path: String,
     pub transcript_path: String,
     pub prompt_path: Option<String>,
-    /// What the phase's checks came to, when the outcome records it.
     pub verification: Option<Verification>,
-    /// What the attempt's usage reports came to.
     pub usage: UsageSummary,
 }
 
@@ -576,18 +557,17 @@ pub(crate) fn phase_banner(
     title: &str,
     number: AttemptNumber,
 ) -> String {
-    let attempt = match number {
-        AttemptNumber { of_phase, of, .. } if of <= 1 => of_phase.to_string(),
-        AttemptNumber {
-            of_phase,
-            in_run,
-            of,
-        } if of_phase == in_run => format!("{in_run} of {of}"),
-        AttemptNumber {
-            of_phase,
-            in_run,
-            of,
-        } => format!("{of_phase} ({in_run} of {of} in this run)"),
+    let AttemptNumber {
+        of_phase,
+        in_run,
+        of,
+    } = number;
+    let attempt = if of <= 1 {
+        of_phase.to_string()
+    } else if of_phase == in_run {
+        format!("{in_run} of {of}")
+    } else {
+        format!("{of_phase} ({in_run} of {of} in this run)")
     };
     format!(
         "{phase_id} ({index}/{phases}) {} · attempt {attempt}",
@@ -626,9 +606,7 @@ pub(crate) fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
     let width = rows
         .iter()
         .map(|row| row.phase_id.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
+        .fold(5, usize::max);
     let mut lines = vec![format!(
         "{:<width$}  {:<20}  {:>9}  {:>10}",
         "phase", "status", "duration", "output"
@@ -652,14 +630,14 @@ pub(crate) fn status_line(
     phase_id: &str,
     index: usize,
     phases: usize,
-    elapsed: std::time::Duration,
+    elapsed: Duration,
     bytes: u64,
-    status: Option<(&str, std::time::Duration)>,
+    status: Option<(&str, Duration)>,
     last_line: Option<&str>,
 ) -> String {
     let mut line = format!(
         "{phase_id} ({index}/{phases}) {} · {}",
-        units::duration(elapsed.as_millis().try_into().unwrap_or(u64::MAX)),
+        units::elapsed(elapsed),
         units::bytes(bytes)
     );
     if let Some((text, age)) = status {
@@ -673,55 +651,49 @@ pub(crate) fn status_line(
     line
 }
 
-/// The sign of life of a silent attempt (without `--quiet`, on a terminal): `phase-2 (2/5)
-/// 41s · 1.2 KiB · no output for 38s`, or with the agent's own latest status in place of the
-/// silence (`… · <status>`) when there is one.
+/// The sign of life of a silent attempt: `phase-2 (2/5) 41s · 1.2 KiB · no output for 38s`,
+/// or with the agent's own latest status in place of the silence (`… · <status>`).
 pub(crate) fn sign_of_life(
     phase_id: &str,
     index: usize,
     phases: usize,
-    elapsed: std::time::Duration,
+    elapsed: Duration,
     bytes: u64,
-    silent_for: std::time::Duration,
+    silent_for: Duration,
     latest_status: Option<&str>,
 ) -> String {
     let mut line = status_line(phase_id, index, phases, elapsed, bytes, None, None);
-    line.push_str(" · ");
     match latest_status {
-        Some(status) => line.push_str(&printable(status.trim())),
-        None => {
-            // Whole seconds: the line is redrawn once a second.
-            let seconds = std::time::Duration::from_secs(silent_for.as_secs());
-            line.push_str(&format!(
-                "no output for {}",
-                units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
-            ));
-        }
+        Some(status) => line.push_str(&format!(" · {}", printable(status.trim()))),
+        None => line.push_str(&format!(
+            " · no output for {}",
+            units::elapsed(whole_seconds(silent_for))
+        )),
     }
     line
 }
 
-/// `tool: Bash cargo test (12s)`: a status and how long ago it was set, in whole seconds (the
-/// lines that show it are redrawn once a second).
-pub(crate) fn status_with_age(text: &str, age: std::time::Duration) -> String {
-    let seconds = std::time::Duration::from_secs(age.as_secs());
+/// `tool: Bash cargo test (12s)`: a status and how long ago it was set.
+pub(crate) fn status_with_age(text: &str, age: Duration) -> String {
     format!(
         "{} ({})",
         printable(text.trim()),
-        units::duration(seconds.as_millis().try_into().unwrap_or(u64::MAX))
+        units::elapsed(whole_seconds(age))
     )
+}
+
+/// The lines that show a silence or a status's age are redrawn once a second.
+fn whole_seconds(time: Duration) -> Duration {
+    Duration::from_secs(time.as_secs())
 }
 
 /// The dim line the console shows when the agent's status changes (without `--quiet`):
 /// `phase-2 · tool: Bash cargo test`, or `phase-2 · (no status)` when it was cleared.
 pub(crate) fn status_change(phase_id: &str, text: Option<&str>) -> String {
-    format!(
-        "{phase_id} · {}",
-        text.map_or_else(
-            || "(no status)".to_owned(),
-            |text| printable(text.trim()).into_owned()
-        )
-    )
+    match text {
+        Some(text) => format!("{phase_id} · {}", printable(text.trim())),
+        None => format!("{phase_id} · (no status)"),
+    }
 }
 
 /// `15:00:00 UTC` today (in UTC), else `2026-12-02 15:00:00 UTC`.
@@ -739,22 +711,20 @@ pub(crate) struct RunJsonContext<'a> {
     pub invocation: Option<&'a Invocation>,
     pub location: Option<&'a PlanLocation>,
     pub snapshot: Option<&'a PlanSnapshot>,
-    pub elapsed: std::time::Duration,
+    pub elapsed: Duration,
 }
 
 /// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
-/// events).
+/// events): the attempts that ended, and the phase (id, title) and prompt of the attempt
+/// running or last run.
 pub(crate) struct LedgerView<'a> {
-    /// The attempts that ended, in order.
     pub attempts: &'a [AttemptRow],
-    /// The phase of the attempt running or last run: its id and title.
     pub last_phase: Option<(String, String)>,
-    /// The prompt of the attempt running or last prepared.
     pub last_prompt: Option<String>,
 }
 
 /// `run --json`: the one object a nested caller reads (schema: docs/run-result.schema.json).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct RunJson {
     exit_code: i32,
     result: &'static str,
@@ -799,6 +769,12 @@ struct AttemptUsage {
     phase_id: String,
     status: AttemptStatus,
     usage: UsageSummary,
+}
+
+impl Default for UsageJson {
+    fn default() -> Self {
+        Self::of(&[])
+    }
 }
 
 impl UsageJson {
@@ -964,27 +940,12 @@ impl RunJson {
         Self {
             exit_code: exit.code(),
             result,
-            attempt_id: None,
-            status: None,
-            phase: None,
-            text: None,
-            message: None,
-            outcome_path: None,
-            transcript_path: None,
-            prompt_path: None,
             plan_path: context.location.map(|location| location.plan_path.clone()),
             state_path: context
                 .location
                 .map(|location| location.layout.state_path()),
-            phases_completed: Vec::new(),
-            next_phase: None,
-            next: None,
-            attempts: 0,
-            duration_ms: millis(context.elapsed),
-            attempt_duration_ms: None,
-            verification: None,
-            usage: UsageJson::of(&[]),
-            error: None,
+            duration_ms: units::millis(context.elapsed),
+            ..Self::default()
         }
     }
 
@@ -992,29 +953,6 @@ impl RunJson {
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("the run's result serializes")
     }
-}
-
-fn millis(elapsed: std::time::Duration) -> u64 {
-    elapsed.as_millis().try_into().unwrap_or(u64::MAX)
-}
-
-/// The final line of a successful or stopped run.
-pub(crate) fn result_line(status: AttemptStatus, summary: &str) -> String {
-    format!("{}: {summary}", reported_as(status))
-}
-
-/// A failed attempt: `<status>: <message>`, then where to look.
-pub(crate) fn failure(
-    status: AttemptStatus,
-    summary: &str,
-    outcome_path: Option<&str>,
-    transcript_path: &str,
-) -> Output {
-    details(
-        format!("{status}: {summary}"),
-        outcome_path,
-        transcript_path,
-    )
 }
 
 /// A completion a Verify check failed: the check and how it ended, the agent's summary, where
@@ -1025,38 +963,32 @@ fn verification_failure(
     outcome_path: &str,
     transcript_path: &str,
 ) -> Output {
-    let mut output = Output::default();
-    output.err_line(format!(
-        "{}: {}",
-        AttemptStatus::VerificationFailed,
-        failed.describe()
-    ));
-    output.err_line(format!("the agent had reported phase-complete: {summary}"));
-    output.err_line(format!("outcome: {outcome_path}"));
-    output.err_line(format!("transcript: {transcript_path}"));
+    let mut output = Output::stderr(vec![
+        format!(
+            "{}: {}",
+            AttemptStatus::VerificationFailed,
+            failed.describe()
+        ),
+        format!("the agent had reported phase-complete: {summary}"),
+        format!("outcome: {outcome_path}"),
+        format!("transcript: {transcript_path}"),
+    ]);
     let lines: Vec<&str> = failed.output_tail.lines().collect();
-    if lines.is_empty() {
-        output.err_line(format!("verify check {} printed nothing", failed.index));
-    } else {
-        output.err_line(format!(
-            "verify check {} output (last {} line{}):",
+    output.err_line(match lines.len() {
+        0 => format!("verify check {} printed nothing", failed.index),
+        count => format!(
+            "verify check {} output (last {}):",
             failed.index,
-            lines.len(),
-            if lines.len() == 1 { "" } else { "s" }
-        ));
-        output.stderr.extend(lines.into_iter().map(str::to_owned));
-    }
+            units::count(count, "line")
+        ),
+    });
+    output.stderr.extend(lines.into_iter().map(str::to_owned));
     output
 }
 
 /// A first line, then the outcome and transcript paths and the transcript tail.
-pub(crate) fn details(
-    first_line: String,
-    outcome_path: Option<&str>,
-    transcript_path: &str,
-) -> Output {
-    let mut output = Output::default();
-    output.err_line(first_line);
+fn details(first_line: String, outcome_path: Option<&str>, transcript_path: &str) -> Output {
+    let mut output = Output::stderr(vec![first_line]);
     if let Some(path) = outcome_path {
         output.err_line(format!("outcome: {path}"));
     }
@@ -1066,28 +998,26 @@ pub(crate) fn details(
 }
 
 /// An attempt whose outcome could not be committed: it stays the active attempt.
-pub(crate) fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
-    let mut output = Output::default();
-    output.err_line(first_line);
-    output.err_line(format!(
-        "unresolved attempt: {} ({}, attempt {})",
-        attempt.phase.id,
-        attempt.status.as_str(),
-        attempt.id
-    ));
-    output.err_line(format!("transcript: {}", attempt.transcript_path));
-    output.err_line(format!(
-        "planned outcome (uncommitted): {}",
-        attempt.outcome_path
-    ));
+fn unresolved(first_line: String, attempt: &ActiveAttempt) -> Output {
+    let mut output = Output::stderr(vec![
+        first_line,
+        format!(
+            "unresolved attempt: {} ({}, attempt {})",
+            attempt.phase.id,
+            attempt.status.as_str(),
+            attempt.id
+        ),
+        format!("transcript: {}", attempt.transcript_path),
+        format!("planned outcome (uncommitted): {}", attempt.outcome_path),
+    ]);
     output
         .stderr
         .extend(transcript_tail(&attempt.transcript_path));
     output
 }
 
-/// How much of a transcript's end is read for its tail: the report must not cost memory in
-/// proportion to the output (docs/worker-protocol.md), and 40 lines of a sane transcript fit many times over.
+/// How much of a transcript's end is read for its tail: memory must not grow with the output,
+/// and 40 lines of a sane transcript fit many times over.
 const TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`TAIL_LINES`] lines of a transcript, under a header line. Only the file's last
@@ -1119,8 +1049,8 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     let start = lines.len().saturating_sub(TAIL_LINES);
     let shown = lines.len() - start;
     let mut tail = vec![format!(
-        "transcript tail (last {shown} line{}):",
-        if shown == 1 { "" } else { "s" }
+        "transcript tail (last {}):",
+        units::count(shown, "line")
     )];
     tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
     if cut && let Some(first) = tail.get_mut(1) {
@@ -1129,75 +1059,44 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
     tail
 }
 
-/// Where to find what happened last, for refusal and status reports.
-fn last_run_lines(last_run: &LastRun) -> Vec<String> {
-    let mut lines = vec![
-        format!("last run: {} ({})", last_run.run_id, last_run.status),
-        format!("transcript: {}", last_run.transcript_path),
-    ];
-    if let Some(path) = &last_run.outcome_path {
-        lines.push(format!("outcome: {path}"));
-    }
-    lines
-}
-
 /// The three-line plan hash mismatch report.
-pub(crate) fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
-    let mut output = Output::default();
-    output.err_line(format!("plan hash mismatch: {path}"));
-    output.err_line(format!("expected: {expected}"));
-    output.err_line(format!("actual:   {actual}"));
-    output
+fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+    Output::stderr(vec![
+        format!("plan hash mismatch: {path}"),
+        format!("expected: {expected}"),
+        format!("actual:   {actual}"),
+    ])
 }
 
-/// Context a refusal report may show beyond the refusal itself.
-pub(crate) struct RefusalContext<'a> {
-    pub plan_workspace: &'a str,
-    /// The execution workspace of a stopped phase, or why it is unavailable.
-    pub execution_workspace: Option<&'a Result<String, InputError>>,
-    pub last_run: Option<&'a LastRun>,
-}
-
-/// Explains a refused `run` and the exact way forward.
-pub(crate) fn refusal(refusal: &Refusal, context: &RefusalContext<'_>) -> Output {
-    match refusal {
-        Refusal::Stopped(stop) => stopped(stop, context),
-        Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
-        Refusal::PlanHashMismatch {
-            path,
-            expected,
-            actual,
-        } => plan_hash_mismatch(path, expected, actual),
-        Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
-            "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
-        )),
-        Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
-            Output::error(refusal.to_string())
-        }
-    }
-}
-
-fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
+/// A stopped phase refused a run: the stop, where to look, and the last run's transcript tail.
+fn stopped(
+    stop: &Stop,
+    plan_workspace: &str,
+    execution_workspace: Option<&Result<String, InputError>>,
+    last_run: Option<&LastRun>,
+) -> Output {
     let mut output = Output::error(format!(
         "phase {} is stopped: {}",
         stop.phase_id, stop.reason
     ));
-    if let Some(question) = &stop.clarification_request {
-        output.err_line(format!("clarification: {question}"));
-    }
-    if let Some(message) = &stop.message {
-        output.err_line(format!("message: {message}"));
-    }
-    output.err_line(format!("plan workspace path: {}", context.plan_workspace));
-    match context.execution_workspace {
+    output.stderr.extend(stop_lines(stop));
+    output.err_line(format!("plan workspace path: {plan_workspace}"));
+    match execution_workspace {
         Some(Ok(path)) => output.err_line(format!("execution workspace path: {path}")),
         Some(Err(error)) => {
             output.err_line(format!("execution workspace path unavailable: {error}"))
         }
         None => &mut output,
     };
-    if let Some(last_run) = context.last_run {
-        output.stderr.extend(last_run_lines(last_run));
+    if let Some(last_run) = last_run {
+        output.err_line(format!(
+            "last run: {} ({})",
+            last_run.run_id, last_run.status
+        ));
+        output.err_line(format!("transcript: {}", last_run.transcript_path));
+        if let Some(path) = &last_run.outcome_path {
+            output.err_line(format!("outcome: {path}"));
+        }
         output
             .stderr
             .extend(transcript_tail(&last_run.transcript_path));
@@ -1205,6 +1104,15 @@ fn stopped(stop: &Stop, context: &RefusalContext<'_>) -> Output {
     output
 }
 
+/// The `clarification:` and `message:` lines of a stop, when it has them.
+pub(crate) fn stop_lines(stop: &Stop) -> impl Iterator<Item = String> {
+    let question = stop.clarification_request.iter();
+    let message = stop.message.iter();
+    (question.map(|question| format!("clarification: {question}")))
+        .chain(message.map(|message| format!("message: {message}")))
+}
+
+/// An abandoned attempt refused a run: its paths and what is known of its worker.
 fn abandoned(attempt: &ActiveAttempt) -> Output {
     let mut output = Output::error(format!(
         "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
@@ -1212,20 +1120,13 @@ fn abandoned(attempt: &ActiveAttempt) -> Output {
         attempt.status.as_str(),
         attempt.id
     ));
-    output.stderr.extend(attempt_lines(attempt));
-    output.err_line("retry requires: --retry-stopped");
-    output
-}
-
-/// Paths and identity of an active attempt.
-fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
-    let mut lines = vec![
+    output.stderr.extend([
         format!("execution workspace path: {}", attempt.execution_workspace),
         format!("prompt: {}", attempt.prompt_path),
         format!("transcript: {}", attempt.transcript_path),
         format!("planned outcome (uncommitted): {}", attempt.outcome_path),
-    ];
-    lines.push(match (&attempt.process, attempt.status) {
+    ]);
+    output.err_line(match (&attempt.process, attempt.status) {
         (Some(process), _) => format!(
             "recorded worker pid: {} (process group {})",
             process.pid, process.process_group_id
@@ -1235,7 +1136,8 @@ fn attempt_lines(attempt: &ActiveAttempt) -> Vec<String> {
         }
         (None, ActiveStatus::Running) => "worker process identity: unknown".to_owned(),
     });
-    lines
+    output.err_line("retry requires: --retry-stopped");
+    output
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! How durations and sizes read in what a person sees: `3m12s`, `1.2 MiB`. One place, so the
-//! status table and progress lines print the same figure the same way; JSON carries the raw
-//! milliseconds and bytes instead.
+//! How durations and sizes read in what a person sees (`3m12s`, `1.2 MiB`); JSON carries the
+//! raw milliseconds and bytes instead.
+
+use std::time::Duration;
 
 /// `49ms`, `4.2s`, `12s`, `3m12s`, `1h05m`: milliseconds below a second, one decimal below
 /// ten seconds, then whole units, the smaller one zero-padded.
@@ -12,6 +13,24 @@ pub(crate) fn duration(ms: u64) -> String {
         10..60 => format!("{seconds}s"),
         60..3600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
         _ => format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60),
+    }
+}
+
+/// [`duration`] of a measured time.
+pub(crate) fn elapsed(time: Duration) -> String {
+    duration(millis(time))
+}
+
+/// Whole milliseconds, saturating.
+pub(crate) fn millis(time: Duration) -> u64 {
+    time.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// `1 attempt`, `3 attempts`.
+pub(crate) fn count(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        count => format!("{count} {noun}s"),
     }
 }
 

@@ -1,9 +1,5 @@
-//! Command-line usage errors as one line, for the runner and the wrappers alike.
-//!
-//! clap reports a usage error over several lines (the error, a tip, the usage, a pointer to
-//! `--help`). A calling agent reads stderr line by line and a person wants the problem first,
-//! so every binary of the crate folds that report into one line: the error, any tip, and the
-//! command whose `--help` explains it.
+//! Command-line usage errors as one line, for the runner and the wrappers alike: a calling agent
+//! reads stderr line by line, and a person wants the problem first.
 
 /// Folds clap's rendered usage error into one line:
 /// `error: unexpected argument '--plann' found; tip: a similar argument exists: '--plan'; see 'ai-session-handler run --help'`.

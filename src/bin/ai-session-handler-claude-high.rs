@@ -1,6 +1,4 @@
-//! `ai-session-handler-claude-high`: runs `claude-lean --effort high` with stream-json
-//! output behind the runner's result contract (docs/providers.md). Everything lives in the
-//! library.
+//! `ai-session-handler-claude-high` (docs/providers.md); everything lives in the library.
 
 use ai_session_handler::wrapper::claude::{self, Effort};
 

@@ -1,5 +1,4 @@
-//! `ai-session-handler-codex-high`: runs `codex-lean exec --json` with high reasoning effort
-//! behind the runner's result contract (docs/providers.md). Everything lives in the library.
+//! `ai-session-handler-codex-high` (docs/providers.md); everything lives in the library.
 
 fn main() {
     ai_session_handler::wrapper::codex::main()

@@ -81,10 +81,10 @@ fn answer(args: &AnswerArgs) -> Result<NextStep, String> {
     } else {
         stop.phase_id.clone()
     };
-    let mut output = Output::stdout(format!(
+    let mut output = Output::stdout(vec![format!(
         "answered: wrote into {place} of {}:",
         location.plan_path
-    ));
+    )]);
     output.stdout.extend(
         answered
             .section

@@ -1,12 +1,7 @@
-//! `check`: validates everything `run` validates before touching state — plan, config,
-//! command template, stop regexes, every phase's execution workspace, the stored state and
-//! the plan-change situation — and prints the phase table. Changes nothing; exits 0 or 5.
-//! `--agent-cmd`, `--retries N` and `--wait` mean what they mean for `run`: the effective
-//! policy and the verdict on a scheduled retry follow them.
-//!
-//! A stopped phase or an unresolved attempt is not invalid input: it shows in the table and
-//! as a note on what `run` will require, and `check` still exits 0. A changed or moved plan is
-//! a refusal `run` would make, so `check` exits 5 for it.
+//! `check`: validates everything `run` validates before touching state and prints the phase
+//! table; changes nothing (docs/cli.md, "`check`"). A stopped phase or an unresolved attempt
+//! is a note on what `run` will require (exit 0); a changed or moved plan is a refusal `run`
+//! would make (exit 5).
 
 use serde::Serialize;
 
@@ -23,12 +18,12 @@ use crate::invocation::{
     read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::locate::PlanLocation;
-use crate::report::Output;
+use crate::report::{Output, prefixed};
 
 /// The most plan errors `check` lists; a plan with more says how many it left out.
 const PLAN_ERRORS_SHOWN: usize = 20;
 
-/// The `check --json` document (schema: docs/cli.md).
+/// The `check --json` document (every field: docs/cli.md, "`check`").
 #[derive(Debug, Default, Serialize)]
 pub(super) struct CheckReport {
     pub ok: bool,
@@ -36,32 +31,20 @@ pub(super) struct CheckReport {
     pub plan_workspace: Option<String>,
     pub state_path: Option<String>,
     pub agent_cmd: Option<String>,
-    /// The effective retry policy in words (`off (1 attempt)`, …); the text labels it
-    /// `retry:`.
     pub retry: Option<String>,
-    /// The effective rate-limit policy in words; the text labels it `rate_limit:`.
     pub rate_limit: Option<String>,
-    /// The budget caps in words (`budget: no caps`, …).
     pub budget: Option<String>,
-    /// The fallback agent templates, in order.
     pub fallback_agent_cmds: Vec<String>,
-    /// The hooks a run would have (config `hooks`, then `--hook`), one line each:
-    /// `hooks[0]: run-finished, phase-stopped: notify-send … (timeout 30 s)`.
     pub hooks: Vec<String>,
     pub phases: Vec<PhaseRow>,
-    /// `unchanged`, `changed`, `moved` or `not-accepted` (the `status --json` `plan.status`
-    /// values; the text says them as `status` does).
+    /// As `status --json` says `plan.status`, but never `unreadable`.
     pub plan_status: Option<&'static str>,
-    /// The accepted plan's hash and the current one, for the text's `plan changed since
-    /// accepted: …` line.
+    /// For the text's `plan changed since accepted: …` line.
     #[serde(skip)]
     pub accepted_sha256: Option<String>,
     #[serde(skip)]
     pub current_sha256: Option<String>,
-    /// What a plain `run` would require first (`--retry-stopped`), if anything.
     pub notes: Vec<String>,
-    /// What the plan probably does not mean (a heading that is almost a phase heading),
-    /// naming the file and line; not errors.
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
 }
@@ -72,19 +55,15 @@ pub(super) struct PhaseRow {
     pub title: String,
     pub workspace: String,
     pub execution_workspace: Option<String>,
-    /// `done`, `pending`, `stopped`, `abandoned`, or `prepared` / `running` (the attempt of
-    /// a run in progress).
     pub status: &'static str,
-    /// The checks of its `Verify` section, in order (issue 20).
     pub checks: Vec<CheckRow>,
 }
 
-/// One check of a phase's `Verify` section.
+/// One check of a phase's `Verify` section; `line` is its opening fence's.
 #[derive(Debug, Serialize)]
 pub(super) struct CheckRow {
     pub index: usize,
     pub interpreter: &'static str,
-    /// The plan line of the block's opening fence.
     pub line: usize,
     pub command_first_line: String,
 }
@@ -95,23 +74,14 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
     }
     let report = build(args);
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => Output::print_json(&text),
-            Err(error) => Output::error(format!("cannot render check report: {error}")).print(),
-        }
+        let text = serde_json::to_string_pretty(&report).expect("the check report serializes");
+        Output::json(&text).print();
     } else {
-        render_text(&report).print();
+        Output::stdout(render_text(&report)).print();
     }
-    let problems = Output {
-        stdout: Vec::new(),
-        stderr: report
-            .warnings
-            .iter()
-            .map(|warning| format!("warning: {warning}"))
-            .chain(report.errors.iter().map(|error| format!("error: {error}")))
-            .collect(),
-    };
-    problems.print();
+    let mut problems = prefixed("warning", &report.warnings);
+    problems.extend(prefixed("error", &report.errors));
+    Output::stderr(problems).print();
     if report.ok {
         ExitCode::Success
     } else {
@@ -131,7 +101,6 @@ fn build(args: &CheckArgs) -> CheckReport {
     report.plan_path = Some(location.plan_path.clone());
     report.plan_workspace = Some(location.workspace.clone());
     report.state_path = Some(location.layout.state_path());
-    let mut policy = None;
     let mut run_settings = None;
     match read_config(&location) {
         Ok(config) => {
@@ -165,11 +134,6 @@ fn build(args: &CheckArgs) -> CheckReport {
                     report
                         .notes
                         .extend(hook_program_problems(&location, &settings.hooks));
-                    policy = Some((
-                        settings.retry.clone(),
-                        settings.rate_limit.clone(),
-                        settings.templates.len(),
-                    ));
                     run_settings = Some(settings);
                 }
                 Err(error) => {
@@ -213,7 +177,6 @@ fn build(args: &CheckArgs) -> CheckReport {
         }
         Err(error) => {
             report.errors.push(error.to_string());
-            report.ok = false;
             return report;
         }
     };
@@ -233,7 +196,10 @@ fn build(args: &CheckArgs) -> CheckReport {
             title: phase.title.clone(),
             workspace: phase.workspace.clone(),
             execution_workspace,
-            status: phase_status(state_ref, &phase.id, running.is_some()),
+            status: super::status::standing_word(
+                PhaseStanding::of(state_ref, &phase.id),
+                running.is_some(),
+            ),
             checks: phase
                 .verify
                 .iter()
@@ -246,14 +212,13 @@ fn build(args: &CheckArgs) -> CheckReport {
                 .collect(),
         });
     }
-    if let Some(settings) = &run_settings {
-        for problem in agent_program_problems(&location, &snapshot, settings) {
-            report.errors.push(problem.to_string());
-        }
-    }
-    for problem in verify_interpreter_problems(&location, &snapshot) {
-        report.errors.push(problem.to_string());
-    }
+    let agent_problems = run_settings
+        .iter()
+        .flat_map(|settings| agent_program_problems(&location, &snapshot, settings));
+    let problems = agent_problems.chain(verify_interpreter_problems(&location, &snapshot));
+    report
+        .errors
+        .extend(problems.map(|problem| problem.to_string()));
     if let Some(state) = &state {
         report.accepted_sha256 = state.plan.as_ref().map(|plan| plan.sha256.clone());
         report.current_sha256 = Some(snapshot.sha256.clone());
@@ -305,42 +270,37 @@ fn build(args: &CheckArgs) -> CheckReport {
             ));
         } else if let Some(stop) = &state.stop {
             let resumable = state.retry_schedule.as_ref().map(|schedule| {
-                match &policy {
-                    Some((retry, rate_limit, templates)) => {
-                        schedule.fits(retry, rate_limit, *templates)
-                    }
+                match &run_settings {
+                    Some(settings) => schedule.fits(
+                        &settings.retry,
+                        &settings.rate_limit,
+                        settings.templates.len(),
+                    ),
                     None => Ok(()),
                 }
                 .map(|()| schedule)
             });
-            match resumable {
-                Some(Ok(schedule)) => report.notes.push(format!(
-                    "phase {} is stopped: {}; a retry is scheduled (attempt {}, not before {}, {}) and run resumes it",
-                    stop.phase_id,
-                    stop.reason,
+            let stopped = format!("phase {} is stopped: {}", stop.phase_id, stop.reason);
+            report.notes.push(match resumable {
+                Some(Ok(schedule)) => format!(
+                    "{stopped}; a retry is scheduled (attempt {}, not before {}, {}) and run resumes it",
                     schedule.attempt,
                     schedule.not_before,
                     schedule.reason.describe()
-                )),
-                Some(Err(why)) => report.notes.push(format!(
-                    "phase {} is stopped: {}; its scheduled retry does not fit the retry policy ({why}); run requires --retry-stopped",
-                    stop.phase_id, stop.reason
-                )),
-                None => report.notes.push(format!(
-                    "phase {} is stopped: {}; run requires --retry-stopped",
-                    stop.phase_id, stop.reason
-                )),
-            }
+                ),
+                Some(Err(why)) => format!(
+                    "{stopped}; its scheduled retry does not fit the retry policy ({why}); run requires --retry-stopped"
+                ),
+                None => format!("{stopped}; run requires --retry-stopped"),
+            });
         }
     }
     report.ok = report.errors.is_empty();
     report
 }
 
-/// Why the way forward `check` would point to — `run --retry-stopped`, with
-/// `--accept-plan-change` when the plan changed — would be refused, if it would: the phase to
-/// retry is gone from the plan, completed phases are gone, the abandoned attempt's workspace
-/// moved, or its worker is still alive. (Path and hash mismatches are reported already.)
+/// Why `run --retry-stopped --accept-plan-change`, the way forward `check` points to, would be
+/// refused, if it would (path and hash mismatches are reported already).
 fn recovery_problem(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
@@ -363,55 +323,37 @@ fn recovery_problem(
     }
 }
 
-/// `check`'s word for a phase's standing, the one `status` uses: an active attempt is
-/// `prepared` or `running` while a handler holds the plan-workspace lock, else `abandoned`
-/// (`run --retry-stopped` must resolve it first).
-fn phase_status(state: &State, phase_id: &str, run_in_progress: bool) -> &'static str {
-    super::status::standing_word(PhaseStanding::of(state, phase_id), run_in_progress)
-}
-
-fn render_text(report: &CheckReport) -> Output {
-    let mut output = Output::default();
-    let Some(plan_path) = &report.plan_path else {
-        return output;
+fn render_text(report: &CheckReport) -> Vec<String> {
+    if report.plan_path.is_none() {
+        return Vec::new();
+    }
+    let labelled = |pairs: &[(&str, &Option<String>)]| -> Vec<String> {
+        pairs
+            .iter()
+            .filter_map(|(label, value)| Some(format!("{label}: {}", value.as_ref()?)))
+            .collect()
     };
-    output.stdout.push(format!("plan path: {plan_path}"));
-    if let Some(workspace) = &report.plan_workspace {
-        output
-            .stdout
-            .push(format!("plan workspace path: {workspace}"));
-    }
-    if let Some(state_path) = &report.state_path {
-        output.stdout.push(format!("state path: {state_path}"));
-    }
-    if let Some(agent_cmd) = &report.agent_cmd {
-        output.stdout.push(format!("agent_cmd: {agent_cmd}"));
-    }
+    let mut lines = labelled(&[
+        ("plan path", &report.plan_path),
+        ("plan workspace path", &report.plan_workspace),
+        ("state path", &report.state_path),
+        ("agent_cmd", &report.agent_cmd),
+    ]);
     for (index, fallback) in report.fallback_agent_cmds.iter().enumerate() {
-        output
-            .stdout
-            .push(format!("fallback agent_cmd {}: {fallback}", index + 1));
+        lines.push(format!("fallback agent_cmd {}: {fallback}", index + 1));
     }
-    if let Some(retry) = &report.retry {
-        output.stdout.push(format!("retry: {retry}"));
-    }
-    if let Some(rate_limit) = &report.rate_limit {
-        output.stdout.push(format!("rate_limit: {rate_limit}"));
-    }
-    if let Some(budget) = &report.budget {
-        output.stdout.push(format!("budget: {budget}"));
-    }
-    for hook in &report.hooks {
-        output.stdout.push(format!("hook {hook}"));
-    }
+    lines.extend(labelled(&[
+        ("retry", &report.retry),
+        ("rate_limit", &report.rate_limit),
+        ("budget", &report.budget),
+    ]));
+    lines.extend(report.hooks.iter().map(|hook| format!("hook {hook}")));
     if !report.phases.is_empty() {
         let id_width = report
             .phases
             .iter()
             .map(|row| row.id.len())
-            .max()
-            .unwrap_or(2)
-            .max(2);
+            .fold(2, usize::max);
         let workspace = |row: &PhaseRow| -> String {
             row.execution_workspace
                 .clone()
@@ -422,15 +364,13 @@ fn render_text(report: &CheckReport) -> Output {
             .phases
             .iter()
             .map(|row| workspace(row).chars().count())
-            .max()
-            .unwrap_or(0)
-            .max("workspace".len());
-        output.stdout.push(format!(
+            .fold("workspace".len(), usize::max);
+        lines.push(format!(
             "{:<id_width$}  {:<10}  {:<workspace_width$}  title",
             "id", "status", "workspace"
         ));
         for row in &report.phases {
-            output.stdout.push(format!(
+            lines.push(format!(
                 "{:<id_width$}  {:<10}  {:<workspace_width$}  {}",
                 row.id,
                 row.status,
@@ -440,7 +380,7 @@ fn render_text(report: &CheckReport) -> Output {
         }
         for row in &report.phases {
             for check in &row.checks {
-                output.stdout.push(format!(
+                lines.push(format!(
                     "verify {} check {} ({}, line {}): {}",
                     row.id, check.index, check.interpreter, check.line, check.command_first_line
                 ));
@@ -448,17 +388,15 @@ fn render_text(report: &CheckReport) -> Output {
         }
     }
     if let Some(status) = report.plan_status {
-        output.stdout.push(super::status::plan_line(
+        lines.push(super::status::plan_line(
             status,
             report.accepted_sha256.as_deref(),
             report.current_sha256.as_deref(),
         ));
     }
-    for note in &report.notes {
-        output.stdout.push(format!("note: {note}"));
-    }
+    lines.extend(prefixed("note", &report.notes));
     if report.ok {
-        output.stdout.push("check: ok".to_owned());
+        lines.push("check: ok".to_owned());
     }
-    output
+    lines
 }

@@ -1,12 +1,7 @@
 //! Shell completion by the binary itself (clap_complete's `CompleteEnv`): `completions <SHELL>`
-//! prints a short script that registers a function calling this binary with
-//! [`COMPLETE_VAR`] set and the words typed so far; [`complete_if_asked`] answers that call from
-//! the same clap definition the parser uses, so a flag that does not exist is never offered.
-//!
-//! Besides commands, flags and fixed values, it completes paths (a directory with a trailing
-//! `/`), the `man` topics, the `--hook` events (`phase-stopped=`) and `check --phase`'s ids,
-//! read from the plan given on the same command line. `tests/it/completions.rs` drives the
-//! script in a real bash.
+//! prints a script that calls this binary with [`COMPLETE_VAR`] set; [`complete_if_asked`]
+//! answers from the clap definition the parser uses, with paths, `man` topics, `--hook` events
+//! and `check --phase`'s ids read from the plan on the same command line.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;

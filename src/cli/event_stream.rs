@@ -1,15 +1,7 @@
 //! The run's event stream: every event as one JSON line in `events.jsonl` in the plan's state
-//! directory, for `watch` and for anyone who wants to follow or audit a run (format: docs/cli.md).
-//!
-//! The file is opened only once the run launches an attempt or waits for one: a refused run, or
-//! one that finds nothing to do, leaves the state directory as it was. Events before that are
-//! kept and written first. Output progress is kept to one line per [`PROGRESS_INTERVAL`]: a
-//! progress event inside the interval is not dropped but deferred to the interval's end (a
-//! later one replaces it), so the stream always ends a burst of output with its last figures.
-//! A deferred line written when its time comes carries that time as its `at` (its figures are
-//! the latest at that time: a newer event would have replaced it), so the `at` of two progress
-//! lines in a row are [`PROGRESS_INTERVAL`] apart; one that another event forces out early
-//! keeps its own time.
+//! directory (format: docs/cli.md, "The event stream"). The file is opened only once the run
+//! launches an attempt or waits for one; output progress is kept to one line per
+//! [`PROGRESS_INTERVAL`], a line inside the interval deferred (not dropped) to its end.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -44,7 +36,6 @@ struct StreamState {
 }
 
 impl EventStream {
-    /// The stream for a run whose state directory is `dir`.
     pub(super) fn start(dir: &str) -> std::io::Result<Self> {
         Ok(Self {
             log: EventLog::start(PathBuf::from(dir).join("events.jsonl"), STREAM_CAP_BYTES)?,
@@ -60,16 +51,15 @@ impl EventStream {
 
 impl RunObserver for EventStream {
     fn observe(&self, record: &EventRecord) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = super::lock(&self.state);
         let line = record.to_json_line();
         if state.open
             && let RunEvent::OutputProgress { .. } = record.event
         {
             match progress_write(state.progress_slot, record.at, PROGRESS_INTERVAL) {
                 ProgressWrite::At(due) => {
+                    // Written when due, with that time as its `at` (its figures are the latest
+                    // then); written early, with its own time, if another event comes first.
                     state.progress_slot = Some(due);
                     let wait = (due - record.at).to_std().unwrap_or_default();
                     let on_time = EventRecord {

@@ -1,11 +1,8 @@
-//! What `--help` and `man` say beyond the flags clap derives: each command's synopsis (the
-//! required `--plan` first, every option with its value, generated from the parser's own
-//! definition so it cannot drift; then the form with the plan alone), the global options under
-//! a heading of their own, and the EXIT STATUS and EXAMPLES sections of the main page and of
-//! `run` (docs/cli.md). `--help` is wrapped to the terminal (at most [`MAX_HELP_WIDTH`]
-//! columns), the synopsis and these sections included.
-//!
-//! [`command`] is the definition the parser, `completions` and `man` all use.
+//! What `--help` and `man` say beyond the flags clap derives: each command's synopsis
+//! (generated from the parser's own definition), the global options under a heading of their
+//! own, and the EXIT STATUS and EXAMPLES sections. `--help` is wrapped to the terminal (at most
+//! [`MAX_HELP_WIDTH`] columns). [`command`] is the definition the parser, `completions` and
+//! `man` all use.
 
 use clap::{Arg, ArgAction, Command, CommandFactory};
 use nix::libc::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};

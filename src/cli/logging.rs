@@ -1,16 +1,10 @@
-//! Logging setup: `tracing` events for every lifecycle step, off except warnings by default,
-//! enabled by `--log-level` or `RUST_LOG`, written to stderr or `--log-file`, as text or
-//! JSON. Never to stdout, which belongs to results.
+//! Logging setup (docs/cli.md, "Global options"): warnings only by default, to stderr or
+//! `--log-file`, never to stdout. What the final report already tells the user is logged at
+//! `info`; `warn` and `error` are for what the user would not otherwise learn.
 //!
-//! Level policy: whatever the final report already tells the user (refusals, failed writes,
-//! failed launches) is logged at `info`, so default stderr carries only the report; `warn` and
-//! `error` are for what the user would not otherwise learn.
-//!
-//! The JSON lines have `tracing-subscriber`'s shape (`timestamp`, `level`, `fields`, `target`,
-//! `span`, `spans`) but come from [`JsonLines`] and [`JsonFieldValues`]: the built-in
-//! formatter writes every Debug-recorded value as a string, so a pid list logged as
-//! `leaked = ?pids` would read `"[1, 2]"`. Here a recorded value that reads as a JSON array
-//! or object is written as that array or object (`[1, 2]`); anything else keeps its text.
+//! The JSON lines have `tracing-subscriber`'s shape but come from [`JsonLines`] and
+//! [`JsonFieldValues`]: the built-in formatter writes a Debug-recorded pid list as the string
+//! `"[1, 2]"`; here a value that reads as a JSON array or object is written as one.
 
 use std::fmt;
 use std::sync::Mutex;
@@ -22,6 +16,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::{FmtSpan, Writer};
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
@@ -83,36 +78,29 @@ pub(super) fn init(args: &LoggingArgs) -> Result<(), LoggingError> {
         }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
+    let writer = match &args.log_file {
+        // A FIFO or a terminal as the log file would block the open, then every logged line:
+        // only a regular file (or the null device) is accepted.
+        Some(path) => BoxMakeWriter::new(Mutex::new(regular_file::open_for_append(path).map_err(
+            |error| LoggingError::LogFile {
+                path: path.display().to_string(),
+                message: error.to_string(),
+            },
+        )?)),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_span_events(FmtSpan::NONE)
-        .with_target(true);
-    let result = match (&args.log_file, args.log_format) {
-        (Some(path), format) => {
-            // A FIFO or a terminal as the log file would block the open, then every logged
-            // line: only a regular file (or the null device) is accepted.
-            let file =
-                regular_file::open_for_append(path).map_err(|error| LoggingError::LogFile {
-                    path: path.display().to_string(),
-                    message: error.to_string(),
-                })?;
-            let builder = builder.with_ansi(false).with_writer(Mutex::new(file));
-            match format {
-                LogFormat::Text => builder.try_init(),
-                LogFormat::Json => builder
-                    .fmt_fields(JsonFieldValues)
-                    .event_format(JsonLines)
-                    .try_init(),
-            }
-        }
-        (None, LogFormat::Text) => builder
-            .with_ansi(crate::report::terminal::colour(
-                crate::report::terminal::Stream::Stderr,
-            ))
-            .with_writer(std::io::stderr)
-            .try_init(),
-        (None, LogFormat::Json) => builder
-            .with_writer(std::io::stderr)
+        .with_target(true)
+        .with_ansi(
+            args.log_file.is_none()
+                && crate::report::terminal::colour(crate::report::terminal::Stream::Stderr),
+        )
+        .with_writer(writer);
+    let result = match args.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
             .fmt_fields(JsonFieldValues)
             .event_format(JsonLines)
             .try_init(),

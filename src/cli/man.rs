@@ -1,16 +1,7 @@
 //! `man [COMMAND]`: the manual page, generated from the clap definition the parser uses:
-//! `ai-session-handler(1)` with the command list, or one command's page
-//! (`ai-session-handler-run(1)`, the names `clap_mangen::generate_to` would give the files).
-//!
-//! The sections are clap_mangen's (NAME, SYNOPSIS, DESCRIPTION, OPTIONS, GLOBAL OPTIONS,
-//! COMMANDS, VERSION) with our own text after them ([`extra_sections`]): more DESCRIPTION,
-//! the plan format and the result-block grammar, EXIT STATUS, EXAMPLES, ENVIRONMENT, FILES and
-//! SEE ALSO.
-//!
-//! Where it goes: on a terminal the page is formatted and paged by `man -l -` (which honours
-//! `MANPAGER` and `PAGER`); where `man` cannot be started, the command's `--help` and the same
-//! extra sections as text go to `$MANPAGER`, `$PAGER` or `less`. Anywhere else the roff is
-//! printed, for a file (README.md says where to put it).
+//! clap_mangen's sections with our own after them ([`extra_sections`]). On a terminal the page
+//! is paged by `man -l -`, else the `--help` text and the same sections go to `$MANPAGER`,
+//! `$PAGER` or `less`; anywhere else the roff is printed (docs/cli.md, "`man`").
 
 use std::io::{IsTerminal, Write};
 

@@ -19,6 +19,7 @@ mod status;
 mod watch;
 
 use std::ffi::OsString;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use clap::ColorChoice;
@@ -105,4 +106,11 @@ fn colour_choice(choice: ColorChoice) -> anstream::ColorChoice {
         ColorChoice::Always => anstream::ColorChoice::Always,
         ColorChoice::Never => anstream::ColorChoice::Never,
     }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the data is usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,36 +1,11 @@
-//! What a person (or a log) sees on stderr while a run goes on; stdout stays the caller's.
-//!
-//! - Without `--quiet`: a banner when a phase starts (`phase-2 (2/5) Second · attempt 1`), one
-//!   line when it ends (`phase-2 complete in 3m12s · 1.2 MiB output`), the retry and wait
-//!   lines, and after a run of several attempts a short summary table. The lines go through
-//!   the run's console thread, the same one that echoes the agent's output, so a banner is
-//!   always printed before the output of its phase. On a terminal, an agent silent for
-//!   [`SILENCE_BEFORE_SIGN`] gets a sign of life: one transient line (`phase-2 (2/5) 41s · 1.2
-//!   KiB · no output for 38s`), redrawn every second by a task of this module (on the run's
-//!   runtime) through the console thread, and erased by the next output ([`report::sign_of_life`] words it, with
-//!   the agent's own latest status in place of the silence when it has one). On a terminal,
-//!   each published change of the agent's status (`STATUS=`, at most one a second) is a dim
-//!   line of its own (`phase-2 · tool: Bash cargo test`).
-//! - With `--quiet` and stderr a terminal: one live status line (phase, elapsed, bytes, the
-//!   agent's latest status and its age, the last output line, cut to the terminal width),
-//!   recomputed and redrawn by a thread of its own four
-//!   times a second — so the elapsed time moves on while the agent is silent, and no actor
-//!   ever writes to the terminal for it — and cleared at the end, or at once when a stopping
-//!   signal arrives (before the stop is reported); the phase end lines, retry and wait lines
-//!   and the summary table are printed above it, so they stay on screen.
-//! - With `--quiet` and stderr not a terminal (nested callers, CI logs): only the retry and
-//!   wait lines, which exist only when a retry policy is on.
-//!
-//! In every mode: a failed hook's warning, and the one warning that a budget cap cannot be
-//! enforced for an agent that reports no usage.
-//!
-//! Every mode also keeps the run's ledger (the attempts and how they ended) for the summary
-//! table and `run --json`.
+//! What a person (or a log) sees on stderr while a run goes on, in three modes (docs/cli.md,
+//! "Progress while it runs"): banners and end lines through the console thread, the live status
+//! line drawn by a thread of its own, or only the retry and wait lines. Every mode keeps the
+//! run's ledger for the summary table and `run --json`.
 
 use std::borrow::Cow;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
-
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -38,6 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::lock;
 use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
@@ -50,23 +26,19 @@ use crate::report::{self, AttemptRow};
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// How often the live status line is recomputed and redrawn.
 const STATUS_LINE_HZ: u8 = 4;
-/// How many lines may wait for the status-line thread (printed above the status line); more
-/// are dropped while a paused terminal holds the thread, so nothing of the run ever waits.
+/// How many lines may wait for the status-line thread; more are dropped while a paused
+/// terminal holds the thread, so nothing of the run ever waits.
 const STATUS_LINE_QUEUE: usize = 64;
-/// How long an agent may be silent, without `--quiet` on a terminal, before the sign of life
-/// appears.
 pub(super) const SILENCE_BEFORE_SIGN: Duration = Duration::from_secs(3);
-/// How often the sign of life is redrawn (its times are whole seconds).
 const SIGN_OF_LIFE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Which of the three presentations a run uses.
+/// Which of the three presentations a run uses: banners and end lines (without `--quiet`),
+/// the live status line (`--quiet` on a terminal), retry and wait lines only (`--quiet`
+/// elsewhere).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ProgressMode {
-    /// Banners, end lines, retry lines and the summary table.
     Lines,
-    /// The live status line (`--quiet` on a terminal).
     StatusLine,
-    /// Retry and wait lines only (`--quiet` elsewhere).
     Quiet,
 }
 
@@ -91,7 +63,6 @@ struct Current {
 }
 
 impl Current {
-    /// The latest status and its age now.
     fn status(&self) -> Option<(&str, Duration)> {
         self.status.as_ref().map(|(text, since)| {
             let age = (Utc::now() - *since).to_std().unwrap_or_default();
@@ -108,52 +79,38 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    /// The phase of the attempt running or last run, with its title.
-    pub(super) fn last_phase(&self) -> Option<(String, String)> {
-        match (&self.current, self.attempts.last()) {
-            (Some(current), _) => Some((current.phase_id.clone(), current.title.clone())),
-            (None, Some(row)) => Some((row.phase_id.clone(), row.title.clone())),
-            (None, None) => None,
-        }
-    }
-
     /// What `run --json` reads of it.
     pub(super) fn view(&self) -> report::LedgerView<'_> {
+        let last = self.attempts.last();
         report::LedgerView {
             attempts: &self.attempts,
-            last_phase: self.last_phase(),
-            last_prompt: self.last_prompt(),
+            last_phase: match &self.current {
+                Some(current) => Some((current.phase_id.clone(), current.title.clone())),
+                None => last.map(|row| (row.phase_id.clone(), row.title.clone())),
+            },
+            last_prompt: match &self.current {
+                Some(current) => Some(current.prompt_path.clone()),
+                None => last.and_then(|row| row.prompt_path.clone()),
+            },
         }
-    }
-
-    /// The prompt of the attempt running or last prepared.
-    pub(super) fn last_prompt(&self) -> Option<String> {
-        self.current
-            .as_ref()
-            .map(|current| current.prompt_path.clone())
-            .or_else(|| self.attempts.last().and_then(|row| row.prompt_path.clone()))
     }
 }
 
 /// The stderr progress observer.
 pub(super) struct Progress {
     mode: ProgressMode,
-    /// stderr is a terminal.
+    /// stderr is a terminal: the sign of life and the status changes are drawn only there.
     terminal: bool,
     console: Arc<Console>,
     bar: Option<ProgressBar>,
     ledger: Arc<Mutex<Ledger>>,
-    /// The thread that draws the status line and prints the lines above it.
     redrawer: Mutex<Option<StatusLineThread>>,
-    /// The task that draws the sign of life, stopped by a stopping signal or the end.
     sign_of_life: Mutex<Option<JoinHandle<()>>>,
     /// The last line handed to the console, to wait for at the end.
     last_line: Mutex<Option<oneshot::Receiver<std::io::Result<()>>>>,
 }
 
 impl Progress {
-    /// `terminal`: stderr is a terminal (the sign of life is drawn only there, by a task of
-    /// `runtime`).
     pub(super) fn new(
         mode: ProgressMode,
         console: Arc<Console>,
@@ -161,15 +118,11 @@ impl Progress {
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let bar = (mode == ProgressMode::StatusLine).then(|| {
-            let bar = ProgressBar::with_draw_target(
-                None,
-                ProgressDrawTarget::stderr_with_hz(STATUS_LINE_HZ),
-            );
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(STATUS_LINE_HZ))
+                .with_style(
+                    ProgressStyle::with_template("{spinner} {wide_msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                )
         });
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let redrawer = bar
@@ -202,7 +155,6 @@ impl Progress {
         }
     }
 
-    /// The run's ledger so far.
     pub(super) fn ledger(&self) -> MutexGuard<'_, Ledger> {
         lock(&self.ledger)
     }
@@ -264,11 +216,10 @@ impl Progress {
     }
 }
 
-/// What the status-line thread is asked to draw.
+/// What the status-line thread is asked to draw: a line above the status line, or the end of
+/// the status line.
 enum Drawing {
-    /// A line above the status line.
     Line(String),
-    /// Erase the status line and draw it no more.
     Clear,
 }
 
@@ -277,7 +228,7 @@ enum Drawing {
 /// and nothing else.
 struct StatusLineThread {
     lines: mpsc::SyncSender<Drawing>,
-    /// Closed by the thread when it ends.
+    /// Disconnected when the thread ends.
     ended: mpsc::Receiver<()>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -308,10 +259,9 @@ impl StatusLineThread {
     }
 }
 
-/// Starts the thread that recomputes the status line [`STATUS_LINE_HZ`] times a second from
-/// the ledger — the elapsed time included, so it advances while the agent prints nothing — and
-/// prints the lines queued for above it, until its queue closes. `None` when no thread can be
-/// started: the status line is then not shown.
+/// Starts the thread that recomputes the status line from the ledger [`STATUS_LINE_HZ`] times a
+/// second (so the elapsed time moves while the agent is silent) and prints the lines queued for
+/// above it, until its queue closes. `None` (no status line) when no thread can be started.
 fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
     let (lines, queued) = mpsc::sync_channel::<Drawing>(STATUS_LINE_QUEUE);
     let (ended_sender, ended) = mpsc::channel::<()>();
@@ -373,9 +323,8 @@ fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
 }
 
 /// Draws the sign of life every [`SIGN_OF_LIFE_INTERVAL`] while the current attempt has been
-/// silent for [`SILENCE_BEFORE_SIGN`] or longer, until the task is aborted. The console
-/// thread draws it (only at the start of a terminal line) and erases it before the next
-/// output.
+/// silent for [`SILENCE_BEFORE_SIGN`], until the task is aborted; the console thread erases it
+/// before the next output.
 async fn sign_of_life(console: Arc<Console>, ledger: Arc<Mutex<Ledger>>) {
     let first = tokio::time::Instant::now() + SIGN_OF_LIFE_INTERVAL;
     let mut ticks = tokio::time::interval_at(first, SIGN_OF_LIFE_INTERVAL);
@@ -434,8 +383,9 @@ impl RunObserver for Progress {
                     verifying: false,
                     status: None,
                 });
-                match self.mode {
-                    ProgressMode::Lines => self.say(report::phase_banner(
+                // The status line's own thread draws the new attempt.
+                if self.mode == ProgressMode::Lines {
+                    self.say(report::phase_banner(
                         phase_id,
                         *phase_index,
                         *phases,
@@ -445,9 +395,7 @@ impl RunObserver for Progress {
                             in_run: *attempt,
                             of: *of,
                         },
-                    )),
-                    // The status line's own thread draws the new attempt.
-                    ProgressMode::StatusLine | ProgressMode::Quiet => {}
+                    ));
                 }
             }
             RunEvent::OutputProgress {
@@ -543,21 +491,16 @@ impl RunObserver for Progress {
                     drop(self.console.note(terminal::dim(&line).into_owned()));
                 }
             }
-            RunEvent::BudgetUnenforceable { message } => {
-                self.say(format!("warning: {message}"));
-            }
-            RunEvent::RetryScheduled { .. } | RunEvent::WatchdogLost { .. } => {
-                if let Some(line) = report::event_line(&record.event, chrono::Utc::now()) {
+            // In every mode: a notification that failed is news to whoever relies on it.
+            RunEvent::BudgetUnenforceable { .. }
+            | RunEvent::RetryScheduled { .. }
+            | RunEvent::WatchdogLost { .. }
+            | RunEvent::HookFailed { .. } => {
+                if let Some(line) = report::event_line(&record.event, Utc::now()) {
                     self.say(line);
                 }
             }
             RunEvent::SignalReceived { .. } => self.signal_received(),
-            // In every mode: a notification that failed is news to whoever relies on it.
-            RunEvent::HookFailed { .. } => {
-                if let Some(line) = report::hook_warning(&record.event) {
-                    self.say(line);
-                }
-            }
             RunEvent::RunStarted { .. }
             | RunEvent::WorkerSpawned { .. }
             | RunEvent::StopRequested { .. }
@@ -569,11 +512,4 @@ impl RunObserver for Progress {
             | RunEvent::RunFinished { .. } => {}
         }
     }
-}
-
-/// A poisoned lock only means another observer call panicked; the data is still usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,10 +1,7 @@
-//! `check --prompt [--phase ID]`: the prompt the next attempt — or the named phase's, as if
-//! it ran next — would receive, byte for byte, with the values that exist only at launch as
-//! `<placeholders>` (docs/cli.md). It validates what `run` validates first — except that an
-//! agent program that is not installed is a note, not an error: the prompt is the same — ,
-//! previews the run an operator would start next (with `--retry-stopped` /
-//! `--accept-plan-change` when the state asks for them, said in a note on stderr), and writes
-//! nothing.
+//! `check --prompt [--phase ID]`: the prompt the next attempt (or the named phase's, as if it
+//! ran next) would receive, byte for byte, launch-time values as `<placeholders>`; it
+//! validates what `run` validates, except that a missing agent program is a note (the prompt
+//! does not depend on it), and writes nothing (docs/cli.md, "`check --prompt`").
 
 use std::io::Write;
 
@@ -16,11 +13,10 @@ use crate::domain::selection::{FirstSelection, RecoveryFlags, Refusal, way_forwa
 use crate::domain::state::{SnapshotRef, StateError};
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::{
-    InputError, RunOverrides, abandoned_retry_allowed, agent_program_problems, effective_settings,
-    execution_workspace_of, last_verification_failure, locate, read_config, read_plan_snapshot,
-    read_state, verify_interpreter_problems,
+    InputError, RunOverrides, abandoned_retry_allowed, execution_workspace_of, locate, read_state,
+    verification_failure_of,
 };
-use crate::report::Output;
+use crate::report::{Output, prefixed};
 
 /// The prompt (empty when no attempt would run) and what the reader should know about it.
 struct Preview {
@@ -28,18 +24,15 @@ struct Preview {
     notes: Vec<String>,
 }
 
-/// Why there is no prompt to show: what `run` would refuse, for the same reason and in the
-/// same words.
+/// Why there is no prompt to show: what `run` would refuse, in the same words. `Refused`: the
+/// state admits no run, not even with the recovery flags; `Preparation`: the preparation
+/// `run` would write does not apply to the state (applied to a copy here).
 #[derive(Debug, thiserror::Error)]
 enum PreviewError {
-    /// The plan, config, state or a flag is not usable.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// The state admits no run, not even with the recovery flags.
     #[error("{0}")]
     Refused(Refusal),
-    /// The preparation `run` would write does not apply to the state at `path` (applied to
-    /// a copy here; nothing is written).
     #[error("{path}: {error}")]
     Preparation { path: String, error: StateError },
 }
@@ -52,15 +45,7 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
                 .write_all(preview.prompt.as_bytes())
                 .and_then(|()| out.flush());
             drop(out);
-            Output {
-                stdout: Vec::new(),
-                stderr: preview
-                    .notes
-                    .iter()
-                    .map(|note| format!("note: {note}"))
-                    .collect(),
-            }
-            .print();
+            Output::stderr(prefixed("note", &preview.notes)).print();
             match written {
                 Ok(()) => ExitCode::Success,
                 Err(error) => {
@@ -78,28 +63,19 @@ pub(super) fn run(args: &CheckArgs) -> ExitCode {
 
 fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
     let location = locate(args.plan.path())?;
-    let config = read_config(&location)?;
     let overrides = RunOverrides {
         agent_cmd: args.agent_cmd.clone(),
         retries: args.retries,
         wait: args.wait,
         ..RunOverrides::default()
     };
-    let settings = effective_settings(&location, &config, &overrides)?;
-    let snapshot = read_plan_snapshot(&location)?;
-    crate::report::plan_warnings(&snapshot).print();
-    for phase in &snapshot.plan.phases {
-        execution_workspace_of(&location, phase)?;
-    }
-    if let Some(problem) = verify_interpreter_problems(&location, &snapshot)
-        .into_iter()
-        .next()
-    {
+    let (settings, snapshot, missing) =
+        super::run::inputs_and_missing_programs(&location, &overrides)?;
+    if let Some(problem) = missing.interpreters.into_iter().next() {
         return Err(problem.into());
     }
-    // The prompt does not depend on the agent: a missing one is worth a note (`run` refuses
-    // for it), not the preview.
-    let mut notes: Vec<String> = agent_program_problems(&location, &snapshot, &settings)
+    let mut notes: Vec<String> = missing
+        .agents
         .into_iter()
         .map(|problem| format!("{problem}; run refuses until it is found"))
         .collect();
@@ -184,7 +160,12 @@ fn preview(args: &CheckArgs) -> Result<Preview, PreviewError> {
                 state.last_run.as_ref(),
             )
         });
-    let verification_failure = last_verification_failure(&state, &phase.id);
+    // What a failed check said goes into the prompt of the phase's next attempt.
+    let verification_failure = state
+        .last_run
+        .as_ref()
+        .filter(|last_run| last_run.phase_id == phase.id)
+        .and_then(verification_failure_of);
     let prompt = preview_prompt(
         &PreviewRequest {
             layout: &location.layout,

@@ -1,13 +1,8 @@
-//! `run`: validates every input, hands the invocation to the actor tree
-//! ([`crate::actors::run`]) with the run's observers (progress on stderr, the event
-//! stream, the hooks), then prints how it ended — as lines, or as one JSON object with
-//! `--json` — and returns its exit code.
-//!
-//! With hooks, the end waits for them (docs/cli.md, "Notifications"): the tree's signal intake
-//! is gone by then, so the command catches the stopping signals itself until they have run.
-//! A signal then stops the hooks and the handler exits with the code already decided; the
-//! report is printed from a thread of its own, so a report blocked on a stdout nobody reads
-//! cannot hold the handler either.
+//! `run`: validates every input, hands the invocation to the actor tree ([`crate::actors::run`])
+//! with the run's observers, then prints how it ended and returns its exit code. With hooks,
+//! the end waits for them while the command catches the stopping signals itself (the tree's
+//! signal intake is gone by then): a signal stops the hooks, and the report is printed from a
+//! thread of its own so a stdout nobody reads cannot hold the handler either.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,12 +21,11 @@ use crate::actors::run::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::selection::RecoveryFlags;
-use crate::domain::selection::next_pending;
+use crate::domain::selection::{RecoveryFlags, next_pending};
 use crate::invocation::{
-    PlanSnapshot, RunOverrides, RunSettings, agent_program_problems, effective_settings,
-    execution_workspace_of, generated_paths_are_real, locate, read_config, read_plan_snapshot,
-    read_state, verify_interpreter_problems,
+    InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
+    effective_settings, execution_workspace_of, generated_paths_are_real, locate, read_config,
+    read_plan_snapshot, read_state, verify_interpreter_problems,
 };
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
@@ -56,15 +50,13 @@ impl RunObserver for AllOf {
     }
 }
 
-/// What a run reads and checks before anything is locked or written.
 struct Inputs {
     location: Arc<PlanLocation>,
     settings: Arc<RunSettings>,
     snapshot: Arc<PlanSnapshot>,
 }
 
-/// What watches the run from outside the tree: the console (agent output and progress lines),
-/// the progress display, the event stream, the hooks.
+/// What watches the run from outside the tree.
 struct Observers {
     console: Arc<Console>,
     progress: Arc<Progress>,
@@ -72,8 +64,8 @@ struct Observers {
     hooks: Option<Arc<Hooks>>,
 }
 
-/// `run`: the inputs, the watchdog, the runtime and the observers, then the supervision tree
-/// (docs/architecture.md) until it hands back the result, and the end.
+/// The inputs, the watchdog, the runtime and the observers, then the supervision tree until it
+/// hands back the result, and the end.
 pub(super) fn run(args: &RunArgs) -> ExitCode {
     let started = Instant::now();
     let inputs = match read_inputs(args, started) {
@@ -120,16 +112,13 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
     end(args, started, &inputs, observers, runtime, result)
 }
 
-/// Reads and checks every input of the run: the plan, its config and settings, every phase's
-/// workspace, the agent program and the Verify checks' interpreters. A problem is printed;
-/// its exit code is returned.
+/// Reads and checks every input of the run; a problem is printed and its exit code returned.
 fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     let mut located = None;
-    let checked = (|| {
+    let checked = (|| -> Result<Inputs, InputError> {
         let location = locate(args.plan.path())?;
         located = Some(location.clone());
         generated_paths_are_real(&location)?;
-        let config = read_config(&location)?;
         let overrides = RunOverrides {
             agent_cmd: args.agent_cmd.clone(),
             max_phases: args.max_phases,
@@ -149,29 +138,7 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
         };
-        let settings = effective_settings(&location, &config, &overrides)?;
-        let snapshot = read_plan_snapshot(&location)?;
-        report::plan_warnings(&snapshot).print();
-        // Every phase's workspace, not only the next one: `check` and `run` must agree on
-        // what is valid before anything is locked or written.
-        for phase in &snapshot.plan.phases {
-            execution_workspace_of(&location, phase)?;
-        }
-        // A missing agent program is input to fix, not an attempt to record; so is a check's
-        // missing interpreter, unless the checks are skipped.
-        if let Some(problem) = agent_program_problems(&location, &snapshot, &settings)
-            .into_iter()
-            .next()
-        {
-            return Err(problem);
-        }
-        if settings.verify
-            && let Some(problem) = verify_interpreter_problems(&location, &snapshot)
-                .into_iter()
-                .next()
-        {
-            return Err(problem);
-        }
+        let (settings, snapshot) = checked_inputs(&location, &overrides)?;
         Ok(Inputs {
             location: Arc::new(location),
             settings: Arc::new(settings),
@@ -189,6 +156,57 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
         );
         exit
     })
+}
+
+/// The settings and plan of a run, once every input `run` checks before it locks or writes
+/// anything is valid: the plan's warnings are printed.
+pub(super) fn checked_inputs(
+    location: &PlanLocation,
+    overrides: &RunOverrides,
+) -> Result<(RunSettings, PlanSnapshot), InputError> {
+    let (settings, snapshot, missing) = inputs_and_missing_programs(location, overrides)?;
+    match missing
+        .agents
+        .into_iter()
+        .chain(missing.interpreters)
+        .next()
+    {
+        Some(problem) => Err(problem),
+        None => Ok((settings, snapshot)),
+    }
+}
+
+/// The programs a run needs that are not installed: a missing agent program is input to fix,
+/// not an attempt to record; so is a check's missing interpreter, unless the checks are skipped.
+pub(super) struct MissingPrograms {
+    pub(super) agents: Vec<InputError>,
+    pub(super) interpreters: Vec<InputError>,
+}
+
+/// What [`checked_inputs`] checks, with the missing programs left to the caller
+/// (`check --prompt` only notes a missing agent: the prompt does not depend on it).
+pub(super) fn inputs_and_missing_programs(
+    location: &PlanLocation,
+    overrides: &RunOverrides,
+) -> Result<(RunSettings, PlanSnapshot, MissingPrograms), InputError> {
+    let config = read_config(location)?;
+    let settings = effective_settings(location, &config, overrides)?;
+    let snapshot = read_plan_snapshot(location)?;
+    report::plan_warnings(&snapshot).print();
+    // Every phase's workspace, not only the next one: `check` and `run` must agree on what is
+    // valid before anything is locked or written.
+    for phase in &snapshot.plan.phases {
+        execution_workspace_of(location, phase)?;
+    }
+    let missing = MissingPrograms {
+        agents: agent_program_problems(location, &snapshot, &settings),
+        interpreters: if settings.verify {
+            verify_interpreter_problems(location, &snapshot)
+        } else {
+            Vec::new()
+        },
+    };
+    Ok((settings, snapshot, missing))
 }
 
 /// Starts the watchdog before any worker exists — every worker (and hook) registers its
@@ -254,7 +272,6 @@ impl Observers {
         })
     }
 
-    /// The run's observer: every event to the progress display, the stream and the hooks.
     fn all(&self) -> Arc<dyn RunObserver> {
         let mut observers: Vec<Arc<dyn RunObserver>> =
             vec![self.progress.clone(), self.stream.clone()];
@@ -273,7 +290,6 @@ fn start_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|error| format!("cannot start the async runtime: {error}"))
 }
 
-/// Starts the run supervisor and waits for the result it hands back.
 async fn supervise(
     tree: SupervisorArgs,
     result: oneshot::Receiver<RunResult>,
@@ -320,10 +336,9 @@ fn end(
         if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
             // A refused run never took the state over: read it (unchanged) for the phase a
             // caller continues with.
-            result.next_phase = read_state(&location.layout).ok().and_then(|state| {
-                let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
-                next_pending(&state, &ids).map(str::to_owned)
-            });
+            result.next_phase = read_state(&location.layout)
+                .ok()
+                .and_then(|state| next_pending(&state, &snapshot.phase_ids()).map(str::to_owned));
         }
         let lines = report::run_end(&result.end, &invocation);
         if let Some(hooks) = &hooks {
@@ -348,9 +363,9 @@ fn end(
                     elapsed: started.elapsed(),
                 };
                 let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
-                Report::Json(object.to_json())
+                Output::json(&object.to_json())
             } else {
-                Report::Lines(lines)
+                lines
             };
             match (&hooks, &caught) {
                 (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
@@ -378,25 +393,10 @@ fn end(
     exit
 }
 
-/// How a run's end is printed.
-enum Report {
-    Lines(Output),
-    Json(String),
-}
-
-impl Report {
-    fn print(&self) {
-        match self {
-            Self::Lines(output) => output.print(),
-            Self::Json(object) => Output::print_json(object),
-        }
-    }
-}
-
 /// Prints the report on a thread of its own while the hooks run, and waits for both — for
 /// the report only until a signal: a report blocked on a stalled stdout must not keep a
 /// handler asked to stop.
-fn print_while_hooks_run(report: Report, hooks: &Hooks, caught: &CaughtSignals) {
+fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) {
     let printer = std::thread::Builder::new()
         .name("ash-report".into())
         .spawn(move || report.print());
@@ -415,8 +415,7 @@ fn print_while_hooks_run(report: Report, hooks: &Hooks, caught: &CaughtSignals) 
     let _ = printer.join();
 }
 
-/// An error before or around the run: `error: …` on stderr, and with `--json` also the one
-/// result object on stdout.
+/// An error before or around the run: on stderr, and with `--json` as the one result object.
 fn print_error(
     json: bool,
     exit: ExitCode,
@@ -443,5 +442,5 @@ pub(super) fn print_json_error(
         snapshot: None,
         elapsed: started.elapsed(),
     };
-    Output::print_json(&report::RunJson::error(exit, message, &context).to_json());
+    Output::json(&report::RunJson::error(exit, message, &context).to_json()).print();
 }

@@ -1,16 +1,12 @@
-//! `status`: a read-only report of one plan's durable state (docs/cli.md). It takes no lock and
-//! writes nothing, whatever it finds: a changed plan is one line of the report, an unresolved
-//! attempt is shown in preference to the last run, and a missing transcript is reported at its
-//! own path — never replaced by an earlier phase's artifacts.
-//!
-//! The active attempt's latest status (`activity`) is not in the state — a status never causes
-//! a durable write — so it is read from the end of the plan's event stream (`events.jsonl`,
-//! then its rotated predecessor), where the run published it.
+//! `status`: a read-only report of one plan's durable state (docs/cli.md, "`status`"). It takes
+//! no lock and writes nothing. The active attempt's latest status is never in `state.json`, so
+//! it is read from the end of the plan's event stream.
 
 use serde::Serialize;
 
 use super::args::StatusArgs;
 use super::event_stream::STREAM_CAP_BYTES;
+use crate::domain::config::Config;
 use crate::domain::events::{StreamedActivity, latest_activity};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::retry::next_step::RetryReason;
@@ -32,23 +28,16 @@ use crate::platform::locate::PlanLocation;
 use crate::report::Output;
 use crate::units;
 
-/// The status report; `--json` prints it as is (schema: docs/cli.md).
+/// The status report; `--json` prints it as is (every field: docs/cli.md, "`status --json`").
 #[derive(Debug, Serialize)]
 pub(super) struct StatusReport {
     pub plan_path: String,
     pub plan_workspace: String,
     pub state_path: String,
     pub state_exists: bool,
-    /// A handler holds the plan-workspace lock: a run is in progress, and an active attempt
-    /// is its running one, not an abandoned one.
     pub run_in_progress: bool,
-    /// That handler's pid, when visible.
     pub handler_pid: Option<u32>,
-    /// The selected execution workspace: the active attempt's, the stopped phase's, or the
-    /// next phase's.
     pub execution_workspace: Option<String>,
-    /// Why the selected phase's execution workspace is unavailable (missing directory, no
-    /// `AGENTS.md`, …), when it is.
     pub execution_workspace_error: Option<String>,
     pub completed_phase_ids: Vec<String>,
     pub current_phase: Option<PhaseRef>,
@@ -59,7 +48,6 @@ pub(super) struct StatusReport {
     pub last_run: Option<LastRunReport>,
     pub latest_transcript: Option<String>,
     pub latest_committed_outcome: Option<String>,
-    /// The next attempt of the stopped phase a retry policy scheduled, if any.
     pub retry_schedule: Option<RetryScheduleReport>,
     pub plan: PlanCheck,
     /// One row per phase: the plan's, then any the state records that the plan lacks.
@@ -67,52 +55,28 @@ pub(super) struct StatusReport {
     pub totals: RunTotals,
 }
 
-/// One row of the phase table.
 #[derive(Debug, Serialize)]
 pub(super) struct PhaseRow {
     pub id: String,
-    /// `None` when the plan lacks the phase or cannot be read.
     pub title: Option<String>,
-    /// `done`, `pending`, `stopped`, `abandoned`, or `prepared` / `running` (the attempt of a
-    /// run in progress).
     pub status: &'static str,
-    /// Why the phase is stopped, when it is.
     pub stop_reason: Option<AttemptStatus>,
-    /// Committed attempts, resolved abandoned ones, plus the active one.
     pub attempts: u32,
-    /// The latest committed attempt; its figures are `null` when it was committed before
-    /// they were recorded (its usage `unknown`).
     pub last_attempt: Option<AttemptFigures>,
-    /// Whether the phase's Verify checks passed, failed (which check), were skipped, or are
-    /// not configured, as its latest committed attempt recorded them.
     pub verification: VerificationReport,
-    /// The usage of all its committed and abandoned attempts.
     pub usage: UsageSummary,
 }
 
-/// A scheduled retry or rate-limit wait, as `status` shows it.
 #[derive(Debug, Serialize)]
 pub(super) struct RetryScheduleReport {
     pub phase_id: String,
-    /// The status of the attempt that led to it.
     pub after: AttemptStatus,
-    /// k in "attempt k of n".
     pub attempt: u32,
-    /// n: the `retry.max_attempts` the schedule was made under (`run --retries N` included);
-    /// for a schedule written before that was recorded, the config's (`None` when the config
-    /// cannot be read).
     pub of: Option<u32>,
-    /// Not before this time (RFC 3339, UTC).
     pub not_before: String,
-    /// `backoff`, `reset-time`, `default-wait-no-reset`, …
     pub reason: RetryReason,
-    /// The reason in words.
     pub reason_text: String,
-    /// Which agent template it runs (0 is the primary).
     pub template_index: usize,
-    /// Why no run can resume it with this config (a removed fallback agent, a status taken
-    /// out of `retry.on`; as `check` says, a run then requires `--retry-stopped`); `null` when
-    /// a run with the same flags resumes it, or the config cannot be read.
     pub does_not_fit: Option<String>,
 }
 
@@ -125,29 +89,20 @@ pub(super) struct ActiveAttemptReport {
     pub started_at: String,
     pub pid: Option<u32>,
     pub process_group_id: Option<u32>,
-    /// Whether the recorded worker is still that live process; `null` without an identity.
     pub worker_alive: Option<bool>,
-    /// Live processes carrying the attempt's id in their environment (the worker and its
-    /// descendants, also those that left its group); `null` while the run is in progress or
-    /// when `/proc` cannot be scanned.
     pub live_processes: Option<Vec<u32>>,
     pub execution_workspace: String,
     pub prompt_path: String,
     pub transcript_path: String,
     pub transcript_exists: bool,
-    /// The planned outcome path; never committed while the attempt is active.
     pub outcome_path: String,
     pub outcome_committed: bool,
-    /// What the agent last said it is doing (`STATUS=`), from the event stream; `null` when
-    /// it said nothing (or cleared it).
     pub activity: Option<ActivityReport>,
 }
 
-/// The agent's latest status.
 #[derive(Debug, Serialize)]
 pub(super) struct ActivityReport {
     pub text: String,
-    /// When it was set (RFC 3339, UTC).
     pub since: String,
 }
 
@@ -163,17 +118,13 @@ pub(super) struct LastRunReport {
     pub transcript_exists: bool,
     pub outcome_path: Option<String>,
     pub summary: String,
-    /// How often the attempt lost the run's watchdog (killed or stopped); `null` when never.
     pub watchdog_losses: Option<u64>,
-    /// Live processes carrying the attempt's id in their environment (descendants that
-    /// survived it); `null` when `/proc` cannot be scanned.
     pub live_processes: Option<Vec<u32>>,
 }
 
 /// Whether the plan bytes still match the accepted snapshot.
 #[derive(Debug, Serialize)]
 pub(super) struct PlanCheck {
-    /// `unchanged`, `changed`, `not-accepted`, `moved` or `unreadable`.
     pub status: &'static str,
     pub accepted_sha256: Option<String>,
     pub current_sha256: Option<String>,
@@ -192,74 +143,38 @@ pub(super) fn run(args: &StatusArgs) -> ExitCode {
         Ok(state) => state,
         Err(error) => return fail(args.json, error),
     };
-    // Only for "attempt k of n" in a scheduled retry that did not record its n (written before
-    // the schedule had `max_attempts`); status reports config errors nowhere else.
+    // Only for what a scheduled retry needs; status reports config errors nowhere else.
     let config = read_config(&location).ok();
-    let max_attempts = config.as_ref().map(|config| config.retry.max_attempts);
     let snapshot = read_plan_snapshot(&location);
     if let Ok(snapshot) = &snapshot {
         crate::report::plan_warnings(snapshot).print();
     }
-    let mut report = build_report(
+    let report = build_report(
         &location,
         &state,
         snapshot.as_ref(),
-        max_attempts,
-        running.is_some(),
-    );
-    // Whether a run resumes the scheduled retry: the same verdict as `check`'s, against the
-    // config's policy (a removed fallback agent, fewer attempts or waits: it does not).
-    if let (Some(retry), Some(schedule), Some(config)) = (
-        report.retry_schedule.as_mut(),
-        state.retry_schedule.as_ref(),
         config.as_ref(),
-    ) {
-        let templates = 1 + config.rate_limit.fallback_agent_cmds.len();
-        retry.does_not_fit = schedule
-            .fits_some_run(&config.retry, &config.rate_limit, templates)
-            .err()
-            .map(|why| why.to_string());
-    }
-    report.run_in_progress = running.is_some();
-    report.handler_pid = running.and_then(|running| running.handler_pid);
-    // What may still run of a recorded attempt (not of the attempt a live run is running).
-    if let Some(attempt) = report.active_attempt.as_mut()
-        && !report.run_in_progress
-    {
-        attempt.live_processes = attempt_processes(&attempt.id, &attempt.started_at);
-    }
-    if let Some(last_run) = report.last_run.as_mut() {
-        last_run.live_processes = attempt_processes(&last_run.run_id, &last_run.started_at);
-    }
-    let plan_error = snapshot.err();
+        running,
+    );
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => Output::print_json(&text),
-            Err(error) => {
-                Output::error(format!("cannot render status: {error}")).print();
-                return ExitCode::InvalidInput;
-            }
-        }
+        let text = serde_json::to_string_pretty(&report).expect("the status report serializes");
+        Output::json(&text).print();
     } else {
-        Output {
-            stdout: render_text(&report),
-            stderr: Vec::new(),
-        }
-        .print();
+        Output::stdout(render_text(&report)).print();
     }
-    match plan_error {
-        Some(error) => {
+    match snapshot {
+        Err(error) => {
             Output::error(error.to_string()).print();
             error.exit_code()
         }
-        None => ExitCode::Success,
+        Ok(_) => ExitCode::Success,
     }
 }
 
 fn fail(json: bool, error: InputError) -> ExitCode {
     let message = error.to_string();
     if json {
-        Output::print_json(&serde_json::json!({ "error": message }).to_string());
+        Output::json(&serde_json::json!({ "error": message }).to_string()).print();
     }
     Output::error(message).print();
     error.exit_code()
@@ -269,10 +184,9 @@ fn build_report(
     location: &PlanLocation,
     state: &State,
     snapshot: Result<&PlanSnapshot, &InputError>,
-    max_attempts: Option<u32>,
-    run_in_progress: bool,
+    config: Option<&Config>,
+    running: Option<RunInProgress>,
 ) -> StatusReport {
-    let plan = plan_check(location, state, snapshot);
     let plan_phases: Option<Vec<(&str, &str)>> = snapshot.ok().map(|snapshot| {
         snapshot
             .plan
@@ -286,7 +200,7 @@ fn build_report(
         .into_iter()
         .map(|row| PhaseRow {
             verification: phase_verification(state, snapshot, &row.id),
-            status: standing_word(row.standing, run_in_progress),
+            status: standing_word(row.standing, running.is_some()),
             stop_reason: match row.standing {
                 PhaseStanding::Stopped(reason) => Some(reason),
                 _ => None,
@@ -299,17 +213,14 @@ fn build_report(
         })
         .collect();
     let next_phase = snapshot.ok().and_then(|snapshot| {
-        let ids: Vec<&str> = snapshot.plan.phases.iter().map(|p| p.id.as_str()).collect();
-        next_pending(state, &ids)
+        next_pending(state, &snapshot.phase_ids())
             .and_then(|id| snapshot.plan.phase(id))
             .map(|phase| PhaseRef {
                 id: phase.id.clone(),
                 title: phase.title.clone(),
             })
     });
-    let all_complete = snapshot.is_ok() && next_phase.is_none();
-    // `Err` says why the phase's workspace does not resolve; `Ok(None)` means there is no
-    // phase to resolve.
+    // `Ok(None)`: there is no phase to resolve.
     let resolve = |phase_id: &str| -> Result<Option<String>, InputError> {
         match snapshot
             .ok()
@@ -319,18 +230,15 @@ fn build_report(
             None => Ok(None),
         }
     };
-    let recorded_for_stop = state.stop.as_ref().and_then(|stop| {
-        state
-            .last_run
-            .as_ref()
-            .filter(|last_run| last_run.phase_id == stop.phase_id)
-            .map(|last_run| last_run.execution_workspace.clone())
-    });
     let selected = if let Some(attempt) = &state.active_attempt {
         Ok(Some(attempt.execution_workspace.clone()))
     } else if let Some(stop) = &state.stop {
-        match recorded_for_stop {
-            Some(path) => Ok(Some(path)),
+        match state
+            .last_run
+            .as_ref()
+            .filter(|last_run| last_run.phase_id == stop.phase_id)
+        {
+            Some(last_run) => Ok(Some(last_run.execution_workspace.clone())),
             None => resolve(&stop.phase_id),
         }
     } else {
@@ -338,10 +246,6 @@ fn build_report(
             Some(phase) => resolve(&phase.id),
             None => Ok(None),
         }
-    };
-    let (execution_workspace, execution_workspace_error) = match selected {
-        Ok(path) => (path, None),
-        Err(error) => (None, Some(error)),
     };
     let active_attempt = state
         .active_attempt
@@ -358,7 +262,11 @@ fn build_report(
                 .as_ref()
                 .map(|process| process.process_group_id),
             worker_alive: recorded_worker_alive(attempt),
-            live_processes: None,
+            // What may still run of a recorded attempt, not of the one a live run runs.
+            live_processes: match running {
+                Some(_) => None,
+                None => attempt_processes(&attempt.id, &attempt.started_at.to_string()),
+            },
             execution_workspace: attempt.execution_workspace.clone(),
             prompt_path: attempt.prompt_path.clone(),
             transcript_path: attempt.transcript_path.clone(),
@@ -384,49 +292,64 @@ fn build_report(
             .rev()
             .find(|entry| entry.attempt_id == last_run.run_id)
             .and_then(|entry| entry.watchdog_losses),
-        live_processes: None,
+        live_processes: attempt_processes(&last_run.run_id, &last_run.started_at.to_string()),
     });
-    let latest_transcript = match (&state.active_attempt, &state.last_run) {
-        (Some(attempt), _) => Some(attempt.transcript_path.clone()),
-        (None, Some(last_run)) => Some(last_run.transcript_path.clone()),
-        (None, None) => None,
-    };
+    let retry_schedule = state.retry_schedule.as_ref().map(|schedule| {
+        RetryScheduleReport {
+            phase_id: schedule.phase_id.clone(),
+            after: schedule.after,
+            attempt: schedule.attempt,
+            // Written before the schedule recorded its n: the config's.
+            of: schedule
+                .max_attempts
+                .or(config.map(|config| config.retry.max_attempts)),
+            not_before: schedule.not_before.to_string(),
+            reason: schedule.reason,
+            reason_text: schedule.reason.describe().to_owned(),
+            template_index: schedule.template_index,
+            // The same verdict as `check`'s (a removed fallback agent, fewer attempts or
+            // waits: no run resumes it).
+            does_not_fit: config.and_then(|config| {
+                let templates = 1 + config.rate_limit.fallback_agent_cmds.len();
+                schedule
+                    .fits_some_run(&config.retry, &config.rate_limit, templates)
+                    .err()
+                    .map(|why| why.to_string())
+            }),
+        }
+    });
     StatusReport {
         plan_path: location.plan_path.clone(),
         plan_workspace: location.workspace.clone(),
         state_path: location.layout.state_path(),
         state_exists: is_file(&location.layout.state_path()),
-        run_in_progress: false,
-        handler_pid: None,
-        execution_workspace,
-        execution_workspace_error: execution_workspace_error.map(|error| error.to_string()),
+        run_in_progress: running.is_some(),
+        handler_pid: running.and_then(|running| running.handler_pid),
+        execution_workspace: selected.as_ref().ok().cloned().flatten(),
+        execution_workspace_error: selected.err().map(|error| error.to_string()),
         completed_phase_ids: state.completed_phase_ids.clone(),
         current_phase: state.current_phase.clone(),
+        all_complete: snapshot.is_ok() && next_phase.is_none(),
         next_phase,
-        all_complete,
         stop: state.stop.clone(),
         active_attempt,
+        latest_transcript: state
+            .active_attempt
+            .as_ref()
+            .map(|attempt| attempt.transcript_path.clone())
+            .or_else(|| {
+                state
+                    .last_run
+                    .as_ref()
+                    .map(|run| run.transcript_path.clone())
+            }),
         latest_committed_outcome: state
             .last_run
             .as_ref()
             .and_then(|last_run| last_run.outcome_path.clone()),
         last_run,
-        latest_transcript,
-        retry_schedule: state
-            .retry_schedule
-            .as_ref()
-            .map(|schedule| RetryScheduleReport {
-                phase_id: schedule.phase_id.clone(),
-                after: schedule.after,
-                attempt: schedule.attempt,
-                of: schedule.max_attempts.or(max_attempts),
-                not_before: schedule.not_before.to_string(),
-                reason: schedule.reason,
-                reason_text: schedule.reason.describe().to_owned(),
-                template_index: schedule.template_index,
-                does_not_fit: None,
-            }),
-        plan,
+        retry_schedule,
+        plan: plan_check(location, state, snapshot),
         phases,
         totals,
     }
@@ -589,12 +512,7 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         ));
     } else if let Some(stop) = &report.stop {
         lines.push(format!("stopped: {} ({})", stop.phase_id, stop.reason));
-        if let Some(question) = &stop.clarification_request {
-            lines.push(format!("clarification: {question}"));
-        }
-        if let Some(message) = &stop.message {
-            lines.push(format!("message: {message}"));
-        }
+        lines.extend(crate::report::stop_lines(stop));
         if let Some(retry) = &report.retry_schedule {
             let of = retry.of.map(|of| format!(" of {of}")).unwrap_or_default();
             let then = match &retry.does_not_fit {
@@ -704,8 +622,7 @@ fn still_running_line(whose: &str, pids: &[u32]) -> String {
     )
 }
 
-/// `12:03:04` (UTC, as every time `status` prints) of an RFC 3339 time; the text itself when
-/// it does not parse.
+/// `12:03:04` (UTC, as every time `status` prints) of an RFC 3339 time, or the text itself.
 fn clock_of(rfc3339: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(rfc3339).map_or_else(
         |_| rfc3339.to_owned(),
@@ -717,8 +634,7 @@ fn clock_of(rfc3339: &str) -> String {
     )
 }
 
-/// The `plan:` line for a plan acceptance status (`unchanged`, `changed`, `moved`,
-/// `not-accepted`, `unreadable`), worded the same in `status` and `check`.
+/// The `plan:` line for a plan acceptance status, worded the same in `status` and `check`.
 pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&str>) -> String {
     match status {
         "unchanged" => "plan: matches the accepted snapshot".to_owned(),
@@ -802,9 +718,8 @@ fn phase_table(rows: &[PhaseRow], plan_unreadable: bool) -> Vec<String> {
         .collect()
 }
 
-/// `verify phase-2: failed: verify check 1 (cargo test) exited with code 101`, one line per
-/// phase, when any phase has checks or recorded a verification; a plan without checks gets
-/// none.
+/// `verify phase-2: failed: verify check 1 (cargo test) exited with code 101` for every phase,
+/// unless no phase has checks or recorded a verification.
 fn verification_lines(rows: &[PhaseRow]) -> Vec<String> {
     let any = rows.iter().any(|row| {
         row.verification.configured.is_some_and(|count| count > 0)
@@ -825,21 +740,17 @@ fn totals_line(totals: &RunTotals) -> String {
         Some(total) => format!("{}/{total} phases done", totals.phases_done),
         None => format!("{} phases done", totals.phases_done),
     };
-    let attempts = match totals.attempts {
-        1 => "1 attempt".to_owned(),
-        count => format!("{count} attempts"),
-    };
     let mut line = format!(
-        "totals: {phases} · {attempts} · {} · {} output",
+        "totals: {phases} · {} · {} · {} output",
+        units::count(totals.attempts as usize, "attempt"),
         units::duration(totals.duration_ms),
         units::bytes(totals.output_bytes)
     );
-    match totals.attempts_without_figures {
-        0 => {}
-        1 => line.push_str(" (1 attempt recorded without duration and size)"),
-        count => line.push_str(&format!(
-            " ({count} attempts recorded without duration and size)"
-        )),
+    if totals.attempts_without_figures > 0 {
+        line.push_str(&format!(
+            " ({} recorded without duration and size)",
+            units::count(totals.attempts_without_figures as usize, "attempt")
+        ));
     }
     if totals.attempts > 0 {
         line.push_str(&format!(

@@ -1,20 +1,8 @@
-//! `watch`: follows the event stream of a run started elsewhere and shows where it is. Read
-//! only: it takes no lock and writes nothing, so it never gets in a run's way.
-//!
-//! Which run: the one in progress when `watch` starts — the handler holding the plan
-//! workspace's lock is that run's (the probe `status` uses; a pid alone could be reused) —
-//! found by its `run-started` in the stream or, when that was rotated away, by the run id of
-//! its latest records; else the next one to start. It ends when that run finishes, when its
-//! handler is gone without finishing, or on Ctrl-C. With `--json` the followed run's event
-//! lines are passed through as they are (the agent's `activity` and `idle-deadline-extended`
-//! among them); the text shows the agent's latest status on its own line when it changes and
-//! in the status line with its age, and each attempt's tokens and cost when it ends.
-//!
-//! The stream is read with bounded memory ([`Follower`]): a special file, a link or a file far
-//! larger than the runner writes is refused, a line too long to be the runner's is skipped,
-//! and rotations, copy-truncates and deletions are followed by inode. Every text from the
-//! stream is made printable before it reaches the terminal, and a closed stdout (`watch … |
-//! head -1`) ends the watch quietly.
+//! `watch`: follows the event stream of a run started elsewhere and shows where it is; read
+//! only (docs/cli.md, "`watch`"). The run followed is the one whose handler holds the plan
+//! workspace's lock (a pid alone could be reused), else the next to start. The stream is read
+//! with bounded memory ([`Follower`]), every text from it is made printable, and a closed
+//! stdout ends the watch quietly.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -69,25 +57,23 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
         return Ok(fail_stream(&path, &error));
     }
     let holder = workspace_holder(location, &history);
-    let replay = history.in_progress(holder);
-    match &replay {
+    match history.in_progress(holder) {
         None => say(json, "waiting for a run of this plan to start")?,
-        Some(found) if found.started.is_none() => say(
-            json,
-            &format!(
-                "following the run in progress (handler pid {}); its start is no longer in the event stream",
-                holder
-                    .flatten()
-                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
-            ),
-        )?,
-        Some(_) => {}
-    }
-    if let Some(found) = replay {
-        watch.followed = Some(found.followed(holder.flatten()));
-        for line in found.lines {
-            if let Some(end) = watch.show(json, &line)? {
-                return Ok(end);
+        Some(found) => {
+            if found.started.is_none() {
+                say(
+                    json,
+                    &format!(
+                        "following the run in progress (handler pid {}); its start is no longer in the event stream",
+                        pid_text(holder.flatten())
+                    ),
+                )?;
+            }
+            watch.followed = Some(found.followed(holder.flatten()));
+            for line in found.lines {
+                if let Some(end) = watch.show(json, &line)? {
+                    return Ok(end);
+                }
             }
         }
     }
@@ -124,8 +110,7 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
             }
             let mut line = format!(
                 "the run's handler (pid {}) is gone without finishing",
-                run.pid
-                    .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
+                pid_text(run.pid)
             );
             if let Some(stopped) = &watch.watchdog_stopped {
                 line.push_str("; ");
@@ -191,11 +176,7 @@ impl Found {
             None => Followed {
                 run_id: self.run_id.clone(),
                 pid: holder,
-                phases: 0,
-                attempt: None,
-                output_bytes: 0,
-                last_line: None,
-                status: None,
+                ..Followed::default()
             },
         }
     }
@@ -286,7 +267,7 @@ fn handler_runs(location: &PlanLocation, pid: Option<u32>) -> bool {
 }
 
 /// The run being followed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Followed {
     run_id: String,
     /// Its handler's pid; `None` when its start was not seen and the lock table hid it.
@@ -554,19 +535,19 @@ fn started(event: &Value) -> Followed {
         run_id: text(event, "run_id"),
         pid: Some(number(event, "pid") as u32),
         phases: number(event, "phases") as usize,
-        attempt: None,
-        output_bytes: 0,
-        last_line: None,
-        status: None,
+        ..Followed::default()
     }
+}
+
+fn pid_text(pid: Option<u32>) -> String {
+    pid.map_or_else(|| "unknown".to_owned(), |pid| pid.to_string())
 }
 
 fn kind(event: &Value) -> &str {
     event["event"].as_str().unwrap_or_default()
 }
 
-/// A text field of an event, made printable: the stream decodes to the agent's and the
-/// plan's exact text, escape sequences included.
+/// A text field of an event, made printable: it decodes to the agent's exact text.
 fn text(event: &Value, key: &str) -> String {
     printable(event[key].as_str().unwrap_or_default()).into_owned()
 }

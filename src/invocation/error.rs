@@ -34,22 +34,17 @@ pub(crate) enum InputError {
     ConfigUnreadable { path: String, source: ReadFileError },
     #[error("--agent-cmd is required when config does not provide agent_cmd")]
     MissingAgentCmd,
-    /// `origin` is `--agent-cmd` or `<config>: agent_cmd`.
     #[error("{origin}: {error}")]
     Template {
         origin: String,
         error: TemplateError,
     },
-    /// The agent program would not be found or could not run: refused before anything is
-    /// written instead of becoming a `launch-failed` attempt. `origin` is `--agent-cmd`,
-    /// `<config>: agent_cmd` or `<config>: rate_limit.fallback_agent_cmds[i]`.
+    /// Refused before anything is written instead of becoming a `launch-failed` attempt.
     #[error("{origin}: {problem}")]
     AgentProgram {
         origin: String,
         problem: ProgramProblem,
     },
-    /// The interpreter a phase's verify check names would not be found or could not run:
-    /// refused before anything is written, like a missing agent program.
     #[error(
         "{plan}:{line}: phase {phase_id} verify check {index}: {}",
         .problem.describe(ProgramRole::VerifyInterpreter)
@@ -61,7 +56,6 @@ pub(crate) enum InputError {
         index: usize,
         problem: ProgramProblem,
     },
-    /// `origin` is `--stop-on-regex` or `<config>: stop_on_regex[i]`.
     #[error("{origin}: {error}")]
     StopPattern {
         origin: String,
@@ -77,20 +71,15 @@ pub(crate) enum InputError {
     },
     #[error("phase {0} does not exist in plan")]
     PhaseMissing(String),
-    /// `check --prompt --phase ID` names no phase of the plan.
     #[error("--phase {phase_id}: the plan has no such phase; its phases: {}", .known.join(", "))]
     UnknownPhase {
         phase_id: String,
         known: Vec<String>,
     },
-    /// `check --prompt --phase ID` names a completed phase, which no attempt runs again.
     #[error("--phase {0}: the phase is complete; no attempt would run it")]
     PhaseComplete(String),
-    /// A stopped phase's workspace cannot be shown: the phase left the plan.
     #[error("phase {0} is not in the plan")]
     PhaseNotInPlan(String),
-    /// A generated directory or file of the plan workspace is a symbolic link (or not what
-    /// it should be): nothing is written through it.
     #[error(
         "{path}: {what}; ai-session-handler writes its generated files only into real directories under the plan workspace (remove it, or replace it with a {expected})"
     )]

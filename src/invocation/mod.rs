@@ -1,11 +1,10 @@
-//! What a command works from: the plan snapshot, config, command template and stop patterns,
-//! each read and validated once, before any lock is taken or state is touched. `run`, `check`
-//! and `status` share these loaders so they can never disagree about what is valid.
+//! What a command works from (plan snapshot, config, settings, state), each read and validated
+//! once before any lock is taken or state is touched; `run`, `check` and `status` share these
+//! loaders so they never disagree about what is valid.
 
 mod error;
 pub(crate) mod history;
 pub(crate) mod init;
-mod limits;
 pub(crate) mod probe;
 
 use std::path::Path;
@@ -23,9 +22,7 @@ use crate::domain::plan_key::sha256_hex;
 use crate::domain::rate_limit::RateLimitPolicy;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::selection::{PlanFacts, RecoveryFlags};
-use crate::domain::state::ActiveAttempt;
-use crate::domain::state::AttemptStatus;
-use crate::domain::state::{LastRun, State, StateLayout};
+use crate::domain::state::{ActiveAttempt, AttemptStatus, LastRun, State, StateLayout};
 use crate::domain::stop_regex::StopPatterns;
 use crate::domain::template::CommandTemplate;
 use crate::domain::verification::FailedCheck;
@@ -34,9 +31,19 @@ use crate::platform::locate::{
 };
 use crate::platform::regular_file::{ReadFileError, read_regular_file};
 use crate::platform::{proc, program};
-use limits::{MAX_CONFIG_BYTES, MAX_OUTCOME_BYTES, MAX_PLAN_BYTES, MAX_STATE_BYTES};
 
-/// Resolves `--plan` and its plan workspace.
+// The largest inputs a command reads: far beyond any real file of their kind, and small enough
+// that a runaway file (a sparse plan claiming gigabytes, a device behind a symlink) is refused
+// by its size before a byte is read.
+const MAX_PLAN_BYTES: u64 = 16 * 1024 * 1024;
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// Four times what the runner writes ([`crate::domain::state::MAX_STATE_BYTES`]): a state an
+/// older version wrote can hold an agent's 16 MiB result twice, JSON-escaped at up to six bytes
+/// per byte; it stays readable, and is cut down on its next write.
+const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
+/// An outcome's summary is a result body (at most 16 MiB) or a diagnostic.
+const MAX_OUTCOME_BYTES: u64 = 32 * 1024 * 1024;
+
 pub(crate) fn locate(plan_arg: &Path) -> Result<PlanLocation, InputError> {
     Ok(locate_plan(plan_arg)?)
 }
@@ -53,22 +60,18 @@ pub(crate) fn locate_for_report(plan_arg: &Path) -> Result<PlanLocation, InputEr
     }
 }
 
-/// Whether `path` names a regular file (after symlinks).
 pub(crate) fn is_file(path: &str) -> bool {
     Path::new(path).is_file()
 }
 
 /// One read of the plan bytes, hashed and parsed: the immutable snapshot every phase of an
-/// invocation runs from.
+/// invocation runs from. `path` is canonical; `warnings` are `warning:` lines that do not make
+/// the plan invalid (a heading that is almost a phase heading).
 #[derive(Clone, Debug)]
 pub(crate) struct PlanSnapshot {
-    /// Canonical absolute plan path.
     pub path: String,
-    /// SHA-256 of the bytes read.
     pub sha256: String,
     pub plan: ParsedPlan,
-    /// Things about the plan worth a `warning:` line that do not make it invalid (a heading
-    /// that is almost a phase heading), each naming the file and line.
     pub warnings: Vec<String>,
 }
 
@@ -77,17 +80,19 @@ impl PlanSnapshot {
         PlanFacts {
             path: &self.path,
             sha256: &self.sha256,
-            phase_ids: self
-                .plan
-                .phases
-                .iter()
-                .map(|phase| phase.id.as_str())
-                .collect(),
+            phase_ids: self.phase_ids(),
         }
+    }
+
+    pub(crate) fn phase_ids(&self) -> Vec<&str> {
+        self.plan
+            .phases
+            .iter()
+            .map(|phase| phase.id.as_str())
+            .collect()
     }
 }
 
-/// Reads and parses the plan once.
 pub(crate) fn read_plan_snapshot(location: &PlanLocation) -> Result<PlanSnapshot, InputError> {
     let bytes = read_plan_bytes(location)?;
     let plan = parse_plan_reporting_all(&bytes).map_err(|errors| InputError::Plan {
@@ -129,7 +134,7 @@ pub(crate) fn current_plan_hash(location: &PlanLocation) -> Result<String, Input
     read_plan_bytes(location).map(|bytes| sha256_hex(&bytes))
 }
 
-/// Reads the plan workspace's config; a missing file means defaults.
+/// A missing config file means defaults.
 pub(crate) fn read_config(location: &PlanLocation) -> Result<Config, InputError> {
     match read_regular_file(Path::new(&location.config_path), MAX_CONFIG_BYTES) {
         Ok(bytes) => parse_config(&bytes).map_err(|error| InputError::Config {
@@ -144,12 +149,9 @@ pub(crate) fn read_config(location: &PlanLocation) -> Result<Config, InputError>
     }
 }
 
-/// Refuses a generated directory (`.ai-session-handler`, `plans`, the keyed directory and its
-/// `prompts`, `transcripts`, `outcomes`) that is a symbolic link or not a directory, and a
-/// generated file (`state.json`, `events.jsonl`, `events.jsonl.1`) that is a link, before
-/// anything is written
-/// (issue 23: a cloned repository could ship such links). Missing ones are fine: the run
-/// creates them. The writes themselves never follow a link either (`platform::no_follow`).
+/// Refuses a generated directory that is a symbolic link or not a directory, and a generated
+/// file that is a link, before anything is written: a cloned repository could ship such links.
+/// Missing ones are fine (the run creates them); the writes never follow a link either.
 pub(crate) fn generated_paths_are_real(location: &PlanLocation) -> Result<(), InputError> {
     let layout = &location.layout;
     let root = format!("{}/.ai-session-handler", location.workspace);
@@ -197,8 +199,7 @@ pub(crate) fn generated_paths_are_real(location: &PlanLocation) -> Result<(), In
     Ok(())
 }
 
-/// Reads `state.json` strictly (a missing file is the empty state). `run` reads it once at
-/// start, before the state store takes ownership; `status` and `check` read it to report.
+/// Reads `state.json` strictly (a missing file is the empty state).
 pub(crate) fn read_state(layout: &StateLayout) -> Result<State, InputError> {
     let path = layout.state_path();
     match read_regular_file(Path::new(&path), MAX_STATE_BYTES) {
@@ -210,21 +211,9 @@ pub(crate) fn read_state(layout: &StateLayout) -> Result<State, InputError> {
     }
 }
 
-/// The failed check of `phase_id`'s last attempt, when that attempt is the state's last run
-/// and failed verification: read from its committed outcome record, for the prompt of the
-/// phase's next attempt (docs/worker-protocol.md). `None` otherwise, and when the record
-/// cannot be read (logged: the prompt then goes without the section).
-pub(crate) fn last_verification_failure(state: &State, phase_id: &str) -> Option<FailedCheck> {
-    let last_run = state
-        .last_run
-        .as_ref()
-        .filter(|run| run.phase_id == phase_id)?;
-    verification_failure_of(last_run)
-}
-
-/// The failed check of `last_run`, when it is `verification-failed`: read from its outcome
-/// record (`run` reads it at admission, off the runtime threads, for the retry's prompt).
-/// `None` otherwise, and when the record cannot be read (logged).
+/// The failed check of `last_run`, when it is `verification-failed`, from its outcome record,
+/// for the prompt of the phase's next attempt. `None` otherwise, and when the record cannot be
+/// read (logged: the prompt then goes without the section).
 pub(crate) fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck> {
     if last_run.status != AttemptStatus::VerificationFailed {
         return None;
@@ -239,7 +228,6 @@ pub(crate) fn verification_failure_of(last_run: &LastRun) -> Option<FailedCheck>
     }
 }
 
-/// Why an outcome record cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadOutcomeError {
     #[error(transparent)]
@@ -248,13 +236,12 @@ pub(crate) enum ReadOutcomeError {
     Invalid(#[from] OutcomeError),
 }
 
-/// Reads and strictly validates the outcome record at `path`.
 pub(crate) fn read_outcome(path: &str) -> Result<OutcomeRecord, ReadOutcomeError> {
     let bytes = read_regular_file(Path::new(path), MAX_OUTCOME_BYTES)?;
     Ok(OutcomeRecord::from_json(&bytes, path)?)
 }
 
-/// Checks a phase's execution workspace; the error names the plan line to fix.
+/// The phase's execution workspace; the error names the plan line to fix.
 pub(crate) fn execution_workspace_of(
     location: &PlanLocation,
     phase: &Phase,
@@ -271,10 +258,9 @@ pub(crate) fn execution_workspace_of(
 }
 
 /// Whether `--retry-stopped` may resolve `attempt` and rerun its phase: the recorded
-/// workspace must still be the phase's, and the recorded worker must not be positively alive
-/// (same pid, boot and start time, not a zombie). A prepared attempt without identity is the
-/// operator's call: the runner neither guesses nor signals. `run` refuses on an error; `check`
-/// reports it, so the two never disagree.
+/// workspace must still be the phase's, and the recorded worker must not be positively alive.
+/// A prepared attempt without identity is the operator's call: the runner neither guesses
+/// nor signals.
 pub(crate) fn abandoned_retry_allowed(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
@@ -308,14 +294,10 @@ pub(crate) fn abandoned_retry_allowed(
     Ok(())
 }
 
-/// Why each agent program — of the primary template and of every rate-limit fallback —
-/// would not be found or run by `exec` in a phase's execution workspace; empty when all
-/// would. `run` refuses on the first (before any lock or write), `check` lists them all.
-///
-/// A program word holding a placeholder (`{workspace}/agent`) takes its value at launch and
-/// is left to the launch; a relative program path (`./agent`) means the same without one,
-/// since the worker starts in the execution workspace. Phases whose workspace does not
-/// resolve are skipped here: that is reported as its own error.
+/// Why each agent program (of the primary template and of every fallback) would not be found
+/// or run by `exec` in a phase's execution workspace; `run` refuses on the first, `check`
+/// lists them all. A program word holding a placeholder is left to the launch; phases whose
+/// workspace does not resolve are skipped (that is its own error).
 pub(crate) fn agent_program_problems(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
@@ -363,25 +345,17 @@ pub(crate) struct RunOverrides {
     pub idle_timeout_seconds: Option<f64>,
     pub stop_on_regex: Vec<String>,
     pub flags: RecoveryFlags,
-    /// `--retries N`.
     pub retries: Option<u32>,
-    /// `--wait`.
     pub wait: bool,
-    /// `--hook EVENT=COMMAND`, in order: run after the config's hooks.
     pub hooks: Vec<Hook>,
-    /// `--no-verify`.
     pub no_verify: bool,
-    /// `--no-record-changes`.
     pub no_record_changes: bool,
-    /// `--verify-timeout SECONDS`.
     pub verify_timeout_seconds: Option<f64>,
-    /// `--max-tokens N`.
     pub max_tokens: Option<u64>,
-    /// `--max-cost USD`.
     pub max_cost_usd: Option<f64>,
 }
 
-/// Effective settings of a `run`, after CLI values override the config.
+/// The settings of a `run`: CLI values over the config.
 #[derive(Clone, Debug)]
 pub(crate) struct RunSettings {
     /// The primary agent template (`--agent-cmd` or `agent_cmd`), then the rate-limit
@@ -398,15 +372,10 @@ pub(crate) struct RunSettings {
     pub stop_patterns: Arc<StopPatterns>,
     pub retry: RetryPolicy,
     pub rate_limit: RateLimitPolicy,
-    /// The budget caps (`--max-tokens`/`--max-cost` over `budget`), for this invocation.
     pub budget: BudgetCaps,
     pub flags: RecoveryFlags,
-    /// The config's `hooks`, then the `--hook` ones.
     pub hooks: Vec<Hook>,
-    /// Whether the phases' Verify checks run (`--no-verify` turns them off for one run).
     pub verify: bool,
-    /// The limit on each check (`--verify-timeout`, else `verify_timeout_seconds`); `None`:
-    /// none.
     pub verify_timeout_seconds: Option<f64>,
     /// Whether each attempt's outcome records what it changed in its git work tree
     /// (`record_changes`, off with `--no-record-changes`).
@@ -414,14 +383,12 @@ pub(crate) struct RunSettings {
 }
 
 impl RunSettings {
-    /// The primary agent template.
     pub(crate) fn template(&self) -> &CommandTemplate {
         &self.templates[0]
     }
 }
 
-/// Merges CLI values over the config and validates the template and stop patterns; patterns
-/// the streaming DFA cannot take are logged as warnings.
+/// Merges CLI values over the config and validates the templates and stop patterns.
 pub(crate) fn effective_settings(
     location: &PlanLocation,
     config: &Config,
@@ -516,9 +483,7 @@ pub(crate) fn effective_settings(
 }
 
 /// Why each verify interpreter the plan's checks name would not be found or run by `exec` in
-/// its phase's execution workspace, each program once (at its first check); empty when all
-/// would. `run` refuses on the first unless `--no-verify`, `check` lists them all. Phases
-/// whose workspace does not resolve are skipped: that is its own error.
+/// its phase's execution workspace, each program once (at its first check).
 pub(crate) fn verify_interpreter_problems(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
@@ -550,10 +515,9 @@ pub(crate) fn verify_interpreter_problems(
     problems
 }
 
-/// Why each hook program would not be found or run by `exec` from the plan workspace (where
-/// hooks run); empty when all would. A hook whose program word holds a placeholder is left to
-/// its run. Not input errors: a hook never changes a run, so `run` goes on and the hook
-/// fails with a warning when it fires; `check` shows these.
+/// Why each hook program would not be found or run by `exec` from the plan workspace. Not
+/// input errors: a hook never changes a run, so `run` goes on and the hook fails with a
+/// warning when it fires; `check` shows these.
 pub(crate) fn hook_program_problems(location: &PlanLocation, hooks: &[Hook]) -> Vec<String> {
     hooks
         .iter()

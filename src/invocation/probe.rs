@@ -1,6 +1,6 @@
-//! Whether a `run` is in progress on a plan workspace, for `status` and `check`: its handler
-//! holds the plan-workspace lock for the whole invocation, so an active attempt is then the
-//! running one, not an abandoned one.
+//! What `status` and `check` can tell of live processes without touching them: whether a run
+//! holds the plan workspace (its active attempt is then running, not abandoned), and what of a
+//! recorded attempt still runs.
 
 use std::path::Path;
 
@@ -11,15 +11,14 @@ use crate::platform::locate::PlanLocation;
 use crate::platform::locks::lock_holder;
 use crate::platform::proc;
 
-/// A handler holds the plan-workspace lock.
+/// A handler holds the plan-workspace lock; its pid when visible from here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RunInProgress {
-    /// The handler's pid, when it is visible from here.
     pub handler_pid: Option<u32>,
 }
 
-/// The run holding `location`'s plan workspace, if any. The lock is looked up, never taken;
-/// when the lock table cannot be read the answer is "none", as before this probe existed.
+/// The run holding `location`'s plan workspace, if any: the lock is looked up, never taken.
+/// When the lock table cannot be read the answer is "none".
 pub(crate) fn run_in_progress(location: &PlanLocation) -> Option<RunInProgress> {
     match lock_holder(Path::new(&location.workspace)) {
         Ok(holder) => holder.map(|holder| RunInProgress {
@@ -33,7 +32,6 @@ pub(crate) fn run_in_progress(location: &PlanLocation) -> Option<RunInProgress> 
 }
 
 impl RunInProgress {
-    /// `handler pid N holds the plan workspace lock`.
     pub(crate) fn describe(&self) -> String {
         match self.handler_pid {
             Some(pid) => format!("handler pid {pid} holds the plan workspace lock"),
@@ -42,15 +40,11 @@ impl RunInProgress {
     }
 }
 
-/// The live processes that carry `attempt_id` in their environment (every worker does, and
-/// its descendants inherit it, also those that left the worker's group): what may still run
-/// of that attempt, which started at `started_at` (RFC 3339). `None` when `/proc` cannot be
-/// scanned. Read-only. A process that cleared its environment cannot be found this way.
-///
-/// Only processes that started after the attempt did can carry its id, so the environment
-/// of the others is not read: with a minute's margin for a wall clock set back since (the
-/// boot time is wall clock, a start time is not), and every process when the time cannot
-/// be read.
+/// The live processes that carry `attempt_id` in their environment (every worker and its
+/// descendants, also those that left its group): what may still run of the attempt that
+/// started at `started_at` (RFC 3339); `None` when `/proc` cannot be scanned. Only processes
+/// that started after the attempt are read, with a minute's margin for a wall clock set back
+/// since (the boot time is wall clock, a start time is not).
 pub(crate) fn attempt_processes(attempt_id: &str, started_at: &str) -> Option<Vec<u32>> {
     let wanted = [format!("{ATTEMPT_ENV}={attempt_id}")];
     let mut pids: Vec<u32> = proc::processes_with_env(&wanted, started_from_ticks(started_at))

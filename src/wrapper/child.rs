@@ -1,31 +1,7 @@
-//! Running the launcher (`codex-lean`, `claude-lean`) as the wrapper's immediate child.
-//!
-//! The child is a plain child: no new session or process group. The runner started the wrapper
-//! as the leader of a group it owns, and its timeout, stop-regex and interrupt cleanup signals
-//! that whole group; a launcher that left it would escape that cleanup.
-//!
-//! - The prompt is written to the child's stdin by its own task, which is then closed, so a
-//!   child that prints a lot before reading cannot deadlock the wrapper.
-//! - Each output pipe has a pump task that reads bounded chunks, translates them and writes
-//!   the result to the wrapper's stream of the same name. Translators write whole lines and
-//!   hold a partial one back; the pump has it written (ended) once the pipe has been quiet
-//!   for [`QUIET_FLUSH`], or once it has been held for [`MAX_HOLD`] however much arrives, so
-//!   progress without a line end still shows and counts against the runner's idle timeout.
-//!   After the child exits a pump reads what is already in the pipe, and stops at end of file
-//!   or, at the latest, the first time the pipe is empty once [`DRAIN_GRACE`] has passed since
-//!   the exit ([`DRAIN_LIMIT`] in any case). A descendant that inherited the pipe, however
-//!   chatty, cannot hold the wrapper open.
-//! - SIGINT and SIGTERM are caught from before the launch until the pumps are done. Each one is
-//!   forwarded to the child; the first also starts [`KILL_GRACE`], after which a child still
-//!   running gets SIGKILL (the runner's stop primitives, by pid: the child is in the wrapper's
-//!   group). A failure writing the wrapper's own output stops the child the same way. The
-//!   grace is half the runner's own, so a wrapper stopped by the runner has killed its
-//!   launcher and cleaned up before the runner's SIGKILL reaches the group.
-//! - Run by hand rather than by the handler, the wrapper also stops the launcher's leftover
-//!   descendants once the launcher has exited ([`super::descendants`]).
-//! - The launcher never gets `NOTIFY_SOCKET`: the pumps send what the translators learned on
-//!   the wrapper's behalf ([`super::notifier`]), and nothing the provider starts may notify
-//!   the runner in the wrapper's name.
+//! Running the launcher as the wrapper's immediate child, in the wrapper's process group: the
+//! prompt on its stdin, each output pipe pumped through a translator, SIGINT and SIGTERM
+//! forwarded with a kill grace, and bounded draining after its exit (docs/providers.md,
+//! "Processes and signals").
 
 use std::ffi::OsString;
 use std::io;
@@ -81,14 +57,13 @@ pub struct Launcher {
     pub env: Vec<(&'static str, OsString)>,
 }
 
-/// Why the launcher did not run to completion with its output intact.
+/// Why the launcher did not run to completion with its output intact: signal handling could
+/// not be set up (nothing was launched), the spawn failed, or reading its output, writing the
+/// wrapper's or waiting failed.
 #[derive(Debug)]
 pub enum RunError {
-    /// Setting up signal handling failed; nothing was launched.
     Signals(io::Error),
-    /// Spawning the launcher failed (`NotFound` when it is not on PATH).
     Spawn(io::Error),
-    /// The launcher ran, but reading its output, writing the wrapper's, or waiting failed.
     Failed(String),
 }
 
@@ -100,7 +75,6 @@ pub struct Finished<O, E> {
     pub interrupted: Option<i32>,
     pub stdout: O,
     pub stderr: E,
-    /// Descendants the wrapper stopped itself (by hand only).
     pub leftovers: Vec<Leftover>,
 }
 
@@ -270,14 +244,12 @@ fn stop(child: &Child, signal: i32, kill_at: &mut Option<Instant>) {
 struct Pump {
     /// `codex-lean stdout`, for error messages.
     label: String,
-    /// Becomes true when the child has exited.
     exited: watch::Receiver<bool>,
     failures: mpsc::UnboundedSender<String>,
     notifier: Arc<Notifier>,
 }
 
 impl Pump {
-    /// Sends what the translator learned.
     fn notify(&self, translator: &mut impl StreamTranslator, notices: &mut Vec<Notice>) {
         translator.take_notices(notices);
         if !notices.is_empty() {
@@ -364,12 +336,10 @@ where
     translator
 }
 
-/// When the partial line a translator holds is due to be written.
+/// When the partial line a translator holds (`since` when) is due to be written.
 #[derive(Debug, Default)]
 struct HeldLine {
-    /// Since when a partial line has been held, if one is.
     since: Option<Instant>,
-    /// When the pipe last delivered data.
     last_read: Option<Instant>,
 }
 

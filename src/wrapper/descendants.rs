@@ -1,23 +1,7 @@
-//! Stopping what the launcher leaves behind, when no handler will.
-//!
-//! Both real CLIs start their tools in sessions of their own and do not reliably stop them
-//! when they are stopped themselves, so a tool can outlive the launcher. Under the handler
-//! that is the handler's business: it is a child subreaper and stops every descendant of its
-//! worker, in the worker's group or not, and names them in the transcript trailer. Run by
-//! hand, nobody would: so then the wrapper does the same itself. It registers as a child
-//! subreaper before the launch, so that a descendant orphaned by the launcher's exit becomes
-//! its child; once the launcher has exited it runs the same escaped-descendant sweep as the
-//! handler's group killer (`platform::descendant_sweep`): it freezes every such child that started
-//! after the launcher together with its lineage, kills them, reaps adopted zombies by pid
-//! (never `waitpid(-1)`, which would steal tokio's child), and passes again until
-//! `SweepRounds` says nothing is left.
-//!
-//! "Under the handler" is recognised by the process relation the handler sets up: it starts
-//! every worker as the leader of a new session (`setsid`), which a shell never does for a
-//! command it runs. A wrapper that leads its own session leaves the cleanup to whoever gave
-//! it that session; started by hand (`echo prompt | ai-session-handler-codex-high`, or from
-//! a script) it cleans up itself. An environment variable would be inherited by anything
-//! the worker runs, including a wrapper an agent runs by hand inside a phase.
+//! Stopping what the launcher leaves behind when no handler will: a wrapper run by hand (not
+//! leading its own session, as every worker the handler starts does) becomes a child
+//! subreaper and sweeps the launcher's adopted descendants once it has exited, as the
+//! handler's group killer does (docs/providers.md, "Processes and signals").
 
 use std::io;
 use std::time::Duration;
@@ -33,21 +17,18 @@ use crate::platform::process_group;
 const SWEEP_LIMIT: Duration = Duration::from_secs(2);
 /// How often the wrapper's children are listed while sweeping.
 const SWEEP_POLL: Duration = Duration::from_millis(10);
-/// How long a sweep that gives up waits for its last SIGKILLs to take effect before it logs
-/// what still lives as surviving.
+/// How long a sweep that gives up waits for its last SIGKILLs before it logs survivors.
 const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
-/// Who stops the launcher's descendants.
+/// Who stops the launcher's descendants: the handler, which started the wrapper as a session
+/// leader, or the wrapper itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Supervision {
-    /// The handler started the wrapper (as a session leader) and cleans up after it.
     Handler,
-    /// Nobody else will: the wrapper cleans up itself.
     ByHand,
 }
 
 impl Supervision {
-    /// [`Supervision::Handler`] when this process leads its own session.
     pub fn detect() -> Self {
         if process_group::leads_own_session() {
             Self::Handler
@@ -57,11 +38,10 @@ impl Supervision {
     }
 }
 
-/// A process the wrapper stopped.
+/// A process the wrapper stopped, with its command name (`?` when unreadable).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leftover {
     pub pid: u32,
-    /// Its command name, or `?` when it could not be read.
     pub name: String,
 }
 
@@ -76,8 +56,7 @@ pub struct Reaper {
 }
 
 impl Reaper {
-    /// Registers the wrapper as a child subreaper and notes the children it already has.
-    /// Call before the launch.
+    /// Registers the wrapper as a child subreaper; call before the launch.
     pub fn prepare() -> io::Result<Self> {
         process_group::become_child_subreaper()?;
         Ok(Self {
@@ -87,7 +66,6 @@ impl Reaper {
         })
     }
 
-    /// Notes the launcher, right after it was started.
     pub fn launched(&mut self, pid: Option<u32>) {
         self.launcher_pid = pid;
         self.launcher_started_ticks = pid
@@ -107,9 +85,8 @@ impl Reaper {
         }
     }
 
-    /// Kills every adopted descendant of the launcher, lineage by lineage, until the sweep
-    /// finds nothing more (or gives up after `SWEEP_LIMIT`); returns what it stopped. Call
-    /// after the launcher has exited.
+    /// Kills every adopted descendant of the launcher until the sweep finds nothing more (or
+    /// gives up after `SWEEP_LIMIT`); returns what it stopped.
     pub async fn sweep(&self) -> Vec<Leftover> {
         let mut stopped: Vec<Leftover> = Vec::new();
         let give_up_at = Instant::now() + SWEEP_LIMIT;

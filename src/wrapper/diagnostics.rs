@@ -7,20 +7,16 @@ use memchr::memchr;
 use super::notifier::Notice;
 use crate::domain::marker::LiveFilter;
 
-/// Turns the bytes a launcher writes on one stream into what the wrapper prints on it.
-///
-/// Translators write whole lines; `translate` may hold a partial line back.
+/// Turns the bytes a launcher writes on one stream into what the wrapper prints on it, whole
+/// lines at a time: `translate` may hold a partial line back.
 pub trait StreamTranslator {
-    /// Appends the output for the next `chunk` to `out`.
     fn translate(&mut self, chunk: &[u8], out: &mut Vec<u8>);
-    /// True while a partial line with something to show is held back.
     fn holds_partial_line(&self) -> bool;
     /// Appends the held partial line, ended with `\n`; its continuation starts a new line.
     fn flush_partial_line(&mut self, out: &mut Vec<u8>);
     /// The stream ended: appends whatever is still owed, ending the last line.
     fn finish(&mut self, out: &mut Vec<u8>);
-    /// Moves what the runner should be told, learned since the last call, into `into`
-    /// (statuses, extensions, usage; [`super::notifier`]). Most streams learn nothing.
+    /// Moves what the runner should be told, learned since the last call, into `into`.
     fn take_notices(&mut self, _into: &mut Vec<Notice>) {}
 }
 
@@ -35,7 +31,7 @@ pub fn render_line(prefix: &str, line: &[u8], out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// Renders a complete message of the wrapper's own (one or more lines).
+/// Renders a message of the wrapper's own (one or more lines).
 pub fn render_message(prefix: &str, message: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + message.len() + 1);
     render_lines(prefix, message.as_bytes(), &mut out);
@@ -53,7 +49,6 @@ pub fn render_lines(prefix: &str, text: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Copies `bytes` to `out` with every `<` written as `&lt;`.
 fn escape_into(mut bytes: &[u8], out: &mut Vec<u8>) {
     while let Some(found) = memchr(b'<', bytes) {
         out.extend_from_slice(&bytes[..found]);
@@ -72,7 +67,7 @@ fn is_blank(line: &[u8]) -> bool {
 pub struct DiagnosticStream {
     prefix: &'static str,
     filter: LiveFilter,
-    /// What the filter let through from the last call, reused across calls.
+    /// What the filter let through, reused across calls.
     visible: Vec<u8>,
     /// Visible bytes of the current line not written yet.
     line: Vec<u8>,

@@ -8,15 +8,12 @@ use super::diagnostics::{render_lines, render_message};
 use crate::domain::marker::{StreamFramer, StreamVerdict};
 use crate::domain::output_stream::OutputStream;
 
-/// The launcher's final response, as far as the wrapper could obtain it.
+/// The launcher's final response, or why there is none (shown to the user): `RateLimited`
+/// when the provider hit a limit or overload its own retries did not get past.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FinalResponse {
-    /// The final message text.
     Text(Vec<u8>),
-    /// There is none; the reason is shown to the user.
     Unavailable(String),
-    /// There is none because the provider hit a rate limit, usage limit or overload its own
-    /// retries did not get past; the reason (with the provider's message) is shown.
     RateLimited(String),
 }
 

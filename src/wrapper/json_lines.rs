@@ -14,12 +14,11 @@ use super::notifier::Notice;
 /// Longest line kept for parsing; a result may be 16 MiB before JSON escaping.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
-/// One line of the stream.
+/// One line of the stream, without its line end (`ended` is false only for an unterminated
+/// last line), or the news that one was longer than the limit and was dropped.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line<'a> {
-    /// The line without its line end; `ended` is false only for an unterminated last line.
     Text { text: &'a [u8], ended: bool },
-    /// The line was longer than the limit and was dropped.
     TooLong,
 }
 
@@ -90,7 +89,6 @@ impl LineSplitter {
 
 /// What a provider makes of its events (`claude::stream_json`, `codex::events`).
 pub trait EventReader {
-    /// Marks the provider's diagnostics (`[claude] `).
     const PREFIX: &'static str;
     /// One line's event: a `#[serde(tag = "type")]` enum whose default variant stands for
     /// every event the reader ignores.
@@ -112,7 +110,6 @@ pub struct Shown {
 }
 
 impl Shown {
-    /// A line of the wrapper's own ([`DiagnosticStream::note`]).
     pub fn note(&mut self, note: &str, out: &mut Vec<u8>) {
         self.text.note(note, out);
     }

@@ -1,7 +1,5 @@
-//! Library half of the provider wrapper binaries (`src/bin/ai-session-handler-*-*.rs`): one
-//! session per run ([`session`]) with everything the launcher prints rendered as inert
-//! diagnostics ([`diagnostics`]) and the result taken only from the provider's final response
-//! ([`final_result`]). What a wrapper does and why: docs/providers.md.
+//! Library half of the provider wrapper binaries (`src/bin/ai-session-handler-*-*.rs`): what a
+//! wrapper does and why is in docs/providers.md.
 
 pub mod child;
 pub mod claude;

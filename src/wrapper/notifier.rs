@@ -10,14 +10,12 @@ use crate::domain::status_text::sanitize_status;
 use crate::domain::token_usage::report::UsageReport;
 use crate::platform::notify_socket::NotifySender;
 
-/// What the runner should be told.
+/// What the runner should be told: `STATUS=`, `EXTEND_TIMEOUT_USEC=` (a silence on purpose),
+/// `X_AISH_USAGE=`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Notice {
-    /// What the provider is doing now (`STATUS=`).
     Status(String),
-    /// The provider will be silent for up to this long on purpose (`EXTEND_TIMEOUT_USEC=`).
     Extend(Duration),
-    /// The session's usage so far (`X_AISH_USAGE=`).
     Usage(UsageReport),
 }
 
@@ -27,7 +25,6 @@ impl Notice {
         Self::Status(defuse_tags(&sanitize_status(text)).into_owned())
     }
 
-    /// The datagram: one `KEY=VALUE` line.
     pub fn datagram(&self) -> String {
         match self {
             Self::Status(text) => format!("STATUS={text}"),
@@ -46,7 +43,6 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// From the wrapper's own `NOTIFY_SOCKET`; a no-op without one.
     pub fn from_env() -> Self {
         Self {
             sender: NotifySender::from_env(),

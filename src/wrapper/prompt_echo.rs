@@ -7,7 +7,6 @@ use memchr::memchr;
 
 #[derive(Debug)]
 enum State {
-    /// Looking for the echo.
     Searching,
     /// The echo was just replaced: a line end right after it belongs to it.
     Replaced,
@@ -29,7 +28,6 @@ pub struct PromptEcho {
 }
 
 impl PromptEcho {
-    /// `note` is one line, without its line end.
     pub fn new(prompt: Vec<u8>, note: &str) -> Self {
         let state = if prompt.iter().all(u8::is_ascii_whitespace) {
             State::Done
@@ -45,7 +43,6 @@ impl PromptEcho {
         }
     }
 
-    /// Appends what to show for `chunk` to `out`.
     pub fn filter(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         match self.state {
             State::Searching => {
@@ -65,7 +62,6 @@ impl PromptEcho {
         }
     }
 
-    /// True while bytes of a possible echo are held back.
     pub fn holds(&self) -> bool {
         !self.held.is_empty()
     }

@@ -8,7 +8,6 @@ use regex::Regex;
 /// `EX_TEMPFAIL` from sysexits.h: a temporary failure; the runner may retry later.
 pub const EXIT_TEMPFAIL: i32 = 75;
 
-/// API statuses that mean "come back later".
 const TEMPORARY_STATUSES: [u16; 2] = [429, 529];
 
 /// The providers' wording for limits and overload.
@@ -25,7 +24,6 @@ static QUOTED_STATUS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:api error:|status:?|\()\s*(\d{3})\b").expect("valid regex")
 });
 
-/// The HTTP status an error message quotes, if it quotes one.
 pub fn quoted_status(message: &str) -> Option<u16> {
     QUOTED_STATUS
         .captures(message)

@@ -15,9 +15,7 @@ use super::final_result::{FinalResponse, epilogue};
 use super::notifier::{Notice, Notifier};
 use super::rate_limit::EXIT_TEMPFAIL;
 
-/// The launcher is not on PATH.
 pub const EXIT_LAUNCHER_NOT_FOUND: i32 = 127;
-/// The launcher exists but could not be started.
 pub const EXIT_LAUNCHER_NOT_STARTED: i32 = 126;
 /// The wrapper failed on its own account (stdin, temp files, streaming).
 pub const EXIT_WRAPPER_FAILED: i32 = 1;
@@ -26,12 +24,9 @@ pub const EXIT_WRAPPER_FAILED: i32 = 1;
 pub trait Provider {
     /// Marks the provider's diagnostics, e.g. `[codex] `.
     const PREFIX: &'static str;
-    /// Reads the launcher's stdout; it may learn the final response on the way.
     type Stdout: StreamTranslator + Send + 'static;
-    /// Reads the launcher's stderr.
     type Stderr: StreamTranslator + Send + 'static;
 
-    /// The command to run; an error is reported as a wrapper failure.
     fn launcher(&mut self) -> Result<Launcher, LauncherError>;
     /// The translators for one run; `prompt` is what the launcher gets on stdin.
     fn translators(&self, prompt: &[u8]) -> (Self::Stdout, Self::Stderr);
@@ -44,15 +39,15 @@ pub trait Provider {
     }
 }
 
-/// Why a provider could not set up its launcher (exit [`EXIT_WRAPPER_FAILED`]).
+/// Why a provider could not set up its launcher (exit [`EXIT_WRAPPER_FAILED`]): the private
+/// directory the launcher writes its answer into.
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
-    /// The private directory the launcher writes its answer into.
     #[error("failed to create a temporary directory: {0}")]
     Scratch(io::Error),
 }
 
-/// Runs one session for `provider` and returns the wrapper's exit code.
+/// Runs one session for `provider`; returns the wrapper's exit code.
 pub fn run<P: Provider>(mut provider: P) -> i32 {
     let prefix = P::PREFIX;
     let mut prompt = Vec::new();

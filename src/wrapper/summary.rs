@@ -20,10 +20,7 @@ pub fn output(label: &str, details: &[&str], text: &str) -> String {
     if text.trim().is_empty() {
         return format!("{label} ({})", [details, &["empty"]].concat().join(", "));
     }
-    let length = match text.lines().count() {
-        1 => "1 line".to_owned(),
-        count => format!("{count} lines"),
-    };
+    let length = crate::units::count(text.lines().count(), "line");
     let details = [details, &[length.as_str()]].concat().join(", ");
     format!("{label} ({details}): {}", one_line(text))
 }

@@ -56,8 +56,8 @@ use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_de
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
 use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
-use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::durable::TranscriptFile;
+use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;

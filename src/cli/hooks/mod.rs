@@ -1,20 +1,11 @@
-//! Hooks for `run` (issue 21; docs/cli.md, "Notifications"): one more observer of the run's
-//! events. It maps them to hook events (rules: [`crate::domain::hooks::firing`]) and hands
-//! each firing to a thread of its own ([`runner`]), so no actor ever waits for a hook and a
-//! slow hook never delays the run's signal handling.
-//!
-//! The events of a run's end — `phase-stopped`, `interrupted`, `run-finished` — need how the
-//! run ended (its message, the command that continues it), which only the command knows once
-//! the actor tree has stopped: [`Hooks::run_ended`] fires them. [`Hooks::finish`] then waits
-//! until every hook has run (each bounded by its time limit) while the command owns the
-//! stopping signals: a signal stops the hook running and skips the rest, and the exit code
-//! stays the one already decided.
-//!
-//! A hook failure — it could not start, exited non-zero, was killed, timed out — is one
-//! `warning:` line on stderr and a `hook-failed` event; nothing else about the run changes.
+//! Hooks for `run` (docs/cli.md, "Notifications"): one more observer of the run's events,
+//! mapping them to hook events ([`crate::domain::hooks::firing`]) and handing each firing to a
+//! thread of its own ([`runner`]), so no actor ever waits for a hook. The events of a run's end
+//! need how it ended, which only the command knows: [`Hooks::run_ended`] fires them.
 
 mod runner;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -24,6 +15,7 @@ use serde_json::Value;
 
 use crate::actors::observer::RunObserver;
 use crate::actors::run::{RunEnd, RunResult};
+use crate::cli::lock;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::hooks::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
@@ -50,7 +42,7 @@ pub(super) struct HookContext {
     pub state_path: String,
     /// The plan workspace: where hooks run.
     pub workspace: String,
-    /// The state directory: `hooks.log` goes there, beside `events.jsonl`.
+    /// The state directory: `hooks.log` goes there.
     pub state_dir: String,
     /// Every phase's id and title.
     pub titles: Vec<(String, String)>,
@@ -86,7 +78,7 @@ pub(super) struct Hooks {
     hooks: Arc<Vec<Hook>>,
     context: Arc<HookContext>,
     jobs: Mutex<Option<mpsc::Sender<HookJob>>>,
-    /// Closed by the hook thread when it has run everything.
+    /// Disconnected by the hook thread when it has run everything.
     done: Mutex<Option<mpsc::Receiver<()>>>,
     stop: StopSwitch,
     /// The run has ended: failures are printed directly (the progress display is finished).
@@ -94,23 +86,20 @@ pub(super) struct Hooks {
     state: Mutex<Seen>,
 }
 
-/// What the observer remembers of the run's events.
+/// What the observer remembers of the run's events: the phase of the last attempt prepared,
+/// the last committed outcome's record and status, the `run-finished` record.
 #[derive(Default)]
 struct Seen {
     trigger: HookTrigger,
     run_id: Option<String>,
-    /// The last attempt prepared: its phase.
     last_phase: Option<String>,
-    /// The last committed outcome: its record and status.
     last_outcome: Option<(Value, AttemptStatus)>,
-    /// The `run-finished` record.
     finished: Option<Value>,
 }
 
 impl Hooks {
-    /// Starts the hook thread. `reporter` gets `hook-failed` events during the run (progress
-    /// and the event stream); `stream` gets them after it (the event stream only, while the
-    /// warning is printed directly). `None` when there are no hooks.
+    /// Starts the hook thread; `None` when there are no hooks. `reporter` (progress and the
+    /// event stream) gets `hook-failed` events during the run, `stream` after it.
     pub(super) fn start(
         hooks: Vec<Hook>,
         context: HookContext,
@@ -126,17 +115,21 @@ impl Hooks {
         let ended = Arc::new(AtomicBool::new(false));
         let (jobs, queue) = mpsc::channel();
         let (done_sender, done) = mpsc::channel::<()>();
-        // Taken before any worker exists: the handler's children now (the watchdog, a
-        // shell's background jobs) are never a hook's.
-        let inherited = ChildSnapshot::take();
-        let runner = HookRunner::new(
-            context.clone(),
-            stop.clone(),
-            ended.clone(),
-            inherited,
+        let runner = HookRunner {
+            log_path: Path::new(&context.state_dir)
+                .join("hooks.log")
+                .display()
+                .to_string(),
+            context: context.clone(),
+            stop: stop.clone(),
+            ended: ended.clone(),
+            // Taken before any worker exists: the handler's children now (the watchdog, a
+            // shell's background jobs) are never a hook's.
+            inherited: ChildSnapshot::take(),
             reporter,
             stream,
-        );
+            sweep_from_ticks: None,
+        };
         std::thread::Builder::new()
             .name("ash-hooks".into())
             .spawn(move || {
@@ -154,7 +147,7 @@ impl Hooks {
         }))
     }
 
-    /// The hooks that run at `event`, with what they are told.
+    /// Queues the hooks that run at `facts.event`, with what they are told.
     fn fire(&self, facts: HookFacts, run_id: &str, attempt_id: Option<String>) {
         let hooks: Vec<Hook> = self
             .hooks
@@ -384,11 +377,4 @@ impl EndFacts {
         }
         end
     }
-}
-
-/// A poisoned lock only means a hook thread or observer call panicked; the data is usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

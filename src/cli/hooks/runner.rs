@@ -1,16 +1,7 @@
-//! The hook thread: runs each firing's hooks one after another, in the order they fired, as
-//! helper processes ([`crate::platform::helper_process`]) in the plan workspace, and keeps
-//! their output in `hooks.log` beside `events.jsonl` (bounded: at most [`OUTPUT_KEPT`] bytes
-//! of each hook, and the file rotates to `hooks.log.1` at [`LOG_CAP_BYTES`]).
-//!
-//! Each hook gets the event object on stdin and in a private temporary file (`{event_file}`,
-//! mode 0600, removed when the hook has ended), the `AISH_*` environment, and its time limit.
-//! Once the switch is thrown (a signal while the run's end waits for its hooks) the hook that
-//! runs is stopped and the rest are skipped.
-//!
-//! While the run goes on, a worker may be running beside a hook, and the escaped descendants
-//! of the two cannot be told apart; so a hook's own group is stopped at once, but what left
-//! it is swept when the run has ended (a hook that runs then is swept at once).
+//! The hook thread: runs each firing's hooks in order as helper processes in the plan
+//! workspace, keeping their output in `hooks.log` (bounded per hook, rotated). While the run
+//! goes on, a hook's escaped descendants cannot be told from a worker's, so they are swept only
+//! once the run has ended (docs/cli.md, "Notifications").
 
 use std::fs::File;
 use std::io::Write;
@@ -37,6 +28,7 @@ use crate::platform::helper_process::{
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group::signal_name;
 use crate::report::{self, Output};
+use crate::units;
 
 /// How much of one hook's output `hooks.log` keeps.
 pub(super) const OUTPUT_KEPT: usize = 64 * 1024;
@@ -53,44 +45,21 @@ pub(super) struct HookJob {
     pub attempt_id: Option<String>,
 }
 
+/// The hook thread's state; `reporter` gets `hook-failed` events while the run goes on,
+/// `stream` after it.
 pub(super) struct HookRunner {
-    context: Arc<HookContext>,
-    stop: StopSwitch,
-    ended: Arc<AtomicBool>,
-    inherited: ChildSnapshot,
-    reporter: Arc<dyn RunObserver>,
-    stream: Arc<dyn RunObserver>,
-    log_path: String,
-    /// The earliest start of a hook that ran while the run went on: its escapees are swept
-    /// at the end.
-    sweep_from_ticks: Option<u64>,
+    pub context: Arc<HookContext>,
+    pub stop: StopSwitch,
+    pub ended: Arc<AtomicBool>,
+    pub inherited: ChildSnapshot,
+    pub reporter: Arc<dyn RunObserver>,
+    pub stream: Arc<dyn RunObserver>,
+    pub log_path: String,
+    /// The earliest start of a hook that ran while the run went on: the end sweeps from there.
+    pub sweep_from_ticks: Option<u64>,
 }
 
 impl HookRunner {
-    pub(super) fn new(
-        context: Arc<HookContext>,
-        stop: StopSwitch,
-        ended: Arc<AtomicBool>,
-        inherited: ChildSnapshot,
-        reporter: Arc<dyn RunObserver>,
-        stream: Arc<dyn RunObserver>,
-    ) -> Self {
-        let log_path = Path::new(&context.state_dir)
-            .join("hooks.log")
-            .display()
-            .to_string();
-        Self {
-            context,
-            stop,
-            ended,
-            inherited,
-            reporter,
-            stream,
-            log_path,
-            sweep_from_ticks: None,
-        }
-    }
-
     /// Runs every job until the queue is closed and empty, then sweeps.
     pub(super) fn run(mut self, queue: Receiver<HookJob>) {
         let log = match EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES) {
@@ -127,8 +96,12 @@ impl HookRunner {
         let event_file = match event_file(&payload) {
             Ok(file) => file,
             Err(error) => {
-                let reason = format!("cannot write its event file: {error}");
-                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
+                return self.report(
+                    hook,
+                    job,
+                    format!("cannot write its event file: {error}"),
+                    None,
+                );
             }
         };
         let event_path = event_file.path().display().to_string();
@@ -142,8 +115,12 @@ impl HookRunner {
         let stdin = match File::open(event_file.path()) {
             Ok(file) => file,
             Err(error) => {
-                let reason = format!("cannot open its event file: {error}");
-                return self.report(hook, job, reason, None, None, false, Duration::ZERO);
+                return self.report(
+                    hook,
+                    job,
+                    format!("cannot open its event file: {error}"),
+                    None,
+                );
             }
         };
         let ended = self.ended.load(Ordering::SeqCst);
@@ -166,67 +143,41 @@ impl HookRunner {
             &self.stop,
         );
         drop(event_file);
-        let verdict = match &result {
+        let (failed, verdict) = match &result {
             Ok(run) => {
                 if !ended && let Some(ticks) = run.started_ticks {
                     self.sweep_from_ticks =
                         Some(self.sweep_from_ticks.map_or(ticks, |from| from.min(ticks)));
                 }
-                describe_run(run, hook)
+                (
+                    !run.succeeded() || !run.survivors.is_empty(),
+                    describe_run(run, hook),
+                )
             }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Verdict::failed(format!(
-                "program '{}' not found (looked up from {})",
-                argv[0], context.workspace
-            )),
-            Err(error) => Verdict::failed(format!("cannot start '{}': {error}", argv[0])),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => (
+                true,
+                format!(
+                    "program '{}' not found (looked up from {})",
+                    argv[0], context.workspace
+                ),
+            ),
+            Err(error) => (true, format!("cannot start '{}': {error}", argv[0])),
         };
         if let Some(log) = log {
-            log.append(log_block(
-                started_at,
-                hook,
-                job,
-                &argv,
-                &output,
-                &verdict.description,
-            ));
+            log.append(log_block(started_at, hook, job, &argv, &output, &verdict));
         }
-        if verdict.failed {
-            let (exit_code, signal, duration) = match &result {
-                Ok(run) => {
-                    let (code, signal) = match run.exit {
-                        HelperExit::Code(code) => (Some(code), None),
-                        HelperExit::Signal(signal) => (None, Some(signal)),
-                        HelperExit::Unknown => (None, None),
-                    };
-                    (code, signal, run.duration)
-                }
-                Err(_) => (None, None, Duration::ZERO),
-            };
-            let timed_out = result.as_ref().is_ok_and(|run| run.timed_out);
-            self.report(
-                hook,
-                job,
-                verdict.description,
-                exit_code,
-                signal,
-                timed_out,
-                duration,
-            );
+        if failed {
+            self.report(hook, job, verdict, result.as_ref().ok());
         }
     }
 
-    /// One `warning:` line and a `hook-failed` event.
-    #[allow(clippy::too_many_arguments)]
-    fn report(
-        &self,
-        hook: &Hook,
-        job: &HookJob,
-        reason: String,
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        timed_out: bool,
-        duration: Duration,
-    ) {
+    /// One `warning:` line and a `hook-failed` event; `run` is `None` when the hook never ran.
+    fn report(&self, hook: &Hook, job: &HookJob, reason: String, run: Option<&HelperRun>) {
+        let (exit_code, signal) = match run.map(|run| run.exit) {
+            Some(HelperExit::Code(code)) => (Some(code), None),
+            Some(HelperExit::Signal(signal)) => (None, Some(signal)),
+            Some(HelperExit::Unknown) | None => (None, None),
+        };
         let record = EventRecord {
             at: Utc::now(),
             run_id: job.run_id.clone(),
@@ -238,14 +189,14 @@ impl HookRunner {
                 reason,
                 exit_code,
                 signal,
-                timed_out,
-                duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
+                timed_out: run.is_some_and(|run| run.timed_out),
+                duration_ms: run.map_or(0, |run| units::millis(run.duration)),
                 log_path: self.log_path.clone(),
             },
         };
         if self.ended.load(Ordering::SeqCst) {
             // The progress display is finished: the warning goes straight to stderr.
-            if let Some(line) = report::hook_warning(&record.event) {
+            if let Some(line) = report::event_line(&record.event, Utc::now()) {
                 Output::default().err_line(line).print();
             }
             self.stream.observe(&record);
@@ -255,22 +206,7 @@ impl HookRunner {
     }
 }
 
-/// What became of one hook.
-struct Verdict {
-    failed: bool,
-    description: String,
-}
-
-impl Verdict {
-    fn failed(description: String) -> Self {
-        Self {
-            failed: true,
-            description,
-        }
-    }
-}
-
-fn describe_run(run: &HelperRun, hook: &Hook) -> Verdict {
+fn describe_run(run: &HelperRun, hook: &Hook) -> String {
     let how = match run.exit {
         HelperExit::Code(code) => format!("exited with code {code}"),
         HelperExit::Signal(signal) => format!(
@@ -296,10 +232,7 @@ fn describe_run(run: &HelperRun, hook: &Hook) -> Verdict {
             run.survivors
         ));
     }
-    Verdict {
-        failed: !run.succeeded() || !run.survivors.is_empty(),
-        description,
-    }
+    description
 }
 
 /// The event object in a private temporary file (mode 0600), removed when dropped.

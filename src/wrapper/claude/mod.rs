@@ -21,7 +21,6 @@ pub const LAUNCHER: &str = "claude-lean";
 
 pub const PREFIX: &str = "[claude] ";
 
-/// Claude's `--effort` level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effort {
     High,
@@ -53,8 +52,7 @@ struct Args {
     model: Option<String>,
 }
 
-/// `ai-session-handler-claude-high` and `-claude-medium`: parses the command line, runs one
-/// Claude session and exits with its code.
+/// Parses the command line, runs one Claude session and exits with its code.
 pub fn main(effort: Effort) -> ! {
     let help = help(effort);
     let summary = help.lines().next().unwrap_or_default().to_owned();
@@ -123,9 +121,6 @@ impl Provider for Claude {
     }
 }
 
-/// `claude-lean --effort E -p --output-format stream-json --verbose --include-partial-messages
-/// [--model M]`.
-///
 /// Without `--model`, `ANTHROPIC_MODEL` (inherited untouched) and then Claude's settings and
 /// the launcher's defaults decide.
 fn claude_launcher(effort: Effort, model: Option<&str>) -> Launcher {

@@ -24,14 +24,13 @@ pub const RETRY_MARGIN: Duration = Duration::from_secs(5);
 /// The model name Claude gives messages it made up itself (errors, interruptions).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
 
-/// One line of stream-json output. Every field is optional and one of another type counts as
-/// missing (`DefaultOnError`), as do the fields of the types below.
+/// One line of stream-json output. Every field here and in the types below is optional, and
+/// one of another type counts as missing (`DefaultOnError`).
 #[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
 #[serde_with::serde_as]
 #[derive(Debug, Default, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    /// An API stream event, with partial messages.
     StreamEvent {
         event: StreamEvent,
     },
@@ -188,7 +187,6 @@ pub struct ResultEvent {
 /// What claude-lean's events told so far.
 #[derive(Debug, Default)]
 pub struct StreamJson {
-    /// The message whose stream events are arriving.
     streaming_message: Option<String>,
     /// Messages whose text arrived as deltas, so their whole text is not shown again.
     streamed_text: HashSet<String>,
@@ -244,7 +242,7 @@ impl EventReader for StreamJson {
 }
 
 impl StreamJson {
-    /// The authoritative response: the last `result` event, if it reports success.
+    /// The last `result` event's response.
     pub fn final_response(self) -> FinalResponse {
         match self.result {
             Some(result) => response(&result),
@@ -431,7 +429,7 @@ impl Retry {
     }
 }
 
-/// One line for a tool call: `tool: <name> <main input>`.
+/// `tool: <name> <main input>`.
 fn tool_summary(name: Option<&str>, input: &Value) -> String {
     let name = name.unwrap_or("unknown");
     summary::one_line(&format!("tool: {name} {}", input_summary(input)))
@@ -462,7 +460,7 @@ fn input_summary(input: &Value) -> String {
     }
 }
 
-/// One line for a tool result: `tool result (error, 3 lines): …`.
+/// `tool result (error, 3 lines): …`.
 fn tool_result_summary(content: Option<&ToolResultContent>, is_error: bool) -> String {
     let text = match content {
         Some(ToolResultContent::Text(text)) => text.clone(),

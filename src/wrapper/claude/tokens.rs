@@ -66,7 +66,6 @@ impl Usage {
     }
 }
 
-/// One API message's usage.
 #[derive(Clone, Debug, Default)]
 struct MessageUsage {
     model: Option<String>,

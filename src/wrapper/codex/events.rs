@@ -12,8 +12,8 @@ use crate::wrapper::json_lines::{EventReader, Shown};
 use crate::wrapper::notifier::Notice;
 use crate::wrapper::summary;
 
-/// One line of `codex exec --json` output. Every field is optional and one of another type
-/// counts as missing (`DefaultOnError`), as do the fields of the types below.
+/// One line of `codex exec --json` output. Every field here and in the types below is optional,
+/// and one of another type counts as missing (`DefaultOnError`).
 #[serde_with::apply(_ => #[serde_as(as = "DefaultOnError")] #[serde(default)])]
 #[serde_with::serde_as]
 #[derive(Debug, Default, Deserialize)]
@@ -133,18 +133,16 @@ pub struct TurnUsage {
 pub struct ExecEvents {
     /// The last `error` event shown, so a failed turn repeating it is not shown again.
     last_error: Option<String>,
-    /// The error of a `turn.failed` event, if one came.
     failed_turn: Option<String>,
     /// What completed turns reported, summed; `None` before the first. Codex reports no cost,
     /// and a killed Codex nothing for the turn it was in.
     usage: Option<TokenCounts>,
 }
 
-/// How a turn failed, as the translator saw it.
+/// How a turn failed; `shown` when its message was already shown as an `error` event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnFailure {
     pub message: String,
-    /// The message was already shown, as an `error` event.
     pub shown: bool,
 }
 
@@ -192,7 +190,6 @@ impl ExecEvents {
         })
     }
 
-    /// The error the last turn failed with, if it failed.
     pub fn turn_failure(&self) -> Option<TurnFailure> {
         self.failed_turn.as_ref().map(|message| TurnFailure {
             message: message.clone(),
@@ -298,8 +295,7 @@ fn item_completed(item: Item, shown: &mut Shown, out: &mut Vec<u8>) {
     }
 }
 
-/// Shows a whole item's text through the live filter, `label` on its first line, ending its
-/// line.
+/// Shows a whole item's text through the live filter, `label` on its first line.
 fn show_text(label: &str, text: &str, shown: &mut Shown, out: &mut Vec<u8>) {
     if text.trim().is_empty() {
         return;

@@ -62,8 +62,7 @@ struct Args {
     model: Option<String>,
 }
 
-/// `ai-session-handler-codex-high`: parses the command line, runs one Codex session and exits
-/// with its code.
+/// Parses the command line, runs one Codex session and exits with its code.
 pub fn main() -> ! {
     let args: Args = usage::parse_args(PREFIX, Args::command());
     std::process::exit(session::run(Codex {
@@ -98,7 +97,6 @@ impl Codex {
     }
 }
 
-/// Why there is no final message to report.
 #[derive(Debug, thiserror::Error)]
 enum NoFinalMessage {
     #[error("{LAUNCHER} was not run")]
@@ -171,8 +169,6 @@ impl Provider for Codex {
     }
 }
 
-/// `codex-lean exec --json --color never --output-last-message FILE`, high effort, optional
-/// model.
 fn codex_launcher(model: Option<&str>, final_message: PathBuf) -> Launcher {
     let mut env = vec![("CODEX_REASONING_EFFORT", OsString::from("high"))];
     // Without --model an inherited CODEX_MODEL (or Codex's own config) decides.

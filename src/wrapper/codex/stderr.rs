@@ -10,7 +10,6 @@ use crate::wrapper::prompt_echo::PromptEcho;
 /// Longest stderr line kept to be looked at for `ERROR: `; longer ones are only shown.
 const MAX_ERROR_LINE: usize = 64 * 1024;
 
-/// Codex's stderr: prompt echo replaced, errors noted, everything rendered.
 #[derive(Debug)]
 pub struct CodexStderr {
     echo: PromptEcho,
@@ -37,7 +36,6 @@ impl CodexStderr {
         }
     }
 
-    /// The text of the last `ERROR: ` line.
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()
     }
