@@ -4,12 +4,13 @@
 //! adds only unreferenced objects to the object store, and every command runs with
 //! `--no-optional-locks` and no hooks.
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::helper_process::{EscapeeSweep, HelperCommand, HelperStdin, StopSwitch, run_helper};
+use super::proc::ChildSnapshot;
 use crate::domain::changes::{ChangeSummary, Changes, Unrecorded, summarize};
+use crate::domain::output_stream::OutputStream;
 
 /// The whole snapshot or comparison must finish within this; a slower git leaves the changes
 /// unrecorded and the attempt unharmed.
@@ -156,109 +157,71 @@ fn compare_trees(before: &TreeSnapshot, after: &TreeSnapshot) -> Result<Changes,
 }
 
 /// Runs `git <args>` in `dir` until `deadline`, with the private `index` when given; returns
-/// its standard output. Its own process group, so a hung git and anything it started are
-/// killed together.
-fn git<I, S>(
+/// its standard output. It runs as hooks and Verify checks do ([`run_helper`]): its own group,
+/// registered with the watchdog, so a hung git and anything it started are stopped together.
+fn git<'a>(
     dir: &Path,
-    args: I,
+    args: impl IntoIterator<Item = &'a str>,
     index: Option<&Path>,
     deadline: Instant,
-) -> Result<Vec<u8>, NotRecorded>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let mut command = Command::new("git");
-    command
-        .args(["--no-optional-locks", "-c", "core.hooksPath=/dev/null"])
-        .args(["-c", "core.fsmonitor=false", "-c", "core.quotepath=off"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+) -> Result<Vec<u8>, NotRecorded> {
+    let fixed = ["--no-optional-locks", "-c", "core.hooksPath=/dev/null"];
+    let settings = ["-c", "core.fsmonitor=false", "-c", "core.quotepath=off"];
+    let argv: Vec<String> = std::iter::once("git")
+        .chain(fixed)
+        .chain(settings)
+        .chain(args)
+        .map(str::to_owned)
+        .collect();
+    let mut env_set = vec![("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned())];
     if let Some(index) = index {
-        command.env("GIT_INDEX_FILE", index);
+        env_set.push(("GIT_INDEX_FILE".to_owned(), index.display().to_string()));
     }
-    let output = run_bounded(command, deadline).map_err(|error| match error {
-        BoundedError::NotFound => NotRecorded {
-            reason: Unrecorded::GitMissing,
-            detail: "git is not installed (not found on PATH)".to_owned(),
-        },
-        BoundedError::TimedOut => NotRecorded {
+    let cannot_run = |error: std::io::Error| NotRecorded {
+        reason: Unrecorded::GitFailed,
+        detail: format!("cannot run git: {error}"),
+    };
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let command = HelperCommand {
+        argv: &argv,
+        cwd: dir,
+        env_set: &env_set,
+        stdin: HelperStdin::Null,
+        time_limit: Some(deadline.saturating_duration_since(Instant::now())),
+        // The handler's children now (hooks, a shell's jobs) are not git's: never touched.
+        escapees: EscapeeSweep::Now(&ChildSnapshot::take()),
+    };
+    let mut sink = |stream: OutputStream, bytes: &[u8]| match stream {
+        OutputStream::Stdout => stdout.extend_from_slice(bytes),
+        OutputStream::Stderr => stderr.extend_from_slice(bytes),
+    };
+    let run = match run_helper(command, &mut sink, &StopSwitch::new().map_err(cannot_run)?) {
+        Ok(run) => run,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(NotRecorded {
+                reason: Unrecorded::GitMissing,
+                detail: "git is not installed (not found on PATH)".to_owned(),
+            });
+        }
+        Err(error) => return Err(cannot_run(error)),
+    };
+    if run.timed_out {
+        return Err(NotRecorded {
             reason: Unrecorded::TimedOut,
             detail: format!(
                 "git took longer than {} s and was stopped",
                 GIT_TIME_LIMIT.as_secs()
             ),
-        },
-        BoundedError::Io(error) => NotRecorded {
-            reason: Unrecorded::GitFailed,
-            detail: format!("cannot run git: {error}"),
-        },
-    })?;
-    if output.status.success() {
-        return Ok(output.stdout);
+        });
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    if run.succeeded() {
+        return Ok(stdout);
+    }
+    let stderr = String::from_utf8_lossy(&stderr);
     Err(NotRecorded {
         reason: Unrecorded::GitFailed,
         detail: stderr.lines().next().unwrap_or("").trim().to_owned(),
     })
-}
-
-// TODO(lead): replaced by the process-group runner when it lands.
-enum BoundedError {
-    NotFound,
-    TimedOut,
-    Io(std::io::Error),
-}
-
-fn run_bounded(
-    mut command: Command,
-    deadline: Instant,
-) -> Result<std::process::Output, BoundedError> {
-    use std::os::unix::process::CommandExt;
-    command.process_group(0);
-    let mut child = command.spawn().map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
-            BoundedError::NotFound
-        } else {
-            BoundedError::Io(error)
-        }
-    })?;
-    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    use std::io::Read as _;
-    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
-    loop {
-        if let Some(status) = child.try_wait().map_err(BoundedError::Io)? {
-            return Ok(std::process::Output {
-                status,
-                stdout: stdout.join().unwrap_or_default(),
-                stderr: stderr.join().unwrap_or_default(),
-            });
-        }
-        if Instant::now() >= deadline {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = child.wait();
-            return Err(BoundedError::TimedOut);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[cfg(test)]
