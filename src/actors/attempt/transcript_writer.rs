@@ -96,7 +96,7 @@ pub(crate) struct TranscriptWriter;
 pub(crate) struct WriterArgs {
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
-    /// `None` with `--quiet`.
+    /// The run's console (`RunArgs::console`).
     pub(crate) console: Option<Arc<Console>>,
     /// Where output progress goes, as events of `attempt_id`.
     pub(crate) events: Emitter,
