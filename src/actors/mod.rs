@@ -1,7 +1,12 @@
 //! The ractor supervision tree that executes `run` (docs/architecture.md, "The supervision
-//! tree"): the run supervisor and its children in `run/`, the attempt supervisor and its
-//! children in `attempt/`, the state store (written by both) here. A child imports its
+//! tree" and "Actors"): the run supervisor and its children in `run/`, the attempt supervisor
+//! and its children in `attempt/`, the state store (written by both) here. A child imports its
 //! parent's messages file, never its parent.
+//!
+//! Each actor is given the span it belongs to (the run's, or the attempt's) as `span` and logs
+//! in it, so every record carries the run and attempt ids: ractor runs a handler in the span of
+//! the message's sender. Only the state store keeps that default, so a write is logged in the
+//! span of the attempt that asked for it.
 
 pub(crate) mod attempt;
 pub(crate) mod observer;

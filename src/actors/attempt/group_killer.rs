@@ -1,7 +1,6 @@
-//! GroupKiller: owns the worker's process group, addressed by the pgid saved at launch. Its
-//! first request starts the group's end as one blocking job off the runtime
-//! ([`process_group::stop_group`], then the escapee sweep and the watchdog's release), which
-//! reports `GroupEmptied`; `KillNow` (a second signal) skips what is left of the grace.
+//! GroupKiller: owns the worker's process group (the pgid saved at launch) and its stop job:
+//! the first request starts it off the runtime, `KillNow` skips what is left of the grace, and
+//! the job reports `GroupEmptied` (docs/architecture.md, "Process groups").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -80,7 +80,6 @@ pub(crate) struct AttemptSpec {
     /// 1-based, for progress.
     pub(crate) phase_index: usize,
     pub(crate) events: Emitter,
-    /// `None` with `--quiet`.
     pub(crate) console: Option<Arc<Console>>,
     pub(crate) span: tracing::Span,
 }

@@ -1,8 +1,6 @@
-//! TranscriptWriter: owns the attempt's transcript file and its echo on the live console
-//! (docs/architecture.md, "Flow control"). The order in which it takes the readers' chunks is
-//! the transcript's order; each is appended off the runtime threads and echoed by the console's
-//! thread, and the reader hears it is done when both are. After the trailer, the Verify checks'
-//! records go through it too, to the transcript and the console's stderr only.
+//! TranscriptWriter: owns the attempt's transcript file and its echo on the live console, with
+//! the live filters; the order it takes chunks in is the transcript's (docs/architecture.md,
+//! "Flow control"). After the trailer it writes the Verify checks' records too.
 
 use std::io;
 use std::sync::Arc;
@@ -98,7 +96,7 @@ pub(crate) struct TranscriptWriter;
 pub(crate) struct WriterArgs {
     pub(crate) transcript: TranscriptFile,
     pub(crate) transcript_path: String,
-    /// `None` with `--quiet`.
+    /// The run's console (`RunArgs::console`).
     pub(crate) console: Option<Arc<Console>>,
     /// Where output progress goes, as events of `attempt_id`.
     pub(crate) events: Emitter,

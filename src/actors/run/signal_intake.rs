@@ -1,8 +1,7 @@
 //! SignalIntake: owns the registration of the stopping signals for the whole `run` and turns
 //! each delivery into a [`RunInput::Signal`] (docs/architecture.md, "Signals"). The run ends it
-//! with a kill (a stop would wait for a signal that may never come); however it ends, its state
-//! gives the signals their default action back, so a final report blocked on a stalled stdout
-//! stays interruptible. It is started once per process, so that is never undone.
+//! with a kill (a stop would wait for a signal that may never come); its state's drop gives the
+//! signals their default action back.
 
 use futures_util::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};

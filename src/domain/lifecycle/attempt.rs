@@ -1,7 +1,7 @@
 //! The attempt lifecycle as a pure state machine: [`AttemptLifecycle::handle`] maps (stage,
-//! event) to (stage, effects); the attempt supervisor feeds it events and executes the effects
-//! in order. Every rule on causes, signals, verification and cleanup order lives here; the
-//! diagram, the rules and the generated table are in docs/architecture.md, "Attempt lifecycle".
+//! event) to (stage, effects), which the attempt supervisor executes in order. Every rule on
+//! causes, signals, verification and cleanup order lives here (docs/architecture.md, "Attempt
+//! lifecycle"; every transition in docs/lifecycle-tables.md).
 
 use std::time::Duration;
 

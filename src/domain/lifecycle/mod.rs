@@ -4,6 +4,9 @@
 pub(crate) mod attempt;
 pub(crate) mod run;
 
+#[cfg(test)]
+mod published_tables;
+
 /// What the group killer found and did, reported once the worker's group is empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct GroupReport {

@@ -1,6 +1,6 @@
-//! The Markdown plan format (docs/architecture.md; docs/plan-format.md): numbered phase headings, a byte-exact
-//! global preamble and phase bodies, fenced examples that are not structure, exactly one
-//! `### Workspace` section per phase, and at most one `Verify` section of checks (issue 20).
+//! The Markdown plan format (docs/plan-format.md): numbered phase headings, a byte-exact global
+//! preamble and phase bodies, fenced examples that are not structure, exactly one
+//! `### Workspace` section per phase, and at most one `Verify` section of checks.
 //!
 //! Parsing makes two linear passes. The first walks every line once, tracking code fences, to
 //! find the phase headings and any fence left open. The second walks each phase body to find its

@@ -1,7 +1,8 @@
 //! The phase loop of one `run` as a pure state machine: [`RunLoop::handle`] maps (stage,
 //! input) to (stage, effects); the run supervisor carries out the effects. Each rule (which
 //! phase next, plan re-hash, waits, signals, how the run ends) is documented at the function
-//! that applies it; the diagram and table are in docs/architecture.md, "Run loop".
+//! that applies it (docs/architecture.md, "Run loop"; every transition in
+//! docs/lifecycle-tables.md).
 
 mod end;
 
