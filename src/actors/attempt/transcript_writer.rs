@@ -1,8 +1,7 @@
 //! TranscriptWriter: owns the attempt's transcript file and its echo on the live console
-//! (docs/architecture.md, "Flow control"). The order in which it takes the readers' chunks is
-//! the transcript's order; each is appended off the runtime threads and echoed by the console's
-//! thread, and the reader hears it is done when both are. After the trailer, the Verify checks'
-//! records go through it too, to the transcript and the console's stderr only.
+//! (docs/architecture.md, "Flow control"): chunks are appended in the order taken and echoed by
+//! the console's thread, and the reader hears it is done when both are. After the trailer the
+//! Verify checks' records go through it too, to the transcript and the console's stderr only.
 
 use std::io;
 use std::sync::Arc;

@@ -36,7 +36,6 @@ pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
     AttemptStatus::iter().filter(|status| status.is_retryable())
 }
 
-/// The effective `retry` policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
     /// Counted attempts of one phase per invocation, the first included (≥ 1): waits for a
