@@ -6,7 +6,8 @@ use std::sync::LazyLock;
 
 use memchr::{memchr_iter, memmem, memrchr};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum FenceChar {
     Backtick,
     Tilde,
@@ -30,10 +31,7 @@ impl FenceChar {
 
     /// The word used in user-facing messages (`unclosed backtick code fence`).
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Backtick => "backtick",
-            Self::Tilde => "tilde",
-        }
+        self.into()
     }
 }
 

@@ -46,7 +46,6 @@ pub const MAX_HOLD: Duration = Duration::from_secs(1);
 /// How often a wrapper run by hand reaps adopted children that exited (it is their subreaper).
 const REAP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Bytes read from a pipe at a time.
 const CHUNK_SIZE: usize = 64 * 1024;
 
 /// The launcher command: found on PATH, run with the wrapper's environment plus `env`.
@@ -363,7 +362,6 @@ impl HeldLine {
     }
 }
 
-/// Completes `delay` after the child has exited.
 async fn after_exit(mut exited: watch::Receiver<bool>, delay: Duration) {
     // An error means the sender is gone, which happens only after the exit was announced.
     let _ = exited.wait_for(|exited| *exited).await;

@@ -13,4 +13,3 @@ pub mod prompt_echo;
 pub mod rate_limit;
 pub mod session;
 pub mod summary;
-pub mod usage;

@@ -7,6 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
 use crate::platform::process_group;
+use crate::usage::one_line;
 
 use super::child::{self, Launcher, RunError};
 use super::descendants::{self, Supervision};
@@ -19,6 +20,9 @@ pub const EXIT_LAUNCHER_NOT_FOUND: i32 = 127;
 pub const EXIT_LAUNCHER_NOT_STARTED: i32 = 126;
 /// The wrapper failed on its own account (stdin, temp files, streaming).
 pub const EXIT_WRAPPER_FAILED: i32 = 1;
+/// A usage error of the wrapper's own command line (clap's default code; the runner records
+/// any nonzero exit as `agent-failed`).
+pub const EXIT_USAGE: i32 = 2;
 
 /// What differs between providers.
 pub trait Provider {
@@ -45,6 +49,30 @@ pub trait Provider {
 pub enum LauncherError {
     #[error("failed to create a temporary directory: {0}")]
     Scratch(io::Error),
+}
+
+/// Parses the wrapper's arguments with `command`; exits 0 after `--help` / `--version` and
+/// [`EXIT_USAGE`] after a usage error, which is one diagnostic line like every other message.
+pub fn parse_args<A: clap::FromArgMatches>(prefix: &'static str, command: clap::Command) -> A {
+    match command
+        .try_get_matches()
+        .and_then(|matches| A::from_arg_matches(&matches))
+    {
+        Ok(args) => args,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) {
+                let _ = error.print();
+                std::process::exit(0);
+            }
+            let line = one_line(&error.render().to_string());
+            let _ = io::stderr().write_all(&render_message(prefix, &line));
+            std::process::exit(EXIT_USAGE);
+        }
+    }
 }
 
 /// Runs one session for `provider`; returns the wrapper's exit code.
@@ -185,5 +213,23 @@ mod tests {
         assert_eq!(exit_code(&limited, ExitStatus::from_raw(15)), 143);
         let other = FinalResponse::Unavailable("no result".to_owned());
         assert_eq!(exit_code(&other, ExitStatus::from_raw(1 << 8)), 1);
+    }
+
+    #[test]
+    fn an_unexpected_argument_with_a_tip_is_one_line() {
+        let rendered = "error: unexpected argument '--modle' found\n\n  tip: a similar argument exists: '--model'\n\nUsage: ai-session-handler-codex-high --model <MODEL>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "error: unexpected argument '--modle' found; tip: a similar argument exists: '--model'; see 'ai-session-handler-codex-high --help'"
+        );
+    }
+
+    #[test]
+    fn a_missing_value_keeps_the_option_name() {
+        let rendered = "error: a value is required for '--model <MODEL>' but none was supplied\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "error: a value is required for '--model <MODEL>' but none was supplied; see --help"
+        );
     }
 }

@@ -20,7 +20,6 @@ use crate::domain::verification::{
     verification_of,
 };
 
-/// Something that happened to the attempt.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum AttemptEvent {
     /// Nothing was launched, nothing changed.
@@ -151,7 +150,6 @@ pub(crate) struct RecordingInput {
     pub notes: Vec<String>,
 }
 
-/// The attempt's decided outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Conclusion {
     pub decision: Decision,

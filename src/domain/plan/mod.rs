@@ -1,28 +1,13 @@
-//! The Markdown plan format (docs/plan-format.md): numbered phase headings, a byte-exact global
-//! preamble and phase bodies, fenced examples that are not structure, exactly one
-//! `### Workspace` section per phase, and at most one `Verify` section of checks.
-//!
-//! Parsing makes two linear passes. The first walks every line once, tracking code fences, to
-//! find the phase headings and any fence left open. The second walks each phase body to find its
-//! workspace section, then its verify section. A phase heading only counts outside a fence, so
-//! every body starts with no fence open and the second pass can give each body a fresh tracker
-//! and still classify every line exactly as the first pass did.
-//!
-//! Lines are split on `\n` only; one trailing `\r` is ignored when a line is matched against a
-//! heading, and kept everywhere text is copied.
-//!
-//! An invalid plan reports every error found ([`PlanErrors`], for `check`), the first of them
-//! being the one `run` refuses with ([`parse_plan`]). An error of the file's structure (not
-//! UTF-8, a phase number out of range, an unclosed fence, no phase) ends the parse, since the
-//! phases' bodies depend on it; the numbering and each phase's sections are checked all the
-//! same, each phase's workspace and verify sections on their own.
+//! The Markdown plan format (docs/plan-format.md): phase headings outside code fences, a
+//! byte-exact preamble and phase bodies, one `### Workspace` section and at most one `Verify`
+//! section per phase. Lines split on `\n` only; one trailing `\r` is ignored when a line is
+//! matched against a heading. [`parse_plan_reporting_all`] says which errors end the parse.
 
 pub(crate) mod answer;
 
 use super::fence::{FenceTracker, LineRole};
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 
-/// One executable phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phase {
     /// The `N` of `Phase N: Title`.
@@ -46,7 +31,6 @@ pub struct Phase {
     pub verify: Vec<VerifyCheck>,
 }
 
-/// A parsed plan: the preamble and the phases in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedPlan {
     /// Text before the first phase heading, byte-exact (may be empty).
@@ -193,8 +177,9 @@ pub fn parse_plan(bytes: &[u8]) -> Result<ParsedPlan, PlanError> {
     parse_plan_reporting_all(bytes).map_err(|errors| errors.first)
 }
 
-/// Parses plan bytes (strict UTF-8); an invalid plan reports every error found (the module
-/// doc says which end the parse).
+/// Parses plan bytes (strict UTF-8); an invalid plan reports every error found. An error of
+/// the structure (not UTF-8, a phase number out of range, an unclosed fence, no phase) ends the
+/// parse; otherwise numbering and each phase's workspace and verify sections are all checked.
 pub fn parse_plan_reporting_all(bytes: &[u8]) -> Result<ParsedPlan, PlanErrors> {
     let text = decode(bytes).map_err(PlanErrors::one)?;
     let outline = outline(text)?;
@@ -255,7 +240,6 @@ fn decode(bytes: &[u8]) -> Result<&str, PlanError> {
     })
 }
 
-/// One line of plan text.
 struct Line<'a> {
     /// 1-based line number in the whole plan.
     number: usize,
@@ -425,7 +409,6 @@ fn numbering_errors(headings: &[PhaseHeading<'_>]) -> Vec<PlanError> {
     errors
 }
 
-/// A phase's declared workspace path and its line.
 struct WorkspaceDeclaration {
     path: String,
     line: usize,
@@ -589,7 +572,6 @@ fn section_heading(line: &str) -> Option<(usize, &str)> {
 /// The only accepted text of a verify section heading (at any level deeper than the phase's).
 const VERIFY_TEXT: &str = "Verify";
 
-/// A verify section being read.
 struct VerifySection<'a> {
     /// The heading as written, for messages.
     heading: &'a str,
@@ -598,7 +580,6 @@ struct VerifySection<'a> {
     checks: Vec<VerifyCheck>,
 }
 
-/// A fenced block of a verify section being read.
 struct VerifyBlock<'a> {
     line: usize,
     /// The opening fence's indentation, removed from its content lines (as CommonMark does).

@@ -11,6 +11,7 @@ use super::config::rules::{ConfigError, Reason, integer_at_least, seconds};
 use super::seconds::format_seconds;
 use super::strict_json::present;
 use super::template::CommandTemplate;
+use crate::units::count;
 
 pub(crate) const DEFAULT_MAX_WAITS: u32 = 0;
 /// `max_waits` under `--wait` when the config leaves waits off: three waits of up to 6 h
@@ -95,9 +96,8 @@ impl RateLimitPolicy {
     pub fn describe(&self) -> String {
         let waits = if self.waits_enabled() {
             format!(
-                "up to {} wait{} of {} s by default, at most {} s each",
-                self.max_waits,
-                plural(self.max_waits as usize),
+                "up to {} of {} s by default, at most {} s each",
+                count(self.max_waits as usize, "wait"),
                 format_seconds(self.default_wait_seconds),
                 format_seconds(self.max_wait_seconds)
             )
@@ -105,11 +105,9 @@ impl RateLimitPolicy {
             "waits off".to_owned()
         };
         format!(
-            "{} pattern{} and exit 75; {waits}; {} fallback agent command{}",
-            self.patterns.len(),
-            plural(self.patterns.len()),
-            self.fallback_agent_cmds.len(),
-            plural(self.fallback_agent_cmds.len())
+            "{} and exit 75; {waits}; {}",
+            count(self.patterns.len(), "pattern"),
+            count(self.fallback_agent_cmds.len(), "fallback agent command")
         )
     }
 
@@ -138,10 +136,6 @@ impl RateLimitPolicy {
         policy.fallback_templates()?;
         Ok(policy)
     }
-}
-
-fn plural(count: usize) -> &'static str {
-    if count == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::config::rules::{ConfigError, Expected, Reason, integer_at_least, seco
 use super::seconds::format_seconds;
 use super::state::AttemptStatus;
 use super::strict_json::present;
+use crate::units::count;
 
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 1;
 pub(crate) const DEFAULT_BACKOFF_SECONDS: f64 = 30.0;
@@ -36,7 +37,6 @@ pub(crate) fn retryable_statuses() -> impl Iterator<Item = AttemptStatus> {
     AttemptStatus::iter().filter(|status| status.is_retryable())
 }
 
-/// The effective `retry` policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
     /// Counted attempts of one phase per invocation, the first included (≥ 1): waits for a
@@ -93,11 +93,7 @@ impl RetryPolicy {
     /// `off (1 attempt)`.
     pub fn describe(&self) -> String {
         if self.max_attempts <= 1 || self.on.is_empty() {
-            return format!(
-                "off ({} attempt{})",
-                self.max_attempts,
-                if self.max_attempts == 1 { "" } else { "s" }
-            );
+            return format!("off ({})", count(self.max_attempts as usize, "attempt"));
         }
         let on: Vec<&str> = self.on.iter().map(|status| status.as_str()).collect();
         format!(

@@ -149,7 +149,6 @@ pub struct AbandonedRef {
     pub resolved_at: Timestamp,
 }
 
-/// The whole `state.json` document.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {

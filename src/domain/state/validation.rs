@@ -172,7 +172,6 @@ impl State {
     fn validate_abandoned_attempts(&self) -> Result<(), StateError> {
         let mut seen = HashSet::new();
         for (index, entry) in self.abandoned_attempts.iter().enumerate() {
-            let key = |field: &str| format!("abandoned_attempts[{index}].{field}");
             strict_json::require_attempt_id(
                 format_args!("abandoned_attempts[{index}].attempt_id"),
                 &entry.attempt_id,
@@ -186,10 +185,8 @@ impl State {
                 .iter()
                 .any(|outcome| outcome.attempt_id == entry.attempt_id);
             if !seen.insert(&entry.attempt_id) || committed {
-                return Err(Invariant::AttemptListedTwice {
-                    key: key("attempt_id"),
-                }
-                .into());
+                let key = format!("abandoned_attempts[{index}].attempt_id");
+                return Err(Invariant::AttemptListedTwice { key }.into());
             }
         }
         Ok(())

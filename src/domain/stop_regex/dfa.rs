@@ -1,13 +1,7 @@
-//! The DFA path: one unanchored multi-pattern dense DFA with `MatchKind::All` (every position
-//! where any match ends is a match state), its state carried across chunks and never restarted,
-//! so look-behind is right at every seam. It reports a match one byte late; the end-of-chunk
-//! peek is its end-of-input transition, taken without keeping it.
-//!
-//! While the DFA sits in a start state (no match in progress) and every match begins with a
-//! literal, SIMD searches jump to the next literal, where the walk resumes in the start state
-//! for the byte before it: the state a byte-by-byte walk would be in as far as any match is
-//! concerned. The last few bytes of every chunk are always walked, since a literal may run on
-//! into the next chunk (docs/benchmarks.md has the speeds).
+//! The DFA path: one unanchored multi-pattern dense DFA (`MatchKind::All`) whose state is
+//! carried across chunks and never restarted, so look-behind is right at every seam. It
+//! reports a match one byte late; the end-of-chunk peek is its end-of-input transition, taken
+//! without keeping it. In a start state it jumps to the next literal (`literals.rs`).
 
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;

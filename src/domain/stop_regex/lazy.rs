@@ -1,12 +1,7 @@
-//! The NFA path's automaton: sets of Thompson-NFA threads, determinized lazily into a bounded
-//! cache, with the look-around at each position as an explicit input. `regex-automata`'s DFAs
-//! resolve look-around with one byte of context, too little for a Unicode `\b`; here a state is
-//! only the set of NFA states the byte before a position reached, and the assertions holding at
-//! the position are computed from the bytes around it by `regex-automata`'s own `LookMatcher`.
-//! Each distinct (state, holding assertions) pair is a row of cached transitions, one per byte
-//! class, filled in as the output needs them. When the cache outgrows its budget it is cleared
-//! and refilled from the current state (as the lazy DFA does), so an exponential pattern costs
-//! time (at worst one epsilon closure per byte) rather than memory.
+//! The NFA path's automaton: sets of Thompson-NFA threads determinized lazily into a bounded
+//! cache, with the assertions holding at each position (computed by `regex-automata`'s own
+//! `LookMatcher`, which a Unicode `\b` needs) as an extra input. A full cache is cleared and
+//! refilled from the current state, so an exponential pattern costs time, not memory.
 
 use std::collections::HashMap;
 use std::mem;

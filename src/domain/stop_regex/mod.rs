@@ -1,9 +1,7 @@
 //! Stop regexes: "does any pattern match anything received so far", over stdout and stderr
-//! combined in arrival order, in linear time and bounded memory for every pattern `regex`
-//! accepts, without keeping the output. `set.rs` compiles and routes the patterns to the DFA
-//! path (`dfa.rs`) or the NFA path (`nfa.rs`, `lazy.rs`); `literals.rs` lets both jump over
-//! output where no match can begin. Semantics (the end-of-chunk peek, the per-chunk verdict):
-//! docs/decisions.md, "Stop regexes".
+//! combined in arrival order, in linear time and bounded memory and without keeping the output.
+//! Patterns go to the DFA path (`dfa.rs`) or, when no DFA can take them, the NFA path
+//! (`nfa.rs`, `lazy.rs`); semantics and design: docs/decisions.md, "Stop regexes".
 
 mod dfa;
 mod lazy;
@@ -20,7 +18,6 @@ pub use set::{StopPatternError, StopPatterns};
 
 use nfa::NfaStream;
 
-/// Which pattern matched.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StopMatch {
     pub index: usize,

@@ -1,11 +1,7 @@
-//! The NFA path: streams the patterns the DFA path cannot take through the lazy automaton of
-//! `lazy.rs`. Every assertion looks at most four bytes either side of its position, so a
-//! position is processed once the four bytes after it have arrived; the scanner keeps seven
-//! bytes (the "tail": four of look-behind, three pending) and processes the positions near a
-//! seam in a small window of tail and chunk, the rest in the chunk itself. The end-of-chunk peek
-//! processes the pending positions as if the text ended there, then forgets that walk.
-//! Literal jumps work as on the DFA path, without a restart state: a state here carries no
-//! look-behind.
+//! The NFA path: streams the patterns the DFA path cannot take through `lazy.rs`. A position
+//! is processed once the [`LOOK_REACH`] bytes after it have arrived, so a seven-byte tail
+//! (look-behind and pending positions) crosses each seam; the end-of-chunk peek processes the
+//! pending positions as if the text ended there, then forgets that walk.
 
 use std::ops::ControlFlow;
 
@@ -73,7 +69,6 @@ impl StreamingNfa {
         &self.program.pattern_indices
     }
 
-    /// The lowest caller index among the NFA path's patterns.
     fn first_index(&self) -> Option<usize> {
         self.program.pattern_indices.first().copied()
     }

@@ -1,13 +1,7 @@
-//! Reading JSON records strictly through their serde derives (`deny_unknown_fields`): a key
-//! given twice is refused, and each error keeps where it happened and its [`Kind`], so readers
-//! word it themselves. The record readers' words ([`Mismatch`]'s `Display`) are those of
-//! docs/state-and-recovery.md, "A malformed state file"; the config file has its own.
-//!
-//! Keys are read in a fixed order whatever the document's: unknown keys first (the
-//! alphabetically first is reported), then the declared fields in declaration order, then a
-//! missing key. A key that must be present but may be `null` is declared
-//! `#[serde(deserialize_with = "Option::deserialize")]`; an optional key that must not be `null`
-//! when present uses [`present`].
+//! Reading JSON records strictly through their serde derives (`deny_unknown_fields`, no key
+//! twice), each error keeping where it happened and its [`Kind`] so readers word it
+//! themselves; [`Mismatch`]'s `Display` is docs/state-and-recovery.md, "A malformed state
+//! file". Unknown keys are checked first, then declared fields in order, then missing keys.
 
 use std::fmt;
 
@@ -24,7 +18,6 @@ use super::plan_key::is_sha256_hex;
 #[error("{0}")]
 pub struct StrictError(pub String);
 
-/// Why a document could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ReadError {
     /// Not JSON, or a key given twice: `invalid JSON at line 2, column 7: duplicate key 'stop'`.
@@ -197,7 +190,6 @@ impl From<ReadError> for StrictError {
     }
 }
 
-/// Reads a whole document as `T`.
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
     let value = parse_document(bytes).map_err(ReadError::Syntax)?;
     from_value(&value).map_err(ReadError::Mismatch)
@@ -312,7 +304,8 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 
 // ---- value rules, for `deserialize_with` ----
 
-/// An optional key that, when present, holds a `T` (never `null`).
+/// An optional key that, when present, holds a `T` (never `null`). A key that must be present
+/// but may be `null` is `#[serde(deserialize_with = "Option::deserialize")]` instead.
 pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<Option<T>, D::Error> {

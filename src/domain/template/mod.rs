@@ -12,7 +12,6 @@ pub use error::{BraceSyntax, TemplateError};
 
 use super::suggest;
 
-/// The values substituted into a template.
 #[derive(Clone, Debug)]
 pub struct PlaceholderValues<'a> {
     pub prompt_file: &'a str,

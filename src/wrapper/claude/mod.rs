@@ -14,14 +14,14 @@ use super::diagnostics::DiagnosticStream;
 use super::final_result::FinalResponse;
 use super::json_lines::JsonEvents;
 use super::session::{self, LauncherError, Provider};
-use super::usage;
 use stream_json::StreamJson;
 
 pub const LAUNCHER: &str = "claude-lean";
 
 pub const PREFIX: &str = "[claude] ";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Effort {
     High,
     Medium,
@@ -29,10 +29,7 @@ pub enum Effort {
 
 impl Effort {
     fn as_str(self) -> &'static str {
-        match self {
-            Self::High => "high",
-            Self::Medium => "medium",
-        }
+        self.into()
     }
 
     fn binary(self) -> &'static str {
@@ -60,7 +57,7 @@ pub fn main(effort: Effort) -> ! {
         .name(effort.binary())
         .about(summary)
         .long_about(help);
-    let args: Args = usage::parse_args(PREFIX, command);
+    let args: Args = session::parse_args(PREFIX, command);
     let model = args.model;
     std::process::exit(session::run(Claude { effort, model }))
 }

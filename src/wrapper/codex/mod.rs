@@ -20,7 +20,6 @@ use super::json_lines::JsonEvents;
 use super::notifier::Notice;
 use super::rate_limit;
 use super::session::{self, LauncherError, Provider};
-use super::usage;
 use events::ExecEvents;
 use stderr::CodexStderr;
 
@@ -64,7 +63,7 @@ struct Args {
 
 /// Parses the command line, runs one Codex session and exits with its code.
 pub fn main() -> ! {
-    let args: Args = usage::parse_args(PREFIX, Args::command());
+    let args: Args = session::parse_args(PREFIX, Args::command());
     std::process::exit(session::run(Codex {
         model: args.model,
         scratch: None,

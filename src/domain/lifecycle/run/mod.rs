@@ -16,7 +16,6 @@ use crate::domain::verification::FailedCheck;
 
 pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
 
-/// What the run loop is told.
 #[derive(Debug)]
 pub(crate) enum RunInput<I> {
     Admitted(Box<Admitted>),
@@ -29,7 +28,6 @@ pub(crate) enum RunInput<I> {
     RetryDue,
     /// The plan acceptance (when no attempt followed) was written, or why not.
     AcceptanceRecorded(Result<(), StateWriteError>),
-    /// A stopping signal was caught.
     Signal(i32),
     /// An input became unusable (a lock held, the state or plan unreadable, a workspace gone).
     InputFailed(I),
@@ -127,7 +125,6 @@ pub(crate) struct RetryWait {
     pub resumed: bool,
 }
 
-/// Where the run loop is.
 #[derive(Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
 pub(crate) enum Stage {

@@ -12,7 +12,6 @@ use chrono::{
 use chrono_tz::Tz;
 use regex::{Captures, Regex};
 
-/// A reset time found in the output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResetHint {
     pub at: DateTime<Utc>,

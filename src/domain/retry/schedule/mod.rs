@@ -76,8 +76,8 @@ pub enum ScheduleMismatch {
     #[error("{waits_used} waits exceed rate_limit.max_waits ({max_waits})")]
     Waits { waits_used: u32, max_waits: u32 },
     #[error(
-        "agent template {index} is not configured ({configured} template{})",
-        if *configured == 1 { "" } else { "s" }
+        "agent template {index} is not configured ({})",
+        crate::units::count(*configured, "template")
     )]
     Template { index: usize, configured: usize },
     #[error("{0} is not in retry.on")]
