@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::args::RunArgs;
 use super::event_stream::EventStream;
-use super::hooks::{HookContext, Hooks};
+use super::hooks::{HookContext, HookPhase, Hooks};
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
 use crate::actors::run::{
@@ -244,16 +244,22 @@ impl Observers {
         // A hook that failed is reported like any other event, except to the hooks.
         let reporter: Arc<dyn RunObserver> =
             Arc::new(AllOf(vec![progress.clone(), stream.clone()]));
-        let titles = inputs
+        // Every workspace resolved when the inputs were checked.
+        let phases = inputs
             .snapshot
             .plan
             .phases
             .iter()
-            .map(|phase| (phase.id.clone(), phase.title.clone()))
+            .map(|phase| HookPhase {
+                id: phase.id.clone(),
+                title: phase.title.clone(),
+                execution_workspace: execution_workspace_of(&inputs.location, phase)
+                    .unwrap_or_default(),
+            })
             .collect();
         let hooks = Hooks::start(
             inputs.settings.hooks.clone(),
-            HookContext::new(&inputs.location, titles),
+            HookContext::new(&inputs.location, phases),
             reporter,
             stream.clone(),
         );

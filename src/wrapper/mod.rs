@@ -49,10 +49,19 @@ mod tests {
             .filter(|name| name != "ai-session-handler")
             .collect();
         wrappers.sort();
-        let known: Vec<String> = WRAPPERS.iter().map(|(name, _)| (*name).to_owned()).collect();
+        let known: Vec<String> = WRAPPERS
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
         assert_eq!(wrappers, known);
-        assert_eq!(launcher_of("ai-session-handler-claude-medium"), Some("claude-lean"));
-        assert_eq!(launcher_of("ai-session-handler-codex-high"), Some("codex-lean"));
+        assert_eq!(
+            launcher_of("ai-session-handler-claude-medium"),
+            Some("claude-lean")
+        );
+        assert_eq!(
+            launcher_of("ai-session-handler-codex-high"),
+            Some("codex-lean")
+        );
         assert_eq!(launcher_of("ai-session-handler"), None);
     }
 }
