@@ -216,3 +216,154 @@ fn the_worker_gets_the_run_facts_in_aish_variables_named_as_a_hook_gets_them() {
         );
     }
 }
+
+// ---- the `--quiet` status line, really cleared on Ctrl-C ----
+
+/// What a terminal of `width` columns shows after `bytes`: the rows, trailing blanks cut. A
+/// character written past the last column wraps first (the pending wrap of xterm and the
+/// Linux console); `\r`, `\n`, erase in line (`K`), cursor up/down/left/right and column
+/// (`A`, `B`, `C`, `D`, `G`) are followed; other sequences (colours, modes) draw nothing.
+fn screen_rows(bytes: &[u8], width: usize) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => col = 0,
+            '\n' => row += 1,
+            '\x08' => col = col.min(width - 1).saturating_sub(1),
+            '\x1b' => {
+                if chars.peek() != Some(&'[') {
+                    chars.next();
+                    continue;
+                }
+                chars.next();
+                let mut params = String::new();
+                let mut end = ' ';
+                for next in chars.by_ref() {
+                    if next.is_ascii_alphabetic() || next == '@' || next == '~' {
+                        end = next;
+                        break;
+                    }
+                    params.push(next);
+                }
+                let n = params.trim_start_matches('?').parse::<usize>().ok();
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let line = &mut rows[row];
+                match end {
+                    'K' => match n.unwrap_or(0) {
+                        0 => line.truncate(col.min(width - 1)),
+                        1 => line.iter_mut().take(col + 1).for_each(|cell| *cell = ' '),
+                        _ => line.clear(),
+                    },
+                    'A' => row = row.saturating_sub(n.unwrap_or(1).max(1)),
+                    'B' => row += n.unwrap_or(1).max(1),
+                    'C' => col = (col + n.unwrap_or(1).max(1)).min(width - 1),
+                    'D' => col = col.min(width - 1).saturating_sub(n.unwrap_or(1).max(1)),
+                    'G' => col = n.unwrap_or(1).max(1) - 1,
+                    _ => {}
+                }
+            }
+            c if c.is_control() => {}
+            c => {
+                if col >= width {
+                    row += 1;
+                    col = 0;
+                }
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let line = &mut rows[row];
+                while line.len() < col {
+                    line.push(' ');
+                }
+                if line.len() == col {
+                    line.push(c);
+                } else {
+                    line[col] = c;
+                }
+                col += 1;
+            }
+        }
+    }
+    rows.into_iter()
+        .map(|row| row.into_iter().collect::<String>().trim_end().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_screen_model_wraps_late_and_erases_one_row() {
+    assert_eq!(screen_rows(b"abcd\r\x1b[2K", 4), [""]);
+    assert_eq!(screen_rows(b"abcd^C\r\x1b[2K", 4), ["abcd", ""]);
+    assert_eq!(screen_rows(b"ab^C\r\x1b[2Kdone\r\n", 5), ["done"]);
+}
+
+/// Ctrl-C typed at a terminal of `columns` while `--quiet` shows a long status line: what is
+/// on screen once the handler has exited.
+fn screen_after_ctrl_c(columns: usize) -> (Vec<String>, String) {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let long = format!("LONG-OUTPUT {}", "x".repeat(400));
+    let agent = agent(
+        &sandbox,
+        &format!("echo '{long}'\ntouch STARTED\nexec sleep 600\n"),
+    );
+    let screen = sandbox.path("screen.out");
+    let command = format!(
+        "stty cols {columns} rows 40; exec {BIN} run --plan {PLAN} --agent-cmd {} --quiet",
+        agent.display()
+    );
+    let mut terminal = std::process::Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .current_dir(&sandbox.root)
+        .env("ASH_TEST_TOKEN", &sandbox.token)
+        .env("TERM", "xterm")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run script");
+    let drawn = || String::from_utf8_lossy(&fs::read(&screen).unwrap_or_default()).into_owned();
+    let shown = wait_until(PATIENCE, || {
+        sandbox.path("STARTED").exists()
+            && drawn().contains("phase-1 (1/1) ")
+            && drawn().contains("xxxxxxxxxx…")
+    });
+    // Ctrl-C: the terminal echoes `^C` where the cursor is and interrupts the handler.
+    let mut keyboard = terminal.stdin.take().unwrap();
+    std::io::Write::write_all(&mut keyboard, b"\x03").unwrap();
+    let exited = wait_until(PATIENCE, || matches!(terminal.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = terminal.kill();
+    }
+    drop(keyboard);
+    let _ = terminal.wait();
+    let bytes = fs::read(&screen).unwrap();
+    let raw = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(shown && exited, "shown {shown}, exited {exited}:\n{raw:?}");
+    sandbox.assert_no_survivors();
+    (screen_rows(&bytes, columns), raw)
+}
+
+#[test]
+fn ctrl_c_clears_the_quiet_status_line_at_80_and_150_columns() {
+    for columns in [80, 150] {
+        let (rows, raw) = screen_after_ctrl_c(columns);
+        assert!(
+            rows.iter().any(|row| row.contains("interrupted")),
+            "{columns} columns: no interrupted report:\n{rows:#?}\n{raw:?}"
+        );
+        let left = rows.iter().find(|row| row.contains("phase-1 (1/1) "));
+        assert_eq!(
+            left, None,
+            "{columns} columns: the status line stayed:\n{rows:#?}"
+        );
+        for row in &rows {
+            assert!(row.chars().count() <= columns, "{row:?}");
+        }
+    }
+}
