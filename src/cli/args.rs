@@ -259,6 +259,9 @@ pub struct WatchArgs {
     /// Pass the run's events through as JSON lines instead of describing them.
     #[arg(long)]
     pub json: bool,
+    /// Keep watching after the run ends: follow each next run of the plan until interrupted.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 /// The logging options: accepted by every command, listed under their own heading

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 
 use crate::common::*;
 use crate::wrappers::CLAUDE_HIGH;
@@ -366,4 +367,90 @@ fn ctrl_c_clears_the_quiet_status_line_at_80_and_150_columns() {
             assert!(row.chars().count() <= columns, "{row:?}");
         }
     }
+}
+
+// ---- `watch`: a stop's question or reason, after a run, and across runs ----
+
+/// `watch --plan plan.md <extra>` with its stdout in `name`.
+fn spawn_watch(sandbox: &Sandbox, name: &str, extra: &[&str]) -> (std::process::Child, PathBuf) {
+    let screen = sandbox.path(name);
+    let child = sandbox
+        .command()
+        .args(["watch", "--plan", PLAN])
+        .args(extra)
+        .stdout(fs::File::create(&screen).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, screen)
+}
+
+fn shown(screen: &std::path::Path) -> String {
+    fs::read_to_string(screen).unwrap_or_default()
+}
+
+#[test]
+fn watch_started_after_a_run_says_how_it_ended_with_the_blockers_reason() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "block");
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(2);
+
+    let (mut watch, screen) = spawn_watch(&sandbox, "watch.out", &[]);
+    assert!(
+        wait_until(PATIENCE, || shown(&screen).contains("waiting for a run")),
+        "{}",
+        shown(&screen)
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let text = shown(&screen);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let ended =
+        regex::Regex::new(r"^the last run \(handler pid \d+, started \S+\) ended at \S+: exit 2$")
+            .unwrap();
+    assert!(ended.is_match(lines[0]), "{text}");
+    assert!(lines[1].starts_with("phase-1 blocked in "), "{text}");
+    assert_eq!(lines[2], "reason: need an API key");
+    assert_eq!(lines[3], "waiting for a run of this plan to start");
+}
+
+#[test]
+fn watch_follow_keeps_watching_across_runs_and_shows_the_question() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-1", "clarify");
+    let (watch, screen) = spawn_watch(&sandbox, "watch.out", &["--follow"]);
+    assert!(wait_until(PATIENCE, || shown(&screen).contains("waiting for a run")));
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(3);
+    assert!(
+        wait_until(PATIENCE, || shown(&screen).contains("run finished: exit 3")),
+        "{}",
+        shown(&screen)
+    );
+    set_mode(&sandbox, "phase-1", "complete");
+    sandbox
+        .run_plan(PLAN, &agent, &["--quiet", "--retry-stopped"])
+        .assert_code(0);
+    assert!(
+        wait_until(PATIENCE, || shown(&screen).contains("run finished: exit 0")),
+        "{}",
+        shown(&screen)
+    );
+    // Still watching, for the next run, until interrupted.
+    assert!(wait_until(PATIENCE, || shown(&screen).ends_with(
+        "run finished: exit 0\nwaiting for a run of this plan to start\n"
+    )));
+    send_signal(&watch, nix::sys::signal::Signal::SIGINT);
+    let ended = wait_for_exit(watch, PATIENCE);
+    assert_eq!(ended.code, 130, "{}", ended.raw_stderr);
+    let text = shown(&screen);
+    assert_has_lines(
+        &text,
+        &["question: which database?", "run finished: exit 3"],
+    );
+    assert_eq!(text.matches("run started: ").count(), 2, "{text}");
 }
