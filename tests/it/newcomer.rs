@@ -454,3 +454,98 @@ fn watch_follow_keeps_watching_across_runs_and_shows_the_question() {
     );
     assert_eq!(text.matches("run started: ").count(), 2, "{text}");
 }
+
+// ---- logs for a race ----
+
+fn log_records(path: &std::path::Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect()
+}
+
+#[test]
+fn the_log_starts_with_who_and_what_was_admitted_and_holds_the_watchdogs_stop() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = agent(
+        &sandbox,
+        &format!("touch '{}'\nexec sleep 600\n", at(&sandbox, "READY")),
+    );
+    let log = sandbox.path("handler.log");
+    let mut handler = sandbox
+        .command()
+        .args([
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(["--log-level", "info", "--log-format", "json", "--log-file"])
+        .arg(&log)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_running(&sandbox, PLAN, "READY");
+    handler.kill().expect("SIGKILL the handler");
+    handler.wait().expect("reap the handler");
+    let stopped = || {
+        event_stream(&sandbox, PLAN)
+            .into_iter()
+            .find(|event| event["event"] == "watchdog-stopped")
+    };
+    assert!(
+        wait_until(PATIENCE, || stopped().is_some()),
+        "no watchdog-stopped record"
+    );
+    sandbox.assert_no_survivors();
+    let prepared = event_stream(&sandbox, PLAN)
+        .into_iter()
+        .find(|event| event["event"] == "attempt-prepared")
+        .unwrap();
+    let (run_id, attempt_id) = (&prepared["run_id"], &prepared["attempt_id"]);
+    // events.jsonl: the watchdog's record names the invocation, not null.
+    let event = stopped().unwrap();
+    assert_eq!(&event["run_id"], run_id);
+    assert_eq!(&event["attempt_id"], attempt_id);
+
+    let records = log_records(&log);
+    // The first record says which binary, which process and which command line.
+    let first = &records[0];
+    assert_eq!(first["fields"]["message"], "ai-session-handler run");
+    assert_eq!(first["fields"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(first["fields"]["pid"], handler.id());
+    assert!(
+        first["fields"]["args"]
+            .as_array()
+            .is_some_and(|args| args.iter().any(|arg| arg == "--log-file")),
+        "{first}"
+    );
+    assert_eq!(&first["span"]["run_id"], run_id);
+    // The admission decision.
+    let admitted = records
+        .iter()
+        .find(|record| record["fields"]["message"] == "admission: admitted")
+        .expect("an admission record");
+    assert_eq!(admitted["fields"]["first"], "next phase phase-1");
+    assert_eq!(&admitted["span"]["run_id"], run_id);
+    // The watchdog's stop, in the same log, in the run's and the attempt's spans.
+    let watchdog = records
+        .iter()
+        .find(|record| record["target"] == "ai_session_handler::watchdog")
+        .unwrap_or_else(|| panic!("no watchdog record in {records:#?}"));
+    assert_eq!(watchdog["level"], "WARN");
+    assert_eq!(&watchdog["spans"][0]["run_id"], run_id);
+    assert_eq!(&watchdog["span"]["attempt_id"], attempt_id);
+    assert_eq!(watchdog["fields"]["handler_pid"], handler.id());
+    assert!(
+        watchdog["fields"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("ended without stopping its workers")),
+        "{watchdog}"
+    );
+}
