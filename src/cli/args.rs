@@ -269,7 +269,9 @@ pub struct WatchArgs {
 #[derive(Debug, Args)]
 pub struct LoggingArgs {
     /// Log level or filter directives (off, error, warn, info, debug, trace, or
-    /// target=level); overrides RUST_LOG.
+    /// target=level); overrides RUST_LOG. Records carry run_id, the invocation (as in
+    /// events.jsonl), and attempt_id, the attempt (the {run_id} of agent_cmd and the prompt);
+    /// what agents report is under the target ai_session_handler::agent.
     #[arg(
         long,
         global = true,
@@ -277,7 +279,8 @@ pub struct LoggingArgs {
         help_heading = GLOBAL_HEADING
     )]
     pub log_level: Option<String>,
-    /// Append logs to this file instead of stderr.
+    /// Append logs to this file instead of stderr (with the watchdog's record of what it
+    /// stopped after a SIGKILLed handler).
     #[arg(
         long,
         global = true,

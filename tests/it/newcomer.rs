@@ -549,3 +549,16 @@ fn the_log_starts_with_who_and_what_was_admitted_and_holds_the_watchdogs_stop() 
         "{watchdog}"
     );
 }
+
+#[test]
+fn the_log_options_help_tells_the_invocation_from_the_attempt() {
+    let help = Sandbox::new().run(&["run", "--help"]);
+    help.assert_code(0);
+    let text = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "Records carry run_id, the invocation (as in events.jsonl), and attempt_id, the attempt (the {run_id} of agent_cmd and the prompt)",
+        "under the target ai_session_handler::agent",
+    ] {
+        assert!(text.contains(said), "{said:?} not in:\n{}", help.stdout);
+    }
+}
