@@ -491,6 +491,33 @@ fn the_log_starts_with_who_and_what_was_admitted_and_holds_the_watchdogs_stop() 
         .spawn()
         .unwrap();
     wait_running(&sandbox, PLAN, "READY");
+    // A second handler racing for the plan: its log says it was refused, and why.
+    let second_log = sandbox.path("second.log");
+    let second = sandbox
+        .command()
+        .args([
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(["--log-level", "info", "--log-format", "json", "--log-file"])
+        .arg(&second_log)
+        .output()
+        .unwrap();
+    assert_ne!(second.status.code(), Some(0));
+    let refused = log_records(&second_log);
+    assert_eq!(refused[0]["fields"]["message"], "ai-session-handler run");
+    let decision = refused
+        .iter()
+        .find(|record| record["fields"]["message"] == "admission: refused")
+        .unwrap_or_else(|| panic!("no refusal in {refused:#?}"));
+    assert_eq!(
+        decision["fields"]["refusal"],
+        "the plan workspace lock was not taken"
+    );
     handler.kill().expect("SIGKILL the handler");
     handler.wait().expect("reap the handler");
     let stopped = || {

@@ -75,9 +75,11 @@ async fn admission_steps(
         .lock(location.workspace.clone(), LockScope::PlanWorkspace)
         .await
     {
+        // The `lock not taken` record before this one says why.
         tracing::info!(
             decision = "refused",
-            "admission: the plan workspace lock was not taken"
+            refusal = "the plan workspace lock was not taken",
+            "admission: refused"
         );
         return Err(input);
     }
