@@ -26,6 +26,11 @@ impl Emitter {
         }
     }
 
+    /// The invocation's id, which every record carries as `run_id`.
+    pub(crate) fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     pub(crate) fn emit(&self, attempt_id: Option<&str>, event: RunEvent) {
         self.observer.observe(&EventRecord {
             at: chrono::Utc::now(),

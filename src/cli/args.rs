@@ -259,6 +259,9 @@ pub struct WatchArgs {
     /// Pass the run's events through as JSON lines instead of describing them.
     #[arg(long)]
     pub json: bool,
+    /// Keep watching after the run ends: follow each next run of the plan until interrupted.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 /// The logging options: accepted by every command, listed under their own heading
@@ -266,7 +269,9 @@ pub struct WatchArgs {
 #[derive(Debug, Args)]
 pub struct LoggingArgs {
     /// Log level or filter directives (off, error, warn, info, debug, trace, or
-    /// target=level); overrides RUST_LOG.
+    /// target=level); overrides RUST_LOG. Records carry run_id, the invocation (as in
+    /// events.jsonl), and attempt_id, the attempt (the {run_id} of agent_cmd and the prompt);
+    /// what agents report is under the target ai_session_handler::agent.
     #[arg(
         long,
         global = true,
@@ -274,7 +279,8 @@ pub struct LoggingArgs {
         help_heading = GLOBAL_HEADING
     )]
     pub log_level: Option<String>,
-    /// Append logs to this file instead of stderr.
+    /// Append logs to this file instead of stderr (with the watchdog's record of what it
+    /// stopped after a SIGKILLed handler).
     #[arg(
         long,
         global = true,

@@ -421,6 +421,10 @@ fn environment() -> Vec<Block> {
             "Set for each agent: the socket it may send STATUS=, WATCHDOG=1, EXTEND_TIMEOUT_USEC= and X_AISH_USAGE= to (docs/worker-protocol.md).",
         ),
         item(
+            "AISH_PLAN, AISH_PLAN_WORKSPACE, AISH_STATE_FILE, AISH_RUN_ID, AISH_ATTEMPT_ID, AISH_PHASE_ID, AISH_PHASE_TITLE, AISH_WORKSPACE",
+            "Set for each agent and each hook: where it stands in the run (docs/worker-protocol.md). A hook also gets AISH_EVENT, AISH_STATUS and AISH_EXIT_CODE.",
+        ),
+        item(
             "AI_SESSION_HANDLER_COMPLETE",
             "Set by the completion script (completions) when it asks the binary for candidates.",
         ),

@@ -89,7 +89,7 @@ pub fn main() -> i32 {
         Some(Command::Init) => init::run(),
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Check(args)) => check::run(&args),
-        Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Run(args)) => run::run(&args, &cli.logging),
         Some(Command::Answer(args)) => answer::run(&args),
         Some(Command::Report(args)) => report::run(&args),
         Some(Command::Watch(args)) => watch::run(&args),

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -18,7 +17,7 @@ use crate::actors::observer::RunObserver;
 use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::verification::Verification;
-use crate::platform::console::Console;
+use crate::platform::console::{self, Console};
 use crate::report::terminal::{self, Stream};
 use crate::report::{self, AttemptRow};
 
@@ -102,7 +101,6 @@ pub(super) struct Progress {
     /// stderr is a terminal: the sign of life and the status changes are drawn only there.
     terminal: bool,
     console: Arc<Console>,
-    bar: Option<ProgressBar>,
     ledger: Arc<Mutex<Ledger>>,
     redrawer: Mutex<Option<StatusLineThread>>,
     sign_of_life: Mutex<Option<JoinHandle<()>>>,
@@ -117,24 +115,18 @@ impl Progress {
         terminal: bool,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
-        let bar = (mode == ProgressMode::StatusLine).then(|| {
-            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(STATUS_LINE_HZ))
-                .with_style(
-                    ProgressStyle::with_template("{spinner} {wide_msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                )
-        });
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let redrawer = bar
-            .as_ref()
-            .and_then(|bar| start_redrawer(bar.clone(), ledger.clone()));
+        let redrawer = if mode == ProgressMode::StatusLine {
+            start_redrawer(ledger.clone())
+        } else {
+            None
+        };
         let sign_of_life = (mode == ProgressMode::Lines && terminal)
             .then(|| runtime.spawn(sign_of_life(console.clone(), ledger.clone())));
         Self {
             mode,
             terminal,
             console,
-            bar,
             ledger,
             redrawer: Mutex::new(redrawer),
             sign_of_life: Mutex::new(sign_of_life),
@@ -180,9 +172,6 @@ impl Progress {
                     self.say(line);
                 }
             }
-        }
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
         }
         let pending = lock(&self.last_line).take();
         if let Some(mut written) = pending {
@@ -262,7 +251,7 @@ impl StatusLineThread {
 /// Starts the thread that recomputes the status line from the ledger [`STATUS_LINE_HZ`] times a
 /// second (so the elapsed time moves while the agent is silent) and prints the lines queued for
 /// above it, until its queue closes. `None` (no status line) when no thread can be started.
-fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
+fn start_redrawer(ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
     let (lines, queued) = mpsc::sync_channel::<Drawing>(STATUS_LINE_QUEUE);
     let (ended_sender, ended) = mpsc::channel::<()>();
     let interval = Duration::from_millis(1000 / u64::from(STATUS_LINE_HZ));
@@ -270,22 +259,26 @@ fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<Status
         .name("ash-status-line".into())
         .spawn(move || {
             let _ended = ended_sender;
+            let mut line = StatusLine::default();
             let mut cleared = false;
             loop {
                 match queued.recv_timeout(interval) {
-                    Ok(Drawing::Line(line)) => bar.println(line),
-                    Ok(Drawing::Clear) if !cleared => {
+                    Ok(Drawing::Line(above)) => line.print_above(&above, !cleared),
+                    Ok(Drawing::Clear) => {
                         cleared = true;
-                        bar.finish_and_clear();
+                        line.clear();
                     }
-                    Ok(Drawing::Clear) => {}
-                    Err(RecvTimeoutError::Timeout) if !cleared => redraw(&bar, &ledger),
+                    Err(RecvTimeoutError::Timeout) if !cleared => {
+                        if let Some(message) = current_line(&ledger) {
+                            line.draw(message);
+                        }
+                    }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
             // The end of the run: the line goes now.
-            bar.finish_and_clear();
+            line.clear();
         });
     match thread {
         Ok(thread) => Some(StatusLineThread {
@@ -300,10 +293,10 @@ fn start_redrawer(bar: ProgressBar, ledger: Arc<Mutex<Ledger>>) -> Option<Status
     }
 }
 
-/// Redraws the status line from the ledger: computed under the lock, drawn without it, so
-/// observers never wait on the terminal.
-fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
-    let line = lock(ledger).current.as_ref().map(|current| {
+/// The status line from the ledger: computed under the lock, drawn without it, so observers
+/// never wait on the terminal.
+fn current_line(ledger: &Mutex<Ledger>) -> Option<String> {
+    lock(ledger).current.as_ref().map(|current| {
         report::status_line(
             &current.phase_id,
             current.phase_index,
@@ -313,12 +306,55 @@ fn redraw(bar: &ProgressBar, ledger: &Mutex<Ledger>) {
             current.status(),
             current.last_line.as_deref(),
         )
-    });
-    if let Some(line) = line {
-        // The message first: if the draw rate limit lets only one of the two draws through,
-        // it is the one with the current line.
-        bar.set_message(line);
-        bar.tick();
+    })
+}
+
+/// The spinner's frames, one per redraw.
+const SPINNER: [char; 8] = ['⠁', '⠂', '⠄', '⡀', '⢀', '⠠', '⠐', '⠈'];
+
+/// The status line as the status-line thread has drawn it on stderr. Each draw replaces the
+/// line and stops short of the last column ([`console::redrawn_line`]), so the erase reaches
+/// everything drawn, the terminal's `^C` echo included. Write errors are ignored: a terminal
+/// that went away takes no status line.
+#[derive(Default)]
+struct StatusLine {
+    /// The last message drawn, redrawn after a line printed above it.
+    message: Option<String>,
+    frame: usize,
+    shown: bool,
+}
+
+impl StatusLine {
+    fn draw(&mut self, message: String) {
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let text = format!("{} {message}", SPINNER[self.frame]);
+        let _ = console::write_stderr(&console::redrawn_line(&text));
+        self.shown = true;
+        self.message = Some(message);
+    }
+
+    /// `above` as a whole line where the status line was, then the status line again below
+    /// it when `redraw`.
+    fn print_above(&mut self, above: &str, redraw: bool) {
+        let mut bytes = if self.shown {
+            console::ERASE_LINE.to_vec()
+        } else {
+            Vec::new()
+        };
+        bytes.extend_from_slice(above.as_bytes());
+        bytes.push(b'\n');
+        let _ = console::write_stderr(&bytes);
+        self.shown = false;
+        if let (true, Some(message)) = (redraw, self.message.take()) {
+            self.draw(message);
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            let _ = console::write_stderr(console::ERASE_LINE);
+            self.shown = false;
+        }
     }
 }
 

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use ractor::Actor;
 use tokio::sync::oneshot;
 
-use super::args::RunArgs;
+use super::args::{LogFormat, LoggingArgs, RunArgs};
 use super::event_stream::EventStream;
-use super::hooks::{HookContext, Hooks};
+use super::hooks::{HookContext, HookPhase, Hooks};
 use super::progress::{Progress, ProgressMode};
 use crate::actors::observer::RunObserver;
 use crate::actors::run::{
@@ -22,6 +22,7 @@ use crate::actors::run::{
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::{RecoveryFlags, next_pending};
+use crate::domain::watchdog::WATCHDOG_LOG_TARGET;
 use crate::invocation::{
     InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
     effective_settings, execution_workspace_of, generated_paths_are_real, locate, read_config,
@@ -66,23 +67,33 @@ struct Observers {
 
 /// The inputs, the watchdog, the runtime and the observers, then the supervision tree until it
 /// hands back the result, and the end.
-pub(super) fn run(args: &RunArgs) -> ExitCode {
+pub(super) fn run(args: &RunArgs, logging: &LoggingArgs) -> ExitCode {
     let started = Instant::now();
-    let inputs = match read_inputs(args, started) {
-        Ok(inputs) => inputs,
-        Err(exit) => return exit,
-    };
-    // The caller's descriptors are not the workers': marked close-on-exec once.
-    spawn::keep_inherited_descriptors_from_workers();
-    // Every record of the run, the watchdog's start included, is in this span.
+    // Every record of the invocation is in this span, from the first: who started it, how.
     let run_id = uuid::Uuid::new_v4().to_string();
     let span = tracing::info_span!(
         "run",
         run_id = %run_id,
-        plan = %inputs.location.plan_path,
-        workspace = %inputs.location.workspace
+        plan = tracing::field::Empty,
+        workspace = tracing::field::Empty
     );
-    start_watchdog(&inputs.location, &span);
+    span.in_scope(|| {
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            pid = std::process::id(),
+            args = ?std::env::args().collect::<Vec<_>>(),
+            "ai-session-handler run"
+        );
+    });
+    let inputs = match span.in_scope(|| read_inputs(args, started)) {
+        Ok(inputs) => inputs,
+        Err(exit) => return exit,
+    };
+    span.record("plan", inputs.location.plan_path.as_str());
+    span.record("workspace", inputs.location.workspace.as_str());
+    // The caller's descriptors are not the workers': marked close-on-exec once.
+    spawn::keep_inherited_descriptors_from_workers();
+    start_watchdog(&inputs.location, &span, &run_id, logging);
     let threads = start_runtime().and_then(|runtime| {
         let observers = Observers::start(args, &inputs, runtime.handle())
             .map_err(|error| format!("cannot start the output threads: {error}"))?;
@@ -211,10 +222,30 @@ pub(super) fn inputs_and_missing_programs(
 
 /// Starts the watchdog before any worker exists — every worker (and hook) registers its
 /// group with it, so a SIGKILLed handler leaves no worker running — and before any thread
-/// exists, so that it is a plain fork rather than a re-execution of this binary.
-fn start_watchdog(location: &PlanLocation, span: &tracing::Span) {
+/// exists, so that it is a plain fork rather than a re-execution of this binary. What it
+/// stops carries the invocation's id, and is logged to the log file when the handler's
+/// warnings go there.
+fn start_watchdog(
+    location: &PlanLocation,
+    span: &tracing::Span,
+    run_id: &str,
+    logging: &LoggingArgs,
+) {
+    let warns =
+        span.in_scope(|| tracing::enabled!(target: WATCHDOG_LOG_TARGET, tracing::Level::WARN));
+    let log = logging
+        .log_file
+        .as_ref()
+        .filter(|_| warns)
+        .map(|path| watchdog::WatchdogLog {
+            // Absolute: the file the handler opened, whatever the watchdog's directory.
+            path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            json: logging.log_format == LogFormat::Json,
+        });
     let options = watchdog::StartOptions {
         events_path: Some(Path::new(&location.layout.dir).join("events.jsonl")),
+        run_id: run_id.to_owned(),
+        log,
     };
     span.in_scope(|| match watchdog::start(options) {
         Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
@@ -244,16 +275,22 @@ impl Observers {
         // A hook that failed is reported like any other event, except to the hooks.
         let reporter: Arc<dyn RunObserver> =
             Arc::new(AllOf(vec![progress.clone(), stream.clone()]));
-        let titles = inputs
+        // Every workspace resolved when the inputs were checked.
+        let phases = inputs
             .snapshot
             .plan
             .phases
             .iter()
-            .map(|phase| (phase.id.clone(), phase.title.clone()))
+            .map(|phase| HookPhase {
+                id: phase.id.clone(),
+                title: phase.title.clone(),
+                execution_workspace: execution_workspace_of(&inputs.location, phase)
+                    .unwrap_or_default(),
+            })
             .collect();
         let hooks = Hooks::start(
             inputs.settings.hooks.clone(),
-            HookContext::new(&inputs.location, titles),
+            HookContext::new(&inputs.location, phases),
             reporter,
             stream.clone(),
         );

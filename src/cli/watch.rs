@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::args::WatchArgs;
 use crate::domain::display::printable;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::state::AttemptStatus;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::invocation::{InputError, locate_for_report};
 use crate::platform::event_log::{FollowError, Follower};
@@ -43,10 +44,13 @@ pub(super) fn run(args: &WatchArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     // Ended as SIGPIPE would end it, without a panic or a backtrace.
-    watch(args.json, &location).unwrap_or(ExitCode::Signal(nix::libc::SIGPIPE))
+    watch(args.json, args.follow, &location).unwrap_or(ExitCode::Signal(nix::libc::SIGPIPE))
 }
 
-fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> {
+/// The line of a watch waiting for a run (first, or with `--follow` after one ended).
+const WAITING: &str = "waiting for a run of this plan to start";
+
+fn watch(json: bool, follow: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> {
     let path = PathBuf::from(&location.layout.dir).join("events.jsonl");
     let mut follower = Follower::new(path.clone());
     let mut watch = Watch::default();
@@ -57,8 +61,14 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
         return Ok(fail_stream(&path, &error));
     }
     let holder = workspace_holder(location, &history);
+    if holder.is_none() {
+        // Started after a run ended: how it did is the first thing the watcher wants.
+        for line in history.last_run_ended() {
+            say(json, &line)?;
+        }
+    }
     match history.in_progress(holder) {
-        None => say(json, "waiting for a run of this plan to start")?,
+        None => say(json, WAITING)?,
         Some(found) => {
             if found.started.is_none() {
                 say(
@@ -72,7 +82,10 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
             watch.followed = Some(found.followed(holder.flatten()));
             for line in found.lines {
                 if let Some(end) = watch.show(json, &line)? {
-                    return Ok(end);
+                    if !follow {
+                        return Ok(end);
+                    }
+                    watch.next_run(json)?;
                 }
             }
         }
@@ -88,7 +101,10 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
         let quiet = lines.is_empty();
         for line in lines {
             if let Some(end) = watch.show(json, &line)? {
-                return Ok(end);
+                if !follow {
+                    return Ok(end);
+                }
+                watch.next_run(json)?;
             }
         }
         if quiet && !json {
@@ -117,7 +133,11 @@ fn watch(json: bool, location: &PlanLocation) -> Result<ExitCode, StdoutClosed> 
                 line.push_str(stopped);
             }
             say(json, &line)?;
-            return Ok(ExitCode::AgentFailed);
+            if !follow {
+                return Ok(ExitCode::AgentFailed);
+            }
+            released_at = None;
+            watch.next_run(json)?;
         }
     }
 }
@@ -210,6 +230,38 @@ impl History {
                 unstarted.push(&kind, line);
             }
         }
+    }
+
+    /// How the latest run ended, for a watch started when no run holds the plan workspace:
+    /// its exit (or that its handler went away without finishing) and its last phase end,
+    /// with a stop's question or reason. Nothing when the stream holds no run.
+    fn last_run_ended(&self) -> Vec<String> {
+        let Some(found) = self.latest.as_ref().or(self.unstarted.as_ref()) else {
+            return Vec::new();
+        };
+        let events: Vec<Value> = found
+            .lines
+            .iter()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let of_kind = |wanted: &str| events.iter().rev().find(|event| kind(event) == wanted);
+        let handler = found.started.as_ref().map_or(String::new(), |event| {
+            format!(
+                " (handler pid {}, started {})",
+                number(event, "pid"),
+                text(event, "at")
+            )
+        });
+        let mut lines = vec![match of_kind("run-finished") {
+            Some(finished) => format!(
+                "the last run{handler} ended at {}: exit {}",
+                text(finished, "at"),
+                number(finished, "exit_code")
+            ),
+            None => format!("the last run{handler} ended without finishing: its handler is gone"),
+        }];
+        lines.extend(of_kind("outcome-committed").and_then(phase_end));
+        lines
     }
 
     /// The pid of the latest `run-started`.
@@ -433,19 +485,7 @@ impl Watch {
             }
             "outcome-committed" => {
                 run.attempt = None;
-                let status = event["status"]
-                    .as_str()
-                    .and_then(|text| text.parse::<crate::domain::state::AttemptStatus>().ok())?;
-                // A stream written before usage was recorded has none.
-                let usage =
-                    crate::domain::strict_json::from_value::<UsageSummary>(&event["usage"]).ok();
-                report::phase_ended(
-                    &text(event, "phase_id"),
-                    status,
-                    number(event, "duration_ms"),
-                    number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes")),
-                    usage.as_ref(),
-                )
+                phase_end(event)?
             }
             "retry-scheduled" => format!(
                 "{} scheduled again (attempt {}) not before {}: {}",
@@ -493,6 +533,12 @@ impl Watch {
         })
     }
 
+    /// With `--follow`, after the followed run ended: wait for the next one.
+    fn next_run(&mut self, json: bool) -> Result<(), StdoutClosed> {
+        *self = Self::default();
+        say(json, WAITING)
+    }
+
     /// Shows the attempt's status line again when nothing was shown for [`HEARTBEAT`].
     fn heartbeat(&mut self) -> Result<(), StdoutClosed> {
         if self
@@ -528,6 +574,36 @@ impl Followed {
             self.last_line.as_deref(),
         ))
     }
+}
+
+/// A phase's end line from its `outcome-committed` record; a stop that waits for an answer
+/// or for a blocker to be removed says the question or the reason on the next line.
+fn phase_end(event: &Value) -> Option<String> {
+    let status = event["status"]
+        .as_str()
+        .and_then(|text| text.parse::<AttemptStatus>().ok())?;
+    // A stream written before usage was recorded has none.
+    let usage = crate::domain::strict_json::from_value::<UsageSummary>(&event["usage"]).ok();
+    let mut line = report::phase_ended(
+        &text(event, "phase_id"),
+        status,
+        number(event, "duration_ms"),
+        number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes")),
+        usage.as_ref(),
+    );
+    let label = if status == AttemptStatus::Blocked {
+        Some("reason")
+    } else if status == AttemptStatus::NeedsClarification {
+        Some("question")
+    } else {
+        None
+    };
+    if let Some(label) = label {
+        // Continuation lines indented, so the agent's text cannot pass for a line of ours.
+        let detail = text(event, "summary").replace('\n', "\n  ");
+        line.push_str(&format!("\n{label}: {detail}"));
+    }
+    Some(line)
 }
 
 fn started(event: &Value) -> Followed {

@@ -30,6 +30,7 @@ pub(crate) mod prompt;
 pub(crate) mod rate_limit;
 pub(crate) mod recovery;
 pub(crate) mod retry;
+pub(crate) mod run_env;
 pub(crate) mod seconds;
 pub(crate) mod selection;
 pub mod state;

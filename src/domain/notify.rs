@@ -3,6 +3,11 @@
 //! whole: anything malformed is dropped, counted, and is no sign of life (garbage must not keep
 //! a stuck agent alive); a well-formed one is accepted and is a sign of life, whatever its keys.
 
+/// The log target of every record of what an agent told the handler on its notification
+/// socket (its status, an announced silence, its usage, a dropped notification), so that
+/// `--log-level ai_session_handler::agent=info` shows them all and nothing else.
+pub(crate) const AGENT_LOG_TARGET: &str = "ai_session_handler::agent";
+
 use std::time::Duration;
 
 use super::status_text::sanitize_status;

@@ -356,6 +356,56 @@ impl StopReport {
         }
         text
     }
+
+    /// The watchdog's record for the handler's log file, shaped as the handler's own records
+    /// (`--log-format text` or `json`, docs/cli.md): a `WARN` of target
+    /// [`WATCHDOG_LOG_TARGET`] in the spans of the invocation (`run_id`) and of the attempt
+    /// it stopped (`attempt_id`), so a reader of the log finds it with the rest of the run.
+    pub(crate) fn log_record(&self, ids: &LogIds<'_>, json: bool) -> String {
+        let message = self.message(ids.handler_pid);
+        if json {
+            let mut spans = vec![serde_json::json!({"name": "run", "run_id": ids.run_id})];
+            if let Some(attempt_id) = ids.attempt_id {
+                spans.push(serde_json::json!({"name": "attempt", "attempt_id": attempt_id}));
+            }
+            let record = serde_json::json!({
+                "timestamp": ids.at,
+                "level": "WARN",
+                "fields": {
+                    "message": message,
+                    "handler_pid": ids.handler_pid,
+                    "groups": self.groups,
+                    "escaped": self.escaped,
+                    "survivors": self.survivors,
+                },
+                "target": WATCHDOG_LOG_TARGET,
+                "span": spans.last(),
+                "spans": spans,
+            });
+            return format!("{record}\n");
+        }
+        let attempt = ids
+            .attempt_id
+            .map(|id| format!(":attempt{{attempt_id={id:?}}}"))
+            .unwrap_or_default();
+        format!(
+            "{}  WARN run{{run_id={}}}{attempt}: {WATCHDOG_LOG_TARGET}: {message} handler_pid={} groups={:?} escaped={:?} survivors={:?}\n",
+            ids.at, ids.run_id, ids.handler_pid, self.groups, self.escaped, self.survivors
+        )
+    }
+}
+
+/// The target of the watchdog's log record.
+pub(crate) const WATCHDOG_LOG_TARGET: &str = "ai_session_handler::watchdog";
+
+/// Who the watchdog's log record is about, and when it was written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogIds<'a> {
+    /// RFC 3339, microseconds, `Z`: as the handler's own records.
+    pub at: &'a str,
+    pub run_id: &'a str,
+    pub attempt_id: Option<&'a str>,
+    pub handler_pid: u32,
 }
 
 #[cfg(test)]

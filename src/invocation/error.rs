@@ -45,6 +45,16 @@ pub(crate) enum InputError {
         origin: String,
         problem: ProgramProblem,
     },
+    /// The agent program is a provider wrapper whose launcher would not be found or run.
+    #[error(
+        "{origin}: agent program '{wrapper}' starts its launcher from PATH: {}",
+        .problem.describe(ProgramRole::Launcher)
+    )]
+    WrapperLauncher {
+        origin: String,
+        wrapper: String,
+        problem: ProgramProblem,
+    },
     #[error(
         "{plan}:{line}: phase {phase_id} verify check {index}: {}",
         .problem.describe(ProgramRole::VerifyInterpreter)

@@ -295,9 +295,11 @@ pub(crate) fn abandoned_retry_allowed(
 }
 
 /// Why each agent program (of the primary template and of every fallback) would not be found
-/// or run by `exec` in a phase's execution workspace; `run` refuses on the first, `check`
-/// lists them all. A program word holding a placeholder is left to the launch; phases whose
-/// workspace does not resolve are skipped (that is its own error).
+/// or run by `exec` in a phase's execution workspace — or, when it is one of the provider
+/// wrappers, why the launcher the wrapper starts would not be (looked up the way the wrapper
+/// will, on the `PATH` it inherits, and never run: a launcher may have side effects). `run`
+/// refuses on the first, `check` lists them all. A program word holding a placeholder is left
+/// to the launch; phases whose workspace does not resolve are skipped (that is its own error).
 pub(crate) fn agent_program_problems(
     location: &PlanLocation,
     snapshot: &PlanSnapshot,
@@ -316,24 +318,60 @@ pub(crate) fn agent_program_problems(
         let Some(program) = template.literal_program() else {
             continue;
         };
-        // The answer is the same everywhere unless the lookup starts from the working
-        // directory; then every workspace is asked, and the first refusal reported.
-        let places: Vec<&str> = if program::depends_on_cwd(program) {
-            workspaces.iter().map(String::as_str).collect()
-        } else {
-            vec![location.workspace.as_str()]
+        let resolved = match resolve_everywhere(location, &workspaces, program) {
+            Ok(resolved) => resolved,
+            Err(problem) => {
+                problems.push(InputError::AgentProgram {
+                    origin: origin.clone(),
+                    problem,
+                });
+                continue;
+            }
         };
-        let first_problem = places
-            .into_iter()
-            .find_map(|cwd| program::resolve(program, Path::new(cwd)).err());
-        if let Some(problem) = first_problem {
-            problems.push(InputError::AgentProgram {
+        let Some(launcher) = wrapper_launcher(&resolved) else {
+            continue;
+        };
+        if let Err(problem) = resolve_everywhere(location, &workspaces, launcher) {
+            problems.push(InputError::WrapperLauncher {
                 origin: origin.clone(),
+                wrapper: program.to_owned(),
                 problem,
             });
         }
     }
     problems
+}
+
+/// Resolves `program` for a worker started in the plan workspace — or, when the lookup starts
+/// from the working directory, in every one of `workspaces` (the first refusal wins): the
+/// answer is the same everywhere otherwise. Returns the file found in the first place asked.
+fn resolve_everywhere(
+    location: &PlanLocation,
+    workspaces: &[String],
+    program: &str,
+) -> Result<std::path::PathBuf, program::ProgramProblem> {
+    let places: Vec<&str> = if program::depends_on_cwd(program) {
+        workspaces.iter().map(String::as_str).collect()
+    } else {
+        vec![location.workspace.as_str()]
+    };
+    let mut found = None;
+    for cwd in places {
+        let path = program::resolve(program, Path::new(cwd))?;
+        found.get_or_insert(path);
+    }
+    // No workspace resolved at all: the workspace errors say what is wrong.
+    Ok(found.unwrap_or_default())
+}
+
+/// The launcher started by the wrapper at `path`, when it is one, also through a symlink.
+fn wrapper_launcher(path: &Path) -> Option<&'static str> {
+    let launcher_named = |path: &Path| {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .and_then(crate::wrapper::launcher_of)
+    };
+    launcher_named(path).or_else(|| launcher_named(&std::fs::canonicalize(path).ok()?))
 }
 
 /// The command-line values of `run` that override or extend the config.

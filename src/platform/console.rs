@@ -15,7 +15,30 @@ use tokio::sync::oneshot;
 use crate::domain::output_stream::OutputStream;
 
 /// Carriage return, then erase the whole line: the cursor ends at its start.
-const ERASE_LINE: &[u8] = b"\r\x1b[2K";
+pub(crate) const ERASE_LINE: &[u8] = b"\r\x1b[2K";
+
+/// Columns a line redrawn in place leaves free at the right. A line that reached the last
+/// column would leave the cursor where the terminal's two-column `^C` echo wraps to a new
+/// row, and the erase that follows would clear that row and leave the line on screen.
+const SPARE_COLUMNS: usize = 3;
+
+/// `text` drawn over the current line of stderr's terminal, cut (with `…`) to leave
+/// [`SPARE_COLUMNS`] free: the bytes to write. The width is asked each time, so a resized
+/// terminal is followed.
+pub(crate) fn redrawn_line(text: &str) -> Vec<u8> {
+    let width = console::Term::stderr()
+        .size_checked()
+        .map_or(80, |(_, columns)| usize::from(columns));
+    let line = console::truncate_str(text, width.saturating_sub(SPARE_COLUMNS), "…");
+    let mut drawn = ERASE_LINE.to_vec();
+    drawn.extend_from_slice(line.as_bytes());
+    drawn
+}
+
+/// Writes `bytes` to stderr and flushes; blocks while the terminal does not take output.
+pub(crate) fn write_stderr(bytes: &[u8]) -> io::Result<()> {
+    write_to(OutputStream::Stderr, bytes)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Job {
@@ -67,15 +90,7 @@ impl HandlerStreams {
                 if !self.stderr_terminal || !self.at_line_start {
                     return Ok(());
                 }
-                let width = console::Term::stderr()
-                    .size_checked()
-                    .map_or(80, |(_, columns)| usize::from(columns));
-                let text = String::from_utf8_lossy(bytes);
-                // One column spare: a line that fills the width would leave the cursor in the
-                // next line on some terminals, and the erase would miss it.
-                let line = console::truncate_str(&text, width.saturating_sub(1), "…");
-                let mut drawn = ERASE_LINE.to_vec();
-                drawn.extend_from_slice(line.as_bytes());
+                let drawn = redrawn_line(&String::from_utf8_lossy(bytes));
                 self.transient_shown = true;
                 write_to(OutputStream::Stderr, &drawn)
             }

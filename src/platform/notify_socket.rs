@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::domain::notify::{
-    FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
+    AGENT_LOG_TARGET, FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
 };
 
 /// sd_notify(3)'s variable.
@@ -263,7 +263,9 @@ impl Receiver {
         self.tally.count(&parsed);
         match parsed {
             Ok(notification) => deliver(Delivery { pid, notification }),
-            Err(rejection) => tracing::debug!(pid, %rejection, "notification dropped"),
+            Err(rejection) => {
+                tracing::debug!(target: AGENT_LOG_TARGET, pid, %rejection, "notification dropped");
+            }
         }
         Ok(())
     }

@@ -104,13 +104,14 @@ pub(crate) fn spawn_worker(
     cwd: &str,
     attempt_id: &str,
     notify_socket: Option<&str>,
+    env_set: &[(String, String)],
 ) -> io::Result<WorkerChild> {
     let group = GroupCommand {
         argv,
         cwd: Path::new(cwd),
         token: attempt_id,
         notify_socket,
-        env_set: &[],
+        env_set,
     };
     // Held until the spawn is over: its number names the watchdog socket in the child.
     let registration = watchdog::registration();

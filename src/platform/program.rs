@@ -57,6 +57,8 @@ pub(crate) enum ProgramRole {
     Hook,
     /// The interpreter of a verification check, started in the phase's execution workspace.
     VerifyInterpreter,
+    /// The launcher a provider wrapper starts, looked up on the `PATH` it inherits.
+    Launcher,
 }
 
 impl ProgramRole {
@@ -65,13 +67,26 @@ impl ProgramRole {
             Self::Agent => "agent program",
             Self::Hook => "hook program",
             Self::VerifyInterpreter => "verify interpreter",
+            Self::Launcher => "launcher",
         }
     }
 
     fn relative_to(self) -> &'static str {
         match self {
-            Self::Agent | Self::VerifyInterpreter => "the phase's execution workspace",
+            Self::Agent | Self::VerifyInterpreter | Self::Launcher => {
+                "the phase's execution workspace"
+            }
             Self::Hook => "the plan workspace",
+        }
+    }
+
+    /// What to do about a program that is not on `PATH`; empty when the role has no advice.
+    fn install_hint(self) -> &'static str {
+        match self {
+            Self::Launcher => {
+                "; install it (docs/providers.md, \"Installing the CLIs and the launchers\") or add its directory to PATH"
+            }
+            Self::Agent | Self::Hook | Self::VerifyInterpreter => "",
         }
     }
 }
@@ -101,13 +116,15 @@ impl ProgramProblem {
                     .map(|dir| dir.display().to_string())
                     .collect();
                 format!(
-                    "{noun} '{program}' not found in PATH (searched {})",
-                    searched.join(", ")
+                    "{noun} '{program}' not found in PATH (searched {}){}",
+                    searched.join(", "),
+                    role.install_hint()
                 )
             }
-            Self::EmptyPath { program } => {
-                format!("{noun} '{program}' is not in PATH: PATH is empty")
-            }
+            Self::EmptyPath { program } => format!(
+                "{noun} '{program}' is not in PATH: PATH is empty{}",
+                role.install_hint()
+            ),
             Self::NotExecutable { program, path } => format!(
                 "{noun} '{program}' at {} is not executable; make it executable (chmod +x) or name another program",
                 path.display()

@@ -24,7 +24,7 @@ use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
 };
 
-pub(crate) use super::watchdog_process::{WATCHDOG_NAME, main_if_watchdog};
+pub(crate) use super::watchdog_process::{WATCHDOG_NAME, WatchdogLog, main_if_watchdog};
 
 /// How long the handler waits for the watchdog to exit at the end of a run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
@@ -34,6 +34,10 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 pub(crate) struct StartOptions {
     /// The run's `events.jsonl`, where the watchdog records what it had to stop.
     pub events_path: Option<PathBuf>,
+    /// The invocation's id, in those records.
+    pub run_id: String,
+    /// The handler's log file, where the watchdog logs what it had to stop too.
+    pub log: Option<WatchdogLog>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +79,8 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         handler_pid: getpid().as_raw() as u32,
         handler_pgid: getpgrp().as_raw() as u32,
         events_path: options.events_path,
+        run_id: options.run_id,
+        log: options.log,
     };
     let (pid, socket, how) = if single_threaded() {
         let (socket, pid) = fork_watchdog(&config)?;

@@ -25,7 +25,7 @@ use super::proc;
 use super::process_group;
 use crate::domain::escalation::Escalation;
 use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
-use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
+use crate::domain::watchdog::{ATTEMPT_ENV, LogIds, Registry, StopReport, WatchdogMessage};
 
 /// The hidden first argument that makes the binary a (re-executed) watchdog.
 pub(crate) const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
@@ -44,29 +44,54 @@ pub(crate) struct WatchdogConfig {
     pub handler_pid: u32,
     pub handler_pgid: u32,
     pub events_path: Option<PathBuf>,
+    /// The invocation's id, for the records of what it stopped.
+    pub run_id: String,
+    /// The handler's `--log-file`, when its records of this level go there.
+    pub log: Option<WatchdogLog>,
+}
+
+/// The handler's log file and its format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WatchdogLog {
+    pub path: PathBuf,
+    pub json: bool,
 }
 
 impl WatchdogConfig {
+    /// `<handler pid> <handler pgid> <events path> <run id> <log path> <text|json>`, an absent
+    /// path as an empty argument.
     pub(crate) fn to_args(&self) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec![
+        let path = |path: Option<&PathBuf>| path.map_or_else(OsString::new, |path| path.into());
+        vec![
             WATCHDOG_ARG.into(),
             self.handler_pid.to_string().into(),
             self.handler_pgid.to_string().into(),
-        ];
-        if let Some(path) = &self.events_path {
-            args.push(path.clone().into_os_string());
-        }
-        args
+            path(self.events_path.as_ref()),
+            self.run_id.clone().into(),
+            path(self.log.as_ref().map(|log| &log.path)),
+            if self.log.as_ref().is_some_and(|log| log.json) {
+                "json".into()
+            } else {
+                "text".into()
+            },
+        ]
     }
 
     fn from_args(mut args: impl Iterator<Item = OsString>) -> Option<Self> {
         let mut number = || args.next()?.to_str()?.parse::<u32>().ok();
         let handler_pid = number()?;
         let handler_pgid = number()?;
+        let mut path = || args.next().filter(|arg| !arg.is_empty()).map(PathBuf::from);
+        let events_path = path();
+        let run_id = args.next()?.into_string().ok()?;
+        let log_path = args.next().filter(|arg| !arg.is_empty()).map(PathBuf::from);
+        let json = args.next().is_some_and(|format| format == "json");
         Some(Self {
             handler_pid,
             handler_pgid,
-            events_path: args.next().map(PathBuf::from),
+            events_path,
+            run_id,
+            log: log_path.map(|path| WatchdogLog { path, json }),
         })
     }
 }
@@ -339,18 +364,32 @@ fn sweep_escapees(
     }
 }
 
-/// Says what the watchdog did: one line on stderr and one record in the run's event stream.
+/// Says what the watchdog did: one line on stderr, one record in the run's event stream and
+/// one in the handler's log file, if it has one.
 fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     let mut line = report.message(config.handler_pid);
     line.push('\n');
     write_without_blocking(2, line.as_bytes());
+    let tokens = registry.tokens();
+    let now = chrono::Utc::now();
+    if let Some(log) = &config.log {
+        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let ids = LogIds {
+            at: &at,
+            run_id: &config.run_id,
+            attempt_id: tokens.first().map(String::as_str),
+            handler_pid: config.handler_pid,
+        };
+        append_to(&log.path, report.log_record(&ids, log.json).as_bytes());
+    }
     let Some(path) = &config.events_path else {
         return;
     };
+    let run_id = Some(config.run_id.as_str()).filter(|id| !id.is_empty());
     let record = serde_json::json!({
-        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "run_id": null,
-        "attempt_id": registry.tokens().first(),
+        "at": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "run_id": run_id,
+        "attempt_id": tokens.first(),
         "event": "watchdog-stopped",
         "handler_pid": config.handler_pid,
         "groups": report.groups,
@@ -359,13 +398,17 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     });
     let mut text = record.to_string();
     text.push('\n');
-    // Appended as one write, never through a symbolic link.
+    append_to(path, text.as_bytes());
+}
+
+/// Appends `bytes` to the regular file at `path` as one write, never through a symbolic link.
+fn append_to(path: &std::path::Path, bytes: &[u8]) {
     let opened = no_follow::split(path)
         .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
     if let Ok(mut file) = opened
         && file.metadata().is_ok_and(|meta| meta.is_file())
     {
-        let _ = file.write_all(text.as_bytes());
+        let _ = file.write_all(bytes);
     }
 }
 
@@ -400,12 +443,26 @@ mod tests {
             handler_pid: 42,
             handler_pgid: 40,
             events_path: Some(PathBuf::from("/state/events.jsonl")),
+            run_id: "run-1".to_owned(),
+            log: Some(WatchdogLog {
+                path: PathBuf::from("/logs/handler.log"),
+                json: true,
+            }),
         };
         let args = config.to_args();
         assert_eq!(args[0], WATCHDOG_ARG);
         let back = WatchdogConfig::from_args(args.into_iter().skip(1)).expect("parses");
         assert_eq!((back.handler_pid, back.handler_pgid), (42, 40));
         assert_eq!(back.events_path, config.events_path);
+        assert_eq!(back.run_id, "run-1");
+        assert_eq!(back.log, config.log);
+        let bare = WatchdogConfig {
+            handler_pid: 42,
+            handler_pgid: 40,
+            ..WatchdogConfig::default()
+        };
+        let back = WatchdogConfig::from_args(bare.to_args().into_iter().skip(1)).expect("parses");
+        assert_eq!((back.events_path, back.log), (None, None));
         assert!(WatchdogConfig::from_args(["x".into()].into_iter()).is_none());
     }
 

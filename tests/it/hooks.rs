@@ -177,12 +177,24 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
         .as_i64()
         .map(|code| code.to_string())
         .unwrap_or_default();
+    // The phases of these plans all run in the plan workspace.
+    let workspace = if phase_id.is_empty() {
+        String::new()
+    } else {
+        sandbox.root.display().to_string()
+    };
     let expected_env: BTreeMap<String, String> = [
         ("AISH_EVENT", text(&object["event"])),
         ("AISH_EXIT_CODE", exit_code),
         ("AISH_PHASE_ID", phase_id.clone()),
         ("AISH_PLAN", plan.clone()),
         ("AISH_STATUS", text(&object["status"])),
+        ("AISH_PHASE_TITLE", text(&object["phase"]["title"])),
+        ("AISH_PLAN_WORKSPACE", sandbox.root.display().to_string()),
+        ("AISH_STATE_FILE", text(&object["state_path"])),
+        ("AISH_RUN_ID", text(&object["run_id"])),
+        ("AISH_ATTEMPT_ID", text(&object["attempt_id"])),
+        ("AISH_WORKSPACE", workspace),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))

@@ -662,6 +662,13 @@ fn the_latest_status_is_in_the_event_stream_status_watch_and_the_log() {
             .all(|line| line["spans"].to_string().contains("attempt")),
         "logged in the attempt's span: {statuses:?}"
     );
+    // Everything the agent told, under one target, wherever in the handler it was read.
+    assert!(
+        statuses
+            .iter()
+            .all(|line| line["target"] == "ai_session_handler::agent"),
+        "{statuses:?}"
+    );
 }
 
 // --- issue 19: usage everywhere ---------------------------------------------------------------

@@ -1422,8 +1422,8 @@ fn quiet_on_a_terminal_keeps_the_per_phase_lines() {
     );
     let (success, text) = wait_terminal(under_terminal(&sandbox, &command, &screen, &[]), &screen);
     assert!(success, "{text:?}");
-    // indicatif prints them as whole terminal lines above the status line (padded to the
-    // width rather than ended by a line break), so its clearing never touches them.
+    // They are printed as whole lines above the status line, so its clearing never touches
+    // them.
     for line in [
         "phase-1 complete in ",
         "phase-2 complete in ",

@@ -17,6 +17,7 @@ use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::liveness::activity::{ActivitySample, THRESHOLDS};
 use crate::domain::liveness::clock::{AttemptClock, ClockEffect, ClockInput};
+use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::domain::notify::StatusChange;
 use crate::platform::activity_sampler::ActivitySampler;
 
@@ -121,13 +122,18 @@ impl TimerState {
                 }
                 ClockEffect::Sample => self.sample(myself),
                 ClockEffect::Publish { text, since } => {
-                    tracing::info!(status = text.as_deref().unwrap_or(""), "agent status");
+                    tracing::info!(
+                        target: AGENT_LOG_TARGET,
+                        status = text.as_deref().unwrap_or(""),
+                        "agent status"
+                    );
                     let since = since.map(|since| self.wall_time(since));
                     self.emit(RunEvent::Activity { text, since });
                 }
                 ClockEffect::Extended { at, deadline } => {
                     let seconds = deadline.saturating_sub(at).as_secs_f64();
                     tracing::info!(
+                        target: AGENT_LOG_TARGET,
                         seconds,
                         "idle deadline extended by the agent (EXTEND_TIMEOUT_USEC)"
                     );

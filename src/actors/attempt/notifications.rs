@@ -12,6 +12,7 @@ use super::deadline_timer::TimerMsg;
 use super::messages::AttemptMsg;
 use crate::actors::notify;
 use crate::domain::lifecycle::attempt::AttemptEvent;
+use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::platform::activity_sampler::AttemptProcesses;
 use crate::platform::notify_socket::{Delivery, NotifyReceiver, NotifySocket};
 
@@ -42,6 +43,7 @@ pub(crate) fn start(
         let reported = match notification.usage {
             Some(Ok(report)) => {
                 tracing::info!(
+                    target: AGENT_LOG_TARGET,
                     input_tokens = report.totals.input_tokens,
                     output_tokens = report.totals.output_tokens,
                     cost_usd = report.totals.cost_usd,
@@ -51,7 +53,7 @@ pub(crate) fn start(
                 AttemptEvent::UsageReported(report)
             }
             Some(Err(error)) => {
-                tracing::info!(%error, "invalid usage report ignored");
+                tracing::info!(target: AGENT_LOG_TARGET, %error, "invalid usage report ignored");
                 AttemptEvent::UsageRejected(error)
             }
             None => return,

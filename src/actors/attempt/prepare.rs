@@ -15,6 +15,7 @@ use crate::domain::events::RunEvent;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::plan::Phase;
 use crate::domain::prompt::{PromptContext, RetryNote, render_prompt};
+use crate::domain::run_env::RunFacts;
 use crate::domain::state::{
     ActiveAttempt, ActiveStatus, PhaseRef, PlanRecord, SnapshotRef, StateWriteError,
 };
@@ -189,12 +190,24 @@ impl PreparationTask {
         });
         // One blocking call off the runtime for everything from the first artifact to the
         // worker's identity: every step waits on the disk, the spawn or `/proc`.
+        let environment = RunFacts {
+            plan: &self.snapshot.path,
+            plan_workspace: &self.location.workspace,
+            state_file: &layout.state_path(),
+            run_id: self.events.run_id(),
+            attempt_id: &attempt.id,
+            phase_id: &attempt.phase.id,
+            phase_title: &attempt.phase.title,
+            execution_workspace: &attempt.execution_workspace,
+        }
+        .environment();
         let job = StartJob {
             attempt,
             phase_attempt,
             prompt: prompt.into_bytes(),
             header,
             argv,
+            environment,
             record_changes: self.settings.record_changes,
         };
         off_runtime(move || job.run())
@@ -212,6 +225,8 @@ struct StartJob {
     prompt: Vec<u8>,
     header: String,
     argv: Vec<String>,
+    /// The `AISH_*` variables the worker gets.
+    environment: Vec<(String, String)>,
     record_changes: bool,
 }
 
@@ -225,6 +240,7 @@ impl StartJob {
             prompt,
             header,
             argv,
+            environment,
             record_changes,
         } = self;
         let transcript = match write_artifacts(
@@ -260,6 +276,7 @@ impl StartJob {
             cwd,
             &attempt.id,
             notify_socket.as_ref().map(NotifySocket::env_value),
+            &environment,
         ) {
             Ok(child) => child,
             Err(error) => {

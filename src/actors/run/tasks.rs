@@ -71,9 +71,18 @@ async fn admission_steps(
     supervisor: ActorCell,
 ) -> Result<RunInput<InputError>, RunInput<InputError>> {
     let location = &context.location;
-    context
+    if let Err(input) = context
         .lock(location.workspace.clone(), LockScope::PlanWorkspace)
-        .await?;
+        .await
+    {
+        // The `lock not taken` record before this one says why.
+        tracing::info!(
+            decision = "refused",
+            refusal = "the plan workspace lock was not taken",
+            "admission: refused"
+        );
+        return Err(input);
+    }
     let layout = location.layout.clone();
     let loaded = off_runtime(move || read_state(&layout))
         .await
@@ -110,9 +119,17 @@ async fn admission_steps(
         schedule_fits,
         now,
     ) {
-        Ok(admitted) => admitted,
+        Ok(admitted) => {
+            tracing::info!(
+                decision = "admitted",
+                first = %admitted.first.describe(),
+                accepts_plan = admitted.accept.is_some(),
+                "admission: admitted"
+            );
+            admitted
+        }
         Err(refusal) => {
-            tracing::info!(%refusal, "run refused");
+            tracing::info!(decision = "refused", %refusal, "admission: refused");
             return Err(refused(context, refusal, &loaded, schedule_fits, now).await);
         }
     };

@@ -21,6 +21,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::hooks::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
 use crate::domain::hooks::{Hook, HookEvent};
 use crate::domain::recovery::NextStep;
+use crate::domain::run_env::RunFacts;
 use crate::domain::selection::Refusal;
 use crate::domain::state::AttemptStatus;
 use crate::platform::helper_process::StopSwitch;
@@ -44,20 +45,20 @@ pub(super) struct HookContext {
     pub workspace: String,
     /// The state directory: `hooks.log` goes there.
     pub state_dir: String,
-    /// Every phase's id and title.
-    pub titles: Vec<(String, String)>,
+    /// Every phase's id, title and execution workspace.
+    pub phases: Vec<HookPhase>,
     /// The invocation's working directory, where the command that continues the run is run.
     pub cwd: String,
 }
 
 impl HookContext {
-    pub(super) fn new(location: &PlanLocation, titles: Vec<(String, String)>) -> Self {
+    pub(super) fn new(location: &PlanLocation, phases: Vec<HookPhase>) -> Self {
         Self {
             plan_path: location.plan_path.clone(),
             state_path: location.layout.state_path(),
             workspace: location.workspace.clone(),
             state_dir: location.layout.dir.clone(),
-            titles,
+            phases,
             cwd: std::env::current_dir()
                 .map(|dir| dir.display().to_string())
                 .unwrap_or_else(|_| ".".to_owned()),
@@ -65,12 +66,41 @@ impl HookContext {
     }
 
     fn title(&self, phase_id: &str) -> String {
-        self.titles
-            .iter()
-            .find(|(id, _)| id == phase_id)
-            .map(|(_, title)| title.clone())
+        self.phase(phase_id)
+            .map(|phase| phase.title.clone())
             .unwrap_or_default()
     }
+
+    fn phase(&self, phase_id: &str) -> Option<&HookPhase> {
+        self.phases.iter().find(|phase| phase.id == phase_id)
+    }
+
+    /// What a hook is told in `AISH_*` besides its firing's own facts.
+    pub(super) fn run_facts<'a>(
+        &'a self,
+        run_id: &'a str,
+        attempt_id: &'a str,
+        phase_id: &str,
+    ) -> RunFacts<'a> {
+        RunFacts {
+            plan: &self.plan_path,
+            plan_workspace: &self.workspace,
+            state_file: &self.state_path,
+            run_id,
+            attempt_id,
+            execution_workspace: self
+                .phase(phase_id)
+                .map_or("", |phase| phase.execution_workspace.as_str()),
+            ..RunFacts::default()
+        }
+    }
+}
+
+/// A phase of the plan, as hooks are told about it.
+pub(super) struct HookPhase {
+    pub id: String,
+    pub title: String,
+    pub execution_workspace: String,
 }
 
 /// The hooks observer of one `run`.

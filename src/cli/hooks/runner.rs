@@ -124,7 +124,14 @@ impl HookRunner {
             }
         };
         let ended = self.ended.load(Ordering::SeqCst);
-        let environment = job.facts.environment(&context.plan_path);
+        // The attempt the payload's record is about (a run's end is told the last outcome's).
+        let attempt_id = payload["attempt_id"]
+            .as_str()
+            .or(job.attempt_id.as_deref())
+            .unwrap_or("");
+        let environment =
+            job.facts
+                .environment(context.run_facts(&job.run_id, attempt_id, job.facts.phase_id()));
         let mut output = Kept::default();
         let result = run_helper(
             HelperCommand {

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::{HookEvent, LONG_WAIT_SECONDS};
 use crate::domain::events::RunEvent;
 use crate::domain::retry::next_step::StepKind;
+use crate::domain::run_env::RunFacts;
 use crate::domain::state::AttemptStatus;
 
 /// Everything one firing of a hook event tells the hook (docs/cli.md, "What a hook gets").
@@ -70,12 +71,12 @@ impl HookFacts {
         Value::Object(object)
     }
 
-    /// `AISH_*`: what is absent is the empty string, so a hook can always expand them.
-    pub(crate) fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
-        [
+    /// `AISH_EVENT`, `AISH_STATUS`, `AISH_EXIT_CODE`, then what a worker is told too (`run`,
+    /// with this firing's phase): what is absent is the empty string, so a hook can always
+    /// expand them.
+    pub(crate) fn environment(&self, run: RunFacts<'_>) -> Vec<(String, String)> {
+        let mut environment: Vec<(String, String)> = [
             ("AISH_EVENT", self.event.as_str().to_owned()),
-            ("AISH_PLAN", plan_path.to_owned()),
-            ("AISH_PHASE_ID", self.phase_id().to_owned()),
             ("AISH_STATUS", self.status.clone().unwrap_or_default()),
             (
                 "AISH_EXIT_CODE",
@@ -86,7 +87,17 @@ impl HookFacts {
         ]
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))
-        .collect()
+        .collect();
+        let phase_title = self.phase.as_ref().map_or("", |(_, title)| title.as_str());
+        environment.extend(
+            RunFacts {
+                phase_id: self.phase_id(),
+                phase_title,
+                ..run
+            }
+            .environment(),
+        );
+        environment
     }
 
     pub(crate) fn phase_id(&self) -> &str {

@@ -6,6 +6,7 @@ use super::*;
 use crate::domain::events::RunEvent;
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::RetrySchedule;
+use crate::domain::run_env::RunFacts;
 use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
@@ -412,20 +413,42 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             "recovery": "cd /p && ash run --plan p.md --retry-stopped",
         })
     );
+    let run = RunFacts {
+        plan: "/p/p.md",
+        plan_workspace: "/p",
+        state_file: "/p/state.json",
+        run_id: "r",
+        attempt_id: "a",
+        execution_workspace: "/p/ws",
+        ..RunFacts::default()
+    };
     assert_eq!(
-        facts.environment("/p/p.md"),
+        facts.environment(run),
         [
-            ("AISH_EVENT".to_owned(), "phase-stopped".to_owned()),
-            ("AISH_PLAN".to_owned(), "/p/p.md".to_owned()),
-            ("AISH_PHASE_ID".to_owned(), "phase-2".to_owned()),
-            ("AISH_STATUS".to_owned(), "blocked".to_owned()),
-            ("AISH_EXIT_CODE".to_owned(), "2".to_owned()),
+            ("AISH_EVENT", "phase-stopped"),
+            ("AISH_STATUS", "blocked"),
+            ("AISH_EXIT_CODE", "2"),
+            ("AISH_PLAN", "/p/p.md"),
+            ("AISH_PLAN_WORKSPACE", "/p"),
+            ("AISH_STATE_FILE", "/p/state.json"),
+            ("AISH_RUN_ID", "r"),
+            ("AISH_ATTEMPT_ID", "a"),
+            ("AISH_PHASE_ID", "phase-2"),
+            ("AISH_PHASE_TITLE", "Second"),
+            ("AISH_WORKSPACE", "/p/ws"),
         ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
     );
     let bare = HookFacts::new(HookEvent::WaitStarted, Value::Null);
-    let environment = bare.environment("/p");
-    assert_eq!(environment[2].1, "", "no phase: empty");
-    assert_eq!(environment[4].1, "", "no exit code: empty");
+    let environment = bare.environment(RunFacts::default());
+    let value = |name: &str| {
+        environment
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    assert_eq!(value("AISH_PHASE_ID"), Some(""), "no phase: empty");
+    assert_eq!(value("AISH_EXIT_CODE"), Some(""), "no exit code: empty");
     assert_eq!(bare.payload("/p", "/s")["phase"], Value::Null);
 }
 

@@ -89,6 +89,25 @@ pub(crate) enum FirstSelection {
     AllComplete,
 }
 
+impl FirstSelection {
+    /// What the run starts with, for the log: `next phase phase-2`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::RetryAbandoned(attempt) => format!(
+                "retry of phase {} after its unresolved attempt {}",
+                attempt.phase.id, attempt.id
+            ),
+            Self::RetryStopped { phase_id } => format!("retry of stopped phase {phase_id}"),
+            Self::ResumeSchedule(schedule) => format!(
+                "scheduled retry of phase {} (attempt {}), not before {}",
+                schedule.phase_id, schedule.attempt, schedule.not_before
+            ),
+            Self::Next { phase_id } => format!("next phase {phase_id}"),
+            Self::AllComplete => "nothing: every phase is complete".to_owned(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Admission {
     /// The plan record to write: first acceptance or an accepted change.

@@ -223,3 +223,33 @@ fn the_stop_report_names_groups_escapees_and_survivors() {
         "{text}"
     );
 }
+
+#[test]
+fn the_log_record_names_the_invocation_and_the_attempt_in_either_format() {
+    let report = StopReport {
+        groups: vec![12],
+        escaped: vec![34],
+        survivors: Vec::new(),
+    };
+    let ids = LogIds {
+        at: "2026-12-05T00:00:00.000000Z",
+        run_id: "r-1",
+        attempt_id: Some("a-1"),
+        handler_pid: 7,
+    };
+    let text = report.log_record(&ids, false);
+    assert!(
+        text.starts_with(
+            "2026-12-05T00:00:00.000000Z  WARN run{run_id=r-1}:attempt{attempt_id=\"a-1\"}: ai_session_handler::watchdog: [ai-session-handler watchdog] the handler (pid 7)"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with(" handler_pid=7 groups=[12] escaped=[34] survivors=[]\n"));
+    let json: serde_json::Value =
+        serde_json::from_str(&report.log_record(&ids, true)).expect("one JSON object");
+    assert_eq!(json["level"], "WARN");
+    assert_eq!(json["target"], "ai_session_handler::watchdog");
+    assert_eq!(json["spans"][0]["run_id"], "r-1");
+    assert_eq!(json["span"]["attempt_id"], "a-1");
+    assert_eq!(json["fields"]["groups"], serde_json::json!([12]));
+}
