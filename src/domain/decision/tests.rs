@@ -43,7 +43,7 @@ fn nonzero_exit_overrides_result() {
     };
     assert_eq!(
         decide(None, killed, complete("x")).summary,
-        "agent command was killed by signal 9"
+        "agent command was killed by SIGKILL"
     );
 }
 

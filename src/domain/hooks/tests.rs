@@ -4,6 +4,8 @@
 use super::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
 use super::*;
 use crate::domain::events::RunEvent;
+use crate::domain::recovery::{Invocation, after_stop};
+use crate::domain::selection::RecoveryFlags;
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::state::AttemptStatus;
@@ -390,7 +392,17 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
     facts.exit_code = Some(2);
     facts.message = Some("phase-blocked: need a key".into());
     facts.reason = Some("need a key".into());
-    facts.recovery = Some("cd /p && ash run --plan p.md --retry-stopped".into());
+    let invocation = Invocation {
+        plan: "p.md".into(),
+        program: "/bin/ash".into(),
+        cwd: "/p".into(),
+        ..Invocation::default()
+    };
+    facts.next = Some(after_stop(
+        &invocation,
+        AttemptStatus::Blocked,
+        RecoveryFlags::default(),
+    ));
     let payload = facts.payload("/p/p.md", "/p/state.json");
     assert_eq!(
         payload,
@@ -409,7 +421,15 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             "message": "phase-blocked: need a key",
             "question": null,
             "reason": "need a key",
-            "recovery": "cd /p && ash run --plan p.md --retry-stopped",
+            "recovery": "cd /p && /bin/ash run --plan p.md --retry-stopped",
+            "next": {
+                "argv": ["/bin/ash", "run", "--plan", "p.md", "--retry-stopped"],
+                "flags": ["--retry-stopped"],
+                "why": "resolve the blocker",
+                "action": "fix-and-retry",
+                "answer": ["/bin/ash", "answer", "--plan", "p.md"],
+                "cwd": "/p",
+            },
         })
     );
     assert_eq!(
@@ -420,6 +440,17 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             ("AISH_PHASE_ID".to_owned(), "phase-2".to_owned()),
             ("AISH_STATUS".to_owned(), "blocked".to_owned()),
             ("AISH_EXIT_CODE".to_owned(), "2".to_owned()),
+            ("AISH_NEXT_ACTION".to_owned(), "fix-and-retry".to_owned()),
+            (
+                "AISH_NEXT_COMMAND".to_owned(),
+                "cd /p && /bin/ash run --plan p.md --retry-stopped".to_owned()
+            ),
+            ("AISH_NEXT_WHY".to_owned(), "resolve the blocker".to_owned()),
+            ("AISH_NEXT_UNTIL".to_owned(), String::new()),
+            (
+                "AISH_NEXT_ANSWER".to_owned(),
+                "/bin/ash answer --plan p.md".to_owned()
+            ),
         ]
     );
     let bare = HookFacts::new(HookEvent::WaitStarted, Value::Null);
