@@ -245,9 +245,7 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
                 execution_workspace.as_ref(),
                 last_run.as_deref(),
             ),
-            Refusal::UnresolvedAttempt(attempt) => {
-                abandoned(attempt, facts.watchdog_stop.as_ref())
-            }
+            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
             Refusal::PlanHashMismatch {
                 path,
                 expected,
@@ -307,7 +305,11 @@ pub(crate) struct EndFacts {
 
 /// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
 /// line"): nothing after a complete plan, a bad input or an interruption with nothing left.
-pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation, facts: &EndFacts) -> Option<NextStep> {
+pub(crate) fn next_step(
+    end: &RunEnd,
+    invocation: &Invocation,
+    facts: &EndFacts,
+) -> Option<NextStep> {
     let again = |flags: RecoveryFlags, action: NextAction, why: Option<String>| {
         NextStep::run(invocation, flags, action, why)
     };
@@ -463,7 +465,8 @@ fn after_refusal(
     facts: &EndFacts,
 ) -> NextStep {
     let flags = lifted_by.unwrap_or(invocation.flags);
-    let first = |action: NextAction, why: String| NextStep::run(invocation, flags, action, Some(why));
+    let first =
+        |action: NextAction, why: String| NextStep::run(invocation, flags, action, Some(why));
     match refusal {
         Refusal::Stopped(stop) => after_stop(invocation, stop.reason, flags),
         Refusal::UnresolvedAttempt(attempt) => first(

@@ -189,12 +189,7 @@ fn answer_text(args: &AnswerArgs) -> Result<String, String> {
 fn next_step(location: &PlanLocation, stop: &StopToAnswer) -> (NextStep, bool) {
     let (invocation, found) = stopped_invocation(location, stop.attempt_id.as_deref());
     (
-        NextStep::run(
-            &invocation,
-            flags_after_stop(true),
-            NextAction::Retry,
-            None,
-        ),
+        NextStep::run(&invocation, flags_after_stop(true), NextAction::Retry, None),
         found,
     )
 }

@@ -349,7 +349,10 @@ fn end(
         }
         (result, facts, next)
     });
-    progress.finish();
+    let interrupted = ended
+        .as_ref()
+        .is_ok_and(|(result, _, _)| matches!(result.exit(), ExitCode::Signal(_)));
+    progress.finish(!interrupted);
     stream.finish();
     if hooks.is_none() {
         watchdog::finish();

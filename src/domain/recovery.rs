@@ -372,7 +372,9 @@ mod tests {
         );
         assert_eq!(
             step.answer.as_deref(),
-            Some(&["ai-session-handler", "answer", "--plan", "docs/plans/x.md"].map(String::from)[..])
+            Some(
+                &["ai-session-handler", "answer", "--plan", "docs/plans/x.md"].map(String::from)[..]
+            )
         );
         assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
         assert_eq!(
@@ -388,7 +390,11 @@ mod tests {
         assert_eq!(action(AttemptStatus::Blocked), NextAction::FixAndRetry);
         assert_eq!(action(AttemptStatus::AgentFailed), NextAction::FixAndRetry);
         assert_eq!(action(AttemptStatus::PhaseComplete), NextAction::Continue);
-        let blocked = after_stop(&invocation(), AttemptStatus::Blocked, RecoveryFlags::default());
+        let blocked = after_stop(
+            &invocation(),
+            AttemptStatus::Blocked,
+            RecoveryFlags::default(),
+        );
         assert!(blocked.answer.is_some(), "a blocker can be answered too");
         assert_eq!(
             blocked.line(),
@@ -456,7 +462,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(abandoned.action, NextAction::Retry);
-        assert_eq!(abandoned.why.as_deref(), Some("inspect its partial changes"));
+        assert_eq!(
+            abandoned.why.as_deref(),
+            Some("inspect its partial changes")
+        );
     }
 
     #[test]

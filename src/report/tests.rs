@@ -187,7 +187,10 @@ fn a_tail_shows_result_tags_as_printed_and_an_outer_handler_sees_none() {
         b"work\n<phase-complete>done</phase-complete>\n< /phase-blocked >\n",
         true,
     );
-    let shown: Vec<String> = tail.iter().map(|line| printable(line).into_owned()).collect();
+    let shown: Vec<String> = tail
+        .iter()
+        .map(|line| printable(line).into_owned())
+        .collect();
     // What a terminal shows: the tags as printed (the joiner is zero-width).
     let visible = |line: &str| line.replace(crate::domain::marker::WORD_JOINER, "");
     assert_eq!(visible(&shown[2]), "<phase-complete>done</phase-complete>");

@@ -45,9 +45,15 @@ fn a_question_is_an_answer_step_in_run_json_and_status() {
     status.assert_code(0);
     let report: Value = serde_json::from_str(&status.stdout).unwrap();
     let plan = sandbox.path(PLAN).display().to_string();
-    assert_eq!(report["stop"]["clarification_request"], "Which API version?");
+    assert_eq!(
+        report["stop"]["clarification_request"],
+        "Which API version?"
+    );
     assert_eq!(report["next"]["action"], "answer", "{report:#}");
-    assert_eq!(report["next"]["answer"], json!([BIN, "answer", "--plan", plan]));
+    assert_eq!(
+        report["next"]["answer"],
+        json!([BIN, "answer", "--plan", plan])
+    );
     // The stopped run's own options (from its `run-started` event), the plan absolute.
     assert_eq!(
         report["next"]["argv"],
@@ -83,7 +89,12 @@ fn a_question_is_an_answer_step_in_run_json_and_status() {
     let continued = sandbox.run_plan(
         PLAN,
         &done,
-        &["--quiet", "--json", "--retry-stopped", "--accept-plan-change"],
+        &[
+            "--quiet",
+            "--json",
+            "--retry-stopped",
+            "--accept-plan-change",
+        ],
     );
     continued.assert_code(0);
     assert!(result_object(&continued)["next"].is_null());
@@ -93,10 +104,7 @@ fn a_question_is_an_answer_step_in_run_json_and_status() {
 }
 
 fn agent_completing(sandbox: &Sandbox) -> std::path::PathBuf {
-    sandbox.script(
-        "done",
-        "echo '<phase-complete>done</phase-complete>'\n",
-    )
+    sandbox.script("done", "echo '<phase-complete>done</phase-complete>'\n")
 }
 
 /// Invoked through a relative path, `next.argv[0]` is that path made absolute (a symbolic
@@ -171,7 +179,10 @@ fn an_abandoned_attempt_stopped_by_the_watchdog_is_refused_with_what_it_did() {
     sandbox.write(PLAN, plan_with_phases(1));
     let sleeper = agent(
         &sandbox,
-        &format!("touch '{}'\nwhile :; do sleep 1; done\n", at(&sandbox, "READY")),
+        &format!(
+            "touch '{}'\nwhile :; do sleep 1; done\n",
+            at(&sandbox, "READY")
+        ),
     );
     let mut handler = sandbox.spawn(&[
         "run",
@@ -244,11 +255,7 @@ fn an_interrupt_prints_the_outcome_the_paths_and_next_last() {
     let run = wait_for_exit(handler, PATIENCE);
     run.assert_code(130);
     let lines: Vec<&str> = run.stderr.lines().collect();
-    assert!(
-        lines[0].starts_with("interrupted: "),
-        "{}",
-        run.stderr
-    );
+    assert!(lines[0].starts_with("interrupted: "), "{}", run.stderr);
     assert!(lines.iter().any(|line| line.starts_with("outcome: ")));
     assert!(lines.iter().any(|line| line.starts_with("transcript: ")));
     assert!(!run.stderr.contains("transcript tail"), "{}", run.stderr);
@@ -269,7 +276,10 @@ fn an_interrupt_prints_the_outcome_the_paths_and_next_last() {
     // The transcript names the signal too.
     let transcript = sandbox.artifacts(PLAN, "transcripts");
     let text = std::fs::read_to_string(&transcript[0]).unwrap();
-    assert!(!text.contains("\nsignal: 2\n") && !text.contains("\nsignal: 15\n"), "{text}");
+    assert!(
+        !text.contains("\nsignal: 2\n") && !text.contains("\nsignal: 15\n"),
+        "{text}"
+    );
     sandbox.assert_no_survivors();
 }
 
@@ -302,15 +312,61 @@ fn a_hook_gets_the_next_step_as_data() {
     );
     assert_has_line(
         &env,
-        &format!("AISH_NEXT_COMMAND={}", payload["recovery"].as_str().unwrap()),
+        &format!(
+            "AISH_NEXT_COMMAND={}",
+            payload["recovery"].as_str().unwrap()
+        ),
     );
     assert_eq!(payload["next"]["action"], "answer");
     assert_eq!(payload["next"]["argv"][0], BIN);
     let recovery = payload["recovery"].as_str().unwrap();
     assert!(
-        recovery.starts_with(&format!("cd {} && {BIN} run --plan {PLAN} ", sandbox.root.display()))
-            && recovery.ends_with(" --retry-stopped --accept-plan-change"),
+        recovery.starts_with(&format!(
+            "cd {} && {BIN} run --plan {PLAN} ",
+            sandbox.root.display()
+        )) && recovery.ends_with(" --retry-stopped --accept-plan-change"),
         "{recovery}"
     );
     assert!(Path::new(BIN).is_absolute());
+}
+
+/// Without `--quiet`, the summary table of a run of several attempts is left out after an
+/// interrupt too: the outcome, the paths and `next:` are what helps.
+#[test]
+fn an_interrupt_after_several_attempts_prints_no_summary_table() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(2));
+    let agent = control_agent(&sandbox);
+    set_mode(&sandbox, "phase-2", "hang");
+    let handler = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
+    wait_running(&sandbox, PLAN, "ctl/ready-phase-2");
+    send_signal(&handler, Signal::SIGTERM);
+    let run = wait_for_exit(handler, PATIENCE);
+    run.assert_code(143);
+    assert!(
+        !run.raw_stderr
+            .lines()
+            .any(|line| line.starts_with("phase ") && line.contains("duration")),
+        "{}",
+        run.raw_stderr
+    );
+    assert_has_line(
+        &run.stderr,
+        "interrupted: handler interrupted while the worker was active (SIGTERM)",
+    );
+    assert!(
+        run.stderr
+            .lines()
+            .last()
+            .is_some_and(|line| line.starts_with("next: ")),
+        "{}",
+        run.stderr
+    );
+    sandbox.assert_no_survivors();
 }

@@ -121,11 +121,7 @@ fn next_command(
     let pending = phases
         .iter()
         .any(|phase| phase.standing != crate::domain::plan_report::Standing::Done);
-    pending.then(|| shell_join(&NextStep::run(
-            &invocation,
-            Default::default(),
-            NextAction::Continue,
-            None,
-        )
-        .argv))
+    pending.then(|| {
+        shell_join(&NextStep::run(&invocation, Default::default(), NextAction::Continue, None).argv)
+    })
 }

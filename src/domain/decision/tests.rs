@@ -217,7 +217,10 @@ fn only_exit_75_means_rate_limited() {
 
 #[test]
 fn every_stopping_signal_has_its_name() {
-    let names: Vec<String> = [1, 2, 3, 15, 9, 11, 64].into_iter().map(signal_name).collect();
+    let names: Vec<String> = [1, 2, 3, 15, 9, 11, 64]
+        .into_iter()
+        .map(signal_name)
+        .collect();
     assert_eq!(
         names,
         [

@@ -8,8 +8,8 @@ use super::{HookEvent, LONG_WAIT_SECONDS};
 use crate::domain::events::RunEvent;
 use crate::domain::recovery::NextStep;
 use crate::domain::retry::next_step::StepKind;
-use crate::domain::template::shell_join;
 use crate::domain::state::AttemptStatus;
+use crate::domain::template::shell_join;
 
 /// Everything one firing of a hook event tells the hook (docs/cli.md, "What a hook gets").
 #[derive(Clone, Debug, PartialEq)]
