@@ -195,7 +195,7 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
                 .map(|words| {
                     words
                         .iter()
-                        .map(|word| text(word))
+                        .map(&text)
                         .collect::<Vec<_>>()
                         .join(" ")
                 })
