@@ -192,13 +192,7 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
             "AISH_NEXT_ANSWER",
             object["next"]["answer"]
                 .as_array()
-                .map(|words| {
-                    words
-                        .iter()
-                        .map(&text)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
+                .map(|words| words.iter().map(&text).collect::<Vec<_>>().join(" "))
                 .unwrap_or_default(),
         ),
     ]
