@@ -451,7 +451,18 @@ impl RefusalKind {
             }),
             RunEnd::Input(InputError::Lock(LockError::Contended { .. })) => Some(Self::LockHeld),
             RunEnd::Input(InputError::WorkerAlive { .. }) => Some(Self::WorkerRunning),
-            _ => None,
+            RunEnd::AllComplete
+            | RunEnd::PhaseLimitReached { .. }
+            | RunEnd::PhaseStopped { .. }
+            | RunEnd::NotPrepared { .. }
+            | RunEnd::Unresolved { .. }
+            | RunEnd::InterruptedBeforeLaunch { .. }
+            | RunEnd::InterruptedDuringWait { .. }
+            | RunEnd::BudgetReached { .. }
+            | RunEnd::PlanChanged { .. }
+            | RunEnd::Input(_)
+            | RunEnd::AcceptanceFailed(_)
+            | RunEnd::Internal { .. } => None,
         }
     }
 }

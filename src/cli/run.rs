@@ -442,12 +442,14 @@ fn end_facts(location: &PlanLocation, end: &RunEnd) -> report::EndFacts {
         .ok()
         .and_then(|state| state.retry_schedule)
         .map(|schedule| schedule.not_before.to_string());
-    let watchdog_stop = match end {
-        RunEnd::Refused {
-            refusal: Refusal::UnresolvedAttempt(attempt),
-            ..
-        } => history::watchdog_stop(&location.layout, &attempt.id),
-        _ => None,
+    let watchdog_stop = if let RunEnd::Refused {
+        refusal: Refusal::UnresolvedAttempt(attempt),
+        ..
+    } = end
+    {
+        history::watchdog_stop(&location.layout, &attempt.id)
+    } else {
+        None
     };
     report::EndFacts {
         retry_due,

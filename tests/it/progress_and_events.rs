@@ -235,7 +235,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(
         object["next"]["argv"],
         json!([
-            "ai-session-handler",
+            BIN,
             "run",
             "--plan",
             PLAN,
