@@ -14,13 +14,14 @@ use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
-use crate::domain::recovery::{Invocation, NextStep, flags_after_stop};
+use crate::domain::recovery::{Invocation, NextAction, NextStep, after_stop, flags_after_stop};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
+use crate::invocation::history::WatchdogStop;
 use crate::invocation::{InputError, PlanSnapshot};
 use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
@@ -93,24 +94,15 @@ fn write_lines(mut stream: impl Write, lines: &[String], which: Stream) {
     let _ = stream.flush();
 }
 
-/// What `run` prints when it ends: the report of how it ended, then, when the run can be
-/// continued, the `next:` line with the command that does it.
-pub(crate) fn run_end(end: &RunEnd, invocation: &Invocation) -> Output {
-    let mut output = end_report(end);
-    if let Some(step) = next_step(end, invocation) {
-        output.err_line(step.line());
-    }
-    output
-}
-
 /// The first line a person would read of how a run ended: the result line of a blocked or
 /// clarification stop (on stdout), else the failure, refusal or error.
-pub(crate) fn end_message(end: &RunEnd) -> Option<String> {
-    let body = end_report(end);
+pub(crate) fn end_message(end: &RunEnd, facts: &EndFacts) -> Option<String> {
+    let body = end_report(end, facts);
     body.stdout.first().or(body.stderr.first()).cloned()
 }
 
-fn end_report(end: &RunEnd) -> Output {
+/// The report of how a run ended, without its `next:` line ([`next_step`]'s, printed last).
+pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
     match end {
         RunEnd::AllComplete => {
             Output::stdout(vec!["runner-complete: all phases complete".to_owned()])
@@ -132,6 +124,15 @@ fn end_report(end: &RunEnd) -> Output {
                 (Some(tag), _) => Output::stdout(vec![format!("{tag}: {}", decision.summary)]),
                 (None, Some(failed)) => {
                     verification_failure(&decision.summary, failed, outcome_path, transcript_path)
+                }
+                // The user's own stop: what it left and where, without the tail of what was on
+                // screen a moment ago.
+                (None, None) if decision.status == AttemptStatus::Interrupted => {
+                    Output::stderr(vec![
+                        format!("{}: {}", decision.status, decision.summary),
+                        format!("outcome: {outcome_path}"),
+                        format!("transcript: {transcript_path}"),
+                    ])
                 }
                 (None, None) => details(
                     format!("{}: {}", decision.status, decision.summary),
@@ -244,7 +245,7 @@ fn end_report(end: &RunEnd) -> Output {
                 execution_workspace.as_ref(),
                 last_run.as_deref(),
             ),
-            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt),
+            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
             Refusal::PlanHashMismatch {
                 path,
                 expected,
@@ -292,10 +293,34 @@ fn retry_stays(scheduled: bool) -> &'static str {
     }
 }
 
+/// What a run's end does not carry but its report and next step need, read from the plan's
+/// state and event stream once the run is over.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EndFacts {
+    /// When the scheduled retry a later run resumes is due.
+    pub retry_due: Option<String>,
+    /// What the watchdog of the handler that left the abandoned attempt did.
+    pub watchdog_stop: Option<WatchdogStop>,
+}
+
 /// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
 /// line"): nothing after a complete plan, a bad input or an interruption with nothing left.
-pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextStep> {
-    let again = |flags: RecoveryFlags, why: Option<String>| NextStep::run(invocation, flags, why);
+pub(crate) fn next_step(
+    end: &RunEnd,
+    invocation: &Invocation,
+    facts: &EndFacts,
+) -> Option<NextStep> {
+    let again = |flags: RecoveryFlags, action: NextAction, why: Option<String>| {
+        NextStep::run(invocation, flags, action, why)
+    };
+    // The same command: its retry policy resumes the schedule when it is due.
+    let resume = || {
+        let step = again(RecoveryFlags::default(), NextAction::Continue, None);
+        match &facts.retry_due {
+            Some(due) => step.waiting_until(due.clone()),
+            None => step,
+        }
+    };
     let as_given = invocation.flags;
     match end {
         RunEnd::AllComplete
@@ -308,17 +333,25 @@ pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextSte
             plan_complete: false,
             ..
         }
-        | RunEnd::InterruptedDuringWait { .. }
-        | RunEnd::BudgetReached { .. } => Some(again(RecoveryFlags::default(), None)),
+        | RunEnd::BudgetReached {
+            retry_scheduled: false,
+            ..
+        } => Some(again(RecoveryFlags::default(), NextAction::Continue, None)),
+        RunEnd::InterruptedDuringWait { .. }
+        | RunEnd::BudgetReached {
+            retry_scheduled: true,
+            ..
+        } => Some(resume()),
         RunEnd::PhaseStopped {
             decision,
             retry_scheduled: true,
             ..
-        } if decision.status != AttemptStatus::PhaseComplete => {
-            // The same command: its retry policy resumes the schedule.
-            Some(again(RecoveryFlags::default(), None))
-        }
-        RunEnd::PhaseStopped { decision, .. } => Some(after_status(invocation, decision.status)),
+        } if decision.status != AttemptStatus::PhaseComplete => Some(resume()),
+        RunEnd::PhaseStopped { decision, .. } => Some(after_stop(
+            invocation,
+            decision.status,
+            RecoveryFlags::default(),
+        )),
         RunEnd::NotPrepared {
             still_active: Some(_),
             ..
@@ -328,22 +361,29 @@ pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextSte
             ..
         } => Some(again(
             flags_after_stop(false),
+            NextAction::Retry,
             Some("inspect the workspace".to_owned()),
         )),
         // The commit is visible; only its durability failed.
-        RunEnd::Unresolved { decision, .. } => Some(after_status(invocation, decision.status)),
+        RunEnd::Unresolved { decision, .. } => Some(after_stop(
+            invocation,
+            decision.status,
+            RecoveryFlags::default(),
+        )),
         RunEnd::NotPrepared { .. } | RunEnd::AcceptanceFailed(_) => Some(again(
             as_given,
+            NextAction::FixAndRetry,
             Some("fix what made the state write fail".to_owned()),
         )),
         RunEnd::Refused {
             refusal, lifted_by, ..
-        } => Some(after_refusal(invocation, refusal, *lifted_by)),
+        } => Some(after_refusal(invocation, refusal, *lifted_by, facts)),
         RunEnd::PlanChanged { .. } => Some(again(
             RecoveryFlags {
                 accept_plan_change: true,
                 ..as_given
             },
+            NextAction::AcceptPlanChange,
             Some("review the edit".to_owned()),
         )),
         RunEnd::Input(InputError::Lock(LockError::Contended { holder, .. })) => {
@@ -352,30 +392,78 @@ pub(crate) fn next_step(end: &RunEnd, invocation: &Invocation) -> Option<NextSte
                 Some(pid) => format!("handler pid {pid}"),
                 None => "the other invocation".to_owned(),
             };
-            Some(again(as_given, Some(format!("wait for {holder} to end"))))
+            Some(again(
+                as_given,
+                NextAction::WaitForHandler,
+                Some(format!("wait for {holder} to end")),
+            ))
         }
         RunEnd::Input(InputError::WorkerAlive { pid, .. }) => Some(again(
             as_given,
+            NextAction::FixAndRetry,
             Some(format!(
                 "stop worker pid {pid} (or wait for it to exit) and inspect its partial changes"
             )),
         )),
         RunEnd::Input(_) => None,
-        RunEnd::Internal { .. } => Some(NextStep::command(invocation, "status", None)),
+        RunEnd::Internal { .. } => Some(NextStep::command(
+            invocation,
+            "status",
+            NextAction::Inspect,
+            None,
+        )),
     }
 }
 
-/// The step after an attempt committed with `status` stopped the run.
-fn after_status(invocation: &Invocation, status: AttemptStatus) -> NextStep {
-    let (flags, why) = stop_step(status);
-    NextStep::run(invocation, flags, why.map(str::to_owned))
+/// Why admission refused a run, as `run --json`'s `refusal` names it: a caller tells "another
+/// handler holds the plan, wait" from "a stopped phase needs a decision" by it, not by the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RefusalKind {
+    /// Another invocation holds the plan workspace lock.
+    LockHeld,
+    /// The abandoned attempt's worker still runs.
+    WorkerRunning,
+    /// A phase is stopped (blocked, a question, a failure): it needs `--retry-stopped`.
+    PhaseStopped,
+    /// An attempt was left unresolved by a handler that died: it needs `--retry-stopped`.
+    AttemptAbandoned,
+    /// The plan was edited since it was accepted.
+    PlanChanged,
+    /// The plan is not at the path its state belongs to.
+    PlanMoved,
+    /// Phases the state depends on are gone from the plan.
+    PhasesMissing,
 }
 
-/// The recovery flags a phase stopped with `status` needs, and what to do first.
-fn stop_step(status: AttemptStatus) -> (RecoveryFlags, Option<&'static str>) {
-    match status.recovery() {
-        None => (RecoveryFlags::default(), None),
-        Some((first, edits_plan)) => (flags_after_stop(edits_plan), Some(first)),
+impl RefusalKind {
+    /// The kind of a run that ended as `end`, when it was refused.
+    fn of(end: &RunEnd) -> Option<Self> {
+        match end {
+            RunEnd::Refused { refusal, .. } => Some(match refusal {
+                Refusal::Stopped(_) => Self::PhaseStopped,
+                Refusal::UnresolvedAttempt(_) => Self::AttemptAbandoned,
+                Refusal::PlanHashMismatch { .. } => Self::PlanChanged,
+                Refusal::PlanPathMismatch { .. } => Self::PlanMoved,
+                Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
+                    Self::PhasesMissing
+                }
+            }),
+            RunEnd::Input(InputError::Lock(LockError::Contended { .. })) => Some(Self::LockHeld),
+            RunEnd::Input(InputError::WorkerAlive { .. }) => Some(Self::WorkerRunning),
+            RunEnd::AllComplete
+            | RunEnd::PhaseLimitReached { .. }
+            | RunEnd::PhaseStopped { .. }
+            | RunEnd::NotPrepared { .. }
+            | RunEnd::Unresolved { .. }
+            | RunEnd::InterruptedBeforeLaunch { .. }
+            | RunEnd::InterruptedDuringWait { .. }
+            | RunEnd::BudgetReached { .. }
+            | RunEnd::PlanChanged { .. }
+            | RunEnd::Input(_)
+            | RunEnd::AcceptanceFailed(_)
+            | RunEnd::Internal { .. } => None,
+        }
     }
 }
 
@@ -385,45 +473,53 @@ fn after_refusal(
     invocation: &Invocation,
     refusal: &Refusal,
     lifted_by: Option<RecoveryFlags>,
+    facts: &EndFacts,
 ) -> NextStep {
     let flags = lifted_by.unwrap_or(invocation.flags);
-    let first = |why: String| NextStep::run(invocation, flags, Some(why));
+    let first =
+        |action: NextAction, why: String| NextStep::run(invocation, flags, action, Some(why));
     match refusal {
-        Refusal::Stopped(stop) => {
-            let (needed, why) = stop_step(stop.reason);
-            let flags = RecoveryFlags {
-                retry_stopped: flags.retry_stopped || needed.retry_stopped,
-                accept_plan_change: flags.accept_plan_change || needed.accept_plan_change,
-            };
-            NextStep::run(invocation, flags, why.map(str::to_owned))
-        }
-        Refusal::UnresolvedAttempt(attempt) => first(format!(
-            "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
-            attempt.id
-        )),
-        Refusal::PlanHashMismatch { .. } => {
-            first("review the edit (every completed phase id must still exist)".to_owned())
-        }
+        Refusal::Stopped(stop) => after_stop(invocation, stop.reason, flags),
+        Refusal::UnresolvedAttempt(attempt) => first(
+            NextAction::Retry,
+            match facts
+                .watchdog_stop
+                .as_ref()
+                .filter(|stop| stop.left_nothing())
+            {
+                Some(_) => "inspect its partial changes".to_owned(),
+                None => format!(
+                    "make sure no worker of attempt {} is still running (status shows it) and inspect its partial changes",
+                    attempt.id
+                ),
+            },
+        ),
+        Refusal::PlanHashMismatch { .. } => first(
+            NextAction::AcceptPlanChange,
+            "review the edit (every completed phase id must still exist)".to_owned(),
+        ),
         Refusal::PlanPathMismatch { stored, .. } => NextStep::run(
             &Invocation {
                 plan: stored.clone(),
                 ..invocation.clone()
             },
             flags,
+            NextAction::FixAndRetry,
             Some(format!(
                 "restore the plan at {stored} (or move its state directory aside to start afresh)"
             )),
         ),
-        Refusal::CompletedPhasesMissing { missing, .. } => first(format!(
-            "restore the completed {} in the plan",
-            headings(missing)
-        )),
+        Refusal::CompletedPhasesMissing { missing, .. } => first(
+            NextAction::FixAndRetry,
+            format!("restore the completed {} in the plan", headings(missing)),
+        ),
         Refusal::RetriedPhaseMissing { phase_id, .. } => NextStep::run(
             invocation,
             RecoveryFlags {
                 retry_stopped: true,
                 accept_plan_change: true,
             },
+            NextAction::FixAndRetry,
             Some(format!(
                 "restore the {} in the plan",
                 headings(std::slice::from_ref(phase_id))
@@ -712,6 +808,7 @@ pub(crate) struct RunJsonContext<'a> {
     pub location: Option<&'a PlanLocation>,
     pub snapshot: Option<&'a PlanSnapshot>,
     pub elapsed: Duration,
+    pub facts: Option<&'a EndFacts>,
 }
 
 /// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
@@ -741,6 +838,9 @@ pub(crate) struct RunJson {
     phases_completed: Vec<String>,
     next_phase: Option<NextPhase>,
     next: Option<NextStep>,
+    /// Why the run was refused, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<RefusalKind>,
     attempts: usize,
     duration_ms: u64,
     attempt_duration_ms: Option<u64>,
@@ -842,8 +942,10 @@ impl RunJson {
             RunEnd::Input(_) => ("invalid-input", None),
             RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
         };
+        let default_facts = EndFacts::default();
+        let facts = context.facts.unwrap_or(&default_facts);
         let message = (result.exit() != ExitCode::Success)
-            .then(|| end_message(end))
+            .then(|| end_message(end, facts))
             .flatten();
         let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
             .then(|| message.clone())
@@ -903,7 +1005,8 @@ impl RunJson {
             }),
             next: context
                 .invocation
-                .and_then(|invocation| next_step(end, invocation)),
+                .and_then(|invocation| next_step(end, invocation, facts)),
+            refusal: RefusalKind::of(end),
             attempts: ledger.attempts.len(),
             attempt_duration_ms: last.map(|row| row.duration_ms),
             verification: last.map(|row| {
@@ -1052,7 +1155,13 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
         "transcript tail (last {}):",
         units::count(shown, "line")
     )];
-    tail.extend(lines[start..].iter().map(|line| (*line).to_owned()));
+    // As the agent printed them, tags included: made inert, so that `printable` has none to
+    // defuse and a nested outer handler reading the report sees no tag.
+    tail.extend(
+        lines[start..]
+            .iter()
+            .map(|line| crate::domain::marker::inert_tags(line).into_owned()),
+    );
     if cut && let Some(first) = tail.get_mut(1) {
         first.insert_str(0, "[…]");
     }
@@ -1112,14 +1221,27 @@ pub(crate) fn stop_lines(stop: &Stop) -> impl Iterator<Item = String> {
         .chain(message.map(|message| format!("message: {message}")))
 }
 
-/// An abandoned attempt refused a run: its paths and what is known of its worker.
-fn abandoned(attempt: &ActiveAttempt) -> Output {
-    let mut output = Output::error(format!(
-        "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
-        attempt.phase.id,
-        attempt.status.as_str(),
-        attempt.id
-    ));
+/// An abandoned attempt refused a run: its paths and what is known of its worker — when the
+/// watchdog of the handler that left it stopped its worker, when and which group.
+fn abandoned(attempt: &ActiveAttempt, watchdog_stop: Option<&WatchdogStop>) -> Output {
+    let mut output = Output::error(match watchdog_stop {
+        Some(stop) => format!(
+            "phase {} has an abandoned {} attempt {}: its handler (pid {}) ended without stopping it, and at {} its watchdog {}; inspect partial changes before retrying",
+            attempt.phase.id,
+            attempt.status.as_str(),
+            attempt.id,
+            stop.handler_pid
+                .map_or_else(|| "unknown".to_owned(), |pid| pid.to_string()),
+            stop.at,
+            stop.describe()
+        ),
+        None => format!(
+            "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
+            attempt.phase.id,
+            attempt.status.as_str(),
+            attempt.id
+        ),
+    });
     output.stderr.extend([
         format!("execution workspace path: {}", attempt.execution_workspace),
         format!("prompt: {}", attempt.prompt_path),

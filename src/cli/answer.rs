@@ -6,16 +6,14 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use clap::Parser as _;
-
-use crate::cli::args::{AnswerArgs, Cli, Command};
+use super::next::stopped_invocation;
+use crate::cli::args::AnswerArgs;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::plan::answer::{Answer, AnswerPlace, AnsweredStop, insert_answer};
-use crate::domain::recovery::{NextStep, flags_after_stop};
+use crate::domain::recovery::{NextAction, NextStep, flags_after_stop};
 use crate::domain::state::{AttemptStatus, State};
 use crate::domain::template::shell_join;
 use crate::domain::timestamp::Timestamp;
-use crate::invocation::history::stopped_run_args;
 use crate::invocation::{locate, read_state};
 use crate::platform::durable::replace_keeping_mode;
 use crate::platform::locate::PlanLocation;
@@ -189,22 +187,9 @@ fn answer_text(args: &AnswerArgs) -> Result<String, String> {
 /// plan as an absolute path and `--retry-stopped --accept-plan-change`; and whether its own
 /// arguments were found.
 fn next_step(location: &PlanLocation, stop: &StopToAnswer) -> (NextStep, bool) {
-    let stopped = stop
-        .attempt_id
-        .as_deref()
-        .and_then(|attempt_id| stopped_run_args(&location.layout, attempt_id))
-        .and_then(|args| match Cli::try_parse_from(args) {
-            Ok(Cli {
-                command: Some(Command::Run(run)),
-                ..
-            }) => Some(run.invocation()),
-            _ => None,
-        });
-    let found = stopped.is_some();
-    let mut invocation = stopped.unwrap_or_default();
-    invocation.plan = location.plan_path.clone();
+    let (invocation, found) = stopped_invocation(location, stop.attempt_id.as_deref());
     (
-        NextStep::run(&invocation, flags_after_stop(true), None),
+        NextStep::run(&invocation, flags_after_stop(true), NextAction::Retry, None),
         found,
     )
 }

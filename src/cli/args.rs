@@ -373,8 +373,28 @@ impl RunArgs {
                 retry_stopped: self.retry_stopped,
                 accept_plan_change: self.accept_plan_change,
             },
+            program: running_program(),
+            cwd: std::env::current_dir()
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_default(),
         }
     }
+}
+
+/// The running binary's absolute path, for a `next` step a caller runs from anywhere: as it was
+/// invoked when that was a path (made absolute, a symbolic link such as `~/.cargo/bin/…` kept),
+/// else where the kernel says the binary is.
+pub(crate) fn running_program() -> String {
+    let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
+    if let Some(path) = invoked.filter(|path| path.components().count() > 1)
+        && let Ok(absolute) = std::path::absolute(&path)
+    {
+        return absolute.display().to_string();
+    }
+    std::env::current_exe().map_or_else(
+        |_| crate::domain::recovery::PROGRAM.to_owned(),
+        |path| path.display().to_string(),
+    )
 }
 
 /// Whether the command line asks for `run --json`, read without clap: for a command line clap

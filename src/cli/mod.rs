@@ -11,6 +11,7 @@ mod hooks;
 mod init;
 mod logging;
 mod man;
+mod next;
 mod progress;
 mod prompt_preview;
 pub(crate) mod report;

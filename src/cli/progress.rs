@@ -152,9 +152,10 @@ impl Progress {
     }
 
     /// Ends the presentation: clears the status line, or prints the summary table after a run
-    /// of several attempts; then waits (bounded) until every queued line is on stderr, so the
+    /// of several attempts (`table`: not after the user's own interrupt, whose report is only
+    /// what helps to go on); then waits (bounded) until every queued line is on stderr, so the
     /// run's final report comes after them.
-    pub(super) fn finish(&self) {
+    pub(super) fn finish(&self, table: bool) {
         if let Some(thread) = lock(&self.redrawer).take() {
             thread.finish();
         }
@@ -164,7 +165,7 @@ impl Progress {
             // wait below covers it.
             *lock(&self.last_line) = Some(self.console.clear_transient());
         }
-        if self.mode != ProgressMode::Quiet {
+        if table && self.mode != ProgressMode::Quiet {
             let rows = self.ledger().attempts.clone();
             if rows.len() > 1 {
                 // Above the status line, which is cleared next: the table stays on screen.

@@ -21,8 +21,9 @@ use crate::actors::run::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::selection::{RecoveryFlags, next_pending};
+use crate::domain::selection::{RecoveryFlags, Refusal, next_pending};
 use crate::domain::watchdog::WATCHDOG_LOG_TARGET;
+use crate::invocation::history;
 use crate::invocation::{
     InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
     effective_settings, execution_workspace_of, generated_paths_are_real, locate, read_config,
@@ -377,36 +378,55 @@ fn end(
                 .ok()
                 .and_then(|state| next_pending(&state, &snapshot.phase_ids()).map(str::to_owned));
         }
-        let lines = report::run_end(&result.end, &invocation);
+        let facts = end_facts(location, &result.end);
+        let next = report::next_step(&result.end, &invocation, &facts);
         if let Some(hooks) = &hooks {
-            let first = report::end_message(&result.end);
-            let next = report::next_step(&result.end, &invocation);
+            let first = report::end_message(&result.end, &facts);
             hooks.run_ended(&result, first, next.as_ref());
         }
-        (result, lines)
+        (result, facts, next)
     });
-    progress.finish();
+    let interrupted = ended
+        .as_ref()
+        .is_ok_and(|(result, _, _)| matches!(result.exit(), ExitCode::Signal(_)));
+    progress.finish(!interrupted);
     stream.finish();
     if hooks.is_none() {
         watchdog::finish();
     }
     let exit = match ended {
-        Ok((result, lines)) => {
-            let report = if args.json {
+        Ok((result, facts, next)) => {
+            // `next:` is the last line: a hook that fails at the run's end warns before it.
+            let (report, last) = if args.json {
                 let context = RunJsonContext {
                     invocation: Some(&invocation),
                     location: Some(location),
                     snapshot: Some(snapshot),
                     elapsed: started.elapsed(),
+                    facts: Some(&facts),
                 };
                 let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
-                Output::json(&object.to_json())
+                (Output::json(&object.to_json()), None)
             } else {
-                lines
+                (
+                    report::end_report(&result.end, &facts),
+                    next.map(|step| Output::stderr(vec![step.line()])),
+                )
             };
             match (&hooks, &caught) {
-                (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
-                _ => report.print(),
+                (Some(hooks), Some(caught)) => {
+                    if print_while_hooks_run(report, hooks, caught)
+                        && let Some(last) = last
+                    {
+                        last.print();
+                    }
+                }
+                _ => {
+                    report.print();
+                    if let Some(last) = last {
+                        last.print();
+                    }
+                }
             }
             result.exit()
         }
@@ -432,24 +452,46 @@ fn end(
 
 /// Prints the report on a thread of its own while the hooks run, and waits for both — for
 /// the report only until a signal: a report blocked on a stalled stdout must not keep a
-/// handler asked to stop.
-fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) {
+/// handler asked to stop. Whether the report was printed.
+fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) -> bool {
     let printer = std::thread::Builder::new()
         .name("ash-report".into())
         .spawn(move || report.print());
     hooks.finish(caught);
     let Ok(printer) = printer else {
         tracing::warn!("cannot start the report thread; the report is not printed");
-        return;
+        return false;
     };
     while !printer.is_finished() {
         if caught.count() > 0 {
             tracing::info!("interrupted while the report is printed; exiting without it");
-            return;
+            return false;
         }
         std::thread::sleep(PRINT_POLL);
     }
-    let _ = printer.join();
+    printer.join().is_ok()
+}
+
+/// What the run's end report and next step need beyond the run's end: when a scheduled retry
+/// is due, and what the watchdog of a dead handler did to the abandoned attempt it refused.
+fn end_facts(location: &PlanLocation, end: &RunEnd) -> report::EndFacts {
+    let retry_due = read_state(&location.layout)
+        .ok()
+        .and_then(|state| state.retry_schedule)
+        .map(|schedule| schedule.not_before.to_string());
+    let watchdog_stop = if let RunEnd::Refused {
+        refusal: Refusal::UnresolvedAttempt(attempt),
+        ..
+    } = end
+    {
+        history::watchdog_stop(&location.layout, &attempt.id)
+    } else {
+        None
+    };
+    report::EndFacts {
+        retry_due,
+        watchdog_stop,
+    }
 }
 
 /// An error before or around the run: on stderr, and with `--json` as the one result object.
@@ -478,6 +520,7 @@ pub(super) fn print_json_error(
         location,
         snapshot: None,
         elapsed: started.elapsed(),
+        facts: None,
     };
     Output::json(&report::RunJson::error(exit, message, &context).to_json()).print();
 }

@@ -9,6 +9,7 @@ use super::event_stream::STREAM_CAP_BYTES;
 use crate::domain::config::Config;
 use crate::domain::events::{StreamedActivity, latest_activity};
 use crate::domain::exit_code::ExitCode;
+use crate::domain::recovery::NextStep;
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::selection::next_pending;
 use crate::domain::state::{AttemptStatus, PhaseRef, State, Stop};
@@ -53,6 +54,9 @@ pub(super) struct StatusReport {
     /// One row per phase: the plan's, then any the state records that the plan lacks.
     pub phases: Vec<PhaseRow>,
     pub totals: RunTotals,
+    /// The step that continues the plan, as `run --json`'s `next` (null when every phase is
+    /// complete or the plan cannot be read).
+    pub next: Option<NextStep>,
 }
 
 #[derive(Debug, Serialize)]
@@ -318,6 +322,22 @@ fn build_report(
             }),
         }
     });
+    let plan = plan_check(location, state, snapshot);
+    let next = snapshot.ok().and_then(|_| {
+        super::next::from_state(
+            location,
+            &super::next::Facts {
+                state,
+                running,
+                retry_due: retry_schedule
+                    .as_ref()
+                    .filter(|schedule| schedule.does_not_fit.is_none())
+                    .map(|schedule| schedule.not_before.clone()),
+                plan_changed: plan.status == "changed",
+                pending: next_phase.is_some(),
+            },
+        )
+    });
     StatusReport {
         plan_path: location.plan_path.clone(),
         plan_workspace: location.workspace.clone(),
@@ -349,9 +369,10 @@ fn build_report(
             .and_then(|last_run| last_run.outcome_path.clone()),
         last_run,
         retry_schedule,
-        plan: plan_check(location, state, snapshot),
+        plan,
         phases,
         totals,
+        next,
     }
 }
 
@@ -607,6 +628,9 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     lines.push(totals_line(&report.totals));
     if report.totals.attempts > 0 {
         lines.push(format!("usage: {}", report.totals.usage.describe()));
+    }
+    if let Some(next) = &report.next {
+        lines.push(next.line());
     }
     lines
 }

@@ -92,7 +92,9 @@ pub(crate) fn decide(
     if exit.code != Some(0) {
         let summary = match (exit.code, exit.signal) {
             (Some(code), _) => format!("agent command exited with code {code}"),
-            (None, Some(signal)) => format!("agent command was killed by signal {signal}"),
+            (None, Some(signal)) => {
+                format!("agent command was killed by {}", signal_name(signal))
+            }
             (None, None) => "agent command ended without an exit status".to_owned(),
         };
         return Decision {
@@ -160,16 +162,29 @@ fn decide_stop(cause: &StopCause) -> Decision {
     Decision { status, summary }
 }
 
-/// `SIGINT`, `SIGTERM`, … for the signals the handler deals with; `signal N` otherwise.
+/// `SIGINT`, `SIGTERM`, … (Linux numbers); `signal N` for one without a name here.
 pub(crate) fn signal_name(signal: i32) -> String {
-    match signal {
-        1 => "SIGHUP".to_owned(),
-        2 => "SIGINT".to_owned(),
-        3 => "SIGQUIT".to_owned(),
-        9 => "SIGKILL".to_owned(),
-        15 => "SIGTERM".to_owned(),
-        other => format!("signal {other}"),
-    }
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_owned()
 }
 
 #[cfg(test)]

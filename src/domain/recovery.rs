@@ -1,12 +1,17 @@
 //! The way forward after a run stops (docs/cli.md, "The `next:` line"): the stopped
 //! invocation again — its plan as typed and every option it was given — with the recovery
-//! flags the situation asks for, and what to do before running it.
+//! flags the situation asks for, what to do before running it, and what kind of step it is
+//! (`action`), so a caller can act on it without reading the `why` text.
 
 use super::selection::RecoveryFlags;
+use super::state::AttemptStatus;
 use super::template::shell_join;
 
-/// The program a `next:` command names: the name `cargo install` puts on PATH.
+/// The program a `next:` line names: the name `cargo install` puts on PATH.
 pub(crate) const PROGRAM: &str = "ai-session-handler";
+
+/// What a `next:` line holds in place of the answer in the `answer` command it shows.
+pub(crate) const ANSWER_PLACEHOLDER: &str = "TEXT";
 
 /// How the stopped `run` was invoked, as far as the continuing command repeats it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -16,22 +21,86 @@ pub struct Invocation {
     /// The other options, as argv words in a fixed order, without the recovery flags.
     pub carried: Vec<String>,
     pub flags: RecoveryFlags,
+    /// The running binary's absolute path (empty: [`PROGRAM`]); `next.argv[0]`, so a caller
+    /// runs the same binary from anywhere.
+    pub program: String,
+    /// The directory the invocation was started in, where `argv` is to be run (its `--plan`
+    /// and other paths may be relative to it); empty when unknown.
+    pub cwd: String,
 }
 
-/// One step that continues a stopped run (`next` in `run --json`).
+impl Invocation {
+    fn program(&self) -> String {
+        if self.program.is_empty() {
+            PROGRAM.to_owned()
+        } else {
+            self.program.clone()
+        }
+    }
+}
+
+/// What kind of step continues the run (`next.action`, `AISH_NEXT_ACTION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub(crate) enum NextAction {
+    /// A question waits for a person: `answer` holds the command that writes the answer into
+    /// the plan (append the text); then `argv`.
+    Answer,
+    /// `argv` as it is, once the `why` is looked at: nothing needs fixing first.
+    Retry,
+    /// `argv` after `until`: a scheduled retry (a rate-limit wait, a backoff) resumes then.
+    WaitUntil,
+    /// Something must change first (`why` says what): then `argv`.
+    FixAndRetry,
+    /// The plan was edited: review the edit, then `argv` (which accepts it).
+    AcceptPlanChange,
+    /// `argv` goes on with the phases left (a phase limit, an interruption between phases, a
+    /// budget reached before a launch).
+    Continue,
+    /// Nothing is known to continue: `argv` shows the plan's state (`status`).
+    Inspect,
+    /// Another handler holds the plan workspace: `argv` once it has ended.
+    WaitForHandler,
+}
+
+impl NextAction {
+    pub(crate) fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One step that continues a stopped run (`next` in `run --json` and `status --json`, the
+/// hooks' `next` and `recovery`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct NextStep {
-    /// Program first.
+    /// Program first: the running binary's absolute path.
     pub argv: Vec<String>,
     /// The recovery flags `argv` holds.
     pub flags: Vec<&'static str>,
     /// What to do before running it.
     pub why: Option<String>,
+    pub action: NextAction,
+    /// For `wait-until`: when the scheduled retry is due (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// For a stop a person answers: the `answer` command without its text (append the answer,
+    /// `--file F` or `-`; `--run` also runs `argv`'s continuation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Vec<String>>,
+    /// Where `argv` is run from (its relative paths are relative to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 impl NextStep {
     /// `run` again with `flags`.
-    pub(crate) fn run(invocation: &Invocation, flags: RecoveryFlags, why: Option<String>) -> Self {
+    pub(crate) fn run(
+        invocation: &Invocation,
+        flags: RecoveryFlags,
+        action: NextAction,
+        why: Option<String>,
+    ) -> Self {
         let named: Vec<&'static str> = [
             (flags.retry_stopped, "--retry-stopped"),
             (flags.accept_plan_change, "--accept-plan-change"),
@@ -39,7 +108,7 @@ impl NextStep {
         .into_iter()
         .filter_map(|(given, flag)| given.then_some(flag))
         .collect();
-        let mut step = Self::command(invocation, "run", why);
+        let mut step = Self::command(invocation, "run", action, why);
         step.argv.extend(invocation.carried.iter().cloned());
         step.argv
             .extend(named.iter().map(|flag| (*flag).to_owned()));
@@ -47,35 +116,79 @@ impl NextStep {
         step
     }
 
-    /// Another command of the program on the same plan (`status`), with no recovery flag.
-    pub(crate) fn command(invocation: &Invocation, command: &str, why: Option<String>) -> Self {
+    /// Another command of the program on the same plan (`status`, `watch`), with no recovery
+    /// flag.
+    pub(crate) fn command(
+        invocation: &Invocation,
+        command: &str,
+        action: NextAction,
+        why: Option<String>,
+    ) -> Self {
         Self {
-            argv: vec![
-                PROGRAM.to_owned(),
-                command.to_owned(),
-                "--plan".to_owned(),
-                invocation.plan.clone(),
-            ],
+            argv: plan_command(invocation, command),
             flags: Vec::new(),
             why,
+            action,
+            until: None,
+            answer: None,
+            cwd: (!invocation.cwd.is_empty()).then(|| invocation.cwd.clone()),
         }
     }
 
-    /// `cd <cwd> && <command>`, shell-quoted, to run from the directory the stopped run was
-    /// started in: hooks hand it on, so a person reading a notification can paste it.
-    pub(crate) fn run_from(&self, cwd: &str) -> String {
-        let (cwd, command) = (shell_join(&[cwd.to_owned()]), shell_join(&self.argv));
-        format!("cd {cwd} && {command}")
+    /// The same step, due at `until` (a scheduled retry).
+    pub(crate) fn waiting_until(mut self, until: String) -> Self {
+        self.action = NextAction::WaitUntil;
+        self.until = Some(until);
+        self
     }
 
-    /// `next: <why>, then <command>` (or `next: <command>`), shell-quoted.
-    pub(crate) fn line(&self) -> String {
+    /// `cd <cwd> && <command>`, shell-quoted, to run from the directory the stopped run was
+    /// started in: hooks hand it on (`recovery`), so a person reading a notification can paste
+    /// it. The same step as the object: its `cwd` and `argv`.
+    pub(crate) fn run_from(&self) -> String {
         let command = shell_join(&self.argv);
+        match &self.cwd {
+            Some(cwd) => format!("cd {} && {command}", shell_join(std::slice::from_ref(cwd))),
+            None => command,
+        }
+    }
+
+    /// The `next:` line a person reads: `next: <why>, then <command>` (or `next: <command>`),
+    /// shell-quoted, the program by its name on PATH. For a question, the `answer` command
+    /// that writes the answer and continues (`… answer --plan P TEXT --run`).
+    pub(crate) fn line(&self) -> String {
+        if self.action == NextAction::Answer
+            && let Some(answer) = &self.answer
+        {
+            let mut words = by_name(answer);
+            words.extend([ANSWER_PLACEHOLDER.to_owned(), "--run".to_owned()]);
+            return format!("next: {}", shell_join(&words));
+        }
+        let command = shell_join(&by_name(&self.argv));
         match &self.why {
             Some(why) => format!("next: {why}, then {command}"),
             None => format!("next: {command}"),
         }
     }
+}
+
+/// `argv` with the program as its name on PATH.
+fn by_name(argv: &[String]) -> Vec<String> {
+    let mut words = argv.to_vec();
+    if let Some(program) = words.first_mut() {
+        *program = PROGRAM.to_owned();
+    }
+    words
+}
+
+/// `<program> <command> --plan <plan>`.
+fn plan_command(invocation: &Invocation, command: &str) -> Vec<String> {
+    vec![
+        invocation.program(),
+        command.to_owned(),
+        "--plan".to_owned(),
+        invocation.plan.clone(),
+    ]
 }
 
 /// `--retry-stopped`, and for a clarification also `--accept-plan-change`: the answer usually
@@ -87,47 +200,277 @@ pub(crate) fn flags_after_stop(clarification: bool) -> RecoveryFlags {
     }
 }
 
+/// The step after a phase stopped with `status` (and no retry scheduled), with at least
+/// `given` of the recovery flags: what to do first and which flags it needs, from
+/// [`AttemptStatus::recovery`]; for a stop a person answers, the `answer` command too.
+pub(crate) fn after_stop(
+    invocation: &Invocation,
+    status: AttemptStatus,
+    given: RecoveryFlags,
+) -> NextStep {
+    let Some((why, edits_plan)) = status.recovery() else {
+        return NextStep::run(invocation, given, NextAction::Continue, None);
+    };
+    let needed = flags_after_stop(edits_plan);
+    let flags = RecoveryFlags {
+        retry_stopped: given.retry_stopped || needed.retry_stopped,
+        accept_plan_change: given.accept_plan_change || needed.accept_plan_change,
+    };
+    let action = match status {
+        AttemptStatus::NeedsClarification => NextAction::Answer,
+        AttemptStatus::Interrupted => NextAction::Retry,
+        AttemptStatus::PhaseComplete
+        | AttemptStatus::Blocked
+        | AttemptStatus::AgentFailed
+        | AttemptStatus::LaunchFailed
+        | AttemptStatus::MissingMarker
+        | AttemptStatus::InvalidMarker
+        | AttemptStatus::MultipleMarkers
+        | AttemptStatus::Timeout
+        | AttemptStatus::StopRegex
+        | AttemptStatus::ExecutionIoFailed
+        | AttemptStatus::RateLimited
+        | AttemptStatus::VerificationFailed
+        | AttemptStatus::BudgetExceeded => NextAction::FixAndRetry,
+    };
+    let mut step = NextStep::run(invocation, flags, action, Some(why.to_owned()));
+    if status.is_answerable() {
+        step.answer = Some(plan_command(invocation, "answer"));
+    }
+    step
+}
+
+/// What a plan's durable state says about how it continues (`status`, `report`, `answer`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Standing {
+    /// A handler holds the plan workspace: its pid when visible.
+    pub run_in_progress: Option<Option<u32>>,
+    /// The abandoned attempt's id, and whether the watchdog of its dead handler stopped every
+    /// process of it.
+    pub abandoned: Option<(String, bool)>,
+    /// The stopped phase's status.
+    pub stop: Option<AttemptStatus>,
+    /// When the scheduled retry a plain run resumes is due (a schedule that fits the policy).
+    pub retry_due: Option<String>,
+    /// The plan's bytes differ from the accepted ones.
+    pub plan_changed: bool,
+    /// A phase is left to run.
+    pub pending: bool,
+}
+
+/// The step that continues a plan standing as `standing`, run as `invocation` — the same
+/// steps a `run` ending there names (docs/cli.md, "The `next:` line"); `None` when every phase
+/// is complete.
+pub(crate) fn from_standing(invocation: &Invocation, standing: &Standing) -> Option<NextStep> {
+    let accept = RecoveryFlags {
+        retry_stopped: false,
+        accept_plan_change: standing.plan_changed,
+    };
+    if let Some(holder) = standing.run_in_progress {
+        let holder = match holder {
+            Some(pid) => format!("handler pid {pid}"),
+            None => "the other invocation".to_owned(),
+        };
+        return Some(NextStep::run(
+            invocation,
+            invocation.flags,
+            NextAction::WaitForHandler,
+            Some(format!("wait for {holder} to end")),
+        ));
+    }
+    if let Some((attempt_id, stopped_by_watchdog)) = &standing.abandoned {
+        let why = if *stopped_by_watchdog {
+            "inspect its partial changes".to_owned()
+        } else {
+            format!(
+                "make sure no worker of attempt {attempt_id} is still running (status shows it) and inspect its partial changes"
+            )
+        };
+        return Some(NextStep::run(
+            invocation,
+            RecoveryFlags {
+                retry_stopped: true,
+                ..accept
+            },
+            NextAction::Retry,
+            Some(why),
+        ));
+    }
+    if let Some(status) = standing.stop {
+        return Some(match &standing.retry_due {
+            Some(due) => NextStep::run(invocation, accept, NextAction::Continue, None)
+                .waiting_until(due.clone()),
+            None => after_stop(invocation, status, accept),
+        });
+    }
+    if standing.plan_changed {
+        return Some(NextStep::run(
+            invocation,
+            accept,
+            NextAction::AcceptPlanChange,
+            Some("review the edit (every completed phase id must still exist)".to_owned()),
+        ));
+    }
+    standing
+        .pending
+        .then(|| NextStep::run(invocation, accept, NextAction::Continue, None))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_command_from_its_directory_is_quoted() {
-        let step = NextStep::run(&invocation(), flags_after_stop(false), None);
-        assert_eq!(
-            step.run_from("/tmp/my dir"),
-            "cd '/tmp/my dir' && ai-session-handler run --plan docs/plans/x.md --agent-cmd 'codex exec' --json --retry-stopped"
-        );
-    }
 
     fn invocation() -> Invocation {
         Invocation {
             plan: "docs/plans/x.md".into(),
             carried: vec!["--agent-cmd".into(), "codex exec".into(), "--json".into()],
-            flags: RecoveryFlags::default(),
+            ..Invocation::default()
         }
     }
 
+    fn retry(invocation: &Invocation, why: Option<String>) -> NextStep {
+        NextStep::run(
+            invocation,
+            flags_after_stop(false),
+            NextAction::FixAndRetry,
+            why,
+        )
+    }
+
     #[test]
-    fn a_clarification_continues_with_both_flags_after_the_answer() {
-        let step = NextStep::run(
+    fn the_command_from_its_directory_is_quoted() {
+        let invocation = Invocation {
+            program: "/opt/bin/ai-session-handler".into(),
+            cwd: "/tmp/my dir".into(),
+            ..invocation()
+        };
+        let step = retry(&invocation, None);
+        assert_eq!(
+            step.run_from(),
+            "cd '/tmp/my dir' && /opt/bin/ai-session-handler run --plan docs/plans/x.md --agent-cmd 'codex exec' --json --retry-stopped"
+        );
+        assert_eq!(step.argv[0], "/opt/bin/ai-session-handler");
+        assert_eq!(step.cwd.as_deref(), Some("/tmp/my dir"));
+        // A person reads the program by its name.
+        assert!(step.line().starts_with("next: ai-session-handler run "));
+    }
+
+    #[test]
+    fn a_clarification_points_at_answer_and_continues_with_both_flags() {
+        let step = after_stop(
             &Invocation {
                 carried: Vec::new(),
                 ..invocation()
             },
-            flags_after_stop(true),
-            Some("answer in the plan or the repository".into()),
+            AttemptStatus::NeedsClarification,
+            RecoveryFlags::default(),
         );
+        assert_eq!(step.action, NextAction::Answer);
         assert_eq!(
             step.line(),
-            "next: answer in the plan or the repository, then ai-session-handler run --plan docs/plans/x.md --retry-stopped --accept-plan-change"
+            "next: ai-session-handler answer --plan docs/plans/x.md TEXT --run"
+        );
+        assert_eq!(
+            step.answer.as_deref(),
+            Some(
+                &["ai-session-handler", "answer", "--plan", "docs/plans/x.md"].map(String::from)[..]
+            )
         );
         assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
+        assert_eq!(
+            step.why.as_deref(),
+            Some("answer in the plan or the repository")
+        );
+    }
+
+    #[test]
+    fn every_stop_has_its_action() {
+        let action = |status| after_stop(&invocation(), status, RecoveryFlags::default()).action;
+        assert_eq!(action(AttemptStatus::Interrupted), NextAction::Retry);
+        assert_eq!(action(AttemptStatus::Blocked), NextAction::FixAndRetry);
+        assert_eq!(action(AttemptStatus::AgentFailed), NextAction::FixAndRetry);
+        assert_eq!(action(AttemptStatus::PhaseComplete), NextAction::Continue);
+        let blocked = after_stop(
+            &invocation(),
+            AttemptStatus::Blocked,
+            RecoveryFlags::default(),
+        );
+        assert!(blocked.answer.is_some(), "a blocker can be answered too");
+        assert_eq!(
+            blocked.line(),
+            "next: resolve the blocker, then ai-session-handler run --plan docs/plans/x.md --agent-cmd 'codex exec' --json --retry-stopped"
+        );
+        let waiting = NextStep::run(
+            &invocation(),
+            RecoveryFlags::default(),
+            NextAction::Continue,
+            None,
+        )
+        .waiting_until("2026-12-05T01:00:00Z".into());
+        assert_eq!(waiting.action, NextAction::WaitUntil);
+        let json = serde_json::to_value(&waiting).unwrap();
+        assert_eq!(json["action"], "wait-until");
+        assert_eq!(json["until"], "2026-12-05T01:00:00Z");
+        assert!(json.get("answer").is_none());
+    }
+
+    #[test]
+    fn the_durable_standing_gives_the_same_steps_as_a_run() {
+        let next = |standing: Standing| from_standing(&invocation(), &standing);
+        assert_eq!(next(Standing::default()), None, "all complete");
+        let pending = next(Standing {
+            pending: true,
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(pending.action, NextAction::Continue);
+        assert!(pending.flags.is_empty());
+        let question = next(Standing {
+            stop: Some(AttemptStatus::NeedsClarification),
+            pending: true,
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(question.action, NextAction::Answer);
+        assert_eq!(question.flags, ["--retry-stopped", "--accept-plan-change"]);
+        let waiting = next(Standing {
+            stop: Some(AttemptStatus::RateLimited),
+            retry_due: Some("2026-12-05T03:00:00Z".into()),
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(waiting.action, NextAction::WaitUntil);
+        assert!(waiting.flags.is_empty());
+        let edited = next(Standing {
+            stop: Some(AttemptStatus::AgentFailed),
+            plan_changed: true,
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(edited.flags, ["--retry-stopped", "--accept-plan-change"]);
+        let held = next(Standing {
+            run_in_progress: Some(Some(42)),
+            stop: Some(AttemptStatus::Blocked),
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(held.action, NextAction::WaitForHandler);
+        assert_eq!(held.why.as_deref(), Some("wait for handler pid 42 to end"));
+        let abandoned = next(Standing {
+            abandoned: Some(("a-1".into(), true)),
+            ..Standing::default()
+        })
+        .unwrap();
+        assert_eq!(abandoned.action, NextAction::Retry);
+        assert_eq!(
+            abandoned.why.as_deref(),
+            Some("inspect its partial changes")
+        );
     }
 
     #[test]
     fn the_invocation_options_are_kept_and_quoted() {
-        let step = NextStep::run(&invocation(), flags_after_stop(false), None);
+        let step = retry(&invocation(), None);
         assert_eq!(
             step.argv,
             [
@@ -149,10 +492,15 @@ mod tests {
 
     #[test]
     fn a_plain_continuation_has_no_flags() {
-        let step = NextStep::run(&invocation(), RecoveryFlags::default(), None);
+        let step = NextStep::run(
+            &invocation(),
+            RecoveryFlags::default(),
+            NextAction::Continue,
+            None,
+        );
         assert!(step.flags.is_empty());
         assert_eq!(step.argv.last().map(String::as_str), Some("--json"));
-        let status = NextStep::command(&invocation(), "status", None);
+        let status = NextStep::command(&invocation(), "status", NextAction::Inspect, None);
         assert_eq!(
             status.argv,
             ["ai-session-handler", "status", "--plan", "docs/plans/x.md"]

@@ -1,7 +1,7 @@
 //! The transcript's runner-written parts: the header and trailer around the child's output,
 //! and the footer after each Verify check's (layout in docs/state-and-recovery.md).
 
-use super::decision::ChildExit;
+use super::decision::{ChildExit, signal_name};
 use super::template::shell_join;
 use super::timestamp::Timestamp;
 use super::verification::CheckOutcome;
@@ -78,7 +78,7 @@ pub(crate) fn render_trailer(
     } else if bytes_seen == 0 {
         let ended = match (exit_code, signal) {
             (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
             (None, None) => "ended with an unknown status".to_owned(),
         };
         text.push_str(&format!(
@@ -94,7 +94,10 @@ pub(crate) fn render_trailer(
     }
     text.push_str(&TRAILER_SEPARATOR[1..]);
     text.push_str(&format!("exit_code: {}\n", optional(exit_code)));
-    text.push_str(&format!("signal: {}\n", optional(signal)));
+    text.push_str(&format!(
+        "signal: {}\n",
+        signal.map_or_else(|| "none".to_owned(), signal_name)
+    ));
     text.push_str(&format!("output_bytes: {bytes_seen}\n"));
     if let Some(notifications) = &trailer.notifications {
         text.push_str(&format!("notifications: {notifications}\n"));

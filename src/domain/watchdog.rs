@@ -324,6 +324,15 @@ impl StopReport {
 
     /// The one line the watchdog writes.
     pub(crate) fn message(&self, handler_pid: u32) -> String {
+        format!(
+            "[ai-session-handler watchdog] the handler (pid {handler_pid}) ended without stopping its workers; {}",
+            self.what_it_did()
+        )
+    }
+
+    /// `stopped process group 4242, killed 2 escaped descendant(s): 51, 52; still alive after
+    /// SIGKILL: 53` (each part only when it applies).
+    pub(crate) fn what_it_did(&self) -> String {
         let list = |pids: &[u32]| {
             pids.iter()
                 .take(20)
@@ -332,18 +341,16 @@ impl StopReport {
                 .join(", ")
                 + if pids.len() > 20 { ", …" } else { "" }
         };
-        let mut text = format!(
-            "[ai-session-handler watchdog] the handler (pid {handler_pid}) ended without stopping its workers;"
-        );
+        let mut text = String::new();
         if !self.groups.is_empty() {
-            text.push_str(&format!(" stopped process group {}", list(&self.groups)));
+            text.push_str(&format!("stopped process group {}", list(&self.groups)));
         }
         if !self.escaped.is_empty() {
             if !self.groups.is_empty() {
-                text.push(',');
+                text.push_str(", ");
             }
             text.push_str(&format!(
-                " killed {} escaped descendant(s): {}",
+                "killed {} escaped descendant(s): {}",
                 self.escaped.len(),
                 list(&self.escaped)
             ));

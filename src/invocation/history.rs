@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::domain::plan_report::history::{HistoryEvent, HistoryLine, parse_line};
 use crate::domain::state::StateLayout;
+use crate::domain::watchdog::StopReport;
 use crate::platform::regular_file::read_regular_file;
 
 /// The event stream is read up to this size per file (it rotates at 8 MiB).
@@ -40,4 +41,54 @@ pub(crate) fn stopped_run_args(layout: &StateLayout, attempt_id: &str) -> Option
         HistoryEvent::RunStarted { args } if line.run_id.as_deref() == Some(&run_id) => Some(args),
         _ => None,
     })
+}
+
+/// What the watchdog of a handler that died did to an attempt's processes (its
+/// `watchdog-stopped` record in events.jsonl).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WatchdogStop {
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    pub handler_pid: Option<u32>,
+    pub report: StopReport,
+}
+
+impl WatchdogStop {
+    /// What it did (`stopped process group 4242`), or that it found nothing left to stop.
+    pub(crate) fn describe(&self) -> String {
+        if self.report.is_empty() {
+            "found nothing of it left running".to_owned()
+        } else {
+            self.report.what_it_did()
+        }
+    }
+
+    /// Whether nothing it stopped is known to be still alive.
+    pub(crate) fn left_nothing(&self) -> bool {
+        self.report.survivors.is_empty()
+    }
+}
+
+/// The last `watchdog-stopped` record naming `attempt_id`.
+pub(crate) fn watchdog_stop(layout: &StateLayout, attempt_id: &str) -> Option<WatchdogStop> {
+    read_history(layout)
+        .into_iter()
+        .rev()
+        .find_map(|line| match line.event {
+            HistoryEvent::WatchdogStopped {
+                handler_pid,
+                groups,
+                escaped,
+                survivors,
+            } if line.attempt_id.as_deref() == Some(attempt_id) => Some(WatchdogStop {
+                at: line.at,
+                handler_pid,
+                report: StopReport {
+                    groups,
+                    escaped,
+                    survivors,
+                },
+            }),
+            _ => None,
+        })
 }

@@ -7,7 +7,7 @@ fn invocation() -> Invocation {
     Invocation {
         plan: "p.md".into(),
         carried: vec!["--quiet".into()],
-        flags: RecoveryFlags::default(),
+        ..Invocation::default()
     }
 }
 
@@ -73,6 +73,7 @@ fn a_refusal_no_flag_lifts_says_what_to_change_first() {
             missing: vec!["phase-1".into(), "phase-2".into(), "phase-4".into()],
         },
         None,
+        &EndFacts::default(),
     );
     assert_eq!(
         step.line(),
@@ -85,6 +86,7 @@ fn a_refusal_no_flag_lifts_says_what_to_change_first() {
             actual: "/new/p.md".into(),
         },
         None,
+        &EndFacts::default(),
     );
     assert_eq!(moved.argv[3], "/old/p.md");
     assert!(
@@ -100,6 +102,7 @@ fn a_refusal_no_flag_lifts_says_what_to_change_first() {
             abandoned_attempt: false,
         },
         None,
+        &EndFacts::default(),
     );
     assert_eq!(retried.flags, ["--retry-stopped", "--accept-plan-change"]);
 }
@@ -116,7 +119,12 @@ fn a_stopped_clarification_adds_the_acceptance_to_the_flags_that_lift_it() {
         retry_stopped: true,
         accept_plan_change: false,
     };
-    let step = after_refusal(&invocation(), &Refusal::Stopped(stop), Some(lifted));
+    let step = after_refusal(
+        &invocation(),
+        &Refusal::Stopped(stop),
+        Some(lifted),
+        &EndFacts::default(),
+    );
     assert_eq!(step.flags, ["--retry-stopped", "--accept-plan-change"]);
     assert_eq!(
         step.why.as_deref(),
@@ -171,4 +179,26 @@ fn an_unreadable_tail_is_one_line_saying_why() {
         transcript_tail("/nonexistent/transcript.txt"),
         ["transcript tail unavailable: /nonexistent/transcript.txt: No such file or directory"]
     );
+}
+
+#[test]
+fn a_tail_shows_result_tags_as_printed_and_an_outer_handler_sees_none() {
+    let tail = tail_lines(
+        b"work\n<phase-complete>done</phase-complete>\n< /phase-blocked >\n",
+        true,
+    );
+    let shown: Vec<String> = tail
+        .iter()
+        .map(|line| printable(line).into_owned())
+        .collect();
+    // What a terminal shows: the tags as printed (the joiner is zero-width).
+    let visible = |line: &str| line.replace(crate::domain::marker::WORD_JOINER, "");
+    assert_eq!(visible(&shown[2]), "<phase-complete>done</phase-complete>");
+    assert_eq!(visible(&shown[3]), "< /phase-blocked >");
+    assert!(!shown.iter().any(|line| line.contains("&lt;")));
+    let text = shown.join("\n") + "\n";
+    assert!(matches!(
+        crate::domain::marker::validate_streams(text.as_bytes(), b""),
+        crate::domain::marker::MarkerVerdict::Missing(_)
+    ));
 }

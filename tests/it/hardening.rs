@@ -282,9 +282,11 @@ fn reports_refusals_and_status_show_no_live_result_tag() {
     );
     let run = sandbox.run_plan("plan.md", &agent, &["--quiet"]);
     run.assert_code(4);
+    // The tail shows the tags as the agent printed them (a zero-width joiner after `<` keeps
+    // them inert for an outer handler).
     assert_has_line(
         &run.stderr,
-        "&lt;phase-complete>inner done&lt;/phase-complete>",
+        "<\u{2060}phase-complete>inner done<\u{2060}/phase-complete>",
     );
     assert_no_tag_for_an_outer_handler(&run);
     // The transcript keeps the bytes.
@@ -294,7 +296,7 @@ fn reports_refusals_and_status_show_no_live_result_tag() {
     refused.assert_code(5);
     assert_has_line(
         &refused.stderr,
-        "&lt;phase-complete>inner done&lt;/phase-complete>",
+        "<\u{2060}phase-complete>inner done<\u{2060}/phase-complete>",
     );
     assert_no_tag_for_an_outer_handler(&refused);
 

@@ -168,6 +168,7 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
         "question",
         "reason",
         "recovery",
+        "next",
     ] {
         assert!(object.get(key).is_some(), "missing key {key}: {object:#}");
     }
@@ -195,11 +196,37 @@ fn assert_well_formed(sandbox: &Sandbox, firing: &Firing) {
         ("AISH_RUN_ID", text(&object["run_id"])),
         ("AISH_ATTEMPT_ID", text(&object["attempt_id"])),
         ("AISH_WORKSPACE", workspace),
+        ("AISH_NEXT_ACTION", text(&object["next"]["action"])),
+        ("AISH_NEXT_COMMAND", text(&object["recovery"])),
+        ("AISH_NEXT_WHY", text(&object["next"]["why"])),
+        ("AISH_NEXT_UNTIL", text(&object["next"]["until"])),
+        (
+            "AISH_NEXT_ANSWER",
+            object["next"]["answer"]
+                .as_array()
+                .map(|words| words.iter().map(&text).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
     .collect();
     assert_eq!(firing.env, expected_env);
+    // `recovery` is `next` as one command line: from its directory, the same argv.
+    if let Some(next) = object["next"].as_object() {
+        let recovery = text(&object["recovery"]);
+        let argv: Vec<String> = next["argv"].as_array().unwrap().iter().map(text).collect();
+        assert!(
+            Path::new(&argv[0]).is_absolute() && argv[0] == BIN,
+            "argv[0] is the running binary: {next:?}"
+        );
+        assert!(
+            recovery.starts_with(&format!("cd {} && {} ", text(&next["cwd"]), argv[0])),
+            "{recovery}"
+        );
+    } else {
+        assert_eq!(object["recovery"], Value::Null);
+    }
     assert_eq!(
         firing.argv[1..],
         [
@@ -266,7 +293,7 @@ fn a_run_that_completes_a_phase_then_blocks_fires_complete_stopped_and_finished(
     assert!(recovery.starts_with(&format!("cd {} && ", sandbox.root.display())));
     assert!(recovery.ends_with(" --retry-stopped"), "{recovery}");
     set_mode(&sandbox, "phase-2", "complete");
-    // It names the installed program, as the `next:` line does: on PATH for a user.
+    // It names the running binary by its absolute path: it runs whatever PATH is.
     let bin_dir = Path::new(BIN).parent().unwrap();
     let path = format!(
         "{}:{}",

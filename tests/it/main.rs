@@ -15,6 +15,7 @@ mod hostile;
 mod invalid_inputs;
 mod liveness;
 mod newcomer;
+mod next_step;
 mod observability;
 mod process_lifecycle;
 mod progress_and_events;

@@ -161,12 +161,18 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
         json!({"id": "phase-2", "title": "Step 2"})
     );
     let agent_path = agent.to_str().unwrap();
+    // The running binary by its absolute path, run from the invocation's directory; a
+    // blocker can also be answered.
+    let root = sandbox.root.to_str().unwrap();
     assert_eq!(
         object["next"],
         json!({
-            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--json", "--retry-stopped"],
+            "argv": [BIN, "run", "--plan", PLAN, "--agent-cmd", agent_path, "--json", "--retry-stopped"],
             "flags": ["--retry-stopped"],
             "why": "resolve the blocker",
+            "action": "fix-and-retry",
+            "answer": [BIN, "answer", "--plan", PLAN],
+            "cwd": root,
         })
     );
     assert_eq!(object["plan_path"], sandbox.path(PLAN).to_str().unwrap());
@@ -229,7 +235,7 @@ fn run_json_prints_one_schema_valid_object_for_every_exit_code() {
     assert_eq!(
         object["next"]["argv"],
         json!([
-            "ai-session-handler",
+            BIN,
             "run",
             "--plan",
             PLAN,
@@ -1142,9 +1148,11 @@ fn run_json_reports_sigterm_a_phase_limit_an_unresolved_attempt_and_refusals() {
     assert_eq!(
         object["next"],
         json!({
-            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--max-phases", "1", "--quiet", "--json"],
+            "argv": [BIN, "run", "--plan", PLAN, "--agent-cmd", agent_path, "--max-phases", "1", "--quiet", "--json"],
             "flags": [],
             "why": null,
+            "action": "continue",
+            "cwd": sandbox.root.to_str().unwrap(),
         })
     );
 
@@ -1598,12 +1606,18 @@ fn run_json_is_schema_valid_on_the_remaining_exit_paths() {
     run.assert_code(130);
     let object = result_object(&run);
     assert_eq!(object["result"], "interrupted");
+    // The same command resumes the schedule when it is due.
+    let due = sandbox.state(PLAN)["retry_schedule"]["not_before"].clone();
+    assert!(due.is_string(), "{due}");
     assert_eq!(
         object["next"],
         json!({
-            "argv": ["ai-session-handler", "run", "--plan", PLAN, "--agent-cmd", agent_path, "--retries", "1", "--quiet", "--json"],
+            "argv": [BIN, "run", "--plan", PLAN, "--agent-cmd", agent_path, "--retries", "1", "--quiet", "--json"],
             "flags": [],
             "why": null,
+            "action": "wait-until",
+            "until": due,
+            "cwd": sandbox.root.to_str().unwrap(),
         })
     );
     sandbox.assert_no_survivors();

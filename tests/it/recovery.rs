@@ -589,7 +589,7 @@ fn status_of_a_fresh_plan_creates_nothing() {
     assert_eq!(
         status.text,
         format!(
-            "plan path: {plan}\nplan workspace path: {root}\nstate path: {state}\nstate file: not created yet\nnext phase: phase-1 Step 1\ncompleted phases: none\ncurrent phase: none\nexecution workspace path: {root}\nlatest transcript: none\nlatest committed outcome: none\nplan: not accepted yet (no run recorded)\nphase    status   attempts  duration  output  tokens  cost  title\nphase-1  pending  0         –         –       –       –     Step 1\nphase-2  pending  0         –         –       –       –     Step 2\ntotals: 0/2 phases done · 0 attempts · 0ms · 0 B output\n",
+            "plan path: {plan}\nplan workspace path: {root}\nstate path: {state}\nstate file: not created yet\nnext phase: phase-1 Step 1\ncompleted phases: none\ncurrent phase: none\nexecution workspace path: {root}\nlatest transcript: none\nlatest committed outcome: none\nplan: not accepted yet (no run recorded)\nphase    status   attempts  duration  output  tokens  cost  title\nphase-1  pending  0         –         –       –       –     Step 1\nphase-2  pending  0         –         –       –       –     Step 2\ntotals: 0/2 phases done · 0 attempts · 0ms · 0 B output\nnext: ai-session-handler run --plan {plan}\n",
             plan = sandbox.path(PLAN).display(),
             root = sandbox.root.display(),
             state = sandbox.state_path(PLAN).display(),

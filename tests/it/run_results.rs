@@ -99,12 +99,10 @@ fn needs_clarification_exits_3_and_records_the_question() {
         run.stdout,
         "phase-needs-clarification: Which API version?\n"
     );
+    // The stop points at `answer`, which writes the answer into the plan and continues.
     assert_eq!(
         run.stderr,
-        format!(
-            "next: answer in the plan or the repository, then ai-session-handler run --plan plan.md --agent-cmd {} --retry-stopped --accept-plan-change\n",
-            agent.display()
-        )
+        "next: ai-session-handler answer --plan plan.md TEXT --run\n"
     );
     let state = sandbox.state("plan.md");
     assert_eq!(
@@ -707,15 +705,15 @@ fn silent_agent_killed_by_a_signal_is_named_as_such() {
         &sandbox,
         &run,
         "agent-failed",
-        "agent command was killed by signal 9",
+        "agent command was killed by SIGKILL",
     );
     let transcript = last_transcript(&sandbox);
     assert!(
         transcript
-            .contains("\n[runner] process was killed by signal 9 without stdout/stderr output\n"),
+            .contains("\n[runner] process was killed by SIGKILL without stdout/stderr output\n"),
         "{transcript}"
     );
-    assert!(transcript.contains("\nsignal: 9\n"), "{transcript}");
+    assert!(transcript.contains("\nsignal: SIGKILL\n"), "{transcript}");
 }
 
 // ---------------------------------------------------------------------------------------------

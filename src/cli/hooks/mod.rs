@@ -47,8 +47,6 @@ pub(super) struct HookContext {
     pub state_dir: String,
     /// Every phase's id, title and execution workspace.
     pub phases: Vec<HookPhase>,
-    /// The invocation's working directory, where the command that continues the run is run.
-    pub cwd: String,
 }
 
 impl HookContext {
@@ -59,9 +57,6 @@ impl HookContext {
             workspace: location.workspace.clone(),
             state_dir: location.layout.dir.clone(),
             phases,
-            cwd: std::env::current_dir()
-                .map(|dir| dir.display().to_string())
-                .unwrap_or_else(|_| ".".to_owned()),
         }
     }
 
@@ -202,7 +197,7 @@ impl Hooks {
     /// Fires the events of the run's end: `phase-stopped` when a phase waits for a person,
     /// `interrupted` on a signal, and `run-finished` always. `message` is the first line the
     /// run's report shows; `next` the step its `next:` line names, which the hooks get as
-    /// `recovery`, run from the invocation's directory.
+    /// `next` and `recovery`, run from the invocation's directory.
     pub(super) fn run_ended(
         &self,
         result: &RunResult,
@@ -216,7 +211,6 @@ impl Hooks {
         let finished = seen.finished.clone().unwrap_or_else(|| {
             serde_json::json!({"run_id": run_id, "event": "run-finished", "exit_code": result.exit().code()})
         });
-        let recovery = next.map(|step| step.run_from(&self.context.cwd));
         for event in end_events(&end.facts) {
             let record = match (event, &seen.last_outcome) {
                 (HookEvent::PhaseStopped, Some((record, _)))
@@ -236,7 +230,7 @@ impl Hooks {
             facts.message = message.clone();
             facts.question = end.question.clone();
             facts.reason = end.reason.clone();
-            facts.recovery = recovery.clone();
+            facts.next = next.cloned();
             self.fire(facts, &run_id, None);
         }
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::domain::plan_report::assemble::{self, Sources};
 use crate::domain::plan_report::{PlanReport, Totals};
-use crate::domain::recovery::{NextStep, flags_after_stop};
+use crate::domain::recovery::{NextAction, NextStep, flags_after_stop};
 use crate::domain::state::State;
 use crate::domain::template::shell_join;
 use crate::domain::timestamp::Timestamp;
@@ -109,11 +109,19 @@ fn next_command(
             ]));
         }
         return Some(shell_join(
-            &NextStep::run(&invocation, flags_after_stop(false), None).argv,
+            &NextStep::run(
+                &invocation,
+                flags_after_stop(false),
+                NextAction::FixAndRetry,
+                None,
+            )
+            .argv,
         ));
     }
     let pending = phases
         .iter()
         .any(|phase| phase.standing != crate::domain::plan_report::Standing::Done);
-    pending.then(|| shell_join(&NextStep::run(&invocation, Default::default(), None).argv))
+    pending.then(|| {
+        shell_join(&NextStep::run(&invocation, Default::default(), NextAction::Continue, None).argv)
+    })
 }

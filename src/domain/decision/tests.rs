@@ -43,7 +43,7 @@ fn nonzero_exit_overrides_result() {
     };
     assert_eq!(
         decide(None, killed, complete("x")).summary,
-        "agent command was killed by signal 9"
+        "agent command was killed by SIGKILL"
     );
 }
 
@@ -217,7 +217,10 @@ fn only_exit_75_means_rate_limited() {
 
 #[test]
 fn every_stopping_signal_has_its_name() {
-    let names: Vec<String> = [1, 2, 3, 15, 9, 10].into_iter().map(signal_name).collect();
+    let names: Vec<String> = [1, 2, 3, 15, 9, 11, 64]
+        .into_iter()
+        .map(signal_name)
+        .collect();
     assert_eq!(
         names,
         [
@@ -226,7 +229,8 @@ fn every_stopping_signal_has_its_name() {
             "SIGQUIT",
             "SIGTERM",
             "SIGKILL",
-            "signal 10"
+            "SIGSEGV",
+            "signal 64"
         ]
     );
 }

@@ -6,9 +6,11 @@ use serde_json::{Map, Value, json};
 
 use super::{HookEvent, LONG_WAIT_SECONDS};
 use crate::domain::events::RunEvent;
+use crate::domain::recovery::NextStep;
 use crate::domain::retry::next_step::StepKind;
 use crate::domain::run_env::RunFacts;
 use crate::domain::state::AttemptStatus;
+use crate::domain::template::shell_join;
 
 /// Everything one firing of a hook event tells the hook (docs/cli.md, "What a hook gets").
 #[derive(Clone, Debug, PartialEq)]
@@ -23,7 +25,8 @@ pub(crate) struct HookFacts {
     pub message: Option<String>,
     pub question: Option<String>,
     pub reason: Option<String>,
-    pub recovery: Option<String>,
+    /// The step that continues the run (the run's `next:` line, `run --json`'s `next`).
+    pub next: Option<NextStep>,
 }
 
 impl HookFacts {
@@ -38,7 +41,7 @@ impl HookFacts {
             message: None,
             question: None,
             reason: None,
-            recovery: None,
+            next: None,
         }
     }
 
@@ -63,7 +66,8 @@ impl HookFacts {
             ("message", json!(self.message)),
             ("question", json!(self.question)),
             ("reason", json!(self.reason)),
-            ("recovery", json!(self.recovery)),
+            ("recovery", json!(self.recovery())),
+            ("next", json!(self.next)),
         ];
         for (key, value) in own {
             object.insert(key.to_owned(), value);
@@ -84,6 +88,36 @@ impl HookFacts {
                     .map(|code| code.to_string())
                     .unwrap_or_default(),
             ),
+            (
+                "AISH_NEXT_ACTION",
+                self.next
+                    .as_ref()
+                    .map(|next| next.action.as_str().to_owned())
+                    .unwrap_or_default(),
+            ),
+            ("AISH_NEXT_COMMAND", self.recovery().unwrap_or_default()),
+            (
+                "AISH_NEXT_WHY",
+                self.next
+                    .as_ref()
+                    .and_then(|next| next.why.clone())
+                    .unwrap_or_default(),
+            ),
+            (
+                "AISH_NEXT_UNTIL",
+                self.next
+                    .as_ref()
+                    .and_then(|next| next.until.clone())
+                    .unwrap_or_default(),
+            ),
+            (
+                "AISH_NEXT_ANSWER",
+                self.next
+                    .as_ref()
+                    .and_then(|next| next.answer.as_deref())
+                    .map(shell_join)
+                    .unwrap_or_default(),
+            ),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))
@@ -98,6 +132,11 @@ impl HookFacts {
             .environment(),
         );
         environment
+    }
+
+    /// `recovery`: the next step as one command line, `cd <dir> && <command>`.
+    fn recovery(&self) -> Option<String> {
+        self.next.as_ref().map(NextStep::run_from)
     }
 
     pub(crate) fn phase_id(&self) -> &str {

@@ -4,9 +4,11 @@
 use super::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
 use super::*;
 use crate::domain::events::RunEvent;
+use crate::domain::recovery::{Invocation, after_stop};
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::run_env::RunFacts;
+use crate::domain::selection::RecoveryFlags;
 use crate::domain::state::AttemptStatus;
 use crate::domain::timestamp::Timestamp;
 use proptest::prelude::*;
@@ -391,7 +393,17 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
     facts.exit_code = Some(2);
     facts.message = Some("phase-blocked: need a key".into());
     facts.reason = Some("need a key".into());
-    facts.recovery = Some("cd /p && ash run --plan p.md --retry-stopped".into());
+    let invocation = Invocation {
+        plan: "p.md".into(),
+        program: "/bin/ash".into(),
+        cwd: "/p".into(),
+        ..Invocation::default()
+    };
+    facts.next = Some(after_stop(
+        &invocation,
+        AttemptStatus::Blocked,
+        RecoveryFlags::default(),
+    ));
     let payload = facts.payload("/p/p.md", "/p/state.json");
     assert_eq!(
         payload,
@@ -410,7 +422,15 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             "message": "phase-blocked: need a key",
             "question": null,
             "reason": "need a key",
-            "recovery": "cd /p && ash run --plan p.md --retry-stopped",
+            "recovery": "cd /p && /bin/ash run --plan p.md --retry-stopped",
+            "next": {
+                "argv": ["/bin/ash", "run", "--plan", "p.md", "--retry-stopped"],
+                "flags": ["--retry-stopped"],
+                "why": "resolve the blocker",
+                "action": "fix-and-retry",
+                "answer": ["/bin/ash", "answer", "--plan", "p.md"],
+                "cwd": "/p",
+            },
         })
     );
     let run = RunFacts {
@@ -436,6 +456,14 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             ("AISH_PHASE_ID", "phase-2"),
             ("AISH_PHASE_TITLE", "Second"),
             ("AISH_WORKSPACE", "/p/ws"),
+            ("AISH_NEXT_ACTION", "fix-and-retry"),
+            (
+                "AISH_NEXT_COMMAND",
+                "cd /p && /bin/ash run --plan p.md --retry-stopped",
+            ),
+            ("AISH_NEXT_WHY", "resolve the blocker"),
+            ("AISH_NEXT_UNTIL", ""),
+            ("AISH_NEXT_ANSWER", "/bin/ash answer --plan p.md"),
         ]
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
     );

@@ -15,4 +15,4 @@ pub use framing::{
     validate_streams,
 };
 pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
-pub use tags::{ResultKind, defuse_tags, mentions_result_tag};
+pub use tags::{ResultKind, WORD_JOINER, defuse_tags, inert_tags, mentions_result_tag};

@@ -243,6 +243,32 @@ pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
     (match_tag(&[], &chunk[at..], tag) == TagMatch::Partial).then_some((at, TagMatch::Partial))
 }
 
+/// `text` with an invisible WORD JOINER (U+2060) after every `<` that could begin a result tag,
+/// exact or malformed: a terminal shows the tag as the agent printed it (`<phase-complete>`),
+/// while a nested outer handler reading it sees `<` followed by a character that is neither
+/// whitespace, `/` nor a tag name, so no tag at all (docs/worker-protocol.md).
+pub fn inert_tags(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let tag_starts: Vec<usize> = memchr::memchr_iter(b'<', bytes)
+        .filter(|&at| could_begin_tag(&bytes[at + 1..]))
+        .collect();
+    if tag_starts.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 3 * tag_starts.len());
+    let mut from = 0;
+    for at in tag_starts {
+        out.push_str(&text[from..=at]);
+        out.push(WORD_JOINER);
+        from = at + 1;
+    }
+    out.push_str(&text[from..]);
+    Cow::Owned(out)
+}
+
+/// Zero-width, no line break opportunity: invisible in a terminal.
+pub const WORD_JOINER: char = '\u{2060}';
+
 /// `text` with every `<` that could begin a result tag, exact or malformed, written as `&lt;`
 /// (how the wrappers render diagnostics), so that a nested outer handler sees no tag at all.
 pub fn defuse_tags(text: &str) -> Cow<'_, str> {

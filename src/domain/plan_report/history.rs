@@ -35,6 +35,16 @@ pub enum HistoryEvent {
     RetryDue {
         phase_id: String,
     },
+    /// Written by the watchdog of a handler that died without stopping its workers.
+    WatchdogStopped {
+        handler_pid: Option<u32>,
+        #[serde(default)]
+        groups: Vec<u32>,
+        #[serde(default)]
+        escaped: Vec<u32>,
+        #[serde(default)]
+        survivors: Vec<u32>,
+    },
     #[serde(other)]
     Other,
 }
