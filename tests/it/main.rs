@@ -14,6 +14,7 @@ mod hooks;
 mod hostile;
 mod invalid_inputs;
 mod liveness;
+mod notify_hardening;
 mod observability;
 mod process_lifecycle;
 mod progress_and_events;
