@@ -55,17 +55,26 @@ fn as_nobody(script: &str, address: &str) -> Option<Command> {
         eprintln!("no setpriv: the sender of another user is not tested");
         return None;
     }
+    let drop_to_nobody = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"];
+    // A Python `nobody` can run (a per-user one under /root is out of its reach).
+    let python = ["/usr/bin/python3", "/bin/python3", "python3"]
+        .into_iter()
+        .find(|python| {
+            Command::new("setpriv")
+                .args(drop_to_nobody)
+                .args([python, "-c", "pass"])
+                .current_dir("/")
+                .output()
+                .is_ok_and(|output| output.status.success())
+        });
+    let Some(python) = python else {
+        eprintln!("no python3 that nobody can run: the sender of another user is not tested");
+        return None;
+    };
     let mut command = Command::new("setpriv");
     command
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "python3",
-            "-c",
-            script,
-            address,
-        ])
+        .args(drop_to_nobody)
+        .args([python, "-c", script, address])
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -132,6 +141,7 @@ fn another_user_can_neither_reach_the_socket_nor_stall_it() {
          \x20   sock.sendmsg([b'WATCHDOG=1'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, lingering.fileno().to_bytes(4, 'little'))], 0, target)\n\
          except OSError as error:\n\
          \x20   print('refused', error.errno, flush=True)\n\
+         \x20   lingering.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, 'little') + (0).to_bytes(4, 'little'))\n\
          \x20   sys.exit(0)\n\
          print('sent', flush=True)\n\
          lingering.close()\n\

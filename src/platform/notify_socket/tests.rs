@@ -247,11 +247,15 @@ fn a_passed_lingering_socket_does_not_stall_the_receiver() {
     while lingering.write(&chunk).is_ok() {}
     runtime().block_on(async {
         let harness = Harness::start(own_pid());
+        let started = std::time::Instant::now();
         send_descriptors(&harness, &[lingering.as_raw_fd()]).expect("sendmsg");
         drop(lingering);
         let sender = harness.sender();
         sender.send("STATUS=after the socket").unwrap();
         harness.wait_for(2).await;
+        // A close on the receiver would have held it (and this runtime) for the 120 s.
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(60), "held up for {waited:?}");
         let (tally, delivered) = harness.finish().await;
         assert_eq!(tally.descriptors_closed, 1);
         assert_eq!(delivered.len(), 2, "{tally:?}");
