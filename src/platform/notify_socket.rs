@@ -83,7 +83,7 @@ impl NotifySocket {
 
     fn bind_in(base: &Path) -> io::Result<Self> {
         let directory = tempfile::Builder::new()
-            .prefix("ai-session-handler-")
+            .prefix("ai-session-handler-notify-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(base)?;
         let path = directory.path().join(SOCKET_NAME);
