@@ -240,9 +240,14 @@ fn close_elsewhere(fd: OwnedFd) {
             .ok()
             .map(|_| sender)
     });
-    // Without the thread (it could not be started): closed here, as a last resort.
-    if let Some(Err(mpsc::SendError(fd))) = closer.as_ref().map(|sender| sender.send(fd)) {
-        drop(fd);
+    // Without the thread (it could not be started, or is gone): closed here, as a last resort.
+    match closer {
+        Some(sender) => {
+            if let Err(mpsc::SendError(fd)) = sender.send(fd) {
+                drop(fd);
+            }
+        }
+        None => drop(fd),
     }
 }
 
