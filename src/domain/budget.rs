@@ -6,8 +6,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::config::rules::{Expected, positive_or_null, read};
-use super::token_usage::TokenCounts;
-use super::token_usage::format_usd;
+use super::token_usage::{TokenCounts, format_usd, micros_to_usd, usd_to_micros};
 
 /// Where a cap was set, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,15 +84,13 @@ pub struct CapReached {
 }
 
 /// What the invocation has spent so far, as far as it is known.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Spent {
     /// Input plus output tokens (cached input counts).
     pub tokens: u64,
-    pub cost_usd: f64,
+    /// Exact, so that costs adding up to a cap reach it.
+    pub cost_micros: u64,
 }
-
-// A sum of non-negative reported costs is never NaN.
-impl Eq for Spent {}
 
 impl Spent {
     /// With an attempt's (latest) counts added.
@@ -102,7 +99,9 @@ impl Spent {
             tokens: self
                 .tokens
                 .saturating_add(counts.capped_tokens().unwrap_or(0)),
-            cost_usd: self.cost_usd + counts.cost_usd.unwrap_or(0.0),
+            cost_micros: self
+                .cost_micros
+                .saturating_add(usd_to_micros(counts.cost_usd.unwrap_or(0.0))),
         }
     }
 }
@@ -134,13 +133,14 @@ impl BudgetCaps {
                 origin: cap.origin,
             });
         }
+        // A cap below half a micro-dollar is still a cap: one micro-dollar.
         if let Some(cap) = self.max_cost_usd
-            && spent.cost_usd >= cap.limit
+            && spent.cost_micros >= usd_to_micros(cap.limit).max(1)
         {
             return Some(CapReached {
                 kind: CapKind::Cost {
                     limit: cap.limit,
-                    spent: spent.cost_usd,
+                    spent: micros_to_usd(spent.cost_micros),
                 },
                 origin: cap.origin,
             });

@@ -3,15 +3,16 @@
 //! whole: anything malformed is dropped, counted, and is no sign of life (garbage must not keep
 //! a stuck agent alive); a well-formed one is accepted and is a sign of life, whatever its keys.
 
-/// The log target of every record of what an agent told the handler on its notification
-/// socket (its status, an announced silence, its usage, a dropped notification), so that
-/// `--log-level ai_session_handler::agent=info` shows them all and nothing else.
-pub(crate) const AGENT_LOG_TARGET: &str = "ai_session_handler::agent";
-
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::status_text::sanitize_status;
 use super::token_usage::report::{UsageReport, UsageReportError, excerpt, parse_usage_report};
+
+/// The log target of every record of what an agent told the handler on its notification
+/// socket (its status, an announced silence, its usage, a dropped notification), so that
+/// `--log-level ai_session_handler::agent=info` shows them all and nothing else.
+pub(crate) const AGENT_LOG_TARGET: &str = "ai_session_handler::agent";
 
 /// Datagrams longer than this are dropped unread (the receiver's buffer is this large and
 /// reads with `MSG_TRUNC`, so it learns the real length). Generous for sd_notify (systemd's own
@@ -219,6 +220,44 @@ impl TokenBucket {
     fn time_to_next(&self) -> Duration {
         let missing = (1.0 - self.tokens).max(0.0);
         Duration::from_secs_f64(missing / self.per_second).max(Duration::from_millis(1))
+    }
+}
+
+/// Senders judged (a member of the attempt or not) and when: a sender is judged again only
+/// after [`REJUDGE_AFTER`], so a flood costs one walk of `/proc` per sender and second, not one
+/// per datagram. Membership does not change while a process lives (no process can join the
+/// attempt's tree from outside, and a member that leaves it is remembered), so a verdict is
+/// wrong only if its pid was reused within that second.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderVerdicts {
+    /// pid → (member, judged at).
+    judged: HashMap<u32, (bool, Duration)>,
+}
+
+pub const REJUDGE_AFTER: Duration = Duration::from_secs(1);
+
+/// At most this many senders are remembered (a fork flood must not grow the map for good).
+pub const MAX_JUDGED_SENDERS: usize = 4_096;
+
+impl SenderVerdicts {
+    /// Whether `pid` belongs to the attempt at `at`: the verdict of the last `judge(pid)` if it
+    /// is recent, else a new one. Times are offsets from any fixed origin.
+    pub fn judge(&mut self, pid: u32, at: Duration, judge: impl FnOnce(u32) -> bool) -> bool {
+        if let Some(&(member, judged_at)) = self.judged.get(&pid)
+            && at.saturating_sub(judged_at) < REJUDGE_AFTER
+        {
+            return member;
+        }
+        let member = judge(pid);
+        if self.judged.len() >= MAX_JUDGED_SENDERS {
+            self.judged
+                .retain(|_, &mut (_, judged_at)| at.saturating_sub(judged_at) < REJUDGE_AFTER);
+            if self.judged.len() >= MAX_JUDGED_SENDERS {
+                self.judged.clear();
+            }
+        }
+        self.judged.insert(pid, (member, at));
+        member
     }
 }
 

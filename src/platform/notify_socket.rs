@@ -1,12 +1,17 @@
 //! The notification socket, both ends (docs/worker-protocol.md, "Notifications"): the
-//! attempt's abstract `SOCK_DGRAM` socket with credentials checked against the attempt's
-//! processes ([`NotifySocket`], read by a task on the caller's runtime: [`NotifyReceiver`]), and
-//! the wrappers' sending end ([`NotifySender`]), which never blocks.
+//! attempt's `SOCK_DGRAM` socket in a directory only the handler's user can enter, with
+//! credentials checked against the attempt's processes ([`NotifySocket`], read by a task on the
+//! caller's runtime: [`NotifyReceiver`]), and the wrappers' sending end ([`NotifySender`]),
+//! which never blocks.
 
 use std::ffi::OsStr;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use nix::sys::socket::{
@@ -19,7 +24,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::domain::notify::{
-    AGENT_LOG_TARGET, FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, parse_datagram,
+    AGENT_LOG_TARGET, FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, SenderVerdicts,
+    parse_datagram,
 };
 
 /// sd_notify(3)'s variable.
@@ -41,18 +47,56 @@ pub(crate) struct Delivery {
     pub notification: Notification,
 }
 
-/// The receiving end of one attempt's socket: close-on-exec, and gone when dropped.
+/// `sun_path` holds 108 bytes, the terminating NUL included.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// The socket's file name in its directory.
+const SOCKET_NAME: &str = "notify";
+
+/// The receiving end of one attempt's socket: close-on-exec, bound in a fresh directory of
+/// mode 0700, both gone when it is dropped (the socket's descriptor closed where a close
+/// cannot hold anything up: [`close_elsewhere`]).
 #[derive(Debug)]
 pub(crate) struct NotifySocket {
-    fd: OwnedFd,
-    name: String,
+    fd: Option<OwnedFd>,
+    path: String,
+    /// Removed (with the socket's file) when dropped.
+    directory: Option<tempfile::TempDir>,
 }
 
 impl NotifySocket {
-    /// Binds a fresh abstract socket. Datagrams queue in the kernel until [`Self::receive`]
-    /// reads them, so it is bound before the worker starts and read once the worker's identity
-    /// (the membership predicate) is known.
+    /// Binds a fresh socket at `<dir>/notify` in a new private directory under
+    /// `$XDG_RUNTIME_DIR`, else the temporary directory, else `/tmp` (the first where it can be
+    /// made and its path fits `sun_path`). Only the handler's user can enter the directory, so
+    /// no other user's process can send at all. Datagrams queue in the kernel until
+    /// [`Self::receive`] reads them, so it is bound before the worker starts and read once the
+    /// worker's identity (the membership predicate) is known.
     pub(crate) fn bind() -> io::Result<Self> {
+        let mut last_error = None;
+        for base in socket_bases() {
+            match Self::bind_in(&base) {
+                Ok(socket) => return Ok(socket),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("no directory for the socket")))
+    }
+
+    fn bind_in(base: &Path) -> io::Result<Self> {
+        let directory = tempfile::Builder::new()
+            .prefix("ai-session-handler-notify-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(base)?;
+        let path = directory.path().join(SOCKET_NAME);
+        let path = path.to_str().map(str::to_owned).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "the socket path is not UTF-8")
+        })?;
+        if path.len() > MAX_SOCKET_PATH {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the socket path {path} is longer than {MAX_SOCKET_PATH} bytes"),
+            ));
+        }
         let fd = socket::socket(
             AddressFamily::Unix,
             SockType::Datagram,
@@ -61,21 +105,17 @@ impl NotifySocket {
         )?;
         // Before the bind: a datagram queued without credentials could not be judged.
         socket::setsockopt(&fd, sockopt::PassCred, &true)?;
-        let name = format!(
-            "ai-session-handler/{}/{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        );
-        socket::bind(fd.as_raw_fd(), &UnixAddr::new_abstract(name.as_bytes())?)?;
+        socket::bind(fd.as_raw_fd(), &UnixAddr::new(path.as_str())?)?;
         Ok(Self {
-            fd,
-            name: format!("@{name}"),
+            fd: Some(fd),
+            path,
+            directory: Some(directory),
         })
     }
 
-    /// The worker's `NOTIFY_SOCKET` value.
+    /// The worker's `NOTIFY_SOCKET` value: the socket's absolute path.
     pub(crate) fn env_value(&self) -> &str {
-        &self.name
+        &self.path
     }
 
     /// Receives until `stop` fires (or its sender is dropped), handing every accepted datagram
@@ -83,14 +123,17 @@ impl NotifySocket {
     /// queued (a final report sent just before the worker's exit counts), closes the socket and
     /// returns the tally. Nothing it meets fails the attempt: a read error ends the receiving.
     pub(crate) async fn receive(
-        self,
-        is_member: impl Fn(u32) -> bool,
+        mut self,
+        mut is_member: impl FnMut(u32) -> bool,
         mut deliver: impl FnMut(Delivery),
         mut stop: oneshot::Receiver<()>,
     ) -> NotifyTally {
-        // SAFETY: `self.fd` is an open socket this value owns alone; `OwnedFd::as_raw_fd`
+        let Some(socket) = self.fd.take() else {
+            return NotifyTally::default();
+        };
+        // SAFETY: `socket` is an open socket this value owns alone; `OwnedFd::as_raw_fd`
         // returns it unchanged until the `AsyncFd` drops it.
-        let fd = match unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) } {
+        let fd = match unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) } {
             Ok(fd) => fd,
             Err(error) => {
                 tracing::warn!(%error, "cannot watch the notification socket; notifications are not read");
@@ -101,6 +144,7 @@ impl NotifySocket {
             buffer: vec![0; MAX_DATAGRAM_BYTES],
             control: nix::cmsg_space!(nix::libc::ucred, [RawFd; MAX_PASSED_FDS]),
             guard: FloodGuard::default(),
+            verdicts: SenderVerdicts::default(),
             origin: Instant::now(),
             tally: NotifyTally::default(),
         };
@@ -125,7 +169,9 @@ impl NotifySocket {
                     }
                     continue 'receiving;
                 }
-                match ready.try_io(|fd| receiver.read_one(fd.get_ref(), &is_member, &mut deliver)) {
+                match ready
+                    .try_io(|fd| receiver.read_one(fd.get_ref(), &mut is_member, &mut deliver))
+                {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
                         tracing::warn!(%error, "reading the notification socket failed; notifications are no longer read");
@@ -139,7 +185,7 @@ impl NotifySocket {
         }
         // The worker may have sent its last word just before exiting.
         for _ in 0..DRAIN_LIMIT {
-            match receiver.read_one(fd.get_ref(), &is_member, &mut deliver) {
+            match receiver.read_one(fd.get_ref(), &mut is_member, &mut deliver) {
                 Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) => {
@@ -148,7 +194,61 @@ impl NotifySocket {
                 }
             }
         }
+        // Senders can no longer reach it; then the socket is closed (with whatever a sender
+        // may still have queued on it) where a close cannot hold up this task.
+        drop(self.directory.take());
+        close_elsewhere(fd.into_inner());
         receiver.tally
+    }
+}
+
+impl Drop for NotifySocket {
+    fn drop(&mut self) {
+        drop(self.directory.take());
+        if let Some(fd) = self.fd.take() {
+            close_elsewhere(fd);
+        }
+    }
+}
+
+/// Where an attempt's socket directory may go, in order of preference.
+fn socket_bases() -> Vec<PathBuf> {
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute());
+    let mut bases: Vec<PathBuf> = runtime_dir.into_iter().collect();
+    bases.push(std::env::temp_dir());
+    bases.push(PathBuf::from("/tmp"));
+    bases.dedup();
+    bases
+}
+
+/// Closes `fd` on a thread of its own. Descriptors passed along are accepted (refusing them,
+/// `SO_PASSRIGHTS`, would fail `systemd-notify`, whose default mode passes a pipe and waits for
+/// its close), but closing the last reference to a passed socket can block for its whole
+/// `SO_LINGER` time (a file on a stalled FUSE mount for good), so the receiver never closes
+/// what a sender passed: a stalled close holds up only this thread and the closes queued
+/// behind it. The receiving socket itself is closed here too, since whatever is still queued
+/// on it is released with it.
+fn close_elsewhere(fd: OwnedFd) {
+    static CLOSER: OnceLock<Option<mpsc::Sender<OwnedFd>>> = OnceLock::new();
+    let closer = CLOSER.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel::<OwnedFd>();
+        std::thread::Builder::new()
+            .name("ash-fd-closer".to_owned())
+            .spawn(move || receiver.into_iter().for_each(drop))
+            .map_err(|error| tracing::warn!(%error, "cannot start the descriptor closer"))
+            .ok()
+            .map(|_| sender)
+    });
+    // Without the thread (it could not be started, or is gone): closed here, as a last resort.
+    match closer {
+        Some(sender) => {
+            if let Err(mpsc::SendError(fd)) = sender.send(fd) {
+                drop(fd);
+            }
+        }
+        None => drop(fd),
     }
 }
 
@@ -164,7 +264,7 @@ pub(crate) struct NotifyReceiver {
 impl NotifyReceiver {
     pub(crate) fn start(
         socket: NotifySocket,
-        is_member: impl Fn(u32) -> bool + Send + 'static,
+        is_member: impl FnMut(u32) -> bool + Send + 'static,
         deliver: impl FnMut(Delivery) + Send + 'static,
     ) -> Self {
         let (stop, stopped) = oneshot::channel();
@@ -195,11 +295,13 @@ impl NotifyReceiver {
 }
 
 /// The receiving loop's buffers and counters: memory is one datagram's buffer (`MSG_TRUNC`
-/// still tells an oversized one's length), CPU is bounded by the [`FloodGuard`].
+/// still tells an oversized one's length), CPU is bounded by the [`FloodGuard`] and by judging
+/// each sender once a while ([`SenderVerdicts`]), not once a datagram.
 struct Receiver {
     buffer: Vec<u8>,
     control: Vec<u8>,
     guard: FloodGuard,
+    verdicts: SenderVerdicts,
     origin: Instant,
     tally: NotifyTally,
 }
@@ -214,7 +316,7 @@ impl Receiver {
     fn read_one(
         &mut self,
         fd: &OwnedFd,
-        is_member: &impl Fn(u32) -> bool,
+        is_member: &mut impl FnMut(u32) -> bool,
         deliver: &mut impl FnMut(Delivery),
     ) -> io::Result<()> {
         let mut iov = [IoSliceMut::new(&mut self.buffer)];
@@ -238,7 +340,7 @@ impl Receiver {
                             for fd in fds {
                                 // SAFETY: the kernel just installed `fd` in our table for us;
                                 // nothing else knows it, so this is its only owner.
-                                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                                close_elsewhere(unsafe { OwnedFd::from_raw_fd(fd) });
                                 self.tally.descriptors_closed += 1;
                             }
                         }
@@ -251,7 +353,9 @@ impl Receiver {
             Err(_) => tracing::warn!("a notification's control data was truncated"),
         }
         let received = len.min(self.buffer.len());
-        let Some(pid) = sender.filter(|pid| is_member(*pid)) else {
+        let at = self.elapsed();
+        let verdicts = &mut self.verdicts;
+        let Some(pid) = sender.filter(|&pid| verdicts.judge(pid, at, &mut *is_member)) else {
             self.tally.from_outside += 1;
             return Ok(());
         };

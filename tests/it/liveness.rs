@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// `bin/notify MESSAGE…`: sends each message as one datagram to `$NOTIFY_SOCKET` (an abstract
-/// `@name` or a path), then stays 0.2 s so that the runner can still tell who sent it.
+/// `bin/notify MESSAGE…`: sends each message as one datagram to `$NOTIFY_SOCKET` (a path, or
+/// an abstract `@name`), then stays 0.2 s so that the runner can still tell who sent it.
 fn notify_script(sandbox: &Sandbox) -> PathBuf {
     let path = sandbox.write(
         "bin/notify",
@@ -215,16 +215,12 @@ fn notifications_from_outside_the_attempt_are_ignored() {
         .expect("spawn handler");
     assert!(wait_until(PATIENCE, || address_file.exists()));
     let address = std::fs::read_to_string(&address_file).expect("address");
-    let name = address.strip_prefix('@').expect("an abstract address");
+    assert!(address.starts_with('/'), "a socket path: {address}");
     let outsider = UnixDatagram::unbound().expect("socket");
-    let target: std::os::unix::net::SocketAddr = {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(name).expect("address")
-    };
     // This test process is another session: its pings must not keep the agent alive.
     let mut child = child;
     while child.try_wait().expect("wait").is_none() {
-        let _ = outsider.send_to_addr(b"WATCHDOG=1\nSTATUS=outsider", &target);
+        let _ = outsider.send_to(b"WATCHDOG=1\nSTATUS=outsider", &address);
         std::thread::sleep(Duration::from_millis(200));
     }
     let run = Run::from_output(child.wait_with_output().expect("output"));
@@ -247,7 +243,6 @@ fn floods_oversized_datagrams_and_garbage_change_nothing() {
     let flood = "python3 -c '\n\
          import os, socket\n\
          address = os.environ[\"NOTIFY_SOCKET\"]\n\
-         address = \"\\0\" + address[1:]\n\
          sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
          sock.setblocking(False)\n\
          for message in [b\"WATCHDOG=1\"] * 10000 + [b\"STATUS=\" + b\"x\" * 65536, b\"\\xff\\xfe\", b\"no equals sign\"]:\n\
@@ -296,18 +291,14 @@ fn each_attempt_has_its_own_socket_and_it_is_gone_afterwards() {
     assert_ne!(addresses[0], addresses[1]);
     let probe = UnixDatagram::unbound().expect("socket");
     for address in addresses {
-        let name = address
-            .strip_prefix("@ai-session-handler/")
-            .expect("the runner's abstract address");
-        let target: std::os::unix::net::SocketAddr = {
-            use std::os::linux::net::SocketAddrExt;
-            std::os::unix::net::SocketAddr::from_abstract_name(format!("ai-session-handler/{name}"))
-                .expect("address")
-        };
+        let path = std::path::Path::new(address);
+        assert!(path.is_absolute(), "the runner's socket path: {address}");
         assert!(
-            probe.send_to_addr(b"WATCHDOG=1", &target).is_err(),
+            probe.send_to(b"WATCHDOG=1", path).is_err(),
             "{address} still exists"
         );
+        // Its private directory is gone with it.
+        assert!(!path.parent().expect("a directory").exists(), "{address}");
     }
 }
 
@@ -908,7 +899,7 @@ fn a_final_report_sent_just_before_the_exit_counts() {
          import os, socket, sys\n\
          sys.stdin.read()\n\
          print('<phase-complete>done</phase-complete>', flush=True)\n\
-         address = '\\0' + os.environ['NOTIFY_SOCKET'][1:]\n\
+         address = os.environ['NOTIFY_SOCKET']\n\
          sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
          sock.sendto(b'X_AISH_USAGE={\"output_tokens\": 42, \"final\": true}', address)\n\
          os._exit(0)\n",

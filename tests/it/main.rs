@@ -16,6 +16,7 @@ mod invalid_inputs;
 mod liveness;
 mod newcomer;
 mod next_step;
+mod notify_hardening;
 mod observability;
 mod process_lifecycle;
 mod progress_and_events;

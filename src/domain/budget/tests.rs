@@ -31,7 +31,10 @@ fn tokens(limit: u64, origin: CapOrigin) -> BudgetCaps {
 }
 
 fn spent(tokens: u64, cost_usd: f64) -> Spent {
-    Spent { tokens, cost_usd }
+    Spent {
+        tokens,
+        cost_micros: crate::domain::token_usage::usd_to_micros(cost_usd),
+    }
 }
 
 #[test]
@@ -245,4 +248,32 @@ fn the_config_object_is_strict() {
         "expected budget.max_cost_usd to be a number"
     );
     assert_eq!(error(json!([1])), "expected budget to be an object or null");
+}
+
+#[test]
+fn costs_adding_up_to_the_cap_reach_it() {
+    let caps = BudgetCaps::effective(None, Some(1.0), &BudgetConfig::default());
+    let spent = [0.7, 0.1, 0.1]
+        .into_iter()
+        .fold(Spent::default(), |spent, cost| {
+            spent.plus(&TokenCounts {
+                cost_usd: Some(cost),
+                ..TokenCounts::default()
+            })
+        });
+    assert_eq!(caps.reached(spent), None);
+    let spent = spent.plus(&TokenCounts {
+        cost_usd: Some(0.1),
+        ..TokenCounts::default()
+    });
+    let reached = caps
+        .reached(spent)
+        .expect("0.7 + 0.1 + 0.1 + 0.1 reaches 1");
+    assert_eq!(
+        reached.kind,
+        CapKind::Cost {
+            limit: 1.0,
+            spent: 1.0
+        }
+    );
 }

@@ -247,8 +247,9 @@ pub(crate) struct AttemptLifecycle {
     usage: AttemptUsage,
     budget: BudgetCaps,
     spent_before: Spent,
-    /// The warning about the first invalid usage report, for the transcript.
-    usage_warning: Option<String>,
+    /// The warnings about the first invalid usage report and the first final one lower than
+    /// what was counted, for the transcript.
+    usage_notes: Vec<String>,
     notifications_drained: bool,
 }
 
@@ -364,7 +365,7 @@ impl AttemptLifecycle {
                 if self.worker_launched()
                     && let Some(warning) = self.usage.invalid(&error)
                 {
-                    self.usage_warning = Some(warning);
+                    self.usage_notes.push(warning);
                 }
             }
             AttemptEvent::NotificationsDrained => {
@@ -473,7 +474,7 @@ impl AttemptLifecycle {
                     exit: *exit,
                     group: std::mem::take(group),
                     pipes_held_open: *pipes_held_open,
-                    notes: self.usage_warning.iter().cloned().collect(),
+                    notes: self.usage_notes.clone(),
                 };
                 self.stage = Stage::Recording { exit: *exit };
                 effects.push(AttemptEffect::Gather(input));
@@ -699,8 +700,11 @@ impl AttemptLifecycle {
     /// before the next launch instead).
     fn usage_reported(&mut self, report: UsageReport, effects: &mut Vec<AttemptEffect>) {
         let running = !report.is_final;
-        if self.usage.report(report) != ReportEffect::Applied {
-            return;
+        match self.usage.report(report) {
+            ReportEffect::Changed => {}
+            ReportEffect::Unchanged => return,
+            // Counted as before, but it may have made the usage final.
+            ReportEffect::LowerFinal(warning) => self.usage_notes.extend(warning),
         }
         effects.push(AttemptEffect::PublishUsage(self.usage.summary()));
         if !running || self.stage != Stage::Running {

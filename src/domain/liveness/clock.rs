@@ -71,6 +71,11 @@ impl IdleWatch {
     }
 }
 
+/// At most one `idle-deadline-extended` event per this interval: an agent moving its deadline
+/// a little further with every datagram costs the event stream a line a second. The latest
+/// extension within the interval is written when it ends.
+pub const EXTENSION_EVENT_INTERVAL: Duration = Duration::from_secs(1);
+
 #[derive(Clone, Debug)]
 pub struct AttemptClock {
     wall_clock: Option<Duration>,
@@ -78,6 +83,10 @@ pub struct AttemptClock {
     status: LatestStatus,
     /// When the rate limit lets the pending status change out.
     status_due: Option<Duration>,
+    /// When the last `Extended` was published.
+    extension_published: Option<Duration>,
+    /// When the rate limit lets the pending extension out.
+    extension_due: Option<Duration>,
     /// The earliest wake-up asked for and not yet come.
     armed: Option<Duration>,
     fired: bool,
@@ -105,6 +114,8 @@ impl AttemptClock {
             idle,
             status: LatestStatus::default(),
             status_due: None,
+            extension_published: None,
+            extension_due: None,
             armed: None,
             fired: false,
         };
@@ -134,7 +145,15 @@ impl AttemptClock {
                     if let Some(by) = extend
                         && let Extension::Moved { deadline } = idle.deadline.extend(at, by)
                     {
-                        effects.push(ClockEffect::Extended { at, deadline });
+                        match self.extension_published {
+                            Some(last) if at < last + EXTENSION_EVENT_INTERVAL => {
+                                self.extension_due = Some(last + EXTENSION_EVENT_INTERVAL);
+                            }
+                            _ => {
+                                self.extension_published = Some(at);
+                                effects.push(ClockEffect::Extended { at, deadline });
+                            }
+                        }
                     }
                 }
                 if let Some(change) = status {
@@ -162,6 +181,15 @@ impl AttemptClock {
                 if self.status_due.take_if(|due| *due <= at).is_some() {
                     let publish = self.status.due(at);
                     self.publish(publish, &mut effects);
+                }
+                if self.extension_due.take_if(|due| *due <= at).is_some()
+                    && let Some(deadline) = self
+                        .idle
+                        .as_ref()
+                        .and_then(|idle| idle.deadline.extended_until())
+                {
+                    self.extension_published = Some(at);
+                    effects.push(ClockEffect::Extended { at, deadline });
                 }
                 if let Some(idle) = &mut self.idle
                     && !idle.sampling
@@ -214,6 +242,7 @@ impl AttemptClock {
             idle.filter(|idle| !idle.sampling)
                 .map(|idle| idle.sample_after),
             self.status_due,
+            self.extension_due,
         ]
         .into_iter()
         .flatten()

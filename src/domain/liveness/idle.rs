@@ -73,6 +73,11 @@ impl IdleDeadline {
         }
     }
 
+    /// The latest extension's end, if any was announced.
+    pub fn extended_until(&self) -> Option<Duration> {
+        self.extended_until
+    }
+
     /// The later of last sign of life + limit and the extension: idle from then on.
     pub fn deadline(&self) -> Duration {
         let by_life = self.last_life.saturating_add(self.limit);

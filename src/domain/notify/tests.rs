@@ -237,3 +237,44 @@ proptest! {
         prop_assert_eq!(parse(&text), Err(Rejection::Malformed { line: lines.len() }));
     }
 }
+
+#[test]
+fn a_sender_is_judged_once_a_while_not_once_a_datagram() {
+    let mut verdicts = SenderVerdicts::default();
+    let walks = std::cell::Cell::new(0);
+    let judge = |member: bool| {
+        let walks = &walks;
+        move |_: u32| {
+            walks.set(walks.get() + 1);
+            member
+        }
+    };
+    // An outsider flooding for half a second: judged once.
+    for step in 0..10_000u64 {
+        let at = Duration::from_micros(step * 50);
+        assert!(!verdicts.judge(7, at, judge(false)));
+    }
+    // A member's flood too, and each keeps its own verdict.
+    for step in 0..10_000u64 {
+        let at = Duration::from_micros(step * 50);
+        assert!(verdicts.judge(8, at, judge(true)));
+    }
+    assert_eq!(walks.get(), 2);
+    // After a second, judged again.
+    assert!(verdicts.judge(7, Duration::from_millis(1_000), judge(true)));
+    assert_eq!(walks.get(), 3);
+}
+
+#[test]
+fn judged_senders_are_bounded() {
+    let mut verdicts = SenderVerdicts::default();
+    let at = Duration::from_secs(5);
+    for pid in 0..(3 * MAX_JUDGED_SENDERS as u32) {
+        verdicts.judge(pid, at, |_| false);
+        assert!(verdicts.judged.len() <= MAX_JUDGED_SENDERS);
+    }
+    // Stale verdicts make room first.
+    let later = at + REJUDGE_AFTER;
+    verdicts.judge(u32::MAX, later, |_| true);
+    assert_eq!(verdicts.judged.len(), 1);
+}

@@ -94,9 +94,36 @@ impl TokenCounts {
             reasoning_tokens: add(self.reasoning_tokens, other.reasoning_tokens),
             cost_usd: match (self.cost_usd, other.cost_usd) {
                 (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                (a, b) => Some(micros_to_usd(
+                    usd_to_micros(a.unwrap_or(0.0)).saturating_add(usd_to_micros(b.unwrap_or(0.0))),
+                )),
             },
         }
+    }
+
+    /// Count by count, the higher of the two (a count either side has is kept).
+    pub fn highest(&self, other: &Self) -> Self {
+        Self {
+            input_tokens: self.input_tokens.max(other.input_tokens),
+            cached_input_tokens: self.cached_input_tokens.max(other.cached_input_tokens),
+            output_tokens: self.output_tokens.max(other.output_tokens),
+            reasoning_tokens: self.reasoning_tokens.max(other.reasoning_tokens),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// Whether some count of `self` is below `other`'s (a count `self` lacks counts as 0).
+    pub fn lower_than(&self, other: &Self) -> bool {
+        let below =
+            |mine: Option<u64>, theirs: Option<u64>| mine.unwrap_or(0) < theirs.unwrap_or(0);
+        below(self.input_tokens, other.input_tokens)
+            || below(self.cached_input_tokens, other.cached_input_tokens)
+            || below(self.output_tokens, other.output_tokens)
+            || below(self.reasoning_tokens, other.reasoning_tokens)
+            || self.cost_usd.unwrap_or(0.0) < other.cost_usd.unwrap_or(0.0)
     }
 
     /// Which counts are present, in [`COUNT_KEYS`] order.
@@ -146,11 +173,40 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// `$5`, `$0.0011`, `$1.2346`: at most four decimals, trailing zeros dropped.
+/// Money is counted in whole micro-dollars, so sums are exact (0.7 + 0.1 + 0.1 + 0.1 is 1, and
+/// reaches a cap of 1) and bounded: a sum saturates at `u64::MAX` micro-dollars (about $1.8e13)
+/// instead of growing to infinity. A negative amount, or one that is not a number, is 0.
+pub fn usd_to_micros(amount: f64) -> u64 {
+    if amount > 0.0 {
+        // `as` saturates: an amount beyond the range is the largest one.
+        (amount * 1e6).round() as u64
+    } else {
+        0
+    }
+}
+
+/// Dollars for `micros`, as written in JSON.
+pub fn micros_to_usd(micros: u64) -> f64 {
+    micros as f64 / 1e6
+}
+
+/// An agent's cost as it is counted: whole micro-dollars, at most the largest sum.
+pub fn counted_usd(amount: f64) -> f64 {
+    micros_to_usd(usd_to_micros(amount))
+}
+
+/// `$5`, `$0.0011`, `$1.2346`: at most four decimals, trailing zeros dropped; never `-0`,
+/// never more than 14 digits before the point.
 pub fn format_usd(amount: f64) -> String {
-    let text = format!("{amount:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    format!("${text}")
+    let micros = usd_to_micros(amount);
+    let ten_thousandths = micros / 100 + u64::from(micros % 100 >= 50);
+    let (dollars, fraction) = (ten_thousandths / 10_000, ten_thousandths % 10_000);
+    if fraction == 0 {
+        format!("${dollars}")
+    } else {
+        let fraction = format!("{fraction:04}");
+        format!("${dollars}.{}", fraction.trim_end_matches('0'))
+    }
 }
 
 #[cfg(test)]
@@ -234,5 +290,40 @@ mod tests {
         assert_eq!(format_usd(0.0011), "$0.0011");
         assert_eq!(format_usd(1.23456), "$1.2346");
         assert_eq!(format_usd(0.0), "$0");
+    }
+
+    #[test]
+    fn money_is_counted_exactly_in_micro_dollars() {
+        let sum = [0.7, 0.1, 0.1, 0.1]
+            .into_iter()
+            .fold(TokenCounts::default(), |sum, cost| {
+                sum.plus(&counts(None, None, Some(cost)))
+            });
+        assert_eq!(sum.cost_usd, Some(1.0));
+        assert_eq!(usd_to_micros(0.0000004), 0);
+        assert_eq!(usd_to_micros(0.0000005), 1);
+        assert_eq!(usd_to_micros(-1.0), 0);
+        assert_eq!(usd_to_micros(f64::NAN), 0);
+        assert_eq!(counted_usd(0.0011), 0.0011);
+    }
+
+    #[test]
+    fn huge_and_odd_costs_stay_bounded_and_print_sanely() {
+        let huge = counts(None, None, Some(counted_usd(1e308)));
+        let sum = huge.plus(&huge);
+        let cost = sum.cost_usd.expect("a cost");
+        assert!(cost.is_finite(), "{cost}");
+        assert_eq!(usd_to_micros(cost), u64::MAX);
+        assert_eq!(format_usd(cost), "$18446744073709.5516");
+        assert_eq!(format_usd(1e308), "$18446744073709.5516");
+        assert_eq!(format_usd(f64::INFINITY), "$18446744073709.5516");
+        assert_eq!(format_usd(-0.0), "$0");
+        assert_eq!(format_usd(0.00004), "$0");
+        assert_eq!(format_usd(0.00005), "$0.0001");
+        assert_eq!(format_usd(2.5), "$2.5");
+        assert_eq!(
+            serde_json::to_value(&sum).unwrap()["cost_usd"],
+            serde_json::json!(18446744073709.55)
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{COUNT_KEYS, TokenCounts};
+use super::{COUNT_KEYS, TokenCounts, counted_usd};
 use crate::domain::status_text::sanitize_status;
 use crate::domain::strict_json::parse_document;
 
@@ -198,7 +198,7 @@ fn read_count(
         let cost = value
             .as_f64()
             .filter(|cost| cost.is_finite() && *cost >= 0.0);
-        counts.cost_usd = Some(cost.ok_or_else(|| expected("number"))?);
+        counts.cost_usd = Some(counted_usd(cost.ok_or_else(|| expected("number"))?));
         return Ok(());
     }
     let count = value.as_u64().ok_or_else(|| expected("integer"))?;

@@ -34,30 +34,69 @@ fn completeness<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Completene
         })
 }
 
-/// The usage of the running attempt, report by report: each is cumulative, so the last one
-/// wins, except that a non-final report never replaces a final one.
+/// The usage of the running attempt, report by report. Reports are cumulative, but any process
+/// of the attempt may send one (a tool the agent runs can find the socket), so no report can
+/// lower what was counted: each count is the highest any report gave, per model too. A final
+/// report (the provider's own total) makes the usage `reported`; one lower than what was
+/// counted is noted, not believed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AttemptUsage {
-    latest: Option<UsageReport>,
+    counted: Option<TokenCounts>,
+    models: BTreeMap<String, TokenCounts>,
     final_seen: bool,
     /// Invalid reports received (ignored).
     invalid: u64,
+    /// Final reports lower than what was already counted.
+    lower_finals: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a report changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReportEffect {
-    Applied,
-    IgnoredAfterFinal,
+    /// The usage is higher, or now final.
+    Changed,
+    Unchanged,
+    /// A final report below what was counted (ignored where lower); the warning for the
+    /// transcript, the first time only.
+    LowerFinal(Option<String>),
 }
 
 impl AttemptUsage {
     pub fn report(&mut self, report: UsageReport) -> ReportEffect {
-        if self.final_seen && !report.is_final {
-            return ReportEffect::IgnoredAfterFinal;
+        let before = (self.counted.clone(), self.models.clone(), self.final_seen);
+        let lower = match &self.counted {
+            Some(counted) => report.totals.lower_than(counted),
+            None => false,
+        };
+        let counted = match &self.counted {
+            Some(counted) => counted.highest(&report.totals),
+            None => report.totals.clone(),
+        };
+        self.counted = Some(counted);
+        for (name, counts) in &report.models {
+            let highest = self
+                .models
+                .get(name)
+                .map_or_else(|| counts.clone(), |seen| seen.highest(counts));
+            self.models.insert(name.clone(), highest);
         }
         self.final_seen |= report.is_final;
-        self.latest = Some(report);
-        ReportEffect::Applied
+        if report.is_final && lower {
+            self.lower_finals += 1;
+            let warning = (self.lower_finals == 1).then(|| {
+                format!(
+                    "[runner] a final usage report ({}) is lower than what the attempt had already reported ({}); the higher counts are kept (any process of the attempt can send a report)",
+                    describe_or_nothing(&report.totals),
+                    describe_or_nothing(self.counted.as_ref().unwrap_or(&TokenCounts::default())),
+                )
+            });
+            return ReportEffect::LowerFinal(warning);
+        }
+        if before == (self.counted.clone(), self.models.clone(), self.final_seen) {
+            ReportEffect::Unchanged
+        } else {
+            ReportEffect::Changed
+        }
     }
 
     /// An invalid report is ignored and counted; the warning for the transcript comes the
@@ -71,17 +110,18 @@ impl AttemptUsage {
         })
     }
 
-    /// The attempt's totals so far, for a budget check mid-attempt.
+    /// What the attempt has spent so far (never less than before), for a budget check
+    /// mid-attempt.
     pub fn live(&self) -> Option<&TokenCounts> {
-        self.latest.as_ref().map(|report| &report.totals)
+        self.counted.as_ref()
     }
 
     pub fn summary(&self) -> UsageSummary {
-        match &self.latest {
+        match &self.counted {
             None => UsageSummary::unknown(),
-            Some(report) => UsageSummary {
-                counts: report.totals.clone(),
-                models: report.models.clone(),
+            Some(counted) => UsageSummary {
+                counts: counted.clone(),
+                models: self.models.clone(),
                 completeness: if self.final_seen {
                     Completeness::Reported
                 } else {
@@ -89,6 +129,14 @@ impl AttemptUsage {
                 },
             },
         }
+    }
+}
+
+fn describe_or_nothing(counts: &TokenCounts) -> String {
+    if counts.is_empty() {
+        "no counts".to_owned()
+    } else {
+        counts.describe()
     }
 }
 

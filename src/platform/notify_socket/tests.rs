@@ -1,4 +1,4 @@
-//! Tests of the attempt's notification socket with real datagrams: its abstract address, senders inside and outside the attempt, garbage, oversized datagrams, passed descriptors, `systemd-notify`.
+//! Tests of the attempt's notification socket with real datagrams: its private address, senders inside and outside the attempt, garbage, oversized datagrams, passed descriptors (closed off the receiver), `systemd-notify`.
 
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
@@ -24,8 +24,14 @@ struct Harness {
 }
 
 impl Harness {
-    fn start(is_member: impl Fn(u32) -> bool + Send + 'static) -> Self {
-        let socket = NotifySocket::bind().expect("bind");
+    fn start(is_member: impl FnMut(u32) -> bool + Send + 'static) -> Self {
+        Self::start_with(NotifySocket::bind().expect("bind"), is_member)
+    }
+
+    fn start_with(
+        socket: NotifySocket,
+        is_member: impl FnMut(u32) -> bool + Send + 'static,
+    ) -> Self {
         let name = socket.env_value().to_owned();
         let delivered = Arc::new(Mutex::new(Vec::new()));
         let sink = delivered.clone();
@@ -62,32 +68,39 @@ impl Harness {
     }
 }
 
-fn abstract_address(name: &str) -> std::os::unix::net::SocketAddr {
-    use std::os::linux::net::SocketAddrExt;
-    std::os::unix::net::SocketAddr::from_abstract_name(name).expect("address")
-}
-
 fn own_pid() -> impl Fn(u32) -> bool + Send + 'static {
     let me = std::process::id();
     move |pid| pid == me
 }
 
 #[test]
-fn the_address_is_abstract_and_named_as_systemd_expects() {
+fn the_address_is_a_path_in_a_directory_only_the_user_can_enter() {
+    use std::os::unix::fs::MetadataExt;
     runtime().block_on(async {
         let socket = NotifySocket::bind().expect("bind");
-        let name = socket.env_value();
-        assert!(
-            name.starts_with(&format!("@ai-session-handler/{}/", std::process::id())),
-            "{name}"
-        );
-        // Nothing on disk: an abstract name is not a path.
-        assert!(!std::path::Path::new(&name[1..]).exists());
+        let path = std::path::PathBuf::from(socket.env_value());
+        assert!(path.is_absolute(), "{}", path.display());
+        assert!(path.as_os_str().len() <= MAX_SOCKET_PATH);
+        let directory = path.parent().expect("a directory").to_owned();
+        let metadata = std::fs::metadata(&directory).expect("directory");
+        assert_eq!(metadata.mode() & 0o777, 0o700);
+        assert_eq!(metadata.uid(), rustix::process::getuid().as_raw());
         // std's own client reaches it by the same name.
         let client = UnixDatagram::unbound().expect("client");
-        let address = abstract_address(&name[1..]);
-        client.send_to_addr(b"WATCHDOG=1", &address).expect("send");
+        client.send_to(b"WATCHDOG=1", &path).expect("send");
+        // Gone, directory and all, once the socket is.
+        let harness = Harness::start_with(socket, own_pid());
+        harness.wait_for(1).await;
+        harness.finish().await;
+        assert!(!directory.exists(), "{} is left", directory.display());
     });
+    let socket = NotifySocket::bind().expect("bind");
+    let directory = std::path::Path::new(socket.env_value())
+        .parent()
+        .unwrap()
+        .to_owned();
+    drop(socket);
+    assert!(!directory.exists(), "{} is left", directory.display());
 }
 
 #[test]
@@ -154,12 +167,12 @@ fn a_datagram_larger_than_the_buffer_is_oversized() {
         let harness = Harness::start(own_pid());
         let client = UnixDatagram::unbound().expect("client");
         socket::setsockopt(&client, sockopt::SndBuf, &(256 * 1024)).expect("sndbuf");
-        let address = abstract_address(&harness.name[1..]);
+        let address = &harness.name;
         let huge = format!("STATUS={}", "x".repeat(64 * 1024));
         client
-            .send_to_addr(huge.as_bytes(), &address)
+            .send_to(huge.as_bytes(), address)
             .expect("send 64 KiB");
-        client.send_to_addr(b"WATCHDOG=1", &address).expect("send");
+        client.send_to(b"WATCHDOG=1", address).expect("send");
         harness.wait_for(1).await;
         let (tally, delivered) = harness.finish().await;
         assert_eq!(tally.oversized, 1);
@@ -168,22 +181,25 @@ fn a_datagram_larger_than_the_buffer_is_oversized() {
     });
 }
 
+/// Sends `BARRIER=1` with `fds` passed along.
+fn send_descriptors(harness: &Harness, fds: &[RawFd]) -> nix::Result<usize> {
+    let client = UnixDatagram::unbound().expect("client");
+    let address = UnixAddr::new(harness.name.as_str()).unwrap();
+    socket::sendmsg(
+        client.as_raw_fd(),
+        &[IoSlice::new(b"BARRIER=1")],
+        &[socket::ControlMessage::ScmRights(fds)],
+        MsgFlags::empty(),
+        Some(&address),
+    )
+}
+
 #[test]
 fn passed_descriptors_are_closed_at_once() {
     runtime().block_on(async {
         let harness = Harness::start(own_pid());
         let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
-        let client = UnixDatagram::unbound().expect("client");
-        let address = UnixAddr::new_abstract(&harness.name.as_bytes()[1..]).unwrap();
-        let fds = [write_end.as_raw_fd()];
-        socket::sendmsg(
-            client.as_raw_fd(),
-            &[IoSlice::new(b"BARRIER=1")],
-            &[socket::ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            Some(&address),
-        )
-        .expect("sendmsg");
+        send_descriptors(&harness, &[write_end.as_raw_fd()]).expect("sendmsg");
         drop(write_end);
         // Once the receiver closed its copy, the read end sees end of file: what
         // `systemd-notify` waits for.
@@ -201,6 +217,73 @@ fn passed_descriptors_are_closed_at_once() {
         let (tally, delivered) = harness.finish().await;
         assert_eq!(tally.descriptors_closed, 1);
         assert_eq!(delivered.len(), 1);
+    });
+}
+
+/// A TCP socket with unsent data, `SO_LINGER` 120 s and a peer that never reads: its last
+/// close blocks for the linger time. Passed to the receiver, that close must not hold up the
+/// datagrams after it.
+#[test]
+fn a_passed_lingering_socket_does_not_stall_the_receiver() {
+    use std::io::Write;
+    let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        eprintln!("no loopback network here; skipped");
+        return;
+    };
+    let mut lingering =
+        std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (_peer, _) = listener.accept().expect("accept");
+    socket::setsockopt(
+        &lingering,
+        sockopt::Linger,
+        &nix::libc::linger {
+            l_onoff: 1,
+            l_linger: 120,
+        },
+    )
+    .expect("linger");
+    lingering.set_nonblocking(true).expect("non-blocking");
+    let chunk = vec![0u8; 64 * 1024];
+    while lingering.write(&chunk).is_ok() {}
+    runtime().block_on(async {
+        let harness = Harness::start(own_pid());
+        let started = std::time::Instant::now();
+        send_descriptors(&harness, &[lingering.as_raw_fd()]).expect("sendmsg");
+        drop(lingering);
+        let sender = harness.sender();
+        sender.send("STATUS=after the socket").unwrap();
+        harness.wait_for(2).await;
+        // A close on the receiver would have held it (and this runtime) for the 120 s.
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(60), "held up for {waited:?}");
+        let (tally, delivered) = harness.finish().await;
+        assert_eq!(tally.descriptors_closed, 1);
+        assert_eq!(delivered.len(), 2, "{tally:?}");
+    });
+}
+
+#[test]
+fn a_flooding_sender_is_judged_once() {
+    runtime().block_on(async {
+        let judged = Arc::new(Mutex::new(0));
+        let count = judged.clone();
+        let harness = Harness::start(move |_| {
+            *count.lock().unwrap() += 1;
+            false
+        });
+        let started = std::time::Instant::now();
+        let sender = harness.sender();
+        for _ in 0..500 {
+            while sender.send("WATCHDOG=1").is_err() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        let (tally, _) = harness.finish().await;
+        assert_eq!(tally.from_outside, 500);
+        // Once a second at most, not once a datagram.
+        let judged = *judged.lock().unwrap();
+        let seconds = started.elapsed().as_secs() + 1;
+        assert!(judged <= seconds, "judged {judged} times in {seconds} s");
     });
 }
 
@@ -312,6 +395,8 @@ fn a_receiver_reads_what_was_sent_before_it_started() {
 fn a_sender_without_a_receiver_fails_without_blocking() {
     let sender =
         NotifySender::connect(OsStr::new("@ai-session-handler/nobody/none")).expect("connect");
+    assert!(sender.send("WATCHDOG=1").is_err());
+    let sender = NotifySender::connect(OsStr::new("/nonexistent/notify")).expect("connect");
     assert!(sender.send("WATCHDOG=1").is_err());
     assert!(NotifySender::connect(OsStr::new("relative/path")).is_err());
     assert!(NotifySender::connect(OsStr::new("")).is_err());

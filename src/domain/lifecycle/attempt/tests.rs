@@ -171,7 +171,7 @@ fn budgeted(spent: u64) -> AttemptLifecycle {
         cap_100_tokens(),
         Spent {
             tokens: spent,
-            cost_usd: 0.0,
+            cost_micros: 0,
         },
     )
 }
@@ -1309,8 +1309,16 @@ fn a_final_report_or_one_after_the_worker_ended_stops_nothing() {
     assert!(only_publishes(&lifecycle.handle(usage(500, true))));
     assert_eq!(lifecycle.stage().name(), "running");
     assert_eq!(lifecycle.cause(), None);
-    // A running straggler after the final one changes nothing either.
-    assert!(lifecycle.handle(usage(900, false)).is_empty());
+    // A lower running report after the final one changes nothing either…
+    assert!(lifecycle.handle(usage(400, false)).is_empty());
+    assert_eq!(lifecycle.cause(), None);
+    // …but a higher one is counted: any process of the attempt may have sent the final one.
+    lifecycle.handle(usage(900, false));
+    assert!(
+        matches!(lifecycle.cause(), Some(StopCause::BudgetExceeded(_))),
+        "{:?}",
+        lifecycle.cause()
+    );
     let mut lifecycle = after_in(
         budgeted(0),
         [AttemptEvent::Launched, AttemptEvent::LeaderExited(COMPLETE)],

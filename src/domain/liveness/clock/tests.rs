@@ -192,6 +192,47 @@ fn an_extension_moves_only_the_idle_deadline_and_is_published_once() {
     );
 }
 
+fn extensions(effects: &[ClockEffect]) -> Vec<(Duration, Duration)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            ClockEffect::Extended { at, deadline } => Some((*at, *deadline)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An agent growing its announced silence by 1.1 s with each of 380 datagrams a second: one
+/// `idle-deadline-extended` a second, the latest deadline written when the second is over.
+#[test]
+fn extensions_are_published_at_most_once_a_second_the_latest_kept() {
+    let (mut clock, _) = AttemptClock::start(None, Some(secs(2.0)), THRESHOLDS);
+    let mut published = Vec::new();
+    let mut by = 5.0;
+    for step in 0..380 {
+        let at = secs(0.1 + f64::from(step) / 380.0);
+        by += 1.1;
+        let effects = clock.handle(ClockInput::Notified {
+            at,
+            status: None,
+            extend: Some(secs(by)),
+        });
+        published.extend(extensions(&effects));
+    }
+    assert_eq!(published.len(), 1, "{published:?}");
+    assert_eq!(published[0].0, secs(0.1));
+    let last_deadline = secs(0.1 + 379.0 / 380.0 + by);
+    let effects = woke(&mut clock, 1.1);
+    let trailing = extensions(&effects);
+    assert_eq!(trailing.len(), 1, "{effects:?}");
+    assert_eq!(trailing[0].0, secs(1.1));
+    assert!(
+        trailing[0].1.abs_diff(last_deadline) < Duration::from_millis(1),
+        "{trailing:?} vs {last_deadline:?}"
+    );
+    assert!(extensions(&woke(&mut clock, 2.5)).is_empty());
+}
+
 #[test]
 fn statuses_are_published_rate_limited_and_named_in_the_stop_message() {
     let (mut clock, _) = AttemptClock::start(None, Some(secs(10.0)), THRESHOLDS);

@@ -70,32 +70,65 @@ fn the_last_report_wins_and_only_non_final_ones_are_partial() {
 }
 
 #[test]
-fn a_final_report_is_reported_and_later_running_totals_do_not_replace_it() {
+fn a_final_report_makes_the_usage_reported_and_nothing_lowers_it() {
     let mut usage = AttemptUsage::default();
     usage.report(report(json!({"input_tokens": 10})));
     assert_eq!(
         usage.report(report(
             json!({"input_tokens": 20, "cost_usd": 0.1, "final": true})
         )),
-        ReportEffect::Applied
+        ReportEffect::Changed
     );
     assert_eq!(
         usage.report(report(json!({"input_tokens": 5}))),
-        ReportEffect::IgnoredAfterFinal
+        ReportEffect::Unchanged
     );
     let summary = usage.summary();
     assert_eq!(summary.completeness, Completeness::Reported);
     assert_eq!(summary.counts.input_tokens, Some(20));
+    // Later and higher counts are counted, final or not.
     assert_eq!(
-        usage.report(report(json!({"input_tokens": 30, "final": true}))),
-        ReportEffect::Applied
+        usage.report(report(json!({"input_tokens": 30, "output_tokens": 4}))),
+        ReportEffect::Changed
     );
-    assert_eq!(usage.summary().counts.input_tokens, Some(30));
+    let summary = usage.summary();
+    assert_eq!(summary.counts.input_tokens, Some(30));
+    assert_eq!(summary.counts.output_tokens, Some(4));
     assert_eq!(
-        usage.summary().counts.cost_usd,
-        None,
-        "the last report wins whole"
+        summary.counts.cost_usd,
+        Some(0.1),
+        "a count is never dropped"
     );
+    assert_eq!(summary.completeness, Completeness::Reported);
+}
+
+/// A tool the agent runs can reach the socket and claim a final total of 0: the counts the
+/// budget sees never go down, and the claim is noted once.
+#[test]
+fn a_lower_final_report_is_noted_not_believed() {
+    let mut usage = AttemptUsage::default();
+    usage.report(report(json!({"input_tokens": 1000, "model": "m"})));
+    let ReportEffect::LowerFinal(Some(warning)) = usage.report(report(
+        json!({"input_tokens": 0, "final": true, "model": "m"}),
+    )) else {
+        panic!("a lower final report was believed");
+    };
+    assert_eq!(
+        warning,
+        "[runner] a final usage report (0 in tokens) is lower than what the attempt had already reported (1000 in tokens); the higher counts are kept (any process of the attempt can send a report)"
+    );
+    assert_eq!(usage.live().and_then(|live| live.input_tokens), Some(1000));
+    assert_eq!(usage.summary().models["m"].input_tokens, Some(1000));
+    assert_eq!(usage.summary().completeness, Completeness::Reported);
+    // The agent's later running totals still count.
+    usage.report(report(json!({"input_tokens": 5000})));
+    assert_eq!(usage.live().and_then(|live| live.input_tokens), Some(5000));
+    assert_eq!(
+        usage.report(report(json!({"final": true}))),
+        ReportEffect::LowerFinal(None),
+        "noted once"
+    );
+    assert_eq!(usage.summary().counts.input_tokens, Some(5000));
 }
 
 #[test]
