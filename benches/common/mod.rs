@@ -225,6 +225,7 @@ pub(crate) fn state(phases: usize, outcomes: usize) -> (State, StateLayout) {
             output_bytes: Some(250_000 + index as u64),
             watchdog_losses: None,
             usage: Some(usage(index as u64)),
+            changed_nothing: Some(false),
         });
         state.last_run = Some(LastRun {
             run_id: attempt_id.clone(),

@@ -625,6 +625,22 @@ fn render_text(report: &StatusReport) -> Vec<String> {
         report.plan.status == "unreadable",
     ));
     lines.extend(verification_lines(&report.phases));
+    lines.extend(
+        report
+            .phases
+            .iter()
+            .filter(|row| {
+                row.last_attempt
+                    .as_ref()
+                    .is_some_and(|last| last.completed_without_changes)
+            })
+            .map(|row| {
+                format!(
+                    "warning: {} reported phase-complete but changed nothing",
+                    row.id
+                )
+            }),
+    );
     lines.push(totals_line(&report.totals));
     if report.totals.attempts > 0 {
         lines.push(format!("usage: {}", report.totals.usage.describe()));

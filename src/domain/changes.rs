@@ -55,6 +55,16 @@ pub struct ChangeSummary {
     pub lines_removed: u64,
 }
 
+impl Changes {
+    /// Whether the attempt changed nothing: `None` when that is not known.
+    pub fn changed_nothing(&self) -> Option<bool> {
+        match self {
+            Self::Recorded(summary) => Some(summary.is_empty()),
+            Self::Unrecorded { .. } => None,
+        }
+    }
+}
+
 impl ChangeSummary {
     /// Neither a commit nor a changed file.
     pub fn is_empty(&self) -> bool {

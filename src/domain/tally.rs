@@ -57,6 +57,8 @@ pub struct AttemptFigures {
     /// Both streams together.
     pub output_bytes: Option<u64>,
     pub usage: UsageSummary,
+    /// It reported `phase-complete` but changed no file and made no commit (as recorded).
+    pub completed_without_changes: bool,
 }
 
 /// One row of the table.
@@ -170,6 +172,8 @@ pub fn tally(state: &State, plan_phases: Option<&[(&str, &str)]>) -> Tally {
                 duration_ms: entry.duration_ms,
                 output_bytes: entry.output_bytes,
                 usage: usage_of(entry),
+                completed_without_changes: entry.status == AttemptStatus::PhaseComplete
+                    && entry.changed_nothing == Some(true),
             }),
             usage: UsageSummary::sum(acc.map_or(&[][..], |acc| &acc.usage[..])),
         }

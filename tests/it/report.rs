@@ -231,6 +231,22 @@ fn the_report_of_a_night_says_what_each_attempt_did_in_every_format() {
     assert!(dom.contains("class=\"wait\""));
     assert!(dom.contains("class=\"check\""));
     assert_screenshot_is_not_blank(&sandbox, &html);
+
+    // `status` flags the phase whose last attempt completed without changing anything.
+    let status = sandbox.run(&["status", "--plan", PLAN]);
+    assert!(
+        status
+            .stdout
+            .contains("warning: phase-2 reported phase-complete but changed nothing"),
+        "{}",
+        status.stdout
+    );
+    assert!(!status.stdout.contains("warning: phase-1 "), "{}", status.stdout);
+    let status = sandbox.run(&["status", "--plan", PLAN, "--json"]);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    let rows = status["phases"].as_array().unwrap();
+    assert_eq!(rows[0]["last_attempt"]["completed_without_changes"], false);
+    assert_eq!(rows[1]["last_attempt"]["completed_without_changes"], true);
 }
 
 #[test]

@@ -151,7 +151,7 @@ impl Totals {
 /// A `phase-complete` attempt whose recorded changes are empty.
 pub fn completed_without_changes(status: Option<AttemptStatus>, changes: Option<&Changes>) -> bool {
     status == Some(AttemptStatus::PhaseComplete)
-        && matches!(changes, Some(Changes::Recorded(summary)) if summary.is_empty())
+        && changes.and_then(Changes::changed_nothing) == Some(true)
 }
 
 pub mod assemble;

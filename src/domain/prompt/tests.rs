@@ -54,6 +54,7 @@ fn outcome(phase_id: &str, status: AttemptStatus, path: &str) -> OutcomeRef {
         output_bytes: None,
         watchdog_losses: None,
         usage: None,
+        changed_nothing: None,
     }
 }
 

@@ -83,6 +83,9 @@ pub struct OutcomeRef {
     pub output_bytes: Option<u64>,
     pub watchdog_losses: Option<u64>,
     pub usage: Option<UsageSummary>,
+    /// The attempt changed no file and made no commit (`false`: it did); only when its
+    /// changes were recorded.
+    pub changed_nothing: Option<bool>,
 }
 
 /// `active_attempt`: a prepared or running attempt whose outcome is not committed yet.

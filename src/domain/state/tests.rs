@@ -1222,6 +1222,7 @@ fn completion_adds_the_phase_and_clears_the_current_phase() {
             output_bytes: None,
             watchdog_losses: None,
             usage: None,
+            changed_nothing: None,
         }]
     );
     assert_eq!(

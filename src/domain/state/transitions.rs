@@ -7,6 +7,7 @@ use super::{
     PlanRecord, SnapshotRef, State, StateError, StateLayout, Stop,
 };
 use super::{Refusal, Transition};
+use crate::domain::changes::Changes;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::outcome::OutcomeRecord;
 use crate::domain::retry::schedule::RetrySchedule;
@@ -159,6 +160,7 @@ impl State {
             output_bytes: outcome.output_bytes.map(|bytes| bytes.total()),
             watchdog_losses: outcome.watchdog_losses.map(u64::from),
             usage: outcome.usage.clone(),
+            changed_nothing: outcome.changes.as_ref().and_then(Changes::changed_nothing),
         });
         self.last_run = Some(LastRun {
             run_id: outcome.attempt_id.clone(),

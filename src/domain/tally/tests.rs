@@ -12,6 +12,7 @@ fn entry(id: &str, phase: &str, status: AttemptStatus, figures: Option<(u64, u64
         output_bytes: figures.map(|(_, bytes)| bytes),
         watchdog_losses: None,
         usage: None,
+        changed_nothing: None,
     }
 }
 
@@ -86,6 +87,7 @@ fn the_last_committed_attempt_of_a_phase_gives_its_figures_and_totals_sum_all() 
             duration_ms: Some(2_000),
             output_bytes: Some(20),
             usage: UsageSummary::unknown(),
+            completed_without_changes: false,
         })
     );
     assert_eq!(

@@ -179,6 +179,7 @@ fn a_stopped_phase_is_previewed_as_its_retry_sees_the_state() {
             output_bytes: Some(1),
             watchdog_losses: None,
             usage: None,
+            changed_nothing: None,
         }],
         current_phase: Some(PhaseRef {
             id: "phase-2".into(),
