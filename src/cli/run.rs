@@ -21,6 +21,7 @@ use crate::actors::run::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::hooks::{HOOK_MARKER, hooks_off};
 use crate::domain::selection::{RecoveryFlags, next_pending};
 use crate::invocation::{
     InputError, PlanSnapshot, RunOverrides, RunSettings, agent_program_problems,
@@ -138,7 +139,13 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
         };
-        let (settings, snapshot) = checked_inputs(&location, &overrides)?;
+        let (mut settings, snapshot) = checked_inputs(&location, &overrides)?;
+        let in_a_hook = std::env::var_os(HOOK_MARKER).is_some();
+        settings.hooks_off = hooks_off(in_a_hook, settings.hooks.len());
+        if let Some(reason) = &settings.hooks_off {
+            settings.hooks.clear();
+            Output::stderr(report::prefixed("warning", std::slice::from_ref(reason))).print();
+        }
         Ok(Inputs {
             location: Arc::new(location),
             settings: Arc::new(settings),

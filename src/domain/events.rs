@@ -26,6 +26,9 @@ pub(crate) enum RunEvent {
         plan: String,
         phases: usize,
         completed: usize,
+        /// Why the run's hooks do not run (its handler was started by a hook).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hooks_off: Option<String>,
     },
     /// An attempt's prepared record is durable: the phase is about to run.
     AttemptPrepared {

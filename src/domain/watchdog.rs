@@ -1,7 +1,8 @@
 //! The rules of the per-run watchdog (docs/architecture.md, "The watchdog"): the messages the
 //! handler and its process groups send it, which processes it stops once the handler is gone
 //! without having released them — every unreleased group and its escapees, found three ways
-//! because none alone sees them all — and what the handler does when it loses its watchdog.
+//! because none alone sees them all, and every process carrying a token it was ever told —
+//! and what the handler does when it loses its watchdog.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -86,10 +87,16 @@ pub(crate) struct Registry {
     never: [u32; 2],
     /// The handler's children that could be a worker's escapee: pid → start time.
     adoptees: BTreeMap<u32, u64>,
+    /// Every token a registration carried, kept after its group is released: a hook's escaped
+    /// descendants are swept only once the run has ended, so until the handler exits a process
+    /// carrying a released group's token may still be the run's.
+    told: BTreeSet<String>,
 }
 
 /// The most adoptees the registry keeps (a fork bomb must not grow the watchdog without end).
 pub(crate) const ADOPTEE_LIMIT: usize = 10_000;
+/// The most tokens the registry keeps (one per attempt, hook and check of a run).
+pub(crate) const TOKEN_LIMIT: usize = 10_000;
 
 impl Registry {
     pub(crate) fn new(own_pgid: u32, handler_pgid: u32) -> Self {
@@ -97,6 +104,7 @@ impl Registry {
             watched: BTreeMap::new(),
             never: [own_pgid, handler_pgid],
             adoptees: BTreeMap::new(),
+            told: BTreeSet::new(),
         }
     }
 
@@ -117,6 +125,9 @@ impl Registry {
                 });
                 if !attempt.is_empty() {
                     entry.attempt = Some(attempt.to_owned());
+                    if self.told.len() < TOKEN_LIMIT {
+                        self.told.insert(attempt.to_owned());
+                    }
                 }
                 entry.leader_started_ticks = entry.leader_started_ticks.or(leader_started_ticks);
             }
@@ -152,14 +163,23 @@ impl Registry {
             .collect()
     }
 
-    /// The tokens of every unreleased group, gone or not.
-    pub(crate) fn tokens(&self) -> Vec<String> {
-        let tokens: BTreeSet<&String> = self
-            .watched
+    /// The token of an unreleased group, if any carries one (what a report names).
+    pub(crate) fn watched_token(&self) -> Option<&str> {
+        self.watched
             .values()
-            .filter_map(|watched| watched.attempt.as_ref())
-            .collect();
-        tokens.into_iter().cloned().collect()
+            .find_map(|watched| watched.attempt.as_deref())
+    }
+
+    /// Every token a registration carried, released or not.
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        self.told.iter().cloned().collect()
+    }
+
+    /// Whether anything is left to stop once the socket closes: an unreleased group, or — when
+    /// the handler is gone rather than finished — any process carrying a token (a finished
+    /// handler swept its own).
+    pub(crate) fn has_work(&self, handler_gone: bool) -> bool {
+        self.is_watching() || (handler_gone && !self.told.is_empty())
     }
 
     /// Notes one of the handler's children if it could be an escapee of a watched worker.

@@ -17,7 +17,7 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::socket::{MsgFlags, recv};
-use nix::unistd::{getpgrp, getpid, setsid};
+use nix::unistd::{getpgrp, getpid, getppid, setsid};
 
 use super::descendant_sweep::{self, PASS_INTERVAL, SURVIVOR_WAIT, SWEEP_LIMIT};
 use super::no_follow;
@@ -187,7 +187,9 @@ fn life(config: &WatchdogConfig) -> i32 {
         }
     }
     registry.forget_gone(process_group::group_exists);
-    if !registry.is_watching() {
+    // Our parent is the handler until it dies: then we were re-parented.
+    let handler_gone = getppid().as_raw() as u32 != config.handler_pid;
+    if !registry.has_work(handler_gone) {
         return 0;
     }
     let report = stop_everything(&mut registry, own_pid);
@@ -350,7 +352,7 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     let record = serde_json::json!({
         "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "run_id": null,
-        "attempt_id": registry.tokens().first(),
+        "attempt_id": registry.watched_token(),
         "event": "watchdog-stopped",
         "handler_pid": config.handler_pid,
         "groups": report.groups,

@@ -10,6 +10,7 @@ mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
 mod hardening;
+mod hook_processes;
 mod hooks;
 mod hostile;
 mod invalid_inputs;

@@ -73,7 +73,7 @@ impl HookFacts {
     /// `AISH_*`: what is absent is the empty string, so a hook can always expand them.
     pub(crate) fn environment(&self, plan_path: &str) -> Vec<(String, String)> {
         [
-            ("AISH_EVENT", self.event.as_str().to_owned()),
+            (super::HOOK_MARKER, self.event.as_str().to_owned()),
             ("AISH_PLAN", plan_path.to_owned()),
             ("AISH_PHASE_ID", self.phase_id().to_owned()),
             ("AISH_STATUS", self.status.clone().unwrap_or_default()),

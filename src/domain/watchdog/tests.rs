@@ -223,3 +223,24 @@ fn the_stop_report_names_groups_escapees_and_survivors() {
         "{text}"
     );
 }
+
+#[test]
+fn a_released_groups_token_is_kept_for_a_handler_that_dies_later() {
+    let mut registry = Registry::new(5, 6);
+    assert!(!registry.has_work(true), "nothing told");
+    registry.apply(
+        WatchdogMessage::Watch {
+            pgid: 100,
+            attempt: "helper-1",
+        },
+        Some(50),
+    );
+    assert_eq!(registry.watched_token(), Some("helper-1"));
+    registry.apply(WatchdogMessage::Release(100), None);
+    assert!(!registry.is_watching());
+    assert_eq!(registry.watched_token(), None);
+    // A hook's escapee carries it until the run's end sweeps it.
+    assert_eq!(registry.tokens(), ["helper-1"]);
+    assert!(registry.has_work(true), "the handler died: search for it");
+    assert!(!registry.has_work(false), "the handler finished: it swept");
+}
