@@ -31,7 +31,7 @@ use crate::invocation::{
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::signal_disposition::{self, CaughtSignals};
-use crate::platform::{spawn, watchdog};
+use crate::platform::{job_control, spawn, watchdog};
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -84,6 +84,9 @@ pub(super) fn run(args: &RunArgs) -> ExitCode {
         workspace = %inputs.location.workspace
     );
     start_watchdog(&inputs.location, &span);
+    if let Err(error) = job_control::start() {
+        tracing::warn!(%error, "cannot catch SIGTSTP; Ctrl-Z would stop the handler alone");
+    }
     let threads = start_runtime().and_then(|runtime| {
         let observers = Observers::start(args, &inputs, runtime.handle())
             .map_err(|error| format!("cannot start the output threads: {error}"))?;

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use super::attempt_id::is_safe_file_stem;
 use super::identity::ProcStat;
@@ -22,6 +23,10 @@ pub(crate) enum WatchdogMessage<'a> {
     Watch { pgid: u32, attempt: &'a str },
     /// The handler stopped that group itself.
     Release(u32),
+    /// A person suspended the run (Ctrl-Z): the handler's stop that follows is theirs.
+    Suspend,
+    /// The run goes on after a suspension.
+    Resume,
 }
 
 /// The longest message: `watch `, a 10-digit pid, a space and an attempt id of up to 200
@@ -37,6 +42,15 @@ impl<'a> WatchdogMessage<'a> {
         let (word, pgid, attempt) = match self {
             Self::Watch { pgid, attempt } => ("watch", pgid, attempt),
             Self::Release(pgid) => ("release", pgid, ""),
+            Self::Suspend | Self::Resume => {
+                let word: &[u8] = if self == Self::Suspend {
+                    b"suspend"
+                } else {
+                    b"resume"
+                };
+                buffer[..word.len()].copy_from_slice(word);
+                return word.len();
+            }
         };
         // Formatting into a slice allocates nothing, and the longest word and pid fit.
         let mut rest = &mut buffer[..];
@@ -53,6 +67,11 @@ impl<'a> WatchdogMessage<'a> {
     /// Reads one packet; anything else is ignored by the watchdog.
     pub(crate) fn parse(packet: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(packet).ok()?;
+        match text {
+            "suspend" => return Some(Self::Suspend),
+            "resume" => return Some(Self::Resume),
+            _ => {}
+        }
         let mut words = text.split(' ');
         let word = words.next()?;
         let pgid = words.next()?.parse().ok()?;
@@ -87,6 +106,8 @@ pub(crate) struct Registry {
     never: [u32; 2],
     /// The handler's children that could be a worker's escapee: pid → start time.
     adoptees: BTreeMap<u32, u64>,
+    /// A person suspended the run and it was not resumed yet.
+    suspended: bool,
     /// Every token a registration carried, kept after its group is released: a hook's escaped
     /// descendants are swept only once the run has ended, so until the handler exits a process
     /// carrying a released group's token may still be the run's.
@@ -104,6 +125,7 @@ impl Registry {
             watched: BTreeMap::new(),
             never: [own_pgid, handler_pgid],
             adoptees: BTreeMap::new(),
+            suspended: false,
             told: BTreeSet::new(),
         }
     }
@@ -139,7 +161,14 @@ impl Registry {
                     self.adoptees.clear();
                 }
             }
+            WatchdogMessage::Suspend => self.suspended = true,
+            WatchdogMessage::Resume => self.suspended = false,
         }
+    }
+
+    /// A person suspended the run: the handler's stop is theirs to end.
+    pub(crate) fn suspended(&self) -> bool {
+        self.suspended
     }
 
     /// Marks the groups that no longer exist: a pgid that is gone could later be reused by an
@@ -222,6 +251,35 @@ pub(crate) fn could_be_escapee(
         .filter_map(|watched| watched.leader_started_ticks)
         .min();
     earliest.is_some_and(|started| child.start_time_ticks >= started)
+}
+
+/// How long the handler may stay stopped by anything but a person's Ctrl-Z (a `kill -STOP`
+/// by its agent, a hook or a check; a stop for terminal I/O) before the watchdog continues
+/// it: a stopped handler enforces no deadline and holds its lock.
+pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(1);
+
+/// The watchdog's view of the handler's stops, one look at a time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HandlerStops {
+    /// When a look first found the handler stopped without a suspension.
+    since: Option<Instant>,
+}
+
+impl HandlerStops {
+    /// One look at the handler at `now`: `stopped` (`T` in `/proc`), `suspended` (a person
+    /// suspended the run). True when the watchdog must continue it now.
+    pub(crate) fn look(&mut self, stopped: bool, suspended: bool, now: Instant) -> bool {
+        if !stopped || suspended {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        let overdue = now.saturating_duration_since(since) >= STOP_LIMIT;
+        if overdue {
+            self.since = None;
+        }
+        overdue
+    }
 }
 
 /// How the handler's watchdog process was lost (a signal number each but for the exit code).

@@ -25,7 +25,9 @@ use super::proc;
 use super::process_group;
 use crate::domain::escalation::Escalation;
 use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
-use crate::domain::watchdog::{ATTEMPT_ENV, Registry, StopReport, WatchdogMessage};
+use crate::domain::watchdog::{
+    ATTEMPT_ENV, HandlerStops, Registry, STOP_LIMIT, StopReport, WatchdogMessage,
+};
 
 /// The hidden first argument that makes the binary a (re-executed) watchdog.
 pub(crate) const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
@@ -153,6 +155,8 @@ fn life(config: &WatchdogConfig) -> i32 {
     let socket = stdin.as_fd();
     let mut packet = [0u8; 512];
     let mut looked = Instant::now();
+    let handler = Handler::open(config.handler_pid);
+    let mut stops = HandlerStops::default();
     loop {
         let interval = if registry.is_watching() {
             WATCH_INTERVAL
@@ -185,6 +189,12 @@ fn life(config: &WatchdogConfig) -> i32 {
             look_around(&mut registry, config.handler_pid, own_pid);
             looked = Instant::now();
         }
+        if let Some(handler) = &handler {
+            let stopped = proc::stat_of(config.handler_pid).is_some_and(|stat| stat.state == 'T');
+            if stops.look(stopped, registry.suspended(), Instant::now()) {
+                handler.continue_it(config);
+            }
+        }
     }
     registry.forget_gone(process_group::group_exists);
     // Our parent is the handler until it dies: then we were re-parented.
@@ -197,6 +207,35 @@ fn life(config: &WatchdogConfig) -> i32 {
         tell(config, &registry, &report);
     }
     0
+}
+
+/// The handler, through a pidfd opened while it was our parent: a signal never reaches a
+/// process that reused its pid.
+struct Handler(OwnedFd);
+
+impl Handler {
+    /// `None` when the handler is gone already or pidfds are unavailable (Linux < 5.3): then
+    /// a stopped handler stays stopped.
+    fn open(handler_pid: u32) -> Option<Self> {
+        let pidfd = process_group::pidfd_open(handler_pid)?;
+        (getppid().as_raw() as u32 == handler_pid).then_some(Self(pidfd))
+    }
+
+    /// Sends SIGCONT to a handler something stopped, and records that in its event stream.
+    fn continue_it(&self, config: &WatchdogConfig) {
+        if rustix::process::pidfd_send_signal(&self.0, rustix::process::Signal::CONT).is_err() {
+            return;
+        }
+        let record = serde_json::json!({
+            "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "run_id": null,
+            "attempt_id": null,
+            "event": "handler-continued",
+            "handler_pid": config.handler_pid,
+            "limit_seconds": STOP_LIMIT.as_secs_f64(),
+        });
+        append_record(config, &record);
+    }
 }
 
 /// The periodic look: forget gone groups; while watching, note the handler's children that
@@ -346,9 +385,6 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     let mut line = report.message(config.handler_pid);
     line.push('\n');
     write_without_blocking(2, line.as_bytes());
-    let Some(path) = &config.events_path else {
-        return;
-    };
     let record = serde_json::json!({
         "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "run_id": null,
@@ -359,14 +395,25 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
         "escaped": report.escaped,
         "survivors": report.survivors,
     });
-    let mut text = record.to_string();
-    text.push('\n');
-    // Appended as one write, never through a symbolic link.
+    append_record(config, &record);
+}
+
+/// Appends `record` to the run's `events.jsonl` as one line in one write, never through a
+/// symbolic link, never onto a torn last line.
+fn append_record(config: &WatchdogConfig, record: &serde_json::Value) {
+    let Some(path) = &config.events_path else {
+        return;
+    };
     let opened = no_follow::split(path)
         .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
     if let Ok(mut file) = opened
         && file.metadata().is_ok_and(|meta| meta.is_file())
     {
+        let mut text = record.to_string();
+        text.push('\n');
+        if !super::event_log::ends_a_line(&file) {
+            text.insert(0, '\n');
+        }
         let _ = file.write_all(text.as_bytes());
     }
 }

@@ -25,6 +25,7 @@ mod run_results;
 mod run_smoke;
 mod setup;
 mod soak;
+mod stopped_handler;
 mod terminal;
 mod unattended;
 mod verification;

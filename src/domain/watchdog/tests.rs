@@ -244,3 +244,42 @@ fn a_released_groups_token_is_kept_for_a_handler_that_dies_later() {
     assert!(registry.has_work(true), "the handler died: search for it");
     assert!(!registry.has_work(false), "the handler finished: it swept");
 }
+
+#[test]
+fn suspend_and_resume_travel_as_one_word_each() {
+    for message in [WatchdogMessage::Suspend, WatchdogMessage::Resume] {
+        let mut buffer = [0u8; MAX_MESSAGE];
+        let length = message.encode(&mut buffer);
+        assert_eq!(WatchdogMessage::parse(&buffer[..length]), Some(message));
+    }
+    assert_eq!(WatchdogMessage::parse(b"suspend 3"), None);
+    let mut registry = Registry::new(5, 6);
+    assert!(!registry.suspended());
+    registry.apply(WatchdogMessage::Suspend, None);
+    assert!(registry.suspended());
+    registry.apply(WatchdogMessage::Resume, None);
+    assert!(!registry.suspended());
+}
+
+#[test]
+fn a_handler_stopped_without_a_suspension_is_continued_after_the_limit() {
+    let start = std::time::Instant::now();
+    let at = |millis: u64| start + std::time::Duration::from_millis(millis);
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(false, false, at(0)), "running");
+    assert!(!stops.look(true, false, at(100)), "just stopped");
+    assert!(!stops.look(true, false, at(1099)));
+    assert!(stops.look(true, false, at(1100)), "stopped for the limit");
+    assert!(!stops.look(true, false, at(1200)), "counted again from here");
+    assert!(stops.look(true, false, at(2200)));
+    // A person's suspension lasts as long as they like.
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(true, true, at(0)));
+    assert!(!stops.look(true, true, at(60_000)));
+    // A stop that ended in between starts over.
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(true, false, at(0)));
+    assert!(!stops.look(false, false, at(900)));
+    assert!(!stops.look(true, false, at(1000)));
+    assert!(!stops.look(true, false, at(1900)));
+}
