@@ -26,6 +26,7 @@ mod run_smoke;
 mod setup;
 mod soak;
 mod stopped_handler;
+mod stream_and_tail_edges;
 mod terminal;
 mod unattended;
 mod verification;
