@@ -11,8 +11,8 @@ use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
-use super::token_usage::summary::UsageSummary;
 use super::status_text::sanitize_status;
+use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
 

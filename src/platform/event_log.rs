@@ -175,7 +175,10 @@ pub(crate) fn ends_a_line(file: &File) -> bool {
         return true;
     };
     let mut last = [0u8; 1];
-    length == 0 || file.read_at(&mut last, length - 1).map_or(true, |_| last[0] == b'\n')
+    length == 0
+        || file
+            .read_at(&mut last, length - 1)
+            .map_or(true, |_| last[0] == b'\n')
 }
 
 fn open_append(path: &Path) -> io::Result<File> {

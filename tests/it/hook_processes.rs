@@ -67,7 +67,13 @@ fn a_daemon_a_hook_left_during_a_wait_dies_with_a_sigkilled_handler() {
     );
     // Fails: the retry waits 120 s, nothing of the run is in a process group meanwhile.
     let agent = agent(&sandbox, "exit 7\n");
-    let child = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap()]);
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
     assert!(
         wait_until(PATIENCE, || alive(&daemon) && hook_logged(&sandbox)),
         "the hook never left its daemon"
@@ -95,7 +101,13 @@ fn a_daemon_a_phase_complete_hook_left_dies_when_the_handler_is_killed_during_ru
         ]}),
     );
     let agent = control_agent(&sandbox);
-    let child = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap()]);
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
     assert!(
         wait_until(PATIENCE, || started.exists()),
         "the run-finished hook never ran"
@@ -128,7 +140,13 @@ fn sigkills_at_random_moments_during_hooks_and_checks_leave_no_process() {
             json!({"hooks": [{"on": ["phase-complete", "run-finished"], "command": hook}]}),
         );
         let agent = control_agent(&sandbox);
-        let child = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap()]);
+        let child = sandbox.spawn(&[
+            "run",
+            "--plan",
+            PLAN,
+            "--agent-cmd",
+            agent.to_str().unwrap(),
+        ]);
         // Once the first daemon exists, somewhere in the next ~600 ms of hooks and checks.
         assert!(
             wait_until(PATIENCE, || daemon.exists()),
@@ -174,9 +192,7 @@ fn a_handler_started_by_a_hook_runs_no_hooks_and_says_so() {
         "nested/.ai-session-handler/config.json",
         serde_json::to_string_pretty(&hooks).unwrap(),
     );
-    sandbox
-        .run_plan(PLAN, &agent, &["--quiet"])
-        .assert_code(0);
+    sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
     assert_eq!(fs::read_to_string(&count).unwrap().trim(), "1");
     let nested = fs::read_to_string(sandbox.path("nested-stderr-1")).unwrap();
     let warning = "warning: 1 hook(s) not run: this handler was started by a hook (AISH_EVENT is set), and a hook's handler runs no hooks of its own";
@@ -196,6 +212,9 @@ fn a_handler_started_by_a_hook_runs_no_hooks_and_says_so() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert_eq!(inner[0]["hooks_off"], warning.trim_start_matches("warning: "));
+    assert_eq!(
+        inner[0]["hooks_off"],
+        warning.trim_start_matches("warning: ")
+    );
     sandbox.assert_no_survivors();
 }

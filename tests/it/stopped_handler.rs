@@ -93,7 +93,13 @@ fn a_sigtstp_sent_by_a_process_does_not_stop_the_handler() {
             go.display()
         ),
     );
-    let child = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap()]);
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
     wait_running(&sandbox, PLAN, "ready");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTSTP).unwrap();
     fs::write(&go, "").unwrap();

@@ -69,7 +69,9 @@ fn a_torn_last_line_does_not_swallow_the_next_runs_start() {
         .spawn()
         .unwrap();
     assert!(wait_until(PATIENCE, || fs::read_to_string(&screen)
-        .is_ok_and(|shown| shown.contains("waiting for a run of this plan to start"))));
+        .is_ok_and(
+            |shown| shown.contains("waiting for a run of this plan to start")
+        )));
     let agent = control_agent(&sandbox);
     sandbox.run_plan(PLAN, &agent, &["--quiet"]).assert_code(0);
     let watched = wait_for_exit(watch, PATIENCE);
@@ -93,7 +95,13 @@ fn status_cuts_a_hand_made_agent_status_as_the_protocol_does() {
     sandbox.write(PLAN, plan_with_phases(1));
     let agent = control_agent(&sandbox);
     set_mode(&sandbox, "phase-1", "hang");
-    let child = sandbox.spawn(&["run", "--plan", PLAN, "--agent-cmd", agent.to_str().unwrap()]);
+    let child = sandbox.spawn(&[
+        "run",
+        "--plan",
+        PLAN,
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+    ]);
     wait_running(&sandbox, PLAN, "ctl/ready-phase-1");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     let _ = wait_for_exit(child, PATIENCE);

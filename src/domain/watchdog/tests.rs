@@ -270,7 +270,10 @@ fn a_handler_stopped_without_a_suspension_is_continued_after_the_limit() {
     assert!(!stops.look(true, false, at(100)), "just stopped");
     assert!(!stops.look(true, false, at(1099)));
     assert!(stops.look(true, false, at(1100)), "stopped for the limit");
-    assert!(!stops.look(true, false, at(1200)), "counted again from here");
+    assert!(
+        !stops.look(true, false, at(1200)),
+        "counted again from here"
+    );
     assert!(stops.look(true, false, at(2200)));
     // A person's suspension lasts as long as they like.
     let mut stops = HandlerStops::default();
