@@ -23,6 +23,31 @@ fn state_of(pid: u32) -> Option<char> {
     rest.trim_start().chars().next()
 }
 
+/// The state letters of the live members of process group `pgid`.
+fn group_states(pgid: u32) -> Vec<char> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?.chars().next()?;
+            let group: u32 = fields.nth(1)?.parse().ok()?;
+            (group == pgid && state != 'Z').then_some(state)
+        })
+        .collect()
+}
+
+/// Every member of the worker's group is stopped — or waits in `D` for a child that is (a
+/// `vfork` parent whose child was stopped before its `exec`).
+fn group_suspended(pgid: u32) -> bool {
+    let states = group_states(pgid);
+    states.contains(&'T') && states.iter().all(|state| matches!(state, 'T' | 'D'))
+}
+
 fn continued_records(sandbox: &Sandbox) -> Vec<Value> {
     event_stream(sandbox, PLAN)
         .into_iter()
@@ -164,17 +189,18 @@ fn ctrl_z_suspends_the_handler_with_its_worker_until_fg() {
         .and_then(|event| event["pid"].as_u64())
         .expect("run-started names the handler") as u32;
     type_keys("\x1a");
+    // The agent leads the worker's group.
     assert!(
         wait_until(PATIENCE, || state_of(handler) == Some('T')
-            && state_of(agent_pid) == Some('T')),
-        "Ctrl-Z did not suspend the handler ({:?}) and its agent ({:?})",
+            && group_suspended(agent_pid)),
+        "Ctrl-Z did not suspend the handler ({:?}) and its agent's group ({:?})",
         state_of(handler),
-        state_of(agent_pid)
+        group_states(agent_pid)
     );
     // Longer than the watchdog lets any other stop last.
     assert!(
         !wait_until(Duration::from_secs(3), || state_of(handler) != Some('T')
-            || state_of(agent_pid) != Some('T')),
+            || !group_suspended(agent_pid)),
         "the suspension was ended"
     );
     fs::write(&go, "").unwrap();
