@@ -27,6 +27,9 @@ pub(crate) enum WatchdogMessage<'a> {
     Suspend,
     /// The run goes on after a suspension.
     Resume,
+    /// The handler is about to close the socket at the end of its run: the end of file that
+    /// follows is not its death.
+    Finish,
 }
 
 /// The longest message: `watch `, a 10-digit pid, a space and an attempt id of up to 200
@@ -42,15 +45,9 @@ impl<'a> WatchdogMessage<'a> {
         let (word, pgid, attempt) = match self {
             Self::Watch { pgid, attempt } => ("watch", pgid, attempt),
             Self::Release(pgid) => ("release", pgid, ""),
-            Self::Suspend | Self::Resume => {
-                let word: &[u8] = if self == Self::Suspend {
-                    b"suspend"
-                } else {
-                    b"resume"
-                };
-                buffer[..word.len()].copy_from_slice(word);
-                return word.len();
-            }
+            Self::Suspend => return word_only(buffer, b"suspend"),
+            Self::Resume => return word_only(buffer, b"resume"),
+            Self::Finish => return word_only(buffer, b"finish"),
         };
         // Formatting into a slice allocates nothing, and the longest word and pid fit.
         let mut rest = &mut buffer[..];
@@ -70,6 +67,7 @@ impl<'a> WatchdogMessage<'a> {
         match text {
             "suspend" => return Some(Self::Suspend),
             "resume" => return Some(Self::Resume),
+            "finish" => return Some(Self::Finish),
             _ => {}
         }
         let mut words = text.split(' ');
@@ -85,6 +83,12 @@ impl<'a> WatchdogMessage<'a> {
             _ => None,
         }
     }
+}
+
+/// A message of one word: its length.
+fn word_only(buffer: &mut [u8; MAX_MESSAGE], word: &[u8]) -> usize {
+    buffer[..word.len()].copy_from_slice(word);
+    word.len()
 }
 
 /// One registered group.
@@ -108,6 +112,8 @@ pub(crate) struct Registry {
     adoptees: BTreeMap<u32, u64>,
     /// A person suspended the run and it was not resumed yet.
     suspended: bool,
+    /// The handler said it ends its run: an end of file is not its death.
+    finishing: bool,
     /// Every token a registration carried, kept after its group is released: a hook's escaped
     /// descendants are swept only once the run has ended, so until the handler exits a process
     /// carrying a released group's token may still be the run's.
@@ -126,6 +132,7 @@ impl Registry {
             never: [own_pgid, handler_pgid],
             adoptees: BTreeMap::new(),
             suspended: false,
+            finishing: false,
             told: BTreeSet::new(),
         }
     }
@@ -163,6 +170,7 @@ impl Registry {
             }
             WatchdogMessage::Suspend => self.suspended = true,
             WatchdogMessage::Resume => self.suspended = false,
+            WatchdogMessage::Finish => self.finishing = true,
         }
     }
 
@@ -204,11 +212,11 @@ impl Registry {
         self.told.iter().cloned().collect()
     }
 
-    /// Whether anything is left to stop once the socket closes: an unreleased group, or — when
-    /// the handler is gone rather than finished — any process carrying a token (a finished
-    /// handler swept its own).
-    pub(crate) fn has_work(&self, handler_gone: bool) -> bool {
-        self.is_watching() || (handler_gone && !self.told.is_empty())
+    /// Whether anything is left to stop once the socket closed: an unreleased group, or — when
+    /// the handler died rather than said it finishes — any process carrying a token (a
+    /// finished handler swept its own).
+    pub(crate) fn has_work(&self) -> bool {
+        self.is_watching() || (!self.finishing && !self.told.is_empty())
     }
 
     /// Notes one of the handler's children if it could be an escapee of a watched worker.

@@ -388,6 +388,9 @@ pub(crate) fn finish() {
         let mut guard = lock();
         let Some(side) = guard.as_mut() else { return };
         side.finishing = true;
+        if let Some(socket) = &side.socket {
+            send(socket, WatchdogMessage::Finish);
+        }
         side.socket = None;
         side.pid
     };

@@ -197,9 +197,7 @@ fn life(config: &WatchdogConfig) -> i32 {
         }
     }
     registry.forget_gone(process_group::group_exists);
-    // Our parent is the handler until it dies: then we were re-parented.
-    let handler_gone = getppid().as_raw() as u32 != config.handler_pid;
-    if !registry.has_work(handler_gone) {
+    if !registry.has_work() {
         return 0;
     }
     let report = stop_everything(&mut registry, own_pid);

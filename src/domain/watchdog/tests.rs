@@ -227,7 +227,7 @@ fn the_stop_report_names_groups_escapees_and_survivors() {
 #[test]
 fn a_released_groups_token_is_kept_for_a_handler_that_dies_later() {
     let mut registry = Registry::new(5, 6);
-    assert!(!registry.has_work(true), "nothing told");
+    assert!(!registry.has_work(), "nothing told");
     registry.apply(
         WatchdogMessage::Watch {
             pgid: 100,
@@ -241,13 +241,18 @@ fn a_released_groups_token_is_kept_for_a_handler_that_dies_later() {
     assert_eq!(registry.watched_token(), None);
     // A hook's escapee carries it until the run's end sweeps it.
     assert_eq!(registry.tokens(), ["helper-1"]);
-    assert!(registry.has_work(true), "the handler died: search for it");
-    assert!(!registry.has_work(false), "the handler finished: it swept");
+    assert!(registry.has_work(), "the handler died: search for it");
+    registry.apply(WatchdogMessage::Finish, None);
+    assert!(!registry.has_work(), "the handler finished: it swept");
 }
 
 #[test]
 fn suspend_and_resume_travel_as_one_word_each() {
-    for message in [WatchdogMessage::Suspend, WatchdogMessage::Resume] {
+    for message in [
+        WatchdogMessage::Suspend,
+        WatchdogMessage::Resume,
+        WatchdogMessage::Finish,
+    ] {
         let mut buffer = [0u8; MAX_MESSAGE];
         let length = message.encode(&mut buffer);
         assert_eq!(WatchdogMessage::parse(&buffer[..length]), Some(message));
