@@ -21,6 +21,7 @@ use crate::actors::run::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::exit_code::ExitCode;
+use crate::domain::hooks::{HOOK_MARKER, hooks_off};
 use crate::domain::selection::{RecoveryFlags, Refusal, next_pending};
 use crate::domain::watchdog::WATCHDOG_LOG_TARGET;
 use crate::invocation::history;
@@ -32,7 +33,7 @@ use crate::invocation::{
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::signal_disposition::{self, CaughtSignals};
-use crate::platform::{spawn, watchdog};
+use crate::platform::{job_control, spawn, watchdog};
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -95,6 +96,9 @@ pub(super) fn run(args: &RunArgs, logging: &LoggingArgs) -> ExitCode {
     // The caller's descriptors are not the workers': marked close-on-exec once.
     spawn::keep_inherited_descriptors_from_workers();
     start_watchdog(&inputs.location, &span, &run_id, logging);
+    if let Err(error) = job_control::start() {
+        tracing::warn!(%error, "cannot catch SIGTSTP; Ctrl-Z would stop the handler alone");
+    }
     let threads = start_runtime().and_then(|runtime| {
         let observers = Observers::start(args, &inputs, runtime.handle())
             .map_err(|error| format!("cannot start the output threads: {error}"))?;
@@ -150,7 +154,13 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
         };
-        let (settings, snapshot) = checked_inputs(&location, &overrides)?;
+        let (mut settings, snapshot) = checked_inputs(&location, &overrides)?;
+        let in_a_hook = std::env::var_os(HOOK_MARKER).is_some();
+        settings.hooks_off = hooks_off(in_a_hook, settings.hooks.len());
+        if let Some(reason) = &settings.hooks_off {
+            settings.hooks.clear();
+            Output::stderr(report::prefixed("warning", std::slice::from_ref(reason))).print();
+        }
         Ok(Inputs {
             location: Arc::new(location),
             settings: Arc::new(settings),

@@ -11,6 +11,7 @@ use super::display::printable_json;
 use super::lifecycle::GroupReport;
 use super::retry::schedule::RetrySchedule;
 use super::state::{AttemptStatus, STATE_TEXT_LIMIT, excerpt};
+use super::status_text::sanitize_status;
 use super::token_usage::summary::UsageSummary;
 use super::verification::{FailedCheck, VerificationRecord};
 use super::watchdog::{LossCause, Replacement, WatchdogLoss};
@@ -26,6 +27,9 @@ pub(crate) enum RunEvent {
         plan: String,
         phases: usize,
         completed: usize,
+        /// Why the run's hooks do not run (its handler was started by a hook).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hooks_off: Option<String>,
     },
     /// An attempt's prepared record is durable: the phase is about to run.
     AttemptPrepared {
@@ -243,7 +247,9 @@ pub(crate) enum StreamedActivity {
 }
 
 /// Finds the latest `activity` event of `attempt_id` in `stream` (event-stream lines, oldest
-/// first), reading from the end and stopping at the attempt's `attempt-prepared`.
+/// first), reading from the end and stopping at the attempt's `attempt-prepared`. The text is
+/// made one printable line of at most 200 characters again: the stream is a file anyone could
+/// have written.
 pub(crate) fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivity {
     stream
         .rsplit('\n')
@@ -253,7 +259,7 @@ pub(crate) fn latest_activity(stream: &str, attempt_id: &str) -> StreamedActivit
         .find_map(|event| match event["event"].as_str() {
             Some("activity") => match (event["text"].as_str(), event["since"].as_str()) {
                 (Some(text), Some(since)) => Some(StreamedActivity::Status {
-                    text: text.to_owned(),
+                    text: sanitize_status(text),
                     since: since.to_owned(),
                 }),
                 _ => Some(StreamedActivity::NoStatus),

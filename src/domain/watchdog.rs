@@ -1,10 +1,12 @@
 //! The rules of the per-run watchdog (docs/architecture.md, "The watchdog"): the messages the
 //! handler and its process groups send it, which processes it stops once the handler is gone
 //! without having released them — every unreleased group and its escapees, found three ways
-//! because none alone sees them all — and what the handler does when it loses its watchdog.
+//! because none alone sees them all, and every process carrying a token it was ever told —
+//! and what the handler does when it loses its watchdog.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use super::attempt_id::is_safe_file_stem;
 use super::identity::ProcStat;
@@ -21,6 +23,13 @@ pub(crate) enum WatchdogMessage<'a> {
     Watch { pgid: u32, attempt: &'a str },
     /// The handler stopped that group itself.
     Release(u32),
+    /// A person suspended the run (Ctrl-Z): the handler's stop that follows is theirs.
+    Suspend,
+    /// The run goes on after a suspension.
+    Resume,
+    /// The handler is about to close the socket at the end of its run: the end of file that
+    /// follows is not its death.
+    Finish,
 }
 
 /// The longest message: `watch `, a 10-digit pid, a space and an attempt id of up to 200
@@ -36,6 +45,9 @@ impl<'a> WatchdogMessage<'a> {
         let (word, pgid, attempt) = match self {
             Self::Watch { pgid, attempt } => ("watch", pgid, attempt),
             Self::Release(pgid) => ("release", pgid, ""),
+            Self::Suspend => return word_only(buffer, b"suspend"),
+            Self::Resume => return word_only(buffer, b"resume"),
+            Self::Finish => return word_only(buffer, b"finish"),
         };
         // Formatting into a slice allocates nothing, and the longest word and pid fit.
         let mut rest = &mut buffer[..];
@@ -52,6 +64,12 @@ impl<'a> WatchdogMessage<'a> {
     /// Reads one packet; anything else is ignored by the watchdog.
     pub(crate) fn parse(packet: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(packet).ok()?;
+        match text {
+            "suspend" => return Some(Self::Suspend),
+            "resume" => return Some(Self::Resume),
+            "finish" => return Some(Self::Finish),
+            _ => {}
+        }
         let mut words = text.split(' ');
         let word = words.next()?;
         let pgid = words.next()?.parse().ok()?;
@@ -65,6 +83,12 @@ impl<'a> WatchdogMessage<'a> {
             _ => None,
         }
     }
+}
+
+/// A message of one word: its length.
+fn word_only(buffer: &mut [u8; MAX_MESSAGE], word: &[u8]) -> usize {
+    buffer[..word.len()].copy_from_slice(word);
+    word.len()
 }
 
 /// One registered group.
@@ -86,10 +110,20 @@ pub(crate) struct Registry {
     never: [u32; 2],
     /// The handler's children that could be a worker's escapee: pid → start time.
     adoptees: BTreeMap<u32, u64>,
+    /// A person suspended the run and it was not resumed yet.
+    suspended: bool,
+    /// The handler said it ends its run: an end of file is not its death.
+    finishing: bool,
+    /// Every token a registration carried, kept after its group is released: a hook's escaped
+    /// descendants are swept only once the run has ended, so until the handler exits a process
+    /// carrying a released group's token may still be the run's.
+    told: BTreeSet<String>,
 }
 
 /// The most adoptees the registry keeps (a fork bomb must not grow the watchdog without end).
 pub(crate) const ADOPTEE_LIMIT: usize = 10_000;
+/// The most tokens the registry keeps (one per attempt, hook and check of a run).
+pub(crate) const TOKEN_LIMIT: usize = 10_000;
 
 impl Registry {
     pub(crate) fn new(own_pgid: u32, handler_pgid: u32) -> Self {
@@ -97,6 +131,9 @@ impl Registry {
             watched: BTreeMap::new(),
             never: [own_pgid, handler_pgid],
             adoptees: BTreeMap::new(),
+            suspended: false,
+            finishing: false,
+            told: BTreeSet::new(),
         }
     }
 
@@ -117,6 +154,9 @@ impl Registry {
                 });
                 if !attempt.is_empty() {
                     entry.attempt = Some(attempt.to_owned());
+                    if self.told.len() < TOKEN_LIMIT {
+                        self.told.insert(attempt.to_owned());
+                    }
                 }
                 entry.leader_started_ticks = entry.leader_started_ticks.or(leader_started_ticks);
             }
@@ -128,7 +168,15 @@ impl Registry {
                     self.adoptees.clear();
                 }
             }
+            WatchdogMessage::Suspend => self.suspended = true,
+            WatchdogMessage::Resume => self.suspended = false,
+            WatchdogMessage::Finish => self.finishing = true,
         }
+    }
+
+    /// A person suspended the run: the handler's stop is theirs to end.
+    pub(crate) fn suspended(&self) -> bool {
+        self.suspended
     }
 
     /// Marks the groups that no longer exist: a pgid that is gone could later be reused by an
@@ -152,14 +200,23 @@ impl Registry {
             .collect()
     }
 
-    /// The tokens of every unreleased group, gone or not.
-    pub(crate) fn tokens(&self) -> Vec<String> {
-        let tokens: BTreeSet<&String> = self
-            .watched
+    /// The token of an unreleased group, if any carries one (what a report names).
+    pub(crate) fn watched_token(&self) -> Option<&str> {
+        self.watched
             .values()
-            .filter_map(|watched| watched.attempt.as_ref())
-            .collect();
-        tokens.into_iter().cloned().collect()
+            .find_map(|watched| watched.attempt.as_deref())
+    }
+
+    /// Every token a registration carried, released or not.
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        self.told.iter().cloned().collect()
+    }
+
+    /// Whether anything is left to stop once the socket closed: an unreleased group, or — when
+    /// the handler died rather than said it finishes — any process carrying a token (a
+    /// finished handler swept its own).
+    pub(crate) fn has_work(&self) -> bool {
+        self.is_watching() || (!self.finishing && !self.told.is_empty())
     }
 
     /// Notes one of the handler's children if it could be an escapee of a watched worker.
@@ -202,6 +259,35 @@ pub(crate) fn could_be_escapee(
         .filter_map(|watched| watched.leader_started_ticks)
         .min();
     earliest.is_some_and(|started| child.start_time_ticks >= started)
+}
+
+/// How long the handler may stay stopped by anything but a person's Ctrl-Z (a `kill -STOP`
+/// by its agent, a hook or a check; a stop for terminal I/O) before the watchdog continues
+/// it: a stopped handler enforces no deadline and holds its lock.
+pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(1);
+
+/// The watchdog's view of the handler's stops, one look at a time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HandlerStops {
+    /// When a look first found the handler stopped without a suspension.
+    since: Option<Instant>,
+}
+
+impl HandlerStops {
+    /// One look at the handler at `now`: `stopped` (`T` in `/proc`), `suspended` (a person
+    /// suspended the run). True when the watchdog must continue it now.
+    pub(crate) fn look(&mut self, stopped: bool, suspended: bool, now: Instant) -> bool {
+        if !stopped || suspended {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        let overdue = now.saturating_duration_since(since) >= STOP_LIMIT;
+        if overdue {
+            self.since = None;
+        }
+        overdue
+    }
 }
 
 /// How the handler's watchdog process was lost (a signal number each but for the exit code).

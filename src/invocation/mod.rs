@@ -413,6 +413,9 @@ pub(crate) struct RunSettings {
     pub budget: BudgetCaps,
     pub flags: RecoveryFlags,
     pub hooks: Vec<Hook>,
+    /// Why the configured hooks do not run ([`crate::domain::hooks::hooks_off`]); then
+    /// `hooks` is empty.
+    pub hooks_off: Option<String>,
     pub verify: bool,
     pub verify_timeout_seconds: Option<f64>,
     /// Whether each attempt's outcome records what it changed in its git work tree
@@ -512,6 +515,7 @@ pub(crate) fn effective_settings(
             .chain(&overrides.hooks)
             .cloned()
             .collect(),
+        hooks_off: None,
         verify: !overrides.no_verify,
         verify_timeout_seconds: overrides
             .verify_timeout_seconds

@@ -69,8 +69,8 @@ fn append_lines(path: &Path, cap: u64, queue: Receiver<Job>) {
             return;
         }
         if let Err(error) = append_line(path, cap, &mut file, line) {
-            // The stream is an aid, not the record: say so once and stop trying.
-            tracing::warn!(path = %path.display(), %error, "event stream not written");
+            // The file is an aid, not the record: say so once and stop trying.
+            tracing::warn!(path = %path.display(), %error, "file not appended to");
             failed = true;
         }
     };
@@ -141,13 +141,44 @@ fn append_line(
         }
     }
     if let Some((handle, written)) = file {
-        let mut bytes = Vec::with_capacity(line.len() + 1);
+        let mut bytes = Vec::with_capacity(line.len() + 2);
+        // A torn last line (a writer killed mid-line) is ended first: a record glued to it
+        // would be lost with it.
+        if *written > 0 && !ends_a_line(handle) {
+            bytes.push(b'\n');
+        }
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
         handle.write_all(&bytes)?;
         *written += needed;
     }
     Ok(())
+}
+
+/// Why appending to `path` would be refused — it is a symbolic link, or no regular file — or
+/// `None` (it is one, or missing: then it is created on the first line).
+pub(crate) fn refusal(path: &Path) -> Option<&'static str> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        Some("is a symbolic link, never written through")
+    } else if !meta.is_file() {
+        Some("is not a regular file")
+    } else {
+        None
+    }
+}
+
+/// Whether `file` is empty or ends with a newline (unreadable: taken as ended).
+pub(crate) fn ends_a_line(file: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(length) = file.metadata().map(|meta| meta.len()) else {
+        return true;
+    };
+    let mut last = [0u8; 1];
+    length == 0
+        || file
+            .read_at(&mut last, length - 1)
+            .map_or(true, |_| last[0] == b'\n')
 }
 
 fn open_append(path: &Path) -> io::Result<File> {

@@ -211,7 +211,6 @@ pub(crate) fn run_helper(
     } else {
         tracing::error!(pid, "a helper process could not be reaped");
     }
-    watchdog::release(pid);
     let mut run = HelperRun {
         exit: helper.exit.unwrap_or(HelperExit::Unknown),
         timed_out,
@@ -230,6 +229,8 @@ pub(crate) fn run_helper(
         run.escaped = swept.escaped;
         run.survivors.extend(swept.survivors);
     }
+    // Only now: a handler killed during the sweep leaves the watchdog the group's escapees.
+    watchdog::release(pid);
     run.duration = started.elapsed();
     Ok(run)
 }

@@ -12,6 +12,7 @@ pub(crate) mod file_tail;
 pub(crate) mod git;
 pub(crate) mod helper_process;
 pub(crate) mod helper_registry;
+pub(crate) mod job_control;
 pub(crate) mod locate;
 pub(crate) mod locks;
 pub(crate) mod no_follow;

@@ -101,10 +101,11 @@ pub(crate) fn create_new_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
 
 /// Opens `name` in `dir` for appending, creating it if missing, never through a link, and
 /// only if it is a regular file: the open cannot block (`O_NONBLOCK`: a FIFO put there would
-/// block a plain open until a reader came), and anything else is refused.
+/// block a plain open until a reader came), and anything else is refused. Readable too, so
+/// the appender can look at the last byte.
 pub(crate) fn open_append_in(dir: &OwnedFd, name: &OsStr) -> io::Result<File> {
     let flags =
-        OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK;
     let file = open_in(dir, name, flags).map(File::from)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));

@@ -338,6 +338,23 @@ pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSig
     }
 }
 
+/// Stops (SIGSTOP) or continues (SIGCONT) every member of group `pgid`, as [`signal_group`]
+/// signals it: a suspension of the whole run.
+pub(crate) fn pause_group(pgid: u32, signal: Signal) -> Result<(), GroupSignalError> {
+    let own_group = getpgrp().as_raw() as u32;
+    if pgid <= 1 || pgid == own_group {
+        return Err(GroupSignalError::NotAWorkerGroup(pgid));
+    }
+    match killpg(Pid::from_raw(pgid as i32), signal) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(errno) => Err(GroupSignalError::Failed {
+            pgid,
+            signal: signal.as_str(),
+            errno,
+        }),
+    }
+}
+
 /// Whether the kernel still knows any process (zombies included) in group `pgid`: one
 /// syscall, before a `/proc` scan says which members are alive.
 pub(crate) fn group_exists(pgid: u32) -> bool {

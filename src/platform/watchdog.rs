@@ -330,6 +330,37 @@ pub(crate) fn release(pgid: u32) {
     }
 }
 
+/// Suspends the run for a person's Ctrl-Z (blocking until it is continued): tells the
+/// watchdog the handler's stop is theirs, stops every watched group, stops the handler, and
+/// once something continued it, continues the groups and tells the watchdog.
+pub(crate) fn suspend_run() {
+    let groups = pause(WatchdogMessage::Suspend, Signal::SIGSTOP);
+    tracing::info!(pgids = ?groups, "process groups suspended with the handler");
+    // Directed at this very thread (a process-directed one may be taken by another thread,
+    // and this one would run on a moment): it stops before `raise` returns, the other threads
+    // with it, and `fg` or `bg` continue them all.
+    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    pause(WatchdogMessage::Resume, Signal::SIGCONT);
+}
+
+/// Tells the watchdog `message` and sends `signal` to every watched group; returns them.
+fn pause(message: WatchdogMessage<'_>, signal: Signal) -> Vec<u32> {
+    let guard = lock();
+    let Some(side) = guard.as_ref() else {
+        return Vec::new();
+    };
+    if let Some(socket) = &side.socket {
+        send(socket, message);
+    }
+    let groups: Vec<u32> = side.watched.keys().copied().collect();
+    for pgid in &groups {
+        if let Err(error) = process_group::pause_group(*pgid, signal) {
+            tracing::warn!(pgid, %error, "process group not suspended or continued");
+        }
+    }
+    groups
+}
+
 /// Hands every later loss of the watchdog to `listener` — and, at once, the losses no one
 /// heard yet — until the returned subscription is dropped. A new subscription replaces the
 /// previous one.
@@ -363,6 +394,9 @@ pub(crate) fn finish() {
         let mut guard = lock();
         let Some(side) = guard.as_mut() else { return };
         side.finishing = true;
+        if let Some(socket) = &side.socket {
+            send(socket, WatchdogMessage::Finish);
+        }
         side.socket = None;
         side.pid
     };

@@ -17,7 +17,7 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::socket::{MsgFlags, recv};
-use nix::unistd::{getpgrp, getpid, setsid};
+use nix::unistd::{getpgrp, getpid, getppid, setsid};
 
 use super::descendant_sweep::{self, PASS_INTERVAL, SURVIVOR_WAIT, SWEEP_LIMIT};
 use super::no_follow;
@@ -25,7 +25,9 @@ use super::proc;
 use super::process_group;
 use crate::domain::escalation::Escalation;
 use crate::domain::process_tree::{Killed, SweepNext, SweepRounds};
-use crate::domain::watchdog::{ATTEMPT_ENV, LogIds, Registry, StopReport, WatchdogMessage};
+use crate::domain::watchdog::{
+    ATTEMPT_ENV, HandlerStops, LogIds, Registry, STOP_LIMIT, StopReport, WatchdogMessage,
+};
 
 /// The hidden first argument that makes the binary a (re-executed) watchdog.
 pub(crate) const WATCHDOG_ARG: &str = "__ai-session-handler-watchdog";
@@ -178,6 +180,8 @@ fn life(config: &WatchdogConfig) -> i32 {
     let socket = stdin.as_fd();
     let mut packet = [0u8; 512];
     let mut looked = Instant::now();
+    let handler = Handler::open(config.handler_pid);
+    let mut stops = HandlerStops::default();
     loop {
         let interval = if registry.is_watching() {
             WATCH_INTERVAL
@@ -210,9 +214,15 @@ fn life(config: &WatchdogConfig) -> i32 {
             look_around(&mut registry, config.handler_pid, own_pid);
             looked = Instant::now();
         }
+        if let Some(handler) = &handler {
+            let stopped = proc::stat_of(config.handler_pid).is_some_and(|stat| stat.state == 'T');
+            if stops.look(stopped, registry.suspended(), Instant::now()) {
+                handler.continue_it(config);
+            }
+        }
     }
     registry.forget_gone(process_group::group_exists);
-    if !registry.is_watching() {
+    if !registry.has_work() {
         return 0;
     }
     let report = stop_everything(&mut registry, own_pid);
@@ -220,6 +230,35 @@ fn life(config: &WatchdogConfig) -> i32 {
         tell(config, &registry, &report);
     }
     0
+}
+
+/// The handler, through a pidfd opened while it was our parent: a signal never reaches a
+/// process that reused its pid.
+struct Handler(OwnedFd);
+
+impl Handler {
+    /// `None` when the handler is gone already or pidfds are unavailable (Linux < 5.3): then
+    /// a stopped handler stays stopped.
+    fn open(handler_pid: u32) -> Option<Self> {
+        let pidfd = process_group::pidfd_open(handler_pid)?;
+        (getppid().as_raw() as u32 == handler_pid).then_some(Self(pidfd))
+    }
+
+    /// Sends SIGCONT to a handler something stopped, and records that in its event stream.
+    fn continue_it(&self, config: &WatchdogConfig) {
+        if rustix::process::pidfd_send_signal(&self.0, rustix::process::Signal::CONT).is_err() {
+            return;
+        }
+        let record = serde_json::json!({
+            "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "run_id": run_id_of(config),
+            "attempt_id": null,
+            "event": "handler-continued",
+            "handler_pid": config.handler_pid,
+            "limit_seconds": STOP_LIMIT.as_secs_f64(),
+        });
+        append_record(config, &record);
+    }
 }
 
 /// The periodic look: forget gone groups; while watching, note the handler's children that
@@ -370,45 +409,57 @@ fn tell(config: &WatchdogConfig, registry: &Registry, report: &StopReport) {
     let mut line = report.message(config.handler_pid);
     line.push('\n');
     write_without_blocking(2, line.as_bytes());
-    let tokens = registry.tokens();
+    let attempt_id = registry.watched_token();
     let now = chrono::Utc::now();
     if let Some(log) = &config.log {
         let at = now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let ids = LogIds {
             at: &at,
             run_id: &config.run_id,
-            attempt_id: tokens.first().map(String::as_str),
+            attempt_id,
             handler_pid: config.handler_pid,
         };
-        append_to(&log.path, report.log_record(&ids, log.json).as_bytes());
+        append_to(&log.path, report.log_record(&ids, log.json));
     }
-    let Some(path) = &config.events_path else {
-        return;
-    };
-    let run_id = Some(config.run_id.as_str()).filter(|id| !id.is_empty());
     let record = serde_json::json!({
         "at": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "run_id": run_id,
-        "attempt_id": tokens.first(),
+        "run_id": run_id_of(config),
+        "attempt_id": attempt_id,
         "event": "watchdog-stopped",
         "handler_pid": config.handler_pid,
         "groups": report.groups,
         "escaped": report.escaped,
         "survivors": report.survivors,
     });
-    let mut text = record.to_string();
-    text.push('\n');
-    append_to(path, text.as_bytes());
+    append_record(config, &record);
 }
 
-/// Appends `bytes` to the regular file at `path` as one write, never through a symbolic link.
-fn append_to(path: &std::path::Path, bytes: &[u8]) {
+/// The invocation's id for a record (`null` when the handler did not say it).
+fn run_id_of(config: &WatchdogConfig) -> Option<&str> {
+    Some(config.run_id.as_str()).filter(|id| !id.is_empty())
+}
+
+/// Appends `record` to the run's `events.jsonl` as one line.
+fn append_record(config: &WatchdogConfig, record: &serde_json::Value) {
+    if let Some(path) = &config.events_path {
+        let mut text = record.to_string();
+        text.push('\n');
+        append_to(path, text);
+    }
+}
+
+/// Appends `text` to the regular file at `path` in one write, never through a symbolic link,
+/// never onto a torn last line.
+fn append_to(path: &std::path::Path, mut text: String) {
     let opened = no_follow::split(path)
         .and_then(|(dir, name)| no_follow::open_append_in(&no_follow::open_dir(dir)?, name));
     if let Ok(mut file) = opened
         && file.metadata().is_ok_and(|meta| meta.is_file())
     {
-        let _ = file.write_all(bytes);
+        if !super::event_log::ends_a_line(&file) {
+            text.insert(0, '\n');
+        }
+        let _ = file.write_all(text.as_bytes());
     }
 }
 

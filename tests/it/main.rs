@@ -10,6 +10,7 @@ mod crash;
 #[cfg(feature = "failpoints")]
 mod fault_injection;
 mod hardening;
+mod hook_processes;
 mod hooks;
 mod hostile;
 mod invalid_inputs;
@@ -27,6 +28,8 @@ mod run_results;
 mod run_smoke;
 mod setup;
 mod soak;
+mod stopped_handler;
+mod stream_and_tail_edges;
 mod terminal;
 mod unattended;
 mod verification;

@@ -241,7 +241,11 @@ fn the_report_of_a_night_says_what_each_attempt_did_in_every_format() {
         "{}",
         status.stdout
     );
-    assert!(!status.stdout.contains("warning: phase-1 "), "{}", status.stdout);
+    assert!(
+        !status.stdout.contains("warning: phase-1 "),
+        "{}",
+        status.stdout
+    );
     let status = sandbox.run(&["status", "--plan", PLAN, "--json"]);
     let status: Value = serde_json::from_str(&status.stdout).unwrap();
     let rows = status["phases"].as_array().unwrap();

@@ -97,6 +97,7 @@ async fn admission_steps(
             plan: location.plan_path.clone(),
             phases: snapshot.plan.phases.len(),
             completed: loaded.completed_phase_ids.len(),
+            hooks_off: context.settings.hooks_off.clone(),
         },
     );
     let now = Timestamp::from_datetime(chrono::Utc::now());

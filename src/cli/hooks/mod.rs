@@ -24,11 +24,12 @@ use crate::domain::recovery::NextStep;
 use crate::domain::run_env::RunFacts;
 use crate::domain::selection::Refusal;
 use crate::domain::state::AttemptStatus;
+use crate::platform::event_log;
 use crate::platform::helper_process::StopSwitch;
 use crate::platform::locate::PlanLocation;
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::signal_disposition::CaughtSignals;
-use crate::report;
+use crate::report::{self, Output};
 use runner::{HookJob, HookRunner};
 
 /// How long the end of a run waits for the hook thread once a signal stopped its hooks: the
@@ -140,11 +141,19 @@ impl Hooks {
         let ended = Arc::new(AtomicBool::new(false));
         let (jobs, queue) = mpsc::channel();
         let (done_sender, done) = mpsc::channel::<()>();
+        let log_path = Path::new(&context.state_dir).join("hooks.log");
+        // Before the run's output starts: the hooks' output would be lost without a word.
+        let log_refused = event_log::refusal(&log_path);
+        if let Some(why) = log_refused {
+            let line = format!(
+                "{} {why}: the hooks' output is not kept (remove it, or replace it with a file)",
+                log_path.display()
+            );
+            Output::stderr(report::prefixed("warning", &[line])).print();
+        }
         let runner = HookRunner {
-            log_path: Path::new(&context.state_dir)
-                .join("hooks.log")
-                .display()
-                .to_string(),
+            log_path: log_path.display().to_string(),
+            log_refused: log_refused.is_some(),
             context: context.clone(),
             stop: stop.clone(),
             ended: ended.clone(),

@@ -55,6 +55,8 @@ pub(super) struct HookRunner {
     pub reporter: Arc<dyn RunObserver>,
     pub stream: Arc<dyn RunObserver>,
     pub log_path: String,
+    /// `hooks.log` is a link or no regular file (the run was warned): nothing is written.
+    pub log_refused: bool,
     /// The earliest start of a hook that ran while the run went on: the end sweeps from there.
     pub sweep_from_ticks: Option<u64>,
 }
@@ -62,8 +64,13 @@ pub(super) struct HookRunner {
 impl HookRunner {
     /// Runs every job until the queue is closed and empty, then sweeps.
     pub(super) fn run(mut self, queue: Receiver<HookJob>) {
-        let log = match EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES) {
-            Ok(log) => Some(log),
+        let started = if self.log_refused {
+            Ok(None)
+        } else {
+            EventLog::start(PathBuf::from(&self.log_path), LOG_CAP_BYTES).map(Some)
+        };
+        let log = match started {
+            Ok(log) => log,
             Err(error) => {
                 tracing::warn!(%error, "cannot start the hook log thread; hook output is dropped");
                 None

@@ -118,6 +118,16 @@ fn the_latest_activity_of_the_attempt_is_found_from_the_end() {
     assert_eq!(latest_activity(&stream, "a-9"), StreamedActivity::NotFound);
     let silent = format!("{stream}\n{}", line("a-4", prepared.clone()));
     assert_eq!(latest_activity(&silent, "a-4"), StreamedActivity::NoStatus);
+    // A hand-made stream gets no further than the protocol lets an agent.
+    let huge = format!(
+        "{stream}\n{}",
+        line("a-2", activity(Some(&"w\u{1b}".repeat(1000))))
+    );
+    let StreamedActivity::Status { text, .. } = latest_activity(&huge, "a-2") else {
+        panic!("no status");
+    };
+    assert_eq!(text.chars().count(), 200, "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
 }
 
 #[test]

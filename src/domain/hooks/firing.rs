@@ -80,7 +80,7 @@ impl HookFacts {
     /// expand them.
     pub(crate) fn environment(&self, run: RunFacts<'_>) -> Vec<(String, String)> {
         let mut environment: Vec<(String, String)> = [
-            ("AISH_EVENT", self.event.as_str().to_owned()),
+            (super::HOOK_MARKER, self.event.as_str().to_owned()),
             ("AISH_STATUS", self.status.clone().unwrap_or_default()),
             (
                 "AISH_EXIT_CODE",

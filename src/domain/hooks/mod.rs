@@ -19,6 +19,21 @@ use super::template::{PlaceholderSet, Template, TemplateError};
 /// not hear about a pause they would not have noticed.
 pub(crate) const LONG_WAIT_SECONDS: f64 = 60.0;
 
+/// The variable every hook gets ([`firing::HookFacts::environment`]): a handler that finds it
+/// in its environment was started by a hook.
+pub(crate) const HOOK_MARKER: &str = "AISH_EVENT";
+
+/// Why a run's `hooks` do not run, if they do not: its handler was started by a hook
+/// (`in_a_hook`), and a hook that starts a handler whose hooks start handlers would recurse
+/// without bound — so a hook's handler runs none. `None` when it runs them, or has none.
+pub(crate) fn hooks_off(in_a_hook: bool, hooks: usize) -> Option<String> {
+    (in_a_hook && hooks > 0).then(|| {
+        format!(
+            "{hooks} hook(s) not run: this handler was started by a hook ({HOOK_MARKER} is set), and a hook's handler runs no hooks of its own"
+        )
+    })
+}
+
 /// A hook's time limit when its config entry (or `--hook`) gives none.
 pub(crate) const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
 

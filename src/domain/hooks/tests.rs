@@ -496,3 +496,15 @@ proptest! {
         prop_assert_eq!(hook.command.raw(), command.as_str());
     }
 }
+
+#[test]
+fn a_handler_started_by_a_hook_runs_none_of_its_hooks_and_says_why() {
+    assert_eq!(hooks_off(false, 2), None);
+    assert_eq!(hooks_off(true, 0), None, "nothing to say without hooks");
+    assert_eq!(
+        hooks_off(true, 2).as_deref(),
+        Some(
+            "2 hook(s) not run: this handler was started by a hook (AISH_EVENT is set), and a hook's handler runs no hooks of its own"
+        )
+    );
+}

@@ -125,6 +125,9 @@ impl VerifyCheck {
 /// many bytes [`OutputTail`] keeps to find them in (memory does not grow with the output).
 pub(crate) const TAIL_LINES: usize = 40;
 pub(crate) const TAIL_BYTES: usize = 16 * 1024;
+/// How many characters of a line cut at the front the tail shows when it is the only line
+/// kept (output with no newline in its last [`TAIL_BYTES`]).
+pub(crate) const PARTIAL_LINE_CHARS: usize = 1024;
 
 /// The last [`TAIL_BYTES`] of a check's output, both streams in arrival order.
 #[derive(Clone, Debug, Default)]
@@ -152,10 +155,16 @@ impl OutputTail {
     }
 
     /// The last [`TAIL_LINES`] complete or final lines, as text (invalid UTF-8 replaced),
-    /// without a trailing newline; a line cut at the front of what was kept is left out.
+    /// without a trailing newline; a line cut at the front of what was kept is left out —
+    /// unless it is the only one: then its last [`PARTIAL_LINE_CHARS`] characters, after `…`.
     pub(crate) fn text(&self) -> String {
         let text = String::from_utf8_lossy(&self.kept);
         let mut lines: Vec<&str> = text.lines().collect();
+        if self.cut && lines.len() == 1 {
+            let line = lines[0];
+            let skip = line.chars().count().saturating_sub(PARTIAL_LINE_CHARS);
+            return format!("…{}", line.chars().skip(skip).collect::<String>());
+        }
         if self.cut && !lines.is_empty() {
             lines.remove(0);
         }

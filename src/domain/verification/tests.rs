@@ -127,6 +127,13 @@ fn the_output_tail_keeps_the_last_lines_within_a_bound() {
     let mut one_chunk = OutputTail::default();
     one_chunk.push(&[b"start\n".as_slice(), &vec![b'y'; TAIL_BYTES], b"\nend\n"].concat());
     assert_eq!(one_chunk.text(), "end");
+    // No newline in the last bytes: they are shown, not "nothing".
+    let mut unbroken = OutputTail::default();
+    unbroken.push(b"first line\n");
+    unbroken.push(&vec![b'z'; TAIL_BYTES + 3000]);
+    let text = unbroken.text();
+    assert_eq!(text.chars().count(), 1 + PARTIAL_LINE_CHARS, "{text}");
+    assert!(text.starts_with('…') && text.ends_with("zzz"), "{text}");
     let mut invalid = OutputTail::default();
     invalid.push(b"bad \xff byte\n");
     assert_eq!(invalid.text(), "bad \u{fffd} byte");

@@ -253,3 +253,71 @@ fn the_log_record_names_the_invocation_and_the_attempt_in_either_format() {
     assert_eq!(json["span"]["attempt_id"], "a-1");
     assert_eq!(json["fields"]["groups"], serde_json::json!([12]));
 }
+
+#[test]
+fn a_released_groups_token_is_kept_for_a_handler_that_dies_later() {
+    let mut registry = Registry::new(5, 6);
+    assert!(!registry.has_work(), "nothing told");
+    registry.apply(
+        WatchdogMessage::Watch {
+            pgid: 100,
+            attempt: "helper-1",
+        },
+        Some(50),
+    );
+    assert_eq!(registry.watched_token(), Some("helper-1"));
+    registry.apply(WatchdogMessage::Release(100), None);
+    assert!(!registry.is_watching());
+    assert_eq!(registry.watched_token(), None);
+    // A hook's escapee carries it until the run's end sweeps it.
+    assert_eq!(registry.tokens(), ["helper-1"]);
+    assert!(registry.has_work(), "the handler died: search for it");
+    registry.apply(WatchdogMessage::Finish, None);
+    assert!(!registry.has_work(), "the handler finished: it swept");
+}
+
+#[test]
+fn suspend_and_resume_travel_as_one_word_each() {
+    for message in [
+        WatchdogMessage::Suspend,
+        WatchdogMessage::Resume,
+        WatchdogMessage::Finish,
+    ] {
+        let mut buffer = [0u8; MAX_MESSAGE];
+        let length = message.encode(&mut buffer);
+        assert_eq!(WatchdogMessage::parse(&buffer[..length]), Some(message));
+    }
+    assert_eq!(WatchdogMessage::parse(b"suspend 3"), None);
+    let mut registry = Registry::new(5, 6);
+    assert!(!registry.suspended());
+    registry.apply(WatchdogMessage::Suspend, None);
+    assert!(registry.suspended());
+    registry.apply(WatchdogMessage::Resume, None);
+    assert!(!registry.suspended());
+}
+
+#[test]
+fn a_handler_stopped_without_a_suspension_is_continued_after_the_limit() {
+    let start = std::time::Instant::now();
+    let at = |millis: u64| start + std::time::Duration::from_millis(millis);
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(false, false, at(0)), "running");
+    assert!(!stops.look(true, false, at(100)), "just stopped");
+    assert!(!stops.look(true, false, at(1099)));
+    assert!(stops.look(true, false, at(1100)), "stopped for the limit");
+    assert!(
+        !stops.look(true, false, at(1200)),
+        "counted again from here"
+    );
+    assert!(stops.look(true, false, at(2200)));
+    // A person's suspension lasts as long as they like.
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(true, true, at(0)));
+    assert!(!stops.look(true, true, at(60_000)));
+    // A stop that ended in between starts over.
+    let mut stops = HandlerStops::default();
+    assert!(!stops.look(true, false, at(0)));
+    assert!(!stops.look(false, false, at(900)));
+    assert!(!stops.look(true, false, at(1000)));
+    assert!(!stops.look(true, false, at(1900)));
+}
