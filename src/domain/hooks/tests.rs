@@ -448,14 +448,6 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             ("AISH_EVENT", "phase-stopped"),
             ("AISH_STATUS", "blocked"),
             ("AISH_EXIT_CODE", "2"),
-            ("AISH_PLAN", "/p/p.md"),
-            ("AISH_PLAN_WORKSPACE", "/p"),
-            ("AISH_STATE_FILE", "/p/state.json"),
-            ("AISH_RUN_ID", "r"),
-            ("AISH_ATTEMPT_ID", "a"),
-            ("AISH_PHASE_ID", "phase-2"),
-            ("AISH_PHASE_TITLE", "Second"),
-            ("AISH_WORKSPACE", "/p/ws"),
             ("AISH_NEXT_ACTION", "fix-and-retry"),
             (
                 "AISH_NEXT_COMMAND",
@@ -464,6 +456,14 @@ fn the_payload_is_the_record_with_the_hooks_own_keys_and_the_environment_matches
             ("AISH_NEXT_WHY", "resolve the blocker"),
             ("AISH_NEXT_UNTIL", ""),
             ("AISH_NEXT_ANSWER", "/bin/ash answer --plan p.md"),
+            ("AISH_PLAN", "/p/p.md"),
+            ("AISH_PLAN_WORKSPACE", "/p"),
+            ("AISH_STATE_FILE", "/p/state.json"),
+            ("AISH_RUN_ID", "r"),
+            ("AISH_ATTEMPT_ID", "a"),
+            ("AISH_PHASE_ID", "phase-2"),
+            ("AISH_PHASE_TITLE", "Second"),
+            ("AISH_WORKSPACE", "/p/ws"),
         ]
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
     );
