@@ -21,6 +21,8 @@ pub(crate) const GIT_TIME_LIMIT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TreeSnapshot {
     top_level: PathBuf,
+    /// The repository's own index, copied to start each snapshot from its stat data.
+    index: PathBuf,
     head: Option<String>,
     tree: String,
 }
@@ -58,16 +60,33 @@ pub(crate) fn snapshot(workspace: &Path) -> Result<TreeSnapshot, NotRecorded> {
     let deadline = Instant::now() + GIT_TIME_LIMIT;
     // git exits 128 outside a work tree; its own words say why (no repository, or one it
     // will not use, such as a repository of another user).
-    let inside = git(workspace, ["rev-parse", "--show-toplevel"], None, deadline).map_err(
-        |not| match not.reason {
-            Unrecorded::GitFailed => NotRecorded {
-                reason: Unrecorded::NotAGitWorkTree,
-                ..not
-            },
-            Unrecorded::NotAGitWorkTree | Unrecorded::GitMissing | Unrecorded::TimedOut => not,
+    let args = ["rev-parse", "--show-toplevel", "--git-path", "index"];
+    let inside = git(workspace, args, None, deadline).map_err(|not| match not.reason {
+        Unrecorded::GitFailed => NotRecorded {
+            reason: Unrecorded::NotAGitWorkTree,
+            ..not
         },
-    )?;
-    let top_level = PathBuf::from(String::from_utf8_lossy(&inside).trim_end_matches('\n'));
+        Unrecorded::NotAGitWorkTree | Unrecorded::GitMissing | Unrecorded::TimedOut => not,
+    })?;
+    let inside = String::from_utf8_lossy(&inside);
+    let mut lines = inside.lines();
+    let top_level = PathBuf::from(lines.next().unwrap_or_default());
+    // Relative to the directory git ran in.
+    let index = workspace.join(lines.next().unwrap_or_default());
+    snapshot_tree(top_level, index, deadline)
+}
+
+/// Snapshots the same work tree as `before`, again.
+pub(crate) fn snapshot_again(before: &TreeSnapshot) -> Result<TreeSnapshot, NotRecorded> {
+    let deadline = Instant::now() + GIT_TIME_LIMIT;
+    snapshot_tree(before.top_level.clone(), before.index.clone(), deadline)
+}
+
+fn snapshot_tree(
+    top_level: PathBuf,
+    index: PathBuf,
+    deadline: Instant,
+) -> Result<TreeSnapshot, NotRecorded> {
     let head = git(
         &top_level,
         ["rev-parse", "--verify", "-q", "HEAD"],
@@ -81,18 +100,11 @@ pub(crate) fn snapshot(workspace: &Path) -> Result<TreeSnapshot, NotRecorded> {
         reason: Unrecorded::GitFailed,
         detail: format!("cannot create a private index: {error}"),
     })?;
-    let index = private_dir.path().join("index");
+    let private_index = private_dir.path().join("index");
     // Starting from a copy of the real index lets `git add` skip files whose stat data is
     // unchanged; without one (a fresh repository) it hashes every file.
-    let real_index = git(
-        &top_level,
-        ["rev-parse", "--git-path", "index"],
-        None,
-        deadline,
-    )?;
-    let real_index = top_level.join(String::from_utf8_lossy(&real_index).trim_end_matches('\n'));
-    let _ = std::fs::copy(&real_index, &index);
-    let private = Some(index.as_path());
+    let _ = std::fs::copy(&index, &private_index);
+    let private = Some(private_index.as_path());
     // The runner's own files (state, prompts, transcripts) are not the attempt's changes.
     let pathspec = [
         "add",
@@ -105,6 +117,7 @@ pub(crate) fn snapshot(workspace: &Path) -> Result<TreeSnapshot, NotRecorded> {
     let tree = git(&top_level, ["write-tree"], private, deadline)?;
     Ok(TreeSnapshot {
         top_level,
+        index,
         head,
         tree: String::from_utf8_lossy(&tree).trim().to_owned(),
     })

@@ -729,16 +729,11 @@ impl AttemptState {
             }
             return;
         };
-        let workspace = self
-            .attempt
-            .as_ref()
-            .map(|attempt| attempt.execution_workspace.clone())
-            .unwrap_or_default();
         let target = myself.clone();
         self.spawn(async move {
             let changes = off_runtime(move || match before {
                 Err(not_recorded) => not_recorded.into_changes(),
-                Ok(before) => match git::snapshot(std::path::Path::new(&workspace)) {
+                Ok(before) => match git::snapshot_again(&before) {
                     Ok(after) => git::compare(&before, &after),
                     Err(not_recorded) => not_recorded.into_changes(),
                 },
