@@ -12,7 +12,7 @@
 #
 # Knobs (environment): BENCH_REPS (repetitions per measurement, default 5, minimum 3),
 # BENCH_BIN (use this binary instead of building), BENCH_DISK_DIR (scratch directory on the
-# real disk, default target/bench-run), BENCH_STREAM_DIR (where the streaming runs write their
+# real disk, default /var/tmp/ai-session-handler-bench), BENCH_STREAM_DIR (where the streaming runs write their
 # transcripts and tee files, default tmpfs: deleting GiB-sized files on a disk mounted with
 # `discard` disturbs the next run; both sides of every ratio write to the same place),
 # BENCH_STREAM_MIB (the large output, default 1024),
