@@ -334,11 +334,17 @@ impl RunArgs {
         if let Some(retries) = self.retries {
             option("retries", Some(retries.to_string()));
         }
-        if let Some(tokens) = self.max_tokens {
-            option("max-tokens", Some(tokens.to_string()));
-        }
-        if let Some(usd) = self.max_cost {
-            option("max-cost", Some(usd.to_string()));
+        // Where each cap's value sits, for a step that raises it.
+        let mut cap_values = Vec::new();
+        let caps = [
+            ("--max-tokens", self.max_tokens.map(|tokens| tokens.to_string())),
+            ("--max-cost", self.max_cost.map(|usd| usd.to_string())),
+        ];
+        for (flag, value) in caps {
+            if let Some(value) = value {
+                option(&flag[2..], Some(value));
+                cap_values.push(flag);
+            }
         }
         if self.wait {
             option("wait", None);
@@ -368,6 +374,13 @@ impl RunArgs {
         }
         Invocation {
             plan: self.plan.path().to_string_lossy().into_owned(),
+            cap_values: cap_values
+                .into_iter()
+                .filter_map(|flag| {
+                    let index = carried.iter().rposition(|word| word == flag)?;
+                    Some((flag, index + 1))
+                })
+                .collect(),
             carried,
             flags: RecoveryFlags {
                 retry_stopped: self.retry_stopped,

@@ -3,6 +3,7 @@
 //! flags the situation asks for, what to do before running it, and what kind of step it is
 //! (`action`), so a caller can act on it without reading the `why` text.
 
+use super::budget::CapReached;
 use super::selection::RecoveryFlags;
 use super::state::AttemptStatus;
 use super::template::shell_join;
@@ -20,6 +21,9 @@ pub struct Invocation {
     pub plan: String,
     /// The other options, as argv words in a fixed order, without the recovery flags.
     pub carried: Vec<String>,
+    /// The budget caps given (`--max-tokens`, `--max-cost`), each with the index in `carried`
+    /// of its value: a step after a budget stop puts a placeholder there.
+    pub cap_values: Vec<(&'static str, usize)>,
     pub flags: RecoveryFlags,
     /// The running binary's absolute path (empty: [`PROGRAM`]); `next.argv[0]`, so a caller
     /// runs the same binary from anywhere.
@@ -238,6 +242,36 @@ pub(crate) fn after_stop(
         step.answer = Some(plan_command(invocation, "answer"));
     }
     step
+}
+
+/// `run` again once the cap the plan has reached is raised: the cap's flag with a placeholder
+/// (`--max-tokens N`) where the exhausted value was (or added, for a cap from the config: the
+/// flag wins), and `why` saying to choose a value above what the plan has spent. Run as it
+/// is, the step fails on the placeholder before anything is written, rather than meet the
+/// same cap again.
+pub(crate) fn raising_cap(
+    invocation: &Invocation,
+    flags: RecoveryFlags,
+    reached: &CapReached,
+) -> NextStep {
+    let mut raised = invocation.clone();
+    let placeholder = reached.placeholder().to_owned();
+    match raised
+        .cap_values
+        .iter()
+        .find(|(flag, _)| *flag == reached.flag())
+    {
+        Some(&(_, index)) if index < raised.carried.len() => raised.carried[index] = placeholder,
+        _ => raised
+            .carried
+            .extend([reached.flag().to_owned(), placeholder]),
+    }
+    NextStep::run(
+        &raised,
+        flags,
+        NextAction::FixAndRetry,
+        Some(reached.raise_advice()),
+    )
 }
 
 /// What a plan's durable state says about how it continues (`status`, `report`, `answer`).
