@@ -16,7 +16,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::budget::CapReached;
 use crate::domain::recovery::{
-    Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap,
+    Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
 };
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
@@ -346,12 +346,16 @@ pub(crate) fn next_step(
             retry_scheduled: true,
             ..
         } if decision.status != AttemptStatus::PhaseComplete => Some(resume()),
-        RunEnd::PhaseStopped { decision, .. } => Some(match &facts.budget_reached {
-            Some(reached) if decision.status == AttemptStatus::BudgetExceeded => {
-                raising_cap(invocation, flags_after_stop(false), reached)
-            }
-            _ => after_stop(invocation, decision.status, RecoveryFlags::default()),
-        }),
+        RunEnd::PhaseStopped { decision, .. } => {
+            let step = after_stop(invocation, decision.status, RecoveryFlags::default());
+            // Only a larger cap continues a plan whose recorded attempts reached one.
+            Some(match &facts.budget_reached {
+                Some(reached) => {
+                    with_cap_raised(step, invocation, Some(decision.status), reached)
+                }
+                None => step,
+            })
+        }
         RunEnd::NotPrepared {
             still_active: Some(_),
             ..

@@ -274,6 +274,33 @@ pub(crate) fn raising_cap(
     )
 }
 
+/// `step` (a `run` step) when the plan's recorded attempts have reached a cap: the same step,
+/// its `why` followed by [`raising_cap`]'s, the cap's value a placeholder. A `budget-exceeded`
+/// stop's own advice ("raise the budget cap") is replaced, not repeated. A step that waits for
+/// another handler, writes an answer or is not `run` is kept.
+pub(crate) fn with_cap_raised(
+    step: NextStep,
+    invocation: &Invocation,
+    stopped: Option<AttemptStatus>,
+    reached: &CapReached,
+) -> NextStep {
+    let runs = step.argv.get(1).is_some_and(|command| command == "run");
+    if !runs || matches!(step.action, NextAction::WaitForHandler | NextAction::Answer) {
+        return step;
+    }
+    let flags = RecoveryFlags {
+        retry_stopped: step.flags.contains(&"--retry-stopped"),
+        accept_plan_change: step.flags.contains(&"--accept-plan-change"),
+    };
+    let mut raised = raising_cap(invocation, flags, reached);
+    if let Some(first) = step.why
+        && stopped != Some(AttemptStatus::BudgetExceeded)
+    {
+        raised.why = raised.why.map(|advice| format!("{first}; {advice}"));
+    }
+    raised
+}
+
 /// What a plan's durable state says about how it continues (`status`, `report`, `answer`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Standing {
