@@ -367,12 +367,12 @@ pub fn unenforceable_warning(
     reported_before: Option<&str>,
 ) -> Option<String> {
     let earlier = match reported_before {
-        Some(earlier) => format!(" (attempt {earlier} of this plan had reported usage)"),
+        Some(earlier) => format!(", though attempt {earlier} of this plan had reported usage"),
         None => String::new(),
     };
     cap_names(caps).map(|names| {
         format!(
-            "{names} cannot be enforced: attempt {attempt_id} ({phase_id}) reported no usage (X_AISH_USAGE, docs/worker-protocol.md){earlier}; what it spent is not counted"
+            "{names} cannot be enforced: the agent of attempt {attempt_id} ({phase_id}) reported no usage (X_AISH_USAGE, docs/worker-protocol.md){earlier}; what it spent is not counted"
         )
     })
 }

@@ -313,3 +313,28 @@ fn costs_adding_up_to_the_cap_reach_it() {
         }
     );
 }
+
+/// The run's warning names the attempt that reported nothing, and one that did report.
+#[test]
+fn the_unenforceable_warning_names_the_attempt() {
+    assert_eq!(
+        unenforceable_warning(&BudgetCaps::default(), "a-2", "phase-2", None),
+        None
+    );
+    assert_eq!(
+        unenforceable_warning(&tokens(5, CapOrigin::CommandLine), "a-2", "phase-2", Some("a-1"))
+            .as_deref(),
+        Some(
+            "--max-tokens cannot be enforced: the agent of attempt a-2 (phase-2) reported no \
+             usage (X_AISH_USAGE, docs/worker-protocol.md), though attempt a-1 of this plan had \
+             reported usage; what it spent is not counted"
+        )
+    );
+    assert_eq!(
+        unenforceable_warning(&tokens(5, CapOrigin::Config), "a-1", "phase-1", None).as_deref(),
+        Some(
+            "budget.max_tokens cannot be enforced: the agent of attempt a-1 (phase-1) reported \
+             no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted"
+        )
+    );
+}
