@@ -147,10 +147,10 @@ pub struct RunArgs {
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
     #[arg(long, help_heading = UNATTENDED)]
     pub wait: bool,
-    /// Stop once this run's attempts used N tokens, input (cached included) plus output (config budget.max_tokens).
+    /// Stop once the plan's attempts (every run's) used N tokens, input (cached included) plus output (config budget.max_tokens).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens, help_heading = LIMITS)]
     pub max_tokens: Option<u64>,
-    /// Stop once this run's attempts cost USD dollars, as the agents report it (config budget.max_cost_usd).
+    /// Stop once the plan's attempts (every run's) cost USD dollars, as the agents report it (config budget.max_cost_usd).
     #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost, help_heading = LIMITS)]
     pub max_cost: Option<f64>,
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
