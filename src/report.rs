@@ -9,12 +9,12 @@ use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::domain::budget::CapReached;
 use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
-use crate::domain::budget::CapReached;
 use crate::domain::recovery::{
     Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
 };
@@ -350,9 +350,7 @@ pub(crate) fn next_step(
             let step = after_stop(invocation, decision.status, RecoveryFlags::default());
             // Only a larger cap continues a plan whose recorded attempts reached one.
             Some(match &facts.budget_reached {
-                Some(reached) => {
-                    with_cap_raised(step, invocation, Some(decision.status), reached)
-                }
+                Some(reached) => with_cap_raised(step, invocation, Some(decision.status), reached),
                 None => step,
             })
         }

@@ -337,7 +337,10 @@ impl RunArgs {
         // Where each cap's value sits, for a step that raises it.
         let mut cap_values = Vec::new();
         let caps = [
-            ("--max-tokens", self.max_tokens.map(|tokens| tokens.to_string())),
+            (
+                "--max-tokens",
+                self.max_tokens.map(|tokens| tokens.to_string()),
+            ),
             ("--max-cost", self.max_cost.map(|usd| usd.to_string())),
         ];
         for (flag, value) in caps {

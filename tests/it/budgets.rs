@@ -285,6 +285,9 @@ fn budget_exceeded_says_it_once_and_next_raises_the_cap() {
         ["--max-tokens", "N", "--retry-stopped"].map(Value::from),
         "{argv:?}"
     );
-    assert_eq!(result["next"]["flags"], serde_json::json!(["--retry-stopped"]));
+    assert_eq!(
+        result["next"]["flags"],
+        serde_json::json!(["--retry-stopped"])
+    );
     sandbox.assert_no_survivors();
 }

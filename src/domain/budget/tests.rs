@@ -172,7 +172,9 @@ fn check_describes_the_caps() {
     );
     assert_eq!(
         caps.spent_of(spent(450, 0.25)).as_deref(),
-        Some("450 of 100000 tokens (input + output) spent (--max-tokens); $0.25 of $5 spent (budget.max_cost_usd)")
+        Some(
+            "450 of 100000 tokens (input + output) spent (--max-tokens); $0.25 of $5 spent (budget.max_cost_usd)"
+        )
     );
     assert_eq!(BudgetCaps::default().spent_of(spent(1, 1.0)), None);
 }
@@ -322,8 +324,13 @@ fn the_unenforceable_warning_names_the_attempt() {
         None
     );
     assert_eq!(
-        unenforceable_warning(&tokens(5, CapOrigin::CommandLine), "a-2", "phase-2", Some("a-1"))
-            .as_deref(),
+        unenforceable_warning(
+            &tokens(5, CapOrigin::CommandLine),
+            "a-2",
+            "phase-2",
+            Some("a-1")
+        )
+        .as_deref(),
         Some(
             "--max-tokens cannot be enforced: the agent of attempt a-2 (phase-2) reported no \
              usage (X_AISH_USAGE, docs/worker-protocol.md), though attempt a-1 of this plan had \

@@ -11,8 +11,8 @@ use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
-use crate::domain::token_usage::summary::Completeness;
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
+use crate::domain::token_usage::summary::Completeness;
 use crate::domain::verification::FailedCheck;
 
 pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
