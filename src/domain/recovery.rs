@@ -59,8 +59,7 @@ pub(crate) enum NextAction {
     FixAndRetry,
     /// The plan was edited: review the edit, then `argv` (which accepts it).
     AcceptPlanChange,
-    /// `argv` goes on with the phases left (a phase limit, an interruption between phases, a
-    /// budget reached before a launch).
+    /// `argv` goes on with the phases left (a phase limit, an interruption between phases).
     Continue,
     /// Nothing is known to continue: `argv` shows the plan's state (`status`).
     Inspect,
