@@ -292,6 +292,8 @@ pub(crate) fn with_cap_raised(
         accept_plan_change: step.flags.contains(&"--accept-plan-change"),
     };
     let mut raised = raising_cap(invocation, flags, reached);
+    // A blocker can still be answered in the plan first.
+    raised.answer = step.answer;
     if let Some(first) = step.why
         && stopped != Some(AttemptStatus::BudgetExceeded)
     {
@@ -564,6 +566,85 @@ mod tests {
         assert_eq!(
             status.argv,
             ["ai-session-handler", "status", "--plan", "docs/plans/x.md"]
+        );
+    }
+
+    /// After a cap is reached the step puts a placeholder where the exhausted value was (or
+    /// adds the flag for a cap from the config), keeps a blocker's own advice and `answer`, and
+    /// leaves a step that waits for another handler alone.
+    #[test]
+    fn a_reached_cap_is_raised_not_repeated() {
+        use crate::domain::budget::{BudgetCaps, BudgetConfig, Spent};
+        let given = Invocation {
+            carried: vec!["--max-tokens".into(), "400".into(), "--quiet".into()],
+            cap_values: vec![("--max-tokens", 1)],
+            ..invocation()
+        };
+        let spent = Spent {
+            tokens: 450,
+            cost_micros: 0,
+        };
+        let reached = BudgetCaps::effective(Some(400), None, &BudgetConfig::default())
+            .reached(spent)
+            .expect("reached");
+        let step = raising_cap(&given, RecoveryFlags::default(), &reached);
+        assert_eq!(step.action, NextAction::FixAndRetry);
+        assert_eq!(
+            step.line(),
+            "next: raise the cap: give --max-tokens N a value above the 450 tokens (input + \
+             output) this plan has spent (the cap was 400, --max-tokens), then \
+             ai-session-handler run --plan docs/plans/x.md --max-tokens N --quiet"
+        );
+        let blocked = after_stop(&given, AttemptStatus::Blocked, RecoveryFlags::default());
+        let raised = with_cap_raised(blocked, &given, Some(AttemptStatus::Blocked), &reached);
+        assert!(
+            raised
+                .why
+                .as_deref()
+                .is_some_and(|why| why.starts_with("resolve the blocker; raise the cap: ")),
+            "{raised:?}"
+        );
+        assert!(raised.answer.is_some());
+        assert_eq!(raised.flags, ["--retry-stopped"]);
+        let exceeded = after_stop(
+            &given,
+            AttemptStatus::BudgetExceeded,
+            RecoveryFlags::default(),
+        );
+        let raised = with_cap_raised(
+            exceeded,
+            &given,
+            Some(AttemptStatus::BudgetExceeded),
+            &reached,
+        );
+        assert!(
+            raised
+                .why
+                .as_deref()
+                .is_some_and(|why| why.starts_with("raise the cap: ")),
+            "{raised:?}"
+        );
+        let from_config = BudgetCaps::effective(
+            None,
+            None,
+            &BudgetConfig {
+                max_tokens: Some(400),
+                max_cost_usd: None,
+            },
+        )
+        .reached(spent)
+        .expect("reached");
+        let step = raising_cap(&invocation(), RecoveryFlags::default(), &from_config);
+        assert_eq!(step.argv[step.argv.len() - 2..], ["--max-tokens", "N"]);
+        let waiting = NextStep::run(
+            &given,
+            RecoveryFlags::default(),
+            NextAction::WaitForHandler,
+            Some("wait".into()),
+        );
+        assert_eq!(
+            with_cap_raised(waiting.clone(), &given, None, &reached),
+            waiting
         );
     }
 }
