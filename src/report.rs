@@ -9,12 +9,15 @@ use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::domain::budget::CapReached;
 use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::lifecycle::run::RecordFailure;
-use crate::domain::recovery::{Invocation, NextAction, NextStep, after_stop, flags_after_stop};
+use crate::domain::recovery::{
+    Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
+};
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
 use crate::domain::selection::{RecoveryFlags, Refusal};
@@ -301,6 +304,8 @@ pub(crate) struct EndFacts {
     pub retry_due: Option<String>,
     /// What the watchdog of the handler that left the abandoned attempt did.
     pub watchdog_stop: Option<WatchdogStop>,
+    /// The cap the plan's recorded attempts have reached, if one has.
+    pub budget_reached: Option<CapReached>,
 }
 
 /// The step that continues a run that ended like `end`, if one does (docs/cli.md, "The `next:`
@@ -332,26 +337,23 @@ pub(crate) fn next_step(
         | RunEnd::InterruptedBeforeLaunch {
             plan_complete: false,
             ..
-        }
-        | RunEnd::BudgetReached {
-            retry_scheduled: false,
-            ..
         } => Some(again(RecoveryFlags::default(), NextAction::Continue, None)),
-        RunEnd::InterruptedDuringWait { .. }
-        | RunEnd::BudgetReached {
-            retry_scheduled: true,
-            ..
-        } => Some(resume()),
+        // Only a larger cap continues: the caps count every recorded attempt of the plan.
+        RunEnd::BudgetReached { reached, .. } => Some(raising_cap(invocation, as_given, reached)),
+        RunEnd::InterruptedDuringWait { .. } => Some(resume()),
         RunEnd::PhaseStopped {
             decision,
             retry_scheduled: true,
             ..
         } if decision.status != AttemptStatus::PhaseComplete => Some(resume()),
-        RunEnd::PhaseStopped { decision, .. } => Some(after_stop(
-            invocation,
-            decision.status,
-            RecoveryFlags::default(),
-        )),
+        RunEnd::PhaseStopped { decision, .. } => {
+            let step = after_stop(invocation, decision.status, RecoveryFlags::default());
+            // Only a larger cap continues a plan whose recorded attempts reached one.
+            Some(match &facts.budget_reached {
+                Some(reached) => with_cap_raised(step, invocation, Some(decision.status), reached),
+                None => step,
+            })
+        }
         RunEnd::NotPrepared {
             still_active: Some(_),
             ..

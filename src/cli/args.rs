@@ -147,10 +147,10 @@ pub struct RunArgs {
     /// Wait for a provider's rate-limit reset, then run the phase again (config rate_limit.max_waits, 3 if unset).
     #[arg(long, help_heading = UNATTENDED)]
     pub wait: bool,
-    /// Stop once this run's attempts used N tokens, input (cached included) plus output (config budget.max_tokens).
+    /// Stop once the plan's attempts (every run's) used N tokens, input (cached included) plus output (config budget.max_tokens).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_tokens, help_heading = LIMITS)]
     pub max_tokens: Option<u64>,
-    /// Stop once this run's attempts cost USD dollars, as the agents report it (config budget.max_cost_usd).
+    /// Stop once the plan's attempts (every run's) cost USD dollars, as the agents report it (config budget.max_cost_usd).
     #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = parse_max_cost, help_heading = LIMITS)]
     pub max_cost: Option<f64>,
     /// Print one JSON object with the result on stdout (live agent output goes to stderr).
@@ -334,11 +334,20 @@ impl RunArgs {
         if let Some(retries) = self.retries {
             option("retries", Some(retries.to_string()));
         }
-        if let Some(tokens) = self.max_tokens {
-            option("max-tokens", Some(tokens.to_string()));
-        }
-        if let Some(usd) = self.max_cost {
-            option("max-cost", Some(usd.to_string()));
+        // Where each cap's value sits, for a step that raises it.
+        let mut cap_values = Vec::new();
+        let caps = [
+            (
+                "--max-tokens",
+                self.max_tokens.map(|tokens| tokens.to_string()),
+            ),
+            ("--max-cost", self.max_cost.map(|usd| usd.to_string())),
+        ];
+        for (flag, value) in caps {
+            if let Some(value) = value {
+                option(&flag[2..], Some(value));
+                cap_values.push(flag);
+            }
         }
         if self.wait {
             option("wait", None);
@@ -368,6 +377,13 @@ impl RunArgs {
         }
         Invocation {
             plan: self.plan.path().to_string_lossy().into_owned(),
+            cap_values: cap_values
+                .into_iter()
+                .filter_map(|flag| {
+                    let index = carried.iter().rposition(|word| word == flag)?;
+                    Some((flag, index + 1))
+                })
+                .collect(),
             carried,
             flags: RecoveryFlags {
                 retry_stopped: self.retry_stopped,

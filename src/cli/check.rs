@@ -3,6 +3,7 @@
 //! is a note on what `run` will require (exit 0); a changed or moved plan is a refusal `run`
 //! would make (exit 5).
 
+use crate::domain::budget::{BudgetStanding, Spent};
 use serde::Serialize;
 
 use super::args::CheckArgs;
@@ -34,6 +35,12 @@ pub(super) struct CheckReport {
     pub retry: Option<String>,
     pub rate_limit: Option<String>,
     pub budget: Option<String>,
+    /// What the plan's recorded attempts spent against the caps (null without caps), as
+    /// `status --json`'s `budget`.
+    pub budget_spent: Option<BudgetStanding>,
+    /// The text's `budget spent:` line.
+    #[serde(skip)]
+    pub budget_spent_text: Option<String>,
     pub fallback_agent_cmds: Vec<String>,
     pub hooks: Vec<String>,
     pub phases: Vec<PhaseRow>,
@@ -157,6 +164,23 @@ fn build(args: &CheckArgs) -> CheckReport {
             None
         }
     };
+    if let Some(settings) = &run_settings {
+        // The caps count every attempt the plan's state records.
+        let spent = Spent::recorded(
+            state
+                .iter()
+                .flat_map(|state| &state.committed_outcomes)
+                .map(|entry| entry.usage.as_ref()),
+        );
+        report.budget_spent = BudgetStanding::of(&settings.budget, spent);
+        report.budget_spent_text = settings.budget.spent_of(spent);
+        if let Some(reached) = settings.budget.reached(spent) {
+            report.notes.push(format!(
+                "the plan's recorded attempts have reached {}: run launches nothing until it is raised above what they spent",
+                reached.cap_name()
+            ));
+        }
+    }
     let snapshot = match read_plan_snapshot(&location) {
         Ok(snapshot) => snapshot,
         Err(InputError::Plan { path, error, more }) => {
@@ -346,6 +370,7 @@ fn render_text(report: &CheckReport) -> Vec<String> {
         ("retry", &report.retry),
         ("rate_limit", &report.rate_limit),
         ("budget", &report.budget),
+        ("budget spent", &report.budget_spent_text),
     ]));
     lines.extend(report.hooks.iter().map(|hook| format!("hook {hook}")));
     if !report.phases.is_empty() {

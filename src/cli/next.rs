@@ -5,7 +5,9 @@
 
 use clap::Parser as _;
 
-use super::args::{Cli, Command, running_program};
+use super::args::{Cli, Command, RunArgs, running_program};
+use crate::domain::budget::{BudgetCaps, BudgetConfig, CapReached};
+use crate::domain::recovery::with_cap_raised;
 use crate::domain::recovery::{Invocation, NextStep, Standing, from_standing};
 use crate::domain::state::State;
 use crate::invocation::history::{stopped_run_args, watchdog_stop};
@@ -19,15 +21,7 @@ pub(super) fn stopped_invocation(
     location: &PlanLocation,
     attempt_id: Option<&str>,
 ) -> (Invocation, bool) {
-    let stopped = attempt_id
-        .and_then(|attempt_id| stopped_run_args(&location.layout, attempt_id))
-        .and_then(|args| match Cli::try_parse_from(args) {
-            Ok(Cli {
-                command: Some(Command::Run(run)),
-                ..
-            }) => Some(run.invocation()),
-            _ => None,
-        });
+    let stopped = stopped_run(location, attempt_id).map(|run| run.invocation());
     let found = stopped.is_some();
     let mut invocation = stopped.unwrap_or_else(|| Invocation {
         program: running_program(),
@@ -40,6 +34,43 @@ pub(super) fn stopped_invocation(
     (invocation, found)
 }
 
+/// The arguments of the `run` that ran `attempt_id`, while events.jsonl still has them.
+fn stopped_run(location: &PlanLocation, attempt_id: Option<&str>) -> Option<RunArgs> {
+    attempt_id
+        .and_then(|attempt_id| stopped_run_args(&location.layout, attempt_id))
+        .and_then(|args| match Cli::try_parse_from(args) {
+            Ok(Cli {
+                command: Some(Command::Run(run)),
+                ..
+            }) => Some(run),
+            _ => None,
+        })
+}
+
+/// The budget caps as the plan's latest run had them: its own `--max-tokens`/`--max-cost`
+/// (while events.jsonl has its arguments) over the config's `budget`.
+pub(super) fn latest_caps(
+    location: &PlanLocation,
+    state: &State,
+    config: Option<&BudgetConfig>,
+) -> BudgetCaps {
+    let run = stopped_run(location, latest_attempt(state));
+    BudgetCaps::effective(
+        run.as_ref().and_then(|run| run.max_tokens),
+        run.as_ref().and_then(|run| run.max_cost),
+        &config.copied().unwrap_or_default(),
+    )
+}
+
+/// The active attempt, else the last run.
+fn latest_attempt(state: &State) -> Option<&str> {
+    state
+        .active_attempt
+        .as_ref()
+        .map(|attempt| attempt.id.as_str())
+        .or(state.last_run.as_ref().map(|last| last.run_id.as_str()))
+}
+
 /// What the plan's state says about how it continues.
 pub(super) struct Facts<'a> {
     pub state: &'a State,
@@ -48,17 +79,14 @@ pub(super) struct Facts<'a> {
     pub retry_due: Option<String>,
     pub plan_changed: bool,
     pub pending: bool,
+    /// The cap the plan's recorded attempts have reached, if one has.
+    pub budget_reached: Option<CapReached>,
 }
 
 /// The step that continues the plan, if one does.
 pub(super) fn from_state(location: &PlanLocation, facts: &Facts<'_>) -> Option<NextStep> {
     let state = facts.state;
-    let attempt_id = state
-        .active_attempt
-        .as_ref()
-        .map(|attempt| attempt.id.as_str())
-        .or(state.last_run.as_ref().map(|last| last.run_id.as_str()));
-    let (invocation, _) = stopped_invocation(location, attempt_id);
+    let (invocation, _) = stopped_invocation(location, latest_attempt(state));
     let abandoned = match (&state.active_attempt, facts.running) {
         (Some(attempt), None) => Some((
             attempt.id.clone(),
@@ -79,5 +107,10 @@ pub(super) fn from_state(location: &PlanLocation, facts: &Facts<'_>) -> Option<N
         flags: Default::default(),
         ..invocation
     };
-    from_standing(&invocation, &standing)
+    let step = from_standing(&invocation, &standing)?;
+    // Only a larger cap continues a plan whose recorded attempts reached one.
+    Some(match &facts.budget_reached {
+        Some(reached) => with_cap_raised(step, &invocation, standing.stop, reached),
+        None => step,
+    })
 }

@@ -4,6 +4,7 @@
 //! signal intake is gone by then): a signal stops the hooks, and the report is printed from a
 //! thread of its own so a stdout nobody reads cannot hold the handler either.
 
+use crate::domain::budget::{BudgetCaps, Spent};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -388,7 +389,7 @@ fn end(
                 .ok()
                 .and_then(|state| next_pending(&state, &snapshot.phase_ids()).map(str::to_owned));
         }
-        let facts = end_facts(location, &result.end);
+        let facts = end_facts(location, &inputs.settings.budget, &result.end);
         let next = report::next_step(&result.end, &invocation, &facts);
         if let Some(hooks) = &hooks {
             let first = report::end_message(&result.end, &facts);
@@ -483,12 +484,22 @@ fn print_while_hooks_run(report: Output, hooks: &Hooks, caught: &CaughtSignals) 
 }
 
 /// What the run's end report and next step need beyond the run's end: when a scheduled retry
-/// is due, and what the watchdog of a dead handler did to the abandoned attempt it refused.
-fn end_facts(location: &PlanLocation, end: &RunEnd) -> report::EndFacts {
-    let retry_due = read_state(&location.layout)
-        .ok()
-        .and_then(|state| state.retry_schedule)
+/// is due, what the watchdog of a dead handler did to the abandoned attempt it refused, and
+/// the cap the plan's recorded attempts have reached.
+fn end_facts(location: &PlanLocation, caps: &BudgetCaps, end: &RunEnd) -> report::EndFacts {
+    let state = read_state(&location.layout).ok();
+    let retry_due = state
+        .as_ref()
+        .and_then(|state| state.retry_schedule.as_ref())
         .map(|schedule| schedule.not_before.to_string());
+    let budget_reached = state.as_ref().and_then(|state| {
+        caps.reached(Spent::recorded(
+            state
+                .committed_outcomes
+                .iter()
+                .map(|entry| entry.usage.as_ref()),
+        ))
+    });
     let watchdog_stop = if let RunEnd::Refused {
         refusal: Refusal::UnresolvedAttempt(attempt),
         ..
@@ -501,6 +512,7 @@ fn end_facts(location: &PlanLocation, end: &RunEnd) -> report::EndFacts {
     report::EndFacts {
         retry_due,
         watchdog_stop,
+        budget_reached,
     }
 }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::args::StatusArgs;
 use super::event_stream::STREAM_CAP_BYTES;
+use crate::domain::budget::{BudgetStanding, Spent};
 use crate::domain::config::Config;
 use crate::domain::events::{StreamedActivity, latest_activity};
 use crate::domain::exit_code::ExitCode;
@@ -54,6 +55,12 @@ pub(super) struct StatusReport {
     /// One row per phase: the plan's, then any the state records that the plan lacks.
     pub phases: Vec<PhaseRow>,
     pub totals: RunTotals,
+    /// What the plan's recorded attempts spent against the caps its latest run had (null
+    /// when it had none).
+    pub budget: Option<BudgetStanding>,
+    /// The text's `budget:` line.
+    #[serde(skip)]
+    pub budget_text: Option<String>,
     /// The step that continues the plan, as `run --json`'s `next` (null when every phase is
     /// complete or the plan cannot be read).
     pub next: Option<NextStep>,
@@ -323,6 +330,13 @@ fn build_report(
         }
     });
     let plan = plan_check(location, state, snapshot);
+    let caps = super::next::latest_caps(location, state, config.map(|config| &config.budget));
+    let spent = Spent::recorded(
+        state
+            .committed_outcomes
+            .iter()
+            .map(|entry| entry.usage.as_ref()),
+    );
     let next = snapshot.ok().and_then(|_| {
         super::next::from_state(
             location,
@@ -335,6 +349,7 @@ fn build_report(
                     .map(|schedule| schedule.not_before.clone()),
                 plan_changed: plan.status == "changed",
                 pending: next_phase.is_some(),
+                budget_reached: caps.reached(spent),
             },
         )
     });
@@ -372,6 +387,10 @@ fn build_report(
         plan,
         phases,
         totals,
+        budget: BudgetStanding::of(&caps, spent),
+        budget_text: caps
+            .spent_of(spent)
+            .map(|spent| format!("{spent}, every recorded attempt of the plan counted")),
         next,
     }
 }
@@ -644,6 +663,9 @@ fn render_text(report: &StatusReport) -> Vec<String> {
     lines.push(totals_line(&report.totals));
     if report.totals.attempts > 0 {
         lines.push(format!("usage: {}", report.totals.usage.describe()));
+    }
+    if let Some(budget) = &report.budget_text {
+        lines.push(format!("budget: {budget}"));
     }
     if let Some(next) = &report.next {
         lines.push(next.line());

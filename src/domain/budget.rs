@@ -1,11 +1,13 @@
 //! Budget caps: `--max-tokens N` and `--max-cost USD`, or `budget` in the config (the command
-//! line wins, key by key), for one invocation of `run`, every attempt and retry included:
-//! their values, when one is reached, and the messages (docs/cli.md, "Budget caps").
+//! line wins, key by key), for the whole plan: every attempt its state records, across
+//! invocations, so that a loop rerunning `run` gets no fresh budget each time. Their values,
+//! when one is reached, and the messages (docs/cli.md, "Budget caps").
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::config::rules::{Expected, positive_or_null, read};
+use super::token_usage::summary::UsageSummary;
 use super::token_usage::{TokenCounts, format_usd, micros_to_usd, usd_to_micros};
 
 /// Where a cap was set, for messages.
@@ -83,7 +85,7 @@ pub struct CapReached {
     pub origin: CapOrigin,
 }
 
-/// What the invocation has spent so far, as far as it is known.
+/// What the plan has spent so far, as far as it is known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Spent {
     /// Input plus output tokens (cached input counts).
@@ -103,6 +105,44 @@ impl Spent {
                 .cost_micros
                 .saturating_add(usd_to_micros(counts.cost_usd.unwrap_or(0.0))),
         }
+    }
+
+    /// What the recorded attempts spent: each committed outcome's usage as recorded. A
+    /// `partial` usage counts its lower bound, an `unknown` one (or none recorded: an older
+    /// entry, an abandoned attempt) counts nothing — what is not known cannot be charged, and
+    /// the warning for an agent that reports nothing says so.
+    pub fn recorded<'a>(usages: impl IntoIterator<Item = Option<&'a UsageSummary>>) -> Self {
+        usages
+            .into_iter()
+            .flatten()
+            .fold(Self::default(), |spent, usage| spent.plus(&usage.counts))
+    }
+
+    /// `$0.25`.
+    fn cost_text(self) -> String {
+        format_usd(micros_to_usd(self.cost_micros))
+    }
+}
+
+/// The plan's spending against its caps (`status`, `check`; the `budget` object of
+/// `status --json`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct BudgetStanding {
+    pub spent_tokens: u64,
+    pub spent_cost_usd: f64,
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+}
+
+impl BudgetStanding {
+    /// `None` when no cap is set.
+    pub fn of(caps: &BudgetCaps, spent: Spent) -> Option<Self> {
+        (caps.max_tokens.is_some() || caps.max_cost_usd.is_some()).then(|| Self {
+            spent_tokens: spent.tokens,
+            spent_cost_usd: micros_to_usd(spent.cost_micros),
+            max_tokens: caps.max_tokens.map(|cap| cap.limit),
+            max_cost_usd: caps.max_cost_usd.map(|cap| cap.limit),
+        })
     }
 }
 
@@ -148,8 +188,31 @@ impl BudgetCaps {
         None
     }
 
+    /// `450 of 1000 tokens (input + output) spent (--max-tokens); $0.25 of $5 spent
+    /// (budget.max_cost_usd)`: the plan's spending against each cap set; `None` without caps.
+    pub fn spent_of(&self, spent: Spent) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(cap) = self.max_tokens {
+            parts.push(format!(
+                "{} of {} tokens (input + output) spent ({})",
+                spent.tokens,
+                cap.limit,
+                cap_name(CapField::Tokens, cap.origin)
+            ));
+        }
+        if let Some(cap) = self.max_cost_usd {
+            parts.push(format!(
+                "{} of {} spent ({})",
+                spent.cost_text(),
+                format_usd(cap.limit),
+                cap_name(CapField::Cost, cap.origin)
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
     /// For `check`: `at most 100000 tokens, input + output (--max-tokens) and $5
-    /// (budget.max_cost_usd) per run`, or `no caps`.
+    /// (budget.max_cost_usd) for the whole plan`, or `no caps`.
     pub fn describe(&self) -> String {
         let mut caps = Vec::new();
         if let Some(cap) = self.max_tokens {
@@ -169,7 +232,7 @@ impl BudgetCaps {
         if caps.is_empty() {
             "no caps".to_owned()
         } else {
-            format!("at most {} per run", caps.join(" and "))
+            format!("at most {} for the whole plan", caps.join(" and "))
         }
     }
 }
@@ -215,43 +278,107 @@ impl CapReached {
         }
     }
 
-    /// `a higher --max-tokens`, `a higher --max-cost (or budget.max_cost_usd)`.
-    fn higher_cap(&self) -> &'static str {
-        match (self.kind, self.origin) {
-            (CapKind::Tokens { .. }, CapOrigin::CommandLine) => "a higher --max-tokens",
-            (CapKind::Cost { .. }, CapOrigin::CommandLine) => "a higher --max-cost",
-            (CapKind::Tokens { .. }, CapOrigin::Config) => {
-                "a higher --max-tokens (or budget.max_tokens)"
-            }
-            (CapKind::Cost { .. }, CapOrigin::Config) => {
-                "a higher --max-cost (or budget.max_cost_usd)"
-            }
+    /// The flag that raises the cap: the command line wins over the config.
+    pub fn flag(&self) -> &'static str {
+        match self.kind {
+            CapKind::Tokens { .. } => "--max-tokens",
+            CapKind::Cost { .. } => "--max-cost",
         }
     }
 
-    /// The summary of an attempt stopped mid-way (`budget-exceeded`).
-    pub fn stop_message(&self) -> String {
+    /// The flag's value name in a `next:` step, standing for a larger value to choose.
+    pub fn placeholder(&self) -> &'static str {
+        match self.kind {
+            CapKind::Tokens { .. } => "N",
+            CapKind::Cost { .. } => "USD",
+        }
+    }
+
+    /// `150 tokens (input + output)`, `$2.5`: what the plan has spent in the cap's unit.
+    fn spent_text(&self) -> String {
+        match self.kind {
+            CapKind::Tokens { spent, .. } => format!("{spent} tokens (input + output)"),
+            CapKind::Cost { spent, .. } => format_usd(spent),
+        }
+    }
+
+    /// What to do before running again: `raise the cap: give --max-tokens N a value above the
+    /// 150 tokens (input + output) this plan has spent (the cap was 120, --max-tokens)`.
+    pub fn raise_advice(&self) -> String {
+        let limit = match self.kind {
+            CapKind::Tokens { limit, .. } => limit.to_string(),
+            CapKind::Cost { limit, .. } => format_usd(limit),
+        };
         format!(
-            "budget exceeded: {} in this run; the agent was stopped; to continue, run again with --retry-stopped and {}",
-            self.amounts(),
-            self.higher_cap()
+            "raise the cap: give {} {} a value above the {} this plan has spent (the cap was {limit}, {})",
+            self.flag(),
+            self.placeholder(),
+            self.spent_text(),
+            self.cap_name()
         )
     }
 
-    /// Why nothing more was launched. Nothing was stopped, so no recovery flag is needed:
-    /// the caps count one invocation, and the next one starts from nothing.
+    /// The summary of an attempt stopped mid-way (`budget-exceeded`, which already names the
+    /// status).
+    pub fn stop_message(&self) -> String {
+        format!(
+            "{} by this plan's attempts; the agent was stopped; to continue, run again with --retry-stopped and {} above {}",
+            self.amounts(),
+            self.flag(),
+            self.spent_number()
+        )
+    }
+
+    /// Why nothing more was launched. Nothing was stopped, so no recovery flag is needed; the
+    /// caps count every recorded attempt of the plan, so only a larger cap continues.
     pub fn launch_refusal(&self, phase_id: &str) -> String {
         format!(
-            "budget reached: {} in this run; {phase_id} was not launched; the caps count one run, so running again continues (with {} to spend more in one run)",
+            "budget reached: {} by this plan's attempts; {phase_id} was not launched; to continue, run again with {} above {}",
             self.amounts(),
-            self.higher_cap()
+            self.flag(),
+            self.spent_number()
         )
+    }
+
+    /// `150`, `$2.5`.
+    fn spent_number(&self) -> String {
+        match self.kind {
+            CapKind::Tokens { spent, .. } => spent.to_string(),
+            CapKind::Cost { spent, .. } => format_usd(spent),
+        }
     }
 }
 
-/// Said once per run (on stderr and in the outcome) when a cap is set and an attempt's usage
-/// is unknown.
+/// An outcome's note when a cap is set and its attempt's usage is unknown.
 pub fn unenforceable_message(caps: &BudgetCaps) -> Option<String> {
+    cap_names(caps).map(|names| {
+        format!(
+            "{names} cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted"
+        )
+    })
+}
+
+/// The run's `warning:` about the same (once per run): which attempt reported nothing, and
+/// an earlier attempt of the plan that did report usage, when one did.
+pub fn unenforceable_warning(
+    caps: &BudgetCaps,
+    attempt_id: &str,
+    phase_id: &str,
+    reported_before: Option<&str>,
+) -> Option<String> {
+    let earlier = match reported_before {
+        Some(earlier) => format!(", though attempt {earlier} of this plan had reported usage"),
+        None => String::new(),
+    };
+    cap_names(caps).map(|names| {
+        format!(
+            "{names} cannot be enforced: the agent of attempt {attempt_id} ({phase_id}) reported no usage (X_AISH_USAGE, docs/worker-protocol.md){earlier}; what it spent is not counted"
+        )
+    })
+}
+
+/// `--max-tokens and budget.max_cost_usd`; `None` without caps.
+fn cap_names(caps: &BudgetCaps) -> Option<String> {
     let mut names = Vec::new();
     if let Some(cap) = caps.max_tokens {
         names.push(cap_name(CapField::Tokens, cap.origin));
@@ -259,12 +386,7 @@ pub fn unenforceable_message(caps: &BudgetCaps) -> Option<String> {
     if let Some(cap) = caps.max_cost_usd {
         names.push(cap_name(CapField::Cost, cap.origin));
     }
-    (!names.is_empty()).then(|| {
-        format!(
-            "{} cannot be enforced for this agent: it reported no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted",
-            names.join(" and ")
-        )
-    })
+    (!names.is_empty()).then(|| names.join(" and "))
 }
 
 /// `--max-tokens`: an integer ≥ 1 (a clap value parser).

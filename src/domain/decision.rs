@@ -30,7 +30,7 @@ pub(crate) enum StopCause {
     },
     /// The attempt's own machinery failed.
     ExecutionIo(ExecutionFailure),
-    /// The invocation's committed usage plus the attempt's latest report reached a cap.
+    /// The plan's committed usage plus the attempt's latest report reached a cap.
     BudgetExceeded(CapReached),
 }
 

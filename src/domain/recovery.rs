@@ -3,6 +3,7 @@
 //! flags the situation asks for, what to do before running it, and what kind of step it is
 //! (`action`), so a caller can act on it without reading the `why` text.
 
+use super::budget::CapReached;
 use super::selection::RecoveryFlags;
 use super::state::AttemptStatus;
 use super::template::shell_join;
@@ -20,6 +21,9 @@ pub struct Invocation {
     pub plan: String,
     /// The other options, as argv words in a fixed order, without the recovery flags.
     pub carried: Vec<String>,
+    /// The budget caps given (`--max-tokens`, `--max-cost`), each with the index in `carried`
+    /// of its value: a step after a budget stop puts a placeholder there.
+    pub cap_values: Vec<(&'static str, usize)>,
     pub flags: RecoveryFlags,
     /// The running binary's absolute path (empty: [`PROGRAM`]); `next.argv[0]`, so a caller
     /// runs the same binary from anywhere.
@@ -55,8 +59,7 @@ pub(crate) enum NextAction {
     FixAndRetry,
     /// The plan was edited: review the edit, then `argv` (which accepts it).
     AcceptPlanChange,
-    /// `argv` goes on with the phases left (a phase limit, an interruption between phases, a
-    /// budget reached before a launch).
+    /// `argv` goes on with the phases left (a phase limit, an interruption between phases).
     Continue,
     /// Nothing is known to continue: `argv` shows the plan's state (`status`).
     Inspect,
@@ -238,6 +241,65 @@ pub(crate) fn after_stop(
         step.answer = Some(plan_command(invocation, "answer"));
     }
     step
+}
+
+/// `run` again once the cap the plan has reached is raised: the cap's flag with a placeholder
+/// (`--max-tokens N`) where the exhausted value was (or added, for a cap from the config: the
+/// flag wins), and `why` saying to choose a value above what the plan has spent. Run as it
+/// is, the step fails on the placeholder before anything is written, rather than meet the
+/// same cap again.
+pub(crate) fn raising_cap(
+    invocation: &Invocation,
+    flags: RecoveryFlags,
+    reached: &CapReached,
+) -> NextStep {
+    let mut raised = invocation.clone();
+    let placeholder = reached.placeholder().to_owned();
+    match raised
+        .cap_values
+        .iter()
+        .find(|(flag, _)| *flag == reached.flag())
+    {
+        Some(&(_, index)) if index < raised.carried.len() => raised.carried[index] = placeholder,
+        _ => raised
+            .carried
+            .extend([reached.flag().to_owned(), placeholder]),
+    }
+    NextStep::run(
+        &raised,
+        flags,
+        NextAction::FixAndRetry,
+        Some(reached.raise_advice()),
+    )
+}
+
+/// `step` (a `run` step) when the plan's recorded attempts have reached a cap: the same step,
+/// its `why` followed by [`raising_cap`]'s, the cap's value a placeholder. A `budget-exceeded`
+/// stop's own advice ("raise the budget cap") is replaced, not repeated. A step that waits for
+/// another handler, writes an answer or is not `run` is kept.
+pub(crate) fn with_cap_raised(
+    step: NextStep,
+    invocation: &Invocation,
+    stopped: Option<AttemptStatus>,
+    reached: &CapReached,
+) -> NextStep {
+    let runs = step.argv.get(1).is_some_and(|command| command == "run");
+    if !runs || matches!(step.action, NextAction::WaitForHandler | NextAction::Answer) {
+        return step;
+    }
+    let flags = RecoveryFlags {
+        retry_stopped: step.flags.contains(&"--retry-stopped"),
+        accept_plan_change: step.flags.contains(&"--accept-plan-change"),
+    };
+    let mut raised = raising_cap(invocation, flags, reached);
+    // A blocker can still be answered in the plan first.
+    raised.answer = step.answer;
+    if let Some(first) = step.why
+        && stopped != Some(AttemptStatus::BudgetExceeded)
+    {
+        raised.why = raised.why.map(|advice| format!("{first}; {advice}"));
+    }
+    raised
 }
 
 /// What a plan's durable state says about how it continues (`status`, `report`, `answer`).
@@ -504,6 +566,85 @@ mod tests {
         assert_eq!(
             status.argv,
             ["ai-session-handler", "status", "--plan", "docs/plans/x.md"]
+        );
+    }
+
+    /// After a cap is reached the step puts a placeholder where the exhausted value was (or
+    /// adds the flag for a cap from the config), keeps a blocker's own advice and `answer`, and
+    /// leaves a step that waits for another handler alone.
+    #[test]
+    fn a_reached_cap_is_raised_not_repeated() {
+        use crate::domain::budget::{BudgetCaps, BudgetConfig, Spent};
+        let given = Invocation {
+            carried: vec!["--max-tokens".into(), "400".into(), "--quiet".into()],
+            cap_values: vec![("--max-tokens", 1)],
+            ..invocation()
+        };
+        let spent = Spent {
+            tokens: 450,
+            cost_micros: 0,
+        };
+        let reached = BudgetCaps::effective(Some(400), None, &BudgetConfig::default())
+            .reached(spent)
+            .expect("reached");
+        let step = raising_cap(&given, RecoveryFlags::default(), &reached);
+        assert_eq!(step.action, NextAction::FixAndRetry);
+        assert_eq!(
+            step.line(),
+            "next: raise the cap: give --max-tokens N a value above the 450 tokens (input + \
+             output) this plan has spent (the cap was 400, --max-tokens), then \
+             ai-session-handler run --plan docs/plans/x.md --max-tokens N --quiet"
+        );
+        let blocked = after_stop(&given, AttemptStatus::Blocked, RecoveryFlags::default());
+        let raised = with_cap_raised(blocked, &given, Some(AttemptStatus::Blocked), &reached);
+        assert!(
+            raised
+                .why
+                .as_deref()
+                .is_some_and(|why| why.starts_with("resolve the blocker; raise the cap: ")),
+            "{raised:?}"
+        );
+        assert!(raised.answer.is_some());
+        assert_eq!(raised.flags, ["--retry-stopped"]);
+        let exceeded = after_stop(
+            &given,
+            AttemptStatus::BudgetExceeded,
+            RecoveryFlags::default(),
+        );
+        let raised = with_cap_raised(
+            exceeded,
+            &given,
+            Some(AttemptStatus::BudgetExceeded),
+            &reached,
+        );
+        assert!(
+            raised
+                .why
+                .as_deref()
+                .is_some_and(|why| why.starts_with("raise the cap: ")),
+            "{raised:?}"
+        );
+        let from_config = BudgetCaps::effective(
+            None,
+            None,
+            &BudgetConfig {
+                max_tokens: Some(400),
+                max_cost_usd: None,
+            },
+        )
+        .reached(spent)
+        .expect("reached");
+        let step = raising_cap(&invocation(), RecoveryFlags::default(), &from_config);
+        assert_eq!(step.argv[step.argv.len() - 2..], ["--max-tokens", "N"]);
+        let waiting = NextStep::run(
+            &given,
+            RecoveryFlags::default(),
+            NextAction::WaitForHandler,
+            Some("wait".into()),
+        );
+        assert_eq!(
+            with_cap_raised(waiting.clone(), &given, None, &reached),
+            waiting
         );
     }
 }

@@ -569,7 +569,7 @@ fn check_shows_the_budget_caps() {
     );
     assert!(check(&[]).stdout.contains(
         "\nbudget: at most 100000 tokens, input + output (budget.max_tokens) and $5 \
-             (budget.max_cost_usd) per run\n"
+             (budget.max_cost_usd) for the whole plan\n"
     ));
     let run = check(&["--max-tokens", "2000", "--json"]);
     let report: Value = serde_json::from_str(&run.stdout).expect("check --json parses");
@@ -577,7 +577,7 @@ fn check_shows_the_budget_caps() {
         report["budget"],
         json!(
             "at most 2000 tokens, input + output (--max-tokens) and $5 \
-             (budget.max_cost_usd) per run"
+             (budget.max_cost_usd) for the whole plan"
         )
     );
 }

@@ -4,6 +4,7 @@
 mod common;
 
 mod answer;
+mod budgets;
 mod cli_basics;
 mod completions;
 mod crash;

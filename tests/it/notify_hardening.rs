@@ -302,7 +302,7 @@ fn costs_adding_up_to_the_cap_reach_it() {
     assert_eq!(launched.lines().count(), 4, "{}", run.stderr);
     assert!(
         run.stderr.contains(
-            "budget reached: $1 spent of $1 (--max-cost) in this run; phase-5 was not launched"
+            "budget reached: $1 spent of $1 (--max-cost) by this plan's attempts; phase-5 was not launched"
         ),
         "{}",
         run.stderr

@@ -240,7 +240,8 @@ impl RunState {
             }
             RunEffect::AwaitRetry(wait) => self.await_retry(*wait, myself),
             RunEffect::WarnBudgetUnenforceable(message) => {
-                tracing::warn!(%message, "budget cap not enforceable");
+                // The `warning:` line comes from the event; a log record would repeat it on stderr.
+                tracing::info!(%message, "budget cap not enforceable");
                 self.context
                     .events
                     .emit(None, RunEvent::BudgetUnenforceable { message });

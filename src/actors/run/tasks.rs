@@ -2,6 +2,8 @@
 //! acted on at once whatever the disk is doing: admission, the plan's re-hash, a workspace's
 //! reservation, a plan acceptance on its own, and the finish.
 
+use crate::domain::budget::Spent;
+use crate::domain::token_usage::summary::Completeness;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,6 +144,24 @@ async fn admission_steps(
     }
     let completed_phase_ids = loaded.completed_phase_ids.clone();
     let last_run = loaded.last_run.clone();
+    // The caps count the whole plan: every attempt the state records.
+    let spent_before = Spent::recorded(
+        loaded
+            .committed_outcomes
+            .iter()
+            .map(|entry| entry.usage.as_ref()),
+    );
+    let reported_usage = loaded
+        .committed_outcomes
+        .iter()
+        .rev()
+        .find(|entry| {
+            entry
+                .usage
+                .as_ref()
+                .is_some_and(|usage| usage.completeness != Completeness::Unknown)
+        })
+        .map(|entry| entry.attempt_id.clone());
     // A retry of a phase whose completion failed a check is told which (one small read, only
     // after such a stop).
     let verification_failure = match last_run.clone() {
@@ -171,6 +191,8 @@ async fn admission_steps(
         completed_phase_ids,
         last_run,
         verification_failure,
+        spent_before,
+        reported_usage,
     })))
 }
 

@@ -13,7 +13,7 @@ impl BudgetCaps {
 }
 
 impl Spent {
-    /// The committed attempts of this invocation.
+    /// Committed attempts.
     fn of<'a>(attempts: impl IntoIterator<Item = &'a UsageSummary>) -> Self {
         attempts
             .into_iter()
@@ -127,9 +127,9 @@ fn messages_name_the_cap_the_amount_and_the_way_on() {
         .expect("reached");
     assert_eq!(
         reached.stop_message(),
-        "budget exceeded: 1234 tokens (input + output) spent of 1000 (--max-tokens) in this \
-         run; the agent was stopped; to continue, run again with --retry-stopped and a \
-         higher --max-tokens"
+        "1234 tokens (input + output) spent of 1000 (--max-tokens) by this plan's attempts; \
+         the agent was stopped; to continue, run again with --retry-stopped and --max-tokens \
+         above 1234"
     );
     let reached = BudgetCaps::effective(
         None,
@@ -144,9 +144,13 @@ fn messages_name_the_cap_the_amount_and_the_way_on() {
     assert_eq!(reached.cap_name(), "budget.max_cost_usd");
     assert_eq!(
         reached.launch_refusal("phase-2"),
-        "budget reached: $2.5 spent of $2 (budget.max_cost_usd) in this run; phase-2 was \
-         not launched; the caps count one run, so running again continues (with a higher \
-         --max-cost (or budget.max_cost_usd) to spend more in one run)"
+        "budget reached: $2.5 spent of $2 (budget.max_cost_usd) by this plan's attempts; \
+         phase-2 was not launched; to continue, run again with --max-cost above $2.5"
+    );
+    assert_eq!(
+        reached.raise_advice(),
+        "raise the cap: give --max-cost USD a value above the $2.5 this plan has spent (the \
+         cap was $2, budget.max_cost_usd)"
     );
 }
 
@@ -164,8 +168,42 @@ fn check_describes_the_caps() {
     assert_eq!(
         caps.describe(),
         "at most 100000 tokens, input + output (--max-tokens) and $5 \
-         (budget.max_cost_usd) per run"
+         (budget.max_cost_usd) for the whole plan"
     );
+    assert_eq!(
+        caps.spent_of(spent(450, 0.25)).as_deref(),
+        Some(
+            "450 of 100000 tokens (input + output) spent (--max-tokens); $0.25 of $5 spent (budget.max_cost_usd)"
+        )
+    );
+    assert_eq!(BudgetCaps::default().spent_of(spent(1, 1.0)), None);
+}
+
+/// The plan's recorded attempts: a partial usage counts its lower bound, an unknown or absent
+/// one nothing.
+#[test]
+fn recorded_usage_adds_up_what_is_known() {
+    let usage = |input: u64, cost: f64, completeness: Completeness| UsageSummary {
+        counts: crate::domain::token_usage::TokenCounts {
+            input_tokens: Some(input),
+            output_tokens: Some(1),
+            cost_usd: Some(cost),
+            ..Default::default()
+        },
+        models: Default::default(),
+        completeness,
+    };
+    let reported = usage(100, 0.7, Completeness::Reported);
+    let partial = usage(50, 0.1, Completeness::Partial);
+    let unknown = UsageSummary::unknown();
+    assert_eq!(
+        Spent::recorded([Some(&reported), None, Some(&partial), Some(&unknown)]),
+        Spent {
+            tokens: 152,
+            cost_micros: 800_000
+        }
+    );
+    assert_eq!(Spent::recorded([]), Spent::default());
 }
 
 #[test]
@@ -275,5 +313,35 @@ fn costs_adding_up_to_the_cap_reach_it() {
             limit: 1.0,
             spent: 1.0
         }
+    );
+}
+
+/// The run's warning names the attempt that reported nothing, and one that did report.
+#[test]
+fn the_unenforceable_warning_names_the_attempt() {
+    assert_eq!(
+        unenforceable_warning(&BudgetCaps::default(), "a-2", "phase-2", None),
+        None
+    );
+    assert_eq!(
+        unenforceable_warning(
+            &tokens(5, CapOrigin::CommandLine),
+            "a-2",
+            "phase-2",
+            Some("a-1")
+        )
+        .as_deref(),
+        Some(
+            "--max-tokens cannot be enforced: the agent of attempt a-2 (phase-2) reported no \
+             usage (X_AISH_USAGE, docs/worker-protocol.md), though attempt a-1 of this plan had \
+             reported usage; what it spent is not counted"
+        )
+    );
+    assert_eq!(
+        unenforceable_warning(&tokens(5, CapOrigin::Config), "a-1", "phase-1", None).as_deref(),
+        Some(
+            "budget.max_tokens cannot be enforced: the agent of attempt a-1 (phase-1) reported \
+             no usage (X_AISH_USAGE, docs/worker-protocol.md); what it spent is not counted"
+        )
     );
 }

@@ -72,7 +72,7 @@ fn stop_causes_override_everything() {
                 origin: crate::domain::budget::CapOrigin::CommandLine,
             }),
             AttemptStatus::BudgetExceeded,
-            "budget exceeded: 150 tokens (input + output) spent of 100 (--max-tokens) in this run; the agent was stopped; to continue, run again with --retry-stopped and a higher --max-tokens",
+            "150 tokens (input + output) spent of 100 (--max-tokens) by this plan's attempts; the agent was stopped; to continue, run again with --retry-stopped and --max-tokens above 150",
         ),
         (
             StopCause::StopRegex {

@@ -1294,7 +1294,7 @@ fn a_running_report_that_reaches_a_cap_stops_the_attempt_as_budget_exceeded() {
     assert_eq!(conclusion.decision.status, AttemptStatus::BudgetExceeded);
     assert!(
         conclusion.decision.summary.starts_with(
-            "budget exceeded: 100 tokens (input + output) spent of 100 (--max-tokens) in this run"
+            "100 tokens (input + output) spent of 100 (--max-tokens) by this plan's attempts"
         ),
         "{}",
         conclusion.decision.summary

@@ -6,12 +6,13 @@
 
 mod end;
 
-use crate::domain::budget::{BudgetCaps, Spent};
+use crate::domain::budget::{BudgetCaps, Spent, unenforceable_warning};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::RetrySchedule;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
+use crate::domain::token_usage::summary::Completeness;
 use crate::domain::verification::FailedCheck;
 
 pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
@@ -47,6 +48,11 @@ pub(crate) struct Admitted {
     pub last_run: Option<LastRun>,
     /// The check that failed `last_run`, when it is `verification-failed`.
     pub verification_failure: Option<FailedCheck>,
+    /// What the plan's recorded attempts spent ([`Spent::recorded`]): the caps count the
+    /// whole plan, not one invocation.
+    pub spent_before: Spent,
+    /// A recorded attempt whose agent reported usage, for the warning about one that did not.
+    pub reported_usage: Option<String>,
 }
 
 /// A refused run and what its report shows (as [`RunEnd::Refused`]).
@@ -87,7 +93,7 @@ pub(crate) enum RunEffect<I> {
     /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
     AwaitRetry(Box<RetryWait>),
     /// Say (on stderr and in the event stream) that a budget cap cannot be enforced for an
-    /// agent that reports no usage.
+    /// agent that reports no usage, naming the attempt.
     WarnBudgetUnenforceable(String),
     /// The wait for a scheduled retry is over.
     EndWait { phase_id: String, attempt: u32 },
@@ -200,8 +206,11 @@ pub(crate) struct RunLoop {
     phase_attempts: Vec<EarlierAttempt>,
     /// The check that failed the last attempt, and its phase.
     failed_check: Option<(String, FailedCheck)>,
+    /// What the plan has spent: its recorded attempts' usage, then this invocation's.
     spent: Spent,
     unenforceable_said: bool,
+    /// An attempt of the plan whose agent reported usage.
+    reported_usage: Option<String>,
 }
 
 impl RunLoop {
@@ -339,7 +348,11 @@ impl RunLoop {
             completed_phase_ids,
             last_run,
             verification_failure,
+            spent_before,
+            reported_usage,
         } = admitted;
+        self.spent = spent_before;
+        self.reported_usage = reported_usage;
         self.completed = completed_phase_ids;
         self.accept = admission.accept;
         // The phase's next attempt after a `verification-failed` one is told the failed check.
@@ -538,10 +551,19 @@ impl RunLoop {
                     .as_deref()
                     .map(|failure| (report.phase_id.clone(), failure.clone()));
                 self.spent = self.spent.plus(&usage.counts);
-                if let Some(note) = budget_note
+                if budget_note.is_some()
                     && !std::mem::replace(&mut self.unenforceable_said, true)
+                    && let Some(warning) = unenforceable_warning(
+                        &self.rules.budget,
+                        &report.attempt_id,
+                        &report.phase_id,
+                        self.reported_usage.as_deref(),
+                    )
                 {
-                    effects.push(RunEffect::WarnBudgetUnenforceable(note));
+                    effects.push(RunEffect::WarnBudgetUnenforceable(warning));
+                }
+                if usage.completeness != Completeness::Unknown {
+                    self.reported_usage = Some(report.attempt_id.clone());
                 }
                 self.phase_attempts.push(EarlierAttempt {
                     attempt_id: report.attempt_id,

@@ -69,6 +69,8 @@ fn admitted(first: FirstSelection, accept: bool) -> RunInput<BadInput> {
         completed_phase_ids: Vec::new(),
         last_run: None,
         verification_failure: None,
+        spent_before: Spent::default(),
+        reported_usage: None,
     }))
 }
 
@@ -498,6 +500,8 @@ fn completion_is_reported_after_a_plan_check() {
         completed_phase_ids: vec!["phase-1".into()],
         last_run: None,
         verification_failure: None,
+        spent_before: Spent::default(),
+        reported_usage: None,
     })));
     machine.handle::<BadInput>(RunInput::WorkspaceReserved);
     let effects = machine.handle(concluded("phase-2", Ending::Complete));
@@ -811,6 +815,8 @@ fn a_resumed_schedule_is_awaited_first_with_the_stopped_attempt_as_its_history()
             summary: "no marker".into(),
         }),
         verification_failure: None,
+        spent_before: Spent::default(),
+        reported_usage: None,
     })));
     let [RunEffect::AwaitRetry(wait)] = effects.as_slice() else {
         panic!("no wait: {effects:?}");
@@ -1048,6 +1054,8 @@ fn a_stopped_phase_retried_later_is_told_its_failed_check() {
                     completed_phase_ids: Vec::new(),
                     last_run: Some(last_run(last)),
                     verification_failure: Some(failed_check(2)),
+                    spent_before: Spent::default(),
+                    reported_usage: None,
                 })),
                 RunInput::RetryDue,
                 RunInput::WorkspaceReserved,
@@ -1242,4 +1250,42 @@ proptest! {
             - launched.iter().collect::<std::collections::BTreeSet<_>>().len();
         prop_assert!(relaunches <= retries_scheduled, "retries beyond the schedule: {all:?}");
     }
+}
+
+/// The caps count the whole plan: what the recorded attempts spent is where a later
+/// invocation starts, so one that has reached a cap launches nothing, and one below it hands
+/// the total on to the attempt's own check.
+#[test]
+fn the_budget_starts_from_what_the_plan_has_spent() {
+    let admitted_with = |tokens: u64| {
+        RunInput::<BadInput>::Admitted(Box::new(Admitted {
+            admission: Admission {
+                accept: None,
+                first: FirstSelection::Next {
+                    phase_id: "phase-1".into(),
+                },
+            },
+            completed_phase_ids: Vec::new(),
+            last_run: None,
+            verification_failure: None,
+            spent_before: Spent {
+                tokens,
+                cost_micros: 0,
+            },
+            reported_usage: Some("a-1".into()),
+        }))
+    };
+    let mut machine = RunLoop::new(rules(None));
+    let effects = machine.handle(admitted_with(1000));
+    assert!(
+        matches!(
+            effects.as_slice(),
+            [RunEffect::Finish(end)] if matches!(**end, RunEnd::BudgetReached { .. })
+        ),
+        "{effects:?}"
+    );
+    let mut machine = RunLoop::new(rules(None));
+    machine.handle(admitted_with(400));
+    let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
+    assert_eq!(launch_order(&effects).spent_before.tokens, 400);
 }
