@@ -248,22 +248,7 @@ pub(super) fn find_tag(chunk: &[u8], tag: &str) -> Option<(usize, TagMatch)> {
 /// while a nested outer handler reading it sees `<` followed by a character that is neither
 /// whitespace, `/` nor a tag name, so no tag at all (docs/worker-protocol.md).
 pub fn inert_tags(text: &str) -> Cow<'_, str> {
-    let bytes = text.as_bytes();
-    let tag_starts: Vec<usize> = memchr::memchr_iter(b'<', bytes)
-        .filter(|&at| could_begin_tag(&bytes[at + 1..]))
-        .collect();
-    if tag_starts.is_empty() {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 3 * tag_starts.len());
-    let mut from = 0;
-    for at in tag_starts {
-        out.push_str(&text[from..=at]);
-        out.push(WORD_JOINER);
-        from = at + 1;
-    }
-    out.push_str(&text[from..]);
-    Cow::Owned(out)
+    replace_tag_starts(text, "<\u{2060}")
 }
 
 /// Zero-width, no line break opportunity: invisible in a terminal.
@@ -272,6 +257,11 @@ pub const WORD_JOINER: char = '\u{2060}';
 /// `text` with every `<` that could begin a result tag, exact or malformed, written as `&lt;`
 /// (how the wrappers render diagnostics), so that a nested outer handler sees no tag at all.
 pub fn defuse_tags(text: &str) -> Cow<'_, str> {
+    replace_tag_starts(text, "&lt;")
+}
+
+/// `text` with every `<` that could begin a result tag replaced by `replacement`.
+fn replace_tag_starts<'a>(text: &'a str, replacement: &str) -> Cow<'a, str> {
     let bytes = text.as_bytes();
     let tag_starts: Vec<usize> = memchr::memchr_iter(b'<', bytes)
         .filter(|&at| could_begin_tag(&bytes[at + 1..]))
@@ -279,11 +269,11 @@ pub fn defuse_tags(text: &str) -> Cow<'_, str> {
     if tag_starts.is_empty() {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 3 * tag_starts.len());
+    let mut out = String::with_capacity(text.len() + replacement.len() * tag_starts.len());
     let mut from = 0;
     for at in tag_starts {
         out.push_str(&text[from..at]);
-        out.push_str("&lt;");
+        out.push_str(replacement);
         from = at + 1;
     }
     out.push_str(&text[from..]);
