@@ -191,7 +191,7 @@ fn fail(json: bool, error: InputError) -> ExitCode {
     error.exit_code()
 }
 
-fn build_report(
+pub(super) fn build_report(
     location: &PlanLocation,
     state: &State,
     snapshot: Result<&PlanSnapshot, &InputError>,

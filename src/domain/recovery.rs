@@ -156,16 +156,25 @@ impl NextStep {
         }
     }
 
+    /// The command a person runs, shell-quoted, the program by its name on PATH: for a stop a
+    /// person answers, the `answer` command that writes the answer and continues; else `argv`.
+    pub(crate) fn command_line(&self) -> String {
+        match &self.answer {
+            Some(answer) => {
+                let mut words = by_name(answer);
+                words.extend([ANSWER_PLACEHOLDER.to_owned(), "--run".to_owned()]);
+                shell_join(&words)
+            }
+            None => shell_join(&by_name(&self.argv)),
+        }
+    }
+
     /// The `next:` line a person reads: `next: <why>, then <command>` (or `next: <command>`),
     /// shell-quoted, the program by its name on PATH. For a question, the `answer` command
     /// that writes the answer and continues (`… answer --plan P TEXT --run`).
     pub(crate) fn line(&self) -> String {
-        if self.action == NextAction::Answer
-            && let Some(answer) = &self.answer
-        {
-            let mut words = by_name(answer);
-            words.extend([ANSWER_PLACEHOLDER.to_owned(), "--run".to_owned()]);
-            return format!("next: {}", shell_join(&words));
+        if self.action == NextAction::Answer && self.answer.is_some() {
+            return format!("next: {}", self.command_line());
         }
         let command = shell_join(&by_name(&self.argv));
         match &self.why {

@@ -3,15 +3,16 @@
 
 use std::collections::HashMap;
 
+use super::super::status;
 use crate::domain::plan_report::assemble::{self, Sources};
 use crate::domain::plan_report::{PlanReport, Totals};
-use crate::domain::recovery::{NextAction, NextStep, flags_after_stop};
 use crate::domain::state::State;
-use crate::domain::template::shell_join;
 use crate::domain::timestamp::Timestamp;
 use crate::invocation::history::read_history;
 use crate::invocation::probe::run_in_progress;
-use crate::invocation::{InputError, PlanSnapshot, read_outcome, read_plan_snapshot, read_state};
+use crate::invocation::{
+    InputError, PlanSnapshot, read_config, read_outcome, read_plan_snapshot, read_state,
+};
 use crate::platform::locate::PlanLocation;
 
 /// The report of `location`'s plan, limited to `run_id` when given.
@@ -31,6 +32,13 @@ pub(super) fn gather(
         })
         .collect();
     let history = read_history(&location.layout);
+    let running = run_in_progress(location);
+    // The step `status` gives, as the command a person runs; none while a run goes on.
+    let next = running.is_none().then(|| {
+        let plan = read_plan_snapshot(location);
+        let config = read_config(location).ok();
+        status::build_report(location, &state, plan.as_ref(), config.as_ref(), running).next
+    });
     let phases = assemble::phases(&Sources {
         phases: phase_list(snapshot.as_ref(), &state),
         state: &state,
@@ -45,9 +53,9 @@ pub(super) fn gather(
         state_path: location.layout.state_path(),
         generated_at: Timestamp::from_datetime(chrono::Utc::now()).to_string(),
         run_id: run_id.map(str::to_owned),
-        run_in_progress: run_in_progress(location).is_some(),
+        run_in_progress: running.is_some(),
         totals: Totals::of(&phases),
-        next: next_command(location, &state, &phases),
+        next: next.flatten().map(|step| step.command_line()),
         phases,
     })
 }
@@ -82,46 +90,4 @@ fn phase_list(snapshot: Option<&PlanSnapshot>, state: &State) -> Vec<(String, St
     ids.into_iter()
         .map(|id| (id, "(the plan cannot be read)".to_owned()))
         .collect()
-}
-
-/// The command that continues the plan, when one does.
-fn next_command(
-    location: &PlanLocation,
-    state: &State,
-    phases: &[crate::domain::plan_report::PhaseReport],
-) -> Option<String> {
-    let invocation = crate::domain::recovery::Invocation {
-        plan: location.plan_path.clone(),
-        ..Default::default()
-    };
-    if state.active_attempt.is_some() {
-        return None;
-    }
-    if let Some(stop) = &state.stop {
-        if stop.reason.is_answerable() {
-            return Some(shell_join(&[
-                crate::domain::recovery::PROGRAM.to_owned(),
-                "answer".to_owned(),
-                "--plan".to_owned(),
-                location.plan_path.clone(),
-                "TEXT".to_owned(),
-                "--run".to_owned(),
-            ]));
-        }
-        return Some(shell_join(
-            &NextStep::run(
-                &invocation,
-                flags_after_stop(false),
-                NextAction::FixAndRetry,
-                None,
-            )
-            .argv,
-        ));
-    }
-    let pending = phases
-        .iter()
-        .any(|phase| phase.standing != crate::domain::plan_report::Standing::Done);
-    pending.then(|| {
-        shell_join(&NextStep::run(&invocation, Default::default(), NextAction::Continue, None).argv)
-    })
 }
