@@ -215,7 +215,8 @@ fn a_thrown_switch_stops_the_helper_and_a_second_throw_skips_the_grace() {
     };
     let (run, output) = run(
         &sh(&format!(
-            "trap '' TERM; touch {}; echo started; exec sleep 600",
+            // `started` is in the pipe before the thrower can see `ready`.
+            "trap '' TERM; echo started; touch {}; exec sleep 600",
             dir.path().join("ready").display()
         )),
         dir.path(),
