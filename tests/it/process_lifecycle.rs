@@ -231,7 +231,11 @@ fn escaped_descendant_is_adopted_and_killed() {
         let agent = sandbox.script(
             "agent",
             &format!(
-                "cat >/dev/null\nsetsid sleep 1000{redirect} &\necho $! > '{}'\necho '<phase-complete>done</phase-complete>'\nexit 0\n",
+                // The agent exits only once the child has left its group (its own session),
+                // so the child is an escapee, never a member left behind.
+                "cat >/dev/null\nsetsid sleep 1000{redirect} &\necho $! > '{}'\n\
+                 while [ \"$(cut -d' ' -f6 /proc/$!/stat)\" != \"$!\" ]; do sleep 0.01; done\n\
+                 echo '<phase-complete>done</phase-complete>'\nexit 0\n",
                 escaped_pid.display()
             ),
         );
