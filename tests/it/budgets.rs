@@ -3,29 +3,11 @@
 //! "cannot be enforced" warning comes once and names the attempt, and after a budget stop the
 //! `next:` step raises the cap instead of repeating it (docs/cli.md, "Budget caps").
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
 use crate::common::*;
-
-/// `bin/notify MESSAGE…`: sends each message to the handler's socket.
-fn notify_script(sandbox: &Sandbox) -> PathBuf {
-    let path = sandbox.write(
-        "bin/notify",
-        "#!/usr/bin/env python3\n\
-         import os, socket, sys, time\n\
-         address = os.environ.get('NOTIFY_SOCKET', '')\n\
-         if not address:\n    sys.exit(3)\n\
-         if address.startswith('@'):\n    address = '\\0' + address[1:]\n\
-         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
-         for message in sys.argv[1:]:\n    sock.sendto(message.encode(), address)\n\
-         time.sleep(0.2)\n",
-    );
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
 
 /// An agent that records its launch, reports `report` (a usage JSON) and then runs `then`.
 fn reporting_agent(sandbox: &Sandbox, report: &str, then: &str) -> PathBuf {

@@ -158,6 +158,14 @@ impl Sandbox {
     }
 
     /// `run --plan <plan> --agent-cmd <agent> --quiet <extra…>`, output piped, not started.
+    /// Starts `run --plan PLAN --agent-cmd AGENT EXTRA…` without waiting for it.
+    pub(crate) fn spawn_plan(&self, plan: &str, agent: &Path, extra: &[&str]) -> Child {
+        let agent = agent.to_str().expect("a UTF-8 agent path");
+        let mut args = vec!["run", "--plan", plan, "--agent-cmd", agent];
+        args.extend_from_slice(extra);
+        self.spawn(&args)
+    }
+
     pub(crate) fn quiet_run_command(&self, plan: &str, agent: &Path, extra: &[&str]) -> Command {
         let mut command = self.command();
         command
@@ -540,4 +548,22 @@ pub(crate) fn events_without_progress(sandbox: &Sandbox, plan: &str) -> Vec<Valu
         .into_iter()
         .filter(|event| event["event"] != "output-progress")
         .collect()
+}
+
+/// `bin/notify MESSAGE…`: sends each message as one datagram to `$NOTIFY_SOCKET` (a path, or
+/// an abstract `@name`), then stays 0.2 s so that the runner can still tell who sent it.
+pub(crate) fn notify_script(sandbox: &Sandbox) -> PathBuf {
+    let path = sandbox.write(
+        "bin/notify",
+        "#!/usr/bin/env python3\n\
+         import os, socket, sys, time\n\
+         address = os.environ.get('NOTIFY_SOCKET', '')\n\
+         if not address:\n    sys.exit(3)\n\
+         if address.startswith('@'):\n    address = '\\0' + address[1:]\n\
+         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         for message in sys.argv[1:]:\n    sock.sendto(message.encode(), address)\n\
+         time.sleep(0.2)\n",
+    );
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
 }

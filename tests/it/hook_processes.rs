@@ -67,13 +67,7 @@ fn a_daemon_a_hook_left_during_a_wait_dies_with_a_sigkilled_handler() {
     );
     // Fails: the retry waits 120 s, nothing of the run is in a process group meanwhile.
     let agent = agent(&sandbox, "exit 7\n");
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &[]);
     assert!(
         wait_until(PATIENCE, || alive(&daemon) && hook_logged(&sandbox)),
         "the hook never left its daemon"
@@ -101,13 +95,7 @@ fn a_daemon_a_phase_complete_hook_left_dies_when_the_handler_is_killed_during_ru
         ]}),
     );
     let agent = control_agent(&sandbox);
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &[]);
     assert!(
         wait_until(PATIENCE, || started.exists()),
         "the run-finished hook never ran"
@@ -140,13 +128,7 @@ fn sigkills_at_random_moments_during_hooks_and_checks_leave_no_process() {
             json!({"hooks": [{"on": ["phase-complete", "run-finished"], "command": hook}]}),
         );
         let agent = control_agent(&sandbox);
-        let child = sandbox.spawn(&[
-            "run",
-            "--plan",
-            PLAN,
-            "--agent-cmd",
-            agent.to_str().unwrap(),
-        ]);
+        let child = sandbox.spawn_plan(PLAN, &agent, &[]);
         // Once the first daemon exists, somewhere in the next ~600 ms of hooks and checks.
         assert!(
             wait_until(PATIENCE, || daemon.exists()),

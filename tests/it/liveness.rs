@@ -12,24 +12,6 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// `bin/notify MESSAGE…`: sends each message as one datagram to `$NOTIFY_SOCKET` (a path, or
-/// an abstract `@name`), then stays 0.2 s so that the runner can still tell who sent it.
-fn notify_script(sandbox: &Sandbox) -> PathBuf {
-    let path = sandbox.write(
-        "bin/notify",
-        "#!/usr/bin/env python3\n\
-         import os, socket, sys, time\n\
-         address = os.environ.get('NOTIFY_SOCKET', '')\n\
-         if not address:\n    sys.exit(3)\n\
-         if address.startswith('@'):\n    address = '\\0' + address[1:]\n\
-         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
-         for message in sys.argv[1:]:\n    sock.sendto(message.encode(), address)\n\
-         time.sleep(0.2)\n",
-    );
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
-
 /// One phase, `agent` as its worker, `--quiet` and `extra`.
 fn run_one(sandbox: &Sandbox, agent: &str, extra: &[&str]) -> Run {
     sandbox.write("plan.md", plan_with_phases(1));

@@ -338,13 +338,7 @@ fn an_interrupt_after_several_attempts_prints_no_summary_table() {
     sandbox.write(PLAN, plan_with_phases(2));
     let agent = control_agent(&sandbox);
     set_mode(&sandbox, "phase-2", "hang");
-    let handler = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-    ]);
+    let handler = sandbox.spawn_plan(PLAN, &agent, &[]);
     wait_running(&sandbox, PLAN, "ctl/ready-phase-2");
     send_signal(&handler, Signal::SIGTERM);
     let run = wait_for_exit(handler, PATIENCE);

@@ -1192,7 +1192,7 @@ fn a_worker_script_without_an_interpreter_line_runs_under_sh() {
 // ---------------------------------------------------------------------------------------------
 
 fn spawn_plan(sandbox: &Sandbox, plan: &str, agent: &Path, extra: &[&str]) -> Child {
-    spawn_plan_cmd(sandbox, plan, agent.to_str().expect("utf-8 path"), extra)
+    sandbox.spawn_plan(plan, agent, extra)
 }
 
 fn spawn_plan_cmd(sandbox: &Sandbox, plan: &str, agent_cmd: &str, extra: &[&str]) -> Child {

@@ -60,15 +60,7 @@ fn an_agent_that_stops_its_handler_is_still_timed_out() {
     let sandbox = Sandbox::new();
     sandbox.write(PLAN, plan_with_phases(1));
     let agent = agent(&sandbox, "kill -STOP $PPID\nexec sleep 300\n");
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-        "--timeout",
-        "2",
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &["--timeout", "2"]);
     let run = wait_for_exit(child, PATIENCE);
     run.assert_code(4);
     assert_has_line(
@@ -89,15 +81,7 @@ fn a_check_that_stops_its_handler_is_still_timed_out() {
         "# Plan\n\nIntent.\n\n## Phase 1: One\n\n### Workspace\n\n.\n\n### Verify\n\n```sh\nkill -STOP $PPID\nexec sleep 300\n```\n",
     );
     let agent = control_agent(&sandbox);
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-        "--verify-timeout",
-        "2",
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &["--verify-timeout", "2"]);
     let run = wait_for_exit(child, PATIENCE);
     run.assert_code(4);
     sandbox.assert_no_survivors();
@@ -118,13 +102,7 @@ fn a_sigtstp_sent_by_a_process_does_not_stop_the_handler() {
             go.display()
         ),
     );
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &[]);
     wait_running(&sandbox, PLAN, "ready");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTSTP).unwrap();
     fs::write(&go, "").unwrap();

@@ -95,13 +95,7 @@ fn status_cuts_a_hand_made_agent_status_as_the_protocol_does() {
     sandbox.write(PLAN, plan_with_phases(1));
     let agent = control_agent(&sandbox);
     set_mode(&sandbox, "phase-1", "hang");
-    let child = sandbox.spawn(&[
-        "run",
-        "--plan",
-        PLAN,
-        "--agent-cmd",
-        agent.to_str().unwrap(),
-    ]);
+    let child = sandbox.spawn_plan(PLAN, &agent, &[]);
     wait_running(&sandbox, PLAN, "ctl/ready-phase-1");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     let _ = wait_for_exit(child, PATIENCE);
