@@ -137,16 +137,20 @@ fn append_line(
             rotate(path)?;
             *file = Some((open_append(path)?, 0));
         } else {
+            let mut opened = opened;
+            let mut length = length;
+            // A torn last line (a writer killed mid-line) is ended first: a record glued to
+            // it would be lost with it. Every append is a whole line in one write, so a torn
+            // line can only predate this opening.
+            if !ends_a_line(&opened) {
+                opened.write_all(b"\n")?;
+                length += 1;
+            }
             *file = Some((opened, length));
         }
     }
     if let Some((handle, written)) = file {
-        let mut bytes = Vec::with_capacity(line.len() + 2);
-        // A torn last line (a writer killed mid-line) is ended first: a record glued to it
-        // would be lost with it.
-        if *written > 0 && !ends_a_line(handle) {
-            bytes.push(b'\n');
-        }
+        let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
         handle.write_all(&bytes)?;
