@@ -941,7 +941,9 @@ fn watch_started_after_a_rotation_finds_the_run_in_progress() {
         + 1;
     let filler_line = "{\"run_id\":\"old\",\"event\":\"filler\"}\n";
     let room = (8u64 << 20) - longest_start;
-    let mut filler = filler_line.repeat((room / filler_line.len() as u64) as usize);
+    // Whole filler lines, then one line of at least one `x` that makes up the rest exactly
+    // (whatever the remainder, which depends on the length of the binary's path).
+    let mut filler = filler_line.repeat(((room - 2) / filler_line.len() as u64) as usize);
     filler.push_str(&"x".repeat((room as usize) - filler.len() - 1));
     filler.push('\n');
     fs::write(stream_path(&sandbox), filler).unwrap();
