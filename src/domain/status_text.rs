@@ -22,6 +22,15 @@ pub(crate) fn sanitize_status(value: &str) -> String {
     cut
 }
 
+/// The first `max_chars` characters of `text`, followed by `…` when that cut something off.
+pub(crate) fn first_chars(text: &str, max_chars: usize) -> String {
+    let mut shown: String = text.chars().take(max_chars).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
+
 pub(crate) fn is_unprintable(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')

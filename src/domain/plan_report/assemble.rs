@@ -9,7 +9,8 @@ use super::{
     completed_without_changes,
 };
 use crate::domain::outcome::OutcomeRecord;
-use crate::domain::state::State;
+use crate::domain::state::{AttemptStatus, State};
+use crate::domain::tally::PhaseStanding;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::VerificationRecord;
 
@@ -27,24 +28,19 @@ pub struct Sources<'a> {
 
 /// Every phase with its standing, stop and attempts (of `run_id` when given), in plan order.
 pub fn phases(sources: &Sources<'_>) -> Vec<PhaseReport> {
-    let history = History::of(sources.history);
+    let history = History {
+        lines: sources.history,
+    };
     let state = sources.state;
     sources
         .phases
         .iter()
         .map(|(id, title)| {
-            let standing = if state.completed_phase_ids.contains(id) {
-                Standing::Done
-            } else if state
-                .active_attempt
-                .as_ref()
-                .is_some_and(|active| &active.phase.id == id)
-            {
-                Standing::Running
-            } else if state.stop.as_ref().is_some_and(|stop| &stop.phase_id == id) {
-                Standing::Stopped
-            } else {
-                Standing::Pending
+            let standing = match PhaseStanding::of(state, id) {
+                PhaseStanding::Done => Standing::Done,
+                PhaseStanding::Pending => Standing::Pending,
+                PhaseStanding::Stopped(_) => Standing::Stopped,
+                PhaseStanding::Active(_) => Standing::Running,
             };
             let stop = state
                 .stop
@@ -190,11 +186,7 @@ struct History<'a> {
     lines: &'a [HistoryLine],
 }
 
-impl<'a> History<'a> {
-    fn of(lines: &'a [HistoryLine]) -> Self {
-        Self { lines }
-    }
-
+impl History<'_> {
     /// The invocation that prepared `attempt_id`.
     fn run_of(&self, attempt_id: &str) -> Option<String> {
         self.lines
@@ -249,7 +241,8 @@ impl<'a> History<'a> {
                 });
                 let until = due.map_or_else(|| schedule.not_before.clone(), |due| due.at.clone());
                 Some(WaitReport {
-                    rate_limited: schedule.is_rate_limit_wait(),
+                    // A rate limit's wait, else a retry's delay or a switch of template.
+                    rate_limited: schedule.after == AttemptStatus::RateLimited,
                     seconds: seconds_between(&line.at, &until),
                     from: line.at.clone(),
                     until,

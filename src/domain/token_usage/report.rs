@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{COUNT_KEYS, TokenCounts, counted_usd};
-use crate::domain::status_text::sanitize_status;
+use crate::domain::status_text::{first_chars, sanitize_status};
 use crate::domain::strict_json::parse_document;
 
 /// How many unknown key names a report keeps for the note (the count is exact).
@@ -218,11 +218,7 @@ fn invalid(message: impl Into<String>) -> UsageReportError {
 
 /// At most 40 characters of a value an agent sent, printable, for a warning.
 pub(crate) fn excerpt(value: &str) -> String {
-    let mut text: String = value.chars().take(40).collect();
-    if text.len() < value.len() {
-        text.push('…');
-    }
-    sanitize_status(&text)
+    sanitize_status(&first_chars(value, 40))
 }
 
 #[cfg(test)]
