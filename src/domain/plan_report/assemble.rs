@@ -60,20 +60,11 @@ pub fn phases(sources: &Sources<'_>) -> Vec<PhaseReport> {
                     attempt_id: active.id.clone(),
                     run_id: history.run_of(&active.id),
                     started_at: active.started_at.to_string(),
-                    finished_at: None,
-                    duration_ms: None,
-                    status: None,
-                    exit_code: None,
-                    signal: None,
-                    summary: None,
-                    checks: Vec::new(),
-                    usage: UsageSummary::unknown(),
-                    changes: None,
-                    completed_without_changes: false,
                     waits: history.waits_before(id, &active.id),
                     idle_extensions: history.idle_extensions(&active.id),
                     transcript_path: active.transcript_path.clone(),
-                    outcome_path: None,
+                    // Nothing is recorded of a running attempt yet: its usage is unknown.
+                    ..AttemptReport::default()
                 });
             }
             if let Some(run_id) = sources.run_id {

@@ -56,7 +56,7 @@ pub struct StopReport {
     pub text: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AttemptReport {
     pub attempt_id: String,
     /// The invocation that ran it (null when events.jsonl no longer has it).

@@ -11,7 +11,7 @@ use super::{TokenCounts, cost, count, format_usd};
 use crate::domain::strict_json::StrictError;
 
 /// How much of an attempt's (or a sum's) usage is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, strum::EnumString)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Completeness {
@@ -20,6 +20,7 @@ pub enum Completeness {
     /// Only running totals arrived, or some parts are missing: the numbers are a lower bound.
     Partial,
     /// Nothing was reported: every number is `null`.
+    #[default]
     Unknown,
 }
 
@@ -141,8 +142,8 @@ fn describe_or_nothing(counts: &TokenCounts) -> String {
 }
 
 /// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
-/// `status --json`, `run --json`, the event stream), every key written.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `status --json`, `run --json`, the event stream), every key written; `unknown` by default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(from = "UsageFields")]
 pub struct UsageSummary {
     /// All `None` when `completeness` is `Unknown`.
@@ -195,11 +196,7 @@ impl Eq for UsageSummary {}
 
 impl UsageSummary {
     pub fn unknown() -> Self {
-        Self {
-            counts: TokenCounts::default(),
-            models: BTreeMap::new(),
-            completeness: Completeness::Unknown,
-        }
+        Self::default()
     }
 
     /// Sums `parts` count by count: `unknown` when every part is (or there is none),
