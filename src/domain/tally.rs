@@ -9,7 +9,6 @@ use serde::Serialize;
 use super::state::{ActiveStatus, AttemptStatus, OutcomeRef, State};
 use super::token_usage::summary::UsageSummary;
 
-/// Where a phase stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PhaseStanding {
     Done,

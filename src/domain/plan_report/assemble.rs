@@ -4,17 +4,14 @@
 use std::collections::HashMap;
 
 use super::history::{HistoryEvent, HistoryLine};
-use super::{
-    AttemptReport, CheckReport, PhaseReport, Standing, StopReport, WaitReport,
-    completed_without_changes,
-};
+use super::{AttemptReport, CheckReport, PhaseReport, Standing, StopReport, WaitReport};
+use crate::domain::changes::Changes;
 use crate::domain::outcome::OutcomeRecord;
 use crate::domain::state::{AttemptStatus, State};
 use crate::domain::tally::PhaseStanding;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::VerificationRecord;
 
-/// Everything the report is made from.
 pub struct Sources<'a> {
     /// The plan's phases, `(id, title)` in order.
     pub phases: Vec<(String, String)>,
@@ -95,7 +92,6 @@ fn committed_attempts(
         .filter(|entry| entry.phase_id == phase_id)
         .map(|entry| {
             let outcome = sources.outcomes.get(&entry.attempt_id);
-            let status = Some(entry.status);
             let changes = outcome.and_then(|outcome| outcome.changes.clone());
             AttemptReport {
                 attempt_id: entry.attempt_id.clone(),
@@ -108,7 +104,7 @@ fn committed_attempts(
                 duration_ms: outcome
                     .and_then(|outcome| outcome.duration_ms)
                     .or(entry.duration_ms),
-                status,
+                status: Some(entry.status),
                 exit_code: outcome.and_then(|outcome| outcome.exit_code),
                 signal: outcome.and_then(|outcome| outcome.signal),
                 summary: outcome.map(|outcome| outcome.summary.clone()),
@@ -117,7 +113,8 @@ fn committed_attempts(
                     .and_then(|outcome| outcome.usage.clone())
                     .or_else(|| entry.usage.clone())
                     .unwrap_or_else(UsageSummary::unknown),
-                completed_without_changes: completed_without_changes(status, changes.as_ref()),
+                completed_without_changes: entry.status == AttemptStatus::PhaseComplete
+                    && changes.as_ref().and_then(Changes::changed_nothing) == Some(true),
                 changes,
                 waits: history.waits_before(phase_id, &entry.attempt_id),
                 idle_extensions: history.idle_extensions(&entry.attempt_id),
