@@ -48,14 +48,9 @@ pub(crate) enum RunEvent {
         transcript_path: String,
     },
     /// The worker runs, leader of its own process group.
-    WorkerSpawned {
-        pid: u32,
-        pgid: u32,
-    },
+    WorkerSpawned { pid: u32, pgid: u32 },
     /// Emitted as the signal arrives, before the attempt is stopped.
-    SignalReceived {
-        signal: String,
-    },
+    SignalReceived { signal: String },
     OutputProgress {
         stdout_bytes: u64,
         stderr_bytes: u64,
@@ -67,15 +62,9 @@ pub(crate) enum RunEvent {
         since: Option<String>,
     },
     /// The agent announced a silence (`EXTEND_TIMEOUT_USEC`).
-    IdleDeadlineExtended {
-        until: String,
-        seconds: f64,
-    },
+    IdleDeadlineExtended { until: String, seconds: f64 },
     /// The attempt, or its running check, is being stopped.
-    StopRequested {
-        cause: String,
-        detail: String,
-    },
+    StopRequested { cause: String, detail: String },
     WatchdogLost {
         pid: u32,
         cause: &'static str,
@@ -85,9 +74,7 @@ pub(crate) enum RunEvent {
         detail: String,
     },
     /// A budget cap is set, but an attempt reported no usage; once per run.
-    BudgetUnenforceable {
-        message: String,
-    },
+    BudgetUnenforceable { message: String },
     /// A usage report changed the running attempt's usage.
     Usage {
         phase_id: String,
@@ -141,13 +128,9 @@ pub(crate) enum RunEvent {
         resumed: bool,
     },
     /// A scheduled attempt is due: the phase runs again now.
-    RetryDue {
-        phase_id: String,
-        attempt: u32,
-    },
-    RunFinished {
-        exit_code: i32,
-    },
+    RetryDue { phase_id: String, attempt: u32 },
+    /// The run ended with this exit code.
+    RunFinished { exit_code: i32 },
     /// A hook could not be started, failed, timed out or was stopped; it changes nothing else.
     HookFailed {
         hook: String,

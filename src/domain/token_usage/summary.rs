@@ -65,14 +65,14 @@ pub enum ReportEffect {
 impl AttemptUsage {
     pub fn report(&mut self, report: UsageReport) -> ReportEffect {
         let before = (self.counted.clone(), self.models.clone(), self.final_seen);
-        let lower = match &self.counted {
-            Some(counted) => report.totals.lower_than(counted),
-            None => false,
-        };
-        let counted = match &self.counted {
-            Some(counted) => counted.highest(&report.totals),
-            None => report.totals.clone(),
-        };
+        let lower = self
+            .counted
+            .as_ref()
+            .is_some_and(|counted| report.totals.lower_than(counted));
+        let counted = self.counted.as_ref().map_or_else(
+            || report.totals.clone(),
+            |counted| counted.highest(&report.totals),
+        );
         self.counted = Some(counted);
         for (name, counts) in &report.models {
             let highest = self
