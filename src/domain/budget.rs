@@ -117,11 +117,6 @@ impl Spent {
             .flatten()
             .fold(Self::default(), |spent, usage| spent.plus(&usage.counts))
     }
-
-    /// `$0.25`.
-    fn cost_text(self) -> String {
-        format_usd(micros_to_usd(self.cost_micros))
-    }
 }
 
 /// The plan's spending against its caps (`status`, `check`; the `budget` object of
@@ -188,47 +183,50 @@ impl BudgetCaps {
         None
     }
 
+    /// The caps set, tokens first: which, its flag or config key, and its limit in words.
+    fn set(&self) -> Vec<(CapField, &'static str, String)> {
+        let tokens = self.max_tokens.map(|cap| {
+            let field = CapField::Tokens;
+            (field, cap_name(field, cap.origin), cap.limit.to_string())
+        });
+        let cost = self.max_cost_usd.map(|cap| {
+            let field = CapField::Cost;
+            (field, cap_name(field, cap.origin), format_usd(cap.limit))
+        });
+        tokens.into_iter().chain(cost).collect()
+    }
+
     /// `450 of 1000 tokens (input + output) spent (--max-tokens); $0.25 of $5 spent
     /// (budget.max_cost_usd)`: the plan's spending against each cap set; `None` without caps.
     pub fn spent_of(&self, spent: Spent) -> Option<String> {
-        let mut parts = Vec::new();
-        if let Some(cap) = self.max_tokens {
-            parts.push(format!(
-                "{} of {} tokens (input + output) spent ({})",
-                spent.tokens,
-                cap.limit,
-                cap_name(CapField::Tokens, cap.origin)
-            ));
-        }
-        if let Some(cap) = self.max_cost_usd {
-            parts.push(format!(
-                "{} of {} spent ({})",
-                spent.cost_text(),
-                format_usd(cap.limit),
-                cap_name(CapField::Cost, cap.origin)
-            ));
-        }
+        let parts: Vec<String> = self
+            .set()
+            .into_iter()
+            .map(|(field, name, limit)| match field {
+                CapField::Tokens => format!(
+                    "{} of {limit} tokens (input + output) spent ({name})",
+                    spent.tokens
+                ),
+                CapField::Cost => format!(
+                    "{} of {limit} spent ({name})",
+                    format_usd(micros_to_usd(spent.cost_micros))
+                ),
+            })
+            .collect();
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
     /// For `check`: `at most 100000 tokens, input + output (--max-tokens) and $5
     /// (budget.max_cost_usd) for the whole plan`, or `no caps`.
     pub fn describe(&self) -> String {
-        let mut caps = Vec::new();
-        if let Some(cap) = self.max_tokens {
-            caps.push(format!(
-                "{} tokens, input + output ({})",
-                cap.limit,
-                cap_name(CapField::Tokens, cap.origin)
-            ));
-        }
-        if let Some(cap) = self.max_cost_usd {
-            caps.push(format!(
-                "{} ({})",
-                format_usd(cap.limit),
-                cap_name(CapField::Cost, cap.origin)
-            ));
-        }
+        let caps: Vec<String> = self
+            .set()
+            .into_iter()
+            .map(|(field, name, limit)| match field {
+                CapField::Tokens => format!("{limit} tokens, input + output ({name})"),
+                CapField::Cost => format!("{limit} ({name})"),
+            })
+            .collect();
         if caps.is_empty() {
             "no caps".to_owned()
         } else {
@@ -254,61 +252,62 @@ fn cap_name(field: CapField, origin: CapOrigin) -> &'static str {
 }
 
 impl CapReached {
-    /// The flag or config key of the cap.
-    pub fn cap_name(&self) -> &'static str {
+    fn field(&self) -> CapField {
         match self.kind {
-            CapKind::Tokens { .. } => cap_name(CapField::Tokens, self.origin),
-            CapKind::Cost { .. } => cap_name(CapField::Cost, self.origin),
+            CapKind::Tokens { .. } => CapField::Tokens,
+            CapKind::Cost { .. } => CapField::Cost,
         }
     }
 
-    /// `1500 tokens (input + output) spent of 1000 (--max-tokens)`.
-    fn amounts(&self) -> String {
-        match self.kind {
-            CapKind::Tokens { limit, spent } => format!(
-                "{spent} tokens (input + output) spent of {limit} ({})",
-                self.cap_name()
-            ),
-            CapKind::Cost { limit, spent } => format!(
-                "{} spent of {} ({})",
-                format_usd(spent),
-                format_usd(limit),
-                self.cap_name()
-            ),
-        }
+    /// The flag or config key of the cap.
+    pub fn cap_name(&self) -> &'static str {
+        cap_name(self.field(), self.origin)
     }
 
     /// The flag that raises the cap: the command line wins over the config.
     pub fn flag(&self) -> &'static str {
-        match self.kind {
-            CapKind::Tokens { .. } => "--max-tokens",
-            CapKind::Cost { .. } => "--max-cost",
-        }
+        cap_name(self.field(), CapOrigin::CommandLine)
     }
 
     /// The flag's value name in a `next:` step, standing for a larger value to choose.
     pub fn placeholder(&self) -> &'static str {
+        match self.field() {
+            CapField::Tokens => "N",
+            CapField::Cost => "USD",
+        }
+    }
+
+    /// `150`, `$2.5`: what the plan has spent, and the cap, as numbers of the cap's unit.
+    fn numbers(&self) -> (String, String) {
         match self.kind {
-            CapKind::Tokens { .. } => "N",
-            CapKind::Cost { .. } => "USD",
+            CapKind::Tokens { limit, spent } => (spent.to_string(), limit.to_string()),
+            CapKind::Cost { limit, spent } => (format_usd(spent), format_usd(limit)),
         }
     }
 
     /// `150 tokens (input + output)`, `$2.5`: what the plan has spent in the cap's unit.
     fn spent_text(&self) -> String {
-        match self.kind {
-            CapKind::Tokens { spent, .. } => format!("{spent} tokens (input + output)"),
-            CapKind::Cost { spent, .. } => format_usd(spent),
+        let (spent, _) = self.numbers();
+        match self.field() {
+            CapField::Tokens => format!("{spent} tokens (input + output)"),
+            CapField::Cost => spent,
         }
+    }
+
+    /// `1500 tokens (input + output) spent of 1000 (--max-tokens)`.
+    fn amounts(&self) -> String {
+        let (_, limit) = self.numbers();
+        format!(
+            "{} spent of {limit} ({})",
+            self.spent_text(),
+            self.cap_name()
+        )
     }
 
     /// What to do before running again: `raise the cap: give --max-tokens N a value above the
     /// 150 tokens (input + output) this plan has spent (the cap was 120, --max-tokens)`.
     pub fn raise_advice(&self) -> String {
-        let limit = match self.kind {
-            CapKind::Tokens { limit, .. } => limit.to_string(),
-            CapKind::Cost { limit, .. } => format_usd(limit),
-        };
+        let (_, limit) = self.numbers();
         format!(
             "raise the cap: give {} {} a value above the {} this plan has spent (the cap was {limit}, {})",
             self.flag(),
@@ -325,7 +324,7 @@ impl CapReached {
             "{} by this plan's attempts; the agent was stopped; to continue, run again with --retry-stopped and {} above {}",
             self.amounts(),
             self.flag(),
-            self.spent_number()
+            self.numbers().0
         )
     }
 
@@ -336,16 +335,8 @@ impl CapReached {
             "budget reached: {} by this plan's attempts; {phase_id} was not launched; to continue, run again with {} above {}",
             self.amounts(),
             self.flag(),
-            self.spent_number()
+            self.numbers().0
         )
-    }
-
-    /// `150`, `$2.5`.
-    fn spent_number(&self) -> String {
-        match self.kind {
-            CapKind::Tokens { spent, .. } => spent.to_string(),
-            CapKind::Cost { spent, .. } => format_usd(spent),
-        }
     }
 }
 
@@ -379,13 +370,7 @@ pub fn unenforceable_warning(
 
 /// `--max-tokens and budget.max_cost_usd`; `None` without caps.
 fn cap_names(caps: &BudgetCaps) -> Option<String> {
-    let mut names = Vec::new();
-    if let Some(cap) = caps.max_tokens {
-        names.push(cap_name(CapField::Tokens, cap.origin));
-    }
-    if let Some(cap) = caps.max_cost_usd {
-        names.push(cap_name(CapField::Cost, cap.origin));
-    }
+    let names: Vec<&str> = caps.set().into_iter().map(|(_, name, _)| name).collect();
     (!names.is_empty()).then(|| names.join(" and "))
 }
 

@@ -25,7 +25,6 @@ pub enum Changes {
     },
 }
 
-/// Why an attempt's changes were not recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Unrecorded {

@@ -59,7 +59,7 @@ fn escape_controls(text: &str) -> Cow<'_, str> {
 
 /// Control characters (C0, DEL, C1) and the bidirectional embedding, override and isolate
 /// characters, which can make a line display as something it is not.
-fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -33,16 +33,6 @@ pub struct Invocation {
     pub cwd: String,
 }
 
-impl Invocation {
-    fn program(&self) -> String {
-        if self.program.is_empty() {
-            PROGRAM.to_owned()
-        } else {
-            self.program.clone()
-        }
-    }
-}
-
 /// What kind of step continues the run (`next.action`, `AISH_NEXT_ACTION`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "kebab-case")]
@@ -195,8 +185,12 @@ fn by_name(argv: &[String]) -> Vec<String> {
 
 /// `<program> <command> --plan <plan>`.
 fn plan_command(invocation: &Invocation, command: &str) -> Vec<String> {
+    let program = match invocation.program.as_str() {
+        "" => PROGRAM,
+        program => program,
+    };
     vec![
-        invocation.program(),
+        program.to_owned(),
         command.to_owned(),
         "--plan".to_owned(),
         invocation.plan.clone(),

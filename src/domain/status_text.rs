@@ -2,6 +2,8 @@
 //! wrappers' status lines): no control or bidirectional-formatting character survives, and the
 //! line is bounded so one chatty agent cannot flood a status display.
 
+use super::display::needs_escape;
+
 /// A status longer than this many characters is cut (and ends with `…`).
 pub(crate) const MAX_STATUS_CHARS: usize = 200;
 
@@ -22,9 +24,18 @@ pub(crate) fn sanitize_status(value: &str) -> String {
     cut
 }
 
+/// The first `max_chars` characters of `text`, followed by `…` when that cut something off.
+pub(crate) fn first_chars(text: &str, max_chars: usize) -> String {
+    let mut shown: String = text.chars().take(max_chars).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
+
+/// What [`needs_escape`] escapes, and the left-to-right and right-to-left marks.
 pub(crate) fn is_unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    needs_escape(c) || matches!(c, '\u{200e}' | '\u{200f}')
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use serde::Serialize;
 use super::state::{ActiveStatus, AttemptStatus, OutcomeRef, State};
 use super::token_usage::summary::UsageSummary;
 
-/// Where a phase stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PhaseStanding {
     Done,
@@ -75,7 +74,7 @@ pub struct PhaseTally {
 }
 
 /// The totals over every recorded attempt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RunTotals {
     pub phases_done: usize,
     /// `None` when the plan cannot be read.
@@ -87,20 +86,6 @@ pub struct RunTotals {
     /// Attempts missing from those sums.
     pub attempts_without_figures: u64,
     pub usage: UsageSummary,
-}
-
-impl Default for RunTotals {
-    fn default() -> Self {
-        Self {
-            phases_done: 0,
-            phases_total: None,
-            attempts: 0,
-            duration_ms: 0,
-            output_bytes: 0,
-            attempts_without_figures: 0,
-            usage: UsageSummary::unknown(),
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

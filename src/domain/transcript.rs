@@ -4,9 +4,9 @@
 use super::decision::{ChildExit, signal_name};
 use super::template::shell_join;
 use super::timestamp::Timestamp;
-use super::verification::CheckOutcome;
 #[cfg(doc)]
 use super::verification::VerifyCheck;
+use super::verification::{CheckOutcome, ended_how};
 use crate::units;
 
 /// What the transcript trailer records; the pid lists are as in
@@ -76,11 +76,7 @@ pub(crate) fn render_trailer(
     if let Some(error) = &trailer.launch_error {
         text.push_str(&format!("[runner] {error}\n"));
     } else if bytes_seen == 0 {
-        let ended = match (exit_code, signal) {
-            (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
-            (None, None) => "ended with an unknown status".to_owned(),
-        };
+        let ended = ended_how(false, exit_code, signal);
         text.push_str(&format!(
             "[runner] process {ended} without stdout/stderr output\n"
         ));

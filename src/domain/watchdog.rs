@@ -42,23 +42,22 @@ impl<'a> WatchdogMessage<'a> {
     /// length. An attempt id that does not fit, or is not a safe file stem, is left out: the
     /// group is still watched, only the token search is lost.
     pub(crate) fn encode(self, buffer: &mut [u8; MAX_MESSAGE]) -> usize {
-        let (word, pgid, attempt) = match self {
-            Self::Watch { pgid, attempt } => ("watch", pgid, attempt),
-            Self::Release(pgid) => ("release", pgid, ""),
-            Self::Suspend => return word_only(buffer, b"suspend"),
-            Self::Resume => return word_only(buffer, b"resume"),
-            Self::Finish => return word_only(buffer, b"finish"),
-        };
         // Formatting into a slice allocates nothing, and the longest word and pid fit.
         let mut rest = &mut buffer[..];
-        let _ = write!(rest, "{word} {pgid}");
-        let mut length = MAX_MESSAGE - rest.len();
-        if length + 1 + attempt.len() <= MAX_MESSAGE && is_safe_file_stem(attempt) {
-            buffer[length] = b' ';
-            buffer[length + 1..length + 1 + attempt.len()].copy_from_slice(attempt.as_bytes());
-            length += 1 + attempt.len();
+        let _ = match self {
+            Self::Watch { pgid, .. } => write!(rest, "watch {pgid}"),
+            Self::Release(pgid) => write!(rest, "release {pgid}"),
+            Self::Suspend => write!(rest, "suspend"),
+            Self::Resume => write!(rest, "resume"),
+            Self::Finish => write!(rest, "finish"),
+        };
+        if let Self::Watch { attempt, .. } = self
+            && rest.len() > attempt.len()
+            && is_safe_file_stem(attempt)
+        {
+            let _ = write!(rest, " {attempt}");
         }
-        length
+        MAX_MESSAGE - rest.len()
     }
 
     /// Reads one packet; anything else is ignored by the watchdog.
@@ -83,12 +82,6 @@ impl<'a> WatchdogMessage<'a> {
             _ => None,
         }
     }
-}
-
-/// A message of one word: its length.
-fn word_only(buffer: &mut [u8; MAX_MESSAGE], word: &[u8]) -> usize {
-    buffer[..word.len()].copy_from_slice(word);
-    word.len()
 }
 
 /// One registered group.

@@ -79,6 +79,7 @@ impl HookFacts {
     /// with this firing's phase): what is absent is the empty string, so a hook can always
     /// expand them.
     pub(crate) fn environment(&self, run: RunFacts<'_>) -> Vec<(String, String)> {
+        let next = self.next.as_ref();
         let mut environment: Vec<(String, String)> = [
             (super::HOOK_MARKER, self.event.as_str().to_owned()),
             ("AISH_STATUS", self.status.clone().unwrap_or_default()),
@@ -90,31 +91,21 @@ impl HookFacts {
             ),
             (
                 "AISH_NEXT_ACTION",
-                self.next
-                    .as_ref()
-                    .map(|next| next.action.as_str().to_owned())
+                next.map(|next| next.action.as_str().to_owned())
                     .unwrap_or_default(),
             ),
             ("AISH_NEXT_COMMAND", self.recovery().unwrap_or_default()),
             (
                 "AISH_NEXT_WHY",
-                self.next
-                    .as_ref()
-                    .and_then(|next| next.why.clone())
-                    .unwrap_or_default(),
+                next.and_then(|next| next.why.clone()).unwrap_or_default(),
             ),
             (
                 "AISH_NEXT_UNTIL",
-                self.next
-                    .as_ref()
-                    .and_then(|next| next.until.clone())
-                    .unwrap_or_default(),
+                next.and_then(|next| next.until.clone()).unwrap_or_default(),
             ),
             (
                 "AISH_NEXT_ANSWER",
-                self.next
-                    .as_ref()
-                    .and_then(|next| next.answer.as_deref())
+                next.and_then(|next| next.answer.as_deref())
                     .map(shell_join)
                     .unwrap_or_default(),
             ),

@@ -4,16 +4,14 @@
 use std::collections::HashMap;
 
 use super::history::{HistoryEvent, HistoryLine};
-use super::{
-    AttemptReport, CheckReport, PhaseReport, Standing, StopReport, WaitReport,
-    completed_without_changes,
-};
+use super::{AttemptReport, CheckReport, PhaseReport, Standing, StopReport, WaitReport};
+use crate::domain::changes::Changes;
 use crate::domain::outcome::OutcomeRecord;
-use crate::domain::state::State;
+use crate::domain::state::{AttemptStatus, State};
+use crate::domain::tally::PhaseStanding;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::VerificationRecord;
 
-/// Everything the report is made from.
 pub struct Sources<'a> {
     /// The plan's phases, `(id, title)` in order.
     pub phases: Vec<(String, String)>,
@@ -27,24 +25,19 @@ pub struct Sources<'a> {
 
 /// Every phase with its standing, stop and attempts (of `run_id` when given), in plan order.
 pub fn phases(sources: &Sources<'_>) -> Vec<PhaseReport> {
-    let history = History::of(sources.history);
+    let history = History {
+        lines: sources.history,
+    };
     let state = sources.state;
     sources
         .phases
         .iter()
         .map(|(id, title)| {
-            let standing = if state.completed_phase_ids.contains(id) {
-                Standing::Done
-            } else if state
-                .active_attempt
-                .as_ref()
-                .is_some_and(|active| &active.phase.id == id)
-            {
-                Standing::Running
-            } else if state.stop.as_ref().is_some_and(|stop| &stop.phase_id == id) {
-                Standing::Stopped
-            } else {
-                Standing::Pending
+            let standing = match PhaseStanding::of(state, id) {
+                PhaseStanding::Done => Standing::Done,
+                PhaseStanding::Pending => Standing::Pending,
+                PhaseStanding::Stopped(_) => Standing::Stopped,
+                PhaseStanding::Active(_) => Standing::Running,
             };
             let stop = state
                 .stop
@@ -64,20 +57,11 @@ pub fn phases(sources: &Sources<'_>) -> Vec<PhaseReport> {
                     attempt_id: active.id.clone(),
                     run_id: history.run_of(&active.id),
                     started_at: active.started_at.to_string(),
-                    finished_at: None,
-                    duration_ms: None,
-                    status: None,
-                    exit_code: None,
-                    signal: None,
-                    summary: None,
-                    checks: Vec::new(),
-                    usage: UsageSummary::unknown(),
-                    changes: None,
-                    completed_without_changes: false,
                     waits: history.waits_before(id, &active.id),
                     idle_extensions: history.idle_extensions(&active.id),
                     transcript_path: active.transcript_path.clone(),
-                    outcome_path: None,
+                    // Nothing is recorded of a running attempt yet: its usage is unknown.
+                    ..AttemptReport::default()
                 });
             }
             if let Some(run_id) = sources.run_id {
@@ -108,7 +92,6 @@ fn committed_attempts(
         .filter(|entry| entry.phase_id == phase_id)
         .map(|entry| {
             let outcome = sources.outcomes.get(&entry.attempt_id);
-            let status = Some(entry.status);
             let changes = outcome.and_then(|outcome| outcome.changes.clone());
             AttemptReport {
                 attempt_id: entry.attempt_id.clone(),
@@ -121,7 +104,7 @@ fn committed_attempts(
                 duration_ms: outcome
                     .and_then(|outcome| outcome.duration_ms)
                     .or(entry.duration_ms),
-                status,
+                status: Some(entry.status),
                 exit_code: outcome.and_then(|outcome| outcome.exit_code),
                 signal: outcome.and_then(|outcome| outcome.signal),
                 summary: outcome.map(|outcome| outcome.summary.clone()),
@@ -130,7 +113,8 @@ fn committed_attempts(
                     .and_then(|outcome| outcome.usage.clone())
                     .or_else(|| entry.usage.clone())
                     .unwrap_or_else(UsageSummary::unknown),
-                completed_without_changes: completed_without_changes(status, changes.as_ref()),
+                completed_without_changes: entry.status == AttemptStatus::PhaseComplete
+                    && changes.as_ref().and_then(Changes::changed_nothing) == Some(true),
                 changes,
                 waits: history.waits_before(phase_id, &entry.attempt_id),
                 idle_extensions: history.idle_extensions(&entry.attempt_id),
@@ -190,11 +174,7 @@ struct History<'a> {
     lines: &'a [HistoryLine],
 }
 
-impl<'a> History<'a> {
-    fn of(lines: &'a [HistoryLine]) -> Self {
-        Self { lines }
-    }
-
+impl History<'_> {
     /// The invocation that prepared `attempt_id`.
     fn run_of(&self, attempt_id: &str) -> Option<String> {
         self.lines
@@ -249,7 +229,8 @@ impl<'a> History<'a> {
                 });
                 let until = due.map_or_else(|| schedule.not_before.clone(), |due| due.at.clone());
                 Some(WaitReport {
-                    rate_limited: schedule.is_rate_limit_wait(),
+                    // A rate limit's wait, else a retry's delay or a switch of template.
+                    rate_limited: schedule.after == AttemptStatus::RateLimited,
                     seconds: seconds_between(&line.at, &until),
                     from: line.at.clone(),
                     until,

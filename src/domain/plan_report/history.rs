@@ -56,16 +56,6 @@ pub struct ScheduledRetry {
     /// The status of the attempt before the wait.
     pub after: AttemptStatus,
     pub not_before: String,
-    /// `reset-time`, `default-wait-no-reset`, … for a rate limit's wait; `backoff` … for a
-    /// retry's delay.
-    pub reason: String,
-}
-
-impl ScheduledRetry {
-    /// A rate limit's wait (else a retry's delay or a switch of template).
-    pub fn is_rate_limit_wait(&self) -> bool {
-        self.after == AttemptStatus::RateLimited
-    }
 }
 
 /// Parses one line; `None` for a line that is not an event object.

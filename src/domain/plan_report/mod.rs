@@ -39,7 +39,6 @@ pub struct PhaseReport {
     pub attempts: Vec<AttemptReport>,
 }
 
-/// Where a phase stands now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Standing {
@@ -56,7 +55,7 @@ pub struct StopReport {
     pub text: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AttemptReport {
     pub attempt_id: String,
     /// The invocation that ran it (null when events.jsonl no longer has it).
@@ -122,7 +121,6 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// Sums `phases`.
     pub fn of(phases: &[PhaseReport]) -> Self {
         let attempts = || phases.iter().flat_map(|phase| &phase.attempts);
         let checks = || attempts().flat_map(|attempt| &attempt.checks);
@@ -146,12 +144,6 @@ impl Totals {
                 .count(),
         }
     }
-}
-
-/// A `phase-complete` attempt whose recorded changes are empty.
-pub fn completed_without_changes(status: Option<AttemptStatus>, changes: Option<&Changes>) -> bool {
-    status == Some(AttemptStatus::PhaseComplete)
-        && changes.and_then(Changes::changed_nothing) == Some(true)
 }
 
 pub mod assemble;

@@ -48,12 +48,14 @@ pub(crate) fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option
 
 /// A recorded cost: `expected usage.cost_usd to be a non-negative number or null`.
 pub(crate) fn cost<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
-    let cost = |value: &Value| {
-        value
-            .as_f64()
-            .filter(|cost| cost.is_finite() && *cost >= 0.0)
-    };
-    null_or(deserializer, cost, "a non-negative number or null")
+    null_or(deserializer, as_cost, "a non-negative number or null")
+}
+
+/// A cost as reports send it and records hold it: a finite number, not negative.
+fn as_cost(value: &Value) -> Option<f64> {
+    value
+        .as_f64()
+        .filter(|cost| cost.is_finite() && *cost >= 0.0)
 }
 
 fn null_or<'de, D: Deserializer<'de>, T>(

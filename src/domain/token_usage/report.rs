@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{COUNT_KEYS, TokenCounts, counted_usd};
-use crate::domain::status_text::sanitize_status;
+use super::{COUNT_KEYS, TokenCounts, as_cost, counted_usd};
+use crate::domain::status_text::{first_chars, sanitize_status};
 use crate::domain::strict_json::parse_document;
 
 /// How many unknown key names a report keeps for the note (the count is exact).
@@ -195,10 +195,8 @@ fn read_count(
         ))
     };
     if key == "cost_usd" {
-        let cost = value
-            .as_f64()
-            .filter(|cost| cost.is_finite() && *cost >= 0.0);
-        counts.cost_usd = Some(counted_usd(cost.ok_or_else(|| expected("number"))?));
+        let cost = as_cost(value).ok_or_else(|| expected("number"))?;
+        counts.cost_usd = Some(counted_usd(cost));
         return Ok(());
     }
     let count = value.as_u64().ok_or_else(|| expected("integer"))?;
@@ -218,11 +216,7 @@ fn invalid(message: impl Into<String>) -> UsageReportError {
 
 /// At most 40 characters of a value an agent sent, printable, for a warning.
 pub(crate) fn excerpt(value: &str) -> String {
-    let mut text: String = value.chars().take(40).collect();
-    if text.len() < value.len() {
-        text.push('…');
-    }
-    sanitize_status(&text)
+    sanitize_status(&first_chars(value, 40))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::{TokenCounts, cost, count, format_usd};
 use crate::domain::strict_json::StrictError;
 
 /// How much of an attempt's (or a sum's) usage is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, strum::EnumString)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Completeness {
@@ -20,6 +20,7 @@ pub enum Completeness {
     /// Only running totals arrived, or some parts are missing: the numbers are a lower bound.
     Partial,
     /// Nothing was reported: every number is `null`.
+    #[default]
     Unknown,
 }
 
@@ -64,14 +65,14 @@ pub enum ReportEffect {
 impl AttemptUsage {
     pub fn report(&mut self, report: UsageReport) -> ReportEffect {
         let before = (self.counted.clone(), self.models.clone(), self.final_seen);
-        let lower = match &self.counted {
-            Some(counted) => report.totals.lower_than(counted),
-            None => false,
-        };
-        let counted = match &self.counted {
-            Some(counted) => counted.highest(&report.totals),
-            None => report.totals.clone(),
-        };
+        let lower = self
+            .counted
+            .as_ref()
+            .is_some_and(|counted| report.totals.lower_than(counted));
+        let counted = self.counted.as_ref().map_or_else(
+            || report.totals.clone(),
+            |counted| counted.highest(&report.totals),
+        );
         self.counted = Some(counted);
         for (name, counts) in &report.models {
             let highest = self
@@ -141,8 +142,8 @@ fn describe_or_nothing(counts: &TokenCounts) -> String {
 }
 
 /// The recorded usage of an attempt, or a sum of such (`usage` in outcomes, `state.json`,
-/// `status --json`, `run --json`, the event stream), every key written.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `status --json`, `run --json`, the event stream), every key written; `unknown` by default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(from = "UsageFields")]
 pub struct UsageSummary {
     /// All `None` when `completeness` is `Unknown`.
@@ -195,11 +196,7 @@ impl Eq for UsageSummary {}
 
 impl UsageSummary {
     pub fn unknown() -> Self {
-        Self {
-            counts: TokenCounts::default(),
-            models: BTreeMap::new(),
-            completeness: Completeness::Unknown,
-        }
+        Self::default()
     }
 
     /// Sums `parts` count by count: `unknown` when every part is (or there is none),

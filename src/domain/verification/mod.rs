@@ -10,6 +10,7 @@ use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::decision::{StopCause, signal_name};
 use super::state::AttemptStatus;
+use super::status_text::first_chars;
 use super::strict_json::positive;
 
 /// The interpreters an info string may name, by that name (`python3`). An empty info string
@@ -104,11 +105,7 @@ impl VerifyCheck {
             .map(str::trim)
             .find(|line| !line.is_empty())
             .unwrap_or_default();
-        let mut shown: String = line.chars().take(FIRST_LINE_CHARS).collect();
-        if shown.len() < line.len() {
-            shown.push('…');
-        }
-        shown
+        first_chars(line, FIRST_LINE_CHARS)
     }
 
     pub fn argv(&self) -> Vec<String> {
@@ -276,7 +273,8 @@ impl CheckOutcome {
     }
 }
 
-fn ended_how(timed_out: bool, exit_code: Option<i32>, signal: Option<i32>) -> String {
+/// `exited with code 101`, `timed out and was stopped`, `was killed by SIGKILL`.
+pub(crate) fn ended_how(timed_out: bool, exit_code: Option<i32>, signal: Option<i32>) -> String {
     match (timed_out, exit_code, signal) {
         (true, _, _) => "timed out and was stopped".to_owned(),
         (false, Some(code), _) => format!("exited with code {code}"),

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{CheckRecord, FailedCheck, Verification};
+use crate::units;
 
 /// The verdict in one word (the `result` of the JSON forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -83,10 +84,7 @@ impl VerificationReport {
     /// exited with code 101`, `skipped (--no-verify)`, `stopped during verify check 1`,
     /// `not run (1 check)`, `not configured`, `unknown`.
     pub(crate) fn describe(&self) -> String {
-        let count = |count: usize| match count {
-            1 => "1 check".to_owned(),
-            count => format!("{count} checks"),
-        };
+        let count = |count| units::count(count, "check");
         match self.result {
             VerificationResult::Passed => format!("passed ({})", count(self.checks.len())),
             VerificationResult::Failed => match &self.failed_check {

@@ -19,7 +19,7 @@ fn waits_belong_to_the_attempt_they_preceded() {
         r#"{"at":"2026-12-04T20:12:01.000Z","run_id":"r1","attempt_id":"a2","event":"attempt-prepared","phase_id":"phase-1","title":"x"}"#,
         r#"{"at":"2026-12-04T20:13:00.000Z","run_id":"r1","attempt_id":"a2","event":"some-future-event","whatever":1}"#,
     ]);
-    let history = History::of(&lines);
+    let history = History { lines: &lines };
     assert_eq!(history.run_of("a2").as_deref(), Some("r1"));
     assert_eq!(history.idle_extensions("a1"), 2);
     assert!(history.waits_before("phase-1", "a1").is_empty());
