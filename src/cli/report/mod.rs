@@ -14,7 +14,7 @@ use crate::platform::durable::replace_atomically;
 use crate::report::Output;
 
 use crate::domain::changes::ChangeSummary;
-use crate::domain::plan_report::{PhaseReport, PlanReport, Standing};
+use crate::domain::plan_report::{PhaseReport, PlanReport, Standing, WaitReport};
 use crate::domain::state::AttemptStatus;
 use crate::domain::token_usage::format_usd;
 use crate::domain::token_usage::summary::{Completeness, UsageSummary};
@@ -115,14 +115,6 @@ fn without_controls(text: &str) -> String {
         .collect()
 }
 
-fn status_name(status: AttemptStatus) -> &'static str {
-    status.as_str()
-}
-
-fn signal_name(signal: i32) -> String {
-    crate::domain::decision::signal_name(signal)
-}
-
 /// `12,345 in / 2,000 out tokens, $0.12` with `≥` when partial, `usage unknown` when unknown.
 fn usage_line(usage: &UsageSummary) -> String {
     let bound = match usage.completeness {
@@ -174,11 +166,52 @@ fn changes_line(summary: &ChangeSummary) -> String {
     line
 }
 
+/// One line per changed file (`M src/a.rs`, `R old → new`), then `… and N more` for those the
+/// summary does not list; every path through `escape`.
+fn file_lines(summary: &ChangeSummary, escape: fn(&str) -> String) -> Vec<String> {
+    let mut lines: Vec<String> = summary
+        .files
+        .iter()
+        .map(|file| {
+            let from = file
+                .from
+                .as_deref()
+                .map(|from| format!("{} → ", escape(from)))
+                .unwrap_or_default();
+            format!("{} {from}{}", file.change.letter(), escape(&file.path))
+        })
+        .collect();
+    if summary.files_not_listed > 0 {
+        lines.push(format!("… and {} more", summary.files_not_listed));
+    }
+    lines
+}
+
 /// `done`, `pending`, `running`, or `stopped: blocked`.
 fn standing_words(phase: &PhaseReport) -> String {
-    match (phase.standing, &phase.stop) {
-        (Standing::Stopped, Some(stop)) => format!("stopped: {}", status_name(stop.status)),
-        (standing, _) => text::standing_name(standing).to_owned(),
+    let standing = match phase.standing {
+        Standing::Done => "done",
+        Standing::Pending => "pending",
+        Standing::Running => "running",
+        Standing::Stopped => match &phase.stop {
+            Some(stop) => return format!("stopped: {}", stop.status),
+            None => "stopped",
+        },
+    };
+    standing.to_owned()
+}
+
+/// How an attempt's status reads; `None` is an attempt without a recorded outcome.
+fn status_name(status: Option<AttemptStatus>, unknown: &'static str) -> &'static str {
+    status.map_or(unknown, AttemptStatus::as_str)
+}
+
+/// What a wait before an attempt waited for.
+fn wait_kind(wait: &WaitReport) -> &'static str {
+    if wait.rate_limited {
+        "rate-limited"
+    } else {
+        "retry delay"
     }
 }
 
