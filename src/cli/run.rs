@@ -277,7 +277,7 @@ impl Observers {
         let console = Arc::new(Console::start(args.json)?);
         let stream = Arc::new(EventStream::start(&inputs.location.layout.dir)?);
         // A terminal that cannot redraw a line (TERM=dumb) gets what a log gets.
-        let terminal = crate::report::terminal::stderr_redraws();
+        let terminal = crate::report::terminal::redraws(crate::report::terminal::Stream::Stderr);
         let mode = match (args.quiet, terminal) {
             (false, _) => ProgressMode::Lines,
             (true, true) => ProgressMode::StatusLine,

@@ -16,7 +16,7 @@ use crate::domain::display::printable;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::state::AttemptStatus;
 use crate::domain::token_usage::summary::UsageSummary;
-use crate::invocation::{InputError, locate_for_report};
+use crate::invocation::locate_for_report;
 use crate::platform::event_log::{FollowError, Follower};
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::lock_holder;
@@ -41,7 +41,10 @@ struct StdoutClosed;
 pub(super) fn run(args: &WatchArgs) -> ExitCode {
     let location = match locate_for_report(args.plan.path()) {
         Ok(location) => location,
-        Err(error) => return fail(&error),
+        Err(error) => {
+            Output::error(error.to_string()).print();
+            return error.exit_code();
+        }
     };
     // Ended as SIGPIPE would end it, without a panic or a backtrace.
     watch(args.json, args.follow, &location).unwrap_or(ExitCode::Signal(nix::libc::SIGPIPE))
@@ -634,11 +637,6 @@ fn write_stdout(line: &str) -> Result<(), StdoutClosed> {
     writeln!(stdout, "{line}")
         .and_then(|()| stdout.flush())
         .map_err(|_| StdoutClosed)
-}
-
-fn fail(error: &InputError) -> ExitCode {
-    Output::error(error.to_string()).print();
-    error.exit_code()
 }
 
 fn fail_stream(path: &Path, error: &FollowError) -> ExitCode {
