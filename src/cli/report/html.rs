@@ -4,6 +4,7 @@
 //! tokens and cost chart. `maud` escapes every interpolated string, agent text included.
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
+use strum::VariantArray;
 
 use super::{Tone, changes_line, excerpt, status_name, usage_line, wait_kind};
 use crate::domain::changes::Changes;
@@ -226,7 +227,7 @@ fn timeline(report: &PlanReport) -> Markup {
             text x=(LABEL_WIDTH + PLOT_WIDTH) y=(height - 4.0) text-anchor="end" { (short_time(end)) }
         }
         p class="legend" {
-            @for tone in [Tone::Complete, Tone::Person, Tone::Failed, Tone::Running] {
+            @for tone in Tone::VARIANTS {
                 span style=(format!("display:inline-block;width:1em;height:.8em;background:{}", tone.colour())) {}
                 " " (tone.legend()) " · "
             }

@@ -215,8 +215,9 @@ fn wait_kind(wait: &WaitReport) -> &'static str {
     }
 }
 
-/// How an attempt's status is shown: its colour and mermaid tag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How an attempt's status is shown: its colour and mermaid tag; its name is its HTML class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "kebab-case")]
 enum Tone {
     Complete,
     /// It waits for a person's answer or decision.
@@ -240,12 +241,7 @@ impl Tone {
     }
 
     fn class(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Person => "person",
-            Self::Failed => "failed",
-            Self::Running => "running",
-        }
+        self.into()
     }
 
     fn legend(self) -> &'static str {
