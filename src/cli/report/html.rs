@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use strum::VariantArray;
 
-use super::{Tone, changes_line, excerpt, status_name, usage_line, wait_kind};
+use super::{Tone, changes_line, excerpt, phase_usage, status_name, usage_line, wait_kind};
 use crate::domain::changes::Changes;
 use crate::domain::decision::signal_name;
 use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport};
@@ -269,10 +269,6 @@ fn usage_chart(report: &PlanReport) -> Markup {
             }
         }
     }
-}
-
-fn phase_usage(phase: &PhaseReport) -> UsageSummary {
-    UsageSummary::sum(phase.attempts.iter().map(|attempt| &attempt.usage))
 }
 
 /// An attempt's start and end, in milliseconds since the epoch.

@@ -9,7 +9,9 @@
 
 use std::fmt::Write;
 
-use super::{Tone, changes_line, excerpt, file_lines, status_name, usage_line, wait_kind};
+use super::{
+    Tone, changes_line, excerpt, file_lines, phase_usage, status_name, usage_line, wait_kind,
+};
 use crate::domain::changes::Changes;
 use crate::domain::decision::signal_name;
 use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport};
@@ -41,9 +43,6 @@ pub(super) fn render(report: &PlanReport) -> String {
     }
     out.push_str("| Phase | Title | Standing | Attempts | Usage |\n|---|---|---|---|---|\n");
     for phase in &report.phases {
-        let usage = crate::domain::token_usage::summary::UsageSummary::sum(
-            phase.attempts.iter().map(|attempt| &attempt.usage),
-        );
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} |",
@@ -51,7 +50,7 @@ pub(super) fn render(report: &PlanReport) -> String {
             inline(&phase.title),
             super::standing_words(phase),
             phase.attempts.len(),
-            usage_line(&usage)
+            usage_line(&phase_usage(phase))
         );
     }
     out.push('\n');

@@ -115,6 +115,11 @@ fn without_controls(text: &str) -> String {
         .collect()
 }
 
+/// What every attempt of `phase` used.
+fn phase_usage(phase: &PhaseReport) -> UsageSummary {
+    UsageSummary::sum(phase.attempts.iter().map(|attempt| &attempt.usage))
+}
+
 /// `12,345 in / 2,000 out tokens, $0.12` with `≥` when partial, `usage unknown` when unknown.
 fn usage_line(usage: &UsageSummary) -> String {
     let bound = match usage.completeness {
