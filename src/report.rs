@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::actors::run::{RunEnd, RunResult};
 use chrono::{DateTime, Utc};
@@ -721,46 +721,97 @@ pub(crate) fn summary_table(rows: &[AttemptRow]) -> Vec<String> {
     lines
 }
 
-/// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`, with the
-/// agent's latest status and its age before the last line when it has one (`… · tool: Bash
-/// cargo test (12s) · <last output line>`).
-pub(crate) fn status_line(
+/// An attempt in progress as the live lines show it, in `run`'s progress and in `watch`.
+#[derive(Clone, Debug)]
+pub(crate) struct LiveAttempt {
+    pub phase_id: String,
+    pub index: usize,
+    pub phases: usize,
+    /// When it started (as observed).
+    pub started: Instant,
+    /// Its output so far and the last line of it.
+    pub output_bytes: u64,
+    pub last_line: Option<String>,
+    /// The agent's latest status and when it was set.
+    pub status: Option<(String, DateTime<Utc>)>,
+}
+
+impl LiveAttempt {
+    pub(crate) fn new(phase_id: String, index: usize, phases: usize) -> Self {
+        Self {
+            phase_id,
+            index,
+            phases,
+            started: Instant::now(),
+            output_bytes: 0,
+            last_line: None,
+            status: None,
+        }
+    }
+
+    /// The agent's latest status and how long ago it was set: `tool: Bash cargo test (12s)`.
+    fn status_with_age(&self) -> Option<String> {
+        self.status.as_ref().map(|(text, since)| {
+            let age = (Utc::now() - *since).to_std().unwrap_or_default();
+            let age = units::elapsed(whole_seconds(age));
+            format!("{} ({age})", printable(text.trim()))
+        })
+    }
+
+    /// The live status line: `phase-2 (2/5) 1m03s · 12.3 KiB · <last output line>`, with the
+    /// agent's latest status and its age before the last line when it has one (`… · tool:
+    /// Bash cargo test (12s) · <last output line>`).
+    pub(crate) fn status_line(&self) -> String {
+        let last_line = self.last_line.as_deref();
+        let mut line = self.head();
+        for part in self
+            .status_with_age()
+            .into_iter()
+            .chain(last_line.map(|last| printable(last.trim()).into_owned()))
+        {
+            line.push_str(" · ");
+            line.push_str(&part);
+        }
+        line
+    }
+
+    /// Its [`sign_of_life`] after `silent_for` without output.
+    pub(crate) fn sign_of_life(&self, silent_for: Duration) -> String {
+        sign_of_life(self.head(), silent_for, self.status_with_age().as_deref())
+    }
+
+    /// `phase-2 (2/5) 1m03s · 12.3 KiB`.
+    fn head(&self) -> String {
+        attempt_head(
+            &self.phase_id,
+            self.index,
+            self.phases,
+            self.started.elapsed(),
+            self.output_bytes,
+        )
+    }
+}
+
+/// `phase-2 (2/5) 1m03s · 12.3 KiB`: where an attempt stands.
+fn attempt_head(
     phase_id: &str,
     index: usize,
     phases: usize,
     elapsed: Duration,
     bytes: u64,
-    status: Option<(&str, Duration)>,
-    last_line: Option<&str>,
 ) -> String {
-    let mut line = format!(
+    format!(
         "{phase_id} ({index}/{phases}) {} · {}",
         units::elapsed(elapsed),
         units::bytes(bytes)
-    );
-    if let Some((text, age)) = status {
-        line.push_str(" · ");
-        line.push_str(&status_with_age(text, age));
-    }
-    if let Some(last) = last_line {
-        line.push_str(" · ");
-        line.push_str(&printable(last.trim()));
-    }
-    line
+    )
 }
 
-/// The sign of life of a silent attempt: `phase-2 (2/5) 41s · 1.2 KiB · no output for 38s`,
-/// or with the agent's own latest status in place of the silence (`… · <status>`).
-pub(crate) fn sign_of_life(
-    phase_id: &str,
-    index: usize,
-    phases: usize,
-    elapsed: Duration,
-    bytes: u64,
-    silent_for: Duration,
-    latest_status: Option<&str>,
-) -> String {
-    let mut line = status_line(phase_id, index, phases, elapsed, bytes, None, None);
+/// The sign of life of a silent attempt, after its `head`: `phase-2 (2/5) 41s · 1.2 KiB · no
+/// output for 38s`, or with the agent's own latest status in place of the silence (`… ·
+/// <status>`).
+fn sign_of_life(head: String, silent_for: Duration, latest_status: Option<&str>) -> String {
+    let mut line = head;
     match latest_status {
         Some(status) => line.push_str(&format!(" · {}", printable(status.trim()))),
         None => line.push_str(&format!(
@@ -769,15 +820,6 @@ pub(crate) fn sign_of_life(
         )),
     }
     line
-}
-
-/// `tool: Bash cargo test (12s)`: a status and how long ago it was set.
-pub(crate) fn status_with_age(text: &str, age: Duration) -> String {
-    format!(
-        "{} ({})",
-        printable(text.trim()),
-        units::elapsed(whole_seconds(age))
-    )
 }
 
 /// The lines that show a silence or a status's age are redrawn once a second.
@@ -804,13 +846,13 @@ fn clock_time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
 }
 
 /// What `run --json` reports besides the run's result: how it was invoked, and where the plan
-/// and its state are (`None` before the plan was located).
+/// and its state are.
 pub(crate) struct RunJsonContext<'a> {
-    pub invocation: Option<&'a Invocation>,
-    pub location: Option<&'a PlanLocation>,
-    pub snapshot: Option<&'a PlanSnapshot>,
+    pub invocation: &'a Invocation,
+    pub location: &'a PlanLocation,
+    pub snapshot: &'a PlanSnapshot,
     pub elapsed: Duration,
-    pub facts: Option<&'a EndFacts>,
+    pub facts: &'a EndFacts,
 }
 
 /// What `run --json` reads of the run's ledger (`cli::progress` keeps it from the run's
@@ -944,8 +986,7 @@ impl RunJson {
             RunEnd::Input(_) => ("invalid-input", None),
             RunEnd::AcceptanceFailed(_) | RunEnd::Internal { .. } => ("error", None),
         };
-        let default_facts = EndFacts::default();
-        let facts = context.facts.unwrap_or(&default_facts);
+        let facts = context.facts;
         let message = (result.exit() != ExitCode::Success)
             .then(|| end_message(end, facts))
             .flatten();
@@ -977,12 +1018,7 @@ impl RunJson {
             } => Some(active.id.clone()),
             _ => last.and_then(|row| row.attempt_id.clone()),
         };
-        let phase_title = |id: &str| {
-            context
-                .snapshot
-                .and_then(|snapshot| snapshot.plan.phase(id))
-                .map(|phase| phase.title.clone())
-        };
+        let plan = &context.snapshot.plan;
         Self {
             attempt_id,
             status: last.map(|row| row.status),
@@ -1003,30 +1039,30 @@ impl RunJson {
                 .collect(),
             next_phase: result.next_phase.as_ref().map(|id| NextPhase {
                 id: id.clone(),
-                title: phase_title(id),
+                title: plan.phase(id).map(|phase| phase.title.clone()),
             }),
-            next: context
-                .invocation
-                .and_then(|invocation| next_step(end, invocation, facts)),
+            next: next_step(end, context.invocation, facts),
             refusal: RefusalKind::of(end),
             attempts: ledger.attempts.len(),
             attempt_duration_ms: last.map(|row| row.duration_ms),
             verification: last.map(|row| {
-                let configured = context
-                    .snapshot
-                    .and_then(|snapshot| snapshot.plan.phase(&row.phase_id))
-                    .map(|phase| phase.verify.len());
+                let configured = plan.phase(&row.phase_id).map(|phase| phase.verify.len());
                 VerificationReport::of(configured, row.verification.clone())
             }),
             usage: UsageJson::of(ledger.attempts),
             error,
-            ..Self::bare(result.exit(), kind, context)
+            ..Self::bare(result.exit(), kind, Some(context.location), context.elapsed)
         }
     }
 
     /// The object of a run that never started (invalid input, or the run's threads could not
     /// start): mostly empty; the plan's paths once it was located.
-    pub(crate) fn error(exit: ExitCode, message: &str, context: &RunJsonContext<'_>) -> Self {
+    pub(crate) fn error(
+        exit: ExitCode,
+        message: &str,
+        location: Option<&PlanLocation>,
+        elapsed: Duration,
+    ) -> Self {
         let kind = if exit == ExitCode::InvalidInput {
             "invalid-input"
         } else {
@@ -1036,20 +1072,23 @@ impl RunJson {
         Self {
             message: Some(line.clone()),
             error: Some(line),
-            ..Self::bare(exit, kind, context)
+            ..Self::bare(exit, kind, location, elapsed)
         }
     }
 
-    /// How the run ended, with where the plan is, and nothing else.
-    fn bare(exit: ExitCode, result: &'static str, context: &RunJsonContext<'_>) -> Self {
+    /// How the run ended, with where the plan is (once it was located), and nothing else.
+    fn bare(
+        exit: ExitCode,
+        result: &'static str,
+        location: Option<&PlanLocation>,
+        elapsed: Duration,
+    ) -> Self {
         Self {
             exit_code: exit.code(),
             result,
-            plan_path: context.location.map(|location| location.plan_path.clone()),
-            state_path: context
-                .location
-                .map(|location| location.layout.state_path()),
-            duration_ms: units::millis(context.elapsed),
+            plan_path: location.map(|location| location.plan_path.clone()),
+            state_path: location.map(|location| location.layout.state_path()),
+            duration_ms: units::millis(elapsed),
             ..Self::default()
         }
     }

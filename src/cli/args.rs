@@ -456,10 +456,10 @@ pub(super) fn color_requested(args: &[OsString]) -> Option<ColorChoice> {
 }
 
 /// `--max-phases`: a positive integer.
-fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
+fn parse_phase_limit(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(limit) if limit >= 1 => Ok(limit),
-        _ => Err(InvalidPhaseLimit(text.to_owned())),
+        _ => Err(format!("expected a positive integer, got '{text}'")),
     }
 }
 
@@ -468,22 +468,14 @@ fn parse_phase_limit(text: &str) -> Result<u64, InvalidPhaseLimit> {
 const MAX_RETRIES: u32 = u32::MAX - 1;
 
 /// `--retries`: a whole number from 0 to [`MAX_RETRIES`].
-fn parse_retries(text: &str) -> Result<u32, InvalidRetries> {
+fn parse_retries(text: &str) -> Result<u32, String> {
     match text.trim().parse::<u32>() {
         Ok(retries) if retries <= MAX_RETRIES => Ok(retries),
-        _ => Err(InvalidRetries(text.to_owned())),
+        _ => Err(format!(
+            "expected a whole number from 0 to {MAX_RETRIES}, got '{text}'"
+        )),
     }
 }
-
-/// A `--retries` value that is not a whole number in range.
-#[derive(Debug, thiserror::Error)]
-#[error("expected a whole number from 0 to {MAX_RETRIES}, got '{0}'")]
-struct InvalidRetries(String);
-
-/// A `--max-phases` value that is not a positive integer.
-#[derive(Debug, thiserror::Error)]
-#[error("expected a positive integer, got '{0}'")]
-struct InvalidPhaseLimit(String);
 
 #[cfg(test)]
 mod tests {

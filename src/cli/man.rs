@@ -9,7 +9,7 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
 use super::args::ManArgs;
-use super::help::{self, Example, ExitRow};
+use super::help::{self, ExitRow};
 use crate::domain::exit_code::ExitCode;
 use crate::platform::pager::show_through;
 use crate::report::Output;
@@ -248,9 +248,13 @@ fn extra_sections(topic: Option<&str>) -> Vec<Section> {
         let rows = exit_status_of(topic.unwrap_or_default());
         (rows, Vec::new())
     });
-    sections.push(Section::new("EXIT STATUS", exit_blocks(&exit_status)));
+    let exit_blocks = exit_status.iter().map(|row| item(&row.code, row.meaning));
+    sections.push(Section::new("EXIT STATUS", exit_blocks.collect()));
     if !examples.is_empty() {
-        sections.push(Section::new("EXAMPLES", example_blocks(&examples)));
+        let blocks = examples
+            .iter()
+            .map(|example| item(example.what, example.command));
+        sections.push(Section::new("EXAMPLES", blocks.collect()));
     }
     if topic.is_none() {
         sections.push(Section::new("ENVIRONMENT", environment()));
@@ -375,19 +379,6 @@ fn exit_status_of(command: &str) -> Vec<ExitRow> {
         ],
         _ => vec![ok("success"), invalid],
     }
-}
-
-fn exit_blocks(rows: &[ExitRow]) -> Vec<Block> {
-    rows.iter()
-        .map(|row| item(&row.code, row.meaning))
-        .collect()
-}
-
-fn example_blocks(examples: &[Example]) -> Vec<Block> {
-    examples
-        .iter()
-        .map(|example| item(example.what, example.command))
-        .collect()
 }
 
 fn environment() -> Vec<Block> {

@@ -19,7 +19,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::verification::Verification;
 use crate::platform::console::{self, Console};
 use crate::report::terminal::{self, Stream};
-use crate::report::{self, AttemptRow};
+use crate::report::{self, AttemptRow, LiveAttempt};
 
 /// How long the end of a run waits for queued progress lines to reach stderr.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -44,30 +44,14 @@ pub(super) enum ProgressMode {
 /// The attempt in progress.
 #[derive(Clone, Debug)]
 struct Current {
-    phase_id: String,
+    live: LiveAttempt,
     title: String,
-    phase_index: usize,
-    phases: usize,
     prompt_path: String,
-    started: Instant,
-    output_bytes: u64,
-    last_line: Option<String>,
     /// When the output last grew (the attempt's start before any).
     last_output: Instant,
     /// A Verify check runs: its header and output are on the console, and its silence is not
     /// the agent's, so no sign of life is drawn.
     verifying: bool,
-    /// The agent's latest status and when it was set.
-    status: Option<(String, DateTime<Utc>)>,
-}
-
-impl Current {
-    fn status(&self) -> Option<(&str, Duration)> {
-        self.status.as_ref().map(|(text, since)| {
-            let age = (Utc::now() - *since).to_std().unwrap_or_default();
-            (text.as_str(), age)
-        })
-    }
 }
 
 /// What the run did, from its events.
@@ -84,7 +68,7 @@ impl Ledger {
         report::LedgerView {
             attempts: &self.attempts,
             last_phase: match &self.current {
-                Some(current) => Some((current.phase_id.clone(), current.title.clone())),
+                Some(current) => Some((current.live.phase_id.clone(), current.title.clone())),
                 None => last.map(|row| (row.phase_id.clone(), row.title.clone())),
             },
             last_prompt: match &self.current {
@@ -297,17 +281,10 @@ fn start_redrawer(ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
 /// The status line from the ledger: computed under the lock, drawn without it, so observers
 /// never wait on the terminal.
 fn current_line(ledger: &Mutex<Ledger>) -> Option<String> {
-    lock(ledger).current.as_ref().map(|current| {
-        report::status_line(
-            &current.phase_id,
-            current.phase_index,
-            current.phases,
-            current.started.elapsed(),
-            current.output_bytes,
-            current.status(),
-            current.last_line.as_deref(),
-        )
-    })
+    lock(ledger)
+        .current
+        .as_ref()
+        .map(|current| current.live.status_line())
 }
 
 /// The spinner's frames, one per redraw.
@@ -369,20 +346,8 @@ async fn sign_of_life(console: Arc<Console>, ledger: Arc<Mutex<Ledger>>) {
         ticks.tick().await;
         let line = lock(&ledger).current.as_ref().and_then(|current| {
             let silent = current.last_output.elapsed();
-            (silent >= SILENCE_BEFORE_SIGN && !current.verifying).then(|| {
-                let status = current
-                    .status()
-                    .map(|(text, age)| report::status_with_age(text, age));
-                report::sign_of_life(
-                    &current.phase_id,
-                    current.phase_index,
-                    current.phases,
-                    current.started.elapsed(),
-                    current.output_bytes,
-                    silent,
-                    status.as_deref(),
-                )
-            })
+            (silent >= SILENCE_BEFORE_SIGN && !current.verifying)
+                .then(|| current.live.sign_of_life(silent))
         });
         if let Some(line) = line {
             // Not waited for: the console thread draws it when it gets to it.
@@ -406,19 +371,13 @@ impl RunObserver for Progress {
                 prompt_path,
                 ..
             } => {
-                let now = Instant::now();
+                let live = LiveAttempt::new(phase_id.clone(), *phase_index, *phases);
                 ledger.current = Some(Current {
-                    phase_id: phase_id.clone(),
+                    last_output: live.started,
+                    live,
                     title: title.clone(),
-                    phase_index: *phase_index,
-                    phases: *phases,
                     prompt_path: prompt_path.clone(),
-                    started: now,
-                    output_bytes: 0,
-                    last_line: None,
-                    last_output: now,
                     verifying: false,
-                    status: None,
                 });
                 // The status line's own thread draws the new attempt.
                 if self.mode == ProgressMode::Lines {
@@ -442,12 +401,12 @@ impl RunObserver for Progress {
             } => {
                 if let Some(current) = ledger.current.as_mut() {
                     let bytes = stdout_bytes.saturating_add(*stderr_bytes);
-                    if bytes > current.output_bytes {
+                    if bytes > current.live.output_bytes {
                         current.last_output = Instant::now();
                     }
-                    current.output_bytes = bytes;
+                    current.live.output_bytes = bytes;
                     if last_line.is_some() {
-                        current.last_line = last_line.clone();
+                        current.live.last_line = last_line.clone();
                     }
                 }
             }
@@ -506,7 +465,7 @@ impl RunObserver for Progress {
                 ..
             } => {
                 if let Some(current) = ledger.current.as_mut() {
-                    current.last_line =
+                    current.live.last_line =
                         Some(format!("verify {index} of {of}: {command_first_line}"));
                     current.last_output = Instant::now();
                     current.verifying = true;
@@ -516,7 +475,7 @@ impl RunObserver for Progress {
                 let Some(current) = ledger.current.as_mut() else {
                     return;
                 };
-                current.status = text.clone().map(|text| {
+                current.live.status = text.clone().map(|text| {
                     let since = since
                         .as_deref()
                         .and_then(|since| DateTime::parse_from_rfc3339(since).ok())
@@ -524,7 +483,7 @@ impl RunObserver for Progress {
                     (text, since)
                 });
                 if self.mode == ProgressMode::Lines && self.terminal {
-                    let line = report::status_change(&current.phase_id, text.as_deref());
+                    let line = report::status_change(&current.live.phase_id, text.as_deref());
                     drop(self.console.note(terminal::dim(&line).into_owned()));
                 }
             }

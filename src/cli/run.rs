@@ -277,7 +277,7 @@ impl Observers {
         let console = Arc::new(Console::start(args.json)?);
         let stream = Arc::new(EventStream::start(&inputs.location.layout.dir)?);
         // A terminal that cannot redraw a line (TERM=dumb) gets what a log gets.
-        let terminal = crate::report::terminal::stderr_redraws();
+        let terminal = crate::report::terminal::redraws(crate::report::terminal::Stream::Stderr);
         let mode = match (args.quiet, terminal) {
             (false, _) => ProgressMode::Lines,
             (true, true) => ProgressMode::StatusLine,
@@ -410,11 +410,11 @@ fn end(
             // `next:` is the last line: a hook that fails at the run's end warns before it.
             let (report, last) = if args.json {
                 let context = RunJsonContext {
-                    invocation: Some(&invocation),
-                    location: Some(location),
-                    snapshot: Some(snapshot),
+                    invocation: &invocation,
+                    location,
+                    snapshot,
                     elapsed: started.elapsed(),
-                    facts: Some(&facts),
+                    facts: &facts,
                 };
                 let object = report::RunJson::of(&result, &progress.ledger().view(), &context);
                 (Output::json(&object.to_json()), None)
@@ -537,12 +537,6 @@ pub(super) fn print_json_error(
     location: Option<&PlanLocation>,
     started: Instant,
 ) {
-    let context = RunJsonContext {
-        invocation: None,
-        location,
-        snapshot: None,
-        elapsed: started.elapsed(),
-        facts: None,
-    };
-    Output::json(&report::RunJson::error(exit, message, &context).to_json()).print();
+    let object = report::RunJson::error(exit, message, location, started.elapsed());
+    Output::json(&object.to_json()).print();
 }

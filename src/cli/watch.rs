@@ -16,12 +16,12 @@ use crate::domain::display::printable;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::state::AttemptStatus;
 use crate::domain::token_usage::summary::UsageSummary;
-use crate::invocation::{InputError, locate_for_report};
+use crate::invocation::locate_for_report;
 use crate::platform::event_log::{FollowError, Follower};
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::lock_holder;
 use crate::platform::proc;
-use crate::report::{self, Output};
+use crate::report::{self, LiveAttempt, Output};
 
 /// How often the stream is polled for new lines.
 const POLL: Duration = Duration::from_millis(100);
@@ -41,7 +41,10 @@ struct StdoutClosed;
 pub(super) fn run(args: &WatchArgs) -> ExitCode {
     let location = match locate_for_report(args.plan.path()) {
         Ok(location) => location,
-        Err(error) => return fail(&error),
+        Err(error) => {
+            Output::error(error.to_string()).print();
+            return error.exit_code();
+        }
     };
     // Ended as SIGPIPE would end it, without a panic or a backtrace.
     watch(args.json, args.follow, &location).unwrap_or(ExitCode::Signal(nix::libc::SIGPIPE))
@@ -325,13 +328,8 @@ struct Followed {
     /// Its handler's pid; `None` when its start was not seen and the lock table hid it.
     pid: Option<u32>,
     phases: usize,
-    /// The attempt in progress: its banner fields and when it started (as observed).
-    attempt: Option<(String, usize, Instant)>,
-    /// The attempt's output so far and its last line, from its latest output progress.
-    output_bytes: u64,
-    last_line: Option<String>,
-    /// The agent's latest status and when it was set, from its latest `activity`.
-    status: Option<(String, DateTime<Utc>)>,
+    /// The attempt in progress, from its latest output progress and `activity`.
+    attempt: Option<LiveAttempt>,
 }
 
 #[derive(Default)]
@@ -413,10 +411,7 @@ impl Watch {
                 if run.phases == 0 {
                     run.phases = number(event, "phases") as usize;
                 }
-                run.attempt = Some((phase_id.clone(), index, Instant::now()));
-                run.output_bytes = 0;
-                run.last_line = None;
-                run.status = None;
+                run.attempt = Some(LiveAttempt::new(phase_id.clone(), index, run.phases));
                 let in_run = number(event, "attempt") as u32;
                 report::phase_banner(
                     &phase_id,
@@ -435,16 +430,17 @@ impl Watch {
             }
             "worker-spawned" => format!("worker started: pid {}", number(event, "pid")),
             "output-progress" => {
-                run.output_bytes =
+                let attempt = run.attempt.as_mut()?;
+                attempt.output_bytes =
                     number(event, "stdout_bytes").saturating_add(number(event, "stderr_bytes"));
                 // A result block is never shown as the last line (live output hides it; a
                 // stream written before the runner dropped it may still carry one).
                 if let Some(line) = event["last_line"].as_str()
                     && !crate::domain::marker::mentions_result_tag(line.as_bytes())
                 {
-                    run.last_line = Some(line.to_owned());
+                    attempt.last_line = Some(line.to_owned());
                 }
-                run.status_line()?
+                attempt.status_line()
             }
             "activity" => {
                 let status = event["text"].as_str().map(str::to_owned);
@@ -452,8 +448,13 @@ impl Watch {
                     .as_str()
                     .and_then(|since| DateTime::parse_from_rfc3339(since).ok())
                     .map_or_else(Utc::now, |since| since.with_timezone(&Utc));
-                run.status = status.clone().map(|text| (text, since));
-                let phase_id = run.attempt.as_ref().map_or("", |(id, _, _)| id.as_str());
+                let phase_id = match run.attempt.as_mut() {
+                    Some(attempt) => {
+                        attempt.status = status.clone().map(|text| (text, since));
+                        attempt.phase_id.as_str()
+                    }
+                    None => "",
+                };
                 report::status_change(phase_id, status.as_deref())
             }
             "idle-deadline-extended" => format!(
@@ -547,32 +548,16 @@ impl Watch {
         {
             return Ok(());
         }
-        if let Some(line) = self.followed.as_ref().and_then(Followed::status_line) {
+        if let Some(line) = self
+            .followed
+            .as_ref()
+            .and_then(|run| run.attempt.as_ref())
+            .map(LiveAttempt::status_line)
+        {
             say(false, &line)?;
             self.last_shown = Some(Instant::now());
         }
         Ok(())
-    }
-}
-
-impl Followed {
-    /// `phase-2 (2/5) 1m20s · 3.1 KiB · last line` while an attempt is in progress.
-    fn status_line(&self) -> Option<String> {
-        let (phase_id, index, since) = self.attempt.as_ref()?;
-        Some(report::status_line(
-            phase_id,
-            *index,
-            self.phases,
-            since.elapsed(),
-            self.output_bytes,
-            self.status.as_ref().map(|(text, since)| {
-                (
-                    text.as_str(),
-                    (Utc::now() - *since).to_std().unwrap_or_default(),
-                )
-            }),
-            self.last_line.as_deref(),
-        ))
     }
 }
 
@@ -652,11 +637,6 @@ fn write_stdout(line: &str) -> Result<(), StdoutClosed> {
     writeln!(stdout, "{line}")
         .and_then(|()| stdout.flush())
         .map_err(|_| StdoutClosed)
-}
-
-fn fail(error: &InputError) -> ExitCode {
-    Output::error(error.to_string()).print();
-    error.exit_code()
 }
 
 fn fail_stream(path: &Path, error: &FollowError) -> ExitCode {

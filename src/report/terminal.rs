@@ -54,14 +54,10 @@ pub(crate) fn colour(stream: Stream) -> bool {
     }
 }
 
-/// Whether stderr is a terminal that takes escape sequences (a transient line is rewritten
+/// Whether `stream` is a terminal that takes escape sequences (a transient line is rewritten
 /// with `\r` and erase-line): a terminal whose `TERM` is not `dumb`, as cargo decides for its
 /// progress bar.
-pub(crate) fn stderr_redraws() -> bool {
-    redraws(Stream::Stderr)
-}
-
-fn redraws(stream: Stream) -> bool {
+pub(crate) fn redraws(stream: Stream) -> bool {
     let terminal = match stream {
         Stream::Stdout => std::io::stdout().is_terminal(),
         Stream::Stderr => std::io::stderr().is_terminal(),

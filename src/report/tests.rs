@@ -40,21 +40,13 @@ fn banners_number_the_attempt_as_status_counts_it() {
 fn a_sign_of_life_counts_whole_seconds_and_has_room_for_a_status() {
     use std::time::Duration;
     let silent = sign_of_life(
-        "phase-1",
-        1,
-        3,
-        Duration::from_millis(41_500),
-        1_258,
+        attempt_head("phase-1", 1, 3, Duration::from_millis(41_500), 1_258),
         Duration::from_millis(38_900),
         None,
     );
     assert_eq!(silent, "phase-1 (1/3) 41s · 1.2 KiB · no output for 38s");
     let with_status = sign_of_life(
-        "phase-1",
-        1,
-        3,
-        Duration::from_secs(5),
-        0,
+        attempt_head("phase-1", 1, 3, Duration::from_secs(5), 0),
         Duration::from_secs(5),
         Some("  running the tests \u{1b}[31m "),
     );

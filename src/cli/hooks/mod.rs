@@ -216,30 +216,28 @@ impl Hooks {
         self.ended.store(true, Ordering::SeqCst);
         let seen = lock(&self.state);
         let run_id = seen.run_id.clone().unwrap_or_default();
-        let end = EndFacts::of(result, &seen);
         let finished = seen.finished.clone().unwrap_or_else(|| {
             serde_json::json!({"run_id": run_id, "event": "run-finished", "exit_code": result.exit().code()})
         });
-        for event in end_events(&end.facts) {
+        let (end, mut told) = end_facts(result, &seen, &self.context);
+        let phase_id = told.phase.as_ref().map(|(id, _)| id.clone());
+        told.exit_code = Some(result.exit().code());
+        told.message = message;
+        told.next = next.cloned();
+        for event in end_events(&end) {
             let record = match (event, &seen.last_outcome) {
                 (HookEvent::PhaseStopped, Some((record, _)))
-                    if record["phase_id"].as_str() == end.phase_id.as_deref() =>
+                    if record["phase_id"].as_str() == phase_id.as_deref() =>
                 {
                     record.clone()
                 }
                 _ => finished.clone(),
             };
-            let mut facts = HookFacts::new(event, record);
-            facts.phase = end
-                .phase_id
-                .clone()
-                .map(|id| (id.clone(), self.context.title(&id)));
-            facts.status = end.status.map(|status| status.to_string());
-            facts.exit_code = Some(result.exit().code());
-            facts.message = message.clone();
-            facts.question = end.question.clone();
-            facts.reason = end.reason.clone();
-            facts.next = next.cloned();
+            let facts = HookFacts {
+                event,
+                record,
+                ..told.clone()
+            };
             self.fire(facts, &run_id, None);
         }
     }
@@ -320,94 +318,86 @@ fn record_value(record: &EventRecord) -> Value {
     serde_json::to_value(record).unwrap_or(Value::Null)
 }
 
-/// How the run ended, for its end events.
-struct EndFacts {
-    facts: RunEndFacts,
-    phase_id: Option<String>,
-    status: Option<AttemptStatus>,
-    question: Option<String>,
-    reason: Option<String>,
-}
-
-impl EndFacts {
-    fn of(result: &RunResult, seen: &Seen) -> Self {
-        let signal = match result.exit() {
-            ExitCode::Signal(signal) => Some(signal),
-            _ => None,
-        };
-        let last_status = seen.last_outcome.as_ref().map(|(_, status)| *status);
-        let mut end = Self {
-            facts: RunEndFacts {
-                status: None,
-                retry_scheduled: false,
-                unresolved: false,
-                signal,
-            },
-            phase_id: seen.last_phase.clone(),
-            status: last_status,
-            question: None,
-            reason: None,
-        };
-        match &result.end {
-            RunEnd::PhaseStopped {
-                decision,
-                retry_scheduled,
-                ..
-            } => {
-                end.facts.status = Some(decision.status);
-                end.facts.retry_scheduled = *retry_scheduled;
-                end.status = Some(decision.status);
-                if decision.status == AttemptStatus::Blocked {
-                    end.reason = Some(decision.summary.clone());
-                }
-                if decision.status == AttemptStatus::NeedsClarification {
-                    end.question = Some(decision.summary.clone());
-                }
+/// How the run ended, for its end events, and what they tell every hook of it: the phase, the
+/// status, a blocker's reason or a question.
+fn end_facts(result: &RunResult, seen: &Seen, context: &HookContext) -> (RunEndFacts, HookFacts) {
+    let signal = match result.exit() {
+        ExitCode::Signal(signal) => Some(signal),
+        _ => None,
+    };
+    let mut end = RunEndFacts {
+        status: None,
+        retry_scheduled: false,
+        unresolved: false,
+        signal,
+    };
+    let mut phase_id = seen.last_phase.clone();
+    let mut status = seen.last_outcome.as_ref().map(|(_, status)| *status);
+    let mut told = HookFacts::new(HookEvent::RunFinished, Value::Null);
+    match &result.end {
+        RunEnd::PhaseStopped {
+            decision,
+            retry_scheduled,
+            ..
+        } => {
+            end.status = Some(decision.status);
+            end.retry_scheduled = *retry_scheduled;
+            status = Some(decision.status);
+            if decision.status == AttemptStatus::Blocked {
+                told.reason = Some(decision.summary.clone());
             }
-            RunEnd::NotPrepared { .. } => {
-                end.facts.unresolved = true;
-                end.phase_id = end.phase_id.or_else(|| result.next_phase.clone());
+            if decision.status == AttemptStatus::NeedsClarification {
+                told.question = Some(decision.summary.clone());
             }
-            RunEnd::Unresolved {
-                decision, attempt, ..
-            } => {
-                end.facts.unresolved = true;
-                end.facts.status = Some(decision.status);
-                end.status = Some(decision.status);
-                end.phase_id = Some(attempt.phase.id.clone());
-            }
-            // A reached budget stopped no phase (the next one was not launched): only
-            // `run-finished` (exit 4) tells of it.
-            RunEnd::InterruptedDuringWait { phase_id, .. }
-            | RunEnd::BudgetReached { phase_id, .. } => {
-                end.phase_id = Some(phase_id.clone());
-            }
-            RunEnd::Refused { refusal, .. } => match refusal {
-                Refusal::Stopped(stop) => {
-                    end.phase_id = Some(stop.phase_id.clone());
-                    end.status = Some(stop.reason);
-                    if stop.reason == AttemptStatus::Blocked {
-                        end.reason = stop.message.clone();
-                    }
-                    // Only a needs-clarification stop has one.
-                    end.question = stop.clarification_request.clone();
-                }
-                Refusal::UnresolvedAttempt(attempt) => {
-                    end.phase_id = Some(attempt.phase.id.clone());
-                }
-                Refusal::PlanHashMismatch { .. }
-                | Refusal::PlanPathMismatch { .. }
-                | Refusal::CompletedPhasesMissing { .. }
-                | Refusal::RetriedPhaseMissing { .. } => {}
-            },
-            RunEnd::InterruptedBeforeLaunch { .. }
-            | RunEnd::PhaseLimitReached { .. }
-            | RunEnd::PlanChanged { .. }
-            | RunEnd::AllComplete
-            | RunEnd::Input(_)
-            | RunEnd::AcceptanceFailed(_)
-            | RunEnd::Internal { .. } => {}
         }
-        end
+        RunEnd::NotPrepared { .. } => {
+            end.unresolved = true;
+            phase_id = phase_id.or_else(|| result.next_phase.clone());
+        }
+        RunEnd::Unresolved {
+            decision, attempt, ..
+        } => {
+            end.unresolved = true;
+            end.status = Some(decision.status);
+            status = Some(decision.status);
+            phase_id = Some(attempt.phase.id.clone());
+        }
+        // A reached budget stopped no phase (the next one was not launched): only
+        // `run-finished` (exit 4) tells of it.
+        RunEnd::InterruptedDuringWait { phase_id: id, .. }
+        | RunEnd::BudgetReached { phase_id: id, .. } => {
+            phase_id = Some(id.clone());
+        }
+        RunEnd::Refused { refusal, .. } => match refusal {
+            Refusal::Stopped(stop) => {
+                phase_id = Some(stop.phase_id.clone());
+                status = Some(stop.reason);
+                if stop.reason == AttemptStatus::Blocked {
+                    told.reason = stop.message.clone();
+                }
+                // Only a needs-clarification stop has one.
+                told.question = stop.clarification_request.clone();
+            }
+            Refusal::UnresolvedAttempt(attempt) => {
+                phase_id = Some(attempt.phase.id.clone());
+            }
+            Refusal::PlanHashMismatch { .. }
+            | Refusal::PlanPathMismatch { .. }
+            | Refusal::CompletedPhasesMissing { .. }
+            | Refusal::RetriedPhaseMissing { .. } => {}
+        },
+        RunEnd::InterruptedBeforeLaunch { .. }
+        | RunEnd::PhaseLimitReached { .. }
+        | RunEnd::PlanChanged { .. }
+        | RunEnd::AllComplete
+        | RunEnd::Input(_)
+        | RunEnd::AcceptanceFailed(_)
+        | RunEnd::Internal { .. } => {}
     }
+    told.phase = phase_id.map(|id| {
+        let title = context.title(&id);
+        (id, title)
+    });
+    told.status = status.map(|status| status.to_string());
+    (end, told)
 }

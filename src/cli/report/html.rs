@@ -4,9 +4,11 @@
 //! tokens and cost chart. `maud` escapes every interpolated string, agent text included.
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
+use strum::VariantArray;
 
-use super::{Tone, changes_line, excerpt, status_name, usage_line};
+use super::{Tone, changes_line, excerpt, phase_usage, status_name, usage_line, wait_kind};
 use crate::domain::changes::Changes;
+use crate::domain::decision::signal_name;
 use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::units::duration;
@@ -101,22 +103,21 @@ fn phase_section(phase: &PhaseReport) -> Markup {
 fn attempt_section(number: usize, attempt: &AttemptReport) -> Markup {
     let tone = Tone::of(attempt.status);
     html! {
-        article class="attempt" data-attempt=(attempt.attempt_id) data-status=(attempt.status.map_or("running", status_name)) {
+        article class="attempt" data-attempt=(attempt.attempt_id) data-status=(status_name(attempt.status, "running")) {
             h3 class=(tone.class()) {
-                "Attempt " (number) ": " (attempt.status.map_or("running or unresolved", status_name))
+                "Attempt " (number) ": " (status_name(attempt.status, "running or unresolved"))
             }
             ul {
                 li { "started " (attempt.started_at)
                     @if let Some(ms) = attempt.duration_ms { ", took " (duration(ms)) } }
                 @match (attempt.exit_code, attempt.signal) {
                     (Some(code), _) => li { "exit code " (code) },
-                    (None, Some(signal)) => li { "ended by " (super::signal_name(signal)) },
+                    (None, Some(signal)) => li { "ended by " (signal_name(signal)) },
                     (None, None) => {},
                 }
                 @for wait in &attempt.waits {
                     li class="wait" { "waited " (duration(wait.seconds * 1000)) " before it ("
-                        @if wait.rate_limited { "rate-limited" } @else { "retry delay" }
-                        ": " (wait.reason) ")" }
+                        (wait_kind(wait)) ": " (wait.reason) ")" }
                 }
                 li { "usage: " (usage_line(&attempt.usage)) }
                 @for check in &attempt.checks {
@@ -210,10 +211,10 @@ fn timeline(report: &PlanReport) -> Markup {
                         }
                     }
                     @if let Some((from, until)) = attempt_span(attempt) {
-                        rect class="bar" data-status=(attempt.status.map_or("running", status_name))
+                        rect class="bar" data-status=(status_name(attempt.status, "running"))
                             x=(x(from)) y=(y + 4.0) width=((x(until) - x(from)).max(2.0)) height="18"
                             fill=(Tone::of(attempt.status).colour()) {
-                            title { (attempt.status.map_or("running", status_name)) }
+                            title { (status_name(attempt.status, "running")) }
                         }
                         @for (index, check) in attempt.checks.iter().enumerate() {
                             rect class="check" x=(x(until) - 3.0 - 4.0 * index as f64) y=(y + 1.0) width="2" height="24"
@@ -226,7 +227,7 @@ fn timeline(report: &PlanReport) -> Markup {
             text x=(LABEL_WIDTH + PLOT_WIDTH) y=(height - 4.0) text-anchor="end" { (short_time(end)) }
         }
         p class="legend" {
-            @for tone in [Tone::Complete, Tone::Person, Tone::Failed, Tone::Running] {
+            @for tone in Tone::VARIANTS {
                 span style=(format!("display:inline-block;width:1em;height:.8em;background:{}", tone.colour())) {}
                 " " (tone.legend()) " · "
             }
@@ -268,10 +269,6 @@ fn usage_chart(report: &PlanReport) -> Markup {
             }
         }
     }
-}
-
-fn phase_usage(phase: &PhaseReport) -> UsageSummary {
-    UsageSummary::sum(phase.attempts.iter().map(|attempt| &attempt.usage))
 }
 
 /// An attempt's start and end, in milliseconds since the epoch.

@@ -9,8 +9,11 @@
 
 use std::fmt::Write;
 
-use super::{Tone, changes_line, excerpt, status_name, usage_line};
+use super::{
+    Tone, changes_line, excerpt, file_lines, phase_usage, status_name, usage_line, wait_kind,
+};
 use crate::domain::changes::Changes;
+use crate::domain::decision::signal_name;
 use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport};
 use crate::units::duration;
 
@@ -40,9 +43,6 @@ pub(super) fn render(report: &PlanReport) -> String {
     }
     out.push_str("| Phase | Title | Standing | Attempts | Usage |\n|---|---|---|---|---|\n");
     for phase in &report.phases {
-        let usage = crate::domain::token_usage::summary::UsageSummary::sum(
-            phase.attempts.iter().map(|attempt| &attempt.usage),
-        );
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} |",
@@ -50,7 +50,7 @@ pub(super) fn render(report: &PlanReport) -> String {
             inline(&phase.title),
             super::standing_words(phase),
             phase.attempts.len(),
-            usage_line(&usage)
+            usage_line(&phase_usage(phase))
         );
     }
     out.push('\n');
@@ -91,7 +91,7 @@ fn gantt(out: &mut String, report: &PlanReport) {
             let Some(ms) = attempt.duration_ms else {
                 continue;
             };
-            let status = attempt.status.map_or("running", status_name);
+            let status = status_name(attempt.status, "running");
             let tag = match Tone::of(attempt.status) {
                 Tone::Complete => "",
                 Tone::Person | Tone::Running => "active, ",
@@ -140,7 +140,7 @@ fn phase_section(out: &mut String, phase: &PhaseReport) {
 }
 
 fn attempt_section(out: &mut String, number: usize, attempt: &AttemptReport) {
-    let status = attempt.status.map_or("running or unresolved", status_name);
+    let status = status_name(attempt.status, "running or unresolved");
     let _ = writeln!(
         out,
         "### Attempt {number}: {status}\n\n- started {}{}",
@@ -155,7 +155,7 @@ fn attempt_section(out: &mut String, number: usize, attempt: &AttemptReport) {
             let _ = writeln!(out, "- exit code {code}");
         }
         (None, Some(signal)) => {
-            let _ = writeln!(out, "- ended by {}", super::signal_name(signal));
+            let _ = writeln!(out, "- ended by {}", signal_name(signal));
         }
         (None, None) => {}
     }
@@ -164,11 +164,7 @@ fn attempt_section(out: &mut String, number: usize, attempt: &AttemptReport) {
             out,
             "- waited {} before it ({}: {})",
             duration(wait.seconds * 1000),
-            if wait.rate_limited {
-                "rate-limited"
-            } else {
-                "retry delay"
-            },
+            wait_kind(wait),
             inline(&wait.reason)
         );
     }
@@ -185,21 +181,8 @@ fn attempt_section(out: &mut String, number: usize, attempt: &AttemptReport) {
     match &attempt.changes {
         Some(Changes::Recorded(summary)) => {
             let _ = writeln!(out, "- changed: {}", changes_line(summary));
-            for file in &summary.files {
-                let from = file
-                    .from
-                    .as_ref()
-                    .map(|from| format!("{} → ", inline(from)))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "  - {} {from}{}",
-                    file.change.letter(),
-                    inline(&file.path)
-                );
-            }
-            if summary.files_not_listed > 0 {
-                let _ = writeln!(out, "  - … and {} more", summary.files_not_listed);
+            for line in file_lines(summary, inline) {
+                let _ = writeln!(out, "  - {line}");
             }
         }
         Some(Changes::Unrecorded { detail, .. }) => {

@@ -14,7 +14,7 @@ use crate::platform::durable::replace_atomically;
 use crate::report::Output;
 
 use crate::domain::changes::ChangeSummary;
-use crate::domain::plan_report::{PhaseReport, PlanReport, Standing};
+use crate::domain::plan_report::{PhaseReport, PlanReport, Standing, WaitReport};
 use crate::domain::state::AttemptStatus;
 use crate::domain::token_usage::format_usd;
 use crate::domain::token_usage::summary::{Completeness, UsageSummary};
@@ -115,12 +115,9 @@ fn without_controls(text: &str) -> String {
         .collect()
 }
 
-fn status_name(status: AttemptStatus) -> &'static str {
-    status.as_str()
-}
-
-fn signal_name(signal: i32) -> String {
-    crate::domain::decision::signal_name(signal)
+/// What every attempt of `phase` used.
+fn phase_usage(phase: &PhaseReport) -> UsageSummary {
+    UsageSummary::sum(phase.attempts.iter().map(|attempt| &attempt.usage))
 }
 
 /// `12,345 in / 2,000 out tokens, $0.12` with `≥` when partial, `usage unknown` when unknown.
@@ -174,16 +171,58 @@ fn changes_line(summary: &ChangeSummary) -> String {
     line
 }
 
+/// One line per changed file (`M src/a.rs`, `R old → new`), then `… and N more` for those the
+/// summary does not list; every path through `escape`.
+fn file_lines(summary: &ChangeSummary, escape: fn(&str) -> String) -> Vec<String> {
+    let mut lines: Vec<String> = summary
+        .files
+        .iter()
+        .map(|file| {
+            let from = file
+                .from
+                .as_deref()
+                .map(|from| format!("{} → ", escape(from)))
+                .unwrap_or_default();
+            format!("{} {from}{}", file.change.letter(), escape(&file.path))
+        })
+        .collect();
+    if summary.files_not_listed > 0 {
+        lines.push(format!("… and {} more", summary.files_not_listed));
+    }
+    lines
+}
+
 /// `done`, `pending`, `running`, or `stopped: blocked`.
 fn standing_words(phase: &PhaseReport) -> String {
-    match (phase.standing, &phase.stop) {
-        (Standing::Stopped, Some(stop)) => format!("stopped: {}", status_name(stop.status)),
-        (standing, _) => text::standing_name(standing).to_owned(),
+    let standing = match phase.standing {
+        Standing::Done => "done",
+        Standing::Pending => "pending",
+        Standing::Running => "running",
+        Standing::Stopped => match &phase.stop {
+            Some(stop) => return format!("stopped: {}", stop.status),
+            None => "stopped",
+        },
+    };
+    standing.to_owned()
+}
+
+/// How an attempt's status reads; `None` is an attempt without a recorded outcome.
+fn status_name(status: Option<AttemptStatus>, unknown: &'static str) -> &'static str {
+    status.map_or(unknown, AttemptStatus::as_str)
+}
+
+/// What a wait before an attempt waited for.
+fn wait_kind(wait: &WaitReport) -> &'static str {
+    if wait.rate_limited {
+        "rate-limited"
+    } else {
+        "retry delay"
     }
 }
 
-/// How an attempt's status is shown: its colour and mermaid tag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How an attempt's status is shown: its colour and mermaid tag; its name is its HTML class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "kebab-case")]
 enum Tone {
     Complete,
     /// It waits for a person's answer or decision.
@@ -207,12 +246,7 @@ impl Tone {
     }
 
     fn class(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Person => "person",
-            Self::Failed => "failed",
-            Self::Running => "running",
-        }
+        self.into()
     }
 
     fn legend(self) -> &'static str {

@@ -3,10 +3,11 @@
 
 use std::fmt::Write;
 
-use super::{excerpt, status_name, usage_line};
+use super::{excerpt, file_lines, standing_words, status_name, usage_line, wait_kind};
 use crate::domain::changes::Changes;
+use crate::domain::decision::signal_name;
 use crate::domain::display::printable;
-use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport, Standing};
+use crate::domain::plan_report::{AttemptReport, PhaseReport, PlanReport};
 use crate::units::duration;
 
 pub(super) fn render(report: &PlanReport) -> String {
@@ -32,11 +33,13 @@ pub(super) fn render(report: &PlanReport) -> String {
 }
 
 fn phase_block(out: &mut String, phase: &PhaseReport) {
-    let standing = match (phase.standing, &phase.stop) {
-        (Standing::Stopped, Some(stop)) => format!("stopped: {}", status_name(stop.status)),
-        (standing, _) => standing_name(standing).to_owned(),
-    };
-    let _ = writeln!(out, "{} {} — {standing}", phase.id, printable(&phase.title));
+    let _ = writeln!(
+        out,
+        "{} {} — {}",
+        phase.id,
+        printable(&phase.title),
+        standing_words(phase)
+    );
     if let Some(stop) = &phase.stop {
         let label = if stop.status.is_answerable() {
             "  question:"
@@ -52,24 +55,20 @@ fn phase_block(out: &mut String, phase: &PhaseReport) {
 
 fn attempt_block(out: &mut String, number: usize, attempt: &AttemptReport) {
     for wait in &attempt.waits {
-        let kind = if wait.rate_limited {
-            "rate-limited"
-        } else {
-            "retry delay"
-        };
         let _ = writeln!(
             out,
-            "  waited {} ({kind}: {}) until {}",
+            "  waited {} ({}: {}) until {}",
             duration(wait.seconds * 1000),
+            wait_kind(wait),
             printable(&wait.reason),
             wait.until
         );
     }
-    let status = attempt.status.map_or("running or unresolved", status_name);
+    let status = status_name(attempt.status, "running or unresolved");
     let took = attempt.duration_ms.map(duration).unwrap_or_default();
     let exit = match (attempt.exit_code, attempt.signal) {
         (Some(code), _) => format!(", exit {code}"),
-        (None, Some(signal)) => format!(", {}", super::signal_name(signal)),
+        (None, Some(signal)) => format!(", {}", signal_name(signal)),
         (None, None) => String::new(),
     };
     let _ = writeln!(
@@ -93,21 +92,8 @@ fn attempt_block(out: &mut String, number: usize, attempt: &AttemptReport) {
     match &attempt.changes {
         Some(Changes::Recorded(summary)) => {
             let _ = writeln!(out, "    changed: {}", super::changes_line(summary));
-            for file in &summary.files {
-                let from = file
-                    .from
-                    .as_ref()
-                    .map(|from| format!("{} → ", printable(from)))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "      {} {from}{}",
-                    file.change.letter(),
-                    printable(&file.path)
-                );
-            }
-            if summary.files_not_listed > 0 {
-                let _ = writeln!(out, "      … and {} more", summary.files_not_listed);
+            for line in file_lines(summary, |text| printable(text).into_owned()) {
+                let _ = writeln!(out, "      {line}");
             }
         }
         Some(Changes::Unrecorded { detail, .. }) => {
@@ -164,14 +150,5 @@ fn indented(out: &mut String, label: &str, text: &str) {
     let pad = " ".repeat(label.len() - label.trim_start().len() + 2);
     for line in printable(text).lines() {
         let _ = writeln!(out, "{pad}{line}");
-    }
-}
-
-pub(super) fn standing_name(standing: Standing) -> &'static str {
-    match standing {
-        Standing::Done => "done",
-        Standing::Pending => "pending",
-        Standing::Running => "running",
-        Standing::Stopped => "stopped",
     }
 }
