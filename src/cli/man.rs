@@ -222,16 +222,14 @@ fn item(term: &str, meaning: &str) -> Block {
     Block::Item(term.to_owned(), meaning.to_owned())
 }
 
-/// The commands with a page of their own, for SEE ALSO.
-const COMMANDS: [&str; 7] = [
-    "run",
-    "status",
-    "check",
-    "init",
-    "watch",
-    "completions",
-    "man",
-];
+/// The commands with a page of their own (all but `help`), for SEE ALSO.
+fn commands() -> Vec<String> {
+    help::command()
+        .get_subcommands()
+        .map(|command| command.get_name().to_owned())
+        .filter(|name| name != "help")
+        .collect()
+}
 
 /// Our sections of the page of `topic` (the main page for `None`), in page order.
 fn extra_sections(topic: Option<&str>) -> Vec<Section> {
@@ -442,7 +440,7 @@ fn files() -> Vec<Block> {
 fn see_also(topic: Option<&str>) -> Vec<Block> {
     let pages: Vec<String> = std::iter::once("ai-session-handler".to_owned())
         .chain(
-            COMMANDS
+            commands()
                 .iter()
                 .map(|command| format!("ai-session-handler-{command}")),
         )
@@ -468,8 +466,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn see_also_names_every_other_command() {
+        let Some(Block::Paragraph(pages)) = see_also(Some("run")).into_iter().next() else {
+            panic!("SEE ALSO starts with the list of pages");
+        };
+        assert_eq!(
+            pages,
+            "ai-session-handler(1), ai-session-handler-status(1), ai-session-handler-check(1), \
+             ai-session-handler-init(1), ai-session-handler-answer(1), \
+             ai-session-handler-report(1), ai-session-handler-watch(1), \
+             ai-session-handler-completions(1), ai-session-handler-man(1)"
+        );
+    }
+
+    #[test]
     fn every_page_has_exit_status_and_see_also() {
-        for topic in std::iter::once(None).chain(COMMANDS.iter().map(|command| Some(*command))) {
+        for topic in
+            std::iter::once(None).chain(commands().iter().map(|command| Some(command.as_str())))
+        {
             let titles: Vec<&str> = extra_sections(topic)
                 .iter()
                 .filter_map(|section| section.title)
