@@ -7,6 +7,7 @@ use crate::domain::budget::{BudgetStanding, Spent};
 use serde::Serialize;
 
 use super::args::CheckArgs;
+use super::status::PlanStanding;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal, admit};
 use crate::domain::state::State;
@@ -45,7 +46,7 @@ pub(super) struct CheckReport {
     pub hooks: Vec<String>,
     pub phases: Vec<PhaseRow>,
     /// As `status --json` says `plan.status`, but never `unreadable`.
-    pub plan_status: Option<&'static str>,
+    pub plan_status: Option<PlanStanding>,
     /// For the text's `plan changed since accepted: …` line.
     #[serde(skip)]
     pub accepted_sha256: Option<String>,
@@ -246,24 +247,21 @@ fn build(args: &CheckArgs) -> CheckReport {
     if let Some(state) = &state {
         report.accepted_sha256 = state.plan.as_ref().map(|plan| plan.sha256.clone());
         report.current_sha256 = Some(snapshot.sha256.clone());
-        report.plan_status = Some(match &state.plan {
-            None => "not-accepted",
-            Some(plan) if plan.path != snapshot.path => {
-                report.errors.push(format!(
+        let standing = PlanStanding::of(state.plan.as_ref(), &snapshot);
+        if let Some(plan) = &state.plan {
+            match standing {
+                PlanStanding::Moved => report.errors.push(format!(
                     "{}: plan path mismatch; state belongs to {}. A renamed or relocated plan requires an explicit history decision",
                     snapshot.path, plan.path
-                ));
-                "moved"
-            }
-            Some(plan) if plan.sha256 != snapshot.sha256 => {
-                report.errors.push(format!(
+                )),
+                PlanStanding::Changed => report.errors.push(format!(
                     "plan hash mismatch: {} (expected {}, actual {}); run with --accept-plan-change to accept the edit",
                     snapshot.path, plan.sha256, snapshot.sha256
-                ));
-                "changed"
+                )),
+                PlanStanding::NotAccepted | PlanStanding::Unchanged | PlanStanding::Unreadable => {}
             }
-            Some(_) => "unchanged",
-        });
+        }
+        report.plan_status = Some(standing);
         if let Some(running) = running {
             // The active attempt is that run's own: nothing is abandoned, and advice to stop
             // its worker would be wrong.
@@ -412,9 +410,8 @@ fn render_text(report: &CheckReport) -> Vec<String> {
             }
         }
     }
-    if let Some(status) = report.plan_status {
-        lines.push(super::status::plan_line(
-            status,
+    if let Some(standing) = report.plan_status {
+        lines.push(standing.line(
             report.accepted_sha256.as_deref(),
             report.current_sha256.as_deref(),
         ));

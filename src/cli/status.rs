@@ -13,7 +13,7 @@ use crate::domain::exit_code::ExitCode;
 use crate::domain::recovery::NextStep;
 use crate::domain::retry::next_step::RetryReason;
 use crate::domain::selection::next_pending;
-use crate::domain::state::{AttemptStatus, PhaseRef, State, Stop};
+use crate::domain::state::{AttemptStatus, PhaseRef, PlanRecord, State, Stop};
 use crate::domain::tally::{AttemptFigures, PhaseStanding, RunTotals, Tally, tally};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{VerificationReport, VerificationResult};
@@ -136,7 +136,7 @@ pub(super) struct LastRunReport {
 /// Whether the plan bytes still match the accepted snapshot.
 #[derive(Debug, Serialize)]
 pub(super) struct PlanCheck {
-    pub status: &'static str,
+    pub status: PlanStanding,
     pub accepted_sha256: Option<String>,
     pub current_sha256: Option<String>,
     pub error: Option<String>,
@@ -347,7 +347,7 @@ pub(super) fn build_report(
                     .as_ref()
                     .filter(|schedule| schedule.does_not_fit.is_none())
                     .map(|schedule| schedule.not_before.clone()),
-                plan_changed: plan.status == "changed",
+                plan_changed: plan.status == PlanStanding::Changed,
                 pending: next_phase.is_some(),
                 budget_reached: caps.reached(spent),
             },
@@ -465,25 +465,17 @@ fn plan_check(
         // The bytes may still be readable (an edit that no longer parses): their hash shows
         // whether they changed since acceptance.
         Err(error) => PlanCheck {
-            status: "unreadable",
+            status: PlanStanding::Unreadable,
             accepted_sha256,
             current_sha256: current_plan_hash(location).ok(),
             error: Some(error.to_string()),
         },
-        Ok(snapshot) => {
-            let status = match accepted {
-                None => "not-accepted",
-                Some(plan) if plan.path != snapshot.path => "moved",
-                Some(plan) if plan.sha256 != snapshot.sha256 => "changed",
-                Some(_) => "unchanged",
-            };
-            PlanCheck {
-                status,
-                accepted_sha256,
-                current_sha256: Some(snapshot.sha256.clone()),
-                error: None,
-            }
-        }
+        Ok(snapshot) => PlanCheck {
+            status: PlanStanding::of(accepted, snapshot),
+            accepted_sha256,
+            current_sha256: Some(snapshot.sha256.clone()),
+            error: None,
+        },
     }
 }
 
@@ -626,22 +618,21 @@ fn render_text(report: &StatusReport) -> Vec<String> {
             lines.push(still_running_line("last run", pids));
         }
     }
-    lines.push(plan_line(
-        report.plan.status,
+    lines.push(report.plan.status.line(
         report.plan.accepted_sha256.as_deref(),
         report.plan.current_sha256.as_deref(),
     ));
-    if let ("unreadable", Some(expected), Some(actual)) = (
+    if let (PlanStanding::Unreadable, Some(expected), Some(actual)) = (
         report.plan.status,
         &report.plan.accepted_sha256,
         &report.plan.current_sha256,
     ) && expected != actual
     {
-        lines.push(plan_line("changed", Some(expected), Some(actual)));
+        lines.push(PlanStanding::Changed.line(Some(expected), Some(actual)));
     }
     lines.extend(phase_table(
         &report.phases,
-        report.plan.status == "unreadable",
+        report.plan.status == PlanStanding::Unreadable,
     ));
     lines.extend(verification_lines(&report.phases));
     lines.extend(
@@ -696,22 +687,45 @@ fn clock_of(rfc3339: &str) -> String {
     )
 }
 
-/// The `plan:` line for a plan acceptance status, worded the same in `status` and `check`.
-pub(super) fn plan_line(status: &str, accepted: Option<&str>, current: Option<&str>) -> String {
-    match status {
-        "unchanged" => "plan: matches the accepted snapshot".to_owned(),
-        "not-accepted" => "plan: not accepted yet (no run recorded)".to_owned(),
-        "changed" => format!(
-            "plan changed since accepted: expected {}, actual {}",
-            accepted.unwrap_or("none"),
-            current.unwrap_or("none")
-        ),
-        "moved" => {
-            "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
+/// How the plan file stands against the snapshot the state accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum PlanStanding {
+    NotAccepted,
+    Moved,
+    Changed,
+    Unchanged,
+    /// The plan cannot be read or parsed.
+    Unreadable,
+}
+
+impl PlanStanding {
+    pub(super) fn of(accepted: Option<&PlanRecord>, snapshot: &PlanSnapshot) -> Self {
+        match accepted {
+            None => Self::NotAccepted,
+            Some(plan) if plan.path != snapshot.path => Self::Moved,
+            Some(plan) if plan.sha256 != snapshot.sha256 => Self::Changed,
+            Some(_) => Self::Unchanged,
         }
-        _ => {
-            "plan: cannot be read (see the error below); the phases are the ones the state records"
-                .to_owned()
+    }
+
+    /// The `plan:` line, worded the same in `status` and `check`.
+    pub(super) fn line(self, accepted: Option<&str>, current: Option<&str>) -> String {
+        match self {
+            Self::Unchanged => "plan: matches the accepted snapshot".to_owned(),
+            Self::NotAccepted => "plan: not accepted yet (no run recorded)".to_owned(),
+            Self::Changed => format!(
+                "plan changed since accepted: expected {}, actual {}",
+                accepted.unwrap_or("none"),
+                current.unwrap_or("none")
+            ),
+            Self::Moved => {
+                "plan path differs from the accepted plan path (moved or renamed plan)".to_owned()
+            }
+            Self::Unreadable => {
+                "plan: cannot be read (see the error below); the phases are the ones the state records"
+                    .to_owned()
+            }
         }
     }
 }
