@@ -26,6 +26,13 @@ pub(crate) fn millis(time: Duration) -> u64 {
     time.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
+/// `40, 41, 42`: the first twenty pids, `, …` when there are more.
+pub(crate) fn pids(pids: &[u32]) -> String {
+    let listed: Vec<String> = pids.iter().take(20).map(u32::to_string).collect();
+    let more = if pids.len() > 20 { ", …" } else { "" };
+    format!("{}{more}", listed.join(", "))
+}
+
 /// `1 attempt`, `3 attempts`.
 pub(crate) fn count(count: usize, noun: &str) -> String {
     match count {

@@ -666,12 +666,10 @@ fn render_text(report: &StatusReport) -> Vec<String> {
 
 /// `attempt processes still running: 2 (pids 40, 41) carry its id …`.
 fn still_running_line(whose: &str, pids: &[u32]) -> String {
-    let listed: Vec<String> = pids.iter().take(20).map(u32::to_string).collect();
-    let more = if pids.len() > 20 { ", …" } else { "" };
     format!(
-        "{whose} processes still running: {} (pids {}{more}) carry its attempt id; stop them before retrying",
+        "{whose} processes still running: {} (pids {}) carry its attempt id; stop them before retrying",
         pids.len(),
-        listed.join(", ")
+        units::pids(pids)
     )
 }
 

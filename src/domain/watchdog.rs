@@ -412,14 +412,7 @@ impl StopReport {
     /// `stopped process group 4242, killed 2 escaped descendant(s): 51, 52; still alive after
     /// SIGKILL: 53` (each part only when it applies).
     pub(crate) fn what_it_did(&self) -> String {
-        let list = |pids: &[u32]| {
-            pids.iter()
-                .take(20)
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-                + if pids.len() > 20 { ", …" } else { "" }
-        };
+        let list = crate::units::pids;
         let mut text = String::new();
         if !self.groups.is_empty() {
             text.push_str(&format!("stopped process group {}", list(&self.groups)));
