@@ -9,7 +9,7 @@ mod end;
 use crate::domain::budget::{BudgetCaps, Spent, unenforceable_warning};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
-use crate::domain::retry::schedule::RetrySchedule;
+use crate::domain::retry::schedule::{RetrySchedule, ScheduledRetry};
 use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 use crate::domain::token_usage::summary::Completeness;
@@ -90,8 +90,12 @@ pub(crate) enum RunEffect<I> {
     ForwardInterrupt(i32),
     /// Stop the concluded attempt's supervisor and release its workspace lock.
     ReleaseWorkspace,
-    /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
-    AwaitRetry(Box<RetryWait>),
+    /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at its `due`;
+    /// `resumed` when the schedule was read from the state.
+    AwaitRetry {
+        retry: Box<ScheduledRetry>,
+        resumed: bool,
+    },
     /// Say (on stderr and in the event stream) that a budget cap cannot be enforced for an
     /// agent that reports no usage, naming the attempt.
     WarnBudgetUnenforceable(String),
@@ -120,15 +124,6 @@ pub(crate) struct LaunchOrder {
     /// The check that failed the phase's previous attempt, for the prompt.
     pub verification_failure: Option<FailedCheck>,
     pub spent_before: Spent,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RetryWait {
-    pub schedule: RetrySchedule,
-    pub due: chrono::DateTime<chrono::Utc>,
-    pub reset_phrase: Option<String>,
-    /// The schedule was read from the state.
-    pub resumed: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
@@ -381,8 +376,12 @@ impl RunLoop {
                 // attempt".
                 self.phase_attempts
                     .extend(last_run.as_ref().map(EarlierAttempt::from));
-                let due = schedule.not_before.as_datetime();
-                self.await_retry(*schedule, due, None, true, effects);
+                let retry = ScheduledRetry {
+                    due: schedule.not_before.as_datetime(),
+                    schedule: *schedule,
+                    reset_phrase: None,
+                };
+                self.await_retry(retry, true, effects);
             }
             first => {
                 self.first = Some(first);
@@ -592,13 +591,7 @@ impl RunLoop {
                     }
                     // The schedule is durable: a signal ends the run now, and a later run
                     // resumes it.
-                    Some(retry) if signal.is_none() => self.await_retry(
-                        retry.schedule,
-                        retry.due,
-                        retry.reset_phrase,
-                        false,
-                        effects,
-                    ),
+                    Some(retry) if signal.is_none() => self.await_retry(retry, false, effects),
                     _ => self.finish(
                         RunEnd::PhaseStopped {
                             decision,
@@ -643,20 +636,14 @@ impl RunLoop {
 
     fn await_retry<I>(
         &mut self,
-        schedule: RetrySchedule,
-        due: chrono::DateTime<chrono::Utc>,
-        reset_phrase: Option<String>,
+        retry: ScheduledRetry,
         resumed: bool,
         effects: &mut Vec<RunEffect<I>>,
     ) {
         self.stage = Stage::Waiting;
-        self.pending_retry = Some(schedule.clone());
-        effects.push(RunEffect::AwaitRetry(Box::new(RetryWait {
-            schedule,
-            due,
-            reset_phrase,
-            resumed,
-        })));
+        self.pending_retry = Some(retry.schedule.clone());
+        let retry = Box::new(retry);
+        effects.push(RunEffect::AwaitRetry { retry, resumed });
     }
 
     /// The first signal caught decides the exit code. While an attempt runs, every signal is

@@ -240,7 +240,7 @@ fn effect_name(effect: &RunEffect<BadInput>) -> String {
         RunEffect::Launch(order) => format!("launch {}", order.phase_id),
         RunEffect::ForwardInterrupt(_) => "forward interrupt".into(),
         RunEffect::ReleaseWorkspace => "release workspace".into(),
-        RunEffect::AwaitRetry(_) => "await retry".into(),
+        RunEffect::AwaitRetry { .. } => "await retry".into(),
         RunEffect::WarnBudgetUnenforceable(_) => "warn: budget unenforceable".into(),
         RunEffect::EndWait { .. } => "end wait".into(),
         RunEffect::RecordAcceptance(_) => "record acceptance".into(),
@@ -818,10 +818,10 @@ fn a_resumed_schedule_is_awaited_first_with_the_stopped_attempt_as_its_history()
         spent_before: Spent::default(),
         reported_usage: None,
     })));
-    let [RunEffect::AwaitRetry(wait)] = effects.as_slice() else {
+    let [RunEffect::AwaitRetry { resumed, .. }] = effects.as_slice() else {
         panic!("no wait: {effects:?}");
     };
-    assert!(wait.resumed);
+    assert!(resumed);
     machine.handle::<BadInput>(RunInput::RetryDue);
     let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
     let [RunEffect::Launch(order)] = effects.as_slice() else {
@@ -975,7 +975,7 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
             ][usize::from(choice) % 12];
             concluded(&order.phase_id, ending)
         }
-        RunEffect::AwaitRetry(_) => RunInput::RetryDue,
+        RunEffect::AwaitRetry { .. } => RunInput::RetryDue,
         RunEffect::RecordAcceptance(_) => match choice % 4 {
             0 => RunInput::AcceptanceRecorded(Err(StateWriteError::Stopped)),
             _ => RunInput::AcceptanceRecorded(Ok(())),
