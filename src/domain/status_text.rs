@@ -22,6 +22,15 @@ pub(crate) fn sanitize_status(value: &str) -> String {
     cut
 }
 
+/// `text` cut to `max_chars` characters, `…` marking a cut.
+pub(crate) fn cut_chars(text: &str, max_chars: usize) -> String {
+    let mut cut: String = text.chars().take(max_chars).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
 pub(crate) fn is_unprintable(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
