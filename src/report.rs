@@ -261,12 +261,8 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
                 Output::error(refused.to_string())
             }
         },
-        RunEnd::PlanChanged {
-            path,
-            expected,
-            actual,
-        } => {
-            let mut output = plan_hash_mismatch(path, expected, actual);
+        RunEnd::PlanChanged(change) => {
+            let mut output = plan_hash_mismatch(&change.path, &change.expected, &change.actual);
             output.err_line("recorded outcomes are kept");
             output
         }
@@ -380,7 +376,7 @@ pub(crate) fn next_step(
         RunEnd::Refused {
             refusal, lifted_by, ..
         } => Some(after_refusal(invocation, refusal, *lifted_by, facts)),
-        RunEnd::PlanChanged { .. } => Some(again(
+        RunEnd::PlanChanged(_) => Some(again(
             RecoveryFlags {
                 accept_plan_change: true,
                 ..as_given
@@ -461,7 +457,7 @@ impl RefusalKind {
             | RunEnd::InterruptedBeforeLaunch { .. }
             | RunEnd::InterruptedDuringWait { .. }
             | RunEnd::BudgetReached { .. }
-            | RunEnd::PlanChanged { .. }
+            | RunEnd::PlanChanged(_)
             | RunEnd::Input(_)
             | RunEnd::AcceptanceFailed(_)
             | RunEnd::Internal { .. } => None,
@@ -935,7 +931,7 @@ impl RunJson {
                 ..
             } => ("plan-changed", None),
             RunEnd::Refused { .. } => ("refused", None),
-            RunEnd::PlanChanged { .. } => ("plan-changed", None),
+            RunEnd::PlanChanged(_) => ("plan-changed", None),
             // Nothing is wrong with the input: another run holds the workspace, or the
             // abandoned attempt's worker still runs. Both refuse until that ends.
             RunEnd::Input(

@@ -402,7 +402,7 @@ impl EndFacts {
             },
             RunEnd::InterruptedBeforeLaunch { .. }
             | RunEnd::PhaseLimitReached { .. }
-            | RunEnd::PlanChanged { .. }
+            | RunEnd::PlanChanged(_)
             | RunEnd::AllComplete
             | RunEnd::Input(_)
             | RunEnd::AcceptanceFailed(_)

@@ -123,11 +123,7 @@ pub(crate) enum RunEnd<I> {
         lifted_by: Option<RecoveryFlags>,
     },
     /// The plan file changed during the run.
-    PlanChanged {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    PlanChanged(super::PlanChange),
     /// An input became unusable (lock held, state or plan unreadable, workspace gone).
     Input(I),
     /// The accepted plan could not be recorded when no attempt followed.
@@ -156,9 +152,7 @@ impl<I> RunEnd<I> {
             Self::InterruptedBeforeLaunch { signal, .. }
             | Self::InterruptedDuringWait { signal, .. } => ExitCode::Signal(*signal),
             Self::BudgetReached { .. } => AttemptStatus::BudgetExceeded.exit_code(),
-            Self::Refused { .. } | Self::PlanChanged { .. } | Self::Input(_) => {
-                ExitCode::InvalidInput
-            }
+            Self::Refused { .. } | Self::PlanChanged(_) | Self::Input(_) => ExitCode::InvalidInput,
             Self::AcceptanceFailed(_) | Self::Internal { .. } => ExitCode::AgentFailed,
         }
     }

@@ -69,11 +69,15 @@ pub(crate) struct RefusedRun<I> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PlanCheck {
     Unchanged,
-    Changed {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    Changed(PlanChange),
+}
+
+/// The plan file's digest no longer is the snapshot's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PlanChange {
+    pub path: String,
+    pub expected: String,
+    pub actual: String,
 }
 
 /// What the run supervisor must do, in the order returned.
@@ -257,21 +261,9 @@ impl RunLoop {
                         self.interrupted(signal, target == Target::AllComplete, effects)
                     }
                     (PlanCheck::Unchanged, None) => self.act(target, effects),
-                    (
-                        PlanCheck::Changed {
-                            path,
-                            expected,
-                            actual,
-                        },
-                        None,
-                    ) => self.finish(
-                        RunEnd::PlanChanged {
-                            path,
-                            expected,
-                            actual,
-                        },
-                        effects,
-                    ),
+                    (PlanCheck::Changed(change), None) => {
+                        self.finish(RunEnd::PlanChanged(change), effects)
+                    }
                 }
             }
             (

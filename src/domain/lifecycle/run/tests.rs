@@ -259,7 +259,7 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
         RunEnd::BudgetReached { .. } => "budget reached",
         RunEnd::Refused { .. } => "refused",
-        RunEnd::PlanChanged { .. } => "plan changed",
+        RunEnd::PlanChanged(_) => "plan changed",
         RunEnd::Input(_) => "input failed",
         RunEnd::AcceptanceFailed(_) => "acceptance failed",
         RunEnd::Internal { .. } => "internal",
@@ -342,11 +342,11 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
         ),
         (
             "PlanChecked(changed)",
-            RunInput::PlanChecked(PlanCheck::Changed {
+            RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/w/plan.md".into(),
                 expected: "ab".into(),
                 actual: "cd".into(),
-            }),
+            })),
         ),
         ("WorkspaceReserved", RunInput::WorkspaceReserved),
         (
@@ -716,15 +716,15 @@ fn a_plan_change_at_a_checkpoint_launches_nothing() {
             next("phase-1"),
             RunInput::WorkspaceReserved,
             concluded("phase-1", Ending::Complete),
-            RunInput::PlanChecked(PlanCheck::Changed {
+            RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/w/plan.md".into(),
                 expected: "ab".into(),
                 actual: "cd".into(),
-            }),
+            })),
         ],
     );
     assert_eq!(launches(&effects), ["phase-1"]);
-    assert!(matches!(finish(&effects), Some(RunEnd::PlanChanged { .. })));
+    assert!(matches!(finish(&effects), Some(RunEnd::PlanChanged(_))));
     assert_eq!(finish(&effects).unwrap().exit_code().code(), 5);
 }
 
@@ -946,11 +946,11 @@ fn any_first() -> impl Strategy<Value = (FirstSelection, bool)> {
 fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput>> {
     Some(match request {
         RunEffect::CheckPlan => match choice % 6 {
-            0 => RunInput::PlanChecked(PlanCheck::Changed {
+            0 => RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/p".into(),
                 expected: "a".into(),
                 actual: "b".into(),
-            }),
+            })),
             1 => RunInput::InputFailed(BadInput),
             _ => RunInput::PlanChecked(PlanCheck::Unchanged),
         },
@@ -1178,7 +1178,7 @@ proptest! {
                 RunInput::Signal(signal) if machine.stage() != &Stage::Finished => {
                     first_signal.get_or_insert(*signal);
                 }
-                RunInput::PlanChecked(PlanCheck::Changed { .. }) if matches!(machine.stage(), Stage::CheckingPlan { .. }) => plan_changed = true,
+                RunInput::PlanChecked(PlanCheck::Changed(_)) if matches!(machine.stage(), Stage::CheckingPlan { .. }) => plan_changed = true,
                 RunInput::ActorFailed { .. } if machine.stage() != &Stage::Finished => actor_failed = true,
                 _ => {}
             }
