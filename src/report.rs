@@ -235,18 +235,12 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
             reached.launch_refusal(phase_id),
             retry_stays(*retry_scheduled)
         )]),
-        RunEnd::Refused {
-            refusal: refused,
-            plan_workspace,
-            execution_workspace,
-            last_run,
-            ..
-        } => match refused {
+        RunEnd::Refused(run) => match &run.refusal {
             Refusal::Stopped(stop) => stopped(
                 stop,
-                plan_workspace,
-                execution_workspace.as_ref(),
-                last_run.as_deref(),
+                &run.plan_workspace,
+                run.execution_workspace.as_ref(),
+                run.last_run.as_deref(),
             ),
             Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
             Refusal::PlanHashMismatch {
@@ -258,7 +252,7 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
                 "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
             )),
             Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
-                Output::error(refused.to_string())
+                Output::error(run.refusal.to_string())
             }
         },
         RunEnd::PlanChanged(change) => {
@@ -373,9 +367,12 @@ pub(crate) fn next_step(
             NextAction::FixAndRetry,
             Some("fix what made the state write fail".to_owned()),
         )),
-        RunEnd::Refused {
-            refusal, lifted_by, ..
-        } => Some(after_refusal(invocation, refusal, *lifted_by, facts)),
+        RunEnd::Refused(run) => Some(after_refusal(
+            invocation,
+            &run.refusal,
+            run.lifted_by,
+            facts,
+        )),
         RunEnd::PlanChanged(_) => Some(again(
             RecoveryFlags {
                 accept_plan_change: true,
@@ -438,7 +435,7 @@ impl RefusalKind {
     /// The kind of a run that ended as `end`, when it was refused.
     fn of(end: &RunEnd) -> Option<Self> {
         match end {
-            RunEnd::Refused { refusal, .. } => Some(match refusal {
+            RunEnd::Refused(run) => Some(match &run.refusal {
                 Refusal::Stopped(_) => Self::PhaseStopped,
                 Refusal::UnresolvedAttempt(_) => Self::AttemptAbandoned,
                 Refusal::PlanHashMismatch { .. } => Self::PlanChanged,
@@ -926,11 +923,10 @@ impl RunJson {
             RunEnd::BudgetReached { .. } => ("budget-reached", None),
             // An edited plan is one situation whether it is found at the start or during the
             // run: the caller's way out is `--accept-plan-change` either way.
-            RunEnd::Refused {
-                refusal: Refusal::PlanHashMismatch { .. },
-                ..
-            } => ("plan-changed", None),
-            RunEnd::Refused { .. } => ("refused", None),
+            RunEnd::Refused(run) if matches!(run.refusal, Refusal::PlanHashMismatch { .. }) => {
+                ("plan-changed", None)
+            }
+            RunEnd::Refused(_) => ("refused", None),
             RunEnd::PlanChanged(_) => ("plan-changed", None),
             // Nothing is wrong with the input: another run holds the workspace, or the
             // abandoned attempt's worker still runs. Both refuse until that ends.

@@ -382,7 +382,7 @@ impl EndFacts {
             | RunEnd::BudgetReached { phase_id, .. } => {
                 end.phase_id = Some(phase_id.clone());
             }
-            RunEnd::Refused { refusal, .. } => match refusal {
+            RunEnd::Refused(refused) => match &refused.refusal {
                 Refusal::Stopped(stop) => {
                     end.phase_id = Some(stop.phase_id.clone());
                     end.status = Some(stop.reason);

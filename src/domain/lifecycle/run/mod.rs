@@ -55,13 +55,16 @@ pub(crate) struct Admitted {
     pub reported_usage: Option<String>,
 }
 
-/// A refused run and what its report shows (as [`RunEnd::Refused`]).
+/// A refused run and what its report shows.
 #[derive(Debug)]
 pub(crate) struct RefusedRun<I> {
     pub refusal: Refusal,
     pub plan_workspace: String,
+    /// A stopped phase's execution workspace, or why it is unavailable.
     pub execution_workspace: Option<Result<String, I>>,
     pub last_run: Option<Box<LastRun>>,
+    /// The recovery flags with which the run would be admitted
+    /// ([`crate::domain::selection::way_forward`]); `None` when no flag lifts the refusal.
     pub lifted_by: Option<RecoveryFlags>,
 }
 
@@ -237,23 +240,7 @@ impl RunLoop {
         match (input, self.stage.clone()) {
             (RunInput::Admitted(admitted), Stage::Admitting) => self.admitted(*admitted, effects),
             (RunInput::Refused(refused), Stage::Admitting) => {
-                let RefusedRun {
-                    refusal,
-                    plan_workspace,
-                    execution_workspace,
-                    last_run,
-                    lifted_by,
-                } = *refused;
-                self.finish(
-                    RunEnd::Refused {
-                        refusal,
-                        plan_workspace,
-                        execution_workspace,
-                        last_run,
-                        lifted_by,
-                    },
-                    effects,
-                );
+                self.finish(RunEnd::Refused(refused), effects)
             }
             (RunInput::PlanChecked(check), Stage::CheckingPlan { target }) => {
                 match (check, self.first_signal) {

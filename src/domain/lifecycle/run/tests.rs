@@ -258,7 +258,7 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::InterruptedBeforeLaunch { .. } => "interrupted",
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
         RunEnd::BudgetReached { .. } => "budget reached",
-        RunEnd::Refused { .. } => "refused",
+        RunEnd::Refused(_) => "refused",
         RunEnd::PlanChanged(_) => "plan changed",
         RunEnd::Input(_) => "input failed",
         RunEnd::AcceptanceFailed(_) => "acceptance failed",
@@ -1226,7 +1226,7 @@ proptest! {
                     RunEffect::Finish(end) => {
                         let code = end.exit_code().code();
                         let refused_before_admission = !admitted_before
-                            && matches!(end.as_ref(), RunEnd::Refused { .. } | RunEnd::Input(_));
+                            && matches!(end.as_ref(), RunEnd::Refused(_) | RunEnd::Input(_));
                         if let (Some(signal), false, false) = (first_signal, actor_failed, refused_before_admission) {
                             prop_assert_eq!(code, 128 + signal, "a signal decides the exit code: {:?}", all);
                         }
