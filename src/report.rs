@@ -20,7 +20,7 @@ use crate::domain::recovery::{
 };
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
-use crate::domain::selection::{RecoveryFlags, Refusal};
+use crate::domain::selection::{PlanChange, RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
@@ -243,11 +243,7 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
                 run.last_run.as_deref(),
             ),
             Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
-            Refusal::PlanHashMismatch {
-                path,
-                expected,
-                actual,
-            } => plan_hash_mismatch(path, expected, actual),
+            Refusal::PlanHashMismatch(change) => plan_hash_mismatch(change),
             Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
                 "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
             )),
@@ -256,7 +252,7 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
             }
         },
         RunEnd::PlanChanged(change) => {
-            let mut output = plan_hash_mismatch(&change.path, &change.expected, &change.actual);
+            let mut output = plan_hash_mismatch(change);
             output.err_line("recorded outcomes are kept");
             output
         }
@@ -438,7 +434,7 @@ impl RefusalKind {
             RunEnd::Refused(run) => Some(match &run.refusal {
                 Refusal::Stopped(_) => Self::PhaseStopped,
                 Refusal::UnresolvedAttempt(_) => Self::AttemptAbandoned,
-                Refusal::PlanHashMismatch { .. } => Self::PlanChanged,
+                Refusal::PlanHashMismatch(_) => Self::PlanChanged,
                 Refusal::PlanPathMismatch { .. } => Self::PlanMoved,
                 Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
                     Self::PhasesMissing
@@ -489,7 +485,7 @@ fn after_refusal(
                 ),
             },
         ),
-        Refusal::PlanHashMismatch { .. } => first(
+        Refusal::PlanHashMismatch(_) => first(
             NextAction::AcceptPlanChange,
             "review the edit (every completed phase id must still exist)".to_owned(),
         ),
@@ -923,7 +919,7 @@ impl RunJson {
             RunEnd::BudgetReached { .. } => ("budget-reached", None),
             // An edited plan is one situation whether it is found at the start or during the
             // run: the caller's way out is `--accept-plan-change` either way.
-            RunEnd::Refused(run) if matches!(run.refusal, Refusal::PlanHashMismatch { .. }) => {
+            RunEnd::Refused(run) if matches!(run.refusal, Refusal::PlanHashMismatch(_)) => {
                 ("plan-changed", None)
             }
             RunEnd::Refused(_) => ("refused", None),
@@ -1163,11 +1159,11 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
 }
 
 /// The three-line plan hash mismatch report.
-fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+fn plan_hash_mismatch(change: &PlanChange) -> Output {
     Output::stderr(vec![
-        format!("plan hash mismatch: {path}"),
-        format!("expected: {expected}"),
-        format!("actual:   {actual}"),
+        format!("plan hash mismatch: {}", change.path),
+        format!("expected: {}", change.expected),
+        format!("actual:   {}", change.actual),
     ])
 }
 

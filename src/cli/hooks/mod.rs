@@ -395,7 +395,7 @@ impl EndFacts {
                 Refusal::UnresolvedAttempt(attempt) => {
                     end.phase_id = Some(attempt.phase.id.clone());
                 }
-                Refusal::PlanHashMismatch { .. }
+                Refusal::PlanHashMismatch(_)
                 | Refusal::PlanPathMismatch { .. }
                 | Refusal::CompletedPhasesMissing { .. }
                 | Refusal::RetriedPhaseMissing { .. } => {}

@@ -2,12 +2,13 @@
 //! with the one exhaustive mapping to an exit code. `I` is the input error of the layer that
 //! checks a run's inputs, which the domain only carries.
 
-use super::{PlanChange, RefusedRun};
+use super::RefusedRun;
 use crate::domain::budget::CapReached;
 use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::retry::schedule::ScheduledRetry;
+use crate::domain::selection::PlanChange;
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::FailedCheck;

@@ -10,7 +10,7 @@ use crate::domain::budget::{BudgetCaps, Spent, unenforceable_warning};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
 use crate::domain::retry::schedule::{RetrySchedule, ScheduledRetry};
-use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
+use crate::domain::selection::{Admission, FirstSelection, PlanChange, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 use crate::domain::token_usage::summary::Completeness;
 use crate::domain::verification::FailedCheck;
@@ -73,14 +73,6 @@ pub(crate) struct RefusedRun<I> {
 pub(crate) enum PlanCheck {
     Unchanged,
     Changed(PlanChange),
-}
-
-/// The plan file's digest no longer is the snapshot's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PlanChange {
-    pub path: String,
-    pub expected: String,
-    pub actual: String,
 }
 
 /// What the run supervisor must do, in the order returned.
