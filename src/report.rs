@@ -20,7 +20,7 @@ use crate::domain::recovery::{
 };
 use crate::domain::retry::next_step::{RetryReason, StepKind};
 use crate::domain::seconds::format_seconds;
-use crate::domain::selection::{RecoveryFlags, Refusal};
+use crate::domain::selection::{PlanChange, RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
@@ -235,38 +235,24 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
             reached.launch_refusal(phase_id),
             retry_stays(*retry_scheduled)
         )]),
-        RunEnd::Refused {
-            refusal: refused,
-            plan_workspace,
-            execution_workspace,
-            last_run,
-            ..
-        } => match refused {
+        RunEnd::Refused(run) => match &run.refusal {
             Refusal::Stopped(stop) => stopped(
                 stop,
-                plan_workspace,
-                execution_workspace.as_ref(),
-                last_run.as_deref(),
+                &run.plan_workspace,
+                run.execution_workspace.as_ref(),
+                run.last_run.as_deref(),
             ),
             Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
-            Refusal::PlanHashMismatch {
-                path,
-                expected,
-                actual,
-            } => plan_hash_mismatch(path, expected, actual),
+            Refusal::PlanHashMismatch(change) => plan_hash_mismatch(change),
             Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
                 "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
             )),
             Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
-                Output::error(refused.to_string())
+                Output::error(run.refusal.to_string())
             }
         },
-        RunEnd::PlanChanged {
-            path,
-            expected,
-            actual,
-        } => {
-            let mut output = plan_hash_mismatch(path, expected, actual);
+        RunEnd::PlanChanged(change) => {
+            let mut output = plan_hash_mismatch(change);
             output.err_line("recorded outcomes are kept");
             output
         }
@@ -377,10 +363,13 @@ pub(crate) fn next_step(
             NextAction::FixAndRetry,
             Some("fix what made the state write fail".to_owned()),
         )),
-        RunEnd::Refused {
-            refusal, lifted_by, ..
-        } => Some(after_refusal(invocation, refusal, *lifted_by, facts)),
-        RunEnd::PlanChanged { .. } => Some(again(
+        RunEnd::Refused(run) => Some(after_refusal(
+            invocation,
+            &run.refusal,
+            run.lifted_by,
+            facts,
+        )),
+        RunEnd::PlanChanged(_) => Some(again(
             RecoveryFlags {
                 accept_plan_change: true,
                 ..as_given
@@ -442,10 +431,10 @@ impl RefusalKind {
     /// The kind of a run that ended as `end`, when it was refused.
     fn of(end: &RunEnd) -> Option<Self> {
         match end {
-            RunEnd::Refused { refusal, .. } => Some(match refusal {
+            RunEnd::Refused(run) => Some(match &run.refusal {
                 Refusal::Stopped(_) => Self::PhaseStopped,
                 Refusal::UnresolvedAttempt(_) => Self::AttemptAbandoned,
-                Refusal::PlanHashMismatch { .. } => Self::PlanChanged,
+                Refusal::PlanHashMismatch(_) => Self::PlanChanged,
                 Refusal::PlanPathMismatch { .. } => Self::PlanMoved,
                 Refusal::CompletedPhasesMissing { .. } | Refusal::RetriedPhaseMissing { .. } => {
                     Self::PhasesMissing
@@ -461,7 +450,7 @@ impl RefusalKind {
             | RunEnd::InterruptedBeforeLaunch { .. }
             | RunEnd::InterruptedDuringWait { .. }
             | RunEnd::BudgetReached { .. }
-            | RunEnd::PlanChanged { .. }
+            | RunEnd::PlanChanged(_)
             | RunEnd::Input(_)
             | RunEnd::AcceptanceFailed(_)
             | RunEnd::Internal { .. } => None,
@@ -496,7 +485,7 @@ fn after_refusal(
                 ),
             },
         ),
-        Refusal::PlanHashMismatch { .. } => first(
+        Refusal::PlanHashMismatch(_) => first(
             NextAction::AcceptPlanChange,
             "review the edit (every completed phase id must still exist)".to_owned(),
         ),
@@ -972,12 +961,11 @@ impl RunJson {
             RunEnd::BudgetReached { .. } => ("budget-reached", None),
             // An edited plan is one situation whether it is found at the start or during the
             // run: the caller's way out is `--accept-plan-change` either way.
-            RunEnd::Refused {
-                refusal: Refusal::PlanHashMismatch { .. },
-                ..
-            } => ("plan-changed", None),
-            RunEnd::Refused { .. } => ("refused", None),
-            RunEnd::PlanChanged { .. } => ("plan-changed", None),
+            RunEnd::Refused(run) if matches!(run.refusal, Refusal::PlanHashMismatch(_)) => {
+                ("plan-changed", None)
+            }
+            RunEnd::Refused(_) => ("refused", None),
+            RunEnd::PlanChanged(_) => ("plan-changed", None),
             // Nothing is wrong with the input: another run holds the workspace, or the
             // abandoned attempt's worker still runs. Both refuse until that ends.
             RunEnd::Input(
@@ -1210,11 +1198,11 @@ fn tail_lines(bytes: &[u8], from_start: bool) -> Vec<String> {
 }
 
 /// The three-line plan hash mismatch report.
-fn plan_hash_mismatch(path: &str, expected: &str, actual: &str) -> Output {
+fn plan_hash_mismatch(change: &PlanChange) -> Output {
     Output::stderr(vec![
-        format!("plan hash mismatch: {path}"),
-        format!("expected: {expected}"),
-        format!("actual:   {actual}"),
+        format!("plan hash mismatch: {}", change.path),
+        format!("expected: {}", change.expected),
+        format!("actual:   {}", change.actual),
     ])
 }
 

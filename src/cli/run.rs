@@ -382,7 +382,7 @@ fn end(
         caught.reinstall();
     }
     let ended = result.map(|mut result| {
-        if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused { .. }) {
+        if result.next_phase.is_none() && matches!(result.end, RunEnd::Refused(_)) {
             // A refused run never took the state over: read it (unchanged) for the phase a
             // caller continues with.
             result.next_phase = read_state(&location.layout)
@@ -500,10 +500,8 @@ fn end_facts(location: &PlanLocation, caps: &BudgetCaps, end: &RunEnd) -> report
                 .map(|entry| entry.usage.as_ref()),
         ))
     });
-    let watchdog_stop = if let RunEnd::Refused {
-        refusal: Refusal::UnresolvedAttempt(attempt),
-        ..
-    } = end
+    let watchdog_stop = if let RunEnd::Refused(refused) = end
+        && let Refusal::UnresolvedAttempt(attempt) = &refused.refusal
     {
         history::watchdog_stop(&location.layout, &attempt.id)
     } else {

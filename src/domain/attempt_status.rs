@@ -150,21 +150,9 @@ impl AttemptStatus {
     /// The stop is a question or a blocker a person answers (`answer` writes the answer into
     /// the plan, docs/cli.md).
     pub(crate) fn is_answerable(self) -> bool {
-        match self {
-            Self::Blocked | Self::NeedsClarification => true,
-            Self::PhaseComplete
-            | Self::Interrupted
-            | Self::AgentFailed
-            | Self::LaunchFailed
-            | Self::MissingMarker
-            | Self::InvalidMarker
-            | Self::MultipleMarkers
-            | Self::Timeout
-            | Self::StopRegex
-            | Self::ExecutionIoFailed
-            | Self::RateLimited
-            | Self::VerificationFailed
-            | Self::BudgetExceeded => false,
+        match self.result_kind() {
+            RunResult::Blocked | RunResult::NeedsClarification => true,
+            RunResult::Complete | RunResult::Interrupted | RunResult::Failed => false,
         }
     }
 

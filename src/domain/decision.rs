@@ -162,29 +162,13 @@ fn decide_stop(cause: &StopCause) -> Decision {
     Decision { status, summary }
 }
 
-/// `SIGINT`, `SIGTERM`, … (Linux numbers); `signal N` for one without a name here.
+/// `SIGINT`, `SIGTERM`, …; `signal N` for the signals records have always given by number
+/// (those that by default do not end a process, and the rarer ones that do).
 pub(crate) fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        5 => "SIGTRAP",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        10 => "SIGUSR1",
-        11 => "SIGSEGV",
-        12 => "SIGUSR2",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        24 => "SIGXCPU",
-        25 => "SIGXFSZ",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_owned()
+    match nix::sys::signal::Signal::try_from(signal) {
+        Ok(named) if matches!(signal, 1..=15 | 24 | 25) => named.as_str().to_owned(),
+        _ => format!("signal {signal}"),
+    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use memchr::{memchr_iter, memmem, memrchr};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
+#[repr(u8)]
 pub(crate) enum FenceChar {
-    Backtick,
-    Tilde,
+    Backtick = b'`',
+    Tilde = b'~',
 }
 
 impl FenceChar {
@@ -19,13 +20,6 @@ impl FenceChar {
             b'`' => Some(Self::Backtick),
             b'~' => Some(Self::Tilde),
             _ => None,
-        }
-    }
-
-    fn byte(self) -> u8 {
-        match self {
-            Self::Backtick => b'`',
-            Self::Tilde => b'~',
         }
     }
 
@@ -251,7 +245,7 @@ impl FenceTracker {
                     _ => LineScan::Plain,
                 },
             },
-            LineScan::Run { ch, len } if byte == ch.byte() => LineScan::Run { ch, len: len + 1 },
+            LineScan::Run { ch, len } if byte == ch as u8 => LineScan::Run { ch, len: len + 1 },
             LineScan::Run { len, .. } if len < 3 => LineScan::Plain,
             LineScan::Run { ch, len } | LineScan::Rest { ch, len } => {
                 let may_stay = match self.open {

@@ -312,16 +312,15 @@ impl CommitJob {
         match &step {
             NextStep::RetryAfter {
                 not_before,
-                attempt,
                 of,
                 template_index,
                 reason,
-                ..
+                ledger,
             } => tracing::info!(
                 status = %status,
                 next = "retry",
                 not_before = %not_before,
-                attempt,
+                attempt = ledger.attempt,
                 of,
                 template_index,
                 reason = reason.as_str(),

@@ -499,7 +499,7 @@ impl WriterState {
             "releasing live output held back too long"
         );
         let mut released = Vec::new();
-        echo.filter.release(&mut released);
+        echo.filter.finish(&mut released);
         self.show(stream, released).await;
     }
 

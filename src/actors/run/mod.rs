@@ -24,9 +24,8 @@ use super::state_store::StoreMsg;
 use super::{notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::attempt::AttemptEvent;
-use crate::domain::lifecycle::run::{
-    LaunchOrder, RetryWait, RunEffect, RunInput, RunLoop, RunRules,
-};
+use crate::domain::lifecycle::run::{LaunchOrder, RunEffect, RunInput, RunLoop, RunRules};
+use crate::domain::retry::schedule::ScheduledRetry;
 use crate::invocation::{InputError, PlanSnapshot, RunSettings};
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
@@ -238,7 +237,7 @@ impl RunState {
                 }
                 self.release_reservation();
             }
-            RunEffect::AwaitRetry(wait) => self.await_retry(*wait, myself),
+            RunEffect::AwaitRetry { retry, resumed } => self.await_retry(*retry, resumed, myself),
             RunEffect::WarnBudgetUnenforceable(message) => {
                 // The `warning:` line comes from the event; a log record would repeat it on stderr.
                 tracing::info!(%message, "budget cap not enforceable");
@@ -330,13 +329,12 @@ impl RunState {
     }
 
     /// Waits for a scheduled attempt: says so, then wakes at its not-before time.
-    fn await_retry(&mut self, wait: RetryWait, myself: &ActorRef<RunMsg>) {
-        let RetryWait {
+    fn await_retry(&mut self, retry: ScheduledRetry, resumed: bool, myself: &ActorRef<RunMsg>) {
+        let ScheduledRetry {
             schedule,
             due,
             reset_phrase,
-            resumed,
-        } = wait;
+        } = retry;
         let delay = (due - chrono::Utc::now()).to_std().unwrap_or_default();
         let settings = &self.context.settings;
         let template = settings.templates

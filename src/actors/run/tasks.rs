@@ -18,6 +18,7 @@ use crate::actors::state_store::{StateStore, StoreArgs, StoreMsg};
 use crate::actors::{call, notify, off_runtime};
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::run::{Admitted, PlanCheck, RefusedRun, RunInput};
+use crate::domain::selection::PlanChange;
 use crate::domain::selection::{Refusal, admit as admission, next_pending, way_forward};
 use crate::domain::state::{AttemptStatus, PlanRecord, State, StateWriteError};
 use crate::domain::timestamp::Timestamp;
@@ -241,11 +242,11 @@ pub(super) async fn check_plan(context: RunContext) {
         Ok(actual) => {
             let expected = context.snapshot.sha256.clone();
             tracing::info!(%expected, %actual, "plan changed during the run");
-            RunInput::PlanChecked(PlanCheck::Changed {
+            RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: context.snapshot.path.clone(),
                 expected,
                 actual,
-            })
+            }))
         }
         Err(error) => RunInput::InputFailed(error),
     };

@@ -368,7 +368,7 @@ fn end_facts(result: &RunResult, seen: &Seen, context: &HookContext) -> (RunEndF
         | RunEnd::BudgetReached { phase_id: id, .. } => {
             phase_id = Some(id.clone());
         }
-        RunEnd::Refused { refusal, .. } => match refusal {
+        RunEnd::Refused(refused) => match &refused.refusal {
             Refusal::Stopped(stop) => {
                 phase_id = Some(stop.phase_id.clone());
                 status = Some(stop.reason);
@@ -381,14 +381,14 @@ fn end_facts(result: &RunResult, seen: &Seen, context: &HookContext) -> (RunEndF
             Refusal::UnresolvedAttempt(attempt) => {
                 phase_id = Some(attempt.phase.id.clone());
             }
-            Refusal::PlanHashMismatch { .. }
+            Refusal::PlanHashMismatch(_)
             | Refusal::PlanPathMismatch { .. }
             | Refusal::CompletedPhasesMissing { .. }
             | Refusal::RetriedPhaseMissing { .. } => {}
         },
         RunEnd::InterruptedBeforeLaunch { .. }
         | RunEnd::PhaseLimitReached { .. }
-        | RunEnd::PlanChanged { .. }
+        | RunEnd::PlanChanged(_)
         | RunEnd::AllComplete
         | RunEnd::Input(_)
         | RunEnd::AcceptanceFailed(_)

@@ -69,31 +69,25 @@ pub(crate) const DEFAULT_VERIFY_TIMEOUT_SECONDS: f64 = 600.0;
 const BYTE_ORDER_MARK: &[u8] = "\u{feff}".as_bytes();
 
 /// `config.json` as written: every key optional, checked in this order.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct ConfigFile {
-    #[serde(default)]
     agent_cmd: Option<String>,
-    #[serde(default, deserialize_with = "max_phases")]
+    #[serde(deserialize_with = "max_phases")]
     max_phases: Option<u64>,
     #[serde(default = "default_timeout", deserialize_with = "seconds_or_null")]
     timeout_seconds: Option<f64>,
-    #[serde(default)]
     stop_on_regex: Vec<String>,
-    #[serde(default, deserialize_with = "seconds_or_null")]
+    #[serde(deserialize_with = "seconds_or_null")]
     idle_timeout_seconds: Option<f64>,
-    #[serde(default)]
     retry: Option<RetryConfig>,
-    #[serde(default)]
     rate_limit: Option<RateLimitConfig>,
-    #[serde(default)]
     hooks: Option<Vec<HookEntry>>,
     #[serde(
         default = "default_verify_timeout",
         deserialize_with = "seconds_or_null"
     )]
     verify_timeout_seconds: Option<f64>,
-    #[serde(default)]
     budget: Option<BudgetConfig>,
     #[serde(default = "default_record_changes")]
     record_changes: bool,

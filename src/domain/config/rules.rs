@@ -18,24 +18,10 @@ use crate::domain::template::TemplateError;
 /// A config error; the message names the key (the caller prefixes the file path).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConfigError {
-    /// Not strict JSON (a syntax error, a key given twice).
+    /// Not strict JSON (a syntax error, a key given twice), or a key that is unknown, missing,
+    /// of the wrong type or out of range: `expected retry.on[1] to be a string`.
     #[error("{0}")]
-    Syntax(String),
-    /// `known` are the object's keys, in validation order.
-    #[error("unknown key '{key}'; known keys: {}", .known.join(", "))]
-    UnknownKey {
-        key: String,
-        known: &'static [&'static str],
-    },
-    #[error("missing required key '{key}'")]
-    MissingKey { key: String },
-    /// The wrong JSON type, or out of range.
-    #[error("expected {key} to be {expected}")]
-    WrongValue { key: String, expected: String },
-    #[error("expected {key} {rule}")]
-    Rule { key: String, rule: String },
-    #[error("invalid {key} '{}'", .value.escape_debug())]
-    UnknownValue { key: String, value: String },
+    Read(String),
     /// A value of the right type that its own parser refuses.
     #[error("{key}: {reason}")]
     Invalid { key: String, reason: Reason },
@@ -53,12 +39,9 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// [`ConfigError::WrongValue`], the shape most mistakes take.
-    pub(crate) fn wrong(key: impl Into<String>, expected: Expected) -> Self {
-        Self::WrongValue {
-            key: key.into(),
-            expected: expected.to_string(),
-        }
+    /// `expected <key> to be <expected>`, the shape most mistakes take.
+    pub(crate) fn wrong(key: &str, expected: Expected) -> Self {
+        Self::Read(format!("expected {key} to be {expected}"))
     }
 }
 
@@ -66,37 +49,31 @@ impl ConfigError {
 impl From<ReadError> for ConfigError {
     fn from(error: ReadError) -> Self {
         let mismatch = match error {
-            ReadError::Syntax(message) => return Self::Syntax(message),
+            ReadError::Syntax(message) => return Self::Read(message),
             ReadError::Mismatch(mismatch) => mismatch,
         };
         let key = |extra: Option<&str>| match (mismatch.path.is_empty(), extra) {
             (true, None) => "config".to_owned(),
             _ => mismatch.qualified(extra),
         };
-        match &mismatch.kind {
+        Self::Read(match &mismatch.kind {
             Kind::UnknownKey {
                 key: unknown,
                 known,
-            } => Self::UnknownKey {
-                key: key(Some(unknown)),
-                known,
-            },
-            Kind::MissingKey(missing) => Self::MissingKey {
-                key: key(Some(missing)),
-            },
-            Kind::WrongType { expected, or_null } => Self::WrongValue {
-                key: key(None),
-                expected: expected.words(*or_null),
-            },
-            Kind::UnknownVariant(value) => Self::UnknownValue {
-                key: key(None),
-                value: value.clone(),
-            },
-            Kind::Rule(rule) => Self::Rule {
-                key: key(None),
-                rule: rule.clone(),
-            },
-        }
+            } => format!(
+                "unknown key '{}'; known keys: {}",
+                key(Some(unknown)),
+                known.join(", ")
+            ),
+            Kind::MissingKey(missing) => format!("missing required key '{}'", key(Some(missing))),
+            Kind::WrongType { expected, or_null } => {
+                format!("expected {} to be {}", key(None), expected.words(*or_null))
+            }
+            Kind::UnknownVariant(value) => {
+                format!("invalid {} '{}'", key(None), value.escape_debug())
+            }
+            Kind::Rule(rule) => format!("expected {} {rule}", key(None)),
+        })
     }
 }
 

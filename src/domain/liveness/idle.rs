@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::status::{LatestStatus, format_age};
+use super::status::{LatestStatus, format_age, format_tenths};
 use crate::domain::seconds::format_seconds;
 
 /// An extension longer than this is cut to it: a report of "silent for a year" must not
@@ -98,7 +98,7 @@ impl IdleDeadline {
             let silent = self.deadline().saturating_sub(self.last_life);
             format!(
                 "{} s (idle timeout {} s, extended by the agent)",
-                format_seconds(round_tenths(silent)),
+                format_tenths(silent),
                 format_seconds(self.limit.as_secs_f64())
             )
         } else {
@@ -116,10 +116,6 @@ impl IdleDeadline {
         }
         message
     }
-}
-
-fn round_tenths(duration: Duration) -> f64 {
-    (duration.as_secs_f64() * 10.0).round() / 10.0
 }
 
 #[cfg(test)]

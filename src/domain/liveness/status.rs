@@ -75,12 +75,15 @@ impl LatestStatus {
     }
 }
 
+/// The seconds of `duration` rounded to tenths: `2.5`, `12`.
+pub(super) fn format_tenths(duration: Duration) -> String {
+    crate::domain::seconds::format_seconds((duration.as_secs_f64() * 10.0).round() / 10.0)
+}
+
 /// `0.4 s`, `2.5 s`, `12 s`, `3 min 5 s`: how long ago, for messages.
 pub fn format_age(age: Duration) -> String {
-    let seconds = age.as_secs_f64();
-    if seconds < 10.0 {
-        let tenths = (seconds * 10.0).round() / 10.0;
-        return format!("{} s", crate::domain::seconds::format_seconds(tenths));
+    if age.as_secs_f64() < 10.0 {
+        return format!("{} s", format_tenths(age));
     }
     let whole = age.as_secs() + u64::from(age.subsec_millis() >= 500);
     if whole < 120 {

@@ -130,13 +130,9 @@ impl LiveFilter {
             || self.line_end_after_block == LineEndAfterBlock::CrHeld
     }
 
-    /// Gives up the current hold ([`LIVE_HOLD_LIMIT`]): the held text is shown, and the rest of
-    /// the block it began, closing tag included, shows as ordinary text.
-    pub fn release(&mut self, visible: &mut Vec<u8>) {
-        self.finish(visible);
-    }
-
-    /// Ends the stream: shows a held partial tag, a still-open block or a held `\r`.
+    /// Ends the stream, or gives up the current hold ([`LIVE_HOLD_LIMIT`]): shows a held
+    /// partial tag, a still-open block or a held `\r`. After a hold is given up, the rest of the
+    /// block it began, closing tag included, shows as ordinary text.
     pub fn finish(&mut self, visible: &mut Vec<u8>) {
         let line_end = std::mem::replace(&mut self.line_end_after_block, LineEndAfterBlock::None);
         if line_end == LineEndAfterBlock::CrHeld {

@@ -15,4 +15,6 @@ pub use framing::{
     validate_streams,
 };
 pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
-pub use tags::{ResultKind, WORD_JOINER, defuse_tags, inert_tags, mentions_result_tag};
+#[cfg(test)]
+pub use tags::WORD_JOINER;
+pub use tags::{ResultKind, defuse_tags, inert_tags, mentions_result_tag};

@@ -251,9 +251,6 @@ pub fn inert_tags(text: &str) -> Cow<'_, str> {
     replace_tag_starts(text, "<\u{2060}")
 }
 
-/// Zero-width, no line break opportunity: invisible in a terminal.
-pub const WORD_JOINER: char = '\u{2060}';
-
 /// `text` with every `<` that could begin a result tag, exact or malformed, written as `&lt;`
 /// (how the wrappers render diagnostics), so that a nested outer handler sees no tag at all.
 pub fn defuse_tags(text: &str) -> Cow<'_, str> {
@@ -295,3 +292,7 @@ fn could_begin_tag(after: &[u8]) -> bool {
     }
     after[at..].starts_with(NAME_PREFIX)
 }
+
+/// Zero-width, no line break opportunity: invisible in a terminal ([`inert_tags`] writes it).
+#[cfg(test)]
+pub const WORD_JOINER: char = '\u{2060}';

@@ -1222,7 +1222,7 @@ fn a_released_hold_shows_the_held_text_and_hides_later_blocks_again() {
     filter.filter(b"start\n<phase-complete>\nstill working\n", &mut visible);
     assert_eq!(visible, b"start\n");
     assert!(filter.is_holding());
-    filter.release(&mut visible);
+    filter.finish(&mut visible);
     assert_eq!(visible, b"start\n<phase-complete>\nstill working\n");
     assert!(!filter.is_holding());
     // The released block's rest, its closing tag included, is ordinary text now.
@@ -1239,7 +1239,7 @@ fn a_released_hold_shows_the_held_text_and_hides_later_blocks_again() {
     let mut visible = Vec::new();
     filter.filter(b"text <phase-comp", &mut visible);
     assert!(filter.is_holding());
-    filter.release(&mut visible);
+    filter.finish(&mut visible);
     assert_eq!(visible, b"text <phase-comp");
     assert!(!filter.is_holding());
 }

@@ -18,6 +18,9 @@ pub(crate) struct Artifacts {
 }
 
 /// One attempt's terminal outcome. Field order is the on-disk key order.
+#[serde_with::apply(
+    Option => #[serde(default, skip_serializing_if = "Option::is_none")]
+)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutcomeRecord {
@@ -32,71 +35,45 @@ pub struct OutcomeRecord {
     pub(crate) execution_workspace: String,
     pub(crate) artifacts: Artifacts,
     /// The child's exit code; `None` when it was killed by a signal or never ran.
+    #[serde_with(skip_apply)]
     #[serde(deserialize_with = "Option::deserialize")]
     pub(crate) exit_code: Option<i32>,
     /// The signal that terminated the child; `None` when it exited or never ran.
+    #[serde_with(skip_apply)]
     #[serde(deserialize_with = "Option::deserialize")]
     pub(crate) signal: Option<i32>,
     // Keys added later (docs/state-and-recovery.md, "Schema evolution"): absent from older
     // records, always written now. The first four may be `null` when present.
     /// Wall-clock milliseconds from preparation to the decided outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) duration_ms: Option<u64>,
     /// Bytes the agent wrote on each stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) output_bytes: Option<OutputBytes>,
     /// This attempt's number among all attempts of its phase recorded in the state (1-based).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) phase_attempt: Option<u32>,
     /// The agent command template that ran (the primary one or a rate-limit fallback).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent_cmd: Option<String>,
     /// What the phase's checks came to: their records, or `"skipped"` under `--no-verify`;
     /// absent when the phase has no checks or none were due.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) verification: Option<VerificationRecord>,
     /// The check that failed a `verification-failed` attempt.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) verification_failure: Option<FailedCheck>,
     /// How often the run's watchdog was lost (killed, stopped) during the attempt; written
     /// only when it was (docs/architecture.md, "The watchdog").
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) watchdog_losses: Option<u32>,
     /// What the attempt's usage reports came to: always written now; `unknown` (every number
     /// `null`) when the agent reported none.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) usage: Option<UsageSummary>,
     /// With a budget cap set and no usage reported: that the cap could not be enforced for
     /// this agent.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) budget_note: Option<String>,
     /// What the attempt changed in its git work tree, or why that is not known; absent when
     /// recording changes is turned off.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(deserialize_with = "present")]
     pub(crate) changes: Option<super::changes::Changes>,
 }
 

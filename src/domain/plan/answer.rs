@@ -6,8 +6,6 @@
 //! result must parse to the same phases with the same workspaces and Verify checks, or nothing
 //! is written.
 
-use std::fmt;
-
 use super::{ParsedPlan, PlanError, parse_plan};
 
 /// Where the answer goes.
@@ -42,38 +40,26 @@ pub(crate) struct Answer<'a> {
 }
 
 /// Why the answer was not written.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum AnswerRefusal {
     /// The answer is empty or only whitespace.
+    #[error("the answer is empty")]
     Empty,
     /// The plan as it is does not parse.
+    #[error("the plan does not parse: {0}")]
     PlanInvalid(PlanError),
     /// The phase is not in the plan any more.
+    #[error("the plan has no phase {0} any more")]
     NoSuchPhase(String),
     /// With the answer, the plan would not parse.
+    #[error("with the answer the plan would not parse ({0}); nothing was written")]
     WouldNotParse(PlanError),
     /// With the answer, the plan would have other phases, workspaces or Verify checks.
+    #[error(
+        "the answer would change the plan's structure: {0}; nothing was written (an answer may \
+         not hold a phase heading, a `### Workspace` or Verify section, or an unclosed code fence)"
+    )]
     WouldChange(String),
-}
-
-impl fmt::Display for AnswerRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => f.write_str("the answer is empty"),
-            Self::PlanInvalid(error) => write!(f, "the plan does not parse: {error}"),
-            Self::NoSuchPhase(id) => write!(f, "the plan has no phase {id} any more"),
-            Self::WouldNotParse(error) => write!(
-                f,
-                "with the answer the plan would not parse ({error}); nothing was written"
-            ),
-            Self::WouldChange(what) => write!(
-                f,
-                "the answer would change the plan's structure: {what}; nothing was written \
-                 (an answer may not hold a phase heading, a `### Workspace` or Verify section, \
-                 or an unclosed code fence)"
-            ),
-        }
-    }
 }
 
 /// The plan with the answer's section inserted, and the section as written.

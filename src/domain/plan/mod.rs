@@ -6,6 +6,7 @@
 pub(crate) mod answer;
 
 use super::fence::{FenceTracker, LineRole};
+use super::status_text::first_chars;
 use super::verification::{Interpreter, MAX_SCRIPT_BYTES, VerifyCheck};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +82,7 @@ pub(crate) fn near_miss_headings(bytes: &[u8]) -> Vec<NearMissHeading> {
         if match_phase_heading(content).is_some() {
             continue;
         }
-        if section_heading_text(content).is_some_and(reads_like_a_phase) {
+        if section_heading(content).is_some_and(|(_, text)| reads_like_a_phase(text)) {
             found.push(NearMissHeading {
                 line: line.number,
                 text: content.to_owned(),
@@ -455,7 +456,7 @@ fn find_workspace(phase: &PhaseHeading<'_>, body: &str) -> Result<WorkspaceDecla
             continue;
         }
         let content = line.content();
-        if let Some(heading_text) = section_heading_text(content) {
+        if let Some((_, heading_text)) = section_heading(content) {
             // Any heading ends the section's content.
             surplus_error(number, &scan, &surplus)?;
             scan = scan.close(number)?;
@@ -525,11 +526,7 @@ fn surplus_error(
         return Ok(());
     };
     let quote = |(number, text): &(usize, &str)| {
-        let mut shown: String = text.chars().take(QUOTED_CHARS).collect();
-        if shown.len() < text.len() {
-            shown.push('…');
-        }
-        format!("line {number} '{shown}'")
+        format!("line {number} '{}'", first_chars(text, QUOTED_CHARS))
     };
     let mut quoted: Vec<String> = surplus.iter().take(SHOWN).map(quote).collect();
     if surplus.len() > SHOWN {
@@ -545,13 +542,8 @@ fn surplus_error(
     ))
 }
 
-/// The text of an ATX heading line (up to three spaces, one to six `#`, then a space, a tab or
-/// the end of the line), trimmed; `None` for any other line.
-fn section_heading_text(line: &str) -> Option<&str> {
-    section_heading(line).map(|(_, text)| text)
-}
-
-/// The level and trimmed text of an ATX heading line (see [`section_heading_text`]).
+/// The level and trimmed text of an ATX heading line (up to three spaces, one to six `#`, then
+/// a space, a tab or the end of the line); `None` for any other line.
 fn section_heading(line: &str) -> Option<(usize, &str)> {
     let indent = line.bytes().take_while(|&byte| byte == b' ').count();
     if indent > 3 {

@@ -16,6 +16,14 @@ pub(crate) struct PlanFacts<'a> {
     pub phase_ids: Vec<&'a str>,
 }
 
+/// The plan file's digest is not the accepted one (or, during a run, the snapshot's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PlanChange {
+    pub path: String,
+    pub expected: String,
+    pub actual: String,
+}
+
 /// `--retry-stopped` and `--accept-plan-change`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryFlags {
@@ -44,12 +52,8 @@ pub(crate) enum Refusal {
     )]
     PlanPathMismatch { stored: String, actual: String },
     /// Without `--accept-plan-change`.
-    #[error("plan hash mismatch: {path}")]
-    PlanHashMismatch {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    #[error("plan hash mismatch: {}", .0.path)]
+    PlanHashMismatch(PlanChange),
     /// `--accept-plan-change` was given but completed phases are gone from the new plan.
     #[error(
         "{path}: cannot accept plan change; completed phase ids are missing: {}",
@@ -180,7 +184,7 @@ pub(crate) fn way_forward(
             Err(Refusal::UnresolvedAttempt(_) | Refusal::Stopped(_)) if !flags.retry_stopped => {
                 flags.retry_stopped = true;
             }
-            Err(Refusal::PlanHashMismatch { .. }) if !flags.accept_plan_change => {
+            Err(Refusal::PlanHashMismatch(_)) if !flags.accept_plan_change => {
                 flags.accept_plan_change = true;
             }
             Err(refusal) => return Err(refusal),
@@ -214,11 +218,11 @@ fn plan_to_accept(
         return Ok(None);
     }
     if !flags.accept_plan_change {
-        return Err(Refusal::PlanHashMismatch {
+        return Err(Refusal::PlanHashMismatch(PlanChange {
             path: plan.path.to_owned(),
             expected: stored.sha256.clone(),
             actual: plan.sha256.to_owned(),
-        });
+        }));
     }
     // Titles and bodies may change; a completed phase that vanished would make the recorded
     // history describe a plan that no longer exists.

@@ -176,11 +176,11 @@ fn nothing_pending_is_all_complete() {
 #[test]
 fn changed_bytes_are_refused_without_accept() {
     // Also with --retry-stopped alone.
-    let expected = Refusal::PlanHashMismatch {
+    let expected = Refusal::PlanHashMismatch(PlanChange {
         path: PATH.into(),
         expected: SHA.into(),
         actual: NEW_SHA.into(),
-    };
+    });
     for state in [accepted(&[]), stopped("phase-3")] {
         for flags in [PLAIN, RETRY] {
             assert_eq!(
@@ -522,7 +522,7 @@ fn a_resumed_phase_must_still_exist() {
     assert!(
         matches!(
             refusal,
-            Err(Refusal::PlanHashMismatch { .. }) | Err(Refusal::RetriedPhaseMissing { .. })
+            Err(Refusal::PlanHashMismatch(_)) | Err(Refusal::RetriedPhaseMissing { .. })
         ),
         "{refusal:?}"
     );

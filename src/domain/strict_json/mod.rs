@@ -26,7 +26,9 @@ pub(crate) enum ReadError {
     Mismatch(Mismatch),
 }
 
-/// Where a document does not have the record's shape, and how.
+/// Where a document does not have the record's shape, and how. It is also the error serde's
+/// derives build through [`de::Error`]: while reading, each enclosing list or object pushes its
+/// segment on the way out, and [`from_value`] then turns the path around.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Mismatch {
     /// The keys and list indices from the top level to the value (empty: the document).
@@ -111,6 +113,18 @@ fn dotted(segments: &[Segment]) -> String {
 }
 
 impl Mismatch {
+    fn new(kind: Kind) -> Self {
+        Self {
+            path: Vec::new(),
+            kind,
+        }
+    }
+
+    fn within(mut self, segment: Segment) -> Self {
+        self.path.push(segment);
+        self
+    }
+
     /// The dotted path of `key` inside the value at the path (`plan.version`), or of the value
     /// itself; `$` for the document.
     pub(crate) fn qualified(&self, key: Option<&str>) -> String {
@@ -197,7 +211,10 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadErr
 
 /// Reads `value` as `T` (a document already parsed, or a part of one).
 pub(crate) fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, Mismatch> {
-    T::deserialize(Reader::new(value)).map_err(Mismatch::from)
+    T::deserialize(Reader::new(value)).map_err(|mut mismatch| {
+        mismatch.path.reverse();
+        mismatch
+    })
 }
 
 /// `invalid JSON at line 1, column 2: EOF while parsing an object`.
@@ -380,58 +397,18 @@ fn require(holds: bool, key: impl fmt::Display, rule: &str) -> Result<(), Strict
 
 // ---- the deserializer over a parsed document ----
 
-/// The error serde's derives build through [`de::Error`]; each enclosing list or object adds
-/// its segment to the path on the way out.
-#[derive(Debug)]
-struct Error {
-    /// From the value the error was raised in out to the document.
-    path: Vec<Segment>,
-    kind: Kind,
-}
+impl std::error::Error for Mismatch {}
 
-impl Error {
-    fn new(kind: Kind) -> Self {
-        Self {
-            path: Vec::new(),
-            kind,
-        }
-    }
-
-    fn wrong_type(expected: Expected, or_null: bool) -> Self {
-        Self::new(Kind::WrongType { expected, or_null })
-    }
-
-    fn within(mut self, segment: Segment) -> Self {
-        self.path.push(segment);
-        self
-    }
-}
-
-impl From<Error> for Mismatch {
-    fn from(mut error: Error) -> Self {
-        error.path.reverse();
-        Self {
-            path: error.path,
-            kind: error.kind,
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.kind)
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl de::Error for Error {
+impl de::Error for Mismatch {
     fn custom<T: fmt::Display>(message: T) -> Self {
         Self::new(Kind::Rule(message.to_string()))
     }
 
     fn invalid_type(_: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
-        Self::wrong_type(Expected::Described(expected.to_string()), false)
+        Self::new(Kind::WrongType {
+            expected: Expected::Described(expected.to_string()),
+            or_null: false,
+        })
     }
 
     fn invalid_value(_: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
@@ -468,13 +445,16 @@ impl<'de> Reader<'de> {
         }
     }
 
-    fn wrong(&self, expected: Expected) -> Error {
-        Error::wrong_type(expected, self.or_null)
+    fn wrong(&self, expected: Expected) -> Mismatch {
+        Mismatch::new(Kind::WrongType {
+            expected,
+            or_null: self.or_null,
+        })
     }
 
     /// An integer (booleans and numbers with a fraction or exponent are not integers) that
     /// fits in `T`.
-    fn integer<T: TryFrom<i64>>(&self) -> Result<T, Error> {
+    fn integer<T: TryFrom<i64>>(&self) -> Result<T, Mismatch> {
         let Value::Number(number) = self.value else {
             return Err(self.wrong(Expected::Integer { bits: None }));
         };
@@ -491,7 +471,7 @@ impl<'de> Reader<'de> {
         }
     }
 
-    fn object(&self) -> Result<&'de Map<String, Value>, Error> {
+    fn object(&self) -> Result<&'de Map<String, Value>, Mismatch> {
         match self.value {
             Value::Object(map) => Ok(map),
             _ => Err(self.wrong(Expected::Object)),
@@ -501,7 +481,7 @@ impl<'de> Reader<'de> {
 
 macro_rules! integers {
     ($($method:ident => $visit:ident($type:ty),)*) => {
-        $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
             let integer: $type = self.integer()?;
             visitor.$visit(integer)
         })*
@@ -509,9 +489,9 @@ macro_rules! integers {
 }
 
 impl<'de> Deserializer<'de> for Reader<'de> {
-    type Error = Error;
+    type Error = Mismatch;
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::Null => visitor.visit_unit(),
             Value::Bool(value) => visitor.visit_bool(*value),
@@ -526,7 +506,7 @@ impl<'de> Deserializer<'de> for Reader<'de> {
         }
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::Bool(value) => visitor.visit_bool(*value),
             _ => Err(self.wrong(Expected::Boolean)),
@@ -544,29 +524,29 @@ impl<'de> Deserializer<'de> for Reader<'de> {
         deserialize_u64 => visit_u64(u64),
     }
 
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         self.deserialize_f64(visitor)
     }
 
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value.as_f64() {
             Some(number) => visitor.visit_f64(number),
             None => Err(self.wrong(Expected::Number)),
         }
     }
 
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::String(text) => visitor.visit_borrowed_str(text),
             _ => Err(self.wrong(Expected::String)),
         }
     }
 
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         self.deserialize_str(visitor)
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::Null => visitor.visit_none(),
             _ => visitor.visit_some(Reader {
@@ -580,18 +560,18 @@ impl<'de> Deserializer<'de> for Reader<'de> {
         self,
         _: &'static str,
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, Mismatch> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::Array(items) => visitor.visit_seq(Items(items.iter().enumerate())),
             _ => Err(self.wrong(Expected::List)),
         }
     }
 
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         let map = self.object()?;
         visitor.visit_map(Entries {
             entries: map
@@ -609,7 +589,7 @@ impl<'de> Deserializer<'de> for Reader<'de> {
         _: &'static str,
         fields: &'static [&'static str],
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, Mismatch> {
         let map = self.object()?;
         let mut unknown: Vec<(&str, &Value)> = map
             .iter()
@@ -632,14 +612,14 @@ impl<'de> Deserializer<'de> for Reader<'de> {
         _: &'static str,
         _: &'static [&'static str],
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, Mismatch> {
         match self.value {
             Value::String(name) => visitor.visit_enum(BorrowedStrDeserializer::new(name)),
             _ => Err(self.wrong(Expected::String)),
         }
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Mismatch> {
         visitor.visit_unit()
     }
 
@@ -651,12 +631,12 @@ impl<'de> Deserializer<'de> for Reader<'de> {
 struct Items<'de>(std::iter::Enumerate<std::slice::Iter<'de, Value>>);
 
 impl<'de> de::SeqAccess<'de> for Items<'de> {
-    type Error = Error;
+    type Error = Mismatch;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
-    ) -> Result<Option<T::Value>, Error> {
+    ) -> Result<Option<T::Value>, Mismatch> {
         let Some((index, item)) = self.0.next() else {
             return Ok(None);
         };
@@ -673,12 +653,12 @@ struct Entries<'de> {
 }
 
 impl<'de> de::MapAccess<'de> for Entries<'de> {
-    type Error = Error;
+    type Error = Mismatch;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
-    ) -> Result<Option<K::Value>, Error> {
+    ) -> Result<Option<K::Value>, Mismatch> {
         let Some((key, _)) = self.entries.get(self.next) else {
             return Ok(None);
         };
@@ -686,7 +666,7 @@ impl<'de> de::MapAccess<'de> for Entries<'de> {
             .map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Mismatch> {
         let (key, value) = self.entries[self.next];
         self.next += 1;
         seed.deserialize(Reader::new(value))

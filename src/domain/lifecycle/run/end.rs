@@ -2,13 +2,14 @@
 //! with the one exhaustive mapping to an exit code. `I` is the input error of the layer that
 //! checks a run's inputs, which the domain only carries.
 
+use super::RefusedRun;
 use crate::domain::budget::CapReached;
 use crate::domain::decision::Decision;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::retry::schedule::ScheduledRetry;
-use crate::domain::selection::{RecoveryFlags, Refusal};
-use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, LastRun, StateWriteError};
+use crate::domain::selection::PlanChange;
+use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::FailedCheck;
 
@@ -112,22 +113,9 @@ pub(crate) enum RunEnd<I> {
         retry_scheduled: bool,
     },
     /// Admission refused the run.
-    Refused {
-        refusal: Refusal,
-        plan_workspace: String,
-        /// A stopped phase's execution workspace, or why it is unavailable.
-        execution_workspace: Option<Result<String, I>>,
-        last_run: Option<Box<LastRun>>,
-        /// The recovery flags with which the run would be admitted
-        /// ([`crate::domain::selection::way_forward`]); `None` when no flag lifts the refusal.
-        lifted_by: Option<RecoveryFlags>,
-    },
+    Refused(Box<RefusedRun<I>>),
     /// The plan file changed during the run.
-    PlanChanged {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    PlanChanged(PlanChange),
     /// An input became unusable (lock held, state or plan unreadable, workspace gone).
     Input(I),
     /// The accepted plan could not be recorded when no attempt followed.
@@ -156,9 +144,7 @@ impl<I> RunEnd<I> {
             Self::InterruptedBeforeLaunch { signal, .. }
             | Self::InterruptedDuringWait { signal, .. } => ExitCode::Signal(*signal),
             Self::BudgetReached { .. } => AttemptStatus::BudgetExceeded.exit_code(),
-            Self::Refused { .. } | Self::PlanChanged { .. } | Self::Input(_) => {
-                ExitCode::InvalidInput
-            }
+            Self::Refused(_) | Self::PlanChanged(_) | Self::Input(_) => ExitCode::InvalidInput,
             Self::AcceptanceFailed(_) | Self::Internal { .. } => ExitCode::AgentFailed,
         }
     }

@@ -9,8 +9,8 @@ mod end;
 use crate::domain::budget::{BudgetCaps, Spent, unenforceable_warning};
 use crate::domain::prompt::{EarlierAttempt, RetryNote};
 use crate::domain::retry::next_step::RetryLedger;
-use crate::domain::retry::schedule::RetrySchedule;
-use crate::domain::selection::{Admission, FirstSelection, RecoveryFlags, Refusal};
+use crate::domain::retry::schedule::{RetrySchedule, ScheduledRetry};
+use crate::domain::selection::{Admission, FirstSelection, PlanChange, RecoveryFlags, Refusal};
 use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 use crate::domain::token_usage::summary::Completeness;
 use crate::domain::verification::FailedCheck;
@@ -55,13 +55,16 @@ pub(crate) struct Admitted {
     pub reported_usage: Option<String>,
 }
 
-/// A refused run and what its report shows (as [`RunEnd::Refused`]).
+/// A refused run and what its report shows.
 #[derive(Debug)]
 pub(crate) struct RefusedRun<I> {
     pub refusal: Refusal,
     pub plan_workspace: String,
+    /// A stopped phase's execution workspace, or why it is unavailable.
     pub execution_workspace: Option<Result<String, I>>,
     pub last_run: Option<Box<LastRun>>,
+    /// The recovery flags with which the run would be admitted
+    /// ([`crate::domain::selection::way_forward`]); `None` when no flag lifts the refusal.
     pub lifted_by: Option<RecoveryFlags>,
 }
 
@@ -69,11 +72,7 @@ pub(crate) struct RefusedRun<I> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PlanCheck {
     Unchanged,
-    Changed {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    Changed(PlanChange),
 }
 
 /// What the run supervisor must do, in the order returned.
@@ -90,8 +89,12 @@ pub(crate) enum RunEffect<I> {
     ForwardInterrupt(i32),
     /// Stop the concluded attempt's supervisor and release its workspace lock.
     ReleaseWorkspace,
-    /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at `due`.
-    AwaitRetry(Box<RetryWait>),
+    /// Say the retry is scheduled, and answer with [`RunInput::RetryDue`] at its `due`;
+    /// `resumed` when the schedule was read from the state.
+    AwaitRetry {
+        retry: Box<ScheduledRetry>,
+        resumed: bool,
+    },
     /// Say (on stderr and in the event stream) that a budget cap cannot be enforced for an
     /// agent that reports no usage, naming the attempt.
     WarnBudgetUnenforceable(String),
@@ -120,15 +123,6 @@ pub(crate) struct LaunchOrder {
     /// The check that failed the phase's previous attempt, for the prompt.
     pub verification_failure: Option<FailedCheck>,
     pub spent_before: Spent,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RetryWait {
-    pub schedule: RetrySchedule,
-    pub due: chrono::DateTime<chrono::Utc>,
-    pub reset_phrase: Option<String>,
-    /// The schedule was read from the state.
-    pub resumed: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
@@ -238,23 +232,7 @@ impl RunLoop {
         match (input, self.stage.clone()) {
             (RunInput::Admitted(admitted), Stage::Admitting) => self.admitted(*admitted, effects),
             (RunInput::Refused(refused), Stage::Admitting) => {
-                let RefusedRun {
-                    refusal,
-                    plan_workspace,
-                    execution_workspace,
-                    last_run,
-                    lifted_by,
-                } = *refused;
-                self.finish(
-                    RunEnd::Refused {
-                        refusal,
-                        plan_workspace,
-                        execution_workspace,
-                        last_run,
-                        lifted_by,
-                    },
-                    effects,
-                );
+                self.finish(RunEnd::Refused(refused), effects)
             }
             (RunInput::PlanChecked(check), Stage::CheckingPlan { target }) => {
                 match (check, self.first_signal) {
@@ -262,21 +240,9 @@ impl RunLoop {
                         self.interrupted(signal, target == Target::AllComplete, effects)
                     }
                     (PlanCheck::Unchanged, None) => self.act(target, effects),
-                    (
-                        PlanCheck::Changed {
-                            path,
-                            expected,
-                            actual,
-                        },
-                        None,
-                    ) => self.finish(
-                        RunEnd::PlanChanged {
-                            path,
-                            expected,
-                            actual,
-                        },
-                        effects,
-                    ),
+                    (PlanCheck::Changed(change), None) => {
+                        self.finish(RunEnd::PlanChanged(change), effects)
+                    }
                 }
             }
             (
@@ -381,8 +347,12 @@ impl RunLoop {
                 // attempt".
                 self.phase_attempts
                     .extend(last_run.as_ref().map(EarlierAttempt::from));
-                let due = schedule.not_before.as_datetime();
-                self.await_retry(*schedule, due, None, true, effects);
+                let retry = ScheduledRetry {
+                    due: schedule.not_before.as_datetime(),
+                    schedule: *schedule,
+                    reset_phrase: None,
+                };
+                self.await_retry(retry, true, effects);
             }
             first => {
                 self.first = Some(first);
@@ -592,13 +562,7 @@ impl RunLoop {
                     }
                     // The schedule is durable: a signal ends the run now, and a later run
                     // resumes it.
-                    Some(retry) if signal.is_none() => self.await_retry(
-                        retry.schedule,
-                        retry.due,
-                        retry.reset_phrase,
-                        false,
-                        effects,
-                    ),
+                    Some(retry) if signal.is_none() => self.await_retry(retry, false, effects),
                     _ => self.finish(
                         RunEnd::PhaseStopped {
                             decision,
@@ -643,20 +607,14 @@ impl RunLoop {
 
     fn await_retry<I>(
         &mut self,
-        schedule: RetrySchedule,
-        due: chrono::DateTime<chrono::Utc>,
-        reset_phrase: Option<String>,
+        retry: ScheduledRetry,
         resumed: bool,
         effects: &mut Vec<RunEffect<I>>,
     ) {
         self.stage = Stage::Waiting;
-        self.pending_retry = Some(schedule.clone());
-        effects.push(RunEffect::AwaitRetry(Box::new(RetryWait {
-            schedule,
-            due,
-            reset_phrase,
-            resumed,
-        })));
+        self.pending_retry = Some(retry.schedule.clone());
+        let retry = Box::new(retry);
+        effects.push(RunEffect::AwaitRetry { retry, resumed });
     }
 
     /// The first signal caught decides the exit code. While an attempt runs, every signal is

@@ -240,7 +240,7 @@ fn effect_name(effect: &RunEffect<BadInput>) -> String {
         RunEffect::Launch(order) => format!("launch {}", order.phase_id),
         RunEffect::ForwardInterrupt(_) => "forward interrupt".into(),
         RunEffect::ReleaseWorkspace => "release workspace".into(),
-        RunEffect::AwaitRetry(_) => "await retry".into(),
+        RunEffect::AwaitRetry { .. } => "await retry".into(),
         RunEffect::WarnBudgetUnenforceable(_) => "warn: budget unenforceable".into(),
         RunEffect::EndWait { .. } => "end wait".into(),
         RunEffect::RecordAcceptance(_) => "record acceptance".into(),
@@ -258,8 +258,8 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::InterruptedBeforeLaunch { .. } => "interrupted",
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
         RunEnd::BudgetReached { .. } => "budget reached",
-        RunEnd::Refused { .. } => "refused",
-        RunEnd::PlanChanged { .. } => "plan changed",
+        RunEnd::Refused(_) => "refused",
+        RunEnd::PlanChanged(_) => "plan changed",
         RunEnd::Input(_) => "input failed",
         RunEnd::AcceptanceFailed(_) => "acceptance failed",
         RunEnd::Internal { .. } => "internal",
@@ -342,11 +342,11 @@ fn inputs() -> Vec<(&'static str, RunInput<BadInput>)> {
         ),
         (
             "PlanChecked(changed)",
-            RunInput::PlanChecked(PlanCheck::Changed {
+            RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/w/plan.md".into(),
                 expected: "ab".into(),
                 actual: "cd".into(),
-            }),
+            })),
         ),
         ("WorkspaceReserved", RunInput::WorkspaceReserved),
         (
@@ -716,15 +716,15 @@ fn a_plan_change_at_a_checkpoint_launches_nothing() {
             next("phase-1"),
             RunInput::WorkspaceReserved,
             concluded("phase-1", Ending::Complete),
-            RunInput::PlanChecked(PlanCheck::Changed {
+            RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/w/plan.md".into(),
                 expected: "ab".into(),
                 actual: "cd".into(),
-            }),
+            })),
         ],
     );
     assert_eq!(launches(&effects), ["phase-1"]);
-    assert!(matches!(finish(&effects), Some(RunEnd::PlanChanged { .. })));
+    assert!(matches!(finish(&effects), Some(RunEnd::PlanChanged(_))));
     assert_eq!(finish(&effects).unwrap().exit_code().code(), 5);
 }
 
@@ -818,10 +818,10 @@ fn a_resumed_schedule_is_awaited_first_with_the_stopped_attempt_as_its_history()
         spent_before: Spent::default(),
         reported_usage: None,
     })));
-    let [RunEffect::AwaitRetry(wait)] = effects.as_slice() else {
+    let [RunEffect::AwaitRetry { resumed, .. }] = effects.as_slice() else {
         panic!("no wait: {effects:?}");
     };
-    assert!(wait.resumed);
+    assert!(resumed);
     machine.handle::<BadInput>(RunInput::RetryDue);
     let effects = machine.handle::<BadInput>(RunInput::WorkspaceReserved);
     let [RunEffect::Launch(order)] = effects.as_slice() else {
@@ -946,11 +946,11 @@ fn any_first() -> impl Strategy<Value = (FirstSelection, bool)> {
 fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput>> {
     Some(match request {
         RunEffect::CheckPlan => match choice % 6 {
-            0 => RunInput::PlanChecked(PlanCheck::Changed {
+            0 => RunInput::PlanChecked(PlanCheck::Changed(PlanChange {
                 path: "/p".into(),
                 expected: "a".into(),
                 actual: "b".into(),
-            }),
+            })),
             1 => RunInput::InputFailed(BadInput),
             _ => RunInput::PlanChecked(PlanCheck::Unchanged),
         },
@@ -975,7 +975,7 @@ fn answer(request: &RunEffect<BadInput>, choice: u8) -> Option<RunInput<BadInput
             ][usize::from(choice) % 12];
             concluded(&order.phase_id, ending)
         }
-        RunEffect::AwaitRetry(_) => RunInput::RetryDue,
+        RunEffect::AwaitRetry { .. } => RunInput::RetryDue,
         RunEffect::RecordAcceptance(_) => match choice % 4 {
             0 => RunInput::AcceptanceRecorded(Err(StateWriteError::Stopped)),
             _ => RunInput::AcceptanceRecorded(Ok(())),
@@ -1178,7 +1178,7 @@ proptest! {
                 RunInput::Signal(signal) if machine.stage() != &Stage::Finished => {
                     first_signal.get_or_insert(*signal);
                 }
-                RunInput::PlanChecked(PlanCheck::Changed { .. }) if matches!(machine.stage(), Stage::CheckingPlan { .. }) => plan_changed = true,
+                RunInput::PlanChecked(PlanCheck::Changed(_)) if matches!(machine.stage(), Stage::CheckingPlan { .. }) => plan_changed = true,
                 RunInput::ActorFailed { .. } if machine.stage() != &Stage::Finished => actor_failed = true,
                 _ => {}
             }
@@ -1226,7 +1226,7 @@ proptest! {
                     RunEffect::Finish(end) => {
                         let code = end.exit_code().code();
                         let refused_before_admission = !admitted_before
-                            && matches!(end.as_ref(), RunEnd::Refused { .. } | RunEnd::Input(_));
+                            && matches!(end.as_ref(), RunEnd::Refused(_) | RunEnd::Input(_));
                         if let (Some(signal), false, false) = (first_signal, actor_failed, refused_before_admission) {
                             prop_assert_eq!(code, 128 + signal, "a signal decides the exit code: {:?}", all);
                         }

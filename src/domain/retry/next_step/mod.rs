@@ -153,8 +153,7 @@ pub enum NextStep {
     RetryAfter {
         /// Never before `now`; `now` itself for a switch or a zero backoff.
         not_before: DateTime<Utc>,
-        /// k and n in "attempt k of n" for the next attempt.
-        attempt: u32,
+        /// n in "attempt k of n" for the next attempt (k is `ledger.attempt`).
         of: u32,
         template_index: usize,
         reason: RetryReason,
@@ -208,7 +207,6 @@ pub(crate) fn next_step(
     if let Some(next) = untried {
         return NextStep::RetryAfter {
             not_before: now,
-            attempt: ledger.attempt,
             of: retry.max_attempts,
             template_index: next,
             reason: RetryReason::FallbackTemplate,
@@ -224,7 +222,6 @@ pub(crate) fn next_step(
         if let Some(earliest) = earliest {
             return NextStep::RetryAfter {
                 not_before: earliest.until.as_datetime().max(now),
-                attempt: ledger.attempt,
                 of: retry.max_attempts,
                 template_index: 0,
                 reason: earliest.reason,
@@ -264,10 +261,8 @@ fn counted_retry(
     }
     // The retry number is the counted attempt just made: attempt 1 failed → retry 1.
     let (seconds, capped) = retry.backoff_seconds_for(ledger.attempt);
-    let attempt = ledger.attempt + 1;
     Ok(NextStep::RetryAfter {
         not_before: later(now, seconds),
-        attempt,
         of: retry.max_attempts,
         template_index,
         reason: if capped {
@@ -276,7 +271,7 @@ fn counted_retry(
             RetryReason::Backoff
         },
         ledger: RetryLedger {
-            attempt,
+            attempt: ledger.attempt + 1,
             waits_used: ledger.waits_used,
             rate_limited: cycle,
         },

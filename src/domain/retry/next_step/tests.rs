@@ -50,14 +50,13 @@ fn retried(step: NextStep) -> (i64, u32, usize, RetryReason, RetryLedger) {
     match step {
         NextStep::RetryAfter {
             not_before,
-            attempt,
             template_index,
             reason,
             ledger,
             ..
         } => (
             (not_before - now()).num_milliseconds(),
-            attempt,
+            ledger.attempt,
             template_index,
             reason,
             ledger,
@@ -153,7 +152,7 @@ fn retries_back_off_exponentially_until_attempts_run_out() {
         NextStep::Stop(StopReason::AttemptsExhausted)
     );
     match step(&missing, &RetryLedger::first(), &policy, &rate_limit) {
-        NextStep::RetryAfter { attempt, of, .. } => assert_eq!((attempt, of), (2, 3)),
+        NextStep::RetryAfter { ledger, of, .. } => assert_eq!((ledger.attempt, of), (2, 3)),
         other => panic!("{other:?}"),
     }
 }
@@ -609,13 +608,13 @@ proptest! {
                 reset_at: reset_in.map(|seconds| now + TimeDelta::seconds(seconds)),
             };
             let step = next_step(&attempt, &ledger, &retry, &rate_limit, count, now);
-            let NextStep::RetryAfter { not_before, attempt: k, of, template_index, reason, ledger: next } = step else {
+            let NextStep::RetryAfter { not_before, of, template_index, reason, ledger: next } = step else {
                 break;
             };
+            let k = next.attempt;
             prop_assert!(status.is_retryable(), "{} retried", status);
             prop_assert!(not_before >= now);
             prop_assert!(k >= 1 && k <= retry.max_attempts && of == retry.max_attempts);
-            prop_assert_eq!(k, next.attempt);
             prop_assert!(next.waits_used <= rate_limit.max_waits);
             prop_assert!(template_index < count);
             prop_assert!(next.rate_limited.iter().all(|entry| entry.template_index < count));
