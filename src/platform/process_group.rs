@@ -203,7 +203,7 @@ impl Drop for WorkerChild {
     /// reused. tokio kills and reaps the leader itself (`kill_on_drop`).
     fn drop(&mut self) {
         if self.child.id().is_some() {
-            let _ = signal_group(self.pid, StopSignal::Kill);
+            let _ = signal_group(self.pid, Signal::SIGKILL);
         }
     }
 }
@@ -276,7 +276,7 @@ pub(crate) fn escalate(
         match escalation.step(Instant::now(), alive) {
             KillStep::Send(signal) => {
                 for pgid in groups.iter() {
-                    match signal_group(*pgid, signal) {
+                    match signal_group(*pgid, as_nix(signal)) {
                         Ok(()) if !logged.contains(&signal) => {
                             tracing::info!(
                                 pgid,
@@ -322,25 +322,9 @@ pub(crate) enum GroupSignalError {
     },
 }
 
-/// Signals every member of group `pgid`. An empty group is not an error.
-pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalError> {
-    let own_group = getpgrp().as_raw() as u32;
-    if pgid <= 1 || pgid == own_group {
-        return Err(GroupSignalError::NotAWorkerGroup(pgid));
-    }
-    match killpg(Pid::from_raw(pgid as i32), as_nix(signal)) {
-        Ok(()) | Err(Errno::ESRCH) => Ok(()),
-        Err(errno) => Err(GroupSignalError::Failed {
-            pgid,
-            signal: signal.name(),
-            errno,
-        }),
-    }
-}
-
-/// Stops (SIGSTOP) or continues (SIGCONT) every member of group `pgid`, as [`signal_group`]
-/// signals it: a suspension of the whole run.
-pub(crate) fn pause_group(pgid: u32, signal: Signal) -> Result<(), GroupSignalError> {
+/// Signals every member of group `pgid`: a stop (TERM, KILL), or a suspension of the whole
+/// run (STOP, CONT). An empty group is not an error.
+pub(crate) fn signal_group(pgid: u32, signal: Signal) -> Result<(), GroupSignalError> {
     let own_group = getpgrp().as_raw() as u32;
     if pgid <= 1 || pgid == own_group {
         return Err(GroupSignalError::NotAWorkerGroup(pgid));

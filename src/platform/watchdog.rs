@@ -354,7 +354,7 @@ fn pause(message: WatchdogMessage<'_>, signal: Signal) -> Vec<u32> {
     }
     let groups: Vec<u32> = side.watched.keys().copied().collect();
     for pgid in &groups {
-        if let Err(error) = process_group::pause_group(*pgid, signal) {
+        if let Err(error) = process_group::signal_group(*pgid, signal) {
             tracing::warn!(pgid, %error, "process group not suspended or continued");
         }
     }

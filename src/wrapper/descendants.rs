@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::domain::process_tree::{SweepNext, SweepRounds};
-use crate::platform::descendant_sweep;
+use crate::platform::descendant_sweep::{self, SURVIVOR_WAIT};
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group;
 
@@ -17,8 +17,6 @@ use crate::platform::process_group;
 const SWEEP_LIMIT: Duration = Duration::from_secs(2);
 /// How often the wrapper's children are listed while sweeping.
 const SWEEP_POLL: Duration = Duration::from_millis(10);
-/// How long a sweep that gives up waits for its last SIGKILLs before it logs survivors.
-const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// Who stops the launcher's descendants: the handler, which started the wrapper as a session
 /// leader, or the wrapper itself.

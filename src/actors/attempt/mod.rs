@@ -17,10 +17,9 @@ mod stop_scanner;
 mod transcript_writer;
 mod verify;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
@@ -30,11 +29,10 @@ use self::commit::{CommitJob, Ended, Reporting};
 use self::crew::{Crew, CrewArgs};
 use self::group_killer::KillerMsg;
 use self::pipe_reader::Pipe;
-use self::prepare::{Launch, PreparationTask, SetupFailure};
+use self::prepare::{Launch, SetupFailure};
 use self::recording::Findings;
 use self::transcript_writer::WriterMsg;
 use self::verify::CheckJob;
-use super::observer::Emitter;
 use super::state_store::StoreMsg;
 use super::{call, notify, off_runtime};
 use crate::domain::decision::ChildExit;
@@ -44,45 +42,21 @@ use crate::domain::identity::ProcessIdentity;
 use crate::domain::lifecycle::attempt::{
     AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
 };
-use crate::domain::lifecycle::run::{LaunchOrder, RecordFailure};
+use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::notify::NotifyTally;
 use crate::domain::output_stream::OutputStream;
-use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::publication::UsagePublication;
 use crate::domain::transcript::Trailer;
 use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_detail};
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
-use crate::invocation::{PlanSnapshot, RunSettings};
-use crate::platform::console::Console;
 use crate::platform::durable::TranscriptFile;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::helper_process::StopSwitch;
-use crate::platform::locate::PlanLocation;
-use crate::platform::proc::ChildSnapshot;
 use crate::platform::watchdog;
 
-pub(crate) use self::messages::AttemptMsg;
-
-/// Everything one attempt needs, fixed when the run loop orders the launch.
-pub(crate) struct AttemptSpec {
-    pub(crate) run: DerivedActorRef<Box<crate::domain::lifecycle::run::AttemptReport>>,
-    pub(crate) store: ActorRef<StoreMsg>,
-    pub(crate) location: Arc<PlanLocation>,
-    pub(crate) snapshot: Arc<PlanSnapshot>,
-    pub(crate) settings: Arc<RunSettings>,
-    pub(crate) phase: Phase,
-    pub(crate) execution_workspace: String,
-    pub(crate) order: LaunchOrder,
-    /// The handler's children before its first worker: never treated as escaped descendants.
-    pub(crate) inherited_children: Arc<ChildSnapshot>,
-    /// 1-based, for progress.
-    pub(crate) phase_index: usize,
-    pub(crate) events: Emitter,
-    pub(crate) console: Option<Arc<Console>>,
-    pub(crate) span: tracing::Span,
-}
+pub(crate) use self::messages::{AttemptMsg, AttemptSpec};
 
 pub(crate) struct AttemptSupervisor;
 
@@ -151,9 +125,9 @@ impl Actor for AttemptSupervisor {
             watchdog_losses: Vec::new(),
             changes_before: None,
         };
-        let preparation = state.preparation();
+        let spec = state.spec.clone();
         state.spawn(async move {
-            let result = preparation.run().await;
+            let result = prepare::prepare(spec).await;
             notify(&myself, AttemptMsg::Prepared(Box::new(result)));
         });
         Ok(state)
@@ -519,27 +493,6 @@ impl AttemptState {
             store: self.spec.store.clone(),
             run: self.spec.run.clone(),
             phase_id: self.spec.phase.id.clone(),
-        }
-    }
-
-    fn preparation(&mut self) -> PreparationTask {
-        let order = &mut self.spec.order;
-        PreparationTask {
-            store: self.spec.store.clone(),
-            location: self.spec.location.clone(),
-            snapshot: self.spec.snapshot.clone(),
-            settings: self.spec.settings.clone(),
-            phase: self.spec.phase.clone(),
-            execution_workspace: self.spec.execution_workspace.clone(),
-            accept: order.accept.take(),
-            resolve_abandoned: order.resolve_abandoned,
-            template_index: order.template_index,
-            retry_note: order.note.clone(),
-            verification_failure: order.verification_failure.clone(),
-            attempt_number: order.ledger.attempt,
-            phase_index: self.spec.phase_index,
-            events: self.spec.events.clone(),
-            span: self.spec.span.clone(),
         }
     }
 
