@@ -25,7 +25,6 @@ use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::commit::{CommitJob, Ended, Reporting};
 use self::crew::{Crew, CrewArgs};
 use self::group_killer::KillerMsg;
 use self::pipe_reader::Pipe;
@@ -40,7 +39,7 @@ use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::lifecycle::attempt::{
-    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
+    AttemptEffect, AttemptEvent, AttemptLifecycle, RecordingInput,
 };
 use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::notify::NotifyTally;
@@ -349,13 +348,18 @@ impl AttemptState {
                     return;
                 };
                 let failure = RecordFailure::RunningRecord { failure, decided };
-                let reporting = self.reporting();
-                self.spawn(reporting.unresolved(attempt, conclusion.decision, failure));
+                let spec = self.spec.clone();
+                self.spawn(commit::unresolved(
+                    spec,
+                    attempt,
+                    conclusion.decision,
+                    failure,
+                ));
             }
             AttemptEffect::ConcludeNotPrepared => {
                 if let Some((attempt_id, error)) = self.not_prepared.take() {
-                    let reporting = self.reporting();
-                    self.spawn(reporting.not_prepared(attempt_id, error));
+                    let spec = self.spec.clone();
+                    self.spawn(commit::not_prepared(spec, attempt_id, error));
                 }
             }
         }
@@ -485,14 +489,6 @@ impl AttemptState {
     fn tell_killer(&self, message: KillerMsg) {
         if let Some(crew) = &self.crew {
             notify(&crew.killer, message);
-        }
-    }
-
-    fn reporting(&self) -> Reporting {
-        Reporting {
-            store: self.spec.store.clone(),
-            run: self.spec.run.clone(),
-            phase_id: self.spec.phase.id.clone(),
         }
     }
 
@@ -697,38 +693,6 @@ impl AttemptState {
                 AttemptMsg::ChangesRecorded(Some(Box::new(changes))),
             );
         });
-    }
-
-    /// Commits the decided outcome in a task (after noting a launch error in the transcript
-    /// of a worker that never ran); the task reports to the run.
-    fn commit(&mut self, conclusion: Conclusion) {
-        tracing::info!(status = %conclusion.decision.status, "outcome decided");
-        let Some(attempt) = self.attempt.clone() else {
-            return;
-        };
-        let finished = match self.finished {
-            Some(finished) => finished,
-            None => self.finish_now(),
-        };
-        let ended = Ended {
-            attempt,
-            phase_attempt: self.phase_attempt,
-            finished,
-            output: self.findings.output(),
-            unlaunched_transcript: self.unlaunched_transcript.take(),
-            watchdog_notes: self.watchdog_notes(),
-            watchdog_losses: self.watchdog_losses.len(),
-            changes: self.findings.take_changes(),
-        };
-        let job = CommitJob::new(
-            ended,
-            conclusion,
-            &self.spec.settings,
-            &self.spec.order,
-            self.reporting(),
-            self.spec.events.clone(),
-        );
-        self.spawn(job.run());
     }
 }
 
