@@ -25,7 +25,7 @@ use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::crew::{Crew, CrewArgs};
+use self::crew::Crew;
 use self::group_killer::KillerMsg;
 use self::pipe_reader::Pipe;
 use self::prepare::{Launch, SetupFailure};
@@ -538,8 +538,6 @@ impl AttemptState {
             changes_before,
         } = launch;
         self.changes_before = changes_before;
-        // The clocks count from here: the worker has just been started.
-        let launched = std::time::Instant::now();
         let pid = child.id();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
@@ -548,21 +546,15 @@ impl AttemptState {
         );
         self.attempt = Some(attempt.clone());
         self.phase_attempt = phase_attempt;
-        let crew = Crew::start(CrewArgs {
-            supervisor: myself,
-            settings: &self.spec.settings,
-            pgid: pid,
-            worker_started_ticks: identity.as_ref().map(|identity| identity.start_time_ticks),
-            inherited: self.spec.inherited_children.clone(),
-            launched,
+        let crew = Crew::start(
+            myself,
+            &self.spec,
+            &attempt,
+            pid,
+            identity.as_ref().map(|identity| identity.start_time_ticks),
             notify_socket,
             transcript,
-            transcript_path: attempt.transcript_path.clone(),
-            attempt_id: attempt.id.clone(),
-            console: self.spec.console.clone(),
-            events: self.spec.events.clone(),
-            span: self.spec.span.clone(),
-        })
+        )
         .await;
         let mut crew = match crew {
             Ok(crew) => crew,
