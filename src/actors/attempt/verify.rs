@@ -16,7 +16,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
 use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
 use crate::platform::helper_process::{
-    EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
+    EscapeeSweep, HelperCommand, HelperRun, HelperStdin, StopSwitch, run_helper,
 };
 use crate::platform::proc::ChildSnapshot;
 
@@ -126,14 +126,9 @@ fn run_check(
         },
         stop,
     )?;
-    let (exit_code, signal) = match run.exit {
-        HelperExit::Code(code) => (Some(code), None),
-        HelperExit::Signal(signal) => (None, Some(signal)),
-        HelperExit::Unknown => (None, None),
-    };
     let outcome = CheckOutcome {
-        exit_code,
-        signal,
+        exit_code: run.exit.code,
+        signal: run.exit.signal,
         timed_out: run.timed_out,
         duration_ms: run.duration.as_millis().try_into().unwrap_or(u64::MAX),
         output_bytes: run.stdout_bytes.saturating_add(run.stderr_bytes),
