@@ -33,7 +33,7 @@ pub(crate) fn sweep_pass(
     inherited: &ChildSnapshot,
     thorough: bool,
 ) -> SweepPass {
-    let handler = proc::own_pid();
+    let handler = std::process::id();
     in_scope(handler, leader, worker_started_ticks, inherited, |scope| {
         let mut freezer = Freezer::default();
         let children = proc::adopted_children().unwrap_or_default();

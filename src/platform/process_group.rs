@@ -350,7 +350,7 @@ pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
     if !group_exists(pgid) {
         return Vec::new();
     }
-    proc::live_group_members(pgid)
+    proc::processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
         .map(|members| members.iter().map(|member| member.pid).collect())
         .unwrap_or_default()
 }

@@ -120,7 +120,7 @@ impl AttemptState {
             exit_code: conclusion.exit.code,
             signal: conclusion.exit.signal,
             duration_ms: Some(duration_ms),
-            output_bytes: Some(self.findings.output()),
+            output_bytes: Some(self.findings.output),
             phase_attempt: Some(self.phase_attempt),
             agent_cmd: Some(
                 spec.settings.templates[spec.order.template_index]

@@ -1,22 +1,20 @@
 //! Where the attempt's accepted notifications go: what concerns the clocks (a sign of life, a
 //! status, an extension) to the deadline timer, plain pings coalesced to one per
-//! [`PING_INTERVAL`]; a usage report to the attempt supervisor. Membership is checked against
+//! [`NOTICE_INTERVAL`]; a usage report to the attempt supervisor. Membership is checked against
 //! the attempt's processes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ractor::ActorRef;
 
-use super::deadline_timer::TimerMsg;
+use super::deadline_timer::{NOTICE_INTERVAL, TimerMsg};
 use super::messages::AttemptMsg;
 use crate::actors::notify;
 use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::platform::activity_sampler::AttemptProcesses;
 use crate::platform::notify_socket::{Delivery, NotifyReceiver, NotifySocket};
-
-const PING_INTERVAL: Duration = Duration::from_millis(20);
 
 pub(crate) fn start(
     socket: NotifySocket,
@@ -29,7 +27,7 @@ pub(crate) fn start(
         let notification = delivery.notification;
         let at = Instant::now();
         let plain = notification.status.is_none() && notification.extend_timeout.is_none();
-        if !plain || last_ping.is_none_or(|last| at.duration_since(last) >= PING_INTERVAL) {
+        if !plain || last_ping.is_none_or(|last| at.duration_since(last) >= NOTICE_INTERVAL) {
             last_ping = Some(at);
             notify(
                 &timer,
