@@ -387,13 +387,11 @@ impl NotifySender {
     /// agent then behaves as without a runner listening).
     pub(crate) fn from_env() -> Option<Self> {
         let value = std::env::var_os(NOTIFY_SOCKET)?;
-        match Self::connect(&value) {
-            Ok(sender) => Some(sender),
-            Err(error) => {
-                tracing::debug!(%error, "NOTIFY_SOCKET is not usable; not notifying");
-                None
-            }
-        }
+        Self::connect(&value)
+            .inspect_err(
+                |error| tracing::debug!(%error, "NOTIFY_SOCKET is not usable; not notifying"),
+            )
+            .ok()
     }
 
     /// For the address `value` (`@name` abstract, or a path).

@@ -220,13 +220,9 @@ fn start(
     };
     // Bound before the spawn, so whatever the worker sends before it is read waits in the
     // socket. Without one the worker runs as before notifications existed.
-    let notify_socket = match NotifySocket::bind() {
-        Ok(socket) => Some(socket),
-        Err(error) => {
-            tracing::warn!(%error, "cannot bind the notification socket; the worker runs without NOTIFY_SOCKET");
-            None
-        }
-    };
+    let notify_socket = NotifySocket::bind()
+        .inspect_err(|error| tracing::warn!(%error, "cannot bind the notification socket; the worker runs without NOTIFY_SOCKET"))
+        .ok();
     let cwd = &attempt.execution_workspace;
     // The work tree as the worker will find it, so the outcome says what the attempt
     // changed; bounded in time, and never a reason not to launch.
@@ -251,13 +247,9 @@ fn start(
         }
     };
     let pid = child.id();
-    let identity = match proc::identity_of(pid) {
-        Ok(identity) => Some(identity),
-        Err(error) => {
-            tracing::warn!(pid, %error, "process identity unavailable");
-            None
-        }
-    };
+    let identity = proc::identity_of(pid)
+        .inspect_err(|error| tracing::warn!(pid, %error, "process identity unavailable"))
+        .ok();
     Ok(Launch {
         attempt,
         phase_attempt,
