@@ -233,10 +233,8 @@ pub(super) fn inputs_and_missing_programs(
 }
 
 /// Starts the watchdog before any worker exists — every worker (and hook) registers its
-/// group with it, so a SIGKILLed handler leaves no worker running — and before any thread
-/// exists, so that it is a plain fork rather than a re-execution of this binary. What it
-/// stops carries the invocation's id, and is logged to the log file when the handler's
-/// warnings go there.
+/// group with it, so a SIGKILLed handler leaves no worker running. What it stops carries the
+/// invocation's id, and is logged to the log file when the handler's warnings go there.
 fn start_watchdog(
     location: &PlanLocation,
     span: &tracing::Span,
@@ -260,7 +258,7 @@ fn start_watchdog(
         log,
     };
     span.in_scope(|| match watchdog::start(options) {
-        Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
+        Ok(pid) => tracing::info!(pid, "watchdog started"),
         Err(error) => tracing::warn!(
             %error,
             "cannot start the watchdog; a worker would outlive a SIGKILLed handler"
