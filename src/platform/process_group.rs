@@ -99,24 +99,11 @@ fn session_command(
 /// Starts a worker with its stdin piped (the prompt goes there). Call inside the runtime (the
 /// pipes and the exit are awaited through its reactor), off its worker threads (the spawn
 /// waits for `exec`).
-pub(crate) fn spawn_worker(
-    argv: &[String],
-    cwd: &str,
-    attempt_id: &str,
-    notify_socket: Option<&str>,
-    env_set: &[(String, String)],
-) -> io::Result<WorkerChild> {
-    let group = GroupCommand {
-        argv,
-        cwd: Path::new(cwd),
-        token: attempt_id,
-        notify_socket,
-        env_set,
-    };
+pub(crate) fn spawn_worker(group: &GroupCommand<'_>) -> io::Result<WorkerChild> {
     // Held until the spawn is over: its number names the watchdog socket in the child.
     let registration = watchdog::registration();
     let command = session_command(
-        &group,
+        group,
         Stdio::piped(),
         registration.as_ref().map(AsRawFd::as_raw_fd),
     )?;
@@ -129,7 +116,7 @@ pub(crate) fn spawn_worker(
     // A handler killed here leaves a worker the watchdog knows from the child's own
     // registration (the hostile tests stop the handler at this point).
     fail::fail_point!("worker-spawned");
-    WorkerChild::new(child, attempt_id)
+    WorkerChild::new(child, group.token)
 }
 
 /// Starts a helper (a hook, a Verify check), registered with the [`helper_registry`] in the

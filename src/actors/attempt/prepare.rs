@@ -21,7 +21,7 @@ use crate::platform::durable::TranscriptFile;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
-use crate::platform::process_group::{self, WorkerChild};
+use crate::platform::process_group::{self, GroupCommand, WorkerChild};
 use crate::platform::{durable, program};
 
 /// A launched worker, handed from the preparation task to the supervisor.
@@ -227,13 +227,14 @@ fn start(
     // The work tree as the worker will find it, so the outcome says what the attempt
     // changed; bounded in time, and never a reason not to launch.
     let changes_before = record_changes.then(|| git::snapshot(Path::new(cwd)));
-    let child = match process_group::spawn_worker(
+    let group = GroupCommand {
         argv,
-        cwd,
-        &attempt.id,
-        notify_socket.as_ref().map(NotifySocket::env_value),
-        environment,
-    ) {
+        cwd: Path::new(cwd),
+        token: &attempt.id,
+        notify_socket: notify_socket.as_ref().map(NotifySocket::env_value),
+        env_set: environment,
+    };
+    let child = match process_group::spawn_worker(&group) {
         Ok(child) => child,
         Err(error) => {
             let program = argv.first().cloned().unwrap_or_default();
