@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ractor::{Actor, ActorCell, ActorRef, DerivedActorRef, SpawnErr};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg, limit_duration};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
@@ -21,7 +21,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::state::ActiveAttempt;
 use crate::platform::activity_sampler::{ActivitySampler, AttemptProcesses};
 use crate::platform::durable::TranscriptFile;
-use crate::platform::notify_socket::{NotifyReceiver, NotifySocket};
+use crate::platform::notify_socket::NotifySocket;
 
 pub(crate) struct Crew {
     pub(crate) writer: ActorRef<WriterMsg>,
@@ -34,8 +34,8 @@ pub(crate) struct Crew {
     pub(crate) console_bound: watch::Sender<bool>,
     /// Closes our read ends of the pipes (a process outside the group holds one open).
     pub(crate) close_readers: watch::Sender<bool>,
-    /// Until the socket is drained.
-    pub(crate) notifications: Option<NotifyReceiver>,
+    /// Asks the notification receiver to drain the socket (until it is asked).
+    pub(crate) notifications: Option<oneshot::Sender<()>>,
 }
 
 impl Crew {

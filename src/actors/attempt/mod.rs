@@ -278,23 +278,16 @@ impl AttemptState {
                 });
             }
             AttemptEffect::DrainNotifications => {
-                let receiver = self
+                let drain = self
                     .crew
                     .as_mut()
                     .and_then(|crew| crew.notifications.take());
-                match receiver {
-                    Some(receiver) => {
-                        let target = myself.clone();
-                        self.spawn(async move {
-                            // Every report read by now was sent before this message.
-                            let tally = receiver.finish().await;
-                            notify(&target, AttemptMsg::NotificationsDrained(tally));
-                        });
-                    }
-                    None => notify(
+                // The receiving task answers with the tally once the socket is drained.
+                if drain.is_none_or(|drain| drain.send(()).is_err()) {
+                    notify(
                         myself,
                         AttemptMsg::NotificationsDrained(NotifyTally::default()),
-                    ),
+                    );
                 }
             }
             AttemptEffect::CloseReaders => {

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ractor::ActorRef;
+use tokio::sync::oneshot::{self, error::TryRecvError};
+use tracing::Instrument;
 
 use super::deadline_timer::{NOTICE_INTERVAL, TimerMsg};
 use super::messages::AttemptMsg;
@@ -14,14 +16,15 @@ use crate::actors::notify;
 use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::platform::activity_sampler::AttemptProcesses;
-use crate::platform::notify_socket::{Delivery, NotifyReceiver, NotifySocket};
+use crate::platform::notify_socket::{Delivery, NotifySocket};
 
 pub(crate) fn start(
     socket: NotifySocket,
     processes: Arc<AttemptProcesses>,
     timer: ActorRef<TimerMsg>,
     supervisor: ActorRef<AttemptMsg>,
-) -> NotifyReceiver {
+) -> oneshot::Sender<()> {
+    let reports = supervisor.clone();
     let mut last_ping: Option<Instant> = None;
     let deliver = move |delivery: Delivery| {
         let notification = delivery.notification;
@@ -56,9 +59,26 @@ pub(crate) fn start(
             }
             None => return,
         };
-        notify(&supervisor, reported.into());
+        notify(&reports, reported.into());
     };
     // Membership reads `/proc` (a few small reads per new sender): off the runtime threads.
     let is_member = move |pid| tokio::task::block_in_place(|| processes.is_member(pid));
-    NotifyReceiver::start(socket, is_member, deliver)
+    let (drain, mut drained) = oneshot::channel();
+    let receiving = async move {
+        // Lets tests hold the receiver before its first read
+        // (`notify-receive=1*sleep(1000)`): a worker that notifies and exits meanwhile is
+        // heard only through the drain at the stop.
+        if cfg!(feature = "failpoints") {
+            let _ = tokio::task::spawn_blocking(|| fail::fail_point!("notify-receive")).await;
+        }
+        let tally = socket.receive(is_member, deliver, &mut drained).await;
+        // A receiving that failed early still answers only the drain.
+        if let Err(TryRecvError::Empty) = drained.try_recv() {
+            let _ = drained.await;
+        }
+        // Every report read was sent before this message.
+        notify(&supervisor, AttemptMsg::NotificationsDrained(tally));
+    };
+    tokio::spawn(receiving.in_current_span());
+    drain
 }
