@@ -17,8 +17,6 @@ mod stop_scanner;
 mod transcript_writer;
 mod verify;
 
-use std::time::Duration;
-
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
@@ -392,14 +390,9 @@ impl AttemptState {
             }
         };
         self.check_stop = Some(stop.clone());
-        let settings = &self.spec.settings;
         let job = CheckJob {
             check,
-            cwd: self.spec.execution_workspace.clone().into(),
-            time_limit: settings
-                .verify_timeout_seconds
-                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
-            inherited: self.spec.inherited_children.clone(),
+            spec: self.spec.clone(),
             writer,
             stop,
         };

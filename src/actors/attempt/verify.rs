@@ -4,13 +4,12 @@
 //! stopped through the [`StopSwitch`] the supervisor keeps.
 
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use ractor::ActorRef;
 
-use super::messages::EndedCheck;
+use super::messages::{AttemptSpec, EndedCheck};
 use super::transcript_writer::{VerifyOutput, WriterMsg};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
@@ -23,10 +22,8 @@ use crate::platform::proc::ChildSnapshot;
 /// Everything one check's run needs, owned, so it can run off the runtime.
 pub(crate) struct CheckJob {
     pub(crate) check: VerifyCheck,
-    /// The phase's execution workspace.
-    pub(crate) cwd: PathBuf,
-    pub(crate) time_limit: Option<Duration>,
-    pub(crate) inherited: Arc<ChildSnapshot>,
+    /// Where it runs (the execution workspace), its time limit and the children to spare.
+    pub(crate) spec: AttemptSpec,
     pub(crate) writer: ActorRef<WriterMsg>,
     pub(crate) stop: StopSwitch,
 }
@@ -36,13 +33,17 @@ impl CheckJob {
     pub(crate) fn run(self) -> EndedCheck {
         let writer = &self.writer;
         record(writer, VerifyOutput::Header(self.check.transcript_header()));
+        let settings = &self.spec.settings;
+        let time_limit = settings
+            .verify_timeout_seconds
+            .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok());
         let ran = run_check(
             &self.check,
-            &self.cwd,
+            Path::new(&self.spec.execution_workspace),
             // The attempt's environment is the handler's.
             &[],
-            self.time_limit,
-            &self.inherited,
+            time_limit,
+            &self.spec.inherited_children,
             &mut |_stream, bytes| record(writer, VerifyOutput::Output(bytes.to_vec())),
             &self.stop,
         );
