@@ -34,7 +34,7 @@ use crate::invocation::{
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::signal_disposition::{self, CaughtSignals};
-use crate::platform::{job_control, spawn, watchdog};
+use crate::platform::{job_control, process_group, watchdog};
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -95,7 +95,7 @@ pub(super) fn run(args: &RunArgs, logging: &LoggingArgs) -> ExitCode {
     span.record("plan", inputs.location.plan_path.as_str());
     span.record("workspace", inputs.location.workspace.as_str());
     // The caller's descriptors are not the workers': marked close-on-exec once.
-    spawn::keep_inherited_descriptors_from_workers();
+    process_group::keep_inherited_descriptors_from_workers();
     start_watchdog(&inputs.location, &span, &run_id, logging);
     if let Err(error) = job_control::start() {
         tracing::warn!(%error, "cannot catch SIGTSTP; Ctrl-Z would stop the handler alone");

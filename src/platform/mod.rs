@@ -23,7 +23,6 @@ pub(crate) mod process_group;
 pub(crate) mod program;
 pub(crate) mod regular_file;
 pub(crate) mod signal_disposition;
-pub(crate) mod spawn;
 #[cfg(test)]
 pub(crate) mod tests;
 pub(crate) mod watchdog;

@@ -1,8 +1,9 @@
 //! Running a process group — a worker's, a hook's or a Verify check's — and every signal that
 //! takes (docs/architecture.md, "Process groups"): one `fork` + `exec` into a new session, one
-//! TERM → grace → KILL loop ([`escalate`], the watchdog's too). Groups are addressed only by
-//! the pgid saved at launch, never our own or pgid ≤ 1; single processes only as our unreaped
-//! children or through a pidfd checked against the start time a scan saw.
+//! TERM → grace → KILL loop ([`escalate`], the watchdog's too), no descriptor inherited by the
+//! handler passed on. Groups are addressed only by the pgid saved at launch, never our own or
+//! pgid ≤ 1; single processes only as our unreaped children or through a pidfd checked against
+//! the start time a scan saw.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -94,6 +95,24 @@ fn session_command(
         });
     }
     Ok(command)
+}
+
+/// Marks every descriptor the handler inherited above stderr close-on-exec, once at the start
+/// of `run`: the caller's open descriptors (a job server's pipes, a test harness's files) are
+/// not a child's, and SPEC's worker protocol passes only the three standard streams. The
+/// handler's own descriptors are close-on-exec already, and each child marks everything
+/// above stderr again before its `exec` where the kernel can (Linux 5.11).
+pub(crate) fn keep_inherited_descriptors_from_workers() {
+    // SAFETY: F_GETFD/F_SETFD on descriptor numbers change only their close-on-exec flag; a
+    // closed one (the listing's own) fails with EBADF.
+    unsafe {
+        for fd in proc::own_descriptors().into_iter().filter(|fd| *fd > 2) {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// Starts a worker with its stdin piped (the prompt goes there). Call inside the runtime (the
