@@ -8,7 +8,6 @@ pub(crate) mod console;
 pub(crate) mod descendant_sweep;
 pub(crate) mod durable;
 pub(crate) mod event_log;
-pub(crate) mod file_tail;
 pub(crate) mod git;
 pub(crate) mod helper_process;
 pub(crate) mod helper_registry;

@@ -21,7 +21,7 @@ use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::transcript::{TRAILER_SEPARATOR, Trailer, render_trailer};
 use crate::domain::verification::Verification;
 use crate::platform::durable::TranscriptFile;
-use crate::platform::file_tail;
+use crate::platform::regular_file;
 
 /// Reports the attempt's end to the run supervisor, which stops this attempt (and with it any
 /// remaining child) once it has the report; a run already gone has nothing left to learn.
@@ -246,7 +246,8 @@ impl CommitJob {
         let hint = if status == AttemptStatus::RateLimited {
             let path = self.attempt.transcript_path.clone();
             off_runtime(move || {
-                let (tail, _) = file_tail::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
+                let (tail, _) =
+                    regular_file::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
                 find_reset(&output_text(&tail), now, &chrono::Local)
             })
             .await
