@@ -27,11 +27,6 @@ use crate::domain::output_stream::OutputStream;
 
 const CHUNK: usize = 64 * 1024;
 
-pub(crate) enum HelperStdin {
-    Null,
-    File(File),
-}
-
 pub(crate) enum EscapeeSweep<'a> {
     /// Once its group is empty; children of the handler in this snapshot (inherited across
     /// `exec`, the watchdog) are never touched.
@@ -49,7 +44,8 @@ pub(crate) struct HelperCommand<'a> {
     pub cwd: &'a Path,
     /// Variables set over the handler's environment.
     pub env_set: &'a [(String, String)],
-    pub stdin: HelperStdin,
+    /// `/dev/null` when `None`.
+    pub stdin: Option<File>,
     pub time_limit: Option<Duration>,
     pub escapees: EscapeeSweep<'a>,
 }
@@ -144,8 +140,8 @@ pub(crate) fn run_helper(
     // descendants by it after a SIGKILLed handler.
     let token = format!("helper-{}", uuid::Uuid::new_v4().simple());
     let stdin = match &command.stdin {
-        HelperStdin::Null => Stdio::null(),
-        HelperStdin::File(file) => Stdio::from(file.try_clone()?),
+        None => Stdio::null(),
+        Some(file) => Stdio::from(file.try_clone()?),
     };
     let group = GroupCommand {
         argv: command.argv,

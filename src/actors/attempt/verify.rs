@@ -15,7 +15,7 @@ use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
 use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
 use crate::platform::helper_process::{
-    EscapeeSweep, HelperCommand, HelperRun, HelperStdin, StopSwitch, run_helper,
+    EscapeeSweep, HelperCommand, HelperRun, StopSwitch, run_helper,
 };
 use crate::platform::proc::ChildSnapshot;
 
@@ -115,7 +115,7 @@ fn run_check(
         argv: &argv,
         cwd,
         env_set,
-        stdin: HelperStdin::Null,
+        stdin: None,
         time_limit,
         escapees: EscapeeSweep::Now(inherited),
     };

@@ -23,7 +23,7 @@ use crate::domain::template::shell_join;
 use crate::platform::descendant_sweep;
 use crate::platform::event_log::EventLog;
 use crate::platform::helper_process::{
-    EscapeeSweep, HelperCommand, HelperRun, HelperStdin, StopSwitch, run_helper,
+    EscapeeSweep, HelperCommand, HelperRun, StopSwitch, run_helper,
 };
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group::signal_name;
@@ -145,7 +145,7 @@ impl HookRunner {
                 argv: &argv,
                 cwd: Path::new(&context.workspace),
                 env_set: &environment,
-                stdin: HelperStdin::File(stdin),
+                stdin: Some(stdin),
                 time_limit: Some(Duration::from_secs_f64(hook.timeout_seconds)),
                 escapees: if ended {
                     EscapeeSweep::Now(&self.inherited)
