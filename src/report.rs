@@ -26,9 +26,9 @@ use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::invocation::history::WatchdogStop;
 use crate::invocation::{InputError, PlanSnapshot};
-use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
 use crate::platform::locks::LockError;
+use crate::platform::regular_file;
 use crate::units;
 use terminal::Stream;
 
@@ -1156,7 +1156,7 @@ const TAIL_BYTES: u64 = 1024 * 1024;
 /// [`TAIL_BYTES`] are read; a line cut at that limit is shown from `[…]`. A transcript that
 /// cannot be read is one line saying why.
 pub(crate) fn transcript_tail(path: &str) -> Vec<String> {
-    match file_tail::read_end(Path::new(path), TAIL_BYTES) {
+    match regular_file::read_end(Path::new(path), TAIL_BYTES) {
         Ok((bytes, from_start)) => tail_lines(&bytes, from_start),
         Err(error) => vec![format!(
             "transcript tail unavailable: {path}: {}",

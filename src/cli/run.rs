@@ -34,7 +34,7 @@ use crate::invocation::{
 use crate::platform::console::Console;
 use crate::platform::locate::PlanLocation;
 use crate::platform::signal_disposition::{self, CaughtSignals};
-use crate::platform::{job_control, spawn, watchdog};
+use crate::platform::{job_control, process_group, watchdog};
 use crate::report::{self, Output, RunJsonContext};
 
 /// How long the runtime may take to wind down after the result is in: only abandoned tasks
@@ -95,7 +95,7 @@ pub(super) fn run(args: &RunArgs, logging: &LoggingArgs) -> ExitCode {
     span.record("plan", inputs.location.plan_path.as_str());
     span.record("workspace", inputs.location.workspace.as_str());
     // The caller's descriptors are not the workers': marked close-on-exec once.
-    spawn::keep_inherited_descriptors_from_workers();
+    process_group::keep_inherited_descriptors_from_workers();
     start_watchdog(&inputs.location, &span, &run_id, logging);
     if let Err(error) = job_control::start() {
         tracing::warn!(%error, "cannot catch SIGTSTP; Ctrl-Z would stop the handler alone");
@@ -233,10 +233,8 @@ pub(super) fn inputs_and_missing_programs(
 }
 
 /// Starts the watchdog before any worker exists — every worker (and hook) registers its
-/// group with it, so a SIGKILLed handler leaves no worker running — and before any thread
-/// exists, so that it is a plain fork rather than a re-execution of this binary. What it
-/// stops carries the invocation's id, and is logged to the log file when the handler's
-/// warnings go there.
+/// group with it, so a SIGKILLed handler leaves no worker running. What it stops carries the
+/// invocation's id, and is logged to the log file when the handler's warnings go there.
 fn start_watchdog(
     location: &PlanLocation,
     span: &tracing::Span,
@@ -260,7 +258,7 @@ fn start_watchdog(
         log,
     };
     span.in_scope(|| match watchdog::start(options) {
-        Ok((pid, how)) => tracing::info!(pid, ?how, "watchdog started"),
+        Ok(pid) => tracing::info!(pid, "watchdog started"),
         Err(error) => tracing::warn!(
             %error,
             "cannot start the watchdog; a worker would outlive a SIGKILLed handler"

@@ -25,8 +25,8 @@ use crate::invocation::{
     locate_for_report, read_config, read_outcome, read_plan_snapshot, read_state,
 };
 use crate::platform::event_log;
-use crate::platform::file_tail;
 use crate::platform::locate::PlanLocation;
+use crate::platform::regular_file;
 use crate::report::Output;
 use crate::units;
 
@@ -430,7 +430,7 @@ fn streamed_activity(location: &PlanLocation, attempt_id: &str) -> Option<Activi
     let current = std::path::PathBuf::from(&location.layout.dir).join("events.jsonl");
     for path in [event_log::rotated(&current), current].into_iter().rev() {
         // A line is at most the cap; the file a little over it at most.
-        let Ok((bytes, _)) = file_tail::read_end(&path, STREAM_CAP_BYTES * 2) else {
+        let Ok((bytes, _)) = regular_file::read_end(&path, STREAM_CAP_BYTES * 2) else {
             continue;
         };
         match latest_activity(&String::from_utf8_lossy(&bytes), attempt_id) {

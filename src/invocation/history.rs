@@ -7,10 +7,8 @@ use std::path::Path;
 use crate::domain::plan_report::history::{HistoryEvent, HistoryLine, parse_line};
 use crate::domain::state::StateLayout;
 use crate::domain::watchdog::StopReport;
+use crate::platform::event_log::MAX_STREAM_BYTES;
 use crate::platform::regular_file::read_regular_file;
-
-/// The event stream is read up to this size per file (it rotates at 8 MiB).
-const MAX_STREAM_BYTES: u64 = 64 << 20;
 
 /// Every parseable line, oldest first.
 pub(crate) fn read_history(layout: &StateLayout) -> Vec<HistoryLine> {

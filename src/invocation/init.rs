@@ -12,13 +12,7 @@ use crate::domain::config::{EXAMPLE_AGENT_PROGRAM, EXAMPLE_CONFIG};
 use crate::platform::durable;
 use crate::platform::locate::{HANDLER_DIR, os_message};
 use crate::platform::program::{self, ProgramProblem};
-
-/// The provider wrappers `cargo install` puts beside the runner (src/bin/).
-const PROVIDER_WRAPPERS: [&str; 3] = [
-    "ai-session-handler-claude-high",
-    "ai-session-handler-claude-medium",
-    "ai-session-handler-codex-high",
-];
+use crate::wrapper::WRAPPERS;
 
 /// `.ai-session-handler/.gitignore`: the generated state stays out of `git status`, the config
 /// stays tracked.
@@ -121,9 +115,9 @@ fn installed_wrappers(cwd: &Path) -> Vec<String> {
     let beside = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf));
-    PROVIDER_WRAPPERS
+    WRAPPERS
         .iter()
-        .filter_map(|name| {
+        .filter_map(|(name, _)| {
             if program::resolve(name, cwd).is_ok() {
                 return Some((*name).to_owned());
             }

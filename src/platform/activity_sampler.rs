@@ -77,7 +77,7 @@ impl AttemptProcesses {
         let processes = Self {
             leader,
             worker_started_ticks,
-            handler: proc::own_pid(),
+            handler: std::process::id(),
             inherited,
             remembered: Mutex::new(Remembered::default()),
         };

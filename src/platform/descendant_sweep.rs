@@ -33,7 +33,7 @@ pub(crate) fn sweep_pass(
     inherited: &ChildSnapshot,
     thorough: bool,
 ) -> SweepPass {
-    let handler = proc::own_pid();
+    let handler = std::process::id();
     in_scope(handler, leader, worker_started_ticks, inherited, |scope| {
         let mut freezer = Freezer::default();
         let children = proc::adopted_children().unwrap_or_default();
@@ -97,14 +97,27 @@ pub(crate) fn sweep_until_done(
     started_ticks: Option<u64>,
     inherited: &ChildSnapshot,
 ) -> SweepReport {
-    let give_up_at = Instant::now() + SWEEP_LIMIT;
+    sweep_within(leader, started_ticks, inherited, SWEEP_LIMIT, |_| {})
+}
+
+/// [`sweep_until_done`] for at most `limit`, telling `killed` of each escapee when it is
+/// killed: it stays a zombie until the next pass reaps it, so its `/proc` entry is still there.
+pub(crate) fn sweep_within(
+    leader: u32,
+    started_ticks: Option<u64>,
+    inherited: &ChildSnapshot,
+    limit: Duration,
+    mut killed: impl FnMut(u32),
+) -> SweepReport {
+    let give_up_at = Instant::now() + limit;
     let mut rounds = SweepRounds::default();
     let mut report = SweepReport::default();
     loop {
         let pass = sweep_pass(leader, started_ticks, inherited, rounds.thorough());
-        for killed in &pass.stopped {
-            if !report.escaped.contains(&killed.pid) {
-                report.escaped.push(killed.pid);
+        for process in &pass.stopped {
+            if !report.escaped.contains(&process.pid) {
+                report.escaped.push(process.pid);
+                killed(process.pid);
             }
         }
         if rounds.after_pass(pass.stopped.len(), pass.reaped) == SweepNext::Done {

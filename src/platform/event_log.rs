@@ -130,24 +130,20 @@ fn append_line(
     }
     if file.is_none() {
         // Never through a link: a repository could ship `events.jsonl` as one.
-        let opened = open_append(path)?;
-        let length = opened.metadata()?.len();
+        let mut opened = open_append(path)?;
+        let mut length = opened.metadata()?.len();
         if length > 0 && length + needed > cap {
             drop(opened);
             rotate(path)?;
-            *file = Some((open_append(path)?, 0));
-        } else {
-            let mut opened = opened;
-            let mut length = length;
+            (opened, length) = (open_append(path)?, 0);
+        } else if !ends_a_line(&opened) {
             // A torn last line (a writer killed mid-line) is ended first: a record glued to
             // it would be lost with it. Every append is a whole line in one write, so a torn
             // line can only predate this opening.
-            if !ends_a_line(&opened) {
-                opened.write_all(b"\n")?;
-                length += 1;
-            }
-            *file = Some((opened, length));
+            opened.write_all(b"\n")?;
+            length += 1;
         }
+        *file = Some((opened, length));
     }
     if let Some((handle, written)) = file {
         let mut bytes = Vec::with_capacity(line.len() + 1);

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::helper_process::{EscapeeSweep, HelperCommand, HelperStdin, StopSwitch, run_helper};
+use super::helper_process::{EscapeeSweep, HelperCommand, StopSwitch, run_helper};
 use super::proc::ChildSnapshot;
 use crate::domain::changes::{ChangeSummary, Changes, Unrecorded, summarize};
 use crate::domain::output_stream::OutputStream;
@@ -199,7 +199,7 @@ fn git<'a>(
         argv: &argv,
         cwd: dir,
         env_set: &env_set,
-        stdin: HelperStdin::Null,
+        stdin: None,
         time_limit: Some(deadline.saturating_duration_since(Instant::now())),
         // The handler's children now (hooks, a shell's jobs) are not git's: never touched.
         escapees: EscapeeSweep::Now(&ChildSnapshot::take()),

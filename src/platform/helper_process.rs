@@ -21,15 +21,11 @@ use super::descendant_sweep;
 use super::proc::{self, ChildSnapshot};
 use super::process_group::{self, GroupCommand, Stop};
 use super::{helper_registry, watchdog};
+use crate::domain::decision::ChildExit;
 use crate::domain::escalation::{CHECK_INTERVAL, DRAIN_LIMIT, LEAK_GRACE};
 use crate::domain::output_stream::OutputStream;
 
 const CHUNK: usize = 64 * 1024;
-
-pub(crate) enum HelperStdin {
-    Null,
-    File(File),
-}
 
 pub(crate) enum EscapeeSweep<'a> {
     /// Once its group is empty; children of the handler in this snapshot (inherited across
@@ -48,22 +44,17 @@ pub(crate) struct HelperCommand<'a> {
     pub cwd: &'a Path,
     /// Variables set over the handler's environment.
     pub env_set: &'a [(String, String)],
-    pub stdin: HelperStdin,
+    /// `/dev/null` when `None`.
+    pub stdin: Option<File>,
     pub time_limit: Option<Duration>,
     pub escapees: EscapeeSweep<'a>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HelperExit {
-    Code(i32),
-    Signal(i32),
-    /// Its status could not be collected (it survived every SIGKILL, or the wait failed).
-    Unknown,
-}
-
 #[derive(Debug)]
 pub(crate) struct HelperRun {
-    pub exit: HelperExit,
+    /// Neither code nor signal: its status could not be collected (it survived every
+    /// SIGKILL, or the wait failed).
+    pub exit: ChildExit,
     pub timed_out: bool,
     /// The stop switch was thrown and the helper was stopped.
     pub interrupted: bool,
@@ -85,7 +76,7 @@ pub(crate) struct HelperRun {
 impl HelperRun {
     /// The helper exited 0 by itself.
     pub(crate) fn succeeded(&self) -> bool {
-        self.exit == HelperExit::Code(0) && !self.timed_out && !self.interrupted
+        self.exit.code == Some(0) && !self.timed_out && !self.interrupted
     }
 }
 
@@ -149,8 +140,8 @@ pub(crate) fn run_helper(
     // descendants by it after a SIGKILLed handler.
     let token = format!("helper-{}", uuid::Uuid::new_v4().simple());
     let stdin = match &command.stdin {
-        HelperStdin::Null => Stdio::null(),
-        HelperStdin::File(file) => Stdio::from(file.try_clone()?),
+        None => Stdio::null(),
+        Some(file) => Stdio::from(file.try_clone()?),
     };
     let group = GroupCommand {
         argv: command.argv,
@@ -212,7 +203,10 @@ pub(crate) fn run_helper(
         tracing::error!(pid, "a helper process could not be reaped");
     }
     let mut run = HelperRun {
-        exit: helper.exit.unwrap_or(HelperExit::Unknown),
+        exit: helper.exit.unwrap_or(ChildExit {
+            code: None,
+            signal: None,
+        }),
         timed_out,
         interrupted,
         duration: Duration::ZERO,
@@ -242,7 +236,7 @@ struct Helper<'a> {
     pid: u32,
     /// Readable once the leader exits; `None` once it is reaped (or pidfds are missing).
     pidfd: Option<OwnedFd>,
-    exit: Option<HelperExit>,
+    exit: Option<ChildExit>,
     pipes: [(OutputStream, Option<File>); 2],
     bytes: [u64; 2],
     buffer: Vec<u8>,
@@ -285,10 +279,9 @@ impl<'a> Helper<'a> {
         }
         match self.child.try_wait() {
             Ok(Some(status)) => {
-                self.exit = Some(match (status.code(), status.signal()) {
-                    (Some(code), _) => HelperExit::Code(code),
-                    (None, Some(signal)) => HelperExit::Signal(signal),
-                    (None, None) => HelperExit::Unknown,
+                self.exit = Some(ChildExit {
+                    code: status.code(),
+                    signal: status.signal(),
                 });
                 self.pidfd = None;
             }

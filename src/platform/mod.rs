@@ -8,7 +8,6 @@ pub(crate) mod console;
 pub(crate) mod descendant_sweep;
 pub(crate) mod durable;
 pub(crate) mod event_log;
-pub(crate) mod file_tail;
 pub(crate) mod git;
 pub(crate) mod helper_process;
 pub(crate) mod helper_registry;
@@ -23,7 +22,6 @@ pub(crate) mod process_group;
 pub(crate) mod program;
 pub(crate) mod regular_file;
 pub(crate) mod signal_disposition;
-pub(crate) mod spawn;
 #[cfg(test)]
 pub(crate) mod tests;
 pub(crate) mod watchdog;

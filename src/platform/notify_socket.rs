@@ -1,8 +1,7 @@
 //! The notification socket, both ends (docs/worker-protocol.md, "Notifications"): the
 //! attempt's `SOCK_DGRAM` socket in a directory only the handler's user can enter, with
 //! credentials checked against the attempt's processes ([`NotifySocket`], read by a task on the
-//! caller's runtime: [`NotifyReceiver`]), and the wrappers' sending end ([`NotifySender`]),
-//! which never blocks.
+//! caller's runtime), and the wrappers' sending end ([`NotifySender`]), which never blocks.
 
 use std::ffi::OsStr;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -21,7 +20,6 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use crate::domain::notify::{
     AGENT_LOG_TARGET, FloodGuard, MAX_DATAGRAM_BYTES, Notification, NotifyTally, SenderVerdicts,
@@ -126,7 +124,7 @@ impl NotifySocket {
         mut self,
         mut is_member: impl FnMut(u32) -> bool,
         mut deliver: impl FnMut(Delivery),
-        mut stop: oneshot::Receiver<()>,
+        stop: &mut oneshot::Receiver<()>,
     ) -> NotifyTally {
         let Some(socket) = self.fd.take() else {
             return NotifyTally::default();
@@ -151,7 +149,7 @@ impl NotifySocket {
         'receiving: loop {
             let mut ready = tokio::select! {
                 biased;
-                _ = &mut stop => break 'receiving,
+                _ = &mut *stop => break 'receiving,
                 ready = fd.readable() => match ready {
                     Ok(ready) => ready,
                     Err(error) => {
@@ -164,7 +162,7 @@ impl NotifySocket {
                 if let Some(pause) = receiver.guard.before_read(receiver.elapsed()) {
                     tokio::select! {
                         biased;
-                        _ = &mut stop => break 'receiving,
+                        _ = &mut *stop => break 'receiving,
                         () = tokio::time::sleep(pause) => {}
                     }
                     continue 'receiving;
@@ -249,48 +247,6 @@ fn close_elsewhere(fd: OwnedFd) {
             }
         }
         None => drop(fd),
-    }
-}
-
-/// [`NotifySocket::receive`] as a task of the caller's runtime, the deliveries made from it;
-/// [`NotifyReceiver::finish`] once the worker's group is gone.
-#[derive(Debug)]
-pub(crate) struct NotifyReceiver {
-    /// Dropped without [`NotifyReceiver::finish`] (an early return), it stops the task too.
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<NotifyTally>,
-}
-
-impl NotifyReceiver {
-    pub(crate) fn start(
-        socket: NotifySocket,
-        is_member: impl FnMut(u32) -> bool + Send + 'static,
-        deliver: impl FnMut(Delivery) + Send + 'static,
-    ) -> Self {
-        let (stop, stopped) = oneshot::channel();
-        let receiving = async move {
-            // Lets tests hold the receiver before its first read
-            // (`notify-receive=1*sleep(1000)`): a worker that notifies and exits meanwhile is
-            // heard only through the drain at the stop.
-            if cfg!(feature = "failpoints") {
-                let _ = tokio::task::spawn_blocking(|| fail::fail_point!("notify-receive")).await;
-            }
-            socket.receive(is_member, deliver, stopped).await
-        };
-        let task = tokio::spawn(receiving.in_current_span());
-        Self { stop, task }
-    }
-
-    /// Stops receiving, reads what is still queued, closes the socket and returns the tally.
-    pub(crate) async fn finish(self) -> NotifyTally {
-        let _ = self.stop.send(());
-        match self.task.await {
-            Ok(tally) => tally,
-            Err(error) => {
-                tracing::warn!(%error, "the notification receiver failed; its counts are lost");
-                NotifyTally::default()
-            }
-        }
     }
 }
 
@@ -387,13 +343,11 @@ impl NotifySender {
     /// agent then behaves as without a runner listening).
     pub(crate) fn from_env() -> Option<Self> {
         let value = std::env::var_os(NOTIFY_SOCKET)?;
-        match Self::connect(&value) {
-            Ok(sender) => Some(sender),
-            Err(error) => {
-                tracing::debug!(%error, "NOTIFY_SOCKET is not usable; not notifying");
-                None
-            }
-        }
+        Self::connect(&value)
+            .inspect_err(
+                |error| tracing::debug!(%error, "NOTIFY_SOCKET is not usable; not notifying"),
+            )
+            .ok()
     }
 
     /// For the address `value` (`@name` abstract, or a path).

@@ -93,7 +93,9 @@ pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
 }
 
 /// Every process whose stat line satisfies `keep`. Processes that vanish mid-scan are skipped.
-fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<ProcStat>> {
+pub(crate) fn processes_where(
+    mut keep: impl FnMut(&ProcStat) -> bool,
+) -> io::Result<Vec<ProcStat>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -113,11 +115,6 @@ fn processes_where(mut keep: impl FnMut(&ProcStat) -> bool) -> io::Result<Vec<Pr
     Ok(found)
 }
 
-/// The handler's own pid.
-pub(crate) fn own_pid() -> u32 {
-    std::process::id()
-}
-
 /// The handler's own children, from every thread's `children` list.
 pub(crate) fn own_children() -> io::Result<Vec<u32>> {
     children_in("/proc/self/task")
@@ -128,7 +125,7 @@ pub(crate) fn own_children() -> io::Result<Vec<u32>> {
 /// (`find_alive_thread` in kernel/exit.c), the main thread; the others list only what they
 /// started themselves.
 pub(crate) fn adopted_children() -> io::Result<Vec<u32>> {
-    let list = fs::read_to_string(format!("/proc/self/task/{}/children", own_pid()))?;
+    let list = fs::read_to_string(format!("/proc/self/task/{}/children", std::process::id()))?;
     let mut children: Vec<u32> = list
         .split_ascii_whitespace()
         .filter_map(|pid| pid.parse().ok())
@@ -196,7 +193,7 @@ pub(crate) fn processes_with_env(
     assignments: &[String],
     started_from_ticks: u64,
 ) -> io::Result<Vec<ProcStat>> {
-    let own = own_pid();
+    let own = std::process::id();
     // The start time first: if the pid is reused before the environment is read, the later
     // pidfd check against this start time refuses the new process.
     let candidates = processes_where(|stat| {
@@ -212,11 +209,6 @@ pub(crate) fn processes_with_env(
             })
         })
         .collect())
-}
-
-/// Live (non-zombie) members of process group `pgid`.
-pub(crate) fn live_group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
-    processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Running a process group — a worker's, a hook's or a Verify check's — and every signal that
 //! takes (docs/architecture.md, "Process groups"): one `fork` + `exec` into a new session, one
-//! TERM → grace → KILL loop ([`escalate`], the watchdog's too). Groups are addressed only by
-//! the pgid saved at launch, never our own or pgid ≤ 1; single processes only as our unreaped
-//! children or through a pidfd checked against the start time a scan saw.
+//! TERM → grace → KILL loop ([`escalate`], the watchdog's too), no descriptor inherited by the
+//! handler passed on. Groups are addressed only by the pgid saved at launch, never our own or
+//! pgid ≤ 1; single processes only as our unreaped children or through a pidfd checked against
+//! the start time a scan saw.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -96,27 +97,32 @@ fn session_command(
     Ok(command)
 }
 
+/// Marks every descriptor the handler inherited above stderr close-on-exec, once at the start
+/// of `run`: the caller's open descriptors (a job server's pipes, a test harness's files) are
+/// not a child's, and SPEC's worker protocol passes only the three standard streams. The
+/// handler's own descriptors are close-on-exec already, and each child marks everything
+/// above stderr again before its `exec` where the kernel can (Linux 5.11).
+pub(crate) fn keep_inherited_descriptors_from_workers() {
+    // SAFETY: F_GETFD/F_SETFD on descriptor numbers change only their close-on-exec flag; a
+    // closed one (the listing's own) fails with EBADF.
+    unsafe {
+        for fd in proc::own_descriptors().into_iter().filter(|fd| *fd > 2) {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// Starts a worker with its stdin piped (the prompt goes there). Call inside the runtime (the
 /// pipes and the exit are awaited through its reactor), off its worker threads (the spawn
 /// waits for `exec`).
-pub(crate) fn spawn_worker(
-    argv: &[String],
-    cwd: &str,
-    attempt_id: &str,
-    notify_socket: Option<&str>,
-    env_set: &[(String, String)],
-) -> io::Result<WorkerChild> {
-    let group = GroupCommand {
-        argv,
-        cwd: Path::new(cwd),
-        token: attempt_id,
-        notify_socket,
-        env_set,
-    };
+pub(crate) fn spawn_worker(group: &GroupCommand<'_>) -> io::Result<WorkerChild> {
     // Held until the spawn is over: its number names the watchdog socket in the child.
     let registration = watchdog::registration();
     let command = session_command(
-        &group,
+        group,
         Stdio::piped(),
         registration.as_ref().map(AsRawFd::as_raw_fd),
     )?;
@@ -129,7 +135,7 @@ pub(crate) fn spawn_worker(
     // A handler killed here leaves a worker the watchdog knows from the child's own
     // registration (the hostile tests stop the handler at this point).
     fail::fail_point!("worker-spawned");
-    WorkerChild::new(child, attempt_id)
+    WorkerChild::new(child, group.token)
 }
 
 /// Starts a helper (a hook, a Verify check), registered with the [`helper_registry`] in the
@@ -203,7 +209,7 @@ impl Drop for WorkerChild {
     /// reused. tokio kills and reaps the leader itself (`kill_on_drop`).
     fn drop(&mut self) {
         if self.child.id().is_some() {
-            let _ = signal_group(self.pid, StopSignal::Kill);
+            let _ = signal_group(self.pid, Signal::SIGKILL);
         }
     }
 }
@@ -276,7 +282,7 @@ pub(crate) fn escalate(
         match escalation.step(Instant::now(), alive) {
             KillStep::Send(signal) => {
                 for pgid in groups.iter() {
-                    match signal_group(*pgid, signal) {
+                    match signal_group(*pgid, as_nix(signal)) {
                         Ok(()) if !logged.contains(&signal) => {
                             tracing::info!(
                                 pgid,
@@ -322,25 +328,9 @@ pub(crate) enum GroupSignalError {
     },
 }
 
-/// Signals every member of group `pgid`. An empty group is not an error.
-pub(crate) fn signal_group(pgid: u32, signal: StopSignal) -> Result<(), GroupSignalError> {
-    let own_group = getpgrp().as_raw() as u32;
-    if pgid <= 1 || pgid == own_group {
-        return Err(GroupSignalError::NotAWorkerGroup(pgid));
-    }
-    match killpg(Pid::from_raw(pgid as i32), as_nix(signal)) {
-        Ok(()) | Err(Errno::ESRCH) => Ok(()),
-        Err(errno) => Err(GroupSignalError::Failed {
-            pgid,
-            signal: signal.name(),
-            errno,
-        }),
-    }
-}
-
-/// Stops (SIGSTOP) or continues (SIGCONT) every member of group `pgid`, as [`signal_group`]
-/// signals it: a suspension of the whole run.
-pub(crate) fn pause_group(pgid: u32, signal: Signal) -> Result<(), GroupSignalError> {
+/// Signals every member of group `pgid`: a stop (TERM, KILL), or a suspension of the whole
+/// run (STOP, CONT). An empty group is not an error.
+pub(crate) fn signal_group(pgid: u32, signal: Signal) -> Result<(), GroupSignalError> {
     let own_group = getpgrp().as_raw() as u32;
     if pgid <= 1 || pgid == own_group {
         return Err(GroupSignalError::NotAWorkerGroup(pgid));
@@ -366,7 +356,7 @@ pub(crate) fn live_members(pgid: u32) -> Vec<u32> {
     if !group_exists(pgid) {
         return Vec::new();
     }
-    proc::live_group_members(pgid)
+    proc::processes_where(|stat| stat.pgrp == pgid && !stat.is_defunct())
         .map(|members| members.iter().map(|member| member.pid).collect())
         .unwrap_or_default()
 }

@@ -1,5 +1,5 @@
 //! The handler's side of the per-run watchdog (docs/architecture.md, "The watchdog"): starting
-//! it (a plain `fork` while the handler has one thread, else a re-execution), telling it which
+//! it (a re-execution of the handler's binary), telling it which
 //! groups to watch and release, noticing its loss on a monitor thread and replacing it, and
 //! waiting for it at the end. Its own life is [`super::watchdog_process`].
 
@@ -16,9 +16,9 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::{ForkResult, Pid, fork, getpgrp, getpid, setsid};
+use nix::unistd::{Pid, getpgrp, getpid, setsid};
 
-use super::watchdog_process::{self, WatchdogConfig};
+use super::watchdog_process::WatchdogConfig;
 use super::{proc, process_group};
 use crate::domain::watchdog::{
     LossBudget, LossCause, MAX_MESSAGE, Replacement, WatchdogLoss, WatchdogMessage,
@@ -38,12 +38,6 @@ pub(crate) struct StartOptions {
     pub run_id: String,
     /// The handler's log file, where the watchdog logs what it had to stop too.
     pub log: Option<WatchdogLog>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StartedBy {
-    Fork,
-    Exec,
 }
 
 /// Receives the losses of the watchdog (the running attempt).
@@ -72,9 +66,8 @@ fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
     SIDE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Starts the watchdog. Call once, before any worker is spawned — and, to get the cheap
-/// start, before any thread is started.
-pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
+/// Starts the watchdog; returns its pid. Call once, before any worker is spawned.
+pub(crate) fn start(options: StartOptions) -> io::Result<u32> {
     let config = WatchdogConfig {
         handler_pid: getpid().as_raw() as u32,
         handler_pgid: getpgrp().as_raw() as u32,
@@ -82,13 +75,7 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         run_id: options.run_id,
         log: options.log,
     };
-    let (pid, socket, how) = if single_threaded() {
-        let (socket, pid) = fork_watchdog(&config)?;
-        (pid, socket, StartedBy::Fork)
-    } else {
-        let (socket, pid) = exec_watchdog(&config)?;
-        (pid, socket, StartedBy::Exec)
-    };
+    let (socket, pid) = exec_watchdog(&config)?;
     // Never mistaken for a worker's escapee (nor counted as the worker's activity).
     super::helper_registry::lock().spare_watchdog(pid, proc::start_time(pid));
     *lock() = Some(HandlerSide {
@@ -104,11 +91,7 @@ pub(crate) fn start(options: StartOptions) -> io::Result<(u32, StartedBy)> {
         // The watchdog itself works; `finish` reaps it.
         tracing::warn!(%error, "cannot start the watchdog monitor; a lost watchdog would go unnoticed");
     }
-    Ok((pid, how))
-}
-
-fn single_threaded() -> bool {
-    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
+    Ok(pid)
 }
 
 /// (ours, theirs), both close-on-exec.
@@ -120,25 +103,6 @@ fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
         SockFlag::SOCK_CLOEXEC,
     )
     .map_err(io::Error::from)
-}
-
-/// Forks the watchdog off the single-threaded handler; the child never returns.
-fn fork_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
-    let (ours, theirs) = socket_pair()?;
-    // Anything buffered would otherwise be written twice, once by each process.
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: the process has a single thread (checked by the caller), so the child is a
-    // complete copy in which every lock is free; it runs the watchdog's loop and ends with
-    // `_exit`, never returning into the handler's code.
-    match unsafe { fork() }.map_err(io::Error::from)? {
-        ForkResult::Child => {
-            drop(ours);
-            watchdog_process::run_forked(theirs, config)
-        }
-        ForkResult::Parent { child } => Ok((ours, child.as_raw() as u32)),
-    }
 }
 
 fn exec_watchdog(config: &WatchdogConfig) -> io::Result<(OwnedFd, u32)> {
@@ -354,7 +318,7 @@ fn pause(message: WatchdogMessage<'_>, signal: Signal) -> Vec<u32> {
     }
     let groups: Vec<u32> = side.watched.keys().copied().collect();
     for pgid in &groups {
-        if let Err(error) = process_group::pause_group(*pgid, signal) {
+        if let Err(error) = process_group::signal_group(*pgid, signal) {
             tracing::warn!(pgid, %error, "process group not suspended or continued");
         }
     }

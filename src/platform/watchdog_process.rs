@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{self, IsTerminal, Write};
-use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::socket::{MsgFlags, recv};
-use nix::unistd::{getpgrp, getpid, getppid, setsid};
+use nix::unistd::{getpgrp, getpid, getppid};
 
 use super::descendant_sweep::{self, PASS_INTERVAL, SURVIVOR_WAIT, SWEEP_LIMIT};
 use super::no_follow;
@@ -98,20 +98,6 @@ impl WatchdogConfig {
     }
 }
 
-/// The forked watchdog: runs its life and exits, never returning into the handler's code.
-pub(crate) fn run_forked(socket: OwnedFd, config: &WatchdogConfig) -> ! {
-    let _ = setsid();
-    // The handler's log subscriber came with the fork: the watchdog's only words are `tell`'s.
-    let _silent = tracing::dispatcher::set_default(&tracing::Dispatch::none());
-    let code = match adopt_descriptors(Some(socket)) {
-        Ok(()) => life(config),
-        Err(_) => 1,
-    };
-    // `_exit`: no exit handlers, no flush of buffers copied from the handler.
-    // SAFETY: ends this process; nothing runs after it.
-    unsafe { libc::_exit(code) }
-}
-
 /// If this process was started as a watchdog (`<exe> __ai-session-handler-watchdog <handler
 /// pid> <handler pgid> [<events path>]`), runs it and returns its exit code.
 pub(crate) fn main_if_watchdog() -> Option<i32> {
@@ -122,28 +108,20 @@ pub(crate) fn main_if_watchdog() -> Option<i32> {
     let Some(config) = WatchdogConfig::from_args(args) else {
         return Some(2);
     };
-    if adopt_descriptors(None).is_err() {
+    if adopt_descriptors().is_err() {
         return Some(1);
     }
     Some(life(&config))
 }
 
-/// Leaves the watchdog holding the socket as stdin (`socket`, or stdin already), `/dev/null`
-/// as stdout and stderr unless that is no terminal (on one, its line would land after the
-/// shell's prompt), and nothing else (a forked one holds copies of all the handler's).
-fn adopt_descriptors(socket: Option<OwnedFd>) -> io::Result<()> {
+/// Leaves the watchdog holding the socket as stdin, `/dev/null` as stdout and stderr unless
+/// that is no terminal (on one, its line would land after the shell's prompt), and nothing
+/// else.
+fn adopt_descriptors() -> io::Result<()> {
     let null = OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    if let Some(socket) = socket {
-        if socket.as_raw_fd() == 0 {
-            // Stdin already: keep it open.
-            let _ = socket.into_raw_fd();
-        } else {
-            nix::unistd::dup2_stdin(&socket)?;
-        }
-    }
     nix::unistd::dup2_stdout(&null)?;
     if io::stderr().is_terminal() {
         nix::unistd::dup2_stderr(&null)?;

@@ -103,13 +103,9 @@ where
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(RunError::Signals)?;
     let mut reaper = match supervision {
         Supervision::Handler => None,
-        Supervision::ByHand => match Reaper::prepare() {
-            Ok(reaper) => Some(reaper),
-            Err(error) => {
-                tracing::warn!(%error, "cannot become a child subreaper; leftover descendants will not be stopped");
-                None
-            }
-        },
+        Supervision::ByHand => Reaper::prepare()
+            .inspect_err(|error| tracing::warn!(%error, "cannot become a child subreaper; leftover descendants will not be stopped"))
+            .ok(),
     };
     let mut child = Command::new(launcher.program)
         .args(&launcher.args)

@@ -6,19 +6,12 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::domain::process_tree::{SweepNext, SweepRounds};
 use crate::platform::descendant_sweep;
 use crate::platform::proc::{self, ChildSnapshot};
 use crate::platform::process_group;
 
 /// How long adopted descendants are killed and waited for before the wrapper gives up.
 const SWEEP_LIMIT: Duration = Duration::from_secs(2);
-/// How often the wrapper's children are listed while sweeping.
-const SWEEP_POLL: Duration = Duration::from_millis(10);
-/// How long a sweep that gives up waits for its last SIGKILLs before it logs survivors.
-const SURVIVOR_WAIT: Duration = Duration::from_millis(500);
 
 /// Who stops the launcher's descendants: the handler, which started the wrapper as a session
 /// leader, or the wrapper itself.
@@ -88,45 +81,19 @@ impl Reaper {
     /// Kills every adopted descendant of the launcher until the sweep finds nothing more (or
     /// gives up after `SWEEP_LIMIT`); returns what it stopped.
     pub async fn sweep(&self) -> Vec<Leftover> {
-        let mut stopped: Vec<Leftover> = Vec::new();
-        let give_up_at = Instant::now() + SWEEP_LIMIT;
-        let mut rounds = SweepRounds::default();
-        loop {
-            let leader = self.launcher_pid.unwrap_or(0);
-            let started = self.launcher_started_ticks;
-            let inherited = self.inherited.clone();
-            let thorough = rounds.thorough();
-            let pass = tokio::task::spawn_blocking(move || {
-                descendant_sweep::sweep_pass(leader, started, &inherited, thorough)
-            })
-            .await
-            .unwrap_or_default();
-            for pid in pass.stopped.iter().map(|killed| killed.pid) {
-                if !stopped.iter().any(|leftover| leftover.pid == pid) {
-                    // A killed child stays a zombie until the next pass reaps it, so its
-                    // name is still readable here.
-                    let name = proc::command_name(pid).unwrap_or_else(|| "?".to_owned());
-                    tracing::info!(pid, %name, "stopped a leftover descendant");
-                    stopped.push(Leftover { pid, name });
-                }
-            }
-            if rounds.after_pass(pass.stopped.len(), pass.reaped) == SweepNext::Done {
-                return stopped;
-            }
-            if Instant::now() >= give_up_at {
-                let killed = pass.stopped;
-                let survivors = tokio::task::spawn_blocking(move || {
-                    descendant_sweep::still_alive(&killed, SURVIVOR_WAIT)
-                })
-                .await
-                .unwrap_or_default();
-                if !survivors.is_empty() {
-                    tracing::warn!(pids = ?survivors, "leftover descendants survived SIGKILL");
-                }
-                return stopped;
-            }
-            tokio::time::sleep(SWEEP_POLL).await;
-        }
+        let leader = self.launcher_pid.unwrap_or(0);
+        let started = self.launcher_started_ticks;
+        let inherited = self.inherited.clone();
+        let sweep = move || {
+            let mut stopped = Vec::new();
+            descendant_sweep::sweep_within(leader, started, &inherited, SWEEP_LIMIT, |pid| {
+                let name = proc::command_name(pid).unwrap_or_else(|| "?".to_owned());
+                tracing::info!(pid, %name, "stopped a leftover descendant");
+                stopped.push(Leftover { pid, name });
+            });
+            stopped
+        };
+        tokio::task::spawn_blocking(sweep).await.unwrap_or_default()
     }
 }
 

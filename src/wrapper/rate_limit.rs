@@ -1,12 +1,9 @@
 //! Recognising a session-ending provider failure that is a rate limit, usage limit or
-//! overload, reported by exiting [`EXIT_TEMPFAIL`] (docs/providers.md, "Rate limits: exit 75").
+//! overload, reported by exiting `EX_TEMPFAIL` (docs/providers.md, "Rate limits: exit 75").
 
 use std::sync::LazyLock;
 
 use regex::Regex;
-
-/// `EX_TEMPFAIL` from sysexits.h: a temporary failure; the runner may retry later.
-pub const EXIT_TEMPFAIL: i32 = 75;
 
 const TEMPORARY_STATUSES: [u16; 2] = [429, 529];
 

@@ -6,6 +6,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
+use crate::domain::decision::EX_TEMPFAIL;
 use crate::platform::process_group;
 use crate::usage::one_line;
 
@@ -14,7 +15,6 @@ use super::descendants::{self, Supervision};
 use super::diagnostics::{StreamTranslator, render_message};
 use super::final_result::{FinalResponse, epilogue};
 use super::notifier::{Notice, Notifier};
-use super::rate_limit::EXIT_TEMPFAIL;
 
 pub const EXIT_LAUNCHER_NOT_FOUND: i32 = 127;
 pub const EXIT_LAUNCHER_NOT_STARTED: i32 = 126;
@@ -151,7 +151,7 @@ pub fn run<P: Provider>(mut provider: P) -> i32 {
 /// The launcher's code, unless the provider gave up on a rate limit (and no signal ended it).
 fn exit_code(response: &FinalResponse, status: std::process::ExitStatus) -> i32 {
     if matches!(response, FinalResponse::RateLimited(_)) && status.signal().is_none() {
-        EXIT_TEMPFAIL
+        EX_TEMPFAIL
     } else {
         child::exit_code(status)
     }

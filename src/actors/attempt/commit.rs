@@ -3,154 +3,97 @@
 //! when nothing may be written, the report of an unresolved or unprepared attempt.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use ractor::{ActorRef, DerivedActorRef};
-
-use crate::actors::observer::Emitter;
+use super::AttemptState;
+use super::messages::AttemptSpec;
 use crate::actors::state_store::StoreMsg;
 use crate::actors::{call, off_runtime};
-use crate::domain::changes::Changes;
 use crate::domain::decision::Decision;
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::attempt::Conclusion;
-use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, LaunchOrder, RecordFailure};
-use crate::domain::outcome::{Artifacts, OutcomeRecord, OutputBytes};
+use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, RecordFailure};
+use crate::domain::outcome::{Artifacts, OutcomeRecord};
 use crate::domain::rate_limit::reset_time::find_reset;
-use crate::domain::retry::next_step::{FinishedAttempt, NextStep, RetryLedger, next_step};
+use crate::domain::retry::next_step::{FinishedAttempt, NextStep, next_step};
 use crate::domain::retry::schedule::ScheduledRetry;
 use crate::domain::state::{ActiveAttempt, AttemptStatus, CommitError, StateWriteError};
-use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::transcript::{TRAILER_SEPARATOR, Trailer, render_trailer};
 use crate::domain::verification::Verification;
-use crate::invocation::RunSettings;
 use crate::platform::durable::TranscriptFile;
-use crate::platform::file_tail;
+use crate::platform::regular_file;
 
-/// Where an attempt's end is reported, and what it needs to ask the store.
-#[derive(Clone)]
-pub(crate) struct Reporting {
-    pub(crate) store: ActorRef<StoreMsg>,
-    pub(crate) run: DerivedActorRef<Box<AttemptReport>>,
-    pub(crate) phase_id: String,
-}
-
-impl Reporting {
-    fn send(&self, attempt_id: String, end: AttemptEnd) {
-        let report = Box::new(AttemptReport {
-            phase_id: self.phase_id.clone(),
-            attempt_id,
-            end,
-        });
-        // The run supervisor stops this attempt (and with it any remaining child) once it
-        // has the report; a run already gone has nothing left to learn.
-        if self.run.send_message(report).is_err() {
-            tracing::trace!("attempt report dropped: the run supervisor stopped");
-        }
-    }
-
-    /// The durable active attempt, if it is the one with `attempt_id` (a failed write may
-    /// have become visible, or left the last record in place).
-    async fn still_active(&self, attempt_id: &str) -> Option<Box<ActiveAttempt>> {
-        call(&self.store, |reply| StoreMsg::Current { reply })
-            .await
-            .and_then(|state| state.active_attempt.clone())
-            .filter(|active| active.id == attempt_id)
-            .map(Box::new)
-    }
-
-    pub(crate) async fn not_prepared(self, attempt_id: String, error: StateWriteError) {
-        let still_active = self.still_active(&attempt_id).await;
-        self.send(
-            attempt_id,
-            AttemptEnd::NotPrepared {
-                error,
-                still_active,
-            },
-        );
-    }
-
-    pub(crate) async fn unresolved(
-        self,
-        attempt: ActiveAttempt,
-        decision: Decision,
-        failure: RecordFailure,
-    ) {
-        tracing::info!(%failure, "outcome not committed; attempt stays unresolved");
-        let still_active = self.still_active(&attempt.id).await;
-        self.send(
-            attempt.id.clone(),
-            AttemptEnd::Unresolved {
-                decision,
-                failure,
-                attempt: Box::new(attempt),
-                still_active,
-            },
-        );
+/// Reports the attempt's end to the run supervisor, which stops this attempt (and with it any
+/// remaining child) once it has the report; a run already gone has nothing left to learn.
+fn report(spec: &AttemptSpec, attempt_id: String, end: AttemptEnd) {
+    let report = Box::new(AttemptReport {
+        phase_id: spec.phase.id.clone(),
+        attempt_id,
+        end,
+    });
+    if spec.run.send_message(report).is_err() {
+        tracing::trace!("attempt report dropped: the run supervisor stopped");
     }
 }
 
-/// What the attempt supervisor knows of a decided attempt besides its conclusion.
-pub(crate) struct Ended {
-    pub(crate) attempt: ActiveAttempt,
-    pub(crate) phase_attempt: u32,
-    /// When the attempt finished, and its duration in milliseconds.
-    pub(crate) finished: (Timestamp, u64),
-    pub(crate) output: OutputBytes,
-    /// The transcript of a worker that never ran (the launch error goes there).
-    pub(crate) unlaunched_transcript: Option<TranscriptFile>,
-    pub(crate) watchdog_notes: Vec<String>,
-    pub(crate) watchdog_losses: usize,
-    /// What the attempt changed in its git work tree, when recorded.
-    pub(crate) changes: Option<Changes>,
+/// The durable active attempt, if it is the one with `attempt_id` (a failed write may have
+/// become visible, or left the last record in place).
+async fn still_active(spec: &AttemptSpec, attempt_id: &str) -> Option<Box<ActiveAttempt>> {
+    call(&spec.store, |reply| StoreMsg::Current { reply })
+        .await
+        .and_then(|state| state.active_attempt.clone())
+        .filter(|active| active.id == attempt_id)
+        .map(Box::new)
 }
 
-/// A decided outcome to write and commit.
-pub(crate) struct CommitJob {
-    reporting: Reporting,
-    events: Emitter,
+pub(crate) async fn not_prepared(spec: AttemptSpec, attempt_id: String, error: StateWriteError) {
+    let still_active = still_active(&spec, &attempt_id).await;
+    let end = AttemptEnd::NotPrepared {
+        error,
+        still_active,
+    };
+    report(&spec, attempt_id, end);
+}
+
+pub(crate) async fn unresolved(
+    spec: AttemptSpec,
     attempt: ActiveAttempt,
-    outcome: OutcomeRecord,
     decision: Decision,
-    /// The transcript of a worker that never ran, and the launch error to note in it.
-    launch_note: Option<(TranscriptFile, String)>,
-    /// What the retry policy decides from, with the attempt and its status.
-    template_index: usize,
-    ledger: RetryLedger,
-    settings: Arc<RunSettings>,
-    output: OutputBytes,
-    usage: UsageSummary,
-    /// The budget cap could not be enforced for this attempt's agent.
-    budget_note: Option<String>,
+    failure: RecordFailure,
+) {
+    tracing::info!(%failure, "outcome not committed; attempt stays unresolved");
+    let still_active = still_active(&spec, &attempt.id).await;
+    let attempt_id = attempt.id.clone();
+    let end = AttemptEnd::Unresolved {
+        decision,
+        failure,
+        attempt: Box::new(attempt),
+        still_active,
+    };
+    report(&spec, attempt_id, end);
 }
 
-impl CommitJob {
-    pub(crate) fn new(
-        ended: Ended,
-        conclusion: Conclusion,
-        settings: &Arc<RunSettings>,
-        order: &LaunchOrder,
-        reporting: Reporting,
-        events: Emitter,
-    ) -> Self {
-        let Ended {
-            attempt,
-            phase_attempt,
-            finished: (finished_at, duration_ms),
-            output,
-            unlaunched_transcript,
-            watchdog_notes,
-            watchdog_losses,
-            changes,
-        } = ended;
-        let launch_note = unlaunched_transcript
+impl AttemptState {
+    /// Commits the decided outcome in a task (after noting a launch error in the transcript
+    /// of a worker that never ran); the task reports to the run.
+    pub(super) fn commit(&mut self, conclusion: Conclusion) {
+        tracing::info!(status = %conclusion.decision.status, "outcome decided");
+        let Some(attempt) = self.attempt.clone() else {
+            return;
+        };
+        let (finished_at, duration_ms) = match self.finished {
+            Some(finished) => finished,
+            None => self.finish_now(),
+        };
+        let launch_note = self
+            .unlaunched_transcript
+            .take()
             .zip(conclusion.launch_error.clone())
             .map(|(transcript, summary)| {
                 let trailer = Trailer {
                     finished_at: Some(finished_at),
                     launch_error: Some(summary),
-                    watchdog_notes,
+                    watchdog_notes: self.watchdog_notes(),
                     ..Trailer::default()
                 };
                 (transcript, render_trailer(&trailer, 0, true))
@@ -160,6 +103,7 @@ impl CommitJob {
             .as_ref()
             .map(Verification::to_record)
             .unzip();
+        let spec = &self.spec;
         let outcome = OutcomeRecord {
             attempt_id: attempt.id.clone(),
             plan: attempt.snapshot.clone(),
@@ -176,34 +120,49 @@ impl CommitJob {
             exit_code: conclusion.exit.code,
             signal: conclusion.exit.signal,
             duration_ms: Some(duration_ms),
-            output_bytes: Some(output),
-            phase_attempt: Some(phase_attempt),
-            agent_cmd: Some(settings.templates[order.template_index].raw().to_owned()),
+            output_bytes: Some(self.findings.output),
+            phase_attempt: Some(self.phase_attempt),
+            agent_cmd: Some(
+                spec.settings.templates[spec.order.template_index]
+                    .raw()
+                    .to_owned(),
+            ),
             verification,
             verification_failure: verification_failure.flatten(),
-            watchdog_losses: u32::try_from(watchdog_losses)
+            watchdog_losses: u32::try_from(self.watchdog_losses.len())
                 .ok()
                 .filter(|losses| *losses > 0),
             usage: Some(conclusion.usage.clone()),
             budget_note: conclusion.budget_note.clone(),
-            changes,
+            changes: self.findings.take_changes(),
         };
-        Self {
-            reporting,
-            events,
+        let job = CommitJob {
+            spec: spec.clone(),
             attempt,
             outcome,
             decision: conclusion.decision,
             launch_note,
-            template_index: order.template_index,
-            ledger: order.ledger.clone(),
-            settings: settings.clone(),
-            output,
             usage: conclusion.usage,
             budget_note: conclusion.budget_note,
-        }
+        };
+        self.spawn(job.run());
     }
+}
 
+/// A decided outcome to write and commit.
+struct CommitJob {
+    spec: AttemptSpec,
+    attempt: ActiveAttempt,
+    outcome: OutcomeRecord,
+    decision: Decision,
+    /// The transcript of a worker that never ran, and the launch error to note in it.
+    launch_note: Option<(TranscriptFile, String)>,
+    usage: UsageSummary,
+    /// The budget cap could not be enforced for this attempt's agent.
+    budget_note: Option<String>,
+}
+
+impl CommitJob {
     /// Notes the launch error, asks the retry policy, commits the outcome (with the schedule
     /// in the same write) and reports to the run.
     pub(crate) async fn run(self) {
@@ -219,9 +178,10 @@ impl CommitJob {
         };
         let schedule = retry.as_ref().map(|retry| retry.schedule.clone());
         let duration_ms = self.outcome.duration_ms.unwrap_or_default();
+        let output = self.outcome.output_bytes.unwrap_or_default();
         let verification = self.outcome.verification.clone();
         let failed_check = self.outcome.verification_failure.clone();
-        let committed = call(&self.reporting.store, |reply| StoreMsg::Commit {
+        let committed = call(&self.spec.store, |reply| StoreMsg::Commit {
             outcome: Box::new(self.outcome),
             schedule,
             reply,
@@ -234,23 +194,20 @@ impl CommitJob {
             None => Some(RecordFailure::OutcomeRecord(StateWriteError::Stopped)),
         };
         if let Some(failure) = failure {
-            return self
-                .reporting
-                .unresolved(self.attempt, self.decision, failure)
-                .await;
+            return unresolved(self.spec, self.attempt, self.decision, failure).await;
         }
         let attempt = self.attempt;
         let decision = self.decision;
         tracing::info!(status = %decision.status, "outcome committed");
-        self.events.emit(
+        self.spec.events.emit(
             Some(&attempt.id),
             RunEvent::OutcomeCommitted {
                 phase_id: attempt.phase.id.clone(),
                 status: decision.status,
                 duration_ms,
                 summary: decision.summary.clone(),
-                stdout_bytes: self.output.stdout,
-                stderr_bytes: self.output.stderr,
+                stdout_bytes: output.stdout,
+                stderr_bytes: output.stderr,
                 outcome_path: attempt.outcome_path.clone(),
                 transcript_path: attempt.transcript_path.clone(),
                 verification,
@@ -258,7 +215,8 @@ impl CommitJob {
                 usage: self.usage.clone(),
             },
         );
-        self.reporting.send(
+        report(
+            &self.spec,
             attempt.id,
             AttemptEnd::Committed {
                 decision,
@@ -288,7 +246,8 @@ impl CommitJob {
         let hint = if status == AttemptStatus::RateLimited {
             let path = self.attempt.transcript_path.clone();
             off_runtime(move || {
-                let (tail, _) = file_tail::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
+                let (tail, _) =
+                    regular_file::read_end(Path::new(&path), RESET_SEARCH_BYTES).ok()?;
                 find_reset(&output_text(&tail), now, &chrono::Local)
             })
             .await
@@ -297,13 +256,13 @@ impl CommitJob {
         };
         let finished = FinishedAttempt {
             status,
-            template_index: self.template_index,
+            template_index: self.spec.order.template_index,
             reset_at: hint.as_ref().map(|hint| hint.at),
         };
-        let settings = &self.settings;
+        let settings = &self.spec.settings;
         let step = next_step(
             &finished,
-            &self.ledger,
+            &self.spec.order.ledger,
             &settings.retry,
             &settings.rate_limit,
             settings.templates.len(),

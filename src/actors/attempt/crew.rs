@@ -6,25 +6,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ractor::{Actor, ActorCell, ActorRef, DerivedActorRef, SpawnErr};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::deadline_timer::{DeadlineTimer, TimerArgs, TimerMsg, limit_duration};
 use super::group_killer::{GroupKiller, KillerArgs, KillerMsg};
 use super::marker_parser::{MarkerArgs, MarkerParser};
-use super::messages::{AttemptMsg, Output};
+use super::messages::{AttemptMsg, AttemptSpec, Output};
 use super::notifications;
 use super::pipe_reader::{Pipe, PipeReader, ReaderArgs};
 use super::stop_scanner::{ScanArgs, StopScanner};
 use super::transcript_writer::{TranscriptWriter, WriterArgs, WriterMsg};
-use crate::actors::observer::Emitter;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::output_stream::OutputStream;
-use crate::invocation::RunSettings;
+use crate::domain::state::ActiveAttempt;
 use crate::platform::activity_sampler::{ActivitySampler, AttemptProcesses};
-use crate::platform::console::Console;
 use crate::platform::durable::TranscriptFile;
-use crate::platform::notify_socket::{NotifyReceiver, NotifySocket};
-use crate::platform::proc::ChildSnapshot;
+use crate::platform::notify_socket::NotifySocket;
 
 pub(crate) struct Crew {
     pub(crate) writer: ActorRef<WriterMsg>,
@@ -37,47 +34,39 @@ pub(crate) struct Crew {
     pub(crate) console_bound: watch::Sender<bool>,
     /// Closes our read ends of the pipes (a process outside the group holds one open).
     pub(crate) close_readers: watch::Sender<bool>,
-    /// Until the socket is drained.
-    pub(crate) notifications: Option<NotifyReceiver>,
-}
-
-pub(crate) struct CrewArgs<'a> {
-    pub(crate) supervisor: &'a ActorRef<AttemptMsg>,
-    pub(crate) settings: &'a RunSettings,
-    /// The worker's process group (its pid).
-    pub(crate) pgid: u32,
-    /// The worker's start time, to tell its descendants from children the handler inherited.
-    pub(crate) worker_started_ticks: Option<u64>,
-    pub(crate) inherited: Arc<ChildSnapshot>,
-    /// The clocks count from here.
-    pub(crate) launched: Instant,
-    pub(crate) notify_socket: Option<NotifySocket>,
-    pub(crate) transcript: TranscriptFile,
-    pub(crate) transcript_path: String,
-    pub(crate) attempt_id: String,
-    pub(crate) console: Option<Arc<Console>>,
-    pub(crate) events: Emitter,
-    pub(crate) span: tracing::Span,
+    /// Asks the notification receiver to drain the socket (until it is asked).
+    pub(crate) notifications: Option<oneshot::Sender<()>>,
 }
 
 impl Crew {
     /// Starts every actor but the readers, and the notification receiver. Spawning fails only
     /// on a panic inside a `pre_start` (none does I/O there): a bug, returned as such.
-    pub(crate) async fn start(args: CrewArgs<'_>) -> Result<Self, SpawnErr> {
-        let cell = args.supervisor.get_cell();
-        let supervisor = args.supervisor.clone();
-        let settings = args.settings;
-        let span = args.span;
+    pub(crate) async fn start(
+        supervisor: &ActorRef<AttemptMsg>,
+        spec: &AttemptSpec,
+        attempt: &ActiveAttempt,
+        pgid: u32,
+        worker_started_ticks: Option<u64>,
+        notify_socket: Option<NotifySocket>,
+        transcript: TranscriptFile,
+    ) -> Result<Self, SpawnErr> {
+        // The clocks count from here: the worker has just been started.
+        let launched = Instant::now();
+        let cell = supervisor.get_cell();
+        let supervisor = supervisor.clone();
+        let settings = &spec.settings;
+        let span = spec.span.clone();
+        let inherited = spec.inherited_children.clone();
         // Who belongs to the attempt: the notifications' senders and the sampled processes.
         let processes = Arc::new(AttemptProcesses::new(
-            args.pgid,
-            args.worker_started_ticks,
-            args.inherited.clone(),
+            pgid,
+            worker_started_ticks,
+            inherited.clone(),
         ));
         let killer = KillerArgs {
-            pgid: args.pgid,
-            worker_started_ticks: args.worker_started_ticks,
-            inherited: args.inherited,
+            pgid,
+            worker_started_ticks,
+            inherited,
             supervisor: supervisor.clone(),
             span: span.clone(),
         };
@@ -87,15 +76,15 @@ impl Crew {
         let timer = TimerArgs {
             timeout_seconds: settings.timeout_seconds,
             idle_timeout_seconds: settings.idle_timeout_seconds,
-            launched: args.launched,
-            sampler: idle_limit.map(|_| ActivitySampler::new(processes.clone(), args.launched)),
+            launched,
+            sampler: idle_limit.map(|_| ActivitySampler::new(processes.clone(), launched)),
             supervisor: supervisor.clone(),
-            events: args.events.clone(),
-            attempt_id: args.attempt_id.clone(),
+            events: spec.events.clone(),
+            attempt_id: attempt.id.clone(),
             span: span.clone(),
         };
         let (timer, _) = Actor::spawn_linked(None, DeadlineTimer, timer, cell.clone()).await?;
-        let notifications = args.notify_socket.map(|socket| {
+        let notifications = notify_socket.map(|socket| {
             notifications::start(socket, processes, timer.clone(), supervisor.clone())
         });
         let marker = MarkerArgs {
@@ -119,11 +108,11 @@ impl Crew {
         };
         let (console_bound, bounded) = watch::channel(false);
         let writer = WriterArgs {
-            transcript: args.transcript,
-            transcript_path: args.transcript_path,
-            console: args.console,
-            events: args.events,
-            attempt_id: args.attempt_id,
+            transcript,
+            transcript_path: attempt.transcript_path.clone(),
+            console: spec.console.clone(),
+            events: spec.events.clone(),
+            attempt_id: attempt.id.clone(),
             // Output is a sign of life only to an idle limit: without one, the hot path
             // sends the timer nothing.
             timer: idle_limit.map(|_| timer.clone()),

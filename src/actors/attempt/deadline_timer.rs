@@ -21,6 +21,10 @@ use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::domain::notify::StatusChange;
 use crate::platform::activity_sampler::ActivitySampler;
 
+/// Plain signs of life (output, a notification without status or extension) reach the timer
+/// at most once per this interval.
+pub(crate) const NOTICE_INTERVAL: Duration = Duration::from_millis(20);
+
 /// The clock's inputs ([`ClockInput`]), stamped by whoever saw them happen.
 pub(crate) enum TimerMsg {
     Output,

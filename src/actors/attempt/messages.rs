@@ -1,21 +1,49 @@
-//! What the attempt supervisor is told, by its tasks, its children and the run supervisor, and
-//! what the pipe readers hand the output's consumers. Children import this file, never the
+//! What the attempt supervisor is started with and told, by its tasks, its children and the
+//! run supervisor, and what the pipe readers hand the output's consumers. Children import this file, never the
 //! supervisor's.
 
 use std::sync::Arc;
 
-use ractor::RpcReplyPort;
+use ractor::{ActorRef, DerivedActorRef, RpcReplyPort};
 
 use super::prepare::{Launch, SetupFailure};
+use crate::actors::observer::Emitter;
+use crate::actors::state_store::StoreMsg;
 use crate::domain::changes::Changes;
 use crate::domain::lifecycle::attempt::AttemptEvent;
+use crate::domain::lifecycle::run::{AttemptReport, LaunchOrder};
 use crate::domain::marker::MarkerVerdict;
 use crate::domain::notify::NotifyTally;
 use crate::domain::outcome::OutputBytes;
 use crate::domain::output_stream::OutputStream;
+use crate::domain::plan::Phase;
 use crate::domain::stop_regex::StopMatch;
 use crate::domain::verification::{CheckOutcome, VerifyCheck};
 use crate::domain::watchdog::WatchdogLoss;
+use crate::invocation::{PlanSnapshot, RunSettings};
+use crate::platform::console::Console;
+use crate::platform::locate::PlanLocation;
+use crate::platform::proc::ChildSnapshot;
+
+/// Everything one attempt needs, fixed when the run loop orders the launch.
+#[derive(Clone)]
+pub(crate) struct AttemptSpec {
+    pub(crate) run: DerivedActorRef<Box<AttemptReport>>,
+    pub(crate) store: ActorRef<StoreMsg>,
+    pub(crate) location: Arc<PlanLocation>,
+    pub(crate) snapshot: Arc<PlanSnapshot>,
+    pub(crate) settings: Arc<RunSettings>,
+    pub(crate) phase: Phase,
+    pub(crate) execution_workspace: String,
+    pub(crate) order: LaunchOrder,
+    /// The handler's children before its first worker: never treated as escaped descendants.
+    pub(crate) inherited_children: Arc<ChildSnapshot>,
+    /// 1-based, for progress.
+    pub(crate) phase_index: usize,
+    pub(crate) events: Emitter,
+    pub(crate) console: Option<Arc<Console>>,
+    pub(crate) span: tracing::Span,
+}
 
 pub(crate) enum AttemptMsg {
     /// Something that happened to the attempt, fed to its lifecycle machine as it is.

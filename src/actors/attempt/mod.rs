@@ -17,24 +17,19 @@ mod stop_scanner;
 mod transcript_writer;
 mod verify;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use self::commit::{CommitJob, Ended, Reporting};
-use self::crew::{Crew, CrewArgs};
+use self::crew::Crew;
 use self::group_killer::KillerMsg;
 use self::pipe_reader::Pipe;
-use self::prepare::{Launch, PreparationTask, SetupFailure};
+use self::prepare::{Launch, SetupFailure};
 use self::recording::Findings;
 use self::transcript_writer::WriterMsg;
 use self::verify::CheckJob;
-use super::observer::Emitter;
 use super::state_store::StoreMsg;
 use super::{call, notify, off_runtime};
 use crate::domain::decision::ChildExit;
@@ -42,47 +37,23 @@ use crate::domain::events::RunEvent;
 use crate::domain::failure::ExecutionFailure;
 use crate::domain::identity::ProcessIdentity;
 use crate::domain::lifecycle::attempt::{
-    AttemptEffect, AttemptEvent, AttemptLifecycle, Conclusion, RecordingInput,
+    AttemptEffect, AttemptEvent, AttemptLifecycle, RecordingInput,
 };
-use crate::domain::lifecycle::run::{LaunchOrder, RecordFailure};
+use crate::domain::lifecycle::run::RecordFailure;
 use crate::domain::notify::NotifyTally;
 use crate::domain::output_stream::OutputStream;
-use crate::domain::plan::Phase;
 use crate::domain::state::{ActiveAttempt, ActiveStatus, StateWriteError};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::token_usage::publication::UsagePublication;
 use crate::domain::transcript::Trailer;
 use crate::domain::verification::{CheckOutcome, VerifyCheck, VerifyPlan, stop_detail};
 use crate::domain::watchdog::{LossReaction, WatchdogLoss};
-use crate::invocation::{PlanSnapshot, RunSettings};
-use crate::platform::console::Console;
 use crate::platform::durable::TranscriptFile;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
 use crate::platform::helper_process::StopSwitch;
-use crate::platform::locate::PlanLocation;
-use crate::platform::proc::ChildSnapshot;
 use crate::platform::watchdog;
 
-pub(crate) use self::messages::AttemptMsg;
-
-/// Everything one attempt needs, fixed when the run loop orders the launch.
-pub(crate) struct AttemptSpec {
-    pub(crate) run: DerivedActorRef<Box<crate::domain::lifecycle::run::AttemptReport>>,
-    pub(crate) store: ActorRef<StoreMsg>,
-    pub(crate) location: Arc<PlanLocation>,
-    pub(crate) snapshot: Arc<PlanSnapshot>,
-    pub(crate) settings: Arc<RunSettings>,
-    pub(crate) phase: Phase,
-    pub(crate) execution_workspace: String,
-    pub(crate) order: LaunchOrder,
-    /// The handler's children before its first worker: never treated as escaped descendants.
-    pub(crate) inherited_children: Arc<ChildSnapshot>,
-    /// 1-based, for progress.
-    pub(crate) phase_index: usize,
-    pub(crate) events: Emitter,
-    pub(crate) console: Option<Arc<Console>>,
-    pub(crate) span: tracing::Span,
-}
+pub(crate) use self::messages::{AttemptMsg, AttemptSpec};
 
 pub(crate) struct AttemptSupervisor;
 
@@ -151,9 +122,9 @@ impl Actor for AttemptSupervisor {
             watchdog_losses: Vec::new(),
             changes_before: None,
         };
-        let preparation = state.preparation();
+        let spec = state.spec.clone();
         state.spawn(async move {
-            let result = preparation.run().await;
+            let result = prepare::prepare(spec).await;
             notify(&myself, AttemptMsg::Prepared(Box::new(result)));
         });
         Ok(state)
@@ -305,23 +276,16 @@ impl AttemptState {
                 });
             }
             AttemptEffect::DrainNotifications => {
-                let receiver = self
+                let drain = self
                     .crew
                     .as_mut()
                     .and_then(|crew| crew.notifications.take());
-                match receiver {
-                    Some(receiver) => {
-                        let target = myself.clone();
-                        self.spawn(async move {
-                            // Every report read by now was sent before this message.
-                            let tally = receiver.finish().await;
-                            notify(&target, AttemptMsg::NotificationsDrained(tally));
-                        });
-                    }
-                    None => notify(
+                // The receiving task answers with the tally once the socket is drained.
+                if drain.is_none_or(|drain| drain.send(()).is_err()) {
+                    notify(
                         myself,
                         AttemptMsg::NotificationsDrained(NotifyTally::default()),
-                    ),
+                    );
                 }
             }
             AttemptEffect::CloseReaders => {
@@ -375,13 +339,18 @@ impl AttemptState {
                     return;
                 };
                 let failure = RecordFailure::RunningRecord { failure, decided };
-                let reporting = self.reporting();
-                self.spawn(reporting.unresolved(attempt, conclusion.decision, failure));
+                let spec = self.spec.clone();
+                self.spawn(commit::unresolved(
+                    spec,
+                    attempt,
+                    conclusion.decision,
+                    failure,
+                ));
             }
             AttemptEffect::ConcludeNotPrepared => {
                 if let Some((attempt_id, error)) = self.not_prepared.take() {
-                    let reporting = self.reporting();
-                    self.spawn(reporting.not_prepared(attempt_id, error));
+                    let spec = self.spec.clone();
+                    self.spawn(commit::not_prepared(spec, attempt_id, error));
                 }
             }
         }
@@ -421,14 +390,9 @@ impl AttemptState {
             }
         };
         self.check_stop = Some(stop.clone());
-        let settings = &self.spec.settings;
         let job = CheckJob {
             check,
-            cwd: self.spec.execution_workspace.clone().into(),
-            time_limit: settings
-                .verify_timeout_seconds
-                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
-            inherited: self.spec.inherited_children.clone(),
+            spec: self.spec.clone(),
             writer,
             stop,
         };
@@ -514,35 +478,6 @@ impl AttemptState {
         }
     }
 
-    fn reporting(&self) -> Reporting {
-        Reporting {
-            store: self.spec.store.clone(),
-            run: self.spec.run.clone(),
-            phase_id: self.spec.phase.id.clone(),
-        }
-    }
-
-    fn preparation(&mut self) -> PreparationTask {
-        let order = &mut self.spec.order;
-        PreparationTask {
-            store: self.spec.store.clone(),
-            location: self.spec.location.clone(),
-            snapshot: self.spec.snapshot.clone(),
-            settings: self.spec.settings.clone(),
-            phase: self.spec.phase.clone(),
-            execution_workspace: self.spec.execution_workspace.clone(),
-            accept: order.accept.take(),
-            resolve_abandoned: order.resolve_abandoned,
-            template_index: order.template_index,
-            retry_note: order.note.clone(),
-            verification_failure: order.verification_failure.clone(),
-            attempt_number: order.ledger.attempt,
-            phase_index: self.spec.phase_index,
-            events: self.spec.events.clone(),
-            span: self.spec.span.clone(),
-        }
-    }
-
     async fn on_prepared(
         &mut self,
         result: Result<Launch, SetupFailure>,
@@ -589,8 +524,6 @@ impl AttemptState {
             changes_before,
         } = launch;
         self.changes_before = changes_before;
-        // The clocks count from here: the worker has just been started.
-        let launched = std::time::Instant::now();
         let pid = child.id();
         tracing::info!(pid, pgid = pid, "worker spawned");
         self.spec.events.emit(
@@ -599,21 +532,15 @@ impl AttemptState {
         );
         self.attempt = Some(attempt.clone());
         self.phase_attempt = phase_attempt;
-        let crew = Crew::start(CrewArgs {
-            supervisor: myself,
-            settings: &self.spec.settings,
-            pgid: pid,
-            worker_started_ticks: identity.as_ref().map(|identity| identity.start_time_ticks),
-            inherited: self.spec.inherited_children.clone(),
-            launched,
+        let crew = Crew::start(
+            myself,
+            &self.spec,
+            &attempt,
+            pid,
+            identity.as_ref().map(|identity| identity.start_time_ticks),
             notify_socket,
             transcript,
-            transcript_path: attempt.transcript_path.clone(),
-            attempt_id: attempt.id.clone(),
-            console: self.spec.console.clone(),
-            events: self.spec.events.clone(),
-            span: self.spec.span.clone(),
-        })
+        )
         .await;
         let mut crew = match crew {
             Ok(crew) => crew,
@@ -744,38 +671,6 @@ impl AttemptState {
                 AttemptMsg::ChangesRecorded(Some(Box::new(changes))),
             );
         });
-    }
-
-    /// Commits the decided outcome in a task (after noting a launch error in the transcript
-    /// of a worker that never ran); the task reports to the run.
-    fn commit(&mut self, conclusion: Conclusion) {
-        tracing::info!(status = %conclusion.decision.status, "outcome decided");
-        let Some(attempt) = self.attempt.clone() else {
-            return;
-        };
-        let finished = match self.finished {
-            Some(finished) => finished,
-            None => self.finish_now(),
-        };
-        let ended = Ended {
-            attempt,
-            phase_attempt: self.phase_attempt,
-            finished,
-            output: self.findings.output(),
-            unlaunched_transcript: self.unlaunched_transcript.take(),
-            watchdog_notes: self.watchdog_notes(),
-            watchdog_losses: self.watchdog_losses.len(),
-            changes: self.findings.take_changes(),
-        };
-        let job = CommitJob::new(
-            ended,
-            conclusion,
-            &self.spec.settings,
-            &self.spec.order,
-            self.reporting(),
-            self.spec.events.clone(),
-        );
-        self.spawn(job.run());
     }
 }
 

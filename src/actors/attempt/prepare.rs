@@ -2,34 +2,26 @@
 //! record, the prompt, the transcript header, the notification socket, the spawn and the
 //! worker's `/proc` identity. It hands back a [`Launch`] or says why nothing runs.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
-use crate::actors::observer::Emitter;
+use super::messages::AttemptSpec;
 use crate::actors::state_store::{Preparation, StoreMsg};
 use crate::actors::{call, off_runtime};
 use crate::domain::attempt_id::attempt_id;
 use crate::domain::events::RunEvent;
 use crate::domain::identity::ProcessIdentity;
-use crate::domain::plan::Phase;
-use crate::domain::prompt::{PromptContext, RetryNote, render_prompt};
+use crate::domain::prompt::{PromptContext, render_prompt};
 use crate::domain::run_env::RunFacts;
-use crate::domain::state::{
-    ActiveAttempt, ActiveStatus, PhaseRef, PlanRecord, SnapshotRef, StateWriteError,
-};
+use crate::domain::state::{ActiveAttempt, ActiveStatus, PhaseRef, SnapshotRef, StateWriteError};
 use crate::domain::template::PlaceholderValues;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::transcript::{TranscriptHeader, render_header};
-use crate::domain::verification::FailedCheck;
-use crate::invocation::{PlanSnapshot, RunSettings};
 use crate::platform::durable::TranscriptFile;
 use crate::platform::git::{self, NotRecorded, TreeSnapshot};
-use crate::platform::locate::PlanLocation;
 use crate::platform::notify_socket::NotifySocket;
 use crate::platform::proc;
-use crate::platform::process_group::{self, WorkerChild};
+use crate::platform::process_group::{self, GroupCommand, WorkerChild};
 use crate::platform::{durable, program};
 
 /// A launched worker, handed from the preparation task to the supervisor.
@@ -70,258 +62,203 @@ pub(crate) enum SetupFailure {
     },
 }
 
-/// Everything the preparation task needs, owned, so it can run beside the actor.
-pub(crate) struct PreparationTask {
-    pub(crate) store: ractor::ActorRef<StoreMsg>,
-    pub(crate) location: Arc<PlanLocation>,
-    pub(crate) snapshot: Arc<PlanSnapshot>,
-    pub(crate) settings: Arc<RunSettings>,
-    pub(crate) phase: Phase,
-    pub(crate) execution_workspace: String,
-    pub(crate) accept: Option<PlanRecord>,
-    pub(crate) resolve_abandoned: bool,
-    pub(crate) template_index: usize,
-    pub(crate) retry_note: Option<RetryNote>,
-    /// The phase's previous attempt reported completion and this check failed it: the
-    /// prompt says so.
-    pub(crate) verification_failure: Option<FailedCheck>,
-    pub(crate) attempt_number: u32,
-    pub(crate) phase_index: usize,
-    pub(crate) events: Emitter,
-    pub(crate) span: tracing::Span,
-}
+/// Prepared record → prompt → transcript header → console → spawn → identity.
+pub(crate) async fn prepare(spec: AttemptSpec) -> Result<Launch, SetupFailure> {
+    let started_at = Timestamp::from_datetime(chrono::Utc::now());
+    let id = attempt_id(started_at, &spec.phase.id, uuid::Uuid::new_v4());
+    spec.span.record("attempt_id", id.as_str());
+    let layout = &spec.location.layout;
+    let attempt = ActiveAttempt {
+        id: id.clone(),
+        status: ActiveStatus::Prepared,
+        phase: PhaseRef {
+            id: spec.phase.id.clone(),
+            title: spec.phase.title.clone(),
+        },
+        snapshot: SnapshotRef {
+            path: spec.snapshot.path.clone(),
+            sha256: spec.snapshot.sha256.clone(),
+        },
+        execution_workspace: spec.execution_workspace.clone(),
+        started_at,
+        prompt_path: layout.prompt_path(&id),
+        transcript_path: layout.transcript_path(&id),
+        outcome_path: layout.outcome_path(&id),
+        process: None,
+    };
+    let preparation = Preparation {
+        attempt: attempt.clone(),
+        accept: spec.order.accept.clone(),
+        resolve_abandoned_at: spec.order.resolve_abandoned.then_some(started_at),
+    };
+    let prepared = call(&spec.store, |reply| StoreMsg::Prepare {
+        preparation: Box::new(preparation),
+        reply,
+    })
+    .await
+    .unwrap_or(Err(StateWriteError::Stopped))
+    .map_err(|error| SetupFailure::NotPrepared {
+        attempt_id: id.clone(),
+        error,
+    })?;
+    tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
+    let phase_attempt = prepared
+        .finished_attempts_of(&attempt.phase.id)
+        .saturating_add(1)
+        .try_into()
+        .unwrap_or(u32::MAX);
+    spec.events.emit(
+        Some(&id),
+        RunEvent::AttemptPrepared {
+            phase_id: attempt.phase.id.clone(),
+            title: attempt.phase.title.clone(),
+            phase_index: spec.phase_index,
+            phases: spec.snapshot.plan.phases.len(),
+            phase_attempt,
+            attempt: spec.order.ledger.attempt,
+            of: spec.settings.retry.max_attempts,
+            agent_cmd: spec.settings.templates[spec.order.template_index]
+                .raw()
+                .to_owned(),
+            prompt_path: attempt.prompt_path.clone(),
+            transcript_path: attempt.transcript_path.clone(),
+        },
+    );
 
-impl PreparationTask {
-    /// Prepared record → prompt → transcript header → console → spawn → identity.
-    pub(crate) async fn run(self) -> Result<Launch, SetupFailure> {
-        let started_at = Timestamp::from_datetime(chrono::Utc::now());
-        let id = attempt_id(started_at, &self.phase.id, uuid::Uuid::new_v4());
-        self.span.record("attempt_id", id.as_str());
-        let layout = &self.location.layout;
-        let attempt = ActiveAttempt {
-            id: id.clone(),
-            status: ActiveStatus::Prepared,
-            phase: PhaseRef {
-                id: self.phase.id.clone(),
-                title: self.phase.title.clone(),
-            },
-            snapshot: SnapshotRef {
-                path: self.snapshot.path.clone(),
-                sha256: self.snapshot.sha256.clone(),
-            },
-            execution_workspace: self.execution_workspace.clone(),
-            started_at,
-            prompt_path: layout.prompt_path(&id),
-            transcript_path: layout.transcript_path(&id),
-            outcome_path: layout.outcome_path(&id),
-            process: None,
-        };
-        let preparation = Preparation {
-            attempt: attempt.clone(),
-            accept: self.accept.clone(),
-            resolve_abandoned_at: self.resolve_abandoned.then_some(started_at),
-        };
-        let prepared = call(&self.store, |reply| StoreMsg::Prepare {
-            preparation: Box::new(preparation),
-            reply,
-        })
-        .await
-        .unwrap_or(Err(StateWriteError::Stopped))
-        .map_err(|error| SetupFailure::NotPrepared {
-            attempt_id: id.clone(),
-            error,
-        })?;
-        tracing::info!(attempt_id = %id, phase_id = %attempt.phase.id, "attempt prepared");
-        let phase_attempt = prepared
-            .finished_attempts_of(&attempt.phase.id)
-            .saturating_add(1)
-            .try_into()
-            .unwrap_or(u32::MAX);
-        self.events.emit(
-            Some(&id),
-            RunEvent::AttemptPrepared {
-                phase_id: attempt.phase.id.clone(),
-                title: attempt.phase.title.clone(),
-                phase_index: self.phase_index,
-                phases: self.snapshot.plan.phases.len(),
-                phase_attempt,
-                attempt: self.attempt_number,
-                of: self.settings.retry.max_attempts,
-                agent_cmd: self.settings.templates[self.template_index]
-                    .raw()
-                    .to_owned(),
-                prompt_path: attempt.prompt_path.clone(),
-                transcript_path: attempt.transcript_path.clone(),
-            },
-        );
-
-        let template = &self.settings.templates[self.template_index];
-        let argv = template.render(&PlaceholderValues {
-            prompt_file: &attempt.prompt_path,
-            workspace: &attempt.execution_workspace,
-            run_id: &id,
-            transcript_file: &attempt.transcript_path,
-            state_file: &layout.state_path(),
-        });
-        let prompt = render_prompt(&PromptContext {
-            plan_workspace_path: &self.location.workspace,
-            execution_workspace_path: &attempt.execution_workspace,
-            plan_path: &self.snapshot.path,
-            state_path: &layout.state_path(),
-            run_id: &id,
-            transcript_path: &attempt.transcript_path,
-            preamble: &self.snapshot.plan.preamble,
-            phase: &self.phase,
-            state: &prepared,
-            retry: self.retry_note.as_ref(),
-            verification_failure: self.verification_failure.as_ref(),
-        });
-        let header = render_header(&TranscriptHeader {
-            attempt_id: &attempt.id,
-            phase_id: &attempt.phase.id,
-            phase_title: &attempt.phase.title,
-            plan_path: &self.snapshot.path,
-            state_path: &layout.state_path(),
-            plan_workspace: &self.location.workspace,
-            execution_workspace: &attempt.execution_workspace,
-            started_at: attempt.started_at,
-            agent_cmd: template.raw(),
-            argv: &argv,
-        });
-        // One blocking call off the runtime for everything from the first artifact to the
-        // worker's identity: every step waits on the disk, the spawn or `/proc`.
-        let environment = RunFacts {
-            plan: &self.snapshot.path,
-            plan_workspace: &self.location.workspace,
-            state_file: &layout.state_path(),
-            run_id: self.events.run_id(),
-            attempt_id: &attempt.id,
-            phase_id: &attempt.phase.id,
-            phase_title: &attempt.phase.title,
-            execution_workspace: &attempt.execution_workspace,
-        }
-        .environment();
-        let job = StartJob {
+    let template = &spec.settings.templates[spec.order.template_index];
+    let argv = template.render(&PlaceholderValues {
+        prompt_file: &attempt.prompt_path,
+        workspace: &attempt.execution_workspace,
+        run_id: &id,
+        transcript_file: &attempt.transcript_path,
+        state_file: &layout.state_path(),
+    });
+    let prompt = render_prompt(&PromptContext {
+        plan_workspace_path: &spec.location.workspace,
+        execution_workspace_path: &attempt.execution_workspace,
+        plan_path: &spec.snapshot.path,
+        state_path: &layout.state_path(),
+        run_id: &id,
+        transcript_path: &attempt.transcript_path,
+        preamble: &spec.snapshot.plan.preamble,
+        phase: &spec.phase,
+        state: &prepared,
+        retry: spec.order.note.as_ref(),
+        verification_failure: spec.order.verification_failure.as_ref(),
+    });
+    let header = render_header(&TranscriptHeader {
+        attempt_id: &attempt.id,
+        phase_id: &attempt.phase.id,
+        phase_title: &attempt.phase.title,
+        plan_path: &spec.snapshot.path,
+        state_path: &layout.state_path(),
+        plan_workspace: &spec.location.workspace,
+        execution_workspace: &attempt.execution_workspace,
+        started_at: attempt.started_at,
+        agent_cmd: template.raw(),
+        argv: &argv,
+    });
+    // One blocking call off the runtime for everything from the first artifact to the
+    // worker's identity: every step waits on the disk, the spawn or `/proc`.
+    let environment = RunFacts {
+        plan: &spec.snapshot.path,
+        plan_workspace: &spec.location.workspace,
+        state_file: &layout.state_path(),
+        run_id: spec.events.run_id(),
+        attempt_id: &attempt.id,
+        phase_id: &attempt.phase.id,
+        phase_title: &attempt.phase.title,
+        execution_workspace: &attempt.execution_workspace,
+    }
+    .environment();
+    let record_changes = spec.settings.record_changes;
+    let prompt = prompt.into_bytes();
+    off_runtime(move || {
+        start(
             attempt,
             phase_attempt,
-            prompt: prompt.into_bytes(),
-            header,
-            argv,
-            environment,
-            record_changes: self.settings.record_changes,
-        };
-        off_runtime(move || job.run())
-            .await
-            .map_err(|failure| *failure)
-    }
+            prompt,
+            &header,
+            &argv,
+            &environment,
+            record_changes,
+        )
+    })
+    .await
+    .map_err(|failure| *failure)
 }
 
-/// What the start job does, in order: the prompt, the transcript with its header, the
-/// notification socket, the spawn, the worker's identity. Everything that can fail for lack of
-/// resources is set up before the launch, so a failure never leaves a worker unsupervised.
-struct StartJob {
+/// The start job, in order: the prompt, the transcript with its header, the notification
+/// socket, the spawn, the worker's identity. Everything that can fail for lack of resources is
+/// set up before the launch, so a failure never leaves a worker unsupervised. Blocking: runs
+/// off the runtime (`off_runtime`, inside its context, which the spawn needs); `environment`
+/// holds the `AISH_*` variables the worker gets.
+fn start(
     attempt: ActiveAttempt,
     phase_attempt: u32,
     prompt: Vec<u8>,
-    header: String,
-    argv: Vec<String>,
-    /// The `AISH_*` variables the worker gets.
-    environment: Vec<(String, String)>,
-    record_changes: bool,
-}
-
-impl StartJob {
-    /// Blocking: runs off the runtime (`off_runtime`, inside its context, which the spawn
-    /// needs).
-    fn run(self) -> Result<Launch, Box<SetupFailure>> {
-        let Self {
-            attempt,
-            phase_attempt,
-            prompt,
-            header,
-            argv,
-            environment,
-            record_changes,
-        } = self;
-        let transcript = match write_artifacts(
-            &attempt.prompt_path,
-            &prompt,
-            &attempt.transcript_path,
-            &header,
-        ) {
-            Ok(file) => TranscriptFile::new(file),
-            Err(error) => {
-                return Err(Box::new(SetupFailure::Setup {
-                    attempt,
-                    phase_attempt,
-                    error,
-                }));
-            }
-        };
-        // Bound before the spawn, so whatever the worker sends before it is read waits in the
-        // socket. Without one the worker runs as before notifications existed.
-        let notify_socket = match NotifySocket::bind() {
-            Ok(socket) => Some(socket),
-            Err(error) => {
-                tracing::warn!(%error, "cannot bind the notification socket; the worker runs without NOTIFY_SOCKET");
-                None
-            }
-        };
-        let cwd = &attempt.execution_workspace;
-        // The work tree as the worker will find it, so the outcome says what the attempt
-        // changed; bounded in time, and never a reason not to launch.
-        let changes_before = record_changes.then(|| git::snapshot(Path::new(cwd)));
-        let child = match process_group::spawn_worker(
-            &argv,
-            cwd,
-            &attempt.id,
-            notify_socket.as_ref().map(NotifySocket::env_value),
-            &environment,
-        ) {
-            Ok(child) => child,
-            Err(error) => {
-                let program = argv.first().cloned().unwrap_or_default();
-                let problem = program::launch_problem(&program, cwd, &error);
-                return Err(Box::new(SetupFailure::Launch {
-                    attempt,
-                    phase_attempt,
-                    transcript,
-                    summary: format!("could not launch agent command: {problem}"),
-                }));
-            }
-        };
-        let pid = child.id();
-        let identity = match proc::identity_of(pid) {
-            Ok(identity) => Some(identity),
-            Err(error) => {
-                tracing::warn!(pid, %error, "process identity unavailable");
-                None
-            }
-        };
-        Ok(Launch {
-            attempt,
-            phase_attempt,
-            child,
-            identity,
-            transcript,
-            prompt,
-            notify_socket,
-            changes_before,
-        })
-    }
-}
-
-/// Creates the prompt (exclusively) and the transcript with its header.
-fn write_artifacts(
-    prompt_path: &str,
-    prompt: &[u8],
-    transcript_path: &str,
     header: &str,
-) -> io::Result<File> {
-    durable::write_new(Path::new(prompt_path), prompt, "prompt")?;
-    durable::write_new(
-        Path::new(transcript_path),
-        header.as_bytes(),
-        "transcript-header",
-    )
+    argv: &[String],
+    environment: &[(String, String)],
+    record_changes: bool,
+) -> Result<Launch, Box<SetupFailure>> {
+    // The prompt is created exclusively, then the transcript with its header.
+    let written =
+        durable::write_new(Path::new(&attempt.prompt_path), &prompt, "prompt").and_then(|_| {
+            let path = Path::new(&attempt.transcript_path);
+            durable::write_new(path, header.as_bytes(), "transcript-header")
+        });
+    let transcript = match written {
+        Ok(file) => TranscriptFile::new(file),
+        Err(error) => {
+            return Err(Box::new(SetupFailure::Setup {
+                attempt,
+                phase_attempt,
+                error,
+            }));
+        }
+    };
+    // Bound before the spawn, so whatever the worker sends before it is read waits in the
+    // socket. Without one the worker runs as before notifications existed.
+    let notify_socket = NotifySocket::bind()
+        .inspect_err(|error| tracing::warn!(%error, "cannot bind the notification socket; the worker runs without NOTIFY_SOCKET"))
+        .ok();
+    let cwd = &attempt.execution_workspace;
+    // The work tree as the worker will find it, so the outcome says what the attempt
+    // changed; bounded in time, and never a reason not to launch.
+    let changes_before = record_changes.then(|| git::snapshot(Path::new(cwd)));
+    let group = GroupCommand {
+        argv,
+        cwd: Path::new(cwd),
+        token: &attempt.id,
+        notify_socket: notify_socket.as_ref().map(NotifySocket::env_value),
+        env_set: environment,
+    };
+    let child = match process_group::spawn_worker(&group) {
+        Ok(child) => child,
+        Err(error) => {
+            let program = argv.first().cloned().unwrap_or_default();
+            let problem = program::launch_problem(&program, cwd, &error);
+            return Err(Box::new(SetupFailure::Launch {
+                attempt,
+                phase_attempt,
+                transcript,
+                summary: format!("could not launch agent command: {problem}"),
+            }));
+        }
+    };
+    let pid = child.id();
+    let identity = proc::identity_of(pid)
+        .inspect_err(|error| tracing::warn!(pid, %error, "process identity unavailable"))
+        .ok();
+    Ok(Launch {
+        attempt,
+        phase_attempt,
+        child,
+        identity,
+        transcript,
+        prompt,
+        notify_socket,
+        changes_before,
+    })
 }

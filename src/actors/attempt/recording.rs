@@ -21,7 +21,7 @@ pub(crate) struct Findings {
     final_match: Option<Option<StopMatch>>,
     trailer_error: Option<Option<String>>,
     /// What the agent wrote, once the trailer is written.
-    output: OutputBytes,
+    pub(super) output: OutputBytes,
     /// What the attempt changed in its git work tree, once compared (`Some(None)`: not
     /// recorded).
     changes: Option<Option<Changes>>,
@@ -67,10 +67,6 @@ impl Findings {
     /// The changes for the outcome (taken once).
     pub(crate) fn take_changes(&mut self) -> Option<Changes> {
         self.changes.take().flatten()
-    }
-
-    pub(crate) fn output(&self) -> OutputBytes {
-        self.output
     }
 
     /// A consumer of the output failed: it will report nothing, so its finding is what its

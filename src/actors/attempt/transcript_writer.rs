@@ -11,7 +11,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::deadline_timer::TimerMsg;
+use super::deadline_timer::{NOTICE_INTERVAL, TimerMsg};
 use super::messages::{AttemptMsg, Output};
 use crate::actors::observer::Emitter;
 use crate::actors::{notify, off_runtime};
@@ -29,8 +29,6 @@ use crate::platform::durable::TranscriptFile;
 /// is reported when it ends, so the last chunk of a burst is never left unreported.
 const PROGRESS_EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Output notices to the deadline timer are coalesced to one per this interval.
-const ACTIVITY_NOTIFY_INTERVAL: Duration = Duration::from_millis(20);
 /// Once the console is bounded, how long one echo may take before the console is dropped.
 /// Well inside the attempt's drain limit (2 s), so the pipes still drain into the transcript.
 pub(crate) const ECHO_LIMIT: Duration = Duration::from_secs(1);
@@ -369,7 +367,7 @@ impl WriterState {
         let now = Instant::now();
         if self
             .last_activity_notice
-            .is_none_or(|last| now.duration_since(last) >= ACTIVITY_NOTIFY_INTERVAL)
+            .is_none_or(|last| now.duration_since(last) >= NOTICE_INTERVAL)
         {
             self.last_activity_notice = Some(now);
             notify(timer, TimerMsg::Output);

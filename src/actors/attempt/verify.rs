@@ -4,29 +4,26 @@
 //! stopped through the [`StopSwitch`] the supervisor keeps.
 
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use ractor::ActorRef;
 
-use super::messages::EndedCheck;
+use super::messages::{AttemptSpec, EndedCheck};
 use super::transcript_writer::{VerifyOutput, WriterMsg};
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
 use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
 use crate::platform::helper_process::{
-    EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
+    EscapeeSweep, HelperCommand, HelperRun, StopSwitch, run_helper,
 };
 use crate::platform::proc::ChildSnapshot;
 
 /// Everything one check's run needs, owned, so it can run off the runtime.
 pub(crate) struct CheckJob {
     pub(crate) check: VerifyCheck,
-    /// The phase's execution workspace.
-    pub(crate) cwd: PathBuf,
-    pub(crate) time_limit: Option<Duration>,
-    pub(crate) inherited: Arc<ChildSnapshot>,
+    /// Where it runs (the execution workspace), its time limit and the children to spare.
+    pub(crate) spec: AttemptSpec,
     pub(crate) writer: ActorRef<WriterMsg>,
     pub(crate) stop: StopSwitch,
 }
@@ -36,13 +33,17 @@ impl CheckJob {
     pub(crate) fn run(self) -> EndedCheck {
         let writer = &self.writer;
         record(writer, VerifyOutput::Header(self.check.transcript_header()));
+        let settings = &self.spec.settings;
+        let time_limit = settings
+            .verify_timeout_seconds
+            .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok());
         let ran = run_check(
             &self.check,
-            &self.cwd,
+            Path::new(&self.spec.execution_workspace),
             // The attempt's environment is the handler's.
             &[],
-            self.time_limit,
-            &self.inherited,
+            time_limit,
+            &self.spec.inherited_children,
             &mut |_stream, bytes| record(writer, VerifyOutput::Output(bytes.to_vec())),
             &self.stop,
         );
@@ -114,7 +115,7 @@ fn run_check(
         argv: &argv,
         cwd,
         env_set,
-        stdin: HelperStdin::Null,
+        stdin: None,
         time_limit,
         escapees: EscapeeSweep::Now(inherited),
     };
@@ -126,14 +127,9 @@ fn run_check(
         },
         stop,
     )?;
-    let (exit_code, signal) = match run.exit {
-        HelperExit::Code(code) => (Some(code), None),
-        HelperExit::Signal(signal) => (None, Some(signal)),
-        HelperExit::Unknown => (None, None),
-    };
     let outcome = CheckOutcome {
-        exit_code,
-        signal,
+        exit_code: run.exit.code,
+        signal: run.exit.signal,
         timed_out: run.timed_out,
         duration_ms: run.duration.as_millis().try_into().unwrap_or(u64::MAX),
         output_bytes: run.stdout_bytes.saturating_add(run.stderr_bytes),

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use self::signal_intake::{IntakeMsg, SignalIntake};
-use self::tasks::{Holdings, RunContext};
+use self::tasks::RunContext;
 use self::workspace_locks::{LockMsg, WorkspaceLocks};
 use super::attempt::{AttemptMsg, AttemptSpec, AttemptSupervisor};
 use super::observer::{Emitter, RunObserver};
@@ -376,16 +376,15 @@ impl RunState {
             return;
         };
         self.release_reservation();
-        let holdings = Holdings {
-            store: self.store.take(),
-            locks: self.context.locks.clone(),
-            intake: self.intake.take(),
+        let finish = tasks::finish(
+            self.context.clone(),
+            self.store.take(),
+            self.intake.take(),
             done,
-        };
-        let snapshot = self.context.snapshot.clone();
-        // Not one of the run's tasks: stopping the supervisor must not abort it.
-        tokio::spawn(
-            tasks::finish(holdings, end, snapshot, myself.get_cell()).instrument(self.span.clone()),
+            end,
+            myself.get_cell(),
         );
+        // Not one of the run's tasks: stopping the supervisor must not abort it.
+        tokio::spawn(finish.instrument(self.span.clone()));
     }
 }

@@ -288,32 +288,23 @@ pub(super) async fn record_acceptance(
     context.tell(RunInput::AcceptanceRecorded(accepted));
 }
 
-pub(super) struct Holdings {
-    pub(super) store: Option<ActorRef<StoreMsg>>,
-    pub(super) locks: ActorRef<LockMsg>,
-    pub(super) intake: Option<ActorRef<IntakeMsg>>,
-    pub(super) done: oneshot::Sender<RunResult>,
-}
-
-/// Releases everything, then hands the result to the command and stops the supervisor.
+/// Releases everything held — the store, the locks, the signal intake — then hands the
+/// result to the command and stops the supervisor.
 pub(super) async fn finish(
-    holdings: Holdings,
+    context: RunContext,
+    store: Option<ActorRef<StoreMsg>>,
+    intake: Option<ActorRef<IntakeMsg>>,
+    done: oneshot::Sender<RunResult>,
     end: super::messages::RunEnd,
-    snapshot: Arc<PlanSnapshot>,
     supervisor: ActorCell,
 ) {
-    let Holdings {
-        store,
-        locks,
-        intake,
-        done,
-    } = holdings;
     let mut next_phase = None;
     if let Some(store) = store {
         next_phase = call(&store, |reply| StoreMsg::Current { reply })
             .await
             .and_then(|state| {
-                let ids: Vec<&str> = snapshot
+                let ids: Vec<&str> = context
+                    .snapshot
                     .plan
                     .phases
                     .iter()
@@ -324,7 +315,7 @@ pub(super) async fn finish(
         // Drain, not stop: a queued write must not be dropped.
         let _ = store.drain_and_wait(None).await;
     }
-    let _ = locks.drain_and_wait(None).await;
+    let _ = context.locks.drain_and_wait(None).await;
     // Everything is recorded: a signal from now on need not be caught. Once the intake is
     // gone it has its default action, so a final report blocked on a stalled console can be
     // interrupted like any program's output.

@@ -23,7 +23,7 @@ use crate::domain::template::shell_join;
 use crate::platform::descendant_sweep;
 use crate::platform::event_log::EventLog;
 use crate::platform::helper_process::{
-    EscapeeSweep, HelperCommand, HelperExit, HelperRun, HelperStdin, StopSwitch, run_helper,
+    EscapeeSweep, HelperCommand, HelperRun, StopSwitch, run_helper,
 };
 use crate::platform::proc::ChildSnapshot;
 use crate::platform::process_group::signal_name;
@@ -145,7 +145,7 @@ impl HookRunner {
                 argv: &argv,
                 cwd: Path::new(&context.workspace),
                 env_set: &environment,
-                stdin: HelperStdin::File(stdin),
+                stdin: Some(stdin),
                 time_limit: Some(Duration::from_secs_f64(hook.timeout_seconds)),
                 escapees: if ended {
                     EscapeeSweep::Now(&self.inherited)
@@ -187,11 +187,7 @@ impl HookRunner {
 
     /// One `warning:` line and a `hook-failed` event; `run` is `None` when the hook never ran.
     fn report(&self, hook: &Hook, job: &HookJob, reason: String, run: Option<&HelperRun>) {
-        let (exit_code, signal) = match run.map(|run| run.exit) {
-            Some(HelperExit::Code(code)) => (Some(code), None),
-            Some(HelperExit::Signal(signal)) => (None, Some(signal)),
-            Some(HelperExit::Unknown) | None => (None, None),
-        };
+        let (exit_code, signal) = run.map_or((None, None), |run| (run.exit.code, run.exit.signal));
         let record = EventRecord {
             at: Utc::now(),
             run_id: job.run_id.clone(),
@@ -221,13 +217,13 @@ impl HookRunner {
 }
 
 fn describe_run(run: &HelperRun, hook: &Hook) -> String {
-    let how = match run.exit {
-        HelperExit::Code(code) => format!("exited with code {code}"),
-        HelperExit::Signal(signal) => format!(
+    let how = match (run.exit.code, run.exit.signal) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(signal)) => format!(
             "killed by {}",
             signal_name(signal).map_or_else(|| format!("signal {signal}"), str::to_owned)
         ),
-        HelperExit::Unknown => "ended with an unknown status".to_owned(),
+        (None, None) => "ended with an unknown status".to_owned(),
     };
     let mut description = if run.timed_out {
         format!(

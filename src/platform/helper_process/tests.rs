@@ -37,7 +37,7 @@ fn run(
             argv,
             cwd,
             env_set: &[],
-            stdin: HelperStdin::Null,
+            stdin: None,
             time_limit,
             escapees,
         },
@@ -73,7 +73,13 @@ fn output_reaches_the_sink_by_stream_and_the_exit_code_is_reported() {
         &stop,
     );
     let run = run.unwrap();
-    assert_eq!(run.exit, HelperExit::Code(3));
+    assert_eq!(
+        run.exit,
+        ChildExit {
+            code: Some(3),
+            signal: None
+        }
+    );
     assert!(!run.succeeded() && !run.timed_out && !run.interrupted);
     let cwd = std::fs::canonicalize(dir.path()).unwrap();
     assert_eq!(
@@ -101,7 +107,7 @@ fn stdin_is_the_given_file_and_the_environment_is_changed_as_asked() {
             )),
             cwd: dir.path(),
             env_set: &[("AISH_SET".to_owned(), "a value".to_owned())],
-            stdin: HelperStdin::File(File::open(&input).unwrap()),
+            stdin: Some(File::open(&input).unwrap()),
             time_limit: None,
             escapees: EscapeeSweep::Later,
         },
@@ -188,7 +194,14 @@ fn a_term_ignoring_helper_and_grandchild_are_killed_at_the_time_limit() {
     assert!(run.timed_out, "{run:?}");
     assert!(!run.interrupted);
     assert!(!run.succeeded());
-    assert_eq!(run.exit, HelperExit::Signal(9), "SIGTERM was ignored");
+    assert_eq!(
+        run.exit,
+        ChildExit {
+            code: None,
+            signal: Some(9)
+        },
+        "SIGTERM was ignored"
+    );
     assert!(run.survivors.is_empty(), "{run:?}");
     let grandchild = pid_in(&pidfile);
     assert!(
@@ -227,7 +240,13 @@ fn a_thrown_switch_stops_the_helper_and_a_second_throw_skips_the_grace() {
     thrower.join().unwrap();
     let run = run.unwrap();
     assert!(run.interrupted && !run.timed_out, "{run:?}");
-    assert_eq!(run.exit, HelperExit::Signal(9));
+    assert_eq!(
+        run.exit,
+        ChildExit {
+            code: None,
+            signal: Some(9)
+        }
+    );
     assert_eq!(output.stdout, b"started\n");
     assert_eq!(stop.throws(), 2);
 }

@@ -35,12 +35,11 @@ impl Harness {
         let name = socket.env_value().to_owned();
         let delivered = Arc::new(Mutex::new(Vec::new()));
         let sink = delivered.clone();
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(socket.receive(
-            is_member,
-            move |delivery| sink.lock().unwrap().push(delivery),
-            stopped,
-        ));
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let deliver = move |delivery| sink.lock().unwrap().push(delivery);
+            socket.receive(is_member, deliver, &mut stopped).await
+        });
         Self {
             name,
             stop: Some(stop),
@@ -366,19 +365,13 @@ fn a_receiver_reads_what_was_sent_before_it_started() {
     let sender = NotifySender::connect(OsStr::new(socket.env_value())).expect("connect");
     // The worker may notify before its identity is known and the receiver started.
     sender.send("STATUS=early").unwrap();
-    let delivered = Arc::new(Mutex::new(Vec::new()));
-    let sink = delivered.clone();
-    let tally = runtime().block_on(async {
-        let receiver = NotifyReceiver::start(socket, own_pid(), move |delivery| {
-            sink.lock().unwrap().push(delivery)
-        });
+    let (tally, delivered) = runtime().block_on(async {
+        let harness = Harness::start_with(socket, own_pid());
         sender.send("STATUS=later").unwrap();
-        receiver.finish().await
+        harness.finish().await
     });
     assert_eq!(tally.accepted, 2);
     let statuses: Vec<_> = delivered
-        .lock()
-        .unwrap()
         .iter()
         .map(|delivery| delivery.notification.status.clone())
         .collect();

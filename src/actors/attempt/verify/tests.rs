@@ -1,6 +1,7 @@
 //! Tests of running a Verify check with real check processes. Every check sweeps escaped
 //! descendants, so each test runs in a process of its own ([`isolated`]).
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::*;
