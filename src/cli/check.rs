@@ -166,13 +166,7 @@ fn build(args: &CheckArgs) -> CheckReport {
         }
     };
     if let Some(settings) = &run_settings {
-        // The caps count every attempt the plan's state records.
-        let spent = Spent::recorded(
-            state
-                .iter()
-                .flat_map(|state| &state.committed_outcomes)
-                .map(|entry| entry.usage.as_ref()),
-        );
+        let spent = state.as_ref().map(Spent::of_state).unwrap_or_default();
         report.budget_spent = BudgetStanding::of(&settings.budget, spent);
         report.budget_spent_text = settings.budget.spent_of(spent);
         if let Some(reached) = settings.budget.reached(spent) {

@@ -490,14 +490,9 @@ fn end_facts(location: &PlanLocation, caps: &BudgetCaps, end: &RunEnd) -> report
         .as_ref()
         .and_then(|state| state.retry_schedule.as_ref())
         .map(|schedule| schedule.not_before.to_string());
-    let budget_reached = state.as_ref().and_then(|state| {
-        caps.reached(Spent::recorded(
-            state
-                .committed_outcomes
-                .iter()
-                .map(|entry| entry.usage.as_ref()),
-        ))
-    });
+    let budget_reached = state
+        .as_ref()
+        .and_then(|state| caps.reached(Spent::of_state(state)));
     let watchdog_stop = if let RunEnd::Refused(refused) = end
         && let Refusal::UnresolvedAttempt(attempt) = &refused.refusal
     {

@@ -331,12 +331,7 @@ pub(super) fn build_report(
     });
     let plan = plan_check(location, state, snapshot);
     let caps = super::next::latest_caps(location, state, config.map(|config| &config.budget));
-    let spent = Spent::recorded(
-        state
-            .committed_outcomes
-            .iter()
-            .map(|entry| entry.usage.as_ref()),
-    );
+    let spent = Spent::of_state(state);
     let next = snapshot.ok().and_then(|_| {
         super::next::from_state(
             location,

@@ -117,6 +117,16 @@ impl Spent {
             .flatten()
             .fold(Self::default(), |spent, usage| spent.plus(&usage.counts))
     }
+
+    /// What every attempt the plan's state records spent: the caps count the whole plan.
+    pub fn of_state(state: &crate::domain::state::State) -> Self {
+        Self::recorded(
+            state
+                .committed_outcomes
+                .iter()
+                .map(|entry| entry.usage.as_ref()),
+        )
+    }
 }
 
 /// The plan's spending against its caps (`status`, `check`; the `budget` object of

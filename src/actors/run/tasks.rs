@@ -145,13 +145,7 @@ async fn admission_steps(
     }
     let completed_phase_ids = loaded.completed_phase_ids.clone();
     let last_run = loaded.last_run.clone();
-    // The caps count the whole plan: every attempt the state records.
-    let spent_before = Spent::recorded(
-        loaded
-            .committed_outcomes
-            .iter()
-            .map(|entry| entry.usage.as_ref()),
-    );
+    let spent_before = Spent::of_state(&loaded);
     let reported_usage = loaded
         .committed_outcomes
         .iter()
