@@ -19,7 +19,7 @@ use crate::domain::recovery::{
     Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
 };
 use crate::domain::retry::next_step::{RetryReason, StepKind};
-use crate::domain::seconds::format_seconds;
+use crate::domain::seconds::format_tenths;
 use crate::domain::selection::{PlanChange, RecoveryFlags, Refusal};
 use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
@@ -603,7 +603,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
                 "{resuming}retrying {phase} (attempt {attempt} of {of}) after {} in {} s{capped}",
                 schedule.after,
                 // Tenths: the wait is measured, not configured, so it is a hair under.
-                format_seconds((delay_seconds * 10.0).round() / 10.0)
+                format_tenths(*delay_seconds)
             )
         }
     })

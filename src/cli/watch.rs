@@ -459,8 +459,8 @@ impl Watch {
             }
             "idle-deadline-extended" => format!(
                 "the agent announced a silence: idle deadline extended by {} s, until {}",
-                crate::domain::seconds::format_seconds(
-                    (event["seconds"].as_f64().unwrap_or_default() * 10.0).round() / 10.0
+                crate::domain::seconds::format_tenths(
+                    event["seconds"].as_f64().unwrap_or_default()
                 ),
                 text(event, "until")
             ),
