@@ -887,7 +887,7 @@ struct NextPhase {
 }
 
 /// `usage`: this invocation's total and each committed attempt's.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 struct UsageJson {
     total: UsageSummary,
     attempts: Vec<AttemptUsage>,
@@ -899,12 +899,6 @@ struct AttemptUsage {
     phase_id: String,
     status: AttemptStatus,
     usage: UsageSummary,
-}
-
-impl Default for UsageJson {
-    fn default() -> Self {
-        Self::of(&[])
-    }
 }
 
 impl UsageJson {
