@@ -413,20 +413,15 @@ fn end(
                     next.map(|step| Output::stderr(vec![step.line()])),
                 )
             };
-            match (&hooks, &caught) {
-                (Some(hooks), Some(caught)) => {
-                    if print_while_hooks_run(report, hooks, caught)
-                        && let Some(last) = last
-                    {
-                        last.print();
-                    }
-                }
+            let printed = match (&hooks, &caught) {
+                (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
                 _ => {
                     report.print();
-                    if let Some(last) = last {
-                        last.print();
-                    }
+                    true
                 }
+            };
+            if printed && let Some(last) = last {
+                last.print();
             }
             result.exit()
         }
