@@ -279,12 +279,10 @@ impl History {
     /// latest records' run is (its start was rotated away).
     fn in_progress(self, holder: Option<Option<u32>>) -> Option<Found> {
         let holder = holder?;
-        if let Some(found) = self.latest.filter(|found| !found.finished) {
-            if holder.is_none() || found.pid() == holder {
-                return Some(found);
-            }
-        }
-        self.unstarted.filter(|found| !found.finished)
+        let holders = self
+            .latest
+            .filter(|found| !found.finished && (holder.is_none() || found.pid() == holder));
+        holders.or(self.unstarted.filter(|found| !found.finished))
     }
 }
 
