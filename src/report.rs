@@ -14,14 +14,14 @@ use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::lifecycle::run::RecordFailure;
+use crate::domain::lifecycle::run::{RecordFailure, RefusedRun};
 use crate::domain::recovery::{
     Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
 };
 use crate::domain::retry::next_step::{RetryReason, StepKind};
-use crate::domain::seconds::format_seconds;
+use crate::domain::seconds::format_tenths;
 use crate::domain::selection::{PlanChange, RecoveryFlags, Refusal};
-use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, LastRun, PhaseRef, Stop};
+use crate::domain::state::{ActiveAttempt, ActiveStatus, AttemptStatus, PhaseRef, Stop};
 use crate::domain::token_usage::summary::UsageSummary;
 use crate::domain::verification::{FailedCheck, Verification, VerificationReport};
 use crate::invocation::history::WatchdogStop;
@@ -236,13 +236,10 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
             retry_stays(*retry_scheduled)
         )]),
         RunEnd::Refused(run) => match &run.refusal {
-            Refusal::Stopped(stop) => stopped(
-                stop,
-                &run.plan_workspace,
-                run.execution_workspace.as_ref(),
-                run.last_run.as_deref(),
-            ),
-            Refusal::UnresolvedAttempt(attempt) => abandoned(attempt, facts.watchdog_stop.as_ref()),
+            Refusal::Stopped(stop) => stopped(stop, run),
+            Refusal::UnresolvedAttempt(attempt) => {
+                abandoned(attempt, &run.refusal, facts.watchdog_stop.as_ref())
+            }
             Refusal::PlanHashMismatch(change) => plan_hash_mismatch(change),
             Refusal::PlanPathMismatch { stored, actual } => Output::error(format!(
                 "{actual}: plan path mismatch; state belongs to {stored}. A renamed or relocated plan requires an explicit history decision: restore the plan at {stored}, or start fresh by moving its state directory aside (see docs/state-and-recovery.md)"
@@ -603,7 +600,7 @@ pub(crate) fn event_line(event: &RunEvent, now: DateTime<Utc>) -> Option<String>
                 "{resuming}retrying {phase} (attempt {attempt} of {of}) after {} in {} s{capped}",
                 schedule.after,
                 // Tenths: the wait is measured, not configured, so it is a hair under.
-                format_seconds((delay_seconds * 10.0).round() / 10.0)
+                format_tenths(*delay_seconds)
             )
         }
     })
@@ -890,7 +887,7 @@ struct NextPhase {
 }
 
 /// `usage`: this invocation's total and each committed attempt's.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 struct UsageJson {
     total: UsageSummary,
     attempts: Vec<AttemptUsage>,
@@ -902,12 +899,6 @@ struct AttemptUsage {
     phase_id: String,
     status: AttemptStatus,
     usage: UsageSummary,
-}
-
-impl Default for UsageJson {
-    fn default() -> Self {
-        Self::of(&[])
-    }
 }
 
 impl UsageJson {
@@ -1207,26 +1198,18 @@ fn plan_hash_mismatch(change: &PlanChange) -> Output {
 }
 
 /// A stopped phase refused a run: the stop, where to look, and the last run's transcript tail.
-fn stopped(
-    stop: &Stop,
-    plan_workspace: &str,
-    execution_workspace: Option<&Result<String, InputError>>,
-    last_run: Option<&LastRun>,
-) -> Output {
-    let mut output = Output::error(format!(
-        "phase {} is stopped: {}",
-        stop.phase_id, stop.reason
-    ));
+fn stopped(stop: &Stop, run: &RefusedRun<InputError>) -> Output {
+    let mut output = Output::error(run.refusal.to_string());
     output.stderr.extend(stop_lines(stop));
-    output.err_line(format!("plan workspace path: {plan_workspace}"));
-    match execution_workspace {
+    output.err_line(format!("plan workspace path: {}", run.plan_workspace));
+    match &run.execution_workspace {
         Some(Ok(path)) => output.err_line(format!("execution workspace path: {path}")),
         Some(Err(error)) => {
             output.err_line(format!("execution workspace path unavailable: {error}"))
         }
         None => &mut output,
     };
-    if let Some(last_run) = last_run {
+    if let Some(last_run) = &run.last_run {
         output.err_line(format!(
             "last run: {} ({})",
             last_run.run_id, last_run.status
@@ -1252,7 +1235,11 @@ pub(crate) fn stop_lines(stop: &Stop) -> impl Iterator<Item = String> {
 
 /// An abandoned attempt refused a run: its paths and what is known of its worker — when the
 /// watchdog of the handler that left it stopped its worker, when and which group.
-fn abandoned(attempt: &ActiveAttempt, watchdog_stop: Option<&WatchdogStop>) -> Output {
+fn abandoned(
+    attempt: &ActiveAttempt,
+    refusal: &Refusal,
+    watchdog_stop: Option<&WatchdogStop>,
+) -> Output {
     let mut output = Output::error(match watchdog_stop {
         Some(stop) => format!(
             "phase {} has an abandoned {} attempt {}: its handler (pid {}) ended without stopping it, and at {} its watchdog {}; inspect partial changes before retrying",
@@ -1264,12 +1251,7 @@ fn abandoned(attempt: &ActiveAttempt, watchdog_stop: Option<&WatchdogStop>) -> O
             stop.at,
             stop.describe()
         ),
-        None => format!(
-            "phase {} has an abandoned {} attempt {}; inspect partial changes and stop any surviving worker before retrying",
-            attempt.phase.id,
-            attempt.status.as_str(),
-            attempt.id
-        ),
+        None => refusal.to_string(),
     });
     output.stderr.extend([
         format!("execution workspace path: {}", attempt.execution_workspace),

@@ -114,7 +114,6 @@ fn build(args: &CheckArgs) -> CheckReport {
         Ok(config) => {
             let overrides = RunOverrides {
                 agent_cmd: args.agent_cmd.clone(),
-                flags: RecoveryFlags::default(),
                 retries: args.retries,
                 wait: args.wait,
                 hooks: args.hooks.clone(),

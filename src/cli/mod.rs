@@ -29,7 +29,6 @@ use clap::error::ErrorKind;
 pub use args::{Cli, Command};
 
 use crate::domain::exit_code::ExitCode;
-use crate::report::terminal;
 
 /// Parses the command line, sets up logging, runs the command and returns the exit code.
 pub fn main() -> i32 {
@@ -44,9 +43,7 @@ pub fn main() -> i32 {
     let started = Instant::now();
     let words: Vec<OsString> = std::env::args_os().collect();
     // Before parsing: `--help` and a usage error are printed by the parse itself.
-    terminal::set_choice(colour_choice(
-        args::color_requested(&words).unwrap_or(ColorChoice::Auto),
-    ));
+    set_colour(args::color_requested(&words).unwrap_or(ColorChoice::Auto));
     let parsed = help::command()
         .try_get_matches_from(&words)
         .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
@@ -72,7 +69,7 @@ pub fn main() -> i32 {
             };
         }
     };
-    terminal::set_choice(colour_choice(cli.color));
+    set_colour(cli.color);
     if let Err(error) = logging::init(&cli.logging) {
         if let Some(Command::Run(args)) = &cli.command
             && args.json
@@ -100,13 +97,15 @@ pub fn main() -> i32 {
     exit.code()
 }
 
-/// `--color`'s value as the choice the terminal module applies.
-fn colour_choice(choice: ColorChoice) -> anstream::ColorChoice {
+/// Sets the process-wide colour choice from `--color` (`report::terminal` reads it); `auto`
+/// leaves it to each stream.
+fn set_colour(choice: ColorChoice) {
     match choice {
         ColorChoice::Auto => anstream::ColorChoice::Auto,
         ColorChoice::Always => anstream::ColorChoice::Always,
         ColorChoice::Never => anstream::ColorChoice::Never,
     }
+    .write_global();
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the data is usable.

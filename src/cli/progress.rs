@@ -254,7 +254,13 @@ fn start_redrawer(ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
                         line.clear();
                     }
                     Err(RecvTimeoutError::Timeout) if !cleared => {
-                        if let Some(message) = current_line(&ledger) {
+                        // Computed under the lock, drawn without it: observers never wait
+                        // on the terminal.
+                        let message = lock(&ledger)
+                            .current
+                            .as_ref()
+                            .map(|current| current.live.status_line());
+                        if let Some(message) = message {
                             line.draw(message);
                         }
                     }
@@ -276,15 +282,6 @@ fn start_redrawer(ledger: Arc<Mutex<Ledger>>) -> Option<StatusLineThread> {
             None
         }
     }
-}
-
-/// The status line from the ledger: computed under the lock, drawn without it, so observers
-/// never wait on the terminal.
-fn current_line(ledger: &Mutex<Ledger>) -> Option<String> {
-    lock(ledger)
-        .current
-        .as_ref()
-        .map(|current| current.live.status_line())
 }
 
 /// The spinner's frames, one per redraw.

@@ -155,7 +155,15 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
             max_tokens: args.max_tokens,
             max_cost_usd: args.max_cost,
         };
-        let (mut settings, snapshot) = checked_inputs(&location, &overrides)?;
+        let (mut settings, snapshot, missing) = inputs_and_missing_programs(&location, &overrides)?;
+        if let Some(problem) = missing
+            .agents
+            .into_iter()
+            .chain(missing.interpreters)
+            .next()
+        {
+            return Err(problem);
+        }
         let in_a_hook = std::env::var_os(HOOK_MARKER).is_some();
         settings.hooks_off = hooks_off(in_a_hook, settings.hooks.len());
         if let Some(reason) = &settings.hooks_off {
@@ -181,24 +189,6 @@ fn read_inputs(args: &RunArgs, started: Instant) -> Result<Inputs, ExitCode> {
     })
 }
 
-/// The settings and plan of a run, once every input `run` checks before it locks or writes
-/// anything is valid: the plan's warnings are printed.
-pub(super) fn checked_inputs(
-    location: &PlanLocation,
-    overrides: &RunOverrides,
-) -> Result<(RunSettings, PlanSnapshot), InputError> {
-    let (settings, snapshot, missing) = inputs_and_missing_programs(location, overrides)?;
-    match missing
-        .agents
-        .into_iter()
-        .chain(missing.interpreters)
-        .next()
-    {
-        Some(problem) => Err(problem),
-        None => Ok((settings, snapshot)),
-    }
-}
-
 /// The programs a run needs that are not installed: a missing agent program is input to fix,
 /// not an attempt to record; so is a check's missing interpreter, unless the checks are skipped.
 pub(super) struct MissingPrograms {
@@ -206,8 +196,9 @@ pub(super) struct MissingPrograms {
     pub(super) interpreters: Vec<InputError>,
 }
 
-/// What [`checked_inputs`] checks, with the missing programs left to the caller
-/// (`check --prompt` only notes a missing agent: the prompt does not depend on it).
+/// The settings and plan of a run, once every input `run` checks before it locks or writes
+/// anything is valid (the plan's warnings are printed), with the missing programs left to the
+/// caller (`check --prompt` only notes a missing agent: the prompt does not depend on it).
 pub(super) fn inputs_and_missing_programs(
     location: &PlanLocation,
     overrides: &RunOverrides,
@@ -422,20 +413,15 @@ fn end(
                     next.map(|step| Output::stderr(vec![step.line()])),
                 )
             };
-            match (&hooks, &caught) {
-                (Some(hooks), Some(caught)) => {
-                    if print_while_hooks_run(report, hooks, caught)
-                        && let Some(last) = last
-                    {
-                        last.print();
-                    }
-                }
+            let printed = match (&hooks, &caught) {
+                (Some(hooks), Some(caught)) => print_while_hooks_run(report, hooks, caught),
                 _ => {
                     report.print();
-                    if let Some(last) = last {
-                        last.print();
-                    }
+                    true
                 }
+            };
+            if printed && let Some(last) = last {
+                last.print();
             }
             result.exit()
         }

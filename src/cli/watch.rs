@@ -192,6 +192,13 @@ impl Found {
         }
     }
 
+    /// The handler pid its `run-started` names.
+    fn pid(&self) -> Option<u32> {
+        self.started
+            .as_ref()
+            .map(|event| number(event, "pid") as u32)
+    }
+
     /// The run as followed; its handler is the lock holder when `run-started` is gone.
     fn followed(&self, holder: Option<u32>) -> Followed {
         match &self.started {
@@ -267,27 +274,15 @@ impl History {
         lines
     }
 
-    /// The pid of the latest `run-started`.
-    fn latest_started_pid(&self) -> Option<u32> {
-        let event = self.latest.as_ref()?.started.as_ref()?;
-        Some(number(event, "pid") as u32)
-    }
-
     /// The run in progress, given the pid holding the plan workspace (`None`: no run). A run
     /// whose `run-started` names that pid and that has not finished is it; without one, the
     /// latest records' run is (its start was rotated away).
     fn in_progress(self, holder: Option<Option<u32>>) -> Option<Found> {
         let holder = holder?;
-        if let Some(found) = self.latest.filter(|found| !found.finished) {
-            let pid = found
-                .started
-                .as_ref()
-                .map(|event| number(event, "pid") as u32);
-            if holder.is_none() || pid == holder {
-                return Some(found);
-            }
-        }
-        self.unstarted.filter(|found| !found.finished)
+        let holders = self
+            .latest
+            .filter(|found| !found.finished && (holder.is_none() || found.pid() == holder));
+        holders.or(self.unstarted.filter(|found| !found.finished))
     }
 }
 
@@ -300,7 +295,9 @@ fn workspace_holder(location: &PlanLocation, history: &History) -> Option<Option
         Err(error) => {
             tracing::debug!(%error, "cannot read the lock table");
             history
-                .latest_started_pid()
+                .latest
+                .as_ref()
+                .and_then(Found::pid)
                 .filter(|pid| pid_alive(*pid))
                 .map(Some)
         }
@@ -459,8 +456,8 @@ impl Watch {
             }
             "idle-deadline-extended" => format!(
                 "the agent announced a silence: idle deadline extended by {} s, until {}",
-                crate::domain::seconds::format_seconds(
-                    (event["seconds"].as_f64().unwrap_or_default() * 10.0).round() / 10.0
+                crate::domain::seconds::format_tenths(
+                    event["seconds"].as_f64().unwrap_or_default()
                 ),
                 text(event, "until")
             ),

@@ -54,6 +54,11 @@ pub(crate) fn format_seconds(seconds: f64) -> String {
     }
 }
 
+/// `seconds` rounded to tenths, as [`format_seconds`] renders them: `2.5`, `12`.
+pub(crate) fn format_tenths(seconds: f64) -> String {
+    format_seconds((seconds * 10.0).round() / 10.0)
+}
+
 /// `2.500` → `2.5`, `3600.0` → `3600`; text without a decimal point is left alone.
 fn without_trailing_zeros(number: &str) -> &str {
     if number.contains('.') {

@@ -31,11 +31,6 @@ const STOPPED: Style = AnsiColor::Yellow.on_default();
 const FAILED: Style = AnsiColor::Red.on_default();
 const DIM: Style = Style::new().dimmed();
 
-/// Sets the process-wide colour choice (`--color`); `auto` leaves it to each stream.
-pub(crate) fn set_choice(choice: ColorChoice) {
-    choice.write_global();
-}
-
 /// Whether lines written to `stream` are coloured.
 pub(crate) fn colour(stream: Stream) -> bool {
     match ColorChoice::global() {
@@ -114,10 +109,10 @@ mod tests {
     #[test]
     fn labels_and_end_lines_are_coloured_only_when_colour_is_on() {
         let complete = "phase-1 complete in 1s";
-        set_choice(ColorChoice::Never);
+        ColorChoice::Never.write_global();
         assert_eq!(label("error: x", Stream::Stderr), "error: x");
         assert_eq!(phase_end(complete, AttemptStatus::PhaseComplete), complete);
-        set_choice(ColorChoice::Always);
+        ColorChoice::Always.write_global();
         assert_eq!(
             label("error: x: y", Stream::Stderr),
             "\x1b[1m\x1b[31merror:\x1b[0m x: y"
@@ -139,6 +134,6 @@ mod tests {
             phase_end("phase-2 timeout in 1s", AttemptStatus::Timeout),
             "\x1b[31mphase-2 timeout in 1s\x1b[0m"
         );
-        set_choice(ColorChoice::Auto);
+        ColorChoice::Auto.write_global();
     }
 }

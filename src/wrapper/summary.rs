@@ -1,18 +1,16 @@
 //! One-line summaries of tool calls and tool results: whitespace collapsed, cut at
 //! [`MAX_SUMMARY_CHARS`]; tag text is left to the notes they are written as.
 
+use crate::domain::status_text::first_chars;
+
 /// Longest summary shown, in characters, before `…`.
 pub const MAX_SUMMARY_CHARS: usize = 120;
 
 /// `text` on one line: runs of whitespace (line ends included) become one space, and the
 /// result is cut at [`MAX_SUMMARY_CHARS`] characters, marked with `…`.
 pub fn one_line(text: &str) -> String {
-    let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if let Some((cut, _)) = line.char_indices().nth(MAX_SUMMARY_CHARS) {
-        line.truncate(cut);
-        line.push('…');
-    }
-    line
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    first_chars(&line, MAX_SUMMARY_CHARS)
 }
 
 /// `label (details, 3 lines): summary`, or `label (details, empty)` for an empty output.

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::status::{LatestStatus, format_age, format_tenths};
-use crate::domain::seconds::format_seconds;
+use super::status::{LatestStatus, format_age};
+use crate::domain::seconds::{format_seconds, format_tenths};
 
 /// An extension longer than this is cut to it: a report of "silent for a year" must not
 /// disable the idle timeout for good.
@@ -98,7 +98,7 @@ impl IdleDeadline {
             let silent = self.deadline().saturating_sub(self.last_life);
             format!(
                 "{} s (idle timeout {} s, extended by the agent)",
-                format_tenths(silent),
+                format_tenths(silent.as_secs_f64()),
                 format_seconds(self.limit.as_secs_f64())
             )
         } else {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::domain::notify::StatusChange;
+use crate::domain::seconds::format_tenths;
 
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -75,15 +76,10 @@ impl LatestStatus {
     }
 }
 
-/// The seconds of `duration` rounded to tenths: `2.5`, `12`.
-pub(super) fn format_tenths(duration: Duration) -> String {
-    crate::domain::seconds::format_seconds((duration.as_secs_f64() * 10.0).round() / 10.0)
-}
-
 /// `0.4 s`, `2.5 s`, `12 s`, `3 min 5 s`: how long ago, for messages.
 pub fn format_age(age: Duration) -> String {
     if age.as_secs_f64() < 10.0 {
-        return format!("{} s", format_tenths(age));
+        return format!("{} s", format_tenths(age.as_secs_f64()));
     }
     let whole = age.as_secs() + u64::from(age.subsec_millis() >= 500);
     if whole < 120 {
