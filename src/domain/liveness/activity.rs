@@ -213,18 +213,6 @@ fn received_since(previous: &ActivitySample, current: &ActivitySample, window: D
         .fold(0u64, u64::saturating_add)
 }
 
-/// `utime + stime` and `cutime + cstime` from `/proc/PID/stat` (fields 14 to 17, counted
-/// after the parenthesised command name, which may hold anything).
-pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
-    let close = text.rfind(')')?;
-    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
-    // fields[0] is field 3 (state).
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    let own = field(14)?.checked_add(field(15)?)?;
-    let children = field(16)?.checked_add(field(17)?)?;
-    Some((own, children))
-}
-
 /// Nanoseconds on CPU: the first field of `/proc/PID/task/TID/schedstat`.
 pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().next()?.parse().ok()

@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::identity::parse_proc_stat;
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -211,9 +212,10 @@ fn evidence_reads_for_logs() {
 fn proc_texts_are_read() {
     let stat = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
                 17 5 3 4 20 0 11 0 123456 1000000 2000 18446744073709551615";
-    assert_eq!(parse_stat_cpu_ticks(stat), Some((22, 7)));
-    assert_eq!(parse_stat_cpu_ticks("4242 (x) S 1 2"), None);
-    assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    let cpu_ticks = |text| parse_proc_stat(text).map(|s| (s.cpu_ticks, s.reaped_children_ticks));
+    assert_eq!(cpu_ticks(stat), Some((22, 7)));
+    assert_eq!(cpu_ticks("4242 (x) S 1 2"), None);
+    assert_eq!(cpu_ticks("garbage"), None);
     assert_eq!(parse_schedstat_ns("123456789 2000 17\n"), Some(123_456_789));
     assert_eq!(parse_schedstat_ns(""), None);
     let io = "rchar: 1000\nwchar: 24\nsyscr: 5\nsyscw: 2\nread_bytes: 0\n";
@@ -247,7 +249,7 @@ fn any_process() -> impl Strategy<Value = ProcessCounters> {
 proptest! {
     #[test]
     fn proc_parsers_never_panic(text in "(?s).{0,300}") {
-        let _ = parse_stat_cpu_ticks(&text);
+        let _ = parse_proc_stat(&text);
         let _ = parse_schedstat_ns(&text);
         let _ = parse_io_chars(&text);
         let _ = socket_inode(text.as_bytes());
