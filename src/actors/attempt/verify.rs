@@ -40,8 +40,6 @@ impl CheckJob {
         let ran = run_check(
             &self.check,
             Path::new(&self.spec.execution_workspace),
-            // The attempt's environment is the handler's.
-            &[],
             time_limit,
             &self.spec.inherited_children,
             &mut |_stream, bytes| record(writer, VerifyOutput::Output(bytes.to_vec())),
@@ -97,13 +95,12 @@ impl CheckJob {
 }
 
 /// Runs `check` to its end — by `/bin/sh -e` or its interpreter ([`VerifyCheck::argv`]), stdin
-/// from `/dev/null`, in `cwd` with `env_set` over the handler's environment — handing its
+/// from `/dev/null`, in `cwd` with the handler's environment (the attempt's) — handing its
 /// output to `sink` as it arrives and keeping its tail for the outcome. `Err` only when it
 /// could not be started (a missing interpreter is `NotFound`).
 fn run_check(
     check: &VerifyCheck,
     cwd: &Path,
-    env_set: &[(String, String)],
     time_limit: Option<Duration>,
     inherited: &ChildSnapshot,
     sink: &mut dyn FnMut(OutputStream, &[u8]),
@@ -114,7 +111,7 @@ fn run_check(
     let command = HelperCommand {
         argv: &argv,
         cwd,
-        env_set,
+        env_set: &[],
         stdin: None,
         time_limit,
         escapees: EscapeeSweep::Now(inherited),
