@@ -20,7 +20,7 @@ pub struct ProcessIdentity {
 }
 
 /// The fields of one `/proc/<pid>/stat` line that identity, group sweeps and activity need.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcStat {
     pub(crate) pid: u32,
     /// One-letter state (`R`, `S`, `Z`, `X`, …).

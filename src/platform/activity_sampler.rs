@@ -183,12 +183,8 @@ impl ActivitySampler {
 
     pub(crate) fn sample(&mut self) -> ActivitySample {
         let at = self.launched.elapsed();
-        let processes: Vec<ProcessCounters> = self
-            .processes
-            .walk()
-            .into_iter()
-            .map(|stat| counters(&stat))
-            .collect();
+        let processes: Vec<ProcessCounters> =
+            self.processes.walk().into_iter().map(counters).collect();
         let inodes: HashSet<u64> = processes
             .iter()
             .flat_map(|process| process.socket_inodes.iter().copied())
@@ -291,7 +287,7 @@ fn open_diag() -> io::Result<OwnedFd> {
 }
 
 /// One process's counters; what cannot be read (it exited meanwhile) stays 0 or empty.
-fn counters(stat: &ProcStat) -> ProcessCounters {
+fn counters(stat: ProcStat) -> ProcessCounters {
     let pid = stat.pid;
     let thread_cpu_ns = fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
@@ -317,11 +313,8 @@ fn counters(stat: &ProcStat) -> ProcessCounters {
         })
         .collect();
     ProcessCounters {
-        pid,
-        start_time_ticks: stat.start_time_ticks,
+        stat,
         thread_cpu_ns,
-        cpu_ticks: stat.cpu_ticks,
-        reaped_children_ticks: stat.reaped_children_ticks,
         chars,
         socket_inodes,
     }
