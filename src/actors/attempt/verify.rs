@@ -11,6 +11,7 @@ use ractor::ActorRef;
 
 use super::messages::{AttemptSpec, EndedCheck};
 use super::transcript_writer::{VerifyOutput, WriterMsg};
+use crate::domain::lifecycle::GroupReport;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
 use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
@@ -60,9 +61,7 @@ impl CheckJob {
                     outcome,
                     start_error: None,
                     stopped: run.interrupted,
-                    leaked: run.leaked,
-                    escaped: run.escaped,
-                    survivors: run.survivors,
+                    group: run.group,
                     pipes_abandoned: run.pipes_abandoned,
                 }
             }
@@ -77,9 +76,7 @@ impl CheckJob {
                     )),
                     start_error: Some(reason),
                     stopped: false,
-                    leaked: Vec::new(),
-                    escaped: Vec::new(),
-                    survivors: Vec::new(),
+                    group: GroupReport::default(),
                     pipes_abandoned: false,
                 }
             }

@@ -160,8 +160,8 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
             assert_eq!(outcome.signal, Some(9), "SIGTERM was ignored");
             assert_eq!(seen.stdout, b"set up\n");
             let (in_group, escaped) = (pid_in(&in_group), pid_in(&escaped));
-            assert_eq!(run.escaped, [escaped], "{run:?}");
-            assert!(run.survivors.is_empty(), "{run:?}");
+            assert_eq!(run.group.escaped, [escaped], "{run:?}");
+            assert!(run.group.survivors.is_empty(), "{run:?}");
             for pid in [in_group, escaped] {
                 assert!(!alive(pid), "{pid} survived");
             }
