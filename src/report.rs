@@ -14,7 +14,7 @@ use crate::domain::decision::signal_name;
 use crate::domain::display::{printable, printable_json};
 use crate::domain::events::RunEvent;
 use crate::domain::exit_code::ExitCode;
-use crate::domain::lifecycle::run::{RecordFailure, RefusedRun};
+use crate::domain::lifecycle::run::{RecordFailure, RefusedRun, Uncommitted};
 use crate::domain::recovery::{
     Invocation, NextAction, NextStep, after_stop, flags_after_stop, raising_cap, with_cap_raised,
 };
@@ -153,60 +153,60 @@ pub(crate) fn end_report(end: &RunEnd, facts: &EndFacts) -> Output {
             }
             output
         }
-        RunEnd::NotPrepared {
-            error,
-            still_active,
-            ..
-        } => {
-            let first_line = format!(
-                "{}: could not prepare attempt state: {error}",
-                AttemptStatus::ExecutionIoFailed
-            );
-            match still_active {
-                // The prepared record became visible even though the write failed.
-                Some(active) => unresolved(first_line, active),
-                None => Output::stderr(vec![first_line]),
-            }
-        }
-        RunEnd::Unresolved {
-            decision,
-            failure,
-            attempt,
-            still_active,
-            ..
-        } => {
-            let first_line = if decision.status.exit_code() == ExitCode::AgentFailed {
-                match failure {
-                    // The failure is what decided the status: say it once.
-                    RecordFailure::RunningRecord { decided: true, .. } => {
-                        format!("{}: {}", decision.status, decision.summary)
-                    }
-                    _ => format!("{}: {}; {failure}", decision.status, decision.summary),
+        RunEnd::Uncommitted { end, .. } => match end {
+            Uncommitted::NotPrepared {
+                error,
+                still_active,
+            } => {
+                let first_line = format!(
+                    "{}: could not prepare attempt state: {error}",
+                    AttemptStatus::ExecutionIoFailed
+                );
+                match still_active {
+                    // The prepared record became visible even though the write failed.
+                    Some(active) => unresolved(first_line, active),
+                    None => Output::stderr(vec![first_line]),
                 }
-            } else {
-                // The worker had reported a result that the failed write could not record:
-                // say which, so nobody takes the failure for the worker's.
-                format!(
-                    "{}: {failure}; the worker had reported {}",
-                    AttemptStatus::ExecutionIoFailed,
-                    // How a result line names it: the worker's result tag.
-                    decision
-                        .status
-                        .result_tag()
-                        .unwrap_or(decision.status.as_str())
-                )
-            };
-            match still_active {
-                Some(active) => unresolved(first_line, active),
-                // The commit is visible (only its durability failed): report the outcome
-                // where it is.
-                None => details(
-                    first_line,
-                    Some(&attempt.outcome_path),
-                    &attempt.transcript_path,
-                ),
             }
-        }
+            Uncommitted::Unresolved {
+                decision,
+                failure,
+                attempt,
+                still_active,
+            } => {
+                let first_line = if decision.status.exit_code() == ExitCode::AgentFailed {
+                    match failure {
+                        // The failure is what decided the status: say it once.
+                        RecordFailure::RunningRecord { decided: true, .. } => {
+                            format!("{}: {}", decision.status, decision.summary)
+                        }
+                        _ => format!("{}: {}; {failure}", decision.status, decision.summary),
+                    }
+                } else {
+                    // The worker had reported a result that the failed write could not record:
+                    // say which, so nobody takes the failure for the worker's.
+                    format!(
+                        "{}: {failure}; the worker had reported {}",
+                        AttemptStatus::ExecutionIoFailed,
+                        // How a result line names it: the worker's result tag.
+                        decision
+                            .status
+                            .result_tag()
+                            .unwrap_or(decision.status.as_str())
+                    )
+                };
+                match still_active {
+                    Some(active) => unresolved(first_line, active),
+                    // The commit is visible (only its durability failed): report the outcome
+                    // where it is.
+                    None => details(
+                        first_line,
+                        Some(&attempt.outcome_path),
+                        &attempt.transcript_path,
+                    ),
+                }
+            }
+        },
         RunEnd::InterruptedBeforeLaunch {
             signal,
             plan_complete: false,
@@ -337,12 +337,16 @@ pub(crate) fn next_step(
                 None => step,
             })
         }
-        RunEnd::NotPrepared {
-            still_active: Some(_),
-            ..
-        }
-        | RunEnd::Unresolved {
-            still_active: Some(_),
+        RunEnd::Uncommitted {
+            end:
+                Uncommitted::NotPrepared {
+                    still_active: Some(_),
+                    ..
+                }
+                | Uncommitted::Unresolved {
+                    still_active: Some(_),
+                    ..
+                },
             ..
         } => Some(again(
             flags_after_stop(false),
@@ -350,12 +354,19 @@ pub(crate) fn next_step(
             Some("inspect the workspace".to_owned()),
         )),
         // The commit is visible; only its durability failed.
-        RunEnd::Unresolved { decision, .. } => Some(after_stop(
+        RunEnd::Uncommitted {
+            end: Uncommitted::Unresolved { decision, .. },
+            ..
+        } => Some(after_stop(
             invocation,
             decision.status,
             RecoveryFlags::default(),
         )),
-        RunEnd::NotPrepared { .. } | RunEnd::AcceptanceFailed(_) => Some(again(
+        RunEnd::Uncommitted {
+            end: Uncommitted::NotPrepared { .. },
+            ..
+        }
+        | RunEnd::AcceptanceFailed(_) => Some(again(
             as_given,
             NextAction::FixAndRetry,
             Some("fix what made the state write fail".to_owned()),
@@ -442,8 +453,7 @@ impl RefusalKind {
             RunEnd::AllComplete
             | RunEnd::PhaseLimitReached { .. }
             | RunEnd::PhaseStopped { .. }
-            | RunEnd::NotPrepared { .. }
-            | RunEnd::Unresolved { .. }
+            | RunEnd::Uncommitted { .. }
             | RunEnd::InterruptedBeforeLaunch { .. }
             | RunEnd::InterruptedDuringWait { .. }
             | RunEnd::BudgetReached { .. }
@@ -942,10 +952,8 @@ impl RunJson {
             ),
             // The prepared record was not written: nothing was launched and nothing changed,
             // unless the failed write became visible anyway (then that attempt is unresolved).
-            RunEnd::NotPrepared {
-                still_active: None, ..
-            } => ("not-prepared", None),
-            RunEnd::NotPrepared { .. } | RunEnd::Unresolved { .. } => ("unresolved", None),
+            RunEnd::Uncommitted { end, .. } if end.attempt().is_none() => ("not-prepared", None),
+            RunEnd::Uncommitted { .. } => ("unresolved", None),
             RunEnd::InterruptedBeforeLaunch { .. } | RunEnd::InterruptedDuringWait { .. } => {
                 ("interrupted", None)
             }
@@ -972,30 +980,28 @@ impl RunJson {
         let error = (result.exit() == ExitCode::InvalidInput || kind == "error")
             .then(|| message.clone())
             .flatten();
+        // An attempt whose outcome was not committed is the invocation's last attempt too.
+        let uncommitted = match end {
+            RunEnd::Uncommitted { end, .. } => end.attempt(),
+            _ => None,
+        };
         let (outcome_path, transcript_path) = match end {
             RunEnd::PhaseStopped {
                 outcome_path,
                 transcript_path,
                 ..
             } => (Some(outcome_path.clone()), Some(transcript_path.clone())),
-            RunEnd::Unresolved { attempt, .. } => (None, Some(attempt.transcript_path.clone())),
-            RunEnd::NotPrepared {
-                still_active: Some(active),
-                ..
-            } => (None, Some(active.transcript_path.clone())),
-            _ => (
-                last.map(|row| row.outcome_path.clone()),
-                last.map(|row| row.transcript_path.clone()),
-            ),
+            _ => match uncommitted {
+                Some(attempt) => (None, Some(attempt.transcript_path.clone())),
+                None => (
+                    last.map(|row| row.outcome_path.clone()),
+                    last.map(|row| row.transcript_path.clone()),
+                ),
+            },
         };
-        // An attempt whose outcome was not committed is the invocation's last attempt too.
-        let attempt_id = match end {
-            RunEnd::Unresolved { attempt, .. } => Some(attempt.id.clone()),
-            RunEnd::NotPrepared {
-                still_active: Some(active),
-                ..
-            } => Some(active.id.clone()),
-            _ => last.and_then(|row| row.attempt_id.clone()),
+        let attempt_id = match uncommitted {
+            Some(attempt) => Some(attempt.id.clone()),
+            None => last.and_then(|row| row.attempt_id.clone()),
         };
         let plan = &context.snapshot.plan;
         Self {

@@ -7,7 +7,7 @@
 //! whose verdict is a result must also have its block hidden from the live copy.
 #![no_main]
 
-use ai_session_handler::domain::marker::{LiveFilter, MarkerVerdict, StreamFramer, StreamVerdict, combine, validate_streams, };
+use ai_session_handler::domain::marker::{LiveFilter, MarkerVerdict, StreamFramer, combine, validate_streams, };
 use ai_session_handler::domain::output_stream::OutputStream;
 use ai_session_handler_fuzz::{ChunkPlan, split_input};
 use libfuzzer_sys::fuzz_target;
@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
     for (stream, verdict, phase) in [(stdout, &out, 0), (stderr, &err, 1)] {
         let visible = filter_whole(stream);
         assert_eq!(filter_chunked(&plan, stream, phase), visible, "live output");
-        if let StreamVerdict::Result(block) = verdict {
+        if let MarkerVerdict::Result(block) = verdict {
             let tag = block.kind.tag();
             assert!(
                 !contains(&visible, format!("<{tag}>").as_bytes()),
@@ -71,7 +71,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
-fn frame_whole(stream: OutputStream, bytes: &[u8]) -> StreamVerdict {
+fn frame_whole(stream: OutputStream, bytes: &[u8]) -> MarkerVerdict {
     let mut framer = StreamFramer::new(stream);
     framer.feed(bytes);
     framer.finish()
@@ -82,7 +82,7 @@ fn frame_chunked(
     plan: &ChunkPlan<'_>,
     bytes: &[u8],
     phase: usize,
-) -> StreamVerdict {
+) -> MarkerVerdict {
     let mut framer = StreamFramer::new(stream);
     for chunk in plan.chunks(bytes, phase) {
         framer.feed(chunk);

@@ -243,12 +243,8 @@ fn start_watchdog(
             path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             json: logging.log_format == LogFormat::Json,
         });
-    let options = watchdog::StartOptions {
-        events_path: Some(Path::new(&location.layout.dir).join("events.jsonl")),
-        run_id: run_id.to_owned(),
-        log,
-    };
-    span.in_scope(|| match watchdog::start(options) {
+    let events = Path::new(&location.layout.dir).join("events.jsonl");
+    span.in_scope(|| match watchdog::start(events, run_id, log) {
         Ok(pid) => tracing::info!(pid, "watchdog started"),
         Err(error) => tracing::warn!(
             %error,

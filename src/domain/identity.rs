@@ -19,8 +19,8 @@ pub struct ProcessIdentity {
     pub start_time_ticks: u64,
 }
 
-/// The fields of one `/proc/<pid>/stat` line that identity and group sweeps need.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The fields of one `/proc/<pid>/stat` line that identity, group sweeps and activity need.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcStat {
     pub(crate) pid: u32,
     /// One-letter state (`R`, `S`, `Z`, `X`, …).
@@ -29,6 +29,10 @@ pub struct ProcStat {
     pub(crate) ppid: u32,
     pub pgrp: u32,
     pub start_time_ticks: u64,
+    /// `utime + stime` (fields 14 and 15) and `cutime + cstime` (16 and 17), for the
+    /// activity rule.
+    pub(crate) cpu_ticks: u64,
+    pub(crate) reaped_children_ticks: u64,
 }
 
 impl ProcStat {
@@ -55,6 +59,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     // Fields after the command name start at field 3 (state).
     let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
     let field = |n: usize| rest.get(n - 3).copied();
+    let ticks = |n: usize| field(n)?.parse::<u64>().ok();
     let mut state_chars = field(3)?.chars();
     let state = state_chars.next()?;
     if state_chars.next().is_some() {
@@ -65,7 +70,9 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
         state,
         ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
-        start_time_ticks: field(22)?.parse().ok()?,
+        start_time_ticks: ticks(22)?,
+        cpu_ticks: ticks(14)?.saturating_add(ticks(15)?),
+        reaped_children_ticks: ticks(16)?.saturating_add(ticks(17)?),
     })
 }
 

@@ -2,6 +2,7 @@
 //! and the footer after each Verify check's (layout in docs/state-and-recovery.md).
 
 use super::decision::{ChildExit, signal_name};
+use super::lifecycle::GroupReport;
 use super::template::shell_join;
 use super::timestamp::Timestamp;
 #[cfg(doc)]
@@ -9,15 +10,12 @@ use super::verification::VerifyCheck;
 use super::verification::{CheckOutcome, ended_how};
 use crate::units;
 
-/// What the transcript trailer records; the pid lists are as in
-/// [`crate::domain::lifecycle::GroupReport`].
+/// What the transcript trailer records.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Trailer {
     pub exit: Option<ChildExit>,
     pub finished_at: Option<Timestamp>,
-    pub leaked: Vec<u32>,
-    pub escaped: Vec<u32>,
-    pub survivors: Vec<u32>,
+    pub group: GroupReport,
     /// Our read ends were closed while something outside the group still held a pipe open.
     pub pipes_held_open: bool,
     pub launch_error: Option<String>,
@@ -98,12 +96,7 @@ pub(crate) fn render_trailer(
     if let Some(notifications) = &trailer.notifications {
         text.push_str(&format!("notifications: {notifications}\n"));
     }
-    push_pid_lines(
-        &mut text,
-        &trailer.leaked,
-        &trailer.escaped,
-        &trailer.survivors,
-    );
+    push_pid_lines(&mut text, &trailer.group);
     for note in trailer.console_notes.iter().chain(&trailer.watchdog_notes) {
         text.push_str(note);
         text.push('\n');
@@ -125,9 +118,7 @@ pub(crate) struct CheckFooter {
     pub start_error: Option<String>,
     /// The handler was interrupted (or could not record the output) and stopped it.
     pub stopped: bool,
-    pub leaked: Vec<u32>,
-    pub escaped: Vec<u32>,
-    pub survivors: Vec<u32>,
+    pub group: GroupReport,
     /// A pipe held by a process outside its group was closed unread.
     pub pipes_abandoned: bool,
 }
@@ -158,12 +149,7 @@ pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool)
     };
     let index = footer.index;
     text.push_str(&format!("--- verify {index} {verdict}: {how} ---\n"));
-    push_pid_lines(
-        &mut text,
-        &footer.leaked,
-        &footer.escaped,
-        &footer.survivors,
-    );
+    push_pid_lines(&mut text, &footer.group);
     if footer.pipes_abandoned {
         text.push_str("pipes_held_open: a process outside the check's group kept its output pipes open; they were closed\n");
     }
@@ -171,11 +157,11 @@ pub(crate) fn render_check_footer(footer: &CheckFooter, ends_with_newline: bool)
 }
 
 /// What a cleanup killed or left, one `key: pids` line each, none for an empty list.
-fn push_pid_lines(text: &mut String, leaked: &[u32], escaped: &[u32], survivors: &[u32]) {
+fn push_pid_lines(text: &mut String, group: &GroupReport) {
     for (key, pids) in [
-        ("leaked_descendants_killed", leaked),
-        ("escaped_descendants_killed", escaped),
-        ("processes_surviving_sigkill", survivors),
+        ("leaked_descendants_killed", &group.leaked),
+        ("escaped_descendants_killed", &group.escaped),
+        ("processes_surviving_sigkill", &group.survivors),
     ] {
         if !pids.is_empty() {
             text.push_str(&format!("{key}: {}\n", join_pids(pids)));
@@ -231,9 +217,7 @@ mod tests {
             outcome,
             start_error: None,
             stopped: false,
-            leaked: Vec::new(),
-            escaped: Vec::new(),
-            survivors: Vec::new(),
+            group: GroupReport::default(),
             pipes_abandoned: false,
         };
         assert_eq!(
@@ -245,7 +229,10 @@ mod tests {
             "\n--- verify 2 failed: exited with code 101 after 1.2s, 345 B output ---\n"
         );
         let timed_out = CheckFooter {
-            escaped: vec![41, 42],
+            group: GroupReport {
+                escaped: vec![41, 42],
+                ..GroupReport::default()
+            },
             pipes_abandoned: true,
             ..footer(outcome(None, Some(9), true))
         };

@@ -19,10 +19,10 @@ use nix::sys::time::TimeVal;
 
 use super::descendant_sweep;
 use super::proc::{self, ChildSnapshot};
-use crate::domain::identity::{ProcStat, parse_proc_stat};
+use crate::domain::identity::ProcStat;
 use crate::domain::liveness::activity::{
     ActivitySample, ProcessCounters, SocketCounters, parse_io_chars, parse_schedstat_ns,
-    parse_stat_cpu_ticks, socket_inode,
+    socket_inode,
 };
 use crate::domain::liveness::membership::{Verdict, belongs};
 use crate::domain::liveness::socket_diag::{DumpError, DumpProgress, dump_request, parse_replies};
@@ -120,7 +120,7 @@ impl AttemptProcesses {
 
     /// The live processes of the attempt now: the leader's tree and the adopted escapees'
     /// (`handler` 0: none adopted).
-    fn walk(&self) -> Vec<(ProcStat, String)> {
+    fn walk(&self) -> Vec<ProcStat> {
         let mut roots = vec![self.leader];
         let children = if self.handler == 0 {
             Vec::new()
@@ -143,10 +143,7 @@ impl AttemptProcesses {
             if found.len() >= MAX_PROCESSES || !seen.insert(pid) {
                 continue;
             }
-            let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some(stat) = parse_proc_stat(&text) else {
+            let Some(stat) = proc::stat_of(pid) else {
                 continue;
             };
             if stat.is_defunct() {
@@ -154,7 +151,7 @@ impl AttemptProcesses {
             }
             self.remember(pid, stat.start_time_ticks);
             roots.extend(proc::children_of(pid));
-            found.push((stat, text));
+            found.push(stat);
         }
         found
     }
@@ -186,12 +183,8 @@ impl ActivitySampler {
 
     pub(crate) fn sample(&mut self) -> ActivitySample {
         let at = self.launched.elapsed();
-        let processes: Vec<ProcessCounters> = self
-            .processes
-            .walk()
-            .into_iter()
-            .map(|(stat, text)| counters(&stat, &text))
-            .collect();
+        let processes: Vec<ProcessCounters> =
+            self.processes.walk().into_iter().map(counters).collect();
         let inodes: HashSet<u64> = processes
             .iter()
             .flat_map(|process| process.socket_inodes.iter().copied())
@@ -294,9 +287,8 @@ fn open_diag() -> io::Result<OwnedFd> {
 }
 
 /// One process's counters; what cannot be read (it exited meanwhile) stays 0 or empty.
-fn counters(stat: &ProcStat, stat_text: &str) -> ProcessCounters {
+fn counters(stat: ProcStat) -> ProcessCounters {
     let pid = stat.pid;
-    let (cpu_ticks, reaped_children_ticks) = parse_stat_cpu_ticks(stat_text).unwrap_or((0, 0));
     let thread_cpu_ns = fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
@@ -321,11 +313,8 @@ fn counters(stat: &ProcStat, stat_text: &str) -> ProcessCounters {
         })
         .collect();
     ProcessCounters {
-        pid,
-        start_time_ticks: stat.start_time_ticks,
+        stat,
         thread_cpu_ns,
-        cpu_ticks,
-        reaped_children_ticks,
         chars,
         socket_inodes,
     }

@@ -37,15 +37,12 @@ pub(crate) enum ReplaceError {
 /// renamed over the target, then the directory fsynced, so a reader (or a crash) sees the old
 /// document or the new one. `failpoint_label` names the steps' failpoints (`<label>-write`,
 /// `-fsync`, `-rename`, `-dir-fsync`).
-#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(crate) fn replace_atomically(
     target: &Path,
     bytes: &[u8],
     failpoint_label: &str,
 ) -> Result<(), ReplaceError> {
-    let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
-    let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
-    replace_in(&dir, dir_path, file_name, bytes, None, failpoint_label)
+    replace(target, bytes, false, failpoint_label)
 }
 
 /// Like [`replace_atomically`], for a file a person owns (the plan): the new file keeps the
@@ -55,41 +52,36 @@ pub(crate) fn replace_keeping_mode(
     bytes: &[u8],
     failpoint_label: &str,
 ) -> Result<(), ReplaceError> {
-    let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
-    let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
-    let mode = std::fs::metadata(target)
-        .map_err(|error| ReplaceError::NotReplaced(with_path(error, target)))?
-        .permissions()
-        .mode();
-    replace_in(
-        &dir,
-        dir_path,
-        file_name,
-        bytes,
-        Some(mode),
-        failpoint_label,
-    )
+    replace(target, bytes, true, failpoint_label)
 }
 
-fn replace_in(
-    dir: &OwnedFd,
-    dir_path: &Path,
-    file_name: &OsStr,
+fn replace(
+    target: &Path,
     bytes: &[u8],
-    mode: Option<u32>,
+    keep_mode: bool,
     failpoint_label: &str,
 ) -> Result<(), ReplaceError> {
+    let (dir_path, file_name) = no_follow::split(target).map_err(ReplaceError::NotReplaced)?;
+    let dir = no_follow::open_dir(dir_path).map_err(ReplaceError::NotReplaced)?;
+    let mode = if keep_mode {
+        let metadata = std::fs::metadata(target)
+            .map_err(|error| ReplaceError::NotReplaced(with_path(error, target)))?;
+        Some(metadata.permissions().mode())
+    } else {
+        None
+    };
     let temp_name = OsString::from(format!(
         ".{}.{}.tmp",
         file_name.to_string_lossy(),
         uuid::Uuid::new_v4().simple()
     ));
-    if let Err(error) = write_and_rename(dir, &temp_name, file_name, bytes, mode, failpoint_label) {
+    let written = write_and_rename(&dir, &temp_name, file_name, bytes, mode, failpoint_label);
+    if let Err(error) = written {
         // The temp file is ours and unreferenced; leaving it would only confuse a reader.
-        let _ = no_follow::remove_in(dir, &temp_name);
+        let _ = no_follow::remove_in(&dir, &temp_name);
         return Err(ReplaceError::NotReplaced(error));
     }
-    sync_dir_labelled(dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
+    sync_dir_labelled(&dir, dir_path, failpoint_label).map_err(ReplaceError::NotDurable)
 }
 
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]

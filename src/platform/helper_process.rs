@@ -23,6 +23,7 @@ use super::process_group::{self, GroupCommand, Stop};
 use super::{helper_registry, watchdog};
 use crate::domain::decision::ChildExit;
 use crate::domain::escalation::{CHECK_INTERVAL, DRAIN_LIMIT, LEAK_GRACE};
+use crate::domain::lifecycle::GroupReport;
 use crate::domain::output_stream::OutputStream;
 
 const CHUNK: usize = 64 * 1024;
@@ -61,12 +62,8 @@ pub(crate) struct HelperRun {
     pub duration: Duration,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
-    /// Members of its group still alive after the leader exited on its own (SIGKILLed).
-    pub leaked: Vec<u32>,
-    /// Descendants that had left the group, killed by the escapee sweep.
-    pub escaped: Vec<u32>,
-    /// Processes alive when every SIGKILL had been tried.
-    pub survivors: Vec<u32>,
+    /// What stopping its group (and the escapee sweep) killed or left.
+    pub group: GroupReport,
     /// A pipe still held open (by a process outside the group) was closed unread.
     pub pipes_abandoned: bool,
     /// The leader's start time, for a later escapee sweep.
@@ -212,16 +209,18 @@ pub(crate) fn run_helper(
         duration: Duration::ZERO,
         stdout_bytes: helper.bytes[0],
         stderr_bytes: helper.bytes[1],
-        leaked: stopped.leaked,
-        escaped: Vec::new(),
-        survivors: stopped.survivors,
+        group: GroupReport {
+            leaked: stopped.leaked,
+            escaped: Vec::new(),
+            survivors: stopped.survivors,
+        },
         pipes_abandoned,
         started_ticks,
     };
     if let EscapeeSweep::Now(inherited) = command.escapees {
         let swept = descendant_sweep::sweep_until_done(pid, started_ticks, inherited);
-        run.escaped = swept.escaped;
-        run.survivors.extend(swept.survivors);
+        run.group.escaped = swept.escaped;
+        run.group.survivors.extend(swept.survivors);
     }
     // Only now: a handler killed during the sweep leaves the watchdog the group's escapees.
     watchdog::release(pid);

@@ -76,6 +76,8 @@ mod tests {
             pgrp,
             state: 'S',
             start_time_ticks: 1,
+            cpu_ticks: 0,
+            reaped_children_ticks: 0,
         }
     }
 

@@ -95,12 +95,7 @@ impl NotifySocket {
                 format!("the socket path {path} is longer than {MAX_SOCKET_PATH} bytes"),
             ));
         }
-        let fd = socket::socket(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-            None,
-        )?;
+        let fd = datagram_socket()?;
         // Before the bind: a datagram queued without credentials could not be judged.
         socket::setsockopt(&fd, sockopt::PassCred, &true)?;
         socket::bind(fd.as_raw_fd(), &UnixAddr::new(path.as_str())?)?;
@@ -207,6 +202,16 @@ impl Drop for NotifySocket {
             close_elsewhere(fd);
         }
     }
+}
+
+/// A non-blocking Unix datagram socket: the receiver's and a sender's.
+fn datagram_socket() -> nix::Result<OwnedFd> {
+    socket::socket(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
 }
 
 /// Where an attempt's socket directory may go, in order of preference.
@@ -363,12 +368,7 @@ impl NotifySender {
                 ));
             }
         };
-        let fd = socket::socket(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-            None,
-        )?;
+        let fd = datagram_socket()?;
         Ok(Self { fd, address })
     }
 

@@ -29,17 +29,6 @@ pub(crate) use super::watchdog_process::{WATCHDOG_NAME, WatchdogLog, main_if_wat
 /// How long the handler waits for the watchdog to exit at the end of a run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
-/// What the run tells the watchdog when it starts it.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StartOptions {
-    /// The run's `events.jsonl`, where the watchdog records what it had to stop.
-    pub events_path: Option<PathBuf>,
-    /// The invocation's id, in those records.
-    pub run_id: String,
-    /// The handler's log file, where the watchdog logs what it had to stop too.
-    pub log: Option<WatchdogLog>,
-}
-
 /// Receives the losses of the watchdog (the running attempt).
 type Listener = dyn Fn(WatchdogLoss) + Send + Sync;
 
@@ -66,14 +55,19 @@ fn lock() -> MutexGuard<'static, Option<HandlerSide>> {
     SIDE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Starts the watchdog; returns its pid. Call once, before any worker is spawned.
-pub(crate) fn start(options: StartOptions) -> io::Result<u32> {
+/// Starts the watchdog; returns its pid. Call once, before any worker is spawned. It records
+/// what it had to stop in the run's `events_path` (as `run_id`'s) and in the handler's `log`.
+pub(crate) fn start(
+    events_path: PathBuf,
+    run_id: &str,
+    log: Option<WatchdogLog>,
+) -> io::Result<u32> {
     let config = WatchdogConfig {
         handler_pid: getpid().as_raw() as u32,
         handler_pgid: getpgrp().as_raw() as u32,
-        events_path: options.events_path,
-        run_id: options.run_id,
-        log: options.log,
+        events_path: Some(events_path),
+        run_id: run_id.to_owned(),
+        log,
     };
     let (socket, pid) = exec_watchdog(&config)?;
     // Never mistaken for a worker's escapee (nor counted as the worker's activity).

@@ -5,7 +5,7 @@
 use memchr::memmem;
 
 use super::diagnostics::{render_lines, render_message};
-use crate::domain::marker::{StreamFramer, StreamVerdict};
+use crate::domain::marker::{MarkerVerdict, StreamFramer};
 use crate::domain::output_stream::OutputStream;
 
 /// The launcher's final response, or why there is none (shown to the user): `RateLimited`
@@ -38,7 +38,7 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
     let mut framer = StreamFramer::new(OutputStream::Stdout);
     framer.feed(text);
     let problem = match framer.finish() {
-        StreamVerdict::Result(block) => {
+        MarkerVerdict::Result(block) => {
             let open_tag = format!("<{}>", block.kind.tag());
             // A valid response holds exactly two exact tags and the framer counts every
             // occurrence, so the first occurrence of the opening tag is the block's.
@@ -55,8 +55,8 @@ pub fn epilogue(response: &FinalResponse, prefix: &'static str) -> Epilogue {
             }
             "the result block could not be located".to_owned()
         }
-        StreamVerdict::NoResult => "it has no result block".to_owned(),
-        StreamVerdict::Invalid(message) | StreamVerdict::Multiple(message) => message,
+        MarkerVerdict::Missing(_) => "it has no result block".to_owned(),
+        MarkerVerdict::Invalid(message) | MarkerVerdict::Multiple(message) => message,
     };
     let mut shown = Vec::new();
     render_lines(prefix, text, &mut shown);

@@ -11,7 +11,7 @@ use crate::actors::{call, off_runtime};
 use crate::domain::decision::Decision;
 use crate::domain::events::RunEvent;
 use crate::domain::lifecycle::attempt::Conclusion;
-use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, RecordFailure};
+use crate::domain::lifecycle::run::{AttemptEnd, AttemptReport, RecordFailure, Uncommitted};
 use crate::domain::outcome::{Artifacts, OutcomeRecord};
 use crate::domain::rate_limit::reset_time::find_reset;
 use crate::domain::retry::next_step::{FinishedAttempt, NextStep, next_step};
@@ -48,10 +48,10 @@ async fn still_active(spec: &AttemptSpec, attempt_id: &str) -> Option<Box<Active
 
 pub(crate) async fn not_prepared(spec: AttemptSpec, attempt_id: String, error: StateWriteError) {
     let still_active = still_active(&spec, &attempt_id).await;
-    let end = AttemptEnd::NotPrepared {
+    let end = AttemptEnd::Uncommitted(Uncommitted::NotPrepared {
         error,
         still_active,
-    };
+    });
     report(&spec, attempt_id, end);
 }
 
@@ -64,12 +64,12 @@ pub(crate) async fn unresolved(
     tracing::info!(%failure, "outcome not committed; attempt stays unresolved");
     let still_active = still_active(&spec, &attempt.id).await;
     let attempt_id = attempt.id.clone();
-    let end = AttemptEnd::Unresolved {
+    let end = AttemptEnd::Uncommitted(Uncommitted::Unresolved {
         decision,
         failure,
         attempt: Box::new(attempt),
         still_active,
-    };
+    });
     report(&spec, attempt_id, end);
 }
 

@@ -85,7 +85,13 @@ impl Crew {
         };
         let (timer, _) = Actor::spawn_linked(None, DeadlineTimer, timer, cell.clone()).await?;
         let notifications = notify_socket.map(|socket| {
-            notifications::start(socket, processes, timer.clone(), supervisor.clone())
+            notifications::start(
+                socket,
+                launched,
+                processes,
+                timer.clone(),
+                supervisor.clone(),
+            )
         });
         let marker = MarkerArgs {
             supervisor: supervisor.clone(),

@@ -18,7 +18,6 @@ use crate::domain::lifecycle::attempt::AttemptEvent;
 use crate::domain::liveness::activity::{ActivitySample, THRESHOLDS};
 use crate::domain::liveness::clock::{AttemptClock, ClockEffect, ClockInput};
 use crate::domain::notify::AGENT_LOG_TARGET;
-use crate::domain::notify::StatusChange;
 use crate::platform::activity_sampler::ActivitySampler;
 
 /// Plain signs of life (output, a notification without status or extension) reach the timer
@@ -28,12 +27,8 @@ pub(crate) const NOTICE_INTERVAL: Duration = Duration::from_millis(20);
 /// The clock's inputs ([`ClockInput`]), stamped by whoever saw them happen.
 pub(crate) enum TimerMsg {
     Output,
-    /// An accepted notification arrived at `at`: what of it concerns the clocks.
-    Notified {
-        at: Instant,
-        status: Option<StatusChange>,
-        extend: Option<Duration>,
-    },
+    /// An accepted notification, stamped by its sender ([`ClockInput::Notified`]).
+    Notified(ClockInput),
     /// The wake-up the clock asked for ([`ClockEffect::WakeAt`]).
     Woke,
     /// A sample of the attempt's processes, and the sampler back.
@@ -90,11 +85,7 @@ impl Actor for DeadlineTimer {
     ) -> Result<(), ActorProcessingErr> {
         let input = match message {
             TimerMsg::Output => ClockInput::Output { at: state.now() },
-            TimerMsg::Notified { at, status, extend } => ClockInput::Notified {
-                at: at.saturating_duration_since(state.args.launched),
-                status,
-                extend,
-            },
+            TimerMsg::Notified(input) => input,
             TimerMsg::Woke => ClockInput::Woke { at: state.now() },
             TimerMsg::Sampled(sampled) => {
                 let (sampler, sample) = *sampled;

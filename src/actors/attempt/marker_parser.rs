@@ -6,7 +6,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::messages::{AttemptMsg, Output};
 use crate::actors::notify;
-use crate::domain::marker::{MarkerVerdict, StreamFramer, StreamVerdict, combine};
+use crate::domain::marker::{MarkerVerdict, StreamFramer, combine};
 use crate::domain::output_stream::OutputStream;
 
 pub(crate) struct MarkerParser;
@@ -19,7 +19,7 @@ pub(crate) struct MarkerArgs {
 /// One stream's framer while it runs, then its verdict until both are reported.
 struct Framing {
     framer: Option<StreamFramer>,
-    verdict: Option<StreamVerdict>,
+    verdict: Option<MarkerVerdict>,
 }
 
 impl Framing {

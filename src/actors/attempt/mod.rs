@@ -628,9 +628,7 @@ impl AttemptState {
         let trailer = Trailer {
             exit: Some(input.exit),
             finished_at: Some(finished_at),
-            leaked: input.group.leaked,
-            escaped: input.group.escaped,
-            survivors: input.group.survivors,
+            group: input.group,
             pipes_held_open: input.pipes_held_open,
             launch_error: None,
             // The writer adds what happened to the live output.

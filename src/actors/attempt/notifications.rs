@@ -14,12 +14,15 @@ use super::deadline_timer::{NOTICE_INTERVAL, TimerMsg};
 use super::messages::AttemptMsg;
 use crate::actors::notify;
 use crate::domain::lifecycle::attempt::AttemptEvent;
+use crate::domain::liveness::clock::ClockInput;
 use crate::domain::notify::AGENT_LOG_TARGET;
 use crate::platform::activity_sampler::AttemptProcesses;
 use crate::platform::notify_socket::{Delivery, NotifySocket};
 
+/// `launched` is the clocks' origin.
 pub(crate) fn start(
     socket: NotifySocket,
+    launched: Instant,
     processes: Arc<AttemptProcesses>,
     timer: ActorRef<TimerMsg>,
     supervisor: ActorRef<AttemptMsg>,
@@ -34,11 +37,11 @@ pub(crate) fn start(
             last_ping = Some(at);
             notify(
                 &timer,
-                TimerMsg::Notified {
-                    at,
+                TimerMsg::Notified(ClockInput::Notified {
+                    at: at.saturating_duration_since(launched),
                     status: notification.status,
                     extend: notification.extend_timeout,
-                },
+                }),
             );
         }
         let reported = match notification.usage {

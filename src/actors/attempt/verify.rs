@@ -11,6 +11,7 @@ use ractor::ActorRef;
 
 use super::messages::{AttemptSpec, EndedCheck};
 use super::transcript_writer::{VerifyOutput, WriterMsg};
+use crate::domain::lifecycle::GroupReport;
 use crate::domain::output_stream::OutputStream;
 use crate::domain::transcript::CheckFooter;
 use crate::domain::verification::{CheckOutcome, OutputTail, VerifyCheck};
@@ -40,8 +41,6 @@ impl CheckJob {
         let ran = run_check(
             &self.check,
             Path::new(&self.spec.execution_workspace),
-            // The attempt's environment is the handler's.
-            &[],
             time_limit,
             &self.spec.inherited_children,
             &mut |_stream, bytes| record(writer, VerifyOutput::Output(bytes.to_vec())),
@@ -62,9 +61,7 @@ impl CheckJob {
                     outcome,
                     start_error: None,
                     stopped: run.interrupted,
-                    leaked: run.leaked,
-                    escaped: run.escaped,
-                    survivors: run.survivors,
+                    group: run.group,
                     pipes_abandoned: run.pipes_abandoned,
                 }
             }
@@ -79,9 +76,7 @@ impl CheckJob {
                     )),
                     start_error: Some(reason),
                     stopped: false,
-                    leaked: Vec::new(),
-                    escaped: Vec::new(),
-                    survivors: Vec::new(),
+                    group: GroupReport::default(),
                     pipes_abandoned: false,
                 }
             }
@@ -97,13 +92,12 @@ impl CheckJob {
 }
 
 /// Runs `check` to its end — by `/bin/sh -e` or its interpreter ([`VerifyCheck::argv`]), stdin
-/// from `/dev/null`, in `cwd` with `env_set` over the handler's environment — handing its
+/// from `/dev/null`, in `cwd` with the handler's environment (the attempt's) — handing its
 /// output to `sink` as it arrives and keeping its tail for the outcome. `Err` only when it
 /// could not be started (a missing interpreter is `NotFound`).
 fn run_check(
     check: &VerifyCheck,
     cwd: &Path,
-    env_set: &[(String, String)],
     time_limit: Option<Duration>,
     inherited: &ChildSnapshot,
     sink: &mut dyn FnMut(OutputStream, &[u8]),
@@ -114,7 +108,7 @@ fn run_check(
     let command = HelperCommand {
         argv: &argv,
         cwd,
-        env_set,
+        env_set: &[],
         stdin: None,
         time_limit,
         escapees: EscapeeSweep::Now(inherited),

@@ -20,6 +20,7 @@ use crate::domain::events::{EventRecord, RunEvent};
 use crate::domain::exit_code::ExitCode;
 use crate::domain::hooks::firing::{HookFacts, HookTrigger, RunEndFacts, end_events};
 use crate::domain::hooks::{Hook, HookEvent};
+use crate::domain::lifecycle::run::Uncommitted;
 use crate::domain::recovery::NextStep;
 use crate::domain::run_env::RunFacts;
 use crate::domain::selection::Refusal;
@@ -350,12 +351,18 @@ fn end_facts(result: &RunResult, seen: &Seen, context: &HookContext) -> (RunEndF
                 told.question = Some(decision.summary.clone());
             }
         }
-        RunEnd::NotPrepared { .. } => {
+        RunEnd::Uncommitted {
+            end: Uncommitted::NotPrepared { .. },
+            ..
+        } => {
             end.unresolved = true;
             phase_id = phase_id.or_else(|| result.next_phase.clone());
         }
-        RunEnd::Unresolved {
-            decision, attempt, ..
+        RunEnd::Uncommitted {
+            end: Uncommitted::Unresolved {
+                decision, attempt, ..
+            },
+            ..
         } => {
             end.unresolved = true;
             end.status = Some(decision.status);

@@ -164,7 +164,7 @@ impl HookRunner {
                         Some(self.sweep_from_ticks.map_or(ticks, |from| from.min(ticks)));
                 }
                 (
-                    !run.succeeded() || !run.survivors.is_empty(),
+                    !run.succeeded() || !run.group.survivors.is_empty(),
                     describe_run(run, hook),
                 )
             }
@@ -236,10 +236,10 @@ fn describe_run(run: &HelperRun, hook: &Hook) -> String {
         how
     };
     description.push_str(&format!(" after {} ms", run.duration.as_millis()));
-    if !run.survivors.is_empty() {
+    if !run.group.survivors.is_empty() {
         description.push_str(&format!(
             "; processes survived SIGKILL: {:?}",
-            run.survivors
+            run.group.survivors
         ));
     }
     description

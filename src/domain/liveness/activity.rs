@@ -6,19 +6,18 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::domain::identity::ProcStat;
+
 /// Counters of one process at one sample.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcessCounters {
-    pub pid: u32,
-    /// With the pid, identifies the process across samples (a reused pid is a new process).
-    pub start_time_ticks: u64,
+    /// Its pid and start time identify the process across samples (a reused pid is a new
+    /// process); its tick counters keep the time of threads that ended and of reaped children
+    /// (where the CPU of a build's short compiler processes ends up).
+    pub stat: ProcStat,
     /// Per thread id, from `schedstat`: the CPU of a CLI streaming tokens is a few
     /// milliseconds a second, below the tick counters' resolution.
     pub thread_cpu_ns: Vec<(u32, u64)>,
-    /// `utime + stime`: keeps the time of threads that ended.
-    pub cpu_ticks: u64,
-    /// `cutime + cstime`: where the CPU of a build's short compiler processes ends up.
-    pub reaped_children_ticks: u64,
     /// `rchar + wchar`.
     pub chars: u64,
     pub socket_inodes: Vec<u64>,
@@ -149,21 +148,21 @@ fn evidence(previous: &ActivitySample, current: &ActivitySample, window: Duratio
     let before: HashMap<(u32, u64), &ProcessCounters> = previous
         .processes
         .iter()
-        .map(|process| ((process.pid, process.start_time_ticks), process))
+        .map(|process| ((process.stat.pid, process.stat.start_time_ticks), process))
         .collect();
     let tick_ns = u64::try_from(current.tick.as_nanos()).unwrap_or(u64::MAX);
     let mut cpu_ns: u64 = 0;
     let mut chars: u64 = 0;
     for process in &current.processes {
         let earlier = before
-            .get(&(process.pid, process.start_time_ticks))
+            .get(&(process.stat.pid, process.stat.start_time_ticks))
             .copied();
         let since = |counter: fn(&ProcessCounters) -> u64| {
             counter(process).saturating_sub(earlier.map_or(0, counter))
         };
         let threads = thread_cpu_since(process, earlier);
-        let ticks = since(|counters| counters.cpu_ticks);
-        let reaped = since(|counters| counters.reaped_children_ticks);
+        let ticks = since(|counters| counters.stat.cpu_ticks);
+        let reaped = since(|counters| counters.stat.reaped_children_ticks);
         cpu_ns = cpu_ns
             .saturating_add(threads.max(ticks.saturating_mul(tick_ns)))
             .saturating_add(reaped.saturating_mul(tick_ns));
@@ -211,18 +210,6 @@ fn received_since(previous: &ActivitySample, current: &ActivitySample, window: D
             None => 0,
         })
         .fold(0u64, u64::saturating_add)
-}
-
-/// `utime + stime` and `cutime + cstime` from `/proc/PID/stat` (fields 14 to 17, counted
-/// after the parenthesised command name, which may hold anything).
-pub fn parse_stat_cpu_ticks(text: &str) -> Option<(u64, u64)> {
-    let close = text.rfind(')')?;
-    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
-    // fields[0] is field 3 (state).
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    let own = field(14)?.checked_add(field(15)?)?;
-    let children = field(16)?.checked_add(field(17)?)?;
-    Some((own, children))
 }
 
 /// Nanoseconds on CPU: the first field of `/proc/PID/task/TID/schedstat`.

@@ -18,17 +18,8 @@ pub struct ResultBlock {
     pub text: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StreamVerdict {
-    /// No recognized tag text at all.
-    NoResult,
-    Result(ResultBlock),
-    Invalid(String),
-    Multiple(String),
-}
-
-/// The verdict over both streams: a result, or the message of `missing-marker`,
-/// `invalid-marker` or `multiple-markers`.
+/// The verdict over one stream or both: a result, or the message of `missing-marker` (no
+/// recognized tag text at all), `invalid-marker` or `multiple-markers`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MarkerVerdict {
     Result(ResultBlock),
@@ -216,7 +207,7 @@ impl StreamFramer {
 
     /// Ends the stream and returns its verdict. When several rules are broken the first
     /// checked here wins, so the verdict never depends on chunking.
-    pub fn finish(mut self) -> StreamVerdict {
+    pub fn finish(mut self) -> MarkerVerdict {
         let stream = self.stream.name();
         if let Some(TagCandidate {
             progress: TagProgress::AfterName(_),
@@ -229,28 +220,28 @@ impl StreamFramer {
         let fence_left_open = self.fences.finish().is_some();
 
         if self.is_settled() {
-            return StreamVerdict::Multiple(format!("multiple terminal markers in {stream}"));
+            return MarkerVerdict::Multiple(format!("multiple terminal markers in {stream}"));
         }
         if self.malformed {
-            return StreamVerdict::Invalid(format!("malformed terminal marker in {stream}"));
+            return MarkerVerdict::Invalid(format!("malformed terminal marker in {stream}"));
         }
         if self.exact_tags == 0 {
-            return StreamVerdict::NoResult;
+            return MarkerVerdict::Missing("missing terminal marker".to_owned());
         }
         if self.exact_tags != 2 {
-            return StreamVerdict::Invalid(format!("unclosed terminal marker in {stream}"));
+            return MarkerVerdict::Invalid(format!("unclosed terminal marker in {stream}"));
         }
         let Some(block) = self.closed else {
             // Two tags that are not one block: a block opened inside another is a second
             // result (multiple); a closing tag of another kind, or one before its opening
             // tag, is broken framing (invalid), as in the reference.
             return if self.nested {
-                StreamVerdict::Multiple(format!("nested terminal marker in {stream}"))
+                MarkerVerdict::Multiple(format!("nested terminal marker in {stream}"))
             } else {
-                StreamVerdict::Invalid(format!("mismatched terminal marker in {stream}"))
+                MarkerVerdict::Invalid(format!("mismatched terminal marker in {stream}"))
             };
         };
-        let misplaced = StreamVerdict::Invalid(format!(
+        let misplaced = MarkerVerdict::Invalid(format!(
             "terminal marker in {stream} must begin at a line boundary and be its final content"
         ));
         if !block.framed || self.text_after_result || fence_left_open {
@@ -259,7 +250,7 @@ impl StreamFramer {
         let body = match block.body {
             Body::Kept(body) => body,
             Body::TooLarge => {
-                return StreamVerdict::Invalid(format!(
+                return MarkerVerdict::Invalid(format!(
                     "terminal marker in {stream} exceeds 16 MiB"
                 ));
             }
@@ -272,11 +263,11 @@ impl StreamFramer {
         let text = String::from_utf8_lossy(&body);
         let text = text.trim();
         if text.is_empty() {
-            return StreamVerdict::Invalid(format!(
+            return MarkerVerdict::Invalid(format!(
                 "terminal marker in {stream} has an empty result"
             ));
         }
-        StreamVerdict::Result(ResultBlock {
+        MarkerVerdict::Result(ResultBlock {
             kind: block.kind,
             text: text.to_owned(),
         })
@@ -349,18 +340,15 @@ impl StreamFramer {
 
 /// Combines the two stream verdicts, failing closed: a faulty stream outweighs a result on the
 /// other one. Faults on stdout are reported before faults on stderr.
-pub fn combine(stdout: StreamVerdict, stderr: StreamVerdict) -> MarkerVerdict {
-    use StreamVerdict::{Invalid, Multiple, NoResult, Result};
+pub fn combine(stdout: MarkerVerdict, stderr: MarkerVerdict) -> MarkerVerdict {
+    use MarkerVerdict::{Invalid, Missing, Multiple, Result};
     match (stdout, stderr) {
-        (Multiple(message), _) => MarkerVerdict::Multiple(message),
-        (Invalid(message), _) => MarkerVerdict::Invalid(message),
-        (_, Multiple(message)) => MarkerVerdict::Multiple(message),
-        (_, Invalid(message)) => MarkerVerdict::Invalid(message),
-        (Result(_), Result(_)) => MarkerVerdict::Multiple(
-            "terminal result was emitted on both stdout and stderr".to_owned(),
-        ),
-        (Result(block), NoResult) | (NoResult, Result(block)) => MarkerVerdict::Result(block),
-        (NoResult, NoResult) => MarkerVerdict::Missing("missing terminal marker".to_owned()),
+        (fault @ (Multiple(_) | Invalid(_)), _) | (_, fault @ (Multiple(_) | Invalid(_))) => fault,
+        (Result(_), Result(_)) => {
+            Multiple("terminal result was emitted on both stdout and stderr".to_owned())
+        }
+        (Result(block), Missing(_)) | (Missing(_), Result(block)) => Result(block),
+        (missing @ Missing(_), Missing(_)) => missing,
     }
 }
 

@@ -11,8 +11,7 @@ mod tags;
 mod tests;
 
 pub use framing::{
-    MAX_RESULT_BYTES, MarkerVerdict, ResultBlock, StreamFramer, StreamVerdict, combine,
-    validate_streams,
+    MAX_RESULT_BYTES, MarkerVerdict, ResultBlock, StreamFramer, combine, validate_streams,
 };
 pub use live_filter::{LIVE_HOLD_LIMIT, LiveFilter};
 #[cfg(test)]

@@ -11,7 +11,7 @@ use strum::IntoEnumIterator;
 const STDOUT_MISPLACED: &str =
     "terminal marker in stdout must begin at a line boundary and be its final content";
 
-fn frame_chunks(chunks: &[&[u8]]) -> StreamVerdict {
+fn frame_chunks(chunks: &[&[u8]]) -> MarkerVerdict {
     let mut framer = StreamFramer::new(OutputStream::Stdout);
     for chunk in chunks {
         framer.feed(chunk);
@@ -19,23 +19,27 @@ fn frame_chunks(chunks: &[&[u8]]) -> StreamVerdict {
     framer.finish()
 }
 
-fn frame(text: &str) -> StreamVerdict {
+fn frame(text: &str) -> MarkerVerdict {
     frame_chunks(&[text.as_bytes()])
 }
 
-fn result(kind: ResultKind, text: &str) -> StreamVerdict {
-    StreamVerdict::Result(ResultBlock {
+fn result(kind: ResultKind, text: &str) -> MarkerVerdict {
+    MarkerVerdict::Result(ResultBlock {
         kind,
         text: text.to_owned(),
     })
 }
 
-fn invalid(message: &str) -> StreamVerdict {
-    StreamVerdict::Invalid(message.to_owned())
+fn missing() -> MarkerVerdict {
+    MarkerVerdict::Missing("missing terminal marker".to_owned())
 }
 
-fn multiple(message: &str) -> StreamVerdict {
-    StreamVerdict::Multiple(message.to_owned())
+fn invalid(message: &str) -> MarkerVerdict {
+    MarkerVerdict::Invalid(message.to_owned())
+}
+
+fn multiple(message: &str) -> MarkerVerdict {
+    MarkerVerdict::Multiple(message.to_owned())
 }
 
 fn complete(text: &str) -> MarkerVerdict {
@@ -140,7 +144,7 @@ fn s07_ordinary_output_is_not_retained() {
         assert_eq!(framer.retained_bytes(), 0);
     }
     assert!(framer.candidate.is_none());
-    assert_eq!(framer.finish(), StreamVerdict::NoResult);
+    assert_eq!(framer.finish(), missing());
     assert_eq!(
         validate_streams(&b"diagnostic\n".repeat(1000), b""),
         MarkerVerdict::Missing("missing terminal marker".to_owned())
@@ -335,7 +339,7 @@ fn near_misses_are_ordinary_text() {
         "<phase-complete<",
         "<phase_complete>",
     ] {
-        assert_eq!(frame(text), StreamVerdict::NoResult, "{text:?}");
+        assert_eq!(frame(text), missing(), "{text:?}");
         let with_result = format!("{text}\n<phase-complete>Done.</phase-complete>");
         assert_eq!(
             frame(&with_result),
@@ -551,7 +555,7 @@ fn ten_mib_body_fed_in_chunks() {
     for chunk in text.as_bytes().chunks(64 * 1024) {
         framer.feed(chunk);
     }
-    let StreamVerdict::Result(block) = framer.finish() else {
+    let MarkerVerdict::Result(block) = framer.finish() else {
         panic!("expected a result");
     };
     assert_eq!(block.text.len(), body.len() + 1);
@@ -566,7 +570,7 @@ fn body_size_limit() {
     framer.feed(b"<phase-complete>");
     framer.feed(&at_limit);
     framer.feed(b"</phase-complete>");
-    let StreamVerdict::Result(block) = framer.finish() else {
+    let MarkerVerdict::Result(block) = framer.finish() else {
         panic!("a body of exactly the limit is accepted");
     };
     assert_eq!(block.text.len(), MAX_RESULT_BYTES);
@@ -619,15 +623,14 @@ fn combine_fails_closed_and_prefers_stdout() {
     let done = || result(ResultKind::Complete, "Done.");
     let bad = |s: &str| invalid(&format!("bad {s}"));
     let many = |s: &str| multiple(&format!("many {s}"));
-    use StreamVerdict::NoResult;
     let cases = [
         (
-            NoResult,
-            NoResult,
+            missing(),
+            missing(),
             MarkerVerdict::Missing("missing terminal marker".into()),
         ),
-        (done(), NoResult, complete("Done.")),
-        (NoResult, done(), complete("Done.")),
+        (done(), missing(), complete("Done.")),
+        (missing(), done(), complete("Done.")),
         (
             done(),
             done(),
@@ -641,7 +644,7 @@ fn combine_fails_closed_and_prefers_stdout() {
             MarkerVerdict::Multiple("many err".into()),
         ),
         (
-            NoResult,
+            missing(),
             bad("err"),
             MarkerVerdict::Invalid("bad err".into()),
         ),

@@ -10,6 +10,8 @@ fn process(pid: u32, ppid: u32, start: u64) -> ProcStat {
         ppid,
         pgrp: pid,
         start_time_ticks: start,
+        cpu_ticks: 0,
+        reaped_children_ticks: 0,
     }
 }
 

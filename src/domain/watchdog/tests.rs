@@ -9,6 +9,8 @@ fn stat(pid: u32, state: char, started: u64) -> ProcStat {
         ppid: 1,
         pgrp: pid,
         start_time_ticks: started,
+        cpu_ticks: 0,
+        reaped_children_ticks: 0,
     }
 }
 

@@ -89,7 +89,7 @@ fn the_worker_its_children_and_setsid_descendants_are_members() {
         "{:?}",
         processes.walk()
     );
-    let members: Vec<u32> = processes.walk().iter().map(|(stat, _)| stat.pid).collect();
+    let members: Vec<u32> = processes.walk().iter().map(|stat| stat.pid).collect();
     for pid in &members {
         assert!(processes.is_member(*pid), "{pid}");
     }

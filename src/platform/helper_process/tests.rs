@@ -202,7 +202,7 @@ fn a_term_ignoring_helper_and_grandchild_are_killed_at_the_time_limit() {
         },
         "SIGTERM was ignored"
     );
-    assert!(run.survivors.is_empty(), "{run:?}");
+    assert!(run.group.survivors.is_empty(), "{run:?}");
     let grandchild = pid_in(&pidfile);
     assert!(
         wait_until_gone(grandchild),
@@ -271,7 +271,7 @@ fn descendants_left_in_the_group_after_a_normal_exit_are_leaks_and_are_killed() 
     assert!(run.succeeded(), "{run:?}");
     assert_eq!(output.stdout, b"done\n");
     let leak = pid_in(&pidfile);
-    assert_eq!(run.leaked, [leak]);
+    assert_eq!(run.group.leaked, [leak]);
     assert!(wait_until_gone(leak));
 }
 
@@ -301,7 +301,7 @@ fn a_pipe_held_by_a_process_outside_the_group_is_abandoned_not_waited_for() {
             let escapee = pid_in(&pidfile);
             assert!(run.succeeded(), "{run:?}");
             assert!(run.pipes_abandoned, "{run:?}");
-            assert_eq!(run.escaped, [escapee], "{run:?}");
+            assert_eq!(run.group.escaped, [escapee], "{run:?}");
             assert!(wait_until_gone(escapee));
         },
     );
@@ -335,8 +335,8 @@ fn an_escaped_term_ignoring_grandchild_leaves_no_survivor_after_a_timeout() {
             let run = run.unwrap();
             let escapee = pid_in(&pidfile);
             assert!(run.timed_out, "{run:?}");
-            assert_eq!(run.escaped, [escapee], "{run:?}");
-            assert!(run.survivors.is_empty(), "{run:?}");
+            assert_eq!(run.group.escaped, [escapee], "{run:?}");
+            assert!(run.group.survivors.is_empty(), "{run:?}");
             assert!(!alive(escapee), "the escapee survived");
         },
     );

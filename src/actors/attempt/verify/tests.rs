@@ -29,7 +29,6 @@ struct Seen {
 fn run_one(
     check: &VerifyCheck,
     cwd: &Path,
-    env_set: &[(String, String)],
     time_limit: Option<Duration>,
     stop: &StopSwitch,
 ) -> ((CheckOutcome, HelperRun), Seen) {
@@ -38,7 +37,6 @@ fn run_one(
     let run = run_check(
         check,
         cwd,
-        env_set,
         time_limit,
         &inherited,
         &mut |stream, bytes| {
@@ -62,15 +60,18 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
             process_group::become_child_subreaper().unwrap();
             // SAFETY: this process runs this one test on one thread; nothing reads the
             // environment concurrently.
-            unsafe { std::env::set_var("NOTIFY_SOCKET", "/run/systemd/notify") };
+            unsafe {
+                std::env::set_var("NOTIFY_SOCKET", "/run/systemd/notify");
+                // The attempt's environment is the handler's.
+                std::env::set_var("AISH_CHECK_VAR", "from the attempt");
+            }
             let dir = tempfile::tempdir().unwrap();
             let stop = StopSwitch::new().unwrap();
-            let env = [("AISH_CHECK_VAR".to_owned(), "from the attempt".to_owned())];
             let passing = check(
                 Interpreter::Sh,
                 "pwd\necho \"$AISH_CHECK_VAR|${NOTIFY_SOCKET-unset}|$0\"\necho diagnostics >&2\nwc -c\n",
             );
-            let ((outcome, run), seen) = run_one(&passing, dir.path(), &env, None, &stop);
+            let ((outcome, run), seen) = run_one(&passing, dir.path(), None, &stop);
             assert!(outcome.passed(), "{run:?}");
             assert!(!run.interrupted);
             let cwd = std::fs::canonicalize(dir.path()).unwrap();
@@ -92,7 +93,7 @@ fn a_sh_check_runs_with_dash_e_in_the_given_directory_without_notify_socket() {
 
             // -e: the first failing command ends the script with its status.
             let failing = check(Interpreter::Sh, "echo before\nfalse\necho after\n");
-            let ((outcome, _), seen) = run_one(&failing, dir.path(), &[], None, &stop);
+            let ((outcome, _), seen) = run_one(&failing, dir.path(), None, &stop);
             assert_eq!(outcome.exit_code, Some(1));
             assert!(!outcome.passed());
             assert_eq!(seen.stdout, b"before\n");
@@ -119,7 +120,6 @@ fn a_python3_check_runs_its_script_and_reports_its_exit_code() {
             let ((outcome, run), seen) = run_one(
                 &check(Interpreter::Python3, script),
                 dir.path(),
-                &[],
                 None,
                 &stop,
             );
@@ -152,7 +152,6 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
             let ((outcome, run), seen) = run_one(
                 &check(Interpreter::Sh, &script),
                 dir.path(),
-                &[],
                 Some(Duration::from_secs(3)),
                 &stop,
             );
@@ -161,8 +160,8 @@ fn a_check_past_its_limit_is_stopped_with_its_term_ignoring_descendants() {
             assert_eq!(outcome.signal, Some(9), "SIGTERM was ignored");
             assert_eq!(seen.stdout, b"set up\n");
             let (in_group, escaped) = (pid_in(&in_group), pid_in(&escaped));
-            assert_eq!(run.escaped, [escaped], "{run:?}");
-            assert!(run.survivors.is_empty(), "{run:?}");
+            assert_eq!(run.group.escaped, [escaped], "{run:?}");
+            assert!(run.group.survivors.is_empty(), "{run:?}");
             for pid in [in_group, escaped] {
                 assert!(!alive(pid), "{pid} survived");
             }
@@ -196,13 +195,8 @@ fn a_thrown_switch_interrupts_the_check() {
                 })
             };
             let script = format!("touch {}\nexec sleep 600\n", ready.display());
-            let ((outcome, run), _) = run_one(
-                &check(Interpreter::Sh, &script),
-                dir.path(),
-                &[],
-                None,
-                &stop,
-            );
+            let ((outcome, run), _) =
+                run_one(&check(Interpreter::Sh, &script), dir.path(), None, &stop);
             thrower.join().unwrap();
             assert!(run.interrupted, "{run:?}");
             assert!(!outcome.timed_out);

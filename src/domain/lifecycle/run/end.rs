@@ -35,6 +35,13 @@ pub enum AttemptEnd {
         /// A cap is set and the attempt reported no usage.
         budget_note: Option<String>,
     },
+    /// The outcome was not committed.
+    Uncommitted(Uncommitted),
+}
+
+/// An attempt whose outcome was not committed.
+#[derive(Debug)]
+pub enum Uncommitted {
     /// The prepared record could not be written: nothing was launched, nothing changed —
     /// unless the failed write became visible anyway (`still_active`).
     NotPrepared {
@@ -50,6 +57,17 @@ pub enum AttemptEnd {
         attempt: Box<ActiveAttempt>,
         still_active: Option<Box<ActiveAttempt>>,
     },
+}
+
+impl Uncommitted {
+    /// The attempt that is the invocation's last, when there is one: the unresolved attempt,
+    /// or the prepared record that became visible although its write failed.
+    pub(crate) fn attempt(&self) -> Option<&ActiveAttempt> {
+        match self {
+            Self::NotPrepared { still_active, .. } => still_active.as_deref(),
+            Self::Unresolved { attempt, .. } => Some(attempt),
+        }
+    }
 }
 
 /// The durable write that left an attempt unresolved.
@@ -85,18 +103,9 @@ pub(crate) enum RunEnd<I> {
         retry_scheduled: bool,
         failed_check: Option<Box<FailedCheck>>,
     },
-    /// As [`AttemptEnd::NotPrepared`].
-    NotPrepared {
-        error: StateWriteError,
-        still_active: Option<Box<ActiveAttempt>>,
-        signal: Option<i32>,
-    },
-    /// As [`AttemptEnd::Unresolved`].
-    Unresolved {
-        decision: Decision,
-        failure: RecordFailure,
-        attempt: Box<ActiveAttempt>,
-        still_active: Option<Box<ActiveAttempt>>,
+    /// As [`AttemptEnd::Uncommitted`].
+    Uncommitted {
+        end: Uncommitted,
         signal: Option<i32>,
     },
     /// A signal arrived while no attempt was running; `plan_complete` when nothing was left
@@ -138,7 +147,7 @@ impl<I> RunEnd<I> {
             Self::PhaseStopped {
                 decision, signal, ..
             } => or_signal(*signal, decision.status.exit_code()),
-            Self::NotPrepared { signal, .. } | Self::Unresolved { signal, .. } => {
+            Self::Uncommitted { signal, .. } => {
                 or_signal(*signal, AttemptStatus::ExecutionIoFailed.exit_code())
             }
             Self::InterruptedBeforeLaunch { signal, .. }

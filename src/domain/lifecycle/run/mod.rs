@@ -15,7 +15,7 @@ use crate::domain::state::{AttemptStatus, LastRun, PlanRecord, StateWriteError};
 use crate::domain::token_usage::summary::Completeness;
 use crate::domain::verification::FailedCheck;
 
-pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd};
+pub(crate) use end::{AttemptEnd, AttemptReport, RecordFailure, RunEnd, Uncommitted};
 
 #[derive(Debug)]
 pub(crate) enum RunInput<I> {
@@ -576,32 +576,9 @@ impl RunLoop {
                     ),
                 }
             }
-            AttemptEnd::NotPrepared {
-                error,
-                still_active,
-            } => self.finish(
-                RunEnd::NotPrepared {
-                    error,
-                    still_active,
-                    signal,
-                },
-                effects,
-            ),
-            AttemptEnd::Unresolved {
-                decision,
-                failure,
-                attempt,
-                still_active,
-            } => self.finish(
-                RunEnd::Unresolved {
-                    decision,
-                    failure,
-                    attempt,
-                    still_active,
-                    signal,
-                },
-                effects,
-            ),
+            AttemptEnd::Uncommitted(end) => {
+                self.finish(RunEnd::Uncommitted { end, signal }, effects)
+            }
         }
     }
 

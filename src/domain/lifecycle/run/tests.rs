@@ -175,16 +175,16 @@ fn concluded(phase_id: &str, ending: Ending) -> RunInput<BadInput> {
         Ending::Blocked => committed(AttemptStatus::Blocked, None),
         Ending::Failed => committed(AttemptStatus::AgentFailed, None),
         Ending::Retried => committed(AttemptStatus::MissingMarker, Some(retry())),
-        Ending::NotPrepared => AttemptEnd::NotPrepared {
+        Ending::NotPrepared => AttemptEnd::Uncommitted(Uncommitted::NotPrepared {
             error: StateWriteError::Stopped,
             still_active: None,
-        },
-        Ending::Unresolved => AttemptEnd::Unresolved {
+        }),
+        Ending::Unresolved => AttemptEnd::Uncommitted(Uncommitted::Unresolved {
             decision: decision(AttemptStatus::Timeout),
             failure: RecordFailure::OutcomeRecord(StateWriteError::Stopped),
             attempt: Box::new(attempt(phase_id)),
             still_active: None,
-        },
+        }),
         Ending::CheckFailed => AttemptEnd::Committed {
             decision: decision(AttemptStatus::VerificationFailed),
             outcome_path: "/w/o".into(),
@@ -253,8 +253,14 @@ fn end_name(end: &RunEnd<BadInput>) -> &'static str {
         RunEnd::AllComplete => "all complete",
         RunEnd::PhaseLimitReached { .. } => "phase limit",
         RunEnd::PhaseStopped { .. } => "phase stopped",
-        RunEnd::NotPrepared { .. } => "not prepared",
-        RunEnd::Unresolved { .. } => "unresolved",
+        RunEnd::Uncommitted {
+            end: Uncommitted::NotPrepared { .. },
+            ..
+        } => "not prepared",
+        RunEnd::Uncommitted {
+            end: Uncommitted::Unresolved { .. },
+            ..
+        } => "unresolved",
         RunEnd::InterruptedBeforeLaunch { .. } => "interrupted",
         RunEnd::InterruptedDuringWait { .. } => "interrupted during wait",
         RunEnd::BudgetReached { .. } => "budget reached",

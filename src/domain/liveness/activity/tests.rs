@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::identity::parse_proc_stat;
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -12,8 +13,11 @@ fn ms(millis: u64) -> Duration {
 
 fn process(pid: u32, thread_ns: &[(u32, u64)]) -> ProcessCounters {
     ProcessCounters {
-        pid,
-        start_time_ticks: 100,
+        stat: ProcStat {
+            pid,
+            start_time_ticks: 100,
+            ..ProcStat::default()
+        },
         thread_cpu_ns: thread_ns.to_vec(),
         ..ProcessCounters::default()
     }
@@ -121,16 +125,16 @@ fn bytes_arriving_on_a_socket_are_work() {
 fn ended_threads_and_reaped_children_still_count() {
     // A thread with 80 ms ended: its time is gone from schedstat but not from utime.
     let mut before = process(1, &[(1, 0), (2, 0)]);
-    before.cpu_ticks = 10;
+    before.stat.cpu_ticks = 10;
     let mut after = process(1, &[(1, 0)]);
-    after.cpu_ticks = 18;
+    after.stat.cpu_ticks = 18;
     assert!(working(judge(
         sample(0, vec![before.clone()]),
         sample(500, vec![after])
     )));
     // A build's short compilers: reaped, their time in cutime.
     let mut parent = process(1, &[(1, 0)]);
-    parent.reaped_children_ticks = 6;
+    parent.stat.reaped_children_ticks = 6;
     assert!(working(judge(
         sample(0, vec![before]),
         sample(500, vec![parent])
@@ -141,15 +145,15 @@ fn ended_threads_and_reaped_children_still_count() {
 fn a_new_process_counts_whole_and_a_reused_pid_is_new() {
     let first = sample(0, vec![process(1, &[(1, 0)])]);
     let mut fresh = process(2, &[(2, 60_000_000)]);
-    fresh.start_time_ticks = 500;
+    fresh.stat.start_time_ticks = 500;
     assert!(working(judge(
         first.clone(),
         sample(500, vec![process(1, &[(1, 0)]), fresh])
     )));
     let mut reused = process(1, &[(1, 60_000_000)]);
-    reused.start_time_ticks = 999;
+    reused.stat.start_time_ticks = 999;
     let mut before = process(1, &[(1, 59_000_000)]);
-    before.start_time_ticks = 100;
+    before.stat.start_time_ticks = 100;
     assert!(working(judge(
         sample(0, vec![before]),
         sample(500, vec![reused])
@@ -211,9 +215,10 @@ fn evidence_reads_for_logs() {
 fn proc_texts_are_read() {
     let stat = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
                 17 5 3 4 20 0 11 0 123456 1000000 2000 18446744073709551615";
-    assert_eq!(parse_stat_cpu_ticks(stat), Some((22, 7)));
-    assert_eq!(parse_stat_cpu_ticks("4242 (x) S 1 2"), None);
-    assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    let cpu_ticks = |text| parse_proc_stat(text).map(|s| (s.cpu_ticks, s.reaped_children_ticks));
+    assert_eq!(cpu_ticks(stat), Some((22, 7)));
+    assert_eq!(cpu_ticks("4242 (x) S 1 2"), None);
+    assert_eq!(cpu_ticks("garbage"), None);
     assert_eq!(parse_schedstat_ns("123456789 2000 17\n"), Some(123_456_789));
     assert_eq!(parse_schedstat_ns(""), None);
     let io = "rchar: 1000\nwchar: 24\nsyscr: 5\nsyscw: 2\nread_bytes: 0\n";
@@ -234,11 +239,14 @@ fn any_process() -> impl Strategy<Value = ProcessCounters> {
         any::<u64>(),
     )
         .prop_map(|(pid, threads, cpu_ticks, reaped, chars)| ProcessCounters {
-            pid,
-            start_time_ticks: 1,
+            stat: ProcStat {
+                pid,
+                start_time_ticks: 1,
+                cpu_ticks,
+                reaped_children_ticks: reaped,
+                ..ProcStat::default()
+            },
             thread_cpu_ns: threads,
-            cpu_ticks,
-            reaped_children_ticks: reaped,
             chars,
             socket_inodes: Vec::new(),
         })
@@ -247,7 +255,7 @@ fn any_process() -> impl Strategy<Value = ProcessCounters> {
 proptest! {
     #[test]
     fn proc_parsers_never_panic(text in "(?s).{0,300}") {
-        let _ = parse_stat_cpu_ticks(&text);
+        let _ = parse_proc_stat(&text);
         let _ = parse_schedstat_ns(&text);
         let _ = parse_io_chars(&text);
         let _ = socket_inode(text.as_bytes());

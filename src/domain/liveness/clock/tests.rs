@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::identity::ProcStat;
 use crate::domain::liveness::activity::{ProcessCounters, THRESHOLDS};
 
 impl AttemptClock {
@@ -25,8 +26,11 @@ fn sample(at: f64, cpu_ms: u64) -> ActivitySample {
     ActivitySample {
         at: secs(at),
         processes: vec![ProcessCounters {
-            pid: 10,
-            start_time_ticks: 1,
+            stat: ProcStat {
+                pid: 10,
+                start_time_ticks: 1,
+                ..ProcStat::default()
+            },
             thread_cpu_ns: vec![(10, cpu_ms * 1_000_000)],
             ..ProcessCounters::default()
         }],

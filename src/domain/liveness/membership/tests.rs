@@ -14,6 +14,8 @@ fn stat(pid: u32, ppid: u32, pgrp: u32, start: u64) -> ProcStat {
         ppid,
         pgrp,
         start_time_ticks: start,
+        cpu_ticks: 0,
+        reaped_children_ticks: 0,
     }
 }
 
