@@ -71,8 +71,13 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
         ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
         start_time_ticks: ticks(22)?,
-        cpu_ticks: ticks(14)?.saturating_add(ticks(15)?),
-        reaped_children_ticks: ticks(16)?.saturating_add(ticks(17)?),
+        // The CPU fields only feed the activity rule: a process is identified without them.
+        cpu_ticks: ticks(14)
+            .unwrap_or(0)
+            .saturating_add(ticks(15).unwrap_or(0)),
+        reaped_children_ticks: ticks(16)
+            .unwrap_or(0)
+            .saturating_add(ticks(17).unwrap_or(0)),
     })
 }
 

@@ -79,9 +79,20 @@ pub(crate) fn start(
         if let Err(TryRecvError::Empty) = drained.try_recv() {
             let _ = drained.await;
         }
-        // Every report read was sent before this message.
-        notify(&supervisor, AttemptMsg::NotificationsDrained(tally));
+        tally
     };
-    tokio::spawn(receiving.in_current_span());
+    let receiving = tokio::spawn(receiving.in_current_span());
+    tokio::spawn(
+        async move {
+            // A receiver that panicked still answers, so the drain never waits out its limit.
+            let tally = receiving.await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "the notification receiver failed; its counts are lost");
+                Default::default()
+            });
+            // Every report read was sent before this message.
+            notify(&supervisor, AttemptMsg::NotificationsDrained(tally));
+        }
+        .in_current_span(),
+    );
     drain
 }
