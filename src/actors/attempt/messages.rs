@@ -1,6 +1,6 @@
 //! What the attempt supervisor is started with and told, by its tasks, its children and the
-//! run supervisor, and what the pipe readers hand the output's consumers. Children import this file, never the
-//! supervisor's.
+//! run supervisor, and what the pipe readers hand the output's consumers. Child actors import
+//! this file, never the supervisor's (its own task modules, such as `commit.rs`, may).
 
 use std::sync::Arc;
 
