@@ -237,9 +237,8 @@ pub struct AnswerArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Markdown plan path (relative to the current directory).
-    #[arg(long, value_name = "PATH")]
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// text (for a terminal), markdown (for a pull request or an issue), html (one
     /// self-contained page) or json (docs/report.schema.json).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]

@@ -485,3 +485,20 @@ fn a_mistyped_command_gets_a_did_you_mean() {
         );
     }
 }
+
+/// `report` takes the plan alone too, as every command that works on a plan does.
+#[test]
+fn report_takes_the_plan_alone() {
+    let sandbox = Sandbox::new();
+    sandbox.write(PLAN, plan_with_phases(1));
+    let agent = agent(&sandbox, COMPLETE);
+    sandbox
+        .run(&["run", PLAN, "--agent-cmd", agent.to_str().unwrap(), "-q"])
+        .assert_code(0);
+    let flagged = sandbox.run(&["report", "--plan", PLAN]);
+    let alone = sandbox.run(&["report", PLAN]);
+    flagged.assert_code(0);
+    alone.assert_code(0);
+    assert!(alone.stdout.contains("phase-1"), "{}", alone.stdout);
+    assert_eq!(alone.stdout, flagged.stdout);
+}

@@ -35,7 +35,7 @@ pub enum Format {
 
 /// `report`: prints the report (or writes it to `--output`).
 pub(super) fn run(args: &ReportArgs) -> ExitCode {
-    let report = match locate_for_report(&args.plan)
+    let report = match locate_for_report(args.plan.path())
         .and_then(|location| gather::gather(&location, args.run_id.as_deref()))
     {
         Ok(report) => report,
